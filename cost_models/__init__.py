@@ -1,0 +1,1 @@
+"""Analytical FPGA model, I/O lower bounds, learned and roofline cost models."""

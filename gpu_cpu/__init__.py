@@ -1,0 +1,1 @@
+"""TVM code generation and measurement for CPU (llvm) and GPU (cuda)."""

@@ -1,0 +1,154 @@
+"""FPGA boards: one YAML file each, validated against ``boards/board.schema.json``.
+
+``load_board("vu9p")`` finds a packaged board by name; ``load_board("path/to/my_board.yaml")`` loads a
+user's file. Either way a file that does not match the schema is rejected with a message naming the
+file and the field.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+import yaml
+
+from hetero_dse.errors import BoardError
+from hetero_dse.resources import data_dir
+
+RESOURCE_KINDS = ("dsp", "bram18k", "uram", "lut", "ff")
+
+
+@dataclass(frozen=True)
+class Memory:
+    """One kind of off-chip memory: ``channels`` independent ports of ``bandwidth_gbps_per_channel`` GB/s."""
+
+    kind: str
+    channels: int
+    bandwidth_gbps_per_channel: float
+    capacity_gib: float | None = None
+    connectivity: str | None = None
+
+    @property
+    def bandwidth_gbps(self) -> float:
+        return self.channels * self.bandwidth_gbps_per_channel
+
+
+@dataclass(frozen=True)
+class Board:
+    """What the FPGA cost model and the HLS project generator need to know about a board."""
+
+    name: str
+    description: str
+    part: str
+    platform: str | None
+    default_clock_mhz: float
+    max_clock_mhz: float
+    resources: Mapping[str, int]
+    usable: Mapping[str, float]
+    memories: tuple[Memory, ...]
+    sources: Mapping[str, str]
+    path: Path
+
+    @property
+    def memory(self) -> Memory:
+        """The memory the accelerator's ports use by default (the first listed)."""
+        return self.memories[0]
+
+    def cap(self, resource: str) -> int:
+        """Usable amount of a resource: the device count times the usable fraction, rounded down."""
+        return int(self.resources[resource] * self.usable[resource])
+
+    @property
+    def caps(self) -> dict[str, int]:
+        return {r: self.cap(r) for r in RESOURCE_KINDS}
+
+
+def list_boards() -> list[Board]:
+    """Every packaged board, by name."""
+    return [load_board(p) for p in sorted(data_dir("boards").glob("*.yaml"))]
+
+
+def board_names() -> list[str]:
+    return sorted(p.stem for p in data_dir("boards").glob("*.yaml"))
+
+
+def load_board(name_or_path: str | Path) -> Board:
+    """Load a packaged board by name, or a board file by path.
+
+    Raises:
+        BoardError: unknown name, unreadable file, YAML syntax error, or a field that breaks the schema.
+    """
+    text = str(name_or_path)
+    path = Path(text)
+    if not (text.endswith((".yaml", ".yml")) or path.is_file()):
+        path = data_dir("boards") / f"{text.lower()}.yaml"
+        if not path.is_file():
+            close = difflib.get_close_matches(text.lower(), board_names(), n=2)
+            hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+            raise BoardError(f"unknown board {text!r}{hint}; known boards: {', '.join(board_names())}, "
+                             "or give the path of a board YAML file")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise BoardError(f"board file {path} does not exist") from None
+    except OSError as exc:
+        raise BoardError(f"board file {path} cannot be read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise BoardError(f"board file {path} is not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    return _from_dict(raw, path)
+
+
+def _from_dict(raw: Any, path: Path) -> Board:
+    if not isinstance(raw, dict):
+        raise BoardError(f"board file {path} must hold a mapping of fields, not {type(raw).__name__}")
+    errors = sorted(_validator().iter_errors(raw), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if errors:
+        raise BoardError(f"board file {path}: {_describe(errors[0])}")
+    clock = raw["clock"]
+    if clock["default_mhz"] > clock["max_mhz"]:
+        raise BoardError(f"board file {path}: field clock.default_mhz ({clock['default_mhz']}) is above "
+                         f"clock.max_mhz ({clock['max_mhz']})")
+    return Board(
+        name=raw["name"], description=raw["description"], part=raw["part"], platform=raw.get("platform"),
+        default_clock_mhz=float(clock["default_mhz"]), max_clock_mhz=float(clock["max_mhz"]),
+        resources=MappingProxyType(dict(raw["resources"])), usable=MappingProxyType(dict(raw["usable"])),
+        memories=tuple(Memory(**m) for m in raw["memory"]), sources=MappingProxyType(dict(raw["sources"])),
+        path=path.resolve())
+
+
+@cache
+def _validator() -> Any:
+    import jsonschema
+
+    schema = json.loads((data_dir("boards") / "board.schema.json").read_text())
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _describe(error: Any) -> str:
+    """Turn a jsonschema error into one sentence that names the field."""
+    field = ".".join(str(p) for p in error.absolute_path)
+    value = error.instance
+    if error.validator == "required":
+        missing = error.message.split("'")[1]
+        return f"missing field {'.'.join(filter(None, [field, missing]))}"
+    if error.validator == "additionalProperties":
+        extra = sorted(set(value) - set(error.schema.get("properties", {})))
+        return f"unknown field {'.'.join(filter(None, [field, extra[0]]))}"
+    if error.validator in ("minimum", "exclusiveMinimum"):
+        return f"field {field} must be {'at least' if error.validator == 'minimum' else 'above'} " \
+               f"{error.validator_value}, got {value}"
+    if error.validator == "maximum":
+        return f"field {field} must be at most {error.validator_value}, got {value}"
+    if error.validator == "type":
+        expected = error.validator_value if isinstance(error.validator_value, str) else " or ".join(error.validator_value)
+        return f"field {field} must be of type {expected}, got {value!r}"
+    if error.validator == "enum":
+        return f"field {field} must be one of {', '.join(map(str, error.validator_value))}, got {value!r}"
+    return f"field {field or '(top level)'}: {error.message}"

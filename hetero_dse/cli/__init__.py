@@ -1,0 +1,1 @@
+"""The ``hetero_dse`` command line."""

@@ -1,0 +1,317 @@
+"""The operator frontend: ``@operator`` marks a TVM tensor-expression builder with its shape parameters.
+
+An :class:`OperatorDef` is the marked builder (parameters, defaults, named shape sets, an optional
+numerical reference); :meth:`OperatorDef.instantiate` runs it for concrete parameter values and returns
+an :class:`Operator`: the input placeholders, the one output tensor and a stable signature that keys the
+history database.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from hetero_dse.errors import OperatorError, ShapeError
+
+#: Data types an operator may be built for; integer types accumulate in int32.
+DTYPES = ("float32", "float16", "int8", "int16", "int32")
+
+ParamValue = int | str
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of an operator builder.
+
+    Args:
+        default: value used when the user gives none; its type (int or str) is the parameter's type.
+        minimum: smallest allowed value of an integer parameter (1 for a shape, 0 for a padding).
+        choices: allowed values of a string parameter.
+        help: one line shown by ``hetero_dse ops``.
+    """
+
+    default: ParamValue
+    minimum: int | None = 1
+    choices: tuple[str, ...] | None = None
+    help: str = ""
+
+    def parse(self, name: str, raw: Any, where: str) -> ParamValue:
+        """Convert a user-given value (``"256"`` from the command line, or a Python value) and check it."""
+        if isinstance(self.default, str):
+            value = str(raw)
+            if self.choices is not None and value not in self.choices:
+                raise ShapeError(f"{where}: parameter {name} must be one of {', '.join(self.choices)}, got {value!r}")
+            return value
+        value = _as_int(raw)
+        if value is None:
+            raise ShapeError(f"{where}: parameter {name} must be an integer, got {raw!r}")
+        if self.minimum is not None and value < self.minimum:
+            kind = "a positive integer" if self.minimum == 1 else f"an integer >= {self.minimum}"
+            raise ShapeError(f"{where}: parameter {name} must be {kind}, got {value}")
+        return value
+
+
+def _as_int(raw: Any) -> int | None:
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, (int, np.integer)):
+        return int(raw)
+    if isinstance(raw, str):
+        text = raw.strip()
+        if text.lstrip("+-").isdigit():
+            return int(text)
+    return None
+
+
+@dataclass(frozen=True)
+class ShapeSet:
+    """Named parameter sets of one operator, e.g. the 15 YOLO-v1 conv layers as ``yolo:C1``…``yolo:C15``."""
+
+    name: str
+    shapes: Mapping[str, Mapping[str, ParamValue]]
+    description: str = ""
+
+
+class OperatorDef:
+    """A marked builder of a tensor-expression operator. Made by :func:`operator`."""
+
+    def __init__(
+        self,
+        builder: Callable[..., Any],
+        name: str,
+        params: Mapping[str, Param],
+        description: str = "",
+        shape_sets: Iterable[ShapeSet] = (),
+        reference: Callable[..., np.ndarray] | None = None,
+        origin: str = "built-in",
+    ) -> None:
+        self.builder = builder
+        self.name = name
+        self.params = MappingProxyType(dict(params))
+        self.description = description
+        self.shape_sets = MappingProxyType({s.name: s for s in shape_sets})
+        self.reference = reference
+        self.origin = origin
+
+    def __repr__(self) -> str:
+        return f"OperatorDef({self.name!r}, params={list(self.params)})"
+
+    def defaults(self) -> dict[str, ParamValue]:
+        return {name: p.default for name, p in self.params.items()}
+
+    def resolve_params(self, overrides: Mapping[str, Any] | None = None, base: Mapping[str, Any] | None = None) -> dict[str, ParamValue]:
+        """Merge defaults, a named shape (``base``) and user overrides, checking every value.
+
+        Raises:
+            ShapeError: an unknown parameter name, or a value of the wrong type or range.
+        """
+        values: dict[str, ParamValue] = self.defaults()
+        for source in (base or {}, overrides or {}):
+            for key, raw in source.items():
+                if key not in self.params:
+                    known = ", ".join(self.params) or "none"
+                    raise ShapeError(f"operator {self.name} has no parameter {key!r}; its parameters are: {known}")
+                values[key] = self.params[key].parse(key, raw, f"operator {self.name}")
+        return values
+
+    def shapes(self, spec: str) -> list[tuple[str, dict[str, ParamValue]]]:
+        """Resolve ``SET`` (every shape of the set) or ``SET:NAME`` (one shape) to named parameter dicts."""
+        set_name, _, shape_name = spec.partition(":")
+        if set_name not in self.shape_sets:
+            known = ", ".join(self.shape_sets) or "none"
+            raise ShapeError(f"operator {self.name} has no shape set {set_name!r}; its shape sets are: {known}")
+        shape_set = self.shape_sets[set_name]
+        if not shape_name:
+            return [(f"{set_name}:{n}", dict(p)) for n, p in shape_set.shapes.items()]
+        if shape_name not in shape_set.shapes:
+            known = ", ".join(shape_set.shapes)
+            raise ShapeError(f"shape set {set_name} of operator {self.name} has no shape {shape_name!r}; it has: {known}")
+        return [(f"{set_name}:{shape_name}", dict(shape_set.shapes[shape_name]))]
+
+    def instantiate(self, overrides: Mapping[str, Any] | None = None, *, shape: str | None = None) -> Operator:
+        """Build the operator for concrete parameters.
+
+        Args:
+            overrides: parameter values given by the user (strings are parsed).
+            shape: a ``SET:NAME`` shape whose parameters are applied before the overrides.
+
+        Raises:
+            ShapeError: bad parameters or shape name.
+            OperatorError: the builder raised, or returned something other than tensors.
+        """
+        base: Mapping[str, Any] = {}
+        if shape is not None:
+            matches = self.shapes(shape)
+            if len(matches) != 1:
+                raise ShapeError(f"shape {shape!r} names a whole set; pick one shape, e.g. {matches[0][0]}")
+            shape, base = matches[0]
+        params = self.resolve_params(overrides, base)
+        try:
+            result = self.builder(**params)
+        except (OperatorError, ShapeError):
+            raise
+        except Exception as exc:  # the user's code: any failure is reported as a message
+            raise OperatorError(f"operator {self.name} ({self.origin}) failed to build with {_fmt_params(params)}: "
+                                f"{type(exc).__name__}: {_first_line(exc)}") from exc
+        inputs, output = _split_tensors(self.name, result)
+        return Operator(name=self.name, params=MappingProxyType(params), inputs=inputs, output=output,
+                        definition=self, shape_name=shape)
+
+
+@dataclass(frozen=True, eq=False)
+class Operator:
+    """An operator built for concrete parameters: input placeholders and one output tensor."""
+
+    name: str
+    params: Mapping[str, ParamValue]
+    inputs: tuple[Any, ...]
+    output: Any
+    definition: OperatorDef = field(repr=False)
+    shape_name: str | None = None
+
+    @property
+    def tensors(self) -> list[Any]:
+        """Inputs then the output, the argument order of the built function."""
+        return [*self.inputs, self.output]
+
+    @property
+    def dtype(self) -> str:
+        """Data type of the inputs (the operands of the arithmetic); the output may be wider."""
+        return str(self.inputs[0].dtype)
+
+    def signature(self) -> str:
+        """Stable text key: name, every tensor's shape and dtype, and the parameters, e.g. for the history DB."""
+        tensors = ",".join(f"{t.op.name}:{'x'.join(str(int(d)) for d in t.shape)}:{t.dtype}" for t in self.tensors)
+        return f"{self.name}[{tensors}]{{{_fmt_params(self.params)}}}"
+
+    def prim_func(self) -> Any:
+        """The TIR PrimFunc of the whole operator with TVM's default (naive) schedule."""
+        from tvm import te
+
+        return te.create_prim_func(self.tensors)
+
+    def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
+        """Random inputs with values that keep integer accumulation exact and float error small."""
+        rng = np.random.default_rng(seed)
+        arrays = []
+        for t in self.inputs:
+            shape = tuple(int(d) for d in t.shape)
+            dtype = str(t.dtype)
+            if dtype.startswith("int"):
+                bound = {"int8": 8, "int16": 64}.get(dtype, 128)
+                arrays.append(rng.integers(-bound, bound, size=shape).astype(dtype))
+            else:
+                arrays.append(rng.uniform(-1.0, 1.0, size=shape).astype(dtype))
+        return arrays
+
+    def reference(self, inputs: list[np.ndarray]) -> np.ndarray | None:
+        """The operator's result computed by its library reference (torch or numpy), or None if it has none."""
+        if self.definition.reference is None:
+            return None
+        out = self.definition.reference(dict(self.params), *inputs)
+        return np.asarray(out)
+
+
+def operator(_builder: Callable[..., Any] | None = None, *, name: str | None = None, description: str | None = None,
+             shape_sets: Iterable[ShapeSet] = (), reference: Callable[..., np.ndarray] | None = None,
+             **params: ParamValue | Param) -> Any:
+    """Mark a function that builds a tensor-expression operator.
+
+    The function takes the shape parameters as keyword arguments and returns a list of ``tvm.te.Tensor``:
+    the input placeholders and one output (TVM's ``create_prim_func`` order). Defaults come from the
+    decorator's keyword arguments or from the function's own defaults; integers are shape parameters and
+    must be positive unless given as ``Param(default, minimum=0)``.
+
+    Args:
+        name: operator name (defaults to the function's name).
+        description: one line for ``hetero_dse ops`` (defaults to the docstring's first line).
+        shape_sets: named parameter sets.
+        reference: ``f(params, *inputs) -> output`` computing the result with numpy or torch.
+        **params: parameter defaults (int, str, or :class:`Param`).
+    """
+
+    def mark(builder: Callable[..., Any]) -> OperatorDef:
+        op_name = name or builder.__name__
+        signature = inspect.signature(builder)
+        specs: dict[str, Param] = {}
+        for pname, p in signature.parameters.items():
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                continue
+            given = params.get(pname, p.default)
+            if given is inspect.Parameter.empty:
+                raise OperatorError(f"operator {op_name}: parameter {pname} has no default; "
+                                    f"give one, e.g. @operator({pname}=64)")
+            specs[pname] = _as_param(pname, given)
+        extra = set(params) - set(specs)
+        if extra:
+            raise OperatorError(f"operator {op_name}: @operator names {', '.join(sorted(extra))}, "
+                                f"which the function {builder.__name__} does not take")
+        doc = description if description is not None else (inspect.getdoc(builder) or "").split("\n", 1)[0]
+        origin = inspect.getsourcefile(builder) or "built-in"
+        return OperatorDef(builder, op_name, specs, doc, shape_sets, reference, origin)
+
+    if _builder is not None:
+        return mark(_builder)
+    return mark
+
+
+def _as_param(name: str, given: Any) -> Param:
+    if isinstance(given, Param):
+        return given
+    if name == "dtype":
+        return Param(str(given), choices=DTYPES, help="data type of the inputs")
+    if isinstance(given, bool) or not isinstance(given, (int, str)):
+        raise OperatorError(f"parameter {name}: default must be an int or a str, got {given!r}")
+    return Param(given)
+
+
+def _split_tensors(op_name: str, result: Any) -> tuple[tuple[Any, ...], Any]:
+    from tvm import te
+
+    what = f"operator {op_name} must return a list of tvm.te.Tensor (its input placeholders and one output)"
+    if not isinstance(result, (list, tuple)) or not result:
+        raise OperatorError(f"{what}; it returned {type(result).__name__}")
+    for item in result:
+        if not isinstance(item, te.Tensor):
+            raise OperatorError(f"{what}; it returned a {type(item).__name__} among them")
+    inputs = tuple(t for t in result if isinstance(t.op, te.PlaceholderOp))
+    outputs = [t for t in result if not isinstance(t.op, te.PlaceholderOp)]
+    if len(outputs) != 1:
+        names = ", ".join(t.op.name for t in outputs) or "none"
+        raise OperatorError(f"{what}; it returned {len(outputs)} computed tensors ({names})")
+    output = outputs[0]
+    needed = _placeholders_of(output)
+    missing = [t.op.name for t in needed if not any(t.same_as(i) for i in inputs)]
+    if missing:
+        raise OperatorError(f"operator {op_name} reads {', '.join(missing)} but does not return "
+                            f"{'it' if len(missing) == 1 else 'them'} in its list of tensors")
+    return inputs, output
+
+
+def _placeholders_of(tensor: Any) -> list[Any]:
+    from tvm import te
+
+    seen: list[Any] = []
+    stack = [tensor]
+    while stack:
+        t = stack.pop()
+        if isinstance(t.op, te.PlaceholderOp):
+            if not any(t.same_as(s) for s in seen):
+                seen.append(t)
+            continue
+        stack.extend(t.op.input_tensors)
+    return seen
+
+
+def _fmt_params(params: Mapping[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(params.items()))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else "(no message)"

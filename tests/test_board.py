@@ -1,0 +1,92 @@
+"""Board files: every packaged board loads; a bad file is named with its field."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from hetero_dse.board import RESOURCE_KINDS, board_names, list_boards, load_board
+from hetero_dse.errors import BoardError
+from hetero_dse.resources import data_dir
+
+REQUIRED_BOARDS = {"vu9p", "u200", "u250", "u280", "zcu102", "zcu104", "pynq-z2", "kv260"}
+
+
+def test_packaged_boards():
+    assert REQUIRED_BOARDS <= set(board_names())
+    for board in list_boards():
+        assert board.name == board.path.stem
+        assert board.memory.bandwidth_gbps > 0
+        assert all(0 < board.usable[r] <= 1 for r in RESOURCE_KINDS)
+        assert {"resources", "memory"} <= set(board.sources)
+
+
+def test_vu9p_figures_and_caps():
+    b = load_board("VU9P")
+    assert b.part == "xcvu9p-flgb2104-2-i"
+    assert (b.resources["dsp"], b.resources["bram18k"], b.resources["uram"]) == (6840, 4320, 960)
+    assert b.cap("dsp") == 4788  # 6840 * 0.7
+    assert b.memory.channels == 4 and b.memory.bandwidth_gbps == 64.0
+
+
+def test_u280_uses_hbm_first():
+    b = load_board("u280")
+    assert b.memory.kind == "hbm2" and b.memory.channels == 32
+    assert b.memory.bandwidth_gbps == pytest.approx(460.0)
+    assert b.memories[1].kind == "ddr4"
+
+
+@pytest.fixture
+def board_file(tmp_path):
+    """Write a copy of vu9p.yaml with one change; returns its path."""
+
+    def make(edit) -> str:
+        raw = yaml.safe_load((data_dir("boards") / "vu9p.yaml").read_text())
+        edit(raw)
+        path = tmp_path / "my_board.yaml"
+        path.write_text(yaml.safe_dump(raw))
+        return str(path)
+
+    return make
+
+
+def test_user_board_file_loads(board_file):
+    path = board_file(lambda r: r.update(name="my_board"))
+    assert load_board(path).name == "my_board"
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda r: r["resources"].pop("dsp"), "missing field resources.dsp"),
+    (lambda r: r.pop("memory"), "missing field memory"),
+    (lambda r: r["resources"].update(dsp=-5), "field resources.dsp must be at least 0, got -5"),
+    (lambda r: r["resources"].update(bram18k="lots"), "field resources.bram18k must be of type integer, got 'lots'"),
+    (lambda r: r["usable"].update(lut=1.5), "field usable.lut must be at most 1, got 1.5"),
+    (lambda r: r["memory"][0].pop("bandwidth_gbps_per_channel"), "missing field memory.0.bandwidth_gbps_per_channel"),
+    (lambda r: r["memory"][0].update(kind="sram"), "field memory.0.kind must be one of"),
+    (lambda r: r.update(dsps=5), "unknown field dsps"),
+    (lambda r: r["clock"].update(default_mhz=400), "field clock.default_mhz (400) is above clock.max_mhz (300)"),
+])
+def test_bad_board_file_names_file_and_field(board_file, edit, message):
+    path = board_file(edit)
+    with pytest.raises(BoardError) as info:
+        load_board(path)
+    assert str(info.value).startswith(f"board file {path}: ")
+    assert message in str(info.value)
+
+
+def test_unknown_board_name_lists_known_ones():
+    with pytest.raises(BoardError, match=r"unknown board 'vu9' \(did you mean vu9p\?\); known boards: kv260"):
+        load_board("vu9")
+
+
+def test_board_file_problems(tmp_path):
+    with pytest.raises(BoardError, match="does not exist"):
+        load_board(tmp_path / "nope.yaml")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: x\nresources: [1, 2\n")
+    with pytest.raises(BoardError, match=r"broken.yaml is not valid YAML at line 3"):
+        load_board(broken)
+    listing = tmp_path / "list.yaml"
+    listing.write_text("- 1\n- 2\n")
+    with pytest.raises(BoardError, match="must hold a mapping of fields, not list"):
+        load_board(listing)

@@ -1,0 +1,134 @@
+"""The command line: what a user sees, for good input and for every kind of bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+
+def test_version_and_help(cli):
+    r = cli("--version")
+    assert r.code == 0 and "hetero_dse, version 0.1.0" in r.out
+    r = cli("--help")
+    assert r.code == 0
+    for command in ("ops", "analyze", "boards"):
+        assert command in r.out
+
+
+def test_ops_lists_all_14(cli):
+    r = cli("ops")
+    assert r.code == 0
+    for name in ("gemv", "gemm", "bilinear", "conv1d", "conv_transpose3d", "group_conv2d", "depthwise_conv2d",
+                 "dilated_conv2d", "bcm", "shift_conv2d"):
+        assert name in r.out
+    r = cli("ops", "c2d")
+    assert r.code == 0 and "yolo:C15" in r.out and "C=1024" in r.out
+
+
+def test_analyze_builtin_json_numbers(cli):
+    r = cli("analyze", "--op", "conv2d", "--shape", "yolo:C8", "--json")
+    assert r.code == 0, r.err
+    (a,) = json.loads(r.out)
+    assert a["shape"] == "yolo:C8"
+    assert (a["sl"], a["rl"], a["num_nodes"]) == (8, 3, 2)
+    assert a["flops"] == 2 * 512 * 28 * 28 * 256 * 9
+    weight = next(x for x in a["accesses"] if x["tensor"] == "W")
+    assert weight["footprint_bytes"] == 512 * 256 * 9 * 4
+
+
+def test_analyze_whole_shape_set_prints_every_layer(cli):
+    r = cli("analyze", "--op", "conv2d", "--shape", "yolo")
+    assert r.code == 0
+    assert all(f"yolo:C{i}" in r.out for i in range(1, 16))
+
+
+def test_analyze_example_file_with_param(cli):
+    r = cli("analyze", REPO / "examples" / "gemm.py", "--param", "K=256", "--json")
+    assert r.code == 0, r.err
+    (a,) = json.loads(r.out)
+    assert a["flops"] == 2 * 512 * 512 * 256
+    r = cli("analyze", REPO / "examples" / "mttkrp.py")
+    assert r.code == 0 and "X[i, k, l]" in r.out
+
+
+def test_boards_table_and_detail(cli):
+    r = cli("boards")
+    assert r.code == 0 and "xcvu9p-flgb2104-2-i" in r.out and "32×hbm2" in r.out
+    r = cli("boards", "zcu104")
+    assert r.code == 0 and "1,728 × 80% usable = 1,382" in r.out
+
+
+def one_line_error(r, fragment: str) -> None:
+    assert r.code == 1, (r.code, r.out, r.err)
+    assert "Traceback" not in r.err + r.out
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hetero_dse: error: "), r.err
+    assert fragment in lines[0]
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["analyze", "missing_op.py"], "op file missing_op.py does not exist"),
+    (["analyze"], "name an operator: an op.py file"),
+    (["analyze", "--op", "conv9d"], "unknown operator 'conv9d'"),
+    (["analyze", "--op", "conv2d", "--shape", "resnet:C1"], "has no shape set 'resnet'"),
+    (["analyze", "--op", "conv2d", "--shape", "yolo:C99"], "has no shape 'C99'"),
+    (["analyze", "--op", "gemm", "--param", "K=0"], "parameter K must be a positive integer, got 0"),
+    (["analyze", "--op", "gemm", "--param", "K=1.5"], "parameter K must be an integer, got '1.5'"),
+    (["analyze", "--op", "gemm", "--param", "K"], "--param expects NAME=VALUE"),
+    (["boards", "vu7p"], "unknown board 'vu7p'"),
+])
+def test_bad_arguments(cli, args, fragment):
+    one_line_error(cli(*args), fragment)
+
+
+@pytest.mark.parametrize("body,fragment", [
+    ("def broken(:\n", "has a syntax error at line 1"),
+    ("x = 1\n", "defines no operator"),
+    ("import hetero_dse as hd\n@hd.operator(N=2)\ndef f(N):\n    return 'tensors'\n", "it returned str"),
+])
+def test_bad_op_files(cli, write, body, fragment):
+    one_line_error(cli("analyze", write("op.py", body)), fragment)
+
+
+def test_malformed_board_file(cli, write):
+    path = write("b.yaml", "name: b\ndescription: d\npart: p\n")
+    one_line_error(cli("boards", path), f"board file {path}: missing field clock")
+
+
+def test_non_affine_operator(cli, write):
+    path = write("op.py", """
+        from tvm import te
+        import hetero_dse as hd
+
+        @hd.operator(N=8)
+        def pool(N):
+            A = te.placeholder((N,), name="A")
+            return [A, te.compute((N // 2,), lambda i: A[i * i], name="O")]
+    """)
+    one_line_error(cli("analyze", path), "reads tensor A at index 'i * i', which is not an affine function")
+
+
+def test_debug_shows_the_traceback(cli):
+    from hetero_dse.errors import OperatorError
+
+    with pytest.raises(OperatorError):
+        cli("--debug", "analyze", "--op", "nope")
+
+
+def test_usage_error_is_clicks(cli):
+    r = cli("analyze", "--frobnicate")
+    assert r.code == 2 and "No such option '--frobnicate'" in r.err
+
+
+def test_console_script_process_exit_code(tmp_path):
+    """The installed entry point, as a separate process: one line on stderr, exit code 1."""
+    exe = [sys.executable, "-m", "hetero_dse.cli.main"]
+    r = subprocess.run([*exe, "analyze", "--op", "gemm", "--param", "M=-1"], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=120)
+    assert r.returncode == 1
+    assert r.stderr.strip() == "hetero_dse: error: operator gemm: parameter M must be a positive integer, got -1"
