@@ -148,3 +148,21 @@ def test_every_builtin_analyses_with_full_footprints_within_tensors():
                 size *= dim
             assert 0 < access.footprint(tile) <= size, (d.name, str(access))
         assert a.flops > 0
+
+
+@hd.operator(N=4)
+def _same_names(N):
+    from tvm import te
+
+    A = te.placeholder((N, N), name="A")
+    k1, k2 = te.reduce_axis((0, N), name="k"), te.reduce_axis((0, N), name="k")
+    P = te.compute((N, N), lambda i, j: A[i, j] * 2, name="O")
+    return [A, te.compute((N,), lambda i: te.sum(P[i, k1] * A[k2, i], axis=[k1, k2]), name="O")]
+
+
+def test_repeated_node_and_loop_names_are_made_unique():
+    a = analyze(_same_names.instantiate())
+    assert [n.name for n in a.nodes] == ["O", "O_2"]
+    assert [lp.name for lp in a.main.loops] == ["i", "k", "k_2"]
+    assert [str(r) for r in a.reads] == ["O[i, k]", "A[k_2, i]"]
+    assert a.reads[1].footprint({"i": 2, "k_2": 3}) == 6

@@ -132,3 +132,50 @@ def test_console_script_process_exit_code(tmp_path):
                        cwd=tmp_path, timeout=120)
     assert r.returncode == 1
     assert r.stderr.strip() == "hetero_dse: error: operator gemm: parameter M must be a positive integer, got -1"
+
+
+def test_name_picks_one_operator_of_a_file(cli, write):
+    path = write("two.py", """
+        from tvm import te
+        import hetero_dse as hd
+
+        def _scale(N, factor):
+            A = te.placeholder((N,), name="A")
+            return [A, te.compute((N,), lambda i: A[i] * factor, name="O")]
+
+        @hd.operator(N=8)
+        def double(N):
+            return _scale(N, 2.0)
+
+        @hd.operator(N=8)
+        def triple(N):
+            return _scale(N, 3.0)
+    """)
+    r = cli("analyze", path, "--json")
+    assert r.code == 0 and [a["operator"] for a in json.loads(r.out)] == ["double", "triple"]
+    r = cli("analyze", path, "--name", "triple", "--json")
+    assert [a["operator"] for a in json.loads(r.out)] == ["triple"]
+    one_line_error(cli("analyze", path, "--name", "quadruple"), "has no operator 'quadruple'; it has: double, triple")
+    one_line_error(cli("analyze", path, "--op", "gemm"), "give either an op.py file or --op NAME, not both")
+
+
+@pytest.mark.parametrize("name", ["gemv", "gemm", "bilinear", "conv1d", "conv_transpose1d", "conv2d",
+                                  "conv_transpose2d", "conv3d", "conv_transpose3d", "group_conv2d",
+                                  "depthwise_conv2d", "dilated_conv2d", "bcm", "shift_conv2d"])
+def test_analysis_table_prints_for_every_builtin(cli, name):
+    from hetero_dse.analysis import analyze
+    from hetero_dse.ops import get_builtin
+
+    r = cli("analyze", "--op", name, "--shape", "small:s2")
+    assert r.code == 0, r.err
+    a = analyze(get_builtin(name).instantiate(shape="small:s2"))
+    assert f"{a.main.name} (main)" in r.out
+    assert f"#sl/#rl {a.num_spatial_loops}/{a.num_reduce_loops}" in r.out
+    for access in a.reads:
+        assert str(access) in r.out
+
+
+def test_undecodable_op_file(cli, tmp_path):
+    path = tmp_path / "op.py"
+    path.write_bytes(b"\xff\xfe\x00binary")
+    one_line_error(cli("analyze", path), f"op file {path} cannot be read")

@@ -228,27 +228,21 @@ def _post_order(output_op: Any) -> list[Any]:
 
 
 def _unique_names(ops: list[Any]) -> dict[int, str]:
-    names: dict[int, str] = {}
     used: set[str] = set()
-    for o in ops:
-        name, n = str(o.name), 1
-        while name in used:
-            n += 1
-            name = f"{o.name}_{n}"
-        used.add(name)
-        names[id(o)] = name
-    return names
+    return {id(o): _fresh(str(o.name), used) for o in ops}
 
 
 def _dedupe(loops: tuple[Loop, ...], taken: list[str] | None = None) -> tuple[Loop, ...]:
-    """Loop names must be unique within a node (they key tiles); rename repeats as name_2, name_3…"""
+    """Loop names must be unique within a node (they key tiles)."""
     used = set(taken or [])
-    out = []
-    for lp in loops:
-        name, n = lp.name, 1
-        while name in used:
-            n += 1
-            name = f"{lp.name}_{n}"
-        used.add(name)
-        out.append(Loop(name, lp.extent, lp.kind))
-    return tuple(out)
+    return tuple(Loop(_fresh(lp.name, used), lp.extent, lp.kind) for lp in loops)
+
+
+def _fresh(name: str, used: set[str]) -> str:
+    """``name``, or ``name_2``, ``name_3``… if taken; the result is added to ``used``."""
+    candidate, n = name, 1
+    while candidate in used:
+        n += 1
+        candidate = f"{name}_{n}"
+    used.add(candidate)
+    return candidate
