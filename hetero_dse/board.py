@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 import yaml
 
@@ -108,7 +109,9 @@ def load_board(name_or_path: str | Path) -> Board:
 def _from_dict(raw: Any, path: Path) -> Board:
     if not isinstance(raw, dict):
         raise BoardError(f"board file {path} must hold a mapping of fields, not {type(raw).__name__}")
-    errors = sorted(_validator().iter_errors(raw), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    # Report the shallowest problem first: a missing section before a bad value inside another.
+    errors = sorted(_validator().iter_errors(raw),
+                    key=lambda e: (len(e.absolute_path), [str(p) for p in e.absolute_path]))
     if errors:
         raise BoardError(f"board file {path}: {_describe(errors[0])}")
     clock = raw["clock"]
@@ -147,7 +150,9 @@ def _describe(error: Any) -> str:
     if error.validator == "maximum":
         return f"field {field} must be at most {error.validator_value}, got {value}"
     if error.validator == "type":
-        expected = error.validator_value if isinstance(error.validator_value, str) else " or ".join(error.validator_value)
+        expected = error.validator_value
+        if not isinstance(expected, str):
+            expected = " or ".join(expected)
         return f"field {field} must be of type {expected}, got {value!r}"
     if error.validator == "enum":
         return f"field {field} must be one of {', '.join(map(str, error.validator_value))}, got {value!r}"

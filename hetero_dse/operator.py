@@ -104,7 +104,8 @@ class OperatorDef:
     def defaults(self) -> dict[str, ParamValue]:
         return {name: p.default for name, p in self.params.items()}
 
-    def resolve_params(self, overrides: Mapping[str, Any] | None = None, base: Mapping[str, Any] | None = None) -> dict[str, ParamValue]:
+    def resolve_params(self, overrides: Mapping[str, Any] | None = None,
+                       base: Mapping[str, Any] | None = None) -> dict[str, ParamValue]:
         """Merge defaults, a named shape (``base``) and user overrides, checking every value.
 
         Raises:
@@ -130,7 +131,8 @@ class OperatorDef:
             return [(f"{set_name}:{n}", dict(p)) for n, p in shape_set.shapes.items()]
         if shape_name not in shape_set.shapes:
             known = ", ".join(shape_set.shapes)
-            raise ShapeError(f"shape set {set_name} of operator {self.name} has no shape {shape_name!r}; it has: {known}")
+            raise ShapeError(f"shape set {set_name} of operator {self.name} has no shape {shape_name!r}; "
+                             f"it has: {known}")
         return [(f"{set_name}:{shape_name}", dict(shape_set.shapes[shape_name]))]
 
     def instantiate(self, overrides: Mapping[str, Any] | None = None, *, shape: str | None = None) -> Operator:

@@ -132,7 +132,8 @@ def test_non_affine_access_names_tensor_and_expression():
 
 
 def test_data_dependent_access_is_named():
-    with pytest.raises(AnalysisError, match=r"reads tensor A at index 'idx\[i\]', which depends on the data of tensor idx"):
+    message = r"reads tensor A at index 'idx\[i\]', which depends on the data of tensor idx"
+    with pytest.raises(AnalysisError, match=message):
         analyze(_gather.instantiate())
 
 

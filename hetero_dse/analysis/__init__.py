@@ -191,7 +191,7 @@ def analyze(op: Operator) -> Analysis:
             arithmetic_per_iteration=count_arithmetic(body), body=text(body)))
 
     main_op, main = compute_ops[-1], nodes[-1]
-    loop_vars = [(iv.var, lp.name) for iv, lp in zip([*main_op.axis, *main_op.reduce_axis], main.loops)]
+    loop_vars = [(iv.var, lp.name) for iv, lp in zip([*main_op.axis, *main_op.reduce_axis], main.loops, strict=True)]
     reads = []
     for load in loads(main_op.body[0]):
         tensor = load.args[0]

@@ -25,7 +25,8 @@ console = Console(markup=False, highlight=False, width=None if sys.stdout.isatty
 
 _OPERATOR_OPTIONS = [
     click.argument("op_file", required=False, type=click.Path(dir_okay=True, path_type=str)),
-    click.option("--op", "builtin", metavar="NAME", help="A built-in operator instead of an op.py (see 'hetero_dse ops')."),
+    click.option("--op", "builtin", metavar="NAME",
+                 help="A built-in operator instead of an op.py (see 'hetero_dse ops')."),
     click.option("--shape", metavar="SET[:NAME]", help="A named shape, e.g. yolo:C8, or a whole set, e.g. yolo."),
     click.option("--param", "params", metavar="NAME=VALUE", multiple=True,
                  help="Override a parameter, e.g. --param K=256 --param dtype=int8 (repeatable)."),

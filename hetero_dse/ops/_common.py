@@ -54,7 +54,8 @@ def pad(data: Any, leading: int, pad_width: int, name: str = "pad") -> Any:
 
     def body(*idx: Any) -> Any:
         spatial = idx[leading:]
-        inside = [tvm.tirx.all(x >= pad_width, x < n + pad_width) for x, n in zip(spatial, shape[leading:])]
+        extents = shape[leading:]
+        inside = [tvm.tirx.all(x >= pad_width, x < n + pad_width) for x, n in zip(spatial, extents, strict=True)]
         src = list(idx[:leading]) + [x - pad_width for x in spatial]
         return tvm.tirx.if_then_else(tvm.tirx.all(*inside), data[tuple(src)], zero)
 

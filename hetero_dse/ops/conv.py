@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from hetero_dse.errors import ShapeError
-from hetero_dse.operator import Param, ShapeSet, operator
+from hetero_dse.operator import Param, operator
 from hetero_dse.ops._common import (
     DILATION,
     DTYPE,
@@ -91,7 +91,7 @@ def conv_nd(data_shape: tuple[int, ...], K: int, kernel: int, stride: int, paddi
         g, k = (idx[1], idx[2]) if grouped else (0, idx[1])
         out = idx[-nd:]
         channel = g * Cg + rc if grouped else rc
-        window = [o * conv_stride + r * dilation for o, r in zip(out, taps)]
+        window = [o * conv_stride + r * dilation for o, r in zip(out, taps, strict=True)]
         if transposed:
             weight = W[(channel, k, *[kernel - 1 - r for r in taps])]
         else:
