@@ -74,3 +74,8 @@ def test_signature_is_stable_and_distinguishes_shapes():
     assert a.signature() == b.signature()
     assert "A:512x64:float32" in a.signature()
     assert d.instantiate({"K": 32}).signature() != a.signature()
+
+
+def test_depthwise_kernel_larger_than_input_is_a_shape_error():
+    with pytest.raises(ShapeError, match=r"larger than the padded input \(2x2\): the output would be empty"):
+        get_builtin("depthwise_conv2d").instantiate({"H": 2, "W": 2, "kernel": 5, "padding": 0})

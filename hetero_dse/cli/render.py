@@ -6,7 +6,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hetero_dse.analysis import Analysis
-from hetero_dse.board import Board
+from hetero_dse.board import RESOURCE_KINDS, Board
 from hetero_dse.operator import OperatorDef
 from hetero_dse.ops import ABBREVIATIONS
 
@@ -87,8 +87,8 @@ def boards_table(boards: list[Board]) -> Table:
     for col in ("board", "part", "MHz", "DSP", "BRAM18K", "URAM", "LUT", "FF", "usable", "memory"):
         table.add_column(col, justify="right" if col in ("DSP", "BRAM18K", "URAM", "LUT", "FF") else "left")
     for b in boards:
-        counts = [f"{b.resources[r]:,}" for r in ("dsp", "bram18k", "uram", "lut", "ff")]
-        usable = "/".join(f"{b.usable[r]:.0%}".rstrip("%") for r in ("dsp", "bram18k", "uram", "lut", "ff")) + " %"
+        counts = [f"{b.resources[r]:,}" for r in RESOURCE_KINDS]
+        usable = "/".join(f"{b.usable[r]:.0%}".rstrip("%") for r in RESOURCE_KINDS) + " %"
         memory = " + ".join(f"{m.channels}×{m.kind} {m.bandwidth_gbps_per_channel:g} GB/s" for m in b.memories)
         table.add_row(b.name, b.part, f"{b.default_clock_mhz:g}", *counts, usable, memory)
     table.caption = "usable: share of DSP/BRAM18K/URAM/LUT/FF a design may take; MHz: default kernel clock"
@@ -103,7 +103,7 @@ def board_detail(b: Board) -> Table:
     table.add_row("part", b.part)
     table.add_row("platform", b.platform or "- (Vivado flow)")
     table.add_row("clock", f"{b.default_clock_mhz:g} MHz default, {b.max_clock_mhz:g} MHz max")
-    for r in ("dsp", "bram18k", "uram", "lut", "ff"):
+    for r in RESOURCE_KINDS:
         table.add_row(r, f"{b.resources[r]:,} × {b.usable[r]:.0%} usable = {b.cap(r):,}")
     for m in b.memories:
         table.add_row("memory", f"{m.kind}: {m.channels} × {m.bandwidth_gbps_per_channel:g} GB/s = "

@@ -73,11 +73,7 @@ def conv_nd(data_shape: tuple[int, ...], K: int, kernel: int, stride: int, paddi
     if pad_width > 0:
         data = pad(data, 2, pad_width)
 
-    sizes = [int(d) for d in data.shape[2:]]
-    out_spatial = [(n - dilation * (kernel - 1) - 1) // conv_stride + 1 for n in sizes]
-    if min(out_spatial) < 1:
-        raise ShapeError(f"the kernel ({kernel}, dilation {dilation}) is larger than the padded input "
-                         f"({'x'.join(map(str, sizes))}): the output would be empty")
+    out_spatial = window_positions([int(d) for d in data.shape[2:]], kernel, conv_stride, dilation)
 
     acc = accumulator(dtype)
     rc = te.reduce_axis((0, Cg), name="rc")
@@ -100,6 +96,19 @@ def conv_nd(data_shape: tuple[int, ...], K: int, kernel: int, stride: int, paddi
 
     O = te.compute(out_shape, body, name="O", varargs_names=names + OUTPUT_LOOPS[nd])
     return [I, W, O]
+
+
+def window_positions(padded: list[int], kernel: int, stride: int, dilation: int) -> list[int]:
+    """Positions of a sliding window along each padded input dimension: the output's spatial extents.
+
+    Raises:
+        ShapeError: the dilated kernel is larger than the padded input.
+    """
+    positions = [(n - dilation * (kernel - 1) - 1) // stride + 1 for n in padded]
+    if min(positions) < 1:
+        raise ShapeError(f"the kernel ({kernel}, dilation {dilation}) is larger than the padded input "
+                         f"({'x'.join(map(str, padded))}): the output would be empty")
+    return positions
 
 
 def _torch_conv(params: dict[str, Any], x: np.ndarray, w: np.ndarray, nd: int, transposed: bool) -> np.ndarray:
@@ -205,10 +214,7 @@ def depthwise_conv2d(batch, C, H, W, multiplier, kernel, stride, padding, dilati
     I = te.placeholder((batch, C, H, W), name="I", dtype=dtype)
     Wt = te.placeholder((C * multiplier, 1, kernel, kernel), name="W", dtype=dtype)
     data = pad(I, 2, padding) if padding > 0 else I
-    out_h = (H + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
-    out_w = (W + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
-    if min(out_h, out_w) < 1:
-        raise ShapeError(f"the kernel ({kernel}, dilation {dilation}) is larger than the padded input")
+    out_h, out_w = window_positions([H + 2 * padding, W + 2 * padding], kernel, stride, dilation)
     acc = accumulator(dtype)
     rx = te.reduce_axis((0, kernel), name="rx")
     ry = te.reduce_axis((0, kernel), name="ry")
