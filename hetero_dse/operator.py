@@ -155,7 +155,9 @@ class OperatorDef:
         params = self.resolve_params(overrides, base)
         try:
             result = self.builder(**params)
-        except (OperatorError, ShapeError):
+        except ShapeError as exc:  # a builder's own shape check: say which operator and shape it was
+            raise ShapeError(f"operator {self.name} with {_fmt_params(params)}: {exc}") from exc
+        except OperatorError:
             raise
         except Exception as exc:  # the user's code: any failure is reported as a message
             raise OperatorError(f"operator {self.name} ({self.origin}) failed to build with {_fmt_params(params)}: "
