@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from math import prod
 from typing import Any, Literal
 
-from hetero_dse.analysis.expr import AffineExpr, count_arithmetic, loads, text, to_affine
+from hetero_dse.analysis.expr import AffineExpr, count_arithmetic, count_multiplies, loads, text, to_affine
 from hetero_dse.analysis.footprint import bounding_box, footprint
 from hetero_dse.errors import AnalysisError
 from hetero_dse.operator import Operator
@@ -41,6 +41,12 @@ class Node:
     consumers: tuple[str, ...]
     arithmetic_per_iteration: int
     body: str = field(compare=False)
+    multiplies_per_iteration: int = 0
+
+    @property
+    def additions_per_iteration(self) -> int:
+        """Arithmetic that is not a multiplication: adds, subtracts, min/max, the accumulation."""
+        return self.arithmetic_per_iteration - self.multiplies_per_iteration
 
     @property
     def loops(self) -> tuple[Loop, ...]:
@@ -188,7 +194,8 @@ def analyze(op: Operator) -> Analysis:
         nodes.append(Node(
             name=names[id(c)], spatial=_dedupe(spatial), reduce=_dedupe(reduce, taken=[lp.name for lp in spatial]),
             inputs=tuple(t.op.name for t in c.input_tensors), consumers=tuple(consumers[id(c)]),
-            arithmetic_per_iteration=count_arithmetic(body), body=text(body)))
+            arithmetic_per_iteration=count_arithmetic(body), body=text(body),
+            multiplies_per_iteration=count_multiplies(body)))
 
     main_op, main = compute_ops[-1], nodes[-1]
     loop_vars = [(iv.var, lp.name) for iv, lp in zip([*main_op.axis, *main_op.reduce_axis], main.loops, strict=True)]

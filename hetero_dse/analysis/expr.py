@@ -154,6 +154,24 @@ def count_arithmetic(expr: Any) -> int:
     return own + sum(count_arithmetic(c) for c in children(expr))
 
 
+def count_multiplies(expr: Any) -> int:
+    """Value multiplications and divisions in one evaluation (the operations that need DSP multipliers)."""
+    k = kind(expr)
+    if is_tensor_load(expr) or k in ("IntImm", "FloatImm", "Var", "StringImm"):
+        return 0
+    if k == "Reduce":
+        return sum(count_multiplies(s) for s in expr.source)
+    if k == "Select":
+        return count_multiplies(expr.true_value) + count_multiplies(expr.false_value)
+    if k == "Call":
+        args = list(expr.args)
+        if call_name(expr).endswith("if_then_else"):
+            args = args[1:]
+        return sum(count_multiplies(a) for a in args)
+    own = 1 if k in ("Mul", "Div") else 0
+    return own + sum(count_multiplies(c) for c in children(expr))
+
+
 def loads(expr: Any) -> list[Any]:
     """Every tensor load in ``expr``, outermost first (a load inside an index is found too)."""
     found: list[Any] = []

@@ -9,14 +9,7 @@ from hetero_dse.analysis import Analysis
 from hetero_dse.board import RESOURCE_KINDS, Board
 from hetero_dse.operator import OperatorDef
 from hetero_dse.ops import ABBREVIATIONS
-
-
-def si(value: float, unit: str = "") -> str:
-    """``3.7e9`` -> ``3.70 G``: engineering notation for FLOPs and bytes."""
-    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= factor:
-            return f"{value / factor:.2f} {prefix}{unit}"
-    return f"{value:g} {unit}".rstrip()
+from hetero_dse.units import si
 
 
 def ops_table(definitions: list[OperatorDef]) -> Table:

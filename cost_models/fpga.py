@@ -1,0 +1,306 @@
+"""The analytical model of the three-stage read/compute/write accelerator (FlexTensor §5.2, Figure 4c).
+
+Vectorised: ``FpgaModel(space).evaluate(rows)`` scores any number of encoded points at once.
+
+Architecture being modelled (it is what ``hls_templates/kernel.cpp`` generates):
+
+* one **read** process per buffer: DDR → a block of a ``stream_of_blocks`` channel (two blocks deep, so
+  reading the next tile overlaps computing this one). A buffer holds the bounding box of its tile's
+  footprint and is loaded again only when a tile loop it depends on advances (input reuse: the order
+  of the tile loops decides how often). A port moves at most ``PORT_BITS`` per cycle and shares its DDR
+  channel's bandwidth with the other ports on that channel.
+* one **compute** process: per tile, the loops of the tile with the unrolled ones as the PE array and
+  the others pipelined, reduce loops outside spatial loops so that consecutive iterations accumulate
+  into different output elements. A floating-point accumulation carried over ``D`` spatial iterations
+  reaches ``II = ceil(add_latency / D)``; integer accumulation reaches II = 1.
+* one **write** process: the output tile (double-buffered) back to DDR once its reduction is complete.
+
+Per tile R, C and W are the stage times; the processes run concurrently, so the whole run takes the
+largest of their totals plus the fill and drain of the first and last tile:
+``latency = max(Σ R_x, Σ C, Σ W, DDR channels) + (R₁ + C₁ + W₁ − max(R₁, C₁, W₁))``. With no reuse this
+is FlexTensor's ``n_tiles × max(R, C, W)`` plus fill and drain.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from cost_models.fpga_costs import (
+    ARITHMETIC,
+    BUFFER_DEPTH,
+    COMPUTE_OVERHEAD_CYCLES,
+    DEEPER_CORES_ABOVE_MHZ,
+    FF_BASE,
+    FF_PER_PORT,
+    IMPL_NAMES,
+    LUT_BASE,
+    LUT_PER_PORT,
+    PORT_BITS,
+    storage,
+)
+from cost_models.io_bounds import IOBound, compulsory_bytes, io_lower_bound
+from hetero_dse.analysis import dtype_bytes
+from hetero_dse.board import RESOURCE_KINDS
+from hetero_dse.errors import HeteroDSEError
+from hetero_dse.space.fpga import AccessGeometry, FpgaSpace
+
+__all__ = ["FpgaModel", "accumulator_dtype"]
+
+
+def accumulator_dtype(dtype: str) -> str:
+    """Integers accumulate (and are written) in int32; floats in their own type."""
+    return "int32" if dtype.startswith("int") else dtype
+
+
+@dataclass(frozen=True)
+class _DtypeConstants:
+    in_bytes: int
+    acc_bytes: int
+    cost: Any
+
+
+class FpgaModel:
+    """Scores points of one :class:`FpgaSpace` (see the module docstring for the architecture)."""
+
+    def __init__(self, space: FpgaSpace) -> None:
+        self.space = space
+        board = space.board
+        for dtype in space.dtypes:
+            if dtype not in ARITHMETIC:
+                raise HeteroDSEError(f"the FPGA model has no costs for data type {dtype}; "
+                                     f"use one of {', '.join(ARITHMETIC)}")
+        self.consts = [_DtypeConstants(dtype_bytes(d), dtype_bytes(accumulator_dtype(d)), ARITHMETIC[d])
+                       for d in space.dtypes]
+        memory = board.memory
+        self.channels = memory.channels
+        self.channel_bw = memory.bandwidth_gbps_per_channel * 1e9
+        self.caps = np.array([board.cap(r) for r in RESOURCE_KINDS], dtype=np.float64)
+        self.uram_available = board.cap("uram") > 0
+        main = space.analysis.main
+        self.muls = main.multiplies_per_iteration
+        self.adds = main.additions_per_iteration
+        self.ops_per_iteration = main.arithmetic_per_iteration
+        self.total_ops = space.analysis.flops
+        self.ports = [*space.reads, space.write]
+        self.compulsory = np.array([compulsory_bytes(space.analysis, c.in_bytes, c.acc_bytes) for c in self.consts],
+                                   dtype=np.float64)
+        self.stage_names = ([f"read {g.name}" for g in space.reads] + [f"write {space.write.name}", "compute"]
+                            + [f"ddr channel {c}" for c in range(min(self.channels, len(self.ports)))])
+
+    # ---------------------------------------------------------------------------------------- helpers
+    def _per_dtype(self, rows: np.ndarray, values: list[float]) -> np.ndarray:
+        return np.asarray(values, dtype=np.float64)[rows[:, self.space.col_dtype]]
+
+    def dsp_per_lane(self, dtype_index: int) -> float:
+        cost = self.consts[dtype_index].cost
+        return self.muls * cost.dsp_mul + self.adds * cost.dsp_add
+
+    def peak_ops(self, dtype_index: int, clock_mhz: float) -> float:
+        """Ops/s of the largest PE array the usable DSPs allow (the DSP roofline)."""
+        per_lane = self.dsp_per_lane(dtype_index)
+        lanes = self.caps[0] // per_lane if per_lane > 0 else np.inf
+        return float(lanes * self.ops_per_iteration * clock_mhz * 1e6)
+
+    def io_bound(self, dtype_index: int) -> IOBound:
+        """The I/O lower bound at the board's whole usable on-chip memory, in bytes."""
+        c = self.consts[dtype_index]
+        bits = 8 * c.in_bytes
+        onchip_bits = self.space.board.cap("bram18k") * 18 * 1024 + self.space.board.cap("uram") * 288 * 1024
+        return io_lower_bound(self.space.analysis, onchip_bits / bits, c.in_bytes,
+                              compulsory_bytes(self.space.analysis, c.in_bytes, c.acc_bytes))
+
+    def _buffer(self, g: AccessGeometry, t: np.ndarray, u: np.ndarray, elem_bytes: np.ndarray,
+                ) -> dict[str, np.ndarray]:
+        """Box widths, partition factors, banks and per-bank depth of one buffer."""
+        coef = np.abs(g.coef)
+        width = (t - 1) @ coef.T + 1                                   # (N, dims)
+        clipped = np.minimum(width, np.asarray(g.shape, dtype=np.int64))
+        # Cyclic partition per dimension: an unrolled loop with coefficient c and unroll u touches offsets
+        # 0, c, ..., c(u-1) — distinct banks need a factor of c·u. The space allows one unrolled loop per dim.
+        unrolled = np.where(u > 1, u, 1)
+        factor = np.ones_like(width)
+        for d in range(coef.shape[0]):
+            factor[:, d] = np.prod(np.where(coef[d] > 0, coef[d] * unrolled, 1), axis=1)
+        # The read/write process moves one port word (PORT_BITS) per cycle along the innermost dimension.
+        lanes = np.minimum((PORT_BITS // 8) // elem_bytes, width[:, -1]).astype(np.int64)
+        factor[:, -1] = np.lcm(factor[:, -1], np.maximum(lanes, 1))
+        factor = np.minimum(factor, width)
+        banks = np.prod(factor, axis=1)
+        words_per_bank = np.prod(-(-width // factor), axis=1)
+        return {"width": width, "clipped": clipped, "factor": factor, "banks": banks,
+                "words_per_bank": words_per_bank, "words": np.prod(width, axis=1),
+                "elements": np.prod(clipped, axis=1), "lanes": lanes}
+
+    # -------------------------------------------------------------------------------------- the model
+    def evaluate(self, rows: np.ndarray, detail: bool = False) -> dict[str, Any]:
+        """Score encoded points. Returns arrays keyed by figure; ``latency_s`` is inf where infeasible."""
+        sp = self.space
+        rows = np.atleast_2d(np.asarray(rows, dtype=np.int64))
+        n = len(rows)
+        t, u = sp.tiles(rows), sp.unrolls(rows)
+        clock = np.asarray(sp.clocks_mhz, dtype=np.float64)[rows[:, sp.col_clock]] * 1e6
+        in_bytes = self._per_dtype(rows, [c.in_bytes for c in self.consts]).astype(np.int64)
+        acc_bytes = self._per_dtype(rows, [c.acc_bytes for c in self.consts]).astype(np.int64)
+        deeper = (clock > DEEPER_CORES_ABOVE_MHZ * 1e6).astype(np.int64)
+        carried = self._per_dtype(rows, [c.cost.carried_add for c in self.consts]) > 0
+        add_lat = self._per_dtype(rows, [c.cost.add_latency for c in self.consts]).astype(np.int64) + deeper * carried
+        mul_lat = self._per_dtype(rows, [c.cost.mul_latency for c in self.consts]).astype(np.int64) + deeper * carried
+
+        trips = -(-sp.extents // t)                                    # (N, L)
+        n_tiles = np.prod(trips, axis=1)
+        out_tiles = np.prod(trips[:, :sp.num_spatial], axis=1)
+        pos = sp.order_positions[rows[:, sp.col_order]]               # (N, L) tile-loop level of each loop
+
+        # ------------------------------------------------------------------ read, write and DDR
+        stage_totals, first_tile = [], []
+        resources = np.zeros((n, len(RESOURCE_KINDS)), dtype=np.float64)
+        channel_bytes = np.zeros((n, len(self.stage_names) - len(self.ports) - 1))
+        traffic = np.zeros(n)
+        buffers = []
+        for p, g in enumerate(self.ports):
+            is_write = p == len(self.ports) - 1
+            elem = acc_bytes if is_write else in_bytes
+            buf = self._buffer(g, t, u, elem)
+            if is_write:
+                loads = out_tiles
+            else:
+                active = g.loops_used[None, :] & (trips > 1)
+                level = np.where(active, pos, -1).max(axis=1)
+                loads = np.prod(np.where(pos <= level[:, None], trips, 1), axis=1)
+            tile_bytes = buf["elements"] * elem
+            # A burst runs over the innermost dimension and on through outer ones while the inner ones are
+            # whole (a [k][c][3][3] weight tile with whole c, 3, 3 is one run of c·9 elements).
+            run = buf["clipped"][:, -1].copy()
+            whole = np.ones(n, dtype=bool)
+            for d in range(buf["clipped"].shape[1] - 2, -1, -1):
+                whole &= buf["clipped"][:, d + 1] == g.shape[d + 1]
+                run = np.where(whole, run * buf["clipped"][:, d], run)
+            lanes = (PORT_BITS // 8) // elem
+            beats = buf["elements"] // np.maximum(run, 1) * -(-run // lanes)
+            one = np.maximum(beats / clock, tile_bytes / self.channel_bw)
+            stage_totals.append(loads * one)
+            first_tile.append(one)
+            traffic += loads * tile_bytes
+            channel_bytes[:, p % channel_bytes.shape[1]] += loads * tile_bytes
+            cost = self._mixed_storage(buf["words_per_bank"], elem)
+            copies = BUFFER_DEPTH * buf["banks"]
+            for r, kind in enumerate(RESOURCE_KINDS):
+                if kind in cost:
+                    resources[:, r] += copies * cost[kind]
+            buf.update(loads=loads, impl=cost["impl"], tile_bytes=tile_bytes, one_s=one)
+            buffers.append(buf)
+
+        # ------------------------------------------------------------------ compute
+        per_tile = np.prod(t // u, axis=1)
+        spatial_iters = np.prod((t // u)[:, :sp.num_spatial], axis=1)
+        reduce_outer = np.prod((t // u)[:, sp.num_spatial:], axis=1) if len(sp.loops) > sp.num_spatial else 1
+        carried_reduction = carried & (reduce_outer > 1)
+        ii = np.where(carried_reduction, -(-add_lat // np.maximum(spatial_iters, 1)), 1)
+        reduce_lanes = np.prod(u[:, sp.num_spatial:], axis=1) if len(sp.loops) > sp.num_spatial else 1
+        tree = np.ceil(np.log2(np.maximum(reduce_lanes, 1))).astype(np.int64)
+        depth = mul_lat + add_lat * (1 + tree) + COMPUTE_OVERHEAD_CYCLES
+        compute_cycles = per_tile * ii + depth
+        compute_one = compute_cycles / clock
+        compute_total = n_tiles * compute_one
+
+        stages = np.stack([*stage_totals[:-1], stage_totals[-1], compute_total,
+                           *(channel_bytes[:, c] / self.channel_bw for c in range(channel_bytes.shape[1]))], axis=1)
+        reads_one = np.max(np.stack(first_tile[:-1], axis=1), axis=1) if len(first_tile) > 1 else 0.0
+        ones = np.stack([np.broadcast_to(reads_one, (n,)), compute_one, first_tile[-1]], axis=1)
+        fill_drain = ones.sum(axis=1) - ones.max(axis=1)
+        latency = stages.max(axis=1) + fill_drain
+        bound = stages.argmax(axis=1)
+
+        # ------------------------------------------------------------------ resources
+        pe = np.prod(u, axis=1)
+        lane = [self._lane_cost(i) for i in range(len(self.consts))]
+        dt = rows[:, sp.col_dtype]
+        resources[:, 0] += np.ceil(pe * np.array([x["dsp"] for x in lane])[dt])
+        resources[:, 3] += pe * np.array([x["lut"] for x in lane])[dt] + LUT_BASE + LUT_PER_PORT * len(self.ports)
+        resources[:, 4] += pe * np.array([x["ff"] for x in lane])[dt] + FF_BASE + FF_PER_PORT * len(self.ports)
+        usage = resources / self.caps[None, :]
+        feasible = (usage <= 1.0).all(axis=1)
+        # What a search minimises: the latency, inflated by how far a design is over its worst cap so
+        # that a walk can climb back into the feasible region.
+        objective = latency * (1.0 + 10.0 * np.maximum(usage.max(axis=1) - 1.0, 0.0))
+        # Ties in latency go to less DDR traffic, then fewer resources (weights too small to trade latency).
+        objective = objective * (1.0 + 1e-4 * traffic / self.compulsory[rows[:, sp.col_dtype]]
+                                 + 1e-6 * usage.max(axis=1))
+        latency = np.where(feasible, latency, np.inf)
+
+        peak = np.array([[self.peak_ops(i, c) for c in sp.clocks_mhz] for i in range(len(self.consts))])
+        peak_ops = peak[dt, rows[:, sp.col_clock]]
+        gops = self.total_ops / latency / 1e9
+        result: dict[str, Any] = {
+            "latency_s": latency, "objective": objective, "gops": gops, "roofline": gops * 1e9 / peak_ops,
+            "bound": bound, "traffic_bytes": traffic, "pe": pe, "ii": ii, "feasible": feasible,
+            "usage": usage, **{k: resources[:, i] for i, k in enumerate(RESOURCE_KINDS)},
+        }
+        if detail:
+            result.update(buffers=buffers, stages=stages, compute_cycles=compute_cycles, depth=depth,
+                          spatial_iters=spatial_iters, reduce_outer=reduce_outer, add_latency=add_lat,
+                          fill_drain=fill_drain, n_tiles=n_tiles, trips=trips, compute_one=compute_one)
+        return result
+
+    def _mixed_storage(self, words: np.ndarray, elem: np.ndarray) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        for b in np.unique(elem):
+            part = storage(words, 8 * int(b), self.uram_available)
+            for k, v in part.items():
+                out[k] = np.where(elem == b, v, out.get(k, 0))
+        return out
+
+    def _lane_cost(self, dtype_index: int) -> dict[str, float]:
+        c = self.consts[dtype_index].cost
+        return {"dsp": self.muls * c.dsp_mul + self.adds * c.dsp_add,
+                "lut": self.muls * c.lut_mul + self.adds * c.lut_add,
+                "ff": self.muls * c.ff_mul + self.adds * c.ff_add}
+
+    # ---------------------------------------------------------------------------------------- report
+    def describe(self, row: np.ndarray) -> dict[str, Any]:
+        """Every predicted figure of one point, JSON-ready (what design.json and the report hold)."""
+        sp = self.space
+        row = np.asarray(row, dtype=np.int64)[None, :]
+        r = self.evaluate(row, detail=True)
+        dt = int(row[0, sp.col_dtype])
+        clock = sp.clocks_mhz[int(row[0, sp.col_clock])]
+        bound = self.io_bound(dt)
+        usage = {k: float(r["usage"][0, i]) for i, k in enumerate(RESOURCE_KINDS)}
+        over = {k: v for k, v in usage.items() if v > 1.0}
+        buffers = []
+        for g, b in zip(self.ports, r["buffers"], strict=True):
+            buffers.append({
+                "tensor": g.name, "role": "write" if g is sp.write else "read",
+                "shape": b["width"][0].tolist(), "partition": b["factor"][0].tolist(),
+                "banks": int(b["banks"][0]), "words_per_bank": int(b["words_per_bank"][0]),
+                "storage": IMPL_NAMES[int(np.asarray(b["impl"])[0])], "loads": int(b["loads"][0]),
+                "tile_bytes": int(b["tile_bytes"][0]), "lanes": int(b["lanes"][0]),
+                "seconds_per_load": float(b["one_s"][0]),
+            })
+        stages = {name: float(r["stages"][0, i]) for i, name in enumerate(self.stage_names)}
+        latency = float(r["latency_s"][0])
+        return {
+            "latency_s": latency if np.isfinite(latency) else None,
+            "gops": float(r["gops"][0]) if np.isfinite(latency) else 0.0,
+            "ops": int(self.total_ops),
+            "roofline": float(r["roofline"][0]) if np.isfinite(latency) else 0.0,
+            "peak_gops": self.peak_ops(dt, clock) / 1e9,
+            "bound": self.stage_names[int(r["bound"][0])],
+            "stages_s": stages,
+            "fill_drain_s": float(r["fill_drain"][0]),
+            "tiles": int(r["n_tiles"][0]), "trips": r["trips"][0].tolist(),
+            "pe": int(r["pe"][0]), "ii": int(r["ii"][0]), "pipeline_depth": int(r["depth"][0]),
+            "compute_cycles_per_tile": int(r["compute_cycles"][0]),
+            "accumulation_distance": int(r["spatial_iters"][0]), "add_latency": int(r["add_latency"][0]),
+            "resources": {k: float(r[k][0]) for k in RESOURCE_KINDS},
+            "caps": {k: float(self.caps[i]) for i, k in enumerate(RESOURCE_KINDS)},
+            "utilisation": usage, "feasible": bool(r["feasible"][0]),
+            "over_cap": over,
+            "traffic_bytes": float(r["traffic_bytes"][0]),
+            "io_lower_bound_bytes": bound.bytes, "io_bound_kind": bound.kind,
+            "traffic_over_bound": float(r["traffic_bytes"][0]) / bound.bytes,
+            "buffers": buffers,
+        }

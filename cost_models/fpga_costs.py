@@ -1,0 +1,99 @@
+"""Per-operation and per-memory costs of the FPGA model, each with where it comes from.
+
+Numbers marked *estimate* are this project's defaults where no public figure was found; they are meant
+to be calibrated against csynth reports (``<top>_csynth.xml``) and are the first thing to correct.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ArithmeticCost:
+    """Cost of one multiply and one add of a data type, as the PE array instantiates them."""
+
+    dsp_mul: float
+    dsp_add: float
+    lut_mul: int
+    lut_add: int
+    ff_mul: int
+    ff_add: int
+    mul_latency: int  # cycles at <= 200 MHz
+    add_latency: int
+    carried_add: bool  # an accumulation of this type has a latency > 1 cycle (it limits the II)
+
+
+ARITHMETIC: dict[str, ArithmeticCost] = {
+    # fp32: fmul 3 DSP + fadd 2 DSP, fadd latency ~4 and fmul ~3 cycles at 100 MHz
+    # (shared/notes/fpga.md, ScaleHLS target spec). LUT/FF per operator: estimate.
+    "float32": ArithmeticCost(3, 2, 100, 220, 150, 320, 3, 4, carried_add=True),
+    # int16: one DSP48E2 per multiply; the int32 accumulation is a fabric adder (shared/notes/fpga.md).
+    "int16": ArithmeticCost(1, 0, 20, 32, 40, 32, 3, 1, carried_add=False),
+    # int8: two multiplies share one DSP48E2 (operand packing; shared/notes/fpga.md).
+    "int8": ArithmeticCost(0.5, 0, 30, 32, 40, 32, 3, 1, carried_add=False),
+}
+
+#: Above this clock the floating-point cores need one more pipeline stage each (*estimate*; Vitis picks
+#: deeper cores as the target period shrinks).
+DEEPER_CORES_ABOVE_MHZ = 200.0
+
+#: Pipeline stages of the compute loop besides the arithmetic: two buffer reads and the write back
+#: (BRAM read latency is 1-2 cycles; *estimate* of 4 in total).
+COMPUTE_OVERHEAD_CYCLES = 4
+
+#: AXI4 data width of a widened m_axi port: Vitis widens bursts up to 512 bits (``max_widen_bitwidth``),
+#: the width of the Alveo/F1 DDR controllers' AXI ports (UG1393).
+PORT_BITS = 512
+
+#: One m_axi adapter with 512-bit data and burst buffers (*estimate*), and the kernel's control logic
+#: (s_axilite registers, ap_ctrl, dataflow handshakes; *estimate*).
+LUT_PER_PORT, FF_PER_PORT = 1600, 2400
+LUT_BASE, FF_BASE = 3000, 4000
+
+#: Arrays of at most this many bits go to LUTRAM, as Vitis does for small memories (*estimate* of its
+#: threshold); a RAM64X1D (64 words × 1 bit, one write and one read port) takes 2 LUTs (UG574).
+LUTRAM_MAX_BITS = 1024
+LUTRAM_WORDS_PER_LUT_PAIR = 64
+
+#: BRAM18K aspect ratios in simple dual-port mode (width, depth), UG573 Table 1-3.
+BRAM18K_CONFIGS = ((1, 16384), (2, 8192), (4, 4096), (9, 2048), (18, 1024), (36, 512))
+#: URAM288: 4096 × 72 bits (UG573); used for banks at least as deep as one URAM.
+URAM_DEPTH, URAM_WIDTH = 4096, 72
+
+#: Blocks of a stream_of_blocks channel: one filled by the producer while the consumer holds the other.
+BUFFER_DEPTH = 2
+
+
+def bram18k_per_bank(words: np.ndarray, bits: int) -> np.ndarray:
+    """BRAM18K blocks of one bank of ``words`` × ``bits``."""
+    for width, depth in BRAM18K_CONFIGS:
+        if bits <= width:
+            return np.ceil(words / depth)
+    width, depth = BRAM18K_CONFIGS[-1]
+    return np.ceil(words / depth) * -(-bits // width)
+
+
+def storage(words: np.ndarray, bits: int, uram_available: bool) -> dict[str, np.ndarray]:
+    """Where one bank lives and what it costs: registers, LUTRAM, URAM or BRAM18K (vectorised over banks).
+
+    Returns per-bank costs ``bram18k``, ``uram``, ``lut``, ``ff`` and ``impl`` (0 reg, 1 lutram, 2 bram, 3 uram).
+    """
+    words = np.asarray(words, dtype=np.float64)
+    reg = words <= 1
+    lutram = ~reg & (words * bits <= LUTRAM_MAX_BITS)
+    uram = ~reg & ~lutram & uram_available & (words >= URAM_DEPTH)
+    bram = ~reg & ~lutram & ~uram
+    zeros = np.zeros_like(words)
+    return {
+        "bram18k": np.where(bram, bram18k_per_bank(words, bits), zeros),
+        "uram": np.where(uram, np.ceil(words / URAM_DEPTH) * -(-bits // URAM_WIDTH), zeros),
+        "lut": np.where(lutram, 2 * np.ceil(words / LUTRAM_WORDS_PER_LUT_PAIR) * bits, zeros),
+        "ff": np.where(reg, float(bits), zeros),
+        "impl": np.select([reg, lutram, uram], [0, 1, 3], default=2),
+    }
+
+
+IMPL_NAMES = {0: "registers", 1: "lutram", 2: "bram", 3: "uram"}

@@ -1,0 +1,188 @@
+"""The search loop: explorer proposals → one gate (dedup, budget, time) → the model → results kept.
+
+Keeps the top-k distinct feasible designs and the Pareto front of latency vs DSP vs BRAM18K, so a user
+who cannot afford the fastest design sees the cheapest one for each latency.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cost_models.fpga import FpgaModel
+from hetero_dse.errors import HeteroDSEError
+from hetero_dse.explore.annealing import SimulatedAnnealing
+from hetero_dse.explore.base import Explorer
+from hetero_dse.explore.exhaustive import Exhaustive
+from hetero_dse.space.fpga import FpgaSpace
+
+#: Spaces with at most this many valid points (upper bound) are searched exhaustively by ``auto``.
+EXHAUSTIVE_LIMIT = 2_000_000
+EXPLORERS = ("auto", "exhaustive", "sa")
+
+
+@dataclass
+class SearchResult:
+    """What a search found; rows are encoded points of ``space``."""
+
+    space: FpgaSpace
+    explorer: str
+    evaluations: int = 0
+    wall_s: float = 0.0
+    interrupted: bool = False
+    top_rows: np.ndarray = field(default_factory=lambda: np.empty((0, 0), dtype=np.int64))
+    top_latency: np.ndarray = field(default_factory=lambda: np.empty(0))
+    pareto_rows: np.ndarray = field(default_factory=lambda: np.empty((0, 0), dtype=np.int64))
+    # the design nearest to fitting, for the "nothing fits" message
+    closest_row: np.ndarray | None = None
+    closest_usage: np.ndarray | None = None
+
+    @property
+    def found(self) -> bool:
+        return len(self.top_rows) > 0
+
+
+def make_explorer(name: str, space: FpgaSpace, seed: int) -> Explorer:
+    if name not in EXPLORERS:
+        raise HeteroDSEError(f"unknown explorer {name!r}; choose one of {', '.join(EXPLORERS)}")
+    if name == "auto":
+        name = "exhaustive" if space.pruned_size() <= EXHAUSTIVE_LIMIT else "sa"
+    return Exhaustive(space) if name == "exhaustive" else SimulatedAnnealing(space, seed=seed)
+
+
+class _Gate:
+    """Deduplicates proposals (a point is never scored twice) and enforces the evaluation budget."""
+
+    def __init__(self, space: FpgaSpace, budget: int | None, dedupe: bool) -> None:
+        self.space = space
+        self.budget = budget
+        self.used = 0
+        self.dedupe = dedupe
+        self.seen = np.empty(0, dtype=np.int64)
+
+    def admit(self, rows: np.ndarray) -> np.ndarray:
+        """The rows of ``rows`` not seen before, cut to what is left of the budget."""
+        if self.dedupe and len(rows):
+            keys, first = np.unique(self.space.keys(rows), return_index=True)
+            if len(self.seen):
+                pos = np.minimum(np.searchsorted(self.seen, keys), len(self.seen) - 1)
+                new = self.seen[pos] != keys
+            else:
+                new = np.ones(len(keys), dtype=bool)
+            rows = rows[np.sort(first[new])]
+        if self.budget is not None:
+            rows = rows[: max(self.budget - self.used, 0)]
+        if self.dedupe and len(rows):
+            self.seen = np.union1d(self.seen, self.space.keys(rows))
+        self.used += len(rows)
+        return rows
+
+    @property
+    def exhausted(self) -> bool:
+        return self.budget is not None and self.used >= self.budget
+
+
+#: Proposals in a row that bring nothing new before a search is declared converged.
+STALE_ROUNDS = 64
+
+
+def search(space: FpgaSpace, model: FpgaModel, explorer: Explorer, *, budget: int | None = None,
+           time_budget_s: float | None = None, top_k: int = 10,
+           progress: Callable[[int, float], None] | None = None) -> SearchResult:
+    """Run ``explorer`` until it stops, the budget of evaluations or seconds is spent, or Ctrl-C.
+
+    Ctrl-C ends the search and returns what it found so far with ``interrupted`` set.
+    """
+    result = SearchResult(space=space, explorer=explorer.name)
+    gate = _Gate(space, budget, dedupe=not isinstance(explorer, Exhaustive))
+    start = time.perf_counter()
+    best_rows = np.empty((0, space.num_knobs), dtype=np.int64)
+    best_lat = np.empty(0)
+    front = np.empty((0, space.num_knobs), dtype=np.int64)
+    front_obj = np.empty((0, 3))
+    closest: tuple[float, np.ndarray, np.ndarray] | None = None
+    stale = 0
+    try:
+        while not gate.exhausted:
+            if time_budget_s is not None and time.perf_counter() - start >= time_budget_s:
+                break
+            proposal = explorer.propose()
+            if proposal is None:
+                break
+            rows = gate.admit(np.asarray(proposal, dtype=np.int64))
+            stale = stale + 1 if len(rows) == 0 else 0
+            if stale >= STALE_ROUNDS:
+                break
+            scores = model.evaluate(rows) if len(rows) else None
+            if scores is not None:
+                latency = scores["latency_s"]
+                feasible = np.isfinite(latency)
+                if feasible.any():
+                    # ranked by the objective: latency first, ties to less traffic and fewer resources
+                    best_rows, best_lat = _merge_top(best_rows, best_lat, rows[feasible],
+                                                     scores["objective"][feasible], top_k)
+                    objs = np.stack([latency, scores["dsp"], scores["bram18k"]], axis=1)[feasible]
+                    front, front_obj = _pareto(np.concatenate([front, rows[feasible]]),
+                                               np.concatenate([front_obj, objs]))
+                elif not len(best_rows):
+                    worst = scores["usage"].max(axis=1)
+                    i = int(np.argmin(worst))
+                    if closest is None or worst[i] < closest[0]:
+                        closest = (float(worst[i]), rows[i].copy(), scores["usage"][i].copy())
+            # The explorer sees every row it proposed: known rows get their earlier scores back cheaply
+            # by re-scoring (the model is cheap; a measured evaluator would answer from its history).
+            full = model.evaluate(proposal)["objective"] if scores is None or len(rows) != len(proposal) \
+                else scores["objective"]
+            explorer.observe(np.asarray(proposal, dtype=np.int64), full)
+            result.evaluations = gate.used
+            if progress is not None:
+                progress(gate.used, float(best_lat[0]) if len(best_lat) else float("inf"))
+    except KeyboardInterrupt:
+        result.interrupted = True
+    result.wall_s = time.perf_counter() - start
+    result.top_rows, result.top_latency = best_rows, best_lat
+    order = np.argsort(front_obj[:, 0], kind="stable") if len(front_obj) else np.empty(0, dtype=np.int64)
+    result.pareto_rows = front[order]
+    if closest is not None:
+        result.closest_row, result.closest_usage = closest[1], closest[2]
+    return result
+
+
+def _merge_top(rows: np.ndarray, lat: np.ndarray, new_rows: np.ndarray, new_lat: np.ndarray,
+               k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` fastest distinct rows of both sets."""
+    if len(new_lat) > 4 * k:
+        part = np.argpartition(new_lat, 4 * k)[: 4 * k]
+        new_rows, new_lat = new_rows[part], new_lat[part]
+    all_rows = np.concatenate([rows, new_rows])
+    all_lat = np.concatenate([lat, new_lat])
+    _, first = np.unique(all_rows, axis=0, return_index=True)
+    all_rows, all_lat = all_rows[first], all_lat[first]
+    keep = np.lexsort((np.arange(len(all_lat)), all_lat))[:k]
+    return all_rows[keep], all_lat[keep]
+
+
+def _pareto(rows: np.ndarray, objs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows not dominated in (latency, DSP, BRAM18K), one per distinct objective triple."""
+    if len(rows) == 0:
+        return rows, objs
+    # The fastest design for each (DSP, BRAM) pair is the only candidate of that pair.
+    order = np.lexsort((objs[:, 0], objs[:, 2], objs[:, 1]))
+    rows, objs = rows[order], objs[order]
+    pair_first = np.ones(len(objs), dtype=bool)
+    pair_first[1:] = (objs[1:, 1] != objs[:-1, 1]) | (objs[1:, 2] != objs[:-1, 2])
+    rows, objs = rows[pair_first], objs[pair_first]
+    order = np.argsort(objs[:, 0], kind="stable")
+    rows, objs = rows[order], objs[order]
+    keep = np.ones(len(objs), dtype=bool)
+    for i in range(len(objs)):
+        if not keep[i]:
+            continue
+        # Points after i are no faster; i dominates those that need no fewer DSPs and BRAMs.
+        later = slice(i + 1, None)
+        dominated = (objs[later, 1] >= objs[i, 1]) & (objs[later, 2] >= objs[i, 2])
+        keep[later] &= ~dominated
+    return rows[keep], objs[keep]

@@ -1,0 +1,76 @@
+"""C-simulation of a generated project with g++: compile kernel + testbench, run, read the verdict.
+
+Uses the real Vitis headers when ``$XILINX_HLS/include`` exists, the project's stand-ins in
+``sim/include`` otherwise (they implement only what the generated code uses).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from hetero_dse.errors import HeteroDSEError
+
+COMPILE_TIMEOUT_S = 300
+RUN_TIMEOUT_S = 600
+
+
+@dataclass(frozen=True)
+class CsimResult:
+    passed: bool
+    elements: int
+    mismatches: int
+    max_abs_error: float
+    headers: str  # "vitis" or "stand-in"
+    output: str
+
+
+def find_compiler() -> str:
+    for name in ("g++", "clang++"):
+        path = shutil.which(name)
+        if path:
+            return path
+    raise HeteroDSEError("C-simulation needs a C++ compiler: install g++ (e.g. 'sudo apt-get install g++') "
+                         "or run 'bash scripts/bootstrap.sh'")
+
+
+def csim(directory: str | Path) -> CsimResult:
+    """Compile and run the testbench of the project in ``directory``."""
+    project = Path(directory)
+    if not (project / "src" / "kernel.cpp").is_file() or not (project / "tb" / "tb.cpp").is_file():
+        if project.with_name(project.name + ".partial").exists():
+            raise HeteroDSEError(f"{project} was not finished (an interrupted run left {project.name}.partial); "
+                                 "run explore again")
+        raise HeteroDSEError(f"{project} is not a hetero_dse HLS project (no src/kernel.cpp and tb/tb.cpp); "
+                             "give the 'hls' directory that explore wrote")
+    vitis = os.environ.get("XILINX_HLS")
+    include = Path(vitis) / "include" if vitis and (Path(vitis) / "include").is_dir() else project / "sim" / "include"
+    headers = "vitis" if include.parent != project / "sim" else "stand-in"
+    build = project / "sim" / "build"
+    build.mkdir(parents=True, exist_ok=True)
+    binary = build / "csim"
+    cmd = [find_compiler(), "-std=c++14", "-O2", f"-I{include}", f"-I{project / 'src'}",
+           str(project / "src" / "kernel.cpp"), str(project / "tb" / "tb.cpp"), "-o", str(binary)]
+    try:
+        compiled = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        raise HeteroDSEError(f"compiling {project} took more than {COMPILE_TIMEOUT_S} s") from None
+    if compiled.returncode != 0:
+        first = next((ln for ln in compiled.stderr.splitlines() if "error" in ln), compiled.stderr.strip()[:300])
+        raise HeteroDSEError(f"C-simulation of {project} does not compile: {first}")
+    try:
+        ran = subprocess.run([str(binary), str(project / "data")], capture_output=True, text=True,
+                             timeout=RUN_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        raise HeteroDSEError(f"C-simulation of {project} ran for more than {RUN_TIMEOUT_S} s") from None
+    text = ran.stdout + ran.stderr
+    m = re.search(r"elements=(\d+) mismatches=(\d+) max_abs_error=(\S+)", text)
+    if m is None:
+        raise HeteroDSEError(f"C-simulation of {project} stopped before comparing (exit {ran.returncode}): "
+                             f"{text.strip().splitlines()[-1] if text.strip() else 'no output'}")
+    return CsimResult(ran.returncode == 0 and "PASS" in text, int(m.group(1)), int(m.group(2)),
+                      float(m.group(3)), headers, text)

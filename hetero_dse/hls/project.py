@@ -1,0 +1,132 @@
+"""Writing a design as a Vitis HLS project: templates rendered, test data written, then published at once.
+
+The project is assembled in a sibling ``.partial`` directory and renamed into place as the last step, so
+an interrupted run never leaves a directory that looks complete.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from hetero_dse import __version__
+from hetero_dse.analysis import Analysis
+from hetero_dse.board import RESOURCE_KINDS, Board
+from hetero_dse.errors import HeteroDSEError
+from hetero_dse.hls.context import build_context
+from hetero_dse.operator import Operator
+from hetero_dse.resources import data_dir
+from hetero_dse.space.point import Point
+
+TEMPLATES = {
+    "kernel.cpp.j2": "src/kernel.cpp",
+    "kernel.h.j2": "src/kernel.h",
+    "tb.cpp.j2": "tb/tb.cpp",
+    "project.tcl.j2": "project.tcl",
+    "Makefile.j2": "Makefile",
+    "connectivity.cfg.j2": "connectivity.cfg",
+    "README.md.j2": "README.md",
+}
+STATIC = {"run_hls.tcl": "run_hls.tcl", "include/hls_stream.h": "sim/include/hls_stream.h",
+          "include/hls_streamofblocks.h": "sim/include/hls_streamofblocks.h"}
+
+
+def environment() -> Environment:
+    """The one Jinja environment: strict (a missing variable is an error), C++ untouched (no autoescape)."""
+    return Environment(loader=FileSystemLoader(str(data_dir("hls_templates"))), undefined=StrictUndefined,
+                       keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
+
+
+def tolerance(dtype: str, reduce_length: int) -> tuple[float, float]:
+    """(atol, rtol) of the testbench: exact for integers; for floats, error growing with the reduction."""
+    if dtype.startswith("int") or dtype.startswith("uint"):
+        return 0.0, 0.0
+    return 1e-5 * max(1.0, reduce_length) ** 0.5, 1e-4
+
+
+def reference_output(op: Operator, inputs: list[np.ndarray]) -> tuple[np.ndarray, str]:
+    """The operator's output from its library reference, or TVM's unscheduled llvm build when it has none."""
+    ref = op.reference(inputs)
+    if ref is not None:
+        return np.asarray(ref).astype(str(op.output.dtype)), "the operator's numpy/torch reference"
+    from gpu_cpu.naive import run_naive
+
+    return run_naive(op, inputs), "TVM's unscheduled llvm build"
+
+
+def write_project(directory: Path, op: Operator, analysis: Analysis, point: Point, design: dict[str, Any],
+                  board: Board, seed: int = 0) -> Path:
+    """Render the project of ``point`` into ``directory`` (replacing it) and return the directory."""
+    context = build_context(op, analysis, point, design, board)
+    inputs = op.random_inputs(seed)
+    output, source = reference_output(op, inputs)
+    atol, rtol = tolerance(str(op.dtype), analysis.main.trip_count // max(1, _spatial_points(analysis)))
+    context.update(
+        version=__version__, reference_source=source, atol=repr(atol), rtol=repr(rtol), design=design,
+        flow_target="vitis" if board.platform else "vivado", export_format="xo" if board.platform else "ip_catalog",
+        fig=_figures(design, point),
+    )
+    directory = Path(directory)
+    partial = directory.with_name(directory.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        env = environment()
+        for template, target in TEMPLATES.items():
+            path = partial / target
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(env.get_template(template).render(**context))
+        for source_file, target in STATIC.items():
+            path = partial / target
+            path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(data_dir("hls_templates") / source_file, path)
+        (partial / "data").mkdir()
+        for port, array in zip(context["ports"], inputs, strict=True):
+            np.ascontiguousarray(array, dtype=port["dtype"]).tofile(partial / "data" / f"{port['name']}.bin")
+        out = context["out_port"]
+        np.ascontiguousarray(output, dtype=out["dtype"]).tofile(partial / "data" / f"{out['name']}.reference.bin")
+        record = {"operator": op.name, "signature": op.signature(), "board": board.name, "top": context["top"],
+                  "knobs": point.to_json(), "predicted": design, "generator": f"hetero_dse {__version__}"}
+        (partial / "design.json").write_text(json.dumps(record, indent=2) + "\n")
+        if directory.exists():
+            shutil.rmtree(directory)
+        partial.rename(directory)
+    except OSError as exc:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise HeteroDSEError(f"cannot write the HLS project to {directory}: {exc.strerror or exc}") from exc
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return directory
+
+
+def _spatial_points(analysis: Analysis) -> int:
+    n = 1
+    for lp in analysis.main.spatial:
+        n *= lp.extent
+    return n
+
+
+def _figures(design: dict[str, Any], point: Point) -> dict[str, Any]:
+    """Human-readable figures for the project README."""
+    from hetero_dse.units import fmt_bytes, fmt_ops, fmt_seconds
+
+    unrolled = [f"{k.split('.', 1)[1]}×{v}" for k, v in point.items() if k.startswith("unroll.") and v > 1]
+    tiles = [f"{k.split('.', 1)[1]}={v}" for k, v in point.items() if k.startswith("tile.")]
+    return {
+        "latency": fmt_seconds(design["latency_s"]),
+        "gops": fmt_ops(design["gops"] * 1e9),
+        "peak": fmt_ops(design["peak_gops"] * 1e9),
+        "roofline": f"{100 * design['roofline']:.1f} %",
+        "unrolled": ", ".join(unrolled) or "none unrolled",
+        "tiles": ", ".join(tiles),
+        "traffic": fmt_bytes(design["traffic_bytes"]),
+        "traffic_ratio": f"{design['traffic_over_bound']:.2f}×",
+        "resources": [{"name": r.upper(), "used": f"{design['resources'][r]:,.0f}", "cap": f"{design['caps'][r]:,.0f}",
+                       "share": f"{100 * design['utilisation'][r]:.1f} %"} for r in RESOURCE_KINDS],
+        "stages": [(name, fmt_seconds(s)) for name, s in design["stages_s"].items()],
+    }

@@ -1,0 +1,331 @@
+"""The FPGA design space of an operator, generated from its analysis (FlexTensor Table 2, §4.2, Figure 4c).
+
+The accelerator is always the three-stage read/compute/write pipeline over tiles of the main node's
+loops (a fixed decision for FPGA, FlexTensor §4.2). Its knobs:
+
+* ``tile.<loop>``: the buffer knob, the tile extent of every loop. Divisors of the extent (divisible
+  splits), plus powers of two whose last tile wastes at most ``padding_waste`` of the loop (the padding
+  rule: the last tile is zero-filled on read and clipped on write, so prime extents such as 7 or 13 still
+  get tiles). Small window loops (a reduce loop of at most ``window_limit`` iterations sliding with a
+  spatial loop, e.g. a 3×3 kernel) are never split.
+* ``unroll.<loop>``: the PE array. A divisor of the loop's tile; #PE is the product. At most
+  ``max_unrolled_loops`` loops are unrolled and no two unrolled loops index the same dimension of a
+  buffer, so every PE reads its own bank of a cyclically partitioned buffer (the partition knob follows
+  from the unroll: factor and dimension per buffer are derived, not searched).
+* ``order``: the order of the spatial tile loops (reduce tile loops are always innermost, so an output
+  tile stays on chip until it is complete). It decides which input tiles are reused between tiles.
+* ``dtype`` and ``clock_mhz``: chosen by the user (one or several values each).
+
+The initiation interval is not a knob: it is the lowest the compute loop nest allows (see
+``cost_models.fpga``), and the generated code asks for exactly that.
+
+Points are encoded as integer rows (one column per knob, the index of the value) so that the model can
+score millions of them at once with numpy.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from math import prod
+
+import numpy as np
+
+from cost_models.io_bounds import conv_window
+from hetero_dse.analysis import Access, Analysis, Loop
+from hetero_dse.board import Board
+from hetero_dse.errors import HeteroDSEError
+from hetero_dse.space.point import Point
+
+__all__ = ["FpgaSpace", "SpaceError", "SpaceOptions", "divisors", "tile_candidates"]
+
+
+class SpaceError(HeteroDSEError):
+    """A point outside its space, or a space that cannot be built."""
+
+
+@dataclass(frozen=True)
+class SpaceOptions:
+    """Pruning of the FPGA space (FlexTensor §4.2 and the I/O optimality condition of seed 001)."""
+
+    max_unrolled_loops: int = 3
+    window_limit: int = 11
+    padding_waste: float = 0.25
+    io_optimal: bool = False  # keep conv tiles with x·y within a factor io_slack of R·z
+    io_slack: float = 4.0
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def tile_candidates(extent: int, padding_waste: float) -> list[int]:
+    """Divisors of ``extent`` and powers of two whose padded last tile wastes at most ``padding_waste``."""
+    tiles = set(divisors(extent))
+    t = 2
+    while t < extent:
+        padded = -(-extent // t) * t
+        if padded - extent <= padding_waste * extent:
+            tiles.add(t)
+        t *= 2
+    return sorted(tiles)
+
+
+@dataclass(frozen=True)
+class AccessGeometry:
+    """A buffer's shape as a function of the tiles: ``width[d] = Σ_l |coef[d, l]|·(tile[l] − 1) + 1``."""
+
+    access: Access
+    coef: np.ndarray  # (dims, loops) signed coefficients of the affine index
+    shape: tuple[int, ...]
+    loops_used: np.ndarray  # (loops,) bool: the loops this access depends on
+
+    @property
+    def name(self) -> str:
+        return self.access.tensor
+
+
+class FpgaSpace:
+    """Every three-stage accelerator for one operator on one board (see the module docstring)."""
+
+    def __init__(self, analysis: Analysis, board: Board, dtypes: Sequence[str], clocks_mhz: Sequence[float],
+                 options: SpaceOptions | None = None) -> None:
+        if not dtypes:
+            raise SpaceError("the FPGA space needs at least one data type")
+        if not clocks_mhz:
+            raise SpaceError("the FPGA space needs at least one clock target")
+        self.analysis = analysis
+        self.board = board
+        self.options = options or SpaceOptions()
+        self.dtypes = tuple(dtypes)
+        self.clocks_mhz = tuple(float(c) for c in clocks_mhz)
+        main = analysis.main
+        self.loops: tuple[Loop, ...] = main.loops
+        self.loop_names = tuple(lp.name for lp in self.loops)
+        self.extents = np.array([lp.extent for lp in self.loops], dtype=np.int64)
+        self.is_reduce = np.array([lp.kind == "reduce" for lp in self.loops])
+        self.num_spatial = len(main.spatial)
+        self.window = conv_window(analysis)
+
+        self.reads = tuple(self._geometry(a) for a in analysis.reads)
+        self.write = self._geometry(analysis.write)
+
+        window_loops = set(self.window.window_loops) if self.window else set()
+        self.tile_values: list[np.ndarray] = []
+        self.unroll_values: list[np.ndarray] = []
+        for lp in self.loops:
+            if lp.name in window_loops and lp.extent <= self.options.window_limit:
+                tiles = [lp.extent]
+            else:
+                tiles = tile_candidates(lp.extent, self.options.padding_waste)
+            self.tile_values.append(np.array(tiles, dtype=np.int64))
+            self.unroll_values.append(np.array(sorted({d for t in tiles for d in divisors(t)}), dtype=np.int64))
+
+        # Orders permute only the spatial loops that can have more than one tile; the others keep their place.
+        movable = [i for i in range(self.num_spatial) if self.extents[i] > 1]
+        self.orders: list[tuple[str, ...]] = []
+        positions = []
+        for perm in itertools.permutations(movable):
+            seq = list(range(self.num_spatial))
+            for slot, loop in zip(movable, perm, strict=True):
+                seq[slot] = loop
+            self.orders.append(tuple(self.loop_names[i] for i in seq))
+            pos = np.empty(len(self.loops), dtype=np.int64)
+            pos[seq] = np.arange(self.num_spatial)
+            pos[self.num_spatial:] = np.arange(self.num_spatial, len(self.loops))
+            positions.append(pos)
+        self.order_positions = np.array(positions, dtype=np.int64)  # (orders, loops): tile-loop level of each loop
+
+        n = len(self.loops)
+        self.knob_names = ([f"tile.{x}" for x in self.loop_names] + [f"unroll.{x}" for x in self.loop_names]
+                           + ["order", "dtype", "clock_mhz"])
+        self.cardinalities = np.array([len(v) for v in self.tile_values] + [len(v) for v in self.unroll_values]
+                                      + [len(self.orders), len(self.dtypes), len(self.clocks_mhz)], dtype=np.int64)
+        self.col_tile = slice(0, n)
+        self.col_unroll = slice(n, 2 * n)
+        self.col_order, self.col_dtype, self.col_clock = 2 * n, 2 * n + 1, 2 * n + 2
+        # For the one-unrolled-loop-per-buffer-dimension rule: which loops index each buffer dimension.
+        self._dim_masks = [(g.coef != 0).astype(np.int64) for g in (*self.reads, self.write)]
+
+    # ----------------------------------------------------------------------------------------- geometry
+    def _geometry(self, access: Access) -> AccessGeometry:
+        coef = np.zeros((len(access.indices), len(self.loops)), dtype=np.int64)
+        for d, index in enumerate(access.indices):
+            for name, c in index.terms:
+                coef[d, self.loop_names.index(name)] = c
+        return AccessGeometry(access, coef, access.shape, (coef != 0).any(axis=0))
+
+    # ------------------------------------------------------------------------------------------ decoding
+    @property
+    def num_knobs(self) -> int:
+        return len(self.cardinalities)
+
+    @property
+    def size(self) -> int:
+        """Points in the cartesian product of the knobs (before the validity rules)."""
+        return int(prod(int(c) for c in self.cardinalities))
+
+    def keys(self, rows: np.ndarray) -> np.ndarray:
+        """One integer per row, equal for equal rows (mixed radix of the knob indices)."""
+        if self.size < 2**62:
+            radix = np.cumprod(np.concatenate([[1], self.cardinalities[:-1]])).astype(np.int64)
+            return np.atleast_2d(rows) @ radix
+        # Too many points for one int64: hash the row (collisions only merge two points' records).
+        return np.array([hash(r.tobytes()) for r in np.atleast_2d(rows)], dtype=np.int64)
+
+    def tiles(self, rows: np.ndarray) -> np.ndarray:
+        return np.stack([self.tile_values[i][rows[:, i]] for i in range(len(self.loops))], axis=1)
+
+    def unrolls(self, rows: np.ndarray) -> np.ndarray:
+        n = len(self.loops)
+        return np.stack([self.unroll_values[i][rows[:, n + i]] for i in range(n)], axis=1)
+
+    def valid(self, rows: np.ndarray) -> np.ndarray:
+        """Which encoded rows obey the space's rules (unroll divides tile, unroll limits, pruning)."""
+        rows = np.atleast_2d(rows)
+        in_range = ((rows >= 0) & (rows < self.cardinalities)).all(axis=1)
+        rows = np.where(in_range[:, None], rows, 0)
+        t, u = self.tiles(rows), self.unrolls(rows)
+        ok = in_range & (t % u == 0).all(axis=1)
+        unrolled = (u > 1).astype(np.int64)
+        ok &= unrolled.sum(axis=1) <= self.options.max_unrolled_loops
+        for mask in self._dim_masks:
+            ok &= ((unrolled @ mask.T) <= 1).all(axis=1)
+        if self.options.io_optimal and self.window is not None:
+            ok &= self._io_optimal(t)
+        return ok
+
+    def _io_optimal(self, t: np.ndarray) -> np.ndarray:
+        """Seed 001's optimality condition x·y = R·z (within a factor ``io_slack``) for the output tile."""
+        w = self.window
+        xy = np.prod(t[:, [self.loop_names.index(x) for x in w.output_loops]], axis=1)
+        z = np.prod(t[:, [self.loop_names.index(x) for x in w.channel_loops]], axis=1) if w.channel_loops else 1
+        ratio = xy / (w.ratio * z)
+        return (ratio <= self.options.io_slack) & (ratio >= 1 / self.options.io_slack)
+
+    def decode(self, row: Sequence[int] | np.ndarray) -> Point:
+        row = np.asarray(row, dtype=np.int64)
+        if not self.valid(row[None, :])[0]:
+            raise SpaceError(f"encoded row {row.tolist()} is not a valid point of the space")
+        n = len(self.loops)
+        knobs: dict[str, object] = {}
+        for i, name in enumerate(self.loop_names):
+            knobs[f"tile.{name}"] = int(self.tile_values[i][row[i]])
+        for i, name in enumerate(self.loop_names):
+            knobs[f"unroll.{name}"] = int(self.unroll_values[i][row[n + i]])
+        knobs["order"] = self.orders[row[self.col_order]]
+        knobs["dtype"] = self.dtypes[row[self.col_dtype]]
+        knobs["clock_mhz"] = self.clocks_mhz[row[self.col_clock]]
+        return Point(knobs)
+
+    def encode(self, point: Point) -> np.ndarray:
+        """The row of ``point``; a point outside the space raises :class:`SpaceError` naming the knob."""
+        row = np.empty(self.num_knobs, dtype=np.int64)
+        n = len(self.loops)
+
+        def index_of(knob: str, values: Sequence[object]) -> int:
+            try:
+                value = point[knob]
+            except KeyError:
+                raise SpaceError(f"the point has no knob {knob!r}") from None
+            for i, v in enumerate(values):
+                if v == value:
+                    return i
+            raise SpaceError(f"knob {knob}={value!r} is not one of its values {list(values)}")
+
+        for i, name in enumerate(self.loop_names):
+            row[i] = index_of(f"tile.{name}", self.tile_values[i].tolist())
+            row[n + i] = index_of(f"unroll.{name}", self.unroll_values[i].tolist())
+        row[self.col_order] = index_of("order", self.orders)
+        row[self.col_dtype] = index_of("dtype", self.dtypes)
+        row[self.col_clock] = index_of("clock_mhz", self.clocks_mhz)
+        if not self.valid(row[None, :])[0]:
+            raise SpaceError(f"{point} breaks a rule of the space (unroll must divide tile, at most "
+                             f"{self.options.max_unrolled_loops} unrolled loops, one per buffer dimension)")
+        return row
+
+    # ----------------------------------------------------------------------------------------- walking
+    def sample(self, count: int, rng: np.random.Generator) -> np.ndarray:
+        """``count`` valid rows drawn uniformly per knob (rejection of invalid combinations)."""
+        out: list[np.ndarray] = []
+        have = 0
+        for _ in range(1000):
+            rows = rng.integers(0, self.cardinalities, size=(max(count * 4, 64), self.num_knobs))
+            # Unroll of 1 is the most common valid value: bias half the unroll knobs towards it.
+            keep = rows[self.valid(rows)]
+            out.append(keep)
+            have += len(keep)
+            if have >= count:
+                break
+        rows = np.concatenate(out)[:count] if out else np.empty((0, self.num_knobs), dtype=np.int64)
+        if len(rows) == 0:
+            raise SpaceError("could not draw a valid point: the space's rules leave it empty")
+        return rows
+
+    def enumerate(self, chunk: int = 1 << 16) -> Iterator[np.ndarray]:
+        """Every valid row, in chunks. Loops' (tile, unroll) pairs are enumerated valid-first."""
+        n = len(self.loops)
+        pairs = []
+        for i in range(n):
+            t, u = self.tile_values[i], self.unroll_values[i]
+            pairs.append(np.array([(a, b) for a in range(len(t)) for b in range(len(u)) if t[a] % u[b] == 0]))
+        counts = [len(p) for p in pairs] + [len(self.orders), len(self.dtypes), len(self.clocks_mhz)]
+        total = prod(counts)
+        for start in range(0, total, chunk):
+            flat = np.arange(start, min(total, start + chunk), dtype=np.int64)
+            idx = np.unravel_index(flat, counts)
+            rows = np.empty((len(flat), self.num_knobs), dtype=np.int64)
+            for i in range(n):
+                rows[:, i] = pairs[i][idx[i], 0]
+                rows[:, n + i] = pairs[i][idx[i], 1]
+            rows[:, self.col_order] = idx[n]
+            rows[:, self.col_dtype] = idx[n + 1]
+            rows[:, self.col_clock] = idx[n + 2]
+            yield rows[self.valid(rows)]
+
+    def pruned_size(self) -> int:
+        """Upper bound of the valid points: the product of valid (tile, unroll) pairs and the other knobs."""
+        total = len(self.orders) * len(self.dtypes) * len(self.clocks_mhz)
+        for t, u in zip(self.tile_values, self.unroll_values, strict=True):
+            total *= int(sum((t[:, None] % u[None, :] == 0).sum(axis=1)))
+        return total
+
+    def directions(self) -> list[tuple[int, int]]:
+        """(knob column, step) pairs: every knob moves ±1 along its sorted values."""
+        return [(k, s) for k in range(self.num_knobs) if self.cardinalities[k] > 1 for s in (-1, 1)]
+
+    def neighbours(self, rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """One random valid neighbour per row (the row itself where a random direction leads nowhere)."""
+        rows = np.atleast_2d(rows)
+        dirs = np.array(self.directions(), dtype=np.int64)
+        if len(dirs) == 0:
+            return rows.copy()
+        out = rows.copy()
+        pending = np.ones(len(rows), dtype=bool)
+        for _ in range(8):
+            pick = dirs[rng.integers(0, len(dirs), size=len(rows))]
+            cand = rows.copy()
+            cand[np.arange(len(rows)), pick[:, 0]] += pick[:, 1]
+            # Moving a tile can break "unroll divides tile": take the largest unroll that still divides it.
+            cand = self._repair(cand, pick[:, 0])
+            ok = pending & self.valid(cand)
+            out[ok] = cand[ok]
+            pending &= ~ok
+            if not pending.any():
+                break
+        return out
+
+    def _repair(self, rows: np.ndarray, moved: np.ndarray) -> np.ndarray:
+        n = len(self.loops)
+        for i in range(n):
+            hit = (moved == i) & (rows[:, i] >= 0) & (rows[:, i] < self.cardinalities[i])
+            if not hit.any():
+                continue
+            t = self.tile_values[i][rows[hit, i]]
+            u = self.unroll_values[i][np.clip(rows[hit, n + i], 0, len(self.unroll_values[i]) - 1)]
+            uv = self.unroll_values[i]
+            fits = (t[:, None] % uv[None, :] == 0) & (uv[None, :] <= u[:, None])
+            best = np.where(fits, np.arange(len(uv))[None, :], 0).max(axis=1)
+            rows[hit, n + i] = best
+        return rows

@@ -1,0 +1,31 @@
+"""Engineering notation for the figures a person reads: seconds, operations per second, bytes."""
+
+from __future__ import annotations
+
+import math
+
+
+def si(value: float, unit: str = "") -> str:
+    """``3.7e9`` -> ``3.70 G``: engineering notation for FLOPs and bytes."""
+    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.2f} {prefix}{unit}"
+    return f"{value:g} {unit}".rstrip()
+
+
+def fmt_seconds(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "—"
+    for factor, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if seconds >= factor:
+            return f"{seconds / factor:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def fmt_ops(per_second: float) -> str:
+    """Operations per second as GOPS (FLOPs for floats, integer ops otherwise)."""
+    return f"{per_second / 1e9:.1f} GOPS"
+
+
+def fmt_bytes(n: float) -> str:
+    return si(n, "B")
