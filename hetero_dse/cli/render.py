@@ -104,3 +104,27 @@ def board_detail(b: Board) -> Table:
     for key, source in b.sources.items():
         table.add_row(f"source: {key}", source)
     return table
+
+
+def explorations_table(explorations: list, csims: dict) -> Table:
+    """The best design of every (operator, board): what bounds it and what it uses."""
+    from hetero_dse.units import fmt_seconds
+
+    table = Table(title="Best FPGA designs (analytical model)", title_justify="left")
+    for col in ("operator", "board", "dtype", "latency", "GOPS", "% roofline", "bound", "PE", "II", "DSP", "BRAM18K",
+                "traffic/bound", "csim"):
+        table.add_column(col, justify="right" if col not in ("operator", "board", "bound", "dtype") else "left")
+    for i, e in enumerate(explorations):
+        label = e.op.name + (f" {e.op.shape_name}" if e.op.shape_name else "")
+        if not e.designs:
+            table.add_row(label, e.board.name, "—", "interrupted before a feasible design", *[""] * 9)
+            continue
+        p, d = e.best
+        c = csims.get(i)
+        table.add_row(label, e.board.name, p["dtype"], fmt_seconds(d["latency_s"]), f"{d['gops']:.1f}",
+                      f"{100 * d['roofline']:.1f}", d["bound"], str(d["pe"]), str(d["ii"]),
+                      f"{d['resources']['dsp']:,.0f} ({100 * d['utilisation']['dsp']:.0f}%)",
+                      f"{d['resources']['bram18k']:,.0f} ({100 * d['utilisation']['bram18k']:.0f}%)",
+                      f"{d['traffic_over_bound']:.2f}x",
+                      "—" if c is None else ("pass" if c["passed"] else "FAIL"))
+    return table

@@ -1,0 +1,128 @@
+"""The cross-platform report: ``report.json`` (everything), ``report.md`` (for people), ``designs.csv`` (for pandas).
+
+Each file is written to a temporary name and renamed, so a report on disk is always whole; a run that
+was interrupted says so in the report itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from hetero_dse import __version__
+from hetero_dse.board import RESOURCE_KINDS
+from hetero_dse.fpga_flow import Exploration
+from hetero_dse.units import fmt_bytes, fmt_seconds
+
+
+def design_row(e: Exploration, rank: int, point: Any, d: dict[str, Any]) -> dict[str, Any]:
+    """One flat row per design: knobs and predicted figures."""
+    row: dict[str, Any] = {
+        "operator": e.op.name, "shape": e.op.shape_name or "", "board": e.board.name, "rank": rank,
+        "dtype": point["dtype"], "clock_mhz": point["clock_mhz"], "latency_s": d["latency_s"], "gops": d["gops"],
+        "roofline": d["roofline"], "bound": d["bound"], "pe": d["pe"], "ii": d["ii"], "tiles": d["tiles"],
+        "traffic_bytes": d["traffic_bytes"], "io_lower_bound_bytes": d["io_lower_bound_bytes"],
+        "traffic_over_bound": d["traffic_over_bound"], "io_bound_kind": d["io_bound_kind"],
+    }
+    for k in RESOURCE_KINDS:
+        row[k] = d["resources"][k]
+        row[f"{k}_util"] = d["utilisation"][k]
+    for k, v in point.items():
+        if k.startswith(("tile.", "unroll.")):
+            row[k] = v
+    row["order"] = " ".join(point["order"])
+    return row
+
+
+def exploration_record(e: Exploration, csim: dict[str, Any] | None, project: str | None) -> dict[str, Any]:
+    r = e.result
+    return {
+        "operator": e.op.name, "shape": e.op.shape_name, "signature": e.op.signature(), "board": e.board.name,
+        "search": {"explorer": r.explorer, "evaluations": r.evaluations, "wall_s": r.wall_s,
+                   "interrupted": r.interrupted, "space_size": e.space.size,
+                   "pruned_size_bound": e.space.pruned_size()},
+        "best": {"knobs": e.best[0].to_json(), **e.best[1]} if e.designs else None,
+        "top": [{"knobs": p.to_json(), **d} for p, d in e.designs],
+        "pareto": [{"knobs": p.to_json(), "latency_s": d["latency_s"], "dsp": d["resources"]["dsp"],
+                    "bram18k": d["resources"]["bram18k"]} for p, d in e.pareto],
+        "project": project,
+        "csim": csim,
+    }
+
+
+def write_reports(out: Path, explorations: Sequence[Exploration], projects: dict[int, str],
+                  csims: dict[int, dict[str, Any]], interrupted: bool) -> list[Path]:
+    """Write report.json, report.md and designs.csv under ``out``; returns their paths."""
+    records = [exploration_record(e, csims.get(i), projects.get(i)) for i, e in enumerate(explorations)]
+    report = {"generator": f"hetero_dse {__version__}", "complete": not interrupted, "explorations": records}
+    rows = [design_row(e, rank, p, d) for e in explorations for rank, (p, d) in enumerate(e.designs, start=1)]
+    paths = [out / "report.json", out / "report.md", out / "designs.csv"]
+    _atomic_write(paths[0], json.dumps(report, indent=2) + "\n")
+    _atomic_write(paths[1], markdown(explorations, projects, csims, interrupted))
+    _atomic_write(paths[2], pd.DataFrame(rows).to_csv(index=False))
+    return paths
+
+
+def markdown(explorations: Sequence[Exploration], projects: dict[int, str], csims: dict[int, dict[str, Any]],
+             interrupted: bool) -> str:
+    lines = [f"# hetero_dse report ({__version__})", ""]
+    if interrupted:
+        lines += ["**Interrupted**: the search was stopped early; the designs below are the best found before "
+                  "the stop.", ""]
+    lines += ["## Best design per operator and board (FPGA, analytical model)", "",
+              "| operator | shape | board | dtype | MHz | latency | GOPS | % DSP roofline | bound by | DSP | BRAM18K | "
+              "URAM | LUT | DDR traffic | / I/O bound | csim |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for i, e in enumerate(explorations):
+        if not e.designs:
+            lines.append(f"| {e.op.name} | {e.op.shape_name or ''} | {e.board.name} | — | — | no feasible design "
+                         "found before the stop | | | | | | | | | | |")
+            continue
+        p, d = e.best
+        res, util = d["resources"], d["utilisation"]
+        cs = csims.get(i)
+        csim_text = "—" if cs is None else ("pass" if cs["passed"] else "FAIL") + f" (max err {cs['max_abs_error']:.2g})"
+        lines.append(
+            f"| {e.op.name} | {e.op.shape_name or ''} | {e.board.name} | {p['dtype']} | {p['clock_mhz']:g} | "
+            f"{fmt_seconds(d['latency_s'])} | {d['gops']:.1f} | {100 * d['roofline']:.1f} | {d['bound']} | "
+            f"{res['dsp']:,.0f} ({100 * util['dsp']:.0f} %) | {res['bram18k']:,.0f} ({100 * util['bram18k']:.0f} %) | "
+            f"{res['uram']:,.0f} | {res['lut']:,.0f} ({100 * util['lut']:.0f} %) | {fmt_bytes(d['traffic_bytes'])} | "
+            f"{d['traffic_over_bound']:.2f}× | {csim_text} |")
+    lines += ["", "Percentages of resources are of the board's usable caps. The I/O bound is seed 001's "
+              "Theorem 4.9 for direct convolutions and a matmul-style bound otherwise (raised to the compulsory "
+              "traffic); the kind used is in report.json.", ""]
+    for i, e in enumerate(explorations):
+        if not e.designs:
+            continue
+        r = e.result
+        lines += [f"## {e.op.signature()} on {e.board.name}", "",
+                  f"Search: {r.explorer}, {r.evaluations:,} designs scored in {r.wall_s:.2f} s"
+                  f"{' (interrupted)' if r.interrupted else ''}; HLS project: `{projects.get(i, 'not written')}`.",
+                  "", "| rank | latency | GOPS | bound | PE | II | DSP | BRAM18K | tiles | unrolled | order |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for rank, (p, d) in enumerate(e.designs, start=1):
+            tiles = " ".join(f"{k[5:]}={v}" for k, v in p.items() if k.startswith("tile."))
+            unrolled = " ".join(f"{k[7:]}×{v}" for k, v in p.items() if k.startswith("unroll.") and v > 1)
+            lines.append(f"| {rank} | {fmt_seconds(d['latency_s'])} | {d['gops']:.1f} | {d['bound']} | {d['pe']} | "
+                         f"{d['ii']} | {d['resources']['dsp']:,.0f} | {d['resources']['bram18k']:,.0f} | {tiles} | "
+                         f"{unrolled or '—'} | {' '.join(p['order'])} |")
+        lines += ["", f"Pareto front (latency vs DSP vs BRAM18K): {len(e.pareto)} designs.", "",
+                  "| latency | DSP | BRAM18K |", "|---|---|---|"]
+        for _, d in e.pareto[:20]:
+            lines.append(f"| {fmt_seconds(d['latency_s'])} | {d['resources']['dsp']:,.0f} | "
+                         f"{d['resources']['bram18k']:,.0f} |")
+        if len(e.pareto) > 20:
+            lines.append(f"| … {len(e.pareto) - 20} more in report.json | | |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
