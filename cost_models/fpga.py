@@ -221,7 +221,9 @@ class FpgaModel:
         resources[:, 0] += np.ceil(pe * np.array([x["dsp"] for x in lane])[dt])
         resources[:, 3] += pe * np.array([x["lut"] for x in lane])[dt] + LUT_BASE + LUT_PER_PORT * len(self.ports)
         resources[:, 4] += pe * np.array([x["ff"] for x in lane])[dt] + FF_BASE + FF_PER_PORT * len(self.ports)
-        usage = resources / self.caps[None, :]
+        # A resource the board lacks (URAM on a Zynq-7000) has cap 0: any use of it is infinitely over.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            usage = np.where(self.caps > 0, resources / np.maximum(self.caps, 1), np.where(resources > 0, np.inf, 0.0))
         feasible = (usage <= 1.0).all(axis=1)
         # What a search minimises: the latency, inflated by how far a design is over its worst cap so
         # that a walk can climb back into the feasible region.
@@ -234,8 +236,10 @@ class FpgaModel:
         peak = np.array([[self.peak_ops(i, c) for c in sp.clocks_mhz] for i in range(len(self.consts))])
         peak_ops = peak[dt, rows[:, sp.col_clock]]
         gops = self.total_ops / latency / 1e9
+        with np.errstate(divide="ignore", invalid="ignore"):
+            roofline = np.where(peak_ops > 0, gops * 1e9 / np.maximum(peak_ops, 1e-300), 0.0)
         result: dict[str, Any] = {
-            "latency_s": latency, "objective": objective, "gops": gops, "roofline": gops * 1e9 / peak_ops,
+            "latency_s": latency, "objective": objective, "gops": gops, "roofline": roofline,
             "bound": bound, "traffic_bytes": traffic, "pe": pe, "ii": ii, "feasible": feasible,
             "usage": usage, **{k: resources[:, i] for i, k in enumerate(RESOURCE_KINDS)},
         }

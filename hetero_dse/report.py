@@ -86,7 +86,8 @@ def markdown(explorations: Sequence[Exploration], projects: dict[int, str], csim
         p, d = e.best
         res, util = d["resources"], d["utilisation"]
         cs = csims.get(i)
-        csim_text = "—" if cs is None else ("pass" if cs["passed"] else "FAIL") + f" (max err {cs['max_abs_error']:.2g})"
+        csim_text = "—" if cs is None else \
+            ("pass" if cs["passed"] else "FAIL") + f" (max err {cs['max_abs_error']:.2g})"
         lines.append(
             f"| {e.op.name} | {e.op.shape_name or ''} | {e.board.name} | {p['dtype']} | {p['clock_mhz']:g} | "
             f"{fmt_seconds(d['latency_s'])} | {d['gops']:.1f} | {100 * d['roofline']:.1f} | {d['bound']} | "

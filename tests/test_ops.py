@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from gpu_cpu.naive import run_naive
-from hetero_dse.ops import ABBREVIATIONS, BUILTIN, get_builtin
 from hetero_dse.errors import OperatorError, ShapeError
+from hetero_dse.ops import ABBREVIATIONS, BUILTIN, get_builtin
 
 CASES = [(name, shape) for name, d in BUILTIN.items() for shape, _ in d.shapes("small")]
 

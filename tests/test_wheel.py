@@ -10,7 +10,6 @@ import venv
 import zipfile
 
 import pytest
-
 from conftest import REPO
 
 

@@ -172,7 +172,8 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
     from hetero_dse.board import load_board
     from hetero_dse.cli.render import explorations_table
     from hetero_dse.cli.targets import resolve_operators
-    from hetero_dse.fpga_flow import check_clocks, check_dtypes, explore as run_explore
+    from hetero_dse.fpga_flow import check_clocks, check_dtypes
+    from hetero_dse.fpga_flow import explore as run_explore
     from hetero_dse.space.fpga import SpaceOptions
 
     if time_budget is not None and time_budget <= 0:

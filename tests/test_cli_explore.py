@@ -1,0 +1,186 @@
+"""``hetero_dse explore`` and ``hetero_dse csim`` end to end, and every bad input of the FPGA issue."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from hetero_dse.analysis import analyze
+from hetero_dse.board import load_board
+from hetero_dse.ops import get_builtin
+
+needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="C-simulation needs g++")
+
+
+@needs_gxx
+def test_explore_writes_project_and_reports_that_agree(cli, tmp_path):
+    out = tmp_path / "out"
+    r = cli("explore", "--op", "gemm", "--shape", "small:s2", "--board", "vu9p", "--out", out, "--csim",
+            "--top-k", "3", "--dtype", "float32,int8")
+    assert r.code == 0, r.err
+    assert "gemm small:s2" in r.out and "pass" in r.out
+    report = json.loads((out / "report.json").read_text())
+    assert report["complete"] is True
+    (e,) = report["explorations"]
+    assert e["csim"]["passed"] and e["csim"]["mismatches"] == 0
+    assert e["project"] == "gemm_small_s2/vu9p/hls" and (out / e["project"] / "src" / "kernel.cpp").is_file()
+    assert len(e["top"]) == 3 and e["top"][0]["latency_s"] <= e["top"][1]["latency_s"]
+    assert {t["knobs"]["dtype"] for t in e["top"]} <= {"float32", "int8"}
+    # the report's figures are the model's for the best knobs
+    best = e["best"]
+    assert best["gops"] == pytest.approx(best["ops"] / best["latency_s"] / 1e9)
+    csv = pd.read_csv(out / "designs.csv")
+    assert len(csv) == 3 and csv.loc[0, "latency_s"] == pytest.approx(best["latency_s"])
+    md = (out / "report.md").read_text()
+    assert "| gemm | small:s2 | vu9p |" in md and "pass" in md
+    # csim of the whole output directory
+    r = cli("csim", out)
+    assert r.code == 0 and "PASS" in r.out
+
+
+def test_explore_several_boards_and_shapes(cli, tmp_path):
+    out = tmp_path / "o"
+    r = cli("explore", "--op", "conv1d", "--shape", "small", "--board", "vu9p", "--board", "pynq-z2", "--out", out)
+    assert r.code == 0, r.err
+    report = json.loads((out / "report.json").read_text())
+    assert [(x["shape"], x["board"]) for x in report["explorations"]] == [
+        ("small:s1", "vu9p"), ("small:s1", "pynq-z2"), ("small:s2", "vu9p"), ("small:s2", "pynq-z2")]
+    for x in report["explorations"]:
+        caps = load_board(x["board"]).caps
+        assert all(x["best"]["resources"][k] <= caps[k] for k in caps)
+
+
+def test_non_empty_output_needs_force(cli, tmp_path):
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep")
+    r = cli("explore", "--op", "gemv", "--shape", "small:s1", "--board", "vu9p", "--out", out)
+    assert r.code == 1 and r.err.startswith("hetero_dse: error: output directory") and "--force" in r.err
+    assert sorted(p.name for p in out.iterdir()) == ["mine.txt"]
+    r = cli("explore", "--op", "gemv", "--shape", "small:s1", "--board", "vu9p", "--out", out, "--force")
+    assert r.code == 0 and (out / "report.md").is_file() and (out / "mine.txt").read_text() == "keep"
+
+
+def test_unwritable_output(cli, tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    r = cli("explore", "--op", "gemv", "--shape", "small:s1", "--board", "vu9p", "--out", blocker / "o")
+    assert r.code == 1 and r.err.startswith("hetero_dse: error: cannot write to output directory")
+    assert "Traceback" not in r.err and r.err.count("\n") == 1
+
+
+def test_clock_the_board_cannot_reach(cli, tmp_path):
+    r = cli("explore", "--op", "gemv", "--board", "vu9p", "--clock", "400", "--out", tmp_path / "o")
+    assert r.code == 1
+    assert r.err.strip() == "hetero_dse: error: board vu9p cannot run at 400 MHz: its maximum is 300 MHz " \
+                            "(clock.max_mhz in vu9p.yaml)"
+    assert not (tmp_path / "o").exists()
+    r = cli("explore", "--op", "gemv", "--board", "vu9p", "--clock", "fast", "--out", tmp_path / "o")
+    assert r.code == 1 and "--clock expects a frequency in MHz" in r.err
+
+
+def test_data_type_the_operator_cannot_use(cli, write, tmp_path):
+    path = write("op.py", """
+        import hetero_dse
+        from tvm import te
+
+        @hetero_dse.operator(N=8)
+        def scale(N):
+            A = te.placeholder((N, N), name="A")
+            k = te.reduce_axis((0, N), name="k")
+            return [A, te.compute((N,), lambda i: te.sum(A[i, k] * A[k, i], axis=k), name="O")]
+        """)
+    r = cli("explore", path, "--board", "vu9p", "--dtype", "int8", "--out", tmp_path / "o")
+    assert r.code == 1
+    assert r.err.strip() == ("hetero_dse: error: operator scale cannot use data type int8: it has no 'dtype' "
+                             "parameter (its inputs are float32)")
+    r = cli("explore", "--op", "gemm", "--board", "vu9p", "--dtype", "float64", "--out", tmp_path / "o")
+    assert r.code == 1 and "data type float64 is not one the FPGA model knows" in r.err
+
+
+def test_nothing_fits_says_which_resource_and_by_how_much(cli, write, tmp_path):
+    board = write("tiny.yaml", """
+        name: tiny
+        description: a board with almost no DSP
+        part: xc7z010clg400-1
+        clock: {default_mhz: 100, max_mhz: 150}
+        resources: {dsp: 4, bram18k: 120, uram: 0, lut: 17600, ff: 35200}
+        usable: {dsp: 0.7, bram18k: 0.7, uram: 0.7, lut: 0.7, ff: 0.7}
+        memory:
+          - {kind: ddr3, channels: 1, bandwidth_gbps_per_channel: 4.2}
+        sources: {resources: test, memory: test, clock: test, usable: test}
+        """)
+    r = cli("explore", "--op", "gemm", "--shape", "small:s1", "--board", board, "--out", tmp_path / "o")
+    assert r.code == 1
+    # one fp32 multiply-add lane needs 5 DSPs; the cap is int(4 * 0.7) = 2
+    assert r.err.strip() == ("hetero_dse: error: nothing fits on tiny: the smallest design of gemm (small:s1) found "
+                             "needs 5 DSP, 2.50x the usable 2 (70% of 4); try a larger board or smaller shapes")
+    assert not any((tmp_path / "o").iterdir())
+
+
+def test_board_without_bandwidth(cli, write, tmp_path):
+    board = write("nobw.yaml", """
+        name: nobw
+        description: no bandwidth
+        part: xcvu9p-flgb2104-2-i
+        clock: {default_mhz: 250, max_mhz: 300}
+        resources: {dsp: 6840, bram18k: 4320, uram: 960, lut: 1182240, ff: 2364480}
+        usable: {dsp: 0.7, bram18k: 0.7, uram: 0.7, lut: 0.7, ff: 0.7}
+        memory:
+          - {kind: ddr4, channels: 4}
+        sources: {resources: test, memory: test, clock: test, usable: test}
+        """)
+    r = cli("explore", "--op", "gemm", "--board", board, "--out", tmp_path / "o")
+    assert r.code == 1 and "bandwidth_gbps_per_channel" in r.err and r.err.count("\n") == 1
+
+
+def test_zero_time_budget_is_refused(cli, tmp_path):
+    r = cli("explore", "--op", "gemm", "--board", "vu9p", "--time-budget", "0", "--out", tmp_path / "o")
+    assert r.code == 1 and "--time-budget must be positive" in r.err
+
+
+def test_interrupted_search_keeps_what_it_found(cli, tmp_path, monkeypatch):
+    from cost_models import fpga
+
+    calls = {"n": 0}
+    original = fpga.FpgaModel.evaluate
+
+    def flaky(self, rows, detail=False):
+        calls["n"] += 1
+        if calls["n"] == 4 and not detail:
+            raise KeyboardInterrupt
+        return original(self, rows, detail)
+
+    monkeypatch.setattr(fpga.FpgaModel, "evaluate", flaky)
+    out = tmp_path / "o"
+    r = cli("explore", "--op", "conv2d", "--shape", "yolo:C8", "--board", "vu9p", "--explorer", "sa", "--out", out)
+    assert r.code == 130 and "interrupted" in r.err
+    report = json.loads((out / "report.json").read_text())
+    assert report["complete"] is False and report["explorations"][0]["search"]["interrupted"] is True
+    assert "Interrupted" in (out / "report.md").read_text()
+    # what was found before the stop is written whole; nothing half-written is left
+    assert (out / "conv2d_yolo_C8" / "vu9p" / "hls" / "design.json").is_file()
+    assert not list(out.glob("**/*.partial"))
+
+
+def test_csim_of_a_directory_without_projects(cli, tmp_path):
+    r = cli("csim", tmp_path)
+    assert r.code == 1 and "no HLS project under" in r.err
+
+
+def test_explored_best_matches_exhaustive_optimum():
+    """The CLI's default search finds the same best latency as enumerating the whole space."""
+    import numpy as np
+
+    from cost_models.fpga import FpgaModel
+    from hetero_dse.fpga_flow import explore
+    from hetero_dse.space.fpga import FpgaSpace
+
+    op = get_builtin("conv1d").instantiate(shape="small:s2")
+    e = explore(op, load_board("vu9p"), seed=0)
+    space = FpgaSpace(analyze(op), load_board("vu9p"), ["float32"], [250.0])
+    lat = np.concatenate([FpgaModel(space).evaluate(r)["latency_s"] for r in space.enumerate()])
+    assert e.best[1]["latency_s"] == pytest.approx(lat.min())
