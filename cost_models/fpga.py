@@ -50,6 +50,13 @@ from hetero_dse.space.fpga import AccessGeometry, FpgaSpace
 __all__ = ["FpgaModel", "accumulator_dtype"]
 
 
+def _product(factors: list[np.ndarray], n: int) -> np.ndarray:
+    out = np.ones(n)
+    for f in factors:
+        out = out * f
+    return out
+
+
 def accumulator_dtype(dtype: str) -> str:
     """Integers accumulate (and are written) in int32; floats in their own type."""
     return "int32" if dtype.startswith("int") else dtype
@@ -65,8 +72,9 @@ class _DtypeConstants:
 class FpgaModel:
     """Scores points of one :class:`FpgaSpace` (see the module docstring for the architecture)."""
 
-    def __init__(self, space: FpgaSpace) -> None:
+    def __init__(self, space: FpgaSpace, traffic_weight: float = 0.01) -> None:
         self.space = space
+        self.traffic_weight = traffic_weight
         board = space.board
         for dtype in space.dtypes:
             if dtype not in ARITHMETIC:
@@ -87,13 +95,20 @@ class FpgaModel:
         self.ports = [*space.reads, space.write]
         self.compulsory = np.array([compulsory_bytes(space.analysis, c.in_bytes, c.acc_bytes) for c in self.consts],
                                    dtype=np.float64)
+        lanes = [self._lane_cost(i) for i in range(len(self.consts))]
+        self.lane_dsp = np.array([x["dsp"] for x in lanes])
+        self.lane_lut = np.array([x["lut"] for x in lanes])
+        self.lane_ff = np.array([x["ff"] for x in lanes])
+        self.in_bytes = np.array([c.in_bytes for c in self.consts], dtype=np.float64)
+        self.acc_bytes = np.array([c.acc_bytes for c in self.consts], dtype=np.float64)
+        self.carried = np.array([c.cost.carried_add for c in self.consts])
+        self.add_lat = np.array([c.cost.add_latency for c in self.consts], dtype=np.float64)
+        self.mul_lat = np.array([c.cost.mul_latency for c in self.consts], dtype=np.float64)
+        self.peak_table = np.array([[self.peak_ops(i, c) for c in space.clocks_mhz] for i in range(len(self.consts))])
         self.stage_names = ([f"read {g.name}" for g in space.reads] + [f"write {space.write.name}", "compute"]
                             + [f"ddr channel {c}" for c in range(min(self.channels, len(self.ports)))])
 
     # ---------------------------------------------------------------------------------------- helpers
-    def _per_dtype(self, rows: np.ndarray, values: list[float]) -> np.ndarray:
-        return np.asarray(values, dtype=np.float64)[rows[:, self.space.col_dtype]]
-
     def dsp_per_lane(self, dtype_index: int) -> float:
         cost = self.consts[dtype_index].cost
         return self.muls * cost.dsp_mul + self.adds * cost.dsp_add
@@ -112,52 +127,69 @@ class FpgaModel:
         return io_lower_bound(self.space.analysis, onchip_bits / bits, c.in_bytes,
                               compulsory_bytes(self.space.analysis, c.in_bytes, c.acc_bytes))
 
-    def _buffer(self, g: AccessGeometry, t: np.ndarray, u: np.ndarray, elem_bytes: np.ndarray,
-                ) -> dict[str, np.ndarray]:
-        """Box widths, partition factors, banks and per-bank depth of one buffer."""
-        coef = np.abs(g.coef)
-        width = (t - 1) @ coef.T + 1                                   # (N, dims)
-        clipped = np.minimum(width, np.asarray(g.shape, dtype=np.int64))
-        # Cyclic partition per dimension: an unrolled loop with coefficient c and unroll u touches offsets
-        # 0, c, ..., c(u-1) — distinct banks need a factor of c·u. The space allows one unrolled loop per dim.
-        unrolled = np.where(u > 1, u, 1)
-        factor = np.ones_like(width)
-        for d in range(coef.shape[0]):
-            factor[:, d] = np.prod(np.where(coef[d] > 0, coef[d] * unrolled, 1), axis=1)
+    def _buffer(self, g: AccessGeometry, t: list[np.ndarray], u: list[np.ndarray], elem_bytes: np.ndarray,
+                ) -> dict[str, Any]:
+        """Box widths, partition factors, banks and per-bank depth of one buffer (per dimension, over points)."""
+        n = len(elem_bytes)
+        widths, clipped, factors = [], [], []
+        for d in range(g.coef.shape[0]):
+            width = np.ones(n)
+            factor = np.ones(n)
+            for loop in np.flatnonzero(g.coef[d]):
+                c = abs(int(g.coef[d, loop]))
+                width += c * (t[loop] - 1)
+                # Cyclic partition: an unrolled loop with coefficient c and unroll u touches offsets
+                # 0, c, ..., c(u-1); distinct banks need a factor of c·u (one unrolled loop per dim).
+                factor *= np.where(u[loop] > 1, c * u[loop], 1)
+            widths.append(width)
+            clipped.append(np.minimum(width, g.shape[d]))
+            factors.append(factor)
         # The read/write process moves one port word (PORT_BITS) per cycle along the innermost dimension.
-        lanes = np.minimum((PORT_BITS // 8) // elem_bytes, width[:, -1]).astype(np.int64)
-        factor[:, -1] = np.lcm(factor[:, -1], np.maximum(lanes, 1))
-        factor = np.minimum(factor, width)
-        banks = np.prod(factor, axis=1)
-        words_per_bank = np.prod(-(-width // factor), axis=1)
-        return {"width": width, "clipped": clipped, "factor": factor, "banks": banks,
-                "words_per_bank": words_per_bank, "words": np.prod(width, axis=1),
-                "elements": np.prod(clipped, axis=1), "lanes": lanes}
+        lanes = np.minimum((PORT_BITS // 8) // elem_bytes, widths[-1])
+        factors[-1] = np.lcm(factors[-1].astype(np.int64), np.maximum(lanes, 1).astype(np.int64)).astype(np.float64)
+        banks = np.ones(n)
+        words_per_bank = np.ones(n)
+        elements = np.ones(n)
+        for d in range(len(widths)):
+            factors[d] = np.minimum(factors[d], widths[d])
+            banks *= factors[d]
+            words_per_bank *= np.ceil(widths[d] / factors[d])
+            elements *= clipped[d]
+        return {"width": widths, "clipped": clipped, "factor": factors, "banks": banks,
+                "words_per_bank": words_per_bank, "elements": elements, "lanes": lanes}
 
     # -------------------------------------------------------------------------------------- the model
     def evaluate(self, rows: np.ndarray, detail: bool = False) -> dict[str, Any]:
-        """Score encoded points. Returns arrays keyed by figure; ``latency_s`` is inf where infeasible."""
+        """Score encoded points. Returns arrays keyed by figure; ``latency_s`` is inf where infeasible.
+
+        Internally every per-loop quantity is a list of 1-D arrays over the points (loops are few, points
+        many), which keeps numpy on contiguous memory.
+        """
         sp = self.space
         rows = np.atleast_2d(np.asarray(rows, dtype=np.int64))
         n = len(rows)
-        t, u = sp.tiles(rows), sp.unrolls(rows)
+        nl = len(sp.loops)
+        t = [sp.tile_f[i][rows[:, i]] for i in range(nl)]
+        u = [sp.unroll_f[i][rows[:, nl + i]] for i in range(nl)]
+        dt = rows[:, sp.col_dtype]
         clock = np.asarray(sp.clocks_mhz, dtype=np.float64)[rows[:, sp.col_clock]] * 1e6
-        in_bytes = self._per_dtype(rows, [c.in_bytes for c in self.consts]).astype(np.int64)
-        acc_bytes = self._per_dtype(rows, [c.acc_bytes for c in self.consts]).astype(np.int64)
-        deeper = (clock > DEEPER_CORES_ABOVE_MHZ * 1e6).astype(np.int64)
-        carried = self._per_dtype(rows, [c.cost.carried_add for c in self.consts]) > 0
-        add_lat = self._per_dtype(rows, [c.cost.add_latency for c in self.consts]).astype(np.int64) + deeper * carried
-        mul_lat = self._per_dtype(rows, [c.cost.mul_latency for c in self.consts]).astype(np.int64) + deeper * carried
+        in_bytes = self.in_bytes[dt]
+        acc_bytes = self.acc_bytes[dt]
+        deeper = (clock > DEEPER_CORES_ABOVE_MHZ * 1e6) & self.carried[dt]
+        add_lat = self.add_lat[dt] + deeper
+        mul_lat = self.mul_lat[dt] + deeper
 
-        trips = -(-sp.extents // t)                                    # (N, L)
-        n_tiles = np.prod(trips, axis=1)
-        out_tiles = np.prod(trips[:, :sp.num_spatial], axis=1)
-        pos = sp.order_positions[rows[:, sp.col_order]]               # (N, L) tile-loop level of each loop
+        trips = [np.ceil(sp.extents[i] / t[i]) for i in range(nl)]
+        n_tiles = _product(trips, n)
+        out_tiles = _product(trips[: sp.num_spatial], n)
+        order = rows[:, sp.col_order]
+        pos = [sp.order_positions[:, i][order] for i in range(nl)]  # tile-loop level of each loop
 
         # ------------------------------------------------------------------ read, write and DDR
         stage_totals, first_tile = [], []
-        resources = np.zeros((n, len(RESOURCE_KINDS)), dtype=np.float64)
-        channel_bytes = np.zeros((n, len(self.stage_names) - len(self.ports) - 1))
+        resources = np.zeros((len(RESOURCE_KINDS), n))
+        n_channels = len(self.stage_names) - len(self.ports) - 1
+        channel_bytes = np.zeros((n_channels, n))
         traffic = np.zeros(n)
         buffers = []
         for p, g in enumerate(self.ports):
@@ -167,89 +199,98 @@ class FpgaModel:
             if is_write:
                 loads = out_tiles
             else:
-                active = g.loops_used[None, :] & (trips > 1)
-                level = np.where(active, pos, -1).max(axis=1)
-                loads = np.prod(np.where(pos <= level[:, None], trips, 1), axis=1)
+                # loaded again whenever a tile loop at or above the innermost one it depends on advances
+                level = np.full(n, -1)
+                for i in np.flatnonzero(g.loops_used):
+                    level = np.maximum(level, np.where(trips[i] > 1, pos[i], -1))
+                loads = np.ones(n)
+                for i in range(nl):
+                    loads *= np.where(pos[i] <= level, trips[i], 1)
             tile_bytes = buf["elements"] * elem
             # A burst runs over the innermost dimension and on through outer ones while the inner ones are
             # whole (a [k][c][3][3] weight tile with whole c, 3, 3 is one run of c·9 elements).
-            run = buf["clipped"][:, -1].copy()
+            clipped = buf["clipped"]
+            run = clipped[-1].copy()
             whole = np.ones(n, dtype=bool)
-            for d in range(buf["clipped"].shape[1] - 2, -1, -1):
-                whole &= buf["clipped"][:, d + 1] == g.shape[d + 1]
-                run = np.where(whole, run * buf["clipped"][:, d], run)
+            for d in range(len(clipped) - 2, -1, -1):
+                whole &= clipped[d + 1] == g.shape[d + 1]
+                run = np.where(whole, run * clipped[d], run)
             lanes = (PORT_BITS // 8) // elem
-            beats = buf["elements"] // np.maximum(run, 1) * -(-run // lanes)
+            beats = buf["elements"] / run * np.ceil(run / lanes)
             one = np.maximum(beats / clock, tile_bytes / self.channel_bw)
             stage_totals.append(loads * one)
             first_tile.append(one)
             traffic += loads * tile_bytes
-            channel_bytes[:, p % channel_bytes.shape[1]] += loads * tile_bytes
+            channel_bytes[p % n_channels] += loads * tile_bytes
             cost = self._mixed_storage(buf["words_per_bank"], elem)
             copies = BUFFER_DEPTH * buf["banks"]
             for r, kind in enumerate(RESOURCE_KINDS):
                 if kind in cost:
-                    resources[:, r] += copies * cost[kind]
+                    resources[r] += copies * cost[kind]
             buf.update(loads=loads, impl=cost["impl"], tile_bytes=tile_bytes, one_s=one)
             buffers.append(buf)
 
         # ------------------------------------------------------------------ compute
-        per_tile = np.prod(t // u, axis=1)
-        spatial_iters = np.prod((t // u)[:, :sp.num_spatial], axis=1)
-        reduce_outer = np.prod((t // u)[:, sp.num_spatial:], axis=1) if len(sp.loops) > sp.num_spatial else 1
-        carried_reduction = carried & (reduce_outer > 1)
-        ii = np.where(carried_reduction, -(-add_lat // np.maximum(spatial_iters, 1)), 1)
-        reduce_lanes = np.prod(u[:, sp.num_spatial:], axis=1) if len(sp.loops) > sp.num_spatial else 1
-        tree = np.ceil(np.log2(np.maximum(reduce_lanes, 1))).astype(np.int64)
+        ratio = [t[i] / u[i] for i in range(nl)]
+        per_tile = _product(ratio, n)
+        spatial_iters = _product(ratio[: sp.num_spatial], n)
+        reduce_outer = _product(ratio[sp.num_spatial:], n)
+        carried_reduction = self.carried[dt] & (reduce_outer > 1)
+        ii = np.where(carried_reduction, np.ceil(add_lat / np.maximum(spatial_iters, 1)), 1.0)
+        reduce_lanes = _product(u[sp.num_spatial:], n)
+        tree = np.ceil(np.log2(np.maximum(reduce_lanes, 1)))
         depth = mul_lat + add_lat * (1 + tree) + COMPUTE_OVERHEAD_CYCLES
         compute_cycles = per_tile * ii + depth
         compute_one = compute_cycles / clock
         compute_total = n_tiles * compute_one
 
-        stages = np.stack([*stage_totals[:-1], stage_totals[-1], compute_total,
-                           *(channel_bytes[:, c] / self.channel_bw for c in range(channel_bytes.shape[1]))], axis=1)
-        reads_one = np.max(np.stack(first_tile[:-1], axis=1), axis=1) if len(first_tile) > 1 else 0.0
-        ones = np.stack([np.broadcast_to(reads_one, (n,)), compute_one, first_tile[-1]], axis=1)
-        fill_drain = ones.sum(axis=1) - ones.max(axis=1)
-        latency = stages.max(axis=1) + fill_drain
-        bound = stages.argmax(axis=1)
+        stages = np.stack([*stage_totals, compute_total, *(channel_bytes / self.channel_bw)])
+        reads_one = np.max(np.stack(first_tile[:-1]), axis=0) if len(first_tile) > 1 else np.zeros(n)
+        fill_drain = reads_one + compute_one + first_tile[-1] - np.maximum(np.maximum(reads_one, compute_one),
+                                                                            first_tile[-1])
+        latency = stages.max(axis=0) + fill_drain
+        bound = stages.argmax(axis=0)
 
         # ------------------------------------------------------------------ resources
-        pe = np.prod(u, axis=1)
-        lane = [self._lane_cost(i) for i in range(len(self.consts))]
-        dt = rows[:, sp.col_dtype]
-        resources[:, 0] += np.ceil(pe * np.array([x["dsp"] for x in lane])[dt])
-        resources[:, 3] += pe * np.array([x["lut"] for x in lane])[dt] + LUT_BASE + LUT_PER_PORT * len(self.ports)
-        resources[:, 4] += pe * np.array([x["ff"] for x in lane])[dt] + FF_BASE + FF_PER_PORT * len(self.ports)
+        pe = _product(u, n)
+        resources[0] += np.ceil(pe * self.lane_dsp[dt])
+        resources[3] += pe * self.lane_lut[dt] + LUT_BASE + LUT_PER_PORT * len(self.ports)
+        resources[4] += pe * self.lane_ff[dt] + FF_BASE + FF_PER_PORT * len(self.ports)
         # A resource the board lacks (URAM on a Zynq-7000) has cap 0: any use of it is infinitely over.
+        caps = self.caps[:, None]
         with np.errstate(divide="ignore", invalid="ignore"):
-            usage = np.where(self.caps > 0, resources / np.maximum(self.caps, 1), np.where(resources > 0, np.inf, 0.0))
-        feasible = (usage <= 1.0).all(axis=1)
+            usage = np.where(caps > 0, resources / np.maximum(caps, 1), np.where(resources > 0, np.inf, 0.0))
+        worst = usage.max(axis=0)
+        feasible = worst <= 1.0
         # What a search minimises: the latency, inflated by how far a design is over its worst cap so
-        # that a walk can climb back into the feasible region.
-        objective = latency * (1.0 + 10.0 * np.maximum(usage.max(axis=1) - 1.0, 0.0))
-        # Ties in latency go to less DDR traffic, then fewer resources (weights too small to trade latency).
-        objective = objective * (1.0 + 1e-4 * traffic / self.compulsory[rows[:, sp.col_dtype]]
-                                 + 1e-6 * usage.max(axis=1))
+        # that a walk can climb back into the feasible region, and by its DDR traffic: each compulsory
+        # traffic's worth of extra bytes costs ``traffic_weight`` of latency (1 %: a design 0.3 % slower
+        # that moves 3x fewer bytes wins, as an engineer sharing DDR with other kernels would choose).
+        objective = latency * (1.0 + 10.0 * np.maximum(worst - 1.0, 0.0) + self.traffic_weight * traffic / self.compulsory[dt]
+                               + 1e-6 * np.minimum(worst, 1.0))
         latency = np.where(feasible, latency, np.inf)
-
-        peak = np.array([[self.peak_ops(i, c) for c in sp.clocks_mhz] for i in range(len(self.consts))])
-        peak_ops = peak[dt, rows[:, sp.col_clock]]
+        peak_ops = self.peak_table[dt, rows[:, sp.col_clock]]
         gops = self.total_ops / latency / 1e9
         with np.errstate(divide="ignore", invalid="ignore"):
             roofline = np.where(peak_ops > 0, gops * 1e9 / np.maximum(peak_ops, 1e-300), 0.0)
         result: dict[str, Any] = {
             "latency_s": latency, "objective": objective, "gops": gops, "roofline": roofline,
             "bound": bound, "traffic_bytes": traffic, "pe": pe, "ii": ii, "feasible": feasible,
-            "usage": usage, **{k: resources[:, i] for i, k in enumerate(RESOURCE_KINDS)},
+            "usage": usage.T, **{k: resources[i] for i, k in enumerate(RESOURCE_KINDS)},
         }
         if detail:
-            result.update(buffers=buffers, stages=stages, compute_cycles=compute_cycles, depth=depth,
+            for buf in buffers:
+                for key in ("width", "clipped", "factor"):
+                    buf[key] = np.stack(buf[key], axis=1)
+            result.update(buffers=buffers, stages=stages.T, compute_cycles=compute_cycles, depth=depth,
                           spatial_iters=spatial_iters, reduce_outer=reduce_outer, add_latency=add_lat,
-                          fill_drain=fill_drain, n_tiles=n_tiles, trips=trips, compute_one=compute_one)
+                          fill_drain=fill_drain, n_tiles=n_tiles, trips=np.stack(trips, axis=1),
+                          compute_one=compute_one)
         return result
 
     def _mixed_storage(self, words: np.ndarray, elem: np.ndarray) -> dict[str, np.ndarray]:
+        if len(self.consts) == 1:  # one data type: one element width for every point
+            return storage(words, 8 * int(elem[0]) if len(elem) else 32, self.uram_available)
         out: dict[str, np.ndarray] = {}
         for b in np.unique(elem):
             part = storage(words, 8 * int(b), self.uram_available)

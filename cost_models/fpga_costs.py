@@ -83,16 +83,20 @@ def storage(words: np.ndarray, bits: int, uram_available: bool) -> dict[str, np.
     """
     words = np.asarray(words, dtype=np.float64)
     reg = words <= 1
-    lutram = ~reg & (words * bits <= LUTRAM_MAX_BITS)
-    uram = ~reg & ~lutram & uram_available & (words >= URAM_DEPTH)
-    bram = ~reg & ~lutram & ~uram
-    zeros = np.zeros_like(words)
+    lutram = ~reg & (words <= LUTRAM_MAX_BITS // bits)
+    big = ~reg & ~lutram
+    uram = big & (words >= URAM_DEPTH) if uram_available else np.zeros_like(reg)
+    bram = big & ~uram
+    impl = np.full(words.shape, 2, dtype=np.int8)
+    impl[reg] = 0
+    impl[lutram] = 1
+    impl[uram] = 3
     return {
-        "bram18k": np.where(bram, bram18k_per_bank(words, bits), zeros),
-        "uram": np.where(uram, np.ceil(words / URAM_DEPTH) * -(-bits // URAM_WIDTH), zeros),
-        "lut": np.where(lutram, 2 * np.ceil(words / LUTRAM_WORDS_PER_LUT_PAIR) * bits, zeros),
-        "ff": np.where(reg, float(bits), zeros),
-        "impl": np.select([reg, lutram, uram], [0, 1, 3], default=2),
+        "bram18k": bram * bram18k_per_bank(words, bits),
+        "uram": uram * (np.ceil(words / URAM_DEPTH) * -(-bits // URAM_WIDTH)),
+        "lut": lutram * (2 * bits) * np.ceil(words / LUTRAM_WORDS_PER_LUT_PAIR),
+        "ff": reg * float(bits),
+        "impl": impl,
     }
 
 

@@ -86,13 +86,14 @@ def check_clocks(board: Board, clocks: Sequence[float]) -> list[float]:
 def explore(op: Operator, board: Board, *, dtypes: Sequence[str] = (), clocks: Sequence[float] = (),
             options: SpaceOptions | None = None, explorer: str = "auto", seed: int = 0, budget: int | None = None,
             time_budget_s: float | None = None, top_k: int = 10,
-            progress: Callable[[int, float], None] | None = None, default_sa_budget: int = 30_000) -> Exploration:
+            progress: Callable[[int, float], None] | None = None, default_sa_budget: int = 30_000,
+            traffic_weight: float = 0.01) -> Exploration:
     """Search the FPGA space of ``op`` on ``board``; raise if no design fits (saying what is over and by how much)."""
     dtypes = check_dtypes(op, dtypes)
     clocks = check_clocks(board, clocks)
     analysis = analyze(with_dtype(op, dtypes[0]))
     space = FpgaSpace(analysis, board, dtypes, clocks, options)
-    model = FpgaModel(space)
+    model = FpgaModel(space, traffic_weight=traffic_weight)
     strategy = make_explorer(explorer, space, seed)
     if budget is None and strategy.name != "exhaustive":
         budget = default_sa_budget

@@ -157,11 +157,13 @@ def _prepare_out(out: Path, force: bool) -> None:
 @click.option("--time-budget", type=float, metavar="SECONDS", help="Stop each search after this long.")
 @click.option("--io-optimal", is_flag=True,
               help="Prune conv tiles to the I/O lower bound's optimality condition x*y = R*z (seed 001).")
+@click.option("--traffic-weight", default=0.01, show_default=True, type=click.FloatRange(min=0),
+              help="Latency fraction a design may give up per compulsory-traffic of extra DDR bytes (0: latency only).")
 @click.option("--csim", "run_csim", is_flag=True, help="C-simulate each best design with g++ after writing it.")
 def explore(op_file: str | None, builtin: str | None, shape: str | None, params: tuple[str, ...], name: str | None,
             boards_: tuple[str, ...], out: Path, force: bool, top_k: int, seed: int, dtypes: tuple[str, ...],
             clocks: tuple[str, ...], explorer: str, budget: int | None, time_budget: float | None, io_optimal: bool,
-            run_csim: bool) -> None:
+            traffic_weight: float, run_csim: bool) -> None:
     """Find the best three-stage FPGA accelerator for an operator and write its Vitis HLS project.
 
     \b
@@ -206,7 +208,7 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
                 e = run_explore(op, board, dtypes=dtype_list, clocks=clock_list,
                                 options=SpaceOptions(io_optimal=io_optimal), explorer=explorer, seed=seed,
                                 budget=budget, time_budget_s=time_budget, top_k=top_k, progress=progress,
-                                default_sa_budget=DEFAULT_SA_BUDGET)
+                                default_sa_budget=DEFAULT_SA_BUDGET, traffic_weight=traffic_weight)
                 bar.update(task, total=e.result.evaluations, completed=e.result.evaluations)
                 explorations.append(e)
                 if e.result.interrupted:

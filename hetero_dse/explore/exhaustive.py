@@ -10,7 +10,7 @@ from hetero_dse.space.fpga import FpgaSpace
 class Exhaustive:
     name = "exhaustive"
 
-    def __init__(self, space: FpgaSpace, chunk: int = 1 << 16) -> None:
+    def __init__(self, space: FpgaSpace, chunk: int = 1 << 13) -> None:  # chunks that stay in cache
         self._chunks = space.enumerate(chunk)
 
     def propose(self) -> np.ndarray | None:

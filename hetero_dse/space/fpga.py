@@ -122,6 +122,9 @@ class FpgaSpace:
             self.tile_values.append(np.array(tiles, dtype=np.int64))
             self.unroll_values.append(np.array(sorted({d for t in tiles for d in divisors(t)}), dtype=np.int64))
 
+        # float copies for the model (exact for these small integers, and faster in numpy)
+        self.tile_f = [v.astype(np.float64) for v in self.tile_values]
+        self.unroll_f = [v.astype(np.float64) for v in self.unroll_values]
         # Orders permute only the spatial loops that can have more than one tile; the others keep their place.
         movable = [i for i in range(self.num_spatial) if self.extents[i] > 1]
         self.orders: list[tuple[str, ...]] = []

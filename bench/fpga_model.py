@@ -1,0 +1,100 @@
+"""FPGA model throughput and the YOLO-v1 sweep on a board (issue 3's benchmark; not part of the tests).
+
+    python bench/fpga_model.py                  # both parts, vu9p
+    python bench/fpga_model.py --only throughput
+
+Throughput: designs scored per second by the vectorised model (chunks of 8,192 random valid points of
+each YOLO-v1 layer), against the same model called one point at a time in the same run (the baseline).
+Sweep: `explore` with its defaults on C1..C15, timed end to end (analysis, space, search, describe), and
+per layer the best design's GFLOPS, % of the DSP roofline, bounding stage and DDR traffic over the I/O
+lower bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+
+import numpy as np
+
+from cost_models.fpga import FpgaModel
+from hetero_dse.analysis import analyze
+from hetero_dse.board import load_board
+from hetero_dse.fpga_flow import explore
+from hetero_dse.ops import get_builtin
+from hetero_dse.space.fpga import FpgaSpace
+
+LAYERS = [f"C{i}" for i in range(1, 16)]
+
+
+def throughput(board, points: int = 1 << 16, chunk: int = 1 << 13, scalar: int = 300) -> dict:
+    vector_s = scalar_s = 0.0
+    vector_n = scalar_n = 0
+    for layer in LAYERS:
+        op = get_builtin("conv2d").instantiate(shape=f"yolo:{layer}")
+        space = FpgaSpace(analyze(op), board, ["float32"], [board.default_clock_mhz])
+        model = FpgaModel(space)
+        rows = space.sample(points, np.random.default_rng(0))
+        model.evaluate(rows[:chunk])  # warm caches
+        t0 = time.perf_counter()
+        for start in range(0, len(rows), chunk):
+            model.evaluate(rows[start:start + chunk])
+        vector_s += time.perf_counter() - t0
+        vector_n += len(rows)
+        t0 = time.perf_counter()
+        for row in rows[:scalar]:
+            model.evaluate(row[None, :])
+        scalar_s += time.perf_counter() - t0
+        scalar_n += scalar
+    return {"vector_points_per_s": vector_n / vector_s, "scalar_points_per_s": scalar_n / scalar_s,
+            "speedup": (vector_n / vector_s) / (scalar_n / scalar_s), "points": vector_n}
+
+
+def sweep(board) -> dict:
+    rows = []
+    t_all = time.perf_counter()
+    for layer in LAYERS:
+        op = get_builtin("conv2d").instantiate(shape=f"yolo:{layer}")
+        t0 = time.perf_counter()
+        e = explore(op, board, seed=0, top_k=10)
+        wall = time.perf_counter() - t0
+        _, d = e.best
+        rows.append({"layer": layer, "explorer": e.result.explorer, "evaluations": e.result.evaluations,
+                     "wall_s": wall, "gflops": d["gops"], "roofline": d["roofline"], "bound": d["bound"],
+                     "pe": d["pe"], "ii": d["ii"], "dsp_util": d["utilisation"]["dsp"],
+                     "bram_util": d["utilisation"]["bram18k"], "traffic_over_bound": d["traffic_over_bound"],
+                     "io_bound_kind": d["io_bound_kind"]})
+    return {"layers": rows, "total_wall_s": time.perf_counter() - t_all}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--board", default="vu9p")
+    parser.add_argument("--only", choices=["throughput", "sweep"])
+    parser.add_argument("--json", help="also write the figures to this file")
+    args = parser.parse_args()
+    board = load_board(args.board)
+    result: dict = {"machine": f"{platform.processor() or platform.machine()}, {platform.python_version()}"}
+    if args.only in (None, "throughput"):
+        t = result["throughput"] = throughput(board)
+        print(f"model: {t['vector_points_per_s']:,.0f} designs/s vectorised vs {t['scalar_points_per_s']:,.0f} "
+              f"one at a time ({t['speedup']:.0f}x), {t['points']:,} designs over 15 layers")
+    if args.only in (None, "sweep"):
+        s = result["sweep"] = sweep(board)
+        print(f"\nYOLO-v1 C1-C15 on {board.name}: {s['total_wall_s']:.1f} s in all\n")
+        print("| layer | search | designs | wall s | GFLOPS | % DSP roofline | bound | PE | II | DSP | BRAM18K "
+              "| traffic / I/O bound |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in s["layers"]:
+            print(f"| {r['layer']} | {r['explorer']} | {r['evaluations']:,} | {r['wall_s']:.2f} | {r['gflops']:.1f} | "
+                  f"{100 * r['roofline']:.1f} | {r['bound']} | {r['pe']} | {r['ii']} | {100 * r['dsp_util']:.0f} % | "
+                  f"{100 * r['bram_util']:.0f} % | {r['traffic_over_bound']:.2f} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
