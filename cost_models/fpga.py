@@ -144,9 +144,32 @@ class FpgaModel:
             widths.append(width)
             clipped.append(np.minimum(width, g.shape[d]))
             factors.append(factor)
-        # The read/write process moves one port word (PORT_BITS) per cycle along the innermost dimension.
-        lanes = np.minimum((PORT_BITS // 8) // elem_bytes, widths[-1])
-        factors[-1] = np.lcm(factors[-1].astype(np.int64), np.maximum(lanes, 1).astype(np.int64)).astype(np.float64)
+        # The read/write process moves one port word per cycle (cost_models/transfer.py): the innermost
+        # dimensions that fit in the word and lie contiguously in DDR fully unrolled (complete partition),
+        # the next one unrolled by what is left of the word (its partition a multiple of that), the rest
+        # a loop nest. Vectorised twin of transfer_plan().
+        word = (PORT_BITS // 8) // elem_bytes
+        packed = np.ones(n)
+        active = np.ones(n, dtype=bool)
+        split = np.full(n, -1)
+        lanes = np.ones(n)
+        dims = len(widths)
+        for d in range(dims - 1, -1, -1):
+            contiguous = np.ones(n, dtype=bool) if d == dims - 1 else widths[d + 1] == g.shape[d + 1]
+            fits = active & contiguous & (packed * widths[d] <= word)
+            stop = active & ~fits
+            split = np.where(stop, d, split)
+            lanes = np.where(stop, np.where(contiguous, np.minimum(widths[d], np.floor(word / packed)), 1), lanes)
+            packed = np.where(fits, packed * widths[d], packed)
+            active = fits
+        cycles = np.ones(n)
+        for d in range(dims):
+            cycles *= np.where(d < split, widths[d], np.where(d == split, np.ceil(widths[d] / lanes), 1))
+            inner = d > split
+            at = d == split
+            factors[d] = np.where(inner, widths[d], factors[d])
+            if at.any():
+                factors[d] = np.where(at, np.lcm(factors[d].astype(np.int64), lanes.astype(np.int64)), factors[d])
         banks = np.ones(n)
         words_per_bank = np.ones(n)
         elements = np.ones(n)
@@ -156,7 +179,8 @@ class FpgaModel:
             words_per_bank *= np.ceil(widths[d] / factors[d])
             elements *= clipped[d]
         return {"width": widths, "clipped": clipped, "factor": factors, "banks": banks,
-                "words_per_bank": words_per_bank, "elements": elements, "lanes": lanes}
+                "words_per_bank": words_per_bank, "elements": elements, "lanes": lanes, "split": split,
+                "cycles": cycles}
 
     # -------------------------------------------------------------------------------------- the model
     def evaluate(self, rows: np.ndarray, detail: bool = False) -> dict[str, Any]:
@@ -207,17 +231,7 @@ class FpgaModel:
                 for i in range(nl):
                     loads *= np.where(pos[i] <= level, trips[i], 1)
             tile_bytes = buf["elements"] * elem
-            # A burst runs over the innermost dimension and on through outer ones while the inner ones are
-            # whole (a [k][c][3][3] weight tile with whole c, 3, 3 is one run of c·9 elements).
-            clipped = buf["clipped"]
-            run = clipped[-1].copy()
-            whole = np.ones(n, dtype=bool)
-            for d in range(len(clipped) - 2, -1, -1):
-                whole &= clipped[d + 1] == g.shape[d + 1]
-                run = np.where(whole, run * clipped[d], run)
-            lanes = (PORT_BITS // 8) // elem
-            beats = buf["elements"] / run * np.ceil(run / lanes)
-            one = np.maximum(beats / clock, tile_bytes / self.channel_bw)
+            one = np.maximum(buf["cycles"] / clock, tile_bytes / self.channel_bw)
             stage_totals.append(loads * one)
             first_tile.append(one)
             traffic += loads * tile_bytes
@@ -266,8 +280,8 @@ class FpgaModel:
         # that a walk can climb back into the feasible region, and by its DDR traffic: each compulsory
         # traffic's worth of extra bytes costs ``traffic_weight`` of latency (1 %: a design 0.3 % slower
         # that moves 3x fewer bytes wins, as an engineer sharing DDR with other kernels would choose).
-        objective = latency * (1.0 + 10.0 * np.maximum(worst - 1.0, 0.0) + self.traffic_weight * traffic / self.compulsory[dt]
-                               + 1e-6 * np.minimum(worst, 1.0))
+        objective = latency * (1.0 + 10.0 * np.maximum(worst - 1.0, 0.0)
+                               + self.traffic_weight * traffic / self.compulsory[dt] + 1e-6 * np.minimum(worst, 1.0))
         latency = np.where(feasible, latency, np.inf)
         peak_ops = self.peak_table[dt, rows[:, sp.col_clock]]
         gops = self.total_ops / latency / 1e9
@@ -322,7 +336,8 @@ class FpgaModel:
                 "shape": b["width"][0].tolist(), "partition": b["factor"][0].tolist(),
                 "banks": int(b["banks"][0]), "words_per_bank": int(b["words_per_bank"][0]),
                 "storage": IMPL_NAMES[int(np.asarray(b["impl"])[0])], "loads": int(b["loads"][0]),
-                "tile_bytes": int(b["tile_bytes"][0]), "lanes": int(b["lanes"][0]),
+                "tile_bytes": int(b["tile_bytes"][0]), "lanes": int(b["lanes"][0]), "split": int(b["split"][0]),
+                "cycles_per_load": int(b["cycles"][0]),
                 "seconds_per_load": float(b["one_s"][0]),
             })
         stages = {name: float(r["stages"][0, i]) for i, name in enumerate(self.stage_names)}

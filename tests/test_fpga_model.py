@@ -74,23 +74,45 @@ def test_conv2d_design_by_hand():
         "unroll.b": 1, "unroll.k": 4, "unroll.i": 1, "unroll.j": 8, "unroll.rc": 1, "unroll.rx": 1, "unroll.ry": 1,
         "order": ("b", "k", "i", "j"), "dtype": "float32", "clock_mhz": 250.0})
     pad, w, o = d["buffers"]
-    # pad[b, rc, i + rx, j + ry]: box 1x4x6x10 (i: 4 + 3 - 1; j: 8 + 3 - 1 = the whole padded row), so a run
-    # is 6 rows of 10 = 60 elements: 4 runs x 4 beats = 16 cycles = 64 ns; reloaded when i advances.
+    # pad[b, rc, i + rx, j + ry]: box 1x4x6x10 (i: 4 + 3 - 1; j: 8 + 3 - 1 = the whole padded row). A row of
+    # 10 fits a 16-float word, two rows do not: 10 elements a cycle, 4*6 = 24 cycles = 96 ns; the row dimension
+    # is completely partitioned for it. Reloaded when i advances.
     assert (pad["shape"], pad["loads"], pad["partition"], pad["storage"]) == ([1, 4, 6, 10], 2, [1, 1, 1, 10], "lutram")
-    assert pad["seconds_per_load"] == pytest.approx(64 * NS)
-    # W: the whole 8x4x3x3 weight tensor, one 288-element run = 18 beats = 72 ns, loaded once.
-    assert (w["shape"], w["loads"], w["partition"]) == ([8, 4, 3, 3], 1, [4, 1, 1, 3])
-    assert w["seconds_per_load"] == pytest.approx(72 * NS)
-    assert (o["shape"], o["loads"], o["partition"]) == ([1, 8, 4, 8], 2, [1, 4, 1, 8])
+    assert (pad["split"], pad["lanes"], pad["cycles_per_load"]) == (2, 1, 24)
+    assert pad["seconds_per_load"] == pytest.approx(96 * NS)
+    # W: the whole 8x4x3x3 tensor, loaded once; a 3x3 kernel (9 contiguous floats) per cycle: 32 cycles.
+    assert (w["shape"], w["loads"], w["partition"]) == ([8, 4, 3, 3], 1, [4, 1, 3, 3])
+    assert (w["split"], w["cycles_per_load"]) == (1, 32) and w["seconds_per_load"] == pytest.approx(128 * NS)
+    # O tile 1x8x4x8 of 1x8x8x8: rows of 8 contiguous, two rows a word: 16 cycles = 64 ns.
+    assert (o["shape"], o["loads"], o["partition"]) == ([1, 8, 4, 8], 2, [1, 4, 2, 8])
+    assert (o["split"], o["lanes"], o["cycles_per_load"]) == (2, 2, 16)
     assert o["seconds_per_load"] == pytest.approx(64 * NS)
     # 2*4*1*4*3*3 = 288 iterations per tile, accumulation distance 8 >= 5: II 1, depth 4 + 5 + 4 = 13.
     assert (d["ii"], d["accumulation_distance"], d["pipeline_depth"], d["compute_cycles_per_tile"]) == (1, 8, 13, 301)
-    latency = 2 * 301 / 250e6 + 72 * NS + 64 * NS
+    latency = 2 * 301 / 250e6 + 128 * NS + 64 * NS
     assert d["latency_s"] == pytest.approx(latency)
     assert d["gops"] == pytest.approx(2 * 8 * 8 * 8 * 4 * 9 / latency / 1e9)
     res = d["resources"]
     assert res["dsp"] == 32 * 5 and res["bram18k"] == 0
-    assert res["lut"] == (10 + 12 + 32) * 2 * 64 + 32 * 320 + 3000 + 3 * 1600
+    # LUTRAM: pad 10 banks x 24 words, W 36 banks x 8 words, O 64 banks x 4 words: 2 LUTs x 32 bits each,
+    # double-buffered
+    assert res["lut"] == (10 + 36 + 64) * 2 * 64 + 32 * 320 + 3000 + 3 * 1600
+
+
+def test_transfer_plan_model_and_code_agree():
+    """The vectorised plan in the model and the scalar one the code generator prints are the same."""
+    from cost_models.transfer import transfer_plan
+
+    op = get_builtin("conv_transpose2d").instantiate(shape="small:s2")
+    space = FpgaSpace(analyze(op), load_board("vu9p"), ["float32", "int8"], [250.0])
+    model = FpgaModel(space)
+    rows = space.sample(300, np.random.default_rng(4))
+    r = model.evaluate(rows, detail=True)
+    for g, buf in zip(model.ports, r["buffers"], strict=True):
+        for i in range(len(rows)):
+            word = 64 // (1 if space.dtypes[rows[i, space.col_dtype]] == "int8" and g is not space.write else 4)
+            plan = transfer_plan([int(x) for x in buf["width"][i]], list(g.shape), word)
+            assert (plan.split, plan.lanes, plan.cycles) == (buf["split"][i], buf["lanes"][i], buf["cycles"][i])
 
 
 def test_accumulation_too_close_raises_the_ii():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import site
 import subprocess
 import sys
@@ -47,3 +48,13 @@ def test_wheel_installs_and_runs_from_another_directory(tmp_path):
                               capture_output=True, text=True, timeout=120)
     assert analysis.returncode == 0, analysis.stderr
     assert json.loads(analysis.stdout)[0]["flops"] == 2 * 64 * 512 * 512
+
+    # the HLS templates and the C-simulation headers travel in the wheel: explore + csim from elsewhere
+    assert "hetero_dse/_data/hls_templates/kernel.cpp.j2" in names
+    assert "hetero_dse/_data/hls_templates/include/hls_streamofblocks.h" in names
+    if shutil.which("g++"):
+        run = subprocess.run([exe, "explore", "--op", "gemv", "--shape", "small:s1", "--board", "vu9p", "--out", "o",
+                              "--csim"], cwd=elsewhere, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        report = json.loads((elsewhere / "o" / "report.json").read_text())
+        assert report["explorations"][0]["csim"]["passed"] is True

@@ -14,7 +14,9 @@ from math import prod
 from typing import Any
 
 from cost_models.fpga import accumulator_dtype
-from hetero_dse.analysis import Access, Analysis
+from cost_models.fpga_costs import PORT_BITS
+from cost_models.transfer import transfer_plan
+from hetero_dse.analysis import Access, Analysis, dtype_bytes
 from hetero_dse.analysis.expr import kind, to_affine
 from hetero_dse.board import Board
 from hetero_dse.hls.cexpr import CodegenError, CPrinter, c_type
@@ -155,6 +157,7 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
             "bounds": [lp.extent for lp in spatial],
         },
         "out_flat": _flat([f"g{d}" for d in range(len(spatial))], out_port["shape"]),
+        "out_loops": box_loops(out_dims, out_port["shape"], PORT_BITS // 8 // dtype_bytes(out_dtype), write_info),
         "reduction": reduction,
         "body": body_c,
         "ii": ii,
@@ -208,7 +211,36 @@ def _buffer(i: int, access: Access, info: dict[str, Any], loops: list[_Loop], id
         "value": value,
         "lanes": int(info["lanes"]),
         "access": str(access),
+        "box_loops": box_loops(dims, [int(d) for d in tensor.shape], PORT_BITS // 8 // dtype_bytes(str(tensor.dtype)),
+                               info),
     }
+
+
+def box_loops(widths: list[int], shape: list[int], word: int, info: dict[str, Any]) -> dict[str, Any]:
+    """The loops of a read or write process over a box, after ``transfer_plan`` (what the model charges)."""
+    plan = transfer_plan(widths, shape, word)
+    if (plan.split, plan.lanes, plan.cycles) != (info["split"], info["lanes"], info["cycles_per_load"]):
+        raise CodegenError(f"transfer plan {plan} disagrees with the model's {info['split'], info['lanes']} "
+                           "(a bug: please report it)")
+    loops: list[dict[str, str | None]] = []
+    if plan.split < 0:
+        loops.append({"header": "for (int once = 0; once < 1; ++once)", "pragma": "PIPELINE II=1", "define": None})
+    guard = []
+    for d, w in enumerate(widths):
+        if d < plan.split:
+            loops.append({"header": f"for (int x{d} = 0; x{d} < {w}; ++x{d})", "pragma": None, "define": None})
+        elif d == plan.split:
+            q = plan.lanes
+            loops.append({"header": f"for (int x{d}o = 0; x{d}o < {-(-w // q)}; ++x{d}o)",
+                          "pragma": "PIPELINE II=1", "define": None})
+            loops.append({"header": f"for (int x{d}i = 0; x{d}i < {q}; ++x{d}i)", "pragma": "UNROLL",
+                          "define": f"const int x{d} = x{d}o * {q} + x{d}i;"})
+            if w % q:
+                guard.append(f"x{d} < {w}")
+        else:
+            loops.append({"header": f"for (int x{d} = 0; x{d} < {w}; ++x{d})", "pragma": "UNROLL", "define": None})
+    return {"loops": loops, "guard": " && ".join(guard), "elements_per_cycle": plan.elements_per_cycle,
+            "cycles": plan.cycles}
 
 
 def _tensor_of(op: Operator, name: str) -> Any:
