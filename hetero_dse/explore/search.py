@@ -62,6 +62,7 @@ class _Gate:
         self.used = 0
         self.dedupe = dedupe
         self.seen = np.empty(0, dtype=np.int64)
+        self.seen_objective = np.empty(0)
 
     def admit(self, rows: np.ndarray) -> np.ndarray:
         """The rows of ``rows`` not seen before, cut to what is left of the budget."""
@@ -75,10 +76,23 @@ class _Gate:
             rows = rows[np.sort(first[new])]
         if self.budget is not None:
             rows = rows[: max(self.budget - self.used, 0)]
-        if self.dedupe and len(rows):
-            self.seen = np.union1d(self.seen, self.space.keys(rows))
         self.used += len(rows)
         return rows
+
+    def record(self, rows: np.ndarray, objective: np.ndarray) -> None:
+        """Remember the objective of newly scored rows, so that repeated proposals are answered from here."""
+        if not self.dedupe or not len(rows):
+            return
+        keys = self.space.keys(rows)
+        merged = np.concatenate([self.seen, keys])
+        values = np.concatenate([self.seen_objective, objective])
+        order = np.argsort(merged, kind="stable")
+        self.seen, self.seen_objective = merged[order], values[order]
+
+    def recall(self, rows: np.ndarray) -> np.ndarray:
+        """Objectives of rows scored before (every row must have been)."""
+        pos = np.searchsorted(self.seen, self.space.keys(rows))
+        return self.seen_objective[np.minimum(pos, len(self.seen) - 1)]
 
     @property
     def exhausted(self) -> bool:
@@ -132,11 +146,21 @@ def search(space: FpgaSpace, model: FpgaModel, explorer: Explorer, *, budget: in
                     i = int(np.argmin(worst))
                     if closest is None or worst[i] < closest[0]:
                         closest = (float(worst[i]), rows[i].copy(), scores["usage"][i].copy())
-            # The explorer sees every row it proposed: known rows get their earlier scores back cheaply
-            # by re-scoring (the model is cheap; a measured evaluator would answer from its history).
-            full = model.evaluate(proposal)["objective"] if scores is None or len(rows) != len(proposal) \
-                else scores["objective"]
-            explorer.observe(np.asarray(proposal, dtype=np.int64), full)
+            if scores is not None:
+                gate.record(rows, scores["objective"])
+            if gate.exhausted:
+                result.evaluations = gate.used
+                if progress is not None:
+                    progress(gate.used, float(best_lat[0]) if len(best_lat) else float("inf"))
+                break  # rows past the budget were never scored: nothing more to tell the explorer
+            # The explorer hears about every row it proposed; rows scored before are answered from memory.
+            proposal = np.asarray(proposal, dtype=np.int64)
+            if scores is not None and len(rows) == len(proposal):
+                explorer.observe(proposal, scores["objective"])
+            elif gate.dedupe:
+                explorer.observe(proposal, gate.recall(proposal))
+            else:
+                explorer.observe(proposal, model.evaluate(proposal)["objective"])
             result.evaluations = gate.used
             if progress is not None:
                 progress(gate.used, float(best_lat[0]) if len(best_lat) else float("inf"))
@@ -153,13 +177,15 @@ def search(space: FpgaSpace, model: FpgaModel, explorer: Explorer, *, budget: in
 
 def _merge_top(rows: np.ndarray, lat: np.ndarray, new_rows: np.ndarray, new_lat: np.ndarray,
                k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` fastest distinct rows of both sets."""
+    """The ``k`` best rows of both sets, one per distinct score."""
     if len(new_lat) > 4 * k:
         part = np.argpartition(new_lat, 4 * k)[: 4 * k]
         new_rows, new_lat = new_rows[part], new_lat[part]
     all_rows = np.concatenate([rows, new_rows])
     all_lat = np.concatenate([lat, new_lat])
-    _, first = np.unique(all_rows, axis=0, return_index=True)
+    # Designs with the very same score are the same design for every purpose here (typically tile loops
+    # of one trip listed in another order): keep one of each.
+    _, first = np.unique(all_lat, return_index=True)
     all_rows, all_lat = all_rows[first], all_lat[first]
     keep = np.lexsort((np.arange(len(all_lat)), all_lat))[:k]
     return all_rows[keep], all_lat[keep]
