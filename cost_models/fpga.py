@@ -333,7 +333,7 @@ class FpgaModel:
         for g, b in zip(self.ports, r["buffers"], strict=True):
             buffers.append({
                 "tensor": g.name, "role": "write" if g is sp.write else "read",
-                "shape": b["width"][0].tolist(), "partition": b["factor"][0].tolist(),
+                "shape": [int(x) for x in b["width"][0]], "partition": [int(x) for x in b["factor"][0]],
                 "banks": int(b["banks"][0]), "words_per_bank": int(b["words_per_bank"][0]),
                 "storage": IMPL_NAMES[int(np.asarray(b["impl"])[0])], "loads": int(b["loads"][0]),
                 "tile_bytes": int(b["tile_bytes"][0]), "lanes": int(b["lanes"][0]), "split": int(b["split"][0]),
@@ -351,7 +351,7 @@ class FpgaModel:
             "bound": self.stage_names[int(r["bound"][0])],
             "stages_s": stages,
             "fill_drain_s": float(r["fill_drain"][0]),
-            "tiles": int(r["n_tiles"][0]), "trips": r["trips"][0].tolist(),
+            "tiles": int(r["n_tiles"][0]), "trips": [int(x) for x in r["trips"][0]],
             "pe": int(r["pe"][0]), "ii": int(r["ii"][0]), "pipeline_depth": int(r["depth"][0]),
             "compute_cycles_per_tile": int(r["compute_cycles"][0]),
             "accumulation_distance": int(r["spatial_iters"][0]), "add_latency": int(r["add_latency"][0]),
