@@ -75,6 +75,8 @@ class FpgaModel:
     def __init__(self, space: FpgaSpace, traffic_weight: float = 0.01) -> None:
         self.space = space
         self.traffic_weight = traffic_weight
+        self._table_cache: dict[int, Any] = {}
+        self.single_dtype = len(space.dtypes) == 1
         board = space.board
         for dtype in space.dtypes:
             if dtype not in ARITHMETIC:
@@ -127,20 +129,37 @@ class FpgaModel:
         return io_lower_bound(self.space.analysis, onchip_bits / bits, c.in_bytes,
                               compulsory_bytes(self.space.analysis, c.in_bytes, c.acc_bytes))
 
-    def _buffer(self, g: AccessGeometry, t: list[np.ndarray], u: list[np.ndarray], elem_bytes: np.ndarray,
-                ) -> dict[str, Any]:
+    def _tables(self, g: AccessGeometry) -> list[list[tuple[int, np.ndarray, int, np.ndarray]]]:
+        """Per dimension and loop in it: (loop, c·(tile − 1) per tile index, loop, partition factor per unroll index).
+
+        Cyclic partition: an unrolled loop with coefficient c and unroll u touches offsets 0, c, ...,
+        c(u-1); distinct banks need a factor of c·u (the space allows one unrolled loop per dimension).
+        """
+        key = id(g)
+        if key not in self._table_cache:
+            sp = self.space
+            tables = []
+            for d in range(g.coef.shape[0]):
+                entries = []
+                for loop in np.flatnonzero(g.coef[d]):
+                    c = abs(int(g.coef[d, loop]))
+                    u = sp.unroll_f[loop]
+                    entries.append((int(loop), c * (sp.tile_f[loop] - 1), len(sp.loops) + int(loop),
+                                    np.where(u > 1, c * u, 1.0)))
+                tables.append(entries)
+            self._table_cache[key] = tables
+        return self._table_cache[key]
+
+    def _buffer(self, g: AccessGeometry, rows: np.ndarray, elem_bytes: np.ndarray) -> dict[str, Any]:
         """Box widths, partition factors, banks and per-bank depth of one buffer (per dimension, over points)."""
         n = len(elem_bytes)
         widths, clipped, factors = [], [], []
-        for d in range(g.coef.shape[0]):
+        for d, entries in enumerate(self._tables(g)):
             width = np.ones(n)
             factor = np.ones(n)
-            for loop in np.flatnonzero(g.coef[d]):
-                c = abs(int(g.coef[d, loop]))
-                width += c * (t[loop] - 1)
-                # Cyclic partition: an unrolled loop with coefficient c and unroll u touches offsets
-                # 0, c, ..., c(u-1); distinct banks need a factor of c·u (one unrolled loop per dim).
-                factor *= np.where(u[loop] > 1, c * u[loop], 1)
+            for tile_col, spread, unroll_col, part in entries:
+                width += spread[rows[:, tile_col]]
+                factor *= part[rows[:, unroll_col]]
             widths.append(width)
             clipped.append(np.minimum(width, g.shape[d]))
             factors.append(factor)
@@ -148,28 +167,36 @@ class FpgaModel:
         # dimensions that fit in the word and lie contiguously in DDR fully unrolled (complete partition),
         # the next one unrolled by what is left of the word (its partition a multiple of that), the rest
         # a loop nest. Vectorised twin of transfer_plan().
-        word = (PORT_BITS // 8) // elem_bytes
+        word = (PORT_BITS // 8) // elem_bytes[0] if self.single_dtype and n else (PORT_BITS // 8) // elem_bytes
+        dims = len(widths)
         packed = np.ones(n)
         active = np.ones(n, dtype=bool)
-        split = np.full(n, -1)
-        lanes = np.ones(n)
-        dims = len(widths)
+        fitted = np.zeros(n, dtype=np.int64)
+        contiguous = [np.ones(n, dtype=bool)] * dims
         for d in range(dims - 1, -1, -1):
-            contiguous = np.ones(n, dtype=bool) if d == dims - 1 else widths[d + 1] == g.shape[d + 1]
-            fits = active & contiguous & (packed * widths[d] <= word)
-            stop = active & ~fits
-            split = np.where(stop, d, split)
-            lanes = np.where(stop, np.where(contiguous, np.minimum(widths[d], np.floor(word / packed)), 1), lanes)
-            packed = np.where(fits, packed * widths[d], packed)
-            active = fits
-        cycles = np.ones(n)
+            if d < dims - 1:
+                contiguous[d] = widths[d + 1] == g.shape[d + 1]
+                active = active & contiguous[d]
+            active = active & (packed * widths[d] <= word)
+            packed = np.where(active, packed * widths[d], packed)
+            fitted += active
+        split = dims - 1 - fitted  # -1: the whole box fits one word
+        pick = split + 1
+        at_width = np.choose(pick, [np.ones(n), *widths])
+        at_contiguous = np.choose(pick, [np.ones(n, dtype=bool), *contiguous])
+        lanes = np.where(at_contiguous, np.minimum(at_width, np.floor(word / packed)), 1.0)
+        cycles = np.ceil(at_width / lanes)
         for d in range(dims):
-            cycles *= np.where(d < split, widths[d], np.where(d == split, np.ceil(widths[d] / lanes), 1))
-            inner = d > split
-            at = d == split
-            factors[d] = np.where(inner, widths[d], factors[d])
-            if at.any():
-                factors[d] = np.where(at, np.lcm(factors[d].astype(np.int64), lanes.astype(np.int64)), factors[d])
+            below = d < split
+            cycles = np.where(below, cycles * widths[d], cycles)
+            factors[d] = np.where(d > split, widths[d], factors[d])
+            # the split dimension's partition must also be a multiple of the lanes written per cycle
+            at = np.flatnonzero(split == d)
+            if len(at):
+                f, q = factors[d][at], lanes[at]
+                clash = np.fmod(f, q) != 0
+                if clash.any():
+                    factors[d][at[clash]] = np.lcm(f[clash].astype(np.int64), q[clash].astype(np.int64))
         banks = np.ones(n)
         words_per_bank = np.ones(n)
         elements = np.ones(n)
@@ -190,7 +217,7 @@ class FpgaModel:
         many), which keeps numpy on contiguous memory.
         """
         sp = self.space
-        rows = np.atleast_2d(np.asarray(rows, dtype=np.int64))
+        rows = np.asfortranarray(np.atleast_2d(np.asarray(rows, dtype=np.int64)))  # knob columns contiguous
         n = len(rows)
         nl = len(sp.loops)
         t = [sp.tile_f[i][rows[:, i]] for i in range(nl)]
@@ -219,7 +246,7 @@ class FpgaModel:
         for p, g in enumerate(self.ports):
             is_write = p == len(self.ports) - 1
             elem = acc_bytes if is_write else in_bytes
-            buf = self._buffer(g, t, u, elem)
+            buf = self._buffer(g, rows, elem)
             if is_write:
                 loads = out_tiles
             else:
