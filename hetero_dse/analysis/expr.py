@@ -137,39 +137,30 @@ def _linear(e: Any, loops: Sequence[tuple[Any, str]], tensor: str, node: str, wh
 
 def count_arithmetic(expr: Any) -> int:
     """Arithmetic operations on values in one evaluation of ``expr`` (indices and conditions excluded)."""
-    k = kind(expr)
-    if is_tensor_load(expr) or k in ("IntImm", "FloatImm", "Var", "StringImm"):
-        return 0
-    if k == "Reduce":
-        # one combine (the accumulation) per iteration besides the source's own arithmetic
-        return 1 + sum(count_arithmetic(s) for s in expr.source)
-    if k == "Select":
-        return count_arithmetic(expr.true_value) + count_arithmetic(expr.false_value)
-    if k == "Call":
-        args = list(expr.args)
-        if call_name(expr).endswith("if_then_else"):
-            args = args[1:]
-        return sum(count_arithmetic(a) for a in args)
-    own = 1 if k in _ARITHMETIC else 0
-    return own + sum(count_arithmetic(c) for c in children(expr))
+    # one combine (the accumulation) per reduction iteration besides the source's own arithmetic
+    return _count(expr, _ARITHMETIC, per_reduce=1)
 
 
 def count_multiplies(expr: Any) -> int:
     """Value multiplications and divisions in one evaluation (the operations that need DSP multipliers)."""
+    return _count(expr, frozenset({"Mul", "Div"}), per_reduce=0)
+
+
+def _count(expr: Any, counted: frozenset[str] | set[str], per_reduce: int) -> int:
     k = kind(expr)
     if is_tensor_load(expr) or k in ("IntImm", "FloatImm", "Var", "StringImm"):
         return 0
     if k == "Reduce":
-        return sum(count_multiplies(s) for s in expr.source)
+        return per_reduce + sum(_count(s, counted, per_reduce) for s in expr.source)
     if k == "Select":
-        return count_multiplies(expr.true_value) + count_multiplies(expr.false_value)
+        return _count(expr.true_value, counted, per_reduce) + _count(expr.false_value, counted, per_reduce)
     if k == "Call":
         args = list(expr.args)
         if call_name(expr).endswith("if_then_else"):
             args = args[1:]
-        return sum(count_multiplies(a) for a in args)
-    own = 1 if k in ("Mul", "Div") else 0
-    return own + sum(count_multiplies(c) for c in children(expr))
+        return sum(_count(a, counted, per_reduce) for a in args)
+    own = 1 if k in counted else 0
+    return own + sum(_count(c, counted, per_reduce) for c in children(expr))
 
 
 def loads(expr: Any) -> list[Any]:
