@@ -50,6 +50,15 @@ from hetero_dse.space.fpga import AccessGeometry, FpgaSpace
 __all__ = ["FpgaModel", "accumulator_dtype"]
 
 
+def _kernel_available() -> bool:
+    """Whether numba imports (it is a dependency; a broken install falls back to the numpy model)."""
+    try:
+        import numba  # noqa: F401
+    except ImportError:  # pragma: no cover - depends on the installation
+        return False
+    return True
+
+
 def _product(factors: list[np.ndarray], n: int) -> np.ndarray:
     out = np.ones(n)
     for f in factors:
@@ -72,11 +81,12 @@ class _DtypeConstants:
 class FpgaModel:
     """Scores points of one :class:`FpgaSpace` (see the module docstring for the architecture)."""
 
-    def __init__(self, space: FpgaSpace, traffic_weight: float = 0.01) -> None:
+    def __init__(self, space: FpgaSpace, traffic_weight: float = 0.01, fast: bool = True) -> None:
         self.space = space
         self.traffic_weight = traffic_weight
         self._table_cache: dict[int, Any] = {}
         self.single_dtype = len(space.dtypes) == 1
+        self.fast = fast and _kernel_available()
         board = space.board
         for dtype in space.dtypes:
             if dtype not in ARITHMETIC:
@@ -109,6 +119,56 @@ class FpgaModel:
         self.peak_table = np.array([[self.peak_ops(i, c) for c in space.clocks_mhz] for i in range(len(self.consts))])
         self.stage_names = ([f"read {g.name}" for g in space.reads] + [f"write {space.write.name}", "compute"]
                             + [f"ddr channel {c}" for c in range(min(self.channels, len(self.ports)))])
+        self._kernel_args = self._pack()
+
+    def _pack(self) -> tuple:
+        """The space and model as plain arrays for the compiled kernel (cost_models/fpga_kernel.py)."""
+        sp = self.space
+        nl = len(sp.loops)
+        tile_tab = np.ones((nl, max(len(v) for v in sp.tile_f)))
+        unroll_tab = np.ones((nl, max(len(v) for v in sp.unroll_f)))
+        for i in range(nl):
+            tile_tab[i, : len(sp.tile_f[i])] = sp.tile_f[i]
+            unroll_tab[i, : len(sp.unroll_f[i])] = sp.unroll_f[i]
+        max_dims = max(g.coef.shape[0] for g in self.ports)
+        shape = np.ones((len(self.ports), max_dims))
+        # the loops of each buffer dimension, as a sparse list: entries start[p, d] .. start[p, d + 1]
+        start = np.zeros((len(self.ports), max_dims + 1), dtype=np.int64)
+        loops, coefs = [], []
+        for p, g in enumerate(self.ports):
+            shape[p, : len(g.shape)] = g.shape
+            for d in range(max_dims):
+                start[p, d] = len(loops)
+                if d < g.coef.shape[0]:
+                    for lp in np.flatnonzero(g.coef[d]):
+                        loops.append(int(lp))
+                        coefs.append(float(abs(g.coef[d, lp])))
+            start[p, max_dims] = len(loops)
+        ndims = np.array([g.coef.shape[0] for g in self.ports], dtype=np.int64)
+        used = np.array([g.loops_used for g in self.ports])
+        clocks = np.asarray(sp.clocks_mhz, dtype=np.float64) * 1e6
+        return (nl, sp.num_spatial, sp.col_order, sp.col_dtype, sp.col_clock, sp.extents.astype(np.float64),
+                tile_tab, unroll_tab, sp.order_positions, start, np.array(loops, dtype=np.int64),
+                np.array(coefs, dtype=np.float64), shape, ndims, used, self.in_bytes, self.acc_bytes,
+                self.carried, self.add_lat, self.mul_lat, self.lane_dsp.astype(np.float64),
+                self.lane_lut.astype(np.float64), self.lane_ff.astype(np.float64), self.compulsory, clocks,
+                self.peak_table, self.caps, float(self.channel_bw), len(self.stage_names) - len(self.ports) - 1,
+                bool(self.uram_available), float(self.traffic_weight), float(self.total_ops))
+
+    def fast_evaluate(self, rows: np.ndarray) -> dict[str, Any]:
+        """``evaluate`` through the compiled kernel: the same figures, no per-buffer detail."""
+        from cost_models.fpga_kernel import evaluate_kernel
+
+        rows = np.ascontiguousarray(np.atleast_2d(np.asarray(rows, dtype=np.int64)))
+        n = len(rows)
+        out = {k: np.empty(n) for k in ("latency_s", "objective", "gops", "roofline", "traffic_bytes", "pe", "ii")}
+        bound = np.empty(n, dtype=np.int64)
+        resources = np.empty((n, len(RESOURCE_KINDS)))
+        usage = np.empty((n, len(RESOURCE_KINDS)))
+        evaluate_kernel(rows, *self._kernel_args, out["latency_s"], out["objective"], out["gops"], out["roofline"],
+                        bound, out["traffic_bytes"], out["pe"], out["ii"], resources, usage)
+        return {**out, "bound": bound, "feasible": np.isfinite(out["latency_s"]), "usage": usage,
+                **{k: resources[:, i] for i, k in enumerate(RESOURCE_KINDS)}}
 
     # ---------------------------------------------------------------------------------------- helpers
     def dsp_per_lane(self, dtype_index: int) -> float:
@@ -212,6 +272,16 @@ class FpgaModel:
     # -------------------------------------------------------------------------------------- the model
     def evaluate(self, rows: np.ndarray, detail: bool = False) -> dict[str, Any]:
         """Score encoded points. Returns arrays keyed by figure; ``latency_s`` is inf where infeasible.
+
+        Without ``detail`` the compiled kernel does the work (``fast_evaluate``); ``detail`` (per-buffer
+        figures, for ``describe``) takes the numpy model below, which is also the kernel's reference.
+        """
+        if not detail and self.fast:
+            return self.fast_evaluate(rows)
+        return self.evaluate_numpy(rows, detail)
+
+    def evaluate_numpy(self, rows: np.ndarray, detail: bool = False) -> dict[str, Any]:
+        """The numpy model: every figure, and per-buffer detail on request.
 
         Internally every per-loop quantity is a list of 1-D arrays over the points (loops are few, points
         many), which keeps numpy on contiguous memory.

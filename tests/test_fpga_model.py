@@ -166,3 +166,20 @@ def test_io_lower_bound_direct_convolution():
     assert small.kind.startswith("matmul") and small.bytes == pytest.approx(4 * 2 * 64**3 / 8)
     large = io_lower_bound(g, onchip_words=1e9, word_bytes=4, compulsory_bytes=3 * 64 * 64 * 4)
     assert large.kind.startswith("compulsory") and large.bytes == 3 * 64 * 64 * 4
+
+
+@pytest.mark.parametrize("name", ["gemv", "gemm", "bilinear", "conv1d", "conv_transpose1d", "conv2d",
+                                  "conv_transpose2d", "conv3d", "conv_transpose3d", "group_conv2d",
+                                  "depthwise_conv2d", "dilated_conv2d", "bcm", "shift_conv2d"])
+def test_compiled_kernel_equals_numpy_model(name):
+    """The search's fast path (numba) and the numpy model give the same figures for every design."""
+    op = get_builtin(name).instantiate(shape="small:s2")
+    for board in ("vu9p", "pynq-z2"):  # pynq-z2: no URAM, so some designs are infinitely over that cap
+        space = FpgaSpace(analyze(op), load_board(board), ["float32", "int16", "int8"], [100.0, 150.0])
+        model = FpgaModel(space)
+        rows = space.sample(2000, np.random.default_rng(11))
+        fast, ref = model.fast_evaluate(rows), model.evaluate_numpy(rows)
+        for key in ("latency_s", "objective", "gops", "roofline", "traffic_bytes", "pe", "ii", "bound", "dsp",
+                    "bram18k", "uram", "lut", "ff", "usage", "feasible"):
+            np.testing.assert_allclose(np.asarray(fast[key], float), np.asarray(ref[key], float), rtol=1e-12,
+                                       err_msg=f"{name} on {board}: {key}")
