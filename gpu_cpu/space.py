@@ -1,0 +1,81 @@
+"""The CPU schedule space of an operator, generated from its analysis (FlexTensor §4.2, Figure 4a).
+
+Every loop of the main node is split into divisible factors — four levels for spatial loops, three for
+reduce loops — and the levels are interleaved ``S0 R0 S1 R1 S2 R2 S3`` (outer to inner). Fixed decisions
+for CPU (§4.2): producer nodes (padding, expansion) are inlined, the outermost spatial level is fused and
+parallelised, the innermost spatial loop is vectorised. The knobs are the split of every loop and the
+unroll depth. Points are the same immutable ``Point`` values as on FPGA, encoded as integer rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+
+import numpy as np
+
+from hetero_dse.analysis import Analysis
+from hetero_dse.space.fpga import SpaceError, divisors
+from hetero_dse.space.point import Point
+
+SPATIAL_LEVELS = 4
+REDUCE_LEVELS = 3
+UNROLL_STEPS = (0, 16, 64, 512)
+
+
+@cache
+def factorizations(extent: int, parts: int) -> tuple[tuple[int, ...], ...]:
+    """Every ordered way to write ``extent`` as a product of ``parts`` factors (divisible splits)."""
+    if parts == 1:
+        return ((extent,),)
+    return tuple((d, *rest) for d in divisors(extent) for rest in factorizations(extent // d, parts - 1))
+
+
+class CpuSpace:
+    """Multi-level tiling schedules of one operator's main node on a CPU."""
+
+    def __init__(self, analysis: Analysis, spatial_levels: int = SPATIAL_LEVELS, reduce_levels: int = REDUCE_LEVELS,
+                 unroll_steps: Sequence[int] = UNROLL_STEPS) -> None:
+        self.analysis = analysis
+        main = analysis.main
+        self.loops = main.loops
+        self.loop_names = tuple(lp.name for lp in self.loops)
+        self.num_spatial = len(main.spatial)
+        self.levels = (spatial_levels, reduce_levels)
+        self.splits = [factorizations(lp.extent, spatial_levels if lp.kind == "spatial" else reduce_levels)
+                       for lp in self.loops]
+        self.unroll_steps = tuple(unroll_steps)
+        self.knob_names = [f"split.{n}" for n in self.loop_names] + ["unroll"]
+        self.cardinalities = np.array([len(s) for s in self.splits] + [len(self.unroll_steps)], dtype=np.int64)
+
+    @property
+    def num_knobs(self) -> int:
+        return len(self.cardinalities)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.cardinalities.astype(object)))
+
+    def decode(self, row: Sequence[int] | np.ndarray) -> Point:
+        row = [int(x) for x in row]
+        if len(row) != self.num_knobs or any(not 0 <= x < c for x, c in zip(row, self.cardinalities, strict=True)):
+            raise SpaceError(f"encoded row {row} is not a point of the CPU space")
+        knobs: dict[str, object] = {f"split.{n}": self.splits[i][row[i]] for i, n in enumerate(self.loop_names)}
+        knobs["unroll"] = self.unroll_steps[row[-1]]
+        return Point(knobs)
+
+    def encode(self, point: Point) -> np.ndarray:
+        row = np.empty(self.num_knobs, dtype=np.int64)
+        for i, name in enumerate(self.loop_names):
+            value = tuple(point[f"split.{name}"]) if f"split.{name}" in point else None
+            if value not in self.splits[i]:
+                raise SpaceError(f"knob split.{name}={value} is not a factorisation of {self.loops[i].extent} into "
+                                 f"{len(self.splits[i][0])} factors")
+            row[i] = self.splits[i].index(value)
+        if point.get("unroll") not in self.unroll_steps:
+            raise SpaceError(f"knob unroll={point.get('unroll')} is not one of {list(self.unroll_steps)}")
+        row[-1] = self.unroll_steps.index(point["unroll"])
+        return row
+
+    def sample(self, count: int, rng: np.random.Generator) -> np.ndarray:
+        return rng.integers(0, self.cardinalities, size=(count, self.num_knobs))
