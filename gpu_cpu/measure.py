@@ -1,0 +1,135 @@
+"""Isolated measurement: every candidate is built and timed in a worker process with a timeout.
+
+A build error, a crash of the measured kernel (a segfault kills the worker) or a hang (the timeout kills
+it) comes back as a failed :class:`MeasureResult` carrying its message; the worker is replaced and the
+search goes on. One worker at a time measures, so two measurements never share the device.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+#: what a worker runs: (job) -> seconds per run; raising means the candidate failed
+Job = Callable[[Any], float]
+
+
+@dataclass(frozen=True)
+class MeasureResult:
+    """Seconds per run of a candidate, or the reason it has none."""
+
+    seconds: float | None
+    error: str | None = None
+    wall_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.seconds is not None
+
+
+class Measurer:
+    """Runs jobs one at a time in a spawned worker process, replacing it after a crash or a timeout."""
+
+    def __init__(self, timeout_s: float = 60.0) -> None:
+        self.timeout_s = timeout_s
+        self._pool: ProcessPoolExecutor | None = None
+
+    def _executor(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            # spawn, not fork: a forked TVM runtime (threads, CUDA contexts) is not safe to use
+            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        return self._pool
+
+    def _discard(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    def run(self, job: Job, payload: Any) -> MeasureResult:
+        start = time.perf_counter()
+        future = self._executor().submit(job, payload)
+        try:
+            seconds = float(future.result(timeout=self.timeout_s))
+        except FutureTimeout:
+            self._discard()
+            return MeasureResult(None, f"timed out after {self.timeout_s:g} s", time.perf_counter() - start)
+        except BrokenProcessPool:
+            self._discard()
+            return MeasureResult(None, "the measured kernel crashed its worker process (e.g. a segfault)",
+                                 time.perf_counter() - start)
+        except Exception as exc:  # the job raised: a build error or a wrong result, reported as data
+            return MeasureResult(None, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                                 time.perf_counter() - start)
+        return MeasureResult(seconds, None, time.perf_counter() - start)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def __enter__(self) -> Measurer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._discard() if exc[0] is not None else self.close()
+
+
+@dataclass(frozen=True)
+class CpuJob:
+    """What a worker needs to build and time one CPU candidate (all picklable)."""
+
+    source: str  # "builtin", or the path of the op.py that defines the operator
+    name: str
+    params: dict[str, Any]
+    point: dict[str, Any]
+    number: int = 3
+    repeat: int = 3
+    check: bool = True
+
+
+def measure_cpu_job(job: CpuJob) -> float:
+    """Worker side: rebuild the operator, apply the point, build, check against the reference, time it."""
+    import tvm
+
+    from gpu_cpu.schedule import apply_cpu, build_cpu
+    from hetero_dse.space.point import Point
+
+    op = _rebuild(job)
+    executable = build_cpu(apply_cpu(op, Point(job.point)))
+    dev = tvm.cpu(0)
+    inputs = op.random_inputs(0)
+    args = [tvm.runtime.tensor(a, dev) for a in inputs]
+    out = tvm.runtime.tensor(np.zeros([int(d) for d in op.output.shape], dtype=str(op.output.dtype)), dev)
+    executable(*args, out)
+    if job.check:
+        want = op.reference(inputs)
+        if want is not None and not np.allclose(out.numpy(), want, rtol=1e-3, atol=1e-3):
+            raise ValueError("the scheduled kernel's result differs from the reference")
+    timer = executable.mod.time_evaluator(executable.mod.entry_name, dev, number=job.number, repeat=job.repeat)
+    return float(np.median(timer(*args, out).results))
+
+
+def _rebuild(job: CpuJob) -> Any:
+    from pathlib import Path
+
+    if job.source != "builtin":
+        from hetero_dse.loader import load_operators
+
+        definitions = {d.name: d for d in load_operators(Path(job.source))}
+        definition = definitions[job.name]
+    else:
+        from hetero_dse.ops import get_builtin
+
+        definition = get_builtin(job.name)
+    return definition.instantiate(job.params)
