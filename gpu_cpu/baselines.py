@@ -1,0 +1,96 @@
+"""Library baselines: the torch call a user would otherwise make for a built-in operator (oneDNN on CPU,
+cuDNN/cuBLAS on GPU), timed on the same device in the same run as the explored schedules.
+
+Only operators torch expresses directly have one (BCM and the fused shift convolution do not).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from hetero_dse.operator import Operator
+
+
+def _conv(nd: int, transposed: bool) -> Callable[..., Any]:
+    def call(p: dict[str, Any], x: Any, w: Any) -> Any:
+        import torch.nn.functional as F
+
+        fn = getattr(F, f"conv_transpose{nd}d" if transposed else f"conv{nd}d")
+        kwargs = {"stride": p.get("stride", 1), "padding": p.get("padding", 0), "dilation": p.get("dilation", 1),
+                  "groups": p.get("groups", 1)}
+        return fn(x, w, **kwargs)
+
+    return call
+
+
+def _depthwise(p: dict[str, Any], x: Any, w: Any) -> Any:
+    import torch.nn.functional as F
+
+    return F.conv2d(x, w, stride=p["stride"], padding=p["padding"], dilation=p["dilation"], groups=p["C"])
+
+
+def _bilinear(p: dict[str, Any], a: Any, b: Any, c: Any) -> Any:
+    import torch.nn.functional as F
+
+    return F.bilinear(a, c, b)
+
+
+LIBRARY: dict[str, Callable[..., Any]] = {
+    "gemv": lambda p, a, b: a @ b,
+    "gemm": lambda p, a, b: a @ b,
+    "bilinear": _bilinear,
+    "conv1d": _conv(1, False), "conv_transpose1d": _conv(1, True),
+    "conv2d": _conv(2, False), "conv_transpose2d": _conv(2, True),
+    "conv3d": _conv(3, False), "conv_transpose3d": _conv(3, True),
+    "group_conv2d": _conv(2, False), "dilated_conv2d": _conv(2, False),
+    "depthwise_conv2d": _depthwise,
+}
+
+
+def torch_call(op: Operator) -> Callable[..., Any] | None:
+    """The torch function computing ``op`` (same memory layout of the result), or None if torch has none."""
+    return LIBRARY.get(op.name)
+
+
+def torch_output(op: Operator, inputs: list[np.ndarray]) -> np.ndarray | None:
+    """``op`` computed by its torch call on ``inputs`` (float32 on the CPU), flattened to ``op``'s output shape."""
+    import torch
+
+    call = torch_call(op)
+    if call is None:
+        return None
+    with torch.no_grad():
+        out = call(dict(op.params), *[torch.from_numpy(np.ascontiguousarray(a)) for a in inputs])
+    return out.numpy().reshape([int(d) for d in op.output.shape])
+
+
+def time_torch_cpu(op: Operator, repeat: int = 10, min_seconds: float = 0.2) -> float | None:
+    """Median seconds of ``op``'s torch call on this CPU (all cores), or None when torch has no such call."""
+    import torch
+
+    call = torch_call(op)
+    if call is None:
+        return None
+    torch.set_num_threads(os.cpu_count() or 1)
+    params = dict(op.params)
+    args = [torch.from_numpy(np.ascontiguousarray(a.astype(np.float32))) for a in op.random_inputs(0)]
+    with torch.no_grad():
+        call(params, *args)  # warm-up: oneDNN picks its kernel on the first call
+        start = time.perf_counter()
+        runs = 0
+        while runs < 3 or time.perf_counter() - start < min_seconds / 4:
+            call(params, *args)
+            runs += 1
+        number = max(1, int(runs * min_seconds / max(time.perf_counter() - start, 1e-9) / repeat))
+        samples = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            for _ in range(number):
+                call(params, *args)
+            samples.append((time.perf_counter() - t0) / number)
+    return float(np.median(samples))
