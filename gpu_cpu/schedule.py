@@ -83,3 +83,64 @@ def run_cpu(executable: Any, op: Operator, inputs: list[np.ndarray]) -> np.ndarr
     out = tvm.runtime.tensor(np.zeros([int(d) for d in op.output.shape], dtype=str(op.output.dtype)), dev)
     executable(*[tvm.runtime.tensor(a, dev) for a in inputs], out)
     return out.numpy()
+
+
+def apply_gpu(op: Operator, point: Point) -> Any:
+    """The scheduled IRModule of ``op`` for a GPU point (see ``GpuSpace``): blocks, virtual threads and
+    threads bound from the spatial levels, the output tile in registers, inputs staged in shared memory at
+    the outer reduce level and fetched cooperatively by the block's threads."""
+    import tvm
+    from tvm import s_tir
+
+    sch = s_tir.Schedule(tvm.IRModule({"main": op.prim_func()}))
+    main_name = op.output.op.name
+    for block in sch.get_child_blocks(sch.get_sblock("root")):
+        if sch.get(block).name_hint != main_name:
+            sch.compute_inline(block)
+    block = sch.get_sblock(main_name)
+    n_inputs = len(sch.get(block).reads)
+    try:
+        local = sch.cache_write(block, 0, "local")
+        loops = sch.get_loops(block)
+        split_keys = [k for k in point if k.startswith("split.")]
+        spatial_n = len(op.output.op.axis)
+        parts = [list(sch.split(loop, factors=[int(f) for f in point[key]]))
+                 for loop, key in zip(loops, split_keys, strict=True)]
+        spatial, reduce = parts[:spatial_n], parts[spatial_n:]
+        order = [p[0] for p in spatial] + [p[1] for p in spatial] + [p[2] for p in spatial]
+        order += [p[lvl] for lvl in range(len(reduce[0]) if reduce else 0) for p in reduce]
+        order += [p[3] for p in spatial]
+        sch.reorder(*order)
+        bx = sch.fuse(*[p[0] for p in spatial])
+        vx = sch.fuse(*[p[1] for p in spatial])
+        tx = sch.fuse(*[p[2] for p in spatial])
+        sch.bind(bx, "blockIdx.x")
+        sch.bind(vx, "vthread.x")
+        sch.bind(tx, "threadIdx.x")
+        sch.reverse_compute_at(local, tx)
+        threads = int(np.prod([int(point[k][2]) for k in split_keys[:spatial_n]]))
+        if reduce:
+            anchor = reduce[-1][0]  # the innermost loop of the outer reduce level
+            depth = 3 + len(reduce)
+            for i in range(n_inputs):
+                shared = sch.cache_read(block, i, "shared")
+                sch.compute_at(shared, anchor)
+                own = sch.get_loops(shared)[depth:]
+                if own:
+                    fetch = sch.fuse(*own) if len(own) > 1 else own[0]
+                    _, lane = sch.split(fetch, factors=[None, threads])
+                    sch.bind(lane, "threadIdx.x")
+        if point["unroll"]:
+            sch.annotate(tx, "pragma_auto_unroll_max_step", int(point["unroll"]))
+            sch.annotate(tx, "pragma_unroll_explicit", 1)
+    except Exception as exc:  # TVM's ScheduleError and friends: a candidate failure, not a crash
+        raise ScheduleError(f"TVM rejects {point}: {str(exc).splitlines()[0]}") from exc
+    return sch.mod
+
+
+def build_cuda(mod: Any, device: Any) -> tuple[Any, str]:
+    """Build for the device's architecture (nvcc is called by TVM; no GPU needed) -> (executable, CUDA source)."""
+    import tvm
+
+    executable = tvm.compile(mod, target=device.target)
+    return executable, executable.mod.imports[0].inspect_source()

@@ -14,6 +14,7 @@ from functools import cache
 
 import numpy as np
 
+from gpu_cpu.devices import GpuDevice
 from hetero_dse.analysis import Analysis
 from hetero_dse.space.fpga import SpaceError, divisors
 from hetero_dse.space.point import Point
@@ -79,3 +80,51 @@ class CpuSpace:
 
     def sample(self, count: int, rng: np.random.Generator) -> np.ndarray:
         return rng.integers(0, self.cardinalities, size=(count, self.num_knobs))
+
+
+class GpuSpace(CpuSpace):
+    """The same splits on a GPU: level 0 of the spatial loops binds to blocks, level 1 to virtual threads,
+    level 2 to threads, level 3 stays in registers; the reduce levels stage inputs through shared memory.
+    Points beyond the device's limits (threads per block, shared memory, virtual threads) are invalid and
+    never built."""
+
+    def __init__(self, analysis: Analysis, device: GpuDevice, **kwargs: object) -> None:
+        super().__init__(analysis, **kwargs)  # type: ignore[arg-type]
+        self.device = device
+
+    def limits(self, point: Point) -> dict[str, int]:
+        """Threads per block, virtual threads and shared-memory bytes of ``point``."""
+        threads = vthreads = 1
+        tile: dict[str, int] = {}
+        for i, name in enumerate(self.loop_names):
+            f = point[f"split.{name}"]
+            if i < self.num_spatial:
+                vthreads *= f[1]
+                threads *= f[2]
+                tile[name] = int(np.prod(f[1:]))
+            else:
+                tile[name] = int(np.prod(f[1:]))
+        shared = sum(int(np.prod(a.bounding_box(tile))) * a.bytes_per_element for a in self.analysis.reads)
+        return {"threads": threads, "vthreads": vthreads, "shared_bytes": shared}
+
+    def violations(self, point: Point) -> list[str]:
+        lim, dev = self.limits(point), self.device
+        out = []
+        if lim["threads"] > dev.max_threads_per_block:
+            out.append(f"{lim['threads']} threads per block > {dev.max_threads_per_block}")
+        if lim["vthreads"] > dev.max_vthreads:
+            out.append(f"{lim['vthreads']} virtual threads > {dev.max_vthreads}")
+        if lim["shared_bytes"] > dev.shared_memory_per_block:
+            out.append(f"{lim['shared_bytes']} B of shared memory > {dev.shared_memory_per_block}")
+        return out
+
+    def sample(self, count: int, rng: np.random.Generator) -> np.ndarray:
+        """Valid rows only (rejection sampling against the device limits)."""
+        rows: list[np.ndarray] = []
+        for _ in range(200 * count):
+            row = rng.integers(0, self.cardinalities)
+            if not self.violations(self.decode(row)):
+                rows.append(row)
+                if len(rows) == count:
+                    return np.array(rows)
+        raise SpaceError(f"found no point of {self.analysis.operator} within the limits of {self.device.name}")
