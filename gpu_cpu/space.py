@@ -81,6 +81,29 @@ class CpuSpace:
     def sample(self, count: int, rng: np.random.Generator) -> np.ndarray:
         return rng.integers(0, self.cardinalities, size=(count, self.num_knobs))
 
+    def valid(self, rows: np.ndarray) -> np.ndarray:
+        rows = np.atleast_2d(rows)
+        return ((rows >= 0) & (rows < self.cardinalities)).all(axis=1)
+
+    def keys(self, rows: np.ndarray) -> np.ndarray:
+        """One integer per row (mixed radix of the knob indices), for deduplication."""
+        radix = np.cumprod(np.concatenate([[1], self.cardinalities[:-1]])).astype(np.int64)
+        return np.atleast_2d(rows) @ radix
+
+    def neighbours(self, rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """One random neighbour per row: one knob moved ±1 along its values (issue 5 rearranges splits)."""
+        rows = np.atleast_2d(rows).copy()
+        movable = np.flatnonzero(self.cardinalities > 1)
+        if not len(movable):
+            return rows
+        knob = movable[rng.integers(0, len(movable), size=len(rows))]
+        step = rng.choice([-1, 1], size=len(rows))
+        moved = rows[np.arange(len(rows)), knob] + step
+        moved = np.where((moved < 0) | (moved >= self.cardinalities[knob]), rows[np.arange(len(rows)), knob] - step,
+                         moved)
+        rows[np.arange(len(rows)), knob] = np.clip(moved, 0, self.cardinalities[knob] - 1)
+        return rows
+
 
 class GpuSpace(CpuSpace):
     """The same splits on a GPU: level 0 of the spatial loops binds to blocks, level 1 to virtual threads,

@@ -1,0 +1,79 @@
+"""Measured search on the CPU: explorer proposals, measured one at a time in an isolated worker.
+
+Each distinct point is measured once; failures (build errors, crashes, timeouts, wrong results) are
+recorded with their message and score as infinitely slow, so the search goes on. Ctrl-C stops the search
+and returns what was measured.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpu_cpu.measure import CpuJob, MeasureResult, Measurer, measure_cpu_job
+from gpu_cpu.space import CpuSpace
+from hetero_dse.operator import Operator
+from hetero_dse.space.point import Point
+
+
+@dataclass
+class Trial:
+    point: Point
+    result: MeasureResult
+
+
+@dataclass
+class TuneResult:
+    trials: list[Trial] = field(default_factory=list)
+    wall_s: float = 0.0
+    interrupted: bool = False
+
+    @property
+    def best(self) -> Trial | None:
+        ok = [t for t in self.trials if t.result.ok]
+        return min(ok, key=lambda t: t.result.seconds) if ok else None
+
+
+def tune_cpu(op: Operator, space: CpuSpace, explorer: Any, *, source: str = "builtin", trials: int = 32,
+             time_budget_s: float | None = None, timeout_s: float = 60.0,
+             progress: Callable[[int, float | None], None] | None = None, measurer: Measurer | None = None,
+             ) -> TuneResult:
+    """Measure up to ``trials`` distinct points proposed by ``explorer`` (same ask/tell interface as on FPGA)."""
+    result = TuneResult()
+    seen: dict[int, float] = {}
+    start = time.perf_counter()
+    own = measurer is None
+    measurer = measurer or Measurer(timeout_s=timeout_s)
+    try:
+        while len(result.trials) < trials:
+            if time_budget_s is not None and time.perf_counter() - start >= time_budget_s:
+                break
+            proposal = explorer.propose()
+            if proposal is None:
+                break
+            proposal = np.atleast_2d(np.asarray(proposal, dtype=np.int64))
+            objective = np.empty(len(proposal))
+            for i, (row, key) in enumerate(zip(proposal, space.keys(proposal), strict=True)):
+                key = int(key)
+                if key not in seen and len(result.trials) < trials:
+                    point = space.decode(row)
+                    job = CpuJob(source, op.definition.name, dict(op.params), point.to_json())
+                    measured = measurer.run(measure_cpu_job, job)
+                    result.trials.append(Trial(point, measured))
+                    seen[key] = measured.seconds if measured.ok else float("inf")
+                    if progress is not None:
+                        best = result.best
+                        progress(len(result.trials), best.result.seconds if best else None)
+                objective[i] = seen.get(key, float("inf"))
+            explorer.observe(proposal, objective)
+    except KeyboardInterrupt:
+        result.interrupted = True
+    finally:
+        if own:
+            measurer.close()
+    result.wall_s = time.perf_counter() - start
+    return result
