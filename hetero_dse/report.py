@@ -56,14 +56,16 @@ def exploration_record(e: Exploration, csim: dict[str, Any] | None, project: str
 
 
 def write_reports(out: Path, explorations: Sequence[Exploration], projects: dict[int, str],
-                  csims: dict[int, dict[str, Any]], interrupted: bool) -> list[Path]:
+                  csims: dict[int, dict[str, Any]], interrupted: bool,
+                  cpu: Sequence[dict[str, Any]] = ()) -> list[Path]:
     """Write report.json, report.md and designs.csv under ``out``; returns their paths."""
     records = [exploration_record(e, csims.get(i), projects.get(i)) for i, e in enumerate(explorations)]
-    report = {"generator": f"hetero_dse {__version__}", "complete": not interrupted, "explorations": records}
+    report = {"generator": f"hetero_dse {__version__}", "complete": not interrupted, "explorations": records,
+              "cpu": list(cpu)}
     rows = [design_row(e, rank, p, d) for e in explorations for rank, (p, d) in enumerate(e.designs, start=1)]
     paths = [out / "report.json", out / "report.md", out / "designs.csv"]
     _atomic_write(paths[0], json.dumps(report, indent=2) + "\n")
-    _atomic_write(paths[1], markdown(explorations, projects, csims, interrupted))
+    _atomic_write(paths[1], markdown(explorations, projects, csims, interrupted) + cpu_markdown(cpu))
     _atomic_write(paths[2], pd.DataFrame(rows).to_csv(index=False))
     return paths
 
@@ -120,6 +122,25 @@ def markdown(explorations: Sequence[Exploration], projects: dict[int, str], csim
         if len(e.pareto) > 20:
             lines.append(f"| … {len(e.pareto) - 20} more in report.json | | |")
         lines.append("")
+    return "\n".join(lines)
+
+
+def cpu_markdown(cpu: Sequence[dict[str, Any]]) -> str:
+    """The CPU section of report.md (empty when no CPU exploration ran)."""
+    if not cpu:
+        return ""
+    lines = ["", "## Best CPU schedule per operator (measured on this CPU, against torch in the same run)", "",
+             "| operator | shape | trials | failed | best | GFLOPS | torch GFLOPS | speedup | tuning | module |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in cpu:
+        best, torch, speedup = r["best"], r["torch"], r["speedup_over_torch"]
+        cells = [r["operator"], r["shape"] or "", str(r["trials"]), str(r["failures"]),
+                 fmt_seconds(best["seconds"]) if best else "—", f"{best['gflops']:.1f}" if best else "—",
+                 f"{torch['gflops']:.1f}" if torch else "—", f"{speedup:.2f}×" if speedup else "—",
+                 f"{r['wall_s']:.1f} s", f"`{r['directory'] or 'not written'}`"]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", f"Target: `{cpu[0]['target']}`. Each schedule was built, checked against the reference and timed "
+              "in a worker process; failures are counted, with their messages in report.json.", ""]
     return "\n".join(lines)
 
 

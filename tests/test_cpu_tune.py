@@ -46,3 +46,28 @@ def test_failures_are_recorded_and_the_search_goes_on():
                       measurer=FailingMeasurer())
     assert len(result.trials) == 8
     assert sum(not t.result.ok for t in result.trials) == 4 and result.best.result.seconds == 2e-3
+
+
+def test_explore_cpu_end_to_end_and_replay(cli, tmp_path):
+    import json
+
+    out = tmp_path / "o"
+    r = cli("explore", "--op", "gemm", "--param", "M=64", "--param", "N=64", "--param", "K=64", "--target", "cpu",
+            "--trials", "4", "--out", out)
+    assert r.code == 0, r.err
+    (record,) = json.loads((out / "report.json").read_text())["cpu"]
+    assert record["trials"] == 4 and record["best"]["gflops"] > 0 and record["torch"]["gflops"] > 0
+    assert record["speedup_over_torch"] == record["torch"]["seconds"] / record["best"]["seconds"]
+    saved = out / record["directory"]
+    assert {p.name for p in saved.iterdir()} == {"module.so", "lowered_tir.py", "llvm.ll", "schedule.json"}
+    assert json.loads((saved / "schedule.json").read_text())["knobs"] == record["best"]["knobs"]
+    assert "| gemm |" in (out / "report.md").read_text()
+    r = cli("replay", saved)
+    assert r.code == 0 and "result checked" in r.out
+
+
+def test_target_fpga_without_a_board(cli, tmp_path):
+    r = cli("explore", "--op", "gemm", "--out", tmp_path / "o")
+    assert r.code == 1 and "needs a board: add --board NAME" in r.err
+    r = cli("replay", tmp_path)
+    assert r.code == 1 and "has no schedule.json" in r.err

@@ -128,3 +128,17 @@ def explorations_table(explorations: list, csims: dict) -> Table:
                       f"{d['traffic_over_bound']:.2f}x",
                       "—" if c is None else ("pass" if c["passed"] else "FAIL"))
     return table
+
+
+def cpu_table(records: list[dict]) -> Table:
+    """The best measured CPU schedule of every operator against torch on the same CPU."""
+    table = Table(title="Best CPU schedules (measured)", title_justify="left")
+    for col in ("operator", "trials", "failed", "best ms", "GFLOPS", "torch GFLOPS", "speedup", "tuning s"):
+        table.add_column(col, justify="left" if col == "operator" else "right")
+    for r in records:
+        best, torch = r["best"], r["torch"]
+        table.add_row(r["operator"] + (f" {r['shape']}" if r["shape"] else ""), str(r["trials"]), str(r["failures"]),
+                      f"{best['seconds'] * 1e3:.3f}" if best else "—", f"{best['gflops']:.1f}" if best else "—",
+                      f"{torch['gflops']:.1f}" if torch else "—",
+                      f"{r['speedup_over_torch']:.2f}x" if r["speedup_over_torch"] else "—", f"{r['wall_s']:.1f}")
+    return table

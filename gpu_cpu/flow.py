@@ -1,0 +1,132 @@
+"""CPU exploration of one operator: measured search, the best schedule rebuilt and checked, the torch
+baseline in the same run, and the artefacts a user keeps (module, TIR, LLVM IR, replayable schedule)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpu_cpu.baselines import time_torch_cpu
+from gpu_cpu.schedule import apply_cpu, build_cpu, host_target, run_cpu
+from gpu_cpu.space import CpuSpace
+from gpu_cpu.tune import TuneResult, tune_cpu
+from hetero_dse import __version__
+from hetero_dse.analysis import analyze
+from hetero_dse.errors import HeteroDSEError
+from hetero_dse.explore.annealing import SimulatedAnnealing
+from hetero_dse.operator import Operator
+from hetero_dse.space.point import Point
+
+
+@dataclass
+class CpuExploration:
+    op: Operator
+    source: str
+    tune: TuneResult
+    torch_seconds: float | None
+
+    @property
+    def label(self) -> str:
+        return f"{self.op.name}_{self.op.shape_name.replace(':', '_')}" if self.op.shape_name else self.op.name
+
+    @property
+    def flops(self) -> int:
+        return analyze(self.op).flops
+
+    def gflops(self, seconds: float | None) -> float | None:
+        return None if not seconds else self.flops / seconds / 1e9
+
+    def record(self, directory: str | None) -> dict[str, Any]:
+        best = self.tune.best
+        return {
+            "operator": self.op.name, "shape": self.op.shape_name, "signature": self.op.signature(),
+            "target": host_target(), "trials": len(self.tune.trials),
+            "failures": sum(not t.result.ok for t in self.tune.trials),
+            "failure_messages": sorted({t.result.error for t in self.tune.trials if not t.result.ok})[:5],
+            "wall_s": self.tune.wall_s, "interrupted": self.tune.interrupted,
+            "best": None if best is None else {"knobs": best.point.to_json(), "seconds": best.result.seconds,
+                                               "gflops": self.gflops(best.result.seconds)},
+            "torch": None if self.torch_seconds is None else {"seconds": self.torch_seconds,
+                                                              "gflops": self.gflops(self.torch_seconds)},
+            "speedup_over_torch": (self.torch_seconds / best.result.seconds
+                                   if best is not None and self.torch_seconds else None),
+            "directory": directory,
+        }
+
+
+def explore_cpu(op: Operator, *, source: str = "builtin", trials: int = 32, time_budget_s: float | None = None,
+                seed: int = 0, timeout_s: float = 60.0,
+                progress: Callable[[int, float | None], None] | None = None) -> CpuExploration:
+    space = CpuSpace(analyze(op))
+    explorer = SimulatedAnnealing(space, seed=seed, chains=8, steps=4)
+    result = tune_cpu(op, space, explorer, source=source, trials=trials, time_budget_s=time_budget_s,
+                      timeout_s=timeout_s, progress=progress)
+    torch_seconds = None if result.interrupted else time_torch_cpu(op)
+    return CpuExploration(op, source, result, torch_seconds)
+
+
+def write_cpu_artifacts(directory: Path, e: CpuExploration) -> Path:
+    """The best schedule's module, TIR, LLVM IR and ``schedule.json``; assembled aside, renamed when whole."""
+    best = e.tune.best
+    if best is None:
+        messages = "; ".join(e.record(None)["failure_messages"])
+        raise HeteroDSEError(f"no schedule of {e.op.name} ran: every trial failed ({messages})")
+    mod = apply_cpu(e.op, best.point)
+    executable = build_cpu(mod)
+    inputs = e.op.random_inputs(0)
+    want = e.op.reference(inputs)
+    if want is not None:
+        got = run_cpu(executable, e.op, inputs)
+        if not np.allclose(got, want, rtol=1e-3, atol=1e-3):
+            raise HeteroDSEError(f"the best schedule of {e.op.name} computes a wrong result; not written")
+    partial = directory.with_name(directory.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    try:
+        executable.export_library(str(partial / "module.so"))
+        (partial / "lowered_tir.py").write_text(mod.script())
+        (partial / "llvm.ll").write_text(executable.mod.inspect_source("ll"))
+        schedule = {"generator": f"hetero_dse {__version__}", "operator": e.op.name, "source": e.source,
+                    "params": dict(e.op.params), "shape": e.op.shape_name, "signature": e.op.signature(),
+                    "target": host_target(), "knobs": best.point.to_json(), "measured_seconds": best.result.seconds}
+        (partial / "schedule.json").write_text(json.dumps(schedule, indent=2) + "\n")
+        if directory.exists():
+            shutil.rmtree(directory)
+        partial.rename(directory)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return directory
+
+
+def replay(directory: Path) -> dict[str, Any]:
+    """Rebuild the module of ``directory/schedule.json`` and check and time it: the same schedule, again."""
+    path = directory / "schedule.json"
+    if not path.is_file():
+        raise HeteroDSEError(f"{directory} has no schedule.json; give a directory written by 'explore --target cpu'")
+    try:
+        record = json.loads(path.read_text())
+        source, name, params, knobs = record["source"], record["operator"], record["params"], record["knobs"]
+    except (json.JSONDecodeError, KeyError) as exc:
+        raise HeteroDSEError(f"{path} is not a schedule written by hetero_dse ({exc})") from None
+    from gpu_cpu.measure import CpuJob, Measurer, measure_cpu_job
+
+    with Measurer() as m:
+        result = m.run(measure_cpu_job, CpuJob(source, name, params, knobs))
+    if not result.ok:
+        raise HeteroDSEError(f"replaying {path} failed: {result.error}")
+    op = _operator(source, name, params)
+    return {"seconds": result.seconds, "gflops": analyze(op).flops / result.seconds / 1e9,
+            "recorded_seconds": record.get("measured_seconds"), "point": Point(knobs)}
+
+
+def _operator(source: str, name: str, params: dict[str, Any]) -> Operator:
+    from gpu_cpu.measure import CpuJob, _rebuild
+
+    return _rebuild(CpuJob(source, name, params, {}))

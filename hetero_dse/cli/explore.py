@@ -1,0 +1,253 @@
+"""``hetero_dse explore``, ``csim`` and ``replay``: searching, writing what was found, checking it again."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from hetero_dse.cli.main import EXIT_INTERRUPTED, cli, console, operator_options
+from hetero_dse.errors import HeteroDSEError
+
+#: Designs scored by simulated annealing when the user gives no budget (it converges well before; see BENCHMARKS.md).
+DEFAULT_SA_BUDGET = 30_000
+
+
+def _split_values(values: tuple[str, ...]) -> list[str]:
+    """``("float32,int8", "int16")`` -> ``["float32", "int8", "int16"]``."""
+    return [v.strip() for item in values for v in item.split(",") if v.strip()]
+
+
+def _parse_clocks(values: tuple[str, ...]) -> list[float]:
+    clocks = []
+    for v in _split_values(values):
+        try:
+            clocks.append(float(v))
+        except ValueError:
+            raise HeteroDSEError(f"--clock expects a frequency in MHz such as 250, got {v!r}") from None
+    return clocks
+
+
+def _prepare_out(out: Path, force: bool) -> None:
+    """Refuse a non-empty output directory without --force; fail early if it cannot be written."""
+    if out.exists() and not out.is_dir():
+        raise HeteroDSEError(f"output path {out} is a file, not a directory; choose another with --out")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise HeteroDSEError(f"output directory {out} is not empty; add --force to overwrite it or choose another "
+                             "with --out")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".hetero_dse-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise HeteroDSEError(f"cannot write to output directory {out}: {exc.strerror or exc}") from None
+
+
+@cli.command()
+@operator_options
+@click.option("--board", "boards_", metavar="NAME|PATH", multiple=True,
+              help="FPGA board (see 'hetero_dse boards'), or a board YAML file; repeat for several.")
+@click.option("--target", "targets", multiple=True, type=click.Choice(["fpga", "cpu"]),
+              help="What to explore for (repeatable); default: fpga. --board implies fpga.")
+@click.option("--trials", default=32, show_default=True, type=click.IntRange(min=1),
+              help="CPU: schedules to measure (each built, checked and timed in a worker process).")
+@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=Path("hetero_dse_out"),
+              show_default=True, help="Where the HLS projects and the report go.")
+@click.option("--force", is_flag=True, help="Write into a non-empty output directory, replacing earlier results.")
+@click.option("--top-k", default=10, show_default=True, type=click.IntRange(min=1), help="Designs kept per board.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the search and of the test data.")
+@click.option("--dtype", "dtypes", multiple=True, metavar="TYPE[,TYPE]",
+              help="Data types to explore (float32, int16, int8); default: the operator's.")
+@click.option("--clock", "clocks", multiple=True, metavar="MHZ[,MHZ]",
+              help="Clock targets to explore; default: the board's default clock.")
+@click.option("--explorer", default="auto", show_default=True, type=click.Choice(["auto", "exhaustive", "sa"]),
+              help="auto: exhaustive when the pruned space is small enough, simulated annealing otherwise.")
+@click.option("--budget", type=click.IntRange(min=1), metavar="N",
+              help=f"Designs to score at most (default: all for exhaustive, {DEFAULT_SA_BUDGET:,} for sa).")
+@click.option("--time-budget", type=float, metavar="SECONDS", help="Stop each search after this long.")
+@click.option("--io-optimal", is_flag=True,
+              help="Prune conv tiles to the I/O lower bound's optimality condition x*y = R*z (seed 001).")
+@click.option("--traffic-weight", default=0.01, show_default=True, type=click.FloatRange(min=0),
+              help="Latency fraction a design may give up per compulsory-traffic of extra DDR bytes (0: latency only).")
+@click.option("--csim", "run_csim", is_flag=True, help="C-simulate each best design with g++ after writing it.")
+def explore(op_file: str | None, builtin: str | None, shape: str | None, params: tuple[str, ...], name: str | None,
+            boards_: tuple[str, ...], targets: tuple[str, ...], trials: int, out: Path, force: bool, top_k: int,
+            seed: int, dtypes: tuple[str, ...],
+            clocks: tuple[str, ...], explorer: str, budget: int | None, time_budget: float | None, io_optimal: bool,
+            traffic_weight: float, run_csim: bool) -> None:
+    """Find the best FPGA accelerator (Vitis HLS project) and/or CPU schedule (TVM module) for an operator.
+
+    \b
+    Examples:
+      hetero_dse explore --op conv2d --shape yolo:C1 --board vu9p
+      hetero_dse explore examples/gemm.py --board u280 --dtype float32,int8 --csim
+      hetero_dse explore --op conv2d --shape yolo:C8 --target cpu --trials 64
+    """
+    from hetero_dse.board import load_board
+    from hetero_dse.analysis import analyze
+    from hetero_dse.cli.render import cpu_table, explorations_table
+    from hetero_dse.cli.targets import resolve_operators
+    from hetero_dse.fpga_flow import check_clocks, check_dtypes
+    from hetero_dse.fpga_flow import explore as run_explore
+    from hetero_dse.space.fpga import SpaceOptions
+
+    if time_budget is not None and time_budget <= 0:
+        raise HeteroDSEError(f"--time-budget must be positive, got {time_budget:g} seconds")
+    wanted = set(targets) | ({"fpga"} if boards_ else set())
+    if not wanted:
+        wanted = {"fpga"}
+    if "fpga" in wanted and not boards_:
+        raise HeteroDSEError("FPGA exploration needs a board: add --board NAME (see 'hetero_dse boards'), "
+                             "or choose --target cpu")
+    operators = resolve_operators(op_file, builtin, shape, params, name)
+    source = str(Path(op_file).resolve()) if op_file else "builtin"
+    boards_loaded = [load_board(b) for b in boards_]
+    dtype_list, clock_list = _split_values(dtypes), _parse_clocks(clocks)
+    for op in operators:  # every bad input is reported before any search starts
+        check_dtypes(op, dtype_list)
+    for board in boards_loaded:
+        check_clocks(board, clock_list)
+    _prepare_out(out, force)
+
+    explorations, interrupted = [], False
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from hetero_dse.units import fmt_seconds
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,.0f} designs"),
+                  TextColumn("best {task.fields[best]}"), TimeElapsedColumn(), console=console,
+                  transient=not console.is_terminal) as bar:
+        for op in operators:
+            for board in boards_loaded:
+                label = f"{op.name}{' ' + op.shape_name if op.shape_name else ''} on {board.name}"
+                task = bar.add_task(label, total=budget, best="—")
+
+                def progress(done: int, best: float, task: int = task) -> None:
+                    bar.update(task, completed=done, best=fmt_seconds(best))
+
+                e = run_explore(op, board, dtypes=dtype_list, clocks=clock_list,
+                                options=SpaceOptions(io_optimal=io_optimal), explorer=explorer, seed=seed,
+                                budget=budget, time_budget_s=time_budget, top_k=top_k, progress=progress,
+                                default_sa_budget=DEFAULT_SA_BUDGET, traffic_weight=traffic_weight)
+                bar.update(task, total=e.result.evaluations, completed=e.result.evaluations)
+                explorations.append(e)
+                if e.result.interrupted:
+                    interrupted = True
+                    break
+            if interrupted:
+                break
+        cpu_runs = []
+        if "cpu" in wanted and not interrupted:
+            from gpu_cpu.flow import explore_cpu
+
+            for op in operators:
+                label = f"{op.name}{' ' + op.shape_name if op.shape_name else ''} on this CPU"
+                task = bar.add_task(label, total=trials, best="—")
+                flops = analyze(op).flops
+
+                def cpu_progress(done: int, best: float | None, task: int = task, flops: int = flops) -> None:
+                    bar.update(task, completed=done, best=f"{flops / best / 1e9:.1f} GFLOPS" if best else "—")
+
+                run = explore_cpu(op, source=source, trials=trials, time_budget_s=time_budget, seed=seed,
+                                  progress=cpu_progress)
+                cpu_runs.append(run)
+                if run.tune.interrupted:
+                    interrupted = True
+                    break
+
+    projects, csims = _write_outputs(out, explorations, seed, run_csim, cpu_runs)
+    if explorations:
+        console.print(explorations_table(explorations, csims))
+    if cpu_runs:
+        console.print(cpu_table([r.record(None) for r in cpu_runs]))
+    console.print(f"Report: {out / 'report.md'}")
+    if interrupted:
+        click.echo("hetero_dse: interrupted; the report holds the designs found before the stop", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    if any(not c["passed"] for c in csims.values()):
+        raise HeteroDSEError("C-simulation failed for " + ", ".join(
+            projects[i] for i, c in csims.items() if not c["passed"]) + " (see report.md)")
+
+
+def _write_outputs(out: Path, explorations: list, seed: int, run_csim: bool, cpu_runs: list) -> tuple[dict, dict]:
+    """HLS project of each best design (and its C-simulation), the CPU modules, then the reports; Ctrl-C keeps
+    what is done."""
+    from gpu_cpu.flow import write_cpu_artifacts
+    from hetero_dse.hls.csim import csim as run_csim_on
+    from hetero_dse.hls.project import write_project
+    from hetero_dse.report import write_reports
+
+    projects: dict[int, str] = {}
+    csims: dict[int, dict] = {}
+    interrupted = any(e.result.interrupted for e in explorations) or any(r.tune.interrupted for r in cpu_runs)
+    cpu_records = []
+    try:
+        for i, e in enumerate(explorations):
+            if not e.designs:
+                continue
+            op, analysis = e.best_operator()
+            point, design = e.best
+            directory = write_project(out / e.label / e.board.name / "hls", op, analysis, point, design, e.board,
+                                      seed=seed)
+            projects[i] = str(directory.relative_to(out))
+            if run_csim:
+                with console.status(f"C-simulating {projects[i]}"):
+                    result = run_csim_on(directory)
+                csims[i] = {"passed": result.passed, "mismatches": result.mismatches,
+                            "max_abs_error": result.max_abs_error, "elements": result.elements,
+                            "headers": result.headers}
+        for run in cpu_runs:
+            directory = None
+            if run.tune.best is not None:
+                directory = str(write_cpu_artifacts(out / run.label / "cpu", run).relative_to(out))
+            cpu_records.append(run.record(directory))
+    except KeyboardInterrupt:
+        interrupted = True
+    write_reports(out, explorations, projects, csims, interrupted, cpu_records)
+    if interrupted and not any(e.result.interrupted for e in explorations) and \
+            not any(r.tune.interrupted for r in cpu_runs):
+        raise KeyboardInterrupt
+    return projects, csims
+
+
+@cli.command("csim")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def csim_command(directory: Path) -> None:
+    """C-simulate generated HLS projects with g++ (DIRECTORY: one 'hls' project or an explore output)."""
+    from hetero_dse.hls.csim import csim as run_csim_on
+
+    if (directory / "src" / "kernel.cpp").is_file():
+        projects = [directory]
+    else:
+        projects = sorted(p.parent.parent for p in directory.glob("**/hls/src/kernel.cpp"))
+        projects = [p for p in projects if not p.name.endswith(".partial")]
+    if not projects:
+        raise HeteroDSEError(f"no HLS project under {directory}: expected src/kernel.cpp, or <op>/<board>/hls "
+                             "directories written by 'hetero_dse explore'")
+    failed = []
+    for project in projects:
+        with console.status(f"C-simulating {project}"):
+            result = run_csim_on(project)
+        verdict = "PASS" if result.passed else "FAIL"
+        console.print(f"{verdict}  {project}  elements={result.elements:,} mismatches={result.mismatches:,} "
+                      f"max_abs_error={result.max_abs_error:.3g} (headers: {result.headers})")
+        if not result.passed:
+            failed.append(str(project))
+    if failed:
+        raise HeteroDSEError(f"C-simulation failed for {', '.join(failed)}")
+
+
+
+
+@cli.command()
+@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def replay(directory: Path) -> None:
+    """Rebuild, check and time the CPU schedule saved in DIRECTORY (an explore output's <op>/cpu)."""
+    from gpu_cpu.flow import replay as run_replay
+
+    result = run_replay(directory)
+    recorded = result["recorded_seconds"]
+    console.print(f"{directory}: {result['seconds'] * 1e3:.3f} ms, {result['gflops']:.1f} GFLOPS"
+                  + (f" (recorded {recorded * 1e3:.3f} ms)" if recorded else "") + "; result checked")
