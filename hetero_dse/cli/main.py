@@ -52,6 +52,9 @@ def cli(debug: bool) -> None:
       hetero_dse analyze --op conv2d --shape yolo:C8  FlexTensor's static analysis of one layer
       hetero_dse analyze examples/gemm.py --param K=256
       hetero_dse boards                               the FPGA boards and their resources
+      hetero_dse explore --op conv2d --shape yolo:C8 --board vu9p --csim
+                                                      best FPGA design, its HLS project, C-simulated
+      hetero_dse explore --op gemm --target cpu       measured TVM schedules against torch
     """
     logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
