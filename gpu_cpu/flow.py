@@ -7,6 +7,7 @@ import json
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ class CpuExploration:
     def label(self) -> str:
         return f"{self.op.name}_{self.op.shape_name.replace(':', '_')}" if self.op.shape_name else self.op.name
 
-    @property
+    @cached_property
     def flops(self) -> int:
         return analyze(self.op).flops
 
@@ -115,18 +116,13 @@ def replay(directory: Path) -> dict[str, Any]:
         source, name, params, knobs = record["source"], record["operator"], record["params"], record["knobs"]
     except (json.JSONDecodeError, KeyError) as exc:
         raise HeteroDSEError(f"{path} is not a schedule written by hetero_dse ({exc})") from None
-    from gpu_cpu.measure import CpuJob, Measurer, measure_cpu_job
+    from gpu_cpu.measure import CpuJob, Measurer, measure_cpu_job, rebuild_operator
 
     with Measurer() as m:
         result = m.run(measure_cpu_job, CpuJob(source, name, params, knobs))
     if not result.ok:
         raise HeteroDSEError(f"replaying {path} failed: {result.error}")
-    op = _operator(source, name, params)
+    op = rebuild_operator(source, name, params)
     return {"seconds": result.seconds, "gflops": analyze(op).flops / result.seconds / 1e9,
             "recorded_seconds": record.get("measured_seconds"), "point": Point(knobs)}
 
-
-def _operator(source: str, name: str, params: dict[str, Any]) -> Operator:
-    from gpu_cpu.measure import CpuJob, _rebuild
-
-    return _rebuild(CpuJob(source, name, params, {}))

@@ -105,7 +105,7 @@ def measure_cpu_job(job: CpuJob) -> float:
     from gpu_cpu.schedule import apply_cpu, build_cpu
     from hetero_dse.space.point import Point
 
-    op = _rebuild(job)
+    op = rebuild_operator(job.source, job.name, job.params)
     executable = build_cpu(apply_cpu(op, Point(job.point)))
     dev = tvm.cpu(0)
     inputs = op.random_inputs(0)
@@ -120,16 +120,17 @@ def measure_cpu_job(job: CpuJob) -> float:
     return float(np.median(timer(*args, out).results))
 
 
-def _rebuild(job: CpuJob) -> Any:
+def rebuild_operator(source: str, name: str, params: dict[str, Any]) -> Any:
+    """An operator from where it was defined (``"builtin"`` or an op.py path), its name and its parameters."""
     from pathlib import Path
 
-    if job.source != "builtin":
+    if source != "builtin":
         from hetero_dse.loader import load_operators
 
-        definitions = {d.name: d for d in load_operators(Path(job.source))}
-        definition = definitions[job.name]
+        definitions = {d.name: d for d in load_operators(Path(source))}
+        definition = definitions[name]
     else:
         from hetero_dse.ops import get_builtin
 
-        definition = get_builtin(job.name)
-    return definition.instantiate(job.params)
+        definition = get_builtin(name)
+    return definition.instantiate(params)

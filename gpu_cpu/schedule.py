@@ -23,50 +23,63 @@ def host_target() -> dict[str, Any]:
     return {"kind": "llvm", "mcpu": str(tvm.target.codegen.llvm_get_system_cpu()), "num-cores": os.cpu_count() or 1}
 
 
-def apply_cpu(op: Operator, point: Point) -> Any:
-    """The scheduled IRModule of ``op`` for ``point`` (see ``gpu_cpu/space.py`` for the schedule's shape)."""
+def _prepare(op: Operator, point: Point) -> tuple[Any, Any]:
+    """A schedule of ``op`` with its producers (padding, expansion: element-wise) inlined, and the main block."""
     import tvm
     from tvm import s_tir
 
     sch = s_tir.Schedule(tvm.IRModule({"main": op.prim_func()}))
     main_name = op.output.op.name
     for block in sch.get_child_blocks(sch.get_sblock("root")):
-        name = sch.get(block).name_hint
-        if name != main_name:
-            sch.compute_inline(block)  # producers (padding, expansion) are element-wise
+        if sch.get(block).name_hint != main_name:
+            sch.compute_inline(block)
     block = sch.get_sblock(main_name)
-    loops = sch.get_loops(block)
+    loops = len(op.output.op.axis) + len(op.output.op.reduce_axis)
+    if len(_split_keys(point)) != loops:
+        raise ScheduleError(f"{point} has {len(_split_keys(point))} split knobs for {loops} loops of {main_name}")
+    return sch, block
+
+
+def _split_keys(point: Point) -> list[str]:
+    """Split knobs follow the main node's loops in order (their names are the analysis's, deduplicated)."""
+    return [k for k in point if k.startswith("split.")]
+
+
+def _split(sch: Any, block: Any, op: Operator, point: Point) -> tuple[list[list[Any]], list[list[Any]]]:
+    """Split every loop of the main block by its knob: (spatial loops' parts, reduce loops' parts)."""
+    parts = [list(sch.split(loop, factors=[int(f) for f in point[key]]))
+             for loop, key in zip(sch.get_loops(block), _split_keys(point), strict=True)]
     spatial_n = len(op.output.op.axis)
-    # split knobs follow the main node's loops in order (their names are the analysis's, deduplicated)
-    split_keys = [k for k in point if k.startswith("split.")]
-    if len(split_keys) != len(loops):
-        raise ScheduleError(f"{point} has {len(split_keys)} split knobs for {len(loops)} loops of {main_name}")
-    parts: list[list[Any]] = []
-    for loop, key in zip(loops, split_keys, strict=True):
-        parts.append(list(sch.split(loop, factors=[int(f) for f in point[key]])))
-    spatial, reduce = parts[:spatial_n], parts[spatial_n:]
-    s_levels = len(spatial[0]) if spatial else 0
-    r_levels = len(reduce[0]) if reduce else 0
-    order: list[Any] = []
-    for level in range(max(s_levels, r_levels)):
-        order += [p[level] for p in spatial if level < s_levels]
-        order += [p[level] for p in reduce if level < r_levels]
-    # the innermost spatial level goes last so that it can be vectorised
-    if s_levels > r_levels:
-        order = [x for x in order if not any(x is p[-1] for p in spatial)] + [p[-1] for p in spatial]
+    return parts[:spatial_n], parts[spatial_n:]
+
+
+def _unroll(sch: Any, loop: Any, point: Point) -> None:
+    if point["unroll"]:
+        sch.annotate(loop, "pragma_auto_unroll_max_step", int(point["unroll"]))
+        sch.annotate(loop, "pragma_unroll_explicit", 1)
+
+
+def _rejected(point: Point, exc: Exception) -> ScheduleError:
+    """TVM's ScheduleError and friends: a candidate failure, not a crash."""
+    return ScheduleError(f"TVM rejects {point}: {str(exc).splitlines()[0]}")
+
+
+def apply_cpu(op: Operator, point: Point) -> Any:
+    """The scheduled IRModule of ``op`` for ``point`` (see ``gpu_cpu/space.py`` for the schedule's shape)."""
+    sch, block = _prepare(op, point)
     try:
-        sch.reorder(*order)
+        spatial, reduce = _split(sch, block, op, point)
+        # levels interleaved outer to inner, S0 R0 S1 R1 ...; spatial has one level more, so S3 comes last
+        levels = max([len(p) for p in spatial + reduce], default=0)
+        sch.reorder(*[p[level] for level in range(levels) for p in spatial + reduce if level < len(p)])
         if spatial:
             outer = sch.fuse(*[p[0] for p in spatial])
             sch.parallel(outer)
-            if point["unroll"]:
-                sch.annotate(outer, "pragma_auto_unroll_max_step", int(point["unroll"]))
-                sch.annotate(outer, "pragma_unroll_explicit", 1)
-            innermost = spatial[-1][-1]
-            if int(point[split_keys[spatial_n - 1]][-1]) > 1:
-                sch.vectorize(innermost)
-    except Exception as exc:  # TVM's ScheduleError and friends: a candidate failure, not a crash
-        raise ScheduleError(f"TVM rejects {point}: {str(exc).splitlines()[0]}") from exc
+            _unroll(sch, outer, point)
+            if int(point[_split_keys(point)[len(spatial) - 1]][-1]) > 1:
+                sch.vectorize(spatial[-1][-1])
+    except Exception as exc:
+        raise _rejected(point, exc) from exc
     return sch.mod
 
 
@@ -89,24 +102,11 @@ def apply_gpu(op: Operator, point: Point) -> Any:
     """The scheduled IRModule of ``op`` for a GPU point (see ``GpuSpace``): blocks, virtual threads and
     threads bound from the spatial levels, the output tile in registers, inputs staged in shared memory at
     the outer reduce level and fetched cooperatively by the block's threads."""
-    import tvm
-    from tvm import s_tir
-
-    sch = s_tir.Schedule(tvm.IRModule({"main": op.prim_func()}))
-    main_name = op.output.op.name
-    for block in sch.get_child_blocks(sch.get_sblock("root")):
-        if sch.get(block).name_hint != main_name:
-            sch.compute_inline(block)
-    block = sch.get_sblock(main_name)
+    sch, block = _prepare(op, point)
     n_inputs = len(sch.get(block).reads)
     try:
         local = sch.cache_write(block, 0, "local")
-        loops = sch.get_loops(block)
-        split_keys = [k for k in point if k.startswith("split.")]
-        spatial_n = len(op.output.op.axis)
-        parts = [list(sch.split(loop, factors=[int(f) for f in point[key]]))
-                 for loop, key in zip(loops, split_keys, strict=True)]
-        spatial, reduce = parts[:spatial_n], parts[spatial_n:]
+        spatial, reduce = _split(sch, block, op, point)
         order = [p[0] for p in spatial] + [p[1] for p in spatial] + [p[2] for p in spatial]
         order += [p[lvl] for lvl in range(len(reduce[0]) if reduce else 0) for p in reduce]
         order += [p[3] for p in spatial]
@@ -118,7 +118,7 @@ def apply_gpu(op: Operator, point: Point) -> Any:
         sch.bind(vx, "vthread.x")
         sch.bind(tx, "threadIdx.x")
         sch.reverse_compute_at(local, tx)
-        threads = int(np.prod([int(point[k][2]) for k in split_keys[:spatial_n]]))
+        threads = int(np.prod([int(point[k][2]) for k in _split_keys(point)[: len(spatial)]]))
         if reduce:
             anchor = reduce[-1][0]  # the innermost loop of the outer reduce level
             depth = 3 + len(reduce)
@@ -130,11 +130,9 @@ def apply_gpu(op: Operator, point: Point) -> Any:
                     fetch = sch.fuse(*own) if len(own) > 1 else own[0]
                     _, lane = sch.split(fetch, factors=[None, threads])
                     sch.bind(lane, "threadIdx.x")
-        if point["unroll"]:
-            sch.annotate(tx, "pragma_auto_unroll_max_step", int(point["unroll"]))
-            sch.annotate(tx, "pragma_unroll_explicit", 1)
-    except Exception as exc:  # TVM's ScheduleError and friends: a candidate failure, not a crash
-        raise ScheduleError(f"TVM rejects {point}: {str(exc).splitlines()[0]}") from exc
+        _unroll(sch, tx, point)
+    except Exception as exc:
+        raise _rejected(point, exc) from exc
     return sch.mod
 
 

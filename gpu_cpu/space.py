@@ -16,6 +16,7 @@ import numpy as np
 
 from gpu_cpu.devices import GpuDevice
 from hetero_dse.analysis import Analysis
+from hetero_dse.space.encoding import row_keys
 from hetero_dse.space.fpga import SpaceError, divisors
 from hetero_dse.space.point import Point
 
@@ -86,9 +87,8 @@ class CpuSpace:
         return ((rows >= 0) & (rows < self.cardinalities)).all(axis=1)
 
     def keys(self, rows: np.ndarray) -> np.ndarray:
-        """One integer per row (mixed radix of the knob indices), for deduplication."""
-        radix = np.cumprod(np.concatenate([[1], self.cardinalities[:-1]])).astype(np.int64)
-        return np.atleast_2d(rows) @ radix
+        """One integer per row, equal for equal rows."""
+        return row_keys(rows, self.cardinalities)
 
     def neighbours(self, rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """One random neighbour per row: one knob moved ±1 along its values (issue 5 rearranges splits)."""

@@ -16,6 +16,7 @@ import numpy as np
 
 from gpu_cpu.measure import CpuJob, MeasureResult, Measurer, measure_cpu_job
 from gpu_cpu.space import CpuSpace
+from hetero_dse.explore.search import STALE_ROUNDS
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
 
@@ -48,6 +49,7 @@ def tune_cpu(op: Operator, space: CpuSpace, explorer: Any, *, source: str = "bui
     start = time.perf_counter()
     own = measurer is None
     measurer = measurer or Measurer(timeout_s=timeout_s)
+    stale = 0
     try:
         while len(result.trials) < trials:
             if time_budget_s is not None and time.perf_counter() - start >= time_budget_s:
@@ -57,6 +59,7 @@ def tune_cpu(op: Operator, space: CpuSpace, explorer: Any, *, source: str = "bui
                 break
             proposal = np.atleast_2d(np.asarray(proposal, dtype=np.int64))
             objective = np.empty(len(proposal))
+            measured_before = len(result.trials)
             for i, (row, key) in enumerate(zip(proposal, space.keys(proposal), strict=True)):
                 key = int(key)
                 if key not in seen and len(result.trials) < trials:
@@ -70,6 +73,10 @@ def tune_cpu(op: Operator, space: CpuSpace, explorer: Any, *, source: str = "bui
                         progress(len(result.trials), best.result.seconds if best else None)
                 objective[i] = seen.get(key, float("inf"))
             explorer.observe(proposal, objective)
+            # a small space can be measured out before ``trials``: stop when proposals bring nothing new
+            stale = stale + 1 if len(result.trials) == measured_before else 0
+            if stale >= STALE_ROUNDS:
+                break
     except KeyboardInterrupt:
         result.interrupted = True
     finally:

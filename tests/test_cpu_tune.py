@@ -71,3 +71,12 @@ def test_target_fpga_without_a_board(cli, tmp_path):
     assert r.code == 1 and "needs a board: add --board NAME" in r.err
     r = cli("replay", tmp_path)
     assert r.code == 1 and "has no schedule.json" in r.err
+
+
+def test_a_space_smaller_than_the_trials_ends_when_measured_out():
+    op = get_builtin("gemv").instantiate(shape="small:s2")
+    space = CpuSpace(analyze(op))
+    assert space.size == 48
+    result = tune_cpu(op, space, SimulatedAnnealing(space, seed=2, chains=4, steps=3), trials=1000,
+                      measurer=FailingMeasurer())
+    assert 0 < len(result.trials) <= 48

@@ -34,7 +34,7 @@ class SearchResult:
     wall_s: float = 0.0
     interrupted: bool = False
     top_rows: np.ndarray = field(default_factory=lambda: np.empty((0, 0), dtype=np.int64))
-    top_latency: np.ndarray = field(default_factory=lambda: np.empty(0))
+    top_objective: np.ndarray = field(default_factory=lambda: np.empty(0))  # the model's objective, best first
     pareto_rows: np.ndarray = field(default_factory=lambda: np.empty((0, 0), dtype=np.int64))
     # the design nearest to fitting, for the "nothing fits" message
     closest_row: np.ndarray | None = None
@@ -108,13 +108,15 @@ def search(space: FpgaSpace, model: FpgaModel, explorer: Explorer, *, budget: in
            progress: Callable[[int, float], None] | None = None) -> SearchResult:
     """Run ``explorer`` until it stops, the budget of evaluations or seconds is spent, or Ctrl-C.
 
-    Ctrl-C ends the search and returns what it found so far with ``interrupted`` set.
+    ``progress(evaluations, fastest feasible latency so far)`` is called after every batch. Ctrl-C ends the
+    search and returns what it found so far with ``interrupted`` set.
     """
     result = SearchResult(space=space, explorer=explorer.name)
     gate = _Gate(space, budget, dedupe=not isinstance(explorer, Exhaustive))
     start = time.perf_counter()
     best_rows = np.empty((0, space.num_knobs), dtype=np.int64)
-    best_lat = np.empty(0)
+    best_objective = np.empty(0)
+    fastest = float("inf")
     front = np.empty((0, space.num_knobs), dtype=np.int64)
     front_obj = np.empty((0, 3))
     closest: tuple[float, np.ndarray, np.ndarray] | None = None
@@ -135,9 +137,10 @@ def search(space: FpgaSpace, model: FpgaModel, explorer: Explorer, *, budget: in
                 latency = scores["latency_s"]
                 feasible = np.isfinite(latency)
                 if feasible.any():
-                    # ranked by the objective: latency first, ties to less traffic and fewer resources
-                    best_rows, best_lat = _merge_top(best_rows, best_lat, rows[feasible],
-                                                     scores["objective"][feasible], top_k)
+                    # ranked by the objective: latency, charged for DDR traffic and for being near a cap
+                    best_rows, best_objective = _merge_top(best_rows, best_objective, rows[feasible],
+                                                           scores["objective"][feasible], top_k)
+                    fastest = min(fastest, float(latency[feasible].min()))
                     objs = np.stack([latency, scores["dsp"], scores["bram18k"]], axis=1)[feasible]
                     front, front_obj = _pareto(np.concatenate([front, rows[feasible]]),
                                                np.concatenate([front_obj, objs]))
@@ -146,12 +149,11 @@ def search(space: FpgaSpace, model: FpgaModel, explorer: Explorer, *, budget: in
                     i = int(np.argmin(worst))
                     if closest is None or worst[i] < closest[0]:
                         closest = (float(worst[i]), rows[i].copy(), scores["usage"][i].copy())
-            if scores is not None:
                 gate.record(rows, scores["objective"])
+            result.evaluations = gate.used
+            if progress is not None:
+                progress(gate.used, fastest)
             if gate.exhausted:
-                result.evaluations = gate.used
-                if progress is not None:
-                    progress(gate.used, float(best_lat[0]) if len(best_lat) else float("inf"))
                 break  # rows past the budget were never scored: nothing more to tell the explorer
             # The explorer hears about every row it proposed; rows scored before are answered from memory.
             proposal = np.asarray(proposal, dtype=np.int64)
@@ -161,13 +163,10 @@ def search(space: FpgaSpace, model: FpgaModel, explorer: Explorer, *, budget: in
                 explorer.observe(proposal, gate.recall(proposal))
             else:
                 explorer.observe(proposal, model.evaluate(proposal)["objective"])
-            result.evaluations = gate.used
-            if progress is not None:
-                progress(gate.used, float(best_lat[0]) if len(best_lat) else float("inf"))
     except KeyboardInterrupt:
         result.interrupted = True
     result.wall_s = time.perf_counter() - start
-    result.top_rows, result.top_latency = best_rows, best_lat
+    result.top_rows, result.top_objective = best_rows, best_objective
     order = np.argsort(front_obj[:, 0], kind="stable") if len(front_obj) else np.empty(0, dtype=np.int64)
     result.pareto_rows = front[order]
     if closest is not None:
@@ -175,20 +174,18 @@ def search(space: FpgaSpace, model: FpgaModel, explorer: Explorer, *, budget: in
     return result
 
 
-def _merge_top(rows: np.ndarray, lat: np.ndarray, new_rows: np.ndarray, new_lat: np.ndarray,
+def _merge_top(rows: np.ndarray, score: np.ndarray, new_rows: np.ndarray, new_score: np.ndarray,
                k: int) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` best rows of both sets, one per distinct score."""
-    if len(new_lat) > 4 * k:
-        part = np.argpartition(new_lat, 4 * k)[: 4 * k]
-        new_rows, new_lat = new_rows[part], new_lat[part]
+    if len(new_score) > 4 * k:
+        part = np.argpartition(new_score, 4 * k)[: 4 * k]
+        new_rows, new_score = new_rows[part], new_score[part]
     all_rows = np.concatenate([rows, new_rows])
-    all_lat = np.concatenate([lat, new_lat])
+    all_score = np.concatenate([score, new_score])
     # Designs with the very same score are the same design for every purpose here (typically tile loops
-    # of one trip listed in another order): keep one of each.
-    _, first = np.unique(all_lat, return_index=True)
-    all_rows, all_lat = all_rows[first], all_lat[first]
-    keep = np.lexsort((np.arange(len(all_lat)), all_lat))[:k]
-    return all_rows[keep], all_lat[keep]
+    # of one trip listed in another order): keep the first of each; np.unique returns them best first.
+    _, first = np.unique(all_score, return_index=True)
+    return all_rows[first[:k]], all_score[first[:k]]
 
 
 def _pareto(rows: np.ndarray, objs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -91,12 +91,11 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
                 "bundle": f"gmem{len(ports)}"}
 
     # ---------------------------------------------------------------------------------- buffers
-    design_buffers = {(b["tensor"], i): b for i, b in enumerate(design["buffers"])}
     buffers = []
-    for i, access in enumerate(analysis.reads):
-        info = design_buffers[(access.tensor, i)]
-        buffer = _buffer(i, access, info, loops, ids, level_of, op, te)
-        used = _placeholders(_tensor_of(op, access.tensor))
+    for i, access in enumerate(analysis.reads):  # the model describes the read buffers in the same order
+        tensor = _tensor_of(op, access.tensor)
+        buffer = _buffer(i, access, tensor, design["buffers"][i], by_name, ids, level_of, op, te)
+        used = _placeholders(tensor)
         buffer["ports"] = [p for p in ports if p["name"] in used]
         buffers.append(buffer)
     write_info = design["buffers"][-1]
@@ -173,23 +172,22 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
     }
 
 
-def _buffer(i: int, access: Access, info: dict[str, Any], loops: list[_Loop], ids: dict[str, str],
-            level_of: dict[str, int], op: Operator, te: Any) -> dict[str, Any]:
+def _buffer(i: int, access: Access, tensor: Any, info: dict[str, Any], loops: dict[str, _Loop],
+            ids: dict[str, str], level_of: dict[str, int], op: Operator, te: Any) -> dict[str, Any]:
     """One on-chip buffer: its box, partition, where it is (re)loaded and how each element is computed."""
-    tensor = _tensor_of(op, access.tensor)
     name = f"buf{i}_{identifier(access.tensor)}"
     dims = [int(w) for w in info["shape"]]
     base, local = [], []
     for index in access.indices:
         terms = [f"{c}*o_{ids[n]}" if c != 1 else f"o_{ids[n]}" for n, c in index.terms]
-        shift = sum(c * (next(lp for lp in loops if lp.name == n).tile - 1) for n, c in index.terms if c < 0)
+        shift = sum(c * (loops[n].tile - 1) for n, c in index.terms if c < 0)
         const = index.constant + shift
         base.append(" + ".join(terms + ([str(const)] if const or not terms else [])))
         local_terms = [f"{c}*{ids[n]}" if c != 1 else ids[n] for n, c in index.terms]
         offset = -shift
         local.append(" + ".join(local_terms + ([str(offset)] if offset or not local_terms else [])))
     used = [n for index in access.indices for n in index.loops]
-    active = [level_of[n] for n in used if next(lp for lp in loops if lp.name == n).trips > 1]
+    active = [level_of[n] for n in used if loops[n].trips > 1]
     level = max(active) if active else -1
 
     # The element value: a DDR load for an operator input; the producer node's expression otherwise

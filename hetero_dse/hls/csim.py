@@ -48,8 +48,9 @@ def csim(directory: str | Path) -> CsimResult:
         raise HeteroDSEError(f"{project} is not a hetero_dse HLS project (no src/kernel.cpp and tb/tb.cpp); "
                              "give the 'hls' directory that explore wrote")
     vitis = os.environ.get("XILINX_HLS")
-    include = Path(vitis) / "include" if vitis and (Path(vitis) / "include").is_dir() else project / "sim" / "include"
-    headers = "vitis" if include.parent != project / "sim" else "stand-in"
+    has_vitis = bool(vitis) and (Path(vitis) / "include").is_dir()
+    include = Path(vitis) / "include" if has_vitis else project / "sim" / "include"
+    headers = "vitis" if has_vitis else "stand-in"
     build = project / "sim" / "build"
     build.mkdir(parents=True, exist_ok=True)
     binary = build / "csim"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from math import prod
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,7 @@ def write_project(directory: Path, op: Operator, analysis: Analysis, point: Poin
     context = build_context(op, analysis, point, design, board)
     inputs = op.random_inputs(seed)
     output, source = reference_output(op, inputs)
-    atol, rtol = tolerance(str(op.dtype), analysis.main.trip_count // max(1, _spatial_points(analysis)))
+    atol, rtol = tolerance(str(op.dtype), prod(lp.extent for lp in analysis.main.reduce))
     context.update(
         version=__version__, reference_source=source, atol=repr(atol), rtol=repr(rtol), design=design,
         flow_target="vitis" if board.platform else "vivado", export_format="xo" if board.platform else "ip_catalog",
@@ -102,13 +103,6 @@ def write_project(directory: Path, op: Operator, analysis: Analysis, point: Poin
         shutil.rmtree(partial, ignore_errors=True)
         raise
     return directory
-
-
-def _spatial_points(analysis: Analysis) -> int:
-    n = 1
-    for lp in analysis.main.spatial:
-        n *= lp.extent
-    return n
 
 
 def _figures(design: dict[str, Any], point: Point) -> dict[str, Any]:

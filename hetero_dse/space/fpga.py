@@ -36,6 +36,7 @@ from cost_models.io_bounds import conv_window
 from hetero_dse.analysis import Access, Analysis, Loop
 from hetero_dse.board import Board
 from hetero_dse.errors import HeteroDSEError
+from hetero_dse.space.encoding import row_keys
 from hetero_dse.space.point import Point
 
 __all__ = ["FpgaSpace", "SpaceError", "SpaceOptions", "divisors", "tile_candidates"]
@@ -170,12 +171,8 @@ class FpgaSpace:
         return int(prod(int(c) for c in self.cardinalities))
 
     def keys(self, rows: np.ndarray) -> np.ndarray:
-        """One integer per row, equal for equal rows (mixed radix of the knob indices)."""
-        if self.size < 2**62:
-            radix = np.cumprod(np.concatenate([[1], self.cardinalities[:-1]])).astype(np.int64)
-            return np.atleast_2d(rows) @ radix
-        # Too many points for one int64: hash the row (collisions only merge two points' records).
-        return np.array([hash(r.tobytes()) for r in np.atleast_2d(rows)], dtype=np.int64)
+        """One integer per row, equal for equal rows."""
+        return row_keys(rows, self.cardinalities)
 
     def tiles(self, rows: np.ndarray) -> np.ndarray:
         return np.stack([self.tile_values[i][rows[:, i]] for i in range(len(self.loops))], axis=1)
@@ -255,7 +252,6 @@ class FpgaSpace:
         have = 0
         for _ in range(1000):
             rows = rng.integers(0, self.cardinalities, size=(max(count * 4, 64), self.num_knobs))
-            # Unroll of 1 is the most common valid value: bias half the unroll knobs towards it.
             keep = rows[self.valid(rows)]
             out.append(keep)
             have += len(keep)
