@@ -94,3 +94,28 @@ def time_torch_cpu(op: Operator, repeat: int = 10, min_seconds: float = 0.2) -> 
                 call(params, *args)
             samples.append((time.perf_counter() - t0) / number)
     return float(np.median(samples))
+
+
+def time_torch_cuda(op: Operator, repeat: int = 10, number: int = 20) -> float | None:
+    """Median seconds of ``op``'s torch call (cuDNN/cuBLAS) on the CUDA device, timed with CUDA events; None
+    when torch has no such call or sees no GPU."""
+    import torch
+
+    call = torch_call(op)
+    if call is None or not torch.cuda.is_available():
+        return None
+    params = dict(op.params)
+    args = [torch.from_numpy(np.ascontiguousarray(a.astype(np.float32))).cuda() for a in op.random_inputs(0)]
+    samples = []
+    with torch.no_grad():
+        call(params, *args)  # warm-up: cuDNN picks its algorithm on the first call
+        torch.cuda.synchronize()
+        for _ in range(repeat):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(number):
+                call(params, *args)
+            end.record()
+            torch.cuda.synchronize()
+            samples.append(start.elapsed_time(end) / 1e3 / number)
+    return float(np.median(samples))

@@ -86,8 +86,8 @@ class Measurer:
 
 
 @dataclass(frozen=True)
-class CpuJob:
-    """What a worker needs to build and time one CPU candidate (all picklable)."""
+class MeasureJob:
+    """What a worker needs to build and time one candidate, on the CPU or the GPU (all picklable)."""
 
     source: str  # "builtin", or the path of the op.py that defines the operator
     name: str
@@ -98,7 +98,7 @@ class CpuJob:
     check: bool = True
 
 
-def measure_cpu_job(job: CpuJob) -> float:
+def measure_cpu_job(job: MeasureJob) -> float:
     """Worker side: rebuild the operator, apply the point, build, check against the reference, time it."""
     import tvm
 
@@ -106,8 +106,34 @@ def measure_cpu_job(job: CpuJob) -> float:
     from hetero_dse.space.point import Point
 
     op = rebuild_operator(job.source, job.name, job.params)
-    executable = build_cpu(apply_cpu(op, Point(job.point)))
-    dev = tvm.cpu(0)
+    return _check_and_time(build_cpu(apply_cpu(op, Point(job.point))), op, tvm.cpu(0), job)
+
+
+def measure_gpu_job(job: MeasureJob) -> float:
+    """Worker side, on the GPU present: the device's limits are checked before anything is built."""
+    import tvm
+
+    from gpu_cpu.devices import present_gpu
+    from gpu_cpu.schedule import apply_gpu, build_cuda
+    from gpu_cpu.space import GpuSpace
+    from hetero_dse.analysis import analyze
+    from hetero_dse.space.point import Point
+
+    op = rebuild_operator(job.source, job.name, job.params)
+    device = present_gpu()
+    if device is None:
+        raise RuntimeError("no CUDA device in the measuring process")
+    point = Point(job.point)
+    problems = GpuSpace(analyze(op), device).violations(point)
+    if problems:
+        raise ValueError(f"beyond the limits of {device.name}: {'; '.join(problems)}")
+    executable, _ = build_cuda(apply_gpu(op, point), device)
+    return _check_and_time(executable, op, tvm.cuda(0), job)
+
+
+def _check_and_time(executable: Any, op: Any, dev: Any, job: MeasureJob) -> float:
+    import tvm
+
     inputs = op.random_inputs(0)
     args = [tvm.runtime.tensor(a, dev) for a in inputs]
     out = tvm.runtime.tensor(np.zeros([int(d) for d in op.output.shape], dtype=str(op.output.dtype)), dev)

@@ -23,16 +23,22 @@ def host_target() -> dict[str, Any]:
     return {"kind": "llvm", "mcpu": str(tvm.target.codegen.llvm_get_system_cpu()), "num-cores": os.cpu_count() or 1}
 
 
-def _prepare(op: Operator, point: Point) -> tuple[Any, Any]:
-    """A schedule of ``op`` with its producers (padding, expansion: element-wise) inlined, and the main block."""
+def _prepare(op: Operator, point: Point, inline: bool = True) -> tuple[Any, Any]:
+    """A schedule of ``op`` and its main block; the producers (padding, expansion: element-wise) inlined, or
+    else computed first over their whole output, in parallel."""
     import tvm
     from tvm import s_tir
 
     sch = s_tir.Schedule(tvm.IRModule({"main": op.prim_func()}))
     main_name = op.output.op.name
     for block in sch.get_child_blocks(sch.get_sblock("root")):
-        if sch.get(block).name_hint != main_name:
+        if sch.get(block).name_hint == main_name:
+            continue
+        if inline:
             sch.compute_inline(block)
+        else:
+            loops = sch.get_loops(block)
+            sch.parallel(sch.fuse(*loops[:-1]) if len(loops) > 2 else loops[0])
     block = sch.get_sblock(main_name)
     loops = len(op.output.op.axis) + len(op.output.op.reduce_axis)
     if len(_split_keys(point)) != loops:
@@ -64,23 +70,46 @@ def _rejected(point: Point, exc: Exception) -> ScheduleError:
     return ScheduleError(f"TVM rejects {point}: {str(exc).splitlines()[0]}")
 
 
+def _cpu_order(spatial: list[list[Any]], reduce: list[list[Any]], order: int) -> tuple[list[Any], int]:
+    """The loops outer to inner for ``order`` (see ``CpuSpace``) and the spatial level after which the
+    accumulated tile is written back (the innermost spatial level still outside every reduce loop)."""
+    def level(parts: list[list[Any]], i: int) -> list[Any]:
+        return [p[i] for p in parts if i < len(p)]
+
+    if order == 0:  # S0 S1 R0 S2 R1 R2 S3
+        return (level(spatial, 0) + level(spatial, 1) + level(reduce, 0) + level(spatial, 2) + level(reduce, 1)
+                + level(reduce, 2) + level(spatial, 3)), 1
+    # S0 R0 S1 R1 S2 R2 S3: FlexTensor's interleaving; spatial has one level more, so S3 comes last
+    depth = max(len(p) for p in spatial + reduce)
+    return [loop for i in range(depth) for loop in level(spatial, i) + level(reduce, i)], 0
+
+
 def apply_cpu(op: Operator, point: Point) -> Any:
     """The scheduled IRModule of ``op`` for ``point`` (see ``gpu_cpu/space.py`` for the schedule's shape)."""
-    sch, block = _prepare(op, point)
+    sch, block = _prepare(op, point, inline=bool(point.get("inline", 1)))
     try:
+        # accumulate into a buffer of the tile's size, written back once per tile: LLVM keeps its innermost
+        # part (S3, vectorised and unrolled) in registers
+        cache = sch.cache_write(block, 0, "global") if reduce_loops(op) else None
         spatial, reduce = _split(sch, block, op, point)
-        # levels interleaved outer to inner, S0 R0 S1 R1 ...; spatial has one level more, so S3 comes last
-        levels = max([len(p) for p in spatial + reduce], default=0)
-        sch.reorder(*[p[level] for level in range(levels) for p in spatial + reduce if level < len(p)])
-        if spatial:
-            outer = sch.fuse(*[p[0] for p in spatial])
-            sch.parallel(outer)
-            _unroll(sch, outer, point)
-            if int(point[_split_keys(point)[len(spatial) - 1]][-1]) > 1:
-                sch.vectorize(spatial[-1][-1])
+        order, write_level = _cpu_order(spatial, reduce, int(point.get("order", 0)))
+        sch.reorder(*order)
+        outer = sch.fuse(*[p[0] for p in spatial])
+        sch.parallel(outer)
+        _unroll(sch, outer, point)
+        if int(point[_split_keys(point)[len(spatial) - 1]][-1]) > 1:
+            sch.vectorize(spatial[-1][-1])
+        if cache is not None:
+            sch.reverse_compute_at(cache, outer if write_level == 0 else spatial[-1][write_level])
+            # the zeroing of the accumulator once per tile, not a test in the innermost loop
+            sch.decompose_reduction(block, reduce[0][0])
     except Exception as exc:
         raise _rejected(point, exc) from exc
     return sch.mod
+
+
+def reduce_loops(op: Operator) -> int:
+    return len(op.output.op.reduce_axis)
 
 
 def build_cpu(mod: Any, target: dict[str, Any] | None = None) -> Any:

@@ -1,10 +1,17 @@
 """The CPU schedule space of an operator, generated from its analysis (FlexTensor §4.2, Figure 4a).
 
 Every loop of the main node is split into divisible factors — four levels for spatial loops, three for
-reduce loops — and the levels are interleaved ``S0 R0 S1 R1 S2 R2 S3`` (outer to inner). Fixed decisions
-for CPU (§4.2): producer nodes (padding, expansion) are inlined, the outermost spatial level is fused and
-parallelised, the innermost spatial loop is vectorised. The knobs are the split of every loop and the
-unroll depth. Points are the same immutable ``Point`` values as on FPGA, encoded as integer rows.
+reduce loops. The knobs are the split of every loop, the unroll depth, the order of the levels and whether
+producer nodes (padding, expansion) are inlined into the main node or computed on their own first:
+
+- order 0, ``S0 S1 R0 S2 R1 R2 S3`` — a tile S2·S3 accumulated in a cache buffer written back after the
+  reduction, S3 the register tile (Ansor's CPU sketch);
+- order 1, ``S0 R0 S1 R1 S2 R2 S3`` — FlexTensor's interleaved order, written back at S0.
+
+Fixed decisions for CPU (§4.2): the outermost spatial level is fused and parallelised, the innermost
+spatial loop vectorised, the reduction's initialisation hoisted out of the reduce loops. Inlining a padding
+puts a bounds test in the innermost loop: cheap for small kernels, ruinous for vectorised 3×3 convolutions,
+hence a knob. Points are the same immutable ``Point`` values as on FPGA, encoded as integer rows.
 """
 
 from __future__ import annotations
@@ -23,6 +30,9 @@ from hetero_dse.space.point import Point
 SPATIAL_LEVELS = 4
 REDUCE_LEVELS = 3
 UNROLL_STEPS = (0, 16, 64, 512)
+CPU_ORDERS = (0, 1)
+MAX_REGISTERS_PER_THREAD = 255  # every NVIDIA architecture since Kepler
+REGISTER_OVERHEAD = 24          # indices, addresses and operands beside the accumulators, a typical count
 
 
 @cache
@@ -46,9 +56,15 @@ class CpuSpace:
         self.levels = (spatial_levels, reduce_levels)
         self.splits = [factorizations(lp.extent, spatial_levels if lp.kind == "spatial" else reduce_levels)
                        for lp in self.loops]
-        self.unroll_steps = tuple(unroll_steps)
-        self.knob_names = [f"split.{n}" for n in self.loop_names] + ["unroll"]
-        self.cardinalities = np.array([len(s) for s in self.splits] + [len(self.unroll_steps)], dtype=np.int64)
+        #: the knobs other than splits, each with its values in encoding order
+        self.choices: dict[str, tuple[int, ...]] = {"unroll": tuple(unroll_steps), **self._fixed_choices()}
+        self.knob_names = [f"split.{n}" for n in self.loop_names] + list(self.choices)
+        self.cardinalities = np.array([len(s) for s in self.splits] + [len(v) for v in self.choices.values()],
+                                      dtype=np.int64)
+
+    def _fixed_choices(self) -> dict[str, tuple[int, ...]]:
+        producers = len(self.analysis.nodes) > 1
+        return {"order": CPU_ORDERS, "inline": (1, 0) if producers else (1,)}
 
     @property
     def num_knobs(self) -> int:
@@ -63,7 +79,8 @@ class CpuSpace:
         if len(row) != self.num_knobs or any(not 0 <= x < c for x, c in zip(row, self.cardinalities, strict=True)):
             raise SpaceError(f"encoded row {row} is not a point of the CPU space")
         knobs: dict[str, object] = {f"split.{n}": self.splits[i][row[i]] for i, n in enumerate(self.loop_names)}
-        knobs["unroll"] = self.unroll_steps[row[-1]]
+        for j, (name, values) in enumerate(self.choices.items()):
+            knobs[name] = values[row[len(self.loops) + j]]
         return Point(knobs)
 
     def encode(self, point: Point) -> np.ndarray:
@@ -74,9 +91,10 @@ class CpuSpace:
                 raise SpaceError(f"knob split.{name}={value} is not a factorisation of {self.loops[i].extent} into "
                                  f"{len(self.splits[i][0])} factors")
             row[i] = self.splits[i].index(value)
-        if point.get("unroll") not in self.unroll_steps:
-            raise SpaceError(f"knob unroll={point.get('unroll')} is not one of {list(self.unroll_steps)}")
-        row[-1] = self.unroll_steps.index(point["unroll"])
+        for j, (name, values) in enumerate(self.choices.items()):
+            if point.get(name) not in values:
+                raise SpaceError(f"knob {name}={point.get(name)} is not one of {list(values)}")
+            row[len(self.loops) + j] = values.index(point[name])
         return row
 
     def sample(self, count: int, rng: np.random.Generator) -> np.ndarray:
@@ -112,23 +130,28 @@ class GpuSpace(CpuSpace):
     never built."""
 
     def __init__(self, analysis: Analysis, device: GpuDevice, **kwargs: object) -> None:
-        super().__init__(analysis, **kwargs)  # type: ignore[arg-type]
         self.device = device
+        super().__init__(analysis, **kwargs)  # type: ignore[arg-type]
+
+    def _fixed_choices(self) -> dict[str, tuple[int, ...]]:
+        return {}  # one order (blocks, vthreads, threads, reduce, registers); producers always inlined
 
     def limits(self, point: Point) -> dict[str, int]:
         """Threads per block, virtual threads and shared-memory bytes of ``point``."""
-        threads = vthreads = 1
+        threads = vthreads = accumulators = 1
         tile: dict[str, int] = {}
         for i, name in enumerate(self.loop_names):
             f = point[f"split.{name}"]
             if i < self.num_spatial:
                 vthreads *= f[1]
                 threads *= f[2]
+                accumulators *= f[1] * f[3]
                 tile[name] = int(np.prod(f[1:]))
             else:
                 tile[name] = int(np.prod(f[1:]))
         shared = sum(int(np.prod(a.bounding_box(tile))) * a.bytes_per_element for a in self.analysis.reads)
-        return {"threads": threads, "vthreads": vthreads, "shared_bytes": shared}
+        return {"threads": threads, "vthreads": vthreads, "shared_bytes": shared,
+                "registers": accumulators + REGISTER_OVERHEAD}
 
     def violations(self, point: Point) -> list[str]:
         lim, dev = self.limits(point), self.device
@@ -137,6 +160,8 @@ class GpuSpace(CpuSpace):
             out.append(f"{lim['threads']} threads per block > {dev.max_threads_per_block}")
         if lim["vthreads"] > dev.max_vthreads:
             out.append(f"{lim['vthreads']} virtual threads > {dev.max_vthreads}")
+        if lim["registers"] > MAX_REGISTERS_PER_THREAD:  # beyond it the output tile spills to local memory
+            out.append(f"~{lim['registers']} registers per thread > {MAX_REGISTERS_PER_THREAD}")
         if lim["shared_bytes"] > dev.shared_memory_per_block:
             out.append(f"{lim['shared_bytes']} B of shared memory > {dev.shared_memory_per_block}")
         return out

@@ -1,8 +1,9 @@
-"""Measured search on the CPU: explorer proposals, measured one at a time in an isolated worker.
+"""Measured search: explorer proposals, each distinct point measured once (on the CPU, or the GPU when
+one is present, in an isolated worker; by the roofline estimate otherwise).
 
-Each distinct point is measured once; failures (build errors, crashes, timeouts, wrong results) are
-recorded with their message and score as infinitely slow, so the search goes on. Ctrl-C stops the search
-and returns what was measured.
+Failures (build errors, crashes, timeouts, wrong results, points beyond the device's limits) are recorded
+with their message and score as infinitely slow, so the search goes on. Ctrl-C stops the search and returns
+what was measured.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from gpu_cpu.measure import CpuJob, MeasureResult, Measurer, measure_cpu_job
+from gpu_cpu.measure import MeasureJob, MeasureResult, Measurer, measure_cpu_job
 from gpu_cpu.space import CpuSpace
 from hetero_dse.explore.search import STALE_ROUNDS
 from hetero_dse.operator import Operator
@@ -44,11 +45,27 @@ def tune_cpu(op: Operator, space: CpuSpace, explorer: Any, *, source: str = "bui
              progress: Callable[[int, float | None], None] | None = None, measurer: Measurer | None = None,
              ) -> TuneResult:
     """Measure up to ``trials`` distinct points proposed by ``explorer`` (same ask/tell interface as on FPGA)."""
+    own = measurer is None
+    measurer = measurer or Measurer(timeout_s=timeout_s)
+
+    def evaluate(point: Point) -> MeasureResult:
+        return measurer.run(measure_cpu_job, MeasureJob(source, op.definition.name, dict(op.params), point.to_json()))
+
+    try:
+        return tune(space, explorer, evaluate, trials=trials, time_budget_s=time_budget_s, progress=progress)
+    finally:
+        if own:
+            measurer.close()
+
+
+def tune(space: Any, explorer: Any, evaluate: Callable[[Point], MeasureResult], *, trials: int = 32,
+         time_budget_s: float | None = None, progress: Callable[[int, float | None], None] | None = None,
+         ) -> TuneResult:
+    """Evaluate up to ``trials`` distinct points proposed by ``explorer``; ``evaluate`` never raises for a bad
+    candidate (it returns a failed result)."""
     result = TuneResult()
     seen: dict[int, float] = {}
     start = time.perf_counter()
-    own = measurer is None
-    measurer = measurer or Measurer(timeout_s=timeout_s)
     stale = 0
     try:
         while len(result.trials) < trials:
@@ -64,8 +81,7 @@ def tune_cpu(op: Operator, space: CpuSpace, explorer: Any, *, source: str = "bui
                 key = int(key)
                 if key not in seen and len(result.trials) < trials:
                     point = space.decode(row)
-                    job = CpuJob(source, op.definition.name, dict(op.params), point.to_json())
-                    measured = measurer.run(measure_cpu_job, job)
+                    measured = evaluate(point)
                     result.trials.append(Trial(point, measured))
                     seen[key] = measured.seconds if measured.ok else float("inf")
                     if progress is not None:
@@ -79,8 +95,5 @@ def tune_cpu(op: Operator, space: CpuSpace, explorer: Any, *, source: str = "bui
                 break
     except KeyboardInterrupt:
         result.interrupted = True
-    finally:
-        if own:
-            measurer.close()
     result.wall_s = time.perf_counter() - start
     return result

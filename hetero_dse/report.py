@@ -57,15 +57,16 @@ def exploration_record(e: Exploration, csim: dict[str, Any] | None, project: str
 
 def write_reports(out: Path, explorations: Sequence[Exploration], projects: dict[int, str],
                   csims: dict[int, dict[str, Any]], interrupted: bool,
-                  cpu: Sequence[dict[str, Any]] = ()) -> list[Path]:
+                  cpu: Sequence[dict[str, Any]] = (), gpu: Sequence[dict[str, Any]] = ()) -> list[Path]:
     """Write report.json, report.md and designs.csv under ``out``; returns their paths."""
     records = [exploration_record(e, csims.get(i), projects.get(i)) for i, e in enumerate(explorations)]
     report = {"generator": f"hetero_dse {__version__}", "complete": not interrupted, "explorations": records,
-              "cpu": list(cpu)}
+              "cpu": list(cpu), "gpu": list(gpu)}
     rows = [design_row(e, rank, p, d) for e in explorations for rank, (p, d) in enumerate(e.designs, start=1)]
     paths = [out / "report.json", out / "report.md", out / "designs.csv"]
     _atomic_write(paths[0], json.dumps(report, indent=2) + "\n")
-    _atomic_write(paths[1], markdown(explorations, projects, csims, interrupted) + cpu_markdown(cpu))
+    _atomic_write(paths[1], markdown(explorations, projects, csims, interrupted) + cpu_markdown(cpu)
+                  + gpu_markdown(gpu))
     _atomic_write(paths[2], pd.DataFrame(rows).to_csv(index=False))
     return paths
 
@@ -76,6 +77,8 @@ def markdown(explorations: Sequence[Exploration], projects: dict[int, str], csim
     if interrupted:
         lines += ["**Interrupted**: the search was stopped early; the designs below are the best found before "
                   "the stop.", ""]
+    if not explorations:
+        return "\n".join(lines)
     lines += ["## Best design per operator and board (FPGA, analytical model)", "",
               "| operator | shape | board | dtype | MHz | latency | GOPS | % DSP roofline | bound by | DSP | BRAM18K | "
               "URAM | LUT | DDR traffic | / I/O bound | csim |",
@@ -142,6 +145,29 @@ def cpu_markdown(cpu: Sequence[dict[str, Any]]) -> str:
     lines += ["", f"Target: `{cpu[0]['target']}`. Each schedule was built, checked against the reference and timed "
               "in a worker process; failures are counted, with their messages in report.json.", ""]
     return "\n".join(lines)
+
+
+def gpu_markdown(gpu: Sequence[dict[str, Any]]) -> str:
+    """The GPU section of report.md: measured rows against torch on the device, or roofline estimates."""
+    if not gpu:
+        return ""
+    lines = ["", "## Best GPU schedule per operator", "",
+             "| operator | shape | device | trials | best | GFLOPS | kind | bound | torch GFLOPS | speedup | code |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in gpu:
+        best, torch, speedup = r["best"], r["torch"], r["speedup_over_torch"]
+        kind = "**estimate** (roofline)" if r["estimate"] else "measured"
+        cells = [r["operator"], r["shape"] or "", r["device"], str(r["trials"]),
+                 fmt_seconds(best["seconds"]) if best else "—", f"{best['gflops']:.1f}" if best else "—", kind,
+                 (best or {}).get("bound", "—"), f"{torch['gflops']:.1f}" if torch else "—",
+                 f"{speedup:.2f}×" if speedup else "—", f"`{r['directory'] or 'not written'}`"]
+        lines.append("| " + " | ".join(cells) + " |")
+    if any(r["estimate"] for r in gpu):
+        lines += ["", "Estimates: no GPU on this machine. The time is the roofline model of the named device "
+                  "(`gpu_cpu/roofline.py`: FP32 peak with wave, lane and ILP losses; DRAM, L2 and shared-memory "
+                  "traffic), not a measurement; the CUDA source was generated and compiled by nvcc but not run, "
+                  "and no library baseline was taken."]
+    return "\n".join(lines + [""])
 
 
 def _atomic_write(path: Path, text: str) -> None:

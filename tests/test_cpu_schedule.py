@@ -28,7 +28,11 @@ def test_sampled_schedules_build_and_match_the_reference(name, dtype):
     space = CpuSpace(analyze(op))
     inputs = op.random_inputs(0)
     want = op.reference(inputs).astype(np.float64)
-    for row in space.sample(2, np.random.default_rng(zlib.crc32(name.encode()))):  # stable across runs
+    rows = space.sample(2, np.random.default_rng(zlib.crc32(name.encode())))  # stable across runs
+    for i, row in enumerate(rows):  # both loop orders; producers inlined in one, computed first in the other
+        for j, knob in enumerate(space.choices):
+            if knob in ("order", "inline"):
+                row[len(space.loops) + j] = i % space.cardinalities[len(space.loops) + j]
         point = space.decode(row)
         assert np.array_equal(space.encode(point), row)
         got = run_cpu(build_cpu(apply_cpu(op, point)), op, inputs).astype(np.float64)

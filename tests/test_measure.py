@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from gpu_cpu.measure import CpuJob, Measurer, measure_cpu_job
+from gpu_cpu.measure import MeasureJob, Measurer, measure_cpu_job
 from gpu_cpu.space import CpuSpace
 from hetero_dse.analysis import analyze
 from hetero_dse.ops import get_builtin
@@ -35,7 +35,7 @@ def gemm_job(**overrides):
     op = get_builtin("gemm").instantiate(shape="small:s1")
     space = CpuSpace(analyze(op))
     point = space.decode(space.cardinalities // 2)
-    return CpuJob("builtin", "gemm", dict(op.params), point.to_json(), **overrides)
+    return MeasureJob("builtin", "gemm", dict(op.params), point.to_json(), **overrides)
 
 
 def test_a_real_candidate_is_built_checked_and_timed():

@@ -49,10 +49,12 @@ def _prepare_out(out: Path, force: bool) -> None:
 @operator_options
 @click.option("--board", "boards_", metavar="NAME|PATH", multiple=True,
               help="FPGA board (see 'hetero_dse boards'), or a board YAML file; repeat for several.")
-@click.option("--target", "targets", multiple=True, type=click.Choice(["fpga", "cpu"]),
+@click.option("--target", "targets", multiple=True, type=click.Choice(["fpga", "cpu", "gpu"]),
               help="What to explore for (repeatable); default: fpga. --board implies fpga.")
 @click.option("--trials", default=32, show_default=True, type=click.IntRange(min=1),
-              help="CPU: schedules to measure (each built, checked and timed in a worker process).")
+              help="CPU/GPU: schedules to measure (each built, checked and timed in a worker process).")
+@click.option("--gpu", "gpu_name", default="h100", show_default=True, type=click.Choice(["h100", "v100"]),
+              help="GPU whose roofline estimates the schedules when this machine has no CUDA device.")
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=Path("hetero_dse_out"),
               show_default=True, help="Where the HLS projects and the report go.")
 @click.option("--force", is_flag=True, help="Write into a non-empty output directory, replacing earlier results.")
@@ -73,8 +75,8 @@ def _prepare_out(out: Path, force: bool) -> None:
               help="Latency fraction a design may give up per compulsory-traffic of extra DDR bytes (0: latency only).")
 @click.option("--csim", "run_csim", is_flag=True, help="C-simulate each best design with g++ after writing it.")
 def explore(op_file: str | None, builtin: str | None, shape: str | None, params: tuple[str, ...], name: str | None,
-            boards_: tuple[str, ...], targets: tuple[str, ...], trials: int, out: Path, force: bool, top_k: int,
-            seed: int, dtypes: tuple[str, ...],
+            boards_: tuple[str, ...], targets: tuple[str, ...], trials: int, gpu_name: str, out: Path, force: bool,
+            top_k: int, seed: int, dtypes: tuple[str, ...],
             clocks: tuple[str, ...], explorer: str, budget: int | None, time_budget: float | None, io_optimal: bool,
             traffic_weight: float, run_csim: bool) -> None:
     """Find the best FPGA accelerator (Vitis HLS project) and/or CPU schedule (TVM module) for an operator.
@@ -84,10 +86,11 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
       hetero_dse explore --op conv2d --shape yolo:C1 --board vu9p
       hetero_dse explore examples/gemm.py --board u280 --dtype float32,int8 --csim
       hetero_dse explore --op conv2d --shape yolo:C8 --target cpu --trials 64
+      hetero_dse explore --op gemm --target gpu --gpu v100    (roofline estimate without a GPU)
     """
     from hetero_dse.board import load_board
     from hetero_dse.analysis import analyze
-    from hetero_dse.cli.render import cpu_table, explorations_table
+    from hetero_dse.cli.render import cpu_table, explorations_table, gpu_table
     from hetero_dse.cli.targets import resolve_operators
     from hetero_dse.fpga_flow import check_clocks, check_dtypes
     from hetero_dse.fpga_flow import explore as run_explore
@@ -100,7 +103,11 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
         wanted = {"fpga"}
     if "fpga" in wanted and not boards_:
         raise HeteroDSEError("FPGA exploration needs a board: add --board NAME (see 'hetero_dse boards'), "
-                             "or choose --target cpu")
+                             "or choose --target cpu or gpu")
+    if "gpu" in wanted:
+        from gpu_cpu.devices import cuda_toolkit
+
+        cuda_toolkit()
     operators = resolve_operators(op_file, builtin, shape, params, name)
     source = str(Path(op_file).resolve()) if op_file else "builtin"
     boards_loaded = [load_board(b) for b in boards_]
@@ -138,30 +145,42 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
                     break
             if interrupted:
                 break
-        cpu_runs = []
-        if "cpu" in wanted and not interrupted:
-            from gpu_cpu.flow import explore_cpu
+        tvm_runs: dict[str, list] = {"cpu": [], "gpu": []}
+        for kind in ("cpu", "gpu"):
+            if kind not in wanted or interrupted:
+                continue
+            from gpu_cpu.cpu_flow import explore_cpu
+            from gpu_cpu.gpu_flow import explore_gpu
 
             for op in operators:
-                label = f"{op.name}{' ' + op.shape_name if op.shape_name else ''} on this CPU"
+                where = "this CPU" if kind == "cpu" else f"GPU ({gpu_name} estimate unless one is present)"
+                label = f"{op.name}{' ' + op.shape_name if op.shape_name else ''} on {where}"
                 task = bar.add_task(label, total=trials, best="—")
                 flops = analyze(op).flops
 
-                def cpu_progress(done: int, best: float | None, task: int = task, flops: int = flops) -> None:
+                def tvm_progress(done: int, best: float | None, task: int = task, flops: int = flops) -> None:
                     bar.update(task, completed=done, best=f"{flops / best / 1e9:.1f} GFLOPS" if best else "—")
 
-                run = explore_cpu(op, source=source, trials=trials, time_budget_s=time_budget, seed=seed,
-                                  progress=cpu_progress)
-                cpu_runs.append(run)
+                if kind == "cpu":
+                    run = explore_cpu(op, source=source, trials=trials, time_budget_s=time_budget, seed=seed,
+                                      progress=tvm_progress)
+                else:
+                    run = explore_gpu(op, device=gpu_name, source=source, trials=trials, time_budget_s=time_budget,
+                                      seed=seed, progress=tvm_progress)
+                bar.update(task, total=len(run.tune.trials), completed=len(run.tune.trials))
+                tvm_runs[kind].append(run)
                 if run.tune.interrupted:
                     interrupted = True
                     break
 
-    projects, csims = _write_outputs(out, explorations, seed, run_csim, cpu_runs)
+    cpu_runs, gpu_runs = tvm_runs["cpu"], tvm_runs["gpu"]
+    projects, csims = _write_outputs(out, explorations, seed, run_csim, cpu_runs, gpu_runs)
     if explorations:
         console.print(explorations_table(explorations, csims))
     if cpu_runs:
         console.print(cpu_table([r.record(None) for r in cpu_runs]))
+    if gpu_runs:
+        console.print(gpu_table([r.record(None) for r in gpu_runs]))
     console.print(f"Report: {out / 'report.md'}")
     if interrupted:
         click.echo("hetero_dse: interrupted; the report holds the designs found before the stop", err=True)
@@ -171,18 +190,22 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
             projects[i] for i, c in csims.items() if not c["passed"]) + " (see report.md)")
 
 
-def _write_outputs(out: Path, explorations: list, seed: int, run_csim: bool, cpu_runs: list) -> tuple[dict, dict]:
-    """HLS project of each best design (and its C-simulation), the CPU modules, then the reports; Ctrl-C keeps
-    what is done."""
-    from gpu_cpu.flow import write_cpu_artifacts
+def _write_outputs(out: Path, explorations: list, seed: int, run_csim: bool, cpu_runs: list,
+                   gpu_runs: list) -> tuple[dict, dict]:
+    """HLS project of each best design (and its C-simulation), the CPU and GPU modules, then the reports;
+    Ctrl-C keeps what is done."""
+    from gpu_cpu.cpu_flow import write_cpu_artifacts
+    from gpu_cpu.gpu_flow import write_gpu_artifacts
     from hetero_dse.hls.csim import csim as run_csim_on
     from hetero_dse.hls.project import write_project
     from hetero_dse.report import write_reports
 
     projects: dict[int, str] = {}
     csims: dict[int, dict] = {}
-    interrupted = any(e.result.interrupted for e in explorations) or any(r.tune.interrupted for r in cpu_runs)
-    cpu_records = []
+    searches_interrupted = (any(e.result.interrupted for e in explorations)
+                            or any(r.tune.interrupted for r in cpu_runs + gpu_runs))
+    interrupted = searches_interrupted
+    cpu_records, gpu_records = [], []
     try:
         for i, e in enumerate(explorations):
             if not e.designs:
@@ -203,11 +226,15 @@ def _write_outputs(out: Path, explorations: list, seed: int, run_csim: bool, cpu
             if run.tune.best is not None:
                 directory = str(write_cpu_artifacts(out / run.label / "cpu", run).relative_to(out))
             cpu_records.append(run.record(directory))
+        for run in gpu_runs:
+            directory = None
+            if run.tune.best is not None:
+                directory = str(write_gpu_artifacts(out / run.label / "gpu", run).relative_to(out))
+            gpu_records.append(run.record(directory))
     except KeyboardInterrupt:
         interrupted = True
-    write_reports(out, explorations, projects, csims, interrupted, cpu_records)
-    if interrupted and not any(e.result.interrupted for e in explorations) and \
-            not any(r.tune.interrupted for r in cpu_runs):
+    write_reports(out, explorations, projects, csims, interrupted, cpu_records, gpu_records)
+    if interrupted and not searches_interrupted:
         raise KeyboardInterrupt
     return projects, csims
 
@@ -245,7 +272,7 @@ def csim_command(directory: Path) -> None:
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def replay(directory: Path) -> None:
     """Rebuild, check and time the CPU schedule saved in DIRECTORY (an explore output's <op>/cpu)."""
-    from gpu_cpu.flow import replay as run_replay
+    from gpu_cpu.cpu_flow import replay as run_replay
 
     result = run_replay(directory)
     recorded = result["recorded_seconds"]

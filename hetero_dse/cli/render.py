@@ -142,3 +142,20 @@ def cpu_table(records: list[dict]) -> Table:
                       f"{torch['gflops']:.1f}" if torch else "—",
                       f"{r['speedup_over_torch']:.2f}x" if r["speedup_over_torch"] else "—", f"{r['wall_s']:.1f}")
     return table
+
+
+def gpu_table(records: list[dict]) -> Table:
+    """The best GPU schedule of every operator: measured against torch, or a labelled roofline estimate."""
+    estimated = any(r["estimate"] for r in records)
+    table = Table(title="Best GPU schedules" + (" (ESTIMATES: roofline model, no GPU here)" if estimated else
+                                                " (measured)"), title_justify="left")
+    for col in ("operator", "device", "trials", "best ms", "GFLOPS", "kind", "bound", "torch GFLOPS", "speedup"):
+        table.add_column(col, justify="left" if col in ("operator", "device", "kind") else "right")
+    for r in records:
+        best, torch = r["best"], r["torch"]
+        table.add_row(r["operator"] + (f" {r['shape']}" if r["shape"] else ""), r["device"], str(r["trials"]),
+                      f"{best['seconds'] * 1e3:.3f}" if best else "—", f"{best['gflops']:.1f}" if best else "—",
+                      "estimate" if r["estimate"] else "measured", (best or {}).get("bound", "—"),
+                      f"{torch['gflops']:.1f}" if torch else "—",
+                      f"{r['speedup_over_torch']:.2f}x" if r["speedup_over_torch"] else "—")
+    return table

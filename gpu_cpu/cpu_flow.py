@@ -4,10 +4,8 @@ baseline in the same run, and the artefacts a user keeps (module, TIR, LLVM IR, 
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,8 @@ import numpy as np
 from gpu_cpu.baselines import time_torch_cpu
 from gpu_cpu.schedule import apply_cpu, build_cpu, host_target, run_cpu
 from gpu_cpu.space import CpuSpace
-from gpu_cpu.tune import TuneResult, tune_cpu
+from gpu_cpu.tune import tune_cpu
+from gpu_cpu.tuned import Tuned, atomic_directory
 from hetero_dse import __version__
 from hetero_dse.analysis import analyze
 from hetero_dse.errors import HeteroDSEError
@@ -26,39 +25,9 @@ from hetero_dse.space.point import Point
 
 
 @dataclass
-class CpuExploration:
-    op: Operator
-    source: str
-    tune: TuneResult
-    torch_seconds: float | None
-
-    @property
-    def label(self) -> str:
-        return f"{self.op.name}_{self.op.shape_name.replace(':', '_')}" if self.op.shape_name else self.op.name
-
-    @cached_property
-    def flops(self) -> int:
-        return analyze(self.op).flops
-
-    def gflops(self, seconds: float | None) -> float | None:
-        return None if not seconds else self.flops / seconds / 1e9
-
+class CpuExploration(Tuned):
     def record(self, directory: str | None) -> dict[str, Any]:
-        best = self.tune.best
-        return {
-            "operator": self.op.name, "shape": self.op.shape_name, "signature": self.op.signature(),
-            "target": host_target(), "trials": len(self.tune.trials),
-            "failures": sum(not t.result.ok for t in self.tune.trials),
-            "failure_messages": sorted({t.result.error for t in self.tune.trials if not t.result.ok})[:5],
-            "wall_s": self.tune.wall_s, "interrupted": self.tune.interrupted,
-            "best": None if best is None else {"knobs": best.point.to_json(), "seconds": best.result.seconds,
-                                               "gflops": self.gflops(best.result.seconds)},
-            "torch": None if self.torch_seconds is None else {"seconds": self.torch_seconds,
-                                                              "gflops": self.gflops(self.torch_seconds)},
-            "speedup_over_torch": (self.torch_seconds / best.result.seconds
-                                   if best is not None and self.torch_seconds else None),
-            "directory": directory,
-        }
+        return {**super().record(directory), "target": host_target(), "estimate": False}
 
 
 def explore_cpu(op: Operator, *, source: str = "builtin", trials: int = 32, time_budget_s: float | None = None,
@@ -86,10 +55,7 @@ def write_cpu_artifacts(directory: Path, e: CpuExploration) -> Path:
         got = run_cpu(executable, e.op, inputs)
         if not np.allclose(got, want, rtol=1e-3, atol=1e-3):
             raise HeteroDSEError(f"the best schedule of {e.op.name} computes a wrong result; not written")
-    partial = directory.with_name(directory.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    try:
+    with atomic_directory(directory) as partial:
         executable.export_library(str(partial / "module.so"))
         (partial / "lowered_tir.py").write_text(mod.script())
         (partial / "llvm.ll").write_text(executable.mod.inspect_source("ll"))
@@ -97,12 +63,6 @@ def write_cpu_artifacts(directory: Path, e: CpuExploration) -> Path:
                     "params": dict(e.op.params), "shape": e.op.shape_name, "signature": e.op.signature(),
                     "target": host_target(), "knobs": best.point.to_json(), "measured_seconds": best.result.seconds}
         (partial / "schedule.json").write_text(json.dumps(schedule, indent=2) + "\n")
-        if directory.exists():
-            shutil.rmtree(directory)
-        partial.rename(directory)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
     return directory
 
 
@@ -116,10 +76,10 @@ def replay(directory: Path) -> dict[str, Any]:
         source, name, params, knobs = record["source"], record["operator"], record["params"], record["knobs"]
     except (json.JSONDecodeError, KeyError) as exc:
         raise HeteroDSEError(f"{path} is not a schedule written by hetero_dse ({exc})") from None
-    from gpu_cpu.measure import CpuJob, Measurer, measure_cpu_job, rebuild_operator
+    from gpu_cpu.measure import MeasureJob, Measurer, measure_cpu_job, rebuild_operator
 
     with Measurer() as m:
-        result = m.run(measure_cpu_job, CpuJob(source, name, params, knobs))
+        result = m.run(measure_cpu_job, MeasureJob(source, name, params, knobs))
     if not result.ok:
         raise HeteroDSEError(f"replaying {path} failed: {result.error}")
     op = rebuild_operator(source, name, params)

@@ -1,0 +1,97 @@
+"""Roofline estimate of a GPU schedule point on a named device, for machines without a GPU.
+
+Nothing here is measured: the figure is the slowest of four ceilings, each a plain count divided by a
+datasheet rate, with the losses a schedule controls: SMs without enough warps to issue every cycle, idle
+warp lanes, too few independent accumulators per thread, occupancy limited by threads, registers or shared
+memory. Every row it produces is labelled an estimate.
+
+- compute: FLOPs / (FP32 peak × issue × lane efficiency), or the chain of dependent FMAs of one thread when it
+  has fewer independent accumulators than the FMA latency, whichever is longer;
+- DRAM: compulsory bytes (inputs once, output once) / HBM bandwidth;
+- L2 → shared: every block stages the bounding box of each input per outer reduce step;
+- shared → registers: every thread reads, per inner reduce step, the inputs of its register tile.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from gpu_cpu.devices import GpuDevice
+from gpu_cpu.space import GpuSpace
+from hetero_dse.space.point import Point
+
+LAUNCH_S = 3e-6            # kernel launch and tail, a typical measured floor for one small CUDA kernel
+SHARED_BYTES_PER_CLOCK = 128  # per SM: 32 banks × 4 bytes
+MAX_BLOCKS_PER_SM = 32
+MAX_THREADS_PER_SM = 2048
+REGISTERS_PER_SM = 65536
+WARP_SCHEDULERS = 4  # per SM, Volta to Hopper
+FMA_LATENCY_CYCLES = 4  # dependent FP32 FMA latency, Volta to Hopper (microbenchmarks: 4 cycles)
+
+
+@dataclass(frozen=True)
+class GpuEstimate:
+    seconds: float
+    bound: str  # compute | dram | l2 | shared | launch (the fixed launch cost exceeds all four)
+    figures: dict[str, float]
+
+
+def estimate(space: GpuSpace, point: Point) -> GpuEstimate:
+    dev: GpuDevice = space.device
+    analysis = space.analysis
+    blocks = vthreads = threads = regs = 1
+    block_tile: dict[str, int] = {}
+    thread_tile: dict[str, int] = {}
+    outer_steps = 1
+    for i, name in enumerate(space.loop_names):
+        f = [int(x) for x in point[f"split.{name}"]]
+        if i < space.num_spatial:
+            blocks *= f[0]
+            vthreads *= f[1]
+            threads *= f[2]
+            regs *= f[1] * f[3]
+            block_tile[name] = f[1] * f[2] * f[3]
+            thread_tile[name] = f[1] * f[3]
+        else:
+            outer_steps *= f[0]
+            block_tile[name] = math.prod(f[1:])
+            thread_tile[name] = 1  # one inner reduce step at a time
+    inner_steps = math.prod(block_tile[lp.name] for lp in space.loops[space.num_spatial:])
+    shared_bytes = sum(math.prod(a.bounding_box(block_tile)) * a.bytes_per_element for a in analysis.reads)
+
+    # occupancy: blocks resident per SM, then waves over the whole grid
+    registers = space.limits(point)["registers"]
+    per_sm = min(MAX_BLOCKS_PER_SM, MAX_THREADS_PER_SM // threads, REGISTERS_PER_SM // (threads * registers),
+                 (dev.shared_memory_per_sm // shared_bytes) if shared_bytes else MAX_BLOCKS_PER_SM)
+    per_sm = max(per_sm, 1)
+    waves = math.ceil(blocks / (dev.sms * per_sm))
+    # an SM issues from 4 schedulers: it needs 4 resident warps to issue every cycle (latency is counted apart)
+    warps_per_sm = blocks / (waves * dev.sms) * math.ceil(threads / 32)
+    issue_eff = min(1.0, warps_per_sm / WARP_SCHEDULERS)
+    lane_eff = threads / (math.ceil(threads / 32) * 32)
+    flops = analysis.flops
+    throughput_s = flops / (dev.fp32_tflops * 1e12 * issue_eff * lane_eff)
+    # a thread's accumulations form ``regs`` independent chains of dependent FMAs: with fewer chains than the
+    # FMA latency, a thread waits on itself whatever the occupancy
+    fmas_per_thread = flops / 2 / (blocks * threads)
+    latency_s = waves * fmas_per_thread * FMA_LATENCY_CYCLES / min(regs, FMA_LATENCY_CYCLES) / (dev.clock_ghz * 1e9)
+    compute_s = max(throughput_s, latency_s)
+
+    dram_s = analysis.compulsory_bytes / (dev.memory_gbps * 1e9)
+    l2_bytes = blocks * outer_steps * shared_bytes
+    l2_s = l2_bytes / (dev.l2_gbps * 1e9)
+    per_thread = sum(math.prod(a.bounding_box(thread_tile)) * a.bytes_per_element for a in analysis.reads)
+    shared_loads = blocks * threads * outer_steps * inner_steps * per_thread
+    shared_s = shared_loads / (dev.sms * SHARED_BYTES_PER_CLOCK * dev.clock_ghz * 1e9)
+
+    parts = {"compute": compute_s, "dram": dram_s, "l2": l2_s, "shared": shared_s}
+    bound = max(parts, key=parts.__getitem__)
+    if LAUNCH_S > parts[bound]:
+        bound = "launch"
+    seconds = LAUNCH_S + max(parts.values())
+    figures = {"blocks": blocks, "threads": threads, "vthreads": vthreads, "accumulators_per_thread": regs,
+               "shared_bytes": shared_bytes, "blocks_per_sm": per_sm, "waves": waves, "issue_efficiency": issue_eff,
+               "lane_efficiency": lane_eff, "throughput_s": throughput_s, "latency_s": latency_s, "l2_bytes": l2_bytes,
+               "shared_load_bytes": shared_loads, "launch_s": LAUNCH_S, **{f"{k}_s": v for k, v in parts.items()}}
+    return GpuEstimate(seconds, bound, figures)

@@ -1,0 +1,71 @@
+"""What a CPU or GPU exploration returns, and the atomic writing of its artefacts."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from gpu_cpu.tune import TuneResult
+from hetero_dse.analysis import analyze
+from hetero_dse.operator import Operator
+
+
+@dataclass
+class Tuned:
+    """One operator's search on one device, with the library's time on the same device (None: no library
+    call for the operator, or no device to run it on)."""
+
+    op: Operator
+    source: str
+    tune: TuneResult
+    library_seconds: float | None
+
+    @property
+    def label(self) -> str:
+        return f"{self.op.name}_{self.op.shape_name.replace(':', '_')}" if self.op.shape_name else self.op.name
+
+    @cached_property
+    def flops(self) -> int:
+        return analyze(self.op).flops
+
+    def gflops(self, seconds: float | None) -> float | None:
+        return None if not seconds else self.flops / seconds / 1e9
+
+    def record(self, directory: str | None) -> dict[str, Any]:
+        best = self.tune.best
+        return {
+            "operator": self.op.name, "shape": self.op.shape_name, "signature": self.op.signature(),
+            "trials": len(self.tune.trials),
+            "failures": sum(not t.result.ok for t in self.tune.trials),
+            "failure_messages": sorted({t.result.error for t in self.tune.trials if not t.result.ok})[:5],
+            "wall_s": self.tune.wall_s, "interrupted": self.tune.interrupted,
+            "best": None if best is None else {"knobs": best.point.to_json(), "seconds": best.result.seconds,
+                                               "gflops": self.gflops(best.result.seconds)},
+            "torch": None if self.library_seconds is None else {"seconds": self.library_seconds,
+                                                                "gflops": self.gflops(self.library_seconds)},
+            "speedup_over_torch": (self.library_seconds / best.result.seconds
+                                   if best is not None and self.library_seconds else None),
+            "directory": directory,
+        }
+
+
+@contextmanager
+def atomic_directory(directory: Path) -> Iterator[Path]:
+    """Yields ``<directory>.partial`` to fill; renamed to ``directory`` only when the block completes, so an
+    interrupted write never looks like a whole one."""
+    partial = directory.with_name(directory.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    try:
+        yield partial
+        if directory.exists():
+            shutil.rmtree(directory)
+        partial.rename(directory)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise

@@ -1,0 +1,94 @@
+"""GPU without a GPU (issue 4): the roofline estimate computed by hand, the device limits, and the
+``--target gpu`` flow that generates CUDA, labels every figure an estimate and refuses to run without nvcc."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpu_cpu.devices import get_device
+from gpu_cpu.roofline import LAUNCH_S, estimate
+from gpu_cpu.space import GpuSpace
+from hetero_dse.analysis import analyze
+from hetero_dse.ops import get_builtin
+from hetero_dse.space.point import Point
+
+
+def gemm_point(i, j, k):
+    return Point({"split.i": tuple(i), "split.j": tuple(j), "split.k": tuple(k), "unroll": 0})
+
+
+def test_roofline_of_a_gemm_by_hand():
+    space = GpuSpace(analyze(get_builtin("gemm").instantiate({"M": 512, "N": 512, "K": 512})), get_device("v100"))
+    point = gemm_point((32, 1, 16, 1), (16, 2, 8, 2), (64, 2, 4))
+    e = estimate(space, point)
+    f = e.figures
+    # 32×16 blocks of 16×8 threads; each thread 2 virtual threads × 2 outputs = 4 accumulators
+    assert (f["blocks"], f["threads"], f["vthreads"], f["accumulators_per_thread"]) == (512, 128, 2, 4)
+    # block tile 16×32 outputs over k-steps of 8: A 16×8 + B 8×32 floats staged = 1,536 B
+    assert f["shared_bytes"] == (16 * 8 + 8 * 32) * 4
+    # resident blocks per SM: min(32, 2048/128 = 16, 65536 regs / (128 × (4 + 24)) = 18, 96 KB / 1.5 KB = 64)
+    assert f["blocks_per_sm"] == 16 and f["waves"] == 1
+    # 6.4 blocks of 4 warps per SM: every scheduler has a warp to issue from
+    assert f["issue_efficiency"] == 1.0
+    flops = 2 * 512**3
+    assert f["throughput_s"] == pytest.approx(flops / 15.7e12)
+    # 2048 FMAs per thread in 4 independent chains of 4-cycle FMAs: far from binding
+    assert f["latency_s"] == pytest.approx(2048 * 4 / 4 / 1.53e9)
+    assert f["dram_s"] == pytest.approx(3 * 512 * 512 * 4 / 900e9)
+    assert f["l2_bytes"] == 512 * 64 * 1536 and f["l2_s"] == pytest.approx(512 * 64 * 1536 / 2100e9)
+    # per inner step a thread reads 1 element of A and 2×2 of B: 20 B, 8×64 steps, 512×128 threads
+    assert f["shared_load_bytes"] == 512 * 128 * 64 * 8 * 20
+    assert f["shared_s"] == pytest.approx(512 * 128 * 64 * 8 * 20 / (80 * 128 * 1.53e9))
+    assert e.bound == "shared" and e.seconds == pytest.approx(LAUNCH_S + f["shared_s"])
+
+
+def test_one_thread_waits_on_its_own_chains_and_tiny_kernels_cost_a_launch():
+    space = GpuSpace(analyze(get_builtin("gemm").instantiate({"M": 16, "N": 16, "K": 64})), get_device("h100"))
+    # 128 blocks of one thread with 2 accumulators: 128 FMAs in 2 chains of 4-cycle FMAs
+    e = estimate(space, gemm_point((16, 1, 1, 1), (8, 1, 1, 2), (1, 1, 64)))
+    assert e.figures["latency_s"] == pytest.approx(2 * 64 * 4 / 2 / 1.98e9)
+    # 128/132 of a warp per SM for 4 schedulers, one lane of 32 busy in it
+    assert e.figures["throughput_s"] == pytest.approx(2 * 16 * 16 * 64 / (67e12 * (128 / 132 / 4) / 32))
+    e = estimate(space, gemm_point((16, 1, 1, 1), (1, 1, 16, 1), (1, 1, 64)))  # 16 blocks × 16 threads
+    assert e.bound == "launch" and e.seconds == pytest.approx(LAUNCH_S + max(
+        e.figures[k] for k in ("compute_s", "dram_s", "l2_s", "shared_s")))
+
+
+def test_device_limits_are_enforced_before_building():
+    space = GpuSpace(analyze(get_builtin("gemm").instantiate({"M": 512, "N": 512, "K": 512})), get_device("h100"))
+    assert space.violations(gemm_point((1, 1, 64, 8), (32, 1, 32, 1), (64, 2, 4))) == \
+        ["2048 threads per block > 1024"]
+    too_many_registers = gemm_point((32, 1, 1, 16), (32, 1, 1, 16), (64, 2, 4))  # 256 accumulators
+    assert space.violations(too_many_registers) == ["~280 registers per thread > 255"]
+    big_staging = gemm_point((4, 1, 32, 4), (4, 1, 32, 4), (1, 1, 512))  # 128×512 + 512×128 floats
+    assert space.violations(big_staging) == ["524288 B of shared memory > 49152"]
+
+
+def test_explore_target_gpu_writes_cuda_and_labels_estimates(cli, tmp_path):
+    r = cli("explore", "--op", "gemm", "--shape", "small:s1", "--target", "gpu", "--gpu", "v100",
+            "--out", tmp_path / "o")
+    assert r.code == 0, r.err
+    assert "ESTIMATES" in r.out
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    (row,) = report["gpu"]
+    assert row["estimate"] is True and row["device"] == "v100" and row["torch"] is None
+    assert row["best"]["bound"] in ("compute", "dram", "l2", "shared", "launch")
+    directory = tmp_path / "o" / row["directory"]
+    source = (directory / "kernel.cu").read_text()
+    assert "__global__" in source and "blockIdx.x" in source
+    schedule = json.loads((directory / "schedule.json").read_text())
+    assert schedule["estimate"] is True and schedule["checked_on_gpu"] is False
+    assert schedule["target"] == {"kind": "cuda", "arch": "sm_70"}
+    assert "**estimate** (roofline)" in (tmp_path / "o" / "report.md").read_text()
+
+
+def test_gpu_target_without_cuda_toolkit_says_so(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setattr("gpu_cpu.devices.DEFAULT_CUDA_HOME", str(tmp_path / "no-cuda"))
+    r = cli("explore", "--op", "gemm", "--shape", "small:s1", "--target", "gpu", "--out", tmp_path / "o")
+    assert r.code == 1 and "needs the CUDA toolkit" in r.err and "Traceback" not in r.err
+    assert not (tmp_path / "o").exists()
