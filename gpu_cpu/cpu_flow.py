@@ -70,16 +70,27 @@ def replay(directory: Path) -> dict[str, Any]:
     """Rebuild the module of ``directory/schedule.json`` and check and time it: the same schedule, again."""
     path = directory / "schedule.json"
     if not path.is_file():
-        raise HeteroDSEError(f"{directory} has no schedule.json; give a directory written by 'explore --target cpu'")
+        raise HeteroDSEError(f"{directory} has no schedule.json; give a directory written by "
+                             "'explore --target cpu' or 'explore --target gpu'")
     try:
         record = json.loads(path.read_text())
         source, name, params, knobs = record["source"], record["operator"], record["params"], record["knobs"]
-    except (json.JSONDecodeError, KeyError) as exc:
+        kind = record["target"]["kind"]
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise HeteroDSEError(f"{path} is not a schedule written by hetero_dse ({exc})") from None
-    from gpu_cpu.measure import MeasureJob, Measurer, measure_cpu_job, rebuild_operator
+    from gpu_cpu.devices import present_gpu
+    from gpu_cpu.measure import MeasureJob, Measurer, measure_cpu_job, measure_gpu_job, rebuild_operator
 
+    if kind == "cuda" and present_gpu() is None:
+        from gpu_cpu.gpu_flow import rebuild_gpu
+
+        written = directory / "kernel.cu"
+        same = written.is_file() and rebuild_gpu(record) == written.read_text()
+        return {"seconds": None, "gflops": None, "recorded_seconds": record.get("seconds"), "point": Point(knobs),
+                "cuda_source_identical": same}
+    job = measure_gpu_job if kind == "cuda" else measure_cpu_job
     with Measurer() as m:
-        result = m.run(measure_cpu_job, MeasureJob(source, name, params, knobs))
+        result = m.run(job, MeasureJob(source, name, params, knobs))
     if not result.ok:
         raise HeteroDSEError(f"replaying {path} failed: {result.error}")
     op = rebuild_operator(source, name, params)

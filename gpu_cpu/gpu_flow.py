@@ -14,7 +14,8 @@ import numpy as np
 
 from gpu_cpu.baselines import time_torch_cuda
 from gpu_cpu.devices import GpuDevice, cuda_toolkit, get_device, present_gpu
-from gpu_cpu.measure import MeasureJob, MeasureResult, Measurer, measure_gpu_job
+from gpu_cpu.measure import MeasureJob, MeasureResult
+from gpu_cpu.pipeline import Pipeline
 from gpu_cpu.roofline import estimate
 from gpu_cpu.schedule import ScheduleError, apply_gpu, build_cuda
 from gpu_cpu.space import GpuSpace
@@ -57,12 +58,12 @@ def explore_gpu(op: Operator, *, device: str = "h100", source: str = "builtin", 
     space = GpuSpace(analyze(op), gpu)
     explorer = SimulatedAnnealing(space, seed=seed, chains=8, steps=4)
     if present is not None:
-        with Measurer(timeout_s=timeout_s) as measurer:
-            def evaluate(point: Point) -> MeasureResult:
-                return measurer.run(measure_gpu_job, MeasureJob(source, op.definition.name, dict(op.params),
-                                                                point.to_json()))
+        def job(point: Point) -> MeasureJob:
+            return MeasureJob(source, op.definition.name, dict(op.params), point.to_json(), target="cuda")
 
-            result = tune(space, explorer, evaluate, trials=trials, time_budget_s=time_budget_s, progress=progress)
+        with Pipeline(timeout_s=timeout_s) as pipeline:
+            result = tune(space, explorer, lambda points: pipeline.evaluate([job(p) for p in points]),
+                          trials=trials, time_budget_s=time_budget_s, progress=progress)
         library = None if result.interrupted else time_torch_cuda(op)
         return GpuExploration(op, source, result, library, device=gpu, measured=True)
 
@@ -72,8 +73,8 @@ def explore_gpu(op: Operator, *, device: str = "h100", source: str = "builtin", 
             return MeasureResult(None, f"beyond the limits of {gpu.name}: {'; '.join(problems)}")
         return MeasureResult(estimate(space, point).seconds)
 
-    result = tune(space, explorer, modelled, trials=max(trials, ESTIMATE_BUDGET), time_budget_s=time_budget_s,
-                  progress=progress)
+    result = tune(space, explorer, lambda points: map(modelled, points), trials=max(trials, ESTIMATE_BUDGET),
+                  time_budget_s=time_budget_s, progress=progress)
     return GpuExploration(op, source, result, None, device=gpu, measured=False)
 
 

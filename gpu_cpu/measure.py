@@ -69,8 +69,7 @@ class Measurer:
             return MeasureResult(None, "the measured kernel crashed its worker process (e.g. a segfault)",
                                  time.perf_counter() - start)
         except Exception as exc:  # the job raised: a build error or a wrong result, reported as data
-            return MeasureResult(None, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
-                                 time.perf_counter() - start)
+            return MeasureResult(None, error_text(exc), time.perf_counter() - start)
         return MeasureResult(seconds, None, time.perf_counter() - start)
 
     def close(self) -> None:
@@ -81,8 +80,18 @@ class Measurer:
     def __enter__(self) -> Measurer:
         return self
 
+    def abort(self) -> None:
+        """Kill the worker now (an interrupted search does not wait for the candidate being timed)."""
+        self._discard()
+
     def __exit__(self, *exc: object) -> None:
         self._discard() if exc[0] is not None else self.close()
+
+
+def error_text(exc: BaseException) -> str:
+    """``Type: first line of the message``: what a failed trial records."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
 
 
 @dataclass(frozen=True)
@@ -96,6 +105,8 @@ class MeasureJob:
     number: int = 3
     repeat: int = 3
     check: bool = True
+    target: str = "llvm"  # or "cuda"
+    device: str = "h100"  # the named GPU whose limits apply when no GPU is present
 
 
 def measure_cpu_job(job: MeasureJob) -> float:
@@ -106,7 +117,7 @@ def measure_cpu_job(job: MeasureJob) -> float:
     from hetero_dse.space.point import Point
 
     op = rebuild_operator(job.source, job.name, job.params)
-    return _check_and_time(build_cpu(apply_cpu(op, Point(job.point))), op, tvm.cpu(0), job)
+    return check_and_time(build_cpu(apply_cpu(op, Point(job.point))).mod, op, tvm.cpu(0), job)
 
 
 def measure_gpu_job(job: MeasureJob) -> float:
@@ -128,21 +139,22 @@ def measure_gpu_job(job: MeasureJob) -> float:
     if problems:
         raise ValueError(f"beyond the limits of {device.name}: {'; '.join(problems)}")
     executable, _ = build_cuda(apply_gpu(op, point), device)
-    return _check_and_time(executable, op, tvm.cuda(0), job)
+    return check_and_time(executable.mod, op, tvm.cuda(0), job)
 
 
-def _check_and_time(executable: Any, op: Any, dev: Any, job: MeasureJob) -> float:
+def check_and_time(module: Any, op: Any, dev: Any, job: MeasureJob) -> float:
+    """Run the built ``module`` once on ``dev`` against the reference, then its median time per run."""
     import tvm
 
     inputs = op.random_inputs(0)
     args = [tvm.runtime.tensor(a, dev) for a in inputs]
     out = tvm.runtime.tensor(np.zeros([int(d) for d in op.output.shape], dtype=str(op.output.dtype)), dev)
-    executable(*args, out)
+    module[module.entry_name](*args, out)
     if job.check:
         want = op.reference(inputs)
         if want is not None and not np.allclose(out.numpy(), want, rtol=1e-3, atol=1e-3):
             raise ValueError("the scheduled kernel's result differs from the reference")
-    timer = executable.mod.time_evaluator(executable.mod.entry_name, dev, number=job.number, repeat=job.repeat)
+    timer = module.time_evaluator(module.entry_name, dev, number=job.number, repeat=job.repeat)
     return float(np.median(timer(*args, out).results))
 
 

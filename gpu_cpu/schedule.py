@@ -87,25 +87,67 @@ def _cpu_order(spatial: list[list[Any]], reduce: list[list[Any]], order: int) ->
 def apply_cpu(op: Operator, point: Point) -> Any:
     """The scheduled IRModule of ``op`` for ``point`` (see ``gpu_cpu/space.py`` for the schedule's shape)."""
     sch, block = _prepare(op, point, inline=bool(point.get("inline", 1)))
+    spatial_names = [iv.var.name for iv in op.output.op.axis]
     try:
+        vector = spatial_names.index(point["vector"]) if point.get("vector") in spatial_names else -1
+        vector %= len(spatial_names)
         # accumulate into a buffer of the tile's size, written back once per tile: LLVM keeps its innermost
         # part (S3, vectorised and unrolled) in registers
         cache = sch.cache_write(block, 0, "global") if reduce_loops(op) else None
+        packs = _packed_reads(sch, block, vector) if cache is not None else []
         spatial, reduce = _split(sch, block, op, point)
         order, write_level = _cpu_order(spatial, reduce, int(point.get("order", 0)))
-        sch.reorder(*order)
+        registers = len(order) - len(spatial)
+        inner = [p[-1] for i, p in enumerate(spatial) if i != vector] + [spatial[vector][-1]]
+        sch.reorder(*order[:registers], *inner)
         outer = sch.fuse(*[p[0] for p in spatial])
         sch.parallel(outer)
         _unroll(sch, outer, point)
-        if int(point[_split_keys(point)[len(spatial) - 1]][-1]) > 1:
-            sch.vectorize(spatial[-1][-1])
+        if int(point[_split_keys(point)[vector]][-1]) > 1:
+            sch.vectorize(spatial[vector][-1])
         if cache is not None:
             sch.reverse_compute_at(cache, outer if write_level == 0 else spatial[-1][write_level])
+            for read, permutation in packs:  # each tile of the input packed once per outer reduce step
+                sch.compute_at(read, reduce[-1][0])
+                sch.transform_layout(read, ("write", 0), _permute(permutation))
+            if vector != len(spatial) - 1:
+                sch.transform_layout(block, ("write", 0), _permute(_last(len(spatial), vector)))
             # the zeroing of the accumulator once per tile, not a test in the innermost loop
             sch.decompose_reduction(block, reduce[0][0])
     except Exception as exc:
         raise _rejected(point, exc) from exc
     return sch.mod
+
+
+def _packed_reads(sch: Any, block: Any, vector: int) -> list[tuple[Any, list[int]]]:
+    """Cache blocks for the inputs whose dimension indexed by the vectorised loop is not their innermost,
+    with the permutation that makes it so."""
+    block_stmt = sch.get(block)
+    var = block_stmt.iter_vars[vector].var
+    packs = []
+    for i, region in enumerate(block_stmt.reads):
+        dims = [d for d, r in enumerate(region.region) if _uses(r.min, var)]
+        ndim = len(region.region)
+        if len(dims) == 1 and dims[0] != ndim - 1:
+            packs.append((i, _last(ndim, dims[0])))
+    return [(sch.cache_read(block, i, "global"), perm) for i, perm in packs]
+
+
+def _uses(expr: Any, var: Any) -> bool:
+    from tvm.tirx.analysis import undefined_vars
+
+    return any(v.same_as(var) for v in undefined_vars(expr))
+
+
+def _last(ndim: int, dim: int) -> list[int]:
+    """The dimension order that moves ``dim`` innermost, the others in their order."""
+    return [d for d in range(ndim) if d != dim] + [dim]
+
+
+def _permute(order: list[int]) -> Any:
+    from tvm import tirx
+
+    return tirx.IndexMap.from_func(lambda *idx: [idx[d] for d in order], ndim=len(order))
 
 
 def reduce_loops(op: Operator) -> int:

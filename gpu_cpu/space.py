@@ -6,7 +6,11 @@ producer nodes (padding, expansion) are inlined into the main node or computed o
 
 - order 0, ``S0 S1 R0 S2 R1 R2 S3`` — a tile S2·S3 accumulated in a cache buffer written back after the
   reduction, S3 the register tile (Ansor's CPU sketch);
-- order 1, ``S0 R0 S1 R1 S2 R2 S3`` — FlexTensor's interleaved order, written back at S0.
+- order 1, ``S0 R0 S1 R1 S2 R2 S3`` — FlexTensor's interleaved order, written back at S0;
+- vector: the spatial loop innermost in S3 and vectorised. Where it is not the innermost dimension of an
+  input, that input's tile is packed at the outer reduce level into a layout where it is (weights
+  ``W[k, c, r, s]`` read as ``[c, r, s, k]`` when vectorising over ``k``), and the accumulated tile is kept
+  with it innermost too: every load and FMA in the register tile is then a whole vector.
 
 Fixed decisions for CPU (§4.2): the outermost spatial level is fused and parallelised, the innermost
 spatial loop vectorised, the reduction's initialisation hoisted out of the reduce loops. Inlining a padding
@@ -57,14 +61,17 @@ class CpuSpace:
         self.splits = [factorizations(lp.extent, spatial_levels if lp.kind == "spatial" else reduce_levels)
                        for lp in self.loops]
         #: the knobs other than splits, each with its values in encoding order
-        self.choices: dict[str, tuple[int, ...]] = {"unroll": tuple(unroll_steps), **self._fixed_choices()}
+        self.choices: dict[str, tuple[object, ...]] = {"unroll": tuple(unroll_steps), **self._fixed_choices()}
         self.knob_names = [f"split.{n}" for n in self.loop_names] + list(self.choices)
         self.cardinalities = np.array([len(s) for s in self.splits] + [len(v) for v in self.choices.values()],
                                       dtype=np.int64)
 
-    def _fixed_choices(self) -> dict[str, tuple[int, ...]]:
+    def _fixed_choices(self) -> dict[str, tuple[object, ...]]:
         producers = len(self.analysis.nodes) > 1
-        return {"order": CPU_ORDERS, "inline": (1, 0) if producers else (1,)}
+        spatial = [lp.name for lp in self.loops[: self.num_spatial] if lp.extent > 1]
+        # the vectorised loop, the innermost spatial loop first: the one that needs no packing
+        vector = tuple(reversed(spatial)) or (self.loop_names[self.num_spatial - 1],)
+        return {"order": CPU_ORDERS, "inline": (1, 0) if producers else (1,), "vector": vector}
 
     @property
     def num_knobs(self) -> int:
@@ -133,7 +140,7 @@ class GpuSpace(CpuSpace):
         self.device = device
         super().__init__(analysis, **kwargs)  # type: ignore[arg-type]
 
-    def _fixed_choices(self) -> dict[str, tuple[int, ...]]:
+    def _fixed_choices(self) -> dict[str, tuple[object, ...]]:
         return {}  # one order (blocks, vthreads, threads, reduce, registers); producers always inlined
 
     def limits(self, point: Point) -> dict[str, int]:

@@ -9,13 +9,14 @@ what was measured.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from gpu_cpu.measure import MeasureJob, MeasureResult, Measurer, measure_cpu_job
+from gpu_cpu.pipeline import Pipeline
 from gpu_cpu.space import CpuSpace
 from hetero_dse.explore.search import STALE_ROUNDS
 from hetero_dse.operator import Operator
@@ -44,53 +45,58 @@ def tune_cpu(op: Operator, space: CpuSpace, explorer: Any, *, source: str = "bui
              time_budget_s: float | None = None, timeout_s: float = 60.0,
              progress: Callable[[int, float | None], None] | None = None, measurer: Measurer | None = None,
              ) -> TuneResult:
-    """Measure up to ``trials`` distinct points proposed by ``explorer`` (same ask/tell interface as on FPGA)."""
-    own = measurer is None
-    measurer = measurer or Measurer(timeout_s=timeout_s)
+    """Measure up to ``trials`` distinct points proposed by ``explorer`` (same ask/tell interface as on FPGA):
+    built ahead by the build pool while the measuring worker times (``measurer`` given: built and timed by it,
+    one at a time)."""
+    def job(point: Point) -> MeasureJob:
+        return MeasureJob(source, op.definition.name, dict(op.params), point.to_json())
 
-    def evaluate(point: Point) -> MeasureResult:
-        return measurer.run(measure_cpu_job, MeasureJob(source, op.definition.name, dict(op.params), point.to_json()))
-
-    try:
-        return tune(space, explorer, evaluate, trials=trials, time_budget_s=time_budget_s, progress=progress)
-    finally:
-        if own:
-            measurer.close()
+    if measurer is not None:
+        return tune(space, explorer, lambda points: (measurer.run(measure_cpu_job, job(p)) for p in points),
+                    trials=trials, time_budget_s=time_budget_s, progress=progress)
+    with Pipeline(timeout_s=timeout_s) as pipeline:
+        return tune(space, explorer, lambda points: pipeline.evaluate([job(p) for p in points]), trials=trials,
+                    time_budget_s=time_budget_s, progress=progress)
 
 
-def tune(space: Any, explorer: Any, evaluate: Callable[[Point], MeasureResult], *, trials: int = 32,
-         time_budget_s: float | None = None, progress: Callable[[int, float | None], None] | None = None,
-         ) -> TuneResult:
-    """Evaluate up to ``trials`` distinct points proposed by ``explorer``; ``evaluate`` never raises for a bad
-    candidate (it returns a failed result)."""
+def tune(space: Any, explorer: Any, evaluate: Callable[[list[Point]], Iterable[MeasureResult]], *,
+         trials: int = 32, time_budget_s: float | None = None,
+         progress: Callable[[int, float | None], None] | None = None) -> TuneResult:
+    """Evaluate up to ``trials`` distinct points proposed by ``explorer``. ``evaluate`` takes the new points of
+    one proposal and yields their results in order (so it may build ahead); it never raises for a bad
+    candidate (it yields a failed result)."""
     result = TuneResult()
     seen: dict[int, float] = {}
     start = time.perf_counter()
     stale = 0
+
+    def out_of_time() -> bool:
+        return time_budget_s is not None and time.perf_counter() - start >= time_budget_s
+
     try:
-        while len(result.trials) < trials:
-            if time_budget_s is not None and time.perf_counter() - start >= time_budget_s:
-                break
+        while len(result.trials) < trials and not out_of_time():
             proposal = explorer.propose()
             if proposal is None:
                 break
             proposal = np.atleast_2d(np.asarray(proposal, dtype=np.int64))
-            objective = np.empty(len(proposal))
-            measured_before = len(result.trials)
-            for i, (row, key) in enumerate(zip(proposal, space.keys(proposal), strict=True)):
-                key = int(key)
-                if key not in seen and len(result.trials) < trials:
-                    point = space.decode(row)
-                    measured = evaluate(point)
-                    result.trials.append(Trial(point, measured))
-                    seen[key] = measured.seconds if measured.ok else float("inf")
-                    if progress is not None:
-                        best = result.best
-                        progress(len(result.trials), best.result.seconds if best else None)
-                objective[i] = seen.get(key, float("inf"))
-            explorer.observe(proposal, objective)
+            keys = [int(k) for k in space.keys(proposal)]
+            fresh: dict[int, Point] = {}
+            for row, key in zip(proposal, keys, strict=True):
+                if key not in seen and key not in fresh and len(result.trials) + len(fresh) < trials:
+                    fresh[key] = space.decode(row)
+            results = iter(evaluate(list(fresh.values())))
+            for key, point in fresh.items():
+                measured = next(results)
+                result.trials.append(Trial(point, measured))
+                seen[key] = measured.seconds if measured.ok else float("inf")
+                if progress is not None:
+                    best = result.best
+                    progress(len(result.trials), best.result.seconds if best else None)
+                if out_of_time():
+                    break
+            explorer.observe(proposal, np.array([seen.get(k, float("inf")) for k in keys]))
             # a small space can be measured out before ``trials``: stop when proposals bring nothing new
-            stale = stale + 1 if len(result.trials) == measured_before else 0
+            stale = 0 if fresh else stale + 1
             if stale >= STALE_ROUNDS:
                 break
     except KeyboardInterrupt:

@@ -29,10 +29,15 @@ def test_sampled_schedules_build_and_match_the_reference(name, dtype):
     inputs = op.random_inputs(0)
     want = op.reference(inputs).astype(np.float64)
     rows = space.sample(2, np.random.default_rng(zlib.crc32(name.encode())))  # stable across runs
-    for i, row in enumerate(rows):  # both loop orders; producers inlined in one, computed first in the other
+    for i, row in enumerate(rows):
+        # both loop orders; producers inlined in one, computed first in the other; vectorised along the
+        # innermost output dimension in one, along the outermost (inputs packed, tile transposed) in the other
         for j, knob in enumerate(space.choices):
-            if knob in ("order", "inline"):
-                row[len(space.loops) + j] = i % space.cardinalities[len(space.loops) + j]
+            column = len(space.loops) + j
+            if knob == "vector":
+                row[column] = i * (space.cardinalities[column] - 1)
+            elif knob in ("order", "inline"):
+                row[column] = i % space.cardinalities[column]
         point = space.decode(row)
         assert np.array_equal(space.encode(point), row)
         got = run_cpu(build_cpu(apply_cpu(op, point)), op, inputs).astype(np.float64)
@@ -49,3 +54,18 @@ def test_points_outside_the_space_are_refused():
         space.encode(point.replace(**{"split.i": (3, 1, 1, 1)}))
     with pytest.raises(SpaceError, match="not a point of the CPU space"):
         space.decode([99] * space.num_knobs)
+
+
+def test_vectorising_over_output_channels_packs_the_weights_and_transposes_the_tile():
+    op = get_builtin("conv2d").instantiate(shape="small:s1")
+    space = CpuSpace(analyze(op))
+    assert space.choices["vector"] == ("j", "i", "k")  # b has extent 1
+    point = space.decode(np.zeros(space.num_knobs, dtype=int)).replace(
+        **{"split.k": (2, 1, 1, 4), "vector": "k", "order": 0, "inline": 0})
+    script = apply_cpu(op, point).script()
+    assert "W_global = T.sblock_alloc_buffer((4, 3, 3, 8))" in script  # W[k, c, r, s] packed as [c, r, s, k]
+    assert "O_global[v_b, v_i, v_j, v_k]" in script  # the accumulated tile with k innermost
+    assert "T.vectorized(4)" in script
+    inputs = op.random_inputs(0)
+    np.testing.assert_allclose(run_cpu(build_cpu(apply_cpu(op, point)), op, inputs), op.reference(inputs),
+                               rtol=1e-4, atol=1e-5)

@@ -82,6 +82,11 @@ def test_explore_target_gpu_writes_cuda_and_labels_estimates(cli, tmp_path):
     assert schedule["estimate"] is True and schedule["checked_on_gpu"] is False
     assert schedule["target"] == {"kind": "cuda", "arch": "sm_70"}
     assert "**estimate** (roofline)" in (tmp_path / "o" / "report.md").read_text()
+    r = cli("replay", directory)
+    assert r.code == 0 and "identical to kernel.cu" in r.out
+    (directory / "kernel.cu").write_text(source.replace("blockIdx.x", "blockIdx.y"))
+    r = cli("replay", directory)
+    assert r.code == 1 and "differs from its kernel.cu" in r.err
 
 
 def test_gpu_target_without_cuda_toolkit_says_so(cli, tmp_path, monkeypatch):

@@ -55,3 +55,52 @@ def test_crash_and_hang_are_failures_and_the_search_goes_on():
         failed = m.run(fail, None)
         assert not failed.ok and failed.error == "RuntimeError: build failed: no such intrinsic"
         assert m.run(quick, 1.0).ok
+
+
+def flaky_build(job, directory):
+    """Stands in for a builder: crashes or hangs on demand, else 'builds' a file holding the job's time."""
+    if job.name == "crash":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if job.name == "hang":
+        time.sleep(120)
+    if job.name == "reject":
+        raise ValueError("TVM rejects the point")
+    path = os.path.join(directory, f"{job.params['t']}.built")
+    with open(path, "w") as f:
+        f.write(str(job.params["t"]))
+    return path
+
+
+def read_built(payload):
+    _job, path = payload
+    with open(path) as f:
+        return float(f.read())
+
+
+def fake_job(name, t=0.0):
+    return MeasureJob("builtin", name, {"t": t}, {})
+
+
+@pytest.mark.slow
+def test_pipeline_turns_build_crashes_hangs_and_errors_into_failures_and_keeps_the_order():
+    from gpu_cpu.pipeline import Pipeline
+
+    jobs = [fake_job("ok", 1.0), fake_job("crash"), fake_job("ok", 2.0), fake_job("hang"), fake_job("reject"),
+            fake_job("ok", 3.0)]
+    with Pipeline(build_timeout_s=3, builders=2, build=flaky_build, measure=read_built) as pipeline:
+        results = list(pipeline.evaluate(jobs))
+    assert [r.seconds for r in results] == [1.0, None, 2.0, None, None, 3.0]
+    assert results[1].error == "the build crashed its worker process"
+    assert results[3].error == "build timed out after 3 s"
+    assert results[4].error == "build: ValueError: TVM rejects the point"
+
+
+def test_pipeline_builds_real_candidates_and_reports_a_rejected_point():
+    from gpu_cpu.pipeline import Pipeline
+
+    good = gemm_job()
+    bad = MeasureJob(good.source, good.name, good.params, {**good.point, "split.i": [3, 1, 1, 1]})
+    with Pipeline(timeout_s=120) as pipeline:
+        results = list(pipeline.evaluate([good, bad, good]))
+    assert results[0].ok and results[2].ok and 0 < results[0].seconds < 0.1
+    assert not results[1].ok and results[1].error.startswith("build: ")

@@ -271,10 +271,16 @@ def csim_command(directory: Path) -> None:
 @cli.command()
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def replay(directory: Path) -> None:
-    """Rebuild, check and time the CPU schedule saved in DIRECTORY (an explore output's <op>/cpu)."""
+    """Rebuild, check and time the schedule saved in DIRECTORY (an explore output's <op>/cpu or <op>/gpu;
+    without a GPU, a GPU schedule is rebuilt and its CUDA compared with the kernel.cu written)."""
     from gpu_cpu.cpu_flow import replay as run_replay
 
     result = run_replay(directory)
+    if result["seconds"] is None:
+        if not result["cuda_source_identical"]:
+            raise HeteroDSEError(f"{directory}: the schedule rebuilds to CUDA that differs from its kernel.cu")
+        console.print(f"{directory}: rebuilt; the CUDA source is identical to kernel.cu (no GPU here to time it)")
+        return
     recorded = result["recorded_seconds"]
     console.print(f"{directory}: {result['seconds'] * 1e3:.3f} ms, {result['gflops']:.1f} GFLOPS"
                   + (f" (recorded {recorded * 1e3:.3f} ms)" if recorded else "") + "; result checked")
