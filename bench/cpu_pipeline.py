@@ -43,7 +43,7 @@ def main() -> None:
     serial_s = time.perf_counter() - start
 
     start = time.perf_counter()
-    with Pipeline() as pipeline:
+    with Pipeline(overlap=True) as pipeline:
         piped = list(pipeline.evaluate(jobs))
     piped_s = time.perf_counter() - start
 

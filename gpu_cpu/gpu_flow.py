@@ -19,7 +19,7 @@ from gpu_cpu.pipeline import Pipeline
 from gpu_cpu.roofline import estimate
 from gpu_cpu.schedule import ScheduleError, apply_gpu, build_cuda
 from gpu_cpu.space import GpuSpace
-from gpu_cpu.tune import tune
+from gpu_cpu.tune import CUTOFF, tune
 from gpu_cpu.tuned import Tuned, atomic_directory
 from hetero_dse import __version__
 from hetero_dse.analysis import analyze
@@ -58,11 +58,12 @@ def explore_gpu(op: Operator, *, device: str = "h100", source: str = "builtin", 
     space = GpuSpace(analyze(op), gpu)
     explorer = SimulatedAnnealing(space, seed=seed, chains=8, steps=4)
     if present is not None:
-        def job(point: Point) -> MeasureJob:
-            return MeasureJob(source, op.definition.name, dict(op.params), point.to_json(), target="cuda")
+        def job(point: Point, best: float | None) -> MeasureJob:
+            return MeasureJob(source, op.definition.name, dict(op.params), point.to_json(), target="cuda",
+                              cutoff_s=None if best is None else CUTOFF * best)
 
         with Pipeline(timeout_s=timeout_s) as pipeline:
-            result = tune(space, explorer, lambda points: pipeline.evaluate([job(p) for p in points]),
+            result = tune(space, explorer, lambda points, best: pipeline.evaluate([job(p, best) for p in points]),
                           trials=trials, time_budget_s=time_budget_s, progress=progress)
         library = None if result.interrupted else time_torch_cuda(op)
         return GpuExploration(op, source, result, library, device=gpu, measured=True)
@@ -73,7 +74,7 @@ def explore_gpu(op: Operator, *, device: str = "h100", source: str = "builtin", 
             return MeasureResult(None, f"beyond the limits of {gpu.name}: {'; '.join(problems)}")
         return MeasureResult(estimate(space, point).seconds)
 
-    result = tune(space, explorer, lambda points: map(modelled, points), trials=max(trials, ESTIMATE_BUDGET),
+    result = tune(space, explorer, lambda points, _best: map(modelled, points), trials=max(trials, ESTIMATE_BUDGET),
                   time_budget_s=time_budget_s, progress=progress)
     return GpuExploration(op, source, result, None, device=gpu, measured=False)
 

@@ -106,6 +106,9 @@ class MeasureJob:
     repeat: int = 3
     check: bool = True
     target: str = "llvm"  # or "cuda"
+    #: a first run slower than this is the answer, untimed further: a candidate several times slower than the
+    #: best so far does not need nine more runs to be known as slow
+    cutoff_s: float | None = None
     device: str = "h100"  # the named GPU whose limits apply when no GPU is present
 
 
@@ -149,11 +152,16 @@ def check_and_time(module: Any, op: Any, dev: Any, job: MeasureJob) -> float:
     inputs = op.random_inputs(0)
     args = [tvm.runtime.tensor(a, dev) for a in inputs]
     out = tvm.runtime.tensor(np.zeros([int(d) for d in op.output.shape], dtype=str(op.output.dtype)), dev)
+    start = time.perf_counter()
     module[module.entry_name](*args, out)
+    dev.sync()  # a GPU launch returns before the kernel ends
+    first = time.perf_counter() - start
     if job.check:
         want = op.reference(inputs)
         if want is not None and not np.allclose(out.numpy(), want, rtol=1e-3, atol=1e-3):
             raise ValueError("the scheduled kernel's result differs from the reference")
+    if job.cutoff_s is not None and first > job.cutoff_s:
+        return first
     timer = module.time_evaluator(module.entry_name, dev, number=job.number, repeat=job.repeat)
     return float(np.median(timer(*args, out).results))
 

@@ -22,6 +22,9 @@ from hetero_dse.explore.search import STALE_ROUNDS
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
 
+#: candidates whose first run is this many times slower than the best so far are not timed further
+CUTOFF = 4.0
+
 
 @dataclass
 class Trial:
@@ -46,25 +49,27 @@ def tune_cpu(op: Operator, space: CpuSpace, explorer: Any, *, source: str = "bui
              progress: Callable[[int, float | None], None] | None = None, measurer: Measurer | None = None,
              ) -> TuneResult:
     """Measure up to ``trials`` distinct points proposed by ``explorer`` (same ask/tell interface as on FPGA):
-    built ahead by the build pool while the measuring worker times (``measurer`` given: built and timed by it,
-    one at a time)."""
-    def job(point: Point) -> MeasureJob:
-        return MeasureJob(source, op.definition.name, dict(op.params), point.to_json())
+    each built by a builder process, then timed by the measuring worker (``measurer`` given: built and timed
+    by it)."""
+    def job(point: Point, best: float | None) -> MeasureJob:
+        return MeasureJob(source, op.definition.name, dict(op.params), point.to_json(),
+                          cutoff_s=None if best is None else CUTOFF * best)
 
     if measurer is not None:
-        return tune(space, explorer, lambda points: (measurer.run(measure_cpu_job, job(p)) for p in points),
+        return tune(space, explorer, lambda points, best: (measurer.run(measure_cpu_job, job(p, best))
+                                                           for p in points),
                     trials=trials, time_budget_s=time_budget_s, progress=progress)
-    with Pipeline(timeout_s=timeout_s) as pipeline:
-        return tune(space, explorer, lambda points: pipeline.evaluate([job(p) for p in points]), trials=trials,
-                    time_budget_s=time_budget_s, progress=progress)
+    with Pipeline(timeout_s=timeout_s, overlap=False) as pipeline:  # the kernel is timed on every core
+        return tune(space, explorer, lambda points, best: pipeline.evaluate([job(p, best) for p in points]),
+                    trials=trials, time_budget_s=time_budget_s, progress=progress)
 
 
-def tune(space: Any, explorer: Any, evaluate: Callable[[list[Point]], Iterable[MeasureResult]], *,
+def tune(space: Any, explorer: Any, evaluate: Callable[[list[Point], float | None], Iterable[MeasureResult]], *,
          trials: int = 32, time_budget_s: float | None = None,
          progress: Callable[[int, float | None], None] | None = None) -> TuneResult:
     """Evaluate up to ``trials`` distinct points proposed by ``explorer``. ``evaluate`` takes the new points of
-    one proposal and yields their results in order (so it may build ahead); it never raises for a bad
-    candidate (it yields a failed result)."""
+    one proposal and the best seconds so far, and yields their results in order (so it may build ahead); it
+    never raises for a bad candidate (it yields a failed result)."""
     result = TuneResult()
     seen: dict[int, float] = {}
     start = time.perf_counter()
@@ -84,7 +89,8 @@ def tune(space: Any, explorer: Any, evaluate: Callable[[list[Point]], Iterable[M
             for row, key in zip(proposal, keys, strict=True):
                 if key not in seen and key not in fresh and len(result.trials) + len(fresh) < trials:
                     fresh[key] = space.decode(row)
-            results = iter(evaluate(list(fresh.values())))
+            best = result.best
+            results = iter(evaluate(list(fresh.values()), best.result.seconds if best else None))
             for key, point in fresh.items():
                 measured = next(results)
                 result.trials.append(Trial(point, measured))

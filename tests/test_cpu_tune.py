@@ -80,3 +80,29 @@ def test_a_space_smaller_than_the_trials_ends_when_measured_out():
     result = tune_cpu(op, space, SimulatedAnnealing(space, seed=2, chains=4, steps=3), trials=1000,
                       measurer=FailingMeasurer())
     assert 0 < len(result.trials) <= 96
+
+
+def test_ctrl_c_keeps_what_was_measured_and_writes_the_report(cli, tmp_path, monkeypatch):
+    import json
+
+    from gpu_cpu.pipeline import Pipeline
+
+    real = Pipeline.evaluate
+
+    def interrupted_after_three(self, jobs):
+        for n, result in enumerate(real(self, jobs)):
+            yield result
+            if n == 2:
+                raise KeyboardInterrupt
+
+    monkeypatch.setattr(Pipeline, "evaluate", interrupted_after_three)
+    out = tmp_path / "o"
+    r = cli("explore", "--op", "gemm", "--shape", "small:s1", "--target", "cpu", "--trials", "20", "--out", out)
+    assert r.code == 130 and "interrupted" in r.err
+    report = json.loads((out / "report.json").read_text())
+    assert report["complete"] is False
+    (record,) = report["cpu"]
+    assert record["interrupted"] is True and record["trials"] == 3 and record["torch"] is None
+    saved = out / record["directory"]
+    assert json.loads((saved / "schedule.json").read_text())["knobs"] == record["best"]["knobs"]
+    assert not list(out.glob("**/*.partial"))

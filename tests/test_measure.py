@@ -82,12 +82,13 @@ def fake_job(name, t=0.0):
 
 
 @pytest.mark.slow
-def test_pipeline_turns_build_crashes_hangs_and_errors_into_failures_and_keeps_the_order():
+@pytest.mark.parametrize("overlap", [True, False])
+def test_pipeline_turns_build_crashes_hangs_and_errors_into_failures_and_keeps_the_order(overlap):
     from gpu_cpu.pipeline import Pipeline
 
     jobs = [fake_job("ok", 1.0), fake_job("crash"), fake_job("ok", 2.0), fake_job("hang"), fake_job("reject"),
             fake_job("ok", 3.0)]
-    with Pipeline(build_timeout_s=3, builders=2, build=flaky_build, measure=read_built) as pipeline:
+    with Pipeline(build_timeout_s=3, builders=2, build=flaky_build, measure=read_built, overlap=overlap) as pipeline:
         results = list(pipeline.evaluate(jobs))
     assert [r.seconds for r in results] == [1.0, None, 2.0, None, None, 3.0]
     assert results[1].error == "the build crashed its worker process"
@@ -104,3 +105,40 @@ def test_pipeline_builds_real_candidates_and_reports_a_rejected_point():
         results = list(pipeline.evaluate([good, bad, good]))
     assert results[0].ok and results[2].ok and 0 < results[0].seconds < 0.1
     assert not results[1].ok and results[1].error.startswith("build: ")
+
+
+class FakeModule:
+    """A built module whose one run takes 20 ms and whose timer reports 1, 2, 3 ms."""
+
+    entry_name = "main"
+
+    def __init__(self):
+        self.timed = False
+
+    def __getitem__(self, name):
+        def run(*args):
+            time.sleep(0.02)
+        return run
+
+    def time_evaluator(self, name, dev, number, repeat):
+        self.timed = True
+
+        class Report:
+            results = (1e-3, 2e-3, 3e-3)
+        return lambda *args: Report()
+
+
+def test_a_candidate_far_slower_than_the_best_is_not_timed_further():
+    import tvm
+
+    from gpu_cpu.measure import check_and_time
+
+    op = get_builtin("gemm").instantiate(shape="small:s1")
+    job = gemm_job(check=False)
+    module = FakeModule()
+    assert check_and_time(module, op, tvm.cpu(0), job) == 2e-3 and module.timed  # no cutoff: the median
+    module = FakeModule()
+    slow = check_and_time(module, op, tvm.cpu(0), MeasureJob(**{**job.__dict__, "cutoff_s": 5e-3}))
+    assert 0.02 <= slow < 0.5 and not module.timed  # the first run's time, no further runs
+    module = FakeModule()
+    assert check_and_time(module, op, tvm.cpu(0), MeasureJob(**{**job.__dict__, "cutoff_s": 1.0})) == 2e-3
