@@ -16,11 +16,19 @@ Fixed decisions for CPU (§4.2): the outermost spatial level is fused and parall
 spatial loop vectorised, the reduction's initialisation hoisted out of the reduce loops. Inlining a padding
 puts a bounds test in the innermost loop: cheap for small kernels, ruinous for vectorised 3×3 convolutions,
 hence a knob. Points are the same immutable ``Point`` values as on FPGA, encoded as integer rows.
+
+Pruned by fixed per-hardware decisions (§4.2), so that no trial is spent on a point known to be slow: the
+vectorised loop's innermost factor must fill at least 40 % of the host's vector lanes (or as many as its
+extent allows), the register tile must fit the vector registers (28 accumulators with AVX-512, 12 with
+AVX2) and hold at least 4 (fewer leave the FMA latency exposed), the parallel outer loop must give every
+core an iteration, and a padding is not inlined into a loop vectorised along the padded dimension.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+import math
+import os
 from functools import cache
 
 import numpy as np
@@ -34,9 +42,27 @@ from hetero_dse.space.point import Point
 SPATIAL_LEVELS = 4
 REDUCE_LEVELS = 3
 UNROLL_STEPS = (0, 16, 64, 512)
+MIN_LANE_USE = 0.4
+MIN_ACCUMULATORS = 4  # independent FMAs in flight: 2 ports × 4-cycle latency wants 8; 4 keeps half busy
 CPU_ORDERS = (0, 1)
 MAX_REGISTERS_PER_THREAD = 255  # every NVIDIA architecture since Kepler
 REGISTER_OVERHEAD = 24          # indices, addresses and operands beside the accumulators, a typical count
+
+
+@cache
+def host_vector_bits() -> int:
+    """The host's widest float vector: 512 with AVX-512, 256 with AVX2, else 128."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line for line in f if line.startswith("flags")), "")
+    except OSError:
+        return 256
+    return 512 if " avx512f" in flags else 256 if " avx2" in flags else 128
+
+
+def lane_use(factor: int, lanes: int) -> float:
+    """Fraction of the vector lanes a vectorised loop of ``factor`` iterations keeps busy."""
+    return factor / (math.ceil(factor / lanes) * lanes)
 
 
 @cache
@@ -51,8 +77,17 @@ class CpuSpace:
     """Multi-level tiling schedules of one operator's main node on a CPU."""
 
     def __init__(self, analysis: Analysis, spatial_levels: int = SPATIAL_LEVELS, reduce_levels: int = REDUCE_LEVELS,
-                 unroll_steps: Sequence[int] = UNROLL_STEPS) -> None:
+                 unroll_steps: Sequence[int] = UNROLL_STEPS, vector_bits: int | None = None) -> None:
         self.analysis = analysis
+        bits = vector_bits or host_vector_bits()
+        self.lanes = max(1, bits // (8 * analysis.write.bytes_per_element))
+        self.max_accumulators = 28 if bits >= 512 else 12  # of 32 / 16 vector registers, operands aside
+        self.cores = os.cpu_count() or 1
+        self.soft_rules = True
+        spatial = [lp.extent for lp in analysis.main.spatial]
+        self._most_parallel = math.prod(spatial)
+        self._most_accumulators = {lp.name: math.ceil(lp.extent / self.lanes) * math.prod(spatial) // lp.extent
+                                   for lp in analysis.main.spatial}
         main = analysis.main
         self.loops = main.loops
         self.loop_names = tuple(lp.name for lp in self.loops)
@@ -104,20 +139,93 @@ class CpuSpace:
             row[len(self.loops) + j] = values.index(point[name])
         return row
 
+    def violations(self, point: Point) -> list[str]:
+        """Why ``point`` is pruned from the space (empty: it is in)."""
+        vector = point.get("vector")
+        if vector not in self.loop_names:
+            return []
+        out = []
+        spatial = self.loop_names[: self.num_spatial]
+        inner = {n: int(point[f"split.{n}"][-1]) for n in spatial}
+        extent = self.loops[self.loop_names.index(vector)].extent
+        reachable = max(lane_use(d, self.lanes) for d in divisors(extent))
+        if lane_use(inner[vector], self.lanes) < min(MIN_LANE_USE, reachable):
+            out.append(f"vectorised loop {vector} fills {inner[vector]} of {self.lanes} lanes")
+        accumulators = math.ceil(inner[vector] / self.lanes) * math.prod(v for n, v in inner.items() if n != vector)
+        if accumulators > self.max_accumulators:
+            out.append(f"register tile of {accumulators} vectors > {self.max_accumulators}")
+        if self.soft_rules:  # wishes that small operators cannot always meet together: dropped if they must be
+            if accumulators < min(MIN_ACCUMULATORS, self._most_accumulators[vector]):
+                out.append(f"register tile of {accumulators} vectors < {MIN_ACCUMULATORS}: FMA latency exposed")
+            parallel = math.prod(int(point[f"split.{n}"][0]) for n in spatial)
+            if parallel < min(self.cores, self._most_parallel):
+                out.append(f"{parallel} parallel outer iterations for {self.cores} cores")
+        if point.get("inline") and any(not a.from_input and any(e.coefficient(vector) for e in a.indices)
+                                       for a in self.analysis.reads):
+            out.append(f"inlined padding would be tested in every lane of {vector}")
+        return out
+
     def sample(self, count: int, rng: np.random.Generator) -> np.ndarray:
-        return rng.integers(0, self.cardinalities, size=(count, self.num_knobs))
+        """Points of the pruned space (rejection sampling; the soft rules are dropped for good when they
+        leave no point)."""
+        rows: list[np.ndarray] = []
+        for attempt in range(200 * count):
+            if attempt == 100 * count and not rows and getattr(self, "soft_rules", False):
+                self.soft_rules = False
+            row = self._draw(rng)
+            if not self.violations(self.decode(row)):
+                rows.append(row)
+                if len(rows) == count:
+                    return np.array(rows)
+        raise SpaceError(f"found no point of {self.analysis.operator} {self._where()} in {200 * count:,} draws")
+
+    def _where(self) -> str:
+        return f"in the CPU space pruned for {self.lanes} vector lanes"
+
+    def _draw(self, rng: np.random.Generator) -> np.ndarray:
+        """A uniform row, then its vectorised loop's split drawn among those that fill the lanes and the
+        padding not inlined where it cannot be: the rules a uniform draw breaks most often."""
+        row = rng.integers(0, self.cardinalities)
+        column = {name: i for i, name in enumerate(self.knob_names)}
+        point = self.decode(row)
+        vector = point.get("vector")
+        if vector in self.loop_names:
+            i = self.loop_names.index(vector)
+            extent = self.loops[i].extent
+            floor = min(MIN_LANE_USE, max(lane_use(d, self.lanes) for d in divisors(extent)))
+            good = [j for j, f in enumerate(self.splits[i]) if lane_use(f[-1], self.lanes) >= floor]
+            row[i] = good[rng.integers(0, len(good))]
+            if len(self.choices["inline"]) > 1 and self.violations(self.decode(row)):
+                row[column["inline"]] = self.choices["inline"].index(0)
+        return row
 
     def valid(self, rows: np.ndarray) -> np.ndarray:
         rows = np.atleast_2d(rows)
-        return ((rows >= 0) & (rows < self.cardinalities)).all(axis=1)
+        inside = ((rows >= 0) & (rows < self.cardinalities)).all(axis=1)
+        return np.array([ok and not self.violations(self.decode(r)) for ok, r in zip(inside, rows, strict=True)],
+                        dtype=bool)
 
     def keys(self, rows: np.ndarray) -> np.ndarray:
         """One integer per row, equal for equal rows."""
         return row_keys(rows, self.cardinalities)
 
-    def neighbours(self, rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """One random neighbour per row: one knob moved ±1 along its values (issue 5 rearranges splits)."""
-        rows = np.atleast_2d(rows).copy()
+    def neighbours(self, rows: np.ndarray, rng: np.random.Generator, tries: int = 16) -> np.ndarray:
+        """One random neighbour per row inside the pruned space (the row itself when ``tries`` moves all
+        leave it): one knob moved ±1 along its values (issue 5 rearranges splits)."""
+        rows = np.atleast_2d(rows)
+        out = rows.copy()
+        pending = np.arange(len(rows))
+        for _ in range(tries):
+            moved = self._move(rows[pending], rng)
+            ok = self.valid(moved)
+            out[pending[ok]] = moved[ok]
+            pending = pending[~ok]
+            if not len(pending):
+                break
+        return out
+
+    def _move(self, rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        rows = rows.copy()
         movable = np.flatnonzero(self.cardinalities > 1)
         if not len(movable):
             return rows
@@ -173,13 +281,8 @@ class GpuSpace(CpuSpace):
             out.append(f"{lim['shared_bytes']} B of shared memory > {dev.shared_memory_per_block}")
         return out
 
-    def sample(self, count: int, rng: np.random.Generator) -> np.ndarray:
-        """Valid rows only (rejection sampling against the device limits)."""
-        rows: list[np.ndarray] = []
-        for _ in range(200 * count):
-            row = rng.integers(0, self.cardinalities)
-            if not self.violations(self.decode(row)):
-                rows.append(row)
-                if len(rows) == count:
-                    return np.array(rows)
-        raise SpaceError(f"found no point of {self.analysis.operator} within the limits of {self.device.name}")
+    def _where(self) -> str:
+        return f"within the limits of {self.device.name}"
+
+    def _draw(self, rng: np.random.Generator) -> np.ndarray:
+        return rng.integers(0, self.cardinalities)

@@ -69,3 +69,25 @@ def test_vectorising_over_output_channels_packs_the_weights_and_transposes_the_t
     inputs = op.random_inputs(0)
     np.testing.assert_allclose(run_cpu(build_cpu(apply_cpu(op, point)), op, inputs), op.reference(inputs),
                                rtol=1e-4, atol=1e-5)
+
+
+def test_the_cpu_space_is_pruned_of_points_known_to_be_slow():
+    op = get_builtin("conv2d").instantiate(shape="yolo:C15")  # k 1024, i = j = 7; 3×3 window, padded
+    space = CpuSpace(analyze(op), vector_bits=512)
+    assert space.lanes == 16 and space.max_accumulators == 28
+    good = space.decode(np.zeros(space.num_knobs, dtype=int)).replace(
+        **{"split.k": (64, 1, 1, 16), "split.i": (1, 7, 1, 1), "split.j": (1, 1, 1, 7), "vector": "k", "inline": 0})
+    assert space.violations(good) == []  # 16 lanes × 7 rows of accumulators, 64 parallel tiles
+    assert space.violations(good.replace(**{"split.k": (256, 1, 1, 4), "split.j": (1, 1, 1, 7)})) == \
+        ["vectorised loop k fills 4 of 16 lanes"]
+    assert space.violations(good.replace(**{"split.k": (16, 1, 1, 64)})) == []  # 4 vectors × 7 = 28: just fits
+    assert space.violations(good.replace(**{"split.k": (8, 1, 1, 128)})) == ["register tile of 56 vectors > 28"]
+    assert space.violations(good.replace(**{"split.j": (7, 1, 1, 1)})) == \
+        ["register tile of 1 vectors < 4: FMA latency exposed"]
+    assert space.violations(good.replace(**{"split.k": (1, 64, 1, 16), "split.i": (1, 1, 1, 7)})) == \
+        ["register tile of 49 vectors > 28"] + ([f"1 parallel outer iterations for {space.cores} cores"]
+                                               if space.cores > 1 else [])
+    assert space.violations(good.replace(vector="j", inline=1, **{"split.k": (64, 1, 16, 1)})) == \
+        ["register tile of 1 vectors < 4: FMA latency exposed", "inlined padding would be tested in every lane of j"]
+    rows = space.sample(32, np.random.default_rng(0))
+    assert space.valid(rows).all() and space.valid(space.neighbours(rows, np.random.default_rng(1))).all()
