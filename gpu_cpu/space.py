@@ -170,7 +170,7 @@ class CpuSpace:
         leave no point)."""
         rows: list[np.ndarray] = []
         for attempt in range(200 * count):
-            if attempt == 100 * count and not rows and getattr(self, "soft_rules", False):
+            if attempt == 100 * count and not rows and self.soft_rules:
                 self.soft_rules = False
             row = self._draw(rng)
             if not self.violations(self.decode(row)):
