@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ ESTIMATE_BUDGET = 4096
 
 @dataclass
 class GpuExploration(Tuned):
-    device: GpuDevice = field(default=None)  # type: ignore[assignment]
+    device: GpuDevice
     measured: bool = False
 
     def record(self, directory: str | None) -> dict[str, Any]:

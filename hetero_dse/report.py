@@ -136,10 +136,8 @@ def cpu_markdown(cpu: Sequence[dict[str, Any]]) -> str:
              "| operator | shape | trials | failed | best | GFLOPS | torch GFLOPS | speedup | tuning | module |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in cpu:
-        best, torch, speedup = r["best"], r["torch"], r["speedup_over_torch"]
-        cells = [r["operator"], r["shape"] or "", str(r["trials"]), str(r["failures"]),
-                 fmt_seconds(best["seconds"]) if best else "—", f"{best['gflops']:.1f}" if best else "—",
-                 f"{torch['gflops']:.1f}" if torch else "—", f"{speedup:.2f}×" if speedup else "—",
+        best, gflops, torch, speedup = _figures(r)
+        cells = [r["operator"], r["shape"] or "", str(r["trials"]), str(r["failures"]), best, gflops, torch, speedup,
                  f"{r['wall_s']:.1f} s", f"`{r['directory'] or 'not written'}`"]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", f"Target: `{cpu[0]['target']}`. Each schedule was built, checked against the reference and timed "
@@ -155,19 +153,24 @@ def gpu_markdown(gpu: Sequence[dict[str, Any]]) -> str:
              "| operator | shape | device | trials | best | GFLOPS | kind | bound | torch GFLOPS | speedup | code |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in gpu:
-        best, torch, speedup = r["best"], r["torch"], r["speedup_over_torch"]
+        best, gflops, torch, speedup = _figures(r)
         kind = "**estimate** (roofline)" if r["estimate"] else "measured"
-        cells = [r["operator"], r["shape"] or "", r["device"], str(r["trials"]),
-                 fmt_seconds(best["seconds"]) if best else "—", f"{best['gflops']:.1f}" if best else "—", kind,
-                 (best or {}).get("bound", "—"), f"{torch['gflops']:.1f}" if torch else "—",
-                 f"{speedup:.2f}×" if speedup else "—", f"`{r['directory'] or 'not written'}`"]
+        cells = [r["operator"], r["shape"] or "", r["device"], str(r["trials"]), best, gflops, kind,
+                 (r["best"] or {}).get("bound", "—"), torch, speedup, f"`{r['directory'] or 'not written'}`"]
         lines.append("| " + " | ".join(cells) + " |")
     if any(r["estimate"] for r in gpu):
         lines += ["", "Estimates: no GPU on this machine. The time is the roofline model of the named device "
-                  "(`gpu_cpu/roofline.py`: FP32 peak with wave, lane and ILP losses; DRAM, L2 and shared-memory "
-                  "traffic), not a measurement; the CUDA source was generated and compiled by nvcc but not run, "
-                  "and no library baseline was taken."]
+                  "(`gpu_cpu/roofline.py`: FP32 peak with issue, lane and FMA-latency losses; DRAM, L2 and "
+                  "shared-memory traffic), not a measurement; the CUDA source was generated and compiled by nvcc "
+                  "but not run, and no library baseline was taken."]
     return "\n".join(lines + [""])
+
+
+def _figures(r: dict[str, Any]) -> tuple[str, str, str, str]:
+    """Best time, its GFLOPS, torch's GFLOPS and the speedup of a CPU or GPU record, as table cells."""
+    best, torch, speedup = r["best"], r["torch"], r["speedup_over_torch"]
+    return (fmt_seconds(best["seconds"]) if best else "—", f"{best['gflops']:.1f}" if best else "—",
+            f"{torch['gflops']:.1f}" if torch else "—", f"{speedup:.2f}×" if speedup else "—")
 
 
 def _atomic_write(path: Path, text: str) -> None:
