@@ -79,7 +79,8 @@ def replay(directory: Path) -> dict[str, Any]:
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise HeteroDSEError(f"{path} is not a schedule written by hetero_dse ({exc})") from None
     from gpu_cpu.devices import present_gpu
-    from gpu_cpu.measure import MeasureJob, Measurer, measure_cpu_job, measure_gpu_job, rebuild_operator
+    from gpu_cpu.measure import MeasureJob, rebuild_operator
+    from gpu_cpu.pipeline import Pipeline
 
     if kind == "cuda" and present_gpu() is None:
         from gpu_cpu.gpu_flow import rebuild_gpu
@@ -88,9 +89,8 @@ def replay(directory: Path) -> dict[str, Any]:
         same = written.is_file() and rebuild_gpu(record) == written.read_text()
         return {"seconds": None, "gflops": None, "recorded_seconds": record.get("seconds"), "point": Point(knobs),
                 "cuda_source_identical": same}
-    job = measure_gpu_job if kind == "cuda" else measure_cpu_job
-    with Measurer() as m:
-        result = m.run(job, MeasureJob(source, name, params, knobs))
+    with Pipeline(overlap=False) as pipeline:  # built, then checked and timed, as during the search
+        (result,) = pipeline.evaluate([MeasureJob(source, name, params, knobs, target=kind)])
     if not result.ok:
         raise HeteroDSEError(f"replaying {path} failed: {result.error}")
     op = rebuild_operator(source, name, params)

@@ -14,12 +14,12 @@ import numpy as np
 
 from gpu_cpu.baselines import time_torch_cuda
 from gpu_cpu.devices import GpuDevice, cuda_toolkit, get_device, present_gpu
-from gpu_cpu.measure import MeasureJob, MeasureResult
+from gpu_cpu.measure import MeasureResult
 from gpu_cpu.pipeline import Pipeline
 from gpu_cpu.roofline import estimate
 from gpu_cpu.schedule import ScheduleError, apply_gpu, build_cuda
 from gpu_cpu.space import GpuSpace
-from gpu_cpu.tune import CUTOFF, tune
+from gpu_cpu.tune import candidate_job, tune
 from gpu_cpu.tuned import Tuned, atomic_directory
 from hetero_dse import __version__
 from hetero_dse.analysis import analyze
@@ -58,21 +58,16 @@ def explore_gpu(op: Operator, *, device: str = "h100", source: str = "builtin", 
     space = GpuSpace(analyze(op), gpu)
     explorer = SimulatedAnnealing(space, seed=seed, chains=8, steps=4)
     if present is not None:
-        def job(point: Point, best: float | None) -> MeasureJob:
-            return MeasureJob(source, op.definition.name, dict(op.params), point.to_json(), target="cuda",
-                              cutoff_s=None if best is None else CUTOFF * best)
-
         with Pipeline(timeout_s=timeout_s) as pipeline:
-            result = tune(space, explorer, lambda points, best: pipeline.evaluate([job(p, best) for p in points]),
+            result = tune(space, explorer, lambda points, best: pipeline.evaluate(
+                [candidate_job(op, source, p, best, target="cuda") for p in points]),
                           trials=trials, time_budget_s=time_budget_s, progress=progress)
         library = None if result.interrupted else time_torch_cuda(op)
         return GpuExploration(op, source, result, library, device=gpu, measured=True)
 
     def modelled(point: Point) -> MeasureResult:
-        problems = space.violations(point)
-        if problems:  # enforced before building, as on a real device
-            return MeasureResult(None, f"beyond the limits of {gpu.name}: {'; '.join(problems)}")
-        return MeasureResult(estimate(space, point).seconds)
+        problem = space.beyond_limits(point)  # enforced before building, as on a real device
+        return MeasureResult(None, problem) if problem else MeasureResult(estimate(space, point).seconds)
 
     result = tune(space, explorer, lambda points, _best: map(modelled, points), trials=max(trials, ESTIMATE_BUDGET),
                   time_budget_s=time_budget_s, progress=progress)

@@ -123,28 +123,6 @@ def measure_cpu_job(job: MeasureJob) -> float:
     return check_and_time(build_cpu(apply_cpu(op, Point(job.point))).mod, op, tvm.cpu(0), job)
 
 
-def measure_gpu_job(job: MeasureJob) -> float:
-    """Worker side, on the GPU present: the device's limits are checked before anything is built."""
-    import tvm
-
-    from gpu_cpu.devices import present_gpu
-    from gpu_cpu.schedule import apply_gpu, build_cuda
-    from gpu_cpu.space import GpuSpace
-    from hetero_dse.analysis import analyze
-    from hetero_dse.space.point import Point
-
-    op = rebuild_operator(job.source, job.name, job.params)
-    device = present_gpu()
-    if device is None:
-        raise RuntimeError("no CUDA device in the measuring process")
-    point = Point(job.point)
-    problems = GpuSpace(analyze(op), device).violations(point)
-    if problems:
-        raise ValueError(f"beyond the limits of {device.name}: {'; '.join(problems)}")
-    executable, _ = build_cuda(apply_gpu(op, point), device)
-    return check_and_time(executable.mod, op, tvm.cuda(0), job)
-
-
 def check_and_time(module: Any, op: Any, dev: Any, job: MeasureJob) -> float:
     """Run the built ``module`` once on ``dev`` against the reference, then its median time per run."""
     import tvm

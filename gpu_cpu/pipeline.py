@@ -42,9 +42,9 @@ def build_job(job: MeasureJob, directory: str) -> str:
         from hetero_dse.analysis import analyze
 
         device = present_gpu() or get_device(job.device)
-        problems = GpuSpace(analyze(op), device).violations(point)
-        if problems:
-            raise ValueError(f"beyond the limits of {device.name}: {'; '.join(problems)}")
+        problem = GpuSpace(analyze(op), device).beyond_limits(point)
+        if problem:
+            raise ValueError(problem)
         executable, _ = build_cuda(apply_gpu(op, point), device)
     else:
         executable = build_cpu(apply_cpu(op, point))

@@ -40,28 +40,22 @@ class GpuEstimate:
 def estimate(space: GpuSpace, point: Point) -> GpuEstimate:
     dev: GpuDevice = space.device
     analysis = space.analysis
-    blocks = vthreads = threads = regs = 1
-    block_tile: dict[str, int] = {}
+    limits = space.limits(point)
+    threads, vthreads, shared_bytes = limits["threads"], limits["vthreads"], limits["shared_bytes"]
+    registers, regs = limits["registers"], limits["accumulators"]
+    blocks = outer_steps = inner_steps = 1
     thread_tile: dict[str, int] = {}
-    outer_steps = 1
     for i, name in enumerate(space.loop_names):
         f = [int(x) for x in point[f"split.{name}"]]
         if i < space.num_spatial:
             blocks *= f[0]
-            vthreads *= f[1]
-            threads *= f[2]
-            regs *= f[1] * f[3]
-            block_tile[name] = f[1] * f[2] * f[3]
             thread_tile[name] = f[1] * f[3]
         else:
             outer_steps *= f[0]
-            block_tile[name] = math.prod(f[1:])
+            inner_steps *= math.prod(f[1:])
             thread_tile[name] = 1  # one inner reduce step at a time
-    inner_steps = math.prod(block_tile[lp.name] for lp in space.loops[space.num_spatial:])
-    shared_bytes = sum(math.prod(a.bounding_box(block_tile)) * a.bytes_per_element for a in analysis.reads)
 
     # occupancy: blocks resident per SM, then waves over the whole grid
-    registers = space.limits(point)["registers"]
     per_sm = min(MAX_BLOCKS_PER_SM, MAX_THREADS_PER_SM // threads, REGISTERS_PER_SM // (threads * registers),
                  (dev.shared_memory_per_sm // shared_bytes) if shared_bytes else MAX_BLOCKS_PER_SM)
     per_sm = max(per_sm, 1)

@@ -252,20 +252,19 @@ class GpuSpace(CpuSpace):
         return {}  # one order (blocks, vthreads, threads, reduce, registers); producers always inlined
 
     def limits(self, point: Point) -> dict[str, int]:
-        """Threads per block, virtual threads and shared-memory bytes of ``point``."""
+        """Threads per block, virtual threads, shared-memory bytes of the block's input tiles, accumulators and
+        registers per thread of ``point``."""
         threads = vthreads = accumulators = 1
         tile: dict[str, int] = {}
         for i, name in enumerate(self.loop_names):
             f = point[f"split.{name}"]
+            tile[name] = int(np.prod(f[1:]))  # the block's extent of the loop
             if i < self.num_spatial:
                 vthreads *= f[1]
                 threads *= f[2]
                 accumulators *= f[1] * f[3]
-                tile[name] = int(np.prod(f[1:]))
-            else:
-                tile[name] = int(np.prod(f[1:]))
         shared = sum(int(np.prod(a.bounding_box(tile))) * a.bytes_per_element for a in self.analysis.reads)
-        return {"threads": threads, "vthreads": vthreads, "shared_bytes": shared,
+        return {"threads": threads, "vthreads": vthreads, "shared_bytes": shared, "accumulators": accumulators,
                 "registers": accumulators + REGISTER_OVERHEAD}
 
     def violations(self, point: Point) -> list[str]:
@@ -280,6 +279,11 @@ class GpuSpace(CpuSpace):
         if lim["shared_bytes"] > dev.shared_memory_per_block:
             out.append(f"{lim['shared_bytes']} B of shared memory > {dev.shared_memory_per_block}")
         return out
+
+    def beyond_limits(self, point: Point) -> str | None:
+        """What a failed trial records for a point the device cannot run; None when it can."""
+        problems = self.violations(point)
+        return f"beyond the limits of {self.device.name}: {'; '.join(problems)}" if problems else None
 
     def _where(self) -> str:
         return f"within the limits of {self.device.name}"

@@ -51,17 +51,20 @@ def tune_cpu(op: Operator, space: CpuSpace, explorer: Any, *, source: str = "bui
     """Measure up to ``trials`` distinct points proposed by ``explorer`` (same ask/tell interface as on FPGA):
     each built by a builder process, then timed by the measuring worker (``measurer`` given: built and timed
     by it)."""
-    def job(point: Point, best: float | None) -> MeasureJob:
-        return MeasureJob(source, op.definition.name, dict(op.params), point.to_json(),
-                          cutoff_s=None if best is None else CUTOFF * best)
-
     if measurer is not None:
-        return tune(space, explorer, lambda points, best: (measurer.run(measure_cpu_job, job(p, best))
-                                                           for p in points),
+        return tune(space, explorer, lambda points, best: (
+            measurer.run(measure_cpu_job, candidate_job(op, source, p, best)) for p in points),
                     trials=trials, time_budget_s=time_budget_s, progress=progress)
     with Pipeline(timeout_s=timeout_s, overlap=False) as pipeline:  # the kernel is timed on every core
-        return tune(space, explorer, lambda points, best: pipeline.evaluate([job(p, best) for p in points]),
+        return tune(space, explorer, lambda points, best: pipeline.evaluate(
+            [candidate_job(op, source, p, best) for p in points]),
                     trials=trials, time_budget_s=time_budget_s, progress=progress)
+
+
+def candidate_job(op: Operator, source: str, point: Point, best: float | None, target: str = "llvm") -> MeasureJob:
+    """The measurement of ``point``, cut short when its first run is ``CUTOFF`` times slower than ``best``."""
+    return MeasureJob(source, op.definition.name, dict(op.params), point.to_json(), target=target,
+                      cutoff_s=None if best is None else CUTOFF * best)
 
 
 def tune(space: Any, explorer: Any, evaluate: Callable[[list[Point], float | None], Iterable[MeasureResult]], *,

@@ -174,13 +174,13 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
                     break
 
     cpu_runs, gpu_runs = tvm_runs["cpu"], tvm_runs["gpu"]
-    projects, csims = _write_outputs(out, explorations, seed, run_csim, cpu_runs, gpu_runs)
+    projects, csims, cpu_records, gpu_records = _write_outputs(out, explorations, seed, run_csim, cpu_runs, gpu_runs)
     if explorations:
         console.print(explorations_table(explorations, csims))
-    if cpu_runs:
-        console.print(cpu_table([r.record(None) for r in cpu_runs]))
-    if gpu_runs:
-        console.print(gpu_table([r.record(None) for r in gpu_runs]))
+    if cpu_records:
+        console.print(cpu_table(cpu_records))
+    if gpu_records:
+        console.print(gpu_table(gpu_records))
     console.print(f"Report: {out / 'report.md'}")
     if interrupted:
         click.echo("hetero_dse: interrupted; the report holds the designs found before the stop", err=True)
@@ -191,9 +191,9 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
 
 
 def _write_outputs(out: Path, explorations: list, seed: int, run_csim: bool, cpu_runs: list,
-                   gpu_runs: list) -> tuple[dict, dict]:
+                   gpu_runs: list) -> tuple[dict, dict, list, list]:
     """HLS project of each best design (and its C-simulation), the CPU and GPU modules, then the reports;
-    Ctrl-C keeps what is done."""
+    Ctrl-C keeps what is done. Returns the projects, C-simulations, and the CPU and GPU records reported."""
     from gpu_cpu.cpu_flow import write_cpu_artifacts
     from gpu_cpu.gpu_flow import write_gpu_artifacts
     from hetero_dse.hls.csim import csim as run_csim_on
@@ -221,22 +221,19 @@ def _write_outputs(out: Path, explorations: list, seed: int, run_csim: bool, cpu
                 csims[i] = {"passed": result.passed, "mismatches": result.mismatches,
                             "max_abs_error": result.max_abs_error, "elements": result.elements,
                             "headers": result.headers}
-        for run in cpu_runs:
-            directory = None
-            if run.tune.best is not None:
-                directory = str(write_cpu_artifacts(out / run.label / "cpu", run).relative_to(out))
-            cpu_records.append(run.record(directory))
-        for run in gpu_runs:
-            directory = None
-            if run.tune.best is not None:
-                directory = str(write_gpu_artifacts(out / run.label / "gpu", run).relative_to(out))
-            gpu_records.append(run.record(directory))
+        for runs, write, kind, records in ((cpu_runs, write_cpu_artifacts, "cpu", cpu_records),
+                                           (gpu_runs, write_gpu_artifacts, "gpu", gpu_records)):
+            for run in runs:
+                directory = None
+                if run.tune.best is not None:
+                    directory = str(write(out / run.label / kind, run).relative_to(out))
+                records.append(run.record(directory))
     except KeyboardInterrupt:
         interrupted = True
     write_reports(out, explorations, projects, csims, interrupted, cpu_records, gpu_records)
     if interrupted and not searches_interrupted:
         raise KeyboardInterrupt
-    return projects, csims
+    return projects, csims, cpu_records, gpu_records
 
 
 @cli.command("csim")
