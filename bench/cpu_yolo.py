@@ -1,12 +1,15 @@
 """YOLO-v1 conv layers on this CPU: our measured search vs torch (oneDNN) vs TVM MetaSchedule at the same
 trial budget, all in one run so the ratios share the machine's state.
 
-    .venv/bin/python bench/cpu_yolo.py --layers C2,C4,C8,C13,C15 --trials 32 --json bench_cpu.json
+    .venv/bin/python bench/cpu_yolo.py --layers C2,C4,C8,C13,C15 --trials 32 --explorers q,p --json bench_cpu.json
 
-Each layer: ``explore_cpu`` (simulated annealing over the generated space, every trial built, checked and
-timed in a worker), torch's conv2d timed on the same inputs, and MetaSchedule's ``tune_tir`` with
-``max_trials_global`` = the same trials, its best module compiled and timed with the same ``time_evaluator``
-settings. MetaSchedule needs ``psutil``, ``cloudpickle`` and ``tornado`` (``pip install -e .[bench]``).
+Each layer: ``explore_cpu`` with each explorer named (the first is "ours" in the ratios; every trial built,
+checked and timed in a worker, the best GFLOPS so far noted after each trial with its wall time), torch's
+conv2d timed on the same inputs, and MetaSchedule's ``tune_tir`` with ``max_trials_global`` = the same
+trials, its best module compiled and timed with the same ``time_evaluator`` settings. Then, per layer: the
+trials the first explorer needed to reach 95 % and 100 % of each other explorer's final best, and the wall
+time it needed to reach MetaSchedule's final best against MetaSchedule's own tuning time. MetaSchedule needs
+``psutil``, ``cloudpickle`` and ``tornado`` (``pip install -e .[bench]``).
 """
 
 from __future__ import annotations
@@ -56,35 +59,66 @@ def metaschedule(op, trials: int) -> tuple[float, float]:
     return float(np.median(timer(*args, out).results)), wall
 
 
+def reach(curve: list[tuple[float, float]], gflops: float) -> int | None:
+    """The first trial (1-based) whose best so far is at least ``gflops``; None if never."""
+    return next((i + 1 for i, (_, g) in enumerate(curve) if g >= gflops), None)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", default="C2,C4,C8,C13,C15")
     parser.add_argument("--trials", type=int, default=32)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--explorers", default="q", help="comma-separated; the first is compared with the rest")
     parser.add_argument("--no-metaschedule", action="store_true")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
+    explorers = args.explorers.split(",")
     rows = []
     for layer in args.layers.split(","):
         op = get_builtin("conv2d").instantiate(shape=f"yolo:{layer}")
         flops = analyze(op).flops
-        ours = explore_cpu(op, trials=args.trials, seed=args.seed)
+        curves, runs = {}, {}
+        for name in explorers:
+            curve: list[tuple[float, float]] = []  # (wall s since the start, best GFLOPS so far) per trial
+            t0 = time.perf_counter()
+
+            def note(done: int, best: float | None, curve=curve, t0=t0, flops=flops) -> None:
+                curve.append((time.perf_counter() - t0, flops / best / 1e9 if best else 0.0))
+
+            runs[name] = explore_cpu(op, trials=args.trials, seed=args.seed, explorer=name, progress=note)
+            curves[name] = curve
+        ours = runs[explorers[0]]
         best = ours.tune.best
         torch_s = time_torch_cpu(op)
         ms_s, ms_wall = (None, None) if args.no_metaschedule else metaschedule(op, args.trials)
-        row = {"layer": layer, "flops": flops, "trials": len(ours.tune.trials),
+        row = {"layer": layer, "flops": flops, "trials": len(ours.tune.trials), "explorer": explorers[0],
                "ours_gflops": flops / best.result.seconds / 1e9, "ours_wall_s": ours.tune.wall_s,
                "torch_gflops": flops / torch_s / 1e9,
                "ms_gflops": flops / ms_s / 1e9 if ms_s else None, "ms_wall_s": ms_wall,
-               "best_knobs": best.point.to_json()}
+               "best_knobs": best.point.to_json(), "curves": curves,
+               "final": {n: c[-1][1] for n, c in curves.items()}}
         row["vs_torch"] = row["ours_gflops"] / row["torch_gflops"]
         row["vs_ms"] = row["ours_gflops"] / row["ms_gflops"] if ms_s else None
+        mine = curves[explorers[0]]
+        for other in explorers[1:]:
+            final = curves[other][-1][1]
+            row[f"trials_to_{other}"] = {f"{int(f * 100)}%": reach(mine, f * final) for f in (0.95, 1.0)}
+            row[f"{other}_trials_to_own_final"] = reach(curves[other], final)
+        if ms_s:
+            hit = next((t for t, g in mine if g >= row["ms_gflops"]), None)
+            row["time_to_ms_final_s"] = hit
+            row["time_to_ms_final_over_ms_wall"] = hit / ms_wall if hit is not None else None
         rows.append(row)
         peer = f", MetaSchedule {row['ms_gflops']:.1f} in {ms_wall:.0f} s" if ms_s else ""
-        print(f"{layer}: ours {row['ours_gflops']:.1f} GFLOPS in {row['ours_wall_s']:.0f} s, torch "
+        others = "".join(f", {n} {row['final'][n]:.1f}" for n in explorers[1:])
+        print(f"{layer}: {explorers[0]} {row['ours_gflops']:.1f} GFLOPS in {row['ours_wall_s']:.0f} s{others}, torch "
               f"{row['torch_gflops']:.1f}{peer}; {row['vs_torch']:.2f}x torch"
-              + (f", {row['vs_ms']:.2f}x MetaSchedule" if ms_s else ""), flush=True)
+              + (f", {row['vs_ms']:.2f}x MetaSchedule" if ms_s else "")
+              + "".join(f"; to {n}'s final: {row[f'trials_to_{n}']} trials (it took "
+                        f"{row[f'{n}_trials_to_own_final']})" for n in explorers[1:])
+              + (f"; to MetaSchedule's final: {row['time_to_ms_final_s']} s" if ms_s else ""), flush=True)
         if args.json:
             args.json.write_text(json.dumps({"target": host_target(), "trials": args.trials, "rows": rows}, indent=2))
 

@@ -14,12 +14,12 @@ import numpy as np
 from gpu_cpu.baselines import time_torch_cpu
 from gpu_cpu.schedule import apply_cpu, build_cpu, host_target, run_cpu
 from gpu_cpu.space import CpuSpace
-from gpu_cpu.tune import tune_cpu
+from gpu_cpu.tune import TVM_STARTS, tune_cpu
 from gpu_cpu.tuned import Tuned, atomic_directory
 from hetero_dse import __version__
 from hetero_dse.analysis import analyze
 from hetero_dse.errors import HeteroDSEError
-from hetero_dse.explore.annealing import SimulatedAnnealing
+from hetero_dse.explore.search import ExplorerSettings
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
 
@@ -31,12 +31,14 @@ class CpuExploration(Tuned):
 
 
 def explore_cpu(op: Operator, *, source: str = "builtin", trials: int = 32, time_budget_s: float | None = None,
-                seed: int = 0, timeout_s: float = 60.0,
+                seed: int = 0, timeout_s: float = 60.0, explorer: ExplorerSettings | str = "auto",
                 progress: Callable[[int, float | None], None] | None = None) -> CpuExploration:
     space = CpuSpace(analyze(op))
-    explorer = SimulatedAnnealing(space, seed=seed, chains=8, steps=4)
-    result = tune_cpu(op, space, explorer, source=source, trials=trials, time_budget_s=time_budget_s,
-                      timeout_s=timeout_s, progress=progress)
+    settings = ExplorerSettings(explorer) if isinstance(explorer, str) else explorer
+    strategy = settings.make(space, seed, default_starts=TVM_STARTS)
+    result = tune_cpu(op, space, strategy, source=source, trials=trials, time_budget_s=time_budget_s,
+                      patience=settings.patience, timeout_s=timeout_s, progress=progress)
+    settings.keep(strategy)
     torch_seconds = None if result.interrupted else time_torch_cpu(op)
     return CpuExploration(op, source, result, torch_seconds)
 

@@ -19,12 +19,12 @@ from gpu_cpu.pipeline import Pipeline
 from gpu_cpu.roofline import estimate
 from gpu_cpu.schedule import ScheduleError, apply_gpu, build_cuda
 from gpu_cpu.space import GpuSpace
-from gpu_cpu.tune import candidate_job, tune
+from gpu_cpu.tune import TVM_STARTS, candidate_job, tune
 from gpu_cpu.tuned import Tuned, atomic_directory
 from hetero_dse import __version__
 from hetero_dse.analysis import analyze
 from hetero_dse.errors import HeteroDSEError
-from hetero_dse.explore.annealing import SimulatedAnnealing
+from hetero_dse.explore.search import MODEL_STARTS, ExplorerSettings
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
 
@@ -50,18 +50,23 @@ class GpuExploration(Tuned):
 
 def explore_gpu(op: Operator, *, device: str = "h100", source: str = "builtin", trials: int = 32,
                 time_budget_s: float | None = None, seed: int = 0, timeout_s: float = 60.0,
+                explorer: ExplorerSettings | str = "auto",
                 progress: Callable[[int, float | None], None] | None = None) -> GpuExploration:
     """Search ``op``'s GPU space: on the GPU present (``trials`` measurements), else on ``device``'s roofline."""
     cuda_toolkit()
     present = present_gpu()
     gpu = present or get_device(device)
     space = GpuSpace(analyze(op), gpu)
-    explorer = SimulatedAnnealing(space, seed=seed, chains=8, steps=4)
+    settings = ExplorerSettings(explorer) if isinstance(explorer, str) else explorer
+    # scored by the roofline, a candidate costs microseconds: wide rounds, as on the FPGA model
+    strategy = settings.make(space, seed, default_starts=TVM_STARTS if present else MODEL_STARTS)
     if present is not None:
         with Pipeline(timeout_s=timeout_s) as pipeline:
-            result = tune(space, explorer, lambda points, best: pipeline.evaluate(
+            result = tune(space, strategy, lambda points, best: pipeline.evaluate(
                 [candidate_job(op, source, p, best, target="cuda") for p in points]),
-                          trials=trials, time_budget_s=time_budget_s, progress=progress)
+                          trials=trials, time_budget_s=time_budget_s, patience=settings.patience,
+                          progress=progress)
+        settings.keep(strategy)
         library = None if result.interrupted else time_torch_cuda(op)
         return GpuExploration(op, source, result, library, device=gpu, measured=True)
 
@@ -69,8 +74,9 @@ def explore_gpu(op: Operator, *, device: str = "h100", source: str = "builtin", 
         problem = space.beyond_limits(point)  # enforced before building, as on a real device
         return MeasureResult(None, problem) if problem else MeasureResult(estimate(space, point).seconds)
 
-    result = tune(space, explorer, lambda points, _best: map(modelled, points), trials=max(trials, ESTIMATE_BUDGET),
-                  time_budget_s=time_budget_s, progress=progress)
+    result = tune(space, strategy, lambda points, _best: map(modelled, points), trials=max(trials, ESTIMATE_BUDGET),
+                  time_budget_s=time_budget_s, patience=settings.patience, progress=progress)
+    settings.keep(strategy)
     return GpuExploration(op, source, result, None, device=gpu, measured=False)
 
 

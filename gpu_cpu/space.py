@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 import math
 import os
-from functools import cache
+from functools import cache, cached_property
 
 import numpy as np
 
@@ -38,6 +38,7 @@ from hetero_dse.analysis import Analysis
 from hetero_dse.space.encoding import row_keys
 from hetero_dse.space.fpga import SpaceError, divisors
 from hetero_dse.space.point import Point
+from hetero_dse.space.rearrange import Knob, Neighbourhood, random_neighbours
 
 SPATIAL_LEVELS = 4
 REDUCE_LEVELS = 3
@@ -209,33 +210,18 @@ class CpuSpace:
         """One integer per row, equal for equal rows."""
         return row_keys(rows, self.cardinalities)
 
-    def neighbours(self, rows: np.ndarray, rng: np.random.Generator, tries: int = 16) -> np.ndarray:
-        """One random neighbour per row inside the pruned space (the row itself when ``tries`` moves all
-        leave it): one knob moved ±1 along its values (issue 5 rearranges splits)."""
-        rows = np.atleast_2d(rows)
-        out = rows.copy()
-        pending = np.arange(len(rows))
-        for _ in range(tries):
-            moved = self._move(rows[pending], rng)
-            ok = self.valid(moved)
-            out[pending[ok]] = moved[ok]
-            pending = pending[~ok]
-            if not len(pending):
-                break
-        return out
+    @cached_property
+    def neighbourhood(self) -> Neighbourhood:
+        """FlexTensor's rearranged directions: (i, j) moves on each split, ±1 on the other knobs."""
+        knobs = [Knob.split(f"split.{n}", i, np.array(self.splits[i])) for i, n in enumerate(self.loop_names)]
+        knobs += [Knob.choice(name, len(self.loops) + j, len(values)) for j, (name, values)
+                  in enumerate(self.choices.items())]
+        return Neighbourhood(knobs, self.cardinalities)
 
-    def _move(self, rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        rows = rows.copy()
-        movable = np.flatnonzero(self.cardinalities > 1)
-        if not len(movable):
-            return rows
-        knob = movable[rng.integers(0, len(movable), size=len(rows))]
-        step = rng.choice([-1, 1], size=len(rows))
-        moved = rows[np.arange(len(rows)), knob] + step
-        moved = np.where((moved < 0) | (moved >= self.cardinalities[knob]), rows[np.arange(len(rows)), knob] - step,
-                         moved)
-        rows[np.arange(len(rows)), knob] = np.clip(moved, 0, self.cardinalities[knob] - 1)
-        return rows
+    def neighbours(self, rows: np.ndarray, rng: np.random.Generator, tries: int = 16) -> np.ndarray:
+        """One random neighbour per row inside the pruned space, along the rearranged directions (the row
+        itself when ``tries`` random directions all leave it)."""
+        return random_neighbours(self, rows, rng, tries)
 
 
 class GpuSpace(CpuSpace):

@@ -22,6 +22,10 @@ from hetero_dse.explore.search import STALE_ROUNDS
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
 
+#: start points per round on CPU and GPU: a round's candidates are built and measured one by one, so a
+#: round is short and the explorer learns from each before the next (8 start points would spend a quarter
+#: of a 32-trial budget on the random first round)
+TVM_STARTS = dict.fromkeys(("q", "p", "sa", "random"), 4)
 #: candidates whose first run is this many times slower than the best so far are not timed further
 CUTOFF = 4.0
 
@@ -45,7 +49,7 @@ class TuneResult:
 
 
 def tune_cpu(op: Operator, space: CpuSpace, explorer: Any, *, source: str = "builtin", trials: int = 32,
-             time_budget_s: float | None = None, timeout_s: float = 60.0,
+             time_budget_s: float | None = None, patience: int | None = None, timeout_s: float = 60.0,
              progress: Callable[[int, float | None], None] | None = None, measurer: Measurer | None = None,
              ) -> TuneResult:
     """Measure up to ``trials`` distinct points proposed by ``explorer`` (same ask/tell interface as on FPGA):
@@ -54,11 +58,11 @@ def tune_cpu(op: Operator, space: CpuSpace, explorer: Any, *, source: str = "bui
     if measurer is not None:
         return tune(space, explorer, lambda points, best: (
             measurer.run(measure_cpu_job, candidate_job(op, source, p, best)) for p in points),
-                    trials=trials, time_budget_s=time_budget_s, progress=progress)
+                    trials=trials, time_budget_s=time_budget_s, patience=patience, progress=progress)
     with Pipeline(timeout_s=timeout_s, overlap=False) as pipeline:  # the kernel is timed on every core
         return tune(space, explorer, lambda points, best: pipeline.evaluate(
             [candidate_job(op, source, p, best) for p in points]),
-                    trials=trials, time_budget_s=time_budget_s, progress=progress)
+                    trials=trials, time_budget_s=time_budget_s, patience=patience, progress=progress)
 
 
 def candidate_job(op: Operator, source: str, point: Point, best: float | None, target: str = "llvm") -> MeasureJob:
@@ -68,15 +72,16 @@ def candidate_job(op: Operator, source: str, point: Point, best: float | None, t
 
 
 def tune(space: Any, explorer: Any, evaluate: Callable[[list[Point], float | None], Iterable[MeasureResult]], *,
-         trials: int = 32, time_budget_s: float | None = None,
+         trials: int = 32, time_budget_s: float | None = None, patience: int | None = None,
          progress: Callable[[int, float | None], None] | None = None) -> TuneResult:
-    """Evaluate up to ``trials`` distinct points proposed by ``explorer``. ``evaluate`` takes the new points of
-    one proposal and the best seconds so far, and yields their results in order (so it may build ahead); it
-    never raises for a bad candidate (it yields a failed result)."""
+    """Evaluate up to ``trials`` distinct points proposed by ``explorer``, stopping early when ``patience``
+    rounds bring no faster point. ``evaluate`` takes the new points of one proposal and the best seconds so
+    far, and yields their results in order (so it may build ahead); it never raises for a bad candidate (it
+    yields a failed result)."""
     result = TuneResult()
     seen: dict[int, float] = {}
     start = time.perf_counter()
-    stale = 0
+    stale = since_better = 0
 
     def out_of_time() -> bool:
         return time_budget_s is not None and time.perf_counter() - start >= time_budget_s
@@ -93,6 +98,7 @@ def tune(space: Any, explorer: Any, evaluate: Callable[[list[Point], float | Non
                 if key not in seen and key not in fresh and len(result.trials) + len(fresh) < trials:
                     fresh[key] = space.decode(row)
             best = result.best
+            before = best.result.seconds if best else float("inf")
             results = iter(evaluate(list(fresh.values()), best.result.seconds if best else None))
             for key, point in fresh.items():
                 measured = next(results)
@@ -104,6 +110,11 @@ def tune(space: Any, explorer: Any, evaluate: Callable[[list[Point], float | Non
                 if out_of_time():
                     break
             explorer.observe(proposal, np.array([seen.get(k, float("inf")) for k in keys]))
+            best = result.best
+            if fresh:
+                since_better = 0 if best is not None and best.result.seconds < before else since_better + 1
+            if patience is not None and since_better >= patience:
+                break
             # a small space can be measured out before ``trials``: stop when proposals bring nothing new
             stale = 0 if fresh else stale + 1
             if stale >= STALE_ROUNDS:

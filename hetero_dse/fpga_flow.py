@@ -13,8 +13,8 @@ from cost_models.fpga_costs import ARITHMETIC
 from hetero_dse.analysis import Analysis, analyze
 from hetero_dse.board import RESOURCE_KINDS, Board
 from hetero_dse.errors import HeteroDSEError
-from hetero_dse.explore import make_explorer, search
-from hetero_dse.explore.search import SearchResult
+from hetero_dse.explore import search
+from hetero_dse.explore.search import MODEL_STARTS, ExplorerSettings, SearchResult
 from hetero_dse.operator import Operator
 from hetero_dse.space.fpga import FpgaSpace, SpaceOptions
 from hetero_dse.space.point import Point
@@ -84,9 +84,10 @@ def check_clocks(board: Board, clocks: Sequence[float]) -> list[float]:
 
 
 def explore(op: Operator, board: Board, *, dtypes: Sequence[str] = (), clocks: Sequence[float] = (),
-            options: SpaceOptions | None = None, explorer: str = "auto", seed: int = 0, budget: int | None = None,
+            options: SpaceOptions | None = None, explorer: ExplorerSettings | str = "auto", seed: int = 0,
+            budget: int | None = None,
             time_budget_s: float | None = None, top_k: int = 10,
-            progress: Callable[[int, float], None] | None = None, default_sa_budget: int = 30_000,
+            progress: Callable[[int, float], None] | None = None, default_budget: int = 30_000,
             traffic_weight: float = 0.01) -> Exploration:
     """Search the FPGA space of ``op`` on ``board``; raise if no design fits (saying what is over and by how much)."""
     dtypes = check_dtypes(op, dtypes)
@@ -94,11 +95,13 @@ def explore(op: Operator, board: Board, *, dtypes: Sequence[str] = (), clocks: S
     analysis = analyze(with_dtype(op, dtypes[0]))
     space = FpgaSpace(analysis, board, dtypes, clocks, options)
     model = FpgaModel(space, traffic_weight=traffic_weight)
-    strategy = make_explorer(explorer, space, seed)
+    settings = ExplorerSettings(explorer) if isinstance(explorer, str) else explorer
+    strategy = settings.make(space, seed, default_starts=MODEL_STARTS)
     if budget is None and strategy.name != "exhaustive":
-        budget = default_sa_budget
+        budget = default_budget
     result = search(space, model, strategy, budget=budget, time_budget_s=time_budget_s, top_k=top_k,
-                    progress=progress)
+                    patience=settings.patience, progress=progress)
+    settings.keep(strategy)
     exploration = Exploration(op, board, space, model, result)
     if not result.found:
         if result.interrupted:

@@ -186,3 +186,28 @@ def test_explored_best_matches_exhaustive_optimum():
     objective = np.concatenate([model.evaluate(r)["objective"] for r in space.enumerate()])
     best = model.evaluate(space.encode(e.best[0])[None, :])["objective"][0]
     assert best == pytest.approx(objective.min())
+
+
+def test_q_method_from_the_cli_saves_and_reuses_its_network(cli, tmp_path):
+    state = tmp_path / "q.pt"
+    args = ("explore", "--op", "conv2d", "--shape", "yolo:C8", "--board", "vu9p", "--explorer", "q", "--budget",
+            "600", "--starts", "16", "--q-state", state)
+    r = cli(*args, "--out", tmp_path / "a")
+    assert r.code == 0, r.err
+    report = json.loads((tmp_path / "a" / "report.json").read_text())
+    assert report["explorations"][0]["search"]["explorer"] == "q"
+    assert report["explorations"][0]["search"]["evaluations"] == 600
+    saved = state.stat().st_mtime_ns
+    r = cli(*args, "--out", tmp_path / "b")  # starts warm from the saved network, saves it again
+    assert r.code == 0, r.err
+    assert state.stat().st_mtime_ns >= saved
+    # a network of another operator's space: one sentence, nothing written
+    r = cli("explore", "--op", "gemm", "--shape", "small:s1", "--board", "vu9p", "--explorer", "q", "--q-state",
+            state, "--out", tmp_path / "c")
+    assert r.code == 1 and "was trained on a space with" in r.err and "Traceback" not in r.err
+
+
+def test_exhaustive_is_refused_on_cpu(cli, tmp_path):
+    r = cli("explore", "--op", "gemm", "--shape", "small:s1", "--target", "cpu", "--explorer", "exhaustive",
+            "--out", tmp_path / "o")
+    assert r.code == 1 and "exhaustive explorer" in r.err and not (tmp_path / "o").exists()

@@ -8,12 +8,17 @@ import pytest
 from cost_models.fpga import FpgaModel
 from hetero_dse.analysis import analyze
 from hetero_dse.board import load_board
-from hetero_dse.explore import Exhaustive, SimulatedAnnealing, search
+from hetero_dse.explore import Exhaustive, PMethod, RandomSearch, SimulatedAnnealing, search
+from hetero_dse.explore.qlearning import QMethod
 from hetero_dse.ops import get_builtin
 from hetero_dse.space.fpga import FpgaSpace
 
 EXPLORERS = {"exhaustive": lambda space, seed: Exhaustive(space),
-             "sa": lambda space, seed: SimulatedAnnealing(space, seed=seed, chains=64, steps=12)}
+             "sa": lambda space, seed: SimulatedAnnealing(space, seed=seed, chains=64, steps=12),
+             "q": lambda space, seed: QMethod(space, seed=seed, starts=8),
+             "p": lambda space, seed: PMethod(space, seed=seed, starts=8),
+             "random": lambda space, seed: RandomSearch(space, seed=seed, batch=64)}
+SEEDED = sorted(set(EXPLORERS) - {"exhaustive"})
 
 
 @pytest.fixture(scope="module")
@@ -61,16 +66,17 @@ def test_finds_the_known_optimum(small, name):
     assert found == pytest.approx(best, rel=1e-9)
 
 
-def test_same_seed_same_sequence(small):
+@pytest.mark.parametrize("name", SEEDED)
+def test_same_seed_same_sequence(small, name):
     space, model = small
     runs = []
     for _ in range(2):
         rec = Recording(model)
-        search(space, rec, SimulatedAnnealing(space, seed=7, chains=32, steps=5), budget=400)
+        search(space, rec, EXPLORERS[name](space, 7), budget=400)
         runs.append(np.concatenate(rec.rows))
     assert np.array_equal(runs[0], runs[1])
     rec = Recording(model)
-    search(space, rec, SimulatedAnnealing(space, seed=8, chains=32, steps=5), budget=400)
+    search(space, rec, EXPLORERS[name](space, 8), budget=400)
     assert not np.array_equal(runs[0], np.concatenate(rec.rows))
 
 

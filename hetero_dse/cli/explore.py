@@ -9,9 +9,11 @@ import click
 
 from hetero_dse.cli.main import EXIT_INTERRUPTED, cli, console, operator_options
 from hetero_dse.errors import HeteroDSEError
+from hetero_dse.explore.search import MODEL_STARTS, ExplorerSettings
+from gpu_cpu.tune import TVM_STARTS
 
-#: Designs scored by simulated annealing when the user gives no budget (it converges well before; see BENCHMARKS.md).
-DEFAULT_SA_BUDGET = 30_000
+#: Designs scored when the user gives no budget to a sampling explorer (they converge well before; BENCHMARKS.md).
+DEFAULT_BUDGET = 30_000
 
 
 def _split_values(values: tuple[str, ...]) -> list[str]:
@@ -64,10 +66,23 @@ def _prepare_out(out: Path, force: bool) -> None:
               help="Data types to explore (float32, int16, int8); default: the operator's.")
 @click.option("--clock", "clocks", multiple=True, metavar="MHZ[,MHZ]",
               help="Clock targets to explore; default: the board's default clock.")
-@click.option("--explorer", default="auto", show_default=True, type=click.Choice(["auto", "exhaustive", "sa"]),
-              help="auto: exhaustive when the pruned space is small enough, simulated annealing otherwise.")
+@click.option("--explorer", default="auto", show_default=True,
+              type=click.Choice(["auto", "exhaustive", "q", "p", "sa", "random"]),
+              help="q: FlexTensor's Q-learning walk; p: every direction from each start point; sa: simulated "
+                   "annealing; random: sampling. auto: exhaustive for a small FPGA space, q otherwise.")
+@click.option("--starts", type=click.IntRange(min=1), metavar="N",
+              help=f"Start points per round (q, p; chains for sa; points per round for random). Default: "
+                   f"{MODEL_STARTS['q']} on FPGA and GPU estimates ({MODEL_STARTS['sa']} chains for sa), "
+                   f"{TVM_STARTS['q']} when measured.")
+@click.option("--gamma", default=2.0, show_default=True, type=click.FloatRange(min=0),
+              help="Start-point rule: a point is picked with probability exp(-gamma (E* - E) / E*).")
+@click.option("--patience", type=click.IntRange(min=1), metavar="ROUNDS",
+              help="Stop a search when this many rounds in a row find nothing better.")
+@click.option("--q-state", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="Q-network to start from when FILE exists, saved there after the search (warm starts on "
+                   "similar operators).")
 @click.option("--budget", type=click.IntRange(min=1), metavar="N",
-              help=f"Designs to score at most (default: all for exhaustive, {DEFAULT_SA_BUDGET:,} for sa).")
+              help=f"Designs to score at most (default: all for exhaustive, {DEFAULT_BUDGET:,} for the others).")
 @click.option("--time-budget", type=float, metavar="SECONDS", help="Stop each search after this long.")
 @click.option("--io-optimal", is_flag=True,
               help="Prune conv tiles to the I/O lower bound's optimality condition x*y = R*z (seed 001).")
@@ -77,7 +92,8 @@ def _prepare_out(out: Path, force: bool) -> None:
 def explore(op_file: str | None, builtin: str | None, shape: str | None, params: tuple[str, ...], name: str | None,
             boards_: tuple[str, ...], targets: tuple[str, ...], trials: int, gpu_name: str, out: Path, force: bool,
             top_k: int, seed: int, dtypes: tuple[str, ...],
-            clocks: tuple[str, ...], explorer: str, budget: int | None, time_budget: float | None, io_optimal: bool,
+            clocks: tuple[str, ...], explorer: str, starts: int | None, gamma: float, patience: int | None,
+            q_state: Path | None, budget: int | None, time_budget: float | None, io_optimal: bool,
             traffic_weight: float, run_csim: bool) -> None:
     """Find the best FPGA accelerator (Vitis HLS project) and/or CPU schedule (TVM module) for an operator.
 
@@ -96,6 +112,7 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
     from hetero_dse.fpga_flow import explore as run_explore
     from hetero_dse.space.fpga import SpaceOptions
 
+    settings = ExplorerSettings(explorer, starts, gamma, patience, q_state)
     if time_budget is not None and time_budget <= 0:
         raise HeteroDSEError(f"--time-budget must be positive, got {time_budget:g} seconds")
     wanted = set(targets) | ({"fpga"} if boards_ else set())
@@ -104,6 +121,9 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
     if "fpga" in wanted and not boards_:
         raise HeteroDSEError("FPGA exploration needs a board: add --board NAME (see 'hetero_dse boards'), "
                              "or choose --target cpu or gpu")
+    if explorer == "exhaustive" and wanted & {"cpu", "gpu"}:
+        raise HeteroDSEError("the exhaustive explorer enumerates FPGA spaces only; CPU and GPU schedules are "
+                             "measured one by one: choose --explorer q, p, sa or random")
     if "gpu" in wanted:
         from gpu_cpu.devices import cuda_toolkit
 
@@ -135,9 +155,9 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
                     bar.update(task, completed=done, best=fmt_seconds(best))
 
                 e = run_explore(op, board, dtypes=dtype_list, clocks=clock_list,
-                                options=SpaceOptions(io_optimal=io_optimal), explorer=explorer, seed=seed,
+                                options=SpaceOptions(io_optimal=io_optimal), explorer=settings, seed=seed,
                                 budget=budget, time_budget_s=time_budget, top_k=top_k, progress=progress,
-                                default_sa_budget=DEFAULT_SA_BUDGET, traffic_weight=traffic_weight)
+                                default_budget=DEFAULT_BUDGET, traffic_weight=traffic_weight)
                 bar.update(task, total=e.result.evaluations, completed=e.result.evaluations)
                 explorations.append(e)
                 if e.result.interrupted:
@@ -163,10 +183,10 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
 
                 if kind == "cpu":
                     run = explore_cpu(op, source=source, trials=trials, time_budget_s=time_budget, seed=seed,
-                                      progress=tvm_progress)
+                                      explorer=settings, progress=tvm_progress)
                 else:
                     run = explore_gpu(op, device=gpu_name, source=source, trials=trials, time_budget_s=time_budget,
-                                      seed=seed, progress=tvm_progress)
+                                      seed=seed, explorer=settings, progress=tvm_progress)
                 bar.update(task, total=len(run.tune.trials), completed=len(run.tune.trials))
                 tvm_runs[kind].append(run)
                 if run.tune.interrupted:

@@ -7,8 +7,9 @@ who cannot afford the fastest design sees the cheapest one for each latency.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -16,12 +17,18 @@ from cost_models.fpga import FpgaModel
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.explore.annealing import SimulatedAnnealing
 from hetero_dse.explore.base import Explorer
+from hetero_dse.explore.directional import PMethod, RandomSearch
 from hetero_dse.explore.exhaustive import Exhaustive
 from hetero_dse.space.fpga import FpgaSpace
 
 #: Spaces with at most this many valid points (upper bound) are searched exhaustively by ``auto``.
 EXHAUSTIVE_LIMIT = 2_000_000
-EXPLORERS = ("auto", "exhaustive", "sa")
+EXPLORERS = ("auto", "exhaustive", "q", "p", "sa", "random")
+#: what ``auto`` runs on a space too large to enumerate (BENCHMARKS.md, issue 5)
+DEFAULT_EXPLORER = "q"
+#: start points per round (chains for sa) when a model scores candidates (the FPGA model, the GPU roofline):
+#: a candidate costs microseconds, so rounds are wide
+MODEL_STARTS = {"q": 64, "p": 64, "sa": 512, "random": 512}
 
 
 @dataclass
@@ -45,12 +52,65 @@ class SearchResult:
         return len(self.top_rows) > 0
 
 
-def make_explorer(name: str, space: FpgaSpace, seed: int) -> Explorer:
+@dataclass(frozen=True)
+class ExplorerSettings:
+    """How to explore, whatever the target: the explorer, its start points per round (FlexTensor's user-set
+    count; None: the explorer's default for the target), the start-point rule's γ, the early stop, and where
+    the Q-network is loaded from and saved to between runs."""
+
+    name: str = "auto"
+    starts: int | None = None
+    gamma: float = 2.0
+    patience: int | None = None  # rounds without a better point before the search stops
+    q_state: Path | None = None
+
+    def make(self, space, seed: int, *, default_starts: Mapping[str, int] | None = None,
+             exhaustive_limit: int | None = EXHAUSTIVE_LIMIT) -> Explorer:
+        """The explorer on ``space``; ``default_starts``: the target's start points per explorer name, used
+        when the user set none."""
+        name = resolve_auto(self.name, space, exhaustive_limit)
+        starts = self.starts or (default_starts or {}).get(name)
+        explorer = make_explorer(name, space, seed, starts=starts, gamma=self.gamma)
+        if self.q_state is not None and hasattr(explorer, "load") and self.q_state.is_file():
+            explorer.load(self.q_state)
+        return explorer
+
+    def keep(self, explorer: Explorer) -> None:
+        """Save what the explorer learned, if asked to (after the search, interrupted or not)."""
+        if self.q_state is not None and hasattr(explorer, "save"):
+            explorer.save(self.q_state)
+
+
+def resolve_auto(name: str, space, exhaustive_limit: int | None = EXHAUSTIVE_LIMIT) -> str:
+    """``auto`` is exhaustive on an FPGA space small enough to enumerate (``exhaustive_limit`` valid points at
+    most), the Q-method otherwise; other names are themselves."""
     if name not in EXPLORERS:
         raise HeteroDSEError(f"unknown explorer {name!r}; choose one of {', '.join(EXPLORERS)}")
-    if name == "auto":
-        name = "exhaustive" if space.pruned_size() <= EXHAUSTIVE_LIMIT else "sa"
-    return Exhaustive(space) if name == "exhaustive" else SimulatedAnnealing(space, seed=seed)
+    if name != "auto":
+        return name
+    small = exhaustive_limit is not None and hasattr(space, "enumerate") and space.pruned_size() <= exhaustive_limit
+    return "exhaustive" if small else DEFAULT_EXPLORER
+
+
+def make_explorer(name: str, space, seed: int, *, starts: int | None = None, gamma: float = 2.0,
+                  exhaustive_limit: int | None = EXHAUSTIVE_LIMIT) -> Explorer:
+    """The explorer called ``name`` on ``space`` (``auto``: see :func:`resolve_auto`). ``starts``: start points
+    per round for q and p, chains for sa, points per round for random (None: the explorer's default)."""
+    name = resolve_auto(name, space, exhaustive_limit)
+    if name == "exhaustive":
+        if not hasattr(space, "enumerate"):
+            raise HeteroDSEError("the exhaustive explorer needs a space that can be enumerated (FPGA); "
+                                 "choose q, p, sa or random")
+        return Exhaustive(space)
+    if name == "sa":
+        return SimulatedAnnealing(space, seed=seed, chains=starts or 512, gamma=gamma)
+    if name == "random":
+        return RandomSearch(space, seed=seed, batch=starts or 64)
+    if name == "p":
+        return PMethod(space, seed=seed, starts=starts or 8, gamma=gamma)
+    from hetero_dse.explore.qlearning import QMethod  # imports torch
+
+    return QMethod(space, seed=seed, starts=starts or 8, gamma=gamma)
 
 
 class _Gate:
@@ -104,9 +164,10 @@ STALE_ROUNDS = 64
 
 
 def search(space: FpgaSpace, model: FpgaModel, explorer: Explorer, *, budget: int | None = None,
-           time_budget_s: float | None = None, top_k: int = 10,
+           time_budget_s: float | None = None, top_k: int = 10, patience: int | None = None,
            progress: Callable[[int, float], None] | None = None) -> SearchResult:
-    """Run ``explorer`` until it stops, the budget of evaluations or seconds is spent, or Ctrl-C.
+    """Run ``explorer`` until it stops, the budget of evaluations or seconds is spent, ``patience`` rounds
+    bring no better design, or Ctrl-C.
 
     ``progress(evaluations, fastest feasible latency so far)`` is called after every batch. Ctrl-C ends the
     search and returns what it found so far with ``interrupted`` set.
@@ -121,6 +182,7 @@ def search(space: FpgaSpace, model: FpgaModel, explorer: Explorer, *, budget: in
     front_obj = np.empty((0, 3))
     closest: tuple[float, np.ndarray, np.ndarray] | None = None
     stale = 0
+    since_better, best_seen = 0, float("inf")
     try:
         while not gate.exhausted:
             if time_budget_s is not None and time.perf_counter() - start >= time_budget_s:
@@ -150,10 +212,13 @@ def search(space: FpgaSpace, model: FpgaModel, explorer: Explorer, *, budget: in
                     if closest is None or worst[i] < closest[0]:
                         closest = (float(worst[i]), rows[i].copy(), scores["usage"][i].copy())
                 gate.record(rows, scores["objective"])
+                round_best = float(scores["objective"].min()) if len(rows) else float("inf")
+                since_better = 0 if round_best < best_seen else since_better + 1
+                best_seen = min(best_seen, round_best)
             result.evaluations = gate.used
             if progress is not None:
                 progress(gate.used, fastest)
-            if gate.exhausted:
+            if gate.exhausted or (patience is not None and since_better >= patience):
                 break  # rows past the budget were never scored: nothing more to tell the explorer
             # The explorer hears about every row it proposed; rows scored before are answered from memory.
             proposal = np.asarray(proposal, dtype=np.int64)

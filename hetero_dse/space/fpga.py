@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from math import prod
 
 import numpy as np
@@ -38,6 +39,7 @@ from hetero_dse.board import Board
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.space.encoding import row_keys
 from hetero_dse.space.point import Point
+from hetero_dse.space.rearrange import Knob, Neighbourhood, random_neighbours
 
 __all__ = ["FpgaSpace", "SpaceError", "SpaceOptions", "divisors", "tile_candidates"]
 
@@ -290,41 +292,24 @@ class FpgaSpace:
             total *= int(sum((t[:, None] % u[None, :] == 0).sum(axis=1)))
         return total
 
-    def directions(self) -> list[tuple[int, int]]:
-        """(knob column, step) pairs: every knob moves ±1 along its sorted values."""
-        return [(k, s) for k in range(self.num_knobs) if self.cardinalities[k] > 1 for s in (-1, 1)]
+    @cached_property
+    def neighbourhood(self) -> Neighbourhood:
+        """FlexTensor's rearranged directions: each loop's (tile, unroll) pair is one split
+        ``[trips, tile/unroll, unroll]``; order, data type and clock move ±1."""
+        n = len(self.loops)
+        knobs = []
+        for i, name in enumerate(self.loop_names):
+            t, u = self.tile_values[i], self.unroll_values[i]
+            pairs = np.array([(a, b) for a in range(len(t)) for b in range(len(u)) if t[a] % u[b] == 0],
+                             dtype=np.int64)
+            tile, unroll = t[pairs[:, 0]], u[pairs[:, 1]]
+            factors = np.stack([-(-self.extents[i] // tile), tile // unroll, unroll], axis=1)
+            knobs.append(Knob(f"tile.{name}", (i, n + i), pairs, factors))
+        for name, col in (("order", self.col_order), ("dtype", self.col_dtype), ("clock_mhz", self.col_clock)):
+            knobs.append(Knob.choice(name, col, int(self.cardinalities[col])))
+        return Neighbourhood(knobs, self.cardinalities)
 
     def neighbours(self, rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """One random valid neighbour per row (the row itself where a random direction leads nowhere)."""
-        rows = np.atleast_2d(rows)
-        dirs = np.array(self.directions(), dtype=np.int64)
-        if len(dirs) == 0:
-            return rows.copy()
-        out = rows.copy()
-        pending = np.ones(len(rows), dtype=bool)
-        for _ in range(8):
-            pick = dirs[rng.integers(0, len(dirs), size=len(rows))]
-            cand = rows.copy()
-            cand[np.arange(len(rows)), pick[:, 0]] += pick[:, 1]
-            # Moving a tile can break "unroll divides tile": take the largest unroll that still divides it.
-            cand = self._repair(cand, pick[:, 0])
-            ok = pending & self.valid(cand)
-            out[ok] = cand[ok]
-            pending &= ~ok
-            if not pending.any():
-                break
-        return out
-
-    def _repair(self, rows: np.ndarray, moved: np.ndarray) -> np.ndarray:
-        n = len(self.loops)
-        for i in range(n):
-            hit = (moved == i) & (rows[:, i] >= 0) & (rows[:, i] < self.cardinalities[i])
-            if not hit.any():
-                continue
-            t = self.tile_values[i][rows[hit, i]]
-            u = self.unroll_values[i][np.clip(rows[hit, n + i], 0, len(self.unroll_values[i]) - 1)]
-            uv = self.unroll_values[i]
-            fits = (t[:, None] % uv[None, :] == 0) & (uv[None, :] <= u[:, None])
-            best = np.where(fits, np.arange(len(uv))[None, :], 0).max(axis=1)
-            rows[hit, n + i] = best
-        return rows
+        """One random valid neighbour per row along the rearranged directions (the row itself where random
+        directions lead nowhere)."""
+        return random_neighbours(self, rows, rng, tries=8)

@@ -1,0 +1,187 @@
+"""FlexTensor's rearranged space (§4.2): the directions an explorer moves along, for every target's space.
+
+A space's knobs are of two kinds here:
+
+* a **split**: the ways to write a loop as a product of N factors ``[f1 … fN]``. FlexTensor turns this list
+  into an N(N−1)/2-dimensional neighbourhood: along direction (i, j) the neighbour grows ``f_i`` and
+  shrinks ``f_j``, every other factor unchanged, so that neighbours share most of their structure (and,
+  likely, their performance). Each dimension is walked both ways, so a split has N(N−1) directions; the
+  step goes to the nearest such factorisation (smallest ``g_i > f_i``).
+* an ordered **choice** (reorder choice, unroll depth, data type, clock…): ±1 along its values.
+
+A knob may span several columns of the encoded row: on FPGA a loop's (tile, unroll) pair is one split
+``[trips, tile/unroll, unroll]`` (with padded tiles, ``trips`` is the rounded-up count), so that growing the
+PE array along a loop and growing its buffer are single moves. Only the pairs the space allows are values.
+
+Everything is a table lookup on encoded rows: ``step[d][v]`` is the value the knob takes from value ``v``
+along direction ``d`` (−1 where the direction leads outside the knob). Whether the moved row obeys the
+space's other rules (register limits, unroll counts…) is the space's ``valid``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One knob of a space as the explorers see it.
+
+    Args:
+        name: the knob's name, as in points (``split.k``, ``order``…).
+        columns: the encoded row's columns it occupies.
+        values: ``(n, len(columns))`` the index combinations it can take, one row per value.
+        factors: ``(n, N)`` a split's factor lists, row for row with ``values``; None for an ordered choice.
+    """
+
+    name: str
+    columns: tuple[int, ...]
+    values: np.ndarray
+    factors: np.ndarray | None = None
+
+    @classmethod
+    def choice(cls, name: str, column: int, count: int) -> Knob:
+        return cls(name, (column,), np.arange(count, dtype=np.int64)[:, None])
+
+    @classmethod
+    def split(cls, name: str, column: int, factors: np.ndarray) -> Knob:
+        return cls(name, (column,), np.arange(len(factors), dtype=np.int64)[:, None], np.asarray(factors))
+
+
+@dataclass(frozen=True)
+class Direction:
+    knob: int      # index into Neighbourhood.knobs
+    grow: int      # split: the factor grown; choice: +1 or -1
+    shrink: int    # split: the factor shrunk; choice: -1
+    label: str
+
+
+def split_steps(factors: np.ndarray, grow: int, shrink: int) -> np.ndarray:
+    """For each factor list, the index of its neighbour along (grow, shrink), or −1: the list that keeps every
+    other factor, has a larger ``grow`` factor and a smaller ``shrink`` factor, and grows it least."""
+    f = np.asarray(factors, dtype=np.float64)
+    others = [k for k in range(f.shape[1]) if k not in (grow, shrink)]
+    same = np.ones((len(f), len(f)), dtype=bool)
+    for k in others:
+        same &= f[:, None, k] == f[None, :, k]
+    ok = same & (f[None, :, grow] > f[:, None, grow]) & (f[None, :, shrink] < f[:, None, shrink])
+    # nearest: the smallest grown factor, then the largest shrunk one
+    cost = np.where(ok, f[None, :, grow] * 1e6 - f[None, :, shrink], np.inf)
+    best = np.argmin(cost, axis=1)
+    return np.where(ok.any(axis=1), best, -1).astype(np.int64)
+
+
+class Neighbourhood:
+    """The directions of a space and the moves along them, on encoded rows."""
+
+    def __init__(self, knobs: list[Knob], cardinalities: np.ndarray) -> None:
+        self.knobs = [k for k in knobs if len(k.values) > 1]  # a knob with one value has nowhere to go
+        self.cardinalities = np.asarray(cardinalities, dtype=np.int64)
+        self.directions: list[Direction] = []
+        self._steps: list[np.ndarray] = []
+        self._lookup: list[tuple[np.ndarray, np.ndarray]] = []  # (radix, dense table: row digits -> value id)
+        for ki, knob in enumerate(self.knobs):
+            cards = self.cardinalities[list(knob.columns)]
+            radix = np.cumprod(np.concatenate([[1], cards[:-1]])).astype(np.int64)
+            table = np.full(int(np.prod(cards)), -1, dtype=np.int64)
+            table[knob.values @ radix] = np.arange(len(knob.values))
+            self._lookup.append((radix, table))
+            if knob.factors is None:
+                n = len(knob.values)
+                for step in (1, -1):
+                    target = np.arange(n) + step
+                    self._steps.append(np.where((target >= 0) & (target < n), target, -1))
+                    self.directions.append(Direction(ki, step, -1, f"{knob.name}{'+' if step > 0 else '-'}1"))
+            else:
+                parts = knob.factors.shape[1]
+                for i in range(parts):
+                    for j in range(parts):
+                        if i != j:
+                            self._steps.append(split_steps(knob.factors, i, j))
+                            self.directions.append(Direction(ki, i, j, f"{knob.name}[{i}↑{j}↓]"))
+        self._dir_knob = np.array([d.knob for d in self.directions], dtype=np.int64)
+
+    @property
+    def num_directions(self) -> int:
+        return len(self.directions)
+
+    def value_ids(self, rows: np.ndarray) -> np.ndarray:
+        """``(rows, knobs)``: each knob's value id in each row (−1 for a combination the knob does not have)."""
+        rows = np.atleast_2d(rows)
+        out = np.empty((len(rows), len(self.knobs)), dtype=np.int64)
+        for ki, knob in enumerate(self.knobs):
+            radix, table = self._lookup[ki]
+            out[:, ki] = table[rows[:, list(knob.columns)] @ radix]
+        return out
+
+    def moves(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every row moved along every direction: ``(rows, directions, columns)`` and whether each move exists."""
+        rows = np.atleast_2d(rows)
+        ids = self.value_ids(rows)
+        moved = np.repeat(rows[:, None, :], self.num_directions, axis=1)
+        exists = np.zeros((len(rows), self.num_directions), dtype=bool)
+        for d, (knob_i, steps) in enumerate(zip(self._dir_knob, self._steps, strict=True)):
+            knob = self.knobs[knob_i]
+            current = ids[:, knob_i]
+            target = np.where(current >= 0, steps[np.maximum(current, 0)], -1)
+            exists[:, d] = target >= 0
+            moved[:, d, list(knob.columns)] = np.where(exists[:, d, None], knob.values[np.maximum(target, 0)],
+                                                       rows[:, list(knob.columns)])
+        return moved, exists
+
+    def step(self, rows: np.ndarray, directions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each row moved along its own direction; and whether that move exists."""
+        rows = np.atleast_2d(rows)
+        out = rows.copy()
+        exists = np.zeros(len(rows), dtype=bool)
+        ids = self.value_ids(rows)
+        for d in np.unique(directions):
+            hit = np.flatnonzero(directions == d)
+            knob_i = self._dir_knob[d]
+            knob = self.knobs[knob_i]
+            current = ids[hit, knob_i]
+            target = np.where(current >= 0, self._steps[d][np.maximum(current, 0)], -1)
+            ok = target >= 0
+            exists[hit] = ok
+            out[np.ix_(hit[ok], list(knob.columns))] = knob.values[target[ok]]
+        return out, exists
+
+    @property
+    def num_features(self) -> int:
+        return sum(1 if k.factors is None else k.factors.shape[1] for k in self.knobs)
+
+    def features(self, rows: np.ndarray) -> np.ndarray:
+        """The point as the Q-network sees it: log2 of each split factor, each choice's position in [0, 1]."""
+        ids = np.maximum(self.value_ids(rows), 0)
+        parts = []
+        for ki, knob in enumerate(self.knobs):
+            if knob.factors is None:
+                parts.append((ids[:, ki] / (len(knob.values) - 1))[:, None])
+            else:
+                parts.append(np.log2(np.asarray(knob.factors, dtype=np.float64)[ids[:, ki]]))
+        if not parts:
+            return np.zeros((len(ids), 0), dtype=np.float32)
+        return np.concatenate(parts, axis=1).astype(np.float32)
+
+
+def random_neighbours(space, rows: np.ndarray, rng: np.random.Generator, tries: int = 16) -> np.ndarray:
+    """One neighbour per row along a random direction, inside ``space`` (its ``valid`` rules); the row itself
+    where ``tries`` random directions all lead outside."""
+    rows = np.atleast_2d(rows)
+    hood: Neighbourhood = space.neighbourhood
+    out = rows.copy()
+    if hood.num_directions == 0 or not len(rows):
+        return out
+    pending = np.arange(len(rows))
+    for _ in range(tries):
+        moved, exists = hood.step(rows[pending], rng.integers(0, hood.num_directions, size=len(pending)))
+        ok = exists.copy()
+        if ok.any():
+            ok[ok] = space.valid(moved[ok])
+        out[pending[ok]] = moved[ok]
+        pending = pending[~ok]
+        if not len(pending):
+            break
+    return out
