@@ -19,7 +19,7 @@ from gpu_cpu.tuned import Tuned, atomic_directory
 from hetero_dse import __version__
 from hetero_dse.analysis import analyze
 from hetero_dse.errors import HeteroDSEError
-from hetero_dse.explore.search import ExplorerSettings
+from hetero_dse.explore.search import AUTO_MEASURED, ExplorerSettings
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
 
@@ -35,7 +35,7 @@ def explore_cpu(op: Operator, *, source: str = "builtin", trials: int = 32, time
                 progress: Callable[[int, float | None], None] | None = None) -> CpuExploration:
     space = CpuSpace(analyze(op))
     settings = ExplorerSettings(explorer) if isinstance(explorer, str) else explorer
-    strategy = settings.make(space, seed, default_starts=TVM_STARTS)
+    strategy = settings.make(space, seed, default_starts=TVM_STARTS, auto=AUTO_MEASURED)
     result = tune_cpu(op, space, strategy, source=source, trials=trials, time_budget_s=time_budget_s,
                       patience=settings.patience, timeout_s=timeout_s, progress=progress)
     settings.keep(strategy)

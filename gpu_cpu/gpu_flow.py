@@ -24,7 +24,7 @@ from gpu_cpu.tuned import Tuned, atomic_directory
 from hetero_dse import __version__
 from hetero_dse.analysis import analyze
 from hetero_dse.errors import HeteroDSEError
-from hetero_dse.explore.search import MODEL_STARTS, ExplorerSettings
+from hetero_dse.explore.search import AUTO_MEASURED, AUTO_MODELLED, MODEL_STARTS, ExplorerSettings
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
 
@@ -59,7 +59,8 @@ def explore_gpu(op: Operator, *, device: str = "h100", source: str = "builtin", 
     space = GpuSpace(analyze(op), gpu)
     settings = ExplorerSettings(explorer) if isinstance(explorer, str) else explorer
     # scored by the roofline, a candidate costs microseconds: wide rounds, as on the FPGA model
-    strategy = settings.make(space, seed, default_starts=TVM_STARTS if present else MODEL_STARTS)
+    strategy = settings.make(space, seed, default_starts=TVM_STARTS if present else MODEL_STARTS,
+                             auto=AUTO_MEASURED if present else AUTO_MODELLED)
     if present is not None:
         with Pipeline(timeout_s=timeout_s) as pipeline:
             result = tune(space, strategy, lambda points, best: pipeline.evaluate(

@@ -39,6 +39,7 @@ class Trial:
 @dataclass
 class TuneResult:
     trials: list[Trial] = field(default_factory=list)
+    explorer: str = ""
     wall_s: float = 0.0
     interrupted: bool = False
 
@@ -78,7 +79,7 @@ def tune(space: Any, explorer: Any, evaluate: Callable[[list[Point], float | Non
     rounds bring no faster point. ``evaluate`` takes the new points of one proposal and the best seconds so
     far, and yields their results in order (so it may build ahead); it never raises for a bad candidate (it
     yields a failed result)."""
-    result = TuneResult()
+    result = TuneResult(explorer=getattr(explorer, "name", type(explorer).__name__))
     seen: dict[int, float] = {}
     start = time.perf_counter()
     stale = since_better = 0

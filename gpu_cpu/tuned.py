@@ -40,7 +40,7 @@ class Tuned:
         best = self.tune.best
         return {
             "operator": self.op.name, "shape": self.op.shape_name, "signature": self.op.signature(),
-            "trials": len(self.tune.trials),
+            "explorer": self.tune.explorer, "trials": len(self.tune.trials),
             "failures": sum(not t.result.ok for t in self.tune.trials),
             "failure_messages": sorted({t.result.error for t in self.tune.trials if not t.result.ok})[:5],
             "wall_s": self.tune.wall_s, "interrupted": self.tune.interrupted,

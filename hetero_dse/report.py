@@ -128,6 +128,11 @@ def markdown(explorations: Sequence[Exploration], projects: dict[int, str], csim
     return "\n".join(lines)
 
 
+def _trials(record: dict[str, Any]) -> str:
+    """Trials and the explorer that chose them: ``32 (q)``."""
+    return f"{record['trials']} ({record['explorer']})" if record.get("explorer") else str(record["trials"])
+
+
 def cpu_markdown(cpu: Sequence[dict[str, Any]]) -> str:
     """The CPU section of report.md (empty when no CPU exploration ran)."""
     if not cpu:
@@ -137,7 +142,7 @@ def cpu_markdown(cpu: Sequence[dict[str, Any]]) -> str:
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in cpu:
         best, gflops, torch, speedup = _figures(r)
-        cells = [r["operator"], r["shape"] or "", str(r["trials"]), str(r["failures"]), best, gflops, torch, speedup,
+        cells = [r["operator"], r["shape"] or "", _trials(r), str(r["failures"]), best, gflops, torch, speedup,
                  f"{r['wall_s']:.1f} s", f"`{r['directory'] or 'not written'}`"]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", f"Target: `{cpu[0]['target']}`. Each schedule was built, checked against the reference and timed "
@@ -155,7 +160,7 @@ def gpu_markdown(gpu: Sequence[dict[str, Any]]) -> str:
     for r in gpu:
         best, gflops, torch, speedup = _figures(r)
         kind = "**estimate** (roofline)" if r["estimate"] else "measured"
-        cells = [r["operator"], r["shape"] or "", r["device"], str(r["trials"]), best, gflops, kind,
+        cells = [r["operator"], r["shape"] or "", r["device"], _trials(r), best, gflops, kind,
                  (r["best"] or {}).get("bound", "—"), torch, speedup, f"`{r['directory'] or 'not written'}`"]
         lines.append("| " + " | ".join(cells) + " |")
     if any(r["estimate"] for r in gpu):

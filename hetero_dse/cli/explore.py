@@ -69,7 +69,8 @@ def _prepare_out(out: Path, force: bool) -> None:
 @click.option("--explorer", default="auto", show_default=True,
               type=click.Choice(["auto", "exhaustive", "q", "p", "sa", "random"]),
               help="q: FlexTensor's Q-learning walk; p: every direction from each start point; sa: simulated "
-                   "annealing; random: sampling. auto: exhaustive for a small FPGA space, q otherwise.")
+                   "annealing; random: sampling. auto: exhaustive for a small FPGA space, else sa where a model scores "
+                   "designs (FPGA, GPU estimates) and q where trials are measured (BENCHMARKS.md).")
 @click.option("--starts", type=click.IntRange(min=1), metavar="N",
               help=f"Start points per round (q, p; chains for sa; points per round for random). Default: "
                    f"{MODEL_STARTS['q']} on FPGA and GPU estimates ({MODEL_STARTS['sa']} chains for sa), "

@@ -24,8 +24,11 @@ from hetero_dse.space.fpga import FpgaSpace
 #: Spaces with at most this many valid points (upper bound) are searched exhaustively by ``auto``.
 EXHAUSTIVE_LIMIT = 2_000_000
 EXPLORERS = ("auto", "exhaustive", "q", "p", "sa", "random")
-#: what ``auto`` runs on a space too large to enumerate (BENCHMARKS.md, issue 5)
-DEFAULT_EXPLORER = "q"
+#: what ``auto`` runs on a space too large to enumerate, by how candidates are scored (BENCHMARKS.md, issue 5):
+#: on measured CPU/GPU trials the Q-method reached MetaSchedule's final quality in 5–15 % of its time; on the
+#: FPGA model simulated annealing came within 1 % of the exhaustive optimum in fewer evaluations than the
+#: Q-method (which beats its P-method control there)
+AUTO_MEASURED, AUTO_MODELLED = "q", "sa"
 #: start points per round (chains for sa) when a model scores candidates (the FPGA model, the GPU roofline):
 #: a candidate costs microseconds, so rounds are wide
 MODEL_STARTS = {"q": 64, "p": 64, "sa": 512, "random": 512}
@@ -65,10 +68,10 @@ class ExplorerSettings:
     q_state: Path | None = None
 
     def make(self, space, seed: int, *, default_starts: Mapping[str, int] | None = None,
-             exhaustive_limit: int | None = EXHAUSTIVE_LIMIT) -> Explorer:
+             exhaustive_limit: int | None = EXHAUSTIVE_LIMIT, auto: str = AUTO_MODELLED) -> Explorer:
         """The explorer on ``space``; ``default_starts``: the target's start points per explorer name, used
-        when the user set none."""
-        name = resolve_auto(self.name, space, exhaustive_limit)
+        when the user set none; ``auto``: what ``auto`` means beyond exhaustive."""
+        name = resolve_auto(self.name, space, exhaustive_limit, auto)
         starts = self.starts or (default_starts or {}).get(name)
         explorer = make_explorer(name, space, seed, starts=starts, gamma=self.gamma)
         if self.q_state is not None and hasattr(explorer, "load") and self.q_state.is_file():
@@ -81,22 +84,22 @@ class ExplorerSettings:
             explorer.save(self.q_state)
 
 
-def resolve_auto(name: str, space, exhaustive_limit: int | None = EXHAUSTIVE_LIMIT) -> str:
+def resolve_auto(name: str, space, exhaustive_limit: int | None = EXHAUSTIVE_LIMIT, auto: str = AUTO_MODELLED) -> str:
     """``auto`` is exhaustive on an FPGA space small enough to enumerate (``exhaustive_limit`` valid points at
-    most), the Q-method otherwise; other names are themselves."""
+    most), ``auto`` otherwise; other names are themselves."""
     if name not in EXPLORERS:
         raise HeteroDSEError(f"unknown explorer {name!r}; choose one of {', '.join(EXPLORERS)}")
     if name != "auto":
         return name
     small = exhaustive_limit is not None and hasattr(space, "enumerate") and space.pruned_size() <= exhaustive_limit
-    return "exhaustive" if small else DEFAULT_EXPLORER
+    return "exhaustive" if small else auto
 
 
 def make_explorer(name: str, space, seed: int, *, starts: int | None = None, gamma: float = 2.0,
-                  exhaustive_limit: int | None = EXHAUSTIVE_LIMIT) -> Explorer:
+                  exhaustive_limit: int | None = EXHAUSTIVE_LIMIT, auto: str = AUTO_MODELLED) -> Explorer:
     """The explorer called ``name`` on ``space`` (``auto``: see :func:`resolve_auto`). ``starts``: start points
     per round for q and p, chains for sa, points per round for random (None: the explorer's default)."""
-    name = resolve_auto(name, space, exhaustive_limit)
+    name = resolve_auto(name, space, exhaustive_limit, auto)
     if name == "exhaustive":
         if not hasattr(space, "enumerate"):
             raise HeteroDSEError("the exhaustive explorer needs a space that can be enumerated (FPGA); "
