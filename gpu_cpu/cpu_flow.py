@@ -15,11 +15,12 @@ from gpu_cpu.baselines import time_torch_cpu
 from gpu_cpu.schedule import apply_cpu, build_cpu, host_target, run_cpu
 from gpu_cpu.space import CpuSpace
 from gpu_cpu.tune import TVM_STARTS, tune_cpu
-from gpu_cpu.tuned import Tuned, atomic_directory
+from gpu_cpu.tuned import Tuned, atomic_directory, tvm_workload
 from hetero_dse import __version__
 from hetero_dse.analysis import analyze
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.explore.search import AUTO_MEASURED, ExplorerSettings
+from hetero_dse.history import HistoryDB, WorkloadHistory
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
 
@@ -32,12 +33,16 @@ class CpuExploration(Tuned):
 
 def explore_cpu(op: Operator, *, source: str = "builtin", trials: int = 32, time_budget_s: float | None = None,
                 seed: int = 0, timeout_s: float = 60.0, explorer: ExplorerSettings | str = "auto",
-                progress: Callable[[int, float | None], None] | None = None) -> CpuExploration:
+                progress: Callable[[int, float | None], None] | None = None,
+                history: HistoryDB | None = None) -> CpuExploration:
+    """Search ``op``'s CPU space with measured trials; with a ``history``, points measured before on this CPU
+    (same operator, same TVM and hetero_dse) are answered from it and every new measurement is stored."""
     space = CpuSpace(analyze(op))
     settings = ExplorerSettings(explorer) if isinstance(explorer, str) else explorer
     strategy = settings.make(space, seed, default_starts=TVM_STARTS, auto=AUTO_MEASURED)
+    memo = None if history is None else WorkloadHistory(history, tvm_workload(op, host_target()), strategy.name)
     result = tune_cpu(op, space, strategy, source=source, trials=trials, time_budget_s=time_budget_s,
-                      patience=settings.patience, timeout_s=timeout_s, progress=progress)
+                      patience=settings.patience, timeout_s=timeout_s, progress=progress, history=memo)
     settings.keep(strategy)
     torch_seconds = None if result.interrupted else time_torch_cpu(op)
     return CpuExploration(op, source, result, torch_seconds)

@@ -20,11 +20,12 @@ from gpu_cpu.roofline import estimate
 from gpu_cpu.schedule import ScheduleError, apply_gpu, build_cuda
 from gpu_cpu.space import GpuSpace
 from gpu_cpu.tune import TVM_STARTS, candidate_job, tune
-from gpu_cpu.tuned import Tuned, atomic_directory
+from gpu_cpu.tuned import Tuned, atomic_directory, tvm_workload
 from hetero_dse import __version__
 from hetero_dse.analysis import analyze
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.explore.search import AUTO_MEASURED, AUTO_MODELLED, MODEL_STARTS, ExplorerSettings
+from hetero_dse.history import HistoryDB, WorkloadHistory
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
 
@@ -51,7 +52,8 @@ class GpuExploration(Tuned):
 def explore_gpu(op: Operator, *, device: str = "h100", source: str = "builtin", trials: int = 32,
                 time_budget_s: float | None = None, seed: int = 0, timeout_s: float = 60.0,
                 explorer: ExplorerSettings | str = "auto",
-                progress: Callable[[int, float | None], None] | None = None) -> GpuExploration:
+                progress: Callable[[int, float | None], None] | None = None,
+                history: HistoryDB | None = None) -> GpuExploration:
     """Search ``op``'s GPU space: on the GPU present (``trials`` measurements), else on ``device``'s roofline."""
     cuda_toolkit()
     present = present_gpu()
@@ -63,10 +65,11 @@ def explore_gpu(op: Operator, *, device: str = "h100", source: str = "builtin", 
                              auto=AUTO_MEASURED if present else AUTO_MODELLED)
     if present is not None:
         with Pipeline(timeout_s=timeout_s) as pipeline:
+            memo = None if history is None else WorkloadHistory(history, tvm_workload(op, gpu.target), strategy.name)
             result = tune(space, strategy, lambda points, best: pipeline.evaluate(
                 [candidate_job(op, source, p, best, target="cuda") for p in points]),
                           trials=trials, time_budget_s=time_budget_s, patience=settings.patience,
-                          progress=progress)
+                          progress=progress, history=memo)
         settings.keep(strategy)
         library = None if result.interrupted else time_torch_cuda(op)
         return GpuExploration(op, source, result, library, device=gpu, measured=True)

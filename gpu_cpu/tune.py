@@ -19,6 +19,7 @@ from gpu_cpu.measure import MeasureJob, MeasureResult, Measurer, measure_cpu_job
 from gpu_cpu.pipeline import Pipeline
 from gpu_cpu.space import CpuSpace
 from hetero_dse.explore.search import STALE_ROUNDS
+from hetero_dse.history import WorkloadHistory, point_key
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
 
@@ -40,6 +41,7 @@ class Trial:
 class TuneResult:
     trials: list[Trial] = field(default_factory=list)
     explorer: str = ""
+    answered: int = 0  # trials answered from the history database instead of measured
     wall_s: float = 0.0
     interrupted: bool = False
 
@@ -52,18 +54,20 @@ class TuneResult:
 def tune_cpu(op: Operator, space: CpuSpace, explorer: Any, *, source: str = "builtin", trials: int = 32,
              time_budget_s: float | None = None, patience: int | None = None, timeout_s: float = 60.0,
              progress: Callable[[int, float | None], None] | None = None, measurer: Measurer | None = None,
-             ) -> TuneResult:
+             history: WorkloadHistory | None = None) -> TuneResult:
     """Measure up to ``trials`` distinct points proposed by ``explorer`` (same ask/tell interface as on FPGA):
     each built by a builder process, then timed by the measuring worker (``measurer`` given: built and timed
     by it)."""
     if measurer is not None:
         return tune(space, explorer, lambda points, best: (
             measurer.run(measure_cpu_job, candidate_job(op, source, p, best)) for p in points),
-                    trials=trials, time_budget_s=time_budget_s, patience=patience, progress=progress)
+                    trials=trials, time_budget_s=time_budget_s, patience=patience, progress=progress,
+                    history=history)
     with Pipeline(timeout_s=timeout_s, overlap=False) as pipeline:  # the kernel is timed on every core
         return tune(space, explorer, lambda points, best: pipeline.evaluate(
             [candidate_job(op, source, p, best) for p in points]),
-                    trials=trials, time_budget_s=time_budget_s, patience=patience, progress=progress)
+                    trials=trials, time_budget_s=time_budget_s, patience=patience, progress=progress,
+                    history=history)
 
 
 def candidate_job(op: Operator, source: str, point: Point, best: float | None, target: str = "llvm") -> MeasureJob:
@@ -74,11 +78,14 @@ def candidate_job(op: Operator, source: str, point: Point, best: float | None, t
 
 def tune(space: Any, explorer: Any, evaluate: Callable[[list[Point], float | None], Iterable[MeasureResult]], *,
          trials: int = 32, time_budget_s: float | None = None, patience: int | None = None,
-         progress: Callable[[int, float | None], None] | None = None) -> TuneResult:
+         progress: Callable[[int, float | None], None] | None = None,
+         history: WorkloadHistory | None = None) -> TuneResult:
     """Evaluate up to ``trials`` distinct points proposed by ``explorer``, stopping early when ``patience``
     rounds bring no faster point. ``evaluate`` takes the new points of one proposal and the best seconds so
     far, and yields their results in order (so it may build ahead); it never raises for a bad candidate (it
-    yields a failed result)."""
+    yields a failed result). With a ``history``, points it holds are answered from it (they count as trials
+    but are not measured again) and every new result is stored there as soon as it is measured, so a run
+    killed at any point resumes where it stopped."""
     result = TuneResult(explorer=getattr(explorer, "name", type(explorer).__name__))
     seen: dict[int, float] = {}
     start = time.perf_counter()
@@ -100,9 +107,18 @@ def tune(space: Any, explorer: Any, evaluate: Callable[[list[Point], float | Non
                     fresh[key] = space.decode(row)
             best = result.best
             before = best.result.seconds if best else float("inf")
-            results = iter(evaluate(list(fresh.values()), best.result.seconds if best else None))
+            stored = history.known(fresh.values()) if history is not None else {}
+            to_measure = [p for p in fresh.values() if point_key(p) not in stored]
+            results = iter(evaluate(to_measure, best.result.seconds if best else None))
             for key, point in fresh.items():
-                measured = next(results)
+                old = stored.get(point_key(point))
+                if old is not None:
+                    measured = MeasureResult(old.seconds, old.error)
+                    result.answered += 1
+                else:
+                    measured = next(results)
+                    if history is not None:
+                        history.add(point, measured.seconds, measured.error)
                 result.trials.append(Trial(point, measured))
                 seen[key] = measured.seconds if measured.ok else float("inf")
                 if progress is not None:

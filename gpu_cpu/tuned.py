@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from gpu_cpu.tune import TuneResult
+from hetero_dse import __version__
 from hetero_dse.analysis import analyze
+from hetero_dse.history import Workload
 from hetero_dse.operator import Operator
 
 
@@ -41,6 +44,7 @@ class Tuned:
         return {
             "operator": self.op.name, "shape": self.op.shape_name, "signature": self.op.signature(),
             "explorer": self.tune.explorer, "trials": len(self.tune.trials),
+            "answered_from_history": self.tune.answered,
             "failures": sum(not t.result.ok for t in self.tune.trials),
             "failure_messages": sorted({t.result.error for t in self.tune.trials if not t.result.ok})[:5],
             "wall_s": self.tune.wall_s, "interrupted": self.tune.interrupted,
@@ -52,6 +56,14 @@ class Tuned:
                                    if best is not None and self.library_seconds else None),
             "directory": directory,
         }
+
+
+def tvm_workload(op: Operator, target: dict[str, Any]) -> Workload:
+    """The history's key for ``op`` measured on ``target``: numbers from other versions are not mixed in."""
+    import tvm
+
+    return Workload(op.name, op.signature(), json.dumps(target, sort_keys=True),
+                    {"hetero_dse": __version__, "tvm": tvm.__version__})
 
 
 @contextmanager

@@ -129,8 +129,11 @@ def markdown(explorations: Sequence[Exploration], projects: dict[int, str], csim
 
 
 def _trials(record: dict[str, Any]) -> str:
-    """Trials and the explorer that chose them: ``32 (q)``."""
-    return f"{record['trials']} ({record['explorer']})" if record.get("explorer") else str(record["trials"])
+    """Trials, the explorer that chose them and how many the history answered: ``32 (q, 7 from history)``."""
+    notes = [record["explorer"]] if record.get("explorer") else []
+    if record.get("answered_from_history"):
+        notes.append(f"{record['answered_from_history']} from history")
+    return f"{record['trials']} ({', '.join(notes)})" if notes else str(record["trials"])
 
 
 def cpu_markdown(cpu: Sequence[dict[str, Any]]) -> str:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Make the environment hetero_dse runs in, installing only what is missing:
 #   system packages  g++ (C-simulation of generated HLS code), iverilog (RTL checks with pyverilog),
+#                    postgresql (the history database's tests start a throwaway server on loopback),
 #                    python3-venv where the interpreter lacks it;
 #   .venv/           a virtual environment with hetero_dse installed editable, its dependencies pinned by
 #                    constraints.txt (TVM 0.27 with the ffi that does not segfault, the CPU build of torch).
@@ -26,6 +27,7 @@ pick_python() {
 missing=()
 command -v g++ >/dev/null 2>&1 || missing+=(g++)
 command -v iverilog >/dev/null 2>&1 || missing+=(iverilog)
+command -v initdb >/dev/null 2>&1 || compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
 PYTHON="$(pick_python || true)"
 [ -n "$PYTHON" ] || missing+=(python3 python3-venv)
 if [ -n "$PYTHON" ] && ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then missing+=(python3-venv); fi

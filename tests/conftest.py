@@ -18,6 +18,21 @@ class CliResult:
     err: str
 
 
+@pytest.fixture(scope="session")
+def postgres_url():
+    """A PostgreSQL server of the test session's own (None where PostgreSQL is not installed)."""
+    from postgres import postgres_server
+
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture(autouse=True)
+def private_history(tmp_path_factory, monkeypatch):
+    """Every test writes its measurements to a history database of its own, never the user's."""
+    monkeypatch.setenv("HETERO_DSE_DB", str(tmp_path_factory.mktemp("history") / "history.sqlite"))
+
+
 @pytest.fixture
 def cli(capsys):
     """Run ``hetero_dse ARGS`` through the real entry point (exit code, stdout, stderr)."""

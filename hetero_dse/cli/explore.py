@@ -9,6 +9,7 @@ import click
 
 from hetero_dse.cli.main import EXIT_INTERRUPTED, cli, console, operator_options
 from hetero_dse.errors import HeteroDSEError
+from hetero_dse.cli.history import db_option, open_db
 from hetero_dse.explore.search import MODEL_STARTS, ExplorerSettings
 from gpu_cpu.tune import TVM_STARTS
 
@@ -90,12 +91,14 @@ def _prepare_out(out: Path, force: bool) -> None:
 @click.option("--traffic-weight", default=0.01, show_default=True, type=click.FloatRange(min=0),
               help="Latency fraction a design may give up per compulsory-traffic of extra DDR bytes (0: latency only).")
 @click.option("--csim", "run_csim", is_flag=True, help="C-simulate each best design with g++ after writing it.")
+@db_option
+@click.option("--no-history", is_flag=True, help="CPU/GPU: neither read nor write the history database.")
 def explore(op_file: str | None, builtin: str | None, shape: str | None, params: tuple[str, ...], name: str | None,
             boards_: tuple[str, ...], targets: tuple[str, ...], trials: int, gpu_name: str, out: Path, force: bool,
             top_k: int, seed: int, dtypes: tuple[str, ...],
             clocks: tuple[str, ...], explorer: str, starts: int | None, gamma: float, patience: int | None,
             q_state: Path | None, budget: int | None, time_budget: float | None, io_optimal: bool,
-            traffic_weight: float, run_csim: bool) -> None:
+            traffic_weight: float, run_csim: bool, db: str | None, no_history: bool) -> None:
     """Find the best FPGA accelerator (Vitis HLS project) and/or CPU schedule (TVM module) for an operator.
 
     \b
@@ -137,6 +140,7 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
         check_dtypes(op, dtype_list)
     for board in boards_loaded:
         check_clocks(board, clock_list)
+    store = None if no_history or not wanted & {"cpu", "gpu"} else open_db(db)
     _prepare_out(out, force)
 
     explorations, interrupted = [], False
@@ -184,10 +188,10 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
 
                 if kind == "cpu":
                     run = explore_cpu(op, source=source, trials=trials, time_budget_s=time_budget, seed=seed,
-                                      explorer=settings, progress=tvm_progress)
+                                      explorer=settings, progress=tvm_progress, history=store)
                 else:
                     run = explore_gpu(op, device=gpu_name, source=source, trials=trials, time_budget_s=time_budget,
-                                      seed=seed, explorer=settings, progress=tvm_progress)
+                                      seed=seed, explorer=settings, progress=tvm_progress, history=store)
                 bar.update(task, total=len(run.tune.trials), completed=len(run.tune.trials))
                 tvm_runs[kind].append(run)
                 if run.tune.interrupted:

@@ -1,0 +1,73 @@
+"""What the history database keeps: workloads (what was tuned, where) and records (one evaluated point each).
+
+Both are plain values with ``to_json``/``from_json``, so the database, the JSON-lines export and the tuners
+share one form.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from hetero_dse.space.point import Point
+
+
+@dataclass(frozen=True)
+class Workload:
+    """An operator on a target: the signature (name, every tensor's shape and dtype, the parameters), the
+    target (``llvm -mcpu=…``, ``cuda …``, a board) and the versions of the tools that produced the numbers."""
+
+    operator: str
+    signature: str
+    target: str
+    versions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """Stable identity: records of two workloads with the same key are interchangeable."""
+        text = json.dumps([self.signature, self.target, sorted(self.versions.items())])
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Workload:
+        return cls(data["operator"], data["signature"], data["target"], dict(data.get("versions") or {}))
+
+
+@dataclass(frozen=True)
+class Record:
+    """One evaluated point: its performance (seconds per run, or the model's objective; lower is better), or
+    the error that kept it from having one."""
+
+    point: Point
+    seconds: float | None
+    error: str | None = None
+    source: str = ""      # the explorer (q, sa, gga…) or "import"
+    timestamp: float = field(default_factory=time.time)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.seconds is not None
+
+    @property
+    def point_key(self) -> str:
+        return point_key(self.point)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"point": self.point.to_json(), "seconds": self.seconds, "error": self.error, "source": self.source,
+                "timestamp": self.timestamp}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Record:
+        return cls(Point.from_json(data["point"]), data.get("seconds"), data.get("error"), data.get("source", ""),
+                   float(data.get("timestamp", time.time())))
+
+
+def point_key(point: Point) -> str:
+    """The same text for the same point, whatever produced it."""
+    return hashlib.sha256(point.dumps().encode()).hexdigest()[:32]

@@ -1,0 +1,238 @@
+"""The history database: a SQLite file by default, any SQLAlchemy URL (``postgresql://…``) for a shared one.
+
+Workloads and records live in two tables; a record is unique per (workload, point), so a point measured
+once is never stored — or measured — twice. Every write is its own transaction, committed before the
+search goes on: a run killed at any moment keeps everything it measured. SQLite runs in WAL mode with a
+generous busy timeout, so several explorations can write to one file at once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from hetero_dse.errors import HeteroDSEError
+from hetero_dse.history.records import Record, Workload, point_key
+from hetero_dse.space.point import Point
+
+ENV = "HETERO_DSE_DB"
+
+metadata = sa.MetaData()
+workloads = sa.Table(
+    "workloads", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("key", sa.String(32), nullable=False, unique=True),
+    sa.Column("operator", sa.String(200), nullable=False),
+    sa.Column("signature", sa.Text, nullable=False),
+    sa.Column("target", sa.Text, nullable=False),
+    sa.Column("versions", sa.Text, nullable=False),
+)
+records = sa.Table(
+    "records", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("workload_id", sa.Integer, sa.ForeignKey("workloads.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("point_key", sa.String(32), nullable=False),
+    sa.Column("point", sa.Text, nullable=False),
+    sa.Column("seconds", sa.Float, nullable=True),
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Column("source", sa.String(50), nullable=False),
+    sa.Column("timestamp", sa.Float, nullable=False),
+    sa.UniqueConstraint("workload_id", "point_key", name="one_record_per_point"),
+)
+
+
+def default_url() -> str:
+    """``$HETERO_DSE_DB`` if set, else a SQLite file in the user's data directory."""
+    if os.environ.get(ENV):
+        return os.environ[ENV]
+    import platformdirs
+
+    return str(Path(platformdirs.user_data_dir("hetero_dse")) / "history.sqlite")
+
+
+def as_url(db: str) -> str:
+    """A SQLAlchemy URL from a URL or a plain file path."""
+    return db if "://" in db else f"sqlite:///{Path(db).expanduser().resolve()}"
+
+
+class HistoryDB:
+    """Workloads and their records, in the database at ``db`` (a SQLAlchemy URL or a SQLite file path)."""
+
+    def __init__(self, db: str | None = None) -> None:
+        url = as_url(db or default_url())
+        self.url = url
+        try:
+            if url.startswith("sqlite:///"):
+                Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+                self.engine = sa.create_engine(url, connect_args={"timeout": 60})
+                sa.event.listen(self.engine, "connect", _sqlite_pragmas)
+            else:
+                self.engine = sa.create_engine(url, pool_pre_ping=True)
+            metadata.create_all(self.engine)
+        except (OperationalError, OSError) as exc:
+            raise HeteroDSEError(f"cannot open the history database {db or url}: {getattr(exc, 'orig', exc)}") from None
+        except (sa.exc.NoSuchModuleError, sa.exc.ArgumentError, ImportError) as exc:
+            raise HeteroDSEError(f"cannot use {url!r} as the history database ({exc}); give a SQLite file path or "
+                                 "a URL such as postgresql://user@host/db with its driver installed") from None
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # ------------------------------------------------------------------------------------- workloads
+    def workload_id(self, workload: Workload) -> int:
+        """The workload's id, adding it if it is new (safe when several writers add it at once)."""
+        with self.engine.begin() as conn:
+            found = conn.execute(sa.select(workloads.c.id).where(workloads.c.key == workload.key)).scalar()
+            if found is not None:
+                return int(found)
+            try:
+                with conn.begin_nested():
+                    return int(conn.execute(workloads.insert().values(
+                        key=workload.key, operator=workload.operator, signature=workload.signature,
+                        target=workload.target, versions=json.dumps(workload.versions, sort_keys=True),
+                    )).inserted_primary_key[0])
+            except IntegrityError:  # another writer added it between the select and the insert
+                return int(conn.execute(sa.select(workloads.c.id).where(workloads.c.key == workload.key)).scalar())
+
+    def workloads(self) -> list[dict]:
+        """Every workload with its record count, failures and best seconds."""
+        r = records.c
+        stats = (sa.select(r.workload_id, sa.func.count().label("records"),
+                           sa.func.sum(sa.case((r.error.is_not(None), 1), else_=0)).label("failed"),
+                           sa.func.min(r.seconds).label("best_seconds"))
+                 .group_by(r.workload_id).subquery())
+        query = (sa.select(workloads, stats.c.records, stats.c.failed, stats.c.best_seconds)
+                 .outerjoin(stats, stats.c.workload_id == workloads.c.id).order_by(workloads.c.id))
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).mappings().all()
+        return [{"id": row["id"], "operator": row["operator"], "signature": row["signature"], "target": row["target"],
+                 "versions": json.loads(row["versions"]), "records": int(row["records"] or 0),
+                 "failed": int(row["failed"] or 0), "best_seconds": row["best_seconds"]} for row in rows]
+
+    def workload(self, workload_id: int) -> Workload:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(workloads).where(workloads.c.id == workload_id)).mappings().first()
+        if row is None:
+            raise HeteroDSEError(f"no workload {workload_id} in the history database {self.url}; see "
+                                 "'hetero_dse history list'")
+        return Workload(row["operator"], row["signature"], row["target"], json.loads(row["versions"]))
+
+    # --------------------------------------------------------------------------------------- records
+    def add(self, workload_id: int, record: Record) -> bool:
+        """Store ``record``, committed before returning; False if the point was already there (kept as it was)."""
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(records.insert().values(
+                    workload_id=workload_id, point_key=record.point_key, point=record.point.dumps(),
+                    seconds=record.seconds, error=record.error, source=record.source[:50],
+                    timestamp=record.timestamp))
+            return True
+        except IntegrityError:
+            return False
+
+    def records(self, workload_id: int, *, best_first: bool = True, limit: int | None = None) -> list[Record]:
+        r = records.c
+        query = sa.select(records).where(r.workload_id == workload_id)
+        if best_first:  # failures last
+            query = query.order_by(r.seconds.is_(None), r.seconds, r.id)
+        else:
+            query = query.order_by(r.id)
+        if limit is not None:
+            query = query.limit(limit)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).mappings().all()
+        return [_record(row) for row in rows]
+
+    def lookup(self, workload_id: int, points: Iterable[Point]) -> dict[str, Record]:
+        """The stored records of ``points`` (by point key); points never evaluated are absent."""
+        keys = [point_key(p) for p in points]
+        if not keys:
+            return {}
+        found: dict[str, Record] = {}
+        with self.engine.connect() as conn:
+            for start in range(0, len(keys), 500):  # stay under every driver's parameter limit
+                rows = conn.execute(sa.select(records).where(records.c.workload_id == workload_id,
+                                                             records.c.point_key.in_(keys[start:start + 500])))
+                found.update({row["point_key"]: _record(row) for row in rows.mappings()})
+        return found
+
+    def count(self) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(sa.select(sa.func.count()).select_from(records)).scalar())
+
+    def prune(self, keep: int, drop_failed: bool = False) -> int:
+        """Keep the ``keep`` fastest records of every workload (and failures, unless ``drop_failed``); returns
+        how many were deleted."""
+        r = records.c
+        rank = sa.func.row_number().over(partition_by=r.workload_id, order_by=(r.seconds, r.id)).label("rank")
+        ranked = sa.select(r.id, rank).where(r.seconds.is_not(None)).subquery()
+        doomed = sa.select(ranked.c.id).where(ranked.c.rank > keep)
+        with self.engine.begin() as conn:
+            deleted = conn.execute(records.delete().where(r.id.in_(doomed))).rowcount
+            if drop_failed:
+                deleted += conn.execute(records.delete().where(r.seconds.is_(None))).rowcount
+        return int(deleted)
+
+    # ------------------------------------------------------------------------------- JSON lines
+    def export(self) -> Iterator[str]:
+        """One JSON line per record, with its workload."""
+        for w in self.workloads():
+            workload = self.workload(w["id"]).to_json()
+            for record in self.records(w["id"], best_first=False):
+                yield json.dumps({"workload": workload, "record": record.to_json()}, sort_keys=True)
+
+    def import_lines(self, lines: Iterable[str], source: str = "import") -> tuple[int, int]:
+        """Add the records of exported JSON lines; (added, already there). A malformed line raises with its
+        number, after the lines before it were added."""
+        added = known = 0
+        ids: dict[str, int] = {}
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+                workload = Workload.from_json(data["workload"])
+                record = Record.from_json(data["record"])
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                raise HeteroDSEError(f"line {number} is not a record exported by hetero_dse ({exc})") from None
+            if workload.key not in ids:
+                ids[workload.key] = self.workload_id(workload)
+            if self.add(ids[workload.key], record):
+                added += 1
+            else:
+                known += 1
+        return added, known
+
+
+def _record(row) -> Record:
+    return Record(Point.from_json(row["point"]), row["seconds"], row["error"], row["source"], row["timestamp"])
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:
+    # WAL: readers never block the writer and a crash mid-write leaves the file whole; a long busy timeout
+    # lets concurrent explorations queue for the write lock instead of failing.
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=60000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+class WorkloadHistory:
+    """One workload's records, as a search uses them: answers for points evaluated before, and every new
+    result stored the moment it exists."""
+
+    def __init__(self, db: HistoryDB, workload: Workload, source: str = "") -> None:
+        self.db, self.workload, self.source = db, workload, source
+        self.id = db.workload_id(workload)
+
+    def known(self, points: Iterable[Point]) -> dict[str, Record]:
+        return self.db.lookup(self.id, points)
+
+    def add(self, point: Point, seconds: float | None, error: str | None) -> None:
+        self.db.add(self.id, Record(point, seconds, error, self.source))

@@ -1,0 +1,149 @@
+"""The history database: records kept whole and once, concurrent writers, JSON lines, and resumed searches
+that measure no known point again."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from gpu_cpu.measure import MeasureResult
+from gpu_cpu.space import CpuSpace
+from gpu_cpu.tune import tune
+from hetero_dse.analysis import analyze
+from hetero_dse.explore import make_explorer
+from hetero_dse.history import HistoryDB, Record, Workload, WorkloadHistory, point_key
+from hetero_dse.ops import get_builtin
+from hetero_dse.space.point import Point
+
+WORKLOAD = Workload("gemm", "gemm[A:4x4:float32]{}", '{"kind": "llvm"}', {"hetero_dse": "test"})
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path, postgres_url):
+    """The same suite on a SQLite file and on a PostgreSQL server, each test starting empty."""
+    if request.param == "sqlite":
+        return str(tmp_path / "h.sqlite")
+    if postgres_url is None:
+        pytest.skip("PostgreSQL is not installed here (scripts/bootstrap.sh installs it)")
+    import sqlalchemy as sa
+
+    from hetero_dse.history.store import metadata
+
+    engine = sa.create_engine(postgres_url)
+    metadata.drop_all(engine)
+    engine.dispose()
+    return postgres_url
+
+
+@pytest.fixture
+def db(db_url):
+    return HistoryDB(db_url)
+
+
+def test_records_round_trip_and_are_kept_once(db):
+    wid = db.workload_id(WORKLOAD)
+    assert db.workload_id(WORKLOAD) == wid
+    a = Record(Point(a=1, split=(2, 3)), 2e-3, source="q", timestamp=10.0)
+    assert Record.from_json(json.loads(json.dumps(a.to_json()))) == a
+    assert Workload.from_json(WORKLOAD.to_json()) == WORKLOAD and Workload.from_json(WORKLOAD.to_json()).key
+    assert db.add(wid, a)
+    assert not db.add(wid, Record(a.point, 9.0))  # the first measurement stays
+    db.add(wid, Record(Point(a=2, split=(6, 1)), None, "build failed"))
+    db.add(wid, Record(Point(a=3, split=(1, 6)), 1e-3))
+    assert [r.seconds for r in db.records(wid)] == [1e-3, 2e-3, None]  # fastest first, failures last
+    (listed,) = db.workloads()
+    assert (listed["records"], listed["failed"], listed["best_seconds"]) == (3, 1, 1e-3)
+    found = db.lookup(wid, [a.point, Point(a=9, split=(6, 1))])
+    assert list(found) == [point_key(a.point)] and found[point_key(a.point)].seconds == 2e-3
+
+
+def test_export_import_and_prune(db, tmp_path):
+    wid = db.workload_id(WORKLOAD)
+    for i in range(5):
+        db.add(wid, Record(Point(a=i), (i + 1) * 1e-3))
+    db.add(wid, Record(Point(a=99), None, "timeout"))
+    lines = list(db.export())
+    other = HistoryDB(str(tmp_path / "other.sqlite"))
+    assert other.import_lines(lines) == (6, 0) and other.import_lines(lines) == (0, 6)
+    assert sorted(lines) == sorted(other.export())
+    assert other.prune(2) == 3 and [r.seconds for r in other.records(other.workloads()[0]["id"])] == [1e-3, 2e-3, None]
+    assert other.prune(2, drop_failed=True) == 1 and other.count() == 2
+    with pytest.raises(Exception, match="line 2 is not a record"):
+        other.import_lines([lines[0], "{not json"])
+
+
+def _writer(url: str, first: int, count: int) -> None:
+    store = HistoryDB(url)
+    wid = store.workload_id(WORKLOAD)  # every writer adds the same workload at once
+    for i in range(first, first + count):
+        store.add(wid, Record(Point(a=i), 1e-3 * (i + 1), source=f"writer{first}"))
+
+
+def test_concurrent_writers_lose_nothing(db_url):
+    url = db_url
+    HistoryDB(url)  # created once, as the first exploration would
+    ctx = multiprocessing.get_context("spawn")
+    writers = [ctx.Process(target=_writer, args=(url, 1000 * w, 60)) for w in range(4)]
+    for p in writers:
+        p.start()
+    for p in writers:
+        p.join(120)
+        assert p.exitcode == 0
+    store = HistoryDB(url)
+    assert store.count() == 240 and len(store.workloads()) == 1
+
+
+def test_a_resumed_search_measures_no_known_point(db):
+    space = CpuSpace(analyze(get_builtin("conv2d").instantiate(shape="small:s1")), vector_bits=512)
+    measured: list[list[str]] = [[], []]
+
+    def evaluator(run: int, stop_after: int | None):
+        def evaluate(points, best):
+            for p in points:
+                if stop_after is not None and len(measured[run]) == stop_after:
+                    raise KeyboardInterrupt  # Ctrl-C in the middle of a batch
+                measured[run].append(point_key(p))
+                yield MeasureResult(1e-3 * (1 + sum(map(sum, (p[k] for k in p if k.startswith("split."))))))
+        return evaluate
+
+    memo = WorkloadHistory(db, WORKLOAD, "q")
+    first = tune(space, make_explorer("q", space, 3, starts=4), evaluator(0, 7), trials=20, history=memo)
+    assert first.interrupted and db.count() == 7
+    second = tune(space, make_explorer("q", space, 3, starts=4), evaluator(1, None), trials=20, history=memo)
+    assert len(second.trials) == 20 and second.answered == 7  # same seed, same first proposals
+    assert not set(measured[0]) & set(measured[1])
+    assert db.count() == 20
+
+
+@pytest.mark.slow
+def test_a_killed_cpu_exploration_resumes(tmp_path):
+    store = tmp_path / "h.sqlite"
+    args = [sys.executable, "-m", "hetero_dse", "explore", "--op", "gemm", "--shape", "small:s1", "--target", "cpu",
+            "--trials", "10", "--db", str(store), "--force"]
+    run = subprocess.Popen([*args, "--out", str(tmp_path / "a")], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 240
+    killed_at = 0
+    while time.time() < deadline and run.poll() is None:
+        time.sleep(0.5)
+        if store.exists() and (killed_at := HistoryDB(str(store)).count()) >= 3:
+            os.killpg(run.pid, signal.SIGKILL)  # kill -9: the run and its workers
+            break
+    run.wait(30)
+    assert 3 <= killed_at < 10, "the first run should be killed part-way"
+    killed_at = HistoryDB(str(store)).count()
+    done = subprocess.run([*args, "--out", str(tmp_path / "b")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    (record,) = json.loads((tmp_path / "b" / "report.json").read_text())["cpu"]
+    # every trial of the second run was answered from the history or measured and stored: none measured twice
+    assert record["answered_from_history"] >= 1
+    assert HistoryDB(str(store)).count() == killed_at + record["trials"] - record["answered_from_history"]
+    assert np.isfinite(record["best"]["seconds"])
