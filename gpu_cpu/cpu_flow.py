@@ -38,7 +38,7 @@ def explore_cpu(op: Operator, *, source: str = "builtin", trials: int = 32, time
     """Search ``op``'s CPU space with measured trials; with a ``history``, points measured before on this CPU
     (same operator, same TVM and hetero_dse) are answered from it and every new measurement is stored."""
     space = CpuSpace(analyze(op))
-    settings = ExplorerSettings(explorer) if isinstance(explorer, str) else explorer
+    settings = ExplorerSettings.of(explorer)
     strategy = settings.make(space, seed, default_starts=TVM_STARTS, auto=AUTO_MEASURED)
     memo = None if history is None else WorkloadHistory(history, tvm_workload(op, host_target()), strategy.name)
     result = tune_cpu(op, space, strategy, source=source, trials=trials, time_budget_s=time_budget_s,

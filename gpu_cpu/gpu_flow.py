@@ -59,7 +59,7 @@ def explore_gpu(op: Operator, *, device: str = "h100", source: str = "builtin", 
     present = present_gpu()
     gpu = present or get_device(device)
     space = GpuSpace(analyze(op), gpu)
-    settings = ExplorerSettings(explorer) if isinstance(explorer, str) else explorer
+    settings = ExplorerSettings.of(explorer)
     # scored by the roofline, a candidate costs microseconds: wide rounds, as on the FPGA model
     strategy = settings.make(space, seed, default_starts=TVM_STARTS if present else MODEL_STARTS,
                              auto=AUTO_MEASURED if present else AUTO_MODELLED)

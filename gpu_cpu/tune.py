@@ -19,7 +19,7 @@ from gpu_cpu.measure import MeasureJob, MeasureResult, Measurer, measure_cpu_job
 from gpu_cpu.pipeline import Pipeline
 from gpu_cpu.space import CpuSpace
 from hetero_dse.explore.search import STALE_ROUNDS
-from hetero_dse.history import WorkloadHistory, point_key
+from hetero_dse.history import Record, WorkloadHistory, point_key
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
 
@@ -76,6 +76,13 @@ def candidate_job(op: Operator, source: str, point: Point, best: float | None, t
                       cutoff_s=None if best is None else CUTOFF * best)
 
 
+def _answers(history: WorkloadHistory, fresh: dict[int, Point]) -> dict[int, Record]:
+    """The stored records of the points in ``fresh``, by the same keys."""
+    stored = history.known(fresh.values())
+    keys = {key: point_key(p) for key, p in fresh.items()}
+    return {key: stored[pk] for key, pk in keys.items() if pk in stored}
+
+
 def tune(space: Any, explorer: Any, evaluate: Callable[[list[Point], float | None], Iterable[MeasureResult]], *,
          trials: int = 32, time_budget_s: float | None = None, patience: int | None = None,
          progress: Callable[[int, float | None], None] | None = None,
@@ -107,11 +114,11 @@ def tune(space: Any, explorer: Any, evaluate: Callable[[list[Point], float | Non
                     fresh[key] = space.decode(row)
             best = result.best
             before = best.result.seconds if best else float("inf")
-            stored = history.known(fresh.values()) if history is not None else {}
-            to_measure = [p for p in fresh.values() if point_key(p) not in stored]
+            answers = _answers(history, fresh) if history is not None else {}
+            to_measure = [p for k, p in fresh.items() if k not in answers]
             results = iter(evaluate(to_measure, best.result.seconds if best else None))
             for key, point in fresh.items():
-                old = stored.get(point_key(point))
+                old = answers.get(key)
                 if old is not None:
                     measured = MeasureResult(old.seconds, old.error)
                     result.answered += 1

@@ -95,7 +95,7 @@ def explore(op: Operator, board: Board, *, dtypes: Sequence[str] = (), clocks: S
     analysis = analyze(with_dtype(op, dtypes[0]))
     space = FpgaSpace(analysis, board, dtypes, clocks, options)
     model = FpgaModel(space, traffic_weight=traffic_weight)
-    settings = ExplorerSettings(explorer) if isinstance(explorer, str) else explorer
+    settings = ExplorerSettings.of(explorer)
     strategy = settings.make(space, seed, default_starts=MODEL_STARTS)
     if budget is None and strategy.name != "exhaustive":
         budget = default_budget

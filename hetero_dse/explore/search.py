@@ -67,6 +67,11 @@ class ExplorerSettings:
     patience: int | None = None  # rounds without a better point before the search stops
     q_state: Path | None = None
 
+    @classmethod
+    def of(cls, explorer: ExplorerSettings | str) -> ExplorerSettings:
+        """Settings as given, or the defaults for the explorer named."""
+        return cls(explorer) if isinstance(explorer, str) else explorer
+
     def make(self, space, seed: int, *, default_starts: Mapping[str, int] | None = None,
              exhaustive_limit: int | None = EXHAUSTIVE_LIMIT, auto: str = AUTO_MODELLED) -> Explorer:
         """The explorer on ``space``; ``default_starts``: the target's start points per explorer name, used

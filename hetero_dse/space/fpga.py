@@ -267,10 +267,7 @@ class FpgaSpace:
     def enumerate(self, chunk: int = 1 << 16) -> Iterator[np.ndarray]:
         """Every valid row, in chunks. Loops' (tile, unroll) pairs are enumerated valid-first."""
         n = len(self.loops)
-        pairs = []
-        for i in range(n):
-            t, u = self.tile_values[i], self.unroll_values[i]
-            pairs.append(np.array([(a, b) for a in range(len(t)) for b in range(len(u)) if t[a] % u[b] == 0]))
+        pairs = self.loop_pairs
         counts = [len(p) for p in pairs] + [len(self.orders), len(self.dtypes), len(self.clocks_mhz)]
         total = prod(counts)
         for start in range(0, total, chunk):
@@ -288,9 +285,16 @@ class FpgaSpace:
     def pruned_size(self) -> int:
         """Upper bound of the valid points: the product of valid (tile, unroll) pairs and the other knobs."""
         total = len(self.orders) * len(self.dtypes) * len(self.clocks_mhz)
-        for t, u in zip(self.tile_values, self.unroll_values, strict=True):
-            total *= int(sum((t[:, None] % u[None, :] == 0).sum(axis=1)))
+        for pairs in self.loop_pairs:
+            total *= len(pairs)
         return total
+
+    @cached_property
+    def loop_pairs(self) -> list[np.ndarray]:
+        """Per loop, the (tile index, unroll index) pairs where the unroll divides the tile: its valid values."""
+        return [np.array([(a, b) for a in range(len(t)) for b in range(len(u)) if t[a] % u[b] == 0],
+                         dtype=np.int64).reshape(-1, 2)
+                for t, u in zip(self.tile_values, self.unroll_values, strict=True)]
 
     @cached_property
     def neighbourhood(self) -> Neighbourhood:
@@ -298,11 +302,8 @@ class FpgaSpace:
         ``[trips, tile/unroll, unroll]``; order, data type and clock move ±1."""
         n = len(self.loops)
         knobs = []
-        for i, name in enumerate(self.loop_names):
-            t, u = self.tile_values[i], self.unroll_values[i]
-            pairs = np.array([(a, b) for a in range(len(t)) for b in range(len(u)) if t[a] % u[b] == 0],
-                             dtype=np.int64)
-            tile, unroll = t[pairs[:, 0]], u[pairs[:, 1]]
+        for i, (name, pairs) in enumerate(zip(self.loop_names, self.loop_pairs, strict=True)):
+            tile, unroll = self.tile_values[i][pairs[:, 0]], self.unroll_values[i][pairs[:, 1]]
             factors = np.stack([-(-self.extents[i] // tile), tile // unroll, unroll], axis=1)
             knobs.append(Knob(f"tile.{name}", (i, n + i), pairs, factors))
         for name, col in (("order", self.col_order), ("dtype", self.col_dtype), ("clock_mhz", self.col_clock)):

@@ -119,17 +119,9 @@ class Neighbourhood:
     def moves(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Every row moved along every direction: ``(rows, directions, columns)`` and whether each move exists."""
         rows = np.atleast_2d(rows)
-        ids = self.value_ids(rows)
-        moved = np.repeat(rows[:, None, :], self.num_directions, axis=1)
-        exists = np.zeros((len(rows), self.num_directions), dtype=bool)
-        for d, (knob_i, steps) in enumerate(zip(self._dir_knob, self._steps, strict=True)):
-            knob = self.knobs[knob_i]
-            current = ids[:, knob_i]
-            target = np.where(current >= 0, steps[np.maximum(current, 0)], -1)
-            exists[:, d] = target >= 0
-            moved[:, d, list(knob.columns)] = np.where(exists[:, d, None], knob.values[np.maximum(target, 0)],
-                                                       rows[:, list(knob.columns)])
-        return moved, exists
+        d = self.num_directions
+        moved, exists = self.step(np.repeat(rows, d, axis=0), np.tile(np.arange(d), len(rows)))
+        return moved.reshape(len(rows), d, -1), exists.reshape(len(rows), d)
 
     def step(self, rows: np.ndarray, directions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each row moved along its own direction; and whether that move exists."""
