@@ -120,3 +120,16 @@ def test_cpu_contract(cpu_space, name):
         assert len({tuple(r) for r in scored}) == len(scored)  # a point is measured once
         runs.append(np.array(scored))
     assert np.array_equal(runs[0], runs[1]) and not np.array_equal(runs[0], runs[2])
+
+
+def test_a_network_trained_on_one_layer_loads_into_another(tmp_path):
+    """Layers of one operator differ in which loops can be split, not in their knobs: same directions."""
+    board = load_board("vu9p")
+    spaces = [FpgaSpace(analyze(get_builtin("conv2d").instantiate(shape=f"yolo:{layer}")), board, ["float32"],
+                        [250.0]) for layer in ("C9", "C10")]
+    q = QMethod(spaces[0], seed=0)
+    q.save(tmp_path / "q.pt")
+    warm = QMethod(spaces[1], seed=1)
+    warm.load(tmp_path / "q.pt")
+    rows = spaces[1].sample(3, np.random.default_rng(0))
+    assert np.allclose(warm.q_values(rows), QMethod(spaces[1], seed=0).q_values(rows))

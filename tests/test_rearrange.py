@@ -32,7 +32,9 @@ def test_directions_count_and_moves_keep_the_rest():
     factors = np.array(factorizations(24, 3))
     hood = Neighbourhood([Knob.split("split.i", 0, factors), Knob.choice("unroll", 1, 4),
                           Knob.choice("fixed", 2, 1)], np.array([len(factors), 4, 1]))
-    assert hood.num_directions == 3 * 2 + 2  # N(N-1) for the split, ±1 for the choice, none for one value
+    # N(N-1) for the split, ±1 for each choice; a knob with one value keeps its directions, which never exist
+    assert hood.num_directions == 3 * 2 + 2 + 2
+    assert [hood.directions[d].knob for d in hood.movable] == [0] * 6 + [1] * 2
     rows = np.array([[i, u, 0] for i in range(len(factors)) for u in range(4)])
     moved, exists = hood.moves(rows)
     for r, row in enumerate(rows):
@@ -46,10 +48,10 @@ def test_directions_count_and_moves_keep_the_rest():
                 assert g[i] > f[i] and g[j] < f[j] and math.prod(g) == 24
                 assert all(g[k] == f[k] for k in range(3) if k not in (i, j)) and new[1] == row[1]
             else:
-                assert new[1] == row[1] + direction.grow and new[0] == row[0]
+                assert direction.knob == 1 and new[1] == row[1] + direction.grow and new[0] == row[0]
     # features: log2 of each factor, the choice's position in [0, 1]
     f = hood.features(np.array([[list(map(tuple, factors)).index((2, 3, 4)), 3, 0]]))
-    assert f.tolist() == [[1.0, pytest.approx(math.log2(3)), 2.0, 1.0]]
+    assert f.tolist() == [[1.0, pytest.approx(math.log2(3)), 2.0, 1.0, 0.0]]
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +79,8 @@ def test_fpga_pair_moves(c8):
 def test_cpu_moves_stay_in_the_pruned_space(c8):
     space = CpuSpace(c8, vector_bits=512)
     hood = space.neighbourhood
-    splits = sum(len(s[0]) * (len(s[0]) - 1) for s in space.splits if len(s) > 1)
-    choices = 2 * sum(len(v) > 1 for v in space.choices.values())
+    splits = sum(len(s[0]) * (len(s[0]) - 1) for s in space.splits)
+    choices = 2 * len(space.choices)
     assert hood.num_directions == splits + choices
     rows = space.sample(6, np.random.default_rng(0))
     moved = space.neighbours(rows, np.random.default_rng(1))

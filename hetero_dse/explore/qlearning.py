@@ -157,7 +157,7 @@ class QMethod(DirectionalExplorer):
             raise HeteroDSEError(f"no Q-network at {path}") from None
         except Exception as exc:  # a truncated or foreign file: say which, not how torch fails on it
             raise HeteroDSEError(f"{path} is not a Q-network saved by hetero_dse ({type(exc).__name__})") from None
-        if len(directions) != self.hood.num_directions or features != self.hood.num_features:
+        if list(directions) != [d.label for d in self.hood.directions] or features != self.hood.num_features:
             raise HeteroDSEError(f"the Q-network in {path} was trained on a space with {len(directions)} directions "
                                  f"and {features} features; this one has {self.hood.num_directions} and "
                                  f"{self.hood.num_features} (a different operator or target)")

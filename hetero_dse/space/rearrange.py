@@ -77,7 +77,9 @@ class Neighbourhood:
     """The directions of a space and the moves along them, on encoded rows."""
 
     def __init__(self, knobs: list[Knob], cardinalities: np.ndarray) -> None:
-        self.knobs = [k for k in knobs if len(k.values) > 1]  # a knob with one value has nowhere to go
+        # A knob with one value keeps its directions (they never lead anywhere), so that every shape of an
+        # operator has the same directions and features: a Q-network trained on one layer loads into another.
+        self.knobs = list(knobs)
         self.cardinalities = np.asarray(cardinalities, dtype=np.int64)
         self.directions: list[Direction] = []
         self._steps: list[np.ndarray] = []
@@ -102,6 +104,9 @@ class Neighbourhood:
                             self._steps.append(split_steps(knob.factors, i, j))
                             self.directions.append(Direction(ki, i, j, f"{knob.name}[{i}↑{j}↓]"))
         self._dir_knob = np.array([d.knob for d in self.directions], dtype=np.int64)
+        #: the directions of knobs with more than one value: the only ones a random move need try
+        self.movable = np.array([i for i, d in enumerate(self.directions) if len(self.knobs[d.knob].values) > 1],
+                                dtype=np.int64)
 
     @property
     def num_directions(self) -> int:
@@ -150,7 +155,7 @@ class Neighbourhood:
         parts = []
         for ki, knob in enumerate(self.knobs):
             if knob.factors is None:
-                parts.append((ids[:, ki] / (len(knob.values) - 1))[:, None])
+                parts.append((ids[:, ki] / max(len(knob.values) - 1, 1))[:, None])
             else:
                 parts.append(np.log2(np.asarray(knob.factors, dtype=np.float64)[ids[:, ki]]))
         if not parts:
@@ -164,11 +169,12 @@ def random_neighbours(space, rows: np.ndarray, rng: np.random.Generator, tries: 
     rows = np.atleast_2d(rows)
     hood: Neighbourhood = space.neighbourhood
     out = rows.copy()
-    if hood.num_directions == 0 or not len(rows):
+    if not len(hood.movable) or not len(rows):
         return out
     pending = np.arange(len(rows))
     for _ in range(tries):
-        moved, exists = hood.step(rows[pending], rng.integers(0, hood.num_directions, size=len(pending)))
+        picks = hood.movable[rng.integers(0, len(hood.movable), size=len(pending))]
+        moved, exists = hood.step(rows[pending], picks)
         ok = exists.copy()
         if ok.any():
             ok[ok] = space.valid(moved[ok])
