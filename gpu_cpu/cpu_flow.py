@@ -21,6 +21,7 @@ from hetero_dse.analysis import analyze
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.explore.search import AUTO_MEASURED, ExplorerSettings
 from hetero_dse.history import HistoryDB, WorkloadHistory
+from hetero_dse.history.match import Prior
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
 
@@ -36,11 +37,14 @@ def explore_cpu(op: Operator, *, source: str = "builtin", trials: int = 32, time
                 progress: Callable[[int, float | None], None] | None = None,
                 history: HistoryDB | None = None) -> CpuExploration:
     """Search ``op``'s CPU space with measured trials; with a ``history``, points measured before on this CPU
-    (same operator, same TVM and hetero_dse) are answered from it and every new measurement is stored."""
+    (same operator, same TVM and hetero_dse) are answered from it, every new measurement is stored, and
+    the records of the same operator at other shapes seed the guided GA and transfer learning."""
     space = CpuSpace(analyze(op))
     settings = ExplorerSettings.of(explorer)
-    strategy = settings.make(space, seed, default_starts=TVM_STARTS, auto=AUTO_MEASURED)
-    memo = None if history is None else WorkloadHistory(history, tvm_workload(op, host_target()), strategy.name)
+    workload = tvm_workload(op, host_target())
+    prior = None if history is None else Prior.load(history, workload)
+    strategy = settings.make(space, seed, default_starts=TVM_STARTS, auto=AUTO_MEASURED, prior=prior)
+    memo = None if history is None else WorkloadHistory(history, workload, strategy.name)
     result = tune_cpu(op, space, strategy, source=source, trials=trials, time_budget_s=time_budget_s,
                       patience=settings.patience, timeout_s=timeout_s, progress=progress, history=memo)
     settings.keep(strategy)

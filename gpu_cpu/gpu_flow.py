@@ -26,6 +26,7 @@ from hetero_dse.analysis import analyze
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.explore.search import AUTO_MEASURED, AUTO_MODELLED, MODEL_STARTS, ExplorerSettings
 from hetero_dse.history import HistoryDB, WorkloadHistory
+from hetero_dse.history.match import Prior
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
 
@@ -60,12 +61,15 @@ def explore_gpu(op: Operator, *, device: str = "h100", source: str = "builtin", 
     gpu = present or get_device(device)
     space = GpuSpace(analyze(op), gpu)
     settings = ExplorerSettings.of(explorer)
+    # only measurements enter the history: estimates neither read it nor write it
+    workload = tvm_workload(op, gpu.target) if present is not None and history is not None else None
+    prior = None if workload is None else Prior.load(history, workload)
     # scored by the roofline, a candidate costs microseconds: wide rounds, as on the FPGA model
     strategy = settings.make(space, seed, default_starts=TVM_STARTS if present else MODEL_STARTS,
-                             auto=AUTO_MEASURED if present else AUTO_MODELLED)
+                             auto=AUTO_MEASURED if present else AUTO_MODELLED, prior=prior)
     if present is not None:
         with Pipeline(timeout_s=timeout_s) as pipeline:
-            memo = None if history is None else WorkloadHistory(history, tvm_workload(op, gpu.target), strategy.name)
+            memo = None if workload is None else WorkloadHistory(history, workload, strategy.name)
             result = tune(space, strategy, lambda points, best: pipeline.evaluate(
                 [candidate_job(op, source, p, best, target="cuda") for p in points]),
                           trials=trials, time_budget_s=time_budget_s, patience=settings.patience,

@@ -38,7 +38,7 @@ from hetero_dse.analysis import Analysis
 from hetero_dse.space.encoding import row_keys
 from hetero_dse.space.fpga import SpaceError, divisors
 from hetero_dse.space.point import Point
-from hetero_dse.space.rearrange import Knob, Neighbourhood, random_neighbours
+from hetero_dse.space.rearrange import Knob, Neighbourhood, nearest_factors, nearest_valid, random_neighbours
 
 SPATIAL_LEVELS = 4
 REDUCE_LEVELS = 3
@@ -222,6 +222,38 @@ class CpuSpace:
         """One random neighbour per row inside the pruned space, along the rearranged directions (the row
         itself when ``tries`` random directions all leave it)."""
         return random_neighbours(self, rows, rng, tries)
+
+    # ------------------------------------------------------------------------------ other shapes' points
+    @property
+    def loop_extents(self) -> dict[str, int]:
+        return {lp.name: int(lp.extent) for lp in self.loops}
+
+    @staticmethod
+    def parallelism(point: Point) -> dict[str, int]:
+        """P(h, k) of seed 002's equation 3 for a schedule of any shape: each loop's tile below its outermost
+        level (the work of one parallel iteration, or one thread block on a GPU)."""
+        return {k.removeprefix("split."): int(np.prod(v[1:])) for k, v in point.items() if k.startswith("split.")}
+
+    def adapt(self, point: Point) -> np.ndarray | None:
+        """The schedule of this space nearest ``point``, a schedule of the same operator at other extents:
+        each split's inner factors nearest in log scale among this loop's factorisations (re-factored to
+        divide the new extent), the other knobs by value where this space has it (the nearest unroll step).
+        None when no point of the pruned space is that near (see :func:`nearest_valid`)."""
+        row = np.zeros(self.num_knobs, dtype=np.int64)
+        for i, name in enumerate(self.loop_names):
+            have = np.array(self.splits[i])
+            wanted = tuple(point.get(f"split.{name}", ()))
+            if len(wanted) == have.shape[1]:
+                row[i] = nearest_factors(have, [max(int(f), 1) for f in wanted])
+            else:  # a history from other split levels: the whole loop in its outermost level
+                row[i] = 0 if have.shape[1] == 1 else int(np.argmax(have[:, 0]))
+        for j, (name, values) in enumerate(self.choices.items()):
+            value = point.get(name)
+            if value in values:
+                row[len(self.loops) + j] = values.index(value)
+            elif name == "unroll" and isinstance(value, int | float):
+                row[len(self.loops) + j] = int(np.argmin([abs(v - value) for v in values]))
+        return nearest_valid(self, row)
 
 
 class GpuSpace(CpuSpace):

@@ -14,7 +14,7 @@ from typing import Any
 from gpu_cpu.tune import TuneResult
 from hetero_dse import __version__
 from hetero_dse.analysis import analyze
-from hetero_dse.history import Workload
+from hetero_dse.history import Workload, workload_spec
 from hetero_dse.operator import Operator
 
 
@@ -63,7 +63,7 @@ def tvm_workload(op: Operator, target: dict[str, Any]) -> Workload:
     import tvm
 
     return Workload(op.name, op.signature(), json.dumps(target, sort_keys=True),
-                    {"hetero_dse": __version__, "tvm": tvm.__version__})
+                    {"hetero_dse": __version__, "tvm": tvm.__version__}, workload_spec(analyze(op)))
 
 
 @contextmanager

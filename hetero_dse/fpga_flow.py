@@ -14,10 +14,17 @@ from hetero_dse.analysis import Analysis, analyze
 from hetero_dse.board import RESOURCE_KINDS, Board
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.explore import search
+from hetero_dse import __version__
 from hetero_dse.explore.search import MODEL_STARTS, ExplorerSettings, SearchResult
+from hetero_dse.history import HistoryDB, Record, Workload, workload_spec
+from hetero_dse.history.match import Prior
 from hetero_dse.operator import Operator
 from hetero_dse.space.fpga import FpgaSpace, SpaceOptions
 from hetero_dse.space.point import Point
+
+
+#: designs of each FPGA search kept in the history database (the guided GA's population is 16)
+HISTORY_DESIGNS = 64
 
 
 @dataclass
@@ -88,20 +95,33 @@ def explore(op: Operator, board: Board, *, dtypes: Sequence[str] = (), clocks: S
             budget: int | None = None,
             time_budget_s: float | None = None, top_k: int = 10,
             progress: Callable[[int, float], None] | None = None, default_budget: int = 30_000,
-            traffic_weight: float = 0.01) -> Exploration:
-    """Search the FPGA space of ``op`` on ``board``; raise if no design fits (saying what is over and by how much)."""
+            traffic_weight: float = 0.01, history: HistoryDB | None = None) -> Exploration:
+    """Search the FPGA space of ``op`` on ``board``; raise if no design fits (saying what is over and by how much).
+
+    With a ``history``, the guided GA and transfer learning start from the designs of the same operator at
+    other shapes on this board, and the best designs found (with the model's latency) are stored for later
+    searches. ``auto`` does not switch to them here: the model makes the default 30,000 designs cheap.
+    """
     dtypes = check_dtypes(op, dtypes)
     clocks = check_clocks(board, clocks)
     analysis = analyze(with_dtype(op, dtypes[0]))
     space = FpgaSpace(analysis, board, dtypes, clocks, options)
     model = FpgaModel(space, traffic_weight=traffic_weight)
     settings = ExplorerSettings.of(explorer)
-    strategy = settings.make(space, seed, default_starts=MODEL_STARTS)
+    workload = fpga_workload(op, analysis, board)
+    prior = Prior.load(history, workload) if history is not None and settings.name in ("gga", "tl") else None
+    strategy = settings.make(space, seed, default_starts=MODEL_STARTS, prior=prior)
     if budget is None and strategy.name != "exhaustive":
         budget = default_budget
-    result = search(space, model, strategy, budget=budget, time_budget_s=time_budget_s, top_k=top_k,
+    result = search(space, model, strategy, budget=budget, time_budget_s=time_budget_s,
+                    top_k=max(top_k, HISTORY_DESIGNS if history is not None else 0),
                     patience=settings.patience, progress=progress)
     settings.keep(strategy)
+    if history is not None and result.found:
+        latency = model.evaluate(result.top_rows)["latency_s"]
+        history.add_many(history.workload_id(workload), [Record(space.decode(row), float(s), source=strategy.name)
+                                                         for row, s in zip(result.top_rows, latency, strict=True)])
+    result.top_rows, result.top_objective = result.top_rows[:top_k], result.top_objective[:top_k]
     exploration = Exploration(op, board, space, model, result)
     if not result.found:
         if result.interrupted:
@@ -110,6 +130,12 @@ def explore(op: Operator, board: Board, *, dtypes: Sequence[str] = (), clocks: S
     exploration.designs = [(space.decode(r), model.describe(r)) for r in result.top_rows]
     exploration.pareto = [(space.decode(r), model.describe(r)) for r in result.pareto_rows]
     return exploration
+
+
+def fpga_workload(op: Operator, analysis: Analysis, board: Board) -> Workload:
+    """The history's key for ``op``'s designs on ``board`` as the analytical model scores them."""
+    return Workload(op.name, op.signature(), f"fpga {board.name}", {"hetero_dse": __version__, "model": "analytical"},
+                    workload_spec(analysis))
 
 
 def nothing_fits(e: Exploration) -> str:

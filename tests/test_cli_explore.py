@@ -211,3 +211,27 @@ def test_exhaustive_is_refused_on_cpu(cli, tmp_path):
     r = cli("explore", "--op", "gemm", "--shape", "small:s1", "--target", "cpu", "--explorer", "exhaustive",
             "--out", tmp_path / "o")
     assert r.code == 1 and "exhaustive explorer" in r.err and not (tmp_path / "o").exists()
+
+
+def test_fpga_designs_enter_the_history_and_seed_the_guided_ga(cli, tmp_path):
+    from hetero_dse.history import HistoryDB
+
+    db = tmp_path / "h.sqlite"
+    first = cli("explore", "--op", "conv2d", "--shape", "small:s1", "--board", "vu9p", "--out", tmp_path / "a",
+                "--db", db, "--explorer", "sa", "--budget", "2000")
+    assert first.code == 0, first.err
+    store = HistoryDB(str(db))
+    (w,) = store.workloads()
+    stored = store.records(w["id"])
+    assert len(stored) == 64 and w["target"] == "fpga vu9p" and store.workload(w["id"]).extents["k"] == 8
+    best = json.loads((tmp_path / "a" / "report.json").read_text())["explorations"][0]["best"]
+    assert stored[0].seconds == pytest.approx(best["latency_s"])  # the model's latency of the best design
+    second = cli("explore", "--op", "conv2d", "--shape", "small:s1", "--param", "K=12", "--board", "vu9p",
+                 "--out", tmp_path / "b", "--db", db, "--explorer", "gga", "--budget", "64")
+    assert second.code == 0, second.err
+    e = json.loads((tmp_path / "b" / "report.json").read_text())["explorations"][0]
+    assert e["search"]["explorer"] == "gga" and e["search"]["evaluations"] == 64
+    assert len(store.workloads()) == 2
+    none = cli("explore", "--op", "conv2d", "--shape", "small:s1", "--param", "K=16", "--board", "vu9p",
+               "--out", tmp_path / "c", "--db", db, "--no-history", "--budget", "100")
+    assert none.code == 0 and len(store.workloads()) == 2

@@ -9,7 +9,9 @@ from cost_models.fpga import FpgaModel
 from hetero_dse.analysis import analyze
 from hetero_dse.board import load_board
 from hetero_dse.explore import Exhaustive, PMethod, RandomSearch, SimulatedAnnealing, search
+from hetero_dse.explore.gga import GuidedGA
 from hetero_dse.explore.qlearning import QMethod
+from hetero_dse.explore.transfer import TransferLearning
 from hetero_dse.ops import get_builtin
 from hetero_dse.space.fpga import FpgaSpace
 
@@ -17,7 +19,10 @@ EXPLORERS = {"exhaustive": lambda space, seed: Exhaustive(space),
              "sa": lambda space, seed: SimulatedAnnealing(space, seed=seed, chains=64, steps=12),
              "q": lambda space, seed: QMethod(space, seed=seed, starts=8),
              "p": lambda space, seed: PMethod(space, seed=seed, starts=8),
-             "random": lambda space, seed: RandomSearch(space, seed=seed, batch=64)}
+             "random": lambda space, seed: RandomSearch(space, seed=seed, batch=64),
+             # the history-based tuners with no history: a GA of expertise moves, a model-based search
+             "gga": lambda space, seed: GuidedGA(space, seed=seed),
+             "tl": lambda space, seed: TransferLearning(space, seed=seed, batch=32)}
 SEEDED = sorted(set(EXPLORERS) - {"exhaustive"})
 
 

@@ -147,3 +147,74 @@ def test_a_killed_cpu_exploration_resumes(tmp_path):
     assert record["answered_from_history"] >= 1
     assert HistoryDB(str(store)).count() == killed_at + record["trials"] - record["answered_from_history"]
     assert np.isfinite(record["best"]["seconds"])
+
+
+# --------------------------------------------------------------------- what the history-based tuners read
+def _conv(c: int, k: int, target: str = '{"kind": "llvm"}') -> Workload:
+    return Workload("conv2d", f"conv2d[C={c},K={k}]", target, {"hetero_dse": "test"},
+                    {"loops": {"k": k, "c": c, "y": 7}, "flops": 2 * c * k * 49})
+
+
+def test_related_workloads_share_operator_target_and_loops(db):
+    other_loops = Workload("conv2d", "conv2d[other]", '{"kind": "llvm"}', {}, {"loops": {"k": 4}, "flops": 8})
+    other_op = Workload("gemm", "gemm[...]", '{"kind": "llvm"}', {}, {"loops": {"k": 4, "c": 4, "y": 7}})
+    for w in (_conv(64, 128), _conv(32, 64), _conv(64, 128, "fpga vu9p"), other_loops, other_op):
+        wid = db.workload_id(w)
+        assert db.add_many(wid, [Record(Point(t=i), (i + 1) * 1e-3) for i in range(3)]) == 3
+        assert db.add_many(wid, [Record(Point(t=0), 1.0), Record(Point(t=9), None, "crash")]) == 1
+    related = db.related(_conv(61, 127))
+    assert [w.signature for w, _ in related] == ["conv2d[C=64,K=128]", "conv2d[C=32,K=64]"]
+    for w, records in related:
+        assert w.extents == {"k": int(w.signature.split("K=")[1][:-1]), "c": w.extents["c"], "y": 7}
+        assert [r.seconds for r in records] == [1e-3, 2e-3, 3e-3]  # best first, failures left out
+
+
+def test_a_database_from_before_workload_specs_is_migrated(tmp_path):
+    import sqlalchemy as sa
+
+    path = tmp_path / "old.sqlite"
+    engine = sa.create_engine(f"sqlite:///{path}")
+    with engine.begin() as conn:  # the first release's schema: no spec column
+        conn.execute(sa.text("CREATE TABLE workloads (id INTEGER PRIMARY KEY, key VARCHAR(32) NOT NULL UNIQUE, "
+                             "operator VARCHAR(200) NOT NULL, signature TEXT NOT NULL, target TEXT NOT NULL, "
+                             "versions TEXT NOT NULL)"))
+        conn.execute(sa.text("INSERT INTO workloads VALUES (1, :key, 'conv2d', 'conv2d[C=64,K=128]', "
+                             "'{\"kind\": \"llvm\"}', '{\"hetero_dse\": \"test\"}')"), {"key": _conv(64, 128).key})
+    engine.dispose()
+    db = HistoryDB(str(path))
+    assert db.workload(1).spec == {}
+    assert db.workload_id(_conv(64, 128)) == 1  # the same workload, now with its spec
+    assert db.workload(1).extents == {"k": 128, "c": 64, "y": 7}
+
+
+@pytest.mark.parametrize("tuner", ["gga", "tl"])
+def test_history_tuners_start_from_other_shapes_and_store_what_they_measure(db, tuner):
+    from hetero_dse.history import workload_spec
+    from hetero_dse.history.match import Prior
+
+    def setup(k: int):
+        op = get_builtin("conv2d").instantiate({"K": k}, shape="small:s1")
+        analysis = analyze(op)
+        space = CpuSpace(analysis, vector_bits=512)
+        workload = Workload(op.name, op.signature(), '{"kind": "llvm"}', {"hetero_dse": "test"},
+                            workload_spec(analysis))
+        return space, workload
+
+    def evaluate(points, best):
+        for p in points:
+            yield MeasureResult(1e-3 * (1 + sum(map(sum, (p[k] for k in p if k.startswith("split."))))))
+
+    old_space, old = setup(8)
+    tune(old_space, make_explorer("q", old_space, 0, starts=4), evaluate, trials=24,
+         history=WorkloadHistory(db, old, "q"))
+    space, new = setup(12)
+    prior = Prior.load(db, new)
+    assert len(prior) == 24 and prior.match() == pytest.approx((6 + 3 / 4) / 7)  # K: 1, 2, 4 of 8's 1, 2, 4, 8
+    explorer = make_explorer(tuner, space, 0, prior=prior)
+    if tuner == "gga":  # the first generation is the history's best-ranked points, adapted
+        assert np.array_equal(explorer.propose()[: len(prior.candidates(space, 16))], prior.candidates(space, 16))
+        explorer = make_explorer(tuner, space, 0, prior=prior)
+    result = tune(space, explorer, evaluate, trials=16, history=WorkloadHistory(db, new, tuner))
+    assert result.explorer == tuner and len(result.trials) == 16
+    (stored,) = [w for w in db.workloads() if w["signature"] == new.signature]
+    assert stored["records"] == 16 and {r.source for r in db.records(stored["id"])} == {tuner}

@@ -109,7 +109,7 @@ def synthetic(space):
     return evaluate, scored
 
 
-@pytest.mark.parametrize("name", ["q", "p", "sa", "random"])
+@pytest.mark.parametrize("name", ["q", "p", "sa", "random", "gga", "tl"])
 def test_cpu_contract(cpu_space, name):
     runs = []
     for seed in (5, 5, 6):

@@ -11,6 +11,7 @@ from hetero_dse.cli.main import EXIT_INTERRUPTED, cli, console, operator_options
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.cli.history import db_option, open_db
 from hetero_dse.explore.search import MODEL_STARTS, ExplorerSettings
+from hetero_dse.history.match import MATCH_THRESHOLD
 from gpu_cpu.tune import TVM_STARTS
 
 #: Designs scored when the user gives no budget to a sampling explorer (they converge well before; BENCHMARKS.md).
@@ -68,10 +69,15 @@ def _prepare_out(out: Path, force: bool) -> None:
 @click.option("--clock", "clocks", multiple=True, metavar="MHZ[,MHZ]",
               help="Clock targets to explore; default: the board's default clock.")
 @click.option("--explorer", default="auto", show_default=True,
-              type=click.Choice(["auto", "exhaustive", "q", "p", "sa", "random"]),
+              type=click.Choice(["auto", "exhaustive", "q", "p", "sa", "random", "gga", "tl"]),
               help="q: FlexTensor's Q-learning walk; p: every direction from each start point; sa: simulated "
-                   "annealing; random: sampling. auto: exhaustive for a small FPGA space, else sa where a model scores "
-                   "designs (FPGA, GPU estimates) and q where trials are measured (BENCHMARKS.md).")
+                   "annealing; random: sampling; gga: guided GA seeded from the history; tl: XGBoost cost model "
+                   "trained on the filtered history. auto: exhaustive for a small FPGA space; on measured "
+                   "CPU/GPU trials gga or tl by the history's match score, q without history; sa where a model "
+                   "scores designs (BENCHMARKS.md).")
+@click.option("--match-threshold", default=MATCH_THRESHOLD, show_default=True, type=click.FloatRange(0, 1),
+              help="auto with a history: the guided GA from this match score (seed 002, eq. 1), transfer "
+                   "learning below it.")
 @click.option("--starts", type=click.IntRange(min=1), metavar="N",
               help=f"Start points per round (q, p; chains for sa; points per round for random). Default: "
                    f"{MODEL_STARTS['q']} on FPGA and GPU estimates ({MODEL_STARTS['sa']} chains for sa), "
@@ -92,11 +98,13 @@ def _prepare_out(out: Path, force: bool) -> None:
               help="Latency fraction a design may give up per compulsory-traffic of extra DDR bytes (0: latency only).")
 @click.option("--csim", "run_csim", is_flag=True, help="C-simulate each best design with g++ after writing it.")
 @db_option
-@click.option("--no-history", is_flag=True, help="CPU/GPU: neither read nor write the history database.")
+@click.option("--no-history", is_flag=True,
+              help="Neither read nor write the history database (measured CPU/GPU trials, FPGA best designs).")
 def explore(op_file: str | None, builtin: str | None, shape: str | None, params: tuple[str, ...], name: str | None,
             boards_: tuple[str, ...], targets: tuple[str, ...], trials: int, gpu_name: str, out: Path, force: bool,
             top_k: int, seed: int, dtypes: tuple[str, ...],
-            clocks: tuple[str, ...], explorer: str, starts: int | None, gamma: float, patience: int | None,
+            clocks: tuple[str, ...], explorer: str, match_threshold: float, starts: int | None, gamma: float,
+            patience: int | None,
             q_state: Path | None, budget: int | None, time_budget: float | None, io_optimal: bool,
             traffic_weight: float, run_csim: bool, db: str | None, no_history: bool) -> None:
     """Find the best FPGA accelerator (Vitis HLS project) and/or CPU schedule (TVM module) for an operator.
@@ -116,7 +124,7 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
     from hetero_dse.fpga_flow import explore as run_explore
     from hetero_dse.space.fpga import SpaceOptions
 
-    settings = ExplorerSettings(explorer, starts, gamma, patience, q_state)
+    settings = ExplorerSettings(explorer, starts, gamma, patience, q_state, match_threshold)
     if time_budget is not None and time_budget <= 0:
         raise HeteroDSEError(f"--time-budget must be positive, got {time_budget:g} seconds")
     wanted = set(targets) | ({"fpga"} if boards_ else set())
@@ -127,7 +135,7 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
                              "or choose --target cpu or gpu")
     if explorer == "exhaustive" and wanted & {"cpu", "gpu"}:
         raise HeteroDSEError("the exhaustive explorer enumerates FPGA spaces only; CPU and GPU schedules are "
-                             "measured one by one: choose --explorer q, p, sa or random")
+                             "measured one by one: choose --explorer q, p, sa, random, gga or tl")
     if "gpu" in wanted:
         from gpu_cpu.devices import cuda_toolkit
 
@@ -140,7 +148,7 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
         check_dtypes(op, dtype_list)
     for board in boards_loaded:
         check_clocks(board, clock_list)
-    store = None if no_history or not wanted & {"cpu", "gpu"} else open_db(db)
+    store = None if no_history else open_db(db)
     _prepare_out(out, force)
 
     explorations, interrupted = [], False
@@ -162,7 +170,7 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
                 e = run_explore(op, board, dtypes=dtype_list, clocks=clock_list,
                                 options=SpaceOptions(io_optimal=io_optimal), explorer=settings, seed=seed,
                                 budget=budget, time_budget_s=time_budget, top_k=top_k, progress=progress,
-                                default_budget=DEFAULT_BUDGET, traffic_weight=traffic_weight)
+                                default_budget=DEFAULT_BUDGET, traffic_weight=traffic_weight, history=store)
                 bar.update(task, total=e.result.evaluations, completed=e.result.evaluations)
                 explorations.append(e)
                 if e.result.interrupted:

@@ -24,6 +24,18 @@ class Workload:
     signature: str
     target: str
     versions: dict[str, str] = field(default_factory=dict)
+    #: what the history-based tuners compare workloads by, not part of the key: the main node's loops
+    #: ``{"loops": {name: extent}, "flops": n}`` (see :func:`workload_spec`)
+    spec: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def extents(self) -> dict[str, int]:
+        return {str(k): int(v) for k, v in (self.spec.get("loops") or {}).items()}
+
+    @property
+    def flops(self) -> float | None:
+        flops = self.spec.get("flops")
+        return float(flops) if flops else None
 
     @property
     def key(self) -> str:
@@ -36,7 +48,13 @@ class Workload:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Workload:
-        return cls(data["operator"], data["signature"], data["target"], dict(data.get("versions") or {}))
+        return cls(data["operator"], data["signature"], data["target"], dict(data.get("versions") or {}),
+                   dict(data.get("spec") or {}))
+
+
+def workload_spec(analysis) -> dict[str, Any]:
+    """The spec of an analysed operator: its main node's loop extents, in loop order, and its FLOPs."""
+    return {"loops": {lp.name: int(lp.extent) for lp in analysis.main.loops}, "flops": int(analysis.flops)}
 
 
 @dataclass(frozen=True)

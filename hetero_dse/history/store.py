@@ -31,6 +31,7 @@ workloads = sa.Table(
     sa.Column("signature", sa.Text, nullable=False),
     sa.Column("target", sa.Text, nullable=False),
     sa.Column("versions", sa.Text, nullable=False),
+    sa.Column("spec", sa.Text, nullable=True),  # added after the first release: see _migrate
 )
 records = sa.Table(
     "records", metadata,
@@ -74,6 +75,7 @@ class HistoryDB:
             else:
                 self.engine = sa.create_engine(url, pool_pre_ping=True)
             metadata.create_all(self.engine)
+            _migrate(self.engine)
         except (OperationalError, OSError) as exc:
             raise HeteroDSEError(f"cannot open the history database {db or url}: {getattr(exc, 'orig', exc)}") from None
         except (sa.exc.NoSuchModuleError, sa.exc.ArgumentError, ImportError) as exc:
@@ -89,12 +91,16 @@ class HistoryDB:
         with self.engine.begin() as conn:
             found = conn.execute(sa.select(workloads.c.id).where(workloads.c.key == workload.key)).scalar()
             if found is not None:
+                if workload.spec:  # a workload stored by an older version has none
+                    conn.execute(workloads.update().where(workloads.c.id == found, workloads.c.spec.is_(None))
+                                 .values(spec=json.dumps(workload.spec, sort_keys=True)))
                 return int(found)
             try:
                 with conn.begin_nested():
                     return int(conn.execute(workloads.insert().values(
                         key=workload.key, operator=workload.operator, signature=workload.signature,
                         target=workload.target, versions=json.dumps(workload.versions, sort_keys=True),
+                        spec=json.dumps(workload.spec, sort_keys=True),
                     )).inserted_primary_key[0])
             except IntegrityError:  # another writer added it between the select and the insert
                 return int(conn.execute(sa.select(workloads.c.id).where(workloads.c.key == workload.key)).scalar())
@@ -120,7 +126,26 @@ class HistoryDB:
         if row is None:
             raise HeteroDSEError(f"no workload {workload_id} in the history database {self.url}; see "
                                  "'hetero_dse history list'")
-        return Workload(row["operator"], row["signature"], row["target"], json.loads(row["versions"]))
+        return _workload(row)
+
+    def related(self, workload: Workload, per_workload: int = 256) -> list[tuple[Workload, list[Record]]]:
+        """Workloads of the same operator on the same target with the same loops (any extents, any tool
+        versions; ``workload`` itself included), each with its ``per_workload`` fastest successful records:
+        what the history-based tuners learn from."""
+        loops = set(workload.extents)
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(workloads).where(workloads.c.operator == workload.operator,
+                                                           workloads.c.target == workload.target)
+                                .order_by(workloads.c.id)).mappings().all()
+        out = []
+        for row in rows:
+            other = _workload(row)
+            if not loops or set(other.extents) != loops:
+                continue
+            found = [r for r in self.records(row["id"], limit=per_workload) if r.ok]
+            if found:
+                out.append((other, found))
+        return out
 
     # --------------------------------------------------------------------------------------- records
     def add(self, workload_id: int, record: Record) -> bool:
@@ -134,6 +159,25 @@ class HistoryDB:
             return True
         except IntegrityError:
             return False
+
+    def add_many(self, workload_id: int, batch: Iterable[Record]) -> int:
+        """Store the records of ``batch`` not stored yet, in one transaction; how many were new."""
+        batch = list(batch)
+        if not batch:
+            return 0
+        with self.engine.begin() as conn:
+            have = set()
+            keys = [r.point_key for r in batch]
+            for start in range(0, len(keys), 500):
+                have.update(conn.execute(sa.select(records.c.point_key).where(
+                    records.c.workload_id == workload_id,
+                    records.c.point_key.in_(keys[start:start + 500]))).scalars())
+            new = {r.point_key: r for r in batch if r.point_key not in have}
+            if new:
+                conn.execute(records.insert(), [
+                    {"workload_id": workload_id, "point_key": k, "point": r.point.dumps(), "seconds": r.seconds,
+                     "error": r.error, "source": r.source[:50], "timestamp": r.timestamp} for k, r in new.items()])
+        return len(new)
 
     def records(self, workload_id: int, *, best_first: bool = True, limit: int | None = None) -> list[Record]:
         r = records.c
@@ -207,6 +251,24 @@ class HistoryDB:
             else:
                 known += 1
         return added, known
+
+
+def _workload(row) -> Workload:
+    spec = row.get("spec")
+    return Workload(row["operator"], row["signature"], row["target"], json.loads(row["versions"]),
+                    json.loads(spec) if spec else {})
+
+
+def _migrate(engine: sa.Engine) -> None:
+    """Columns added since a database was created (create_all makes missing tables, never missing columns)."""
+    have = {c["name"] for c in sa.inspect(engine).get_columns("workloads")}
+    if "spec" not in have:
+        try:
+            with engine.begin() as conn:
+                conn.execute(sa.text("ALTER TABLE workloads ADD COLUMN spec TEXT"))
+        except sa.exc.DBAPIError:  # another process added it first
+            if "spec" not in {c["name"] for c in sa.inspect(engine).get_columns("workloads")}:
+                raise
 
 
 def _record(row) -> Record:

@@ -39,7 +39,7 @@ from hetero_dse.board import Board
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.space.encoding import row_keys
 from hetero_dse.space.point import Point
-from hetero_dse.space.rearrange import Knob, Neighbourhood, random_neighbours
+from hetero_dse.space.rearrange import Knob, Neighbourhood, nearest_factors, nearest_valid, random_neighbours
 
 __all__ = ["FpgaSpace", "SpaceError", "SpaceOptions", "divisors", "tile_candidates"]
 
@@ -314,3 +314,35 @@ class FpgaSpace:
         """One random valid neighbour per row along the rearranged directions (the row itself where random
         directions lead nowhere)."""
         return random_neighbours(self, rows, rng, tries=8)
+
+    # ------------------------------------------------------------------------------ other shapes' points
+    @property
+    def loop_extents(self) -> dict[str, int]:
+        return {name: int(e) for name, e in zip(self.loop_names, self.extents, strict=True)}
+
+    @staticmethod
+    def parallelism(point: Point) -> dict[str, int]:
+        """P(h, k) of seed 002's equation 3 for a design of any shape: the tile of each loop, the work one
+        pass of the pipeline does along it (a loop shorter than its tile leaves the rest idle)."""
+        return {k.removeprefix("tile."): int(v) for k, v in point.items() if k.startswith("tile.")}
+
+    def adapt(self, point: Point) -> np.ndarray | None:
+        """The design of this space nearest ``point``, a design of the same operator at other extents: each
+        loop's (tile, unroll) pair nearest in log scale among the valid pairs (a tile longer than the new
+        loop is clipped to it), the same order, data type and clock where this space has them. None when no
+        valid design is that near (see :func:`nearest_valid`)."""
+        row = np.zeros(self.num_knobs, dtype=np.int64)
+        n = len(self.loops)
+        for i, name in enumerate(self.loop_names):
+            pairs = self.loop_pairs[i]
+            tile = int(point.get(f"tile.{name}", self.extents[i]))
+            unroll = int(point.get(f"unroll.{name}", 1))
+            have = np.stack([self.tile_values[i][pairs[:, 0]], self.unroll_values[i][pairs[:, 1]]], axis=1)
+            best = nearest_factors(np.column_stack([np.ones(len(have)), have]), [1, max(tile, 1), max(unroll, 1)])
+            row[i], row[n + i] = pairs[best]
+        order = tuple(point.get("order", ()))
+        row[self.col_order] = self.orders.index(order) if order in self.orders else 0
+        row[self.col_dtype] = self.dtypes.index(point["dtype"]) if point.get("dtype") in self.dtypes else 0
+        clock = float(point.get("clock_mhz", self.clocks_mhz[0]))
+        row[self.col_clock] = int(np.argmin([abs(c - clock) for c in self.clocks_mhz]))
+        return nearest_valid(self, row)

@@ -183,3 +183,31 @@ def random_neighbours(space, rows: np.ndarray, rng: np.random.Generator, tries: 
         if not len(pending):
             break
     return out
+
+
+def nearest_valid(space, row: np.ndarray, depth: int = 2, width: int = 32) -> np.ndarray | None:
+    """``row`` if the space allows it, else the first valid row at most ``depth`` steps away along the
+    rearranged directions (searching from ``width`` rows per step); None when there is none so near."""
+    frontier = np.atleast_2d(np.asarray(row, dtype=np.int64))
+    if space.valid(frontier)[0]:
+        return frontier[0]
+    for _ in range(depth):
+        moved, exists = space.neighbourhood.moves(frontier)
+        candidates = moved[exists]
+        if not len(candidates):
+            return None
+        ok = space.valid(candidates)
+        if ok.any():
+            return candidates[int(np.flatnonzero(ok)[0])]
+        frontier = candidates[:width]
+    return None
+
+
+def nearest_factors(candidates: np.ndarray, wanted: np.ndarray, outer_weight: float = 0.01) -> int:
+    """The index of the factor list of ``candidates`` nearest ``wanted`` in log scale, the outermost factor
+    (the trip count, which follows from the loop's extent) counting little."""
+    logs = np.log2(np.asarray(candidates, dtype=np.float64))
+    gap = np.abs(logs - np.log2(np.asarray(wanted, dtype=np.float64)))
+    weights = np.ones(logs.shape[1])
+    weights[0] = outer_weight
+    return int(np.argmin(gap @ weights))
