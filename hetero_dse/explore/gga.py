@@ -9,12 +9,15 @@ order…): changing one gene of a valid point changes one decision and keeps the
    ``genes``) become **elite genes**;
 3. ``population`` children, each by **guided crossover** (two parents drawn with probability proportional
    to their rank; the child is the first with one gene of the second) or by a **guided mutation**: an elite
-   gene put into a parent, or an **expertise** mutation (an inner factor of a split set to one that
-   divides the loop, or to 2 or 4; another value of a choice knob);
-4. the next population is drawn from children and parents in proportion to performance, the best child
-   always in.
+   gene put into a parent, or an **expertise** mutation (an inner factor of a split set to 2 or 4, to one
+   that divides the loop, or to another the space allows — on FPGA the low-waste padded tiles, the only
+   ones a prime loop has; another value of a choice knob). No random mutation;
+4. the next population is drawn from children and parents in proportion to performance, one individual per
+   performance value (clones of a plateau would take it over), the best child always in.
 
-Children that leave the space or were measured before are not proposed; they are drawn again.
+Children that were measured before are not proposed; they are drawn again. A child that breaks a rule of
+the space (over a limit, two unrolls on one buffer dimension) gets, half the time, one more expertise move
+to repair it, keeping the gene it is recorded with.
 """
 
 from __future__ import annotations
