@@ -235,3 +235,9 @@ def test_fpga_designs_enter_the_history_and_seed_the_guided_ga(cli, tmp_path):
     none = cli("explore", "--op", "conv2d", "--shape", "small:s1", "--param", "K=16", "--board", "vu9p",
                "--out", tmp_path / "c", "--db", db, "--no-history", "--budget", "100")
     assert none.code == 0 and len(store.workloads()) == 2
+
+
+def test_a_guided_ga_of_one_is_refused(cli, tmp_path):
+    r = cli("explore", "--op", "gemm", "--shape", "small:s2", "--board", "vu9p", "--explorer", "gga", "--starts", "1",
+            "--out", tmp_path / "o")
+    assert r.code == 1 and "population of at least 2" in r.err and "Traceback" not in r.err

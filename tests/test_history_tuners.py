@@ -17,7 +17,7 @@ from hetero_dse.explore.transfer import TransferLearning
 from hetero_dse.history import Record, Workload
 from hetero_dse.history.match import Prior, factors, filter_metric, match_score, utilisation
 from hetero_dse.ops import get_builtin
-from hetero_dse.space.fpga import FpgaSpace, divisors
+from hetero_dse.space.fpga import FpgaSpace
 from hetero_dse.space.point import Point
 
 

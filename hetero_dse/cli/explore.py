@@ -10,7 +10,7 @@ import click
 from hetero_dse.cli.main import EXIT_INTERRUPTED, cli, console, operator_options
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.cli.history import db_option, open_db
-from hetero_dse.explore.search import MODEL_STARTS, ExplorerSettings
+from hetero_dse.explore.search import GGA_POPULATION, MODEL_STARTS, TL_BATCH, ExplorerSettings
 from hetero_dse.history.match import MATCH_THRESHOLD
 from gpu_cpu.tune import TVM_STARTS
 
@@ -79,7 +79,8 @@ def _prepare_out(out: Path, force: bool) -> None:
               help="auto with a history: the guided GA from this match score (seed 002, eq. 1), transfer "
                    "learning below it.")
 @click.option("--starts", type=click.IntRange(min=1), metavar="N",
-              help=f"Start points per round (q, p; chains for sa; points per round for random). Default: "
+              help=f"Start points per round (q, p; chains for sa; points per round for random; the population "
+                   f"for gga, {GGA_POPULATION} by default; measurements per fit for tl, {TL_BATCH}). Default: "
                    f"{MODEL_STARTS['q']} on FPGA and GPU estimates ({MODEL_STARTS['sa']} chains for sa), "
                    f"{TVM_STARTS['q']} when measured.")
 @click.option("--gamma", default=2.0, show_default=True, type=click.FloatRange(min=0),

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hetero_dse.errors import HeteroDSEError
 from hetero_dse.space.rearrange import Knob
 
 SMALL_FACTORS = (2, 4)
@@ -38,7 +39,7 @@ class GuidedGA:
     def __init__(self, space, seed: int = 0, candidates: np.ndarray | None = None, population: int = 16,
                  elites: int = 8, crossover: float = 0.5) -> None:
         if population < 2:
-            raise ValueError("the guided GA needs a population of at least 2")
+            raise HeteroDSEError(f"the guided GA needs a population of at least 2, got {population} (--starts)")
         self.space = space
         self.hood = space.neighbourhood
         self.rng = np.random.default_rng(seed)

@@ -118,7 +118,8 @@ def make_explorer(name: str, space, seed: int, *, starts: int | None = None, gam
                   exhaustive_limit: int | None = EXHAUSTIVE_LIMIT, auto: str = AUTO_MODELLED,
                   prior: Prior | None = None) -> Explorer:
     """The explorer called ``name`` on ``space`` (``auto``: see :func:`resolve_auto`). ``starts``: start points
-    per round for q and p, chains for sa, points per round for random (None: the explorer's default);
+    per round for q and p, chains for sa, points per round for random, the population for gga, measurements
+    per fit for tl (None: the explorer's default);
     ``prior``: the history the guided GA starts from and transfer learning learns from (None: none)."""
     name = resolve_auto(name, space, exhaustive_limit, auto, prior)
     if name == "exhaustive":
@@ -135,13 +136,13 @@ def make_explorer(name: str, space, seed: int, *, starts: int | None = None, gam
     if name == "gga":
         from hetero_dse.explore.gga import GuidedGA
 
-        population = GGA_POPULATION
+        population = starts or GGA_POPULATION
         candidates = prior.candidates(space, population) if prior is not None else None
         return GuidedGA(space, seed=seed, candidates=candidates, population=population)
     if name == "tl":
         from hetero_dse.explore.transfer import TransferLearning  # imports xgboost
 
-        return TransferLearning(space, seed=seed, prior=prior, batch=TL_BATCH)
+        return TransferLearning(space, seed=seed, prior=prior, batch=starts or TL_BATCH)
     from hetero_dse.explore.qlearning import QMethod  # imports torch
 
     return QMethod(space, seed=seed, starts=starts or 8, gamma=gamma)
