@@ -35,7 +35,8 @@ from cost_models.fpga import FpgaModel  # noqa: E402
 from hetero_dse.analysis import analyze  # noqa: E402
 from hetero_dse.board import load_board  # noqa: E402
 from hetero_dse.explore import make_explorer, search  # noqa: E402
-from hetero_dse.history import Record, Workload, workload_spec  # noqa: E402
+from hetero_dse.fpga_flow import fpga_workload  # noqa: E402
+from hetero_dse.history import Record  # noqa: E402
 from hetero_dse.history.match import MATCH_THRESHOLD, Prior  # noqa: E402
 from hetero_dse.ops import get_builtin  # noqa: E402
 from hetero_dse.space.fpga import FpgaSpace  # noqa: E402
@@ -88,7 +89,7 @@ def fpga_history(board, layers: list[str]) -> tuple:
         space, model = fpga_space(op, board)
         found = search(space, model, make_explorer("sa", space, 0, starts=512), budget=5000, top_k=64)
         latency = model.evaluate(found.top_rows)["latency_s"]
-        workload = Workload(op.name, op.signature(), f"fpga {board.name}", {}, workload_spec(space.analysis))
+        workload = fpga_workload(op, space.analysis, board)
         records = tuple(Record(space.decode(r), float(s)) for r, s in zip(found.top_rows, latency, strict=True))
         related.append((workload, records))
     return tuple(related)
@@ -166,7 +167,8 @@ def run_cpu(args) -> dict:
     rows = []
     for name in args.layers.split(","):
         op = pruned(name)
-        flops = analyze(op).flops
+        analysis = analyze(op)
+        flops = analysis.flops
         curves, finals = {}, {}
         for method in methods:
             copy = work / f"{name}-{method}.sqlite"
@@ -184,7 +186,7 @@ def run_cpu(args) -> dict:
                               "wall_s": run.tune.wall_s, "explorer": run.tune.explorer}
         best = min(c[-1][1] for c in curves.values())
         history = HistoryDB(str(base))
-        match = Prior.load(history, tvm_workload(op, host_target())).match()
+        match = Prior.load(history, tvm_workload(op, host_target(), analysis)).match()
         history.close()
         row = {"layer": name, "C": op.params["C"], "K": op.params["K"], "match": match, "flops": flops,
                "best_gflops": flops / best / 1e9, "methods": {}}

@@ -41,7 +41,7 @@ def explore_cpu(op: Operator, *, source: str = "builtin", trials: int = 32, time
     the records of the same operator at other shapes seed the guided GA and transfer learning."""
     space = CpuSpace(analyze(op))
     settings = ExplorerSettings.of(explorer)
-    workload = tvm_workload(op, host_target())
+    workload = tvm_workload(op, host_target(), space.analysis)
     prior = None if history is None else Prior.load(history, workload)
     strategy = settings.make(space, seed, default_starts=TVM_STARTS, auto=AUTO_MEASURED, prior=prior)
     memo = None if history is None else WorkloadHistory(history, workload, strategy.name)

@@ -62,7 +62,7 @@ def explore_gpu(op: Operator, *, device: str = "h100", source: str = "builtin", 
     space = GpuSpace(analyze(op), gpu)
     settings = ExplorerSettings.of(explorer)
     # only measurements enter the history: estimates neither read it nor write it
-    workload = tvm_workload(op, gpu.target) if present is not None and history is not None else None
+    workload = tvm_workload(op, gpu.target, space.analysis) if present is not None and history is not None else None
     prior = None if workload is None else Prior.load(history, workload)
     # scored by the roofline, a candidate costs microseconds: wide rounds, as on the FPGA model
     strategy = settings.make(space, seed, default_starts=TVM_STARTS if present else MODEL_STARTS,

@@ -116,7 +116,7 @@ def tune(space: Any, explorer: Any, evaluate: Callable[[list[Point], float | Non
             before = best.result.seconds if best else float("inf")
             answers = _answers(history, fresh) if history is not None else {}
             to_measure = [p for k, p in fresh.items() if k not in answers]
-            results = iter(evaluate(to_measure, best.result.seconds if best else None))
+            results = iter(evaluate(to_measure, None if best is None else before))
             for key, point in fresh.items():
                 old = answers.get(key)
                 if old is not None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from gpu_cpu.tune import TuneResult
 from hetero_dse import __version__
-from hetero_dse.analysis import analyze
+from hetero_dse.analysis import Analysis, analyze
 from hetero_dse.history import Workload, workload_spec
 from hetero_dse.operator import Operator
 
@@ -58,12 +58,13 @@ class Tuned:
         }
 
 
-def tvm_workload(op: Operator, target: dict[str, Any]) -> Workload:
-    """The history's key for ``op`` measured on ``target``: numbers from other versions are not mixed in."""
+def tvm_workload(op: Operator, target: dict[str, Any], analysis: Analysis) -> Workload:
+    """The history's key for ``op`` (analysed as ``analysis``) measured on ``target``: numbers from other
+    versions are not mixed in."""
     import tvm
 
     return Workload(op.name, op.signature(), json.dumps(target, sort_keys=True),
-                    {"hetero_dse": __version__, "tvm": tvm.__version__}, workload_spec(analyze(op)))
+                    {"hetero_dse": __version__, "tvm": tvm.__version__}, workload_spec(analysis))
 
 
 @contextmanager

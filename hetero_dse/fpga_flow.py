@@ -10,11 +10,11 @@ import numpy as np
 
 from cost_models.fpga import FpgaModel
 from cost_models.fpga_costs import ARITHMETIC
+from hetero_dse import __version__
 from hetero_dse.analysis import Analysis, analyze
 from hetero_dse.board import RESOURCE_KINDS, Board
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.explore import search
-from hetero_dse import __version__
 from hetero_dse.explore.search import MODEL_STARTS, ExplorerSettings, SearchResult
 from hetero_dse.history import HistoryDB, Record, Workload, workload_spec
 from hetero_dse.history.match import Prior

@@ -44,7 +44,6 @@ class GuidedGA:
         self.hood = space.neighbourhood
         self.rng = np.random.default_rng(seed)
         self.size, self.elites, self.crossover = population, elites, crossover
-        self.seeded = 0 if candidates is None else len(candidates)
         self.candidates = np.empty((0, space.num_knobs), dtype=np.int64) if candidates is None else candidates
         self.visited: set[int] = set()
         #: the gene (knob index, value id) each child was made by: Algorithm 1's ``Genes``
@@ -53,21 +52,13 @@ class GuidedGA:
         self.elite_genes: dict[int, set[int]] = {}
         self.population = np.empty((0, space.num_knobs), dtype=np.int64)
         self.fitness = np.empty(0)  # objective of the population (lower is better)
-        self.measured: dict[int, float] = {}
         self.generation = 0
-        self._last: np.ndarray | None = None
         self._expert = [self._expert_values(k) for k in self.hood.knobs]
 
     # ------------------------------------------------------------------------------------------ ask
     def propose(self) -> np.ndarray | None:
-        if self.generation == 0:
-            rows = self._first_population()
-        else:
-            rows = self._offspring()
-        if not len(rows):
-            return None
-        self._last = rows
-        return rows
+        rows = self._first_population() if self.generation == 0 else self._offspring()
+        return rows if len(rows) else None
 
     def _first_population(self) -> np.ndarray:
         rows = self._unvisited(self.candidates)[: self.size]
@@ -189,8 +180,6 @@ class GuidedGA:
     def observe(self, rows: np.ndarray, objective: np.ndarray) -> None:
         rows = np.atleast_2d(rows)
         objective = np.asarray(objective, dtype=np.float64)
-        for row, obj in zip(rows, objective, strict=True):
-            self.measured[self._key(row)] = float(obj)
         self._elect(rows, objective)
         if self.generation == 0 or not len(self.population):
             self.population, self.fitness = rows.copy(), objective.copy()
@@ -199,8 +188,8 @@ class GuidedGA:
         self.generation += 1
 
     def _elect(self, rows: np.ndarray, objective: np.ndarray) -> None:
-        """The genes of the top-``elites`` individuals measured so far (this generation and the population
-        that bred it) join the elite genes."""
+        """The genes of the top-``elites`` individuals of this generation and the population that bred it join
+        the elite genes."""
         pool = np.concatenate([self.population, rows]) if len(self.population) else rows
         scores = np.concatenate([self.fitness, objective]) if len(self.population) else objective
         for i in np.argsort(scores, kind="stable")[: self.elites]:

@@ -54,7 +54,6 @@ class TransferLearning:
         #: the moving average of each feature's split counts, normalised (None before the first fit)
         self.importance: np.ndarray | None = None
         self.model = None
-        self.filtered = 0  # history rows in the last training set
 
     # ------------------------------------------------------------------------------------ features
     def features(self, rows: np.ndarray) -> np.ndarray:
@@ -143,7 +142,6 @@ class TransferLearning:
         import xgboost
 
         chosen = self.history_filter()
-        self.filtered = len(chosen)
         x = [self.history_x[chosen]]
         y = [self.history_y[chosen]]
         if len(self.rows):

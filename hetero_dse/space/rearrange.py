@@ -196,9 +196,12 @@ def nearest_valid(space, row: np.ndarray, depth: int = 2, width: int = 32) -> np
         candidates = moved[exists]
         if not len(candidates):
             return None
-        ok = space.valid(candidates)
-        if ok.any():
-            return candidates[int(np.flatnonzero(ok)[0])]
+        # tested a slice at a time, in order: the first valid one is the answer, and a CPU space tests
+        # validity point by point in Python
+        for start in range(0, len(candidates), width):
+            ok = space.valid(candidates[start:start + width])
+            if ok.any():
+                return candidates[start + int(np.flatnonzero(ok)[0])]
         frontier = candidates[:width]
     return None
 
