@@ -30,7 +30,7 @@ class Tuned:
 
     @property
     def label(self) -> str:
-        return f"{self.op.name}_{self.op.shape_name.replace(':', '_')}" if self.op.shape_name else self.op.name
+        return self.op.slug
 
     @cached_property
     def flops(self) -> int:

@@ -41,7 +41,7 @@ class Exploration:
 
     @property
     def label(self) -> str:
-        return f"{self.op.name}_{self.op.shape_name.replace(':', '_')}" if self.op.shape_name else self.op.name
+        return self.op.slug
 
     @property
     def best(self) -> tuple[Point, dict[str, Any]]:

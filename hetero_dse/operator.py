@@ -9,6 +9,7 @@ history database.
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -153,6 +154,11 @@ class OperatorDef:
                 raise ShapeError(f"shape {shape!r} names a whole set; pick one shape, e.g. {matches[0][0]}")
             shape, base = matches[0]
         params = self.resolve_params(overrides, base)
+        if shape is not None:  # the shape a user changed is no longer that shape: its name says how
+            shape_params = self.resolve_params(None, base)
+            changed = [f"{k}={params[k]}" for k in params if params[k] != shape_params[k]]
+            if changed:
+                shape = f"{shape}[{','.join(changed)}]"
         try:
             result = self.builder(**params)
         except ShapeError as exc:  # a builder's own shape check: say which operator and shape it was
@@ -182,6 +188,12 @@ class Operator:
     def tensors(self) -> list[Any]:
         """Inputs then the output, the argument order of the built function."""
         return [*self.inputs, self.output]
+
+    @property
+    def slug(self) -> str:
+        """A directory name for this operator: its name and shape in characters every file system takes."""
+        name = f"{self.name}_{self.shape_name}" if self.shape_name else self.name
+        return re.sub(r"[^A-Za-z0-9_.=+-]+", "_", name).strip("_")
 
     @property
     def dtype(self) -> str:

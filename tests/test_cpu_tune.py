@@ -57,12 +57,12 @@ def test_explore_cpu_end_to_end_and_replay(cli, tmp_path):
     assert r.code == 0, r.err
     (record,) = json.loads((out / "report.json").read_text())["cpu"]
     assert record["trials"] == 4 and record["best"]["gflops"] > 0 and record["torch"]["gflops"] > 0
-    assert record["explorer"] == "q"  # what auto means where trials are measured
+    assert record["explorer"] == "tl"  # what auto means where trials are measured
     assert record["speedup_over_torch"] == record["torch"]["seconds"] / record["best"]["seconds"]
     saved = out / record["directory"]
     assert {p.name for p in saved.iterdir()} == {"module.so", "lowered_tir.py", "llvm.ll", "schedule.json"}
     assert json.loads((saved / "schedule.json").read_text())["knobs"] == record["best"]["knobs"]
-    assert "| gemm |" in (out / "report.md").read_text() and "| 4 (q) |" in (out / "report.md").read_text()
+    assert "| gemm |" in (out / "report.md").read_text() and "| 4 (tl) |" in (out / "report.md").read_text()
     r = cli("replay", saved)
     assert r.code == 0 and "result checked" in r.out
 

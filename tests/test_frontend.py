@@ -65,6 +65,16 @@ def test_shape_set_errors():
         conv.instantiate(shape="yolo:C16")
 
 
+def test_a_shape_with_parameters_changed_is_named_for_the_change():
+    conv = get_builtin("conv2d")
+    assert conv.instantiate(shape="yolo:C8").shape_name == "yolo:C8"
+    assert conv.instantiate({"C": 256}, shape="yolo:C8").shape_name == "yolo:C8"  # C8's own value: unchanged
+    pruned = conv.instantiate({"K": "359", "C": 179}, shape="yolo:C8")
+    assert pruned.shape_name == "yolo:C8[C=179,K=359]"
+    assert pruned.slug == "conv2d_yolo_C8_C=179_K=359"  # the output directory's name
+    assert conv.instantiate({"C": 5}).slug == "conv2d"
+
+
 @pytest.mark.parametrize("body,message", [
     ("x = (\n", "has a syntax error at line 1"),
     ("import hetero_dse\nx = 1\n", "defines no operator; mark a function"),

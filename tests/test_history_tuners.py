@@ -175,6 +175,7 @@ def test_elite_genes_come_from_the_best_individuals_and_mutate_into_parents(gga)
 
 def test_expertise_mutation_uses_divisors_or_small_factors(gga):
     ga, space, _ = gga
+    ga.balance = 0.0  # the move alone, without the rebalance that may follow it
     hood = space.neighbourhood
     divides = small = 0
     for _ in range(300):
@@ -202,6 +203,47 @@ def test_the_best_child_always_survives_selection(gga):
         best = rows[np.argmin(objective)]
         assert (ga.population == best).all(axis=1).any()
         assert len(ga.population) == 16
+
+
+def test_the_best_so_far_survives_a_generation_of_worse_children(gga):
+    ga, space, model = gga
+    best = ga.population[np.argmin(ga.fitness)].copy()
+    rows = ga.propose()
+    ga.observe(rows, np.full(len(rows), 1e9))  # every child far slower than any parent
+    assert (ga.population == best).all(axis=1).any()
+
+
+def unrolls(space, row):
+    design = space.decode(row)
+    return {loop: design[f"unroll.{loop}"] for loop in space.loop_names}
+
+
+def test_rebalance_gives_a_new_unroll_back_on_other_loops(board):
+    """Unrolling k 8 times more is paid back by the other loops' unrolls: the PE array never grows, and it
+    shrinks by no more than the one loop that overshoots."""
+    space, _ = fpga(board, C=16, K=32)
+    parent = space.encode(Point({**space.decode(space.sample(1, np.random.default_rng(0))[0]),
+                                 "tile.k": 32, "unroll.k": 1, "tile.j": 14, "unroll.j": 14, "tile.i": 14,
+                                 "unroll.i": 1, "tile.rc": 16, "unroll.rc": 4, "unroll.rx": 1, "unroll.ry": 1}))
+    assert space.valid(parent[None])[0]
+    ga = GuidedGA(space, seed=0)
+    k = next(i for i, knob in enumerate(space.neighbourhood.knobs) if knob.name == "tile.k")
+    raised = space.encode(Point({**space.decode(parent), "unroll.k": 8}))
+    pe_before = np.prod(list(unrolls(space, parent).values()))
+    for seed in range(10):
+        ga.rng = np.random.default_rng(seed)
+        child = ga._rebalance(raised, k, 8.0)
+        after = unrolls(space, child)
+        assert after["k"] == 8  # the move itself is kept
+        pe = np.prod(list(after.values()))
+        assert pe_before / 14 <= pe <= pe_before
+    # a smaller unroll is taken up by one other loop (the child may break a rule: the GA never admits those)
+    lowered = space.encode(Point({**space.decode(parent), "unroll.j": 2}))
+    j = next(i for i, knob in enumerate(space.neighbourhood.knobs) if knob.name == "tile.j")
+    children = np.array([ga._rebalance(lowered, j, 2 / 14) for _ in range(20)])
+    children = children[space.valid(children)]
+    grown = [np.prod(list(unrolls(space, c).values())) for c in children]
+    assert len(grown) and max(grown) > pe_before * 2 / 14
 
 
 def test_gga_from_history_starts_near_the_optimum(board):

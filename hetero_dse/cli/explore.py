@@ -72,9 +72,9 @@ def _prepare_out(out: Path, force: bool) -> None:
               type=click.Choice(["auto", "exhaustive", "q", "p", "sa", "random", "gga", "tl"]),
               help="q: FlexTensor's Q-learning walk; p: every direction from each start point; sa: simulated "
                    "annealing; random: sampling; gga: guided GA seeded from the history; tl: XGBoost cost model "
-                   "trained on the filtered history. auto: exhaustive for a small FPGA space; on measured "
-                   "CPU/GPU trials gga or tl by the history's match score, q without history; sa where a model "
-                   "scores designs (BENCHMARKS.md).")
+                   "trained on the filtered history and this run's measurements. auto: exhaustive for a small "
+                   "FPGA space; on measured CPU/GPU trials gga or tl by the history's match score, tl from "
+                   "scratch without history; sa where a model scores designs (BENCHMARKS.md).")
 @click.option("--match-threshold", default=MATCH_THRESHOLD, show_default=True, type=click.FloatRange(0, 1),
               help="auto with a history: the guided GA from this match score (seed 002, eq. 1), transfer "
                    "learning below it.")

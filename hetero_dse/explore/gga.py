@@ -12,12 +12,20 @@ order…): changing one gene of a valid point changes one decision and keeps the
    gene put into a parent, or an **expertise** mutation (an inner factor of a split set to 2 or 4, to one
    that divides the loop, or to another the space allows — on FPGA the low-waste padded tiles, the only
    ones a prime loop has; another value of a choice knob). No random mutation;
-4. the next population is drawn from children and parents in proportion to performance, one individual per
-   performance value (clones of a plateau would take it over), the best child always in.
+4. the next population is drawn from children and parents in proportion to performance, the best child
+   always in.
 
-Children that were measured before are not proposed; they are drawn again. A child that breaks a rule of
-the space (over a limit, two unrolls on one buffer dimension) gets, half the time, one more expertise move
-to repair it, keeping the gene it is recorded with.
+Four additions to the paper's algorithm, each measured on the pruned layers of ``bench/history_tuners.py``:
+
+* the best individual so far is kept beside the best child: proportional draws among near-equal
+  performances otherwise lose it, and the GA forgets its own best;
+* one individual per performance value: on a plateau of equally fast points, clones would take over;
+* half the expertise moves that change a loop's innermost factor are followed by a **rebalance** that gives
+  the change back on other loops (:meth:`_rebalance`);
+* a child that breaks a rule of the space (over a limit, two unrolls on one buffer dimension) gets, half the
+  time, one more expertise move to repair it, keeping the gene it is recorded with.
+
+Children that were measured before are not proposed; they are drawn again.
 """
 
 from __future__ import annotations
@@ -32,18 +40,21 @@ SMALL_FACTORS = (2, 4)
 
 class GuidedGA:
     """Seed 002's GGA as an ask/tell explorer; ``candidates``: the first population's rows, best first
-    (fewer than ``population``, or none, are topped up by expertise mutations or random points)."""
+    (fewer than ``population``, or none, are topped up by expertise mutations or random points).
+    ``balance``: the share of expertise moves followed by a rebalance; ``keep_best``: keep the best so far
+    in the population (both 0/False: the paper's algorithm, as ``bench/gga_ablation.py`` runs it)."""
 
     name = "gga"
 
     def __init__(self, space, seed: int = 0, candidates: np.ndarray | None = None, population: int = 16,
-                 elites: int = 8, crossover: float = 0.5) -> None:
+                 elites: int = 8, crossover: float = 0.5, balance: float = 0.5, keep_best: bool = True) -> None:
         if population < 2:
             raise HeteroDSEError(f"the guided GA needs a population of at least 2, got {population} (--starts)")
         self.space = space
         self.hood = space.neighbourhood
         self.rng = np.random.default_rng(seed)
-        self.size, self.elites, self.crossover = population, elites, crossover
+        self.size, self.elites, self.crossover, self.balance = population, elites, crossover, balance
+        self.keep_best = keep_best  # False: the paper's selection, the best child only (for comparison)
         self.candidates = np.empty((0, space.num_knobs), dtype=np.int64) if candidates is None else candidates
         self.visited: set[int] = set()
         #: the gene (knob index, value id) each child was made by: Algorithm 1's ``Genes``
@@ -160,7 +171,47 @@ class GuidedGA:
         base = factors[max(current, 0)].astype(np.float64)
         gap = np.abs(np.log2(factors[pool].astype(np.float64)) - np.log2(base)).sum(axis=1)
         v = int(pool[np.argmin(gap)])
-        return self._with(parent, k, v), (k, v)
+        child = self._with(parent, k, v)
+        if self.rng.random() < self.balance:
+            child = self._rebalance(child, k, factors[v, -1] / base[-1])
+        return child, (k, v)
+
+    def _rebalance(self, child: np.ndarray, k: int, ratio: float) -> np.ndarray:
+        """The expert's follow-up: gene ``k``'s innermost factor (the FPGA unroll, the CPU/GPU register tile)
+        changed by ``ratio``; other splits' innermost factors give back (or take up) as much, so the PE array
+        or register tile keeps its size — parallelism moved from one loop to others. On a prime loop the
+        useful unrolls are 1 and the loop itself, and taking one up fits the board only if other loops give
+        their unrolls back: several genes at once, which one-gene moves never find."""
+        if ratio == 1:
+            return child
+        ids = self.hood.value_ids(child[None, :])[0]
+        others = [j for j, knob in enumerate(self.hood.knobs) if j != k and knob.factors is not None
+                  and len(knob.values) > 1 and ids[j] >= 0]
+        if ratio < 1:  # grown back by one loop
+            if others:
+                j = int(self.rng.choice(others))
+                child = self._with(child, j, self._scaled(j, int(ids[j]), np.log2(1 / ratio), below=False))
+            return child
+        excess = np.log2(ratio)  # shrunk back by as many loops as it takes, in random order, never beyond
+        for j in self.rng.permutation(others):
+            if excess <= 1e-9:
+                break
+            inner = np.log2(self.hood.knobs[j].factors[ids[j], -1])
+            if inner > 0:
+                v = self._scaled(int(j), int(ids[j]), -excess, below=True)
+                child = self._with(child, int(j), v)
+                excess -= inner - np.log2(self.hood.knobs[j].factors[v, -1])
+        return child
+
+    def _scaled(self, j: int, current: int, log2_scale: float, below: bool) -> int:
+        """The value of split ``j`` whose innermost factor is nearest ``2**log2_scale`` times that of value
+        ``current`` (``below``: at most that), the rest of its factor list as near as can be."""
+        factors = np.log2(self.hood.knobs[j].factors.astype(np.float64))
+        wanted = factors[current, -1] + log2_scale
+        miss = np.abs(factors[:, -1] - wanted)
+        if below:
+            miss = np.where(factors[:, -1] <= max(wanted, 0.0) + 1e-9, miss, np.inf)
+        return int(np.argmin(1e3 * miss + np.abs(factors - factors[current]).sum(axis=1)))
 
     @staticmethod
     def _expert_values(knob: Knob) -> np.ndarray:
@@ -206,15 +257,23 @@ class GuidedGA:
         # one individual per performance: on a plateau of equally fast points (loops of one trip listed in
         # another order…) clones would otherwise take over the population and the search would stall
         _, first = np.unique(np.where(np.isfinite(scores), scores, -np.arange(len(scores)) - 1.0), return_index=True)
-        pool, scores = pool[np.sort(first)], scores[np.sort(first)]
-        best_child = int(np.argmin(scores[: len(children)]))
-        if not np.isfinite(scores[best_child]):  # every child failed: keep the best parent instead
-            best_child = int(np.argmin(scores))
-        chosen = [best_child]
+        keep = np.sort(first)
+        is_child = keep < len(children)
+        pool, scores = pool[keep], scores[keep]
+        # the best child is inserted (Algorithm 1), and so is the best individual so far: proportional draws
+        # among near-equal performances lose it often, and the GA then forgets its own best
+        chosen = []
+        if is_child.any():
+            best_child = int(np.flatnonzero(is_child)[np.argmin(scores[is_child])])
+            if np.isfinite(scores[best_child]):
+                chosen.append(best_child)
+        best = int(np.argmin(scores))
+        if (self.keep_best or not chosen) and best not in chosen:  # (every child failed: the best parent)
+            chosen.append(best)
         perf = np.where(np.isfinite(scores), 1.0 / np.where(np.isfinite(scores), scores, 1.0), 0.0)
-        perf[best_child] = 0.0
+        perf[chosen] = 0.0
         rest = np.flatnonzero(perf > 0)
-        take = min(self.size - 1, len(rest))
+        take = min(self.size - len(chosen), len(rest))
         if take:
             chosen += list(self.rng.choice(rest, size=take, replace=False, p=perf[rest] / perf[rest].sum()))
         self.population, self.fitness = pool[chosen], scores[chosen]
