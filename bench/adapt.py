@@ -10,6 +10,7 @@ and need the neighbour search); both variants must give the same rows.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from pathlib import Path
@@ -24,23 +25,6 @@ from hetero_dse.analysis import analyze  # noqa: E402
 from hetero_dse.ops import get_builtin  # noqa: E402
 
 
-def whole_level(space, row, depth: int = 2, width: int = 32):
-    """The baseline: every neighbour of a level tested in one call."""
-    frontier = np.atleast_2d(np.asarray(row, dtype=np.int64))
-    if space.valid(frontier)[0]:
-        return frontier[0]
-    for _ in range(depth):
-        moved, exists = space.neighbourhood.moves(frontier)
-        candidates = moved[exists]
-        if not len(candidates):
-            return None
-        ok = space.valid(candidates)
-        if ok.any():
-            return candidates[int(np.flatnonzero(ok)[0])]
-        frontier = candidates[:width]
-    return None
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=50)
@@ -52,6 +36,7 @@ def main() -> None:
     new.neighbourhood  # noqa: B018 - built once, outside the timing
     results, times = {}, {}
     sliced = cpu_space.nearest_valid
+    whole_level = functools.partial(sliced, chunk=sys.maxsize)  # the baseline: a level tested in one call
     for name, fn in (("whole level", whole_level), ("a slice at a time", sliced)):
         cpu_space.nearest_valid = fn  # the name CpuSpace.adapt calls
         t = time.perf_counter()

@@ -185,9 +185,11 @@ def random_neighbours(space, rows: np.ndarray, rng: np.random.Generator, tries: 
     return out
 
 
-def nearest_valid(space, row: np.ndarray, depth: int = 2, width: int = 32) -> np.ndarray | None:
+def nearest_valid(space, row: np.ndarray, depth: int = 2, width: int = 32,
+                  chunk: int | None = None) -> np.ndarray | None:
     """``row`` if the space allows it, else the first valid row at most ``depth`` steps away along the
-    rearranged directions (searching from ``width`` rows per step); None when there is none so near."""
+    rearranged directions (searching from ``width`` rows per step, testing ``chunk`` rows per call of
+    ``space.valid``, ``width`` by default); None when there is none so near."""
     frontier = np.atleast_2d(np.asarray(row, dtype=np.int64))
     if space.valid(frontier)[0]:
         return frontier[0]
@@ -198,8 +200,9 @@ def nearest_valid(space, row: np.ndarray, depth: int = 2, width: int = 32) -> np
             return None
         # tested a slice at a time, in order: the first valid one is the answer, and a CPU space tests
         # validity point by point in Python
-        for start in range(0, len(candidates), width):
-            ok = space.valid(candidates[start:start + width])
+        step = chunk or width
+        for start in range(0, len(candidates), step):
+            ok = space.valid(candidates[start:start + step])
             if ok.any():
                 return candidates[start + int(np.flatnonzero(ok)[0])]
         frontier = candidates[:width]
