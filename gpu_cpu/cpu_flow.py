@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from gpu_cpu.baselines import time_torch_cpu
+from gpu_cpu.measure import check_fits_in_memory
 from gpu_cpu.schedule import apply_cpu, build_cpu, host_target, run_cpu
 from gpu_cpu.space import CpuSpace
 from gpu_cpu.tune import TVM_STARTS, tune_cpu
@@ -39,6 +40,7 @@ def explore_cpu(op: Operator, *, source: str = "builtin", trials: int = 32, time
     """Search ``op``'s CPU space with measured trials; with a ``history``, points measured before on this CPU
     (same operator, same TVM and hetero_dse) are answered from it, every new measurement is stored, and
     the records of the same operator at other shapes seed the guided GA and transfer learning."""
+    check_fits_in_memory(op, "on the CPU")
     space = CpuSpace(analyze(op))
     settings = ExplorerSettings.of(explorer)
     workload = tvm_workload(op, host_target(), space.analysis)

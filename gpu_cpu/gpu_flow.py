@@ -14,7 +14,7 @@ import numpy as np
 
 from gpu_cpu.baselines import time_torch_cuda
 from gpu_cpu.devices import GpuDevice, cuda_toolkit, get_device, present_gpu
-from gpu_cpu.measure import MeasureResult
+from gpu_cpu.measure import MeasureResult, check_fits_in_memory
 from gpu_cpu.pipeline import Pipeline
 from gpu_cpu.roofline import estimate
 from gpu_cpu.schedule import ScheduleError, apply_gpu, build_cuda
@@ -68,6 +68,7 @@ def explore_gpu(op: Operator, *, device: str = "h100", source: str = "builtin", 
     strategy = settings.make(space, seed, default_starts=TVM_STARTS if present else MODEL_STARTS,
                              auto=AUTO_MEASURED if present else AUTO_MODELLED, prior=prior)
     if present is not None:
+        check_fits_in_memory(op, f"on the {present.name}")
         with Pipeline(timeout_s=timeout_s) as pipeline:
             memo = None if workload is None else WorkloadHistory(history, workload, strategy.name)
             result = tune(space, strategy, lambda points, best: pipeline.evaluate(

@@ -22,6 +22,21 @@ import numpy as np
 Job = Callable[[Any], float]
 
 
+def check_fits_in_memory(op: Any, where: str) -> None:
+    """Refuse before any trial an operator whose tensors (drawn as float64, then cast) and reference would
+    not fit in a quarter of this machine's memory: every trial would fail the same way."""
+    import os
+
+    from hetero_dse.errors import HeteroDSEError
+    from hetero_dse.units import fmt_bytes
+
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if 3 * op.tensor_bytes > memory // 4:
+        shape = f" {op.shape_name}" if op.shape_name else ""
+        raise HeteroDSEError(f"{op.name}{shape}'s tensors take {fmt_bytes(op.tensor_bytes)}: too large to measure "
+                             f"{where} on this machine ({fmt_bytes(memory)} of memory); choose a smaller shape")
+
+
 @dataclass(frozen=True)
 class MeasureResult:
     """Seconds per run of a candidate, or the reason it has none."""

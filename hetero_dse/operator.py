@@ -9,6 +9,7 @@ history database.
 from __future__ import annotations
 
 import inspect
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -188,6 +189,11 @@ class Operator:
     def tensors(self) -> list[Any]:
         """Inputs then the output, the argument order of the built function."""
         return [*self.inputs, self.output]
+
+    @property
+    def tensor_bytes(self) -> int:
+        """Bytes of the inputs and the output: what a run of the operator holds in memory."""
+        return sum(math.prod(int(d) for d in t.shape) * np.dtype(str(t.dtype)).itemsize for t in self.tensors)
 
     @property
     def slug(self) -> str:

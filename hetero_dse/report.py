@@ -39,7 +39,8 @@ def design_row(e: Exploration, rank: int, point: Any, d: dict[str, Any]) -> dict
     return row
 
 
-def exploration_record(e: Exploration, csim: dict[str, Any] | None, project: str | None) -> dict[str, Any]:
+def exploration_record(e: Exploration, csim: dict[str, Any] | None, project: str | None,
+                       unwritten: str | None = None) -> dict[str, Any]:
     r = e.result
     return {
         "operator": e.op.name, "shape": e.op.shape_name, "signature": e.op.signature(), "board": e.board.name,
@@ -51,28 +52,33 @@ def exploration_record(e: Exploration, csim: dict[str, Any] | None, project: str
         "pareto": [{"knobs": p.to_json(), "latency_s": d["latency_s"], "dsp": d["resources"]["dsp"],
                     "bram18k": d["resources"]["bram18k"]} for p, d in e.pareto],
         "project": project,
+        "project_unwritten": unwritten,
         "csim": csim,
     }
 
 
 def write_reports(out: Path, explorations: Sequence[Exploration], projects: dict[int, str],
                   csims: dict[int, dict[str, Any]], interrupted: bool,
-                  cpu: Sequence[dict[str, Any]] = (), gpu: Sequence[dict[str, Any]] = ()) -> list[Path]:
-    """Write report.json, report.md and designs.csv under ``out``; returns their paths."""
-    records = [exploration_record(e, csims.get(i), projects.get(i)) for i, e in enumerate(explorations)]
+                  cpu: Sequence[dict[str, Any]] = (), gpu: Sequence[dict[str, Any]] = (),
+                  unwritten: dict[int, str] | None = None) -> list[Path]:
+    """Write report.json, report.md and designs.csv under ``out``; returns their paths. ``unwritten`` says
+    why an exploration's best design has no HLS project."""
+    unwritten = unwritten or {}
+    records = [exploration_record(e, csims.get(i), projects.get(i), unwritten.get(i))
+               for i, e in enumerate(explorations)]
     report = {"generator": f"hetero_dse {__version__}", "complete": not interrupted, "explorations": records,
               "cpu": list(cpu), "gpu": list(gpu)}
     rows = [design_row(e, rank, p, d) for e in explorations for rank, (p, d) in enumerate(e.designs, start=1)]
     paths = [out / "report.json", out / "report.md", out / "designs.csv"]
     _atomic_write(paths[0], json.dumps(report, indent=2) + "\n")
-    _atomic_write(paths[1], markdown(explorations, projects, csims, interrupted) + cpu_markdown(cpu)
+    _atomic_write(paths[1], markdown(explorations, projects, csims, interrupted, unwritten) + cpu_markdown(cpu)
                   + gpu_markdown(gpu))
     _atomic_write(paths[2], pd.DataFrame(rows).to_csv(index=False))
     return paths
 
 
 def markdown(explorations: Sequence[Exploration], projects: dict[int, str], csims: dict[int, dict[str, Any]],
-             interrupted: bool) -> str:
+             interrupted: bool, unwritten: dict[int, str] | None = None) -> str:
     lines = [f"# hetero_dse report ({__version__})", ""]
     if interrupted:
         lines += ["**Interrupted**: the search was stopped early; the designs below are the best found before "
@@ -108,7 +114,8 @@ def markdown(explorations: Sequence[Exploration], projects: dict[int, str], csim
         r = e.result
         lines += [f"## {e.op.signature()} on {e.board.name}", "",
                   f"Search: {r.explorer}, {r.evaluations:,} designs scored in {r.wall_s:.2f} s"
-                  f"{' (interrupted)' if r.interrupted else ''}; HLS project: `{projects.get(i, 'not written')}`.",
+                  f"{' (interrupted)' if r.interrupted else ''}; HLS project: "
+                  + (f"`{projects[i]}`." if i in projects else f"{(unwritten or {}).get(i, 'not written')}."),
                   "", "| rank | latency | GOPS | bound | PE | II | DSP | BRAM18K | tiles | unrolled | order |",
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         for rank, (p, d) in enumerate(e.designs, start=1):

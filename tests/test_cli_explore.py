@@ -241,3 +241,26 @@ def test_a_guided_ga_of_one_is_refused(cli, tmp_path):
     r = cli("explore", "--op", "gemm", "--shape", "small:s2", "--board", "vu9p", "--explorer", "gga", "--starts", "1",
             "--out", tmp_path / "o")
     assert r.code == 1 and "population of at least 2" in r.err and "Traceback" not in r.err
+
+
+def test_a_shape_too_large_for_a_test_bench_is_reported_without_a_project(cli, tmp_path):
+    # 100000 channels in and out: 360 GB of weights. The search succeeds on the model; the project's test
+    # vectors cannot be drawn, so it is refused in one sentence and the report still holds the designs.
+    out = tmp_path / "o"
+    r = cli("explore", "--op", "conv2d", "--shape", "yolo:C8", "--param", "C=100000", "--param", "K=100000",
+            "--board", "vu9p", "--budget", "300", "--out", out)
+    assert r.code == 1
+    assert "no HLS project for conv2d yolo:C8[C=100000,K=100000] on vu9p" in r.err
+    assert "360.94 GB of vectors (limit 1.00 GB)" in r.err and "Traceback" not in r.err
+    (e,) = json.loads((out / "report.json").read_text())["explorations"]
+    assert e["project"] is None and e["project_unwritten"].startswith("not written: its test bench")
+    assert e["best"]["latency_s"] > 0
+    assert "HLS project: not written: its test bench would hold" in (out / "report.md").read_text()
+    assert not list(out.glob("**/hls*"))
+
+
+def test_a_shape_too_large_to_measure_is_refused_before_any_search(cli, tmp_path):
+    r = cli("explore", "--op", "conv2d", "--shape", "yolo:C8", "--param", "C=100000", "--param", "K=100000",
+            "--target", "cpu", "--board", "vu9p", "--out", tmp_path / "o")
+    assert r.code == 1 and "tensors take 360.63 GB: too large to measure on the CPU" in r.err
+    assert not (tmp_path / "o").exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -147,6 +148,10 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
     dtype_list, clock_list = _split_values(dtypes), _parse_clocks(clocks)
     for op in operators:  # every bad input is reported before any search starts
         check_dtypes(op, dtype_list)
+        if "cpu" in wanted:
+            from gpu_cpu.measure import check_fits_in_memory
+
+            check_fits_in_memory(op, "on the CPU")
     for board in boards_loaded:
         check_clocks(board, clock_list)
     store = None if no_history else open_db(db)
@@ -208,7 +213,8 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
                     break
 
     cpu_runs, gpu_runs = tvm_runs["cpu"], tvm_runs["gpu"]
-    projects, csims, cpu_records, gpu_records = _write_outputs(out, explorations, seed, run_csim, cpu_runs, gpu_runs)
+    projects, unwritten, csims, cpu_records, gpu_records = _write_outputs(out, explorations, seed, run_csim,
+                                                                           cpu_runs, gpu_runs)
     if explorations:
         console.print(explorations_table(explorations, csims))
     if cpu_records:
@@ -219,22 +225,28 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
     if interrupted:
         click.echo("hetero_dse: interrupted; the report holds the designs found before the stop", err=True)
         sys.exit(EXIT_INTERRUPTED)
+    if unwritten:
+        raise HeteroDSEError("; ".join(f"no HLS project for {_named(explorations[i])}: "
+                                       f"{why.removeprefix('not written: ')}" for i, why in unwritten.items())
+                             + "; the designs found are in report.md (a smaller shape gets a project that C-simulates)")
     if any(not c["passed"] for c in csims.values()):
         raise HeteroDSEError("C-simulation failed for " + ", ".join(
             projects[i] for i, c in csims.items() if not c["passed"]) + " (see report.md)")
 
 
 def _write_outputs(out: Path, explorations: list, seed: int, run_csim: bool, cpu_runs: list,
-                   gpu_runs: list) -> tuple[dict, dict, list, list]:
+                   gpu_runs: list) -> tuple[dict, dict, dict, list, list]:
     """HLS project of each best design (and its C-simulation), the CPU and GPU modules, then the reports;
-    Ctrl-C keeps what is done. Returns the projects, C-simulations, and the CPU and GPU records reported."""
+    Ctrl-C keeps what is done. Returns the projects, why projects were not written, C-simulations, and the
+    CPU and GPU records reported."""
     from gpu_cpu.cpu_flow import write_cpu_artifacts
     from gpu_cpu.gpu_flow import write_gpu_artifacts
     from hetero_dse.hls.csim import csim as run_csim_on
-    from hetero_dse.hls.project import write_project
+    from hetero_dse.hls.project import TestBenchTooLarge, write_project
     from hetero_dse.report import write_reports
 
     projects: dict[int, str] = {}
+    unwritten: dict[int, str] = {}
     csims: dict[int, dict] = {}
     searches_interrupted = (any(e.result.interrupted for e in explorations)
                             or any(r.tune.interrupted for r in cpu_runs + gpu_runs))
@@ -246,8 +258,12 @@ def _write_outputs(out: Path, explorations: list, seed: int, run_csim: bool, cpu
                 continue
             op, analysis = e.best_operator()
             point, design = e.best
-            directory = write_project(out / e.label / e.board.name / "hls", op, analysis, point, design, e.board,
-                                      seed=seed)
+            try:
+                directory = write_project(out / e.label / e.board.name / "hls", op, analysis, point, design,
+                                          e.board, seed=seed)
+            except TestBenchTooLarge as exc:  # the search's result still goes into the report
+                unwritten[i] = f"not written: {exc}"
+                continue
             projects[i] = str(directory.relative_to(out))
             if run_csim:
                 with console.status(f"C-simulating {projects[i]}"):
@@ -264,10 +280,15 @@ def _write_outputs(out: Path, explorations: list, seed: int, run_csim: bool, cpu
                 records.append(run.record(directory))
     except KeyboardInterrupt:
         interrupted = True
-    write_reports(out, explorations, projects, csims, interrupted, cpu_records, gpu_records)
+    write_reports(out, explorations, projects, csims, interrupted, cpu_records, gpu_records, unwritten)
     if interrupted and not searches_interrupted:
         raise KeyboardInterrupt
-    return projects, csims, cpu_records, gpu_records
+    return projects, unwritten, csims, cpu_records, gpu_records
+
+
+def _named(e: Any) -> str:
+    """``conv2d yolo:C8 on vu9p``: an exploration as the user named it."""
+    return f"{e.op.name}{' ' + e.op.shape_name if e.op.shape_name else ''} on {e.board.name}"
 
 
 @cli.command("csim")

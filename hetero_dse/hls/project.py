@@ -35,6 +35,33 @@ TEMPLATES = {
 }
 STATIC = {"run_hls.tcl": "run_hls.tcl", "include/hls_stream.h": "sim/include/hls_stream.h",
           "include/hls_streamofblocks.h": "sim/include/hls_streamofblocks.h"}
+#: The test bench's vectors and reference output are drawn in memory, written to disk and read back whole by
+#: the C-simulation; past these, a project would fill the disk and take hours to C-simulate.
+MAX_TESTBENCH_BYTES = 10**9
+MAX_TESTBENCH_FLOPS = 10**12
+
+
+class TestBenchTooLarge(HeteroDSEError):
+    """The operator's whole tensors are too large for a test bench: the project is not written."""
+
+    __test__ = False  # not a pytest class despite its name
+
+
+def _bytes(tensor: Any) -> int:
+    return prod(int(d) for d in tensor.shape) * np.dtype(str(tensor.dtype)).itemsize
+
+
+def check_testbench_size(op: Operator, analysis: Analysis) -> None:
+    """Refuse, in one sentence, a test bench that would not fit in memory or would take hours to compute."""
+    from hetero_dse.units import fmt_bytes, si
+
+    data = op.tensor_bytes + _bytes(op.output)  # the reference output besides
+    if data > MAX_TESTBENCH_BYTES:
+        raise TestBenchTooLarge(f"its test bench would hold {fmt_bytes(data)} of vectors (limit "
+                                f"{fmt_bytes(MAX_TESTBENCH_BYTES)})")
+    if analysis.flops > MAX_TESTBENCH_FLOPS:
+        raise TestBenchTooLarge(f"its reference output takes {si(analysis.flops)}operations (limit "
+                                f"{si(MAX_TESTBENCH_FLOPS)}operations)")
 
 
 def environment() -> Environment:
@@ -62,7 +89,9 @@ def reference_output(op: Operator, inputs: list[np.ndarray]) -> tuple[np.ndarray
 
 def write_project(directory: Path, op: Operator, analysis: Analysis, point: Point, design: dict[str, Any],
                   board: Board, seed: int = 0) -> Path:
-    """Render the project of ``point`` into ``directory`` (replacing it) and return the directory."""
+    """Render the project of ``point`` into ``directory`` (replacing it) and return the directory; raises
+    :class:`TestBenchTooLarge` before drawing any data for a shape whose test bench could not be run."""
+    check_testbench_size(op, analysis)
     context = build_context(op, analysis, point, design, board)
     inputs = op.random_inputs(seed)
     output, source = reference_output(op, inputs)
