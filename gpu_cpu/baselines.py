@@ -6,7 +6,6 @@ Only operators torch expresses directly have one (BCM and the fused shift convol
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from hetero_dse.operator import Operator
+from gpu_cpu.host import host_cores
 
 
 def _conv(nd: int, transposed: bool) -> Callable[..., Any]:
@@ -76,7 +76,7 @@ def time_torch_cpu(op: Operator, repeat: int = 10, min_seconds: float = 0.2) -> 
     call = torch_call(op)
     if call is None:
         return None
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(host_cores())
     params = dict(op.params)
     args = [torch.from_numpy(np.ascontiguousarray(a.astype(np.float32))) for a in op.random_inputs(0)]
     with torch.no_grad():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
@@ -10,6 +9,7 @@ import numpy as np
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
+from gpu_cpu.host import host_cores
 
 
 class ScheduleError(HeteroDSEError):
@@ -20,7 +20,7 @@ def host_target() -> dict[str, Any]:
     """The LLVM target of this machine: its CPU name (TVM rejects ``native``) and core count."""
     import tvm
 
-    return {"kind": "llvm", "mcpu": str(tvm.target.codegen.llvm_get_system_cpu()), "num-cores": os.cpu_count() or 1}
+    return {"kind": "llvm", "mcpu": str(tvm.target.codegen.llvm_get_system_cpu()), "num-cores": host_cores()}
 
 
 def _prepare(op: Operator, point: Point, inline: bool = True) -> tuple[Any, Any]:

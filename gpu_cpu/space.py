@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 import math
-import os
 from functools import cache, cached_property
 
 import numpy as np
@@ -39,6 +38,7 @@ from hetero_dse.space.encoding import row_keys
 from hetero_dse.space.fpga import SpaceError, divisors
 from hetero_dse.space.point import Point
 from hetero_dse.space.rearrange import Knob, Neighbourhood, nearest_factors, nearest_valid, random_neighbours
+from gpu_cpu.host import host_cores
 
 SPATIAL_LEVELS = 4
 REDUCE_LEVELS = 3
@@ -83,7 +83,7 @@ class CpuSpace:
         bits = vector_bits or host_vector_bits()
         self.lanes = max(1, bits // (8 * analysis.write.bytes_per_element))
         self.max_accumulators = 28 if bits >= 512 else 12  # of 32 / 16 vector registers, operands aside
-        self.cores = os.cpu_count() or 1
+        self.cores = host_cores()
         self.soft_rules = True
         spatial = [lp.extent for lp in analysis.main.spatial]
         self._most_parallel = math.prod(spatial)

@@ -142,3 +142,23 @@ def test_a_candidate_far_slower_than_the_best_is_not_timed_further():
     assert 0.02 <= slow < 0.5 and not module.timed  # the first run's time, no further runs
     module = FakeModule()
     assert check_and_time(module, op, tvm.cpu(0), MeasureJob(**{**job.__dict__, "cutoff_s": 1.0})) == 2e-3
+
+
+def _tvm_threads(env: dict[str, str]) -> int:
+    import subprocess
+    import sys
+
+    code = "import gpu_cpu, tvm; print(tvm.get_global_func('runtime.NumThreads')())"
+    return int(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                              check=True).stdout)
+
+
+def test_tvm_runs_parallel_loops_on_every_physical_core():
+    # TVM's own default is half the logical CPUs on x86 (it assumes hyper-threads): on a machine without
+    # SMT that measured every schedule on half the cores against torch on all of them
+    from gpu_cpu.host import host_cores
+
+    assert 1 <= host_cores() <= os.cpu_count()
+    env = {k: v for k, v in os.environ.items() if k not in ("TVM_NUM_THREADS", "OMP_NUM_THREADS")}
+    assert _tvm_threads(env) == host_cores()
+    assert _tvm_threads({**env, "TVM_NUM_THREADS": "1"}) == 1  # the user's choice wins
