@@ -11,8 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from gpu_cpu.baselines import time_torch_cpu
-from gpu_cpu.measure import check_fits_in_memory
+from gpu_cpu.measure import check_fits_in_memory, time_torch_isolated
 from gpu_cpu.schedule import apply_cpu, build_cpu, host_target, run_cpu
 from gpu_cpu.space import CpuSpace
 from gpu_cpu.tune import TVM_STARTS, tune_cpu
@@ -50,7 +49,7 @@ def explore_cpu(op: Operator, *, source: str = "builtin", trials: int = 32, time
     result = tune_cpu(op, space, strategy, source=source, trials=trials, time_budget_s=time_budget_s,
                       patience=settings.patience, timeout_s=timeout_s, progress=progress, history=memo)
     settings.keep(strategy)
-    torch_seconds = None if result.interrupted else time_torch_cpu(op)
+    torch_seconds = None if result.interrupted else time_torch_isolated(op, source)
     return CpuExploration(op, source, result, torch_seconds)
 
 

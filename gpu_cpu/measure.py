@@ -138,6 +138,43 @@ def measure_cpu_job(job: MeasureJob) -> float:
     return check_and_time(build_cpu(apply_cpu(op, Point(job.point))).mod, op, tvm.cpu(0), job)
 
 
+def measure_exported_job(payload: tuple[str, MeasureJob]) -> float:
+    """Worker side: a module exported to a file (another tuner's best) checked and timed as a candidate is."""
+    import tvm
+
+    path, job = payload
+    op = rebuild_operator(job.source, job.name, job.params)
+    return check_and_time(tvm.runtime.load_module(path), op, tvm.cpu(0), job)
+
+
+def torch_cpu_job(job: MeasureJob) -> float:
+    """Worker side: seconds per run of the operator's torch call on the CPU."""
+    from gpu_cpu.baselines import time_torch_cpu
+
+    op = rebuild_operator(job.source, job.name, job.params)
+    seconds = time_torch_cpu(op)
+    if seconds is None:
+        raise ValueError(f"torch has no call for {op.name}")
+    return seconds
+
+
+def time_torch_isolated(op: Any, source: str, timeout_s: float = 300.0) -> float | None:
+    """Seconds per run of ``op``'s torch call, timed in a worker process of its own as every candidate is.
+
+    The searching process also holds XGBoost's OpenMP threads (the cost models) and TVM's thread pool:
+    timed there, torch's figures on YOLO-v1 layers fell 2-4x in some runs (C15: 8.9 GFLOPS against 33-37)
+    for no cause found, while a fresh process is what every candidate is timed in. None when torch has no
+    call for ``op`` or its run failed (the search's results are kept either way; the report then has no
+    library figure)."""
+    from gpu_cpu.baselines import torch_call
+
+    if torch_call(op) is None:
+        return None
+    with Measurer(timeout_s) as measurer:
+        result = measurer.run(torch_cpu_job, MeasureJob(source, op.name, dict(op.params), {}))
+    return result.seconds if result.ok else None
+
+
 def check_and_time(module: Any, op: Any, dev: Any, job: MeasureJob) -> float:
     """Run the built ``module`` once on ``dev`` against the reference, then its median time per run."""
     import tvm

@@ -60,11 +60,15 @@ class Tuned:
 
 def tvm_workload(op: Operator, target: dict[str, Any], analysis: Analysis) -> Workload:
     """The history's key for ``op`` (analysed as ``analysis``) measured on ``target``: numbers from other
-    versions are not mixed in."""
+    versions, or from TVM runtimes with another thread count, are not mixed in."""
+    import os
+
     import tvm
 
-    return Workload(op.name, op.signature(), json.dumps(target, sort_keys=True),
-                    {"hetero_dse": __version__, "tvm": tvm.__version__}, workload_spec(analysis))
+    versions = {"hetero_dse": __version__, "tvm": tvm.__version__}
+    if target.get("kind") == "llvm":  # a CPU schedule's time scales with the threads running its parallel loop
+        versions["tvm_threads"] = os.environ.get("TVM_NUM_THREADS", "default")
+    return Workload(op.name, op.signature(), json.dumps(target, sort_keys=True), versions, workload_spec(analysis))
 
 
 @contextmanager

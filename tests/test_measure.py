@@ -162,3 +162,29 @@ def test_tvm_runs_parallel_loops_on_every_physical_core():
     env = {k: v for k, v in os.environ.items() if k not in ("TVM_NUM_THREADS", "OMP_NUM_THREADS")}
     assert _tvm_threads(env) == host_cores()
     assert _tvm_threads({**env, "TVM_NUM_THREADS": "1"}) == 1  # the user's choice wins
+
+
+def test_another_tuners_exported_module_is_checked_and_timed_in_a_worker(tmp_path):
+    # how bench/cpu_yolo.py times MetaSchedule's best: exported, then loaded in a worker like a candidate
+    import tvm
+
+    from gpu_cpu.measure import measure_exported_job
+    from gpu_cpu.schedule import host_target
+
+    gemm = get_builtin("gemm").instantiate(shape="small:s1")
+    gemv = get_builtin("gemv").instantiate(shape="small:s1")
+    path = str(tmp_path / "gemm.so")
+    tvm.compile(tvm.IRModule({"main": gemm.prim_func()}), target=host_target()).export_library(path)
+    with Measurer(timeout_s=120) as m:
+        timed = m.run(measure_exported_job, (path, MeasureJob("builtin", "gemm", dict(gemm.params), {})))
+        wrong = m.run(measure_exported_job, (path, MeasureJob("builtin", "gemv", dict(gemv.params), {})))
+    assert timed.ok and 0 < timed.seconds < 0.1
+    assert not wrong.ok  # a module of another operator fails its run or its check against the reference
+
+
+def test_torch_is_timed_in_a_worker_of_its_own():
+    from gpu_cpu.measure import time_torch_isolated
+
+    assert time_torch_isolated(get_builtin("bcm").instantiate(shape="small:s1"), "builtin") is None
+    seconds = time_torch_isolated(get_builtin("gemm").instantiate({"M": 64, "N": 64, "K": 64}), "builtin")
+    assert seconds is not None and 0 < seconds < 0.01
