@@ -32,8 +32,7 @@ def check_fits_in_memory(op: Any, where: str) -> None:
 
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if 3 * op.tensor_bytes > memory // 4:
-        shape = f" {op.shape_name}" if op.shape_name else ""
-        raise HeteroDSEError(f"{op.name}{shape}'s tensors take {fmt_bytes(op.tensor_bytes)}: too large to measure "
+        raise HeteroDSEError(f"{op.title}'s tensors take {fmt_bytes(op.tensor_bytes)}: too large to measure "
                              f"{where} on this machine ({fmt_bytes(memory)} of memory); choose a smaller shape")
 
 

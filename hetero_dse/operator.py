@@ -58,6 +58,11 @@ class Param:
         return value
 
 
+def nbytes(tensor: Any) -> int:
+    """Bytes of a TE tensor's whole array."""
+    return math.prod(int(d) for d in tensor.shape) * np.dtype(str(tensor.dtype)).itemsize
+
+
 def _as_int(raw: Any) -> int | None:
     if isinstance(raw, bool):
         return None
@@ -193,13 +198,17 @@ class Operator:
     @property
     def tensor_bytes(self) -> int:
         """Bytes of the inputs and the output: what a run of the operator holds in memory."""
-        return sum(math.prod(int(d) for d in t.shape) * np.dtype(str(t.dtype)).itemsize for t in self.tensors)
+        return sum(nbytes(t) for t in self.tensors)
+
+    @property
+    def title(self) -> str:
+        """The operator as the user named it: ``conv2d yolo:C8[C=179,K=359]``, or its name alone."""
+        return f"{self.name} {self.shape_name}" if self.shape_name else self.name
 
     @property
     def slug(self) -> str:
-        """A directory name for this operator: its name and shape in characters every file system takes."""
-        name = f"{self.name}_{self.shape_name}" if self.shape_name else self.name
-        return re.sub(r"[^A-Za-z0-9_.=+-]+", "_", name).strip("_")
+        """A directory name for this operator: its title in characters every file system takes."""
+        return re.sub(r"[^A-Za-z0-9_.=+-]+", "_", self.title).strip("_")
 
     @property
     def dtype(self) -> str:

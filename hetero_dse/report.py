@@ -52,7 +52,7 @@ def exploration_record(e: Exploration, csim: dict[str, Any] | None, project: str
         "pareto": [{"knobs": p.to_json(), "latency_s": d["latency_s"], "dsp": d["resources"]["dsp"],
                     "bram18k": d["resources"]["bram18k"]} for p, d in e.pareto],
         "project": project,
-        "project_unwritten": unwritten,
+        "project_unwritten": None if unwritten is None else f"not written: {unwritten}",
         "csim": csim,
     }
 
@@ -115,7 +115,8 @@ def markdown(explorations: Sequence[Exploration], projects: dict[int, str], csim
         lines += [f"## {e.op.signature()} on {e.board.name}", "",
                   f"Search: {r.explorer}, {r.evaluations:,} designs scored in {r.wall_s:.2f} s"
                   f"{' (interrupted)' if r.interrupted else ''}; HLS project: "
-                  + (f"`{projects[i]}`." if i in projects else f"{(unwritten or {}).get(i, 'not written')}."),
+                  + (f"`{projects[i]}`." if i in projects else
+                     f"not written{': ' + unwritten[i] if unwritten and i in unwritten else ''}."),
                   "", "| rank | latency | GOPS | bound | PE | II | DSP | BRAM18K | tiles | unrolled | order |",
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         for rank, (p, d) in enumerate(e.designs, start=1):

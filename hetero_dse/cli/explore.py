@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -167,7 +166,7 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
                   transient=not console.is_terminal) as bar:
         for op in operators:
             for board in boards_loaded:
-                label = f"{op.name}{' ' + op.shape_name if op.shape_name else ''} on {board.name}"
+                label = f"{op.title} on {board.name}"
                 task = bar.add_task(label, total=budget, best="—")
 
                 def progress(done: int, best: float, task: int = task) -> None:
@@ -193,7 +192,7 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
 
             for op in operators:
                 where = "this CPU" if kind == "cpu" else f"GPU ({gpu_name} estimate unless one is present)"
-                label = f"{op.name}{' ' + op.shape_name if op.shape_name else ''} on {where}"
+                label = f"{op.title} on {where}"
                 task = bar.add_task(label, total=trials, best="—")
                 flops = analyze(op).flops
 
@@ -226,8 +225,8 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
         click.echo("hetero_dse: interrupted; the report holds the designs found before the stop", err=True)
         sys.exit(EXIT_INTERRUPTED)
     if unwritten:
-        raise HeteroDSEError("; ".join(f"no HLS project for {_named(explorations[i])}: "
-                                       f"{why.removeprefix('not written: ')}" for i, why in unwritten.items())
+        raise HeteroDSEError("; ".join(f"no HLS project for {explorations[i].op.title} on "
+                                       f"{explorations[i].board.name}: {why}" for i, why in unwritten.items())
                              + "; the designs found are in report.md (a smaller shape gets a project that C-simulates)")
     if any(not c["passed"] for c in csims.values()):
         raise HeteroDSEError("C-simulation failed for " + ", ".join(
@@ -262,7 +261,7 @@ def _write_outputs(out: Path, explorations: list, seed: int, run_csim: bool, cpu
                 directory = write_project(out / e.label / e.board.name / "hls", op, analysis, point, design,
                                           e.board, seed=seed)
             except TestBenchTooLarge as exc:  # the search's result still goes into the report
-                unwritten[i] = f"not written: {exc}"
+                unwritten[i] = str(exc)
                 continue
             projects[i] = str(directory.relative_to(out))
             if run_csim:
@@ -284,11 +283,6 @@ def _write_outputs(out: Path, explorations: list, seed: int, run_csim: bool, cpu
     if interrupted and not searches_interrupted:
         raise KeyboardInterrupt
     return projects, unwritten, csims, cpu_records, gpu_records
-
-
-def _named(e: Any) -> str:
-    """``conv2d yolo:C8 on vu9p``: an exploration as the user named it."""
-    return f"{e.op.name}{' ' + e.op.shape_name if e.op.shape_name else ''} on {e.board.name}"
 
 
 @cli.command("csim")

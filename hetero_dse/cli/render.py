@@ -115,7 +115,7 @@ def explorations_table(explorations: list, csims: dict) -> Table:
                 "traffic/bound", "csim"):
         table.add_column(col, justify="right" if col not in ("operator", "board", "bound", "dtype") else "left")
     for i, e in enumerate(explorations):
-        label = e.op.name + (f" {e.op.shape_name}" if e.op.shape_name else "")
+        label = e.op.title
         if not e.designs:
             table.add_row(label, e.board.name, "—", "interrupted before a feasible design", *[""] * 9)
             continue

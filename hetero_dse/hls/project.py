@@ -20,7 +20,7 @@ from hetero_dse.analysis import Analysis
 from hetero_dse.board import RESOURCE_KINDS, Board
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hls.context import build_context
-from hetero_dse.operator import Operator
+from hetero_dse.operator import Operator, nbytes
 from hetero_dse.resources import data_dir
 from hetero_dse.space.point import Point
 
@@ -47,15 +47,11 @@ class TestBenchTooLarge(HeteroDSEError):
     __test__ = False  # not a pytest class despite its name
 
 
-def _bytes(tensor: Any) -> int:
-    return prod(int(d) for d in tensor.shape) * np.dtype(str(tensor.dtype)).itemsize
-
-
 def check_testbench_size(op: Operator, analysis: Analysis) -> None:
     """Refuse, in one sentence, a test bench that would not fit in memory or would take hours to compute."""
     from hetero_dse.units import fmt_bytes, si
 
-    data = op.tensor_bytes + _bytes(op.output)  # the reference output besides
+    data = op.tensor_bytes + nbytes(op.output)  # the reference output besides
     if data > MAX_TESTBENCH_BYTES:
         raise TestBenchTooLarge(f"its test bench would hold {fmt_bytes(data)} of vectors (limit "
                                 f"{fmt_bytes(MAX_TESTBENCH_BYTES)})")
