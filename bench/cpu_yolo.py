@@ -16,49 +16,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gpu_cpu.cpu_flow import explore_cpu  # noqa: E402
-from gpu_cpu.measure import MeasureJob, Measurer, measure_exported_job, time_torch_isolated  # noqa: E402
+from gpu_cpu.measure import time_torch_isolated  # noqa: E402
 from gpu_cpu.schedule import host_target  # noqa: E402
 from hetero_dse.analysis import analyze  # noqa: E402
 from hetero_dse.ops import get_builtin  # noqa: E402
 
-
-def metaschedule(op, trials: int) -> tuple[float, float]:
-    """(seconds per run of MetaSchedule's best, tuning wall seconds) for ``op`` on this CPU."""
-    import tvm
-    from tvm.s_tir import meta_schedule as ms
-
-    mod = tvm.IRModule({"main": op.prim_func()})
-    target = tvm.target.Target(host_target())
-    start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as work_dir:
-        # the builder's worker pool takes ~70 s to answer its first build on this machine's TVM wheel: the
-        # default 30 s timeout fails every candidate
-        db = ms.tune_tir(mod, target, work_dir, max_trials_global=trials, num_trials_per_iter=min(trials, 32),
-                         builder=ms.builder.LocalBuilder(timeout_sec=300))
-        sch = ms.tir_integration.compile_tir(db, mod, target)
-        wall = time.perf_counter() - start
-        # timed in a worker process as our candidates and torch are, checked against the reference first
-        path = str(Path(work_dir) / "metaschedule_best.so")
-        tvm.compile(sch.mod, target=target).export_library(path)
-        with Measurer(timeout_s=300) as measurer:
-            result = measurer.run(measure_exported_job, (path, MeasureJob("builtin", op.name, dict(op.params), {})))
-    if not result.ok:
-        raise RuntimeError(f"MetaSchedule's best module of {op.name} failed: {result.error}")
-    return result.seconds, wall
-
-
-def reach(curve: list[tuple[float, float]], gflops: float) -> int | None:
-    """The first trial (1-based) whose best so far is at least ``gflops``; None if never."""
-    return next((i + 1 for i, (_, g) in enumerate(curve) if g >= gflops), None)
+from yolo_common import curve_recorder, geomean, metaschedule, reach, time_to_reach  # noqa: E402
 
 
 def main() -> None:
@@ -78,18 +47,13 @@ def main() -> None:
         flops = analyze(op).flops
         curves, runs = {}, {}
         for name in explorers:
-            curve: list[tuple[float, float]] = []  # (wall s since the start, best GFLOPS so far) per trial
-            t0 = time.perf_counter()
-
-            def note(done: int, best: float | None, curve=curve, t0=t0, flops=flops) -> None:
-                curve.append((time.perf_counter() - t0, flops / best / 1e9 if best else 0.0))
-
+            curve, note = curve_recorder(flops)
             runs[name] = explore_cpu(op, trials=args.trials, seed=args.seed, explorer=name, progress=note)
             curves[name] = curve
         ours = runs[explorers[0]]
         best = ours.tune.best
         torch_s = time_torch_isolated(op, "builtin")
-        ms_s, ms_wall = (None, None) if args.no_metaschedule else metaschedule(op, args.trials)
+        ms_s, ms_wall = (None, None) if args.no_metaschedule else metaschedule(op, args.trials, host_target())
         row = {"layer": layer, "flops": flops, "trials": len(ours.tune.trials), "explorer": explorers[0],
                "ours_gflops": flops / best.result.seconds / 1e9, "ours_wall_s": ours.tune.wall_s,
                "torch_gflops": flops / torch_s / 1e9,
@@ -104,7 +68,7 @@ def main() -> None:
             row[f"trials_to_{other}"] = {f"{int(f * 100)}%": reach(mine, f * final) for f in (0.95, 1.0)}
             row[f"{other}_trials_to_own_final"] = reach(curves[other], final)
         if ms_s:
-            hit = next((t for t, g in mine if g >= row["ms_gflops"]), None)
+            hit = time_to_reach(mine, row["ms_gflops"])
             row["time_to_ms_final_s"] = hit
             row["time_to_ms_final_over_ms_wall"] = hit / ms_wall if hit is not None else None
         rows.append(row)
@@ -119,11 +83,8 @@ def main() -> None:
         if args.json:
             args.json.write_text(json.dumps({"target": host_target(), "trials": args.trials, "rows": rows}, indent=2))
 
-    def geomean(key: str) -> float | None:
-        values = [r[key] for r in rows if r[key]]
-        return math.exp(sum(map(math.log, values)) / len(values)) if values else None
-
-    summary = {"geomean_vs_torch": geomean("vs_torch"), "geomean_vs_ms": geomean("vs_ms")}
+    summary = {"geomean_vs_torch": geomean(r["vs_torch"] for r in rows),
+               "geomean_vs_ms": geomean(r["vs_ms"] for r in rows)}
     print(json.dumps(summary))
     if args.json:
         args.json.write_text(json.dumps({"target": host_target(), "trials": args.trials, "rows": rows, **summary},

@@ -96,9 +96,13 @@ def time_torch_cpu(op: Operator, repeat: int = 10, min_seconds: float = 0.2) -> 
     return float(np.median(samples))
 
 
-def time_torch_cuda(op: Operator, repeat: int = 10, number: int = 20) -> float | None:
+def time_torch_cuda(op: Operator, repeat: int = 10, number: int = 20, tf32: bool = False) -> float | None:
     """Median seconds of ``op``'s torch call (cuDNN/cuBLAS) on the CUDA device, timed with CUDA events; None
-    when torch has no such call or sees no GPU."""
+    when torch has no such call or sees no GPU.
+
+    Strict FP32 by default, the arithmetic the explored schedules do: torch lets cuDNN convolutions round
+    their inputs to TF32 on tensor cores unless told otherwise, a different (less exact) computation.
+    ``tf32=True`` times what a user gets by default."""
     import torch
 
     call = torch_call(op)
@@ -107,15 +111,22 @@ def time_torch_cuda(op: Operator, repeat: int = 10, number: int = 20) -> float |
     params = dict(op.params)
     args = [torch.from_numpy(np.ascontiguousarray(a.astype(np.float32))).cuda() for a in op.random_inputs(0)]
     samples = []
-    with torch.no_grad():
-        call(params, *args)  # warm-up: cuDNN picks its algorithm on the first call
-        torch.cuda.synchronize()
-        for _ in range(repeat):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(number):
-                call(params, *args)
-            end.record()
+    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
+    saved = cudnn.allow_tf32, matmul.allow_tf32, cudnn.benchmark
+    # benchmark: cuDNN times its algorithms on the first call and keeps the fastest, the library at its best
+    cudnn.allow_tf32, matmul.allow_tf32, cudnn.benchmark = tf32, tf32, True
+    try:
+        with torch.no_grad():
+            call(params, *args)  # warm-up: cuDNN picks its algorithm on the first call
             torch.cuda.synchronize()
-            samples.append(start.elapsed_time(end) / 1e3 / number)
+            for _ in range(repeat):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                for _ in range(number):
+                    call(params, *args)
+                end.record()
+                torch.cuda.synchronize()
+                samples.append(start.elapsed_time(end) / 1e3 / number)
+    finally:
+        cudnn.allow_tf32, matmul.allow_tf32, cudnn.benchmark = saved
     return float(np.median(samples))

@@ -120,7 +120,7 @@ class FakeModule:
             time.sleep(0.02)
         return run
 
-    def time_evaluator(self, name, dev, number, repeat):
+    def time_evaluator(self, name, dev, number, repeat, min_repeat_ms=0):
         self.timed = True
 
         class Report:

@@ -1,0 +1,99 @@
+"""YOLO-v1 conv layers on the CUDA device present: our measured search vs torch (cuDNN) vs TVM MetaSchedule at
+the same trial budget, all in one run so the ratios share the device's state.
+
+    python bench/gpu_yolo.py --layers C2,C4,C8,C13,C15 --trials 32 --explorers tl,q --json bench_gpu.json
+
+Each layer: ``explore_gpu`` with each explorer named (the first is "ours" in the ratios; every candidate built
+by the builder pool, checked against the reference and timed on the GPU in a worker), torch's conv2d timed
+with CUDA events in strict FP32 (the arithmetic our kernels do) and with TF32 allowed (torch's default for
+convolutions), cuDNN's algorithm search on; and MetaSchedule's ``tune_tir`` with the same trials, its best
+module timed as our candidates are. The JSON is rewritten after every layer, so a run cut short keeps the
+layers it finished. Refuses to run without a GPU: the roofline estimate is not a measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gpu_cpu.baselines import time_torch_cuda  # noqa: E402
+from gpu_cpu.devices import present_gpu  # noqa: E402
+from gpu_cpu.gpu_flow import explore_gpu  # noqa: E402
+from hetero_dse.analysis import analyze  # noqa: E402
+from hetero_dse.ops import get_builtin  # noqa: E402
+
+from yolo_common import curve_recorder, geomean, metaschedule, reach, time_to_reach  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", default="C2,C4,C8,C13,C15")
+    parser.add_argument("--trials", type=int, default=32)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--explorers", default="tl", help="comma-separated; the first is compared with the rest")
+    parser.add_argument("--no-metaschedule", action="store_true")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+
+    gpu = present_gpu()
+    if gpu is None:
+        sys.exit("no CUDA device is present: this bench measures, and the roofline estimate is not a measurement")
+    explorers = args.explorers.split(",")
+    rows: list[dict] = []
+    summary: dict = {}
+
+    def save() -> None:
+        if args.json:
+            args.json.write_text(json.dumps({"device": gpu.name, "target": gpu.target, "trials": args.trials,
+                                             "rows": rows, **summary}, indent=2))
+
+    for layer in args.layers.split(","):
+        op = get_builtin("conv2d").instantiate(shape=f"yolo:{layer}")
+        flops = analyze(op).flops
+        curves, runs = {}, {}
+        for name in explorers:
+            curves[name], note = curve_recorder(flops)
+            runs[name] = explore_gpu(op, trials=args.trials, seed=args.seed, explorer=name, progress=note)
+        ours = runs[explorers[0]]
+        best = ours.tune.best
+        torch_s, tf32_s = time_torch_cuda(op), time_torch_cuda(op, tf32=True)
+        ms_s, ms_wall = (None, None) if args.no_metaschedule else metaschedule(op, args.trials, gpu.target)
+        failures = sum(not t.result.ok for t in ours.tune.trials)
+        row = {"layer": layer, "flops": flops, "trials": len(ours.tune.trials), "failed": failures,
+               "explorer": explorers[0], "ours_gflops": flops / best.result.seconds / 1e9,
+               "ours_wall_s": ours.tune.wall_s, "torch_gflops": flops / torch_s / 1e9,
+               "torch_tf32_gflops": flops / tf32_s / 1e9,
+               "ms_gflops": flops / ms_s / 1e9 if ms_s else None, "ms_wall_s": ms_wall,
+               "best_knobs": best.point.to_json(), "curves": curves,
+               "final": {n: c[-1][1] for n, c in curves.items()}}
+        row["vs_torch"] = row["ours_gflops"] / row["torch_gflops"]
+        row["vs_torch_tf32"] = row["ours_gflops"] / row["torch_tf32_gflops"]
+        row["vs_ms"] = row["ours_gflops"] / row["ms_gflops"] if ms_s else None
+        mine = curves[explorers[0]]
+        for other in explorers[1:]:
+            final = curves[other][-1][1]
+            row[f"trials_to_{other}"] = {f"{int(f * 100)}%": reach(mine, f * final) for f in (0.95, 1.0)}
+        if ms_s:
+            row["time_to_ms_final_s"] = time_to_reach(mine, row["ms_gflops"])
+        rows.append(row)
+        save()
+        print(f"{layer}: {explorers[0]} {row['ours_gflops']:.0f} GFLOPS in {row['ours_wall_s']:.0f} s "
+              f"({failures} failed)"
+              + "".join(f", {n} {row['final'][n]:.0f}" for n in explorers[1:])
+              + f"; torch FP32 {row['torch_gflops']:.0f}, TF32 {row['torch_tf32_gflops']:.0f}"
+              + (f"; MetaSchedule {row['ms_gflops']:.0f} in {ms_wall:.0f} s" if ms_s else "")
+              + f"; {row['vs_torch']:.2f}x torch" + (f", {row['vs_ms']:.2f}x MetaSchedule" if ms_s else ""),
+              flush=True)
+    summary.update({"geomean_vs_torch": geomean(r["vs_torch"] for r in rows),
+                    "geomean_vs_torch_tf32": geomean(r["vs_torch_tf32"] for r in rows),
+                    "geomean_vs_ms": geomean(r["vs_ms"] for r in rows), "complete": True})
+    save()
+    print(json.dumps({k: v for k, v in summary.items() if k != "complete"}))
+
+
+if __name__ == "__main__":
+    main()

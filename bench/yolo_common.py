@@ -1,0 +1,75 @@
+"""What the YOLO-v1 benches on the CPU and the GPU share: the best-so-far curve of a search, the trial at
+which a curve reaches a figure, the geometric mean of the ratios."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable
+
+
+def curve_recorder(flops: float) -> tuple[list[tuple[float, float]], Callable[[int, float | None], None]]:
+    """A list of (wall seconds since now, best GFLOPS so far) per trial and the progress callback filling it."""
+    curve: list[tuple[float, float]] = []
+    t0 = time.perf_counter()
+
+    def note(done: int, best: float | None) -> None:
+        curve.append((time.perf_counter() - t0, flops / best / 1e9 if best else 0.0))
+
+    return curve, note
+
+
+def reach(curve: list[tuple[float, float]], gflops: float) -> int | None:
+    """The first trial (1-based) whose best so far is at least ``gflops``; None if never."""
+    return next((i + 1 for i, (_, g) in enumerate(curve) if g >= gflops), None)
+
+
+def time_to_reach(curve: list[tuple[float, float]], gflops: float) -> float | None:
+    """The wall seconds at which ``curve`` first reaches ``gflops``; None if never."""
+    return next((t for t, g in curve if g >= gflops), None)
+
+
+def geomean(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v]
+    return math.exp(sum(map(math.log, present)) / len(present)) if present else None
+
+
+def metaschedule(op, trials: int, target: dict) -> tuple[float, float]:
+    """(seconds per run of MetaSchedule's best, tuning wall seconds) for ``op`` on ``target`` (the host CPU or
+    the CUDA device present), its best module timed in a worker process as our candidates are."""
+    import tempfile
+    from pathlib import Path
+
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    from gpu_cpu.measure import MeasureJob, Measurer, measure_exported_job
+    from gpu_cpu.tune import GPU_MIN_REPEAT_MS
+
+    cuda = target["kind"] == "cuda"
+    mod = tvm.IRModule({"main": op.prim_func()})
+    if cuda:  # MetaSchedule's GPU rules read the device's limits from the target
+        from gpu_cpu.devices import present_gpu
+
+        gpu = present_gpu()
+        target = {**target, "max_threads_per_block": gpu.max_threads_per_block, "thread_warp_size": 32,
+                  "max_shared_memory_per_block": gpu.shared_memory_per_block, "registers_per_block": 65536}
+    tvm_target = tvm.target.Target(target, host={"kind": "llvm"}) if cuda else tvm.target.Target(target)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as work_dir:
+        # the builder's worker pool takes ~70 s to answer its first build on this machine's TVM wheel: the
+        # default 30 s timeout fails every candidate
+        db = ms.tune_tir(mod, tvm_target, work_dir, max_trials_global=trials, num_trials_per_iter=min(trials, 32),
+                         builder=ms.builder.LocalBuilder(timeout_sec=300))
+        sch = ms.tir_integration.compile_tir(db, mod, tvm_target)
+        wall = time.perf_counter() - start
+        # timed in a worker process as our candidates and torch are, checked against the reference first
+        path = str(Path(work_dir) / "metaschedule_best.so")
+        tvm.compile(sch.mod, target=tvm_target).export_library(path)
+        job = MeasureJob("builtin", op.name, dict(op.params), {}, target="cuda" if cuda else "llvm",
+                         min_repeat_ms=GPU_MIN_REPEAT_MS if cuda else 0)
+        with Measurer(timeout_s=300) as measurer:
+            result = measurer.run(measure_exported_job, (path, job))
+    if not result.ok:
+        raise RuntimeError(f"MetaSchedule's best module of {op.name} failed: {result.error}")
+    return result.seconds, wall
