@@ -40,21 +40,25 @@ def _prepare(op: Operator, point: Point, inline: bool = True) -> tuple[Any, Any]
             loops = sch.get_loops(block)
             sch.parallel(sch.fuse(*loops[:-1]) if len(loops) > 2 else loops[0])
     block = sch.get_sblock(main_name)
-    loops = len(op.output.op.axis) + len(op.output.op.reduce_axis)
-    if len(_split_keys(point)) != loops:
-        raise ScheduleError(f"{point} has {len(_split_keys(point))} split knobs for {loops} loops of {main_name}")
+    missing = [k for k in _split_keys(op) if k not in point]
+    if missing or len([k for k in point if k.startswith("split.")]) != len(_split_keys(op)):
+        raise ScheduleError(f"{point} does not split the loops of {main_name} ({', '.join(_split_keys(op))})")
     return sch, block
 
 
-def _split_keys(point: Point) -> list[str]:
-    """Split knobs follow the main node's loops in order (their names are the analysis's, deduplicated)."""
-    return [k for k in point if k.startswith("split.")]
+def _split_keys(op: Operator) -> list[str]:
+    """The split knob of each loop of the main node, in the loops' order. Looked up by name, not by their
+    order in the point: a point read back from JSON (a hand-edited schedule.json, a database that sorts
+    keys) keeps its values but not necessarily its order."""
+    from hetero_dse.analysis import analyze
+
+    return [f"split.{lp.name}" for lp in analyze(op).main.loops]
 
 
 def _split(sch: Any, block: Any, op: Operator, point: Point) -> tuple[list[list[Any]], list[list[Any]]]:
     """Split every loop of the main block by its knob: (spatial loops' parts, reduce loops' parts)."""
     parts = [list(sch.split(loop, factors=[int(f) for f in point[key]]))
-             for loop, key in zip(sch.get_loops(block), _split_keys(point), strict=True)]
+             for loop, key in zip(sch.get_loops(block), _split_keys(op), strict=True)]
     spatial_n = len(op.output.op.axis)
     return parts[:spatial_n], parts[spatial_n:]
 
@@ -103,7 +107,7 @@ def apply_cpu(op: Operator, point: Point) -> Any:
         outer = sch.fuse(*[p[0] for p in spatial])
         sch.parallel(outer)
         _unroll(sch, outer, point)
-        if int(point[_split_keys(point)[vector]][-1]) > 1:
+        if int(point[_split_keys(op)[vector]][-1]) > 1:
             sch.vectorize(spatial[vector][-1])
         if cache is not None:
             sch.reverse_compute_at(cache, outer if write_level == 0 else spatial[-1][write_level])
@@ -189,7 +193,7 @@ def apply_gpu(op: Operator, point: Point) -> Any:
         sch.bind(vx, "vthread.x")
         sch.bind(tx, "threadIdx.x")
         sch.reverse_compute_at(local, tx)
-        threads = int(np.prod([int(point[k][2]) for k in _split_keys(point)[: len(spatial)]]))
+        threads = int(np.prod([int(point[k][2]) for k in _split_keys(op)[: len(spatial)]]))
         if reduce:
             anchor = reduce[-1][0]  # the innermost loop of the outer reduce level
             depth = 3 + len(reduce)

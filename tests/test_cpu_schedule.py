@@ -91,3 +91,63 @@ def test_the_cpu_space_is_pruned_of_points_known_to_be_slow():
         ["register tile of 1 vectors < 4: FMA latency exposed", "inlined padding would be tested in every lane of j"]
     rows = space.sample(32, np.random.default_rng(0))
     assert space.valid(rows).all() and space.valid(space.neighbours(rows, np.random.default_rng(1))).all()
+
+
+def test_a_point_read_back_with_its_knobs_in_another_order_schedules_the_same_loops():
+    # a JSON tool may sort an object's keys (jq -S, PostgreSQL's jsonb); each split belongs to its loop by
+    # name, so C2's k=(4,3,2,8) must not land on i or j
+    from gpu_cpu.schedule import apply_gpu
+    from gpu_cpu.devices import get_device
+    from gpu_cpu.space import GpuSpace
+    from hetero_dse.space.point import Point
+
+    op = get_builtin("conv2d").instantiate(shape="yolo:C2")
+    for space, apply in ((CpuSpace(analyze(op)), apply_cpu),
+                         (GpuSpace(analyze(op), get_device("h100")), lambda o, p: apply_gpu(o, p))):
+        point = space.decode(space.sample(1, np.random.default_rng(3))[0])
+        shuffled = Point(dict(sorted(point.to_json().items(), reverse=True)))
+        assert list(shuffled) != list(point)
+        assert apply(op, shuffled).script() == apply(op, point).script()
+
+
+def test_the_default_point_by_hand():
+    op = get_builtin("conv2d").instantiate(shape="yolo:C2")  # k 192, i = j = 112, rc 64, 3×3
+    space = CpuSpace(analyze(op), vector_bits=512)
+    space.cores = 2
+    point = space.default_point()
+    # k fills 16 lanes two vectors wide (192 = 6 · 32); a register tile of 28 / 2 / 2 = 7 rows of i (7 | 112),
+    # 14 accumulators; each core's share of k is 64 = 2 · 32, 3 parallel iterations, fewer than 2 per core,
+    # so j's outer level is split by its smallest divisor ≥ ceil(4 / 3) = 2; reduce loops ≤ 8 deep inside
+    assert point["vector"] == "k" and point["order"] == 1 and point["inline"] == 0
+    assert (point["split.k"], point["split.i"], point["split.j"]) == ((3, 1, 2, 32), (1, 1, 16, 7), (2, 1, 56, 1))
+    assert (point["split.rc"], point["split.rx"], point["split.ry"]) == ((1, 8, 8), (1, 1, 3), (1, 1, 3))
+    assert space.violations(point) == []
+
+
+@pytest.mark.parametrize("name", ["conv2d", "conv3d", "depthwise_conv2d", "conv_transpose2d"])
+def test_the_default_point_computes_the_reference(name):
+    op = get_builtin(name).instantiate(shape="small:s2")
+    point = CpuSpace(analyze(op)).default_point()
+    assert point is not None
+    inputs = op.random_inputs(0)
+    np.testing.assert_allclose(run_cpu(build_cpu(apply_cpu(op, point)), op, inputs), op.reference(inputs),
+                               rtol=1e-4, atol=1e-5, err_msg=str(point))
+
+
+@pytest.mark.parametrize("name", ["q", "p", "sa", "random", "tl"])
+def test_every_explorer_measures_the_default_point_in_its_first_round(name):
+    from hetero_dse.explore.search import make_explorer
+
+    space = CpuSpace(analyze(get_builtin("conv2d").instantiate(shape="yolo:C2")), vector_bits=512)
+    first = make_explorer(name, space, 0, starts=4).propose()
+    assert np.array_equal(first[0], space.encode(space.default_point()))
+    # the rest of the round is random: another seed, another round
+    assert not np.array_equal(first[1:], make_explorer(name, space, 1, starts=4).propose()[1:])
+
+
+def test_a_gpu_space_has_no_default_point():
+    from gpu_cpu.devices import get_device
+    from gpu_cpu.space import GpuSpace
+
+    space = GpuSpace(analyze(get_builtin("conv2d").instantiate(shape="yolo:C2")), get_device("h100"))
+    assert space.default_point() is None

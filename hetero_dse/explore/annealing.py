@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hetero_dse.explore.base import first_round
 from hetero_dse.explore.history import History
 
 
@@ -33,7 +34,7 @@ class SimulatedAnnealing:
             self._pending = "start"
             starts = self.history.start_points(self.chains, self.gamma, self.rng)
             if not len(starts):
-                return self.space.sample(self.chains, self.rng)
+                return first_round(self.space, self.chains, self.rng)
             return self.history.rows[starts]
         self._pending = "move"
         return self.space.neighbours(self.current, self.rng)

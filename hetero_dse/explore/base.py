@@ -20,3 +20,15 @@ class Explorer(Protocol):
 
     def observe(self, rows: np.ndarray, objective: np.ndarray) -> None:
         """Results of the last proposal, in the same order."""
+
+
+def first_round(space, count: int, rng: np.random.Generator) -> np.ndarray:
+    """An explorer's first ``count`` points: the space's default point where it has one (the schedule an
+    engineer writes first, ``CpuSpace.default_point``), then random points of the space. Every explorer
+    starting from random points starts from these, so that comparisons between them stay fair."""
+    default = getattr(space, "default_point", None)
+    point = default() if default is not None else None
+    if point is None:
+        return space.sample(count, rng)
+    anchor = space.encode(point)[None, :]
+    return anchor if count == 1 else np.concatenate([anchor, space.sample(count - 1, rng)])

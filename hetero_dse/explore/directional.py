@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hetero_dse.explore.base import first_round
 from hetero_dse.explore.history import History
 
 
@@ -80,7 +81,8 @@ class DirectionalExplorer:
     def _fresh(self) -> np.ndarray | None:
         """Random points not visited yet (the first round, or a restart); None when none can be found."""
         for _ in range(8):
-            rows = self.space.sample(self.starts, self.rng)
+            rows = first_round(self.space, self.starts, self.rng) if not self.rounds else \
+                self.space.sample(self.starts, self.rng)
             new = []
             for row in rows:
                 key = self._key(row)
@@ -127,7 +129,8 @@ class RandomSearch:
 
     def propose(self) -> np.ndarray | None:
         for _ in range(16):
-            rows = self.space.sample(self.batch, self.rng)
+            rows = self.space.sample(self.batch, self.rng) if self.visited else \
+                first_round(self.space, self.batch, self.rng)
             keys = self.space.keys(rows)
             _, first = np.unique(keys, return_index=True)
             new = [i for i in np.sort(first) if int(keys[i]) not in self.visited]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hetero_dse.explore.base import first_round
 from hetero_dse.history.match import Prior
 
 #: XGBoost settings: small trees, quickly fitted every round on at most a few hundred rows
@@ -64,7 +65,9 @@ class TransferLearning:
     # ------------------------------------------------------------------------------------------ ask
     def propose(self) -> np.ndarray | None:
         if self.model is None and not len(self.history_x) and len(self.rows) < self.batch:
-            return self._take(self.space.sample(self.batch, self.rng), self.batch)
+            rows = first_round(self.space, self.batch, self.rng) if not len(self.rows) else \
+                self.space.sample(self.batch, self.rng)
+            return self._take(rows, self.batch)
         if self.model is None:
             self._fit()
         pool = self._pool()
