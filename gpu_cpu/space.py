@@ -22,6 +22,9 @@ vectorised loop's innermost factor must fill at least 40 % of the host's vector 
 extent allows), the register tile must fit the vector registers (28 accumulators with AVX-512, 12 with
 AVX2) and hold at least 4 (fewer leave the FMA latency exposed), the parallel outer loop must give every
 core an iteration, and a padding is not inlined into a loop vectorised along the padded dimension.
+
+``CpuSpace.default_point`` is the schedule an engineer would write first for the operator; every explorer
+measures it in its first round (``hetero_dse.explore.base.first_round``) beside random points.
 """
 
 from __future__ import annotations
