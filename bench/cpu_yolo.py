@@ -14,7 +14,6 @@ time it needed to reach MetaSchedule's final best against MetaSchedule's own tun
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -27,18 +26,11 @@ from gpu_cpu.schedule import host_target  # noqa: E402
 from hetero_dse.analysis import analyze  # noqa: E402
 from hetero_dse.ops import get_builtin  # noqa: E402
 
-from yolo_common import curve_recorder, geomean, metaschedule, reach, time_to_reach  # noqa: E402
+from yolo_common import curve_recorder, geomean, metaschedule, parse_args, reach, time_to_reach  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layers", default="C2,C4,C8,C13,C15")
-    parser.add_argument("--trials", type=int, default=32)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--explorers", default="q", help="comma-separated; the first is compared with the rest")
-    parser.add_argument("--no-metaschedule", action="store_true")
-    parser.add_argument("--json", type=Path)
-    args = parser.parse_args()
+    args = parse_args(__doc__, explorers="q")
 
     explorers = args.explorers.split(",")
     rows = []

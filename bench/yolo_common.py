@@ -3,9 +3,23 @@ which a curve reaches a figure, the geometric mean of the ratios."""
 
 from __future__ import annotations
 
+import argparse
 import math
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
+
+
+def parse_args(doc: str, explorers: str) -> argparse.Namespace:
+    """The options both YOLO-v1 benches take."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--layers", default="C2,C4,C8,C13,C15")
+    parser.add_argument("--trials", type=int, default=32)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--explorers", default=explorers, help="comma-separated; the first is compared with the rest")
+    parser.add_argument("--no-metaschedule", action="store_true")
+    parser.add_argument("--json", type=Path)
+    return parser.parse_args()
 
 
 def curve_recorder(flops: float) -> tuple[list[tuple[float, float]], Callable[[int, float | None], None]]:
@@ -38,7 +52,6 @@ def metaschedule(op, trials: int, target: dict) -> tuple[float, float]:
     """(seconds per run of MetaSchedule's best, tuning wall seconds) for ``op`` on ``target`` (the host CPU or
     the CUDA device present), its best module timed in a worker process as our candidates are."""
     import tempfile
-    from pathlib import Path
 
     import tvm
     from tvm.s_tir import meta_schedule as ms
