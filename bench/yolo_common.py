@@ -56,7 +56,8 @@ def metaschedule(op, trials: int, target: dict) -> tuple[float, float]:
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
-    from gpu_cpu.measure import MeasureJob, Measurer, measure_exported_job
+    from gpu_cpu.measure import MeasureJob, Measurer
+    from gpu_cpu.pipeline import measure_built_job
     from gpu_cpu.tune import GPU_MIN_REPEAT_MS
 
     cuda = target["kind"] == "cuda"
@@ -82,7 +83,7 @@ def metaschedule(op, trials: int, target: dict) -> tuple[float, float]:
         job = MeasureJob("builtin", op.name, dict(op.params), {}, target="cuda" if cuda else "llvm",
                          min_repeat_ms=GPU_MIN_REPEAT_MS if cuda else 0)
         with Measurer(timeout_s=300) as measurer:
-            result = measurer.run(measure_exported_job, (path, job))
+            result = measurer.run(measure_built_job, (job, path))
     if not result.ok:
         raise RuntimeError(f"MetaSchedule's best module of {op.name} failed: {result.error}")
     return result.seconds, wall

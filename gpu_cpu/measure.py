@@ -140,15 +140,6 @@ def measure_cpu_job(job: MeasureJob) -> float:
     return check_and_time(build_cpu(apply_cpu(op, Point(job.point))).mod, op, tvm.cpu(0), job)
 
 
-def measure_exported_job(payload: tuple[str, MeasureJob]) -> float:
-    """Worker side: a module exported to a file (another tuner's best) checked and timed as a candidate is."""
-    import tvm
-
-    path, job = payload
-    op = rebuild_operator(job.source, job.name, job.params)
-    return check_and_time(tvm.runtime.load_module(path), op, tvm.cuda(0) if job.target == "cuda" else tvm.cpu(0), job)
-
-
 def torch_cpu_job(job: MeasureJob) -> float:
     """Worker side: seconds per run of the operator's torch call on the CPU."""
     from gpu_cpu.baselines import time_torch_cpu
@@ -193,9 +184,9 @@ def check_and_time(module: Any, op: Any, dev: Any, job: MeasureJob) -> float:
         if want is not None and not np.allclose(out.numpy(), want, rtol=1e-3, atol=1e-3):
             raise ValueError("the scheduled kernel's result differs from the reference")
     if job.cutoff_s is not None:
-        if job.target == "cuda":  # the first launch loaded the kernel into the context: probe once more, on the
+        if job.target == "cuda":  # the first launch also loaded the kernel: probe once more, on the device's timer
             first = float(module.time_evaluator(module.entry_name, dev, number=1, repeat=1)(*args, out).mean)
-        if first > job.cutoff_s:  # device's own timer
+        if first > job.cutoff_s:
             return first
     timer = module.time_evaluator(module.entry_name, dev, number=job.number, repeat=job.repeat,
                                   min_repeat_ms=job.min_repeat_ms)

@@ -54,7 +54,8 @@ def build_job(job: MeasureJob, directory: str) -> str:
 
 
 def measure_built_job(payload: tuple[MeasureJob, str]) -> float:
-    """Measurer side: load the built module, check it against the reference, time it."""
+    """Measurer side: load the built module (ours, or another tuner's best exported to a file), check it
+    against the reference, time it."""
     import tvm
 
     from gpu_cpu.measure import check_and_time, rebuild_operator

@@ -23,7 +23,7 @@ def host_target() -> dict[str, Any]:
     return {"kind": "llvm", "mcpu": str(tvm.target.codegen.llvm_get_system_cpu()), "num-cores": host_cores()}
 
 
-def _prepare(op: Operator, point: Point, inline: bool = True) -> tuple[Any, Any]:
+def _prepare(op: Operator, point: Point, inline: bool = True) -> tuple[Any, Any, list[str]]:
     """A schedule of ``op`` and its main block; the producers (padding, expansion: element-wise) inlined, or
     else computed first over their whole output, in parallel."""
     import tvm
@@ -40,10 +40,10 @@ def _prepare(op: Operator, point: Point, inline: bool = True) -> tuple[Any, Any]
             loops = sch.get_loops(block)
             sch.parallel(sch.fuse(*loops[:-1]) if len(loops) > 2 else loops[0])
     block = sch.get_sblock(main_name)
-    missing = [k for k in _split_keys(op) if k not in point]
-    if missing or len([k for k in point if k.startswith("split.")]) != len(_split_keys(op)):
-        raise ScheduleError(f"{point} does not split the loops of {main_name} ({', '.join(_split_keys(op))})")
-    return sch, block
+    keys = _split_keys(op)
+    if {k for k in point if k.startswith("split.")} != set(keys):
+        raise ScheduleError(f"{point} does not split the loops of {main_name} ({', '.join(keys)})")
+    return sch, block, keys
 
 
 def _split_keys(op: Operator) -> list[str]:
@@ -55,10 +55,12 @@ def _split_keys(op: Operator) -> list[str]:
     return [f"split.{lp.name}" for lp in analyze(op).main.loops]
 
 
-def _split(sch: Any, block: Any, op: Operator, point: Point) -> tuple[list[list[Any]], list[list[Any]]]:
-    """Split every loop of the main block by its knob: (spatial loops' parts, reduce loops' parts)."""
+def _split(sch: Any, block: Any, op: Operator, point: Point,
+           keys: list[str]) -> tuple[list[list[Any]], list[list[Any]]]:
+    """Split every loop of the main block by its knob (``keys``, in the loops' order): (spatial loops' parts,
+    reduce loops' parts)."""
     parts = [list(sch.split(loop, factors=[int(f) for f in point[key]]))
-             for loop, key in zip(sch.get_loops(block), _split_keys(op), strict=True)]
+             for loop, key in zip(sch.get_loops(block), keys, strict=True)]
     spatial_n = len(op.output.op.axis)
     return parts[:spatial_n], parts[spatial_n:]
 
@@ -90,7 +92,7 @@ def _cpu_order(spatial: list[list[Any]], reduce: list[list[Any]], order: int) ->
 
 def apply_cpu(op: Operator, point: Point) -> Any:
     """The scheduled IRModule of ``op`` for ``point`` (see ``gpu_cpu/space.py`` for the schedule's shape)."""
-    sch, block = _prepare(op, point, inline=bool(point.get("inline", 1)))
+    sch, block, keys = _prepare(op, point, inline=bool(point.get("inline", 1)))
     spatial_names = [iv.var.name for iv in op.output.op.axis]
     try:
         vector = spatial_names.index(point["vector"]) if point.get("vector") in spatial_names else -1
@@ -99,7 +101,7 @@ def apply_cpu(op: Operator, point: Point) -> Any:
         # part (S3, vectorised and unrolled) in registers
         cache = sch.cache_write(block, 0, "global") if reduce_loops(op) else None
         packs = _packed_reads(sch, block, vector) if cache is not None else []
-        spatial, reduce = _split(sch, block, op, point)
+        spatial, reduce = _split(sch, block, op, point, keys)
         order, write_level = _cpu_order(spatial, reduce, int(point.get("order", 0)))
         registers = len(order) - len(spatial)
         inner = [p[-1] for i, p in enumerate(spatial) if i != vector] + [spatial[vector][-1]]
@@ -107,7 +109,7 @@ def apply_cpu(op: Operator, point: Point) -> Any:
         outer = sch.fuse(*[p[0] for p in spatial])
         sch.parallel(outer)
         _unroll(sch, outer, point)
-        if int(point[_split_keys(op)[vector]][-1]) > 1:
+        if int(point[keys[vector]][-1]) > 1:
             sch.vectorize(spatial[vector][-1])
         if cache is not None:
             sch.reverse_compute_at(cache, outer if write_level == 0 else spatial[-1][write_level])
@@ -177,11 +179,11 @@ def apply_gpu(op: Operator, point: Point) -> Any:
     """The scheduled IRModule of ``op`` for a GPU point (see ``GpuSpace``): blocks, virtual threads and
     threads bound from the spatial levels, the output tile in registers, inputs staged in shared memory at
     the outer reduce level and fetched cooperatively by the block's threads."""
-    sch, block = _prepare(op, point)
+    sch, block, keys = _prepare(op, point)
     n_inputs = len(sch.get(block).reads)
     try:
         local = sch.cache_write(block, 0, "local")
-        spatial, reduce = _split(sch, block, op, point)
+        spatial, reduce = _split(sch, block, op, point, keys)
         order = [p[0] for p in spatial] + [p[1] for p in spatial] + [p[2] for p in spatial]
         order += [p[lvl] for lvl in range(len(reduce[0]) if reduce else 0) for p in reduce]
         order += [p[3] for p in spatial]
@@ -193,7 +195,7 @@ def apply_gpu(op: Operator, point: Point) -> Any:
         sch.bind(vx, "vthread.x")
         sch.bind(tx, "threadIdx.x")
         sch.reverse_compute_at(local, tx)
-        threads = int(np.prod([int(point[k][2]) for k in _split_keys(op)[: len(spatial)]]))
+        threads = int(np.prod([int(point[k][2]) for k in keys[: len(spatial)]]))
         if reduce:
             anchor = reduce[-1][0]  # the innermost loop of the outer reduce level
             depth = 3 + len(reduce)

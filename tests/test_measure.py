@@ -165,10 +165,10 @@ def test_tvm_runs_parallel_loops_on_every_physical_core():
 
 
 def test_another_tuners_exported_module_is_checked_and_timed_in_a_worker(tmp_path):
-    # how bench/cpu_yolo.py times MetaSchedule's best: exported, then loaded in a worker like a candidate
+    # how bench/yolo_common.py times MetaSchedule's best: exported, then loaded in a worker like a candidate
     import tvm
 
-    from gpu_cpu.measure import measure_exported_job
+    from gpu_cpu.pipeline import measure_built_job
     from gpu_cpu.schedule import host_target
 
     gemm = get_builtin("gemm").instantiate(shape="small:s1")
@@ -176,8 +176,8 @@ def test_another_tuners_exported_module_is_checked_and_timed_in_a_worker(tmp_pat
     path = str(tmp_path / "gemm.so")
     tvm.compile(tvm.IRModule({"main": gemm.prim_func()}), target=host_target()).export_library(path)
     with Measurer(timeout_s=120) as m:
-        timed = m.run(measure_exported_job, (path, MeasureJob("builtin", "gemm", dict(gemm.params), {})))
-        wrong = m.run(measure_exported_job, (path, MeasureJob("builtin", "gemv", dict(gemv.params), {})))
+        timed = m.run(measure_built_job, (MeasureJob("builtin", "gemm", dict(gemm.params), {}), path))
+        wrong = m.run(measure_built_job, (MeasureJob("builtin", "gemv", dict(gemv.params), {}), path))
     assert timed.ok and 0 < timed.seconds < 0.1
     assert not wrong.ok  # a module of another operator fails its run or its check against the reference
 
