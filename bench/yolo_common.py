@@ -58,7 +58,6 @@ def metaschedule(op, trials: int, target: dict) -> tuple[float, float]:
 
     from gpu_cpu.measure import MeasureJob, Measurer
     from gpu_cpu.pipeline import measure_built_job
-    from gpu_cpu.tune import GPU_MIN_REPEAT_MS
 
     cuda = target["kind"] == "cuda"
     mod = tvm.IRModule({"main": op.prim_func()})
@@ -80,8 +79,7 @@ def metaschedule(op, trials: int, target: dict) -> tuple[float, float]:
         # timed in a worker process as our candidates and torch are, checked against the reference first
         path = str(Path(work_dir) / "metaschedule_best.so")
         tvm.compile(sch.mod, target=tvm_target).export_library(path)
-        job = MeasureJob("builtin", op.name, dict(op.params), {}, target="cuda" if cuda else "llvm",
-                         min_repeat_ms=GPU_MIN_REPEAT_MS if cuda else 0)
+        job = MeasureJob("builtin", op.name, dict(op.params), {}, target="cuda" if cuda else "llvm")
         with Measurer(timeout_s=300) as measurer:
             result = measurer.run(measure_built_job, (job, path))
     if not result.ok:

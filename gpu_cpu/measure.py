@@ -108,6 +108,13 @@ def error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
 
 
+#: the least milliseconds one timed repeat lasts, per target. GPU: a kernel of tens of microseconds timed
+#: three times is mostly launch jitter. CPU: one schedule timed in fresh workers minutes apart moved by up to
+#: 1.47x with three runs a repeat and 1.29x with 40 ms (coefficient of variation 13 % -> 10 %, at no cost a
+#: search could see; bench/cpu_timing_noise.py, BENCHMARKS.md)
+MIN_REPEAT_MS = {"cuda": 10, "llvm": 40}
+
+
 @dataclass(frozen=True)
 class MeasureJob:
     """What a worker needs to build and time one candidate, on the CPU or the GPU (all picklable)."""
@@ -118,9 +125,9 @@ class MeasureJob:
     point: dict[str, Any]
     number: int = 3
     repeat: int = 3
-    #: the least milliseconds one repeat lasts (TVM raises ``number`` to reach it): a GPU kernel of tens of
-    #: microseconds timed three times is mostly launch jitter
-    min_repeat_ms: int = 0
+    #: the least milliseconds one repeat lasts (TVM raises ``number`` to reach it); None: the target's
+    #: ``MIN_REPEAT_MS``
+    min_repeat_ms: int | None = None
     check: bool = True
     target: str = "llvm"  # or "cuda"
     #: a first run slower than this is the answer, untimed further: a candidate several times slower than the
@@ -189,7 +196,8 @@ def check_and_time(module: Any, op: Any, dev: Any, job: MeasureJob) -> float:
         if first > job.cutoff_s:
             return first
     timer = module.time_evaluator(module.entry_name, dev, number=job.number, repeat=job.repeat,
-                                  min_repeat_ms=job.min_repeat_ms)
+                                  min_repeat_ms=MIN_REPEAT_MS.get(job.target, 0) if job.min_repeat_ms is None
+                                  else job.min_repeat_ms)
     return float(np.median(timer(*args, out).results))
 
 

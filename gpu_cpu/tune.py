@@ -29,8 +29,6 @@ from hetero_dse.space.point import Point
 TVM_STARTS = dict.fromkeys(("q", "p", "sa", "random"), 4)
 #: candidates whose first run is this many times slower than the best so far are not timed further
 CUTOFF = 4.0
-#: a GPU candidate's timed repeats last at least this long each (a CPU kernel's three runs already do)
-GPU_MIN_REPEAT_MS = 10
 
 
 @dataclass
@@ -75,8 +73,7 @@ def tune_cpu(op: Operator, space: CpuSpace, explorer: Any, *, source: str = "bui
 def candidate_job(op: Operator, source: str, point: Point, best: float | None, target: str = "llvm") -> MeasureJob:
     """The measurement of ``point``, cut short when its first run is ``CUTOFF`` times slower than ``best``."""
     return MeasureJob(source, op.definition.name, dict(op.params), point.to_json(), target=target,
-                      cutoff_s=None if best is None else CUTOFF * best,
-                      min_repeat_ms=GPU_MIN_REPEAT_MS if target == "cuda" else 0)
+                      cutoff_s=None if best is None else CUTOFF * best)
 
 
 def _answers(history: WorkloadHistory, fresh: dict[int, Point]) -> dict[int, Record]:

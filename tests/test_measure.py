@@ -114,6 +114,7 @@ class FakeModule:
 
     def __init__(self):
         self.timed = False
+        self.min_repeat_ms = None
 
     def __getitem__(self, name):
         def run(*args):
@@ -121,7 +122,7 @@ class FakeModule:
         return run
 
     def time_evaluator(self, name, dev, number, repeat, min_repeat_ms=0):
-        self.timed = True
+        self.timed, self.min_repeat_ms = True, min_repeat_ms
 
         class Report:
             results = (1e-3, 2e-3, 3e-3)
@@ -142,6 +143,24 @@ def test_a_candidate_far_slower_than_the_best_is_not_timed_further():
     assert 0.02 <= slow < 0.5 and not module.timed  # the first run's time, no further runs
     module = FakeModule()
     assert check_and_time(module, op, tvm.cpu(0), MeasureJob(**{**job.__dict__, "cutoff_s": 1.0})) == 2e-3
+
+
+def test_each_timed_repeat_lasts_the_targets_floor_unless_the_job_says_otherwise():
+    # three runs of a millisecond kernel are at the mercy of a shared machine's moment; the floor steadies
+    # them (bench/cpu_timing_noise.py), and search, replay and the baselines' timing share it
+    import tvm
+
+    from gpu_cpu.measure import MIN_REPEAT_MS, check_and_time
+
+    op = get_builtin("gemm").instantiate(shape="small:s1")
+    job = gemm_job(check=False)
+    assert job.min_repeat_ms is None and MIN_REPEAT_MS["llvm"] >= 10
+    module = FakeModule()
+    check_and_time(module, op, tvm.cpu(0), job)
+    assert module.min_repeat_ms == MIN_REPEAT_MS["llvm"]
+    module = FakeModule()
+    check_and_time(module, op, tvm.cpu(0), MeasureJob(**{**job.__dict__, "min_repeat_ms": 0}))
+    assert module.min_repeat_ms == 0
 
 
 def _tvm_threads(env: dict[str, str]) -> int:
