@@ -26,7 +26,7 @@ from gpu_cpu.schedule import host_target  # noqa: E402
 from hetero_dse.analysis import analyze  # noqa: E402
 from hetero_dse.ops import get_builtin  # noqa: E402
 
-from yolo_common import curve_recorder, geomean, metaschedule, parse_args, reach, time_to_reach  # noqa: E402
+from yolo_common import curve_recorder, geomean, layer_row, metaschedule, parse_args  # noqa: E402
 
 
 def main() -> None:
@@ -42,27 +42,9 @@ def main() -> None:
             curve, note = curve_recorder(flops)
             runs[name] = explore_cpu(op, trials=args.trials, seed=args.seed, explorer=name, progress=note)
             curves[name] = curve
-        ours = runs[explorers[0]]
-        best = ours.tune.best
         torch_s = time_torch_isolated(op, "builtin")
         ms_s, ms_wall = (None, None) if args.no_metaschedule else metaschedule(op, args.trials, host_target())
-        row = {"layer": layer, "flops": flops, "trials": len(ours.tune.trials), "explorer": explorers[0],
-               "ours_gflops": flops / best.result.seconds / 1e9, "ours_wall_s": ours.tune.wall_s,
-               "torch_gflops": flops / torch_s / 1e9,
-               "ms_gflops": flops / ms_s / 1e9 if ms_s else None, "ms_wall_s": ms_wall,
-               "best_knobs": best.point.to_json(), "curves": curves,
-               "final": {n: c[-1][1] for n, c in curves.items()}}
-        row["vs_torch"] = row["ours_gflops"] / row["torch_gflops"]
-        row["vs_ms"] = row["ours_gflops"] / row["ms_gflops"] if ms_s else None
-        mine = curves[explorers[0]]
-        for other in explorers[1:]:
-            final = curves[other][-1][1]
-            row[f"trials_to_{other}"] = {f"{int(f * 100)}%": reach(mine, f * final) for f in (0.95, 1.0)}
-            row[f"{other}_trials_to_own_final"] = reach(curves[other], final)
-        if ms_s:
-            hit = time_to_reach(mine, row["ms_gflops"])
-            row["time_to_ms_final_s"] = hit
-            row["time_to_ms_final_over_ms_wall"] = hit / ms_wall if hit is not None else None
+        row = layer_row(layer, flops, explorers, runs, curves, torch_s, ms_s, ms_wall)
         rows.append(row)
         peer = f", MetaSchedule {row['ms_gflops']:.1f} in {ms_wall:.0f} s" if ms_s else ""
         others = "".join(f", {n} {row['final'][n]:.1f}" for n in explorers[1:])

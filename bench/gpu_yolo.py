@@ -25,7 +25,7 @@ from gpu_cpu.gpu_flow import explore_gpu  # noqa: E402
 from hetero_dse.analysis import analyze  # noqa: E402
 from hetero_dse.ops import get_builtin  # noqa: E402
 
-from yolo_common import curve_recorder, geomean, metaschedule, parse_args, reach, time_to_reach  # noqa: E402
+from yolo_common import curve_recorder, geomean, layer_row, metaschedule, parse_args  # noqa: E402
 
 
 def main() -> None:
@@ -50,27 +50,12 @@ def main() -> None:
         for name in explorers:
             curves[name], note = curve_recorder(flops)
             runs[name] = explore_gpu(op, trials=args.trials, seed=args.seed, explorer=name, progress=note)
-        ours = runs[explorers[0]]
-        best = ours.tune.best
         torch_s, tf32_s = time_torch_cuda(op), time_torch_cuda(op, tf32=True)
         ms_s, ms_wall = (None, None) if args.no_metaschedule else metaschedule(op, args.trials, gpu.target)
-        failures = sum(not t.result.ok for t in ours.tune.trials)
-        row = {"layer": layer, "flops": flops, "trials": len(ours.tune.trials), "failed": failures,
-               "explorer": explorers[0], "ours_gflops": flops / best.result.seconds / 1e9,
-               "ours_wall_s": ours.tune.wall_s, "torch_gflops": flops / torch_s / 1e9,
-               "torch_tf32_gflops": flops / tf32_s / 1e9,
-               "ms_gflops": flops / ms_s / 1e9 if ms_s else None, "ms_wall_s": ms_wall,
-               "best_knobs": best.point.to_json(), "curves": curves,
-               "final": {n: c[-1][1] for n, c in curves.items()}}
-        row["vs_torch"] = row["ours_gflops"] / row["torch_gflops"]
+        row = layer_row(layer, flops, explorers, runs, curves, torch_s, ms_s, ms_wall)
+        failures = row["failed"] = sum(not t.result.ok for t in runs[explorers[0]].tune.trials)
+        row["torch_tf32_gflops"] = flops / tf32_s / 1e9
         row["vs_torch_tf32"] = row["ours_gflops"] / row["torch_tf32_gflops"]
-        row["vs_ms"] = row["ours_gflops"] / row["ms_gflops"] if ms_s else None
-        mine = curves[explorers[0]]
-        for other in explorers[1:]:
-            final = curves[other][-1][1]
-            row[f"trials_to_{other}"] = {f"{int(f * 100)}%": reach(mine, f * final) for f in (0.95, 1.0)}
-        if ms_s:
-            row["time_to_ms_final_s"] = time_to_reach(mine, row["ms_gflops"])
         rows.append(row)
         save()
         print(f"{layer}: {explorers[0]} {row['ours_gflops']:.0f} GFLOPS in {row['ours_wall_s']:.0f} s "

@@ -1,5 +1,5 @@
 """What the YOLO-v1 benches on the CPU and the GPU share: the best-so-far curve of a search, the trial at
-which a curve reaches a figure, the geometric mean of the ratios."""
+which a curve reaches a figure, a layer's row of figures, the geometric mean of the ratios, MetaSchedule."""
 
 from __future__ import annotations
 
@@ -46,6 +46,33 @@ def time_to_reach(curve: list[tuple[float, float]], gflops: float) -> float | No
 def geomean(values: Iterable[float | None]) -> float | None:
     present = [v for v in values if v]
     return math.exp(sum(map(math.log, present)) / len(present)) if present else None
+
+
+def layer_row(layer: str, flops: float, explorers: list[str], runs: dict, curves: dict, torch_s: float,
+              ms_s: float | None, ms_wall: float | None) -> dict:
+    """One layer's figures: the first explorer's best against torch, MetaSchedule and the other explorers
+    (trials to 95 % and 100 % of each one's final, and the trials that one took itself; the wall time to
+    MetaSchedule's final and its share of MetaSchedule's tuning time)."""
+    ours = runs[explorers[0]]
+    best = ours.tune.best
+    row = {"layer": layer, "flops": flops, "trials": len(ours.tune.trials), "explorer": explorers[0],
+           "ours_gflops": flops / best.result.seconds / 1e9, "ours_wall_s": ours.tune.wall_s,
+           "torch_gflops": flops / torch_s / 1e9,
+           "ms_gflops": flops / ms_s / 1e9 if ms_s else None, "ms_wall_s": ms_wall,
+           "best_knobs": best.point.to_json(), "curves": curves,
+           "final": {n: c[-1][1] for n, c in curves.items()}}
+    row["vs_torch"] = row["ours_gflops"] / row["torch_gflops"]
+    row["vs_ms"] = row["ours_gflops"] / row["ms_gflops"] if ms_s else None
+    mine = curves[explorers[0]]
+    for other in explorers[1:]:
+        final = curves[other][-1][1]
+        row[f"trials_to_{other}"] = {f"{int(f * 100)}%": reach(mine, f * final) for f in (0.95, 1.0)}
+        row[f"{other}_trials_to_own_final"] = reach(curves[other], final)
+    if ms_s:
+        hit = time_to_reach(mine, row["ms_gflops"])
+        row["time_to_ms_final_s"] = hit
+        row["time_to_ms_final_over_ms_wall"] = hit / ms_wall if hit is not None else None
+    return row
 
 
 def metaschedule(op, trials: int, target: dict) -> tuple[float, float]:
