@@ -23,17 +23,19 @@ class ArithmeticCost:
     ff_add: int
     mul_latency: int  # cycles at <= 200 MHz
     add_latency: int
-    carried_add: bool  # an accumulation of this type has a latency > 1 cycle (it limits the II)
+    floating: bool  # floating-point cores, which Vitis makes one stage deeper above DEEPER_CORES_ABOVE_MHZ
 
 
 ARITHMETIC: dict[str, ArithmeticCost] = {
     # fp32: fmul 3 DSP + fadd 2 DSP, fadd latency ~4 and fmul ~3 cycles at 100 MHz
     # (shared/notes/fpga.md, ScaleHLS target spec). LUT/FF per operator: estimate.
-    "float32": ArithmeticCost(3, 2, 100, 220, 150, 320, 3, 4, carried_add=True),
-    # int16: one DSP48E2 per multiply; the int32 accumulation is a fabric adder (shared/notes/fpga.md).
-    "int16": ArithmeticCost(1, 0, 20, 32, 40, 32, 3, 1, carried_add=False),
-    # int8: two multiplies share one DSP48E2 (operand packing; shared/notes/fpga.md).
-    "int8": ArithmeticCost(0.5, 0, 30, 32, 40, 32, 3, 1, carried_add=False),
+    # The generated code pins both with BIND_OP (fmul maxdsp, fadd fulldsp).
+    "float32": ArithmeticCost(3, 2, 100, 220, 150, 320, 3, 4, floating=True),
+    # int16: one DSP48E2 per multiply (BIND_OP impl=dsp); the int32 adds are fabric (shared/notes/fpga.md).
+    "int16": ArithmeticCost(1, 0, 20, 32, 40, 32, 3, 1, floating=False),
+    # int8: one DSP48E2 per multiply. Vitis does not pack two 8-bit products into one DSP on its own
+    # (review-hls.md §3.2), and the generated code does not pack them by hand (yet), so none is assumed.
+    "int8": ArithmeticCost(1, 0, 30, 32, 40, 32, 3, 1, floating=False),
 }
 
 #: Above this clock the floating-point cores need one more pipeline stage each (*estimate*; Vitis picks
@@ -44,9 +46,14 @@ DEEPER_CORES_ABOVE_MHZ = 200.0
 #: (BRAM read latency is 1-2 cycles; *estimate* of 4 in total).
 COMPUTE_OVERHEAD_CYCLES = 4
 
-#: AXI4 data width of a widened m_axi port: Vitis widens bursts up to 512 bits (``max_widen_bitwidth``),
-#: the width of the Alveo/F1 DDR controllers' AXI ports (UG1393).
-PORT_BITS = 512
+#: Cycles a read-modify-write of the output buffer adds to the accumulation's loop-carried path when the
+#: buffer is a RAM (LUTRAM, BRAM, URAM): its read (the generated BIND_STORAGE asks for latency 1) and its
+#: write. Registers add none.
+RMW_EXTRA_CYCLES = 2
+
+#: AXI4 data width of an m_axi port where the board file does not say: 512 bits, the width of the
+#: Alveo/F1 memory controllers' AXI ports (UG1393). Zynq HP ports are 128 bits (board files say so).
+DEFAULT_PORT_BITS = 512
 
 #: One m_axi adapter with 512-bit data and burst buffers (*estimate*), and the kernel's control logic
 #: (s_axilite registers, ap_ctrl, dataflow handshakes; *estimate*).
@@ -63,8 +70,8 @@ BRAM18K_CONFIGS = ((1, 16384), (2, 8192), (4, 4096), (9, 2048), (18, 1024), (36,
 #: URAM288: 4096 × 72 bits (UG573); used for banks at least as deep as one URAM.
 URAM_DEPTH, URAM_WIDTH = 4096, 72
 
-#: Blocks of a stream_of_blocks channel: one filled by the producer while the consumer holds the other.
-BUFFER_DEPTH = 2
+#: Blocks of a stream_of_blocks channel are two (one filled by the producer while the consumer holds the
+#: other), except for a buffer loaded once, which needs one.
 
 
 def bram18k_per_bank(words: np.ndarray, bits: int) -> np.ndarray:

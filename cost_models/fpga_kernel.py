@@ -1,8 +1,26 @@
-"""The FPGA model compiled per design with numba: the search's fast path.
+"""The FPGA model: the one implementation of the per-design arithmetic, compiled with numba.
 
-The same arithmetic as ``FpgaModel.evaluate`` (the numpy model, which stays the reference and the only
-path that returns per-buffer detail), written as one loop over designs so that no intermediate array is
-made. ``tests/test_fpga_model.py`` checks that both agree on random designs of every built-in operator.
+Everything a figure of a design depends on is computed here, once: the batch search scores millions of
+designs through :func:`evaluate_kernel`; ``FpgaModel.describe`` runs the same kernel on one row with the
+detail arrays switched on; the code generator asks :func:`plan_transfer` how a read or write process walks
+its box. A formula changed here changes the search, the report and the generated code together.
+
+What is modelled is what ``hls_templates/kernel.cpp.j2`` emits (see ``cost_models/fpga.py`` for the prose):
+
+* **Transfer** (read and write processes): the box of a buffer is walked with its innermost dimensions
+  fully unrolled while they are completely partitioned, fit in one port word and lie contiguously in DDR;
+  the next dimension is unrolled by its partition factor where that fits the word (one element a cycle
+  where it does not), so every element written in a cycle lands in a bank fixed at compile time; the
+  rest is a loop nest pipelined at II=1.
+* **Compute**: the PE array is the unrolled loops. Each spatial lane multiplies its ``U`` reduce lanes,
+  sums the products with a balanced adder tree (``U − 1`` adders, seeded with the first product, not 0),
+  and adds the tree's result to its output element only where the reduction continues across pipeline
+  iterations or tiles. The read-modify-write of that element recurs every ``D`` iterations (the spatial
+  iterations per tile); its loop-carried path is the add plus the buffer's read and write, so
+  ``II = ceil(recurrence / D)`` for every data type.
+* **Latency**: the processes run concurrently; each starts when its first input is complete, and a
+  buffer loaded once must be loaded whole before the first compute. The run ends when the last process
+  ends: ``max over processes of (start + total) + what follows it``.
 """
 
 from __future__ import annotations
@@ -14,7 +32,6 @@ from numba import njit
 
 from cost_models.fpga_costs import (
     BRAM18K_CONFIGS,
-    BUFFER_DEPTH,
     COMPUTE_OVERHEAD_CYCLES,
     DEEPER_CORES_ABOVE_MHZ,
     FF_BASE,
@@ -23,13 +40,26 @@ from cost_models.fpga_costs import (
     LUT_PER_PORT,
     LUTRAM_MAX_BITS,
     LUTRAM_WORDS_PER_LUT_PAIR,
-    PORT_BITS,
+    RMW_EXTRA_CYCLES,
     URAM_DEPTH,
     URAM_WIDTH,
 )
 
 _BRAM_WIDTHS = np.array([w for w, _ in BRAM18K_CONFIGS], dtype=np.float64)
 _BRAM_DEPTHS = np.array([d for _, d in BRAM18K_CONFIGS], dtype=np.float64)
+
+# Per-buffer detail (``buf_detail[i, port, field]``); widths and partition factors follow at WIDTH0 and
+# WIDTH0 + max_dims.
+B_BANKS, B_WORDS, B_ELEMENTS, B_LANES, B_SPLIT, B_CYCLES, B_LOADS, B_IMPL, B_BYTES, B_ONE, B_BLOCKS = range(11)
+B_WIDTH0 = 11
+# Per-design detail (``design_detail[i, field]``).
+(D_COMPUTE_CYCLES, D_DEPTH, D_SPATIAL_ITERS, D_REDUCE_OUTER, D_ADD_LAT, D_RECURRENCE, D_TILES, D_COMPUTE_ONE,
+ D_COMPUTE_START, D_ACCUMULATE, D_MUL_UNITS, D_ADD_UNITS, D_SPATIAL_LANES, D_REDUCE_LANES, D_MUL_LAT,
+ D_WRITE_START) = range(16)
+DESIGN_FIELDS = 16
+
+#: Storage kinds, as ``B_IMPL`` codes.
+IMPL_REGISTERS, IMPL_LUTRAM, IMPL_BRAM, IMPL_URAM = 0, 1, 2, 3
 
 
 @njit(cache=True, inline="always")
@@ -41,25 +71,64 @@ def _bram18k(words: float, bits: float, widths: np.ndarray, depths: np.ndarray) 
     return math.ceil(words / depths[last]) * math.ceil(bits / widths[last])
 
 
+@njit(cache=True)
+def plan_transfer(widths: np.ndarray, shape: np.ndarray, factors: np.ndarray, dims: int, word: float):
+    """How a read or write process walks a box: ``(split, lanes, cycles, elements_per_cycle)``.
+
+    ``split`` is the partially unrolled dimension (−1: the whole box moves in one cycle), unrolled by
+    ``lanes``; the dimensions inside it are fully unrolled; ``cycles`` is the pipeline's trip count.
+    """
+    packed = 1.0
+    for d in range(dims - 1, -1, -1):
+        contiguous = d == dims - 1 or widths[d + 1] == shape[d + 1]
+        complete = factors[d] >= widths[d]
+        if contiguous and complete and packed * widths[d] <= word:
+            packed *= widths[d]
+            continue
+        # q lanes land in q distinct banks fixed at compile time only when q is the whole factor: a
+        # narrower word walks the banks at run time, so it writes one element a cycle instead
+        lanes = factors[d] if contiguous and factors[d] <= math.floor(word / packed) else 1.0
+        cycles = math.ceil(widths[d] / lanes)
+        for k in range(d):
+            cycles *= widths[k]
+        return d, lanes, float(cycles), packed * lanes
+    return -1, 1.0, 1.0, packed
+
+
 @njit(cache=True, inline="always")
-def _lcm(a: float, b: float) -> float:
-    x, y = int(a), int(b)
-    while y:
-        x, y = y, x % y
-    return float(int(a) // x * int(b))
+def _storage_cost(wpb: float, bits: float, uram_available: bool, res: np.ndarray, copies: float) -> int:
+    """Add ``copies`` banks of ``wpb`` words x ``bits`` to ``res``; returns the storage kind."""
+    if wpb <= 1:
+        res[4] += copies * bits
+        return IMPL_REGISTERS
+    if wpb <= LUTRAM_MAX_BITS // int(bits):
+        res[3] += copies * 2 * bits * math.ceil(wpb / LUTRAM_WORDS_PER_LUT_PAIR)
+        return IMPL_LUTRAM
+    if uram_available and wpb >= URAM_DEPTH:
+        res[2] += copies * math.ceil(wpb / URAM_DEPTH) * math.ceil(bits / URAM_WIDTH)
+        return IMPL_URAM
+    res[1] += copies * _bram18k(wpb, bits, _BRAM_WIDTHS, _BRAM_DEPTHS)
+    return IMPL_BRAM
 
 
 @njit(cache=True)
 def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile_tab, unroll_tab, order_pos,
-                    entry_start, entry_loop, entry_coef, shape, ndims, used, in_bytes, acc_bytes, carried,
-                    add_lat, mul_lat, lane_dsp, lane_lut, lane_ff, compulsory, clocks, peak, caps, channel_bw,
-                    n_channels, uram_available, traffic_weight, total_ops, out_latency, out_objective, out_gops,
-                    out_roofline, out_bound, out_traffic, out_pe, out_ii, out_resources, out_usage):
-    """Score ``rows`` into the ``out_*`` arrays; the arguments are ``FpgaModel._pack()`` (see there)."""
+                    entry_start, entry_loop, entry_coef, shape, ndims, used, in_bytes, acc_bytes, carried_fp,
+                    add_lat, mul_lat, dsp_mul, dsp_add, lut_mul, lut_add, ff_mul, ff_add, body_muls, body_adds,
+                    reduction, compulsory, clocks, peak, caps, channel_bw, n_channels, uram_available,
+                    traffic_weight, total_ops, port_bytes, out_latency, out_objective, out_gops, out_roofline,
+                    out_bound, out_traffic, out_pe, out_ii, out_resources, out_usage, buf_detail, design_detail,
+                    stage_detail):
+    """Score ``rows`` into the ``out_*`` arrays; the arguments are ``FpgaModel._pack()`` (see there).
+
+    ``buf_detail``, ``design_detail`` and ``stage_detail`` are filled when they have a row per design
+    (``describe``) and skipped when empty (the search).
+    """
     n = rows.shape[0]
     n_ports = shape.shape[0]
     max_dims = shape.shape[1]
     n_stages = n_ports + 1 + n_channels
+    detail = buf_detail.shape[0] > 0
     # scratch space, reused for every design (allocating per design would cost more than the model)
     t = np.empty(nl)
     u = np.empty(nl)
@@ -69,6 +138,7 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
     clipped = np.empty(max_dims)
     fac = np.empty(max_dims)
     stages = np.empty(n_stages)
+    ends = np.empty(n_stages)
     res = np.empty(5)
     chbytes = np.empty(n_channels)
     for i in range(n):
@@ -77,11 +147,12 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
         chbytes[:] = 0.0
         dt = rows[i, col_dtype]
         clock = clocks[rows[i, col_clock]]
-        deeper = 1.0 if (clock > DEEPER_CORES_ABOVE_MHZ * 1e6 and carried[dt]) else 0.0
+        deeper = 1.0 if (clock > DEEPER_CORES_ABOVE_MHZ * 1e6 and carried_fp[dt]) else 0.0
         addl = add_lat[dt] + deeper
         mull = mul_lat[dt] + deeper
         n_tiles = 1.0
         out_tiles = 1.0
+        reduce_tiles = 1.0
         for lp in range(nl):
             t[lp] = tile_tab[lp, rows[i, lp]]
             u[lp] = unroll_tab[lp, rows[i, nl + lp]]
@@ -89,14 +160,19 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
             n_tiles *= trips[lp]
             if lp < ns:
                 out_tiles *= trips[lp]
+            else:
+                reduce_tiles *= trips[lp]
             pos[lp] = order_pos[rows[i, col_order], lp]
         traffic = 0.0
-        first_read = 0.0
+        compute_start = 0.0
         first_write = 0.0
+        out_impl = IMPL_REGISTERS
         for p in range(n_ports):
             is_write = p == n_ports - 1
             elem = acc_bytes[dt] if is_write else in_bytes[dt]
             dims = ndims[p]
+            # box widths and the compute's partition factors: an unrolled loop of coefficient c and
+            # unroll u puts its lanes c apart, so a cyclic factor of c·u gives each lane its own bank
             for d in range(dims):
                 w = 1.0
                 f = 1.0
@@ -108,44 +184,19 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                         f *= c * u[lp]
                 width[d] = w
                 clipped[d] = min(w, shape[p, d])
-                fac[d] = f
-            # transfer plan (cost_models/transfer.py)
-            word = float((PORT_BITS // 8) // int(elem))
-            packed = 1.0
-            fitted = 0
-            for d in range(dims - 1, -1, -1):
-                if d < dims - 1 and width[d + 1] != shape[p, d + 1]:
-                    break
-                if packed * width[d] > word:
-                    break
-                packed *= width[d]
-                fitted += 1
-            split = dims - 1 - fitted
-            lanes = 1.0
-            at_width = 1.0
-            if split >= 0:
-                at_width = width[split]
-                if split == dims - 1 or width[split + 1] == shape[p, split + 1]:
-                    lanes = min(at_width, math.floor(word / packed))
-            cycles = math.ceil(at_width / lanes)
+                fac[d] = min(f, w)
+            split, lanes, cycles, _ = plan_transfer(width, shape[p], fac, dims, float(port_bytes // int(elem)))
             banks = 1.0
             wpb = 1.0
             elements = 1.0
             for d in range(dims):
-                if d < split:
-                    cycles *= width[d]
-                f = fac[d]
-                if d > split:
-                    f = width[d]
-                elif d == split and f % lanes != 0:
-                    f = _lcm(f, lanes)
-                f = min(f, width[d])
-                banks *= f
-                wpb *= math.ceil(width[d] / f)
+                banks *= fac[d]
+                wpb *= math.ceil(width[d] / fac[d])
                 elements *= clipped[d]
             if is_write:
                 loads = out_tiles
             else:
+                # loaded again whenever a tile loop at or above the innermost one it depends on advances
                 level = -1
                 for lp in range(nl):
                     if used[p, lp] and trips[lp] > 1 and pos[lp] > level:
@@ -159,54 +210,78 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
             stages[p] = loads * one
             if is_write:
                 first_write = one
-            elif one > first_read:
-                first_read = one
+            elif one > compute_start:
+                # the compute's first tile needs every buffer's first block whole
+                compute_start = one
             traffic += loads * tile_bytes
             chbytes[p % n_channels] += loads * tile_bytes
-            # storage of one bank, times banks, double-buffered
-            bits = 8.0 * elem
-            copies = BUFFER_DEPTH * banks
-            if wpb <= 1:
-                res[4] += copies * bits
-            elif wpb <= LUTRAM_MAX_BITS // int(bits):
-                res[3] += copies * 2 * bits * math.ceil(wpb / LUTRAM_WORDS_PER_LUT_PAIR)
-            elif uram_available and wpb >= URAM_DEPTH:
-                res[2] += copies * math.ceil(wpb / URAM_DEPTH) * math.ceil(bits / URAM_WIDTH)
-            else:
-                res[1] += copies * _bram18k(wpb, bits, _BRAM_WIDTHS, _BRAM_DEPTHS)
+            # a buffer loaded once needs one block; the others two, so the next load overlaps this compute
+            blocks = 1.0 if loads <= 1 else 2.0
+            impl = _storage_cost(wpb, 8.0 * elem, uram_available, res, blocks * banks)
+            if is_write:
+                out_impl = impl
+            if detail:
+                bd = buf_detail[i, p]
+                bd[B_BANKS], bd[B_WORDS], bd[B_ELEMENTS], bd[B_LANES] = banks, wpb, elements, lanes
+                bd[B_SPLIT], bd[B_CYCLES], bd[B_LOADS], bd[B_IMPL] = split, cycles, loads, impl
+                bd[B_BYTES], bd[B_ONE], bd[B_BLOCKS] = tile_bytes, one, blocks
+                for d in range(dims):
+                    bd[B_WIDTH0 + d] = width[d]
+                    bd[B_WIDTH0 + max_dims + d] = fac[d]
         # compute
         per_tile = 1.0
         spatial_iters = 1.0
         reduce_outer = 1.0
+        spatial_lanes = 1.0
         reduce_lanes = 1.0
-        pe = 1.0
         for lp in range(nl):
             r = t[lp] / u[lp]
             per_tile *= r
-            pe *= u[lp]
             if lp < ns:
                 spatial_iters *= r
+                spatial_lanes *= u[lp]
             else:
                 reduce_outer *= r
                 reduce_lanes *= u[lp]
+        pe = spatial_lanes * reduce_lanes
+        # the output element is read, added to and written back only where the reduction goes on past
+        # one pipeline iteration of one tile; the read-modify-write recurs every spatial_iters iterations
+        accumulate = 1.0 if reduction and (reduce_outer > 1 or reduce_tiles > 1) else 0.0
+        recurrence = addl + (RMW_EXTRA_CYCLES if out_impl != IMPL_REGISTERS else 0.0)
         ii = 1.0
-        if carried[dt] and reduce_outer > 1:
-            ii = math.ceil(addl / max(spatial_iters, 1.0))
+        if reduction and reduce_outer > 1:
+            ii = math.ceil(recurrence / max(spatial_iters, 1.0))
         tree = math.ceil(math.log2(max(reduce_lanes, 1.0)))
-        depth = mull + addl * (1 + tree) + COMPUTE_OVERHEAD_CYCLES
-        c_one = (per_tile * ii + depth) / clock
+        depth = mull + addl * (tree + accumulate) + COMPUTE_OVERHEAD_CYCLES
+        c_cycles = per_tile * ii + depth
+        c_one = c_cycles / clock
         stages[n_ports] = n_tiles * c_one
         for ch in range(n_channels):
             stages[n_ports + 1 + ch] = chbytes[ch] / channel_bw
+        # When each process ends: a read process runs ahead of the compute, so its end bounds the run
+        # with the compute and write of the last tile after it; the compute starts once every buffer's
+        # first block is whole; the write starts after the first tile's compute.
+        write_start = compute_start + c_one
+        for s in range(n_stages):
+            ends[s] = stages[s] + c_one + first_write
+        ends[n_ports - 1] = write_start + stages[n_ports - 1]
+        ends[n_ports] = compute_start + stages[n_ports] + first_write
         best = 0
         for s in range(1, n_stages):
-            if stages[s] > stages[best]:
+            if ends[s] > ends[best]:
                 best = s
-        fill_drain = first_read + c_one + first_write - max(first_read, c_one, first_write)
-        latency = stages[best] + fill_drain
-        res[0] += math.ceil(pe * lane_dsp[dt])
-        res[3] += pe * lane_lut[dt] + LUT_BASE + LUT_PER_PORT * n_ports
-        res[4] += pe * lane_ff[dt] + FF_BASE + FF_PER_PORT * n_ports
+        latency = ends[best]
+        # arithmetic units, exactly as the code instantiates them: per spatial lane, U products (each
+        # with the body's other multiplies and adds), a tree of U - 1 adders and the accumulation
+        if reduction:
+            mul_units = spatial_lanes * reduce_lanes * body_muls
+            add_units = spatial_lanes * (reduce_lanes * body_adds + reduce_lanes - 1 + accumulate)
+        else:
+            mul_units = pe * body_muls
+            add_units = pe * body_adds
+        res[0] += mul_units * dsp_mul[dt] + add_units * dsp_add[dt]
+        res[3] += mul_units * lut_mul[dt] + add_units * lut_add[dt] + LUT_BASE + LUT_PER_PORT * n_ports
+        res[4] += mul_units * ff_mul[dt] + add_units * ff_add[dt] + FF_BASE + FF_PER_PORT * n_ports
         worst = 0.0
         for k in range(5):
             if caps[k] > 0:
@@ -220,6 +295,17 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
             worst = max(worst, use)
         out_objective[i] = latency * (1.0 + 10.0 * max(worst - 1.0, 0.0) + traffic_weight * traffic / compulsory[dt]
                                       + 1e-6 * min(worst, 1.0))
+        if detail:
+            dd = design_detail[i]
+            dd[D_COMPUTE_CYCLES], dd[D_DEPTH], dd[D_SPATIAL_ITERS], dd[D_REDUCE_OUTER] = (c_cycles, depth,
+                                                                                          spatial_iters, reduce_outer)
+            dd[D_ADD_LAT], dd[D_RECURRENCE], dd[D_TILES], dd[D_COMPUTE_ONE] = addl, recurrence, n_tiles, c_one
+            dd[D_COMPUTE_START], dd[D_ACCUMULATE], dd[D_MUL_UNITS], dd[D_ADD_UNITS] = (compute_start, accumulate,
+                                                                                       mul_units, add_units)
+            dd[D_SPATIAL_LANES], dd[D_REDUCE_LANES], dd[D_MUL_LAT], dd[D_WRITE_START] = (spatial_lanes, reduce_lanes,
+                                                                                         mull, write_start)
+            for s in range(n_stages):
+                stage_detail[i, s] = stages[s]
         if worst > 1.0:
             latency = np.inf
         out_latency[i] = latency

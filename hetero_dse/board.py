@@ -33,6 +33,7 @@ class Memory:
     bandwidth_gbps_per_channel: float
     capacity_gib: float | None = None
     connectivity: str | None = None
+    port_bits: int = 512  # AXI data width of one port: what one beat of an m_axi interface moves
 
     @property
     def bandwidth_gbps(self) -> float:

@@ -290,6 +290,7 @@ def _write_outputs(out: Path, explorations: list, seed: int, run_csim: bool, cpu
 def csim_command(directory: Path) -> None:
     """C-simulate generated HLS projects with g++ (DIRECTORY: one 'hls' project or an explore output)."""
     from hetero_dse.hls.csim import csim as run_csim_on
+    from hetero_dse.hls.lint import lint
 
     if (directory / "src" / "kernel.cpp").is_file():
         projects = [directory]
@@ -299,17 +300,29 @@ def csim_command(directory: Path) -> None:
     if not projects:
         raise HeteroDSEError(f"no HLS project under {directory}: expected src/kernel.cpp, or <op>/<board>/hls "
                              "directories written by 'hetero_dse explore'")
-    failed = []
+    failed, lint_failed = [], []
     for project in projects:
         with console.status(f"C-simulating {project}"):
             result = run_csim_on(project)
+            checked = lint(project)
         verdict = "PASS" if result.passed else "FAIL"
         console.print(f"{verdict}  {project}  elements={result.elements:,} mismatches={result.mismatches:,} "
                       f"max_abs_error={result.max_abs_error:.3g} (headers: {result.headers})")
+        console.print(f"{'PASS' if checked.ok else 'FAIL'}  HLS lint: {checked.mul_per_iteration} multiplies and "
+                      f"{checked.add_per_iteration} adds per pipeline iteration, {checked.accesses_checked} "
+                      f"buffer accesses checked for compile-time banks")
+        for finding in checked.findings:
+            console.print(f"      {finding}")
+        for warning in result.warnings:
+            console.print(f"      g++: {warning}")
         if not result.passed:
             failed.append(str(project))
+        if not checked.ok:
+            lint_failed.append(str(project))
     if failed:
         raise HeteroDSEError(f"C-simulation failed for {', '.join(failed)}")
+    if lint_failed:
+        raise HeteroDSEError(f"the generated code and design.json disagree (HLS lint) in {', '.join(lint_failed)}")
 
 
 

@@ -14,7 +14,6 @@ from math import prod
 from typing import Any
 
 from cost_models.fpga import accumulator_dtype
-from cost_models.fpga_costs import PORT_BITS
 from cost_models.transfer import transfer_plan
 from hetero_dse.analysis import Access, Analysis, dtype_bytes
 from hetero_dse.analysis.expr import kind, to_affine
@@ -24,10 +23,21 @@ from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
 
 
+#: Names the kernel template declares itself; a loop or tensor of the same name gets a suffix.
+RESERVED = frozenset({"buf", "blk", "obuf", "once", "acc_t", "out_block_t", "compute", "compute_tile", "write_out",
+                      "int", "float", "double", "char", "short", "long", "bool", "const", "static", "void", "for",
+                      "if", "else", "return", "true", "false", "auto", "new", "delete", "this", "case", "do",
+                      "while", "switch", "default", "register", "signed", "unsigned", "struct", "union", "enum",
+                      "typedef", "template", "typename", "namespace", "class", "extern", "inline", "sizeof"})
+
+
 def identifier(name: str) -> str:
-    """A C identifier from a tensor or loop name."""
+    """A C identifier from a tensor or loop name, never one the template or C++ itself uses."""
     ident = re.sub(r"\W", "_", name)
-    return ident if ident and not ident[0].isdigit() else f"_{ident}"
+    ident = ident if ident and not ident[0].isdigit() else f"_{ident}"
+    if ident in RESERVED or ident.startswith(("pe_", "hdse_")) or re.fullmatch(r"[gxt]\d+\w*|[got]_\w+", ident):
+        ident = f"{ident}_v"
+    return ident
 
 
 @dataclass(frozen=True)
@@ -91,10 +101,11 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
                 "bundle": f"gmem{len(ports)}"}
 
     # ---------------------------------------------------------------------------------- buffers
+    word_bytes = int(design["port_bits"]) // 8
     buffers = []
     for i, access in enumerate(analysis.reads):  # the model describes the read buffers in the same order
         tensor = _tensor_of(op, access.tensor)
-        buffer = _buffer(i, access, tensor, design["buffers"][i], by_name, ids, level_of, op, te)
+        buffer = _buffer(i, access, tensor, design["buffers"][i], by_name, ids, level_of, op, te, word_bytes)
         used = _placeholders(tensor)
         buffer["ports"] = [p for p in ports if p["name"] in used]
         buffers.append(buffer)
@@ -125,6 +136,21 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
     ii = int(design["ii"])
     distance = int(design["accumulation_distance"])
     reduce_outer = prod(lp.tile // lp.unroll for lp in reduce)
+    reduce_lanes = prod(lp.unroll for lp in reduce)
+    accumulate = bool(design["accumulate"])
+    if reduction and accumulate != (reduce_outer > 1 or any(lp.trips > 1 for lp in reduce)):
+        raise CodegenError("the model and the generator disagree on whether the sum accumulates (a bug: please "
+                           "report it)")
+    # the compute's pipelined nest: every loop with more than one outer iteration, reduce loops first
+    pipeline_loops = [{"id": ids[lp.name], "outer": lp.tile // lp.unroll, "label": f"pe_{ids[lp.name]}"}
+                      for lp in reduce + spatial if lp.tile // lp.unroll > 1]
+    unrolled_reduce = [lp for lp in reduce if lp.unroll > 1]
+    lane_index = "0"
+    for lp in unrolled_reduce:
+        lane_index = f"{ids[lp.name]}_u" if lane_index == "0" else f"({lane_index}) * {lp.unroll} + {ids[lp.name]}_u"
+    out_loops = box_loops(out_dims, out_port["shape"], word_bytes // dtype_bytes(out_dtype), write_info)
+    out_inside = " && ".join(f"g{d} < {lp.extent}" for d, lp in enumerate(spatial) if lp.partial)
+    floating = not out_dtype.startswith("int")
     return {
         "top": top,
         "operator": op.name,
@@ -138,30 +164,46 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
         "loops": [{"name": lp.name, "id": ids[lp.name], "extent": lp.extent, "tile": lp.tile, "unroll": lp.unroll,
                    "outer": lp.tile // lp.unroll, "trips": lp.trips, "kind": lp.kind, "partial": lp.partial}
                   for lp in loops],
-        "levels": [{"name": lp.name, "id": ids[lp.name], "trips": lp.trips, "tile": lp.tile, "kind": lp.kind}
-                   for lp in levels],
+        "levels": [{"name": lp.name, "id": ids[lp.name], "trips": lp.trips, "tile": lp.tile, "kind": lp.kind,
+                    "origin": f"t_{ids[lp.name]} * {lp.tile}" if lp.trips > 1 else "0"} for lp in levels],
         "spatial": [{"name": lp.name, "id": ids[lp.name], "outer": lp.tile // lp.unroll, "unroll": lp.unroll,
-                     "tile": lp.tile} for lp in spatial],
+                     "tile": lp.tile, "index": _lane_var(ids[lp.name], lp)} for lp in spatial],
         "reduce": [{"name": lp.name, "id": ids[lp.name], "outer": lp.tile // lp.unroll, "unroll": lp.unroll,
-                    "tile": lp.tile, "extent": lp.extent, "partial": lp.partial} for lp in reduce],
-        "guarded_reduce": [{"id": ids[lp.name], "extent": lp.extent} for lp in reduce if lp.partial],
+                    "tile": lp.tile, "extent": lp.extent, "partial": lp.partial, "index": _lane_var(ids[lp.name], lp)}
+                   for lp in reduce],
+        "guarded_reduce": [{"id": ids[lp.name], "extent": lp.extent, "tile": lp.tile} for lp in reduce if lp.partial],
+        "pipeline_loops": pipeline_loops,
+        "reduce_lanes": reduce_lanes,
+        "reduce_lane_index": lane_index,
+        "tree_depth": (reduce_lanes - 1).bit_length(),
+        "accumulate": reduction and accumulate,
+        "first_tile": " && ".join(f"t_{ids[lp.name]} == 0" for lp in reduce if lp.trips > 1) or "true",
+        "recurrence": int(design["recurrence"]),
+        "ops": ({"mul": "fmul", "mul_impl": "fulldsp", "add": "fadd", "add_impl": "fulldsp"} if floating
+                else {"mul": "mul", "mul_impl": "dsp", "add": "add", "add_impl": "fabric"}),
+        "port_bits": int(design["port_bits"]),
         "buffers": buffers,
         "lock_levels": lock_levels,
         "out_buffer": {
             "dims": out_dims,
             "partition": write_info["partition"],
             "storage": write_info["storage"],
+            "blocks": int(write_info["blocks"]),
+            "inside": out_inside,
             "index": [ids[lp.name] for lp in spatial],
             "write_index": [f"o_{ids[lp.name]} + x{d}" for d, lp in enumerate(spatial)],
             "bounds": [lp.extent for lp in spatial],
         },
         "out_flat": _flat([f"g{d}" for d in range(len(spatial))], out_port["shape"]),
-        "out_loops": box_loops(out_dims, out_port["shape"], PORT_BITS // 8 // dtype_bytes(out_dtype), write_info),
+        "out_loops": out_loops,
+        "out_guard": " && ".join(filter(None, [out_loops["guard"], out_inside])),
         "reduction": reduction,
         "body": body_c,
         "ii": ii,
         "accumulation_distance": distance,
-        "carried_reduction": reduction and reduce_outer > 1 and not str(op.dtype).startswith("int"),
+        # every data type: an integer add is one cycle, but the output buffer's read and write make the
+        # loop-carried path longer than one iteration
+        "carried_reduction": reduction and reduce_outer > 1,
         "board": board.name,
         "part": board.part,
         "platform": board.platform,
@@ -172,23 +214,48 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
     }
 
 
+def _lane_var(ident: str, lp: _Loop) -> str:
+    """The C expression of a loop's index inside one tile, from its pipelined and unrolled parts."""
+    outer = lp.tile // lp.unroll
+    if lp.unroll > 1:
+        return f"{ident}_o * {lp.unroll} + {ident}_u" if outer > 1 else f"{ident}_u"
+    return f"{ident}_o" if outer > 1 else "0"
+
+
 def _buffer(i: int, access: Access, tensor: Any, info: dict[str, Any], loops: dict[str, _Loop],
-            ids: dict[str, str], level_of: dict[str, int], op: Operator, te: Any) -> dict[str, Any]:
+            ids: dict[str, str], level_of: dict[str, int], op: Operator, te: Any, word_bytes: int) -> dict[str, Any]:
     """One on-chip buffer: its box, partition, where it is (re)loaded and how each element is computed."""
     name = f"buf{i}_{identifier(access.tensor)}"
     dims = [int(w) for w in info["shape"]]
-    base, local = [], []
-    for index in access.indices:
-        terms = [f"{c}*o_{ids[n]}" if c != 1 else f"o_{ids[n]}" for n, c in index.terms]
-        shift = sum(c * (loops[n].tile - 1) for n, c in index.terms if c < 0)
-        const = index.constant + shift
-        base.append(" + ".join(terms + ([str(const)] if const or not terms else [])))
-        local_terms = [f"{c}*{ids[n]}" if c != 1 else ids[n] for n, c in index.terms]
-        offset = -shift
-        local.append(" + ".join(local_terms + ([str(offset)] if offset or not local_terms else [])))
     used = [n for index in access.indices for n in index.loops]
     active = [level_of[n] for n in used if loops[n].trips > 1]
     level = max(active) if active else -1
+    shape = [int(d) for d in tensor.shape]
+
+    def origin_max(n: str) -> int:
+        """The largest tile origin of loop ``n`` this buffer sees (0 where it is not reloaded along it)."""
+        return (loops[n].trips - 1) * loops[n].tile if level_of[n] <= level else 0
+
+    base, local, inside = [], [], []
+    for d, index in enumerate(access.indices):
+        moving = [(n, c) for n, c in index.terms if level_of[n] <= level and loops[n].trips > 1]
+        terms = [f"{c}*o_{ids[n]}" if c != 1 else f"o_{ids[n]}" for n, c in moving]
+        shift = sum(c * (loops[n].tile - 1) for n, c in index.terms if c < 0)
+        const = index.constant + shift
+        base.append(" + ".join(terms + ([str(const)] if const or not terms else [])))
+        # the element is inside the tensor for every tile unless the box can cross an edge: emit the test
+        # only where it can fail
+        lowest = const + sum(c * origin_max(n) for n, c in moving if c < 0)
+        highest = const + sum(c * origin_max(n) for n, c in moving if c > 0) + dims[d] - 1
+        if lowest < 0:
+            inside.append(f"g{d} >= 0")
+        if highest >= shape[d]:
+            inside.append(f"g{d} < {shape[d]}")
+        local_terms = [f"{c}*{ids[n]}" if c != 1 else ids[n] for n, c in index.terms]
+        offset = -shift
+        local.append(" + ".join(local_terms + ([str(offset)] if offset or not local_terms else [])))
+    origins = sorted({n for index in access.indices for n, _ in index.terms
+                      if level_of[n] <= level and loops[n].trips > 1}, key=lambda n: level_of[n])
 
     # The element value: a DDR load for an operator input; the producer node's expression otherwise
     # (padding, expansion, circulant), evaluated while reading so the compute stage sees plain buffers.
@@ -203,42 +270,72 @@ def _buffer(i: int, access: Access, tensor: Any, info: dict[str, Any], loops: di
         "partition": [int(f) for f in info["partition"]],
         "storage": info["storage"],
         "level": level,
+        "blocks": int(info["blocks"]),
+        "origins": [{"id": ids[n], "tile": loops[n].tile} for n in origins],
         "base": base,
         "local_index": local,
-        "shape": [int(d) for d in tensor.shape],
+        "inside": " && ".join(inside),
+        "shape": shape,
         "value": value,
         "lanes": int(info["lanes"]),
         "access": str(access),
-        "box_loops": box_loops(dims, [int(d) for d in tensor.shape], PORT_BITS // 8 // dtype_bytes(str(tensor.dtype)),
-                               info),
+        "box_loops": box_loops(dims, shape, word_bytes // dtype_bytes(str(tensor.dtype)), info),
     }
 
 
 def box_loops(widths: list[int], shape: list[int], word: int, info: dict[str, Any]) -> dict[str, Any]:
-    """The loops of a read or write process over a box, after ``transfer_plan`` (what the model charges)."""
-    plan = transfer_plan(widths, shape, word)
+    """The loops of a read or write process over a box, after ``transfer_plan`` (what the model charges).
+
+    Dimensions outside the split are a loop nest, the split dimension a loop over words of ``lanes``
+    elements, the dimensions inside it unrolled. Loops of one iteration are not emitted (their index is
+    0), and the PIPELINE goes on the innermost loop that remains, so Vitis never drops it with its loop.
+    """
+    plan = transfer_plan(widths, shape, info["partition"], word)
     if (plan.split, plan.lanes, plan.cycles) != (info["split"], info["lanes"], info["cycles_per_load"]):
         raise CodegenError(f"transfer plan {plan} disagrees with the model's {info['split'], info['lanes']} "
                            "(a bug: please report it)")
-    loops: list[dict[str, str | None]] = []
-    if plan.split < 0:
-        loops.append({"header": "for (int once = 0; once < 1; ++once)", "pragma": "PIPELINE II=1", "define": None})
+    walked: list[dict[str, str | None]] = []  # pipelined part
+    unrolled: list[dict[str, str | None]] = []
+    defines: list[str] = []
     guard = []
     for d, w in enumerate(widths):
         if d < plan.split:
-            loops.append({"header": f"for (int x{d} = 0; x{d} < {w}; ++x{d})", "pragma": None, "define": None})
+            if w > 1:
+                walked.append({"label": f"box_d{d}", "header": f"for (int x{d} = 0; x{d} < {w}; ++x{d})",
+                               "pragma": None, "define": None})
+            else:
+                defines.append(f"const int x{d} = 0;")
         elif d == plan.split:
             q = plan.lanes
-            loops.append({"header": f"for (int x{d}o = 0; x{d}o < {-(-w // q)}; ++x{d}o)",
-                          "pragma": "PIPELINE II=1", "define": None})
-            loops.append({"header": f"for (int x{d}i = 0; x{d}i < {q}; ++x{d}i)", "pragma": "UNROLL",
-                          "define": f"const int x{d} = x{d}o * {q} + x{d}i;"})
+            words = -(-w // q)
+            if words > 1:
+                walked.append({"label": f"box_d{d}_word", "header": f"for (int x{d}o = 0; x{d}o < {words}; ++x{d}o)",
+                               "pragma": None, "define": None})
+            if q > 1:
+                index = f"x{d}o * {q} + x{d}i" if words > 1 else f"x{d}i"
+                unrolled.append({"label": f"box_d{d}_lane", "header": f"for (int x{d}i = 0; x{d}i < {q}; ++x{d}i)",
+                                 "pragma": "UNROLL", "define": f"const int x{d} = {index};"})
+            else:
+                defines.append(f"const int x{d} = {f'x{d}o' if words > 1 else '0'};")
             if w % q:
                 guard.append(f"x{d} < {w}")
+        elif w > 1:
+            unrolled.append({"label": f"box_d{d}", "header": f"for (int x{d} = 0; x{d} < {w}; ++x{d})",
+                             "pragma": "UNROLL", "define": None})
         else:
-            loops.append({"header": f"for (int x{d} = 0; x{d} < {w}; ++x{d})", "pragma": "UNROLL", "define": None})
+            defines.append(f"const int x{d} = 0;")
+    if walked:
+        walked[-1]["pragma"] = "PIPELINE II=1"
+    loops = walked + unrolled
+    if defines:
+        # indices of one-iteration dimensions, declared where the innermost loop body starts
+        if loops:
+            last = loops[-1]
+            last["define"] = " ".join(filter(None, [last["define"], *defines]))
+        else:
+            loops = []
     return {"loops": loops, "guard": " && ".join(guard), "elements_per_cycle": plan.elements_per_cycle,
-            "cycles": plan.cycles}
+            "cycles": plan.cycles, "defines": defines if not loops else []}
 
 
 def _tensor_of(op: Operator, name: str) -> Any:

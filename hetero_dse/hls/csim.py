@@ -27,6 +27,7 @@ class CsimResult:
     max_abs_error: float
     headers: str  # "vitis" or "stand-in"
     output: str
+    warnings: tuple[str, ...] = ()  # what the compiler warned about the generated code (-Wall -Wextra)
 
 
 def find_compiler() -> str:
@@ -54,7 +55,11 @@ def csim(directory: str | Path) -> CsimResult:
     build = project / "sim" / "build"
     build.mkdir(parents=True, exist_ok=True)
     binary = build / "csim"
-    cmd = [find_compiler(), "-std=c++14", "-O2", f"-I{include}", f"-I{project / 'src'}",
+    # HLS pragmas are for Vitis and loop labels for its reports (nothing jumps to them); every other
+    # warning of -Wall -Wextra is a defect of the generated code
+    cmd = [find_compiler(), "-std=c++14", "-O2", "-Wall", "-Wextra", "-Wno-unknown-pragmas", "-Wno-unused-label",
+           f"-I{include}",
+           f"-I{project / 'src'}",
            str(project / "src" / "kernel.cpp"), str(project / "tb" / "tb.cpp"), "-o", str(binary)]
     try:
         compiled = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, check=False)
@@ -73,5 +78,6 @@ def csim(directory: str | Path) -> CsimResult:
     if m is None:
         raise HeteroDSEError(f"C-simulation of {project} stopped before comparing (exit {ran.returncode}): "
                              f"{text.strip().splitlines()[-1] if text.strip() else 'no output'}")
+    warnings = tuple(ln for ln in compiled.stderr.splitlines() if "warning:" in ln)
     return CsimResult(ran.returncode == 0 and "PASS" in text, int(m.group(1)), int(m.group(2)),
-                      float(m.group(3)), headers, text)
+                      float(m.group(3)), headers, text, warnings)

@@ -20,6 +20,7 @@ from hetero_dse.analysis import Analysis
 from hetero_dse.board import RESOURCE_KINDS, Board
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hls.context import build_context
+from hetero_dse.hls.lint import LintError, lint
 from hetero_dse.operator import Operator, nbytes
 from hetero_dse.resources import data_dir
 from hetero_dse.space.point import Point
@@ -33,8 +34,7 @@ TEMPLATES = {
     "connectivity.cfg.j2": "connectivity.cfg",
     "README.md.j2": "README.md",
 }
-STATIC = {"run_hls.tcl": "run_hls.tcl", "include/hls_stream.h": "sim/include/hls_stream.h",
-          "include/hls_streamofblocks.h": "sim/include/hls_streamofblocks.h"}
+STATIC = {"run_hls.tcl": "run_hls.tcl", "include/hls_streamofblocks.h": "sim/include/hls_streamofblocks.h"}
 #: The test bench's vectors and reference output are drawn in memory, written to disk and read back whole by
 #: the C-simulation; past these, a project would fill the disk and take hours to C-simulate.
 MAX_TESTBENCH_BYTES = 10**9
@@ -116,7 +116,14 @@ def write_project(directory: Path, op: Operator, analysis: Analysis, point: Poin
         out = context["out_port"]
         np.ascontiguousarray(output, dtype=out["dtype"]).tofile(partial / "data" / f"{out['name']}.reference.bin")
         record = {"operator": op.name, "signature": op.signature(), "board": board.name, "top": context["top"],
-                  "knobs": point.to_json(), "predicted": design, "generator": f"hetero_dse {__version__}"}
+                  "knobs": point.to_json(), "predicted": design, "expectations": expectations(context, design),
+                  "generator": f"hetero_dse {__version__}"}
+        (partial / "design.json").write_text(json.dumps(record, indent=2) + "\n")
+        # the project's own check of what was emitted; its verdict travels with the project
+        try:
+            record["lint"] = lint(partial).to_json()
+        except LintError as exc:
+            record["lint"] = {"ok": None, "error": str(exc)}
         (partial / "design.json").write_text(json.dumps(record, indent=2) + "\n")
         if directory.exists():
             shutil.rmtree(directory)
@@ -128,6 +135,33 @@ def write_project(directory: Path, op: Operator, analysis: Analysis, point: Poin
         shutil.rmtree(partial, ignore_errors=True)
         raise
     return directory
+
+
+def expectations(context: dict[str, Any], design: dict[str, Any]) -> dict[str, Any]:
+    """What a synthesis run of this project is checked against: per labelled loop (the pipelined nest of
+    each process, outer labels first) its trip count, II and depth; per buffer its banks, storage and
+    blocks; the PE array's operator instances; the width of every port."""
+    loops = []
+    for b in context["buffers"]:
+        labels = [lp["label"] for lp in b["box_loops"]["loops"] if lp["pragma"] != "UNROLL"]
+        loops.append({"process": f"read_{b['name']}", "labels": labels, "trip_count": b["box_loops"]["cycles"],
+                      "ii": 1, "per": "block"})
+    loops.append({"process": "compute_tile", "labels": [lp["label"] for lp in context["pipeline_loops"]],
+                  "trip_count": design["compute_cycles_per_tile"] - design["pipeline_depth"],
+                  "ii": design["ii"], "depth": design["pipeline_depth"], "per": "tile"})
+    out = context["out_loops"]
+    loops.append({"process": "write_out", "labels": [lp["label"] for lp in out["loops"] if lp["pragma"] != "UNROLL"],
+                  "trip_count": out["cycles"], "ii": 1, "per": "tile"})
+    buffers = [{"variable": f"{b['name']}_s", "tensor": b["tensor"], "banks": info["banks"],
+                "words_per_bank": info["words_per_bank"], "storage": info["storage"], "blocks": info["blocks"]}
+               for b, info in zip(context["buffers"], design["buffers"], strict=False)]
+    w = design["buffers"][-1]
+    buffers.append({"variable": "out_s", "tensor": w["tensor"], "banks": w["banks"],
+                    "words_per_bank": w["words_per_bank"], "storage": w["storage"], "blocks": w["blocks"]})
+    ops = context["ops"]
+    return {"loops": loops, "buffers": buffers,
+            "instances": {ops["mul"]: design["units"]["mul"], ops["add"]: design["units"]["add"]},
+            "port_bits": {p["name"]: design["port_bits"] for p in context["all_ports"]}}
 
 
 def _figures(design: dict[str, Any], point: Point) -> dict[str, Any]:

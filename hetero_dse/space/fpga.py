@@ -11,7 +11,11 @@ loops (a fixed decision for FPGA, FlexTensor §4.2). Its knobs:
 * ``unroll.<loop>``: the PE array. A divisor of the loop's tile; #PE is the product. At most
   ``max_unrolled_loops`` loops are unrolled and no two unrolled loops index the same dimension of a
   buffer, so every PE reads its own bank of a cyclically partitioned buffer (the partition knob follows
-  from the unroll: factor and dimension per buffer are derived, not searched).
+  from the unroll: factor and dimension per buffer are derived, not searched). Every bank a PE reads
+  must be fixed at compile time: where a dimension is partitioned by ``c·u`` for its unrolled loop, every
+  other loop that moves along it inside the tile must step by a multiple of that factor. A sliding window
+  (``i + rx`` with ``rx`` unrolled and ``i`` walked by the pipeline) would pick banks at run time, which
+  Vitis answers with muxes and a higher II ("limited memory ports"); such designs are not in the space.
 * ``order``: the order of the spatial tile loops (reduce tile loops are always innermost, so an output
   tile stays on chip until it is complete). It decides which input tiles are reused between tiles.
 * ``dtype`` and ``clock_mhz``: chosen by the user (one or several values each).
@@ -194,8 +198,31 @@ class FpgaSpace:
         ok &= unrolled.sum(axis=1) <= self.options.max_unrolled_loops
         for mask in self._dim_masks:
             ok &= ((unrolled @ mask.T) <= 1).all(axis=1)
+        ok &= self._static_banks(t, u)
         if self.options.io_optimal and self.window is not None:
             ok &= self._io_optimal(t)
+        return ok
+
+    def _static_banks(self, t: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """Whether every PE's bank of every buffer is known at compile time (see the module docstring).
+
+        Along a dimension indexed ``Σ c_l·l``, cyclically partitioned by ``f = min(c·u, width)`` for its
+        unrolled loop, lane ``l_u`` reads bank ``(c·l_u + Σ c_l'·l'_local) mod f``: fixed when every other
+        loop ``l'`` that moves inside the tile (tile > 1) has ``c_l'`` a multiple of ``f``.
+        """
+        ok = np.ones(len(t), dtype=bool)
+        for g in (*self.reads, self.write):
+            coef = np.abs(g.coef)
+            for d in range(coef.shape[0]):
+                loops = np.flatnonzero(coef[d])
+                if len(loops) < 2:
+                    continue
+                width = 1 + ((t[:, loops] - 1) * coef[d, loops]).sum(axis=1)
+                factor = np.prod(np.where(u[:, loops] > 1, coef[d, loops] * u[:, loops], 1), axis=1)
+                factor = np.minimum(factor, width)
+                for lp in loops:
+                    moves = (u[:, lp] == 1) & (t[:, lp] > 1)
+                    ok &= ~moves | (coef[d, lp] % factor == 0)
         return ok
 
     def _io_optimal(self, t: np.ndarray) -> np.ndarray:
@@ -244,7 +271,8 @@ class FpgaSpace:
         row[self.col_clock] = index_of("clock_mhz", self.clocks_mhz)
         if not self.valid(row[None, :])[0]:
             raise SpaceError(f"{point} breaks a rule of the space (unroll must divide tile, at most "
-                             f"{self.options.max_unrolled_loops} unrolled loops, one per buffer dimension)")
+                             f"{self.options.max_unrolled_loops} unrolled loops, one per buffer dimension, every "
+                             "bank a PE reads fixed at compile time)")
         return row
 
     # ----------------------------------------------------------------------------------------- walking

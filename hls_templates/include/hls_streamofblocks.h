@@ -2,13 +2,20 @@
 // C-simulation with g++ where Vitis is not installed. A write_lock hands the producer a fresh block that
 // joins the stream when the lock goes out of scope; a read_lock hands the consumer the oldest block and
 // frees it when the lock goes out of scope. As in Vitis C-simulation, the stream is unbounded and the
-// processes of a DATAFLOW region run one after the other, so a consumer that takes more blocks than its
-// producer made is a bug in the design: it aborts with a message.
+// processes of a DATAFLOW region run one after the other.
+//
+// Stricter than the real header, so that a pass means something:
+//   - a new block is filled with a poison pattern (0xFF bytes: NaN for floats, -1 for integers) where the
+//     real header leaves it uninitialised, so an element read before it was written shows in the output;
+//   - acquiring a second lock of the same kind on one stream before releasing the first aborts, as the
+//     real header does ("acquiring ... more than once before releasing", a UG1399 limitation);
+//   - a consumer that takes more blocks than its producer made aborts.
 #ifndef HETERO_DSE_HLS_STREAMOFBLOCKS_H
 #define HETERO_DSE_HLS_STREAMOFBLOCKS_H
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <memory>
 
@@ -29,29 +36,42 @@ class stream_of_blocks_base {
   std::size_t size() const { return blocks_.size(); }
 
   block_holder<T> *acquire_write() {
-    pending_.emplace_back(new block_holder<T>());
-    return pending_.back().get();
+    if (writing_) fail("acquiring a write_lock more than once before releasing it");
+    writing_ = true;
+    pending_.reset(new block_holder<T>);
+    std::memset(static_cast<void *>(&pending_->data), 0xFF, sizeof(T));  // poison, see above
+    return pending_.get();
   }
   void release_write() {
-    blocks_.push_back(std::move(pending_.front()));
-    pending_.pop_front();
+    blocks_.push_back(std::move(pending_));
+    writing_ = false;
   }
   block_holder<T> *acquire_read() {
-    if (blocks_.empty()) {
-      std::fprintf(stderr, "stream_of_blocks read while empty: the consumer takes more blocks than were made\n");
-      std::abort();
-    }
+    if (reading_) fail("acquiring a read_lock more than once before releasing it");
+    if (blocks_.empty()) fail("read while empty: the consumer takes more blocks than were made");
+    reading_ = true;
     return blocks_.front().get();
   }
-  void release_read() { blocks_.pop_front(); }
+  void release_read() {
+    blocks_.pop_front();
+    reading_ = false;
+  }
 
  private:
+  [[noreturn]] static void fail(const char *what) {
+    std::fprintf(stderr, "stream_of_blocks: %s\n", what);
+    std::abort();
+  }
   std::deque<std::unique_ptr<block_holder<T>>> blocks_;
-  std::deque<std::unique_ptr<block_holder<T>>> pending_;
+  std::unique_ptr<block_holder<T>> pending_;
+  bool writing_ = false;
+  bool reading_ = false;
 };
 
 template <typename T, int DEPTH = 2>
 class stream_of_blocks : public stream_of_blocks_base<T> {
+  static_assert(DEPTH >= 1, "a stream of blocks holds at least one block");
+
  public:
   stream_of_blocks() = default;
   stream_of_blocks(const stream_of_blocks &) = delete;

@@ -1,0 +1,482 @@
+"""The HLS lint: reads a generated ``kernel.cpp`` back and checks it against its ``design.json``.
+
+The kernel is parsed with clang (libclang), not regenerated from the context that produced it, so a
+template that drifts from the model is caught from what it actually emitted. Checks:
+
+* ``arithmetic``: the data multiplies and adds one pipeline iteration of ``compute_tile`` performs (every
+  enclosing unrolled loop enumerated, the adder tree included) equal the model's operator instances
+  (``units``), and so its DSP figure;
+* ``banks``: in the PE array (``compute_tile``) every access to a partitioned buffer picks its bank at
+  compile time: along each dimension, every variable the pipeline walks (not an unrolled lane) steps by
+  a multiple of the dimension's cyclic factor. In the read and write processes a dimension may be walked
+  by the pipeline as long as the lanes of one cycle are told apart by the dimensions that are fixed, so
+  no two of them can ever meet in one bank;
+* ``pipeline``: no PIPELINE pragma on a loop of one iteration (Vitis drops it with the loop);
+* ``ii``: the compute's pipelined loop asks for the model's II, and a carried sum declares the distance.
+
+What only synthesis can confirm (achieved II, Fmax, burst widening, the partition of stream_of_blocks
+blocks) is listed in the project README, not claimed here.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from hetero_dse.errors import HeteroDSEError
+
+_PRAGMA = re.compile(r"^\s*#pragma\s+HLS\s+(\w+)(.*)$", re.IGNORECASE)
+
+
+class LintError(HeteroDSEError):
+    """The kernel could not be read (no libclang, a parse error)."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str  # arithmetic | banks | pipeline | ii
+    where: str  # function:line
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: [{self.check}] {self.message}"
+
+
+@dataclass
+class LintReport:
+    """What the lint found, and the figures it read from the code."""
+
+    findings: list[Finding] = field(default_factory=list)
+    mul_per_iteration: int = 0
+    add_per_iteration: int = 0
+    accesses_checked: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "findings": [str(f) for f in self.findings],
+                "counted": {"mul": self.mul_per_iteration, "add": self.add_per_iteration},
+                "accesses_checked": self.accesses_checked}
+
+
+# ------------------------------------------------------------------------------------------ parsing
+@cache
+def _system_includes() -> tuple[str, ...]:
+    """The C++ compiler's own include directories (the libclang wheel ships no headers of its own)."""
+    compiler = shutil.which("g++") or shutil.which("clang++")
+    if compiler is None:
+        return ()
+    out = subprocess.run([compiler, "-xc++", "-E", "-v", "/dev/null"], capture_output=True, text=True,
+                         timeout=60, check=False).stderr
+    dirs, inside = [], False
+    for line in out.splitlines():
+        if line.startswith("#include <...> search starts here"):
+            inside = True
+        elif line.startswith("End of search list"):
+            break
+        elif inside:
+            dirs.append(line.strip())
+    return tuple(dirs)
+
+
+def _parse(kernel: Path, include: Path) -> Any:
+    try:
+        from clang import cindex
+    except ImportError as exc:  # pragma: no cover - libclang is a dependency
+        raise LintError("the HLS lint needs libclang ('pip install libclang')") from exc
+    args = ["-x", "c++", "-std=c++14", f"-I{include}", f"-I{kernel.parent}"]
+    args += [f"-isystem{d}" for d in _system_includes()]
+    tu = cindex.Index.create().parse(str(kernel), args=args)
+    errors = [d for d in tu.diagnostics if d.severity >= cindex.Diagnostic.Error]
+    if errors:
+        raise LintError(f"{kernel} does not parse: {errors[0].spelling} (line {errors[0].location.line})")
+    return tu
+
+
+def _kind(c: Any) -> str:
+    return c.kind.name
+
+
+def _children(c: Any) -> list[Any]:
+    return list(c.get_children())
+
+
+def _strip(c: Any) -> Any:
+    """Through implicit casts and parentheses."""
+    while _kind(c) in ("UNEXPOSED_EXPR", "PAREN_EXPR", "CSTYLE_CAST_EXPR") and _children(c):
+        kids = _children(c)
+        c = kids[-1]
+    return c
+
+
+def _operator(c: Any) -> str:
+    """The spelling of a binary operator: the first token after its left operand."""
+    lhs = _children(c)[0]
+    end = lhs.extent.end.offset
+    for tok in c.get_tokens():
+        if tok.extent.start.offset >= end:
+            return tok.spelling
+    return "?"
+
+
+# --------------------------------------------------------------------------------- symbolic values
+class _NotAffine(Exception):
+    pass
+
+
+Affine = dict[str, int]  # variable -> coefficient, "" -> constant
+
+
+def _affine(c: Any, defs: dict[str, Any]) -> Affine:
+    """``c`` as an affine function of loop variables, with local constants substituted."""
+    c = _strip(c)
+    k = _kind(c)
+    if k == "INTEGER_LITERAL":
+        return {"": int(next(c.get_tokens()).spelling.rstrip("uUlL"))}
+    if k == "DECL_REF_EXPR":
+        name = c.spelling
+        if name in defs:
+            return _affine(defs[name], defs)
+        return {name: 1}
+    if k == "BINARY_OPERATOR":
+        a, b = (_affine(x, defs) for x in _children(c))
+        op = _operator(c)
+        if op in ("+", "-"):
+            sign = 1 if op == "+" else -1
+            out = dict(a)
+            for v, x in b.items():
+                out[v] = out.get(v, 0) + sign * x
+            return {v: x for v, x in out.items() if x or v == ""}
+        if op == "*":
+            if set(a) <= {""}:
+                a, b = b, a
+            if set(b) <= {""}:
+                return {v: x * b.get("", 0) for v, x in a.items()}
+    if k == "UNARY_OPERATOR" and _children(c):
+        tokens = [t.spelling for t in c.get_tokens()]
+        inner = _affine(_children(c)[0], defs)
+        if tokens and tokens[0] == "-":
+            return {v: -x for v, x in inner.items()}
+        if tokens and tokens[0] == "+":
+            return inner
+    raise _NotAffine(c.extent.start.line)
+
+
+def _value(c: Any, env: dict[str, int], defs: dict[str, Any]) -> int:
+    """An integer expression evaluated in ``env`` (loop headers of unrolled loops)."""
+    form = _affine(c, defs)
+    total = form.get("", 0)
+    for v, x in form.items():
+        if v:
+            if v not in env:
+                raise _NotAffine(c.extent.start.line)
+            total += x * env[v]
+    return total
+
+
+@dataclass
+class _Loop:
+    cursor: Any
+    var: str
+    label: str
+    line: int
+    pragmas: list[tuple[str, str]]
+
+    def values(self, env: dict[str, int], defs: dict[str, Any]) -> list[int]:
+        """The loop variable's values, by running the header (init; var OP bound; update)."""
+        init, cond, step, _body = _children(self.cursor)
+        var_decl = _children(init)[0]
+        v = _value(_children(var_decl)[-1], env, defs)
+        out = []
+        for _ in range(1 << 20):
+            scope = {**env, self.var: v}
+            lhs, rhs = _children(cond)
+            left, right = _value(lhs, scope, defs), _value(rhs, scope, defs)
+            op = _operator(cond)
+            if not {"<": left < right, "<=": left <= right, ">": left > right, ">=": left >= right,
+                    "!=": left != right}.get(op, False):
+                return out
+            out.append(v)
+            tokens = [t.spelling for t in step.get_tokens()]
+            if tokens in ([self.var, "++"], ["++", self.var]):
+                v += 1
+            elif len(tokens) >= 3 and tokens[0] == self.var and tokens[1] in ("+=", "*="):
+                amount = _value(_children(step)[-1], scope, defs)
+                v = v + amount if tokens[1] == "+=" else v * amount
+            else:
+                raise _NotAffine(step.extent.start.line)
+        raise _NotAffine(self.line)
+
+    def has(self, pragma: str) -> bool:
+        return any(p == pragma for p, _ in self.pragmas)
+
+
+# ------------------------------------------------------------------------------------------ the lint
+class _Kernel:
+    def __init__(self, path: Path, include: Path) -> None:
+        self.path = path
+        self.lines = path.read_text().splitlines()
+        self.tu = _parse(path, include)
+        self.functions = {c.spelling: c for c in self.tu.cursor.get_children()
+                          if _kind(c) == "FUNCTION_DECL" and c.location.file and Path(c.location.file.name) == path
+                          and c.is_definition()}
+        self.pragmas = [(i + 1, m.group(1).upper(), m.group(2)) for i, line in enumerate(self.lines)
+                        if (m := _PRAGMA.match(line))]
+
+    def loops(self, function: Any) -> list[_Loop]:
+        """Every for-loop of a function, with its label and the pragmas at the top of its body."""
+        found: list[_Loop] = []
+
+        def walk(c: Any, label: str) -> None:
+            for child in _children(c):
+                if _kind(child) == "LABEL_STMT":
+                    walk(child, child.spelling)
+                    continue
+                if _kind(child) == "FOR_STMT":
+                    init = _children(child)[0]
+                    var = _children(init)[0].spelling
+                    found.append(_Loop(child, var, label, child.extent.start.line, []))
+                walk(child, "")
+
+        walk(function, "")
+        for line, name, args in self.pragmas:
+            inside = [lp for lp in found if lp.cursor.extent.start.line < line <= lp.cursor.extent.end.line]
+            if inside:
+                max(inside, key=lambda lp: lp.line).pragmas.append((name, args))
+        return found
+
+    def partitions(self) -> dict[str, list[tuple[int, int | None]]]:
+        """ARRAY_PARTITION pragmas: variable -> [(dim, factor or None for complete)]."""
+        out: dict[str, list[tuple[int, int | None]]] = {}
+        for _, name, args in self.pragmas:
+            if name != "ARRAY_PARTITION":
+                continue
+            kv = dict(re.findall(r"(\w+)=(\S+)", args))
+            factor = None if kv.get("type") == "complete" else int(kv.get("factor", 1))
+            out.setdefault(kv["variable"], []).append((int(kv.get("dim", 1)), factor))
+        return out
+
+
+def _defs(function: Any) -> dict[str, Any]:
+    """Local ``const int`` definitions of a function: name -> initialiser (substituted in indices)."""
+    defs = {}
+    for c in function.walk_preorder():
+        if _kind(c) == "VAR_DECL" and c.type.spelling == "const int":
+            kids = [k for k in _children(c) if _kind(k) != "TYPE_REF"]
+            if kids:
+                defs[c.spelling] = kids[-1]
+    return defs
+
+
+def _array_access(c: Any) -> tuple[str, list[Any]] | None:
+    """``name[i][j]`` -> (name, [i, j]) for an outermost array subscript."""
+    indices = []
+    while _kind(c) == "ARRAY_SUBSCRIPT_EXPR":
+        base, index = _children(c)
+        indices.append(index)
+        c = _strip(base)
+    if _kind(c) == "DECL_REF_EXPR":
+        return c.spelling, indices[::-1]
+    return None
+
+
+def _dims(cursor: Any) -> list[int]:
+    return [int(x) for x in re.findall(r"\[(\d+)\]", cursor.type.get_canonical().spelling)]
+
+
+def lint(project: str | Path) -> LintReport:
+    """Check the generated kernel of an HLS project against its ``design.json``."""
+    project = Path(project)
+    kernel = project / "src" / "kernel.cpp"
+    record_path = project / "design.json"
+    if not kernel.is_file() or not record_path.is_file():
+        raise LintError(f"{project} is not a hetero_dse HLS project (no src/kernel.cpp and design.json)")
+    design = json.loads(record_path.read_text())["predicted"]
+    k = _Kernel(kernel, project / "sim" / "include")
+    report = LintReport()
+    partitions = k.partitions()
+    for name, function in k.functions.items():
+        loops = k.loops(function)
+        defs = _defs(function)
+        for lp in loops:
+            if lp.has("PIPELINE"):
+                try:
+                    trips = len(lp.values({}, defs))
+                except _NotAffine:
+                    trips = None
+                if trips == 1:
+                    report.findings.append(Finding("pipeline", f"{name}:{lp.line}",
+                                                   f"PIPELINE on loop {lp.label or lp.var} of one iteration"))
+        _check_banks(k, name, function, loops, defs, partitions, report)
+    compute = k.functions.get("compute_tile")
+    if compute is None:
+        report.findings.append(Finding("arithmetic", "compute_tile", "the kernel has no compute_tile function"))
+        return report
+    _check_arithmetic(compute, k.loops(compute), _defs(compute), design, report)
+    return report
+
+
+def _pipelined(loops: list[_Loop]) -> list[_Loop]:
+    return [lp for lp in loops if lp.has("PIPELINE")]
+
+
+def _enclosing(c: Any, loops: list[_Loop]) -> list[_Loop]:
+    line = c.extent.start.line
+    return [lp for lp in loops if lp.cursor.extent.start.line <= line <= lp.cursor.extent.end.line
+            and lp.cursor.extent.start.offset <= c.extent.start.offset <= lp.cursor.extent.end.offset]
+
+
+def _stream_of(function: str, array: str) -> str:
+    """The DATAFLOW channel whose block ``array`` is inside ``function`` (the template's naming)."""
+    if array == "obuf":
+        return "out_s"
+    if array == "buf" and function.startswith("read_"):
+        return f"{function.removeprefix('read_')}_s"
+    return f"{array}_s"
+
+
+def _check_banks(k: _Kernel, name: str, function: Any, loops: list[_Loop], defs: dict[str, Any],
+                 partitions: dict[str, list[tuple[int, int | None]]], report: LintReport) -> None:
+    pipelined = _pipelined(loops)
+    if not pipelined:
+        return
+    region = max(pipelined, key=lambda lp: lp.line)
+    lane_vars = {lp.var for lp in loops if lp.has("UNROLL")}
+    lane_ranges: dict[str, list[int]] = {}
+    for lp in loops:
+        if lp.has("UNROLL"):
+            try:
+                lane_ranges[lp.var] = lp.values({}, defs)
+            except _NotAffine:
+                pass
+    sizes: dict[str, list[int]] = {}
+    for c in function.walk_preorder():
+        if _kind(c) in ("PARM_DECL", "VAR_DECL"):
+            dims = _dims(c)
+            if dims:
+                sizes[c.spelling] = dims
+    seen: set[int] = set()
+    for c in region.cursor.walk_preorder():
+        if _kind(c) != "ARRAY_SUBSCRIPT_EXPR" or c.hash in seen:
+            continue
+        access = _array_access(c)
+        for sub in c.walk_preorder():
+            if _kind(sub) == "ARRAY_SUBSCRIPT_EXPR":
+                seen.add(sub.hash)
+        if access is None:
+            continue
+        array, indices = access
+        parts = partitions.get(_stream_of(name, array))
+        if not parts:
+            continue
+        report.accesses_checked += 1
+        dims = sizes.get(array, [])
+        forms: list[tuple[int, int, Affine]] = []  # (dim, factor, affine index) of partitioned dimensions
+        for dim, factor in parts:
+            if dim > len(indices):
+                continue
+            f = factor if factor is not None else (dims[dim - 1] if dim <= len(dims) else 0)
+            try:
+                forms.append((dim, f, _affine(indices[dim - 1], defs)))
+            except _NotAffine:
+                report.findings.append(Finding("banks", f"{name}:{c.extent.start.line}",
+                                               f"index {dim} of {array} is not affine: its bank cannot be checked"))
+        runtime = [(dim, f, [v for v, x in form.items() if v and v not in lane_vars and f and x % f])
+                   for dim, f, form in forms]
+        runtime = [r for r in runtime if r[2]]
+        if not runtime:
+            continue
+        if name != "compute_tile" and _lanes_apart(forms, {d for d, _, _ in runtime}, lane_ranges):
+            continue
+        dim, f, moving = runtime[0]
+        report.findings.append(Finding(
+            "banks", f"{name}:{c.extent.start.line}",
+            f"{array} dimension {dim} (partition factor {f}) is indexed by {', '.join(moving)}, which the "
+            "pipeline walks: its bank is chosen at run time"))
+
+
+def _lanes_apart(forms: list[tuple[int, int, Affine]], runtime_dims: set[int],
+                 lane_ranges: dict[str, list[int]]) -> bool:
+    """Whether the unrolled lanes of one access always reach distinct banks through the fixed dimensions."""
+    lanes = sorted({v for _, _, form in forms for v in form if v in lane_ranges})
+    if not lanes:
+        return True  # one access per cycle: nothing to collide with
+    fixed = [(f, form) for dim, f, form in forms if dim not in runtime_dims]
+    seen = set()
+    for values in itertools.product(*(lane_ranges[v] for v in lanes)):
+        env = dict(zip(lanes, values, strict=True))
+        key = tuple(sum(x * env.get(v, 0) for v, x in form.items() if v) % f for f, form in fixed)
+        if key in seen:
+            return False
+        seen.add(key)
+    return True
+
+
+def _check_arithmetic(compute: Any, loops: list[_Loop], defs: dict[str, Any], design: dict[str, Any],
+                      report: LintReport) -> None:
+    pipelined = _pipelined(loops)
+    region = max(pipelined, key=lambda lp: lp.line).cursor if pipelined else compute
+    where = f"compute_tile:{region.extent.start.line}"
+    if pipelined:
+        text = " ".join(a for lp in pipelined for p, a in lp.pragmas if p == "PIPELINE")
+        m = re.search(r"II\s*=\s*(\d+)", text)
+        if m is None or int(m.group(1)) != int(design["ii"]):
+            report.findings.append(Finding("ii", where, f"the pipeline asks for II={m.group(1) if m else '?'}, "
+                                                        f"the model predicts {design['ii']}"))
+    unrolled = {lp.cursor.hash: lp for lp in loops if lp.has("UNROLL")}
+    tainted: set[str] = set()
+    counts = {"*": 0, "+": 0}
+
+    def is_data(c: Any) -> bool:
+        c = _strip(c)
+        if _kind(c) == "ARRAY_SUBSCRIPT_EXPR":
+            return True
+        if _kind(c) == "DECL_REF_EXPR":
+            return c.spelling in tainted
+        return any(is_data(x) for x in _children(c) if _kind(c) != "ARRAY_SUBSCRIPT_EXPR")
+
+    def visit(c: Any, env: dict[str, int], times: int) -> None:
+        kind = _kind(c)
+        if kind == "FOR_STMT" and c.hash in unrolled:
+            lp = unrolled[c.hash]
+            try:
+                values = lp.values(env, defs)
+            except _NotAffine:
+                report.findings.append(Finding("arithmetic", f"compute_tile:{lp.line}",
+                                               f"the bounds of unrolled loop {lp.label or lp.var} cannot be read"))
+                return
+            body = _children(c)[-1]
+            for v in values:
+                visit(body, {**env, lp.var: v}, times)
+            return
+        if kind == "VAR_DECL":
+            kids = [x for x in _children(c) if _kind(x) != "TYPE_REF"]
+            if kids and is_data(kids[-1]):
+                tainted.add(c.spelling)
+        if kind == "BINARY_OPERATOR":
+            op = _operator(c)
+            if op in counts and any(is_data(x) for x in _children(c)):
+                counts[op] += times
+        for i, child in enumerate(_children(c)):
+            if kind == "ARRAY_SUBSCRIPT_EXPR" and i > 0:
+                continue  # an index: integer arithmetic on loop variables
+            visit(child, env, times)
+
+    visit(region, {}, 1)
+    report.mul_per_iteration, report.add_per_iteration = counts["*"], counts["+"]
+    units = design["units"]
+    for op, name in (("*", "mul"), ("+", "add")):
+        if counts[op] != units[name]:
+            report.findings.append(Finding(
+                "arithmetic", where,
+                f"one pipeline iteration performs {counts[op]} data {name}s; the model charges {units[name]}"))
+
