@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from cost_models.fpga_costs import ARITHMETIC, IMPL_NAMES
+from cost_models.fpga_costs import ARITHMETIC
 from cost_models.fpga_kernel import (
     B_BANKS,
     B_BLOCKS,
@@ -64,6 +64,7 @@ from cost_models.fpga_kernel import (
     D_TILES,
     D_WRITE_START,
     DESIGN_FIELDS,
+    IMPL_NAMES,
     evaluate_kernel,
 )
 from cost_models.io_bounds import IOBound, compulsory_bytes, io_lower_bound
@@ -113,6 +114,7 @@ class FpgaModel:
         self.ops_per_iteration = main.arithmetic_per_iteration
         self.total_ops = space.analysis.flops
         self.ports = [*space.reads, space.write]
+        self.max_dims = max(g.coef.shape[0] for g in self.ports)
         self.compulsory = np.array([compulsory_bytes(space.analysis, c.in_bytes, c.acc_bytes) for c in self.consts],
                                    dtype=np.float64)
         self.peak_table = np.array([[self.peak_ops(i, c) for c in space.clocks_mhz] for i in range(len(self.consts))])
@@ -129,7 +131,7 @@ class FpgaModel:
         for i in range(nl):
             tile_tab[i, : len(sp.tile_f[i])] = sp.tile_f[i]
             unroll_tab[i, : len(sp.unroll_f[i])] = sp.unroll_f[i]
-        max_dims = max(g.coef.shape[0] for g in self.ports)
+        max_dims = self.max_dims
         shape = np.ones((len(self.ports), max_dims))
         # the loops of each buffer dimension, as a sparse list: entries start[p, d] .. start[p, d + 1]
         start = np.zeros((len(self.ports), max_dims + 1), dtype=np.int64)
@@ -176,7 +178,7 @@ class FpgaModel:
         bound = np.empty(n, dtype=np.int64)
         resources = np.empty((n, len(RESOURCE_KINDS)))
         usage = np.empty((n, len(RESOURCE_KINDS)))
-        max_dims = self._kernel_args[12].shape[1]
+        max_dims = self.max_dims
         m = n if detail else 0
         buf_detail = np.zeros((m, len(self.ports), B_WIDTH0 + 2 * max_dims))
         design_detail = np.zeros((m, DESIGN_FIELDS))
@@ -208,8 +210,7 @@ class FpgaModel:
                 write_start=dd[:, D_WRITE_START], accumulate=dd[:, D_ACCUMULATE] > 0, mul_units=dd[:, D_MUL_UNITS],
                 add_units=dd[:, D_ADD_UNITS], spatial_lanes=dd[:, D_SPATIAL_LANES],
                 reduce_lanes=dd[:, D_REDUCE_LANES],
-                trips=np.stack([np.ceil(self.space.extents[i] / self.space.tile_values[i][rows[:, i]])
-                                for i in range(len(self.space.loops))], axis=1))
+                trips=-(-self.space.extents // self.space.tiles(rows)))
         return result
 
     # ---------------------------------------------------------------------------------------- helpers

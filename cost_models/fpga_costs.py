@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 
 @dataclass(frozen=True)
 class ArithmeticCost:
@@ -51,10 +49,6 @@ COMPUTE_OVERHEAD_CYCLES = 4
 #: write. Registers add none.
 RMW_EXTRA_CYCLES = 2
 
-#: AXI4 data width of an m_axi port where the board file does not say: 512 bits, the width of the
-#: Alveo/F1 memory controllers' AXI ports (UG1393). Zynq HP ports are 128 bits (board files say so).
-DEFAULT_PORT_BITS = 512
-
 #: One m_axi adapter with 512-bit data and burst buffers (*estimate*), and the kernel's control logic
 #: (s_axilite registers, ap_ctrl, dataflow handshakes; *estimate*).
 LUT_PER_PORT, FF_PER_PORT = 1600, 2400
@@ -69,42 +63,3 @@ LUTRAM_WORDS_PER_LUT_PAIR = 64
 BRAM18K_CONFIGS = ((1, 16384), (2, 8192), (4, 4096), (9, 2048), (18, 1024), (36, 512))
 #: URAM288: 4096 × 72 bits (UG573); used for banks at least as deep as one URAM.
 URAM_DEPTH, URAM_WIDTH = 4096, 72
-
-#: Blocks of a stream_of_blocks channel are two (one filled by the producer while the consumer holds the
-#: other), except for a buffer loaded once, which needs one.
-
-
-def bram18k_per_bank(words: np.ndarray, bits: int) -> np.ndarray:
-    """BRAM18K blocks of one bank of ``words`` × ``bits``."""
-    for width, depth in BRAM18K_CONFIGS:
-        if bits <= width:
-            return np.ceil(words / depth)
-    width, depth = BRAM18K_CONFIGS[-1]
-    return np.ceil(words / depth) * -(-bits // width)
-
-
-def storage(words: np.ndarray, bits: int, uram_available: bool) -> dict[str, np.ndarray]:
-    """Where one bank lives and what it costs: registers, LUTRAM, URAM or BRAM18K (vectorised over banks).
-
-    Returns per-bank costs ``bram18k``, ``uram``, ``lut``, ``ff`` and ``impl`` (0 reg, 1 lutram, 2 bram, 3 uram).
-    """
-    words = np.asarray(words, dtype=np.float64)
-    reg = words <= 1
-    lutram = ~reg & (words <= LUTRAM_MAX_BITS // bits)
-    big = ~reg & ~lutram
-    uram = big & (words >= URAM_DEPTH) if uram_available else np.zeros_like(reg)
-    bram = big & ~uram
-    impl = np.full(words.shape, 2, dtype=np.int8)
-    impl[reg] = 0
-    impl[lutram] = 1
-    impl[uram] = 3
-    return {
-        "bram18k": bram * bram18k_per_bank(words, bits),
-        "uram": uram * (np.ceil(words / URAM_DEPTH) * -(-bits // URAM_WIDTH)),
-        "lut": lutram * (2 * bits) * np.ceil(words / LUTRAM_WORDS_PER_LUT_PAIR),
-        "ff": reg * float(bits),
-        "impl": impl,
-    }
-
-
-IMPL_NAMES = {0: "registers", 1: "lutram", 2: "bram", 3: "uram"}

@@ -58,8 +58,9 @@ B_WIDTH0 = 11
  D_WRITE_START) = range(16)
 DESIGN_FIELDS = 16
 
-#: Storage kinds, as ``B_IMPL`` codes.
+#: Storage kinds, as ``B_IMPL`` codes, and their names in design.json and the generated pragmas.
 IMPL_REGISTERS, IMPL_LUTRAM, IMPL_BRAM, IMPL_URAM = 0, 1, 2, 3
+IMPL_NAMES = {IMPL_REGISTERS: "registers", IMPL_LUTRAM: "lutram", IMPL_BRAM: "bram", IMPL_URAM: "uram"}
 
 
 @njit(cache=True, inline="always")

@@ -33,7 +33,9 @@ class Memory:
     bandwidth_gbps_per_channel: float
     capacity_gib: float | None = None
     connectivity: str | None = None
-    port_bits: int = 512  # AXI data width of one port: what one beat of an m_axi interface moves
+    # AXI data width of one port, what one beat of an m_axi interface moves: 512 bits where the board file
+    # does not say, the width of the Alveo/F1 memory controllers' AXI ports (UG1393)
+    port_bits: int = 512
 
     @property
     def bandwidth_gbps(self) -> float:

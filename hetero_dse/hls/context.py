@@ -327,15 +327,12 @@ def box_loops(widths: list[int], shape: list[int], word: int, info: dict[str, An
     if walked:
         walked[-1]["pragma"] = "PIPELINE II=1"
     loops = walked + unrolled
-    if defines:
+    if defines and loops:
         # indices of one-iteration dimensions, declared where the innermost loop body starts
-        if loops:
-            last = loops[-1]
-            last["define"] = " ".join(filter(None, [last["define"], *defines]))
-        else:
-            loops = []
+        loops[-1]["define"] = " ".join(filter(None, [loops[-1]["define"], *defines]))
+        defines = []
     return {"loops": loops, "guard": " && ".join(guard), "elements_per_cycle": plan.elements_per_cycle,
-            "cycles": plan.cycles, "defines": defines if not loops else []}
+            "cycles": plan.cycles, "defines": defines}
 
 
 def _tensor_of(op: Operator, name: str) -> Any:

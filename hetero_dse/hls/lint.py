@@ -293,20 +293,25 @@ def _dims(cursor: Any) -> list[int]:
     return [int(x) for x in re.findall(r"\[(\d+)\]", cursor.type.get_canonical().spelling)]
 
 
-def lint(project: str | Path) -> LintReport:
-    """Check the generated kernel of an HLS project against its ``design.json``."""
+def lint(project: str | Path, design: dict[str, Any] | None = None) -> LintReport:
+    """Check the generated kernel of an HLS project against its predicted figures (``design``, read from
+    the project's ``design.json`` when not given)."""
     project = Path(project)
     kernel = project / "src" / "kernel.cpp"
     record_path = project / "design.json"
-    if not kernel.is_file() or not record_path.is_file():
+    if not kernel.is_file() or (design is None and not record_path.is_file()):
         raise LintError(f"{project} is not a hetero_dse HLS project (no src/kernel.cpp and design.json)")
-    design = json.loads(record_path.read_text())["predicted"]
+    if design is None:
+        design = json.loads(record_path.read_text())["predicted"]
     k = _Kernel(kernel, project / "sim" / "include")
     report = LintReport()
     partitions = k.partitions()
+    compute = None
     for name, function in k.functions.items():
         loops = k.loops(function)
         defs = _defs(function)
+        if name == "compute_tile":
+            compute = (function, loops, defs)
         for lp in loops:
             if lp.has("PIPELINE"):
                 try:
@@ -316,23 +321,16 @@ def lint(project: str | Path) -> LintReport:
                 if trips == 1:
                     report.findings.append(Finding("pipeline", f"{name}:{lp.line}",
                                                    f"PIPELINE on loop {lp.label or lp.var} of one iteration"))
-        _check_banks(k, name, function, loops, defs, partitions, report)
-    compute = k.functions.get("compute_tile")
+        _check_banks(name, function, loops, defs, partitions, report)
     if compute is None:
         report.findings.append(Finding("arithmetic", "compute_tile", "the kernel has no compute_tile function"))
         return report
-    _check_arithmetic(compute, k.loops(compute), _defs(compute), design, report)
+    _check_arithmetic(*compute, design, report)
     return report
 
 
 def _pipelined(loops: list[_Loop]) -> list[_Loop]:
     return [lp for lp in loops if lp.has("PIPELINE")]
-
-
-def _enclosing(c: Any, loops: list[_Loop]) -> list[_Loop]:
-    line = c.extent.start.line
-    return [lp for lp in loops if lp.cursor.extent.start.line <= line <= lp.cursor.extent.end.line
-            and lp.cursor.extent.start.offset <= c.extent.start.offset <= lp.cursor.extent.end.offset]
 
 
 def _stream_of(function: str, array: str) -> str:
@@ -344,7 +342,7 @@ def _stream_of(function: str, array: str) -> str:
     return f"{array}_s"
 
 
-def _check_banks(k: _Kernel, name: str, function: Any, loops: list[_Loop], defs: dict[str, Any],
+def _check_banks(name: str, function: Any, loops: list[_Loop], defs: dict[str, Any],
                  partitions: dict[str, list[tuple[int, int | None]]], report: LintReport) -> None:
     pipelined = _pipelined(loops)
     if not pipelined:

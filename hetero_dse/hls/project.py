@@ -118,10 +118,9 @@ def write_project(directory: Path, op: Operator, analysis: Analysis, point: Poin
         record = {"operator": op.name, "signature": op.signature(), "board": board.name, "top": context["top"],
                   "knobs": point.to_json(), "predicted": design, "expectations": expectations(context, design),
                   "generator": f"hetero_dse {__version__}"}
-        (partial / "design.json").write_text(json.dumps(record, indent=2) + "\n")
         # the project's own check of what was emitted; its verdict travels with the project
         try:
-            record["lint"] = lint(partial).to_json()
+            record["lint"] = lint(partial, design).to_json()
         except LintError as exc:
             record["lint"] = {"ok": None, "error": str(exc)}
         (partial / "design.json").write_text(json.dumps(record, indent=2) + "\n")
