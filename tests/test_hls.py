@@ -16,7 +16,7 @@ import pytest
 from hetero_dse.board import load_board
 from hetero_dse.fpga_flow import explore
 from hetero_dse.hls.csim import csim
-from hetero_dse.hls.lint import lint
+from hetero_dse.hls.lint import LintError, lint
 from hetero_dse.hls.project import write_project
 from hetero_dse.ops import BUILTIN, get_builtin
 
@@ -215,3 +215,16 @@ def test_stand_in_blocks_are_poisoned_and_locks_strict(tmp_path):
                                    "hls::write_lock<out_block_t> again(out_s);", 1))
     with pytest.raises(Exception, match="more than once"):
         csim(project)
+
+
+def test_lint_refuses_a_design_record_without_the_figures_it_checks(tmp_path):
+    op = get_builtin("gemm").instantiate(GEMM)
+    project, _, _ = build(op, tmp_path, knobs=GEMM_KNOBS)
+    record = json.loads((project / "design.json").read_text())
+    del record["predicted"]["units"]
+    (project / "design.json").write_text(json.dumps(record))
+    with pytest.raises(LintError, match="older hetero_dse; run explore again"):
+        lint(project)
+    (project / "design.json").write_text("{not json")
+    with pytest.raises(LintError, match="not a design record"):
+        lint(project)

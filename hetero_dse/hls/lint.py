@@ -302,7 +302,14 @@ def lint(project: str | Path, design: dict[str, Any] | None = None) -> LintRepor
     if not kernel.is_file() or (design is None and not record_path.is_file()):
         raise LintError(f"{project} is not a hetero_dse HLS project (no src/kernel.cpp and design.json)")
     if design is None:
-        design = json.loads(record_path.read_text())["predicted"]
+        try:
+            design = json.loads(record_path.read_text())["predicted"]
+        except (ValueError, KeyError, TypeError):
+            raise LintError(f"{record_path} is not a design record written by hetero_dse explore") from None
+    missing = [k for k in ("units", "ii") if k not in design]
+    if missing:
+        raise LintError(f"{record_path} has no {' or '.join(missing)}: it was written by an older hetero_dse; run "
+                        "explore again to get a project the lint can check")
     k = _Kernel(kernel, project / "sim" / "include")
     report = LintReport()
     partitions = k.partitions()
