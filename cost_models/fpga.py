@@ -39,6 +39,15 @@ from cost_models.fpga_kernel import (
     B_BLOCKS,
     B_BYTES,
     B_CYCLES,
+    B_FUNNEL,
+    B_ITERATIONS,
+    B_OFFSET,
+    B_OK,
+    B_PACKED,
+    B_PITCH,
+    B_ROWS,
+    B_STATIC,
+    B_WORD_II,
     B_ELEMENTS,
     B_IMPL,
     B_LANES,
@@ -74,6 +83,14 @@ from hetero_dse.errors import HeteroDSEError
 from hetero_dse.space.fpga import FpgaSpace
 
 __all__ = ["FpgaModel", "accumulator_dtype"]
+
+
+def ddr_strides_of(shape: tuple[int, ...] | list[int]) -> list[int]:
+    """Row-major strides, in elements."""
+    strides = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        strides[d] = strides[d + 1] * int(shape[d + 1])
+    return strides
 
 
 def accumulator_dtype(dtype: str) -> str:
@@ -133,11 +150,26 @@ class FpgaModel:
             unroll_tab[i, : len(sp.unroll_f[i])] = sp.unroll_f[i]
         max_dims = self.max_dims
         shape = np.ones((len(self.ports), max_dims))
+        # the DDR tensor behind each buffer: its extents where a box dimension can cover a whole row of it
+        # (−1 where the buffer is shifted against it, as a padded input is), its strides, and the flat
+        # offset of the access's constant part, which says where in a port word a row starts
+        ddr_shape = np.ones((len(self.ports), max_dims))
+        ddr_strides = np.ones((len(self.ports), max_dims))
+        const_flat = np.zeros(len(self.ports))
+        negative = np.zeros(len(self.ports), dtype=np.bool_)
         # the loops of each buffer dimension, as a sparse list: entries start[p, d] .. start[p, d + 1]
         start = np.zeros((len(self.ports), max_dims + 1), dtype=np.int64)
         loops, coefs = [], []
         for p, g in enumerate(self.ports):
             shape[p, : len(g.shape)] = g.shape
+            source = g.access.ddr
+            strides = ddr_strides_of(source.shape)
+            for d, (extent, lead) in enumerate(zip(source.shape, source.lead, strict=True)):
+                ddr_shape[p, d] = extent if lead == 0 else -1
+                ddr_strides[p, d] = strides[d]
+            const_flat[p] = sum((ix.constant - lead) * st for ix, lead, st in
+                                zip(g.access.indices, source.lead, strides, strict=True))
+            negative[p] = bool((g.coef < 0).any())
             for d in range(max_dims):
                 start[p, d] = len(loops)
                 if d < g.coef.shape[0]:
@@ -159,7 +191,7 @@ class FpgaModel:
         body_adds = self.adds - 1 if self.reduction else self.adds
         return (nl, sp.num_spatial, sp.col_order, sp.col_dtype, sp.col_clock, sp.extents.astype(np.float64),
                 tile_tab, unroll_tab, sp.order_positions, start, np.array(loops, dtype=np.int64),
-                np.array(coefs, dtype=np.float64), shape, ndims, used, in_bytes, acc_bytes, floating,
+                np.array(coefs, dtype=np.float64), shape, ddr_shape, ddr_strides, const_flat, negative, ndims, used, in_bytes, acc_bytes, floating,
                 per_dtype("add_latency"), per_dtype("mul_latency"), per_dtype("dsp_mul"), per_dtype("dsp_add"),
                 per_dtype("lut_mul"), per_dtype("lut_add"), per_dtype("ff_mul"), per_dtype("ff_add"),
                 float(self.muls), float(body_adds), self.reduction, self.compulsory, clocks, self.peak_table,
@@ -200,7 +232,10 @@ class FpgaModel:
                     "lanes": bd[:, B_LANES], "split": bd[:, B_SPLIT].astype(np.int64),
                     "cycles": bd[:, B_CYCLES],
                     "loads": bd[:, B_LOADS], "impl": bd[:, B_IMPL].astype(np.int64), "tile_bytes": bd[:, B_BYTES],
-                    "one_s": bd[:, B_ONE], "blocks": bd[:, B_BLOCKS]})
+                    "one_s": bd[:, B_ONE], "blocks": bd[:, B_BLOCKS], "packed": bd[:, B_PACKED],
+                    "word_ii": bd[:, B_WORD_II], "iterations": bd[:, B_ITERATIONS], "rows": bd[:, B_ROWS],
+                    "funnel": bd[:, B_FUNNEL] > 0, "ok": bd[:, B_OK] > 0, "pitch": bd[:, B_PITCH],
+                    "offset": bd[:, B_OFFSET], "static": bd[:, B_STATIC] > 0})
             dd = design_detail
             result.update(
                 stages=stage_detail, compute_cycles=dd[:, D_COMPUTE_CYCLES], depth=dd[:, D_DEPTH],
@@ -254,6 +289,12 @@ class FpgaModel:
                 "tile_bytes": int(b["tile_bytes"][0]), "lanes": int(b["lanes"][0]), "split": int(b["split"][0]),
                 "cycles_per_load": int(b["cycles"][0]), "blocks": int(b["blocks"][0]),
                 "seconds_per_load": float(b["one_s"][0]),
+                # how the process moves the box in port words (see fpga_kernel.plan_transfer)
+                "packed": int(b["packed"][0]), "word_ii": int(b["word_ii"][0]), "rows": int(b["rows"][0]),
+                "iterations_per_row": int(b["iterations"][0]), "beats_per_load": int(b["rows"][0] * b["iterations"][0]),
+                "funnel": bool(b["funnel"][0]), "static_offset": bool(b["static"][0]),
+                "word_offset": int(b["offset"][0]), "transfer_ok": bool(b["ok"][0]),
+                **({"pitch": int(b["pitch"][0])} if g is sp.write else {}),
             })
         stages = {name: float(r["stages"][0, i]) for i, name in enumerate(self.stage_names)}
         latency = float(r["latency_s"][0])

@@ -49,6 +49,11 @@ COMPUTE_OVERHEAD_CYCLES = 4
 #: write. Registers add none.
 RMW_EXTRA_CYCLES = 2
 
+#: A read process whose rows start at a word offset known only at run time realigns each word through a
+#: funnel: every lane of every bit is a multiplexer over the word's lanes, and a LUT6 is a 4:1 multiplexer
+#: (UG574), so a lane of N inputs takes ceil(N / 4) LUTs per bit.
+FUNNEL_INPUTS_PER_LUT = 4
+
 #: One m_axi adapter with 512-bit data and burst buffers (*estimate*), and the kernel's control logic
 #: (s_axilite registers, ap_ctrl, dataflow handshakes; *estimate*).
 LUT_PER_PORT, FF_PER_PORT = 1600, 2400

@@ -41,6 +41,7 @@ from cost_models.fpga_costs import (
     LUTRAM_MAX_BITS,
     LUTRAM_WORDS_PER_LUT_PAIR,
     RMW_EXTRA_CYCLES,
+    FUNNEL_INPUTS_PER_LUT,
     URAM_DEPTH,
     URAM_WIDTH,
 )
@@ -50,8 +51,9 @@ _BRAM_DEPTHS = np.array([d for _, d in BRAM18K_CONFIGS], dtype=np.float64)
 
 # Per-buffer detail (``buf_detail[i, port, field]``); widths and partition factors follow at WIDTH0 and
 # WIDTH0 + max_dims.
-B_BANKS, B_WORDS, B_ELEMENTS, B_LANES, B_SPLIT, B_CYCLES, B_LOADS, B_IMPL, B_BYTES, B_ONE, B_BLOCKS = range(11)
-B_WIDTH0 = 11
+(B_BANKS, B_WORDS, B_ELEMENTS, B_LANES, B_SPLIT, B_CYCLES, B_LOADS, B_IMPL, B_BYTES, B_ONE, B_BLOCKS, B_PACKED,
+ B_WORD_II, B_ITERATIONS, B_ROWS, B_FUNNEL, B_OK, B_PITCH, B_OFFSET, B_STATIC) = range(20)
+B_WIDTH0 = 20
 # Per-design detail (``design_detail[i, field]``).
 (D_COMPUTE_CYCLES, D_DEPTH, D_SPATIAL_ITERS, D_REDUCE_OUTER, D_ADD_LAT, D_RECURRENCE, D_TILES, D_COMPUTE_ONE,
  D_COMPUTE_START, D_ACCUMULATE, D_MUL_UNITS, D_ADD_UNITS, D_SPATIAL_LANES, D_REDUCE_LANES, D_MUL_LAT,
@@ -73,27 +75,46 @@ def _bram18k(words: float, bits: float, widths: np.ndarray, depths: np.ndarray) 
 
 
 @njit(cache=True)
-def plan_transfer(widths: np.ndarray, shape: np.ndarray, factors: np.ndarray, dims: int, word: float):
-    """How a read or write process walks a box: ``(split, lanes, cycles, elements_per_cycle)``.
+def plan_transfer(widths: np.ndarray, ddr_shape: np.ndarray, factors: np.ndarray, dims: int, word: float,
+                  strides: np.ndarray, static: bool, offset: float):
+    """How a read or write process moves a box in whole port words of ``word`` elements.
 
-    ``split`` is the partially unrolled dimension (−1: the whole box moves in one cycle), unrolled by
-    ``lanes``; the dimensions inside it are fully unrolled; ``cycles`` is the pipeline's trip count.
+    Returns ``(q, lanes, packed, ii, iterations, rows, funnel, ok)``: the dimensions inside ``q`` are
+    whole rows of the DDR tensor whose product ``packed`` divides the word, so they are unrolled; ``q`` is
+    walked ``lanes = word / packed`` at a time (q = −1: the whole box is one such chunk); the dimensions
+    outside ``q`` are ``rows`` contiguous runs in DDR, each taking ``iterations`` pipeline iterations of
+    one word at ``ii`` cycles (one more iteration when the run does not start on a word boundary at
+    compile time: the read then realigns through a funnel of two words). ``ok`` is False where an
+    element of a word would land in a bank chosen at run time.
     """
     packed = 1.0
-    for d in range(dims - 1, -1, -1):
-        contiguous = d == dims - 1 or widths[d + 1] == shape[d + 1]
-        complete = factors[d] >= widths[d]
-        if contiguous and complete and packed * widths[d] <= word:
-            packed *= widths[d]
-            continue
-        # q lanes land in q distinct banks fixed at compile time only when q is the whole factor: a
-        # narrower word walks the banks at run time, so it writes one element a cycle instead
-        lanes = factors[d] if contiguous and factors[d] <= math.floor(word / packed) else 1.0
-        cycles = math.ceil(widths[d] / lanes)
-        for k in range(d):
-            cycles *= widths[k]
-        return d, lanes, float(cycles), packed * lanes
-    return -1, 1.0, 1.0, packed
+    q = dims - 1
+    while q >= 0 and widths[q] == ddr_shape[q] and word % (packed * widths[q]) == 0:
+        packed *= widths[q]
+        q -= 1
+    ok = True
+    ii = 1.0
+    for d in range(q + 1, dims):
+        ii *= math.ceil(widths[d] / factors[d])
+    if q < 0:
+        lanes, rows, words = 1.0, 1.0, 1.0
+    else:
+        lanes = word / packed
+        w = widths[q]
+        # lane l of word j is element j·lanes + l of dimension q: its bank is fixed when the factor
+        # divides the lanes (or the run is one word); each bank then takes ii elements of the word
+        if w > lanes and lanes % factors[q] != 0:
+            ok = False
+        ii *= math.ceil(min(w, lanes) / factors[q])
+        words = math.ceil(w / lanes)
+        rows = 1.0
+        for d in range(q):
+            rows *= widths[d]
+            if widths[d] > 1 and strides[d] % word != 0:
+                static = False
+    funnel = not (static and offset == 0)
+    iterations = words + (1.0 if funnel else 0.0)
+    return q, lanes, packed, ii, iterations, rows, funnel, ok
 
 
 @njit(cache=True, inline="always")
@@ -114,7 +135,8 @@ def _storage_cost(wpb: float, bits: float, uram_available: bool, res: np.ndarray
 
 @njit(cache=True)
 def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile_tab, unroll_tab, order_pos,
-                    entry_start, entry_loop, entry_coef, shape, ndims, used, in_bytes, acc_bytes, carried_fp,
+                    entry_start, entry_loop, entry_coef, shape, ddr_shape, ddr_strides, const_flat, negative,
+                    ndims, used, in_bytes, acc_bytes, carried_fp,
                     add_lat, mul_lat, dsp_mul, dsp_add, lut_mul, lut_add, ff_mul, ff_add, body_muls, body_adds,
                     reduction, compulsory, clocks, peak, caps, channel_bw, n_channels, uram_available,
                     traffic_weight, total_ops, port_bytes, out_latency, out_objective, out_gops, out_roofline,
@@ -138,6 +160,8 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
     width = np.empty(max_dims)
     clipped = np.empty(max_dims)
     fac = np.empty(max_dims)
+    dshape = np.empty(max_dims)
+    strides = np.empty(max_dims)
     stages = np.empty(n_stages)
     ends = np.empty(n_stages)
     res = np.empty(5)
@@ -168,9 +192,11 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
         compute_start = 0.0
         first_write = 0.0
         out_impl = IMPL_REGISTERS
+        bad_transfer = False
         for p in range(n_ports):
             is_write = p == n_ports - 1
             elem = acc_bytes[dt] if is_write else in_bytes[dt]
+            word = float(port_bytes // int(elem))
             dims = ndims[p]
             # box widths and the compute's partition factors: an unrolled loop of coefficient c and
             # unroll u puts its lanes c apart, so a cyclic factor of c·u gives each lane its own bank
@@ -186,16 +212,20 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                 width[d] = w
                 clipped[d] = min(w, shape[p, d])
                 fac[d] = min(f, w)
-            split, lanes, cycles, _ = plan_transfer(width, shape[p], fac, dims, float(port_bytes // int(elem)))
-            banks = 1.0
-            wpb = 1.0
-            elements = 1.0
-            for d in range(dims):
-                banks *= fac[d]
-                wpb *= math.ceil(width[d] / fac[d])
-                elements *= clipped[d]
+                dshape[d] = ddr_shape[p, d]
+                strides[d] = ddr_strides[p, d]
+            pitch = 0.0
             if is_write:
                 loads = out_tiles
+                # the output's rows are padded to whole words (the host reads them at that pitch), so a
+                # tile that starts on a word boundary writes whole words of its own
+                last = dims - 1
+                pitch = math.ceil(math.ceil(shape[p, last] / width[last]) * width[last] / word) * word
+                dshape[last] = pitch
+                strides[last] = 1.0
+                for d in range(last - 1, -1, -1):
+                    strides[d] = strides[d + 1] * dshape[d + 1]
+                level = nl
             else:
                 # loaded again whenever a tile loop at or above the innermost one it depends on advances
                 level = -1
@@ -206,7 +236,31 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                 for lp in range(nl):
                     if pos[lp] <= level:
                         loads *= trips[lp]
-            tile_bytes = elements * elem
+            # a run starts at the same offset within a word for every tile when each tile loop that moves
+            # the box moves it by whole words
+            static = not negative[p]
+            for d in range(dims):
+                for e in range(entry_start[p, d], entry_start[p, d + 1]):
+                    lp = entry_loop[e]
+                    if trips[lp] > 1 and pos[lp] <= level and (entry_coef[e] * t[lp] * strides[d]) % word != 0:
+                        static = False
+            offset = const_flat[p] % word
+            q, lanes, packed, wii, iterations, runs, funnel, ok = plan_transfer(width, dshape, fac, dims, word,
+                                                                                strides, static, offset)
+            if is_write and funnel:
+                ok = False  # a write must not touch a word another tile owns
+            if not ok:
+                bad_transfer = True
+            cycles = runs * iterations * wii
+            beats = runs * iterations
+            banks = 1.0
+            wpb = 1.0
+            elements = 1.0
+            for d in range(dims):
+                banks *= fac[d]
+                wpb *= math.ceil(width[d] / fac[d])
+                elements *= clipped[d]
+            tile_bytes = beats * port_bytes
             one = max(cycles / clock, tile_bytes / channel_bw)
             stages[p] = loads * one
             if is_write:
@@ -216,6 +270,9 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                 compute_start = one
             traffic += loads * tile_bytes
             chbytes[p % n_channels] += loads * tile_bytes
+            if funnel and not static:
+                # realigning a word by a shift known only at run time: a word-wide multiplexer per lane
+                res[3] += word * 8.0 * elem * math.ceil(word / FUNNEL_INPUTS_PER_LUT)
             # a buffer loaded once needs one block; the others two, so the next load overlaps this compute
             blocks = 1.0 if loads <= 1 else 2.0
             impl = _storage_cost(wpb, 8.0 * elem, uram_available, res, blocks * banks)
@@ -224,8 +281,11 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
             if detail:
                 bd = buf_detail[i, p]
                 bd[B_BANKS], bd[B_WORDS], bd[B_ELEMENTS], bd[B_LANES] = banks, wpb, elements, lanes
-                bd[B_SPLIT], bd[B_CYCLES], bd[B_LOADS], bd[B_IMPL] = split, cycles, loads, impl
+                bd[B_SPLIT], bd[B_CYCLES], bd[B_LOADS], bd[B_IMPL] = q, cycles, loads, impl
                 bd[B_BYTES], bd[B_ONE], bd[B_BLOCKS] = tile_bytes, one, blocks
+                bd[B_PACKED], bd[B_WORD_II], bd[B_ITERATIONS], bd[B_ROWS] = packed, wii, iterations, runs
+                bd[B_FUNNEL], bd[B_OK], bd[B_PITCH], bd[B_OFFSET] = funnel, ok, pitch, offset
+                bd[B_STATIC] = static
                 for d in range(dims):
                     bd[B_WIDTH0 + d] = width[d]
                     bd[B_WIDTH0 + max_dims + d] = fac[d]
@@ -307,6 +367,11 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                                                                                          mull, write_start)
             for s in range(n_stages):
                 stage_detail[i, s] = stages[s]
+        if bad_transfer:
+            # a bank chosen at run time, or a write into another tile's word: not a design the generator
+            # emits
+            out_objective[i] *= 1e3
+            latency = np.inf
         if worst > 1.0:
             latency = np.inf
         out_latency[i] = latency

@@ -63,6 +63,22 @@ class Node:
 
 
 @dataclass(frozen=True)
+class DdrSource:
+    """Where the elements of a read come from in DDR.
+
+    ``tensor`` is an operator input read at ``index − lead`` per dimension (``lead`` all 0: the access
+    reads the input itself; not 0: a producer that only shifts an input and fills outside it, such as the
+    zero padding of a convolution, which the FPGA read process evaluates on chip). ``host`` is True for
+    any other producer (an expansion, a circulant): its tensor is prepared on the host and read whole.
+    """
+
+    tensor: str
+    shape: tuple[int, ...]
+    lead: tuple[int, ...]
+    host: bool = False
+
+
+@dataclass(frozen=True)
 class Access:
     """A read (or the write) of one tensor by the main node, each index affine in the main node's loops."""
 
@@ -71,6 +87,12 @@ class Access:
     dtype: str
     indices: tuple[AffineExpr, ...]
     from_input: bool  # True: an operator input (DDR); False: a producer node's tensor (e.g. the padding)
+    source: DdrSource | None = field(default=None, compare=False)
+
+    @property
+    def ddr(self) -> DdrSource:
+        """The DDR tensor this access reads (itself when no source was found: the write, or a test's access)."""
+        return self.source or DdrSource(self.tensor, self.shape, (0,) * len(self.shape))
 
     @property
     def bytes_per_element(self) -> int:
@@ -204,7 +226,7 @@ def analyze(op: Operator) -> Analysis:
         tensor = load.args[0]
         indices = tuple(to_affine(ix, loop_vars, tensor=tensor.op.name, node=main.name) for ix in load.args[1:])
         access = Access(tensor.op.name, tuple(int(d) for d in tensor.shape), str(tensor.dtype), indices,
-                        from_input=isinstance(tensor.op, te.PlaceholderOp))
+                        from_input=isinstance(tensor.op, te.PlaceholderOp), source=ddr_source(tensor))
         if access not in reads:
             reads.append(access)
     if not reads:
@@ -213,6 +235,35 @@ def analyze(op: Operator) -> Analysis:
                    tuple(AffineExpr(((lp.name, 1),)) for lp in main.spatial), from_input=False)
     inputs = tuple((t.op.name, tuple(int(d) for d in t.shape), str(t.dtype)) for t in op.inputs)
     return Analysis(op.name, op.signature(), tuple(nodes), tuple(reads), write, inputs)
+
+
+def ddr_source(tensor: Any) -> DdrSource:
+    """The DDR tensor behind ``tensor`` (see :class:`DdrSource`)."""
+    from tvm import te
+
+    shape = tuple(int(d) for d in tensor.shape)
+    producer = tensor.op
+    if isinstance(producer, te.PlaceholderOp):
+        return DdrSource(producer.name, shape, (0,) * len(shape))
+    found = loads(producer.body[0]) if not producer.reduce_axis and len(producer.body) == 1 else []
+    axes = [(iv.var, f"a{d}") for d, iv in enumerate(producer.axis)]
+    leads = set()
+    for load in found:
+        source = load.args[0]
+        if not isinstance(source.op, te.PlaceholderOp) or len(load.args) - 1 != len(axes):
+            break
+        try:
+            index = [to_affine(ix, axes, tensor=source.op.name, node=producer.name) for ix in load.args[1:]]
+        except AnalysisError:
+            break
+        if any(ix.terms != ((f"a{d}", 1),) for d, ix in enumerate(index)):
+            break
+        leads.add((source.op.name, tuple(int(d) for d in source.shape), tuple(-ix.constant for ix in index)))
+    else:
+        if len(leads) == 1:
+            name, source_shape, lead = leads.pop()
+            return DdrSource(name, source_shape, lead)
+    return DdrSource(producer.name, shape, (0,) * len(shape), host=True)
 
 
 def _post_order(output_op: Any) -> list[Any]:
