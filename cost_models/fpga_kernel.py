@@ -79,13 +79,14 @@ def plan_transfer(widths: np.ndarray, ddr_shape: np.ndarray, factors: np.ndarray
                   strides: np.ndarray, static: bool, offset: float):
     """How a read or write process moves a box in whole port words of ``word`` elements.
 
-    Returns ``(q, lanes, packed, ii, iterations, rows, funnel, ok)``: the dimensions inside ``q`` are
+    Returns ``(q, lanes, packed, ii, iterations, rows, funnel, ok, static)``: the dimensions inside ``q`` are
     whole rows of the DDR tensor whose product ``packed`` divides the word, so they are unrolled; ``q`` is
     walked ``lanes = word / packed`` at a time (q = −1: the whole box is one such chunk); the dimensions
     outside ``q`` are ``rows`` contiguous runs in DDR, each taking ``iterations`` pipeline iterations of
     one word at ``ii`` cycles (one more iteration when the run does not start on a word boundary at
     compile time: the read then realigns through a funnel of two words). ``ok`` is False where an
-    element of a word would land in a bank chosen at run time.
+    element of a word would land in a bank chosen at run time; ``static`` says whether every run starts at
+    the same place in a word (``static`` as given, and every row stride a whole number of words).
     """
     packed = 1.0
     q = dims - 1
@@ -102,8 +103,9 @@ def plan_transfer(widths: np.ndarray, ddr_shape: np.ndarray, factors: np.ndarray
         lanes = word / packed
         w = widths[q]
         # lane l of word j is element j·lanes + l of dimension q: its bank is fixed when the factor
-        # divides the lanes (or the run is one word); each bank then takes ii elements of the word
-        if w > lanes and lanes % factors[q] != 0:
+        # divides the lanes (or the run is one word, or the whole word is one element of q, whose bank
+        # the run picks for every lane alike); each bank then takes ii elements of the word
+        if w > lanes and lanes > 1 and lanes % factors[q] != 0:
             ok = False
         ii *= math.ceil(min(w, lanes) / factors[q])
         words = math.ceil(w / lanes)
@@ -114,7 +116,7 @@ def plan_transfer(widths: np.ndarray, ddr_shape: np.ndarray, factors: np.ndarray
                 static = False
     funnel = not (static and offset == 0)
     iterations = words + (1.0 if funnel else 0.0)
-    return q, lanes, packed, ii, iterations, rows, funnel, ok
+    return q, lanes, packed, ii, iterations, rows, funnel, ok, static
 
 
 @njit(cache=True, inline="always")
@@ -245,10 +247,12 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                     if trips[lp] > 1 and pos[lp] <= level and (entry_coef[e] * t[lp] * strides[d]) % word != 0:
                         static = False
             offset = const_flat[p] % word
-            q, lanes, packed, wii, iterations, runs, funnel, ok = plan_transfer(width, dshape, fac, dims, word,
+            q, lanes, packed, wii, iterations, runs, funnel, ok, static = plan_transfer(width, dshape, fac, dims, word,
                                                                                 strides, static, offset)
-            if is_write and funnel:
-                ok = False  # a write must not touch a word another tile owns
+            if is_write and (funnel or (0 <= q < dims - 1 and shape[p, q] % width[q] != 0)):
+                # a write must not touch a word another tile owns: runs that start inside a word, or a
+                # partial tile whose run goes on into the next row
+                ok = False
             if not ok:
                 bad_transfer = True
             cycles = runs * iterations * wii

@@ -1,11 +1,14 @@
-"""How a read or write process moves a tile between DDR and its on-chip buffer.
+"""How a read or write process moves a tile between DDR and its on-chip buffer: in whole port words.
 
-The process walks the buffer's box with the innermost dimensions *fully unrolled* while they are
-completely partitioned, fit in one port word (``lanes`` elements of a beat of the board's ``port_bits``)
-and lie contiguously in DDR (every dimension inside them spans the whole tensor); the next dimension is
-*partially unrolled* by its partition factor where that fits what is left of the word (else one element a
-cycle), so that every element written in a cycle goes to its own bank, chosen at compile time; the outer
-dimensions are a plain loop nest pipelined at II=1.
+Every DDR port carries words of ``word = port_bits / element bits`` elements, read and written whole and
+aligned (``hls::vector`` over the m_axi port). A box is a set of *runs*, contiguous in DDR: the
+dimensions inside ``q`` span whole rows of the DDR tensor and fit a word evenly (``packed`` elements),
+so they are unrolled; dimension ``q`` is walked ``lanes = word / packed`` elements a word; the dimensions
+outside ``q`` are the runs, one after the other. Each word is one pipeline iteration at ``ii`` cycles
+(the most elements of one word that go to the same bank). A run that does not start on a word boundary
+at compile time — a padded input's halo, a tile origin that is not a whole number of words — is
+realigned through a funnel of the previous and the current word, one iteration more per run. The
+output's rows are padded to whole words (``pitch``), so a write never touches a word another tile owns.
 
 This is a view of ``cost_models.fpga_kernel.plan_transfer``, the one implementation the model (and so
 the search) and the code generator (the loops of ``read_*``/``write_out`` in ``kernel.cpp``) share: the
@@ -22,20 +25,38 @@ import numpy as np
 
 @dataclass(frozen=True)
 class TransferPlan:
-    """``split``: the partially unrolled dimension (−1: the whole box is one cycle), unrolled by ``lanes``."""
+    """See the module docstring; ``q`` = −1: the whole box is one run of ``packed`` elements."""
 
-    split: int
+    q: int
     lanes: int
-    cycles: int
-    elements_per_cycle: int
+    packed: int
+    ii: int
+    iterations: int
+    runs: int
+    funnel: bool
+    ok: bool
+    static: bool
+
+    @property
+    def cycles(self) -> int:
+        return self.runs * self.iterations * self.ii
+
+    @property
+    def beats(self) -> int:
+        return self.runs * self.iterations
 
 
-def transfer_plan(widths: Sequence[int], shape: Sequence[int], factors: Sequence[int], lanes: int) -> TransferPlan:
-    """The plan for a box of ``widths``, cyclically partitioned by ``factors``, inside a tensor of
-    ``shape``, through a port of ``lanes`` elements."""
+def transfer_plan(widths: Sequence[int], ddr_shape: Sequence[int], factors: Sequence[int], word: int,
+                  strides: Sequence[int], static: bool, offset: int) -> TransferPlan:
+    """The plan for a box of ``widths``, cyclically partitioned by ``factors``, in a DDR tensor of
+    ``ddr_shape`` (−1 where a dimension never spans a whole row) and ``strides``, through words of
+    ``word`` elements; ``static``: the tile origins move the box by whole words; ``offset``: where the
+    first run starts in its word."""
     from cost_models.fpga_kernel import plan_transfer
 
-    split, q, cycles, per_cycle = plan_transfer(np.asarray(widths, dtype=np.float64),
-                                                np.asarray(shape, dtype=np.float64),
-                                                np.asarray(factors, dtype=np.float64), len(widths), float(lanes))
-    return TransferPlan(int(split), int(q), int(cycles), int(per_cycle))
+    q, lanes, packed, ii, iterations, runs, funnel, ok, static = plan_transfer(
+        np.asarray(widths, dtype=np.float64), np.asarray(ddr_shape, dtype=np.float64),
+        np.asarray(factors, dtype=np.float64), len(widths), float(word), np.asarray(strides, dtype=np.float64),
+        bool(static), float(offset))
+    return TransferPlan(int(q), int(lanes), int(packed), int(ii), int(iterations), int(runs), bool(funnel), bool(ok),
+                        bool(static))

@@ -87,17 +87,20 @@ def test_yolo_layers_pass_csim(layer, dtype, tmp_path):
     assert_passes(project)
 
 
+# The innermost output tile is whole or a multiple of a port word (16 floats), so a tile writes whole words
+# of its own; every other loop is split.
 @pytest.mark.parametrize("name,knobs", [
     # partial last tiles on a prime extent (13 = 8 + 5), reduce tiles with a remainder (11 = 4 + 4 + 3)
     ("gemm", {"tile.i": 8, "tile.k": 4, "unroll.i": 1, "unroll.k": 4, "tile.j": 7, "unroll.j": 1}),
     # every spatial loop tiled, weights reloaded per output-channel tile, stride 2 with padding
-    ("conv2d", {"tile.k": 4, "tile.i": 4, "tile.j": 2, "tile.rc": 1, "unroll.k": 2, "unroll.i": 1, "unroll.j": 1,
+    ("conv2d", {"tile.k": 4, "tile.i": 4, "tile.j": 7, "tile.rc": 1, "unroll.k": 2, "unroll.i": 1, "unroll.j": 1,
                 "unroll.rc": 1, "unroll.rx": 1, "unroll.ry": 1}),
     # expansion + padding producers inlined in the read stage, tiles across the expanded image
-    ("conv_transpose2d", {"tile.i": 5, "tile.j": 4, "tile.k": 4, "unroll.i": 1, "unroll.j": 1, "unroll.k": 4,
+    ("conv_transpose2d", {"tile.i": 5, "tile.j": 25, "tile.k": 4, "unroll.i": 1, "unroll.j": 1, "unroll.k": 4,
                           "unroll.rc": 1, "unroll.rx": 1, "unroll.ry": 1, "tile.rc": 1}),
     # the circulant producer of BCM and a split reduction over blocks
-    ("bcm", {"tile.q": 1, "tile.i": 4, "unroll.q": 1, "unroll.i": 1, "tile.j": 7, "unroll.j": 1}),
+    ("bcm", {"tile.q": 1, "tile.i": 7, "tile.p": 1, "unroll.q": 1, "unroll.i": 1, "unroll.p": 1, "tile.j": 7,
+             "unroll.j": 1}),
 ])
 def test_many_tile_designs_pass_csim(name, knobs, tmp_path):
     op = get_builtin(name).instantiate(shape="small:s2")
@@ -207,7 +210,9 @@ def test_stand_in_blocks_are_poisoned_and_locks_strict(tmp_path):
     kernel = project / "src" / "kernel.cpp"
     text = kernel.read_text()
     # the read process of A skips its first row: that row of the block keeps the poison
-    kernel.write_text(text.replace("buf[x0][x1] = (float)(A[", "if (x0 > 0) buf[x0][x1] = (float)(A[", 1))
+    poisoned = text.replace("buf[x0][x1] = (float)(hdse_elem);", "if (x0 > 0) buf[x0][x1] = (float)(hdse_elem);", 1)
+    assert poisoned != text
+    kernel.write_text(poisoned)
     result = csim(project)
     assert not result.passed and result.mismatches > 0
     kernel.write_text(text.replace("hls::write_lock<out_block_t> obuf(out_s);",

@@ -89,28 +89,33 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
     else:
         value = body
 
-    # ---------------------------------------------------------------------------------- DDR ports
-    ports = []
-    for i, t in enumerate(op.inputs):
-        ports.append({"name": identifier(t.op.name), "ctype": c_type(str(t.dtype)), "dtype": str(t.dtype),
-                      "shape": [int(d) for d in t.shape], "size": prod(int(d) for d in t.shape),
-                      "bundle": f"gmem{i}"})
-    out_dtype = str(op.output.dtype)
-    out_port = {"name": identifier(main.name), "ctype": c_type(out_dtype), "dtype": out_dtype,
-                "shape": [int(d) for d in op.output.shape], "size": prod(int(d) for d in op.output.shape),
-                "bundle": f"gmem{len(ports)}"}
-
-    # ---------------------------------------------------------------------------------- buffers
-    word_bytes = int(design["port_bits"]) // 8
+    # ---------------------------------------------------------------------------------- buffers and ports
+    # Every DDR tensor is a port of whole words: an operator input, or a producer the host prepares.
+    port_bits = int(design["port_bits"])
     buffers = []
+    ports: list[dict[str, Any]] = []
     for i, access in enumerate(analysis.reads):  # the model describes the read buffers in the same order
         tensor = _tensor_of(op, access.tensor)
-        buffer = _buffer(i, access, tensor, design["buffers"][i], by_name, ids, level_of, op, te, word_bytes)
-        used = _placeholders(tensor)
-        buffer["ports"] = [p for p in ports if p["name"] in used]
-        buffers.append(buffer)
+        source = access.ddr
+        port = next((p for p in ports if p["tensor"] == source.tensor), None)
+        if port is None:
+            ddr = _tensor_of(op, source.tensor)
+            port = _port(source.tensor, str(ddr.dtype), list(source.shape), port_bits, f"gmem{len(ports)}")
+            if source.host:
+                # the host evaluates the producer over its whole tensor and hands the kernel the result
+                port["prepare"] = {"value": _element(ddr, [f"g{d}" for d in range(len(source.shape))], op, te),
+                                   "inputs": sorted(_placeholders(ddr))}
+            ports.append(port)
+        buffers.append(_buffer(i, access, tensor, design["buffers"][i], by_name, ids, level_of, op, te, port))
     write_info = design["buffers"][-1]
     out_dims = [lp.tile for lp in spatial]
+    out_dtype = str(op.output.dtype)
+    out_port = _port(main.name, out_dtype, [int(d) for d in op.output.shape], port_bits, f"gmem{len(ports)}",
+                     pitch=int(write_info["pitch"]))
+    for port in ports:
+        _guard_words(port, [b for b in buffers if b["port"] is port])
+    host_inputs = [{"name": identifier(t.op.name), "ctype": c_type(str(t.dtype)), "dtype": str(t.dtype),
+                    "size": prod(int(d) for d in t.shape)} for t in op.inputs]
 
     # ---------------------------------------------------------------------------------- compute body
     def load_in_compute(load: Any, _printed: list[str]) -> str:
@@ -148,8 +153,12 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
     lane_index = "0"
     for lp in unrolled_reduce:
         lane_index = f"{ids[lp.name]}_u" if lane_index == "0" else f"({lane_index}) * {lp.unroll} + {ids[lp.name]}_u"
-    out_loops = box_loops(out_dims, out_port["shape"], word_bytes // dtype_bytes(out_dtype), write_info)
-    out_inside = " && ".join(f"g{d} < {lp.extent}" for d, lp in enumerate(spatial) if lp.partial)
+    out_xfer = word_loops(out_dims, write_info, out_port, [f"o_{ids[lp.name]}" for lp in spatial],
+                          [0] * len(spatial))
+    # rows of a partial tile past the tensor are not written (a partial tile along the innermost dimension
+    # writes into the row's padding instead)
+    out_guard_coords = [d for d, lp in enumerate(spatial) if lp.partial and d < out_xfer["q"]]
+    out_inside = " && ".join(f"g{d} < {spatial[d].extent}" for d in out_guard_coords)
     floating = not out_dtype.startswith("int")
     return {
         "top": top,
@@ -159,6 +168,7 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
         "acc_ctype": acc_ctype,
         "acc_dtype": accumulator_dtype(str(op.dtype)),
         "ports": ports,
+        "host_inputs": host_inputs,
         "out_port": out_port,
         "all_ports": [*ports, out_port],
         "loops": [{"name": lp.name, "id": ids[lp.name], "extent": lp.extent, "tile": lp.tile, "unroll": lp.unroll,
@@ -181,7 +191,7 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
         "recurrence": int(design["recurrence"]),
         "ops": ({"mul": "fmul", "mul_impl": "fulldsp", "add": "fadd", "add_impl": "fulldsp"} if floating
                 else {"mul": "mul", "mul_impl": "dsp", "add": "add", "add_impl": "fabric"}),
-        "port_bits": int(design["port_bits"]),
+        "port_bits": port_bits,
         "buffers": buffers,
         "lock_levels": lock_levels,
         "out_buffer": {
@@ -194,9 +204,11 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
             "write_index": [f"o_{ids[lp.name]} + x{d}" for d, lp in enumerate(spatial)],
             "bounds": [lp.extent for lp in spatial],
         },
-        "out_flat": _flat([f"g{d}" for d in range(len(spatial))], out_port["shape"]),
-        "out_loops": out_loops,
-        "out_guard": " && ".join(filter(None, [out_loops["guard"], out_inside])),
+        "out_xfer": out_xfer,
+        "out_guard": out_inside,
+        "out_guard_coords": out_guard_coords,
+        "out_origins": [ids[lp.name] for d, lp in enumerate(spatial)
+                        if re.search(rf"\bo_{ids[lp.name]}\b", out_xfer["run_start"]) or d in out_guard_coords],
         "reduction": reduction,
         "body": body_c,
         "ii": ii,
@@ -223,7 +235,7 @@ def _lane_var(ident: str, lp: _Loop) -> str:
 
 
 def _buffer(i: int, access: Access, tensor: Any, info: dict[str, Any], loops: dict[str, _Loop],
-            ids: dict[str, str], level_of: dict[str, int], op: Operator, te: Any, word_bytes: int) -> dict[str, Any]:
+            ids: dict[str, str], level_of: dict[str, int], op: Operator, te: Any, port: dict[str, Any]) -> dict[str, Any]:
     """One on-chip buffer: its box, partition, where it is (re)loaded and how each element is computed."""
     name = f"buf{i}_{identifier(access.tensor)}"
     dims = [int(w) for w in info["shape"]]
@@ -236,7 +248,7 @@ def _buffer(i: int, access: Access, tensor: Any, info: dict[str, Any], loops: di
         """The largest tile origin of loop ``n`` this buffer sees (0 where it is not reloaded along it)."""
         return (loops[n].trips - 1) * loops[n].tile if level_of[n] <= level else 0
 
-    base, local, inside = [], [], []
+    base, local, inside, lowest_start, highest_start = [], [], [], [], []
     for d, index in enumerate(access.indices):
         moving = [(n, c) for n, c in index.terms if level_of[n] <= level and loops[n].trips > 1]
         terms = [f"{c}*o_{ids[n]}" if c != 1 else f"o_{ids[n]}" for n, c in moving]
@@ -251,19 +263,33 @@ def _buffer(i: int, access: Access, tensor: Any, info: dict[str, Any], loops: di
             inside.append(f"g{d} >= 0")
         if highest >= shape[d]:
             inside.append(f"g{d} < {shape[d]}")
+        lowest_start.append(lowest)
+        highest_start.append(highest - dims[d] + 1)
         local_terms = [f"{c}*{ids[n]}" if c != 1 else ids[n] for n, c in index.terms]
         offset = -shift
         local.append(" + ".join(local_terms + ([str(offset)] if offset or not local_terms else [])))
     origins = sorted({n for index in access.indices for n, _ in index.terms
                       if level_of[n] <= level and loops[n].trips > 1}, key=lambda n: level_of[n])
 
-    # The element value: a DDR load for an operator input; the producer node's expression otherwise
-    # (padding, expansion, circulant), evaluated while reading so the compute stage sees plain buffers.
+    # The element value: the word's lane for an operator input (or a producer the host prepared); for a
+    # producer that shifts an input (the padding), its expression around that lane, evaluated on chip.
+    source = access.ddr
     coords = [f"g{d}" for d in range(len(dims))]
-    value = _element(tensor, coords, op, te)
+    if source.host or isinstance(tensor.op, te.PlaceholderOp):
+        value = ELEMENT
+    else:
+        value = CPrinter([(iv.var, c) for iv, c in zip(tensor.op.axis, coords, strict=True)],
+                         lambda _load, _printed: ELEMENT)(tensor.op.body[0])
+    lead = list(source.lead)
+    xfer = word_loops(dims, info, port, base, lead)
+    strides = port["strides"]
+    q = xfer["q"]
+    first = sum((lowest_start[d] - lead[d]) * strides[d] for d in range(q + 1))
+    last = sum((highest_start[d] - lead[d] + (dims[d] - 1 if d < q else 0)) * strides[d] for d in range(q + 1))
     return {
         "name": name,
         "tensor": access.tensor,
+        "port": port,
         "block": f"{name}_t",
         "ctype": c_type(str(tensor.dtype)),
         "dims": dims,
@@ -277,62 +303,112 @@ def _buffer(i: int, access: Access, tensor: Any, info: dict[str, Any], loops: di
         "inside": " && ".join(inside),
         "shape": shape,
         "value": value,
-        "lanes": int(info["lanes"]),
         "access": str(access),
-        "box_loops": box_loops(dims, shape, word_bytes // dtype_bytes(str(tensor.dtype)), info),
+        "xfer": xfer,
+        "coords_used": [d for d in range(len(dims)) if re.search(rf"\bg{d}\b", f"{value} {' && '.join(inside)}")],
+        # the first and last word any run of any tile reads, for the guard words around the tensor
+        "words_read": (first // port["word"], last // port["word"] + xfer["iterations"] - 1),
     }
 
 
-def box_loops(widths: list[int], shape: list[int], word: int, info: dict[str, Any]) -> dict[str, Any]:
-    """The loops of a read or write process over a box, after ``transfer_plan`` (what the model charges).
+#: The name of a word's lane in the read processes' element expressions.
+ELEMENT = "hdse_elem"
 
-    Dimensions outside the split are a loop nest, the split dimension a loop over words of ``lanes``
-    elements, the dimensions inside it unrolled. Loops of one iteration are not emitted (their index is
-    0), and the PIPELINE goes on the innermost loop that remains, so Vitis never drops it with its loop.
+
+def _port(tensor: str, dtype: str, shape: list[int], port_bits: int, bundle: str, pitch: int = 0) -> dict[str, Any]:
+    """A DDR port of whole words over ``tensor``; ``pitch``: the innermost dimension padded to it (the
+    output's rows, so that a tile's words are its own)."""
+    name = identifier(tensor)
+    word = port_bits // (8 * dtype_bytes(dtype))
+    layout = list(shape)
+    if pitch:
+        layout[-1] = pitch
+    strides = [prod(layout[d + 1:]) for d in range(len(layout))]
+    size = prod(shape)
+    words = -(-prod(layout) // word)
+    return {"name": name, "tensor": tensor, "ctype": c_type(dtype), "dtype": dtype, "shape": list(shape),
+            "size": size, "bundle": bundle, "word": word, "word_t": f"{name}_word_t", "strides": strides,
+            "pitch": pitch, "words": words, "head": 0, "tail": 0, "depth": words, "prepare": None,
+            "flat": _flat([f"g{d}" for d in range(len(shape))], list(shape))}
+
+
+def _guard_words(port: dict[str, Any], buffers: list[dict[str, Any]]) -> None:
+    """Zero words before and after a tensor that the runs of a padded or partial box reach past its ends.
+
+    The read processes read every word of a run unconditionally (a guard would break the burst); the host
+    allocates the tensor with these words around it, and the kernel offsets its word index by ``head``.
     """
-    plan = transfer_plan(widths, shape, info["partition"], word)
-    if (plan.split, plan.lanes, plan.cycles) != (info["split"], info["lanes"], info["cycles_per_load"]):
-        raise CodegenError(f"transfer plan {plan} disagrees with the model's {info['split'], info['lanes']} "
-                           "(a bug: please report it)")
-    walked: list[dict[str, str | None]] = []  # pipelined part
-    unrolled: list[dict[str, str | None]] = []
-    defines: list[str] = []
-    guard = []
-    for d, w in enumerate(widths):
-        if d < plan.split:
-            if w > 1:
-                walked.append({"label": f"box_d{d}", "header": f"for (int x{d} = 0; x{d} < {w}; ++x{d})",
-                               "pragma": None, "define": None})
-            else:
-                defines.append(f"const int x{d} = 0;")
-        elif d == plan.split:
-            q = plan.lanes
-            words = -(-w // q)
-            if words > 1:
-                walked.append({"label": f"box_d{d}_word", "header": f"for (int x{d}o = 0; x{d}o < {words}; ++x{d}o)",
-                               "pragma": None, "define": None})
-            if q > 1:
-                index = f"x{d}o * {q} + x{d}i" if words > 1 else f"x{d}i"
-                unrolled.append({"label": f"box_d{d}_lane", "header": f"for (int x{d}i = 0; x{d}i < {q}; ++x{d}i)",
-                                 "pragma": "UNROLL", "define": f"const int x{d} = {index};"})
-            else:
-                defines.append(f"const int x{d} = {f'x{d}o' if words > 1 else '0'};")
-            if w % q:
-                guard.append(f"x{d} < {w}")
-        elif w > 1:
-            unrolled.append({"label": f"box_d{d}", "header": f"for (int x{d} = 0; x{d} < {w}; ++x{d})",
-                             "pragma": "UNROLL", "define": None})
+    first = min((b["words_read"][0] for b in buffers), default=0)
+    last = max((b["words_read"][1] for b in buffers), default=0)
+    port["head"] = max(0, -first)
+    port["tail"] = max(0, last + 1 - port["words"])
+    port["depth"] = port["head"] + port["words"] + port["tail"]
+
+
+def word_loops(widths: list[int], info: dict[str, Any], port: dict[str, Any], base: list[str],
+               lead: list[int]) -> dict[str, Any]:
+    """The loops of a read or write process over a box in whole port words (``cost_models.transfer``).
+
+    Runs (the dimensions outside ``q``) and the words of a run are a pipelined loop nest; the lanes of a
+    word (dimension ``q``'s ``lanes`` and the whole dimensions inside it) are unrolled. ``base`` is the
+    C expression of the box's first coordinate per dimension and ``lead`` the shift of the DDR tensor
+    against the buffer's (the padding).
+    """
+    word = port["word"]
+    ddr_shape = [n if (lead[d] == 0 and (not port["pitch"] or d < len(widths) - 1)) else -1
+                 for d, n in enumerate(port["shape"])]
+    if port["pitch"]:
+        ddr_shape[-1] = port["pitch"]
+    plan = transfer_plan(widths, ddr_shape, info["partition"], word, port["strides"], info["static_offset"],
+                         info["word_offset"])
+    mine = (plan.q, plan.lanes, plan.packed, plan.ii, plan.iterations, plan.runs, plan.funnel, plan.ok)
+    theirs = (info["split"], info["lanes"], info["packed"], info["word_ii"], info["iterations_per_row"],
+              info["rows"], info["funnel"], info["transfer_ok"])
+    if mine != theirs or not plan.ok:
+        raise CodegenError(f"the transfer of a {widths} box ({mine}) disagrees with the model's {theirs} or "
+                           "cannot be generated (a bug: please report it)")
+    q = plan.q
+    dims = len(widths)
+    inner = [prod(widths[d + 1:]) for d in range(dims)]
+    row_loops, row_defines, lane_loops, lane_defines, lane_terms = [], [], [], [], []
+    for d in range(max(q, 0)):
+        if widths[d] > 1:
+            row_loops.append({"label": f"box_d{d}", "header": f"for (int x{d} = 0; x{d} < {widths[d]}; ++x{d})"})
         else:
-            defines.append(f"const int x{d} = 0;")
-    if walked:
-        walked[-1]["pragma"] = "PIPELINE II=1"
-    loops = walked + unrolled
-    if defines and loops:
-        # indices of one-iteration dimensions, declared where the innermost loop body starts
-        loops[-1]["define"] = " ".join(filter(None, [loops[-1]["define"], *defines]))
-        defines = []
-    return {"loops": loops, "guard": " && ".join(guard), "elements_per_cycle": plan.elements_per_cycle,
-            "cycles": plan.cycles, "defines": defines}
+            row_defines.append(f"const int x{d} = 0;")
+    words = -(-widths[q] // plan.lanes) if q >= 0 else 1
+    guard = ""
+    if q >= 0:
+        count = min(widths[q], plan.lanes)
+        if count > 1:
+            lane_loops.append({"label": f"box_d{q}_lane", "header": f"for (int x{q}i = 0; x{q}i < {count}; ++x{q}i)"})
+            lane_terms.append(f"x{q}i * {plan.packed}" if plan.packed > 1 else f"x{q}i")
+            lane_defines.append(f"const int x{q} = hdse_j * {plan.lanes} + x{q}i;" if words > 1 else f"const int x{q} = x{q}i;")
+        else:
+            lane_defines.append(f"const int x{q} = hdse_j;" if words > 1 else f"const int x{q} = 0;")
+        if words > 1 and widths[q] % plan.lanes:
+            guard = f"x{q} < {widths[q]}"
+    for d in range(q + 1, dims):
+        if widths[d] > 1:
+            lane_loops.append({"label": f"box_d{d}", "header": f"for (int x{d} = 0; x{d} < {widths[d]}; ++x{d})"})
+            lane_terms.append(f"x{d} * {inner[d]}" if inner[d] > 1 else f"x{d}")
+        else:
+            lane_defines.append(f"const int x{d} = 0;")
+    # where the run starts in the DDR tensor (element x_q = 0 and the inner dimensions at 0)
+    terms = []
+    for d in range(q + 1):
+        parts = [p for p in (base[d] if base[d] != "0" else "", f"x{d}" if d < q and widths[d] > 1 else "",
+                             f"{-lead[d]}" if lead[d] else "") if p]
+        coord = " + ".join(parts).replace("+ -", "- ") or "0"
+        if coord != "0":
+            stride = port["strides"][d]
+            terms.append(f"({coord}) * {stride}" if stride > 1 else f"({coord})")
+    return {"q": q, "lanes": plan.lanes, "packed": plan.packed, "ii": plan.ii, "words": words,
+            "iterations": plan.iterations, "funnel": plan.funnel, "static": plan.static,
+            "offset": int(info["word_offset"]), "word": word, "row_loops": row_loops, "row_defines": row_defines,
+            "lane_loops": lane_loops, "lane_defines": lane_defines, "lane": " + ".join(lane_terms) or "0",
+            "guard": guard, "run_start": " + ".join(terms) or "0", "label": f"box_d{q}_word" if q >= 0 else "box_word",
+            "cycles": plan.cycles, "beats": plan.beats}
 
 
 def _tensor_of(op: Operator, name: str) -> Any:

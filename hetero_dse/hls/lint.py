@@ -8,9 +8,14 @@ template that drifts from the model is caught from what it actually emitted. Che
   (``units``), and so its DSP figure;
 * ``banks``: in the PE array (``compute_tile``) every access to a partitioned buffer picks its bank at
   compile time: along each dimension, every variable the pipeline walks (not an unrolled lane) steps by
-  a multiple of the dimension's cyclic factor. In the read and write processes a dimension may be walked
-  by the pipeline as long as the lanes of one cycle are told apart by the dimensions that are fixed, so
-  no two of them can ever meet in one bank;
+  a multiple of the dimension's cyclic factor. In the read and write processes (a port word an
+  iteration) a dimension may be walked by the pipeline as long as every lane of the word has the same
+  index there, and no bank takes more lanes of one word than the II the pipeline asks for;
+* ``ports``: every DDR pointer (a pointer parameter of any function) points to whole port words,
+  ``hls::vector<T, N>`` of the board's ``port_bits``, and is only ever read or written a whole word at a
+  time (no lane of a DDR word assigned in place, no cast to another pointer type): with words that are
+  whole and aligned by their type, Vitis needs no automatic widening, which a guarded or unaligned scalar
+  access defeats;
 * ``pipeline``: no PIPELINE pragma on a loop of one iteration (Vitis drops it with the loop);
 * ``ii``: the compute's pipelined loop asks for the model's II, and a carried sum declares the distance.
 
@@ -329,11 +334,60 @@ def lint(project: str | Path, design: dict[str, Any] | None = None) -> LintRepor
                     report.findings.append(Finding("pipeline", f"{name}:{lp.line}",
                                                    f"PIPELINE on loop {lp.label or lp.var} of one iteration"))
         _check_banks(name, function, loops, defs, partitions, report)
+        _check_ports(name, function, int(design.get("port_bits", 0)), report)
     if compute is None:
         report.findings.append(Finding("arithmetic", "compute_tile", "the kernel has no compute_tile function"))
         return report
     _check_arithmetic(*compute, design, report)
     return report
+
+
+#: Bits of the C types a port word can hold, as clang spells them canonically.
+_CTYPE_BITS = {"float": 32, "double": 64, "signed char": 8, "char": 8, "unsigned char": 8, "short": 16,
+               "unsigned short": 16, "int": 32, "unsigned int": 32, "long": 64, "unsigned long": 64,
+               "long long": 64, "unsigned long long": 64}
+_WORD = re.compile(r"^(?:const )?hls::vector<(.+), (\d+)(?:UL|U|L)?>$")
+
+
+def _check_ports(name: str, function: Any, port_bits: int, report: LintReport) -> None:
+    """Every DDR pointer of ``function`` carries whole port words and is used a whole word at a time."""
+    params = {c.spelling: c for c in _children(function) if _kind(c) == "PARM_DECL" and c.type.kind.name == "POINTER"}
+    for pname, param in params.items():
+        pointee = param.type.get_pointee().get_canonical().spelling
+        m = _WORD.match(pointee)
+        bits = _CTYPE_BITS.get(m.group(1), 0) * int(m.group(2)) if m else 0
+        where = f"{name}:{param.extent.start.line}"
+        if not m:
+            report.findings.append(Finding("ports", where, f"DDR pointer {pname} is {pointee} *, not a port word: its "
+                                                           "accesses are scalar and Vitis widens them only when "
+                                                           "they are aligned, unconditional and sequential"))
+            continue
+        if port_bits and bits != port_bits:
+            report.findings.append(Finding("ports", where, f"DDR pointer {pname} carries {bits}-bit words; the "
+                                                           f"board's ports are {port_bits} bits"))
+    if not params:
+        return
+    words = set()
+    for c in function.walk_preorder():
+        if _kind(c) == "ARRAY_SUBSCRIPT_EXPR":
+            base = _strip(_children(c)[0])
+            if _kind(base) == "DECL_REF_EXPR" and base.spelling in params:
+                words.add(c.hash)
+    for c in function.walk_preorder():
+        kind = _kind(c)
+        if kind == "CALL_EXPR" and c.spelling == "operator[]":
+            # a lane taken from (or written into) a word in DDR itself: every lane is a port access of its
+            # own, and a lane written is a partial word
+            if any(_kind(sub) == "ARRAY_SUBSCRIPT_EXPR" and sub.hash in words for sub in c.walk_preorder()
+                   if sub.extent.start.offset == c.extent.start.offset):
+                report.findings.append(Finding("ports", f"{name}:{c.extent.start.line}",
+                                               "a lane of a word in DDR is accessed in place, not the whole word"))
+        elif kind in ("CSTYLE_CAST_EXPR", "CXX_REINTERPRET_CAST_EXPR", "CXX_STATIC_CAST_EXPR"):
+            refs = [r.spelling for r in c.walk_preorder() if _kind(r) == "DECL_REF_EXPR" and r.spelling in params]
+            if refs and c.type.kind.name == "POINTER":
+                report.findings.append(Finding("ports", f"{name}:{c.extent.start.line}",
+                                               f"DDR pointer {refs[0]} is cast to {c.type.spelling}: its accesses "
+                                               "are no longer whole port words"))
 
 
 def _pipelined(loops: list[_Loop]) -> list[_Loop]:
@@ -398,9 +452,19 @@ def _check_banks(name: str, function: Any, loops: list[_Loop], defs: dict[str, A
         runtime = [(dim, f, [v for v, x in form.items() if v and v not in lane_vars and f and x % f])
                    for dim, f, form in forms]
         runtime = [r for r in runtime if r[2]]
+        if name != "compute_tile":
+            # a read or write process moves a word an iteration: its lanes may share a bank up to the II
+            # the pipeline asks for, and a bank the run picks at run time must be the same for every lane
+            ii = _ii(region)
+            load = _bank_load(forms, {d for d, _, _ in runtime}, lane_ranges)
+            if load is not None and load <= ii:
+                continue
+            if load is not None:
+                report.findings.append(Finding(
+                    "banks", f"{name}:{c.extent.start.line}",
+                    f"{load} lanes of one iteration write one bank of {array}, more than the II={ii} allows"))
+                continue
         if not runtime:
-            continue
-        if name != "compute_tile" and _lanes_apart(forms, {d for d, _, _ in runtime}, lane_ranges):
             continue
         dim, f, moving = runtime[0]
         report.findings.append(Finding(
@@ -409,21 +473,30 @@ def _check_banks(name: str, function: Any, loops: list[_Loop], defs: dict[str, A
             "pipeline walks: its bank is chosen at run time"))
 
 
-def _lanes_apart(forms: list[tuple[int, int, Affine]], runtime_dims: set[int],
-                 lane_ranges: dict[str, list[int]]) -> bool:
-    """Whether the unrolled lanes of one access always reach distinct banks through the fixed dimensions."""
+def _ii(loop: _Loop) -> int:
+    for pragma, args in loop.pragmas:
+        if pragma == "PIPELINE":
+            m = re.search(r"II\s*=\s*(\d+)", args)
+            return int(m.group(1)) if m else 1
+    return 1
+
+
+def _bank_load(forms: list[tuple[int, int, Affine]], runtime_dims: set[int],
+               lane_ranges: dict[str, list[int]]) -> int | None:
+    """The most unrolled lanes of one access that meet in one bank, or None where a dimension the
+    pipeline walks also depends on a lane (the lanes' banks then move apart at run time)."""
     lanes = sorted({v for _, _, form in forms for v in form if v in lane_ranges})
+    if any(v in lane_ranges for dim, _, form in forms if dim in runtime_dims for v in form):
+        return None
     if not lanes:
-        return True  # one access per cycle: nothing to collide with
+        return 1  # one access per iteration
     fixed = [(f, form) for dim, f, form in forms if dim not in runtime_dims]
-    seen = set()
+    counts: dict[tuple[int, ...], int] = {}
     for values in itertools.product(*(lane_ranges[v] for v in lanes)):
         env = dict(zip(lanes, values, strict=True))
         key = tuple(sum(x * env.get(v, 0) for v, x in form.items() if v) % f for f, form in fixed)
-        if key in seen:
-            return False
-        seen.add(key)
-    return True
+        counts[key] = counts.get(key, 0) + 1
+    return max(counts.values())
 
 
 def _check_arithmetic(compute: Any, loops: list[_Loop], defs: dict[str, Any], design: dict[str, Any],

@@ -34,7 +34,8 @@ TEMPLATES = {
     "connectivity.cfg.j2": "connectivity.cfg",
     "README.md.j2": "README.md",
 }
-STATIC = {"run_hls.tcl": "run_hls.tcl", "include/hls_streamofblocks.h": "sim/include/hls_streamofblocks.h"}
+STATIC = {"run_hls.tcl": "run_hls.tcl", "include/hls_streamofblocks.h": "sim/include/hls_streamofblocks.h",
+          "include/hls_vector.h": "sim/include/hls_vector.h"}
 #: The test bench's vectors and reference output are drawn in memory, written to disk and read back whole by
 #: the C-simulation; past these, a project would fill the disk and take hours to C-simulate.
 MAX_TESTBENCH_BYTES = 10**9
@@ -111,7 +112,7 @@ def write_project(directory: Path, op: Operator, analysis: Analysis, point: Poin
             path.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(data_dir("hls_templates") / source_file, path)
         (partial / "data").mkdir()
-        for port, array in zip(context["ports"], inputs, strict=True):
+        for port, array in zip(context["host_inputs"], inputs, strict=True):
             np.ascontiguousarray(array, dtype=port["dtype"]).tofile(partial / "data" / f"{port['name']}.bin")
         out = context["out_port"]
         np.ascontiguousarray(output, dtype=out["dtype"]).tofile(partial / "data" / f"{out['name']}.reference.bin")
@@ -142,15 +143,17 @@ def expectations(context: dict[str, Any], design: dict[str, Any]) -> dict[str, A
     blocks; the PE array's operator instances; the width of every port."""
     loops = []
     for b in context["buffers"]:
-        labels = [lp["label"] for lp in b["box_loops"]["loops"] if lp["pragma"] != "UNROLL"]
-        loops.append({"process": f"read_{b['name']}", "labels": labels, "trip_count": b["box_loops"]["cycles"],
-                      "ii": 1, "per": "block"})
+        x = b["xfer"]
+        labels = [lp["label"] for lp in x["row_loops"]] + ([x["label"]] if x["iterations"] > 1 else [])
+        loops.append({"process": f"read_{b['name']}", "labels": labels, "trip_count": x["beats"], "ii": x["ii"],
+                      "per": "block"})
     loops.append({"process": "compute_tile", "labels": [lp["label"] for lp in context["pipeline_loops"]],
                   "trip_count": design["compute_cycles_per_tile"] - design["pipeline_depth"],
                   "ii": design["ii"], "depth": design["pipeline_depth"], "per": "tile"})
-    out = context["out_loops"]
-    loops.append({"process": "write_out", "labels": [lp["label"] for lp in out["loops"] if lp["pragma"] != "UNROLL"],
-                  "trip_count": out["cycles"], "ii": 1, "per": "tile"})
+    out = context["out_xfer"]
+    loops.append({"process": "write_out",
+                  "labels": [lp["label"] for lp in out["row_loops"]] + ([out["label"]] if out["iterations"] > 1 else []),
+                  "trip_count": out["beats"], "ii": out["ii"], "per": "tile"})
     buffers = [{"variable": f"{b['name']}_s", "tensor": b["tensor"], "banks": info["banks"],
                 "words_per_bank": info["words_per_bank"], "storage": info["storage"], "blocks": info["blocks"]}
                for b, info in zip(context["buffers"], design["buffers"], strict=False)]
@@ -160,7 +163,12 @@ def expectations(context: dict[str, Any], design: dict[str, Any]) -> dict[str, A
     ops = context["ops"]
     return {"loops": loops, "buffers": buffers,
             "instances": {ops["mul"]: design["units"]["mul"], ops["add"]: design["units"]["add"]},
-            "port_bits": {p["name"]: design["port_bits"] for p in context["all_ports"]}}
+            "port_bits": {p["name"]: design["port_bits"] for p in context["all_ports"]},
+            # how the host lays each tensor out in DDR (zero words around it, output rows padded to a pitch)
+            "layout": {p["name"]: {"tensor": p["tensor"], "word_elements": p["word"], "head_words": p["head"],
+                                   "depth_words": p["depth"], "pitch": p["pitch"],
+                                   "prepared_on_host": p["prepare"] is not None}
+                       for p in context["all_ports"]}}
 
 
 def _figures(design: dict[str, Any], point: Point) -> dict[str, Any]:
