@@ -76,7 +76,7 @@ def _bram18k(words: float, bits: float, widths: np.ndarray, depths: np.ndarray) 
 
 @njit(cache=True)
 def plan_transfer(widths: np.ndarray, ddr_shape: np.ndarray, factors: np.ndarray, dims: int, word: float,
-                  strides: np.ndarray, static: bool, offset: float):
+                  strides: np.ndarray, static: bool, offset: float, registers: bool):
     """How a read or write process moves a box in whole port words of ``word`` elements.
 
     Returns ``(q, lanes, packed, ii, iterations, rows, funnel, ok, static)``: the dimensions inside ``q`` are
@@ -85,7 +85,8 @@ def plan_transfer(widths: np.ndarray, ddr_shape: np.ndarray, factors: np.ndarray
     outside ``q`` are ``rows`` contiguous runs in DDR, each taking ``iterations`` pipeline iterations of
     one word at ``ii`` cycles (one more iteration when the run does not start on a word boundary at
     compile time: the read then realigns through a funnel of two words). ``ok`` is False where an
-    element of a word would land in a bank chosen at run time; ``static`` says whether every run starts at
+    element of a word would land in a bank chosen at run time (``registers``: the buffer is registers
+    throughout, where an index chosen at run time is a multiplexer, not a bank); ``static`` says whether every run starts at
     the same place in a word (``static`` as given, and every row stride a whole number of words).
     """
     packed = 1.0
@@ -105,7 +106,7 @@ def plan_transfer(widths: np.ndarray, ddr_shape: np.ndarray, factors: np.ndarray
         # lane l of word j is element j·lanes + l of dimension q: its bank is fixed when the factor
         # divides the lanes (or the run is one word, or the whole word is one element of q, whose bank
         # the run picks for every lane alike); each bank then takes ii elements of the word
-        if w > lanes and lanes > 1 and lanes % factors[q] != 0:
+        if w > lanes and lanes > 1 and lanes % factors[q] != 0 and not registers:
             ok = False
         ii *= math.ceil(min(w, lanes) / factors[q])
         words = math.ceil(w / lanes)
@@ -247,8 +248,12 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                     if trips[lp] > 1 and pos[lp] <= level and (entry_coef[e] * t[lp] * strides[d]) % word != 0:
                         static = False
             offset = const_flat[p] % word
-            q, lanes, packed, wii, iterations, runs, funnel, ok, static = plan_transfer(width, dshape, fac, dims, word,
-                                                                                strides, static, offset)
+            registers = True
+            for d in range(dims):
+                if fac[d] < width[d]:
+                    registers = False
+            q, lanes, packed, wii, iterations, runs, funnel, ok, static = plan_transfer(
+                width, dshape, fac, dims, word, strides, static, offset, registers)
             if is_write and (funnel or (0 <= q < dims - 1 and shape[p, q] % width[q] != 0)):
                 # a write must not touch a word another tile owns: runs that start inside a word, or a
                 # partial tile whose run goes on into the next row

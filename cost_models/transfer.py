@@ -57,6 +57,6 @@ def transfer_plan(widths: Sequence[int], ddr_shape: Sequence[int], factors: Sequ
     q, lanes, packed, ii, iterations, runs, funnel, ok, static = plan_transfer(
         np.asarray(widths, dtype=np.float64), np.asarray(ddr_shape, dtype=np.float64),
         np.asarray(factors, dtype=np.float64), len(widths), float(word), np.asarray(strides, dtype=np.float64),
-        bool(static), float(offset))
+        bool(static), float(offset), all(f >= w for f, w in zip(factors, widths, strict=True)))
     return TransferPlan(int(q), int(lanes), int(packed), int(ii), int(iterations), int(runs), bool(funnel), bool(ok),
                         bool(static))

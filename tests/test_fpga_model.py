@@ -29,18 +29,21 @@ def test_gemm_design_by_hand():
         "tile.i": 16, "tile.j": 16, "tile.k": 64, "unroll.i": 1, "unroll.j": 16, "unroll.k": 4,
         "order": ("i", "j"), "dtype": "float32", "clock_mhz": 250.0})
     a, b, o = d["buffers"]
-    # A[i, k]: 16x64 box in 4 banks along k (the k lanes). The read process writes 4 elements a cycle, one
-    # per bank, so that each bank is fixed at compile time: 16 * 64 / 4 = 256 cycles = 1024 ns. Reloaded
-    # only when i advances (4 times), so two blocks.
+    # A[i, k]: 16x64 box in 4 banks along k (the k lanes), read as 16 rows of 4 words of 16 floats. Rows are
+    # 64 floats apart and tiles 16 rows apart, whole words: no funnel. Each word puts 4 lanes in each bank,
+    # so one word every 4 cycles: 16 * 4 * 4 = 256 cycles = 1024 ns, 64 words = 4096 bytes. Reloaded only
+    # when i advances (4 times), so two blocks.
     assert (a["shape"], a["partition"], a["loads"], a["tile_bytes"]) == ([16, 64], [1, 4], 4, 4096)
-    assert (a["lanes"], a["cycles_per_load"], a["blocks"]) == (4, 256, 2)
+    assert (a["lanes"], a["word_ii"], a["rows"], a["iterations_per_row"], a["funnel"]) == (16, 4, 16, 4, False)
+    assert (a["cycles_per_load"], a["blocks"]) == (256, 2)
     assert a["seconds_per_load"] == pytest.approx(1024 * NS)
-    # B[k, j]: j completely partitioned (16 banks), a row of 16 per cycle; k's 4 banks do not fit the word
-    # besides, so the rows go one a cycle: 64 cycles = 256 ns, with every tile (16 loads).
+    # B[k, j]: j completely partitioned (16 banks): a row of 16 is one word a cycle, 64 rows, whatever k's
+    # 4 banks (a whole word goes to one of them): 64 cycles = 256 ns, with every tile (16 loads).
     assert (b["shape"], b["partition"], b["loads"], b["cycles_per_load"]) == ([64, 16], [4, 16], 16, 64)
-    assert b["seconds_per_load"] == pytest.approx(256 * NS)
-    # O: 16 rows of 16 -> 16 cycles = 64 ns per tile, 16 tiles.
+    assert (b["word_ii"], b["beats_per_load"]) == (1, 64) and b["seconds_per_load"] == pytest.approx(256 * NS)
+    # O: 16 rows of 16 -> 16 words, 16 cycles = 64 ns per tile, 16 tiles; its rows (64) are whole words.
     assert (o["shape"], o["loads"], o["seconds_per_load"]) == ([16, 16], 16, pytest.approx(64 * NS))
+    assert o["pitch"] == 64
     stages = d["stages_s"]
     assert stages["read A"] == pytest.approx(4 * 1024 * NS)
     assert stages["read B"] == pytest.approx(16 * 256 * NS)
@@ -81,19 +84,27 @@ def test_conv2d_design_by_hand():
         "unroll.b": 1, "unroll.k": 4, "unroll.i": 1, "unroll.j": 1, "unroll.rc": 4, "unroll.rx": 1, "unroll.ry": 1,
         "order": ("b", "k", "i", "j"), "dtype": "float32", "clock_mhz": 250.0})
     pad, w, o = d["buffers"]
-    # pad[b, rc, i + rx, j + ry]: box 1x4x6x10 in 4 banks along rc. Its rows are not partitioned, so the read
-    # process writes one element a cycle: 240 cycles = 960 ns; reloaded when i advances.
+    # pad[b, rc, i + rx, j + ry]: box 1x4x6x10 in 4 banks along rc, read from I (8x8 per channel) shifted by
+    # the padding: 24 runs of 10 floats. Runs start 8 floats apart, so not at the same place in a word:
+    # each run takes its words through the funnel, 1 word + 1 = 2 iterations. The 10 lanes of a word go to
+    # one bank (the row is not partitioned): II 10. 24 * 2 * 10 = 480 cycles = 1920 ns; 48 words = 3072
+    # bytes; reloaded when i advances.
     assert (pad["shape"], pad["partition"], pad["loads"], pad["storage"]) == ([1, 4, 6, 10], [1, 4, 1, 1], 2, "bram")
-    assert (pad["lanes"], pad["cycles_per_load"], pad["blocks"]) == (1, 240, 2)
-    # W: the whole 8x4x3x3 tensor in 4x4 banks, loaded once, so one block: 288 cycles = 1152 ns.
+    assert (pad["rows"], pad["iterations_per_row"], pad["word_ii"], pad["funnel"]) == (24, 2, 10, True)
+    assert (pad["cycles_per_load"], pad["tile_bytes"], pad["blocks"]) == (480, 3072, 2)
+    # W: the whole 8x4x3x3 tensor in 4x4 banks, loaded once, so one block. Its rows of 3 do not divide a
+    # word: 96 runs of 3, 3 floats apart (funnel, 2 iterations) at II 3: 576 cycles = 2304 ns.
     assert (w["shape"], w["partition"], w["loads"], w["blocks"]) == ([8, 4, 3, 3], [4, 4, 1, 1], 1, 1)
-    assert w["cycles_per_load"] == 288 and w["seconds_per_load"] == pytest.approx(1152 * NS)
+    assert (w["rows"], w["iterations_per_row"], w["word_ii"]) == (96, 2, 3)
+    assert w["cycles_per_load"] == 576 and w["seconds_per_load"] == pytest.approx(2304 * NS)
+    # O: rows of 8 floats padded to a word (pitch 16): 32 words of 8 lanes in one bank each, II 8.
     assert (o["shape"], o["loads"], o["partition"], o["cycles_per_load"]) == ([1, 8, 4, 8], 2, [1, 4, 1, 1], 256)
+    assert (o["pitch"], o["beats_per_load"], o["tile_bytes"]) == (16, 32, 2048)
     # 2*4*8 spatial x 9 reduce iterations = 576 per tile; the sum recurs every 64 > 7 cycles: II 1;
     # depth 4 + 5 * (2 + 1) + 4 = 23.
     assert (d["ii"], d["accumulation_distance"], d["pipeline_depth"], d["compute_cycles_per_tile"]) == (1, 64, 23, 599)
-    # The compute waits for all of W (1152 ns, more than pad's first 960 ns), then the last write (1024 ns).
-    latency = 1152 * NS + 2 * 599 / 250e6 + 1024 * NS
+    # The compute waits for all of W (2304 ns, more than pad's first 1920 ns), then the last write (1024 ns).
+    latency = 2304 * NS + 2 * 599 / 250e6 + 1024 * NS
     assert d["latency_s"] == pytest.approx(latency) and d["bound"] == "compute"
     assert d["gops"] == pytest.approx(2 * 8 * 8 * 8 * 4 * 9 / latency / 1e9)
     # 4 spatial lanes x 4 products, trees of 3 adders + the accumulation: 16 fmul + 16 fadd = 80 DSP.
@@ -136,8 +147,10 @@ def test_integer_multiplies_take_one_dsp_each():
         assert d["units"] == {"mul": 32, "add": 32} and d["resources"]["dsp"] == 32
 
 
-def test_writer_lanes_are_whole_partition_factors():
-    """Every element a read process writes in a cycle lands in a bank fixed at compile time."""
+def test_transfers_move_whole_words_into_banks_fixed_at_compile_time():
+    """Every lane of a word a read or write process moves lands in a bank fixed at compile time, and the
+    generator's view of the plan (cost_models.transfer) is the model's."""
+    from cost_models.fpga import ddr_strides_of
     from cost_models.transfer import transfer_plan
 
     op = get_builtin("conv_transpose2d").instantiate(shape="small:s2")
@@ -145,15 +158,25 @@ def test_writer_lanes_are_whole_partition_factors():
     model = FpgaModel(space)
     rows = space.sample(300, np.random.default_rng(4))
     r = model.evaluate(rows, detail=True)
+    checked = 0
     for g, buf in zip(model.ports, r["buffers"], strict=True):
         for i in range(len(rows)):
-            split, lanes = int(buf["split"][i]), int(buf["lanes"][i])
-            if split >= 0:
-                assert lanes in (1, int(buf["factor"][i][split]))
+            if not r["feasible"][i]:
+                continue
+            q, lanes = int(buf["split"][i]), int(buf["lanes"][i])
+            width, factor = [int(x) for x in buf["width"][i]], [int(x) for x in buf["factor"][i]]
+            registers = all(f >= w for f, w in zip(factor, width, strict=True))
+            if q >= 0 and width[q] > lanes and lanes > 1 and not registers:
+                assert lanes % factor[q] == 0
             word = 64 // (1 if space.dtypes[rows[i, space.col_dtype]] == "int8" and g is not space.write else 4)
-            plan = transfer_plan([int(x) for x in buf["width"][i]], list(g.shape), [int(x) for x in buf["factor"][i]],
-                                 word)
-            assert (plan.split, plan.lanes, plan.cycles) == (split, lanes, buf["cycles"][i])
+            shape = list(g.access.ddr.shape)
+            if g is space.write:
+                shape[-1] = int(buf["pitch"][i])
+            plan = transfer_plan(width, shape, factor, word, ddr_strides_of(shape), bool(buf["static"][i]),
+                                 int(buf["offset"][i]))
+            assert (plan.q, plan.lanes, plan.cycles, plan.ok) == (q, lanes, buf["cycles"][i], True)
+            checked += 1
+    assert checked > 100
 
 
 def test_accumulation_too_close_raises_the_ii():

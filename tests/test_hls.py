@@ -203,6 +203,38 @@ def test_lint_catches_an_ii_the_model_did_not_predict(tmp_path):
     assert any(f.check == "ii" for f in report.findings)
 
 
+def test_lint_catches_a_guarded_scalar_read(tmp_path):
+    """The review's second finding: a read process that loads one guarded float at a time from a scalar
+    pointer is what Vitis will not widen into the port words the model charges."""
+    op = get_builtin("gemm").instantiate(GEMM)
+    project, _, _ = build(op, tmp_path, knobs=GEMM_KNOBS)
+    assert lint(project).ok
+    kernel = project / "src" / "kernel.cpp"
+    text = kernel.read_text()
+    read_a = text[text.index("static void read_buf0_A"):text.index("static void read_buf1_B")]
+    word_read = re.search(r"const A_word_t hdse_cur = A\[[^;]*\];", read_a).group(0)
+    element = re.search(r"const float hdse_elem = [^;]*;", read_a).group(0)
+    broken = (read_a.replace("const A_word_t *A", "const float *A").replace(word_read, "")
+              .replace(element, "const float hdse_elem = (x0 < 16) ? A[hdse_a + hdse_l] : 0.0f;"))
+    text = text.replace(read_a, broken).replace("gemm_kernel(const A_word_t *A", "gemm_kernel(const float *A")
+    text = text.replace("read_buf0_A(A, ", "read_buf0_A((const float *)A, ")
+    kernel.write_text(text)
+    header = project / "src" / "kernel.h"
+    header.write_text(header.read_text().replace("gemm_kernel(const A_word_t *A", "gemm_kernel(const float *A"))
+    report = lint(project)
+    ports = [f for f in report.findings if f.check == "ports"]
+    assert ports and all("A" in f.message for f in ports), [str(f) for f in report.findings]
+    assert any("const float *, not a port word" in f.message for f in ports)
+    # and a lane taken from a word still in DDR is not a whole-word access either
+    project2, _, _ = build(op, tmp_path / "lane", knobs=GEMM_KNOBS)
+    kernel = project2 / "src" / "kernel.cpp"
+    text = kernel.read_text()
+    kernel.write_text(re.sub(r"const A_word_t hdse_cur = (A\[[^;]*\]);", r"const A_word_t hdse_cur = \1; "
+                             r"const float hdse_lane = \1[0]; (void)hdse_lane;", text, count=1))
+    (finding,) = [f for f in lint(project2).findings if f.check == "ports"]
+    assert "in place" in finding.message
+
+
 def test_stand_in_blocks_are_poisoned_and_locks_strict(tmp_path):
     """A block element read before it is written shows in the output (NaN), and a nested lock aborts."""
     op = get_builtin("gemm").instantiate(GEMM)

@@ -437,8 +437,12 @@ def _check_banks(name: str, function: Any, loops: list[_Loop], defs: dict[str, A
         parts = partitions.get(_stream_of(name, array))
         if not parts:
             continue
-        report.accesses_checked += 1
         dims = sizes.get(array, [])
+        complete = {d for d, f in parts if f is None}
+        if name != "compute_tile" and all(d + 1 in complete or (d < len(dims) and dims[d] == 1)
+                                          for d in range(len(indices))):
+            continue  # registers throughout: an index chosen at run time is a multiplexer, not a bank
+        report.accesses_checked += 1
         forms: list[tuple[int, int, Affine]] = []  # (dim, factor, affine index) of partitioned dimensions
         for dim, factor in parts:
             if dim > len(indices):

@@ -16,6 +16,8 @@ loops (a fixed decision for FPGA, FlexTensor §4.2). Its knobs:
   other loop that moves along it inside the tile must step by a multiple of that factor. A sliding window
   (``i + rx`` with ``rx`` unrolled and ``i`` walked by the pipeline) would pick banks at run time, which
   Vitis answers with muxes and a higher II ("limited memory ports"); such designs are not in the space.
+  The write process moves whole port words, so the innermost output tile is a whole number of words or
+  the whole extent: a word two tiles shared would be written by both.
 * ``order``: the order of the spatial tile loops (reduce tile loops are always innermost, so an output
   tile stays on chip until it is complete). It decides which input tiles are reused between tiles.
 * ``dtype`` and ``clock_mhz``: chosen by the user (one or several values each).
@@ -38,9 +40,10 @@ from math import prod
 import numpy as np
 
 from cost_models.io_bounds import conv_window
-from hetero_dse.analysis import Access, Analysis, Loop
+from hetero_dse.analysis import Access, Analysis, Loop, dtype_bytes
 from hetero_dse.board import Board
 from hetero_dse.errors import HeteroDSEError
+from hetero_dse.ops._common import accumulator
 from hetero_dse.space.encoding import row_keys
 from hetero_dse.space.point import Point
 from hetero_dse.space.rearrange import Knob, Neighbourhood, nearest_factors, nearest_valid, random_neighbours
@@ -157,6 +160,9 @@ class FpgaSpace:
         self.col_order, self.col_dtype, self.col_clock = 2 * n, 2 * n + 1, 2 * n + 2
         # For the one-unrolled-loop-per-buffer-dimension rule: which loops index each buffer dimension.
         self._dim_masks = [(g.coef != 0).astype(np.int64) for g in (*self.reads, self.write)]
+        # The output's elements per port word, per data type, and the loop of its innermost dimension.
+        self._out_word = np.array([board.memory.port_bits // (8 * dtype_bytes(accumulator(d))) for d in self.dtypes])
+        self._out_inner = self.loop_names.index(self.write.access.indices[-1].loops[0])
 
     # ----------------------------------------------------------------------------------------- geometry
     def _geometry(self, access: Access) -> AccessGeometry:
@@ -199,6 +205,7 @@ class FpgaSpace:
         for mask in self._dim_masks:
             ok &= ((unrolled @ mask.T) <= 1).all(axis=1)
         ok &= self._static_banks(t, u)
+        ok &= self._whole_output_words(t, rows)
         if self.options.io_optimal and self.window is not None:
             ok &= self._io_optimal(t)
         return ok
@@ -224,6 +231,13 @@ class FpgaSpace:
                     moves = (u[:, lp] == 1) & (t[:, lp] > 1)
                     ok &= ~moves | (coef[d, lp] % factor == 0)
         return ok
+
+    def _whole_output_words(self, t: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Whether every output tile starts on a port word: the write process writes whole words, and a
+        word shared by two tiles would be written by both (see ``cost_models.transfer``)."""
+        lp = self._out_inner
+        word = self._out_word[rows[:, self.col_dtype]]
+        return (t[:, lp] % word == 0) | (t[:, lp] >= self.extents[lp])
 
     def _io_optimal(self, t: np.ndarray) -> np.ndarray:
         """Seed 001's optimality condition x·y = R·z (within a factor ``io_slack``) for the output tile."""
