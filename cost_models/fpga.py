@@ -191,7 +191,8 @@ class FpgaModel:
         body_adds = self.adds - 1 if self.reduction else self.adds
         return (nl, sp.num_spatial, sp.col_order, sp.col_dtype, sp.col_clock, sp.extents.astype(np.float64),
                 tile_tab, unroll_tab, sp.order_positions, start, np.array(loops, dtype=np.int64),
-                np.array(coefs, dtype=np.float64), shape, ddr_shape, ddr_strides, const_flat, negative, ndims, used, in_bytes, acc_bytes, floating,
+                np.array(coefs, dtype=np.float64), shape, ddr_shape, ddr_strides, const_flat, negative, ndims,
+                used, in_bytes, acc_bytes, floating,
                 per_dtype("add_latency"), per_dtype("mul_latency"), per_dtype("dsp_mul"), per_dtype("dsp_add"),
                 per_dtype("lut_mul"), per_dtype("lut_add"), per_dtype("ff_mul"), per_dtype("ff_add"),
                 float(self.muls), float(body_adds), self.reduction, self.compulsory, clocks, self.peak_table,

@@ -7,11 +7,11 @@ its box. A formula changed here changes the search, the report and the generated
 
 What is modelled is what ``hls_templates/kernel.cpp.j2`` emits (see ``cost_models/fpga.py`` for the prose):
 
-* **Transfer** (read and write processes): the box of a buffer is walked with its innermost dimensions
-  fully unrolled while they are completely partitioned, fit in one port word and lie contiguously in DDR;
-  the next dimension is unrolled by its partition factor where that fits the word (one element a cycle
-  where it does not), so every element written in a cycle lands in a bank fixed at compile time; the
-  rest is a loop nest pipelined at II=1.
+* **Transfer** (read and write processes): a box moves in whole port words (``hls::vector`` over the
+  m_axi port), one word a pipeline iteration, as runs contiguous in DDR (see ``cost_models/transfer.py``):
+  the lanes of a word land in banks fixed at compile time, at an II of the most lanes one bank takes; a
+  run that does not start on a word boundary at compile time is realigned through a funnel (one more
+  word a run); DDR traffic is the words moved, not the elements used.
 * **Compute**: the PE array is the unrolled loops. Each spatial lane multiplies its ``U`` reduce lanes,
   sums the products with a balanced adder tree (``U − 1`` adders, seeded with the first product, not 0),
   and adds the tree's result to its output element only where the reduction continues across pipeline
@@ -86,8 +86,9 @@ def plan_transfer(widths: np.ndarray, ddr_shape: np.ndarray, factors: np.ndarray
     one word at ``ii`` cycles (one more iteration when the run does not start on a word boundary at
     compile time: the read then realigns through a funnel of two words). ``ok`` is False where an
     element of a word would land in a bank chosen at run time (``registers``: the buffer is registers
-    throughout, where an index chosen at run time is a multiplexer, not a bank); ``static`` says whether every run starts at
-    the same place in a word (``static`` as given, and every row stride a whole number of words).
+    throughout, where an index chosen at run time is a multiplexer, not a bank); ``static`` says whether
+    every run starts at the same place in a word (``static`` as given, and every row stride a whole
+    number of words).
     """
     packed = 1.0
     q = dims - 1

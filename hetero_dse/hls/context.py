@@ -235,7 +235,8 @@ def _lane_var(ident: str, lp: _Loop) -> str:
 
 
 def _buffer(i: int, access: Access, tensor: Any, info: dict[str, Any], loops: dict[str, _Loop],
-            ids: dict[str, str], level_of: dict[str, int], op: Operator, te: Any, port: dict[str, Any]) -> dict[str, Any]:
+            ids: dict[str, str], level_of: dict[str, int], op: Operator, te: Any,
+            port: dict[str, Any]) -> dict[str, Any]:
     """One on-chip buffer: its box, partition, where it is (re)loaded and how each element is computed."""
     name = f"buf{i}_{identifier(access.tensor)}"
     dims = [int(w) for w in info["shape"]]
@@ -383,7 +384,8 @@ def word_loops(widths: list[int], info: dict[str, Any], port: dict[str, Any], ba
         if count > 1:
             lane_loops.append({"label": f"box_d{q}_lane", "header": f"for (int x{q}i = 0; x{q}i < {count}; ++x{q}i)"})
             lane_terms.append(f"x{q}i * {plan.packed}" if plan.packed > 1 else f"x{q}i")
-            lane_defines.append(f"const int x{q} = hdse_j * {plan.lanes} + x{q}i;" if words > 1 else f"const int x{q} = x{q}i;")
+            lane_defines.append(f"const int x{q} = hdse_j * {plan.lanes} + x{q}i;" if words > 1
+                                else f"const int x{q} = x{q}i;")
         else:
             lane_defines.append(f"const int x{q} = hdse_j;" if words > 1 else f"const int x{q} = 0;")
         if words > 1 and widths[q] % plan.lanes:

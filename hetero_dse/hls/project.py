@@ -152,7 +152,8 @@ def expectations(context: dict[str, Any], design: dict[str, Any]) -> dict[str, A
                   "ii": design["ii"], "depth": design["pipeline_depth"], "per": "tile"})
     out = context["out_xfer"]
     loops.append({"process": "write_out",
-                  "labels": [lp["label"] for lp in out["row_loops"]] + ([out["label"]] if out["iterations"] > 1 else []),
+                  "labels": ([lp["label"] for lp in out["row_loops"]]
+                             + ([out["label"]] if out["iterations"] > 1 else [])),
                   "trip_count": out["beats"], "ii": out["ii"], "per": "tile"})
     buffers = [{"variable": f"{b['name']}_s", "tensor": b["tensor"], "banks": info["banks"],
                 "words_per_bank": info["words_per_bank"], "storage": info["storage"], "blocks": info["blocks"]}
