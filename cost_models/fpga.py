@@ -9,16 +9,18 @@ Architecture being modelled (it is what ``hls_templates/kernel.cpp.j2`` generate
 * one **read** process per buffer: DDR → a block of a ``stream_of_blocks`` channel (two blocks deep, so
   reading the next tile overlaps computing this one; one block for a buffer loaded once). A buffer holds
   the bounding box of its tile's footprint and is loaded again only when a tile loop it depends on
-  advances (input reuse: the order of the tile loops decides how often). Each cycle it writes as many
-  elements as fit one port word (the board's ``port_bits``), lie contiguously in DDR and go to distinct
-  banks fixed at compile time; it shares its DDR channel's bandwidth with the other ports on it.
+  advances (input reuse: the order of the tile loops decides how often). It reads whole port words (the
+  board's ``port_bits``) one a pipeline iteration, runs that start inside a word realigned through a
+  funnel, every lane into a bank fixed at compile time (``cost_models/transfer.py``); it shares its DDR
+  channel's bandwidth with the other ports on it.
 * one **compute** process: per tile, the loops of the tile with the unrolled ones as the PE array and
   the others pipelined, reduce loops outside spatial loops so that consecutive iterations accumulate
   into different output elements. Each spatial lane sums its reduce lanes' products with a balanced
   adder tree and adds the result to its output element only where the reduction goes on; that
   read-modify-write recurs every ``D`` iterations, so ``II = ceil(recurrence / D)`` where the recurrence
   is the add latency plus the buffer's read and write.
-* one **write** process: the output tile back to DDR once its reduction is complete, walked like a read.
+* one **write** process: the output tile back to DDR once its reduction is complete, in whole words into
+  rows padded to a whole number of words (each tile starts on a word, so no word is written twice).
 
 The processes run concurrently: a read process runs ahead of the compute, the compute starts once the
 first block of every buffer is whole (all of a buffer loaded once), the write after the first tile's

@@ -264,6 +264,7 @@ def _write_outputs(out: Path, explorations: list, seed: int, run_csim: bool, cpu
                 unwritten[i] = str(exc)
                 continue
             projects[i] = str(directory.relative_to(out))
+            _warn_on_lint(directory, projects[i])
             if run_csim:
                 with console.status(f"C-simulating {projects[i]}"):
                     result = run_csim_on(directory)
@@ -287,6 +288,21 @@ def _write_outputs(out: Path, explorations: list, seed: int, run_csim: bool, cpu
 
 @cli.command("csim")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def _warn_on_lint(directory: Path, shown: str) -> None:
+    """Say on the console when the HLS lint found the written code and design.json apart (its verdict is
+    in design.json; ``hetero_dse csim`` fails on it)."""
+    import json
+
+    verdict = json.loads((directory / "design.json").read_text()).get("lint", {})
+    if verdict.get("ok") is True:
+        return
+    findings = verdict.get("findings") or []
+    first = findings[0] if findings else {"message": verdict.get("error", "no verdict")}
+    detail = first.get("message", str(first)) if isinstance(first, dict) else str(first)
+    console.print(f"[yellow]warning[/]: HLS lint on {shown}: {len(findings) or 'no'} finding(s), first: {detail} "
+                  "(see design.json; hetero_dse csim fails on it)")
+
+
 def csim_command(directory: Path) -> None:
     """C-simulate generated HLS projects with g++ (DIRECTORY: one 'hls' project or an explore output)."""
     from hetero_dse.hls.csim import csim as run_csim_on
