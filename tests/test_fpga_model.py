@@ -189,8 +189,8 @@ def test_accumulation_too_close_raises_the_ii():
     # An int32 accumulation is one cycle, but the same RAM read and write make it 3: II = ceil(3 / 2) = 2.
     op = get_builtin("gemm").instantiate({"M": 4, "N": 2, "K": 64, "dtype": "int8"})
     space = FpgaSpace(analyze(op), load_board("vu9p"), ["int8"], [250.0])
-    row = space.encode(Point({**{k: v for k, v in space.decode(np.zeros(space.num_knobs, dtype=int)).items()},
-                              "tile.j": 2, "tile.k": 64, "dtype": "int8"}))
+    row = space.encode(Point({"tile.i": 1, "tile.j": 2, "tile.k": 64, "unroll.i": 1, "unroll.j": 1, "unroll.k": 1,
+                              "order": ("i", "j"), "dtype": "int8", "clock_mhz": 250.0}))
     d = FpgaModel(space).describe(row)
     assert (d["recurrence"], d["ii"]) == (3, 2)
 

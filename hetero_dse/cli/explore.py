@@ -286,8 +286,6 @@ def _write_outputs(out: Path, explorations: list, seed: int, run_csim: bool, cpu
     return projects, unwritten, csims, cpu_records, gpu_records
 
 
-@cli.command("csim")
-@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def _warn_on_lint(directory: Path, shown: str) -> None:
     """Say on the console when the HLS lint found the written code and design.json apart (its verdict is
     in design.json; ``hetero_dse csim`` fails on it)."""
@@ -303,6 +301,8 @@ def _warn_on_lint(directory: Path, shown: str) -> None:
                   "(see design.json; hetero_dse csim fails on it)")
 
 
+@cli.command("csim")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def csim_command(directory: Path) -> None:
     """C-simulate generated HLS projects with g++ (DIRECTORY: one 'hls' project or an explore output)."""
     from hetero_dse.hls.csim import csim as run_csim_on
