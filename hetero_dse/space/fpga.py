@@ -291,11 +291,20 @@ class FpgaSpace:
 
     # ----------------------------------------------------------------------------------------- walking
     def sample(self, count: int, rng: np.random.Generator) -> np.ndarray:
-        """``count`` valid rows drawn uniformly per knob (rejection of invalid combinations)."""
+        """``count`` valid rows drawn uniformly per knob (rejection of invalid combinations; the innermost
+        output tile is drawn among the values that start every tile on a port word for the row's data
+        type, which would otherwise reject most draws for nothing)."""
         out: list[np.ndarray] = []
         have = 0
+        lp = self._out_inner
+        whole = [np.flatnonzero((self.tile_values[lp] % w == 0) | (self.tile_values[lp] >= self.extents[lp]))
+                 for w in self._out_word]
         for _ in range(1000):
             rows = rng.integers(0, self.cardinalities, size=(max(count * 4, 64), self.num_knobs))
+            for di, allowed in enumerate(whole):
+                of_type = rows[:, self.col_dtype] == di
+                if len(allowed):
+                    rows[of_type, lp] = rng.choice(allowed, size=int(of_type.sum()))
             keep = rows[self.valid(rows)]
             out.append(keep)
             have += len(keep)
