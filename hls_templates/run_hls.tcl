@@ -1,9 +1,15 @@
-# Vitis HLS build of a hetero_dse design: `vitis_hls -f run_hls.tcl` (csim, csynth, cosim, export).
-# Every design-specific value (top, part, clock, files) is in project.tcl, generated next to this file;
-# pick steps with `vitis_hls -f run_hls.tcl -tclargs csim csynth` (default: all four).
-source [file join [file dirname [info script]] project.tcl]
+# Vitis HLS build of a hetero_dse design (csim, csynth, cosim, export). Either launcher works:
+#   vitis-run --mode hls --tcl run_hls.tcl     (2023.2 and later)
+#   vitis_hls -f run_hls.tcl                   (before; deprecated from 2024.2)
+# Every design-specific value (top, part, clock, files) is in project.tcl, generated next to this file, and
+# the interface and clock settings shared with `v++ -c` are in hls_config.tcl. Pick steps with the
+# HDSE_STEPS environment variable (`HDSE_STEPS="csim csynth"`) or, with vitis_hls, `-tclargs csim csynth`;
+# default: all four.
+set here [file dirname [info script]]
+source [file join $here project.tcl]
 
 set steps $argv
+if {[info exists ::env(HDSE_STEPS)]} { set steps $::env(HDSE_STEPS) }
 if {[llength $steps] == 0} { set steps {csim csynth cosim export} }
 
 open_project -reset prj
@@ -13,6 +19,8 @@ add_files -tb tb/tb.cpp -cflags "-std=c++14 -Isrc"
 open_solution -reset solution1 -flow_target $flow_target
 set_part $part
 create_clock -period $clock_period_ns -name default
+set_clock_uncertainty $clock_uncertainty
+source [file join $here hls_config.tcl]
 
 if {[lsearch $steps csim] >= 0}   { csim_design -argv [file normalize data] }
 if {[lsearch $steps csynth] >= 0} { csynth_design }

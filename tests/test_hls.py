@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -265,3 +266,35 @@ def test_lint_refuses_a_design_record_without_the_figures_it_checks(tmp_path):
     (project / "design.json").write_text("{not json")
     with pytest.raises(LintError, match="not a design record"):
         lint(project)
+
+
+@pytest.mark.parametrize("board", ["u280", "zcu104"])
+def test_build_files_carry_the_clock_and_interface_settings(board, tmp_path):
+    """Both HLS launchers, the same m_axi settings for run_hls.tcl and v++ -c, the clock uncertainty made
+    explicit, and an IP export (no v++ targets) on a Zynq board."""
+    b = load_board(board)
+    op = get_builtin("gemm").instantiate(shape="small:s2")
+    e = explore(op, b, budget=500, top_k=1, seed=0)
+    op_d, analysis = e.best_operator()
+    point, design = e.best
+    project = write_project(tmp_path / board, op_d, analysis, point, design, b)
+    run = (project / "run_hls.tcl").read_text()
+    assert "set_clock_uncertainty $clock_uncertainty" in run and "source [file join $here hls_config.tcl]" in run
+    assert "HDSE_STEPS" in run
+    config = (project / "hls_config.tcl").read_text()
+    assert (f"-m_axi_alignment_byte_size {b.memory.port_bits // 8} -m_axi_max_widen_bitwidth {b.memory.port_bits}"
+            in config)
+    makefile = (project / "Makefile").read_text()
+    assert "vitis-run --mode hls --tcl" in makefile and "vitis_hls -f" in makefile
+    if b.platform:
+        assert makefile.count("--kernel_frequency $(FREQ_MHZ)") == 2 and "--config vpp_compile.cfg" in makefile
+        assert "pre_tcl=hls_config.tcl" in (project / "vpp_compile.cfg").read_text()
+        assert (project / "connectivity.cfg").is_file()
+    else:
+        assert "v++" not in makefile and "\nip:" in makefile
+        assert not (project / "connectivity.cfg").exists() and not (project / "vpp_compile.cfg").exists()
+    if shutil.which("make"):
+        targets = ["csim", "cosim"] + (["xclbin"] if b.platform else ["ip"])
+        dry = subprocess.run(["make", "-n", "-C", str(project), *targets], capture_output=True, text=True)
+        assert dry.returncode == 0, dry.stderr
+        assert "run_hls.tcl" in dry.stdout

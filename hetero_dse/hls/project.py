@@ -32,8 +32,12 @@ TEMPLATES = {
     "project.tcl.j2": "project.tcl",
     "Makefile.j2": "Makefile",
     "connectivity.cfg.j2": "connectivity.cfg",
+    "hls_config.tcl.j2": "hls_config.tcl",
+    "vpp_compile.cfg.j2": "vpp_compile.cfg",
     "README.md.j2": "README.md",
 }
+#: Files of the Vitis (v++) flow, written only for boards with an acceleration platform.
+PLATFORM_ONLY = {"connectivity.cfg.j2", "vpp_compile.cfg.j2"}
 STATIC = {"run_hls.tcl": "run_hls.tcl", "include/hls_streamofblocks.h": "sim/include/hls_streamofblocks.h",
           "include/hls_vector.h": "sim/include/hls_vector.h"}
 #: The test bench's vectors and reference output are drawn in memory, written to disk and read back whole by
@@ -104,6 +108,8 @@ def write_project(directory: Path, op: Operator, analysis: Analysis, point: Poin
     try:
         env = environment()
         for template, target in TEMPLATES.items():
+            if template in PLATFORM_ONLY and not board.platform:
+                continue  # a Zynq board exports an IP for Vivado: no v++ compile or link
             path = partial / target
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(env.get_template(template).render(**context))
