@@ -327,6 +327,9 @@ class FpgaModel:
             "resources": {k: float(r[k][0]) for k in RESOURCE_KINDS},
             "caps": {k: float(self.caps[i]) for i, k in enumerate(RESOURCE_KINDS)},
             "utilisation": usage, "feasible": bool(r["feasible"][0]),
+            # a design larger than one SLR crosses dies: the crossings need pipelining registers and limit
+            # Fmax, which the model does not charge; it says so
+            "slrs": sp.board.slrs, "slrs_spanned": sp.board.slrs_spanned({k: float(r[k][0]) for k in RESOURCE_KINDS}),
             "over_cap": over,
             "traffic_bytes": float(r["traffic_bytes"][0]),
             "io_lower_bound_bytes": bound.bytes, "io_bound_kind": bound.kind,

@@ -7,6 +7,8 @@ file and the field.
 
 from __future__ import annotations
 
+import math
+
 import difflib
 import json
 from collections.abc import Mapping
@@ -57,6 +59,14 @@ class Board:
     memories: tuple[Memory, ...]
     sources: Mapping[str, str]
     path: Path
+    slrs: int = 1
+
+    def slrs_spanned(self, used: Mapping[str, float]) -> int:
+        """How many super logic regions a design of ``used`` resources needs at the least (each SLR holds
+        an even share of the part's resources)."""
+        need = max((used[r] / (self.resources[r] / self.slrs) for r in RESOURCE_KINDS if self.resources[r]),
+                   default=0.0)
+        return max(1, math.ceil(need - 1e-9))
 
     @property
     def memory(self) -> Memory:
@@ -126,7 +136,7 @@ def _from_dict(raw: Any, path: Path) -> Board:
         default_clock_mhz=float(clock["default_mhz"]), max_clock_mhz=float(clock["max_mhz"]),
         resources=MappingProxyType(dict(raw["resources"])), usable=MappingProxyType(dict(raw["usable"])),
         memories=tuple(Memory(**m) for m in raw["memory"]), sources=MappingProxyType(dict(raw["sources"])),
-        path=path.resolve())
+        path=path.resolve(), slrs=int(raw.get("slrs", 1)))
 
 
 @cache

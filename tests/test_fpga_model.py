@@ -214,6 +214,16 @@ def test_over_cap_is_infeasible_and_says_which():
     # 1024 lanes x 5 DSP = 5120 > 70 % of 6840.
     assert not d["feasible"] and d["latency_s"] is None
     assert set(d["over_cap"]) == {"dsp"} and d["over_cap"]["dsp"] == pytest.approx(5120 / 4788)
+    # the VU9P's three SLRs hold 2,280 DSPs each: 5,120 need three of them
+    assert (d["slrs"], d["slrs_spanned"]) == (3, 3)
+
+
+def test_a_design_within_one_slr_says_so():
+    space, model, d = design("gemm", {"M": 64, "N": 64, "K": 64}, {
+        "tile.i": 16, "tile.j": 16, "tile.k": 64, "unroll.i": 1, "unroll.j": 16, "unroll.k": 4,
+        "order": ("i", "j"), "dtype": "float32", "clock_mhz": 250.0})
+    # 320 DSP, 8 BRAM18K, ~39 k LUT: well inside one SLR (2,280 DSP, 1,440 BRAM18K, 394,080 LUT)
+    assert (d["slrs"], d["slrs_spanned"]) == (3, 1)
 
 
 def test_io_lower_bound_direct_convolution():
