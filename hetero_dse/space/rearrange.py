@@ -104,6 +104,15 @@ class Neighbourhood:
                             self._steps.append(split_steps(knob.factors, i, j))
                             self.directions.append(Direction(ki, i, j, f"{knob.name}[{i}↑{j}↓]"))
         self._dir_knob = np.array([d.knob for d in self.directions], dtype=np.int64)
+        # the steps of each knob's directions as one table (local direction x value id -> target id), so that
+        # a batch of moves takes one lookup per knob rather than one per direction
+        self._local = np.zeros(len(self.directions), dtype=np.int64)
+        self._knob_steps: list[np.ndarray] = []
+        for ki in range(len(self.knobs)):
+            mine = np.flatnonzero(self._dir_knob == ki)
+            self._local[mine] = np.arange(len(mine))
+            self._knob_steps.append(np.stack([self._steps[d] for d in mine]) if len(mine)
+                                    else np.zeros((0, 0), dtype=np.int64))
         #: the directions of knobs with more than one value: the only ones a random move need try
         self.movable = np.array([i for i, d in enumerate(self.directions) if len(self.knobs[d.knob].values) > 1],
                                 dtype=np.int64)
@@ -134,12 +143,14 @@ class Neighbourhood:
         out = rows.copy()
         exists = np.zeros(len(rows), dtype=bool)
         ids = self.value_ids(rows)
-        for d in np.unique(directions):
-            hit = np.flatnonzero(directions == d)
-            knob_i = self._dir_knob[d]
+        directions = np.asarray(directions, dtype=np.int64)
+        knob_of = self._dir_knob[directions]
+        for knob_i in np.unique(knob_of):
+            hit = np.flatnonzero(knob_of == knob_i)
             knob = self.knobs[knob_i]
             current = ids[hit, knob_i]
-            target = np.where(current >= 0, self._steps[d][np.maximum(current, 0)], -1)
+            target = np.where(current >= 0,
+                              self._knob_steps[knob_i][self._local[directions[hit]], np.maximum(current, 0)], -1)
             ok = target >= 0
             exists[hit] = ok
             out[np.ix_(hit[ok], list(knob.columns))] = knob.values[target[ok]]
