@@ -43,6 +43,7 @@ from cost_models.fpga_kernel import (
     B_CYCLES,
     B_FUNNEL,
     B_ITERATIONS,
+    B_LAYOUT,
     B_OFFSET,
     B_OK,
     B_PACKED,
@@ -93,6 +94,20 @@ def ddr_strides_of(shape: tuple[int, ...] | list[int]) -> list[int]:
     for d in range(len(shape) - 2, -1, -1):
         strides[d] = strides[d + 1] * int(shape[d + 1])
     return strides
+
+
+def layouts(g: Any) -> list[tuple[int, ...]]:
+    """The DDR layouts a read may have, as the buffer dimension at each DDR position, outermost first:
+    the tensor as the operator has it, and, for an operator input read as it is (no padding, no producer),
+    each dimension moved innermost, which the host does before the run (channels innermost for
+    convolution weights, so that a run holds a tile of channels spread over the PE array's banks)."""
+    dims = g.coef.shape[0]
+    natural = tuple(range(dims))
+    source = g.access.ddr
+    if source.host or any(source.lead) or not g.access.from_input:
+        return [natural]
+    return [natural] + [tuple([d for d in natural if d != m] + [m]) for m in range(dims - 1)
+                        if source.shape[m] > 1]
 
 
 def accumulator_dtype(dtype: str) -> str:
@@ -152,12 +167,18 @@ class FpgaModel:
             unroll_tab[i, : len(sp.unroll_f[i])] = sp.unroll_f[i]
         max_dims = self.max_dims
         shape = np.ones((len(self.ports), max_dims))
-        # the DDR tensor behind each buffer: its extents where a box dimension can cover a whole row of it
-        # (−1 where the buffer is shifted against it, as a padded input is), its strides, and the flat
-        # offset of the access's constant part, which says where in a port word a row starts
-        ddr_shape = np.ones((len(self.ports), max_dims))
-        ddr_strides = np.ones((len(self.ports), max_dims))
-        const_flat = np.zeros(len(self.ports))
+        # The DDR tensor behind each buffer, in each layout it may have (see ``layouts``): its extents in DDR
+        # order where a box dimension can cover a whole row of it (−1 where the buffer is shifted against it,
+        # as a padded input is), its strides, and the flat offset of the access's constant part, which says
+        # where in a port word a row starts.
+        self.layouts = [layouts(g) if g is not self.space.write else [tuple(range(g.coef.shape[0]))]
+                        for g in self.ports]
+        n_lay = max(len(ls) for ls in self.layouts)
+        n_layouts = np.array([len(ls) for ls in self.layouts], dtype=np.int64)
+        layout_perm = np.zeros((len(self.ports), n_lay, max_dims), dtype=np.int64)
+        ddr_shape = np.ones((len(self.ports), n_lay, max_dims))
+        ddr_strides = np.ones((len(self.ports), n_lay, max_dims))
+        const_flat = np.zeros((len(self.ports), n_lay))
         negative = np.zeros(len(self.ports), dtype=np.bool_)
         # the loops of each buffer dimension, as a sparse list: entries start[p, d] .. start[p, d + 1]
         start = np.zeros((len(self.ports), max_dims + 1), dtype=np.int64)
@@ -165,12 +186,15 @@ class FpgaModel:
         for p, g in enumerate(self.ports):
             shape[p, : len(g.shape)] = g.shape
             source = g.access.ddr
-            strides = ddr_strides_of(source.shape)
-            for d, (extent, lead) in enumerate(zip(source.shape, source.lead, strict=True)):
-                ddr_shape[p, d] = extent if lead == 0 else -1
-                ddr_strides[p, d] = strides[d]
-            const_flat[p] = sum((ix.constant - lead) * st for ix, lead, st in
-                                zip(g.access.indices, source.lead, strides, strict=True))
+            for lay, perm in enumerate(self.layouts[p]):
+                shape_l = [source.shape[d] for d in perm]
+                strides = ddr_strides_of(shape_l)
+                for i, d in enumerate(perm):
+                    layout_perm[p, lay, i] = d
+                    ddr_shape[p, lay, i] = source.shape[d] if source.lead[d] == 0 else -1
+                    ddr_strides[p, lay, i] = strides[i]
+                const_flat[p, lay] = sum((g.access.indices[d].constant - source.lead[d]) * strides[i]
+                                         for i, d in enumerate(perm))
             negative[p] = bool((g.coef < 0).any())
             for d in range(max_dims):
                 start[p, d] = len(loops)
@@ -193,7 +217,8 @@ class FpgaModel:
         body_adds = self.adds - 1 if self.reduction else self.adds
         return (nl, sp.num_spatial, sp.col_order, sp.col_dtype, sp.col_clock, sp.extents.astype(np.float64),
                 tile_tab, unroll_tab, sp.order_positions, start, np.array(loops, dtype=np.int64),
-                np.array(coefs, dtype=np.float64), shape, ddr_shape, ddr_strides, const_flat, negative, ndims,
+                np.array(coefs, dtype=np.float64), shape, n_layouts, layout_perm, ddr_shape, ddr_strides,
+                const_flat, negative, ndims,
                 used, in_bytes, acc_bytes, floating,
                 per_dtype("add_latency"), per_dtype("mul_latency"), per_dtype("dsp_mul"), per_dtype("dsp_add"),
                 per_dtype("lut_mul"), per_dtype("lut_add"), per_dtype("ff_mul"), per_dtype("ff_add"),
@@ -238,6 +263,7 @@ class FpgaModel:
                     "one_s": bd[:, B_ONE], "blocks": bd[:, B_BLOCKS], "packed": bd[:, B_PACKED],
                     "word_ii": bd[:, B_WORD_II], "iterations": bd[:, B_ITERATIONS], "rows": bd[:, B_ROWS],
                     "funnel": bd[:, B_FUNNEL] > 0, "ok": bd[:, B_OK] > 0, "pitch": bd[:, B_PITCH],
+                    "layout": bd[:, B_LAYOUT].astype(np.int64),
                     "offset": bd[:, B_OFFSET], "static": bd[:, B_STATIC] > 0})
             dd = design_detail
             result.update(
@@ -298,6 +324,9 @@ class FpgaModel:
                 "funnel": bool(b["funnel"][0]), "static_offset": bool(b["static"][0]),
                 "word_offset": int(b["offset"][0]), "transfer_ok": bool(b["ok"][0]),
                 **({"pitch": int(b["pitch"][0])} if g is sp.write else {}),
+                # DDR order of the buffer's dimensions, outermost first; not the natural order: the host
+                # transposes the tensor before the run
+                "layout": list(self.layouts[self.ports.index(g)][int(b["layout"][0])]),
             })
         stages = {name: float(r["stages"][0, i]) for i, name in enumerate(self.stage_names)}
         latency = float(r["latency_s"][0])

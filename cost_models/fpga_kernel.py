@@ -52,8 +52,8 @@ _BRAM_DEPTHS = np.array([d for _, d in BRAM18K_CONFIGS], dtype=np.float64)
 # Per-buffer detail (``buf_detail[i, port, field]``); widths and partition factors follow at WIDTH0 and
 # WIDTH0 + max_dims.
 (B_BANKS, B_WORDS, B_ELEMENTS, B_LANES, B_SPLIT, B_CYCLES, B_LOADS, B_IMPL, B_BYTES, B_ONE, B_BLOCKS, B_PACKED,
- B_WORD_II, B_ITERATIONS, B_ROWS, B_FUNNEL, B_OK, B_PITCH, B_OFFSET, B_STATIC) = range(20)
-B_WIDTH0 = 20
+ B_WORD_II, B_ITERATIONS, B_ROWS, B_FUNNEL, B_OK, B_PITCH, B_OFFSET, B_STATIC, B_LAYOUT) = range(21)
+B_WIDTH0 = 21
 # Per-design detail (``design_detail[i, field]``).
 (D_COMPUTE_CYCLES, D_DEPTH, D_SPATIAL_ITERS, D_REDUCE_OUTER, D_ADD_LAT, D_RECURRENCE, D_TILES, D_COMPUTE_ONE,
  D_COMPUTE_START, D_ACCUMULATE, D_MUL_UNITS, D_ADD_UNITS, D_SPATIAL_LANES, D_REDUCE_LANES, D_MUL_LAT,
@@ -139,7 +139,8 @@ def _storage_cost(wpb: float, bits: float, uram_available: bool, res: np.ndarray
 
 @njit(cache=True)
 def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile_tab, unroll_tab, order_pos,
-                    entry_start, entry_loop, entry_coef, shape, ddr_shape, ddr_strides, const_flat, negative,
+                    entry_start, entry_loop, entry_coef, shape, n_layouts, layout_perm, ddr_shape, ddr_strides,
+                    const_flat, negative,
                     ndims, used, in_bytes, acc_bytes, carried_fp,
                     add_lat, mul_lat, dsp_mul, dsp_add, lut_mul, lut_add, ff_mul, ff_add, body_muls, body_adds,
                     reduction, compulsory, clocks, peak, caps, channel_bw, n_channels, uram_available,
@@ -166,6 +167,9 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
     fac = np.empty(max_dims)
     dshape = np.empty(max_dims)
     strides = np.empty(max_dims)
+    wd = np.empty(max_dims)
+    fd = np.empty(max_dims)
+    inv = np.empty(max_dims, dtype=np.int64)
     stages = np.empty(n_stages)
     ends = np.empty(n_stages)
     res = np.empty(5)
@@ -216,19 +220,8 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                 width[d] = w
                 clipped[d] = min(w, shape[p, d])
                 fac[d] = min(f, w)
-                dshape[d] = ddr_shape[p, d]
-                strides[d] = ddr_strides[p, d]
-            pitch = 0.0
             if is_write:
                 loads = out_tiles
-                # the output's rows are padded to whole words (the host reads them at that pitch), so a
-                # tile that starts on a word boundary writes whole words of its own
-                last = dims - 1
-                pitch = math.ceil(math.ceil(shape[p, last] / width[last]) * width[last] / word) * word
-                dshape[last] = pitch
-                strides[last] = 1.0
-                for d in range(last - 1, -1, -1):
-                    strides[d] = strides[d + 1] * dshape[d + 1]
                 level = nl
             else:
                 # loaded again whenever a tile loop at or above the innermost one it depends on advances
@@ -240,25 +233,55 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                 for lp in range(nl):
                     if pos[lp] <= level:
                         loads *= trips[lp]
-            # a run starts at the same offset within a word for every tile when each tile loop that moves
-            # the box moves it by whole words
-            static = not negative[p]
-            for d in range(dims):
-                for e in range(entry_start[p, d], entry_start[p, d + 1]):
-                    lp = entry_loop[e]
-                    if trips[lp] > 1 and pos[lp] <= level and (entry_coef[e] * t[lp] * strides[d]) % word != 0:
-                        static = False
-            offset = const_flat[p] % word
             registers = True
             for d in range(dims):
                 if fac[d] < width[d]:
                     registers = False
-            q, lanes, packed, wii, iterations, runs, funnel, ok, static = plan_transfer(
-                width, dshape, fac, dims, word, strides, static, offset, registers)
-            if is_write and (funnel or (0 <= q < dims - 1 and shape[p, q] % width[q] != 0)):
-                # a write must not touch a word another tile owns: runs that start inside a word, or a
-                # partial tile whose run goes on into the next row
-                ok = False
+            # the DDR layout of the tensor: as the operator has it, or (an input the host transposes) one
+            # dimension moved innermost; the one whose transfer takes fewest cycles is the design's
+            chosen = -1
+            pitch = 0.0
+            q, lanes, packed, wii, iterations, runs, funnel, ok, static, offset = (
+                -1, 1.0, 1.0, 1.0, 1.0, 1.0, False, False, False, 0.0)
+            for lay in range(n_layouts[p]):
+                for at in range(dims):
+                    d = layout_perm[p, lay, at]
+                    wd[at] = width[d]
+                    fd[at] = fac[d]
+                    dshape[at] = ddr_shape[p, lay, at]
+                    strides[at] = ddr_strides[p, lay, at]
+                    inv[d] = at
+                if is_write:
+                    # the output's rows are padded to whole words (the host reads them at that pitch), so
+                    # a tile that starts on a word boundary writes whole words of its own
+                    last = dims - 1
+                    pitch = math.ceil(math.ceil(shape[p, last] / width[last]) * width[last] / word) * word
+                    dshape[last] = pitch
+                    strides[last] = 1.0
+                    for d in range(last - 1, -1, -1):
+                        strides[d] = strides[d + 1] * dshape[d + 1]
+                # a run starts at the same offset within a word for every tile when each tile loop that
+                # moves the box moves it by whole words
+                l_static = not negative[p]
+                for d in range(dims):
+                    for e in range(entry_start[p, d], entry_start[p, d + 1]):
+                        lp = entry_loop[e]
+                        if (trips[lp] > 1 and pos[lp] <= level
+                                and (entry_coef[e] * t[lp] * strides[inv[d]]) % word != 0):
+                            l_static = False
+                l_offset = const_flat[p, lay] % word
+                l_q, l_lanes, l_packed, l_wii, l_it, l_runs, l_funnel, l_ok, l_static = plan_transfer(
+                    wd, dshape, fd, dims, word, strides, l_static, l_offset, registers)
+                if is_write and (l_funnel or (0 <= l_q < dims - 1 and shape[p, l_q] % width[l_q] != 0)):
+                    # a write must not touch a word another tile owns: runs that start inside a word, or a
+                    # partial tile whose run goes on into the next row
+                    l_ok = False
+                l_cycles = l_runs * l_it * l_wii
+                if chosen < 0 or (l_ok and (not ok or l_cycles < runs * iterations * wii)):
+                    chosen = lay
+                    q, lanes, packed, wii, iterations, runs, funnel, ok, static = (
+                        l_q, l_lanes, l_packed, l_wii, l_it, l_runs, l_funnel, l_ok, l_static)
+                    offset = l_offset
             if not ok:
                 bad_transfer = True
             cycles = runs * iterations * wii
@@ -296,6 +319,7 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                 bd[B_PACKED], bd[B_WORD_II], bd[B_ITERATIONS], bd[B_ROWS] = packed, wii, iterations, runs
                 bd[B_FUNNEL], bd[B_OK], bd[B_PITCH], bd[B_OFFSET] = funnel, ok, pitch, offset
                 bd[B_STATIC] = static
+                bd[B_LAYOUT] = chosen
                 for d in range(dims):
                     bd[B_WIDTH0 + d] = width[d]
                     bd[B_WIDTH0 + max_dims + d] = fac[d]

@@ -86,6 +86,14 @@ def test_yolo_layers_pass_csim(layer, dtype, tmp_path):
     project, _, design = build(yolo_reduced(layer, dtype), tmp_path)
     assert design["feasible"]
     assert_passes(project)
+    # the weights are laid out as the model chose: moved by the host (another dimension innermost) where
+    # that reads faster, and C-simulated in that layout
+    (w,) = [b for b in design["buffers"] if b["tensor"] == "W"]
+    layout = json.loads((project / "design.json").read_text())["expectations"]["layout"]
+    transposed = [port for port in layout.values() if port["tensor"] == "W" and port["prepared_on_host"]]
+    assert bool(transposed) == (w["layout"] != sorted(w["layout"]))
+    if dtype == "float32" and layer == "C15":
+        assert w["layout"][-1] != 3  # 3x3 rows of 3 floats are the slowest way to read these weights
 
 
 # The innermost output tile is whole or a multiple of a port word (16 floats), so a tile writes whole words

@@ -97,14 +97,24 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
     for i, access in enumerate(analysis.reads):  # the model describes the read buffers in the same order
         tensor = _tensor_of(op, access.tensor)
         source = access.ddr
-        port = next((p for p in ports if p["tensor"] == source.tensor), None)
+        perm = tuple(int(d) for d in design["buffers"][i].get("layout", range(len(source.shape))))
+        natural = perm == tuple(range(len(perm)))
+        port = next((p for p in ports if p["tensor"] == source.tensor and p["perm"] == perm), None)
         if port is None:
             ddr = _tensor_of(op, source.tensor)
-            port = _port(source.tensor, str(ddr.dtype), list(source.shape), port_bits, f"gmem{len(ports)}")
+            name = source.tensor if natural else f"{source.tensor}_t{''.join(str(d) for d in perm)}"
+            port = _port(name, str(ddr.dtype), [source.shape[d] for d in perm], port_bits, f"gmem{len(ports)}")
+            port["tensor"], port["perm"] = source.tensor, perm
             if source.host:
                 # the host evaluates the producer over its whole tensor and hands the kernel the result
                 port["prepare"] = {"value": _element(ddr, [f"g{d}" for d in range(len(source.shape))], op, te),
                                    "inputs": sorted(_placeholders(ddr))}
+            elif not natural:
+                # the host transposes the input: position at of the port's layout is dimension perm[at]
+                coords = [""] * len(perm)
+                for at, d in enumerate(perm):
+                    coords[d] = f"g{at}"
+                port["prepare"] = {"value": _element(ddr, coords, op, te), "inputs": [identifier(source.tensor)]}
             ports.append(port)
         buffers.append(_buffer(i, access, tensor, design["buffers"][i], by_name, ids, level_of, op, te, port))
     write_info = design["buffers"][-1]
@@ -282,11 +292,13 @@ def _buffer(i: int, access: Access, tensor: Any, info: dict[str, Any], loops: di
         value = CPrinter([(iv.var, c) for iv, c in zip(tensor.op.axis, coords, strict=True)],
                          lambda _load, _printed: ELEMENT)(tensor.op.body[0])
     lead = list(source.lead)
-    xfer = word_loops(dims, info, port, base, lead)
+    perm = list(port["perm"])
+    xfer = word_loops(dims, info, port, base, lead, perm)
     strides = port["strides"]
     q = xfer["q"]
-    first = sum((lowest_start[d] - lead[d]) * strides[d] for d in range(q + 1))
-    last = sum((highest_start[d] - lead[d] + (dims[d] - 1 if d < q else 0)) * strides[d] for d in range(q + 1))
+    first = sum((lowest_start[d] - lead[d]) * strides[at] for at, d in enumerate(perm[:q + 1]))
+    last = sum((highest_start[d] - lead[d] + (dims[d] - 1 if at < q else 0)) * strides[at]
+               for at, d in enumerate(perm[:q + 1]))
     return {
         "name": name,
         "tensor": access.tensor,
@@ -327,7 +339,8 @@ def _port(tensor: str, dtype: str, shape: list[int], port_bits: int, bundle: str
     strides = [prod(layout[d + 1:]) for d in range(len(layout))]
     size = prod(shape)
     words = -(-prod(layout) // word)
-    return {"name": name, "tensor": tensor, "ctype": c_type(dtype), "dtype": dtype, "shape": list(shape),
+    return {"name": name, "tensor": tensor, "perm": tuple(range(len(shape))), "ctype": c_type(dtype),
+            "dtype": dtype, "shape": list(shape),
             "size": size, "bundle": bundle, "word": word, "word_t": f"{name}_word_t", "strides": strides,
             "pitch": pitch, "words": words, "head": 0, "tail": 0, "depth": words, "prepare": None,
             "flat": _flat([f"g{d}" for d in range(len(shape))], list(shape))}
@@ -347,21 +360,24 @@ def _guard_words(port: dict[str, Any], buffers: list[dict[str, Any]]) -> None:
 
 
 def word_loops(widths: list[int], info: dict[str, Any], port: dict[str, Any], base: list[str],
-               lead: list[int]) -> dict[str, Any]:
+               lead: list[int], perm: list[int] | None = None) -> dict[str, Any]:
     """The loops of a read or write process over a box in whole port words (``cost_models.transfer``).
 
     Runs (the dimensions outside ``q``) and the words of a run are a pipelined loop nest; the lanes of a
-    word (dimension ``q``'s ``lanes`` and the whole dimensions inside it) are unrolled. ``base`` is the
-    C expression of the box's first coordinate per dimension and ``lead`` the shift of the DDR tensor
-    against the buffer's (the padding).
+    word (dimension ``q``'s ``lanes`` and the whole dimensions inside it) are unrolled. The loops follow the
+    port's DDR order (``perm``: the buffer dimension at each DDR position); each keeps the name of its
+    buffer dimension (``x<d>``). ``base`` is the C expression of the box's first coordinate per buffer
+    dimension and ``lead`` the shift of the DDR tensor against the buffer's (the padding).
     """
+    perm = list(perm if perm is not None else range(len(widths)))
     word = port["word"]
-    ddr_shape = [n if (lead[d] == 0 and (not port["pitch"] or d < len(widths) - 1)) else -1
-                 for d, n in enumerate(port["shape"])]
+    w = [widths[d] for d in perm]
+    ddr_shape = [n if (lead[d] == 0 and (not port["pitch"] or at < len(w) - 1)) else -1
+                 for at, (d, n) in enumerate(zip(perm, port["shape"], strict=True))]
     if port["pitch"]:
         ddr_shape[-1] = port["pitch"]
-    plan = transfer_plan(widths, ddr_shape, info["partition"], word, port["strides"], info["static_offset"],
-                         info["word_offset"])
+    plan = transfer_plan(w, ddr_shape, [info["partition"][d] for d in perm], word, port["strides"],
+                         info["static_offset"], info["word_offset"])
     mine = (plan.q, plan.lanes, plan.packed, plan.ii, plan.iterations, plan.runs, plan.funnel, plan.ok)
     theirs = (info["split"], info["lanes"], info["packed"], info["word_ii"], info["iterations_per_row"],
               info["rows"], info["funnel"], info["transfer_ok"])
@@ -369,48 +385,54 @@ def word_loops(widths: list[int], info: dict[str, Any], port: dict[str, Any], ba
         raise CodegenError(f"the transfer of a {widths} box ({mine}) disagrees with the model's {theirs} or "
                            "cannot be generated (a bug: please report it)")
     q = plan.q
-    dims = len(widths)
-    inner = [prod(widths[d + 1:]) for d in range(dims)]
+    dims = len(w)
+    inner = [prod(w[at + 1:]) for at in range(dims)]
     row_loops, row_defines, lane_loops, lane_defines, lane_terms = [], [], [], [], []
-    for d in range(max(q, 0)):
-        if widths[d] > 1:
-            row_loops.append({"label": f"box_d{d}", "header": f"for (int x{d} = 0; x{d} < {widths[d]}; ++x{d})"})
+    for at in range(max(q, 0)):
+        d = perm[at]
+        if w[at] > 1:
+            row_loops.append({"label": f"box_d{d}", "header": f"for (int x{d} = 0; x{d} < {w[at]}; ++x{d})"})
         else:
             row_defines.append(f"const int x{d} = 0;")
-    words = -(-widths[q] // plan.lanes) if q >= 0 else 1
+    words = -(-w[q] // plan.lanes) if q >= 0 else 1
     guard = ""
     if q >= 0:
-        count = min(widths[q], plan.lanes)
+        d = perm[q]
+        count = min(w[q], plan.lanes)
         if count > 1:
-            lane_loops.append({"label": f"box_d{q}_lane", "header": f"for (int x{q}i = 0; x{q}i < {count}; ++x{q}i)"})
-            lane_terms.append(f"x{q}i * {plan.packed}" if plan.packed > 1 else f"x{q}i")
-            lane_defines.append(f"const int x{q} = hdse_j * {plan.lanes} + x{q}i;" if words > 1
-                                else f"const int x{q} = x{q}i;")
+            lane_loops.append({"label": f"box_d{d}_lane", "header": f"for (int x{d}i = 0; x{d}i < {count}; ++x{d}i)"})
+            lane_terms.append(f"x{d}i * {plan.packed}" if plan.packed > 1 else f"x{d}i")
+            lane_defines.append(f"const int x{d} = hdse_j * {plan.lanes} + x{d}i;" if words > 1
+                                else f"const int x{d} = x{d}i;")
         else:
-            lane_defines.append(f"const int x{q} = hdse_j;" if words > 1 else f"const int x{q} = 0;")
-        if words > 1 and widths[q] % plan.lanes:
-            guard = f"x{q} < {widths[q]}"
-    for d in range(q + 1, dims):
-        if widths[d] > 1:
-            lane_loops.append({"label": f"box_d{d}", "header": f"for (int x{d} = 0; x{d} < {widths[d]}; ++x{d})"})
-            lane_terms.append(f"x{d} * {inner[d]}" if inner[d] > 1 else f"x{d}")
+            lane_defines.append(f"const int x{d} = hdse_j;" if words > 1 else f"const int x{d} = 0;")
+        if words > 1 and w[q] % plan.lanes:
+            guard = f"x{d} < {w[q]}"
+    for at in range(q + 1, dims):
+        d = perm[at]
+        if w[at] > 1:
+            lane_loops.append({"label": f"box_d{d}", "header": f"for (int x{d} = 0; x{d} < {w[at]}; ++x{d})"})
+            lane_terms.append(f"x{d} * {inner[at]}" if inner[at] > 1 else f"x{d}")
         else:
             lane_defines.append(f"const int x{d} = 0;")
     # where the run starts in the DDR tensor (element x_q = 0 and the inner dimensions at 0)
     terms = []
-    for d in range(q + 1):
-        parts = [p for p in (base[d] if base[d] != "0" else "", f"x{d}" if d < q and widths[d] > 1 else "",
+    for at in range(q + 1):
+        d = perm[at]
+        parts = [p for p in (base[d] if base[d] != "0" else "", f"x{d}" if at < q and w[at] > 1 else "",
                              f"{-lead[d]}" if lead[d] else "") if p]
         coord = " + ".join(parts).replace("+ -", "- ") or "0"
         if coord != "0":
-            stride = port["strides"][d]
+            stride = port["strides"][at]
             terms.append(f"({coord}) * {stride}" if stride > 1 else f"({coord})")
+    label_dim = perm[q] if q >= 0 else -1
     return {"q": q, "lanes": plan.lanes, "packed": plan.packed, "ii": plan.ii, "words": words,
             "iterations": plan.iterations, "funnel": plan.funnel, "static": plan.static,
             "offset": int(info["word_offset"]), "word": word, "row_loops": row_loops, "row_defines": row_defines,
             "lane_loops": lane_loops, "lane_defines": lane_defines, "lane": " + ".join(lane_terms) or "0",
-            "guard": guard, "run_start": " + ".join(terms) or "0", "label": f"box_d{q}_word" if q >= 0 else "box_word",
-            "cycles": plan.cycles, "beats": plan.beats}
+            "guard": guard, "run_start": " + ".join(terms) or "0",
+            "label": f"box_d{label_dim}_word" if q >= 0 else "box_word", "cycles": plan.cycles, "beats": plan.beats,
+            "perm": perm}
 
 
 def _tensor_of(op: Operator, name: str) -> Any:
