@@ -9,6 +9,9 @@ outside ``q`` are the runs, one after the other. Each word is one pipeline itera
 at compile time — a padded input's halo, a tile origin that is not a whole number of words — is
 realigned through a funnel of the previous and the current word, one iteration more per run. The
 output's rows are padded to whole words (``pitch``), so a write never touches a word another tile owns.
+An input read as it is may be laid out by the host with one dimension moved innermost; the model plans
+every such layout and keeps the fastest (``cost_models.fpga.layouts``), so the plan here is always in the
+port's DDR order.
 
 This is a view of ``cost_models.fpga_kernel.plan_transfer``, the one implementation the model (and so
 the search) and the code generator (the loops of ``read_*``/``write_out`` in ``kernel.cpp``) share: the
