@@ -309,7 +309,7 @@ class FpgaModel:
         usage = {k: float(r["usage"][0, i]) for i, k in enumerate(RESOURCE_KINDS)}
         over = {k: v for k, v in usage.items() if v > 1.0}
         buffers = []
-        for g, b in zip(self.ports, r["buffers"], strict=True):
+        for p, (g, b) in enumerate(zip(self.ports, r["buffers"], strict=True)):
             buffers.append({
                 "tensor": g.name, "role": "write" if g is sp.write else "read",
                 "shape": [int(x) for x in b["width"][0]], "partition": [int(x) for x in b["factor"][0]],
@@ -326,7 +326,7 @@ class FpgaModel:
                 **({"pitch": int(b["pitch"][0])} if g is sp.write else {}),
                 # DDR order of the buffer's dimensions, outermost first; not the natural order: the host
                 # transposes the tensor before the run
-                "layout": list(self.layouts[self.ports.index(g)][int(b["layout"][0])]),
+                "layout": list(self.layouts[p][int(b["layout"][0])]),
             })
         stages = {name: float(r["stages"][0, i]) for i, name in enumerate(self.stage_names)}
         latency = float(r["latency_s"][0])

@@ -294,10 +294,8 @@ def _warn_on_lint(directory: Path, shown: str) -> None:
     verdict = json.loads((directory / "design.json").read_text()).get("lint", {})
     if verdict.get("ok") is True:
         return
-    findings = verdict.get("findings") or []
-    first = findings[0] if findings else {"message": verdict.get("error", "no verdict")}
-    detail = first.get("message", str(first)) if isinstance(first, dict) else str(first)
-    console.print(f"[yellow]warning[/]: HLS lint on {shown}: {len(findings) or 'no'} finding(s), first: {detail} "
+    findings = verdict.get("findings") or [verdict.get("error", "no verdict")]
+    console.print(f"[yellow]warning[/]: HLS lint on {shown}: {len(findings)} finding(s), first: {findings[0]} "
                   "(see design.json; hetero_dse csim fails on it)")
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from math import prod
 from typing import Any
 
-from cost_models.fpga import accumulator_dtype
+from cost_models.fpga import accumulator_dtype, ddr_strides_of
 from cost_models.transfer import transfer_plan
 from hetero_dse.analysis import Access, Analysis, dtype_bytes
 from hetero_dse.analysis.expr import kind, to_affine
@@ -103,8 +103,8 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
         if port is None:
             ddr = _tensor_of(op, source.tensor)
             name = source.tensor if natural else f"{source.tensor}_t{''.join(str(d) for d in perm)}"
-            port = _port(name, str(ddr.dtype), [source.shape[d] for d in perm], port_bits, f"gmem{len(ports)}")
-            port["tensor"], port["perm"] = source.tensor, perm
+            port = _port(name, str(ddr.dtype), [source.shape[d] for d in perm], port_bits, f"gmem{len(ports)}",
+                         tensor=source.tensor, perm=perm)
             if source.host:
                 # the host evaluates the producer over its whole tensor and hands the kernel the result
                 port["prepare"] = {"value": _element(ddr, [f"g{d}" for d in range(len(source.shape))], op, te),
@@ -179,6 +179,7 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
         "acc_dtype": accumulator_dtype(str(op.dtype)),
         "ports": ports,
         "host_inputs": host_inputs,
+        "element": ELEMENT,
         "out_port": out_port,
         "all_ports": [*ports, out_port],
         "loops": [{"name": lp.name, "id": ids[lp.name], "extent": lp.extent, "tile": lp.tile, "unroll": lp.unroll,
@@ -328,18 +329,20 @@ def _buffer(i: int, access: Access, tensor: Any, info: dict[str, Any], loops: di
 ELEMENT = "hdse_elem"
 
 
-def _port(tensor: str, dtype: str, shape: list[int], port_bits: int, bundle: str, pitch: int = 0) -> dict[str, Any]:
-    """A DDR port of whole words over ``tensor``; ``pitch``: the innermost dimension padded to it (the
-    output's rows, so that a tile's words are its own)."""
-    name = identifier(tensor)
+def _port(name: str, dtype: str, shape: list[int], port_bits: int, bundle: str, pitch: int = 0,
+          tensor: str | None = None, perm: tuple[int, ...] | None = None) -> dict[str, Any]:
+    """A DDR port of whole words named ``name`` over ``tensor`` (``name`` by default) laid out in the order
+    ``perm`` (its dimensions, outermost first; ``shape`` is in that order); ``pitch``: the innermost
+    dimension padded to it (the output's rows, so that a tile's words are its own)."""
     word = port_bits // (8 * dtype_bytes(dtype))
     layout = list(shape)
     if pitch:
         layout[-1] = pitch
-    strides = [prod(layout[d + 1:]) for d in range(len(layout))]
+    strides = ddr_strides_of(layout)
     size = prod(shape)
     words = -(-prod(layout) // word)
-    return {"name": name, "tensor": tensor, "perm": tuple(range(len(shape))), "ctype": c_type(dtype),
+    return {"name": identifier(name), "tensor": tensor or name,
+            "perm": perm if perm is not None else tuple(range(len(shape))), "ctype": c_type(dtype),
             "dtype": dtype, "shape": list(shape),
             "size": size, "bundle": bundle, "word": word, "word_t": f"{name}_word_t", "strides": strides,
             "pitch": pitch, "words": words, "head": 0, "tail": 0, "depth": words, "prepare": None,

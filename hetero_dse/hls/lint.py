@@ -367,19 +367,14 @@ def _check_ports(name: str, function: Any, port_bits: int, report: LintReport) -
                                                            f"board's ports are {port_bits} bits"))
     if not params:
         return
-    words = set()
-    for c in function.walk_preorder():
-        if _kind(c) == "ARRAY_SUBSCRIPT_EXPR":
-            base = _strip(_children(c)[0])
-            if _kind(base) == "DECL_REF_EXPR" and base.spelling in params:
-                words.add(c.hash)
     for c in function.walk_preorder():
         kind = _kind(c)
         if kind == "CALL_EXPR" and c.spelling == "operator[]":
             # a lane taken from (or written into) a word in DDR itself: every lane is a port access of its
             # own, and a lane written is a partial word
-            if any(_kind(sub) == "ARRAY_SUBSCRIPT_EXPR" and sub.hash in words for sub in c.walk_preorder()
-                   if sub.extent.start.offset == c.extent.start.offset):
+            in_ddr = [a for sub in c.walk_preorder() if _kind(sub) == "ARRAY_SUBSCRIPT_EXPR"
+                      and sub.extent.start.offset == c.extent.start.offset and (a := _array_access(sub))]
+            if any(array in params for array, _ in in_ddr):
                 report.findings.append(Finding("ports", f"{name}:{c.extent.start.line}",
                                                "a lane of a word in DDR is accessed in place, not the whole word"))
         elif kind in ("CSTYLE_CAST_EXPR", "CXX_REINTERPRET_CAST_EXPR", "CXX_STATIC_CAST_EXPR"):

@@ -163,6 +163,9 @@ class FpgaSpace:
         # The output's elements per port word, per data type, and the loop of its innermost dimension.
         self._out_word = np.array([board.memory.port_bits // (8 * dtype_bytes(accumulator(d))) for d in self.dtypes])
         self._out_inner = self.loop_names.index(self.write.access.indices[-1].loops[0])
+        inner_tiles = self.tile_values[self._out_inner]
+        self._out_whole = [np.flatnonzero((inner_tiles % w == 0) | (inner_tiles >= self.extents[self._out_inner]))
+                           for w in self._out_word]
 
     # ----------------------------------------------------------------------------------------- geometry
     def _geometry(self, access: Access) -> AccessGeometry:
@@ -296,15 +299,12 @@ class FpgaSpace:
         type, which would otherwise reject most draws for nothing)."""
         out: list[np.ndarray] = []
         have = 0
-        lp = self._out_inner
-        whole = [np.flatnonzero((self.tile_values[lp] % w == 0) | (self.tile_values[lp] >= self.extents[lp]))
-                 for w in self._out_word]
         for _ in range(1000):
             rows = rng.integers(0, self.cardinalities, size=(max(count * 4, 64), self.num_knobs))
-            for di, allowed in enumerate(whole):
+            for di, allowed in enumerate(self._out_whole):
                 of_type = rows[:, self.col_dtype] == di
                 if len(allowed):
-                    rows[of_type, lp] = rng.choice(allowed, size=int(of_type.sum()))
+                    rows[of_type, self._out_inner] = rng.choice(allowed, size=int(of_type.sum()))
             keep = rows[self.valid(rows)]
             out.append(keep)
             have += len(keep)
