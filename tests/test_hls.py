@@ -244,6 +244,24 @@ def test_lint_catches_a_guarded_scalar_read(tmp_path):
     assert "in place" in finding.message
 
 
+def test_lint_catches_a_read_process_the_model_did_not_charge(tmp_path):
+    """The model's words a block and word II, read back from the emitted read process."""
+    op = get_builtin("gemm").instantiate(GEMM)
+    project, _, design = build(op, tmp_path, knobs=GEMM_KNOBS)
+    a = design["buffers"][0]
+    assert (a["word_ii"], a["beats_per_load"]) == (4, 16) and lint(project).ok
+    kernel = project / "src" / "kernel.cpp"
+    text = kernel.read_text()
+    read_a = text[text.index("static void read_buf0_A"):text.index("static void read_buf1_B")]
+    broken = read_a.replace("#pragma HLS PIPELINE II=4", "#pragma HLS PIPELINE II=1").replace(
+        "hdse_k < 16; ++hdse_k", "hdse_k < 8; ++hdse_k")
+    assert broken != read_a
+    kernel.write_text(text.replace(read_a, broken))
+    found = sorted(f.message for f in lint(project).findings if f.check == "transfer")
+    assert found == ["the process moves 8 words a block; the model charges 16",
+                     "the word loop asks for II=1; the model charges 4"]
+
+
 def test_stand_in_blocks_are_poisoned_and_locks_strict(tmp_path):
     """A block element read before it is written shows in the output (NaN), and a nested lock aborts."""
     op = get_builtin("gemm").instantiate(GEMM)

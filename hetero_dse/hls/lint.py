@@ -16,6 +16,8 @@ template that drifts from the model is caught from what it actually emitted. Che
   time (no lane of a DDR word assigned in place, no cast to another pointer type): with words that are
   whole and aligned by their type, Vitis needs no automatic widening, which a guarded or unaligned scalar
   access defeats;
+* ``transfer``: each read and write process issues the words a block the model charges (runs times
+  words a run, from its loop headers) and its word loop asks for the model's word II;
 * ``pipeline``: no PIPELINE pragma on a loop of one iteration (Vitis drops it with the loop);
 * ``ii``: the compute's pipelined loop asks for the model's II, and a carried sum declares the distance.
 
@@ -32,6 +34,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from functools import cache
+from math import prod
 from pathlib import Path
 from typing import Any
 
@@ -335,6 +338,7 @@ def lint(project: str | Path, design: dict[str, Any] | None = None) -> LintRepor
                                                    f"PIPELINE on loop {lp.label or lp.var} of one iteration"))
         _check_banks(name, function, loops, defs, partitions, report)
         _check_ports(name, function, int(design.get("port_bits", 0)), report)
+        _check_transfer(name, loops, defs, design, report)
     if compute is None:
         report.findings.append(Finding("arithmetic", "compute_tile", "the kernel has no compute_tile function"))
         return report
@@ -470,6 +474,31 @@ def _check_banks(name: str, function: Any, loops: list[_Loop], defs: dict[str, A
             "banks", f"{name}:{c.extent.start.line}",
             f"{array} dimension {dim} (partition factor {f}) is indexed by {', '.join(moving)}, which the "
             "pipeline walks: its bank is chosen at run time"))
+
+
+def _check_transfer(name: str, loops: list[_Loop], defs: dict[str, Any], design: dict[str, Any],
+                    report: LintReport) -> None:
+    """A read or write process issues the words a block the model charges (its ``box_*`` loops that are
+    not unrolled: runs times words a run) at the word II the model charges."""
+    m = re.match(r"read_buf(\d+)_", name)
+    buffers = design.get("buffers") or []
+    info = buffers[int(m.group(1))] if m and int(m.group(1)) < len(buffers) else (
+        buffers[-1] if name == "write_out" and buffers else None)
+    if info is None or "word_ii" not in info:
+        return
+    walked = [lp for lp in loops if lp.label.startswith("box_") and not lp.has("UNROLL")]
+    try:
+        beats = prod(len(lp.values({}, defs)) for lp in walked)
+    except _NotAffine:
+        report.findings.append(Finding("transfer", name, "a loop bound of the process is not a constant"))
+        return
+    if beats != info["beats_per_load"]:
+        report.findings.append(Finding("transfer", name, f"the process moves {beats} words a block; the model "
+                                                         f"charges {info['beats_per_load']}"))
+    for lp in _pipelined(loops):
+        if _ii(lp) != info["word_ii"]:
+            report.findings.append(Finding("transfer", f"{name}:{lp.line}", f"the word loop asks for II={_ii(lp)}; "
+                                                                           f"the model charges {info['word_ii']}"))
 
 
 def _ii(loop: _Loop) -> int:
