@@ -58,6 +58,8 @@ from cost_models.fpga_kernel import (
     B_ONE,
     B_SPLIT,
     B_WIDTH0,
+    B_WINDOW,
+    B_GROUP,
     B_WORDS,
     D_ACCUMULATE,
     D_ADD_LAT,
@@ -98,13 +100,14 @@ def ddr_strides_of(shape: tuple[int, ...] | list[int]) -> list[int]:
 
 def layouts(g: Any) -> list[tuple[int, ...]]:
     """The DDR layouts a read may have, as the buffer dimension at each DDR position, outermost first:
-    the tensor as the operator has it, and, for an operator input read as it is (no padding, no producer),
-    each dimension moved innermost, which the host does before the run (channels innermost for
-    convolution weights, so that a run holds a tile of channels spread over the PE array's banks)."""
+    the tensor as the operator has it, and, for an operator input (read as it is, or padded on chip), each
+    dimension moved innermost, which the host does before the run: channels innermost for convolution
+    weights, so that a run holds a tile of channels spread over the PE array's banks; rows innermost for
+    an image whose window slides down its rows. A tensor the host computes (a producer) keeps its order."""
     dims = g.coef.shape[0]
     natural = tuple(range(dims))
     source = g.access.ddr
-    if source.host or any(source.lead) or not g.access.from_input:
+    if source.host:
         return [natural]
     return [natural] + [tuple([d for d in natural if d != m] + [m]) for m in range(dims - 1)
                         if source.shape[m] > 1]
@@ -263,7 +266,8 @@ class FpgaModel:
                     "one_s": bd[:, B_ONE], "blocks": bd[:, B_BLOCKS], "packed": bd[:, B_PACKED],
                     "word_ii": bd[:, B_WORD_II], "iterations": bd[:, B_ITERATIONS], "rows": bd[:, B_ROWS],
                     "funnel": bd[:, B_FUNNEL] > 0, "ok": bd[:, B_OK] > 0, "pitch": bd[:, B_PITCH],
-                    "layout": bd[:, B_LAYOUT].astype(np.int64),
+                    "layout": bd[:, B_LAYOUT].astype(np.int64), "window": bd[:, B_WINDOW].astype(np.int64),
+                    "group": bd[:, B_GROUP],
                     "offset": bd[:, B_OFFSET], "static": bd[:, B_STATIC] > 0})
             dd = design_detail
             result.update(
@@ -320,13 +324,17 @@ class FpgaModel:
                 "seconds_per_load": float(b["one_s"][0]),
                 # how the process moves the box in port words (see fpga_kernel.plan_transfer)
                 "packed": int(b["packed"][0]), "word_ii": int(b["word_ii"][0]), "rows": int(b["rows"][0]),
-                "iterations_per_row": int(b["iterations"][0]), "beats_per_load": int(b["rows"][0] * b["iterations"][0]),
+                "iterations_per_row": int(b["iterations"][0]),
+                "beats_per_load": int(b["rows"][0] * b["iterations"][0] * b["group"][0]),
+                "words_per_iteration": int(b["group"][0]),
                 "funnel": bool(b["funnel"][0]), "static_offset": bool(b["static"][0]),
                 "word_offset": int(b["offset"][0]), "transfer_ok": bool(b["ok"][0]),
                 **({"pitch": int(b["pitch"][0])} if g is sp.write else {}),
                 # DDR order of the buffer's dimensions, outermost first; not the natural order: the host
                 # transposes the tensor before the run
                 "layout": list(self.layouts[p][int(b["layout"][0])]),
+                # dimensions read whole into registers each iteration, each lane picking its element
+                "window": [d for d in range(len(b["width"][0])) if int(b["window"][0]) >> d & 1],
             })
         stages = {name: float(r["stages"][0, i]) for i, name in enumerate(self.stage_names)}
         latency = float(r["latency_s"][0])

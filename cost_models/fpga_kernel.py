@@ -11,12 +11,16 @@ What is modelled is what ``hls_templates/kernel.cpp.j2`` emits (see ``cost_model
   m_axi port), one word a pipeline iteration, as runs contiguous in DDR (see ``cost_models/transfer.py``):
   the lanes of a word land in banks fixed at compile time, at an II of the most lanes one bank takes; a
   run that does not start on a word boundary at compile time is realigned through a funnel (one more
-  word a run); DDR traffic is the words moved, not the elements used.
-* **Compute**: the PE array is the unrolled loops. Each spatial lane multiplies its ``U`` reduce lanes,
-  sums the products with a balanced adder tree (``U − 1`` adders, seeded with the first product, not 0),
-  and adds the tree's result to its output element only where the reduction continues across pipeline
-  iterations or tiles. The read-modify-write of that element recurs every ``D`` iterations (the spatial
-  iterations per tile); its loop-carried path is the add plus the buffer's read and write, so
+  word a run); a partition factor that is a multiple of the lanes fixes the banks of that many words
+  together, so an iteration moves the group; DDR traffic is the words moved, not the elements used.
+* **Compute**: the PE array is the unrolled loops. An input that slides along its one unrolled dimension (``j
+  + ry``, ``j`` unrolled, ``ry`` walked by the pipeline) is partitioned completely along it and read whole
+  into registers each iteration, each lane picking its element through a multiplexer of the positions it can
+  take (a register window: banks fixed, one more pipeline stage, the mux LUTs). Each spatial lane multiplies
+  its ``U`` reduce lanes, sums the products with a balanced adder tree (``U − 1`` adders, seeded with the
+  first product, not 0), and adds the tree's result to its output element only where the reduction continues
+  across pipeline iterations or tiles. The read-modify-write of that element recurs every ``D`` iterations
+  (the spatial iterations per tile); its loop-carried path is the add plus the buffer's read and write, so
   ``II = ceil(recurrence / D)`` for every data type.
 * **Latency**: the processes run concurrently; each starts when its first input is complete, and a
   buffer loaded once must be loaded whole before the first compute. The run ends when the last process
@@ -52,8 +56,8 @@ _BRAM_DEPTHS = np.array([d for _, d in BRAM18K_CONFIGS], dtype=np.float64)
 # Per-buffer detail (``buf_detail[i, port, field]``); widths and partition factors follow at WIDTH0 and
 # WIDTH0 + max_dims.
 (B_BANKS, B_WORDS, B_ELEMENTS, B_LANES, B_SPLIT, B_CYCLES, B_LOADS, B_IMPL, B_BYTES, B_ONE, B_BLOCKS, B_PACKED,
- B_WORD_II, B_ITERATIONS, B_ROWS, B_FUNNEL, B_OK, B_PITCH, B_OFFSET, B_STATIC, B_LAYOUT) = range(21)
-B_WIDTH0 = 21
+ B_WORD_II, B_ITERATIONS, B_ROWS, B_FUNNEL, B_OK, B_PITCH, B_OFFSET, B_STATIC, B_LAYOUT, B_WINDOW, B_GROUP) = range(23)
+B_WIDTH0 = 23
 # Per-design detail (``design_detail[i, field]``).
 (D_COMPUTE_CYCLES, D_DEPTH, D_SPATIAL_ITERS, D_REDUCE_OUTER, D_ADD_LAT, D_RECURRENCE, D_TILES, D_COMPUTE_ONE,
  D_COMPUTE_START, D_ACCUMULATE, D_MUL_UNITS, D_ADD_UNITS, D_SPATIAL_LANES, D_REDUCE_LANES, D_MUL_LAT,
@@ -79,7 +83,7 @@ def plan_transfer(widths: np.ndarray, ddr_shape: np.ndarray, factors: np.ndarray
                   strides: np.ndarray, static: bool, offset: float, registers: bool):
     """How a read or write process moves a box in whole port words of ``word`` elements.
 
-    Returns ``(q, lanes, packed, ii, iterations, rows, funnel, ok, static)``: the dimensions inside ``q`` are
+    Returns ``(q, lanes, packed, ii, iterations, rows, funnel, ok, static, group)``: the dimensions inside ``q`` are
     whole rows of the DDR tensor whose product ``packed`` divides the word, so they are unrolled; ``q`` is
     walked ``lanes = word / packed`` at a time (q = −1: the whole box is one such chunk); the dimensions
     outside ``q`` are ``rows`` contiguous runs in DDR, each taking ``iterations`` pipeline iterations of
@@ -88,7 +92,8 @@ def plan_transfer(widths: np.ndarray, ddr_shape: np.ndarray, factors: np.ndarray
     element of a word would land in a bank chosen at run time (``registers``: the buffer is registers
     throughout, where an index chosen at run time is a multiplexer, not a bank); ``static`` says whether
     every run starts at the same place in a word (``static`` as given, and every row stride a whole
-    number of words).
+    number of words); ``group``: the words one iteration moves (a partition factor of ``group`` times the
+    lanes fixes the banks of that many consecutive words), so ``iterations`` counts groups.
     """
     packed = 1.0
     q = dims - 1
@@ -99,17 +104,12 @@ def plan_transfer(widths: np.ndarray, ddr_shape: np.ndarray, factors: np.ndarray
     ii = 1.0
     for d in range(q + 1, dims):
         ii *= math.ceil(widths[d] / factors[d])
+    group = 1.0
     if q < 0:
         lanes, rows, words = 1.0, 1.0, 1.0
     else:
         lanes = word / packed
         w = widths[q]
-        # lane l of word j is element j·lanes + l of dimension q: its bank is fixed when the factor
-        # divides the lanes (or the run is one word, or the whole word is one element of q, whose bank
-        # the run picks for every lane alike); each bank then takes ii elements of the word
-        if w > lanes and lanes > 1 and lanes % factors[q] != 0 and not registers:
-            ok = False
-        ii *= math.ceil(min(w, lanes) / factors[q])
         words = math.ceil(w / lanes)
         rows = 1.0
         for d in range(q):
@@ -117,8 +117,22 @@ def plan_transfer(widths: np.ndarray, ddr_shape: np.ndarray, factors: np.ndarray
             if widths[d] > 1 and strides[d] % word != 0:
                 static = False
     funnel = not (static and offset == 0)
-    iterations = words + (1.0 if funnel else 0.0)
-    return q, lanes, packed, ii, iterations, rows, funnel, ok, static
+    if q >= 0:
+        # lane l of word j is element j·lanes + l of dimension q: its bank is fixed when the factor
+        # divides the lanes (or the run is one word, or the whole word is one element of q, whose bank
+        # the run picks for every lane alike); each bank then takes ii elements of the word. A factor
+        # that is a multiple of the lanes fixes the banks of f/lanes consecutive words: the pipeline
+        # then moves that group of words an iteration (one port read a cycle, so II = the group)
+        if w > lanes and lanes > 1 and lanes % factors[q] != 0 and not registers:
+            g = factors[q] / lanes
+            if factors[q] % lanes == 0 and not funnel and words % g == 0:
+                group = g
+            else:
+                ok = False
+        ii *= math.ceil(min(w, lanes) / factors[q])
+    iterations = words / group + (1.0 if funnel else 0.0)
+    ii = max(ii, group)
+    return q, lanes, packed, ii, iterations, rows, funnel, ok, static, group
 
 
 @njit(cache=True, inline="always")
@@ -201,6 +215,7 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
         first_write = 0.0
         out_impl = IMPL_REGISTERS
         bad_transfer = False
+        window_stage = 0.0
         for p in range(n_ports):
             is_write = p == n_ports - 1
             elem = acc_bytes[dt] if is_write else in_bytes[dt]
@@ -208,18 +223,36 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
             dims = ndims[p]
             # box widths and the compute's partition factors: an unrolled loop of coefficient c and
             # unroll u puts its lanes c apart, so a cyclic factor of c·u gives each lane its own bank
+            windows = 0
             for d in range(dims):
                 w = 1.0
                 f = 1.0
+                lane_span = 0.0
+                lane_u = 1.0
                 for e in range(entry_start[p, d], entry_start[p, d + 1]):
                     lp = entry_loop[e]
                     c = entry_coef[e]
                     w += c * (t[lp] - 1)
                     if u[lp] > 1:
                         f *= c * u[lp]
+                        lane_span += c * (u[lp] - 1)
+                        lane_u *= u[lp]
                 width[d] = w
                 clipped[d] = min(w, shape[p, d])
                 fac[d] = min(f, w)
+                if not is_write and f > 1:
+                    for e in range(entry_start[p, d], entry_start[p, d + 1]):
+                        lp = entry_loop[e]
+                        if u[lp] == 1 and t[lp] > 1 and entry_coef[e] % fac[d] != 0:
+                            # a sliding window (i + rx, i unrolled, rx walked by the pipeline): the dimension
+                            # is partitioned completely, each iteration reads it whole (one element a bank,
+                            # banks fixed) into registers, and each lane picks its element there through a
+                            # multiplexer of the positions its offset can take
+                            fac[d] = w
+                            windows |= 1 << d
+                            window_stage = 1.0
+                            res[3] += lane_u * 8.0 * in_bytes[dt] * math.ceil((w - lane_span) / FUNNEL_INPUTS_PER_LUT)
+                            break
             if is_write:
                 loads = out_tiles
                 level = nl
@@ -241,8 +274,8 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
             # dimension moved innermost; the one whose transfer takes fewest cycles is the design's
             chosen = -1
             pitch = 0.0
-            q, lanes, packed, wii, iterations, runs, funnel, ok, static, offset = (
-                -1, 1.0, 1.0, 1.0, 1.0, 1.0, False, False, False, 0.0)
+            q, lanes, packed, wii, iterations, runs, funnel, ok, static, offset, group = (
+                -1, 1.0, 1.0, 1.0, 1.0, 1.0, False, False, False, 0.0, 1.0)
             for lay in range(n_layouts[p]):
                 for at in range(dims):
                     d = layout_perm[p, lay, at]
@@ -270,7 +303,7 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                                 and (entry_coef[e] * t[lp] * strides[inv[d]]) % word != 0):
                             l_static = False
                 l_offset = const_flat[p, lay] % word
-                l_q, l_lanes, l_packed, l_wii, l_it, l_runs, l_funnel, l_ok, l_static = plan_transfer(
+                l_q, l_lanes, l_packed, l_wii, l_it, l_runs, l_funnel, l_ok, l_static, l_group = plan_transfer(
                     wd, dshape, fd, dims, word, strides, l_static, l_offset, registers)
                 if is_write and (l_funnel or (0 <= l_q < dims - 1 and shape[p, l_q] % width[l_q] != 0)):
                     # a write must not touch a word another tile owns: runs that start inside a word, or a
@@ -279,13 +312,13 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                 l_cycles = l_runs * l_it * l_wii
                 if chosen < 0 or (l_ok and (not ok or l_cycles < runs * iterations * wii)):
                     chosen = lay
-                    q, lanes, packed, wii, iterations, runs, funnel, ok, static = (
-                        l_q, l_lanes, l_packed, l_wii, l_it, l_runs, l_funnel, l_ok, l_static)
+                    q, lanes, packed, wii, iterations, runs, funnel, ok, static, group = (
+                        l_q, l_lanes, l_packed, l_wii, l_it, l_runs, l_funnel, l_ok, l_static, l_group)
                     offset = l_offset
             if not ok:
                 bad_transfer = True
             cycles = runs * iterations * wii
-            beats = runs * iterations
+            beats = runs * iterations * group
             banks = 1.0
             wpb = 1.0
             elements = 1.0
@@ -320,6 +353,8 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                 bd[B_FUNNEL], bd[B_OK], bd[B_PITCH], bd[B_OFFSET] = funnel, ok, pitch, offset
                 bd[B_STATIC] = static
                 bd[B_LAYOUT] = chosen
+                bd[B_WINDOW] = windows
+                bd[B_GROUP] = group
                 for d in range(dims):
                     bd[B_WIDTH0 + d] = width[d]
                     bd[B_WIDTH0 + max_dims + d] = fac[d]
@@ -347,7 +382,8 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
         if reduction and reduce_outer > 1:
             ii = math.ceil(recurrence / max(spatial_iters, 1.0))
         tree = math.ceil(math.log2(max(reduce_lanes, 1.0)))
-        depth = mull + addl * (tree + accumulate) + COMPUTE_OVERHEAD_CYCLES
+        # a window's multiplexer is one more stage between the buffer's read and the multiply
+        depth = mull + addl * (tree + accumulate) + COMPUTE_OVERHEAD_CYCLES + window_stage
         c_cycles = per_tile * ii + depth
         c_one = c_cycles / clock
         stages[n_ports] = n_tiles * c_one

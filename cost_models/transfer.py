@@ -5,7 +5,9 @@ aligned (``hls::vector`` over the m_axi port). A box is a set of *runs*, contigu
 dimensions inside ``q`` span whole rows of the DDR tensor and fit a word evenly (``packed`` elements),
 so they are unrolled; dimension ``q`` is walked ``lanes = word / packed`` elements a word; the dimensions
 outside ``q`` are the runs, one after the other. Each word is one pipeline iteration at ``ii`` cycles
-(the most elements of one word that go to the same bank). A run that does not start on a word boundary
+(the most elements of one word that go to the same bank); where dimension ``q`` is partitioned by a
+multiple ``g`` of the lanes, the banks of ``g`` consecutive words are fixed only together, so an iteration
+moves that group of words (``group``) at II ``g``, still one word a cycle. A run that does not start on a word boundary
 at compile time — a padded input's halo, a tile origin that is not a whole number of words — is
 realigned through a funnel of the previous and the current word, one iteration more per run. The
 output's rows are padded to whole words (``pitch``), so a write never touches a word another tile owns.
@@ -39,6 +41,7 @@ class TransferPlan:
     funnel: bool
     ok: bool
     static: bool
+    group: int = 1  # words an iteration moves
 
     @property
     def cycles(self) -> int:
@@ -46,7 +49,7 @@ class TransferPlan:
 
     @property
     def beats(self) -> int:
-        return self.runs * self.iterations
+        return self.runs * self.iterations * self.group
 
 
 def transfer_plan(widths: Sequence[int], ddr_shape: Sequence[int], factors: Sequence[int], word: int,
@@ -57,9 +60,9 @@ def transfer_plan(widths: Sequence[int], ddr_shape: Sequence[int], factors: Sequ
     first run starts in its word."""
     from cost_models.fpga_kernel import plan_transfer
 
-    q, lanes, packed, ii, iterations, runs, funnel, ok, static = plan_transfer(
+    q, lanes, packed, ii, iterations, runs, funnel, ok, static, group = plan_transfer(
         np.asarray(widths, dtype=np.float64), np.asarray(ddr_shape, dtype=np.float64),
         np.asarray(factors, dtype=np.float64), len(widths), float(word), np.asarray(strides, dtype=np.float64),
         bool(static), float(offset), all(f >= w for f, w in zip(factors, widths, strict=True)))
     return TransferPlan(int(q), int(lanes), int(packed), int(ii), int(iterations), int(runs), bool(funnel), bool(ok),
-                        bool(static))
+                        bool(static), int(group))

@@ -85,13 +85,16 @@ def test_conv2d_design_by_hand():
         "order": ("b", "k", "i", "j"), "dtype": "float32", "clock_mhz": 250.0})
     pad, w, o = d["buffers"]
     # pad[b, rc, i + rx, j + ry]: box 1x4x6x10 in 4 banks along rc, read from I (8x8 per channel) shifted by
-    # the padding: 24 runs of 10 floats. Runs start 8 floats apart, so not at the same place in a word:
-    # each run takes its words through the funnel, 1 word + 1 = 2 iterations. The 10 lanes of a word go to
-    # one bank (the row is not partitioned): II 10. 24 * 2 * 10 = 480 cycles = 1920 ns; 48 words = 3072
-    # bytes; reloaded when i advances.
+    # the padding. As the operator lays I out, that is 24 runs of 10 floats at II 10 (a row's 10 lanes in
+    # one bank), 480 cycles. With the channels moved innermost by the host (b, h, w, c), a run is a row of
+    # 10 pixels x 4 channels: the 4 channels fill a word's lanes 4 at a time (packed), so a word holds 4
+    # pixels, one bank each per channel bank: II 4. Runs start 12 floats into a word for every tile (rows
+    # 32 floats apart, tiles 128), so the funnel is static: 3 words + 1 = 4 iterations, 6 runs: 96 cycles
+    # = 384 ns, 24 words = 1536 bytes; reloaded when i advances.
     assert (pad["shape"], pad["partition"], pad["loads"], pad["storage"]) == ([1, 4, 6, 10], [1, 4, 1, 1], 2, "bram")
-    assert (pad["rows"], pad["iterations_per_row"], pad["word_ii"], pad["funnel"]) == (24, 2, 10, True)
-    assert (pad["cycles_per_load"], pad["tile_bytes"], pad["blocks"]) == (480, 3072, 2)
+    assert pad["layout"] == [0, 2, 3, 1] and (pad["packed"], pad["lanes"], pad["word_offset"]) == (4, 4, 12)
+    assert (pad["rows"], pad["iterations_per_row"], pad["word_ii"], pad["funnel"]) == (6, 4, 4, True)
+    assert (pad["cycles_per_load"], pad["tile_bytes"], pad["blocks"]) == (96, 1536, 2)
     # W: the whole 8x4x3x3 tensor in 4x4 banks, loaded once, so one block. As the operator lays it out, its
     # rows of 3 do not divide a word: 96 runs of 3 (funnel, 2 iterations) at II 3 = 576 cycles. With k moved
     # innermost by the host (layout c, ry, rx, k) a run is rx x k = 24 floats: 2 words of 2 rx x 8 k lanes,
@@ -108,8 +111,8 @@ def test_conv2d_design_by_hand():
     # 2*4*8 spatial x 9 reduce iterations = 576 per tile; the sum recurs every 64 > 7 cycles: II 1;
     # depth 4 + 5 * (2 + 1) + 4 = 23.
     assert (d["ii"], d["accumulation_distance"], d["pipeline_depth"], d["compute_cycles_per_tile"]) == (1, 64, 23, 599)
-    # The compute waits for pad's first block (1920 ns, more than all of W's 576 ns), then the last write.
-    latency = 1920 * NS + 2 * 599 / 250e6 + 1024 * NS
+    # The compute waits for W, loaded whole once (576 ns, more than pad's first block), then the last write.
+    latency = 576 * NS + 2 * 599 / 250e6 + 1024 * NS
     assert d["latency_s"] == pytest.approx(latency) and d["bound"] == "compute"
     assert d["gops"] == pytest.approx(2 * 8 * 8 * 8 * 4 * 9 / latency / 1e9)
     # 4 spatial lanes x 4 products, trees of 3 adders + the accumulation: 16 fmul + 16 fadd = 80 DSP.
@@ -249,3 +252,37 @@ def test_io_lower_bound_direct_convolution():
     assert small.kind.startswith("matmul") and small.bytes == pytest.approx(4 * 2 * 64**3 / 8)
     large = io_lower_bound(g, onchip_words=1e9, word_bytes=4, compulsory_bytes=3 * 64 * 64 * 4)
     assert large.kind.startswith("compulsory") and large.bytes == 3 * 64 * 64 * 4
+
+
+def test_sliding_window_and_word_group_by_hand():
+    """An input that slides along its unrolled dimension is read whole into registers (a window), and a
+    partition factor larger than a word's lanes moves a group of words an iteration."""
+    # conv2d C=4 14x14 K=64 3x3 pad 1; tiles k=64 i=2 j=14; PE = k x64 * j x14 = 896 lanes.
+    space, model, d = design("conv2d", {"C": 4, "H": 14, "W": 14, "K": 64, "kernel": 3, "padding": 1}, {
+        "tile.b": 1, "tile.k": 64, "tile.i": 2, "tile.j": 14, "tile.rc": 4, "tile.rx": 3, "tile.ry": 3,
+        "unroll.b": 1, "unroll.k": 64, "unroll.i": 1, "unroll.j": 14, "unroll.rc": 1, "unroll.rx": 1,
+        "unroll.ry": 1, "order": ("b", "k", "i", "j"), "dtype": "float32", "clock_mhz": 250.0})
+    pad, w, o = d["buffers"]
+    # pad[b, rc, i + rx, j + ry]: lane j reads column j + ry, ry walked by the pipeline, so a cyclic factor
+    # of 14 would put a lane's bank at run time. The 16 columns are partitioned completely instead (16
+    # LUTRAM banks of 4x4 words), read whole each iteration, and each of the 14 lanes picks one of its
+    # 16 - 13 = 3 columns: 14 x 32 bits x ceil(3 / 4) = 448 LUTs of multiplexers. A word of 16 columns
+    # lands in 16 banks: II 1; 16 runs through the funnel (rows 14 floats apart) = 32 cycles.
+    assert (pad["shape"], pad["partition"], pad["window"], pad["storage"]) == ([1, 4, 4, 16], [1, 1, 1, 16], [3],
+                                                                              "lutram")
+    assert (pad["word_ii"], pad["rows"], pad["iterations_per_row"], pad["cycles_per_load"]) == (1, 16, 2, 32)
+    # W[k, rc, rx, ry], k moved innermost by the host: runs of 64 k = 4 words into k's 64 banks. Lane l of
+    # word j lands in bank 16j + l, fixed only for the 4 words together: one iteration moves the 4 words at
+    # II 4, 36 runs = 144 cycles for 144 words, one a cycle.
+    assert (w["layout"], w["partition"], w["window"]) == ([1, 2, 3, 0], [64, 1, 1, 1], [])
+    assert (w["words_per_iteration"], w["word_ii"], w["iterations_per_row"], w["rows"]) == (4, 4, 1, 36)
+    assert (w["cycles_per_load"], w["beats_per_load"], w["tile_bytes"]) == (144, 144, 144 * 64)
+    assert o["window"] == [] and o["words_per_iteration"] == 1
+    # The window's pick is one more pipeline stage: fmul 4 + fadd 5 (the accumulation) + 4 + 1 = 14.
+    assert d["pipeline_depth"] == 14
+    # LUTs: the window's 448; pad's funnel (16 lanes x 32 bits x ceil(16 / 4)) 2,048; pad in LUTRAM
+    # (2 blocks x 16 banks x 2 x 32 bits) 2,048; O in LUTRAM (2 x 896 banks x 64) 114,688; 896 fmul x 100
+    # and 896 fadd x 220; the base and three ports.
+    lut = 448 + 2048 + 2048 + 114688 + 896 * 100 + 896 * 220 + 3000 + 3 * 1600
+    assert d["resources"]["lut"] == lut
+    assert d["feasible"]

@@ -107,3 +107,16 @@ def test_enumeration_is_complete_and_valid():
     grid = np.stack(np.meshgrid(*[np.arange(c) for c in space.cardinalities], indexing="ij"), -1).reshape(
         -1, space.num_knobs)
     assert len(rows) == int(space.valid(grid).sum())
+
+
+def test_a_sliding_input_may_window_its_only_unrolled_dimension():
+    """j unrolled with ry walked: allowed for the input (a register window) when it is the input's only
+    unrolled dimension; not when the input is unrolled along a second dimension too."""
+    op = get_builtin("conv2d").instantiate({"C": 4, "H": 14, "W": 14, "K": 64, "kernel": 3, "padding": 1})
+    space = FpgaSpace(analyze(op), load_board("vu9p"), ["float32"], [250.0])
+    knobs = {"tile.b": 1, "tile.k": 64, "tile.i": 2, "tile.j": 14, "tile.rc": 4, "tile.rx": 3, "tile.ry": 3,
+             "unroll.b": 1, "unroll.k": 16, "unroll.i": 1, "unroll.j": 14, "unroll.rc": 1, "unroll.rx": 1,
+             "unroll.ry": 1, "order": ("b", "k", "i", "j"), "dtype": "float32", "clock_mhz": 250.0}
+    space.encode(Point(knobs))
+    with pytest.raises(SpaceError, match="compile time"):
+        space.encode(Point({**knobs, "unroll.k": 1, "unroll.rc": 2}))

@@ -128,11 +128,16 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
                     "size": prod(int(d) for d in t.shape)} for t in op.inputs]
 
     # ---------------------------------------------------------------------------------- compute body
+    for b, access, info in zip(buffers, analysis.reads, design["buffers"], strict=False):
+        b["window"] = _window(b, access, info, by_name, ids)
+
     def load_in_compute(load: Any, _printed: list[str]) -> str:
         tensor = load.args[0]
         indices = tuple(to_affine(ix, loop_vars, tensor=tensor.op.name, node=main.name) for ix in load.args[1:])
         for b, access in zip(buffers, analysis.reads, strict=True):
             if access.tensor == tensor.op.name and access.indices == indices:
+                if b["window"]:
+                    return f"sel_{b['name']}[{b['window']['lane']}]"
                 return f"{b['name']}[{']['.join(b['local_index'])}]"
         raise CodegenError(f"load of {tensor.op.name} in node {main.name} matches no buffer")
 
@@ -237,6 +242,26 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
     }
 
 
+def _window(b: dict[str, Any], access: Access, info: dict[str, Any], loops: dict[str, _Loop],
+            ids: dict[str, str]) -> dict[str, Any] | None:
+    """How the compute reads a buffer that slides along its one unrolled dimension (``info["window"]``,
+    see ``cost_models.fpga_kernel``): that dimension whole into registers, then one pick a lane."""
+    window = info.get("window") or []
+    if not window:
+        return None
+    (d,) = window
+    unrolled = [n for n in access.indices[d].loops if loops[n].unroll > 1]
+    if len(unrolled) != 1 or any(loops[n].unroll > 1 for e, ix in enumerate(access.indices) if e != d
+                                 for n in ix.loops):
+        raise CodegenError(f"buffer {b['name']} windows dimension {d} but is not unrolled along it alone (a bug: "
+                           "please report it)")
+    lp = loops[unrolled[0]]
+    ident = ids[lp.name]
+    return {"dim": d, "width": b["dims"][d], "loop": lp.name, "id": ident, "lane": f"{ident}_u",
+            "lanes": lp.unroll, "index": _lane_var(ident, lp), "pick": b["local_index"][d],
+            "read_index": [("hdse_b" if e == d else ix) for e, ix in enumerate(b["local_index"])]}
+
+
 def _lane_var(ident: str, lp: _Loop) -> str:
     """The C expression of a loop's index inside one tile, from its pipelined and unrolled parts."""
     outer = lp.tile // lp.unroll
@@ -321,7 +346,7 @@ def _buffer(i: int, access: Access, tensor: Any, info: dict[str, Any], loops: di
         "xfer": xfer,
         "coords_used": [d for d in range(len(dims)) if re.search(rf"\bg{d}\b", f"{value} {' && '.join(inside)}")],
         # the first and last word any run of any tile reads, for the guard words around the tensor
-        "words_read": (first // port["word"], last // port["word"] + xfer["iterations"] - 1),
+        "words_read": (first // port["word"], last // port["word"] + xfer["iterations"] * xfer["group"] - 1),
     }
 
 
@@ -381,9 +406,9 @@ def word_loops(widths: list[int], info: dict[str, Any], port: dict[str, Any], ba
         ddr_shape[-1] = port["pitch"]
     plan = transfer_plan(w, ddr_shape, [info["partition"][d] for d in perm], word, port["strides"],
                          info["static_offset"], info["word_offset"])
-    mine = (plan.q, plan.lanes, plan.packed, plan.ii, plan.iterations, plan.runs, plan.funnel, plan.ok)
+    mine = (plan.q, plan.lanes, plan.packed, plan.ii, plan.iterations, plan.runs, plan.funnel, plan.ok, plan.group)
     theirs = (info["split"], info["lanes"], info["packed"], info["word_ii"], info["iterations_per_row"],
-              info["rows"], info["funnel"], info["transfer_ok"])
+              info["rows"], info["funnel"], info["transfer_ok"], info.get("words_per_iteration", 1))
     if mine != theirs or not plan.ok:
         raise CodegenError(f"the transfer of a {widths} box ({mine}) disagrees with the model's {theirs} or "
                            "cannot be generated (a bug: please report it)")
@@ -430,7 +455,8 @@ def word_loops(widths: list[int], info: dict[str, Any], port: dict[str, Any], ba
             terms.append(f"({coord}) * {stride}" if stride > 1 else f"({coord})")
     label_dim = perm[q] if q >= 0 else -1
     return {"q": q, "lanes": plan.lanes, "packed": plan.packed, "ii": plan.ii, "words": words,
-            "iterations": plan.iterations, "funnel": plan.funnel, "static": plan.static,
+            "iterations": plan.iterations, "funnel": plan.funnel, "static": plan.static, "group": plan.group,
+            "trips": plan.runs * plan.iterations,
             "offset": int(info["word_offset"]), "word": word, "row_loops": row_loops, "row_defines": row_defines,
             "lane_loops": lane_loops, "lane_defines": lane_defines, "lane": " + ".join(lane_terms) or "0",
             "guard": guard, "run_start": " + ".join(terms) or "0",

@@ -479,7 +479,8 @@ def _check_banks(name: str, function: Any, loops: list[_Loop], defs: dict[str, A
 def _check_transfer(name: str, loops: list[_Loop], defs: dict[str, Any], design: dict[str, Any],
                     report: LintReport) -> None:
     """A read or write process issues the words a block the model charges (its ``box_*`` loops that are
-    not unrolled: runs times words a run) at the word II the model charges."""
+    not unrolled, and the unrolled group of words an iteration: runs times words a run) at the word II the
+    model charges."""
     m = re.match(r"read_buf(\d+)_", name)
     buffers = design.get("buffers") or []
     info = buffers[int(m.group(1))] if m and int(m.group(1)) < len(buffers) else (
@@ -487,6 +488,8 @@ def _check_transfer(name: str, loops: list[_Loop], defs: dict[str, Any], design:
     if info is None or "word_ii" not in info:
         return
     walked = [lp for lp in loops if lp.label.startswith("box_") and not lp.has("UNROLL")]
+    # a group of words an iteration moves (banks fixed for the group together) is an unrolled word loop
+    walked += [lp for lp in loops if lp.label.endswith("_word_group") and lp.has("UNROLL")]
     try:
         beats = prod(len(lp.values({}, defs)) for lp in walked)
     except _NotAffine:

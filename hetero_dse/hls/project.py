@@ -151,7 +151,7 @@ def expectations(context: dict[str, Any], design: dict[str, Any]) -> dict[str, A
     for b in context["buffers"]:
         x = b["xfer"]
         labels = [lp["label"] for lp in x["row_loops"]] + ([x["label"]] if x["iterations"] > 1 else [])
-        loops.append({"process": f"read_{b['name']}", "labels": labels, "trip_count": x["beats"], "ii": x["ii"],
+        loops.append({"process": f"read_{b['name']}", "labels": labels, "trip_count": x["trips"], "ii": x["ii"],
                       "per": "block"})
     loops.append({"process": "compute_tile", "labels": [lp["label"] for lp in context["pipeline_loops"]],
                   "trip_count": design["compute_cycles_per_tile"] - design["pipeline_depth"],
@@ -160,7 +160,7 @@ def expectations(context: dict[str, Any], design: dict[str, Any]) -> dict[str, A
     loops.append({"process": "write_out",
                   "labels": ([lp["label"] for lp in out["row_loops"]]
                              + ([out["label"]] if out["iterations"] > 1 else [])),
-                  "trip_count": out["beats"], "ii": out["ii"], "per": "tile"})
+                  "trip_count": out["trips"], "ii": out["ii"], "per": "tile"})
     buffers = [{"variable": f"{b['name']}_s", "tensor": b["tensor"], "banks": info["banks"],
                 "words_per_bank": info["words_per_bank"], "storage": info["storage"], "blocks": info["blocks"]}
                for b, info in zip(context["buffers"], design["buffers"], strict=False)]

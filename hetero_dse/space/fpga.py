@@ -14,8 +14,10 @@ loops (a fixed decision for FPGA, FlexTensor §4.2). Its knobs:
   from the unroll: factor and dimension per buffer are derived, not searched). Every bank a PE reads
   must be fixed at compile time: where a dimension is partitioned by ``c·u`` for its unrolled loop, every
   other loop that moves along it inside the tile must step by a multiple of that factor. A sliding window
-  (``i + rx`` with ``rx`` unrolled and ``i`` walked by the pipeline) would pick banks at run time, which
-  Vitis answers with muxes and a higher II ("limited memory ports"); such designs are not in the space.
+  (``i + rx`` with ``i`` unrolled and ``rx`` walked by the pipeline) would pick banks at run time, which
+  Vitis answers with muxes and a higher II ("limited memory ports"). An input whose only unrolled
+  dimension slides so is partitioned completely along it and read whole into registers each iteration,
+  each lane picking its element there (a register window); any other sliding access is not in the space.
   The write process moves whole port words, so the innermost output tile is a whole number of words or
   the whole extent: a word two tiles shared would be written by both.
 * ``order``: the order of the spatial tile loops (reduce tile loops are always innermost, so an output
@@ -218,11 +220,17 @@ class FpgaSpace:
 
         Along a dimension indexed ``Σ c_l·l``, cyclically partitioned by ``f = min(c·u, width)`` for its
         unrolled loop, lane ``l_u`` reads bank ``(c·l_u + Σ c_l'·l'_local) mod f``: fixed when every other
-        loop ``l'`` that moves inside the tile (tile > 1) has ``c_l'`` a multiple of ``f``.
+        loop ``l'`` that moves inside the tile (tile > 1) has ``c_l'`` a multiple of ``f``. Otherwise (a
+        sliding window) an input whose only unrolled dimension this is reads it whole into registers each
+        iteration (see ``cost_models.fpga_kernel``); any other buffer is refused.
         """
         ok = np.ones(len(t), dtype=bool)
+        unrolled = u > 1
         for g in (*self.reads, self.write):
             coef = np.abs(g.coef)
+            # buffers with one unrolled dimension may window it
+            unrolled_dims = (unrolled[:, None, :] & (coef[None, :, :] != 0)).any(axis=2).sum(axis=1)
+            may_window = (unrolled_dims <= 1) if g is not self.write else np.zeros(len(t), dtype=bool)
             for d in range(coef.shape[0]):
                 loops = np.flatnonzero(coef[d])
                 if len(loops) < 2:
@@ -230,9 +238,11 @@ class FpgaSpace:
                 width = 1 + ((t[:, loops] - 1) * coef[d, loops]).sum(axis=1)
                 factor = np.prod(np.where(u[:, loops] > 1, coef[d, loops] * u[:, loops], 1), axis=1)
                 factor = np.minimum(factor, width)
+                static = np.ones(len(t), dtype=bool)
                 for lp in loops:
                     moves = (u[:, lp] == 1) & (t[:, lp] > 1)
-                    ok &= ~moves | (coef[d, lp] % factor == 0)
+                    static &= ~moves | (coef[d, lp] % factor == 0)
+                ok &= static | may_window
         return ok
 
     def _whole_output_words(self, t: np.ndarray, rows: np.ndarray) -> np.ndarray:
