@@ -13,8 +13,8 @@ What is modelled is what ``hls_templates/kernel.cpp.j2`` emits (see ``cost_model
   run that does not start on a word boundary at compile time is realigned through a funnel (one more
   word a run); a partition factor that is a multiple of the lanes fixes the banks of that many words
   together, so an iteration moves the group; DDR traffic is the words moved, not the elements used.
-* **Compute**: the PE array is the unrolled loops. An input that slides along its one unrolled dimension (``j
-  + ry``, ``j`` unrolled, ``ry`` walked by the pipeline) is partitioned completely along it and read whole
+* **Compute**: the PE array is the unrolled loops. An input that slides along its one unrolled dimension
+  (``j + ry``, ``j`` unrolled, ``ry`` walked by the pipeline) is partitioned completely along it and read whole
   into registers each iteration, each lane picking its element through a multiplexer of the positions it can
   take (a register window: banks fixed, one more pipeline stage, the mux LUTs). Each spatial lane multiplies
   its ``U`` reduce lanes, sums the products with a balanced adder tree (``U − 1`` adders, seeded with the

@@ -304,17 +304,25 @@ class FpgaSpace:
 
     # ----------------------------------------------------------------------------------------- walking
     def sample(self, count: int, rng: np.random.Generator) -> np.ndarray:
-        """``count`` valid rows drawn uniformly per knob (rejection of invalid combinations; the innermost
-        output tile is drawn among the values that start every tile on a port word for the row's data
-        type, which would otherwise reject most draws for nothing)."""
+        """``count`` valid rows: each loop's (tile, unroll) pair drawn uniformly among those whose unroll
+        divides the tile (the innermost output tile among those that start every tile on a port word for
+        the row's data type), the other knobs uniformly; combinations that break a rule are drawn again."""
+        n = len(self.loops)
         out: list[np.ndarray] = []
         have = 0
         for _ in range(1000):
-            rows = rng.integers(0, self.cardinalities, size=(max(count * 4, 64), self.num_knobs))
-            for di, allowed in enumerate(self._out_whole):
-                of_type = rows[:, self.col_dtype] == di
-                if len(allowed):
-                    rows[of_type, self._out_inner] = rng.choice(allowed, size=int(of_type.sum()))
+            m = max(count * 2, 64)
+            rows = np.empty((m, self.num_knobs), dtype=np.int64)
+            for col in (self.col_order, self.col_dtype, self.col_clock):
+                rows[:, col] = rng.integers(0, self.cardinalities[col], size=m)
+            for i, pairs in enumerate(self.loop_pairs):
+                pick = pairs[rng.integers(0, len(pairs), size=m)]
+                rows[:, i], rows[:, n + i] = pick[:, 0], pick[:, 1]
+            for di, pairs in enumerate(self._out_whole_pairs):
+                of_type = np.flatnonzero(rows[:, self.col_dtype] == di)
+                if len(pairs) and len(of_type):
+                    pick = pairs[rng.integers(0, len(pairs), size=len(of_type))]
+                    rows[of_type, self._out_inner], rows[of_type, n + self._out_inner] = pick[:, 0], pick[:, 1]
             keep = rows[self.valid(rows)]
             out.append(keep)
             have += len(keep)
@@ -324,6 +332,12 @@ class FpgaSpace:
         if len(rows) == 0:
             raise SpaceError("could not draw a valid point: the space's rules leave it empty")
         return rows
+
+    @cached_property
+    def _out_whole_pairs(self) -> list[np.ndarray]:
+        """Per data type, the (tile, unroll) pairs of the innermost output loop whose tile is whole words."""
+        pairs = self.loop_pairs[self._out_inner]
+        return [pairs[np.isin(pairs[:, 0], allowed)] for allowed in self._out_whole]
 
     def enumerate(self, chunk: int = 1 << 16) -> Iterator[np.ndarray]:
         """Every valid row, in chunks. Loops' (tile, unroll) pairs are enumerated valid-first."""
