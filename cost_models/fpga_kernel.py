@@ -69,7 +69,7 @@ IMPL_REGISTERS, IMPL_LUTRAM, IMPL_BRAM, IMPL_URAM = 0, 1, 2, 3
 IMPL_NAMES = {IMPL_REGISTERS: "registers", IMPL_LUTRAM: "lutram", IMPL_BRAM: "bram", IMPL_URAM: "uram"}
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _bram18k(words: float, bits: float, widths: np.ndarray, depths: np.ndarray) -> float:
     for i in range(len(widths)):
         if bits <= widths[i]:
@@ -78,7 +78,7 @@ def _bram18k(words: float, bits: float, widths: np.ndarray, depths: np.ndarray) 
     return math.ceil(words / depths[last]) * math.ceil(bits / widths[last])
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always", error_model="numpy")
 def plan_transfer(widths: np.ndarray, ddr_shape: np.ndarray, factors: np.ndarray, dims: int, word: float,
                   strides: np.ndarray, static: bool, offset: float, registers: bool):
     """How a read or write process moves a box in whole port words of ``word`` elements.
@@ -135,7 +135,7 @@ def plan_transfer(widths: np.ndarray, ddr_shape: np.ndarray, factors: np.ndarray
     return q, lanes, packed, ii, iterations, rows, funnel, ok, static, group
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _storage_cost(wpb: float, bits: float, uram_available: bool, res: np.ndarray, copies: float) -> int:
     """Add ``copies`` banks of ``wpb`` words x ``bits`` to ``res``; returns the storage kind."""
     if wpb <= 1:
@@ -151,7 +151,7 @@ def _storage_cost(wpb: float, bits: float, uram_available: bool, res: np.ndarray
     return IMPL_BRAM
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile_tab, unroll_tab, order_pos,
                     entry_start, entry_loop, entry_coef, shape, n_layouts, layout_perm, ddr_shape, ddr_strides,
                     const_flat, negative,
@@ -184,6 +184,8 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
     wd = np.empty(max_dims)
     fd = np.empty(max_dims)
     inv = np.empty(max_dims, dtype=np.int64)
+    move_step = np.empty(entry_loop.shape[0] + 1)
+    move_dim = np.empty(entry_loop.shape[0] + 1, dtype=np.int64)
     stages = np.empty(n_stages)
     ends = np.empty(n_stages)
     res = np.empty(5)
@@ -276,7 +278,25 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
             pitch = 0.0
             q, lanes, packed, wii, iterations, runs, funnel, ok, static, offset, group = (
                 -1, 1.0, 1.0, 1.0, 1.0, 1.0, False, False, False, 0.0, 1.0)
+            # the steps by which the tile loops move the box, per dimension
+            n_moves = 0
+            for d in range(dims):
+                for e in range(entry_start[p, d], entry_start[p, d + 1]):
+                    lp = entry_loop[e]
+                    if trips[lp] > 1 and pos[lp] <= level:
+                        move_step[n_moves] = entry_coef[e] * t[lp]
+                        move_dim[n_moves] = d
+                        n_moves += 1
+            # no layout moves the box in fewer cycles than its elements fill words
+            fewest = 1.0
+            for d in range(dims):
+                fewest *= width[d]
+            fewest = math.ceil(fewest / word)
             for lay in range(n_layouts[p]):
+                if lay > 0 and (width[layout_perm[p, lay, dims - 1]] == 1
+                                or (ok and runs * iterations * wii <= fewest)):
+                    # runs of one element, or the best layout so far already moves a word a cycle
+                    continue
                 for at in range(dims):
                     d = layout_perm[p, lay, at]
                     wd[at] = width[d]
@@ -296,12 +316,10 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                 # a run starts at the same offset within a word for every tile when each tile loop that
                 # moves the box moves it by whole words
                 l_static = not negative[p]
-                for d in range(dims):
-                    for e in range(entry_start[p, d], entry_start[p, d + 1]):
-                        lp = entry_loop[e]
-                        if (trips[lp] > 1 and pos[lp] <= level
-                                and (entry_coef[e] * t[lp] * strides[inv[d]]) % word != 0):
-                            l_static = False
+                for m in range(n_moves):
+                    if (move_step[m] * strides[inv[move_dim[m]]]) % word != 0:
+                        l_static = False
+                        break
                 l_offset = const_flat[p, lay] % word
                 l_q, l_lanes, l_packed, l_wii, l_it, l_runs, l_funnel, l_ok, l_static, l_group = plan_transfer(
                     wd, dshape, fd, dims, word, strides, l_static, l_offset, registers)
