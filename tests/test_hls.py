@@ -118,6 +118,9 @@ def test_register_windows_and_groups_of_words_pass_csim(layer, knobs, window, gr
     assert_passes(project)
     kernel = (project / "src" / "kernel.cpp").read_text()
     assert "window_buf0_pad:" in kernel and "box_d0_word_group:" in kernel
+    # one PE is a function Vitis schedules once and instantiates per lane
+    pe = kernel[kernel.index("static acc_t pe("):kernel.index("static void compute_tile")]
+    assert "#pragma HLS INLINE off" in pe and kernel.count("= pe(") == 1
 
 
 # The innermost output tile is whole or a multiple of a port word (16 floats), so a tile writes whole words
@@ -192,14 +195,15 @@ def test_custom_operator_without_reference_uses_tvm_and_passes(cli, write, tmp_p
 
 
 # ----------------------------------------------------------------------------------- the lint catches
-def _broken(tmp_path, name, params, knobs, old, new):
-    """A project whose kernel.cpp was emitted by a template broken the way ``old`` -> ``new`` says."""
+def _broken(tmp_path, name, params, knobs, old, new, where="static void compute_tile"):
+    """A project whose kernel.cpp was emitted by a template broken the way ``old`` -> ``new`` says, from
+    ``where`` on (the PE array and the function of one PE are where these breakages matter)."""
     op = get_builtin(name).instantiate(params)
     project, _, _ = build(op, tmp_path, knobs=knobs)
     assert lint(project).ok
     kernel = project / "src" / "kernel.cpp"
     text = kernel.read_text()
-    at = text.index("static void compute_tile")  # the PE array is where these breakages matter
+    at = text.index(where)
     assert old in text[at:]
     kernel.write_text(text[:at] + text[at:].replace(old, new, 1))
     return lint(project)
@@ -212,7 +216,7 @@ GEMM_KNOBS = {"tile.i": 16, "tile.j": 16, "tile.k": 16, "unroll.i": 1, "unroll.j
 def test_lint_catches_a_sum_seeded_with_zero(tmp_path):
     # the review's first finding: `sum = 0; sum += p` keeps one more fadd per spatial lane than the model charges
     report = _broken(tmp_path, "gemm", GEMM, GEMM_KNOBS, "pe_prod[pe_q] = pe_pair;",
-                     "pe_prod[pe_q] = pe_pair + (acc_t)0 * pe_prod[0];")
+                     "pe_prod[pe_q] = pe_pair + (acc_t)0 * pe_prod[0];", where="static acc_t pe(")
     (finding,) = [f for f in report.findings if f.check == "arithmetic" and "adds" in f.message]
     assert report.add_per_iteration == 4 * (3 + 1) + 4 * 3 and "charges 16" in finding.message
 

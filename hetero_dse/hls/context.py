@@ -143,6 +143,7 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
 
     body_c = CPrinter([(var, ids[name]) for var, name in loop_vars], load_in_compute)(value)
     acc_ctype = c_type(out_dtype)
+    pe = _pe_function(value, loop_vars, ids, load_in_compute, reduction, buffers)
 
     out_level = len(spatial) - 1
     lock_levels = []
@@ -168,6 +169,18 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
     lane_index = "0"
     for lp in unrolled_reduce:
         lane_index = f"{ids[lp.name]}_u" if lane_index == "0" else f"({lane_index}) * {lp.unroll} + {ids[lp.name]}_u"
+    if pe["pe_function"]:
+        # the PE's parameters and the call's arguments: its operands, which reduce lanes are live, and the
+        # output element it adds into
+        params = [f"const {x['ctype']} {x['name']}[{reduce_lanes}]" for x in pe["pe_inputs"]]
+        args = [x["name"] for x in pe["pe_inputs"]]
+        if reduction and any(lp.partial for lp in reduce):
+            params.append(f"const bool pe_live[{reduce_lanes}]")
+            args.append("pe_live")
+        if reduction and accumulate:
+            params += ["acc_t pe_old", "bool pe_init"]
+            args += [f"obuf[{']['.join(ids[lp.name] for lp in spatial)}]", "pe_init"]
+        pe.update(pe_params=", ".join(params), pe_args=", ".join(args))
     out_xfer = word_loops(out_dims, write_info, out_port, [f"o_{ids[lp.name]}" for lp in spatial],
                           [0] * len(spatial))
     # rows of a partial tile past the tensor are not written (a partial tile along the innermost dimension
@@ -227,6 +240,8 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
                         if re.search(rf"\bo_{ids[lp.name]}\b", out_xfer["run_start"]) or d in out_guard_coords],
         "reduction": reduction,
         "body": body_c,
+        **pe,
+        "spatial_lanes": prod(lp.unroll for lp in spatial),
         "ii": ii,
         "accumulation_distance": distance,
         # every data type: an integer add is one cycle, but the output buffer's read and write make the
@@ -240,6 +255,29 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
         "connectivity": board.memory.connectivity or "DDR",
         "memory_channels": board.memory.channels,
     }
+
+
+def _pe_function(value: Any, loop_vars: list[tuple[Any, str]], ids: dict[str, str],
+                 load_in_compute: Any, reduction: bool, buffers: list[dict[str, Any]]) -> dict[str, Any]:
+    """The PE as a function of its own (INLINE off): each distinct load of the body is an operand array
+    of one element a reduce lane. A body that uses a loop index outside its loads keeps its PE inline."""
+    marker = "\x00"
+    if marker in CPrinter([(var, marker) for var, _ in loop_vars], lambda _load, _printed: "x")(value):
+        return {"pe_function": False}
+    inputs: list[dict[str, str]] = []
+    lane = "pe_r" if reduction else "0"
+
+    def operand(load: Any, printed: list[str]) -> str:
+        text = load_in_compute(load, printed)
+        found = next((x for x in inputs if x["load"] == text), None)
+        if found is None:
+            (b,) = [b for b in buffers if text.startswith((f"{b['name']}[", f"sel_{b['name']}["))]
+            found = {"name": f"pe_x{len(inputs)}", "load": text, "ctype": b["ctype"]}
+            inputs.append(found)
+        return f"{found['name']}[{lane}]"
+
+    body = CPrinter([(var, ids[name]) for var, name in loop_vars], operand)(value)
+    return {"pe_function": True, "pe_inputs": inputs, "pe_body": body}
 
 
 def _window(b: dict[str, Any], access: Access, info: dict[str, Any], loops: dict[str, _Loop],

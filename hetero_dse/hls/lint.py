@@ -322,9 +322,11 @@ def lint(project: str | Path, design: dict[str, Any] | None = None) -> LintRepor
     report = LintReport()
     partitions = k.partitions()
     compute = None
+    callees: dict[str, tuple[Any, list[_Loop]]] = {}
     for name, function in k.functions.items():
         loops = k.loops(function)
         defs = _defs(function)
+        callees[name] = (function, loops)
         if name == "compute_tile":
             compute = (function, loops, defs)
         for lp in loops:
@@ -342,7 +344,7 @@ def lint(project: str | Path, design: dict[str, Any] | None = None) -> LintRepor
     if compute is None:
         report.findings.append(Finding("arithmetic", "compute_tile", "the kernel has no compute_tile function"))
         return report
-    _check_arithmetic(*compute, design, report)
+    _check_arithmetic(*compute, design, report, callees)
     return report
 
 
@@ -531,7 +533,11 @@ def _bank_load(forms: list[tuple[int, int, Affine]], runtime_dims: set[int],
 
 
 def _check_arithmetic(compute: Any, loops: list[_Loop], defs: dict[str, Any], design: dict[str, Any],
-                      report: LintReport) -> None:
+                      report: LintReport, callees: dict[str, tuple[Any, list[_Loop]]] | None = None) -> None:
+    """The data multiplies and adds of one pipeline iteration of the compute, every unrolled loop
+    enumerated and every call of a kernel function (the PE) followed into its body, against the model's
+    operator instances."""
+    callees = callees or {}
     pipelined = _pipelined(loops)
     region = max(pipelined, key=lambda lp: lp.line).cursor if pipelined else compute
     where = f"compute_tile:{region.extent.start.line}"
@@ -541,7 +547,8 @@ def _check_arithmetic(compute: Any, loops: list[_Loop], defs: dict[str, Any], de
         if m is None or int(m.group(1)) != int(design["ii"]):
             report.findings.append(Finding("ii", where, f"the pipeline asks for II={m.group(1) if m else '?'}, "
                                                         f"the model predicts {design['ii']}"))
-    unrolled = {lp.cursor.hash: lp for lp in loops if lp.has("UNROLL")}
+    unrolled = {lp.cursor.hash: lp for _, ls in [(None, loops), *callees.values()] for lp in ls
+                if lp.has("UNROLL")}
     tainted: set[str] = set()
     counts = {"*": 0, "+": 0}
 
@@ -567,6 +574,15 @@ def _check_arithmetic(compute: Any, loops: list[_Loop], defs: dict[str, Any], de
             for v in values:
                 visit(body, {**env, lp.var: v}, times)
             return
+        if kind == "CALL_EXPR" and c.spelling in callees and c.spelling != "compute_tile":
+            # a PE function: its data parameters carry operands; its body runs once per call
+            function, _ = callees[c.spelling]
+            for param in _children(function):
+                if _kind(param) == "PARM_DECL" and param.type.get_canonical().spelling not in ("bool", "int"):
+                    tainted.add(param.spelling)
+            body = [x for x in _children(function) if _kind(x) == "COMPOUND_STMT"]
+            for x in body:
+                visit(x, {}, times)
         if kind == "VAR_DECL":
             kids = [x for x in _children(c) if _kind(x) != "TYPE_REF"]
             if kids and is_data(kids[-1]):

@@ -174,23 +174,30 @@ class Neighbourhood:
         return np.concatenate(parts, axis=1).astype(np.float32)
 
 
-def random_neighbours(space, rows: np.ndarray, rng: np.random.Generator, tries: int = 16) -> np.ndarray:
+def random_neighbours(space, rows: np.ndarray, rng: np.random.Generator, tries: int = 16,
+                      batch: int = 4) -> np.ndarray:
     """One neighbour per row along a random direction, inside ``space`` (its ``valid`` rules); the row itself
-    where ``tries`` random directions all lead outside."""
+    where ``tries`` random directions all lead outside. The directions are tried ``batch`` at a time per
+    row (the first that stays inside wins, as if tried one by one), so that a space whose rules reject
+    most moves costs a few large calls of ``valid`` rather than many small ones."""
     rows = np.atleast_2d(rows)
     hood: Neighbourhood = space.neighbourhood
     out = rows.copy()
     if not len(hood.movable) or not len(rows):
         return out
     pending = np.arange(len(rows))
-    for _ in range(tries):
-        picks = hood.movable[rng.integers(0, len(hood.movable), size=len(pending))]
-        moved, exists = hood.step(rows[pending], picks)
+    for _ in range(-(-tries // batch)):
+        picks = hood.movable[rng.integers(0, len(hood.movable), size=len(pending) * batch)]
+        moved, exists = hood.step(np.repeat(rows[pending], batch, axis=0), picks)
         ok = exists.copy()
         if ok.any():
             ok[ok] = space.valid(moved[ok])
-        out[pending[ok]] = moved[ok]
-        pending = pending[~ok]
+        ok = ok.reshape(len(pending), batch)
+        found = ok.any(axis=1)
+        first = np.argmax(ok, axis=1)
+        chosen = moved.reshape(len(pending), batch, -1)[np.arange(len(pending)), first]
+        out[pending[found]] = chosen[found]
+        pending = pending[~found]
         if not len(pending):
             break
     return out
