@@ -287,16 +287,22 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                         move_step[n_moves] = entry_coef[e] * t[lp]
                         move_dim[n_moves] = d
                         n_moves += 1
-            # no layout moves the box in fewer cycles than its elements fill words
-            fewest = 1.0
+            # no layout moves the box in fewer cycles than its elements fill words, nor, where its
+            # innermost dimension is not a whole row in DDR (nothing packs), than its runs take words
+            box = 1.0
             for d in range(dims):
-                fewest *= width[d]
-            fewest = math.ceil(fewest / word)
+                box *= width[d]
+            fewest = math.ceil(box / word)
             for lay in range(n_layouts[p]):
-                if lay > 0 and (width[layout_perm[p, lay, dims - 1]] == 1
-                                or (ok and runs * iterations * wii <= fewest)):
-                    # runs of one element, or the best layout so far already moves a word a cycle
-                    continue
+                if lay > 0:
+                    inner = width[layout_perm[p, lay, dims - 1]]
+                    if inner == 1:
+                        continue  # runs of one element
+                    if ok:
+                        best = runs * iterations * wii
+                        if best <= fewest or (ddr_shape[p, lay, dims - 1] != inner
+                                              and box / inner * math.ceil(inner / word) >= best):
+                            continue
                 for at in range(dims):
                     d = layout_perm[p, lay, at]
                     wd[at] = width[d]
