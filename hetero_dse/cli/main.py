@@ -136,6 +136,7 @@ def main(argv: list[str] | None = None) -> None:
 # The commands that explore (their module imports this one for ``cli`` and ``console``).
 from hetero_dse.cli import explore as _explore  # noqa: E402,F401
 from hetero_dse.cli import history as _history  # noqa: E402,F401
+from hetero_dse.cli import synth as _synth  # noqa: E402,F401
 
 if __name__ == "__main__":
     main()

@@ -171,6 +171,8 @@ def expectations(context: dict[str, Any], design: dict[str, Any]) -> dict[str, A
     return {"loops": loops, "buffers": buffers,
             "instances": {ops["mul"]: design["units"]["mul"], ops["add"]: design["units"]["add"]},
             "port_bits": {p["name"]: design["port_bits"] for p in context["all_ports"]},
+            # the m_axi bundle of each port: the RTL and the report name ports by bundle (m_axi_gmem0_RDATA)
+            "port_bundles": {p["name"]: p["bundle"] for p in context["all_ports"]},
             # how the host lays each tensor out in DDR (zero words around it, output rows padded to a pitch)
             "layout": {p["name"]: {"tensor": p["tensor"], "word_elements": p["word"], "head_words": p["head"],
                                    "depth_words": p["depth"], "pitch": p["pitch"],
