@@ -1,4 +1,4 @@
-# Vitis HLS build of a hetero_dse design (csim, csynth, cosim, export). Either launcher works:
+# Vitis HLS build of a hetero_dse design (csim, csynth, cosim, export, impl). Either launcher works:
 #   vitis-run --mode hls --tcl run_hls.tcl     (2023.2 and later)
 #   vitis_hls -f run_hls.tcl                   (before; deprecated from 2024.2)
 # Every design-specific value (top, part, clock, files) is in project.tcl, generated next to this file, and
@@ -26,4 +26,6 @@ if {[lsearch $steps csim] >= 0}   { csim_design -argv [file normalize data] }
 if {[lsearch $steps csynth] >= 0} { csynth_design }
 if {[lsearch $steps cosim] >= 0}  { cosim_design -argv [file normalize data] }
 if {[lsearch $steps export] >= 0} { export_design -format $export_format }
+# place and route in Vivado for post-route timing and utilisation (impl/report/verilog/export_impl.rpt)
+if {[lsearch $steps impl] >= 0}   { export_design -format $export_format -flow impl }
 exit

@@ -91,3 +91,106 @@ def report_command(path: str, as_json: bool) -> None:
     console.print(res)
     if r.missing:
         console.print(f"not in this report: {', '.join(r.missing)}")
+
+
+@synth.command("run")
+@click.argument("dirs", nargs=-1, required=True, type=click.Path(path_type=str))
+@click.option("--steps", default="csynth", show_default=True, metavar="LIST",
+              help="Comma-separated: csynth, cosim (co-simulation), impl (Vivado place and route).")
+@click.option("--jobs", "-j", default=1, show_default=True, help="Local Dask workers (one synthesis each).")
+@click.option("--scheduler", metavar="ADDRESS", help="An existing Dask scheduler (tcp://host:8786) instead.")
+@click.option("--timeout", default=6 * 3600.0, show_default=True, metavar="S", help="Wall-clock limit of one job.")
+@click.option("--db", metavar="URL|FILE", help="History database (default: $HETERO_DSE_DB or the user's).")
+@click.option("--rerun", is_flag=True, help="Synthesize again designs the database has results for.")
+@click.option("--strict", is_flag=True, help="Exit non-zero when a figure misses its prediction by more "
+                                             "than --threshold (or an exact figure differs).")
+@click.option("--threshold", default=0.25, show_default=True, help="Relative error --strict allows.")
+def run_command(dirs: tuple[str, ...], steps: str, jobs: int, scheduler: str | None, timeout: float,
+                db: str | None, rerun: bool, strict: bool, threshold: float) -> None:
+    """Synthesize HLS projects (or every project of an explore output) with Vitis, on Dask."""
+    import sys
+
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from hetero_dse.errors import HeteroDSEError
+    from hetero_dse.hls.synth import STEPS, SynthJob, find_projects, find_tool, synthesize
+    from hetero_dse.hls.validate import validate, worst_error
+    from hetero_dse.history import HistoryDB
+
+    asked = [s.strip() for s in steps.split(",") if s.strip()]
+    unknown = [s for s in asked if s not in STEPS]
+    if unknown:
+        raise HeteroDSEError(f"unknown step {unknown[0]!r}: choose among {', '.join(STEPS)}")
+    steps_run = tuple(s for s in STEPS if s in asked or s == "csynth")
+    if jobs < 1 or timeout <= 0:
+        raise HeteroDSEError("--jobs and --timeout must be positive")
+    projects = find_projects(dirs)
+    tool = find_tool()
+    work = [SynthJob.of(p, steps_run, timeout, tool) for p in projects]
+    store = HistoryDB(db)
+    counts = {"done": 0, "running": 0, "failed": 0, "skipped": 0}
+    with Progress(TextColumn("synthesis"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
+                  disable=not sys.stderr.isatty()) as progress:
+        task = progress.add_task("", total=len(work))
+
+        def event(kind: str, job, result) -> None:
+            if kind == "started":
+                counts["running"] += 1
+            elif kind == "skipped":
+                counts["skipped"] += 1
+                progress.advance(task)
+            else:
+                counts["running"] -= 1
+                counts["done" if result["status"] == "ok" else "failed"] += 1
+                progress.advance(task)
+            progress.update(task, description=f"{counts['done']} done, {counts['running']} running, "
+                                              f"{counts['failed']} failed, {counts['skipped']} done before")
+
+        outcomes = synthesize(work, store=store, scheduler=scheduler, workers=jobs, rerun=rerun, on_event=event)
+    store.close()
+    failed = missed = 0
+    for outcome in outcomes:
+        project = outcome.project
+        if outcome.status not in ("ok", "skipped") or outcome.result.get("status") != "ok":
+            failed += 1
+            reason = outcome.result.get("reason", outcome.status)
+            console.print(f"{project}: {outcome.status}: {reason}")
+            tail = outcome.result.get("log_tail")
+            if tail:
+                console.print("  " + "\n  ".join(tail.splitlines()[-5:]))
+            continue
+        from pathlib import Path
+
+        record = json.loads((Path(project) / "design.json").read_text())
+        check = validate(record, outcome.result)
+        tmp = Path(project) / "validation.json.tmp"
+        tmp.write_text(json.dumps(check, indent=2))
+        tmp.replace(Path(project) / "validation.json")
+        console.print(_fidelity_table(project, check, outcome.status == "skipped"))
+        if worst_error(check, threshold):
+            missed += 1
+    console.print(f"{len(outcomes)} project{'s' if len(outcomes) != 1 else ''}: {len(outcomes) - failed} "
+                  f"synthesized, {failed} failed"
+                  + (f", {missed} off their prediction by more than {threshold:.0%}" if missed else ""))
+    if failed or (strict and missed):
+        raise SystemExit(1)
+
+
+def _fidelity_table(project: str, check: dict, skipped: bool) -> Table:
+    table = Table(title=f"{project}: predicted against synthesized" + (" (done before)" if skipped else ""))
+    for col in ("figure", "predicted", "reported", "error", "likely cause"):
+        table.add_column(col, justify="left" if col in ("figure", "likely cause") else "right")
+
+    def fmt(v) -> str:
+        if v is None:
+            return "–"
+        if isinstance(v, float) and (abs(v) < 1e-3 and v != 0):
+            return f"{v:.3g}"
+        return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+    for row in check["figures"]:
+        err = row.get("error")
+        table.add_row(row["figure"], fmt(row["predicted"]), fmt(row["reported"]),
+                      "–" if err is None else f"{100 * err:+.1f} %", row.get("cause", ""))
+    return table

@@ -47,6 +47,24 @@ records = sa.Table(
 )
 
 
+#: FPGA synthesis runs: one row per design (operator, knobs), part, clock, tool version and steps. A team
+#: sharing one database never synthesizes a design twice; a failed run is kept with its log tail and run
+#: again on request.
+syntheses = sa.Table(
+    "syntheses", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("design_key", sa.String(32), nullable=False),
+    sa.Column("part", sa.String(100), nullable=False),
+    sa.Column("clock_mhz", sa.Float, nullable=False),
+    sa.Column("tool_version", sa.String(50), nullable=False),
+    sa.Column("steps", sa.String(100), nullable=False),
+    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("result", sa.Text, nullable=False),
+    sa.Column("timestamp", sa.Float, nullable=False),
+    sa.UniqueConstraint("design_key", "part", "clock_mhz", "tool_version", "steps", name="one_synthesis_per_design"),
+)
+
+
 def default_url() -> str:
     """``$HETERO_DSE_DB`` if set, else a SQLite file in the user's data directory."""
     if os.environ.get(ENV):
@@ -84,6 +102,34 @@ class HistoryDB:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    # ------------------------------------------------------------------------------------- syntheses
+    def synthesis(self, design_key: str, part: str, clock_mhz: float, tool_version: str,
+                  steps: str) -> dict | None:
+        """The stored synthesis of a design (``{"status", "result", "timestamp"}``), or None."""
+        s = syntheses.c
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(s.status, s.result, s.timestamp).where(
+                s.design_key == design_key, s.part == part, s.clock_mhz == clock_mhz,
+                s.tool_version == tool_version, s.steps == steps)).mappings().first()
+        return None if row is None else {"status": row["status"], "result": json.loads(row["result"]),
+                                         "timestamp": row["timestamp"]}
+
+    def add_synthesis(self, design_key: str, part: str, clock_mhz: float, tool_version: str, steps: str,
+                      status: str, result: dict) -> None:
+        """Store a synthesis run, replacing an earlier one of the same design, part, clock, tool and steps
+        (a failed run done again)."""
+        import time
+
+        s = syntheses.c
+        key = (s.design_key == design_key, s.part == part, s.clock_mhz == clock_mhz,
+               s.tool_version == tool_version, s.steps == steps)
+        values = {"design_key": design_key, "part": part, "clock_mhz": clock_mhz, "tool_version": tool_version,
+                  "steps": steps, "status": status, "result": json.dumps(result, sort_keys=True),
+                  "timestamp": time.time()}
+        with self.engine.begin() as conn:
+            conn.execute(syntheses.delete().where(*key))
+            conn.execute(syntheses.insert().values(**values))
 
     # ------------------------------------------------------------------------------------- workloads
     def workload_id(self, workload: Workload) -> int:

@@ -122,7 +122,8 @@ def write_project(directory: Path, op: Operator, analysis: Analysis, point: Poin
             np.ascontiguousarray(array, dtype=port["dtype"]).tofile(partial / "data" / f"{port['name']}.bin")
         out = context["out_port"]
         np.ascontiguousarray(output, dtype=out["dtype"]).tofile(partial / "data" / f"{out['name']}.reference.bin")
-        record = {"operator": op.name, "signature": op.signature(), "board": board.name, "top": context["top"],
+        record = {"operator": op.name, "signature": op.signature(), "board": board.name, "part": board.part,
+                  "top": context["top"],
                   "knobs": point.to_json(), "predicted": design, "expectations": expectations(context, design),
                   "generator": f"hetero_dse {__version__}"}
         # the project's own check of what was emitted; its verdict travels with the project

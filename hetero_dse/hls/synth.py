@@ -1,0 +1,334 @@
+"""Synthesize HLS projects with Vitis, one job a project, farmed out on Dask.
+
+A job runs the project's own ``run_hls.tcl`` (``vitis-run --mode hls --tcl`` from 2023.2 on, ``vitis_hls
+-f`` before) with the steps asked (``HDSE_STEPS``), in the project's directory, under a wall-clock limit,
+and reads back what the tool wrote: ``csynth.xml`` and the module reports, the Verilog (pyverilog), the log,
+the co-simulation and the implementation reports. Jobs run on a Dask cluster: a ``LocalCluster`` of
+``--jobs`` worker processes by default, or the scheduler a team started on the machines that have the
+licences (``dask scheduler`` / ``dask worker tcp://host:8786``). Nothing else queues work.
+
+Every finished job is stored the moment it returns, in the history database (one row per design, part,
+clock, tool version and steps) and as ``synth.json`` in its project, so a rerun skips what is done, a team
+shares results, and Ctrl-C or a lost worker loses only what was running. A job past its limit, a tool that
+crashed, a worker that died: each is recorded as failed with the log's tail, and the rest go on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hetero_dse.errors import HeteroDSEError
+
+__all__ = ["STEPS", "SynthError", "SynthJob", "SynthTool", "find_projects", "find_tool", "run_job", "synthesize"]
+
+#: What a user may ask for, in the order the flow runs them; cosim and impl need csynth in the same run.
+STEPS = ("csynth", "cosim", "impl")
+LOG_TAIL_LINES = 40
+
+
+class SynthError(HeteroDSEError):
+    """Synthesis cannot start: no tool, no project, no scheduler."""
+
+
+# ------------------------------------------------------------------------------------------- tools
+@dataclass(frozen=True)
+class SynthTool:
+    """The launcher found and the tool version it reports."""
+
+    path: str
+    kind: str  # "vitis-run" or "vitis_hls"
+    version: str
+
+    def command(self, script: str = "run_hls.tcl") -> list[str]:
+        if self.kind == "vitis-run":
+            return [self.path, "--mode", "hls", "--tcl", script]
+        return [self.path, "-f", script]
+
+
+def find_tool(env: dict[str, str] | None = None) -> SynthTool:
+    """``vitis-run`` or ``vitis_hls`` on PATH, else under ``$XILINX_HLS/bin`` or ``$XILINX_VITIS/bin``."""
+    env = dict(os.environ if env is None else env)
+    search = [env.get("PATH", "")]
+    for var in ("XILINX_HLS", "XILINX_VITIS"):
+        if env.get(var):
+            search.append(str(Path(env[var]) / "bin"))
+    path = os.pathsep.join(search)
+    for kind in ("vitis-run", "vitis_hls"):
+        found = shutil.which(kind, path=path)
+        if found:
+            return SynthTool(found, kind, _version(found, kind))
+    raise SynthError("Vitis HLS was not found: put vitis_hls (or vitis-run, 2023.2 and later) on PATH, or set "
+                     "XILINX_HLS or XILINX_VITIS to the installation (source its settings64.sh)")
+
+
+def _version(path: str, kind: str) -> str:
+    try:
+        out = subprocess.run([path, "--version" if kind == "vitis-run" else "-version"], capture_output=True,
+                             text=True, timeout=120).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        out = ""
+    m = re.search(r"v(\d{4}\.\d(?:\.\d)?)", out)
+    return m.group(1) if m else "unknown"
+
+
+# -------------------------------------------------------------------------------------------- jobs
+def find_projects(paths: Sequence[str | Path]) -> list[Path]:
+    """HLS projects (a directory with ``run_hls.tcl`` and ``design.json``) among ``paths``, each a project
+    or a directory holding projects (an ``explore`` output: every project in it)."""
+    projects: list[Path] = []
+    for p in map(Path, paths):
+        if not p.is_dir():
+            raise SynthError(f"{p} is not a directory")
+        if (p / "run_hls.tcl").is_file() and (p / "design.json").is_file():
+            projects.append(p)
+            continue
+        found = sorted(q.parent for q in p.rglob("run_hls.tcl") if (q.parent / "design.json").is_file()
+                       and ".partial" not in q.parent.parts[-1])
+        if not found:
+            raise SynthError(f"{p} holds no HLS project written by hetero_dse (no run_hls.tcl with a design.json)")
+        projects += found
+    unique = list(dict.fromkeys(p.resolve() for p in projects))
+    return unique
+
+
+@dataclass(frozen=True)
+class SynthJob:
+    """One project to synthesize, with what identifies its result."""
+
+    project: str
+    steps: tuple[str, ...]
+    timeout_s: float
+    tool: SynthTool
+    design_key: str
+    part: str
+    clock_mhz: float
+
+    @classmethod
+    def of(cls, project: Path, steps: Sequence[str], timeout_s: float, tool: SynthTool) -> SynthJob:
+        from hetero_dse.history.records import point_key
+        from hetero_dse.space.point import Point
+
+        try:
+            record = json.loads((project / "design.json").read_text())
+            knobs = record["knobs"]
+            part = record.get("part") or record["board"]
+            clock = float(knobs["clock_mhz"])
+        except (OSError, ValueError, KeyError, TypeError):
+            raise SynthError(f"{project}/design.json is not a design record written by hetero_dse explore") from None
+        key = point_key(Point({"operator": record.get("signature", record.get("operator", "")), **knobs}))
+        return cls(str(project), tuple(steps), float(timeout_s), tool, key, part, clock)
+
+
+def run_job(job: SynthJob) -> dict[str, Any]:
+    """Run one synthesis (on a Dask worker or here) and read back what the tool wrote."""
+    project = Path(job.project)
+    log_path = project / "synth.log"
+    env = {**os.environ, "HDSE_STEPS": " ".join(job.steps)}
+    start = time.time()
+    status = "ok"
+    with open(log_path, "w") as log:
+        try:
+            proc = subprocess.Popen(job.tool.command(), cwd=project, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                    start_new_session=True)
+        except OSError as exc:
+            return {"status": "failed", "reason": f"could not start {job.tool.path}: {exc.strerror}",
+                    "wall_s": 0.0, "log_tail": ""}
+        try:
+            code = proc.wait(timeout=job.timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill(proc)
+            code, status = None, "timeout"
+    result: dict[str, Any] = {"status": status, "returncode": code, "wall_s": time.time() - start,
+                              "steps": list(job.steps), "tool_version": job.tool.version}
+    result["log_tail"] = _tail(log_path)
+    if status == "timeout":
+        result["reason"] = f"stopped after the {job.timeout_s:.0f} s limit"
+        return result
+    if code != 0:
+        result.update(status="failed", reason=f"{job.tool.kind} exited with code {code}")
+        return result
+    result.update(_read_back(project))
+    if result.get("reason"):
+        result["status"] = "failed"
+    return result
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """The tool and everything it started (Vitis runs a tree of processes)."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+
+def _tail(path: Path) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:])
+    except OSError:
+        return ""
+
+
+def _read_back(project: Path) -> dict[str, Any]:
+    """What the run left in ``prj/solution1``: each part that is missing or unreadable is said, not fatal."""
+    from hetero_dse.hls.reports import ReportError, read_cosim, read_impl, read_log, read_solution
+    from hetero_dse.hls.rtl import RtlError, read_rtl
+
+    solution = project / "prj" / "solution1"
+    out: dict[str, Any] = {}
+    try:
+        report = read_solution(solution)
+    except ReportError as exc:
+        return {"reason": f"no synthesis report: {exc}"}
+    out["report"] = report.to_json()
+    notes = []
+    try:
+        rtl = read_rtl(solution / "syn" / "verilog", report.top)
+        out["rtl"] = {"port_bits": rtl.port_bits, "cores": rtl.cores, "memories": rtl.memories}
+    except RtlError as exc:
+        notes.append(f"RTL not read: {exc}")
+    for log in (project / "vitis_hls.log", solution / "solution1.log", project / "synth.log"):
+        if log.is_file():
+            parsed = read_log(log)
+            out["log"] = {"pipelines": parsed.pipelines, "port_limits": parsed.port_limits,
+                          "bursts": parsed.bursts, "widened": parsed.widened, "errors": parsed.errors}
+            break
+    cosim = next(iter(sorted((solution / "sim" / "report").glob("*_cosim.rpt"))), None)
+    if cosim is not None:
+        try:
+            c = read_cosim(cosim)
+            out["cosim"] = {"status": c.status, "latency_cycles": c.latency_cycles}
+        except ReportError as exc:
+            notes.append(str(exc))
+    impl = solution / "impl" / "report" / "verilog" / "export_impl.rpt"
+    if impl.is_file():
+        try:
+            i = read_impl(impl)
+            out["impl"] = {"resources": i.resources, "achieved_clock_ns": i.achieved_clock_ns,
+                           "target_clock_ns": i.target_clock_ns, "timing_met": i.timing_met}
+        except ReportError as exc:
+            notes.append(str(exc))
+    if notes:
+        out["notes"] = notes
+    return out
+
+
+# ----------------------------------------------------------------------------------------- farming
+@dataclass
+class Outcome:
+    project: str
+    status: str  # ok, failed, timeout, skipped (done before), cancelled
+    result: dict[str, Any]
+
+
+def synthesize(jobs: Sequence[SynthJob], *, store: Any = None, scheduler: str | None = None, workers: int = 1,
+               rerun: bool = False, on_event: Callable[[str, SynthJob, dict | None], None] | None = None,
+               cluster_options: dict[str, Any] | None = None) -> list[Outcome]:
+    """Run ``jobs`` on Dask and record each as it finishes (``store``: a HistoryDB, and ``synth.json`` in the
+    project). Jobs done before (found in ``store`` with status ok) are skipped unless ``rerun``.
+    ``on_event(kind, job, result)`` is told "skipped", "started", "done" for the progress display.
+    Ctrl-C cancels what is queued or running and is raised again; what finished is recorded already."""
+    import logging
+
+    import dask
+    from distributed import as_completed
+
+    if not logging.getLogger().isEnabledFor(logging.DEBUG):
+        for name in ("distributed", "tornado"):
+            logging.getLogger(name).setLevel(logging.ERROR)
+    notify = on_event or (lambda *_: None)
+    outcomes: list[Outcome] = []
+    todo = []
+    for job in jobs:
+        known = store.synthesis(job.design_key, job.part, job.clock_mhz, job.tool.version,
+                                " ".join(job.steps)) if store is not None else None
+        if known is not None and known["status"] == "ok" and not rerun:
+            outcomes.append(Outcome(job.project, "skipped", known["result"]))
+            _write_project_record(job, known["result"])
+            notify("skipped", job, known["result"])
+        else:
+            todo.append(job)
+    if not todo:
+        return outcomes
+    # a job whose tool takes its worker down is tried on one more worker, then recorded as failed
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
+        client, cluster = _connect(scheduler, workers, cluster_options)
+        try:
+            futures = {}
+            for job in todo:
+                futures[client.submit(run_job, job, pure=False, retries=0)] = job
+                notify("started", job, None)
+            try:
+                for future in as_completed(list(futures)):
+                    job = futures[future]
+                    try:
+                        result = future.result()
+                    except Exception as exc:  # a worker lost, or the job raised: recorded, the rest go on
+                        result = {"status": "failed", "reason": _lost(exc),
+                                  "log_tail": _tail(Path(job.project) / "synth.log")}
+                    _record(store, job, result)
+                    outcomes.append(Outcome(job.project, result["status"], result))
+                    notify("done", job, result)
+            except KeyboardInterrupt:
+                for future, job in futures.items():
+                    if not future.done():
+                        future.cancel()
+                        outcomes.append(Outcome(job.project, "cancelled", {}))
+                raise
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+    return outcomes
+
+
+def _connect(scheduler: str | None, workers: int, options: dict[str, Any] | None):
+    """A client of the scheduler given, or of a local cluster of ``workers`` processes (and that cluster)."""
+    from distributed import Client, LocalCluster
+
+    if scheduler:
+        try:
+            return Client(scheduler, timeout="20s"), None
+        except (OSError, TimeoutError) as exc:
+            raise SynthError(f"cannot reach the Dask scheduler at {scheduler} ({exc}); start it with 'dask "
+                             "scheduler' and the workers with 'dask worker <address>' on the machines with "
+                             "Vitis") from None
+    cluster = LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True, dashboard_address=None,
+                           **(options or {}))
+    return Client(cluster), cluster
+
+
+def _lost(exc: BaseException) -> str:
+    name = type(exc).__name__
+    if name == "KilledWorker":
+        return "the worker running it was lost (killed or out of memory)"
+    return f"the job failed on its worker: {name}: {exc}"
+
+
+def _record(store: Any, job: SynthJob, result: dict[str, Any]) -> None:
+    if store is not None:
+        store.add_synthesis(job.design_key, job.part, job.clock_mhz, job.tool.version, " ".join(job.steps),
+                            result["status"], result)
+    _write_project_record(job, result)
+
+
+def _write_project_record(job: SynthJob, result: dict[str, Any]) -> None:
+    """``synth.json`` in the project, written whole (a temporary file renamed into place)."""
+    path = Path(job.project) / "synth.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({"tool_version": job.tool.version, "steps": list(job.steps), **result}, indent=2))
+    tmp.replace(path)

@@ -1,0 +1,139 @@
+"""Predicted against synthesized: every figure ``design.json`` promised, beside what Vitis reported.
+
+Latency (cycles, and time at the clock achieved), the compute II, the trip count and II of every labelled
+loop, DSP/BRAM18K/URAM/LUT/FF, Fmax, the m_axi data width of every port and the operator cores
+instantiated — each with its relative error, and where they part, the likely cause read from the log and
+the RTL ("compute II 4, predicted 1: limited memory ports on buf0_pad").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["validate", "worst_error"]
+
+RESOURCES = ("dsp", "bram18k", "uram", "lut", "ff")
+
+
+def _row(figure: str, predicted: float | None, reported: float | None, cause: str | None = None,
+         exact: bool = False) -> dict[str, Any]:
+    error = None
+    if predicted is not None and reported is not None:
+        error = (reported - predicted) / predicted if predicted else (0.0 if reported == predicted else None)
+    row = {"figure": figure, "predicted": predicted, "reported": reported, "error": error}
+    if exact:
+        row["exact"] = True  # a figure the code fixes: any difference is a mismatch, whatever its size
+    if cause and error not in (None, 0.0):
+        row["cause"] = cause
+    return row
+
+
+def _module(report: dict[str, Any], process: str) -> dict[str, Any] | None:
+    """The module report of one of our processes (Vitis may prefix the top's name)."""
+    for name, module in (report.get("modules") or {}).items():
+        if name == process or name.endswith(f"_{process}"):
+            return module
+    return None
+
+
+def _loops(loops: list[dict[str, Any]]):
+    for lp in loops:
+        yield lp
+        yield from _loops(lp.get("children") or [])
+
+
+def _find_loop(module: dict[str, Any] | None, labels: list[str]) -> dict[str, Any] | None:
+    """The reported loop of a labelled nest: Vitis flattens a perfect nest into one loop named after its
+    labels joined by ``_``; otherwise the innermost label's loop."""
+    if module is None or not labels:
+        return None
+    found = list(_loops(module.get("loops") or []))
+    joined = "_".join(labels)
+    for lp in found:
+        if lp["name"] == joined:
+            return lp
+    for lp in found:
+        if lp["name"].split(".")[0] == labels[-1] or lp["name"].endswith(f"_{labels[-1]}"):
+            return lp
+    return None
+
+
+def validate(record: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    """``validation.json`` of one project: ``record`` is its ``design.json``, ``result`` its synthesis
+    result (``synth.json``)."""
+    predicted = record["predicted"]
+    expected = record.get("expectations") or {}
+    report = result.get("report") or {}
+    clock_mhz = float(record["knobs"]["clock_mhz"])
+    log = result.get("log") or {}
+    rows = []
+
+    # latency: co-simulation's measurement where it ran, else the synthesis estimate
+    cycles = predicted["latency_s"] * clock_mhz * 1e6 if predicted.get("latency_s") else None
+    cosim = (result.get("cosim") or {}).get("latency_cycles") or {}
+    reported_cycles = cosim.get("max") or (report.get("latency_cycles") or {}).get("worst")
+    rows.append(_row("latency (cycles)" + (", co-simulated" if cosim.get("max") else ""), cycles, reported_cycles))
+    impl = result.get("impl") or {}
+    achieved_ns = impl.get("achieved_clock_ns") or report.get("estimated_clock_ns")
+    if reported_cycles is not None and achieved_ns:
+        rows.append(_row("latency (s, at the clock achieved)", predicted.get("latency_s"),
+                         reported_cycles * achieved_ns * 1e-9))
+    rows.append(_row("Fmax (MHz" + (", post-route)" if impl.get("achieved_clock_ns") else ", estimated)"),
+                     clock_mhz, 1000.0 / achieved_ns if achieved_ns else None))
+
+    # loops: the compute's II first, then every labelled loop's trip count and II
+    limits = {(p["module"], p["loop"]): p["array"] for p in log.get("port_limits", [])}
+    for loop in expected.get("loops", []):
+        if not loop["labels"]:
+            continue  # a process of one iteration: no loop to match
+        process = loop["process"]
+        module = _module(report, process)
+        found = _find_loop(module, loop["labels"])
+        name = f"{process}:{'/'.join(loop['labels']) or 'body'}"
+        cause = None
+        if found is not None and found.get("ii") is not None and found["ii"] != loop["ii"]:
+            array = next((a for (m, lp), a in limits.items() if m.endswith(process) and lp == found["name"]), None)
+            cause = (f"II {found['ii']}, predicted {loop['ii']}: limited memory ports on {array}" if array else
+                     f"II {found['ii']}, predicted {loop['ii']}: see the log's pipelining result for {found['name']}")
+        if found is None and module is not None and loop["labels"]:
+            cause = "no loop of this name in the report (renamed or merged by Vitis)"
+        figure = "compute II" if process == "compute_tile" else f"{name} II"
+        rows.append(_row(figure, loop["ii"], found.get("ii") if found else None, cause, exact=True))
+        rows.append(_row(f"{name} trip count", loop["trip_count"], found.get("trip_count") if found else None,
+                         "the loop runs a different number of iterations than the model's plan", exact=True))
+
+    # resources: post-route where the flow ran it, else the synthesis estimate
+    post = impl.get("resources") or {}
+    for key in RESOURCES:
+        value = post.get(key) if post.get(key) is not None else (report.get("resources") or {}).get(key)
+        rows.append(_row(f"{key.upper()}" + (" (post-route)" if post.get(key) is not None else ""),
+                         (predicted.get("resources") or {}).get(key), value))
+
+    # ports and operator cores: the RTL is the definitive word
+    rtl = result.get("rtl") or {}
+    bundles = expected.get("port_bundles") or {}
+    widths = rtl.get("port_bits") or report.get("port_bits") or {}
+    for port, bits in (expected.get("port_bits") or {}).items():
+        got = widths.get(bundles.get(port, port))
+        rows.append(_row(f"m_axi {port} (bits)", bits, got,
+                         f"m_axi {port} is {got} bits, the model assumed {bits}", exact=True))
+    cores = rtl.get("cores") or {}
+    if rtl:
+        for op, count in (expected.get("instances") or {}).items():
+            got = cores.get(op, 0)
+            rows.append(_row(f"{op} cores", count, got,
+                             f"Vitis instantiated {got} {op} cores, the model charges {count}", exact=True))
+    return {"design": record.get("signature"), "knobs": record.get("knobs"), "tool_version":
+            result.get("tool_version"), "status": result.get("status"), "figures": rows}
+
+
+def worst_error(validation: dict[str, Any], threshold: float) -> list[dict[str, Any]]:
+    """The figures past ``threshold`` (relative), and every exact figure that differs at all."""
+    out = []
+    for row in validation["figures"]:
+        err = row.get("error")
+        if err is None:
+            continue
+        if abs(err) > threshold or (row.get("exact") and err != 0):
+            out.append(row)
+    return out

@@ -1,0 +1,152 @@
+"""Synthesis in the loop, run with the TEST DOUBLE of vitis_hls in tests/fake_vitis (no synthesis runs here:
+the double writes reports derived from design.json), on a Dask LocalCluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from hetero_dse.hls.synth import SynthError, SynthJob, find_projects, find_tool, synthesize
+from hetero_dse.history import HistoryDB
+
+FAKE = Path(__file__).parent / "fake_vitis"
+
+
+@pytest.fixture
+def fake_tool(monkeypatch):
+    monkeypatch.setenv("PATH", f"{FAKE}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("FAKE_VITIS_MODE", raising=False)
+    return find_tool()
+
+
+@pytest.fixture(scope="module")
+def explored(tmp_path_factory):
+    """Two small explorations' projects (gemm and conv2d), written once for the module."""
+    from hetero_dse.cli.main import main
+
+    out = tmp_path_factory.mktemp("explored")
+    for op, shape in (("gemm", "small:s1"), ("conv2d", "small:s1")):
+        try:
+            main(["explore", "--op", op, "--shape", shape, "--board", "vu9p", "--budget", "200",
+                  "--out", str(out / op)])
+        except SystemExit as exc:
+            assert exc.code == 0
+    return out
+
+
+@pytest.fixture
+def projects(explored, tmp_path):
+    import shutil
+
+    shutil.copytree(explored, tmp_path / "out")
+    return tmp_path / "out"
+
+
+def test_the_tool_is_found_on_path_or_through_xilinx_hls(fake_tool, monkeypatch, tmp_path):
+    assert fake_tool.kind == "vitis_hls" and fake_tool.version == "2023.2"
+    assert fake_tool.command() == [fake_tool.path, "-f", "run_hls.tcl"]
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("XILINX_HLS", str(FAKE.parent / "nowhere"))
+    with pytest.raises(SynthError, match="XILINX_HLS or XILINX_VITIS"):
+        find_tool()
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "vitis_hls").symlink_to(FAKE / "vitis_hls")
+    monkeypatch.setenv("XILINX_HLS", str(tmp_path))
+    assert find_tool().path == str(tmp_path / "bin" / "vitis_hls")
+
+
+def test_synth_end_to_end_records_validates_and_skips_what_is_done(cli, projects, fake_tool, tmp_path):
+    db = tmp_path / "h.sqlite"
+    r = cli("synth", str(projects), "--steps", "csynth,cosim", "--jobs", "2", "--db", db)
+    assert r.code == 0, r.err + r.out
+    found = find_projects([projects])
+    assert len(found) == 2
+    for project in found:
+        synth = json.loads((project / "synth.json").read_text())
+        assert synth["status"] == "ok" and synth["tool_version"] == "2023.2" and synth["steps"] == ["csynth", "cosim"]
+        record = json.loads((project / "design.json").read_text())
+        check = json.loads((project / "validation.json").read_text())
+        rows = {row["figure"]: row for row in check["figures"]}
+        # the double reports 1.03x the predicted cycles plus 40 in co-simulation, LUT and FF 1.1x, the rest as
+        # predicted: the validation reads each back against design.json
+        cycles = record["predicted"]["latency_s"] * record["knobs"]["clock_mhz"] * 1e6
+        cosim = rows["latency (cycles), co-simulated"]
+        assert cosim["predicted"] == pytest.approx(cycles) and cosim["reported"] == round(cycles * 1.03) + 40
+        assert rows["LUT"]["error"] == pytest.approx(0.1, abs=1e-3) and rows["DSP"]["error"] == 0
+        if "compute II" in rows:  # a compute of one iteration has no loop to match
+            assert rows["compute II"]["error"] == 0
+        assert any(name.endswith(" II") for name in rows)
+        assert all(row["error"] == 0 for name, row in rows.items() if name.startswith(("m_axi", "fmul", "fadd")))
+    store = HistoryDB(str(db))
+    job = SynthJob.of(found[0], ("csynth", "cosim"), 60, fake_tool)
+    assert store.synthesis(job.design_key, job.part, job.clock_mhz, "2023.2", "csynth cosim")["status"] == "ok"
+    store.close()
+    # a rerun synthesizes nothing: every design is in the database
+    before = (found[0] / "synth.log").stat().st_mtime
+    r = cli("synth", str(projects), "--steps", "csynth,cosim", "--db", db)
+    assert r.code == 0 and "done before" in r.out
+    assert (found[0] / "synth.log").stat().st_mtime == before
+
+
+@pytest.mark.parametrize("mode,reason", [
+    ("crash", "exited with code 1"),
+    ("garbage", "not a complete XML report"),
+    ("hang", "limit"),
+    ("killworker", "worker running it was lost"),
+])
+def test_a_failed_job_is_recorded_with_its_log_and_the_rest_go_on(mode, reason, projects, fake_tool, monkeypatch,
+                                                                    tmp_path):
+    conv, gemm = find_projects([projects])  # in path order
+    assert "conv2d" in str(conv) and "gemm" in str(gemm)
+    jobs = [SynthJob.of(p, ("csynth",), 4 if mode == "hang" else 120, fake_tool) for p in (gemm, conv)]
+    store = HistoryDB(str(tmp_path / "h.sqlite"))
+    # the double misbehaves for the conv2d project only (its design.json names the mode)
+    monkeypatch.setenv("FAKE_VITIS_MODE_FOR", "conv2d")
+    monkeypatch.setenv("FAKE_VITIS_MODE", mode)
+    t0 = time.time()
+    outcomes = {Path(o.project).parts[-3]: o for o in synthesize(jobs, store=store, workers=2)}
+    assert time.time() - t0 < 90
+    assert outcomes["gemm_small_s1"].status == "ok"
+    bad = outcomes["conv2d_small_s1"]
+    assert bad.status in ("failed", "timeout") and reason in bad.result["reason"]
+    if mode in ("crash",):
+        assert "crashed as asked" in bad.result["log_tail"]
+    job = jobs[1]
+    stored = store.synthesis(job.design_key, job.part, job.clock_mhz, job.tool.version, "csynth")
+    assert stored["status"] == bad.status and json.loads((conv / "synth.json").read_text())["status"] == bad.status
+    store.close()
+
+
+def test_mismatches_are_named_by_their_cause_and_strict_fails(cli, projects, fake_tool, monkeypatch, tmp_path):
+    monkeypatch.setenv("FAKE_VITIS_MODE", "ii")
+    gemm = find_projects([projects / "conv2d"])[0]  # its compute is a pipelined loop
+    r = cli("synth", str(gemm), "--db", tmp_path / "h.sqlite", "--strict")
+    assert r.code == 1
+    rows = {row["figure"]: row for row in json.loads((gemm / "validation.json").read_text())["figures"]}
+    assert rows["compute II"]["reported"] == 4 * rows["compute II"]["predicted"]
+    assert "limited memory ports on buf0" in rows["compute II"]["cause"]
+    monkeypatch.setenv("FAKE_VITIS_MODE", "narrow")
+    r = cli("synth", str(gemm), "--db", tmp_path / "h2.sqlite")
+    assert r.code == 0  # not strict: reported, not fatal
+    rows = json.loads((gemm / "validation.json").read_text())["figures"]
+    (narrow,) = [row for row in rows if row["figure"].startswith("m_axi") and row["reported"] == 32]
+    assert "is 32 bits, the model assumed 512" in narrow["cause"]
+
+
+def test_bad_input_is_one_sentence(cli, projects, fake_tool, tmp_path):
+    (tmp_path / "empty").mkdir()
+    r = cli("synth", str(tmp_path / "empty"))
+    assert r.code == 1 and "holds no HLS project" in r.err
+    r = cli("synth", str(projects), "--steps", "place")
+    assert r.code == 1 and "unknown step 'place'" in r.err
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "run_hls.tcl").write_text("")
+    (tmp_path / "p" / "design.json").write_text("{}")
+    r = cli("synth", str(tmp_path / "p"))
+    assert r.code == 1 and "not a design record" in r.err
+    r = cli("synth", str(projects / "gemm"), "--scheduler", "tcp://127.0.0.1:9", "--db", tmp_path / "h.sqlite")
+    assert r.code == 1 and "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in r.err
