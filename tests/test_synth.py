@@ -150,3 +150,34 @@ def test_bad_input_is_one_sentence(cli, projects, fake_tool, tmp_path):
     assert r.code == 1 and "not a design record" in r.err
     r = cli("synth", str(projects / "gemm"), "--scheduler", "tcp://127.0.0.1:9", "--db", tmp_path / "h.sqlite")
     assert r.code == 1 and "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in r.err
+
+
+def test_ctrl_c_cancels_the_rest_keeps_what_finished_and_leaves_no_tool_running(projects, fake_tool, monkeypatch,
+                                                                              tmp_path):
+    conv, gemm = find_projects([projects])
+    jobs = [SynthJob.of(p, ("csynth",), 600, fake_tool) for p in (gemm, conv)]
+    store = HistoryDB(str(tmp_path / "h.sqlite"))
+    monkeypatch.setenv("FAKE_VITIS_MODE_FOR", "conv2d")
+    monkeypatch.setenv("FAKE_VITIS_MODE", "hang")
+
+    def interrupt(kind, job, result):
+        if kind == "done":  # the user presses Ctrl-C once the first result is in
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        synthesize(jobs, store=store, workers=2, on_event=interrupt)
+    assert json.loads((gemm / "synth.json").read_text())["status"] == "ok"
+    assert store.synthesis(jobs[0].design_key, jobs[0].part, jobs[0].clock_mhz, "2023.2", "csynth")["status"] == "ok"
+    assert store.synthesis(jobs[1].design_key, jobs[1].part, jobs[1].clock_mhz, "2023.2", "csynth") is None
+    assert not (conv / "synth.json").exists()
+    store.close()
+    # the hung tool went down with its worker
+    pid = int((conv / "fake.pid").read_text())
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the tool (pid {pid}) still runs after Ctrl-C")

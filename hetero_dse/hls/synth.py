@@ -15,6 +15,7 @@ crashed, a worker that died: each is recorded as failed with the log's tail, and
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
@@ -129,6 +130,19 @@ class SynthJob:
         return cls(str(project), tuple(steps), float(timeout_s), tool, key, part, clock)
 
 
+#: The tools this process is running: a worker that is closed (Ctrl-C, the cluster shut down) takes them
+#: down with it rather than leaving hours of synthesis running unowned.
+_RUNNING: set[subprocess.Popen] = set()
+
+
+def _kill_running() -> None:
+    for proc in list(_RUNNING):
+        _kill(proc)
+
+
+atexit.register(_kill_running)
+
+
 def run_job(job: SynthJob) -> dict[str, Any]:
     """Run one synthesis (on a Dask worker or here) and read back what the tool wrote."""
     project = Path(job.project)
@@ -139,15 +153,18 @@ def run_job(job: SynthJob) -> dict[str, Any]:
     with open(log_path, "w") as log:
         try:
             proc = subprocess.Popen(job.tool.command(), cwd=project, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                    start_new_session=True)
+                                    start_new_session=True, preexec_fn=_die_with_parent)
         except OSError as exc:
             return {"status": "failed", "reason": f"could not start {job.tool.path}: {exc.strerror}",
                     "wall_s": 0.0, "log_tail": ""}
+        _RUNNING.add(proc)
         try:
             code = proc.wait(timeout=job.timeout_s)
         except subprocess.TimeoutExpired:
             _kill(proc)
             code, status = None, "timeout"
+        finally:
+            _RUNNING.discard(proc)
     result: dict[str, Any] = {"status": status, "returncode": code, "wall_s": time.time() - start,
                               "steps": list(job.steps), "tool_version": job.tool.version}
     result["log_tail"] = _tail(log_path)
@@ -161,6 +178,17 @@ def run_job(job: SynthJob) -> dict[str, Any]:
     if result.get("reason"):
         result["status"] = "failed"
     return result
+
+
+def _die_with_parent() -> None:
+    """In the tool's process, before it starts (Linux): be sent SIGTERM when the worker that started it is
+    gone, so that closing a cluster (Ctrl-C) or losing a worker never leaves a synthesis running unowned."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _kill(proc: subprocess.Popen) -> None:
