@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from cost_models.calibration import ARITHMETIC_FIELDS, DEFAULT_FIXED, Calibration
 from cost_models.fpga_costs import ARITHMETIC
 from cost_models.fpga_kernel import (
     B_BANKS,
@@ -128,7 +129,7 @@ class _DtypeConstants:
 class FpgaModel:
     """Scores points of one :class:`FpgaSpace` (see the module docstring for the architecture)."""
 
-    def __init__(self, space: FpgaSpace, traffic_weight: float = 0.01) -> None:
+    def __init__(self, space: FpgaSpace, traffic_weight: float = 0.01, calibration: Calibration | None = None) -> None:
         self.space = space
         self.traffic_weight = traffic_weight
         board = space.board
@@ -136,8 +137,15 @@ class FpgaModel:
             if dtype not in ARITHMETIC:
                 raise HeteroDSEError(f"the FPGA model has no costs for data type {dtype}; "
                                      f"use one of {', '.join(ARITHMETIC)}")
-        self.consts = [_DtypeConstants(dtype_bytes(d), dtype_bytes(accumulator_dtype(d)), ARITHMETIC[d])
+        if calibration is not None:
+            calibration.check_part(board.part)
+        self.calibration = calibration
+        self.consts = [_DtypeConstants(dtype_bytes(d), dtype_bytes(accumulator_dtype(d)),
+                                       calibration.cost(d) if calibration else ARITHMETIC[d])
                        for d in space.dtypes]
+        self.fixed = np.array(calibration.fixed_values() if calibration else list(DEFAULT_FIXED.values()))
+        # the clock a design runs at: its target, derated by what synthesis achieves where calibrated
+        self.derate = calibration.fmax_derate if calibration else 1.0
         memory = board.memory
         self.channels = memory.channels
         self.channel_bw = memory.bandwidth_gbps_per_channel * 1e9
@@ -208,7 +216,7 @@ class FpgaModel:
             start[p, max_dims] = len(loops)
         ndims = np.array([g.coef.shape[0] for g in self.ports], dtype=np.int64)
         used = np.array([g.loops_used for g in self.ports])
-        clocks = np.asarray(sp.clocks_mhz, dtype=np.float64) * 1e6
+        clocks = np.asarray(sp.clocks_mhz, dtype=np.float64) * 1e6 * self.derate
 
         def per_dtype(field: str) -> np.ndarray:
             return np.array([float(getattr(c.cost, field)) for c in self.consts])
@@ -227,7 +235,8 @@ class FpgaModel:
                 per_dtype("lut_mul"), per_dtype("lut_add"), per_dtype("ff_mul"), per_dtype("ff_add"),
                 float(self.muls), float(body_adds), self.reduction, self.compulsory, clocks, self.peak_table,
                 self.caps, float(self.channel_bw), len(self.stage_names) - len(self.ports) - 1,
-                bool(self.uram_available), float(self.traffic_weight), float(self.total_ops), self.port_bits // 8)
+                bool(self.uram_available), float(self.traffic_weight), float(self.total_ops), self.port_bits // 8,
+                self.fixed)
 
     def evaluate(self, rows: np.ndarray, detail: bool = False) -> dict[str, Any]:
         """Score encoded points. Returns arrays keyed by figure; ``latency_s`` is inf where infeasible.
@@ -301,6 +310,20 @@ class FpgaModel:
         return io_lower_bound(self.space.analysis, onchip_bits / bits, c.in_bytes,
                               compulsory_bytes(self.space.analysis, c.in_bytes, c.acc_bytes))
 
+    def _terms(self, dt: int, r: dict[str, Any]) -> dict[str, Any]:
+        cost = self.consts[dt].cost
+        base, per_port, ff_base, ff_port, overhead = (float(x) for x in self.fixed)
+        mul, add, ports = float(r["mul_units"][0]), float(r["add_units"][0]), float(len(self.ports))
+        return {
+            "dtype": self.space.dtypes[dt], "mul_units": mul, "add_units": add, "ports": ports,
+            "lut_fixed": float(r["lut"][0]) - (mul * cost.lut_mul + add * cost.lut_add + base + per_port * ports),
+            "ff_fixed": float(r["ff"][0]) - (mul * cost.ff_mul + add * cost.ff_add + ff_base + ff_port * ports),
+            "depth_fixed": float(r["depth"][0]) - overhead,
+            "constants": {**{k: float(getattr(cost, k)) for k in ARITHMETIC_FIELDS},
+                          **dict(zip(DEFAULT_FIXED, (float(x) for x in self.fixed), strict=True)),
+                          "fmax_derate": self.derate},
+        }
+
     # ---------------------------------------------------------------------------------------- report
     def describe(self, row: np.ndarray) -> dict[str, Any]:
         """Every predicted figure of one point, JSON-ready (what design.json and the report hold)."""
@@ -372,4 +395,9 @@ class FpgaModel:
             "io_lower_bound_bytes": bound.bytes, "io_bound_kind": bound.kind,
             "traffic_over_bound": float(r["traffic_bytes"][0]) / bound.bytes,
             "buffers": buffers,
+            # what a calibration fits (hetero_dse calibrate): each figure as the part that depends on a
+            # calibrated constant, by its count, plus what does not
+            "calibration_terms": self._terms(dt, r),
+            **({"calibration": {"designs": self.calibration.designs, "tool_version": self.calibration.tool_version,
+                                "calibrated": self.calibration.calibrated}} if self.calibration else {}),
         }

@@ -36,12 +36,7 @@ from numba import njit
 
 from cost_models.fpga_costs import (
     BRAM18K_CONFIGS,
-    COMPUTE_OVERHEAD_CYCLES,
     DEEPER_CORES_ABOVE_MHZ,
-    FF_BASE,
-    FF_PER_PORT,
-    LUT_BASE,
-    LUT_PER_PORT,
     LUTRAM_MAX_BITS,
     LUTRAM_WORDS_PER_LUT_PAIR,
     RMW_EXTRA_CYCLES,
@@ -63,6 +58,8 @@ B_WIDTH0 = 23
  D_COMPUTE_START, D_ACCUMULATE, D_MUL_UNITS, D_ADD_UNITS, D_SPATIAL_LANES, D_REDUCE_LANES, D_MUL_LAT,
  D_WRITE_START) = range(16)
 DESIGN_FIELDS = 16
+# The design-wide constants the kernel takes as an argument (``fixed``), so that a calibration can set them.
+F_LUT_BASE, F_LUT_PORT, F_FF_BASE, F_FF_PORT, F_OVERHEAD = range(5)
 
 #: Storage kinds, as ``B_IMPL`` codes, and their names in design.json and the generated pragmas.
 IMPL_REGISTERS, IMPL_LUTRAM, IMPL_BRAM, IMPL_URAM = 0, 1, 2, 3
@@ -158,7 +155,7 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                     ndims, used, in_bytes, acc_bytes, carried_fp,
                     add_lat, mul_lat, dsp_mul, dsp_add, lut_mul, lut_add, ff_mul, ff_add, body_muls, body_adds,
                     reduction, compulsory, clocks, peak, caps, channel_bw, n_channels, uram_available,
-                    traffic_weight, total_ops, port_bytes, out_latency, out_objective, out_gops, out_roofline,
+                    traffic_weight, total_ops, port_bytes, fixed, out_latency, out_objective, out_gops, out_roofline,
                     out_bound, out_traffic, out_pe, out_ii, out_resources, out_usage, buf_detail, design_detail,
                     stage_detail):
     """Score ``rows`` into the ``out_*`` arrays; the arguments are ``FpgaModel._pack()`` (see there).
@@ -407,7 +404,7 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
             ii = math.ceil(recurrence / max(spatial_iters, 1.0))
         tree = math.ceil(math.log2(max(reduce_lanes, 1.0)))
         # a window's multiplexer is one more stage between the buffer's read and the multiply
-        depth = mull + addl * (tree + accumulate) + COMPUTE_OVERHEAD_CYCLES + window_stage
+        depth = mull + addl * (tree + accumulate) + fixed[F_OVERHEAD] + window_stage
         c_cycles = per_tile * ii + depth
         c_one = c_cycles / clock
         stages[n_ports] = n_tiles * c_one
@@ -435,8 +432,8 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
             mul_units = pe * body_muls
             add_units = pe * body_adds
         res[0] += mul_units * dsp_mul[dt] + add_units * dsp_add[dt]
-        res[3] += mul_units * lut_mul[dt] + add_units * lut_add[dt] + LUT_BASE + LUT_PER_PORT * n_ports
-        res[4] += mul_units * ff_mul[dt] + add_units * ff_add[dt] + FF_BASE + FF_PER_PORT * n_ports
+        res[3] += mul_units * lut_mul[dt] + add_units * lut_add[dt] + fixed[F_LUT_BASE] + fixed[F_LUT_PORT] * n_ports
+        res[4] += mul_units * ff_mul[dt] + add_units * ff_add[dt] + fixed[F_FF_BASE] + fixed[F_FF_PORT] * n_ports
         worst = 0.0
         for k in range(5):
             if caps[k] > 0:

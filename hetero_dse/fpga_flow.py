@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from cost_models.calibration import Calibration
 from cost_models.fpga import FpgaModel
 from cost_models.fpga_costs import ARITHMETIC
 from hetero_dse import __version__
@@ -95,18 +96,20 @@ def explore(op: Operator, board: Board, *, dtypes: Sequence[str] = (), clocks: S
             budget: int | None = None,
             time_budget_s: float | None = None, top_k: int = 10,
             progress: Callable[[int, float], None] | None = None, default_budget: int = 30_000,
-            traffic_weight: float = 0.01, history: HistoryDB | None = None) -> Exploration:
+            traffic_weight: float = 0.01, history: HistoryDB | None = None,
+            calibration: Calibration | None = None) -> Exploration:
     """Search the FPGA space of ``op`` on ``board``; raise if no design fits (saying what is over and by how much).
 
     With a ``history``, the guided GA and transfer learning start from the designs of the same operator at
     other shapes on this board, and the best designs found (with the model's latency) are stored for later
     searches. ``auto`` does not switch to them here: the model makes the default 30,000 designs cheap.
+    A ``calibration`` (``hetero_dse calibrate``) replaces the model's constants it fitted.
     """
     dtypes = check_dtypes(op, dtypes)
     clocks = check_clocks(board, clocks)
     analysis = analyze(with_dtype(op, dtypes[0]))
     space = FpgaSpace(analysis, board, dtypes, clocks, options)
-    model = FpgaModel(space, traffic_weight=traffic_weight)
+    model = FpgaModel(space, traffic_weight=traffic_weight, calibration=calibration)
     settings = ExplorerSettings.of(explorer)
     workload = fpga_workload(op, analysis, board)
     prior = Prior.load(history, workload) if history is not None and settings.name in ("gga", "tl") else None

@@ -54,6 +54,7 @@ def exploration_record(e: Exploration, csim: dict[str, Any] | None, project: str
         "project": project,
         "project_unwritten": None if unwritten is None else f"not written: {unwritten}",
         "csim": csim,
+        "calibration": e.model.calibration.to_json() if e.model.calibration else None,
     }
 
 
@@ -117,6 +118,7 @@ def markdown(explorations: Sequence[Exploration], projects: dict[int, str], csim
                   f"{' (interrupted)' if r.interrupted else ''}; HLS project: "
                   + (f"`{projects[i]}`." if i in projects else
                      f"not written{': ' + unwritten[i] if unwritten and i in unwritten else ''}."),
+                  *_calibration_line(e),
                   "", "| rank | latency | GOPS | bound | PE | II | DSP | BRAM18K | tiles | unrolled | order |",
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         for rank, (p, d) in enumerate(e.designs, start=1):
@@ -134,6 +136,14 @@ def markdown(explorations: Sequence[Exploration], projects: dict[int, str], csim
             lines.append(f"| … {len(e.pareto) - 20} more in report.json | | |")
         lines.append("")
     return "\n".join(lines)
+
+
+def _calibration_line(e: Exploration) -> list[str]:
+    cal = e.model.calibration
+    if cal is None:
+        return ["", "Model: the sourced constants of cost_models/fpga_costs.py (not calibrated)."]
+    return ["", f"Model calibrated for {cal.part} with Vitis {cal.tool_version} from {cal.designs} synthesized "
+                f"designs: {', '.join(cal.calibrated)}."]
 
 
 def _trials(record: dict[str, Any]) -> str:

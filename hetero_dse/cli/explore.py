@@ -98,6 +98,8 @@ def _prepare_out(out: Path, force: bool) -> None:
 @click.option("--traffic-weight", default=0.01, show_default=True, type=click.FloatRange(min=0),
               help="Latency fraction a design may give up per compulsory-traffic of extra DDR bytes (0: latency only).")
 @click.option("--csim", "run_csim", is_flag=True, help="C-simulate each best design with g++ after writing it.")
+@click.option("--calibration", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="The FPGA model's constants fitted by 'hetero_dse calibrate' for this board's part.")
 @db_option
 @click.option("--no-history", is_flag=True,
               help="Neither read nor write the history database (measured CPU/GPU trials, FPGA best designs).")
@@ -107,7 +109,8 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
             clocks: tuple[str, ...], explorer: str, match_threshold: float, starts: int | None, gamma: float,
             patience: int | None,
             q_state: Path | None, budget: int | None, time_budget: float | None, io_optimal: bool,
-            traffic_weight: float, run_csim: bool, db: str | None, no_history: bool) -> None:
+            traffic_weight: float, run_csim: bool, calibration: Path | None, db: str | None,
+            no_history: bool) -> None:
     """Find the best FPGA accelerator (Vitis HLS project) and/or CPU schedule (TVM module) for an operator.
 
     \b
@@ -153,6 +156,13 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
             check_fits_in_memory(op, "on the CPU")
     for board in boards_loaded:
         check_clocks(board, clock_list)
+    calibrated = None
+    if calibration is not None:
+        from cost_models.calibration import Calibration
+
+        calibrated = Calibration.load(calibration)
+        for board in boards_loaded:
+            calibrated.check_part(board.part, _vitis_version())
     store = None if no_history else open_db(db)
     _prepare_out(out, force)
 
@@ -175,7 +185,8 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
                 e = run_explore(op, board, dtypes=dtype_list, clocks=clock_list,
                                 options=SpaceOptions(io_optimal=io_optimal), explorer=settings, seed=seed,
                                 budget=budget, time_budget_s=time_budget, top_k=top_k, progress=progress,
-                                default_budget=DEFAULT_BUDGET, traffic_weight=traffic_weight, history=store)
+                                default_budget=DEFAULT_BUDGET, traffic_weight=traffic_weight, history=store,
+                                calibration=calibrated)
                 bar.update(task, total=e.result.evaluations, completed=e.result.evaluations)
                 explorations.append(e)
                 if e.result.interrupted:
@@ -357,3 +368,13 @@ def replay(directory: Path) -> None:
     recorded = result["recorded_seconds"]
     console.print(f"{directory}: {result['seconds'] * 1e3:.3f} ms, {result['gflops']:.1f} GFLOPS"
                   + (f" (recorded {recorded * 1e3:.3f} ms)" if recorded else "") + "; result checked")
+
+
+def _vitis_version() -> str | None:
+    """The version of the Vitis HLS found here, to hold a calibration to (None where there is none)."""
+    from hetero_dse.hls.synth import SynthError, find_tool
+
+    try:
+        return find_tool().version
+    except SynthError:
+        return None

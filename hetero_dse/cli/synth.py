@@ -194,3 +194,30 @@ def _fidelity_table(project: str, check: dict, skipped: bool) -> Table:
         table.add_row(row["figure"], fmt(row["predicted"]), fmt(row["reported"]),
                       "–" if err is None else f"{100 * err:+.1f} %", row.get("cause", ""))
     return table
+
+
+@cli.command("calibrate")
+@click.argument("results", nargs=-1, required=True, type=click.Path(path_type=str))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=str), metavar="FILE",
+              help="Where to write the calibration (YAML), for explore --calibration.")
+def calibrate_command(results: tuple[str, ...], output: str) -> None:
+    """Fit the FPGA model's constants to synthesized projects (each with the synth.json 'synth' wrote).
+
+    RESULTS are projects or directories holding them (explore outputs). Prints the mean absolute
+    percentage error of each figure before, after and leave-one-out.
+    """
+    from hetero_dse.hls.calibrate import fit, observations
+
+    cal = fit(observations(list(results)))
+    cal.dump(output)
+    table = Table(title=f"calibration of {cal.part} (Vitis {cal.tool_version}) from {cal.designs} designs")
+    for col in ("figure", "MAPE before", "after", "leave-one-out"):
+        table.add_column(col, justify="left" if col == "figure" else "right")
+
+    def pct(v) -> str:
+        return "–" if v is None else f"{v:.1f} %"
+
+    for figure, q in cal.quality.items():
+        table.add_row(figure.upper(), pct(q["mape_before"]), pct(q["mape_after"]), pct(q["mape_leave_one_out"]))
+    console.print(table)
+    console.print(f"calibrated: {', '.join(cal.calibrated) or 'nothing'}; written to {output}")
