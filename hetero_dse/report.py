@@ -61,19 +61,23 @@ def exploration_record(e: Exploration, csim: dict[str, Any] | None, project: str
 def write_reports(out: Path, explorations: Sequence[Exploration], projects: dict[int, str],
                   csims: dict[int, dict[str, Any]], interrupted: bool,
                   cpu: Sequence[dict[str, Any]] = (), gpu: Sequence[dict[str, Any]] = (),
-                  unwritten: dict[int, str] | None = None) -> list[Path]:
+                  unwritten: dict[int, str] | None = None,
+                  synthesis: dict[int, list[dict[str, Any]]] | None = None) -> list[Path]:
     """Write report.json, report.md and designs.csv under ``out``; returns their paths. ``unwritten`` says
-    why an exploration's best design has no HLS project."""
+    why an exploration's best design has no HLS project; ``synthesis``: its synthesized designs against
+    their predictions (``explore --synth``)."""
     unwritten = unwritten or {}
-    records = [exploration_record(e, csims.get(i), projects.get(i), unwritten.get(i))
+    synthesis = synthesis or {}
+    records = [{**exploration_record(e, csims.get(i), projects.get(i), unwritten.get(i)),
+                **({"synthesis": synthesis[i]} if i in synthesis else {})}
                for i, e in enumerate(explorations)]
     report = {"generator": f"hetero_dse {__version__}", "complete": not interrupted, "explorations": records,
               "cpu": list(cpu), "gpu": list(gpu)}
     rows = [design_row(e, rank, p, d) for e in explorations for rank, (p, d) in enumerate(e.designs, start=1)]
     paths = [out / "report.json", out / "report.md", out / "designs.csv"]
     _atomic_write(paths[0], json.dumps(report, indent=2) + "\n")
-    _atomic_write(paths[1], markdown(explorations, projects, csims, interrupted, unwritten) + cpu_markdown(cpu)
-                  + gpu_markdown(gpu))
+    _atomic_write(paths[1], markdown(explorations, projects, csims, interrupted, unwritten)
+                  + synthesis_markdown(explorations, synthesis) + cpu_markdown(cpu) + gpu_markdown(gpu))
     _atomic_write(paths[2], pd.DataFrame(rows).to_csv(index=False))
     return paths
 
@@ -136,6 +140,36 @@ def markdown(explorations: Sequence[Exploration], projects: dict[int, str], csim
             lines.append(f"| … {len(e.pareto) - 20} more in report.json | | |")
         lines.append("")
     return "\n".join(lines)
+
+
+#: The figures of the synthesis table in report.md (the whole list is in each validation.json).
+_SYNTH_FIGURES = ("latency (cycles)", "compute II", "DSP", "LUT", "FF", "BRAM18K")
+
+
+def synthesis_markdown(explorations: Sequence[Exploration], synthesis: dict[int, list[dict[str, Any]]]) -> str:
+    if not synthesis:
+        return ""
+    lines = ["", "## Predicted against synthesized (Vitis HLS)", "",
+             "Error = (reported − predicted) / predicted; every figure and its likely cause are in each project's "
+             "validation.json.", "",
+             "| operator | board | rank | status | " + " | ".join(_SYNTH_FIGURES) + " |",
+             "|---" * (4 + len(_SYNTH_FIGURES)) + "|"]
+    for i, rows in sorted(synthesis.items()):
+        e = explorations[i]
+        for row in rows:
+            figures = {f["figure"].split(",")[0].replace(" (post-route)", ""): f for f in row.get("figures") or []}
+            cells = []
+            for name in _SYNTH_FIGURES:
+                f = figures.get(name)
+                if f is None or f.get("error") is None:
+                    cells.append("—")
+                else:
+                    cells.append(f"{f['predicted']:,.0f} → {f['reported']:,.0f} ({100 * f['error']:+.0f} %)")
+            status = row["status"] if row["status"] != "skipped" else "ok (done before)"
+            if row.get("reason"):
+                status += f": {row['reason']}"
+            lines.append(f"| {e.op.title} | {e.board.name} | {row['rank']} | {status} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def _calibration_line(e: Exploration) -> list[str]:

@@ -181,3 +181,24 @@ def test_ctrl_c_cancels_the_rest_keeps_what_finished_and_leaves_no_tool_running(
         time.sleep(0.1)
     else:
         pytest.fail(f"the tool (pid {pid}) still runs after Ctrl-C")
+
+
+def test_explore_synthesizes_its_top_designs_and_reports_them(cli, fake_tool, tmp_path):
+    out = tmp_path / "o"
+    r = cli("explore", "--op", "conv2d", "--shape", "small:s1", "--board", "vu9p", "--budget", "300",
+            "--synth", "2", "--synth-steps", "csynth,impl", "--out", out, "--db", tmp_path / "h.sqlite")
+    assert r.code == 0, r.err
+    (e,) = json.loads((out / "report.json").read_text())["explorations"]
+    ranks = {s["rank"]: s for s in e["synthesis"]}
+    assert set(ranks) == {1, 2} and all(s["status"] == "ok" for s in ranks.values())
+    assert ranks[1]["project"] == e["project"] and ranks[2]["project"].endswith("hls_rank2")
+    for s in ranks.values():
+        figures = {f["figure"]: f for f in s["figures"]}
+        # impl ran: post-route resources and the achieved clock (the double closes at 1/1.05 of the target)
+        assert "LUT (post-route)" in figures
+        assert figures["Fmax (MHz, post-route)"]["error"] == pytest.approx(1 / 1.05 - 1, rel=1e-3)
+        assert (out / s["project"] / "validation.json").is_file()
+    assert "## Predicted against synthesized" in (out / "report.md").read_text()
+    r = cli("explore", "--op", "conv2d", "--shape", "small:s1", "--target", "cpu", "--synth", "1",
+            "--out", tmp_path / "o2")
+    assert r.code == 1 and "--synth synthesizes FPGA designs" in r.err

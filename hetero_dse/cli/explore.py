@@ -98,6 +98,13 @@ def _prepare_out(out: Path, force: bool) -> None:
 @click.option("--traffic-weight", default=0.01, show_default=True, type=click.FloatRange(min=0),
               help="Latency fraction a design may give up per compulsory-traffic of extra DDR bytes (0: latency only).")
 @click.option("--csim", "run_csim", is_flag=True, help="C-simulate each best design with g++ after writing it.")
+@click.option("--synth", "synth_top", type=click.IntRange(min=1), metavar="K",
+              help="Synthesize the K best designs of each FPGA exploration with Vitis (see 'hetero_dse synth').")
+@click.option("--synth-steps", default="csynth", show_default=True, metavar="LIST",
+              help="With --synth: csynth, cosim, impl (comma-separated).")
+@click.option("--jobs", "synth_jobs", default=1, show_default=True, type=click.IntRange(min=1),
+              help="With --synth: local Dask workers.")
+@click.option("--scheduler", metavar="ADDRESS", help="With --synth: an existing Dask scheduler instead.")
 @click.option("--calibration", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="The FPGA model's constants fitted by 'hetero_dse calibrate' for this board's part.")
 @db_option
@@ -109,8 +116,8 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
             clocks: tuple[str, ...], explorer: str, match_threshold: float, starts: int | None, gamma: float,
             patience: int | None,
             q_state: Path | None, budget: int | None, time_budget: float | None, io_optimal: bool,
-            traffic_weight: float, run_csim: bool, calibration: Path | None, db: str | None,
-            no_history: bool) -> None:
+            traffic_weight: float, run_csim: bool, synth_top: int | None, synth_steps: str, synth_jobs: int,
+            scheduler: str | None, calibration: Path | None, db: str | None, no_history: bool) -> None:
     """Find the best FPGA accelerator (Vitis HLS project) and/or CPU schedule (TVM module) for an operator.
 
     \b
@@ -156,6 +163,14 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
             check_fits_in_memory(op, "on the CPU")
     for board in boards_loaded:
         check_clocks(board, clock_list)
+    synth_tool = steps_run = None
+    if synth_top is not None:
+        from hetero_dse.hls.synth import find_tool, parse_steps
+
+        if "fpga" not in wanted:
+            raise HeteroDSEError("--synth synthesizes FPGA designs: add --board NAME")
+        steps_run = parse_steps(synth_steps)
+        synth_tool = find_tool()
     calibrated = None
     if calibration is not None:
         from cost_models.calibration import Calibration
@@ -225,6 +240,14 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
     cpu_runs, gpu_runs = tvm_runs["cpu"], tvm_runs["gpu"]
     projects, unwritten, csims, cpu_records, gpu_records = _write_outputs(out, explorations, seed, run_csim,
                                                                            cpu_runs, gpu_runs)
+    synthesis = None
+    if synth_top is not None and not interrupted:
+        synthesis = _synthesize_top(out, explorations, projects, synth_top, steps_run, synth_tool, synth_jobs,
+                                    scheduler, store, seed)
+        from hetero_dse.report import write_reports
+
+        write_reports(out, explorations, projects, csims, interrupted, cpu_records, gpu_records, unwritten,
+                      synthesis)
     if explorations:
         console.print(explorations_table(explorations, csims))
     if cpu_records:
@@ -295,6 +318,48 @@ def _write_outputs(out: Path, explorations: list, seed: int, run_csim: bool, cpu
     if interrupted and not searches_interrupted:
         raise KeyboardInterrupt
     return projects, unwritten, csims, cpu_records, gpu_records
+
+
+def _synthesize_top(out: Path, explorations: list, projects: dict[int, str], k: int, steps: tuple[str, ...],
+                    tool, jobs: int, scheduler: str | None, store, seed: int) -> dict[int, list[dict]]:
+    """The K best designs of each exploration synthesized (the best one's project, and ``hls_rank<N>``
+    projects for the others), validated against their predictions; by exploration, a summary a design."""
+    from hetero_dse.cli.synth import fidelity_table
+    from hetero_dse.fpga_flow import with_dtype
+    from hetero_dse.analysis import analyze
+    from hetero_dse.hls.project import TestBenchTooLarge, write_project
+    from hetero_dse.hls.synth import SynthJob, synthesize, validate_outcomes
+
+    ranked: list[tuple[int, int, Path]] = []
+    for i, e in enumerate(explorations):
+        if i not in projects:
+            continue
+        ranked.append((i, 1, out / projects[i]))
+        for rank, (point, design) in enumerate(e.designs[1:k], start=2):
+            op = with_dtype(e.op, point["dtype"])
+            try:
+                directory = write_project(out / e.label / e.board.name / f"hls_rank{rank}", op, analyze(op), point,
+                                          design, e.board, seed=seed)
+            except TestBenchTooLarge:
+                continue
+            ranked.append((i, rank, directory))
+    jobs_ = [SynthJob.of(directory, steps, 6 * 3600.0, tool) for _, _, directory in ranked]
+    with console.status(f"synthesizing {len(jobs_)} design{'s' if len(jobs_) != 1 else ''} with Vitis "
+                        f"{tool.version}"):
+        outcomes = synthesize(jobs_, store=store, scheduler=scheduler, workers=jobs)
+    by_project = {str(Path(s["project"]).resolve()): s for s in validate_outcomes(outcomes)}
+    synthesis: dict[int, list[dict]] = {}
+    for i, rank, directory in ranked:
+        summary = by_project.get(str(Path(directory).resolve()))
+        if summary is None:
+            continue
+        if summary["validation"] is not None:
+            console.print(fidelity_table(str(Path(directory).relative_to(out)), summary["validation"],
+                                         summary["status"] == "skipped"))
+        synthesis.setdefault(i, []).append({"rank": rank, "project": str(Path(directory).relative_to(out)),
+                                            "status": summary["status"], "reason": summary["reason"],
+                                            "figures": (summary["validation"] or {}).get("figures")})
+    return synthesis
 
 
 def _warn_on_lint(directory: Path, shown: str) -> None:

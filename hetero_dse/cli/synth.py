@@ -113,15 +113,11 @@ def run_command(dirs: tuple[str, ...], steps: str, jobs: int, scheduler: str | N
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from hetero_dse.errors import HeteroDSEError
-    from hetero_dse.hls.synth import STEPS, SynthJob, find_projects, find_tool, synthesize
-    from hetero_dse.hls.validate import validate, worst_error
+    from hetero_dse.hls.synth import SynthJob, find_projects, find_tool, parse_steps, synthesize, validate_outcomes
+    from hetero_dse.hls.validate import worst_error
     from hetero_dse.history import HistoryDB
 
-    asked = [s.strip() for s in steps.split(",") if s.strip()]
-    unknown = [s for s in asked if s not in STEPS]
-    if unknown:
-        raise HeteroDSEError(f"unknown step {unknown[0]!r}: choose among {', '.join(STEPS)}")
-    steps_run = tuple(s for s in STEPS if s in asked or s == "csynth")
+    steps_run = parse_steps(steps)
     if jobs < 1 or timeout <= 0:
         raise HeteroDSEError("--jobs and --timeout must be positive")
     projects = find_projects(dirs)
@@ -150,24 +146,17 @@ def run_command(dirs: tuple[str, ...], steps: str, jobs: int, scheduler: str | N
         outcomes = synthesize(work, store=store, scheduler=scheduler, workers=jobs, rerun=rerun, on_event=event)
     store.close()
     failed = missed = 0
-    for outcome in outcomes:
-        project = outcome.project
-        if outcome.status not in ("ok", "skipped") or outcome.result.get("status") != "ok":
+    for summary in validate_outcomes(outcomes):
+        project, check = summary["project"], summary["validation"]
+        if check is None:
             failed += 1
-            reason = outcome.result.get("reason", outcome.status)
-            console.print(f"{project}: {outcome.status}: {reason}")
+            outcome = next(o for o in outcomes if o.project == project)
+            console.print(f"{project}: {summary['status']}: {summary['reason'] or summary['status']}")
             tail = outcome.result.get("log_tail")
             if tail:
                 console.print("  " + "\n  ".join(tail.splitlines()[-5:]))
             continue
-        from pathlib import Path
-
-        record = json.loads((Path(project) / "design.json").read_text())
-        check = validate(record, outcome.result)
-        tmp = Path(project) / "validation.json.tmp"
-        tmp.write_text(json.dumps(check, indent=2))
-        tmp.replace(Path(project) / "validation.json")
-        console.print(_fidelity_table(project, check, outcome.status == "skipped"))
+        console.print(fidelity_table(project, check, summary["status"] == "skipped"))
         if worst_error(check, threshold):
             missed += 1
     console.print(f"{len(outcomes)} project{'s' if len(outcomes) != 1 else ''}: {len(outcomes) - failed} "
@@ -177,7 +166,7 @@ def run_command(dirs: tuple[str, ...], steps: str, jobs: int, scheduler: str | N
         raise SystemExit(1)
 
 
-def _fidelity_table(project: str, check: dict, skipped: bool) -> Table:
+def fidelity_table(project: str, check: dict, skipped: bool) -> Table:
     table = Table(title=f"{project}: predicted against synthesized" + (" (done before)" if skipped else ""))
     for col in ("figure", "predicted", "reported", "error", "likely cause"):
         table.add_column(col, justify="left" if col in ("figure", "likely cause") else "right")

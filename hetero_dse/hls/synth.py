@@ -30,7 +30,8 @@ from typing import Any
 
 from hetero_dse.errors import HeteroDSEError
 
-__all__ = ["STEPS", "SynthError", "SynthJob", "SynthTool", "find_projects", "find_tool", "run_job", "synthesize"]
+__all__ = ["STEPS", "SynthError", "SynthJob", "SynthTool", "find_projects", "find_tool", "run_job", "synthesize",
+           "parse_steps", "validate_outcomes"]
 
 #: What a user may ask for, in the order the flow runs them; cosim and impl need csynth in the same run.
 STEPS = ("csynth", "cosim", "impl")
@@ -80,6 +81,15 @@ def _version(path: str, kind: str) -> str:
         out = ""
     m = re.search(r"v(\d{4}\.\d(?:\.\d)?)", out)
     return m.group(1) if m else "unknown"
+
+
+def parse_steps(text: str) -> tuple[str, ...]:
+    """``csynth,cosim`` -> the steps to run, in flow order, csynth always among them."""
+    asked = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [s for s in asked if s not in STEPS]
+    if unknown:
+        raise SynthError(f"unknown step {unknown[0]!r}: choose among {', '.join(STEPS)}")
+    return tuple(s for s in STEPS if s in asked or s == "csynth")
 
 
 # -------------------------------------------------------------------------------------------- jobs
@@ -360,3 +370,25 @@ def _write_project_record(job: SynthJob, result: dict[str, Any]) -> None:
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps({"tool_version": job.tool.version, "steps": list(job.steps), **result}, indent=2))
     tmp.replace(path)
+
+
+def validate_outcomes(outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
+    """Predicted against synthesized for every outcome that has a report: ``validation.json`` written in
+    its project (whole: a temporary file renamed into place); returns one summary a project
+    (``project``, ``status``, ``reason``, ``validation``)."""
+    from hetero_dse.hls.validate import validate
+
+    summaries = []
+    for outcome in outcomes:
+        project = Path(outcome.project)
+        summary: dict[str, Any] = {"project": str(project), "status": outcome.status,
+                                   "reason": outcome.result.get("reason"), "validation": None}
+        if outcome.result.get("status") == "ok":
+            record = json.loads((project / "design.json").read_text())
+            check = validate(record, outcome.result)
+            tmp = project / "validation.json.tmp"
+            tmp.write_text(json.dumps(check, indent=2))
+            tmp.replace(project / "validation.json")
+            summary["validation"] = check
+        summaries.append(summary)
+    return summaries
