@@ -202,3 +202,25 @@ def test_explore_synthesizes_its_top_designs_and_reports_them(cli, fake_tool, tm
     r = cli("explore", "--op", "conv2d", "--shape", "small:s1", "--target", "cpu", "--synth", "1",
             "--out", tmp_path / "o2")
     assert r.code == 1 and "--synth synthesizes FPGA designs" in r.err
+
+
+def test_jobs_run_on_an_existing_scheduler_and_calibrate_reads_their_results(cli, projects, fake_tool, tmp_path):
+    """A team's set-up: a scheduler with its workers already running (here a LocalCluster on loopback),
+    'synth --scheduler' sending the jobs there; then 'calibrate' fits the model to what came back."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      host="127.0.0.1") as cluster:
+        r = cli("synth", str(projects), "--scheduler", cluster.scheduler_address, "--db", tmp_path / "h.sqlite")
+    assert r.code == 0, r.err
+    assert all(json.loads((p / "synth.json").read_text())["status"] == "ok" for p in find_projects([projects]))
+    r = cli("calibrate", str(projects), "-o", tmp_path / "cal.yaml")
+    assert r.code == 0, r.err
+    from cost_models.calibration import Calibration
+
+    cal = Calibration.load(tmp_path / "cal.yaml")
+    assert cal.designs == 2 and cal.tool_version == "2023.2"
+    # the double reports LUT and FF 10 % over the model and closes timing at 90 % of the target period
+    # (MAPE is against the reported figure: 0.1 / 1.1)
+    assert cal.quality["lut"]["mape_after"] < cal.quality["lut"]["mape_before"] == pytest.approx(100 / 11, rel=0.01)
+    assert cal.fmax_derate == 1.0  # an estimated period shorter than the target is not a derating
