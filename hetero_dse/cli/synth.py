@@ -25,6 +25,8 @@ def synth() -> None:
     """Synthesize HLS projects with Vitis (synth DIR...), or read a synthesis report (synth report PATH).
 
     \b
+      hetero_dse synth out/ --jobs 4                  every project of an explore output, 4 at a time
+      hetero_dse synth out/ --scheduler tcp://host:8786 --steps csynth,impl
       hetero_dse synth report prj/solution1           what csynth reported, as tables
       hetero_dse synth report csynth.xml --json       the same as one JSON object
     """
