@@ -1,7 +1,8 @@
 """A calibration of the FPGA model: the constants of ``fpga_costs.py`` fitted to designs a Vitis version
 synthesized for one part (``hetero_dse calibrate``), applied by ``FpgaModel(space, calibration=...)``.
 
-What it may set: per data type the DSP, LUT and FF of one multiply and one add; the LUT and FF of the
+What it may set: per data type the DSP, LUT and FF of one multiply and one add, and their latencies (at
+or below the clock where floating-point cores get one stage deeper); the LUT and FF of the
 kernel's base and of each port; the pipeline stages of the compute besides its arithmetic; and the
 share of the target clock the designs achieve (``fmax_derate``, at most 1: a design that closes timing
 at 90 % of its target runs 10 % slower than the target says). Everything else keeps its sourced value.
@@ -27,7 +28,7 @@ from hetero_dse.errors import HeteroDSEError
 __all__ = ["ARITHMETIC_FIELDS", "DEFAULT_FIXED", "Calibration", "CalibrationError"]
 
 #: The per-data-type constants a calibration may set.
-ARITHMETIC_FIELDS = ("dsp_mul", "dsp_add", "lut_mul", "lut_add", "ff_mul", "ff_add")
+ARITHMETIC_FIELDS = ("dsp_mul", "dsp_add", "lut_mul", "lut_add", "ff_mul", "ff_add", "mul_latency", "add_latency")
 #: The design-wide constants, in the order the kernel takes them (``fpga_kernel.F_*``).
 DEFAULT_FIXED = {"lut_base": float(LUT_BASE), "lut_per_port": float(LUT_PER_PORT), "ff_base": float(FF_BASE),
                  "ff_per_port": float(FF_PER_PORT), "compute_overhead_cycles": float(COMPUTE_OVERHEAD_CYCLES)}

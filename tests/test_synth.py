@@ -129,6 +129,14 @@ def test_mismatches_are_named_by_their_cause_and_strict_fails(cli, projects, fak
     rows = {row["figure"]: row for row in json.loads((gemm / "validation.json").read_text())["figures"]}
     assert rows["compute II"]["reported"] == 4 * rows["compute II"]["predicted"]
     assert "limited memory ports on buf0" in rows["compute II"]["cause"]
+    # every buffer left in one bank (the partition pragma did not apply): named per buffer, from csynth.rpt
+    monkeypatch.setenv("FAKE_VITIS_MODE", "nopartition")
+    r = cli("synth", str(gemm), "--db", tmp_path / "h3.sqlite", "--strict")
+    assert r.code == 1
+    banks = [row for row in json.loads((gemm / "validation.json").read_text())["figures"]
+             if row["figure"].endswith(" banks")]
+    assert banks and all(row["reported"] == 1 and "did not apply" in row["cause"] for row in banks
+                         if row["predicted"] > 1)
     monkeypatch.setenv("FAKE_VITIS_MODE", "narrow")
     r = cli("synth", str(gemm), "--db", tmp_path / "h2.sqlite")
     assert r.code == 0  # not strict: reported, not fatal
@@ -224,3 +232,6 @@ def test_jobs_run_on_an_existing_scheduler_and_calibrate_reads_their_results(cli
     # (MAPE is against the reported figure: 0.1 / 1.1)
     assert cal.quality["lut"]["mape_after"] < cal.quality["lut"]["mape_before"] == pytest.approx(100 / 11, rel=0.01)
     assert cal.fmax_derate == 1.0  # an estimated period shorter than the target is not a derating
+    # the bind op table's fadd takes 5 cycles and fmul 4 at 250 MHz: 4 and 3 at or below 200 MHz, one stage
+    # deeper above
+    assert (cal.arithmetic["float32"]["add_latency"], cal.arithmetic["float32"]["mul_latency"]) == (4, 3)

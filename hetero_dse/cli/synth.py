@@ -163,7 +163,8 @@ def run_command(dirs: tuple[str, ...], steps: str, jobs: int, scheduler: str | N
             missed += 1
     console.print(f"{len(outcomes)} project{'s' if len(outcomes) != 1 else ''}: {len(outcomes) - failed} "
                   f"synthesized, {failed} failed"
-                  + (f", {missed} off their prediction by more than {threshold:.0%}" if missed else ""))
+                  + (f", {missed} off {'its' if missed == 1 else 'their'} prediction by more than {threshold:.0%}"
+                     if missed else ""))
     if failed or (strict and missed):
         raise SystemExit(1)
 

@@ -8,6 +8,8 @@ calibrated constant touches (``calibration_terms``); its ``synth.json`` holds wh
 * DSP per data type: ``dsp = mul·dsp_mul + add·dsp_add``;
 * LUT and FF: ``lut − lut_fixed = Σ_type (mul·lut_mul + add·lut_add) + lut_base + ports·lut_per_port``;
 * the compute's pipeline stages besides its arithmetic: the median of reported depth − ``depth_fixed``;
+* the add and multiply cores' latency: the median of csynth.rpt's bind op table, less the stage
+  floating-point cores gain above ``DEEPER_CORES_ABOVE_MHZ``;
 * ``fmax_derate``: the median of achieved clock / target clock, at most 1.
 
 The linear fits minimise relative errors with a robust loss (``soft_l1``: one design Vitis treated
@@ -28,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from cost_models.calibration import ARITHMETIC_FIELDS, DEFAULT_FIXED, Calibration
+from cost_models.fpga_costs import ARITHMETIC, DEEPER_CORES_ABOVE_MHZ
 from hetero_dse.errors import HeteroDSEError
 
 __all__ = ["Observation", "fit", "observations"]
@@ -75,12 +78,28 @@ def observations(paths: list[str | Path]) -> list[Observation]:
                         if lp["process"] == "compute_tile"), None)
         loop = _find_loop(_module(report, "compute_tile"), compute["labels"]) if compute else None
         achieved_ns = (result.get("impl") or {}).get("achieved_clock_ns") or report.get("estimated_clock_ns")
+        latencies = _core_latencies((result.get("bind") or {}).get("ops") or [])
         found.append(Observation(
             str(project), record.get("part") or record.get("board", ""), str(result.get("tool_version")), terms,
             {**res, "depth": loop.get("depth") if loop else None,
-             "achieved_mhz": 1000.0 / achieved_ns if achieved_ns else None},
+             "achieved_mhz": 1000.0 / achieved_ns if achieved_ns else None, **latencies},
             float(record["knobs"]["clock_mhz"])))
     return found
+
+
+#: Operator names of the bind op table, by the model's operator.
+_ADDS, _MULS = {"fadd", "dadd", "hadd", "add", "faddfsub"}, {"fmul", "dmul", "hmul", "mul"}
+
+
+def _core_latencies(ops: list[dict[str, str]]) -> dict[str, float]:
+    """The median latency of the add and multiply cores in csynth.rpt's bind op table."""
+    out = {}
+    for key, names in (("add_latency", _ADDS), ("mul_latency", _MULS)):
+        values = [int(row["Latency"]) for row in ops
+                  if row.get("Op") in names and str(row.get("Latency", "")).strip().isdigit()]
+        if values:
+            out[key] = float(median(values))
+    return out
 
 
 def _linear(rows: list[tuple[dict[str, float], float]], names: list[str], prior: dict[str, float]) -> dict[str, float]:
@@ -136,6 +155,15 @@ def _fit_all(obs: list[Observation]) -> dict[str, float]:
     depths = [o.reported["depth"] - o.terms["depth_fixed"] for o in obs if o.reported.get("depth") is not None]
     if depths:
         fitted["compute_overhead_cycles"] = float(max(0, round(median(depths))))
+    # the cores' latency at or below DEEPER_CORES_ABOVE_MHZ (floating-point cores are a stage deeper above)
+    for key in ("add_latency", "mul_latency"):
+        by_type: dict[str, list[float]] = {}
+        for o in obs:
+            if o.reported.get(key) is not None:
+                deeper = 1.0 if ARITHMETIC[o.terms["dtype"]].floating and o.target_mhz > DEEPER_CORES_ABOVE_MHZ else 0.0
+                by_type.setdefault(o.terms["dtype"], []).append(o.reported[key] - deeper)
+        for dt, values in by_type.items():
+            fitted[f"{dt}.{key}"] = float(max(1, round(median(values))))
     ratios = [min(1.0, o.reported["achieved_mhz"] / o.target_mhz) for o in obs if o.reported.get("achieved_mhz")]
     if ratios:
         fitted["fmax_derate"] = float(median(ratios))

@@ -223,7 +223,7 @@ def _tail(path: Path) -> str:
 
 def _read_back(project: Path) -> dict[str, Any]:
     """What the run left in ``prj/solution1``: each part that is missing or unreadable is said, not fatal."""
-    from hetero_dse.hls.reports import ReportError, read_cosim, read_impl, read_log, read_solution
+    from hetero_dse.hls.reports import ReportError, read_bind_tables, read_cosim, read_impl, read_log, read_solution
     from hetero_dse.hls.rtl import RtlError, read_rtl
 
     solution = project / "prj" / "solution1"
@@ -245,6 +245,9 @@ def _read_back(project: Path) -> dict[str, Any]:
             out["log"] = {"pipelines": parsed.pipelines, "port_limits": parsed.port_limits,
                           "bursts": parsed.bursts, "widened": parsed.widened, "errors": parsed.errors}
             break
+    rpt = solution / "syn" / "report" / "csynth.rpt"
+    if rpt.is_file():
+        out["bind"] = read_bind_tables(rpt)
     cosim = next(iter(sorted((solution / "sim" / "report").glob("*_cosim.rpt"))), None)
     if cosim is not None:
         try:

@@ -58,6 +58,14 @@ def _find_loop(module: dict[str, Any] | None, labels: list[str]) -> dict[str, An
     return None
 
 
+def _banks(row: dict[str, str]) -> int:
+    """The banks of one bind-storage row: the last number of its "Bitwidth, Depth, Banks" cell (1 where the
+    report has none: a row per bank)."""
+    cell = next((v for k, v in row.items() if "Banks" in k), "")
+    numbers = [int(x) for x in cell.replace(",", " ").split() if x.isdigit()]
+    return numbers[-1] if len(numbers) >= 3 else 1
+
+
 def validate(record: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
     """``validation.json`` of one project: ``record`` is its ``design.json``, ``result`` its synthesis
     result (``synth.json``)."""
@@ -108,6 +116,20 @@ def validate(record: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         value = post.get(key) if post.get(key) is not None else (report.get("resources") or {}).get(key)
         rows.append(_row(f"{key.upper()}" + (" (post-route)" if post.get(key) is not None else ""),
                          (predicted.get("resources") or {}).get(key), value))
+
+    # buffers: the banks Vitis made of each on-chip buffer (csynth.rpt's bind storage table), which says
+    # whether the ARRAY_PARTITION pragmas on the stream_of_blocks channels applied to their blocks
+    storage = (result.get("bind") or {}).get("storage") or []
+    if storage:
+        for buf in expected.get("buffers", []):
+            if buf["storage"] == "registers":
+                continue  # registers are not memories: the storage table does not list them
+            matched = [row for row in storage if (row.get("Variable") or "").startswith(buf["variable"])]
+            banks = sum(_banks(row) for row in matched) if matched else None
+            rows.append(_row(f"{buf['variable']} banks", buf["banks"], banks,
+                             f"Vitis made {banks} bank{'s' if banks != 1 else ''} of {buf['variable']}, the "
+                             f"design partitions it into {buf['banks']}: the partition did not apply to its "
+                             "blocks as the model assumes", exact=True))
 
     # ports and operator cores: the RTL is the definitive word
     rtl = result.get("rtl") or {}
