@@ -60,7 +60,9 @@ def report_command(path: str, as_json: bool) -> None:
     latency = _span(r.latency_cycles, "best", "worst")
     seconds = r.latency_seconds
     head.add_row("latency", f"{latency} cycles" + (f" = {seconds * 1e6:,.2f} µs at {clock} ns" if seconds else ""))
-    head.add_row("interval", f"{_span(r.interval_cycles, 'min', 'max')} cycles")
+    worst_interval = r.interval_cycles.get("max")
+    head.add_row("interval", f"{_span(r.interval_cycles, 'min', 'max')} cycles"
+                 + (f" = {worst_interval * clock * 1e-3:,.2f} µs" if worst_interval is not None and clock else ""))
     if r.port_bits:
         head.add_row("m_axi data", ", ".join(f"{k} {v} bits" for k, v in sorted(r.port_bits.items())))
     console.print(head)
