@@ -99,13 +99,21 @@ def replay(directory: Path) -> dict[str, Any]:
 
         written = directory / "kernel.cu"
         same = written.is_file() and rebuild_gpu(record) == written.read_text()
-        return {"seconds": None, "gflops": None, "recorded_seconds": record.get("seconds"), "point": Point(knobs),
-                "cuda_source_identical": same}
+        return {"seconds": None, "gflops": None, "recorded_seconds": _recorded(record), "point": Point(knobs),
+                "recorded_is_estimate": bool(record.get("estimate")), "cuda_source_identical": same}
     with Pipeline(overlap=False) as pipeline:  # built, then checked and timed, as during the search
         (result,) = pipeline.evaluate([MeasureJob(source, name, params, knobs, target=kind)])
     if not result.ok:
         raise HeteroDSEError(f"replaying {path} failed: {result.error}")
     op = rebuild_operator(source, name, params)
     return {"seconds": result.seconds, "gflops": analyze(op).flops / result.seconds / 1e9,
-            "recorded_seconds": record.get("measured_seconds"), "point": Point(knobs)}
+            "recorded_seconds": _recorded(record), "recorded_is_estimate": bool(record.get("estimate")),
+            "point": Point(knobs)}
+
+
+def _recorded(record: dict) -> float | None:
+    """The time a schedule.json recorded: ``measured_seconds`` for every target (GPU schedules written
+    before it was one key said ``seconds``)."""
+    value = record.get("measured_seconds", record.get("seconds"))
+    return float(value) if isinstance(value, int | float) else None
 

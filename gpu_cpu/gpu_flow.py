@@ -108,7 +108,7 @@ def write_gpu_artifacts(directory: Path, e: GpuExploration) -> Path:
         schedule = {"generator": f"hetero_dse {__version__}", "operator": e.op.name, "source": e.source,
                     "params": dict(e.op.params), "shape": e.op.shape_name, "signature": e.op.signature(),
                     "target": e.device.target, "device": e.device.name, "knobs": best.point.to_json(),
-                    "seconds": best.result.seconds, "estimate": not e.measured, "checked_on_gpu": checked}
+                    "measured_seconds": best.result.seconds, "estimate": not e.measured, "checked_on_gpu": checked}
         (partial / "schedule.json").write_text(json.dumps(schedule, indent=2) + "\n")
     return directory
 

@@ -133,7 +133,12 @@ def tune(space: Any, explorer: Any, evaluate: Callable[[list[Point], float | Non
                     progress(len(result.trials), best.result.seconds if best else None)
                 if out_of_time():
                     break
-            explorer.observe(proposal, np.array([seen.get(k, float("inf")) for k in keys]))
+            if any(k not in seen for k in keys):
+                # rows past the trial or time budget were never measured; the search ends here, and an
+                # explorer told they failed would learn from it (the Q-method's reward −1, kept in its
+                # saved state): tell it nothing, as the model's search loop does
+                break
+            explorer.observe(proposal, np.array([seen[k] for k in keys]))
             best = result.best
             if fresh:
                 since_better = 0 if best is not None and best.result.seconds < before else since_better + 1

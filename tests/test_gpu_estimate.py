@@ -83,8 +83,11 @@ def test_explore_target_gpu_writes_cuda_and_labels_estimates(cli, tmp_path, monk
     assert schedule["estimate"] is True and schedule["checked_on_gpu"] is False
     assert schedule["target"] == {"kind": "cuda", "arch": "sm_70"}
     assert "**estimate** (roofline)" in (tmp_path / "o" / "report.md").read_text()
+    # one time key for every target's schedule.json (the GPU's was "seconds", so a replay never showed it)
+    assert schedule["measured_seconds"] == row["best"]["seconds"] and "seconds" not in schedule
     r = cli("replay", directory)
     assert r.code == 0 and "identical to kernel.cu" in r.out
+    assert f"recorded {row['best']['seconds'] * 1e3:.3f} ms, a roofline estimate)" in r.out
     (directory / "kernel.cu").write_text(source.replace("blockIdx.x", "blockIdx.y"))
     r = cli("replay", directory)
     assert r.code == 1 and "differs from its kernel.cu" in r.err

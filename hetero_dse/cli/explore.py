@@ -428,11 +428,18 @@ def replay(directory: Path) -> None:
     if result["seconds"] is None:
         if not result["cuda_source_identical"]:
             raise HeteroDSEError(f"{directory}: the schedule rebuilds to CUDA that differs from its kernel.cu")
-        console.print(f"{directory}: rebuilt; the CUDA source is identical to kernel.cu (no GPU here to time it)")
+        console.print(f"{directory}: rebuilt; the CUDA source is identical to kernel.cu (no GPU here to time it)"
+                      + _recorded_note(result))
         return
-    recorded = result["recorded_seconds"]
     console.print(f"{directory}: {result['seconds'] * 1e3:.3f} ms, {result['gflops']:.1f} GFLOPS"
-                  + (f" (recorded {recorded * 1e3:.3f} ms)" if recorded else "") + "; result checked")
+                  + _recorded_note(result) + "; result checked")
+
+
+def _recorded_note(result: dict) -> str:
+    recorded = result["recorded_seconds"]
+    if not recorded:
+        return ""
+    return f" (recorded {recorded * 1e3:.3f} ms" + (", a roofline estimate)" if result["recorded_is_estimate"] else ")")
 
 
 def _vitis_version() -> str | None:
