@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from cost_models.fpga import FpgaModel
-from cost_models.io_bounds import conv_window, io_lower_bound
+from cost_models.io_bounds import io_lower_bound
+from hetero_dse.analysis.window import conv_window
 from hetero_dse.analysis import analyze
 from hetero_dse.board import load_board
 from hetero_dse.ops import get_builtin

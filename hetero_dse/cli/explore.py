@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from hetero_dse.cli.main import EXIT_INTERRUPTED, cli, console, operator_options
+from hetero_dse.cli.app import EXIT_INTERRUPTED, cli, console, operator_options
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.cli.history import db_option, open_db
 from hetero_dse.explore.search import GGA_POPULATION, MODEL_STARTS, TL_BATCH, ExplorerSettings

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from hetero_dse.cli.main import cli, console
+from hetero_dse.cli.app import cli, console
 from hetero_dse.errors import HeteroDSEError
 
 db_option = click.option("--db", metavar="PATH|URL",

@@ -7,57 +7,15 @@ Every user-facing failure is a :class:`HeteroDSEError` and ends as one line on s
 from __future__ import annotations
 
 import json
-import logging
 import sys
 
 import click
-from rich.console import Console
 
-from hetero_dse import __version__
+from hetero_dse.cli import explore as _explore  # noqa: F401  (registers its commands)
+from hetero_dse.cli import history as _history  # noqa: F401
+from hetero_dse.cli import synth as _synth  # noqa: F401
+from hetero_dse.cli.app import EXIT_ERROR, EXIT_INTERRUPTED, cli, console, operator_options
 from hetero_dse.errors import HeteroDSEError
-
-EXIT_ERROR = 1
-EXIT_INTERRUPTED = 130
-
-# Markup off: operator bodies and accesses are full of brackets (A[i, k]) that rich would eat as tags.
-# Piped output gets a wide page instead of rich's 80 columns, so tables stay one row per item.
-console = Console(markup=False, highlight=False, width=None if sys.stdout.isatty() else 200)
-
-_OPERATOR_OPTIONS = [
-    click.argument("op_file", required=False, type=click.Path(dir_okay=True, path_type=str)),
-    click.option("--op", "builtin", metavar="NAME",
-                 help="A built-in operator instead of an op.py (see 'hetero_dse ops')."),
-    click.option("--shape", metavar="SET[:NAME]", help="A named shape, e.g. yolo:C8, or a whole set, e.g. yolo."),
-    click.option("--param", "params", metavar="NAME=VALUE", multiple=True,
-                 help="Override a parameter, e.g. --param K=256 --param dtype=int8 (repeatable)."),
-    click.option("--name", metavar="NAME", help="Only this operator of an op.py that defines several."),
-]
-
-
-def operator_options(fn):
-    for option in reversed(_OPERATOR_OPTIONS):
-        fn = option(fn)
-    return fn
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(__version__, "-V", "--version", prog_name="hetero_dse")
-@click.option("--debug", is_flag=True, help="Show tracebacks and debug logs instead of one-line errors.")
-def cli(debug: bool) -> None:
-    """Explore how to run a tensor operator best on FPGA boards, CPUs and GPUs.
-
-    \b
-    Start with:
-      hetero_dse ops                                  the built-in operators
-      hetero_dse analyze --op conv2d --shape yolo:C8  FlexTensor's static analysis of one layer
-      hetero_dse analyze examples/gemm.py --param K=256
-      hetero_dse boards                               the FPGA boards and their resources
-      hetero_dse explore --op conv2d --shape yolo:C8 --board vu9p --csim
-                                                      best FPGA design, its HLS project, C-simulated
-      hetero_dse explore --op gemm --target cpu       measured TVM schedules against torch
-    """
-    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-
 
 @cli.command()
 @click.argument("name", required=False)
@@ -133,10 +91,6 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(code if isinstance(code, int) else 0)
 
 
-# The commands that explore (their module imports this one for ``cli`` and ``console``).
-from hetero_dse.cli import explore as _explore  # noqa: E402,F401
-from hetero_dse.cli import history as _history  # noqa: E402,F401
-from hetero_dse.cli import synth as _synth  # noqa: E402,F401
 
 if __name__ == "__main__":
     main()

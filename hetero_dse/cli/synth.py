@@ -7,7 +7,7 @@ import json
 import click
 from rich.table import Table
 
-from hetero_dse.cli.main import cli, console
+from hetero_dse.cli.app import cli, console
 
 
 class _RunByDefault(click.Group):

@@ -41,7 +41,7 @@ from math import prod
 
 import numpy as np
 
-from cost_models.io_bounds import conv_window
+from hetero_dse.analysis.window import conv_window
 from hetero_dse.analysis import Access, Analysis, Loop, dtype_bytes
 from hetero_dse.board import Board
 from hetero_dse.errors import HeteroDSEError
