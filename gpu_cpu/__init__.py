@@ -1,6 +1,5 @@
-"""TVM code generation and measurement for CPU (llvm) and GPU (cuda)."""
+"""TVM code generation and measurement for CPU (llvm) and GPU (cuda).
 
-from gpu_cpu.host import use_host_cores
-
-# before any TVM runtime starts in this process or a worker: every parallel loop on every physical core
-use_host_cores()
+Importing it changes nothing in the process: TVM's thread pool is sized at the host's physical cores when
+a measurer or a pipeline is made (``gpu_cpu.host.use_host_cores``), before any TVM runtime starts.
+"""

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from gpu_cpu.host import use_host_cores
+
 #: what a worker runs: (job) -> seconds per run; raising means the candidate failed
 Job = Callable[[Any], float]
 
@@ -53,6 +55,7 @@ class Measurer:
     """Runs jobs one at a time in a spawned worker process, replacing it after a crash or a timeout."""
 
     def __init__(self, timeout_s: float = 60.0) -> None:
+        use_host_cores()  # the worker it spawns inherits the size of TVM's thread pool
         self.timeout_s = timeout_s
         self._pool: ProcessPoolExecutor | None = None
 

@@ -25,6 +25,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from gpu_cpu.host import use_host_cores
 from gpu_cpu.measure import MeasureJob, MeasureResult, Measurer, error_text
 
 
@@ -73,6 +74,7 @@ class Pipeline:
                  build: Callable[[MeasureJob, str], str] = build_job,
                  measure: Callable[[tuple[MeasureJob, str]], float] = measure_built_job,
                  overlap: bool = True) -> None:
+        use_host_cores()  # builders and measurers inherit the size of TVM's thread pool
         self.measurer = Measurer(timeout_s=timeout_s)
         self.build_timeout_s = build_timeout_s
         self.builders = builders or max(1, (os.cpu_count() or 2) - 1)

@@ -167,20 +167,23 @@ def _tvm_threads(env: dict[str, str]) -> int:
     import subprocess
     import sys
 
-    code = "import gpu_cpu, tvm; print(tvm.get_global_func('runtime.NumThreads')())"
+    code = ("import os, gpu_cpu; assert 'TVM_NUM_THREADS' not in os.environ or os.environ.get('KEEP') == '1'; "
+            "from gpu_cpu.measure import Measurer; Measurer(); import tvm; "
+            "print(tvm.get_global_func('runtime.NumThreads')())")
     return int(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                               check=True).stdout)
 
 
 def test_tvm_runs_parallel_loops_on_every_physical_core():
     # TVM's own default is half the logical CPUs on x86 (it assumes hyper-threads): on a machine without
-    # SMT that measured every schedule on half the cores against torch on all of them
+    # SMT that measured every schedule on half the cores against torch on all of them. Importing gpu_cpu
+    # sets nothing; making a measurer does.
     from gpu_cpu.host import host_cores
 
     assert 1 <= host_cores() <= os.cpu_count()
     env = {k: v for k, v in os.environ.items() if k not in ("TVM_NUM_THREADS", "OMP_NUM_THREADS")}
     assert _tvm_threads(env) == host_cores()
-    assert _tvm_threads({**env, "TVM_NUM_THREADS": "1"}) == 1  # the user's choice wins
+    assert _tvm_threads({**env, "TVM_NUM_THREADS": "1", "KEEP": "1"}) == 1  # the user's choice wins
 
 
 def test_another_tuners_exported_module_is_checked_and_timed_in_a_worker(tmp_path):

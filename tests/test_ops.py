@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpu_cpu.naive import run_naive
+from hetero_dse.reference import run_naive
 from hetero_dse.errors import OperatorError, ShapeError
 from hetero_dse.ops import ABBREVIATIONS, BUILTIN, get_builtin
 

@@ -83,7 +83,7 @@ def reference_output(op: Operator, inputs: list[np.ndarray]) -> tuple[np.ndarray
     ref = op.reference(inputs)
     if ref is not None:
         return np.asarray(ref).astype(str(op.output.dtype)), "the operator's numpy/torch reference"
-    from gpu_cpu.naive import run_naive
+    from hetero_dse.reference import run_naive
 
     return run_naive(op, inputs), "TVM's unscheduled llvm build"
 

@@ -1,4 +1,5 @@
-"""Build and run an operator with TVM's default schedule: the ground truth for operators with no library.
+"""The numerical reference of an operator: TVM's default (unscheduled) build, the ground truth for operators
+with no library — the HLS test bench's expected output, and the check of every built-in operator.
 
 The default schedule is a plain loop nest; it is slow but computes exactly what the tensor expression
 says, so it serves as the numerical reference of a custom operator and as the check of a built-in one.
