@@ -1,0 +1,103 @@
+"""How the packages import one another, read from the source (every import, at module level or inside a
+function): no module-level import cycle, and the layering rules of the architecture hold."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("hetero_dse", "cost_models", "gpu_cpu")
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            found[name] = path
+    return found
+
+
+def _imports(path: Path, name: str, top_only: bool) -> set[str]:
+    tree = ast.parse(path.read_text())
+    nodes = tree.body if top_only else list(ast.walk(tree))
+    out = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            base = node.module
+            if node.level:  # relative import
+                pkg = name.split(".")[: -node.level] if not path.name == "__init__.py" else name.split(".")
+                base = ".".join([*pkg, node.module])
+            out.add(base)
+            out |= {f"{base}.{a.name}" for a in node.names}
+    return {m for m in out if m.split(".")[0] in PACKAGES}
+
+
+def _resolve(target: str, modules: dict[str, Path]) -> str | None:
+    while target and target not in modules:
+        target = target.rpartition(".")[0]
+    return target or None
+
+
+def _graph(top_only: bool) -> dict[str, set[str]]:
+    modules = _modules()
+    graph = {}
+    for name, path in modules.items():
+        edges = {_resolve(t, modules) for t in _imports(path, name, top_only)}
+        graph[name] = {e for e in edges if e and e != name}
+    return graph
+
+
+def test_no_module_level_import_cycle():
+    graph = _graph(top_only=True)
+    # a package's __init__ importing its own submodules is how a package presents them, not a cycle
+    for name in graph:
+        is_package = (ROOT / name.replace(".", "/")).is_dir()
+        graph[name] = {t for t in graph[name] if not (is_package and t.startswith(name + "."))}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                cycle = stack[stack.index(nxt):] + [nxt]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+
+
+def _violations(source_prefixes: tuple[str, ...], forbidden: tuple[str, ...]) -> list[str]:
+    graph = _graph(top_only=False)
+    return [f"{m} imports {t}" for m, targets in sorted(graph.items()) if m.startswith(source_prefixes)
+            for t in sorted(targets) if t.startswith(forbidden)]
+
+
+def test_spaces_never_import_cost_models():
+    assert _violations(("hetero_dse.space",), ("cost_models",)) == []
+
+
+def test_cost_models_never_import_the_engine_above_them():
+    forbidden = ("hetero_dse.fpga_flow", "hetero_dse.cli", "hetero_dse.explore", "hetero_dse.hls",
+                 "hetero_dse.report", "hetero_dse.history", "gpu_cpu")
+    assert _violations(("cost_models",), forbidden) == []
+
+
+def test_the_hls_generator_and_the_analysis_never_import_the_tvm_backend():
+    assert _violations(("hetero_dse.hls", "hetero_dse.analysis", "hetero_dse.space.fpga", "hetero_dse.reference"),
+                       ("gpu_cpu",)) == []
+
+
+def test_the_tvm_backend_never_imports_the_cli_or_the_fpga_flow():
+    assert _violations(("gpu_cpu",), ("hetero_dse.cli", "hetero_dse.fpga_flow", "hetero_dse.hls")) == []
