@@ -218,3 +218,17 @@ def test_history_tuners_start_from_other_shapes_and_store_what_they_measure(db, 
     assert result.explorer == tuner and len(result.trials) == 16
     (stored,) = [w for w in db.workloads() if w["signature"] == new.signature]
     assert stored["records"] == 16 and {r.source for r in db.records(stored["id"])} == {tuner}
+
+
+def test_synthesis_results_are_kept_once_per_design_part_clock_tool_and_steps(db):
+    key = ("0" * 32, "xcvu9p-flgb2104-2-i", 250.0, "2023.2", "csynth")
+    assert db.synthesis(*key) is None
+    db.add_synthesis(*key, "failed", {"reason": "crashed", "log_tail": "ERROR"})
+    assert db.synthesis(*key)["status"] == "failed"
+    # run again: the new result replaces the failed one
+    db.add_synthesis(*key, "ok", {"report": {"resources": {"dsp": 320}}})
+    got = db.synthesis(*key)
+    assert got["status"] == "ok" and got["result"]["report"]["resources"]["dsp"] == 320
+    # another tool version or other steps are other rows
+    assert db.synthesis(key[0], key[1], key[2], "2024.1", "csynth") is None
+    assert db.synthesis(key[0], key[1], key[2], key[3], "csynth cosim") is None

@@ -1,0 +1,63 @@
+"""The contract kits (hetero_dse/testing/contracts.py) over every space and every explorer × space."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpu_cpu.devices import get_device
+from gpu_cpu.space import CpuSpace, GpuSpace
+from hetero_dse.analysis import analyze
+from hetero_dse.board import load_board
+from hetero_dse.explore.search import make_explorer
+from hetero_dse.ops import get_builtin
+from hetero_dse.space.fpga import FpgaSpace
+from hetero_dse.testing.contracts import explorer_contract, space_contract
+
+
+def _analysis(name: str, shape: str = "small:s2"):
+    return analyze(get_builtin(name).instantiate(shape=shape))
+
+
+SPACES = {
+    "fpga gemm": lambda: FpgaSpace(_analysis("gemm"), load_board("vu9p"), ["float32", "int8"], [200.0, 250.0]),
+    "fpga conv2d": lambda: FpgaSpace(_analysis("conv2d"), load_board("u280"), ["float32"], [250.0]),
+    "fpga depthwise": lambda: FpgaSpace(_analysis("depthwise_conv2d"), load_board("zcu104"), ["int16"], [200.0]),
+    "cpu gemm": lambda: CpuSpace(_analysis("gemm"), vector_bits=256),
+    "cpu conv2d": lambda: CpuSpace(_analysis("conv2d"), vector_bits=512),
+    "gpu conv2d": lambda: GpuSpace(_analysis("conv2d"), get_device("h100")),
+}
+EXPLORERS = ("q", "p", "sa", "random", "gga", "tl")
+
+
+@pytest.fixture(scope="module", params=sorted(SPACES))
+def space(request):
+    return SPACES[request.param]()
+
+
+def test_every_space_keeps_the_space_contract(space):
+    space_contract(space)
+
+
+def _toy_objective(space):
+    """A made-up landscape over the rows: distance to one valid row, so an explorer has something to
+    learn and the contract is about the explorer, not about a cost model."""
+    target = space.sample(1, np.random.default_rng(7))[0].astype(np.float64)
+    return lambda rows: 1.0 + ((np.asarray(rows, dtype=np.float64) - target) ** 2).sum(axis=1)
+
+
+@pytest.mark.parametrize("name", EXPLORERS)
+def test_every_explorer_keeps_the_explorer_contract_on_every_space(space, name):
+    explorer_contract(space, lambda s, seed: make_explorer(name, s, seed, starts=4), _toy_objective(space))
+
+
+def test_the_contract_catches_a_space_that_breaks_it():
+    class Leaky(FpgaSpace):
+        def neighbours(self, rows, rng):  # steps outside the space
+            out = np.array(rows)
+            out[:, 0] = self.cardinalities[0] + 1
+            return out
+
+    leaky = Leaky(_analysis("gemm"), load_board("vu9p"), ["float32"], [250.0])
+    with pytest.raises(AssertionError, match="neighbours"):
+        space_contract(leaky)
