@@ -6,15 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from hetero_dse.hls.reports import (
-    ReportError,
-    read_bind_tables,
-    read_cosim,
-    read_csynth,
-    read_impl,
-    read_log,
-    read_solution,
-)
+from hetero_dse.hls.reports import ReportError, read_csynth, read_solution
+from hetero_dse.hls.tool_reports import read_bind_tables, read_cosim, read_impl, read_log
 
 DATA = Path(__file__).parent / "data" / "hls_reports"
 

@@ -30,21 +30,29 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import shutil
-import subprocess
 from dataclasses import dataclass, field
-from functools import cache
 from math import prod
 from pathlib import Path
 from typing import Any
 
-from hetero_dse.errors import HeteroDSEError
+from hetero_dse.hls.cparse import (
+    Affine,
+    CLoop,
+    Kernel,
+    LintError,
+    NotAffine,
+    c_affine,
+    c_array_access,
+    c_children,
+    c_defs,
+    c_dims,
+    c_kind,
+    c_operator,
+    c_strip,
+)
 
-_PRAGMA = re.compile(r"^\s*#pragma\s+HLS\s+(\w+)(.*)$", re.IGNORECASE)
 
 
-class LintError(HeteroDSEError):
-    """The kernel could not be read (no libclang, a parse error)."""
 
 
 @dataclass(frozen=True)
@@ -76,231 +84,6 @@ class LintReport:
                 "accesses_checked": self.accesses_checked}
 
 
-# ------------------------------------------------------------------------------------------ parsing
-@cache
-def _system_includes() -> tuple[str, ...]:
-    """The C++ compiler's own include directories (the libclang wheel ships no headers of its own)."""
-    compiler = shutil.which("g++") or shutil.which("clang++")
-    if compiler is None:
-        return ()
-    out = subprocess.run([compiler, "-xc++", "-E", "-v", "/dev/null"], capture_output=True, text=True,
-                         timeout=60, check=False).stderr
-    dirs, inside = [], False
-    for line in out.splitlines():
-        if line.startswith("#include <...> search starts here"):
-            inside = True
-        elif line.startswith("End of search list"):
-            break
-        elif inside:
-            dirs.append(line.strip())
-    return tuple(dirs)
-
-
-def _parse(kernel: Path, include: Path) -> Any:
-    try:
-        from clang import cindex
-    except ImportError as exc:  # pragma: no cover - libclang is a dependency
-        raise LintError("the HLS lint needs libclang ('pip install libclang')") from exc
-    args = ["-x", "c++", "-std=c++14", f"-I{include}", f"-I{kernel.parent}"]
-    args += [f"-isystem{d}" for d in _system_includes()]
-    tu = cindex.Index.create().parse(str(kernel), args=args)
-    errors = [d for d in tu.diagnostics if d.severity >= cindex.Diagnostic.Error]
-    if errors:
-        raise LintError(f"{kernel} does not parse: {errors[0].spelling} (line {errors[0].location.line})")
-    return tu
-
-
-def _kind(c: Any) -> str:
-    return c.kind.name
-
-
-def _children(c: Any) -> list[Any]:
-    return list(c.get_children())
-
-
-def _strip(c: Any) -> Any:
-    """Through implicit casts and parentheses."""
-    while _kind(c) in ("UNEXPOSED_EXPR", "PAREN_EXPR", "CSTYLE_CAST_EXPR") and _children(c):
-        kids = _children(c)
-        c = kids[-1]
-    return c
-
-
-def _operator(c: Any) -> str:
-    """The spelling of a binary operator: the first token after its left operand."""
-    lhs = _children(c)[0]
-    end = lhs.extent.end.offset
-    for tok in c.get_tokens():
-        if tok.extent.start.offset >= end:
-            return tok.spelling
-    return "?"
-
-
-# --------------------------------------------------------------------------------- symbolic values
-class _NotAffine(Exception):
-    pass
-
-
-Affine = dict[str, int]  # variable -> coefficient, "" -> constant
-
-
-def _affine(c: Any, defs: dict[str, Any]) -> Affine:
-    """``c`` as an affine function of loop variables, with local constants substituted."""
-    c = _strip(c)
-    k = _kind(c)
-    if k == "INTEGER_LITERAL":
-        return {"": int(next(c.get_tokens()).spelling.rstrip("uUlL"))}
-    if k == "DECL_REF_EXPR":
-        name = c.spelling
-        if name in defs:
-            return _affine(defs[name], defs)
-        return {name: 1}
-    if k == "BINARY_OPERATOR":
-        a, b = (_affine(x, defs) for x in _children(c))
-        op = _operator(c)
-        if op in ("+", "-"):
-            sign = 1 if op == "+" else -1
-            out = dict(a)
-            for v, x in b.items():
-                out[v] = out.get(v, 0) + sign * x
-            return {v: x for v, x in out.items() if x or v == ""}
-        if op == "*":
-            if set(a) <= {""}:
-                a, b = b, a
-            if set(b) <= {""}:
-                return {v: x * b.get("", 0) for v, x in a.items()}
-    if k == "UNARY_OPERATOR" and _children(c):
-        tokens = [t.spelling for t in c.get_tokens()]
-        inner = _affine(_children(c)[0], defs)
-        if tokens and tokens[0] == "-":
-            return {v: -x for v, x in inner.items()}
-        if tokens and tokens[0] == "+":
-            return inner
-    raise _NotAffine(c.extent.start.line)
-
-
-def _value(c: Any, env: dict[str, int], defs: dict[str, Any]) -> int:
-    """An integer expression evaluated in ``env`` (loop headers of unrolled loops)."""
-    form = _affine(c, defs)
-    total = form.get("", 0)
-    for v, x in form.items():
-        if v:
-            if v not in env:
-                raise _NotAffine(c.extent.start.line)
-            total += x * env[v]
-    return total
-
-
-@dataclass
-class _Loop:
-    cursor: Any
-    var: str
-    label: str
-    line: int
-    pragmas: list[tuple[str, str]]
-
-    def values(self, env: dict[str, int], defs: dict[str, Any]) -> list[int]:
-        """The loop variable's values, by running the header (init; var OP bound; update)."""
-        init, cond, step, _body = _children(self.cursor)
-        var_decl = _children(init)[0]
-        v = _value(_children(var_decl)[-1], env, defs)
-        out = []
-        for _ in range(1 << 20):
-            scope = {**env, self.var: v}
-            lhs, rhs = _children(cond)
-            left, right = _value(lhs, scope, defs), _value(rhs, scope, defs)
-            op = _operator(cond)
-            if not {"<": left < right, "<=": left <= right, ">": left > right, ">=": left >= right,
-                    "!=": left != right}.get(op, False):
-                return out
-            out.append(v)
-            tokens = [t.spelling for t in step.get_tokens()]
-            if tokens in ([self.var, "++"], ["++", self.var]):
-                v += 1
-            elif len(tokens) >= 3 and tokens[0] == self.var and tokens[1] in ("+=", "*="):
-                amount = _value(_children(step)[-1], scope, defs)
-                v = v + amount if tokens[1] == "+=" else v * amount
-            else:
-                raise _NotAffine(step.extent.start.line)
-        raise _NotAffine(self.line)
-
-    def has(self, pragma: str) -> bool:
-        return any(p == pragma for p, _ in self.pragmas)
-
-
-# ------------------------------------------------------------------------------------------ the lint
-class _Kernel:
-    def __init__(self, path: Path, include: Path) -> None:
-        self.path = path
-        self.lines = path.read_text().splitlines()
-        self.tu = _parse(path, include)
-        self.functions = {c.spelling: c for c in self.tu.cursor.get_children()
-                          if _kind(c) == "FUNCTION_DECL" and c.location.file and Path(c.location.file.name) == path
-                          and c.is_definition()}
-        self.pragmas = [(i + 1, m.group(1).upper(), m.group(2)) for i, line in enumerate(self.lines)
-                        if (m := _PRAGMA.match(line))]
-
-    def loops(self, function: Any) -> list[_Loop]:
-        """Every for-loop of a function, with its label and the pragmas at the top of its body."""
-        found: list[_Loop] = []
-
-        def walk(c: Any, label: str) -> None:
-            for child in _children(c):
-                if _kind(child) == "LABEL_STMT":
-                    walk(child, child.spelling)
-                    continue
-                if _kind(child) == "FOR_STMT":
-                    init = _children(child)[0]
-                    var = _children(init)[0].spelling
-                    found.append(_Loop(child, var, label, child.extent.start.line, []))
-                walk(child, "")
-
-        walk(function, "")
-        for line, name, args in self.pragmas:
-            inside = [lp for lp in found if lp.cursor.extent.start.line < line <= lp.cursor.extent.end.line]
-            if inside:
-                max(inside, key=lambda lp: lp.line).pragmas.append((name, args))
-        return found
-
-    def partitions(self) -> dict[str, list[tuple[int, int | None]]]:
-        """ARRAY_PARTITION pragmas: variable -> [(dim, factor or None for complete)]."""
-        out: dict[str, list[tuple[int, int | None]]] = {}
-        for _, name, args in self.pragmas:
-            if name != "ARRAY_PARTITION":
-                continue
-            kv = dict(re.findall(r"(\w+)=(\S+)", args))
-            factor = None if kv.get("type") == "complete" else int(kv.get("factor", 1))
-            out.setdefault(kv["variable"], []).append((int(kv.get("dim", 1)), factor))
-        return out
-
-
-def _defs(function: Any) -> dict[str, Any]:
-    """Local ``const int`` definitions of a function: name -> initialiser (substituted in indices)."""
-    defs = {}
-    for c in function.walk_preorder():
-        if _kind(c) == "VAR_DECL" and c.type.spelling == "const int":
-            kids = [k for k in _children(c) if _kind(k) != "TYPE_REF"]
-            if kids:
-                defs[c.spelling] = kids[-1]
-    return defs
-
-
-def _array_access(c: Any) -> tuple[str, list[Any]] | None:
-    """``name[i][j]`` -> (name, [i, j]) for an outermost array subscript."""
-    indices = []
-    while _kind(c) == "ARRAY_SUBSCRIPT_EXPR":
-        base, index = _children(c)
-        indices.append(index)
-        c = _strip(base)
-    if _kind(c) == "DECL_REF_EXPR":
-        return c.spelling, indices[::-1]
-    return None
-
-
-def _dims(cursor: Any) -> list[int]:
-    return [int(x) for x in re.findall(r"\[(\d+)\]", cursor.type.get_canonical().spelling)]
-
-
 def lint(project: str | Path, design: dict[str, Any] | None = None) -> LintReport:
     """Check the generated kernel of an HLS project against its predicted figures (``design``, read from
     the project's ``design.json`` when not given)."""
@@ -318,14 +101,14 @@ def lint(project: str | Path, design: dict[str, Any] | None = None) -> LintRepor
     if missing:
         raise LintError(f"{record_path} has no {' or '.join(missing)}: it was written by an older hetero_dse; run "
                         "explore again to get a project the lint can check")
-    k = _Kernel(kernel, project / "sim" / "include")
+    k = Kernel(kernel, project / "sim" / "include")
     report = LintReport()
     partitions = k.partitions()
     compute = None
-    callees: dict[str, tuple[Any, list[_Loop]]] = {}
+    callees: dict[str, tuple[Any, list[CLoop]]] = {}
     for name, function in k.functions.items():
         loops = k.loops(function)
-        defs = _defs(function)
+        defs = c_defs(function)
         callees[name] = (function, loops)
         if name == "compute_tile":
             compute = (function, loops, defs)
@@ -333,7 +116,7 @@ def lint(project: str | Path, design: dict[str, Any] | None = None) -> LintRepor
             if lp.has("PIPELINE"):
                 try:
                     trips = len(lp.values({}, defs))
-                except _NotAffine:
+                except NotAffine:
                     trips = None
                 if trips == 1:
                     report.findings.append(Finding("pipeline", f"{name}:{lp.line}",
@@ -357,7 +140,7 @@ _WORD = re.compile(r"^(?:const )?hls::vector<(.+), (\d+)(?:UL|U|L)?>$")
 
 def _check_ports(name: str, function: Any, port_bits: int, report: LintReport) -> None:
     """Every DDR pointer of ``function`` carries whole port words and is used a whole word at a time."""
-    params = {c.spelling: c for c in _children(function) if _kind(c) == "PARM_DECL" and c.type.kind.name == "POINTER"}
+    params = {c.spelling: c for c in c_children(function) if c_kind(c) == "PARM_DECL" and c.type.kind.name == "POINTER"}
     for pname, param in params.items():
         pointee = param.type.get_pointee().get_canonical().spelling
         m = _WORD.match(pointee)
@@ -374,24 +157,24 @@ def _check_ports(name: str, function: Any, port_bits: int, report: LintReport) -
     if not params:
         return
     for c in function.walk_preorder():
-        kind = _kind(c)
+        kind = c_kind(c)
         if kind == "CALL_EXPR" and c.spelling == "operator[]":
             # a lane taken from (or written into) a word in DDR itself: every lane is a port access of its
             # own, and a lane written is a partial word
-            in_ddr = [a for sub in c.walk_preorder() if _kind(sub) == "ARRAY_SUBSCRIPT_EXPR"
-                      and sub.extent.start.offset == c.extent.start.offset and (a := _array_access(sub))]
+            in_ddr = [a for sub in c.walk_preorder() if c_kind(sub) == "ARRAY_SUBSCRIPT_EXPR"
+                      and sub.extent.start.offset == c.extent.start.offset and (a := c_array_access(sub))]
             if any(array in params for array, _ in in_ddr):
                 report.findings.append(Finding("ports", f"{name}:{c.extent.start.line}",
                                                "a lane of a word in DDR is accessed in place, not the whole word"))
         elif kind in ("CSTYLE_CAST_EXPR", "CXX_REINTERPRET_CAST_EXPR", "CXX_STATIC_CAST_EXPR"):
-            refs = [r.spelling for r in c.walk_preorder() if _kind(r) == "DECL_REF_EXPR" and r.spelling in params]
+            refs = [r.spelling for r in c.walk_preorder() if c_kind(r) == "DECL_REF_EXPR" and r.spelling in params]
             if refs and c.type.kind.name == "POINTER":
                 report.findings.append(Finding("ports", f"{name}:{c.extent.start.line}",
                                                f"DDR pointer {refs[0]} is cast to {c.type.spelling}: its accesses "
                                                "are no longer whole port words"))
 
 
-def _pipelined(loops: list[_Loop]) -> list[_Loop]:
+def _pipelined(loops: list[CLoop]) -> list[CLoop]:
     return [lp for lp in loops if lp.has("PIPELINE")]
 
 
@@ -404,7 +187,7 @@ def _stream_of(function: str, array: str) -> str:
     return f"{array}_s"
 
 
-def _check_banks(name: str, function: Any, loops: list[_Loop], defs: dict[str, Any],
+def _check_banks(name: str, function: Any, loops: list[CLoop], defs: dict[str, Any],
                  partitions: dict[str, list[tuple[int, int | None]]], report: LintReport) -> None:
     pipelined = _pipelined(loops)
     if not pipelined:
@@ -416,21 +199,21 @@ def _check_banks(name: str, function: Any, loops: list[_Loop], defs: dict[str, A
         if lp.has("UNROLL"):
             try:
                 lane_ranges[lp.var] = lp.values({}, defs)
-            except _NotAffine:
+            except NotAffine:
                 pass
     sizes: dict[str, list[int]] = {}
     for c in function.walk_preorder():
-        if _kind(c) in ("PARM_DECL", "VAR_DECL"):
-            dims = _dims(c)
+        if c_kind(c) in ("PARM_DECL", "VAR_DECL"):
+            dims = c_dims(c)
             if dims:
                 sizes[c.spelling] = dims
     seen: set[int] = set()
     for c in region.cursor.walk_preorder():
-        if _kind(c) != "ARRAY_SUBSCRIPT_EXPR" or c.hash in seen:
+        if c_kind(c) != "ARRAY_SUBSCRIPT_EXPR" or c.hash in seen:
             continue
-        access = _array_access(c)
+        access = c_array_access(c)
         for sub in c.walk_preorder():
-            if _kind(sub) == "ARRAY_SUBSCRIPT_EXPR":
+            if c_kind(sub) == "ARRAY_SUBSCRIPT_EXPR":
                 seen.add(sub.hash)
         if access is None:
             continue
@@ -450,8 +233,8 @@ def _check_banks(name: str, function: Any, loops: list[_Loop], defs: dict[str, A
                 continue
             f = factor if factor is not None else (dims[dim - 1] if dim <= len(dims) else 0)
             try:
-                forms.append((dim, f, _affine(indices[dim - 1], defs)))
-            except _NotAffine:
+                forms.append((dim, f, c_affine(indices[dim - 1], defs)))
+            except NotAffine:
                 report.findings.append(Finding("banks", f"{name}:{c.extent.start.line}",
                                                f"index {dim} of {array} is not affine: its bank cannot be checked"))
         runtime = [(dim, f, [v for v, x in form.items() if v and v not in lane_vars and f and x % f])
@@ -478,7 +261,7 @@ def _check_banks(name: str, function: Any, loops: list[_Loop], defs: dict[str, A
             "pipeline walks: its bank is chosen at run time"))
 
 
-def _check_transfer(name: str, loops: list[_Loop], defs: dict[str, Any], design: dict[str, Any],
+def _check_transfer(name: str, loops: list[CLoop], defs: dict[str, Any], design: dict[str, Any],
                     report: LintReport) -> None:
     """A read or write process issues the words a block the model charges (its ``box_*`` loops that are
     not unrolled, and the unrolled group of words an iteration: runs times words a run) at the word II the
@@ -494,7 +277,7 @@ def _check_transfer(name: str, loops: list[_Loop], defs: dict[str, Any], design:
     walked += [lp for lp in loops if lp.label.endswith("_word_group") and lp.has("UNROLL")]
     try:
         beats = prod(len(lp.values({}, defs)) for lp in walked)
-    except _NotAffine:
+    except NotAffine:
         report.findings.append(Finding("transfer", name, "a loop bound of the process is not a constant"))
         return
     if beats != info["beats_per_load"]:
@@ -506,7 +289,7 @@ def _check_transfer(name: str, loops: list[_Loop], defs: dict[str, Any], design:
                                                                            f"the model charges {info['word_ii']}"))
 
 
-def _ii(loop: _Loop) -> int:
+def _ii(loop: CLoop) -> int:
     for pragma, args in loop.pragmas:
         if pragma == "PIPELINE":
             m = re.search(r"II\s*=\s*(\d+)", args)
@@ -532,8 +315,8 @@ def _bank_load(forms: list[tuple[int, int, Affine]], runtime_dims: set[int],
     return max(counts.values())
 
 
-def _check_arithmetic(compute: Any, loops: list[_Loop], defs: dict[str, Any], design: dict[str, Any],
-                      report: LintReport, callees: dict[str, tuple[Any, list[_Loop]]] | None = None) -> None:
+def _check_arithmetic(compute: Any, loops: list[CLoop], defs: dict[str, Any], design: dict[str, Any],
+                      report: LintReport, callees: dict[str, tuple[Any, list[CLoop]]] | None = None) -> None:
     """The data multiplies and adds of one pipeline iteration of the compute, every unrolled loop
     enumerated and every call of a kernel function (the PE) followed into its body, against the model's
     operator instances."""
@@ -553,45 +336,45 @@ def _check_arithmetic(compute: Any, loops: list[_Loop], defs: dict[str, Any], de
     counts = {"*": 0, "+": 0}
 
     def is_data(c: Any) -> bool:
-        c = _strip(c)
-        if _kind(c) == "ARRAY_SUBSCRIPT_EXPR":
+        c = c_strip(c)
+        if c_kind(c) == "ARRAY_SUBSCRIPT_EXPR":
             return True
-        if _kind(c) == "DECL_REF_EXPR":
+        if c_kind(c) == "DECL_REF_EXPR":
             return c.spelling in tainted
-        return any(is_data(x) for x in _children(c) if _kind(c) != "ARRAY_SUBSCRIPT_EXPR")
+        return any(is_data(x) for x in c_children(c) if c_kind(c) != "ARRAY_SUBSCRIPT_EXPR")
 
     def visit(c: Any, env: dict[str, int], times: int) -> None:
-        kind = _kind(c)
+        kind = c_kind(c)
         if kind == "FOR_STMT" and c.hash in unrolled:
             lp = unrolled[c.hash]
             try:
                 values = lp.values(env, defs)
-            except _NotAffine:
+            except NotAffine:
                 report.findings.append(Finding("arithmetic", f"compute_tile:{lp.line}",
                                                f"the bounds of unrolled loop {lp.label or lp.var} cannot be read"))
                 return
-            body = _children(c)[-1]
+            body = c_children(c)[-1]
             for v in values:
                 visit(body, {**env, lp.var: v}, times)
             return
         if kind == "CALL_EXPR" and c.spelling in callees and c.spelling != "compute_tile":
             # a PE function: its data parameters carry operands; its body runs once per call
             function, _ = callees[c.spelling]
-            for param in _children(function):
-                if _kind(param) == "PARM_DECL" and param.type.get_canonical().spelling not in ("bool", "int"):
+            for param in c_children(function):
+                if c_kind(param) == "PARM_DECL" and param.type.get_canonical().spelling not in ("bool", "int"):
                     tainted.add(param.spelling)
-            body = [x for x in _children(function) if _kind(x) == "COMPOUND_STMT"]
+            body = [x for x in c_children(function) if c_kind(x) == "COMPOUND_STMT"]
             for x in body:
                 visit(x, {}, times)
         if kind == "VAR_DECL":
-            kids = [x for x in _children(c) if _kind(x) != "TYPE_REF"]
+            kids = [x for x in c_children(c) if c_kind(x) != "TYPE_REF"]
             if kids and is_data(kids[-1]):
                 tainted.add(c.spelling)
         if kind == "BINARY_OPERATOR":
-            op = _operator(c)
-            if op in counts and any(is_data(x) for x in _children(c)):
+            op = c_operator(c)
+            if op in counts and any(is_data(x) for x in c_children(c)):
                 counts[op] += times
-        for i, child in enumerate(_children(c)):
+        for i, child in enumerate(c_children(c)):
             if kind == "ARRAY_SUBSCRIPT_EXPR" and i > 0:
                 continue  # an index: integer arithmetic on loop variables
             visit(child, env, times)

@@ -223,7 +223,8 @@ def _tail(path: Path) -> str:
 
 def _read_back(project: Path) -> dict[str, Any]:
     """What the run left in ``prj/solution1``: each part that is missing or unreadable is said, not fatal."""
-    from hetero_dse.hls.reports import ReportError, read_bind_tables, read_cosim, read_impl, read_log, read_solution
+    from hetero_dse.hls.reports import ReportError, read_solution
+    from hetero_dse.hls.tool_reports import read_bind_tables, read_cosim, read_impl, read_log
     from hetero_dse.hls.rtl import RtlError, read_rtl
 
     solution = project / "prj" / "solution1"
