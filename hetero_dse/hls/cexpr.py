@@ -6,6 +6,7 @@ pointer, or a producer node to inline); everything else is printed here, fully p
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -78,3 +79,21 @@ class CPrinter:
             c, a, b = e.args
             return f"({self(c)} ? {self(a)} : {self(b)})"
         raise CodegenError(f"the HLS generator cannot print a {k} expression ({e})")
+
+
+#: Names the kernel template declares itself; a loop or tensor of the same name gets a suffix.
+RESERVED = frozenset({"buf", "blk", "obuf", "once", "pe", "acc_t", "out_block_t", "compute", "compute_tile",
+                      "write_out",
+                      "int", "float", "double", "char", "short", "long", "bool", "const", "static", "void", "for",
+                      "if", "else", "return", "true", "false", "auto", "new", "delete", "this", "case", "do",
+                      "while", "switch", "default", "register", "signed", "unsigned", "struct", "union", "enum",
+                      "typedef", "template", "typename", "namespace", "class", "extern", "inline", "sizeof"})
+
+
+def identifier(name: str) -> str:
+    """A C identifier from a tensor or loop name, never one the template or C++ itself uses."""
+    ident = re.sub(r"\W", "_", name)
+    ident = ident if ident and not ident[0].isdigit() else f"_{ident}"
+    if ident in RESERVED or ident.startswith(("pe_", "hdse_")) or re.fullmatch(r"[gxt]\d+\w*|[got]_\w+", ident):
+        ident = f"{ident}_v"
+    return ident
