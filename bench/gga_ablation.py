@@ -25,7 +25,7 @@ from history_tuners import (  # noqa: E402
     HISTORY_LAYERS, PRUNED, MeasuredModel, fpga_history, fpga_space, geomean, pruned, reach,
 )
 
-from hetero_dse.board import load_board  # noqa: E402
+from hetero_dse.hardware.board import load_board  # noqa: E402
 from hetero_dse.explore import make_explorer, search  # noqa: E402
 from hetero_dse.explore.gga import GuidedGA  # noqa: E402
 from hetero_dse.explore.search import GGA_POPULATION  # noqa: E402

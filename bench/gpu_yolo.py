@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gpu_cpu.baselines import time_torch_cuda  # noqa: E402
-from gpu_cpu.devices import present_gpu  # noqa: E402
+from hetero_dse.hardware.gpus import present_gpu  # noqa: E402
 from gpu_cpu.gpu_flow import explore_gpu  # noqa: E402
 from hetero_dse.analysis import analyze  # noqa: E402
 from hetero_dse.ops import get_builtin  # noqa: E402

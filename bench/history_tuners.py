@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cost_models.fpga import FpgaModel  # noqa: E402
 from hetero_dse.analysis import analyze  # noqa: E402
-from hetero_dse.board import load_board  # noqa: E402
+from hetero_dse.hardware.board import load_board  # noqa: E402
 from hetero_dse.explore import make_explorer, search  # noqa: E402
 from hetero_dse.fpga_flow import fpga_workload  # noqa: E402
 from hetero_dse.history import Record  # noqa: E402

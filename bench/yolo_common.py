@@ -89,7 +89,7 @@ def metaschedule(op, trials: int, target: dict) -> tuple[float, float]:
     cuda = target["kind"] == "cuda"
     mod = tvm.IRModule({"main": op.prim_func()})
     if cuda:  # MetaSchedule's GPU rules read the device's limits from the target
-        from gpu_cpu.devices import present_gpu
+        from hetero_dse.hardware.gpus import present_gpu
 
         gpu = present_gpu()
         target = {**target, "max_threads_per_block": gpu.max_threads_per_block, "thread_warp_size": 32,

@@ -84,7 +84,7 @@ from cost_models.fpga_kernel import (
 )
 from cost_models.io_bounds import IOBound, compulsory_bytes, io_lower_bound
 from hetero_dse.analysis import dtype_bytes
-from hetero_dse.board import RESOURCE_KINDS
+from hetero_dse.hardware.board import RESOURCE_KINDS
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.space.fpga import FpgaSpace
 

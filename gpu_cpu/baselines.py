@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from hetero_dse.operator import Operator
-from gpu_cpu.host import host_cores
+from hetero_dse.hardware.host import host_cores
 
 
 def _conv(nd: int, transposed: bool) -> Callable[..., Any]:

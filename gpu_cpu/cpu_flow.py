@@ -13,7 +13,7 @@ import numpy as np
 
 from gpu_cpu.measure import check_fits_in_memory, time_torch_isolated
 from gpu_cpu.schedule import apply_cpu, build_cpu, host_target, run_cpu
-from gpu_cpu.space import CpuSpace
+from hetero_dse.space.cpu_gpu import CpuSpace
 from gpu_cpu.tune import TVM_STARTS, tune_cpu
 from gpu_cpu.tuned import Tuned, atomic_directory, tvm_workload
 from hetero_dse import __version__
@@ -90,7 +90,7 @@ def replay(directory: Path) -> dict[str, Any]:
         kind = record["target"]["kind"]
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise HeteroDSEError(f"{path} is not a schedule written by hetero_dse ({exc})") from None
-    from gpu_cpu.devices import present_gpu
+    from hetero_dse.hardware.gpus import present_gpu
     from gpu_cpu.measure import MeasureJob, rebuild_operator
     from gpu_cpu.pipeline import Pipeline
 

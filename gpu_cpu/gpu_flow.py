@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 
 from gpu_cpu.baselines import time_torch_cuda
-from gpu_cpu.devices import GpuDevice, cuda_toolkit, get_device, present_gpu
+from hetero_dse.hardware.gpus import GpuDevice, cuda_toolkit, get_device, present_gpu
 from gpu_cpu.measure import MeasureResult, check_fits_in_memory
 from gpu_cpu.pipeline import Pipeline
-from gpu_cpu.roofline import estimate
+from cost_models.gpu_roofline import estimate
 from gpu_cpu.schedule import ScheduleError, apply_gpu, build_cuda
-from gpu_cpu.space import GpuSpace
+from hetero_dse.space.cpu_gpu import GpuSpace
 from gpu_cpu.tune import TVM_STARTS, candidate_job, tune
 from gpu_cpu.tuned import Tuned, atomic_directory, tvm_workload
 from hetero_dse import __version__

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from gpu_cpu.host import use_host_cores
+from hetero_dse.hardware.host import use_host_cores
 
 #: what a worker runs: (job) -> seconds per run; raising means the candidate failed
 Job = Callable[[Any], float]

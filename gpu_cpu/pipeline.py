@@ -25,7 +25,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from gpu_cpu.host import use_host_cores
+from hetero_dse.hardware.host import use_host_cores
 from gpu_cpu.measure import MeasureJob, MeasureResult, Measurer, error_text
 
 
@@ -38,8 +38,8 @@ def build_job(job: MeasureJob, directory: str) -> str:
     op = rebuild_operator(job.source, job.name, job.params)
     point = Point(job.point)
     if job.target == "cuda":
-        from gpu_cpu.devices import get_device, present_gpu
-        from gpu_cpu.space import GpuSpace
+        from hetero_dse.hardware.gpus import get_device, present_gpu
+        from hetero_dse.space.cpu_gpu import GpuSpace
         from hetero_dse.analysis import analyze
 
         device = present_gpu() or get_device(job.device)

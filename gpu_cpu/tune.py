@@ -17,7 +17,7 @@ import numpy as np
 
 from gpu_cpu.measure import MeasureJob, MeasureResult, Measurer, measure_cpu_job
 from gpu_cpu.pipeline import Pipeline
-from gpu_cpu.space import CpuSpace
+from hetero_dse.space.cpu_gpu import CpuSpace
 from hetero_dse.explore.search import STALE_ROUNDS
 from hetero_dse.history import Record, WorkloadHistory, point_key
 from hetero_dse.operator import Operator

@@ -13,7 +13,7 @@ from cost_models.fpga import FpgaModel
 from cost_models.fpga_costs import ARITHMETIC
 from hetero_dse import __version__
 from hetero_dse.analysis import Analysis, analyze
-from hetero_dse.board import RESOURCE_KINDS, Board
+from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.explore import search
 from hetero_dse.explore.search import MODEL_STARTS, ExplorerSettings, SearchResult

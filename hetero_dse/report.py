@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from hetero_dse import __version__
-from hetero_dse.board import RESOURCE_KINDS
+from hetero_dse.hardware.board import RESOURCE_KINDS
 from hetero_dse.fpga_flow import Exploration
 from hetero_dse.units import fmt_bytes, fmt_seconds
 
@@ -220,7 +220,7 @@ def gpu_markdown(gpu: Sequence[dict[str, Any]]) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     if any(r["estimate"] for r in gpu):
         lines += ["", "Estimates: no GPU on this machine. The time is the roofline model of the named device "
-                  "(`gpu_cpu/roofline.py`: FP32 peak with issue, lane and FMA-latency losses; DRAM, L2 and "
+                  "(`cost_models/gpu_roofline.py`: FP32 peak with issue, lane and FMA-latency losses; DRAM, L2 and "
                   "shared-memory traffic), not a measurement; the CUDA source was generated and compiled by nvcc "
                   "but not run, and no library baseline was taken."]
     return "\n".join(lines + [""])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from hetero_dse.board import RESOURCE_KINDS, board_names, list_boards, load_board
+from hetero_dse.hardware.board import RESOURCE_KINDS, board_names, list_boards, load_board
 from hetero_dse.errors import BoardError
 from hetero_dse.resources import data_dir
 

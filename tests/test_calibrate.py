@@ -11,7 +11,7 @@ import pytest
 from cost_models.calibration import Calibration, CalibrationError
 from cost_models.fpga import FpgaModel
 from hetero_dse.analysis import analyze
-from hetero_dse.board import load_board
+from hetero_dse.hardware.board import load_board
 from hetero_dse.hls.calibrate import fit, observations
 from hetero_dse.ops import get_builtin
 from hetero_dse.space.fpga import FpgaSpace

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from hetero_dse.analysis import analyze
-from hetero_dse.board import load_board
+from hetero_dse.hardware.board import load_board
 from hetero_dse.ops import get_builtin
 
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="C-simulation needs g++")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpu_cpu.devices import get_device
-from gpu_cpu.space import CpuSpace, GpuSpace
+from hetero_dse.hardware.gpus import get_device
+from hetero_dse.space.cpu_gpu import CpuSpace, GpuSpace
 from hetero_dse.analysis import analyze
-from hetero_dse.board import load_board
+from hetero_dse.hardware.board import load_board
 from hetero_dse.explore.search import make_explorer
 from hetero_dse.ops import get_builtin
 from hetero_dse.space.fpga import FpgaSpace

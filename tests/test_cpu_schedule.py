@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gpu_cpu.schedule import apply_cpu, build_cpu, run_cpu
-from gpu_cpu.space import CpuSpace, factorizations
+from hetero_dse.space.cpu_gpu import CpuSpace, factorizations
 from hetero_dse.analysis import analyze
 from hetero_dse.ops import BUILTIN, get_builtin
 from hetero_dse.space.fpga import SpaceError
@@ -97,8 +97,8 @@ def test_a_point_read_back_with_its_knobs_in_another_order_schedules_the_same_lo
     # a JSON tool may sort an object's keys (jq -S, PostgreSQL's jsonb); each split belongs to its loop by
     # name, so C2's k=(4,3,2,8) must not land on i or j
     from gpu_cpu.schedule import apply_gpu
-    from gpu_cpu.devices import get_device
-    from gpu_cpu.space import GpuSpace
+    from hetero_dse.hardware.gpus import get_device
+    from hetero_dse.space.cpu_gpu import GpuSpace
     from hetero_dse.space.point import Point
 
     op = get_builtin("conv2d").instantiate(shape="yolo:C2")
@@ -146,8 +146,8 @@ def test_every_explorer_measures_the_default_point_in_its_first_round(name):
 
 
 def test_a_gpu_space_has_no_default_point():
-    from gpu_cpu.devices import get_device
-    from gpu_cpu.space import GpuSpace
+    from hetero_dse.hardware.gpus import get_device
+    from hetero_dse.space.cpu_gpu import GpuSpace
 
     space = GpuSpace(analyze(get_builtin("conv2d").instantiate(shape="yolo:C2")), get_device("h100"))
     assert space.default_point() is None

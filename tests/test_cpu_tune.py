@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpu_cpu.measure import MeasureResult
-from gpu_cpu.space import CpuSpace
+from hetero_dse.space.cpu_gpu import CpuSpace
 from gpu_cpu.tune import tune_cpu
 from hetero_dse.analysis import analyze
 from hetero_dse.explore.annealing import SimulatedAnnealing

@@ -7,7 +7,7 @@ import pytest
 
 from cost_models.fpga import FpgaModel
 from hetero_dse.analysis import analyze
-from hetero_dse.board import load_board
+from hetero_dse.hardware.board import load_board
 from hetero_dse.explore import Exhaustive, PMethod, RandomSearch, SimulatedAnnealing, search
 from hetero_dse.explore.gga import GuidedGA
 from hetero_dse.explore.qlearning import QMethod

@@ -9,7 +9,7 @@ from cost_models.fpga import FpgaModel
 from cost_models.io_bounds import io_lower_bound
 from hetero_dse.analysis.window import conv_window
 from hetero_dse.analysis import analyze
-from hetero_dse.board import load_board
+from hetero_dse.hardware.board import load_board
 from hetero_dse.ops import get_builtin
 from hetero_dse.space.fpga import FpgaSpace
 from hetero_dse.space.point import Point

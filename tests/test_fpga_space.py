@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from hetero_dse.analysis import analyze
-from hetero_dse.board import load_board
+from hetero_dse.hardware.board import load_board
 from hetero_dse.loader import load_operators
 from hetero_dse.ops import BUILTIN, get_builtin
 from hetero_dse.space.fpga import FpgaSpace, SpaceError, SpaceOptions, tile_candidates

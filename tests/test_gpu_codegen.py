@@ -10,9 +10,9 @@ import zlib
 import numpy as np
 import pytest
 
-from gpu_cpu.devices import get_device
+from hetero_dse.hardware.gpus import get_device
 from gpu_cpu.schedule import apply_gpu, build_cuda
-from gpu_cpu.space import GpuSpace
+from hetero_dse.space.cpu_gpu import GpuSpace
 from hetero_dse.analysis import analyze
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.ops import BUILTIN, get_builtin

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from gpu_cpu.devices import get_device
-from gpu_cpu.roofline import LAUNCH_S, estimate
-from gpu_cpu.space import GpuSpace
+from hetero_dse.hardware.gpus import get_device
+from cost_models.gpu_roofline import LAUNCH_S, estimate
+from hetero_dse.space.cpu_gpu import GpuSpace
 from hetero_dse.analysis import analyze
 from hetero_dse.ops import get_builtin
 from hetero_dse.space.point import Point
@@ -97,7 +97,7 @@ def test_gpu_target_without_cuda_toolkit_says_so(cli, tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
-    monkeypatch.setattr("gpu_cpu.devices.DEFAULT_CUDA_HOME", str(tmp_path / "no-cuda"))
+    monkeypatch.setattr("hetero_dse.hardware.gpus.DEFAULT_CUDA_HOME", str(tmp_path / "no-cuda"))
     r = cli("explore", "--op", "gemm", "--shape", "small:s1", "--target", "gpu", "--out", tmp_path / "o")
     assert r.code == 1 and "needs the CUDA toolkit" in r.err and "Traceback" not in r.err
     assert not (tmp_path / "o").exists()

@@ -13,7 +13,7 @@ from hetero_dse.ops import get_builtin
 
 @pytest.fixture(scope="module")
 def gpu():
-    from gpu_cpu.devices import present_gpu
+    from hetero_dse.hardware.gpus import present_gpu
 
     device = present_gpu()
     if device is None:
@@ -44,7 +44,7 @@ def test_a_wrong_kernel_is_a_failed_trial_on_the_gpu(gpu):
 
     from gpu_cpu.measure import MeasureJob, check_and_time
     from gpu_cpu.schedule import apply_gpu, build_cuda
-    from gpu_cpu.space import GpuSpace
+    from hetero_dse.space.cpu_gpu import GpuSpace
     from hetero_dse.analysis import analyze
 
     op = get_builtin("gemm").instantiate({"M": 64, "N": 64, "K": 64})

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from gpu_cpu.measure import MeasureResult
-from gpu_cpu.space import CpuSpace
+from hetero_dse.space.cpu_gpu import CpuSpace
 from gpu_cpu.tune import tune
 from hetero_dse.analysis import analyze
 from hetero_dse.explore import make_explorer

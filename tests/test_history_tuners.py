@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from cost_models.fpga import FpgaModel
-from gpu_cpu.space import CpuSpace
+from hetero_dse.space.cpu_gpu import CpuSpace
 from hetero_dse.analysis import analyze
-from hetero_dse.board import load_board
+from hetero_dse.hardware.board import load_board
 from hetero_dse.explore import search
 from hetero_dse.explore.gga import GuidedGA
 from hetero_dse.explore.search import make_explorer, resolve_auto

@@ -14,7 +14,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from hetero_dse.board import load_board
+from hetero_dse.hardware.board import load_board
 from hetero_dse.fpga_flow import explore
 from hetero_dse.hls.csim import csim
 from hetero_dse.hls.lint import LintError, lint

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from gpu_cpu.measure import MeasureJob, Measurer, measure_cpu_job
-from gpu_cpu.space import CpuSpace
+from hetero_dse.space.cpu_gpu import CpuSpace
 from hetero_dse.analysis import analyze
 from hetero_dse.ops import get_builtin
 
@@ -178,7 +178,7 @@ def test_tvm_runs_parallel_loops_on_every_physical_core():
     # TVM's own default is half the logical CPUs on x86 (it assumes hyper-threads): on a machine without
     # SMT that measured every schedule on half the cores against torch on all of them. Importing gpu_cpu
     # sets nothing; making a measurer does.
-    from gpu_cpu.host import host_cores
+    from hetero_dse.hardware.host import host_cores
 
     assert 1 <= host_cores() <= os.cpu_count()
     env = {k: v for k, v in os.environ.items() if k not in ("TVM_NUM_THREADS", "OMP_NUM_THREADS")}

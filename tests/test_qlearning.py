@@ -8,10 +8,10 @@ import pytest
 
 from cost_models.fpga import FpgaModel
 from gpu_cpu.measure import MeasureResult
-from gpu_cpu.space import CpuSpace
+from hetero_dse.space.cpu_gpu import CpuSpace
 from gpu_cpu.tune import tune
 from hetero_dse.analysis import analyze
-from hetero_dse.board import load_board
+from hetero_dse.hardware.board import load_board
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.explore import make_explorer, search
 from hetero_dse.explore.qlearning import QMethod

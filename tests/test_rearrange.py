@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from gpu_cpu.space import CpuSpace, factorizations
+from hetero_dse.space.cpu_gpu import CpuSpace, factorizations
 from hetero_dse.analysis import analyze
-from hetero_dse.board import load_board
+from hetero_dse.hardware.board import load_board
 from hetero_dse.ops import get_builtin
 from hetero_dse.space.fpga import FpgaSpace
 from hetero_dse.space.rearrange import Knob, Neighbourhood, split_steps

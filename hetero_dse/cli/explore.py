@@ -127,7 +127,7 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
       hetero_dse explore --op conv2d --shape yolo:C8 --target cpu --trials 64
       hetero_dse explore --op gemm --target gpu --gpu v100    (roofline estimate without a GPU)
     """
-    from hetero_dse.board import load_board
+    from hetero_dse.hardware.board import load_board
     from hetero_dse.analysis import analyze
     from hetero_dse.cli.render import cpu_table, explorations_table, gpu_table
     from hetero_dse.cli.targets import resolve_operators
@@ -148,7 +148,7 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
         raise HeteroDSEError("the exhaustive explorer enumerates FPGA spaces only; CPU and GPU schedules are "
                              "measured one by one: choose --explorer q, p, sa, random, gga or tl")
     if "gpu" in wanted:
-        from gpu_cpu.devices import cuda_toolkit
+        from hetero_dse.hardware.gpus import cuda_toolkit
 
         cuda_toolkit()
     operators = resolve_operators(op_file, builtin, shape, params, name)

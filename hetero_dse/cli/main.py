@@ -57,7 +57,7 @@ def analyze(op_file: str | None, builtin: str | None, shape: str | None, params:
 @click.argument("board", required=False)
 def boards(board: str | None) -> None:
     """List the FPGA boards, or show one (a name or the path of a board YAML file) with its sources."""
-    from hetero_dse.board import list_boards, load_board
+    from hetero_dse.hardware.board import list_boards, load_board
     from hetero_dse.cli.render import board_detail, boards_table
 
     console.print(board_detail(load_board(board)) if board else boards_table(list_boards()))

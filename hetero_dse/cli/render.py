@@ -6,7 +6,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hetero_dse.analysis import Analysis
-from hetero_dse.board import RESOURCE_KINDS, Board
+from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 from hetero_dse.operator import OperatorDef
 from hetero_dse.ops import ABBREVIATIONS
 from hetero_dse.units import si

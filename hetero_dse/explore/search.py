@@ -20,6 +20,7 @@ from hetero_dse.explore.base import Explorer
 from hetero_dse.explore.directional import PMethod, RandomSearch
 from hetero_dse.explore.exhaustive import Exhaustive
 from hetero_dse.history.match import MATCH_THRESHOLD, Prior
+from hetero_dse.space.base import Enumerable
 from hetero_dse.space.fpga import FpgaSpace
 
 #: Spaces with at most this many valid points (upper bound) are searched exhaustively by ``auto``.
@@ -107,7 +108,7 @@ def resolve_auto(name: str, space, exhaustive_limit: int | None = EXHAUSTIVE_LIM
         raise HeteroDSEError(f"unknown explorer {name!r}; choose one of {', '.join(EXPLORERS)}")
     if name != "auto":
         return name
-    small = exhaustive_limit is not None and hasattr(space, "enumerate") and space.pruned_size() <= exhaustive_limit
+    small = exhaustive_limit is not None and isinstance(space, Enumerable) and space.pruned_size() <= exhaustive_limit
     if small:
         return "exhaustive"
     if prior is not None and len(prior):
@@ -124,7 +125,7 @@ def make_explorer(name: str, space, seed: int, *, starts: int | None = None, gam
     ``prior``: the history the guided GA starts from and transfer learning learns from (None: none)."""
     name = resolve_auto(name, space, exhaustive_limit, auto, prior)
     if name == "exhaustive":
-        if not hasattr(space, "enumerate"):
+        if not isinstance(space, Enumerable):
             raise HeteroDSEError("the exhaustive explorer needs a space that can be enumerated (FPGA); "
                                  "choose q, p, sa or random")
         return Exhaustive(space)

@@ -16,7 +16,7 @@ from typing import Any
 from cost_models.fpga import accumulator_dtype
 from hetero_dse.analysis import Access, Analysis
 from hetero_dse.analysis.expr import kind, to_affine
-from hetero_dse.board import Board
+from hetero_dse.hardware.board import Board
 from hetero_dse.hls.cexpr import CodegenError, CPrinter, c_type, identifier
 from hetero_dse.hls.ports import add_guard_words, ddr_port, flat_index, word_loops
 from hetero_dse.operator import Operator

@@ -17,7 +17,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from hetero_dse import __version__
 from hetero_dse.analysis import Analysis
-from hetero_dse.board import RESOURCE_KINDS, Board
+from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hls.context import build_context
 from hetero_dse.hls.lint import LintError, lint

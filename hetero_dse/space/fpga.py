@@ -43,18 +43,14 @@ import numpy as np
 
 from hetero_dse.analysis.window import conv_window
 from hetero_dse.analysis import Access, Analysis, Loop, dtype_bytes
-from hetero_dse.board import Board
-from hetero_dse.errors import HeteroDSEError
+from hetero_dse.hardware.board import Board
 from hetero_dse.ops._common import accumulator
+from hetero_dse.space.base import SpaceError, divisors
 from hetero_dse.space.encoding import row_keys
 from hetero_dse.space.point import Point
 from hetero_dse.space.rearrange import Knob, Neighbourhood, nearest_factors, nearest_valid, random_neighbours
 
 __all__ = ["FpgaSpace", "SpaceError", "SpaceOptions", "divisors", "tile_candidates"]
-
-
-class SpaceError(HeteroDSEError):
-    """A point outside its space, or a space that cannot be built."""
 
 
 @dataclass(frozen=True)
@@ -66,10 +62,6 @@ class SpaceOptions:
     padding_waste: float = 0.25
     io_optimal: bool = False  # keep conv tiles with x·y within a factor io_slack of R·z
     io_slack: float = 4.0
-
-
-def divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 def tile_candidates(extent: int, padding_waste: float) -> list[int]:

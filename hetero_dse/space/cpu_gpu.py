@@ -35,13 +35,13 @@ from functools import cache, cached_property
 
 import numpy as np
 
-from gpu_cpu.devices import GpuDevice
+from hetero_dse.hardware.gpus import GpuDevice
 from hetero_dse.analysis import Analysis
 from hetero_dse.space.encoding import row_keys
-from hetero_dse.space.fpga import SpaceError, divisors
+from hetero_dse.space.base import SpaceError, divisors
 from hetero_dse.space.point import Point
 from hetero_dse.space.rearrange import Knob, Neighbourhood, nearest_factors, nearest_valid, random_neighbours
-from gpu_cpu.host import host_cores
+from hetero_dse.hardware.host import host_cores
 
 SPATIAL_LEVELS = 4
 REDUCE_LEVELS = 3

@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from gpu_cpu.devices import GpuDevice
-from gpu_cpu.space import GpuSpace
+from hetero_dse.hardware.gpus import GpuDevice
+from hetero_dse.space.cpu_gpu import GpuSpace
 from hetero_dse.space.point import Point
 
 LAUNCH_S = 3e-6            # kernel launch and tail, a typical measured floor for one small CUDA kernel

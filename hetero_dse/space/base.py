@@ -1,0 +1,60 @@
+"""What every design space is: a :class:`Space` (the protocol the search loop, the explorers and the
+contract kit rely on), :class:`Enumerable` for the spaces small enough to walk whole, and the pieces the
+FPGA and CPU/GPU spaces share."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from hetero_dse.errors import HeteroDSEError
+from hetero_dse.space.point import Point
+
+__all__ = ["Enumerable", "Space", "SpaceError", "divisors"]
+
+
+class SpaceError(HeteroDSEError):
+    """A point outside its space, or a space that cannot be built."""
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+class Space(Protocol):
+    """Points encoded as integer rows, one column per knob (the index of its value)."""
+
+    cardinalities: np.ndarray
+
+    @property
+    def num_knobs(self) -> int: ...
+
+    def keys(self, rows: np.ndarray) -> np.ndarray:
+        """One integer per row, equal for equal rows."""
+
+    def valid(self, rows: np.ndarray) -> np.ndarray:
+        """Which rows obey the space's rules."""
+
+    def sample(self, count: int, rng: np.random.Generator) -> np.ndarray:
+        """``count`` valid rows."""
+
+    def decode(self, row: np.ndarray) -> Point: ...
+
+    def encode(self, point: Point) -> np.ndarray: ...
+
+    def neighbours(self, rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """One valid neighbour per row along FlexTensor's rearranged directions."""
+
+    def adapt(self, point: Point) -> np.ndarray | None:
+        """The row nearest ``point``, a point of the same operator at other extents."""
+
+
+@runtime_checkable
+class Enumerable(Protocol):
+    """A space the exhaustive explorer can walk whole."""
+
+    def enumerate(self, chunk: int = ...) -> Iterator[np.ndarray]: ...
+
+    def pruned_size(self) -> int: ...
