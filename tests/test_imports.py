@@ -94,9 +94,12 @@ def test_cost_models_never_import_the_engine_above_them():
     assert _violations(("cost_models",), forbidden) == []
 
 
-def test_the_hls_generator_and_the_analysis_never_import_the_tvm_backend():
-    assert _violations(("hetero_dse.hls", "hetero_dse.analysis", "hetero_dse.space.fpga", "hetero_dse.reference"),
-                       ("gpu_cpu",)) == []
+def test_the_engine_below_the_flows_never_imports_the_tvm_backend():
+    """Spaces, hardware, analysis, explorers, history, the HLS generator and the reference are the engine's
+    lower layers: the TVM backend (gpu_cpu) sits above them."""
+    lower = ("hetero_dse.hls", "hetero_dse.analysis", "hetero_dse.space", "hetero_dse.reference",
+             "hetero_dse.hardware", "hetero_dse.explore", "hetero_dse.history", "hetero_dse.testing")
+    assert _violations(lower, ("gpu_cpu",)) == []
 
 
 def test_the_tvm_backend_never_imports_the_cli_or_the_fpga_flow():
