@@ -151,3 +151,16 @@ def test_a_gpu_space_has_no_default_point():
 
     space = GpuSpace(analyze(get_builtin("conv2d").instantiate(shape="yolo:C2")), get_device("h100"))
     assert space.default_point() is None
+
+
+def test_the_soft_rules_are_decided_once_when_the_space_is_made():
+    """A space is a value: whether it keeps its soft rules (wishes a small operator may not meet) is decided
+    from seeded draws when it is made, the same for the same operator, and sampling never changes it."""
+    analysis = analyze(get_builtin("gemm").instantiate({"M": 2, "N": 2, "K": 2}))
+    space = CpuSpace(analysis, vector_bits=512)
+    assert space.soft_rules is False  # 2x2 has too little work for the cores and the FMA pipelines
+    assert CpuSpace(analysis, vector_bits=512).soft_rules is space.soft_rules
+    big = CpuSpace(analyze(get_builtin("conv2d").instantiate(shape="yolo:C2")), vector_bits=512)
+    assert big.soft_rules is True
+    big.sample(32, np.random.default_rng(0))
+    assert big.soft_rules is True and CpuSpace(analysis, vector_bits=512, soft_rules=True).soft_rules is True

@@ -77,17 +77,22 @@ def factorizations(extent: int, parts: int) -> tuple[tuple[int, ...], ...]:
     return tuple((d, *rest) for d in divisors(extent) for rest in factorizations(extent // d, parts - 1))
 
 
+#: Seeded draws that decide whether a space keeps its soft rules (a small operator may meet none with them).
+SOFT_RULE_DRAWS = 400
+
+
 class CpuSpace:
     """Multi-level tiling schedules of one operator's main node on a CPU."""
 
     def __init__(self, analysis: Analysis, spatial_levels: int = SPATIAL_LEVELS, reduce_levels: int = REDUCE_LEVELS,
-                 unroll_steps: Sequence[int] = UNROLL_STEPS, vector_bits: int | None = None) -> None:
+                 unroll_steps: Sequence[int] = UNROLL_STEPS, vector_bits: int | None = None,
+                 soft_rules: bool | None = None) -> None:
         self.analysis = analysis
         bits = vector_bits or host_vector_bits()
         self.lanes = max(1, bits // (8 * analysis.write.bytes_per_element))
         self.max_accumulators = 28 if bits >= 512 else 12  # of 32 / 16 vector registers, operands aside
         self.cores = host_cores()
-        self.soft_rules = True
+        self.soft_rules = True  # decided below, once: a space is a value, never changed by drawing from it
         spatial = [lp.extent for lp in analysis.main.spatial]
         self._most_parallel = math.prod(spatial)
         self._most_accumulators = {lp.name: math.ceil(lp.extent / self.lanes) * math.prod(spatial) // lp.extent
@@ -104,6 +109,13 @@ class CpuSpace:
         self.knob_names = [f"split.{n}" for n in self.loop_names] + list(self.choices)
         self.cardinalities = np.array([len(s) for s in self.splits] + [len(v) for v in self.choices.values()],
                                       dtype=np.int64)
+        self.soft_rules = self._soft_rules_hold() if soft_rules is None else soft_rules
+
+    def _soft_rules_hold(self, draws: int = SOFT_RULE_DRAWS) -> bool:
+        """Whether the soft rules (wishes a small operator cannot always meet together) leave any point:
+        a fixed number of seeded draws, so the same operator always gets the same space."""
+        rng = np.random.default_rng(0)
+        return any(not self.violations(self.decode(self._draw(rng))) for _ in range(draws))
 
     def _fixed_choices(self) -> dict[str, tuple[object, ...]]:
         producers = len(self.analysis.nodes) > 1
@@ -228,12 +240,9 @@ class CpuSpace:
         return None if self.violations(point) else point
 
     def sample(self, count: int, rng: np.random.Generator) -> np.ndarray:
-        """Points of the pruned space (rejection sampling; the soft rules are dropped for good when they
-        leave no point)."""
+        """Points of the pruned space (rejection sampling)."""
         rows: list[np.ndarray] = []
-        for attempt in range(200 * count):
-            if attempt == 100 * count and not rows and self.soft_rules:
-                self.soft_rules = False
+        for _ in range(200 * count):
             row = self._draw(rng)
             if not self.violations(self.decode(row)):
                 rows.append(row)
@@ -325,7 +334,7 @@ class GpuSpace(CpuSpace):
 
     def __init__(self, analysis: Analysis, device: GpuDevice, **kwargs: object) -> None:
         self.device = device
-        super().__init__(analysis, **kwargs)  # type: ignore[arg-type]
+        super().__init__(analysis, soft_rules=False, **kwargs)  # type: ignore[arg-type]  # its limits are hard
 
     def _fixed_choices(self) -> dict[str, tuple[object, ...]]:
         return {}  # one order (blocks, vthreads, threads, reduce, registers); producers always inlined

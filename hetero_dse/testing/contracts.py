@@ -2,8 +2,9 @@
 implementation, so a new one cannot skip it). Each check raises ``AssertionError`` naming what broke.
 
 * **Space**: what ``sample`` draws is ``valid``; ``decode`` then ``encode`` gives the row back; ``valid``
-  answers the same for the same rows; ``neighbours`` stay valid; equal rows have equal ``keys`` and distinct
-  rows distinct keys; ``adapt`` of a point to its own space is that point's row.
+  answers the same for the same rows, before and after sampling (a space is a value); ``neighbours`` stay
+  valid; equal rows have equal ``keys`` and distinct rows distinct keys; ``adapt`` of a point to its own space
+  is that point's row.
 * **Explorer** over a space and an objective: every proposal is valid; the same seed proposes the same
   sequence.
 """
@@ -33,6 +34,9 @@ def space_contract(space: Any, seed: int = 0, count: int = 48) -> None:
     mixed = np.concatenate([rows, rng.integers(0, np.asarray(space.cardinalities), size=rows.shape)])
     first, again = space.valid(mixed), space.valid(mixed[::-1])[::-1]
     _require(bool(np.array_equal(first, again)), "valid() answers differently for the same rows")
+    # a space is a value: drawing from it changes nothing it answers
+    space.sample(count, np.random.default_rng(seed + 1))
+    _require(bool(np.array_equal(space.valid(mixed), first)), "sampling changed which rows are valid")
     for row in rows[:16]:
         back = space.encode(space.decode(row))
         _require(bool(np.array_equal(back, row)), f"encode(decode(row)) is {back.tolist()}, not {row.tolist()}")
