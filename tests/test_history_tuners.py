@@ -306,13 +306,15 @@ def test_feature_importance_is_a_moving_average_of_split_counts(board):
     tl = TransferLearning(target, seed=0, prior=prior, smoothing=0.7)
     width = tl.history_x.shape[1]
 
-    class Fake:
+    class Fake:  # a fit whose trees split on feature i counts[i] times (LearnedCostModel.importance)
         def __init__(self, counts):
             self.counts = counts
 
-        def get_score(self, importance_type):
-            assert importance_type == "weight"
-            return {f"f{i}": c for i, c in self.counts.items()}
+        def importance(self):
+            out = np.zeros(width)
+            for i, c in self.counts.items():
+                out[i] = c
+            return out / out.sum()
 
     tl.importance = None
     tl._smooth(Fake({0: 3, 2: 1}))
@@ -347,3 +349,15 @@ def test_auto_picks_gga_or_tl_by_the_match_score(board):
     assert resolve_auto("auto", space, None, "q", distant, match_threshold=0.5) == "gga"
     assert resolve_auto("auto", space, None, "q", Prior(loops)) == "q"
     assert resolve_auto("auto", space, None, "q", None) == "q"
+
+
+def test_the_learned_cost_model_splits_on_the_feature_that_matters():
+    from cost_models.learned import LearnedCostModel
+
+    rng = np.random.default_rng(0)
+    x = rng.random((200, 4))
+    y = 3 * x[:, 2] + 0.01 * rng.random(200)
+    model = LearnedCostModel(x, y, seed=0)
+    importance = model.importance()
+    assert importance.sum() == pytest.approx(1.0) and int(np.argmax(importance)) == 2
+    assert np.corrcoef(model.predict(x), y)[0, 1] > 0.95

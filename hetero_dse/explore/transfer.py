@@ -18,13 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from cost_models.learned import LearnedCostModel
 from hetero_dse.explore.base import first_round
 from hetero_dse.history.match import Prior
-
-#: XGBoost settings: small trees, quickly fitted every round on at most a few hundred rows
-XGB_PARAMS = {"max_depth": 6, "eta": 0.15, "subsample": 0.9, "min_child_weight": 1.0, "tree_method": "hist",
-              "nthread": 1, "objective": "reg:squarederror"}
-XGB_ROUNDS = 120
 
 
 class TransferLearning:
@@ -73,9 +69,7 @@ class TransferLearning:
         pool = self._pool()
         if not len(pool):
             return None
-        import xgboost
-
-        predicted = self.model.predict(xgboost.DMatrix(self.features(pool)))
+        predicted = self.model.predict(self.features(pool))
         explore = int(round(self.explore * self.batch))
         order = np.argsort(-predicted, kind="stable")
         chosen = order[: self.batch - explore]
@@ -142,8 +136,6 @@ class TransferLearning:
         return np.argsort(distance, kind="stable")[: self.keep]
 
     def _fit(self) -> None:
-        import xgboost
-
         chosen = self.history_filter()
         x = [self.history_x[chosen]]
         y = [self.history_y[chosen]]
@@ -155,19 +147,15 @@ class TransferLearning:
         x_all, y_all = np.concatenate(x), np.concatenate(y)
         if not len(x_all):
             return
-        model = xgboost.train({**XGB_PARAMS, "seed": self.seed}, xgboost.DMatrix(x_all, label=y_all),
-                              num_boost_round=XGB_ROUNDS)
+        model = LearnedCostModel(x_all, y_all, seed=self.seed)
         self.model = model
         self._smooth(model)
 
-    def _smooth(self, model) -> None:
+    def _smooth(self, model: LearnedCostModel) -> None:
         """Fold the fit's split counts into the moving average of feature importance."""
-        counts = np.zeros(self.history_x.shape[1])
-        for name, value in model.get_score(importance_type="weight").items():
-            counts[int(name.removeprefix("f"))] = value
+        counts = model.importance()
         if counts.sum() == 0:
             return
-        counts /= counts.sum()
         if self.importance is None:
             self.importance = counts
         else:
