@@ -22,8 +22,10 @@ def test_operators_without_a_library_call():
 
 
 def test_timing_is_positive_and_scales_with_work():
-    small = time_torch_cpu(get_builtin("gemm").instantiate({"M": 64, "N": 64, "K": 64}), repeat=3,
-                           min_seconds=0.05)
-    large = time_torch_cpu(get_builtin("gemm").instantiate({"M": 512, "N": 512, "K": 512}), repeat=3,
-                           min_seconds=0.05)
+    # the least of three timings each: a small call shares two cores with whatever else runs, and torch's
+    # threads waiting on a busy core can make one timing 100x too slow (seen when other tests ran beside it)
+    small = min(time_torch_cpu(get_builtin("gemm").instantiate({"M": 64, "N": 64, "K": 64}), repeat=3,
+                               min_seconds=0.05) for _ in range(3))
+    large = min(time_torch_cpu(get_builtin("gemm").instantiate({"M": 512, "N": 512, "K": 512}), repeat=3,
+                               min_seconds=0.05) for _ in range(3))
     assert 0 < small < large
