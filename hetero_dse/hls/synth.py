@@ -162,8 +162,8 @@ def run_job(job: SynthJob) -> dict[str, Any]:
     status = "ok"
     with open(log_path, "w") as log:
         try:
-            proc = subprocess.Popen(job.tool.command(), cwd=project, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                    start_new_session=True, preexec_fn=_die_with_parent)
+            proc = subprocess.Popen(_die_with_parent(job.tool.command()), cwd=project, stdout=log,
+                                    stderr=subprocess.STDOUT, env=env, start_new_session=True)
         except OSError as exc:
             return {"status": "failed", "reason": f"could not start {job.tool.path}: {exc.strerror}",
                     "wall_s": 0.0, "log_tail": ""}
@@ -190,15 +190,13 @@ def run_job(job: SynthJob) -> dict[str, Any]:
     return result
 
 
-def _die_with_parent() -> None:
-    """In the tool's process, before it starts (Linux): be sent SIGTERM when the worker that started it is
-    gone, so that closing a cluster (Ctrl-C) or losing a worker never leaves a synthesis running unowned."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+def _die_with_parent(command: list[str]) -> list[str]:
+    """``command`` run so that it is sent SIGTERM when the worker that started it is gone (Linux's parent
+    death signal, set by util-linux's ``setpriv`` before it execs the tool; a ``preexec_fn`` would not be
+    safe in a Dask worker's threads): closing a cluster (Ctrl-C) or losing a worker never leaves a
+    synthesis running unowned. Without ``setpriv`` the tool is stopped when the worker exits normally."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "TERM", "--", *command] if setpriv else command
 
 
 def _kill(proc: subprocess.Popen) -> None:
