@@ -18,8 +18,8 @@ import numpy as np
 from gpu_cpu.measure import MeasureJob, MeasureResult, Measurer, measure_cpu_job
 from gpu_cpu.pipeline import Pipeline
 from hetero_dse.space.cpu_gpu import CpuSpace
-from hetero_dse.explore.search import STALE_ROUNDS
-from hetero_dse.history import Record, WorkloadHistory, point_key
+from hetero_dse.explore.loop import Evaluation, run_search
+from hetero_dse.history import WorkloadHistory, point_key
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
 
@@ -76,79 +76,56 @@ def candidate_job(op: Operator, source: str, point: Point, best: float | None, t
                       cutoff_s=None if best is None else CUTOFF * best)
 
 
-def _answers(history: WorkloadHistory, fresh: dict[int, Point]) -> dict[int, Record]:
-    """The stored records of the points in ``fresh``, by the same keys."""
-    stored = history.known(fresh.values())
-    keys = {key: point_key(p) for key, p in fresh.items()}
-    return {key: stored[pk] for key, pk in keys.items() if pk in stored}
+class MeasuredEvaluator:
+    """Measured trials as an evaluator of the one search loop: each point answered from the history database
+    where it holds it, measured otherwise (``evaluate(points, best seconds)`` yields the results in order,
+    building ahead as it likes) and stored there the moment it is measured; the trials kept in order."""
+
+    def __init__(self, space: Any, evaluate: Callable[[list[Point], float | None], Iterable[MeasureResult]],
+                 history: WorkloadHistory | None = None,
+                 progress: Callable[[int, float | None], None] | None = None) -> None:
+        self.space, self.measure, self.history, self.progress = space, evaluate, history, progress
+        self.result = TuneResult()
+
+    def evaluate(self, rows: np.ndarray, best: float | None, deadline: float | None) -> Evaluation:
+        points = [self.space.decode(row) for row in rows]
+        answers = self.history.known(points) if self.history is not None else {}
+        answers = {i: answers[point_key(p)] for i, p in enumerate(points) if point_key(p) in answers}
+        results = iter(self.measure([p for i, p in enumerate(points) if i not in answers], best))
+        objective = []
+        for i, point in enumerate(points):
+            old = answers.get(i)
+            if old is not None:
+                measured = MeasureResult(old.seconds, old.error)
+                self.result.answered += 1
+            else:
+                measured = next(results)
+                if self.history is not None:
+                    self.history.add(point, measured.seconds, measured.error)
+            self.result.trials.append(Trial(point, measured))
+            objective.append(measured.seconds if measured.ok else float("inf"))
+            if self.progress is not None:
+                fastest = self.result.best
+                self.progress(len(self.result.trials), fastest.result.seconds if fastest else None)
+            if deadline is not None and time.perf_counter() >= deadline:
+                break
+        return Evaluation(np.array(objective, dtype=np.float64))
 
 
 def tune(space: Any, explorer: Any, evaluate: Callable[[list[Point], float | None], Iterable[MeasureResult]], *,
          trials: int = 32, time_budget_s: float | None = None, patience: int | None = None,
          progress: Callable[[int, float | None], None] | None = None,
          history: WorkloadHistory | None = None) -> TuneResult:
-    """Evaluate up to ``trials`` distinct points proposed by ``explorer``, stopping early when ``patience``
-    rounds bring no faster point. ``evaluate`` takes the new points of one proposal and the best seconds so
-    far, and yields their results in order (so it may build ahead); it never raises for a bad candidate (it
-    yields a failed result). With a ``history``, points it holds are answered from it (they count as trials
-    but are not measured again) and every new result is stored there as soon as it is measured, so a run
-    killed at any point resumes where it stopped."""
-    result = TuneResult(explorer=getattr(explorer, "name", type(explorer).__name__))
-    seen: dict[int, float] = {}
-    start = time.perf_counter()
-    stale = since_better = 0
-
-    def out_of_time() -> bool:
-        return time_budget_s is not None and time.perf_counter() - start >= time_budget_s
-
-    try:
-        while len(result.trials) < trials and not out_of_time():
-            proposal = explorer.propose()
-            if proposal is None:
-                break
-            proposal = np.atleast_2d(np.asarray(proposal, dtype=np.int64))
-            keys = [int(k) for k in space.keys(proposal)]
-            fresh: dict[int, Point] = {}
-            for row, key in zip(proposal, keys, strict=True):
-                if key not in seen and key not in fresh and len(result.trials) + len(fresh) < trials:
-                    fresh[key] = space.decode(row)
-            best = result.best
-            before = best.result.seconds if best else float("inf")
-            answers = _answers(history, fresh) if history is not None else {}
-            to_measure = [p for k, p in fresh.items() if k not in answers]
-            results = iter(evaluate(to_measure, None if best is None else before))
-            for key, point in fresh.items():
-                old = answers.get(key)
-                if old is not None:
-                    measured = MeasureResult(old.seconds, old.error)
-                    result.answered += 1
-                else:
-                    measured = next(results)
-                    if history is not None:
-                        history.add(point, measured.seconds, measured.error)
-                result.trials.append(Trial(point, measured))
-                seen[key] = measured.seconds if measured.ok else float("inf")
-                if progress is not None:
-                    best = result.best
-                    progress(len(result.trials), best.result.seconds if best else None)
-                if out_of_time():
-                    break
-            if any(k not in seen for k in keys):
-                # rows past the trial or time budget were never measured; the search ends here, and an
-                # explorer told they failed would learn from it (the Q-method's reward −1, kept in its
-                # saved state): tell it nothing, as the model's search loop does
-                break
-            explorer.observe(proposal, np.array([seen[k] for k in keys]))
-            best = result.best
-            if fresh:
-                since_better = 0 if best is not None and best.result.seconds < before else since_better + 1
-            if patience is not None and since_better >= patience:
-                break
-            # a small space can be measured out before ``trials``: stop when proposals bring nothing new
-            stale = 0 if fresh else stale + 1
-            if stale >= STALE_ROUNDS:
-                break
-    except KeyboardInterrupt:
-        result.interrupted = True
-    result.wall_s = time.perf_counter() - start
+    """Evaluate up to ``trials`` distinct points proposed by ``explorer`` through the one search loop
+    (``hetero_dse.explore.loop``), stopping early when ``patience`` rounds bring no faster point.
+    ``evaluate`` takes the new points of one proposal and the best seconds so far, and yields their results
+    in order (so it may build ahead); it never raises for a bad candidate (it yields a failed result). With
+    a ``history``, points it holds are answered from it (they count as trials but are not measured again)
+    and every new result is stored there as soon as it is measured, so a run killed at any point resumes
+    where it stopped."""
+    evaluator = MeasuredEvaluator(space, evaluate, history, progress)
+    run = run_search(space, explorer, evaluator, budget=trials, time_budget_s=time_budget_s, patience=patience)
+    result = evaluator.result
+    result.explorer = getattr(explorer, "name", type(explorer).__name__)
+    result.wall_s, result.interrupted = run.wall_s, run.interrupted
     return result

@@ -52,3 +52,58 @@ def test_rows_cut_by_the_trial_budget_are_never_told_as_failures():
     for rows, objective in explorer.told:
         assert all(np.isfinite(objective)), (rows, objective)
     assert [rows for rows, _ in explorer.told] == [[0, 1, 2, 3, 4]]
+
+
+# ------------------------------------------------------------------------ the one loop of every target
+from hetero_dse.explore.loop import Evaluation, run_search  # noqa: E402
+
+
+class Slow:
+    """An evaluator that takes ``seconds`` a row and stops at the deadline, as measured trials do."""
+
+    def __init__(self, seconds: float = 0.0) -> None:
+        self.seconds, self.rows = seconds, []
+
+    def evaluate(self, rows, best, deadline):
+        import time
+
+        out = []
+        for row in rows:
+            time.sleep(self.seconds)
+            self.rows.append(int(row[0]))
+            out.append(1.0 + row[0] / 100)
+            if deadline is not None and time.perf_counter() >= deadline:
+                break
+        return Evaluation(np.array(out))
+
+
+class Repeating(Recorder):
+    """Proposes rows 0-4 again every other round."""
+
+    def propose(self):
+        rows = super().propose()
+        return rows if len(self.told) % 2 == 0 else np.arange(5)[:, None]
+
+
+def test_the_loop_never_exceeds_its_budget_and_never_evaluates_a_point_twice():
+    evaluator = Slow()
+    explorer = Repeating()
+    run = run_search(ToySpace(), explorer, evaluator, budget=12)
+    assert run.evaluations == 12 and len(evaluator.rows) == 12 and len(set(evaluator.rows)) == 12
+    # a repeated proposal is answered from memory, with the objectives it had
+    repeated = [told for rows, told in explorer.told if rows == [0, 1, 2, 3, 4]]
+    assert len(repeated) >= 2 and repeated[0] == repeated[1]
+
+
+def test_rows_the_evaluator_did_not_reach_before_the_deadline_are_not_spent_nor_told():
+    evaluator = Slow(seconds=0.05)
+    explorer = Recorder()
+    run = run_search(ToySpace(), explorer, evaluator, budget=100, time_budget_s=0.12)
+    assert 1 <= run.evaluations == len(evaluator.rows) < 5  # the first proposal, cut by the deadline
+    assert explorer.told == []
+
+
+def test_patience_ends_a_search_that_stops_improving():
+    # the recorder's later points are slower (1 + x/100): after the first round nothing improves
+    run = run_search(ToySpace(), Recorder(), Slow(), budget=100, patience=2)
+    assert run.evaluations == 15  # round 1 improves, rounds 2 and 3 do not

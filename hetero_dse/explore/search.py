@@ -1,12 +1,12 @@
-"""The search loop: explorer proposals → one gate (dedup, budget, time) → the model → results kept.
+"""The model search of the FPGA target, and choosing an explorer for any target.
 
-Keeps the top-k distinct feasible designs and the Pareto front of latency vs DSP vs BRAM18K, so a user
-who cannot afford the fastest design sees the cheapest one for each latency.
+The loop is the one of every target (``hetero_dse.explore.loop``); here the FPGA model is its evaluator,
+and what is kept is the top-k distinct feasible designs and the Pareto front of latency vs DSP vs BRAM18K,
+so a user who cannot afford the fastest design sees the cheapest one for each latency.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +19,7 @@ from hetero_dse.explore.annealing import SimulatedAnnealing
 from hetero_dse.explore.base import Explorer
 from hetero_dse.explore.directional import PMethod, RandomSearch
 from hetero_dse.explore.exhaustive import Exhaustive
+from hetero_dse.explore.loop import Evaluation, run_search
 from hetero_dse.history.match import MATCH_THRESHOLD, Prior
 from hetero_dse.space.base import Enumerable
 from hetero_dse.space.fpga import FpgaSpace
@@ -150,129 +151,69 @@ def make_explorer(name: str, space, seed: int, *, starts: int | None = None, gam
     return QMethod(space, seed=seed, starts=starts or 8, gamma=gamma)
 
 
-class _Gate:
-    """Deduplicates proposals (a point is never scored twice) and enforces the evaluation budget."""
+class ModelEvaluator:
+    """The FPGA model as an evaluator: its objective, and every score as figures."""
 
-    def __init__(self, space: FpgaSpace, budget: int | None, dedupe: bool) -> None:
-        self.space = space
-        self.budget = budget
-        self.used = 0
-        self.dedupe = dedupe
-        self.seen = np.empty(0, dtype=np.int64)
-        self.seen_objective = np.empty(0)
+    def __init__(self, model: FpgaModel) -> None:
+        self.model = model
 
-    def admit(self, rows: np.ndarray) -> np.ndarray:
-        """The rows of ``rows`` not seen before, cut to what is left of the budget."""
-        if self.dedupe and len(rows):
-            keys, first = np.unique(self.space.keys(rows), return_index=True)
-            if len(self.seen):
-                pos = np.minimum(np.searchsorted(self.seen, keys), len(self.seen) - 1)
-                new = self.seen[pos] != keys
-            else:
-                new = np.ones(len(keys), dtype=bool)
-            rows = rows[np.sort(first[new])]
-        if self.budget is not None:
-            rows = rows[: max(self.budget - self.used, 0)]
-        self.used += len(rows)
-        return rows
-
-    def record(self, rows: np.ndarray, objective: np.ndarray) -> None:
-        """Remember the objective of newly scored rows, so that repeated proposals are answered from here."""
-        if not self.dedupe or not len(rows):
-            return
-        keys = self.space.keys(rows)
-        merged = np.concatenate([self.seen, keys])
-        values = np.concatenate([self.seen_objective, objective])
-        order = np.argsort(merged, kind="stable")
-        self.seen, self.seen_objective = merged[order], values[order]
-
-    def recall(self, rows: np.ndarray) -> np.ndarray:
-        """Objectives of rows scored before (every row must have been)."""
-        pos = np.searchsorted(self.seen, self.space.keys(rows))
-        return self.seen_objective[np.minimum(pos, len(self.seen) - 1)]
-
-    @property
-    def exhausted(self) -> bool:
-        return self.budget is not None and self.used >= self.budget
+    def evaluate(self, rows: np.ndarray, best: float | None, deadline: float | None) -> Evaluation:
+        scores = self.model.evaluate(rows)
+        return Evaluation(scores["objective"], scores)
 
 
-#: Proposals in a row that bring nothing new before a search is declared converged.
-STALE_ROUNDS = 64
+class _Designs:
+    """What a model search keeps: the top-k distinct feasible designs, the Pareto front of latency vs DSP vs
+    BRAM18K, and, while nothing fits, the design nearest to fitting."""
+
+    def __init__(self, space: FpgaSpace, top_k: int) -> None:
+        self.top_k = top_k
+        self.best_rows = np.empty((0, space.num_knobs), dtype=np.int64)
+        self.best_objective = np.empty(0)
+        self.fastest = float("inf")
+        self.front = np.empty((0, space.num_knobs), dtype=np.int64)
+        self.front_obj = np.empty((0, 3))
+        self.closest: tuple[float, np.ndarray, np.ndarray] | None = None
+
+    def update(self, rows: np.ndarray, evaluation: Evaluation) -> None:
+        scores = evaluation.figures
+        latency = scores["latency_s"]
+        feasible = np.isfinite(latency)
+        if feasible.any():
+            # ranked by the objective: latency, charged for DDR traffic and for being near a cap
+            self.best_rows, self.best_objective = _merge_top(self.best_rows, self.best_objective, rows[feasible],
+                                                             scores["objective"][feasible], self.top_k)
+            self.fastest = min(self.fastest, float(latency[feasible].min()))
+            objs = np.stack([latency, scores["dsp"], scores["bram18k"]], axis=1)[feasible]
+            self.front, self.front_obj = _pareto(np.concatenate([self.front, rows[feasible]]),
+                                                 np.concatenate([self.front_obj, objs]))
+        elif not len(self.best_rows):
+            worst = scores["usage"].max(axis=1)
+            i = int(np.argmin(worst))
+            if self.closest is None or worst[i] < self.closest[0]:
+                self.closest = (float(worst[i]), rows[i].copy(), scores["usage"][i].copy())
 
 
 def search(space: FpgaSpace, model: FpgaModel, explorer: Explorer, *, budget: int | None = None,
            time_budget_s: float | None = None, top_k: int = 10, patience: int | None = None,
            progress: Callable[[int, float], None] | None = None) -> SearchResult:
-    """Run ``explorer`` until it stops, the budget of evaluations or seconds is spent, ``patience`` rounds
-    bring no better design, or Ctrl-C.
+    """Run ``explorer`` over the FPGA model through the one search loop (``hetero_dse.explore.loop``).
 
     ``progress(evaluations, fastest feasible latency so far)`` is called after every batch. Ctrl-C ends the
     search and returns what it found so far with ``interrupted`` set.
     """
-    result = SearchResult(space=space, explorer=explorer.name)
-    gate = _Gate(space, budget, dedupe=not isinstance(explorer, Exhaustive))
-    start = time.perf_counter()
-    best_rows = np.empty((0, space.num_knobs), dtype=np.int64)
-    best_objective = np.empty(0)
-    fastest = float("inf")
-    front = np.empty((0, space.num_knobs), dtype=np.int64)
-    front_obj = np.empty((0, 3))
-    closest: tuple[float, np.ndarray, np.ndarray] | None = None
-    stale = 0
-    since_better, best_seen = 0, float("inf")
-    try:
-        while not gate.exhausted:
-            if time_budget_s is not None and time.perf_counter() - start >= time_budget_s:
-                break
-            proposal = explorer.propose()
-            if proposal is None:
-                break
-            rows = gate.admit(np.asarray(proposal, dtype=np.int64))
-            stale = stale + 1 if len(rows) == 0 else 0
-            if stale >= STALE_ROUNDS:
-                break
-            scores = model.evaluate(rows) if len(rows) else None
-            if scores is not None:
-                latency = scores["latency_s"]
-                feasible = np.isfinite(latency)
-                if feasible.any():
-                    # ranked by the objective: latency, charged for DDR traffic and for being near a cap
-                    best_rows, best_objective = _merge_top(best_rows, best_objective, rows[feasible],
-                                                           scores["objective"][feasible], top_k)
-                    fastest = min(fastest, float(latency[feasible].min()))
-                    objs = np.stack([latency, scores["dsp"], scores["bram18k"]], axis=1)[feasible]
-                    front, front_obj = _pareto(np.concatenate([front, rows[feasible]]),
-                                               np.concatenate([front_obj, objs]))
-                elif not len(best_rows):
-                    worst = scores["usage"].max(axis=1)
-                    i = int(np.argmin(worst))
-                    if closest is None or worst[i] < closest[0]:
-                        closest = (float(worst[i]), rows[i].copy(), scores["usage"][i].copy())
-                gate.record(rows, scores["objective"])
-                round_best = float(scores["objective"].min()) if len(rows) else float("inf")
-                since_better = 0 if round_best < best_seen else since_better + 1
-                best_seen = min(best_seen, round_best)
-            result.evaluations = gate.used
-            if progress is not None:
-                progress(gate.used, fastest)
-            if gate.exhausted or (patience is not None and since_better >= patience):
-                break  # rows past the budget were never scored: nothing more to tell the explorer
-            # The explorer hears about every row it proposed; rows scored before are answered from memory.
-            proposal = np.asarray(proposal, dtype=np.int64)
-            if scores is not None and len(rows) == len(proposal):
-                explorer.observe(proposal, scores["objective"])
-            elif gate.dedupe:
-                explorer.observe(proposal, gate.recall(proposal))
-            else:
-                explorer.observe(proposal, model.evaluate(proposal)["objective"])
-    except KeyboardInterrupt:
-        result.interrupted = True
-    result.wall_s = time.perf_counter() - start
-    result.top_rows, result.top_objective = best_rows, best_objective
-    order = np.argsort(front_obj[:, 0], kind="stable") if len(front_obj) else np.empty(0, dtype=np.int64)
-    result.pareto_rows = front[order]
-    if closest is not None:
-        result.closest_row, result.closest_usage = closest[1], closest[2]
+    designs = _Designs(space, top_k)
+    run = run_search(space, explorer, ModelEvaluator(model), budget=budget, time_budget_s=time_budget_s,
+                     patience=patience, dedupe=not isinstance(explorer, Exhaustive), observers=[designs],
+                     on_round=None if progress is None else lambda used: progress(used, designs.fastest))
+    result = SearchResult(space=space, explorer=explorer.name, evaluations=run.evaluations, wall_s=run.wall_s,
+                          interrupted=run.interrupted)
+    result.top_rows, result.top_objective = designs.best_rows, designs.best_objective
+    order = (np.argsort(designs.front_obj[:, 0], kind="stable") if len(designs.front_obj)
+             else np.empty(0, dtype=np.int64))
+    result.pareto_rows = designs.front[order]
+    if designs.closest is not None:
+        result.closest_row, result.closest_usage = designs.closest[1], designs.closest[2]
     return result
 
 
