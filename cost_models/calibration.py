@@ -95,7 +95,9 @@ class Calibration:
         except OSError as exc:
             raise CalibrationError(f"cannot read the calibration {path}: {exc.strerror}") from None
         except yaml.YAMLError as exc:
-            raise CalibrationError(f"{path} is not YAML: {exc}") from None
+            mark = getattr(exc, "problem_mark", None)
+            where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+            raise CalibrationError(f"{path} is not YAML{where}: is it a file hetero_dse calibrate wrote?") from None
         try:
             arithmetic = {str(dt): {k: float(v) for k, v in values.items()}
                           for dt, values in (data.get("arithmetic") or {}).items()}

@@ -122,6 +122,10 @@ def test_explore_uses_a_calibration_and_refuses_one_for_another_part(cli, tmp_pa
     bad.write_text("part: x\n")
     with pytest.raises(CalibrationError, match="not a calibration"):
         Calibration.load(bad)
+    bad.write_text("part: [\n")
+    r = cli("explore", "--op", "gemm", "--shape", "small:s1", "--board", "vu9p", "--calibration", bad,
+            "--out", tmp_path / "o3", "--no-history")
+    assert r.code == 1 and "is not YAML (line 2, column 1)" in r.err and len(r.err.strip().splitlines()) == 1
 
 
 def test_calibrate_command_and_its_bad_input(cli, tmp_path):
