@@ -23,6 +23,7 @@ from cost_models.fpga_costs import (
     LUT_PER_PORT,
     ArithmeticCost,
 )
+from hetero_dse.atomic import atomic_write_text
 from hetero_dse.errors import HeteroDSEError
 
 __all__ = ["ARITHMETIC_FIELDS", "DEFAULT_FIXED", "Calibration", "CalibrationError"]
@@ -80,11 +81,8 @@ class Calibration:
     def dump(self, path: str | Path) -> None:
         import yaml
 
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text("# hetero_dse calibration of the FPGA model (hetero_dse calibrate); use it with "
-                       "explore --calibration\n" + yaml.safe_dump(self.to_json(), sort_keys=False))
-        tmp.replace(path)
+        atomic_write_text(path, "# hetero_dse calibration of the FPGA model (hetero_dse calibrate); use it with "
+                                "explore --calibration\n" + yaml.safe_dump(self.to_json(), sort_keys=False))
 
     @classmethod
     def load(cls, path: str | Path) -> Calibration:

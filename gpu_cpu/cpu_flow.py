@@ -15,7 +15,8 @@ from gpu_cpu.measure import check_fits_in_memory, time_torch_isolated
 from gpu_cpu.schedule import apply_cpu, build_cpu, host_target, run_cpu
 from hetero_dse.space.cpu_gpu import CpuSpace
 from gpu_cpu.tune import TVM_STARTS, tune_cpu
-from gpu_cpu.tuned import Tuned, atomic_directory, tvm_workload
+from gpu_cpu.tuned import Tuned, tvm_workload
+from hetero_dse.atomic import atomic_directory
 from hetero_dse import __version__
 from hetero_dse.analysis import analyze
 from hetero_dse.errors import HeteroDSEError

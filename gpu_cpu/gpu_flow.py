@@ -20,7 +20,8 @@ from cost_models.gpu_roofline import estimate
 from gpu_cpu.schedule import ScheduleError, apply_gpu, build_cuda
 from hetero_dse.space.cpu_gpu import GpuSpace
 from gpu_cpu.tune import TVM_STARTS, candidate_job, tune
-from gpu_cpu.tuned import Tuned, atomic_directory, tvm_workload
+from gpu_cpu.tuned import Tuned, tvm_workload
+from hetero_dse.atomic import atomic_directory
 from hetero_dse import __version__
 from hetero_dse.analysis import analyze
 from hetero_dse.errors import HeteroDSEError

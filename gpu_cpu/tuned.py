@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 from gpu_cpu.tune import TuneResult
@@ -69,20 +65,3 @@ def tvm_workload(op: Operator, target: dict[str, Any], analysis: Analysis) -> Wo
     if target.get("kind") == "llvm":  # a CPU schedule's time scales with the threads running its parallel loop
         versions["tvm_threads"] = os.environ.get("TVM_NUM_THREADS", "default")
     return Workload(op.name, op.signature(), json.dumps(target, sort_keys=True), versions, workload_spec(analysis))
-
-
-@contextmanager
-def atomic_directory(directory: Path) -> Iterator[Path]:
-    """Yields ``<directory>.partial`` to fill; renamed to ``directory`` only when the block completes, so an
-    interrupted write never looks like a whole one."""
-    partial = directory.with_name(directory.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    try:
-        yield partial
-        if directory.exists():
-            shutil.rmtree(directory)
-        partial.rename(directory)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise

@@ -7,7 +7,6 @@ was interrupted says so in the report itself.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from hetero_dse import __version__
+from hetero_dse.atomic import atomic_write_text
 from hetero_dse.hardware.board import RESOURCE_KINDS
 from hetero_dse.fpga_flow import Exploration
 from hetero_dse.units import fmt_bytes, fmt_seconds
@@ -75,10 +75,10 @@ def write_reports(out: Path, explorations: Sequence[Exploration], projects: dict
               "cpu": list(cpu), "gpu": list(gpu)}
     rows = [design_row(e, rank, p, d) for e in explorations for rank, (p, d) in enumerate(e.designs, start=1)]
     paths = [out / "report.json", out / "report.md", out / "designs.csv"]
-    _atomic_write(paths[0], json.dumps(report, indent=2) + "\n")
-    _atomic_write(paths[1], markdown(explorations, projects, csims, interrupted, unwritten)
+    atomic_write_text(paths[0], json.dumps(report, indent=2) + "\n")
+    atomic_write_text(paths[1], markdown(explorations, projects, csims, interrupted, unwritten)
                   + synthesis_markdown(explorations, synthesis) + cpu_markdown(cpu) + gpu_markdown(gpu))
-    _atomic_write(paths[2], pd.DataFrame(rows).to_csv(index=False))
+    atomic_write_text(paths[2], pd.DataFrame(rows).to_csv(index=False))
     return paths
 
 
@@ -231,9 +231,3 @@ def _figures(r: dict[str, Any]) -> tuple[str, str, str, str]:
     best, torch, speedup = r["best"], r["torch"], r["speedup_over_torch"]
     return (fmt_seconds(best["seconds"]) if best else "—", f"{best['gflops']:.1f}" if best else "—",
             f"{torch['gflops']:.1f}" if torch else "—", f"{speedup:.2f}×" if speedup else "—")
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)

@@ -18,6 +18,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from hetero_dse import __version__
 from hetero_dse.analysis import Analysis
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
+from hetero_dse.atomic import atomic_directory
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hls.context import build_context
 from hetero_dse.hls.lint import LintError, lint
@@ -103,44 +104,36 @@ def write_project(directory: Path, op: Operator, analysis: Analysis, point: Poin
         fig=_figures(design, point),
     )
     directory = Path(directory)
-    partial = directory.with_name(directory.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
     try:
-        env = environment()
-        for template, target in TEMPLATES.items():
-            if template in PLATFORM_ONLY and not board.platform:
-                continue  # a Zynq board exports an IP for Vivado: no v++ compile or link
-            path = partial / target
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(env.get_template(template).render(**context))
-        for source_file, target in STATIC.items():
-            path = partial / target
-            path.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(data_dir("hls_templates") / source_file, path)
-        (partial / "data").mkdir()
-        for port, array in zip(context["host_inputs"], inputs, strict=True):
-            np.ascontiguousarray(array, dtype=port["dtype"]).tofile(partial / "data" / f"{port['name']}.bin")
-        out = context["out_port"]
-        np.ascontiguousarray(output, dtype=out["dtype"]).tofile(partial / "data" / f"{out['name']}.reference.bin")
-        record = {"operator": op.name, "signature": op.signature(), "board": board.name, "part": board.part,
-                  "top": context["top"],
-                  "knobs": point.to_json(), "predicted": design, "expectations": expectations(context, design),
-                  "generator": f"hetero_dse {__version__}"}
-        # the project's own check of what was emitted; its verdict travels with the project
-        try:
-            record["lint"] = lint(partial, design).to_json()
-        except LintError as exc:
-            record["lint"] = {"ok": None, "error": str(exc)}
-        (partial / "design.json").write_text(json.dumps(record, indent=2) + "\n")
-        if directory.exists():
-            shutil.rmtree(directory)
-        partial.rename(directory)
+        with atomic_directory(directory) as partial:
+            env = environment()
+            for template, target in TEMPLATES.items():
+                if template in PLATFORM_ONLY and not board.platform:
+                    continue  # a Zynq board exports an IP for Vivado: no v++ compile or link
+                path = partial / target
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(env.get_template(template).render(**context))
+            for source_file, target in STATIC.items():
+                path = partial / target
+                path.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(data_dir("hls_templates") / source_file, path)
+            (partial / "data").mkdir()
+            for port, array in zip(context["host_inputs"], inputs, strict=True):
+                np.ascontiguousarray(array, dtype=port["dtype"]).tofile(partial / "data" / f"{port['name']}.bin")
+            out = context["out_port"]
+            np.ascontiguousarray(output, dtype=out["dtype"]).tofile(partial / "data" / f"{out['name']}.reference.bin")
+            record = {"operator": op.name, "signature": op.signature(), "board": board.name, "part": board.part,
+                      "top": context["top"],
+                      "knobs": point.to_json(), "predicted": design, "expectations": expectations(context, design),
+                      "generator": f"hetero_dse {__version__}"}
+            # the project's own check of what was emitted; its verdict travels with the project
+            try:
+                record["lint"] = lint(partial, design).to_json()
+            except LintError as exc:
+                record["lint"] = {"ok": None, "error": str(exc)}
+            (partial / "design.json").write_text(json.dumps(record, indent=2) + "\n")
     except OSError as exc:
-        shutil.rmtree(partial, ignore_errors=True)
         raise HeteroDSEError(f"cannot write the HLS project to {directory}: {exc.strerror or exc}") from exc
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
     return directory
 
 

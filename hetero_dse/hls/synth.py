@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hetero_dse.atomic import atomic_write_text
 from hetero_dse.errors import HeteroDSEError
 
 __all__ = ["STEPS", "SynthError", "SynthJob", "SynthTool", "find_projects", "find_tool", "run_job", "synthesize",
@@ -368,10 +369,8 @@ def _record(store: Any, job: SynthJob, result: dict[str, Any]) -> None:
 
 def _write_project_record(job: SynthJob, result: dict[str, Any]) -> None:
     """``synth.json`` in the project, written whole (a temporary file renamed into place)."""
-    path = Path(job.project) / "synth.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"tool_version": job.tool.version, "steps": list(job.steps), **result}, indent=2))
-    tmp.replace(path)
+    atomic_write_text(Path(job.project) / "synth.json",
+                      json.dumps({"tool_version": job.tool.version, "steps": list(job.steps), **result}, indent=2))
 
 
 def validate_outcomes(outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
@@ -388,9 +387,7 @@ def validate_outcomes(outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
         if outcome.result.get("status") == "ok":
             record = json.loads((project / "design.json").read_text())
             check = validate(record, outcome.result)
-            tmp = project / "validation.json.tmp"
-            tmp.write_text(json.dumps(check, indent=2))
-            tmp.replace(project / "validation.json")
+            atomic_write_text(project / "validation.json", json.dumps(check, indent=2))
             summary["validation"] = check
         summaries.append(summary)
     return summaries
