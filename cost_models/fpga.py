@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from cost_models.calibration import ARITHMETIC_FIELDS, DEFAULT_FIXED, Calibration
+from cost_models.fpga_blocks import IMPL_NAMES
 from cost_models.fpga_costs import ARITHMETIC
 from cost_models.fpga_kernel import (
     B_BANKS,
@@ -79,7 +80,6 @@ from cost_models.fpga_kernel import (
     D_TILES,
     D_WRITE_START,
     DESIGN_FIELDS,
-    IMPL_NAMES,
     evaluate_kernel,
 )
 from cost_models.io_bounds import IOBound, compulsory_bytes, io_lower_bound
@@ -345,7 +345,7 @@ class FpgaModel:
                 "tile_bytes": int(b["tile_bytes"][0]), "lanes": int(b["lanes"][0]), "split": int(b["split"][0]),
                 "cycles_per_load": int(b["cycles"][0]), "blocks": int(b["blocks"][0]),
                 "seconds_per_load": float(b["one_s"][0]),
-                # how the process moves the box in port words (see fpga_kernel.plan_transfer)
+                # how the process moves the box in port words (see fpga_blocks.plan_transfer)
                 "packed": int(b["packed"][0]), "word_ii": int(b["word_ii"][0]), "rows": int(b["rows"][0]),
                 "iterations_per_row": int(b["iterations"][0]),
                 "beats_per_load": int(b["rows"][0] * b["iterations"][0] * b["group"][0]),

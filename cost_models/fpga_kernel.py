@@ -34,19 +34,16 @@ import math
 import numpy as np
 from numba import njit
 
+from cost_models.fpga_blocks import (
+    IMPL_REGISTERS,
+    plan_transfer,
+    storage_cost,
+)
 from cost_models.fpga_costs import (
-    BRAM18K_CONFIGS,
     DEEPER_CORES_ABOVE_MHZ,
-    LUTRAM_MAX_BITS,
-    LUTRAM_WORDS_PER_LUT_PAIR,
     RMW_EXTRA_CYCLES,
     FUNNEL_INPUTS_PER_LUT,
-    URAM_DEPTH,
-    URAM_WIDTH,
 )
-
-_BRAM_WIDTHS = np.array([w for w, _ in BRAM18K_CONFIGS], dtype=np.float64)
-_BRAM_DEPTHS = np.array([d for _, d in BRAM18K_CONFIGS], dtype=np.float64)
 
 # Per-buffer detail (``buf_detail[i, port, field]``); widths and partition factors follow at WIDTH0 and
 # WIDTH0 + max_dims.
@@ -60,92 +57,6 @@ B_WIDTH0 = 23
 DESIGN_FIELDS = 16
 # The design-wide constants the kernel takes as an argument (``fixed``), so that a calibration can set them.
 F_LUT_BASE, F_LUT_PORT, F_FF_BASE, F_FF_PORT, F_OVERHEAD = range(5)
-
-#: Storage kinds, as ``B_IMPL`` codes, and their names in design.json and the generated pragmas.
-IMPL_REGISTERS, IMPL_LUTRAM, IMPL_BRAM, IMPL_URAM = 0, 1, 2, 3
-IMPL_NAMES = {IMPL_REGISTERS: "registers", IMPL_LUTRAM: "lutram", IMPL_BRAM: "bram", IMPL_URAM: "uram"}
-
-
-@njit(cache=True, inline="always", error_model="numpy")
-def _bram18k(words: float, bits: float, widths: np.ndarray, depths: np.ndarray) -> float:
-    for i in range(len(widths)):
-        if bits <= widths[i]:
-            return math.ceil(words / depths[i])
-    last = len(widths) - 1
-    return math.ceil(words / depths[last]) * math.ceil(bits / widths[last])
-
-
-@njit(cache=True, inline="always", error_model="numpy")
-def plan_transfer(widths: np.ndarray, ddr_shape: np.ndarray, factors: np.ndarray, dims: int, word: float,
-                  strides: np.ndarray, static: bool, offset: float, registers: bool):
-    """How a read or write process moves a box in whole port words of ``word`` elements.
-
-    Returns ``(q, lanes, packed, ii, iterations, rows, funnel, ok, static, group)``: the dimensions inside ``q`` are
-    whole rows of the DDR tensor whose product ``packed`` divides the word, so they are unrolled; ``q`` is
-    walked ``lanes = word / packed`` at a time (q = −1: the whole box is one such chunk); the dimensions
-    outside ``q`` are ``rows`` contiguous runs in DDR, each taking ``iterations`` pipeline iterations of
-    one word at ``ii`` cycles (one more iteration when the run does not start on a word boundary at
-    compile time: the read then realigns through a funnel of two words). ``ok`` is False where an
-    element of a word would land in a bank chosen at run time (``registers``: the buffer is registers
-    throughout, where an index chosen at run time is a multiplexer, not a bank); ``static`` says whether
-    every run starts at the same place in a word (``static`` as given, and every row stride a whole
-    number of words); ``group``: the words one iteration moves (a partition factor of ``group`` times the
-    lanes fixes the banks of that many consecutive words), so ``iterations`` counts groups.
-    """
-    packed = 1.0
-    q = dims - 1
-    while q >= 0 and widths[q] == ddr_shape[q] and word % (packed * widths[q]) == 0:
-        packed *= widths[q]
-        q -= 1
-    ok = True
-    ii = 1.0
-    for d in range(q + 1, dims):
-        ii *= math.ceil(widths[d] / factors[d])
-    group = 1.0
-    if q < 0:
-        lanes, rows, words = 1.0, 1.0, 1.0
-    else:
-        lanes = word / packed
-        w = widths[q]
-        words = math.ceil(w / lanes)
-        rows = 1.0
-        for d in range(q):
-            rows *= widths[d]
-            if widths[d] > 1 and strides[d] % word != 0:
-                static = False
-    funnel = not (static and offset == 0)
-    if q >= 0:
-        # lane l of word j is element j·lanes + l of dimension q: its bank is fixed when the factor
-        # divides the lanes (or the run is one word, or the whole word is one element of q, whose bank
-        # the run picks for every lane alike); each bank then takes ii elements of the word. A factor
-        # that is a multiple of the lanes fixes the banks of f/lanes consecutive words: the pipeline
-        # then moves that group of words an iteration (one port read a cycle, so II = the group)
-        if w > lanes and lanes > 1 and lanes % factors[q] != 0 and not registers:
-            g = factors[q] / lanes
-            if factors[q] % lanes == 0 and not funnel and words % g == 0:
-                group = g
-            else:
-                ok = False
-        ii *= math.ceil(min(w, lanes) / factors[q])
-    iterations = words / group + (1.0 if funnel else 0.0)
-    ii = max(ii, group)
-    return q, lanes, packed, ii, iterations, rows, funnel, ok, static, group
-
-
-@njit(cache=True, inline="always", error_model="numpy")
-def _storage_cost(wpb: float, bits: float, uram_available: bool, res: np.ndarray, copies: float) -> int:
-    """Add ``copies`` banks of ``wpb`` words x ``bits`` to ``res``; returns the storage kind."""
-    if wpb <= 1:
-        res[4] += copies * bits
-        return IMPL_REGISTERS
-    if wpb <= LUTRAM_MAX_BITS // int(bits):
-        res[3] += copies * 2 * bits * math.ceil(wpb / LUTRAM_WORDS_PER_LUT_PAIR)
-        return IMPL_LUTRAM
-    if uram_available and wpb >= URAM_DEPTH:
-        res[2] += copies * math.ceil(wpb / URAM_DEPTH) * math.ceil(bits / URAM_WIDTH)
-        return IMPL_URAM
-    res[1] += copies * _bram18k(wpb, bits, _BRAM_WIDTHS, _BRAM_DEPTHS)
-    return IMPL_BRAM
 
 
 @njit(cache=True, error_model="numpy")
@@ -362,7 +273,7 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                 res[3] += word * 8.0 * elem * math.ceil(word / FUNNEL_INPUTS_PER_LUT)
             # a buffer loaded once needs one block; the others two, so the next load overlaps this compute
             blocks = 1.0 if loads <= 1 else 2.0
-            impl = _storage_cost(wpb, 8.0 * elem, uram_available, res, blocks * banks)
+            impl = storage_cost(wpb, 8.0 * elem, uram_available, res, blocks * banks)
             if is_write:
                 out_impl = impl
             if detail:

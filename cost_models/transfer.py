@@ -15,7 +15,7 @@ An input read as it is may be laid out by the host with one dimension moved inne
 every such layout and keeps the fastest (``cost_models.fpga.layouts``), so the plan here is always in the
 port's DDR order.
 
-This is a view of ``cost_models.fpga_kernel.plan_transfer``, the one implementation the model (and so
+This is a view of ``cost_models.fpga_blocks.plan_transfer``, the one implementation the model (and so
 the search) and the code generator (the loops of ``read_*``/``write_out`` in ``kernel.cpp``) share: the
 cycles the model charges are the iterations the generated pipeline runs.
 """
@@ -58,7 +58,7 @@ def transfer_plan(widths: Sequence[int], ddr_shape: Sequence[int], factors: Sequ
     ``ddr_shape`` (−1 where a dimension never spans a whole row) and ``strides``, through words of
     ``word`` elements; ``static``: the tile origins move the box by whole words; ``offset``: where the
     first run starts in its word."""
-    from cost_models.fpga_kernel import plan_transfer
+    from cost_models.fpga_blocks import plan_transfer
 
     q, lanes, packed, ii, iterations, runs, funnel, ok, static, group = plan_transfer(
         np.asarray(widths, dtype=np.float64), np.asarray(ddr_shape, dtype=np.float64),
