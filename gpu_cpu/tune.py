@@ -89,8 +89,9 @@ class MeasuredEvaluator:
 
     def evaluate(self, rows: np.ndarray, best: float | None, deadline: float | None) -> Evaluation:
         points = [self.space.decode(row) for row in rows]
-        answers = self.history.known(points) if self.history is not None else {}
-        answers = {i: answers[point_key(p)] for i, p in enumerate(points) if point_key(p) in answers}
+        stored = self.history.known(points) if self.history is not None else {}
+        keys = [point_key(p) for p in points] if stored else []
+        answers = {i: stored[k] for i, k in enumerate(keys) if k in stored}
         results = iter(self.measure([p for i, p in enumerate(points) if i not in answers], best))
         objective = []
         for i, point in enumerate(points):

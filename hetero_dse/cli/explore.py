@@ -328,7 +328,7 @@ def _synthesize_top(out: Path, explorations: list, projects: dict[int, str], k: 
     from hetero_dse.fpga_flow import with_dtype
     from hetero_dse.analysis import analyze
     from hetero_dse.hls.project import TestBenchTooLarge, write_project
-    from hetero_dse.hls.synth import SynthJob, synthesize, validate_outcomes
+    from hetero_dse.hls.synth import JOB_TIMEOUT_S, SynthJob, synthesize, validate_outcomes
 
     ranked: list[tuple[int, int, Path]] = []
     for i, e in enumerate(explorations):
@@ -343,7 +343,7 @@ def _synthesize_top(out: Path, explorations: list, projects: dict[int, str], k: 
             except TestBenchTooLarge:
                 continue
             ranked.append((i, rank, directory))
-    jobs_ = [SynthJob.of(directory, steps, 6 * 3600.0, tool) for _, _, directory in ranked]
+    jobs_ = [SynthJob.of(directory, steps, JOB_TIMEOUT_S, tool) for _, _, directory in ranked]
     with console.status(f"synthesizing {len(jobs_)} design{'s' if len(jobs_) != 1 else ''} with Vitis "
                         f"{tool.version}"):
         outcomes = synthesize(jobs_, store=store, scheduler=scheduler, workers=jobs)

@@ -8,6 +8,7 @@ import click
 from rich.table import Table
 
 from hetero_dse.cli.app import cli, console
+from hetero_dse.hls.synth import JOB_TIMEOUT_S
 
 
 class _RunByDefault(click.Group):
@@ -103,7 +104,7 @@ def report_command(path: str, as_json: bool) -> None:
               help="Comma-separated: csynth, cosim (co-simulation), impl (Vivado place and route).")
 @click.option("--jobs", "-j", default=1, show_default=True, help="Local Dask workers (one synthesis each).")
 @click.option("--scheduler", metavar="ADDRESS", help="An existing Dask scheduler (tcp://host:8786) instead.")
-@click.option("--timeout", default=6 * 3600.0, show_default=True, metavar="S", help="Wall-clock limit of one job.")
+@click.option("--timeout", default=JOB_TIMEOUT_S, show_default=True, metavar="S", help="Wall-clock limit of one job.")
 @click.option("--db", metavar="URL|FILE", help="History database (default: $HETERO_DSE_DB or the user's).")
 @click.option("--rerun", is_flag=True, help="Synthesize again designs the database has results for.")
 @click.option("--strict", is_flag=True, help="Exit non-zero when a figure misses its prediction by more "
@@ -154,9 +155,8 @@ def run_command(dirs: tuple[str, ...], steps: str, jobs: int, scheduler: str | N
         project, check = summary["project"], summary["validation"]
         if check is None:
             failed += 1
-            outcome = next(o for o in outcomes if o.project == project)
             console.print(f"{project}: {summary['status']}: {summary['reason'] or summary['status']}")
-            tail = outcome.result.get("log_tail")
+            tail = summary["log_tail"]
             if tail:
                 console.print("  " + "\n  ".join(tail.splitlines()[-5:]))
             continue

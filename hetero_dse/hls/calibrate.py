@@ -52,7 +52,7 @@ class Observation:
 def observations(paths: list[str | Path]) -> list[Observation]:
     """Every synthesized project among ``paths`` (projects, or directories holding them)."""
     from hetero_dse.hls.synth import find_projects
-    from hetero_dse.hls.validate import _find_loop, _module
+    from hetero_dse.hls.validate import find_loop, module_report
 
     found = []
     for project in find_projects(paths):
@@ -76,7 +76,7 @@ def observations(paths: list[str | Path]) -> list[Observation]:
                for k in ("dsp", "lut", "ff")}
         compute = next((lp for lp in (record.get("expectations") or {}).get("loops", [])
                         if lp["process"] == "compute_tile"), None)
-        loop = _find_loop(_module(report, "compute_tile"), compute["labels"]) if compute else None
+        loop = find_loop(module_report(report, "compute_tile"), compute["labels"]) if compute else None
         achieved_ns = (result.get("impl") or {}).get("achieved_clock_ns") or report.get("estimated_clock_ns")
         latencies = _core_latencies((result.get("bind") or {}).get("ops") or [])
         found.append(Observation(

@@ -22,7 +22,8 @@ from typing import Any
 
 from hetero_dse.errors import HeteroDSEError
 
-__all__ = ["LoopReport", "ReportError", "SynthReport", "find_csynth", "read_csynth", "read_solution"]
+__all__ = ["LoopReport", "ReportError", "SynthReport", "figure_range", "find_csynth", "read_csynth", "read_solution",
+           "to_float"]
 
 #: Our resource names and the tags the report versions use for them (first found wins).
 RESOURCE_TAGS = {"dsp": ("DSP", "DSP48E"), "bram18k": ("BRAM_18K",), "uram": ("URAM",), "lut": ("LUT",),
@@ -38,7 +39,7 @@ class ReportError(HeteroDSEError):
 
 
 # ----------------------------------------------------------------------------------------- values
-def _range(text: str | None) -> tuple[int | None, int | None]:
+def figure_range(text: str | None) -> tuple[int | None, int | None]:
     """``(min, max)`` of a figure: an integer, ``a ~ b``, or ``undef``/``-``/empty (None, None)."""
     if text is None:
         return None, None
@@ -57,13 +58,13 @@ def _figure(element: ET.Element | None) -> tuple[int | None, int | None]:
         return None, None
     rng = element.find("range")
     if rng is not None:
-        lo, _ = _range(rng.findtext("min"))
-        hi, _ = _range(rng.findtext("max"))
+        lo, _ = figure_range(rng.findtext("min"))
+        hi, _ = figure_range(rng.findtext("max"))
         return lo, hi
-    return _range(element.text)
+    return figure_range(element.text)
 
 
-def _float(text: str | None) -> float | None:
+def to_float(text: str | None) -> float | None:
     try:
         return float(text) if text is not None else None
     except ValueError:
@@ -108,12 +109,12 @@ def _loops(parent: ET.Element | None) -> list[LoopReport]:
         name = (el.findtext("Name") or el.get("name") or el.tag).strip()
         _, trips = _figure(el.find("TripCount"))
         if trips is None:
-            _, trips = _range(el.findtext("TripCountMax"))
+            _, trips = figure_range(el.findtext("TripCountMax"))
         _, latency = _figure(el.find("Latency"))
         if latency is None:
-            _, latency = _range(el.findtext("LatencyMax"))
+            _, latency = figure_range(el.findtext("LatencyMax"))
         ii, _ = _figure(el.find("PipelineII"))
-        achieved, _ = _range(el.findtext("AchievedII"))
+        achieved, _ = figure_range(el.findtext("AchievedII"))
         depth, _ = _figure(el.find("PipelineDepth"))
         nested = [c for c in el if c.tag not in _LOOP_FIELDS]
         holder = ET.Element("nested")
@@ -177,7 +178,7 @@ def _resources(parent: ET.Element | None, missing: list[str], what: str) -> dict
         for tag in tags:
             text = parent.findtext(tag) if parent is not None else None
             if text is not None:
-                value, _ = _range(text)
+                value, _ = figure_range(text)
                 break
         if value is None:
             missing.append(f"{what}.{key}")
@@ -202,10 +203,10 @@ def _parse_profile(root: ET.Element, path: str) -> SynthReport:
             missing.append(tag)
         return value.strip() if value is not None else None
 
-    best, _ = _range(text(overall, "Best-caseLatency"))
-    _, worst = _range(text(overall, "Worst-caseLatency"))
-    imin, _ = _range(text(overall, "Interval-min"))
-    _, imax = _range(text(overall, "Interval-max"))
+    best, _ = figure_range(text(overall, "Best-caseLatency"))
+    _, worst = figure_range(text(overall, "Worst-caseLatency"))
+    imin, _ = figure_range(text(overall, "Interval-min"))
+    _, imax = figure_range(text(overall, "Interval-max"))
     ports: dict[str, int] = {}
     for rtl in root.iter("RtlPorts"):
         name, bits = rtl.findtext("name") or "", rtl.findtext("Bits")
@@ -218,9 +219,9 @@ def _parse_profile(root: ET.Element, path: str) -> SynthReport:
         part=(user.findtext("Part") or "").strip() or None if user is not None else None,
         top=((user.findtext("TopModelName") if user is not None else None) or root.findtext("Name") or "").strip()
         or None,
-        target_clock_ns=_float(text(user, "TargetClockPeriod")),
-        clock_uncertainty_ns=_float(user.findtext("ClockUncertainty")) if user is not None else None,
-        estimated_clock_ns=_float(text(timing, "EstimatedClockPeriod")),
+        target_clock_ns=to_float(text(user, "TargetClockPeriod")),
+        clock_uncertainty_ns=to_float(user.findtext("ClockUncertainty")) if user is not None else None,
+        estimated_clock_ns=to_float(text(timing, "EstimatedClockPeriod")),
         latency_cycles={"best": best, "worst": worst},
         interval_cycles={"min": imin, "max": imax},
         resources=_resources(area.find("Resources") if area is not None else None, missing, "resources"),

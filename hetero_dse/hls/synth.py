@@ -31,11 +31,13 @@ from typing import Any
 from hetero_dse.atomic import atomic_write_text
 from hetero_dse.errors import HeteroDSEError
 
-__all__ = ["STEPS", "SynthError", "SynthJob", "SynthTool", "find_projects", "find_tool", "run_job", "synthesize",
-           "parse_steps", "validate_outcomes"]
+__all__ = ["JOB_TIMEOUT_S", "STEPS", "SynthError", "SynthJob", "SynthTool", "find_projects", "find_tool",
+           "parse_steps", "run_job", "synthesize", "validate_outcomes"]
 
 #: What a user may ask for, in the order the flow runs them; cosim and impl need csynth in the same run.
 STEPS = ("csynth", "cosim", "impl")
+#: The wall-clock limit of one job unless the user gives another (place and route of a large part takes hours).
+JOB_TIMEOUT_S = 6 * 3600.0
 LOG_TAIL_LINES = 40
 
 
@@ -376,14 +378,15 @@ def _write_project_record(job: SynthJob, result: dict[str, Any]) -> None:
 def validate_outcomes(outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
     """Predicted against synthesized for every outcome that has a report: ``validation.json`` written in
     its project (whole: a temporary file renamed into place); returns one summary a project
-    (``project``, ``status``, ``reason``, ``validation``)."""
+    (``project``, ``status``, ``reason``, ``log_tail``, ``validation``)."""
     from hetero_dse.hls.validate import validate
 
     summaries = []
     for outcome in outcomes:
         project = Path(outcome.project)
         summary: dict[str, Any] = {"project": str(project), "status": outcome.status,
-                                   "reason": outcome.result.get("reason"), "validation": None}
+                                   "reason": outcome.result.get("reason"), "log_tail": outcome.result.get("log_tail"),
+                                   "validation": None}
         if outcome.result.get("status") == "ok":
             record = json.loads((project / "design.json").read_text())
             check = validate(record, outcome.result)

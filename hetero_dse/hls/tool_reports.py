@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hetero_dse.hls.reports import ReportError, _float, _range
+from hetero_dse.hls.reports import ReportError, figure_range, to_float
 
 __all__ = ["CosimReport", "ImplReport", "LogReport", "read_bind_tables", "read_cosim", "read_impl", "read_log"]
 
@@ -87,8 +87,8 @@ def read_log(path: str | Path) -> LogReport:
     report = LogReport([], [], [], [], [])
     for line in text.splitlines():
         if m := _PIPELINE.search(line):
-            report.pipelines.append({"loop": m.group(4), "target_ii": _range(m.group(1))[0],
-                                     "final_ii": _range(m.group(2))[0], "depth": int(m.group(3))})
+            report.pipelines.append({"loop": m.group(4), "target_ii": figure_range(m.group(1))[0],
+                                     "final_ii": figure_range(m.group(2))[0], "depth": int(m.group(3))})
         if m := _PORTS.search(line):
             report.port_limits.append({"module": m.group(1), "loop": m.group(2), "array": m.group(3)})
         if m := _BURST.search(line):
@@ -118,7 +118,7 @@ def read_cosim(path: str | Path) -> CosimReport:
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) >= 8 and cells[0].lower() in ("verilog", "vhdl") and cells[1] not in ("", "NA"):
-            nums = [_range(c)[0] for c in cells[2:8]]
+            nums = [figure_range(c)[0] for c in cells[2:8]]
             return CosimReport(cells[1], {"min": nums[0], "avg": nums[1], "max": nums[2]},
                                {"min": nums[3], "avg": nums[4], "max": nums[5]})
     raise ReportError(f"{path} has no co-simulation result row (| Verilog | Pass | ... |)")
@@ -151,8 +151,8 @@ def read_impl(path: str | Path) -> ImplReport:
         m = re.match(r"\s*([A-Za-z][A-Za-z0-9 _-]*?)\s*:\s*(\S+)\s*$", line)
         if m:
             values.setdefault(m.group(1).strip(), m.group(2))
-    resources = {k: _range(values.get(tag))[0] for k, tag in _IMPL_KEYS.items()}
-    achieved = _float(values.get("CP achieved post-implementation"))
+    resources = {k: figure_range(values.get(tag))[0] for k, tag in _IMPL_KEYS.items()}
+    achieved = to_float(values.get("CP achieved post-implementation"))
     if all(v is None for v in resources.values()) and achieved is None:
         raise ReportError(f"{path} has no post-implementation resources or timing")
     met = None
@@ -160,4 +160,4 @@ def read_impl(path: str | Path) -> ImplReport:
         met = True
     elif "Timing not met" in text or "timing not met" in text.lower():
         met = False
-    return ImplReport(resources, _float(values.get("CP required")), achieved, met)
+    return ImplReport(resources, to_float(values.get("CP required")), achieved, met)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["validate", "worst_error"]
+__all__ = ["find_loop", "module_report", "validate", "worst_error"]
 
 RESOURCES = ("dsp", "bram18k", "uram", "lut", "ff")
 
@@ -28,7 +28,7 @@ def _row(figure: str, predicted: float | None, reported: float | None, cause: st
     return row
 
 
-def _module(report: dict[str, Any], process: str) -> dict[str, Any] | None:
+def module_report(report: dict[str, Any], process: str) -> dict[str, Any] | None:
     """The module report of one of our processes (Vitis may prefix the top's name)."""
     for name, module in (report.get("modules") or {}).items():
         if name == process or name.endswith(f"_{process}"):
@@ -42,7 +42,7 @@ def _loops(loops: list[dict[str, Any]]):
         yield from _loops(lp.get("children") or [])
 
 
-def _find_loop(module: dict[str, Any] | None, labels: list[str]) -> dict[str, Any] | None:
+def find_loop(module: dict[str, Any] | None, labels: list[str]) -> dict[str, Any] | None:
     """The reported loop of a labelled nest: Vitis flattens a perfect nest into one loop named after its
     labels joined by ``_``; otherwise the innermost label's loop."""
     if module is None or not labels:
@@ -95,8 +95,8 @@ def validate(record: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         if not loop["labels"]:
             continue  # a process of one iteration: no loop to match
         process = loop["process"]
-        module = _module(report, process)
-        found = _find_loop(module, loop["labels"])
+        module = module_report(report, process)
+        found = find_loop(module, loop["labels"])
         name = f"{process}:{'/'.join(loop['labels']) or 'body'}"
         cause = None
         if found is not None and found.get("ii") is not None and found["ii"] != loop["ii"]:
