@@ -19,8 +19,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import hetero_dse.space.cpu_gpu as cpu_space  # noqa: E402
-from hetero_dse.space.cpu_gpu import CpuSpace  # noqa: E402
+import hetero_dse.space.splits as cpu_space  # noqa: E402
+from hetero_dse.space.cpu import CpuSpace  # noqa: E402
 from hetero_dse.analysis import analyze  # noqa: E402
 from hetero_dse.ops import get_builtin  # noqa: E402
 

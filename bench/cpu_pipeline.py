@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gpu_cpu.measure import MeasureJob, Measurer, measure_cpu_job  # noqa: E402
 from gpu_cpu.pipeline import Pipeline  # noqa: E402
-from hetero_dse.space.cpu_gpu import CpuSpace  # noqa: E402
+from hetero_dse.space.cpu import CpuSpace  # noqa: E402
 from hetero_dse.analysis import analyze  # noqa: E402
 from hetero_dse.ops import get_builtin  # noqa: E402
 

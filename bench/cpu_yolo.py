@@ -3,7 +3,7 @@ trial budget, all in one run so the ratios share the machine's state.
 
     .venv/bin/python bench/cpu_yolo.py --layers C2,C4,C8,C13,C15 --trials 32 --explorers q,p --json bench_cpu.json
 
-Each layer: ``explore_cpu`` with each explorer named (the first is "ours" in the ratios; every trial built,
+Each layer: the CPU target's one flow with each explorer named (the first is "ours" in the ratios; every trial built,
 checked and timed in a worker, the best GFLOPS so far noted after each trial with its wall time), torch's
 conv2d timed on the same inputs, and MetaSchedule's ``tune_tir`` with ``max_trials_global`` = the same
 trials, its best module compiled and timed with the same ``time_evaluator`` settings. Then, per layer: the
@@ -20,7 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpu_cpu.cpu_flow import explore_cpu  # noqa: E402
+from hetero_dse.targets.base import Search  # noqa: E402
+from hetero_dse.targets.cpu import CpuTarget  # noqa: E402
+from hetero_dse.targets.flow import explore  # noqa: E402
 from gpu_cpu.measure import time_torch_isolated  # noqa: E402
 from gpu_cpu.schedule import host_target  # noqa: E402
 from hetero_dse.analysis import analyze  # noqa: E402
@@ -40,7 +42,7 @@ def main() -> None:
         curves, runs = {}, {}
         for name in explorers:
             curve, note = curve_recorder(flops)
-            runs[name] = explore_cpu(op, trials=args.trials, seed=args.seed, explorer=name, progress=note)
+            runs[name] = explore(op, CpuTarget(trials=args.trials), name, Search(seed=args.seed), progress=note)
             curves[name] = curve
         torch_s = time_torch_isolated(op, "builtin")
         ms_s, ms_wall = (None, None) if args.no_metaschedule else metaschedule(op, args.trials, host_target())

@@ -24,7 +24,8 @@ from cost_models.fpga import FpgaModel
 from hetero_dse import __version__
 from hetero_dse.analysis import analyze
 from hetero_dse.hardware.board import load_board
-from hetero_dse.explore import Exhaustive, make_explorer, search
+from hetero_dse.explore import Exhaustive, make_explorer
+from hetero_dse.targets.fpga_search import search
 from hetero_dse.ops import get_builtin
 from hetero_dse.space.fpga import FpgaSpace
 

@@ -23,9 +23,10 @@ import numpy as np
 from cost_models.fpga import FpgaModel
 from hetero_dse.analysis import analyze
 from hetero_dse.hardware.board import load_board
-from hetero_dse.fpga_flow import explore
 from hetero_dse.ops import get_builtin
 from hetero_dse.space.fpga import FpgaSpace
+from hetero_dse.targets.flow import explore
+from hetero_dse.targets.fpga import FpgaTarget
 
 LAYERS = [f"C{i}" for i in range(1, 16)]
 
@@ -64,9 +65,9 @@ def sweep(board) -> dict:
     for layer in LAYERS:
         op = get_builtin("conv2d").instantiate(shape=f"yolo:{layer}")
         t0 = time.perf_counter()
-        e = explore(op, board, seed=0, top_k=10)
+        e = explore(op, FpgaTarget(board))
         wall = time.perf_counter() - t0
-        _, d = e.best
+        _, d = e.best_design
         rows.append({"layer": layer, "explorer": e.result.explorer, "evaluations": e.result.evaluations,
                      "wall_s": wall, "gflops": d["gops"], "roofline": d["roofline"], "bound": d["bound"],
                      "pe": d["pe"], "ii": d["ii"], "dsp_util": d["utilisation"]["dsp"],

@@ -26,9 +26,10 @@ from history_tuners import (  # noqa: E402
 )
 
 from hetero_dse.hardware.board import load_board  # noqa: E402
-from hetero_dse.explore import make_explorer, search  # noqa: E402
+from hetero_dse.explore import make_explorer  # noqa: E402
+from hetero_dse.targets.fpga_search import search  # noqa: E402
 from hetero_dse.explore.gga import GuidedGA  # noqa: E402
-from hetero_dse.explore.search import GGA_POPULATION  # noqa: E402
+from hetero_dse.explore.settings import GGA_POPULATION  # noqa: E402
 from hetero_dse.history.match import Prior  # noqa: E402
 
 VARIANTS = {"paper": (0.0, False), "keep-best": (0.0, True), "rebalance": (0.5, False), "both": (0.5, True)}

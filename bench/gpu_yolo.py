@@ -3,7 +3,7 @@ the same trial budget, all in one run so the ratios share the device's state.
 
     python bench/gpu_yolo.py --layers C2,C4,C8,C13,C15 --trials 32 --explorers tl,q --json bench_gpu.json
 
-Each layer: ``explore_gpu`` with each explorer named (the first is "ours" in the ratios; every candidate built
+Each layer: the GPU target's one flow with each explorer named (the first is "ours" in the ratios; every candidate built
 by the builder pool, checked against the reference and timed on the GPU in a worker), torch's conv2d timed
 with CUDA events in strict FP32 (the arithmetic our kernels do) and with TF32 allowed (torch's default for
 convolutions), cuDNN's algorithm search on; and MetaSchedule's ``tune_tir`` with the same trials, its best
@@ -21,7 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gpu_cpu.baselines import time_torch_cuda  # noqa: E402
 from hetero_dse.hardware.gpus import present_gpu  # noqa: E402
-from gpu_cpu.gpu_flow import explore_gpu  # noqa: E402
+from hetero_dse.targets.base import Search  # noqa: E402
+from hetero_dse.targets.flow import explore  # noqa: E402
+from hetero_dse.targets.gpu import GpuTarget  # noqa: E402
 from hetero_dse.analysis import analyze  # noqa: E402
 from hetero_dse.ops import get_builtin  # noqa: E402
 
@@ -49,7 +51,7 @@ def main() -> None:
         curves, runs = {}, {}
         for name in explorers:
             curves[name], note = curve_recorder(flops)
-            runs[name] = explore_gpu(op, trials=args.trials, seed=args.seed, explorer=name, progress=note)
+            runs[name] = explore(op, GpuTarget(trials=args.trials), name, Search(seed=args.seed), progress=note)
         torch_s, tf32_s = time_torch_cuda(op), time_torch_cuda(op, tf32=True)
         ms_s, ms_wall = (None, None) if args.no_metaschedule else metaschedule(op, args.trials, gpu.target)
         row = layer_row(layer, flops, explorers, runs, curves, torch_s, ms_s, ms_wall)

@@ -34,8 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cost_models.fpga import FpgaModel  # noqa: E402
 from hetero_dse.analysis import analyze  # noqa: E402
 from hetero_dse.hardware.board import load_board  # noqa: E402
-from hetero_dse.explore import make_explorer, search  # noqa: E402
-from hetero_dse.fpga_flow import fpga_workload  # noqa: E402
+from hetero_dse.explore import make_explorer  # noqa: E402
+from hetero_dse.targets.base import Search  # noqa: E402
+from hetero_dse.targets.cpu import CpuTarget  # noqa: E402
+from hetero_dse.targets.flow import explore  # noqa: E402
+from hetero_dse.targets.fpga import fpga_workload  # noqa: E402
+from hetero_dse.targets.fpga_search import search  # noqa: E402
 from hetero_dse.history import Record  # noqa: E402
 from hetero_dse.history.match import MATCH_THRESHOLD, Prior  # noqa: E402
 from hetero_dse.ops import get_builtin  # noqa: E402
@@ -164,9 +168,8 @@ def summarise(rows: list[dict], methods, budget: int) -> dict:
 
 # ---------------------------------------------------------------------------------------------- CPU
 def run_cpu(args) -> dict:
-    from gpu_cpu.cpu_flow import explore_cpu
     from gpu_cpu.schedule import host_target
-    from gpu_cpu.tuned import tvm_workload
+    from hetero_dse.targets.tuned import tvm_workload
     from hetero_dse.history import HistoryDB
 
     work = Path(tempfile.mkdtemp(prefix="hetero_dse_bench_"))
@@ -174,7 +177,7 @@ def run_cpu(args) -> dict:
     db = HistoryDB(str(base))
     t0 = time.perf_counter()
     for layer in args.history.split(","):
-        run = explore_cpu(yolo(layer), trials=args.trials, seed=args.seed, explorer="q", history=db)
+        run = explore(yolo(layer), CpuTarget(trials=args.trials), "q", Search(seed=args.seed), history=db)
         best = run.tune.best
         print(f"history {layer}: {len(run.tune.trials)} trials, best {run.gflops(best.result.seconds):.1f} GFLOPS",
               flush=True)
@@ -193,9 +196,9 @@ def run_cpu(args) -> dict:
             db = HistoryDB(str(copy))
             explorer = method.removesuffix("-scratch")
             curve: list[tuple[int, float]] = []
-            run = explore_cpu(op, trials=args.trials, seed=args.seed, explorer=explorer,
-                              history=db if method in FROM_HISTORY else None,
-                              progress=lambda n, best, curve=curve: curve.append((n, best or math.inf)))
+            run = explore(op, CpuTarget(trials=args.trials), explorer, Search(seed=args.seed),
+                          history=db if method in FROM_HISTORY else None,
+                          progress=lambda n, best, curve=curve: curve.append((n, best or math.inf)))
             db.close()
             assert run.tune.answered == 0, "a pruned layer must not be in the history"
             curves[method] = curve

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 
 from hetero_dse.hardware.gpus import GpuDevice
-from hetero_dse.space.cpu_gpu import GpuSpace
+from hetero_dse.space.gpu import GpuSpace
 from hetero_dse.space.point import Point
 
 LAUNCH_S = 3e-6            # kernel launch and tail, a typical measured floor for one small CUDA kernel

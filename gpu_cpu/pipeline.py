@@ -39,7 +39,7 @@ def build_job(job: MeasureJob, directory: str) -> str:
     point = Point(job.point)
     if job.target == "cuda":
         from hetero_dse.hardware.gpus import get_device, present_gpu
-        from hetero_dse.space.cpu_gpu import GpuSpace
+        from hetero_dse.space.gpu import GpuSpace
         from hetero_dse.analysis import analyze
 
         device = present_gpu() or get_device(job.device)

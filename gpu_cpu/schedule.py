@@ -91,7 +91,7 @@ def _cpu_order(spatial: list[list[Any]], reduce: list[list[Any]], order: int) ->
 
 
 def apply_cpu(op: Operator, point: Point) -> Any:
-    """The scheduled IRModule of ``op`` for ``point`` (see ``hetero_dse/space/cpu_gpu.py`` for the schedule's shape)."""
+    """The scheduled IRModule of ``op`` for ``point`` (see ``hetero_dse/space/cpu.py`` for the schedule's shape)."""
     sch, block, keys = _prepare(op, point, inline=bool(point.get("inline", 1)))
     spatial_names = [iv.var.name for iv in op.output.op.axis]
     try:

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from gpu_cpu.schedule import apply_cpu, build_cpu, run_cpu
-from hetero_dse.space.cpu_gpu import CpuSpace, factorizations
+from hetero_dse.space.cpu import CpuSpace
+from hetero_dse.space.splits import factorizations
 from hetero_dse.analysis import analyze
 from hetero_dse.ops import BUILTIN, get_builtin
 from hetero_dse.space.fpga import SpaceError
@@ -98,7 +99,7 @@ def test_a_point_read_back_with_its_knobs_in_another_order_schedules_the_same_lo
     # name, so C2's k=(4,3,2,8) must not land on i or j
     from gpu_cpu.schedule import apply_gpu
     from hetero_dse.hardware.gpus import get_device
-    from hetero_dse.space.cpu_gpu import GpuSpace
+    from hetero_dse.space.gpu import GpuSpace
     from hetero_dse.space.point import Point
 
     op = get_builtin("conv2d").instantiate(shape="yolo:C2")
@@ -136,7 +137,7 @@ def test_the_default_point_computes_the_reference(name):
 
 @pytest.mark.parametrize("name", ["q", "p", "sa", "random", "tl"])
 def test_every_explorer_measures_the_default_point_in_its_first_round(name):
-    from hetero_dse.explore.search import make_explorer
+    from hetero_dse.explore.settings import make_explorer
 
     space = CpuSpace(analyze(get_builtin("conv2d").instantiate(shape="yolo:C2")), vector_bits=512)
     first = make_explorer(name, space, 0, starts=4).propose()
@@ -147,7 +148,7 @@ def test_every_explorer_measures_the_default_point_in_its_first_round(name):
 
 def test_a_gpu_space_has_no_default_point():
     from hetero_dse.hardware.gpus import get_device
-    from hetero_dse.space.cpu_gpu import GpuSpace
+    from hetero_dse.space.gpu import GpuSpace
 
     space = GpuSpace(analyze(get_builtin("conv2d").instantiate(shape="yolo:C2")), get_device("h100"))
     assert space.default_point() is None

@@ -8,7 +8,8 @@ import pytest
 from cost_models.fpga import FpgaModel
 from hetero_dse.analysis import analyze
 from hetero_dse.hardware.board import load_board
-from hetero_dse.explore import Exhaustive, PMethod, RandomSearch, SimulatedAnnealing, search
+from hetero_dse.explore import Exhaustive, PMethod, RandomSearch, SimulatedAnnealing
+from hetero_dse.targets.fpga_search import search
 from hetero_dse.explore.gga import GuidedGA
 from hetero_dse.explore.qlearning import QMethod
 from hetero_dse.explore.transfer import TransferLearning

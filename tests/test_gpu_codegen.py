@@ -12,7 +12,7 @@ import pytest
 
 from hetero_dse.hardware.gpus import get_device
 from gpu_cpu.schedule import apply_gpu, build_cuda
-from hetero_dse.space.cpu_gpu import GpuSpace
+from hetero_dse.space.gpu import GpuSpace
 from hetero_dse.analysis import analyze
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.ops import BUILTIN, get_builtin

@@ -9,7 +9,7 @@ import pytest
 
 from hetero_dse.hardware.gpus import get_device
 from cost_models.gpu_roofline import LAUNCH_S, estimate
-from hetero_dse.space.cpu_gpu import GpuSpace
+from hetero_dse.space.gpu import GpuSpace
 from hetero_dse.analysis import analyze
 from hetero_dse.ops import get_builtin
 from hetero_dse.space.point import Point
@@ -67,7 +67,7 @@ def test_device_limits_are_enforced_before_building():
 
 
 def test_explore_target_gpu_writes_cuda_and_labels_estimates(cli, tmp_path, monkeypatch):
-    monkeypatch.setattr("gpu_cpu.gpu_flow.present_gpu", lambda: None)  # as on a machine without a GPU
+    monkeypatch.setattr("hetero_dse.targets.gpu.present_gpu", lambda: None)  # as on a machine without a GPU
     r = cli("explore", "--op", "gemm", "--shape", "small:s1", "--target", "gpu", "--gpu", "v100",
             "--out", tmp_path / "o")
     assert r.code == 0, r.err

@@ -22,20 +22,23 @@ def gpu():
 
 
 def test_a_conv2d_is_searched_measured_and_checked_on_the_gpu(gpu, tmp_path):
-    from gpu_cpu.gpu_flow import explore_gpu, write_gpu_artifacts
+    from hetero_dse.targets.flow import explore
+    from hetero_dse.targets.gpu import GpuTarget
 
     op = get_builtin("conv2d").instantiate({"batch": 1, "C": 16, "H": 14, "W": 14, "K": 32, "kernel": 3,
                                             "stride": 1, "padding": 1})
-    e = explore_gpu(op, trials=8, explorer="q")
-    assert e.measured and e.device.name == gpu.name
+    target = GpuTarget(trials=8)
+    e = explore(op, target, "q")
+    assert not e.estimate and target.gpu.name == gpu.name
     measured = [t for t in e.tune.trials if t.result.ok]
     assert measured, [t.result.error for t in e.tune.trials]
     # a kernel of this size takes microseconds, not the milliseconds of a launch timed from Python
     assert 1e-7 < e.tune.best.result.seconds < 1e-3
     assert e.library_seconds is not None and 1e-7 < e.library_seconds < 1e-2  # cuDNN, strict FP32
-    schedule = json.loads((write_gpu_artifacts(tmp_path / "gpu", e) / "schedule.json").read_text())
+    written = target.write(e, tmp_path, seed=0)
+    schedule = json.loads((tmp_path / written.directory / "schedule.json").read_text())
     assert schedule["checked_on_gpu"] is True and schedule["estimate"] is False
-    assert "__global__" in (tmp_path / "gpu" / "kernel.cu").read_text()
+    assert "__global__" in (tmp_path / written.directory / "kernel.cu").read_text()
 
 
 def test_a_wrong_kernel_is_a_failed_trial_on_the_gpu(gpu):
@@ -44,7 +47,7 @@ def test_a_wrong_kernel_is_a_failed_trial_on_the_gpu(gpu):
 
     from gpu_cpu.measure import MeasureJob, check_and_time
     from gpu_cpu.schedule import apply_gpu, build_cuda
-    from hetero_dse.space.cpu_gpu import GpuSpace
+    from hetero_dse.space.gpu import GpuSpace
     from hetero_dse.analysis import analyze
 
     op = get_builtin("gemm").instantiate({"M": 64, "N": 64, "K": 64})

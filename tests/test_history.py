@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 
 from gpu_cpu.measure import MeasureResult
-from hetero_dse.space.cpu_gpu import CpuSpace
-from gpu_cpu.tune import tune
+from hetero_dse.space.cpu import CpuSpace
+from hetero_dse.targets.measured import tune
 from hetero_dse.analysis import analyze
 from hetero_dse.explore import make_explorer
 from hetero_dse.history import HistoryDB, Record, Workload, WorkloadHistory, point_key
+from hetero_dse.testing.contracts import history_contract
 from hetero_dse.ops import get_builtin
 from hetero_dse.space.point import Point
 
@@ -46,6 +47,10 @@ def db_url(request, tmp_path, postgres_url):
 @pytest.fixture
 def db(db_url):
     return HistoryDB(db_url)
+
+
+def test_every_backend_keeps_the_history_contract(db):
+    history_contract(db)
 
 
 def test_records_round_trip_and_are_kept_once(db):

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 from cost_models.fpga import FpgaModel
-from hetero_dse.space.cpu_gpu import CpuSpace
+from hetero_dse.space.cpu import CpuSpace
 from hetero_dse.analysis import analyze
 from hetero_dse.hardware.board import load_board
-from hetero_dse.explore import search
+from hetero_dse.targets.fpga_search import search
 from hetero_dse.explore.gga import GuidedGA
-from hetero_dse.explore.search import make_explorer, resolve_auto
+from hetero_dse.explore.settings import make_explorer, resolve_auto
 from hetero_dse.explore.transfer import TransferLearning
 from hetero_dse.history import Record, Workload
 from hetero_dse.history.match import Prior, factors, filter_metric, match_score, utilisation

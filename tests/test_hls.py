@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 
 from hetero_dse.hardware.board import load_board
-from hetero_dse.fpga_flow import explore
+from hetero_dse.targets.base import Search
+from hetero_dse.targets.flow import explore
+from hetero_dse.targets.fpga import FpgaTarget
 from hetero_dse.hls.csim import csim
 from hetero_dse.hls.lint import LintError, lint
 from hetero_dse.hls.project import write_project
@@ -27,9 +29,9 @@ VU9P = load_board("vu9p")
 
 
 def build(op, tmp_path, budget=4000, knobs=None):
-    e = explore(op, VU9P, budget=budget, top_k=1, seed=0)
+    e = explore(op, FpgaTarget(VU9P), search=Search(budget=budget, top_k=1))
     op_d, analysis = e.best_operator()
-    point, design = e.best
+    point, design = e.best_design
     if knobs is not None:
         row = e.space.encode(point.replace(**knobs))
         point, design = e.space.decode(row), e.model.describe(row)
@@ -328,9 +330,9 @@ def test_build_files_carry_the_clock_and_interface_settings(board, tmp_path):
     explicit, and an IP export (no v++ targets) on a Zynq board."""
     b = load_board(board)
     op = get_builtin("gemm").instantiate(shape="small:s2")
-    e = explore(op, b, budget=500, top_k=1, seed=0)
+    e = explore(op, FpgaTarget(b), search=Search(budget=500, top_k=1))
     op_d, analysis = e.best_operator()
-    point, design = e.best
+    point, design = e.best_design
     project = write_project(tmp_path / board, op_d, analysis, point, design, b)
     run = (project / "run_hls.tcl").read_text()
     assert "set_clock_uncertainty $clock_uncertainty" in run and "source [file join $here hls_config.tcl]" in run

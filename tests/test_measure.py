@@ -9,7 +9,7 @@ import time
 import pytest
 
 from gpu_cpu.measure import MeasureJob, Measurer, measure_cpu_job
-from hetero_dse.space.cpu_gpu import CpuSpace
+from hetero_dse.space.cpu import CpuSpace
 from hetero_dse.analysis import analyze
 from hetero_dse.ops import get_builtin
 

@@ -8,12 +8,13 @@ import pytest
 
 from cost_models.fpga import FpgaModel
 from gpu_cpu.measure import MeasureResult
-from hetero_dse.space.cpu_gpu import CpuSpace
-from gpu_cpu.tune import tune
+from hetero_dse.space.cpu import CpuSpace
+from hetero_dse.targets.measured import tune
 from hetero_dse.analysis import analyze
 from hetero_dse.hardware.board import load_board
 from hetero_dse.errors import HeteroDSEError
-from hetero_dse.explore import make_explorer, search
+from hetero_dse.explore import make_explorer
+from hetero_dse.targets.fpga_search import search
 from hetero_dse.explore.qlearning import QMethod
 from hetero_dse.ops import get_builtin
 from hetero_dse.space.fpga import FpgaSpace

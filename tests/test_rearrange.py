@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from hetero_dse.space.cpu_gpu import CpuSpace, factorizations
+from hetero_dse.space.cpu import CpuSpace
+from hetero_dse.space.splits import factorizations
 from hetero_dse.analysis import analyze
 from hetero_dse.hardware.board import load_board
 from hetero_dse.ops import get_builtin

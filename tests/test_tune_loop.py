@@ -1,12 +1,12 @@
-"""The measured search loop (gpu_cpu.tune.tune) and what it tells the explorer, without TVM: a toy space and
-an evaluator that makes up seconds."""
+"""The measured search loop (hetero_dse.targets.measured.tune) and what it tells the explorer, without TVM: a toy
+space and an evaluator that makes up seconds."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from gpu_cpu.measure import MeasureResult
-from gpu_cpu.tune import tune
+from hetero_dse.targets.measured import tune
 from hetero_dse.space.point import Point
 
 

@@ -58,7 +58,7 @@ def csim_command(directory: Path) -> None:
 def replay(directory: Path) -> None:
     """Rebuild, check and time the schedule saved in DIRECTORY (an explore output's <op>/cpu or <op>/gpu;
     without a GPU, a GPU schedule is rebuilt and its CUDA compared with the kernel.cu written)."""
-    from gpu_cpu.cpu_flow import replay as run_replay
+    from hetero_dse.targets.replay import replay as run_replay
 
     result = run_replay(directory)
     if result["seconds"] is None:

@@ -9,6 +9,8 @@ from hetero_dse.analysis import Analysis
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 from hetero_dse.operator import OperatorDef
 from hetero_dse.ops import ABBREVIATIONS
+from hetero_dse.report import ROW_COLUMNS, row_cells
+from hetero_dse.targets.base import Row
 from hetero_dse.units import si
 
 
@@ -106,56 +108,19 @@ def board_detail(b: Board) -> Table:
     return table
 
 
-def explorations_table(explorations: list, csims: dict) -> Table:
-    """The best design of every (operator, board): what bounds it and what it uses."""
-    from hetero_dse.units import fmt_seconds
-
-    table = Table(title="Best FPGA designs (analytical model)", title_justify="left")
-    for col in ("operator", "board", "dtype", "latency", "GOPS", "% roofline", "bound", "PE", "II", "DSP", "BRAM18K",
-                "traffic/bound", "csim"):
-        table.add_column(col, justify="right" if col not in ("operator", "board", "bound", "dtype") else "left")
-    for i, e in enumerate(explorations):
-        label = e.op.title
-        if not e.designs:
-            table.add_row(label, e.board.name, "—", "interrupted before a feasible design", *[""] * 9)
-            continue
-        p, d = e.best
-        c = csims.get(i)
-        table.add_row(label, e.board.name, p["dtype"], fmt_seconds(d["latency_s"]), f"{d['gops']:.1f}",
-                      f"{100 * d['roofline']:.1f}", d["bound"], str(d["pe"]), str(d["ii"]),
-                      f"{d['resources']['dsp']:,.0f} ({100 * d['utilisation']['dsp']:.0f}%)",
-                      f"{d['resources']['bram18k']:,.0f} ({100 * d['utilisation']['bram18k']:.0f}%)",
-                      f"{d['traffic_over_bound']:.2f}x",
-                      "—" if c is None else ("pass" if c["passed"] else "FAIL"))
-    return table
-
-
-def cpu_table(records: list[dict]) -> Table:
-    """The best measured CPU schedule of every operator against torch on the same CPU."""
-    table = Table(title="Best CPU schedules (measured)", title_justify="left")
-    for col in ("operator", "trials", "failed", "best ms", "GFLOPS", "torch GFLOPS", "speedup", "tuning s"):
-        table.add_column(col, justify="left" if col == "operator" else "right")
-    for r in records:
-        best, torch = r["best"], r["torch"]
-        table.add_row(r["operator"] + (f" {r['shape']}" if r["shape"] else ""), str(r["trials"]), str(r["failures"]),
-                      f"{best['seconds'] * 1e3:.3f}" if best else "—", f"{best['gflops']:.1f}" if best else "—",
-                      f"{torch['gflops']:.1f}" if torch else "—",
-                      f"{r['speedup_over_torch']:.2f}x" if r["speedup_over_torch"] else "—", f"{r['wall_s']:.1f}")
-    return table
-
-
-def gpu_table(records: list[dict]) -> Table:
-    """The best GPU schedule of every operator: measured against torch, or a labelled roofline estimate."""
-    estimated = any(r["estimate"] for r in records)
-    table = Table(title="Best GPU schedules" + (" (ESTIMATES: roofline model, no GPU here)" if estimated else
-                                                " (measured)"), title_justify="left")
-    for col in ("operator", "device", "trials", "best ms", "GFLOPS", "kind", "bound", "torch GFLOPS", "speedup"):
-        table.add_column(col, justify="left" if col in ("operator", "device", "kind") else "right")
-    for r in records:
-        best, torch = r["best"], r["torch"]
-        table.add_row(r["operator"] + (f" {r['shape']}" if r["shape"] else ""), r["device"], str(r["trials"]),
-                      f"{best['seconds'] * 1e3:.3f}" if best else "—", f"{best['gflops']:.1f}" if best else "—",
-                      "estimate" if r["estimate"] else "measured", (best or {}).get("bound", "—"),
-                      f"{torch['gflops']:.1f}" if torch else "—",
-                      f"{r['speedup_over_torch']:.2f}x" if r["speedup_over_torch"] else "—")
+def rows_table(rows: list[Row]) -> Table:
+    """The best of every (operator, device), whatever the device: the report's table of rows."""
+    estimated = any(row.basis == "estimate" for row in rows)
+    table = Table(title="Best per operator and device" + (" (GPU ESTIMATES: roofline model, no GPU here)"
+                                                          if estimated else ""), title_justify="left")
+    numeric = {"latency", "GFLOPS", "% peak", "library GFLOPS", "speedup"}
+    for col in ROW_COLUMNS:
+        table.add_column(col, justify="right" if col in numeric else "left", overflow="fold")
+    for row in rows:
+        cells: list[str | Text] = list(row_cells(row))
+        if row.basis == "estimate":
+            cells[3] = Text("estimate", style="yellow")
+        if row.check == "FAIL":
+            cells[11] = Text("FAIL", style="red")
+        table.add_row(*cells)
     return table

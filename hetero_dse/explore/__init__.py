@@ -4,7 +4,6 @@ from hetero_dse.explore.annealing import SimulatedAnnealing
 from hetero_dse.explore.base import Explorer
 from hetero_dse.explore.directional import PMethod, RandomSearch
 from hetero_dse.explore.exhaustive import Exhaustive
-from hetero_dse.explore.search import EXPLORERS, SearchResult, make_explorer, search
+from hetero_dse.explore.settings import EXPLORERS, make_explorer
 
-__all__ = ["EXPLORERS", "Exhaustive", "Explorer", "PMethod", "RandomSearch", "SearchResult", "SimulatedAnnealing",
-           "make_explorer", "search"]
+__all__ = ["EXPLORERS", "Exhaustive", "Explorer", "PMethod", "RandomSearch", "SimulatedAnnealing", "make_explorer"]

@@ -7,7 +7,8 @@ search loop sends its proposals through the evaluator and tells it the results.
 
 from __future__ import annotations
 
-from typing import Protocol
+from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -22,12 +23,20 @@ class Explorer(Protocol):
         """Results of the last proposal, in the same order."""
 
 
+@runtime_checkable
+class Learner(Protocol):
+    """An explorer whose learned state outlives a search (the Q-network, ``--q-state``)."""
+
+    def load(self, path: Path) -> None: ...
+
+    def save(self, path: Path) -> None: ...
+
+
 def first_round(space, count: int, rng: np.random.Generator) -> np.ndarray:
     """An explorer's first ``count`` points: the space's default point where it has one (the schedule an
     engineer writes first, ``CpuSpace.default_point``), then random points of the space. Every explorer
     starting from random points starts from these, so that comparisons between them stay fair."""
-    default = getattr(space, "default_point", None)
-    point = default() if default is not None else None
+    point = space.default_point()
     if point is None:
         return space.sample(count, rng)
     anchor = space.encode(point)[None, :]

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["STALE_ROUNDS", "Evaluation", "Evaluator", "LoopResult", "Observer", "run_search"]
+__all__ = ["STALE_ROUNDS", "Evaluation", "Evaluator", "LoopResult", "Observer", "OnRow", "run_search"]
 
 #: Proposals in a row that bring nothing new before a search is declared converged.
 STALE_ROUNDS = 64
@@ -39,10 +39,17 @@ class Evaluation:
     figures: Any = None
 
 
+#: told as each row is evaluated: its index in the rows asked for, its time in seconds (None: failed) and
+#: the error that kept it from having one
+OnRow = Callable[[int, "float | None", "str | None"], None]
+
+
 class Evaluator(Protocol):
-    def evaluate(self, rows: np.ndarray, best: float | None, deadline: float | None) -> Evaluation:
+    def evaluate(self, rows: np.ndarray, best: float | None, deadline: float | None,
+                 on_row: OnRow | None = None) -> Evaluation:
         """Evaluate ``rows`` in order (``best``: the best objective so far, for cutting slow candidates
-        short; ``deadline``: a ``time.perf_counter()`` to stop at, between rows)."""
+        short; ``deadline``: a ``time.perf_counter()`` to stop at, between rows; ``on_row``: told about each
+        row the moment its result exists, so that a run killed mid-batch keeps what it measured)."""
 
 
 class Observer(Protocol):

@@ -18,7 +18,8 @@ from hetero_dse.analysis import Access, Analysis
 from hetero_dse.analysis.expr import kind, to_affine
 from hetero_dse.hardware.board import Board
 from hetero_dse.hls.cexpr import CodegenError, CPrinter, c_type, identifier
-from hetero_dse.hls.ports import add_guard_words, ddr_port, flat_index, word_loops
+from hetero_dse.hls.ports import add_guard_words, ddr_port, word_loops
+from hetero_dse.hls.tensors import element, placeholders, tensor_of
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
 
@@ -78,26 +79,26 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
     buffers = []
     ports: list[dict[str, Any]] = []
     for i, access in enumerate(analysis.reads):  # the model describes the read buffers in the same order
-        tensor = _tensor_of(op, access.tensor)
+        tensor = tensor_of(op, access.tensor)
         source = access.ddr
         perm = tuple(int(d) for d in design["buffers"][i].get("layout", range(len(source.shape))))
         natural = perm == tuple(range(len(perm)))
         port = next((p for p in ports if p["tensor"] == source.tensor and p["perm"] == perm), None)
         if port is None:
-            ddr = _tensor_of(op, source.tensor)
+            ddr = tensor_of(op, source.tensor)
             name = source.tensor if natural else f"{source.tensor}_t{''.join(str(d) for d in perm)}"
             port = ddr_port(name, str(ddr.dtype), [source.shape[d] for d in perm], port_bits, f"gmem{len(ports)}",
                          tensor=source.tensor, perm=perm)
             if source.host:
                 # the host evaluates the producer over its whole tensor and hands the kernel the result
-                port["prepare"] = {"value": _element(ddr, [f"g{d}" for d in range(len(source.shape))], op, te),
-                                   "inputs": sorted(_placeholders(ddr))}
+                port["prepare"] = {"value": element(ddr, [f"g{d}" for d in range(len(source.shape))], op, te),
+                                   "inputs": sorted(placeholders(ddr))}
             elif not natural:
                 # the host transposes the input: position at of the port's layout is dimension perm[at]
                 coords = [""] * len(perm)
                 for at, d in enumerate(perm):
                     coords[d] = f"g{at}"
-                port["prepare"] = {"value": _element(ddr, coords, op, te), "inputs": [identifier(source.tensor)]}
+                port["prepare"] = {"value": element(ddr, coords, op, te), "inputs": [identifier(source.tensor)]}
             ports.append(port)
         buffers.append(_buffer(i, access, tensor, design["buffers"][i], by_name, ids, level_of, op, te, port))
     write_info = design["buffers"][-1]
@@ -373,51 +374,3 @@ def _buffer(i: int, access: Access, tensor: Any, info: dict[str, Any], loops: di
 
 #: The name of a word's lane in the read processes' element expressions.
 ELEMENT = "hdse_elem"
-
-
-def _tensor_of(op: Operator, name: str) -> Any:
-    from tvm import te
-
-    stack, seen = [op.output], []
-    while stack:
-        t = stack.pop()
-        if t.op.name == name:
-            return t
-        if isinstance(t.op, te.ComputeOp):
-            for x in t.op.input_tensors:
-                if not any(x.same_as(s) for s in seen):
-                    seen.append(x)
-                    stack.append(x)
-    raise CodegenError(f"tensor {name} is not part of operator {op.name}")
-
-
-def _element(tensor: Any, coords: list[str], op: Operator, te: Any) -> str:
-    """C expression of ``tensor[coords]``: a flat DDR read, or the producer's body with its loops renamed."""
-    if isinstance(tensor.op, te.PlaceholderOp):
-        return _ddr_load(tensor, coords)
-    producer = tensor.op
-    if producer.reduce_axis:
-        raise CodegenError(f"producer node {producer.name} has a reduction; the HLS generator inlines "
-                           "element-wise producers only")
-
-    def load(e: Any, printed: list[str]) -> str:
-        t = e.args[0]
-        return _element(t, [f"({p})" for p in printed], op, te)
-
-    return CPrinter([(iv.var, c) for iv, c in zip(producer.axis, coords, strict=True)], load)(producer.body[0])
-
-
-def _ddr_load(tensor: Any, coords: list[str]) -> str:
-    return f"{identifier(tensor.op.name)}[{flat_index(coords, [int(d) for d in tensor.shape])}]"
-
-
-def _placeholders(tensor: Any) -> set[str]:
-    """Identifiers of the operator inputs ``tensor`` is computed from (itself if it is one)."""
-    from tvm import te
-
-    if isinstance(tensor.op, te.PlaceholderOp):
-        return {identifier(tensor.op.name)}
-    found: set[str] = set()
-    for t in tensor.op.input_tensors:
-        found |= _placeholders(t)
-    return found

@@ -50,6 +50,9 @@ class Space(Protocol):
     def adapt(self, point: Point) -> np.ndarray | None:
         """The row nearest ``point``, a point of the same operator at other extents."""
 
+    def default_point(self) -> Point | None:
+        """The point an engineer would write first, measured in every explorer's first round (None: none)."""
+
 
 @runtime_checkable
 class Enumerable(Protocol):

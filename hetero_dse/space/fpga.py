@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from math import prod
 
@@ -47,47 +46,11 @@ from hetero_dse.hardware.board import Board
 from hetero_dse.ops._common import accumulator
 from hetero_dse.space.base import SpaceError, divisors
 from hetero_dse.space.encoding import row_keys
+from hetero_dse.space.fpga_knobs import AccessGeometry, SpaceOptions, tile_candidates
 from hetero_dse.space.point import Point
 from hetero_dse.space.rearrange import Knob, Neighbourhood, nearest_factors, nearest_valid, random_neighbours
 
 __all__ = ["FpgaSpace", "SpaceError", "SpaceOptions", "divisors", "tile_candidates"]
-
-
-@dataclass(frozen=True)
-class SpaceOptions:
-    """Pruning of the FPGA space (FlexTensor §4.2 and the I/O optimality condition of seed 001)."""
-
-    max_unrolled_loops: int = 3
-    window_limit: int = 11
-    padding_waste: float = 0.25
-    io_optimal: bool = False  # keep conv tiles with x·y within a factor io_slack of R·z
-    io_slack: float = 4.0
-
-
-def tile_candidates(extent: int, padding_waste: float) -> list[int]:
-    """Divisors of ``extent`` and powers of two whose padded last tile wastes at most ``padding_waste``."""
-    tiles = set(divisors(extent))
-    t = 2
-    while t < extent:
-        padded = -(-extent // t) * t
-        if padded - extent <= padding_waste * extent:
-            tiles.add(t)
-        t *= 2
-    return sorted(tiles)
-
-
-@dataclass(frozen=True)
-class AccessGeometry:
-    """A buffer's shape as a function of the tiles: ``width[d] = Σ_l |coef[d, l]|·(tile[l] − 1) + 1``."""
-
-    access: Access
-    coef: np.ndarray  # (dims, loops) signed coefficients of the affine index
-    shape: tuple[int, ...]
-    loops_used: np.ndarray  # (loops,) bool: the loops this access depends on
-
-    @property
-    def name(self) -> str:
-        return self.access.tensor
 
 
 class FpgaSpace:
@@ -392,6 +355,9 @@ class FpgaSpace:
         """P(h, k) of seed 002's equation 3 for a design of any shape: the tile of each loop, the work one
         pass of the pipeline does along it (a loop shorter than its tile leaves the rest idle)."""
         return {k.removeprefix("tile."): int(v) for k, v in point.items() if k.startswith("tile.")}
+
+    def default_point(self) -> Point | None:
+        return None  # the model scores thousands of designs a millisecond: no hand-written first design needed
 
     def adapt(self, point: Point) -> np.ndarray | None:
         """The design of this space nearest ``point``, a design of the same operator at other extents: each

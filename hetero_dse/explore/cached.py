@@ -1,0 +1,74 @@
+"""The history database in front of any evaluator: points it holds are answered from it, every new result is
+written to it the moment it exists (so a run killed at any point resumes where it stopped)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from hetero_dse.explore.loop import Evaluation, Evaluator, OnRow
+from hetero_dse.history import point_key
+from hetero_dse.history.store import WorkloadHistory
+
+__all__ = ["HistoryEvaluator"]
+
+
+class HistoryEvaluator:
+    """``inner`` behind ``history``: read-through and write-through, per row.
+
+    The objective of an answered row is its stored time (``inf`` for a stored failure), so this fits
+    evaluators whose objective is the time they record (measured trials, the GPU roofline). Answered rows
+    carry no figures of ``inner``: ``figures`` is the inner evaluation's, for the rows it evaluated, or None.
+    ``answered`` counts the rows the history answered.
+    """
+
+    def __init__(self, inner: Evaluator, space: Any, history: WorkloadHistory) -> None:
+        self.inner, self.space, self.history = inner, space, history
+        self.answered = 0
+
+    def __getattr__(self, name: str) -> Any:  # the inner evaluator's record (trials, best_seconds…)
+        return getattr(self.inner, name)
+
+    def evaluate(self, rows: np.ndarray, best: float | None, deadline: float | None,
+                 on_row: OnRow | None = None) -> Evaluation:
+        points = [self.space.decode(row) for row in rows]
+        stored = self.history.known(points)
+        answered = {i: stored[k] for i, k in enumerate(map(point_key, points)) if k in stored} if stored else {}
+        fresh = [i for i in range(len(rows)) if i not in answered]
+        objective = np.full(len(rows), np.inf)
+        told = 0  # rows told so far, in order: answered rows are told as the fresh rows around them finish
+
+        def tell_until(stop: int) -> None:
+            nonlocal told
+            for i in range(told, stop):
+                record = answered[i]
+                self.answered += 1
+                if record.ok:
+                    objective[i] = record.seconds
+                if on_row is not None:
+                    on_row(i, record.seconds, record.error)
+            told = max(told, stop)
+
+        def measured(j: int, seconds: float | None, error: str | None) -> None:
+            nonlocal told
+            i = fresh[j]
+            tell_until(i)
+            self.history.add(points[i], seconds, error)
+            if seconds is not None and error is None:
+                objective[i] = seconds
+            if on_row is not None:
+                on_row(i, seconds, error)
+            told = i + 1
+
+        evaluation = None
+        end = len(rows)
+        if fresh:
+            evaluation = self.inner.evaluate(rows[fresh], best, deadline, on_row=measured)
+            count = len(evaluation.objective)
+            if count and told <= fresh[count - 1]:
+                raise TypeError(f"{type(self.inner).__name__}.evaluate does not report its rows through on_row")
+            if count < len(fresh):  # stopped at the deadline: rows from the first it did not reach are not spent
+                end = fresh[count]
+        tell_until(end)
+        return Evaluation(objective[:end], None if evaluation is None else evaluation.figures)

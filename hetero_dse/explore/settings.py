@@ -1,0 +1,121 @@
+"""Choosing an explorer for any target: the names, what ``auto`` becomes, each explorer's start points, and
+the settings a user gives (``ExplorerSettings``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from hetero_dse.errors import HeteroDSEError
+from hetero_dse.explore.annealing import SimulatedAnnealing
+from hetero_dse.explore.base import Explorer, Learner
+from hetero_dse.explore.directional import PMethod, RandomSearch
+from hetero_dse.explore.exhaustive import Exhaustive
+from hetero_dse.history.match import MATCH_THRESHOLD, Prior
+from hetero_dse.space.base import Enumerable
+
+#: Spaces with at most this many valid points (upper bound) are searched exhaustively by ``auto``.
+EXHAUSTIVE_LIMIT = 2_000_000
+EXPLORERS = ("auto", "exhaustive", "q", "p", "sa", "random", "gga", "tl")
+#: what ``auto`` runs on a space too large to enumerate, by how candidates are scored (BENCHMARKS.md, issue 5):
+#: on measured CPU/GPU trials without a history, transfer learning from scratch (XGBoost over the knobs) ended
+#: 1.29x above the Q-method over YOLO-v1 C2-C15 at 32 trials (4 of 5 layers) and ahead on all 6 pruned-layer
+#: runs (BENCHMARKS.md); on the FPGA model simulated annealing came within 1 % of the exhaustive optimum in
+#: fewer evaluations than the Q-method (which beats its P-method control there)
+AUTO_MEASURED, AUTO_MODELLED = "tl", "sa"
+#: start points per round (chains for sa) when a model scores candidates (the FPGA model, the GPU roofline):
+#: a candidate costs microseconds, so rounds are wide
+MODEL_STARTS = {"q": 64, "p": 64, "sa": 512, "random": 512}
+#: the history-based tuners' rounds: the guided GA's population (seed 002: "P=16 is sufficient"), transfer
+#: learning's measurements per fit
+GGA_POPULATION, TL_BATCH = 16, 8
+
+
+@dataclass(frozen=True)
+class ExplorerSettings:
+    """How to explore, whatever the target: the explorer, its start points per round (FlexTensor's user-set
+    count; None: the explorer's default for the target), the start-point rule's γ, the early stop, and where
+    the Q-network is loaded from and saved to between runs."""
+
+    name: str = "auto"
+    starts: int | None = None
+    gamma: float = 2.0
+    patience: int | None = None  # rounds without a better point before the search stops
+    q_state: Path | None = None
+    match_threshold: float = MATCH_THRESHOLD  # auto with a history: gga from this match score, tl below
+
+    @classmethod
+    def of(cls, explorer: ExplorerSettings | str) -> ExplorerSettings:
+        """Settings as given, or the defaults for the explorer named."""
+        return cls(explorer) if isinstance(explorer, str) else explorer
+
+    def make(self, space, seed: int, *, default_starts: Mapping[str, int] | None = None,
+             exhaustive_limit: int | None = EXHAUSTIVE_LIMIT, auto: str = AUTO_MODELLED,
+             prior: Prior | None = None) -> Explorer:
+        """The explorer on ``space``; ``default_starts``: the target's start points per explorer name, used
+        when the user set none; ``auto``: what ``auto`` means beyond exhaustive without a history;
+        ``prior``: what the history holds for this workload (for gga, tl and auto)."""
+        name = resolve_auto(self.name, space, exhaustive_limit, auto, prior, self.match_threshold)
+        starts = self.starts or (default_starts or {}).get(name)
+        explorer = make_explorer(name, space, seed, starts=starts, gamma=self.gamma, prior=prior)
+        if self.q_state is not None and isinstance(explorer, Learner) and self.q_state.is_file():
+            explorer.load(self.q_state)
+        return explorer
+
+    def keep(self, explorer: Explorer) -> None:
+        """Save what the explorer learned, if asked to (after the search, interrupted or not)."""
+        if self.q_state is not None and isinstance(explorer, Learner):
+            explorer.save(self.q_state)
+
+
+def resolve_auto(name: str, space, exhaustive_limit: int | None = EXHAUSTIVE_LIMIT, auto: str = AUTO_MODELLED,
+                 prior: Prior | None = None, match_threshold: float = MATCH_THRESHOLD) -> str:
+    """``auto`` is exhaustive on an FPGA space small enough to enumerate (``exhaustive_limit`` valid points at
+    most); else, when the history holds related workloads (``prior``), the guided GA if their best match
+    score reaches ``match_threshold`` and transfer learning below it (seed 002's flow); else ``auto``. Other
+    names are themselves."""
+    if name not in EXPLORERS:
+        raise HeteroDSEError(f"unknown explorer {name!r}; choose one of {', '.join(EXPLORERS)}")
+    if name != "auto":
+        return name
+    small = exhaustive_limit is not None and isinstance(space, Enumerable) and space.pruned_size() <= exhaustive_limit
+    if small:
+        return "exhaustive"
+    if prior is not None and len(prior):
+        return "gga" if prior.match() >= match_threshold else "tl"
+    return auto
+
+
+def make_explorer(name: str, space, seed: int, *, starts: int | None = None, gamma: float = 2.0,
+                  exhaustive_limit: int | None = EXHAUSTIVE_LIMIT, auto: str = AUTO_MODELLED,
+                  prior: Prior | None = None) -> Explorer:
+    """The explorer called ``name`` on ``space`` (``auto``: see :func:`resolve_auto`). ``starts``: start points
+    per round for q and p, chains for sa, points per round for random, the population for gga, measurements
+    per fit for tl (None: the explorer's default);
+    ``prior``: the history the guided GA starts from and transfer learning learns from (None: none)."""
+    name = resolve_auto(name, space, exhaustive_limit, auto, prior)
+    if name == "exhaustive":
+        if not isinstance(space, Enumerable):
+            raise HeteroDSEError("the exhaustive explorer needs a space that can be enumerated (FPGA); "
+                                 "choose q, p, sa or random")
+        return Exhaustive(space)
+    if name == "sa":
+        return SimulatedAnnealing(space, seed=seed, chains=starts or 512, gamma=gamma)
+    if name == "random":
+        return RandomSearch(space, seed=seed, batch=starts or 64)
+    if name == "p":
+        return PMethod(space, seed=seed, starts=starts or 8, gamma=gamma)
+    if name == "gga":
+        from hetero_dse.explore.gga import GuidedGA
+
+        population = starts or GGA_POPULATION
+        candidates = prior.candidates(space, population) if prior is not None else None
+        return GuidedGA(space, seed=seed, candidates=candidates, population=population)
+    if name == "tl":
+        from hetero_dse.explore.transfer import TransferLearning  # imports xgboost
+
+        return TransferLearning(space, seed=seed, prior=prior, batch=starts or TL_BATCH)
+    from hetero_dse.explore.qlearning import QMethod  # imports torch
+
+    return QMethod(space, seed=seed, starts=starts or 8, gamma=gamma)

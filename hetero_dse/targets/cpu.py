@@ -1,0 +1,126 @@
+"""The CPU target: this machine's CPU, schedules measured in isolated workers (answered from and written to
+the history), the torch baseline timed in the same run, and the artefacts a user keeps (module, TIR, LLVM
+IR, replayable schedule)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpu_cpu.measure import Measurer, check_fits_in_memory, measure_cpu_job, time_torch_isolated
+from gpu_cpu.pipeline import Pipeline
+from gpu_cpu.schedule import apply_cpu, build_cpu, host_target, run_cpu
+from hetero_dse.analysis import analyze
+from hetero_dse.atomic import atomic_directory
+from hetero_dse.errors import HeteroDSEError
+from hetero_dse.explore.loop import LoopResult
+from hetero_dse.explore.settings import AUTO_MEASURED
+from hetero_dse.history import Workload
+from hetero_dse.history.store import WorkloadHistory
+from hetero_dse.operator import Operator
+from hetero_dse.space.cpu import CpuSpace
+from hetero_dse.targets.base import Defaults, Row, Search, Written
+from hetero_dse.targets.measured import TVM_STARTS, TrialLog, TuneResult, candidate_job, measured_evaluator, tune
+from hetero_dse.targets.tuned import Tuned, schedule_json, tvm_workload
+
+__all__ = ["CpuTarget", "tune_cpu"]
+
+
+class CpuTarget:
+    """This machine's CPU. ``trials``: schedules measured when the search is given no budget; ``source``:
+    where the measuring workers rebuild the operator from (an op.py path, or ``builtin``)."""
+
+    kind = "cpu"
+    report_key = "cpu"
+    artefact = "TVM module"
+
+    def __init__(self, *, trials: int = 32, source: str = "builtin", timeout_s: float = 60.0,
+                 measurer: Measurer | None = None) -> None:
+        self.source, self.timeout_s, self.measurer = source, timeout_s, measurer
+        self.device = "this CPU"
+        self.defaults = Defaults(TVM_STARTS, AUTO_MEASURED, trials, "trials", auto_from_history=True)
+
+    def check(self, op: Operator) -> None:
+        check_fits_in_memory(op, "on the CPU")
+
+    def space(self, op: Operator) -> CpuSpace:
+        return CpuSpace(analyze(op))
+
+    def workload(self, op: Operator, space: CpuSpace) -> Workload:
+        return tvm_workload(op, host_target(), space.analysis)
+
+    @contextmanager
+    def evaluator(self, op: Operator, space: CpuSpace, history: WorkloadHistory | None,
+                  progress: Callable[[int, float | None], None] | None = None):
+        if self.measurer is not None:  # built and timed by it, one at a time
+            yield measured_evaluator(space, lambda points, best: (
+                self.measurer.run(measure_cpu_job, candidate_job(op, self.source, p, best)) for p in points),
+                                     history, progress)
+            return
+        with Pipeline(timeout_s=self.timeout_s, overlap=False) as pipeline:  # the kernel is timed on every core
+            yield measured_evaluator(space, lambda points, best: pipeline.evaluate(
+                [candidate_job(op, self.source, p, best) for p in points]), history, progress)
+
+    def observers(self, space: CpuSpace, search: Search) -> Sequence[Any]:
+        return ()
+
+    def finish(self, op: Operator, space: CpuSpace, explorer: str, loop: LoopResult, evaluator: TrialLog,
+               observers: Sequence[Any], history: WorkloadHistory | None, search: Search) -> Tuned:
+        torch_seconds = None if loop.interrupted else time_torch_isolated(op, self.source)
+        return Tuned.of(op, self, space, explorer, loop, evaluator, self.source, torch_seconds, estimate=False)
+
+    def write(self, t: Tuned, out: Path, seed: int) -> Written:
+        """The best schedule's module, TIR, LLVM IR and ``schedule.json``, checked against the reference;
+        assembled aside, renamed when whole."""
+        if t.best is None:
+            raise t.no_best()
+        mod = apply_cpu(t.op, t.best)
+        executable = build_cpu(mod)
+        inputs = t.op.random_inputs(seed)
+        want = t.op.reference(inputs)
+        passed = None
+        if want is not None:
+            passed = bool(np.allclose(run_cpu(executable, t.op, inputs), want, rtol=1e-3, atol=1e-3))
+            if not passed:
+                raise HeteroDSEError(f"the best schedule of {t.op.name} computes a wrong result; not written")
+        directory = out / t.label / "cpu"
+        with atomic_directory(directory) as partial:
+            executable.export_library(str(partial / "module.so"))
+            (partial / "lowered_tir.py").write_text(mod.script())
+            (partial / "llvm.ll").write_text(executable.mod.inspect_source("ll"))
+            (partial / "schedule.json").write_text(schedule_json(t, host_target()))
+        return Written(str(directory.relative_to(out)), passed=passed)
+
+    def row(self, t: Tuned, written: Written | None) -> Row:
+        target = host_target()
+        return t.row("cpu", f"{target['mcpu']} ({target['num-cores']} cores)", None, written)
+
+    def footnote(self) -> str:
+        return (f"CPU: `{host_target()}`. Each schedule was built, checked against the reference and timed in a "
+                "worker process, torch in another in the same run; failures are counted, with their messages in "
+                "report.json.")
+
+    def record(self, t: Tuned, written: Written | None) -> dict[str, Any]:
+        return {**t.record(written), "target": host_target()}
+
+    def markdown(self, t: Tuned, written: Written | None) -> list[str]:
+        return []
+
+    def csv_rows(self, t: Tuned) -> list[dict[str, Any]]:
+        return []
+
+
+def tune_cpu(op: Operator, space: CpuSpace, explorer: Any, *, source: str = "builtin", trials: int = 32,
+             time_budget_s: float | None = None, patience: int | None = None, timeout_s: float = 60.0,
+             progress: Callable[[int, float | None], None] | None = None, measurer: Measurer | None = None,
+             history: WorkloadHistory | None = None) -> TuneResult:
+    """Measure up to ``trials`` distinct points of ``space`` proposed by ``explorer`` (the CPU target's
+    evaluator without the rest of the flow: for tests and benchmarks of one explorer)."""
+    target = CpuTarget(trials=trials, source=source, timeout_s=timeout_s, measurer=measurer)
+    with target.evaluator(op, space, None) as log:
+        return tune(space, explorer, lambda points, best: log.inner.measure(points, best), trials=trials,
+                    time_budget_s=time_budget_s, patience=patience, progress=progress, history=history)

@@ -1,0 +1,57 @@
+"""The one flow of every target: a space for the operator, an explorer chosen with what the history holds,
+the one search loop over the target's evaluator, and the target's outcome (no I/O, no CLI)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hetero_dse.explore.exhaustive import Exhaustive
+from hetero_dse.explore.loop import run_search
+from hetero_dse.explore.settings import ExplorerSettings
+from hetero_dse.history import HistoryDB
+from hetero_dse.history.match import Prior
+from hetero_dse.history.store import WorkloadHistory
+from hetero_dse.operator import Operator
+from hetero_dse.targets.base import Outcome, Search, Target
+
+__all__ = ["explore"]
+
+#: a progress callback: points evaluated so far, and the best time so far (None: nothing feasible yet)
+Progress = Callable[[int, float | None], None]
+
+
+def explore(op: Operator, target: Target, settings: ExplorerSettings | str = "auto", search: Search | None = None,
+            *, history: HistoryDB | None = None, progress: Progress | None = None) -> Outcome:
+    """Search ``op``'s space on ``target`` and return what was found.
+
+    With a ``history``, related workloads (the same operator at other shapes) seed the guided GA and transfer
+    learning (and ``auto`` picks between them where the target allows it), and the target's evaluator
+    answers from it and writes to it as the target decides. Ctrl-C ends the search; the outcome holds what was
+    evaluated before it (``outcome.interrupted``).
+    """
+    search = search or Search()
+    settings = ExplorerSettings.of(settings)
+    target.check(op)
+    space = target.space(op)
+    workload = target.workload(op, space) if history is not None else None
+    prior = None
+    if workload is not None and (target.defaults.auto_from_history or settings.name in ("gga", "tl")):
+        prior = Prior.load(history, workload)
+    explorer = settings.make(space, search.seed, default_starts=target.defaults.starts, auto=target.defaults.auto,
+                             prior=prior)
+    budget = search.budget
+    if budget is None and not isinstance(explorer, Exhaustive):
+        budget = target.defaults.budget
+    memo = None if workload is None else WorkloadHistory(history, workload, explorer.name)
+    observers = target.observers(space, search)
+    with target.evaluator(op, space, memo, progress) as evaluator:
+        on_round = None
+        if progress is not None:
+            def on_round(used: int) -> None:
+                progress(used, evaluator.best_seconds)
+
+        loop = run_search(space, explorer, evaluator, budget=budget, time_budget_s=search.time_budget_s,
+                          patience=settings.patience, dedupe=not isinstance(explorer, Exhaustive),
+                          observers=observers, on_round=on_round)
+    settings.keep(explorer)
+    return target.finish(op, space, explorer.name, loop, evaluator, observers, memo, search)

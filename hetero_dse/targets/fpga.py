@@ -1,0 +1,240 @@
+"""The FPGA target: a board's design space for an operator, scored by the analytical read/compute/write model,
+the best designs written as Vitis HLS projects (C-simulated on request), and their report."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cost_models.calibration import Calibration
+from cost_models.fpga import FpgaModel
+from cost_models.fpga_costs import ARITHMETIC
+from hetero_dse import __version__
+from hetero_dse.analysis import Analysis, analyze
+from hetero_dse.errors import HeteroDSEError
+from hetero_dse.explore.loop import LoopResult
+from hetero_dse.explore.settings import AUTO_MODELLED, MODEL_STARTS
+from hetero_dse.hardware.board import RESOURCE_KINDS, Board
+from hetero_dse.history import Record, Workload, workload_spec
+from hetero_dse.history.store import WorkloadHistory
+from hetero_dse.operator import Operator
+from hetero_dse.space.fpga import FpgaSpace, SpaceOptions
+from hetero_dse.space.point import Point
+from hetero_dse.targets.base import Defaults, Outcome, Row, Search, Written
+from hetero_dse.targets.fpga_report import design_row, fpga_markdown, fpga_record
+from hetero_dse.targets.fpga_search import Designs, ModelEvaluator, SearchResult
+
+__all__ = ["DEFAULT_BUDGET", "Exploration", "FpgaTarget", "check_clocks", "check_dtypes", "fpga_workload",
+           "with_dtype"]
+
+#: designs scored when the user gives no budget to a sampling explorer (they converge well before; BENCHMARKS.md)
+DEFAULT_BUDGET = 30_000
+#: designs of each FPGA search kept in the history database (the guided GA's population is 16)
+HISTORY_DESIGNS = 64
+
+
+@dataclass
+class Exploration(Outcome):
+    """The outcome of exploring one operator on one board: the top-k designs (best first) and the Pareto
+    front, each a point with the model's description of it."""
+
+    board: Board | None = None
+    model: FpgaModel | None = None
+    result: SearchResult | None = None
+    designs: list[tuple[Point, dict[str, Any]]] = field(default_factory=list)
+    pareto: list[tuple[Point, dict[str, Any]]] = field(default_factory=list)
+
+    @property
+    def best_design(self) -> tuple[Point, dict[str, Any]]:
+        return self.designs[0]
+
+    def best_operator(self) -> tuple[Operator, Analysis]:
+        """The operator instantiated at the best design's data type, with its analysis."""
+        op = with_dtype(self.op, self.best_design[0]["dtype"])
+        return op, analyze(op)
+
+
+class FpgaTarget:
+    """One board, with the data types, clocks and space options to explore and the model's settings.
+    ``budget``: designs scored when the search is given none; ``csim``: C-simulate each project written."""
+
+    kind = "fpga"
+    report_key = "explorations"
+    artefact = "HLS project"
+
+    def __init__(self, board: Board, *, dtypes: Sequence[str] = (), clocks: Sequence[float] = (),
+                 options: SpaceOptions | None = None, traffic_weight: float = 0.01,
+                 calibration: Calibration | None = None, budget: int = DEFAULT_BUDGET, csim: bool = False) -> None:
+        self.board, self.dtypes, self.options = board, list(dtypes), options
+        self.clocks = check_clocks(board, clocks)
+        self.traffic_weight, self.calibration, self.csim = traffic_weight, calibration, csim
+        self.device = board.name
+        # auto stays simulated annealing with a history: the model makes the default 30,000 designs cheap
+        self.defaults = Defaults(MODEL_STARTS, AUTO_MODELLED, budget, "designs", auto_from_history=False)
+
+    def check(self, op: Operator) -> None:
+        check_dtypes(op, self.dtypes)
+
+    def space(self, op: Operator) -> FpgaSpace:
+        dtypes = check_dtypes(op, self.dtypes)
+        return FpgaSpace(analyze(with_dtype(op, dtypes[0])), self.board, dtypes, self.clocks, self.options)
+
+    def workload(self, op: Operator, space: FpgaSpace) -> Workload:
+        return fpga_workload(op, space.analysis, self.board)
+
+    def evaluator(self, op: Operator, space: FpgaSpace, history: WorkloadHistory | None, progress=None):
+        # Not read through the history: the model scores a design in a microsecond, less than a lookup, and
+        # the history holds its latency, not the objective it ranks by. Its best designs are written after.
+        return nullcontext(ModelEvaluator(FpgaModel(space, traffic_weight=self.traffic_weight,
+                                                    calibration=self.calibration)))
+
+    def observers(self, space: FpgaSpace, search: Search) -> list[Designs]:
+        return [Designs(space, max(search.top_k, HISTORY_DESIGNS))]
+
+    def finish(self, op: Operator, space: FpgaSpace, explorer: str, loop: LoopResult, evaluator: ModelEvaluator,
+               observers: Sequence[Designs], history: WorkloadHistory | None, search: Search) -> Exploration:
+        model = evaluator.model
+        result = observers[0].result(space, explorer, loop)
+        if history is not None and result.found:
+            latency = model.evaluate(result.top_rows)["latency_s"]
+            history.db.add_many(history.id, [Record(space.decode(row), float(s), source=explorer)
+                                             for row, s in zip(result.top_rows, latency, strict=True)])
+        result.top_rows, result.top_objective = result.top_rows[:search.top_k], result.top_objective[:search.top_k]
+        e = Exploration(op, self, space, explorer, loop, estimate=True, board=self.board, model=model, result=result)
+        if not result.found:
+            if loop.interrupted:
+                return e
+            raise HeteroDSEError(nothing_fits(e))
+        e.designs = [(space.decode(r), model.describe(r)) for r in result.top_rows]
+        e.pareto = [(space.decode(r), model.describe(r)) for r in result.pareto_rows]
+        e.best, e.best_seconds = e.designs[0][0], e.designs[0][1]["latency_s"]
+        return e
+
+    def write(self, e: Exploration, out: Path, seed: int) -> Written:
+        from hetero_dse.hls.csim import csim
+        from hetero_dse.hls.project import TestBenchTooLarge, write_project
+
+        if not e.designs:
+            return Written(why="interrupted before a feasible design")
+        op, analysis = e.best_operator()
+        point, design = e.best_design
+        try:
+            directory = write_project(out / e.label / self.board.name / "hls", op, analysis, point, design,
+                                      self.board, seed=seed)
+        except TestBenchTooLarge as exc:  # the search's result still goes into the report
+            return Written(why=str(exc))
+        written = Written(str(directory.relative_to(out)), warnings=_lint_warnings(directory, out))
+        if self.csim:
+            result = csim(directory)
+            written.passed = result.passed
+            written.check = {"passed": result.passed, "mismatches": result.mismatches,
+                             "max_abs_error": result.max_abs_error, "elements": result.elements,
+                             "headers": result.headers}
+        return written
+
+    def row(self, e: Exploration, written: Written | None) -> Row:
+        design = e.designs[0][1] if e.designs else None
+        detail = ""
+        if design is not None:
+            res, util = design["resources"], design["utilisation"]
+            detail = (f"{e.designs[0][0]['dtype']} · PE {design['pe']} · II {design['ii']} · DSP {res['dsp']:,.0f} "
+                      f"({100 * util['dsp']:.0f}%) · BRAM18K {res['bram18k']:,.0f} ({100 * util['bram18k']:.0f}%)")
+        return Row("fpga", e.op.name, e.op.shape_name, self.board.name, "model", e.best_seconds,
+                   design["gops"] if design else None, design["roofline"] if design else None,
+                   design["bound"] if design else None, None, e.explorer, e.loop.evaluations, 0, 0, e.loop.wall_s,
+                   e.interrupted, written.directory if written else None, written.why if written else None,
+                   _verdict(written), detail)
+
+    def record(self, e: Exploration, written: Written | None) -> dict[str, Any]:
+        return fpga_record(e, written)
+
+    def markdown(self, e: Exploration, written: Written | None) -> list[str]:
+        return fpga_markdown(e, written)
+
+    def footnote(self) -> str:
+        return ("FPGA: the analytical read/compute/write model under the board's usable caps (percentages of "
+                "resources are of those caps). The I/O bound is seed 001's Theorem 4.9 for direct convolutions and "
+                "a matmul-style bound otherwise (raised to the compulsory traffic); the kind used is in report.json.")
+
+    def csv_rows(self, e: Exploration) -> list[dict[str, Any]]:
+        return [design_row(e, rank, p, d) for rank, (p, d) in enumerate(e.designs, start=1)]
+
+
+def _lint_warnings(directory: Path, out: Path) -> list[str]:
+    """The HLS lint's verdict on a project just written, when it found the code and design.json apart (the
+    verdict is in design.json; ``hetero_dse csim`` fails on it)."""
+    verdict = json.loads((directory / "design.json").read_text()).get("lint", {})
+    if verdict.get("ok") is True:
+        return []
+    findings = verdict.get("findings") or [verdict.get("error", "no verdict")]
+    return [f"HLS lint on {directory.relative_to(out)}: {len(findings)} finding(s), first: {findings[0]} "
+            "(see design.json; hetero_dse csim fails on it)"]
+
+
+def _verdict(written: Written | None) -> str:
+    if written is None or written.passed is None:
+        return "—"
+    return "pass" if written.passed else "FAIL"
+
+
+def with_dtype(op: Operator, dtype: str) -> Operator:
+    """``op`` rebuilt for another data type, or a clear error if it has no ``dtype`` parameter allowing it."""
+    if dtype == op.dtype:
+        return op
+    param = op.definition.params.get("dtype")
+    if param is None:
+        raise HeteroDSEError(f"operator {op.name} cannot use data type {dtype}: it has no 'dtype' parameter "
+                             f"(its inputs are {op.dtype})")
+    if param.choices and dtype not in param.choices:
+        raise HeteroDSEError(f"operator {op.name} cannot use data type {dtype}: its dtype is one of "
+                             f"{', '.join(map(str, param.choices))}")
+    rebuilt = op.definition.instantiate({**dict(op.params), "dtype": dtype})
+    return replace(rebuilt, shape_name=op.shape_name)
+
+
+def check_dtypes(op: Operator, dtypes: Sequence[str]) -> list[str]:
+    chosen = list(dtypes) or [op.dtype]
+    for dtype in chosen:
+        if dtype not in ARITHMETIC:
+            raise HeteroDSEError(f"data type {dtype} is not one the FPGA model knows; use "
+                                 f"{', '.join(ARITHMETIC)}")
+        with_dtype(op, dtype)
+    return chosen
+
+
+def check_clocks(board: Board, clocks: Sequence[float]) -> list[float]:
+    chosen = [float(c) for c in clocks] or [board.default_clock_mhz]
+    for clock in chosen:
+        if clock <= 0:
+            raise HeteroDSEError(f"a clock target must be positive, got {clock:g} MHz")
+        if clock > board.max_clock_mhz:
+            raise HeteroDSEError(f"board {board.name} cannot run at {clock:g} MHz: its maximum is "
+                                 f"{board.max_clock_mhz:g} MHz (clock.max_mhz in {board.path.name})")
+    return chosen
+
+
+def fpga_workload(op: Operator, analysis: Analysis, board: Board) -> Workload:
+    """The history's key for ``op``'s designs on ``board`` as the analytical model scores them."""
+    return Workload(op.name, op.signature(), f"fpga {board.name}", {"hetero_dse": __version__, "model": "analytical"},
+                    workload_spec(analysis))
+
+
+def nothing_fits(e: Exploration) -> str:
+    """One sentence: which resource the nearest design exceeds, and by how much."""
+    r = e.result
+    name = e.op.name + (f" ({e.op.shape_name})" if e.op.shape_name else "")
+    if r.closest_row is None or r.closest_usage is None:
+        return f"no design of {name} was evaluated on {e.board.name}; raise --budget or --time-budget"
+    i = int(np.argmax(r.closest_usage))
+    kind = RESOURCE_KINDS[i]
+    cap = e.board.cap(kind)
+    used = r.closest_usage[i] * cap
+    return (f"nothing fits on {e.board.name}: the smallest design of {name} found needs {used:,.0f} "
+            f"{kind.upper()}, {r.closest_usage[i]:.2f}x the usable {cap:,} "
+            f"({e.board.usable[kind]:.0%} of {e.board.resources[kind]:,}); try a larger board or smaller shapes")

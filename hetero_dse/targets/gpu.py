@@ -1,0 +1,171 @@
+"""The GPU target: measured on the CUDA device when this machine has one, estimated by the roofline model of
+a named device otherwise (and then labelled an estimate everywhere it appears). The best schedule's CUDA
+source, TIR and module are written either way: code generation needs nvcc, not a GPU."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cost_models.gpu_roofline import estimate
+from gpu_cpu.baselines import time_torch_cuda
+from gpu_cpu.measure import MeasureResult, check_fits_in_memory
+from gpu_cpu.pipeline import Pipeline
+from gpu_cpu.schedule import ScheduleError, apply_gpu, build_cuda
+from hetero_dse.analysis import analyze
+from hetero_dse.atomic import atomic_directory
+from hetero_dse.errors import HeteroDSEError
+from hetero_dse.explore.loop import LoopResult
+from hetero_dse.explore.settings import AUTO_MEASURED, AUTO_MODELLED, MODEL_STARTS
+from hetero_dse.hardware.gpus import GpuDevice, cuda_toolkit, get_device, present_gpu
+from hetero_dse.history import Workload
+from hetero_dse.history.store import WorkloadHistory
+from hetero_dse.operator import Operator
+from hetero_dse.space.gpu import GpuSpace
+from hetero_dse.space.point import Point
+from hetero_dse.targets.base import Defaults, Row, Search, Written
+from hetero_dse.targets.measured import TVM_STARTS, TrialLog, candidate_job, measured_evaluator
+from hetero_dse.targets.tuned import Tuned, schedule_json, tvm_workload
+
+__all__ = ["ESTIMATE_BUDGET", "GpuTarget", "rebuild_gpu"]
+
+#: points the roofline model scores when there is no GPU to measure on (a model is cheap; trials are not)
+ESTIMATE_BUDGET = 4096
+
+
+class GpuTarget:
+    """The GPU present, or the roofline of ``device`` (h100, v100) where there is none. ``trials``:
+    schedules measured when the search is given no budget (estimates score at least ``ESTIMATE_BUDGET``)."""
+
+    kind = "gpu"
+    report_key = "gpu"
+    artefact = "CUDA module"
+
+    def __init__(self, device: str = "h100", *, trials: int = 32, source: str = "builtin",
+                 timeout_s: float = 60.0) -> None:
+        cuda_toolkit()
+        self.present = present_gpu()
+        self.gpu: GpuDevice = self.present or get_device(device)
+        self.measured = self.present is not None
+        self.source, self.timeout_s = source, timeout_s
+        self.device = self.gpu.name + ("" if self.measured else " (estimate)")
+        # scored by the roofline, a candidate costs microseconds: wide rounds, as on the FPGA model
+        self.defaults = (Defaults(TVM_STARTS, AUTO_MEASURED, trials, "trials", auto_from_history=True)
+                         if self.measured else
+                         Defaults(MODEL_STARTS, AUTO_MODELLED, max(trials, ESTIMATE_BUDGET), "estimates",
+                                  auto_from_history=False))
+
+    def check(self, op: Operator) -> None:
+        if self.present is not None:
+            check_fits_in_memory(op, f"on the {self.present.name}")
+
+    def space(self, op: Operator) -> GpuSpace:
+        return GpuSpace(analyze(op), self.gpu)
+
+    def workload(self, op: Operator, space: GpuSpace) -> Workload | None:
+        # only measurements enter the history: estimates neither read it nor write it
+        return tvm_workload(op, self.gpu.target, space.analysis) if self.measured else None
+
+    @contextmanager
+    def evaluator(self, op: Operator, space: GpuSpace, history: WorkloadHistory | None,
+                  progress: Callable[[int, float | None], None] | None = None):
+        if self.measured:
+            with Pipeline(timeout_s=self.timeout_s) as pipeline:
+                yield measured_evaluator(space, lambda points, best: pipeline.evaluate(
+                    [candidate_job(op, self.source, p, best, target="cuda") for p in points]), history, progress)
+            return
+
+        def modelled(point: Point) -> MeasureResult:
+            problem = space.beyond_limits(point)  # enforced before building, as on a real device
+            return MeasureResult(None, problem) if problem else MeasureResult(estimate(space, point).seconds)
+
+        yield measured_evaluator(space, lambda points, _best: map(modelled, points), None, progress)
+
+    def observers(self, space: GpuSpace, search: Search) -> Sequence[Any]:
+        return ()
+
+    def finish(self, op: Operator, space: GpuSpace, explorer: str, loop: LoopResult, evaluator: TrialLog,
+               observers: Sequence[Any], history: WorkloadHistory | None, search: Search) -> Tuned:
+        library = time_torch_cuda(op) if self.measured and not loop.interrupted else None
+        return Tuned.of(op, self, space, explorer, loop, evaluator, self.source, library, estimate=not self.measured)
+
+    def write(self, t: Tuned, out: Path, seed: int) -> Written:
+        """CUDA source, TIR, module and ``schedule.json`` of the best point; checked against the reference when
+        it ran on a GPU. Assembled aside, renamed when whole."""
+        if t.best is None:
+            raise t.no_best()
+        mod = apply_gpu(t.op, t.best)
+        executable, cuda_source = build_cuda(mod, self.gpu)
+        checked = _check_on_gpu(executable, t.op, seed) if self.measured else False
+        directory = out / t.label / "gpu"
+        with atomic_directory(directory) as partial:
+            executable.export_library(str(partial / "module.so"))
+            (partial / "lowered_tir.py").write_text(mod.script())
+            (partial / "kernel.cu").write_text(cuda_source)
+            (partial / "schedule.json").write_text(schedule_json(t, self.gpu.target, device=self.gpu.name,
+                                                                 checked_on_gpu=checked))
+        return Written(str(directory.relative_to(out)), passed=True if checked else None)
+
+    def _estimate(self, t: Tuned):
+        return estimate(GpuSpace(analyze(t.op), self.gpu), t.best) if t.best is not None and t.estimate else None
+
+    def row(self, t: Tuned, written: Written | None) -> Row:
+        figures = self._estimate(t)
+        return t.row("gpu", self.device, self.gpu.fp32_tflops * 1e12, written,
+                     bound=figures.bound if figures else None)
+
+    def record(self, t: Tuned, written: Written | None) -> dict[str, Any]:
+        out = {**t.record(written), "device": self.gpu.name, "target": self.gpu.target}
+        figures = self._estimate(t)
+        if figures is not None:
+            out["best"]["bound"] = figures.bound
+            out["best"]["figures"] = figures.figures
+        return out
+
+    def markdown(self, t: Tuned, written: Written | None) -> list[str]:
+        return []
+
+    def csv_rows(self, t: Tuned) -> list[dict[str, Any]]:
+        return []
+
+    def footnote(self) -> str:
+        if self.measured:
+            return (f"GPU: {self.gpu.name} ({self.gpu.arch}), each schedule built, checked and timed in a worker "
+                    "process; torch (cuDNN) timed on the same device in the same run.")
+        return ("GPU estimates: no GPU on this machine. The time is the roofline model of the named device "
+                "(`cost_models/gpu_roofline.py`: FP32 peak with issue, lane and FMA-latency losses; DRAM, L2 and "
+                "shared-memory traffic), not a measurement; the CUDA source was generated and compiled by nvcc "
+                "but not run, and no library baseline was taken.")
+
+
+def _check_on_gpu(executable: Any, op: Operator, seed: int) -> bool:
+    import tvm
+
+    dev = tvm.cuda(0)
+    inputs = op.random_inputs(seed)
+    out = tvm.runtime.tensor(np.zeros([int(d) for d in op.output.shape], dtype=str(op.output.dtype)), dev)
+    executable(*[tvm.runtime.tensor(a, dev) for a in inputs], out)
+    want = op.reference(inputs)
+    if want is None:
+        return False
+    if not np.allclose(out.numpy(), want, rtol=1e-3, atol=1e-3):
+        raise HeteroDSEError(f"the best GPU schedule of {op.name} computes a wrong result; not written")
+    return True
+
+
+def rebuild_gpu(record: dict[str, Any]) -> str:
+    """The CUDA source ``record``'s knobs generate today (replay without a GPU compares it with kernel.cu)."""
+    from gpu_cpu.measure import rebuild_operator
+
+    op = rebuild_operator(record["source"], record["operator"], record["params"])
+    device = get_device(record["device"]) if record["device"] in ("h100", "v100") else present_gpu()
+    if device is None:
+        raise HeteroDSEError(f"the schedule was measured on {record['device']}, and this machine has no GPU")
+    try:
+        return build_cuda(apply_gpu(op, Point(record["knobs"])), device)[1]
+    except ScheduleError as exc:
+        raise HeteroDSEError(str(exc)) from None

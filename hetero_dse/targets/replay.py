@@ -1,0 +1,36 @@
+"""Replaying a saved CPU or GPU schedule: rebuilt from its ``schedule.json``, checked and timed as during the
+search (a GPU schedule without a GPU: rebuilt, and its CUDA compared with the ``kernel.cu`` written)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gpu_cpu.measure import MeasureJob, rebuild_operator
+from gpu_cpu.pipeline import Pipeline
+from hetero_dse.analysis import analyze
+from hetero_dse.errors import HeteroDSEError
+from hetero_dse.hardware.gpus import present_gpu
+from hetero_dse.targets.gpu import rebuild_gpu
+from hetero_dse.targets.tuned import read_schedule, recorded_point, recorded_seconds
+
+__all__ = ["replay"]
+
+
+def replay(directory: Path) -> dict[str, Any]:
+    """Rebuild the module of ``directory/schedule.json`` and check and time it: the same schedule, again."""
+    record = read_schedule(directory)
+    kind = record["target"]["kind"]
+    recorded = {"recorded_seconds": recorded_seconds(record), "recorded_is_estimate": bool(record.get("estimate")),
+                "point": recorded_point(record)}
+    if kind == "cuda" and present_gpu() is None:
+        written = directory / "kernel.cu"
+        same = written.is_file() and rebuild_gpu(record) == written.read_text()
+        return {"seconds": None, "gflops": None, **recorded, "cuda_source_identical": same}
+    with Pipeline(overlap=False) as pipeline:  # built, then checked and timed, as during the search
+        (result,) = pipeline.evaluate([MeasureJob(record["source"], record["operator"], record["params"],
+                                                  record["knobs"], target=kind)])
+    if not result.ok:
+        raise HeteroDSEError(f"replaying {directory / 'schedule.json'} failed: {result.error}")
+    op = rebuild_operator(record["source"], record["operator"], record["params"])
+    return {"seconds": result.seconds, "gflops": analyze(op).flops / result.seconds / 1e9, **recorded}

@@ -1,0 +1,142 @@
+"""What the TVM targets (CPU, GPU) share: their outcome (every trial, the library's time), the history key of
+a TVM target, the one ``schedule.json`` both write, their report row and record, and replaying a schedule."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from hetero_dse import __version__
+from hetero_dse.analysis import Analysis, analyze
+from hetero_dse.errors import HeteroDSEError
+from hetero_dse.explore.loop import LoopResult
+from hetero_dse.history import Workload, workload_spec
+from hetero_dse.operator import Operator
+from hetero_dse.space.point import Point
+from hetero_dse.targets.base import Outcome, Row, Written
+from hetero_dse.targets.measured import Trial, TrialLog, TuneResult
+
+__all__ = ["Tuned", "read_schedule", "schedule_json", "tvm_workload"]
+
+
+@dataclass
+class Tuned(Outcome):
+    """One operator's search on one CPU or GPU: every trial in order, and how many the history answered."""
+
+    source: str = "builtin"
+    trials: list[Trial] = field(default_factory=list)
+    answered: int = 0
+
+    @classmethod
+    def of(cls, op: Operator, target: Any, space: Any, explorer: str, loop: LoopResult, log: TrialLog,
+           source: str, library_seconds: float | None, estimate: bool) -> Tuned:
+        t = cls(op, target, space, explorer, loop, library_seconds=library_seconds, estimate=estimate,
+                source=source, trials=log.trials, answered=log.answered)
+        ok = [trial for trial in t.trials if trial.result.ok]
+        if ok:
+            best = min(ok, key=lambda trial: trial.result.seconds)
+            t.best, t.best_seconds = best.point, best.result.seconds
+        return t
+
+    @property
+    def tune(self) -> TuneResult:
+        return TuneResult(self.trials, self.explorer, self.answered, self.loop.wall_s, self.loop.interrupted)
+
+    @cached_property
+    def flops(self) -> int:
+        return analyze(self.op).flops
+
+    def gflops(self, seconds: float | None) -> float | None:
+        return None if not seconds else self.flops / seconds / 1e9
+
+    @property
+    def failures(self) -> list[str]:
+        return [t.result.error for t in self.trials if not t.result.ok]
+
+    def record(self, written: Written | None) -> dict[str, Any]:
+        return {
+            "operator": self.op.name, "shape": self.op.shape_name, "signature": self.op.signature(),
+            "explorer": self.explorer, "trials": len(self.trials), "answered_from_history": self.answered,
+            "failures": len(self.failures), "failure_messages": sorted(set(self.failures))[:5],
+            "wall_s": self.loop.wall_s, "interrupted": self.interrupted,
+            "best": None if self.best is None else {"knobs": self.best.to_json(), "seconds": self.best_seconds,
+                                                    "gflops": self.gflops(self.best_seconds)},
+            "torch": None if self.library_seconds is None else {"seconds": self.library_seconds,
+                                                                "gflops": self.gflops(self.library_seconds)},
+            "speedup_over_torch": (self.library_seconds / self.best_seconds
+                                   if self.best is not None and self.library_seconds else None),
+            "directory": written.directory if written else None,
+            "estimate": self.estimate,
+        }
+
+    def row(self, kind: str, device: str, peak_flops: float | None, written: Written | None, bound: str | None = None,
+            detail: str = "") -> Row:
+        gflops = self.gflops(self.best_seconds)
+        return Row(kind, self.op.name, self.op.shape_name, device, "estimate" if self.estimate else "measured",
+                   self.best_seconds, gflops,
+                   gflops * 1e9 / peak_flops if gflops and peak_flops else None, bound, self.library_seconds,
+                   self.explorer, len(self.trials), self.answered, len(self.failures), self.loop.wall_s,
+                   self.interrupted, written.directory if written else None, written.why if written else None,
+                   "—" if written is None or written.passed is None else ("pass" if written.passed else "FAIL"),
+                   detail)
+
+    def why_nothing(self) -> str:
+        if self.interrupted or not self.failures:
+            return super().why_nothing()
+        return f"every trial failed ({'; '.join(sorted(set(self.failures))[:5])})"
+
+    def no_best(self) -> HeteroDSEError:
+        messages = "; ".join(sorted(set(self.failures))[:5])
+        return HeteroDSEError(f"no schedule of {self.op.name} ran: every trial failed ({messages})")
+
+
+def tvm_workload(op: Operator, target: dict[str, Any], analysis: Analysis) -> Workload:
+    """The history's key for ``op`` (analysed as ``analysis``) measured on ``target``: numbers from other
+    versions, or from TVM runtimes with another thread count, are not mixed in."""
+    import tvm
+
+    versions = {"hetero_dse": __version__, "tvm": tvm.__version__}
+    if target.get("kind") == "llvm":  # a CPU schedule's time scales with the threads running its parallel loop
+        versions["tvm_threads"] = os.environ.get("TVM_NUM_THREADS", "default")
+    return Workload(op.name, op.signature(), json.dumps(target, sort_keys=True), versions, workload_spec(analysis))
+
+
+def schedule_json(t: Tuned, target: dict[str, Any], **extra: Any) -> str:
+    """The one ``schedule.json`` of every TVM target: what to rebuild (operator, source, parameters, knobs,
+    target) and the time recorded for it (``measured_seconds``; ``estimate`` says when a model gave it)."""
+    schedule = {"generator": f"hetero_dse {__version__}", "operator": t.op.name, "source": t.source,
+                "params": dict(t.op.params), "shape": t.op.shape_name, "signature": t.op.signature(),
+                "target": target, **extra, "knobs": t.best.to_json(), "measured_seconds": t.best_seconds,
+                "estimate": t.estimate}
+    return json.dumps(schedule, indent=2) + "\n"
+
+
+def read_schedule(directory: Path) -> dict[str, Any]:
+    """``directory/schedule.json``, or one sentence saying why it is not a schedule hetero_dse wrote."""
+    path = directory / "schedule.json"
+    if not path.is_file():
+        raise HeteroDSEError(f"{directory} has no schedule.json; give a directory written by "
+                             "'explore --target cpu' or 'explore --target gpu'")
+    try:
+        record = json.loads(path.read_text())
+        for key in ("source", "operator", "params", "knobs"):
+            record[key]  # noqa: B018 -- present, or the file is not ours
+        record["target"]["kind"]  # noqa: B018
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise HeteroDSEError(f"{path} is not a schedule written by hetero_dse ({exc})") from None
+    return record
+
+
+def recorded_seconds(record: dict[str, Any]) -> float | None:
+    """The time a schedule.json recorded: ``measured_seconds`` for every target (GPU schedules written
+    before it was one key said ``seconds``)."""
+    value = record.get("measured_seconds", record.get("seconds"))
+    return float(value) if isinstance(value, int | float) else None
+
+
+def recorded_point(record: dict[str, Any]) -> Point:
+    return Point(record["knobs"])

@@ -1,0 +1,212 @@
+"""The one engine's plug: the history in front of any evaluator, every built-in target through the one flow
+into one kind of report row, and a target written here, outside the package, that needs nothing else."""
+
+from __future__ import annotations
+
+import json
+from contextlib import nullcontext
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hetero_dse.analysis import analyze
+from hetero_dse.explore.cached import HistoryEvaluator
+from hetero_dse.explore.loop import Evaluation
+from hetero_dse.hardware.board import load_board
+from hetero_dse.history import HistoryDB, Record, Workload, point_key
+from hetero_dse.history.store import WorkloadHistory
+from hetero_dse.ops import get_builtin
+from hetero_dse.report import write_reports
+from hetero_dse.space.splits import SplitSpace
+from hetero_dse.targets.base import Defaults, Outcome, Row, Search, Written
+from hetero_dse.targets.flow import explore
+from hetero_dse.targets.fpga import FpgaTarget
+
+GEMM = get_builtin("gemm").instantiate(shape="small:s2")
+GEMM16 = get_builtin("gemm").instantiate({"M": 16, "N": 16, "K": 16})  # 15 three-level splits per loop
+
+
+class Counting:
+    """An evaluator whose time for a row is 1 + its first column; it tells each row and can stop at a count."""
+
+    def __init__(self, stop_after: int | None = None) -> None:
+        self.asked: list[list[int]] = []
+        self.stop_after = stop_after
+        self.answered = 0
+
+    def evaluate(self, rows, best, deadline, on_row=None):
+        self.asked.append(rows[:, 0].tolist())
+        done = rows if self.stop_after is None else rows[: self.stop_after]
+        for i, row in enumerate(done):
+            on_row(i, 1.0 + row[0], None)
+        return Evaluation(1.0 + done[:, 0].astype(float))
+
+
+@pytest.fixture
+def history(tmp_path):
+    db = HistoryDB(str(tmp_path / "h.sqlite"))
+    space = SplitSpace(analyze(GEMM16), 3, 3, {})
+    memo = WorkloadHistory(db, Workload("gemm", GEMM16.signature(), "toy", {"hetero_dse": "test"}))
+    yield space, memo
+    db.close()
+
+
+def test_the_history_answers_what_it_holds_and_stores_each_new_result_as_it_comes(history):
+    space, memo = history
+    rows = np.unique(space.sample(64, np.random.default_rng(0)), axis=0)[:6]
+    memo.add(space.decode(rows[1]), 0.5, None)
+    memo.add(space.decode(rows[3]), None, "build failed")
+    inner = Counting()
+    told = []
+    wrapped = HistoryEvaluator(inner, space, memo)
+    evaluation = wrapped.evaluate(rows, None, None, on_row=lambda i, s, e: told.append((i, s, e)))
+    # rows 1 and 3 answered from the history, in order among the measured ones; only the others measured
+    assert [i for i, _, _ in told] == list(range(6))
+    assert inner.asked == [rows[[0, 2, 4, 5], 0].tolist()]
+    assert told[1] == (1, 0.5, None) and told[3] == (3, None, "build failed")
+    assert evaluation.objective[1] == 0.5 and evaluation.objective[3] == np.inf
+    assert wrapped.answered == 2
+    stored = memo.known([space.decode(r) for r in rows])
+    assert len(stored) == 6 and stored[point_key(space.decode(rows[5]))].seconds == 1.0 + rows[5, 0]
+
+
+def test_rows_after_a_deadline_cut_are_neither_told_nor_spent(history):
+    space, memo = history
+    rows = np.unique(space.sample(64, np.random.default_rng(1)), axis=0)[:5]
+    memo.add(space.decode(rows[3]), 0.25, None)  # answered, but after the cut: not spent
+    evaluation = HistoryEvaluator(Counting(stop_after=2), space, memo).evaluate(rows, None, None, on_row=None)
+    assert len(evaluation.objective) == 2  # rows 0 and 1; row 2 was not reached, so neither is row 3
+    assert memo.known([space.decode(r) for r in rows[2:3]]) == {}
+
+
+def test_an_evaluator_that_does_not_tell_its_rows_is_refused(history):
+    space, memo = history
+
+    class Silent(Counting):
+        def evaluate(self, rows, best, deadline, on_row=None):
+            return Evaluation(np.ones(len(rows)))
+
+    with pytest.raises(TypeError, match="on_row"):
+        HistoryEvaluator(Silent(), space, memo).evaluate(space.sample(2, np.random.default_rng(0)), None, None)
+
+
+# ------------------------------------------------------------------ a target written outside the package
+class ToyDevice:
+    """A made-up device: a schedule's time is the number of outer tiles (fewer is faster). Everything the
+    engine needs from a kind of device, and nothing more."""
+
+    kind, device, report_key, artefact = "toy", "toy device", "toy", "toy program"
+    defaults = Defaults({"sa": 8}, "sa", 200, "schedules", auto_from_history=False)
+
+    def check(self, op):
+        pass
+
+    def space(self, op):
+        return SplitSpace(analyze(op), 3, 3, {})
+
+    def workload(self, op, space):
+        return None
+
+    def evaluator(self, op, space, history, progress=None):
+        class Outer:
+            best_seconds = None
+
+            def evaluate(self, rows, best, deadline, on_row=None):
+                seconds = np.array([float(sum(space.decode(r)[f"split.{n}"][0] for n in space.loop_names))
+                                    for r in rows])
+                self.best_seconds = min([s for s in (self.best_seconds,) if s] + seconds.tolist())
+                return Evaluation(seconds)
+
+        return nullcontext(Outer())
+
+    def observers(self, space, search):
+        return ()
+
+    def finish(self, op, space, explorer, loop, evaluator, observers, history, search):
+        return Outcome(op, self, space, explorer, loop, best=None, best_seconds=evaluator.best_seconds)
+
+    def write(self, outcome, out: Path, seed):
+        path = out / outcome.label / "toy.txt"
+        path.parent.mkdir(parents=True)
+        path.write_text(f"{outcome.best_seconds}\n")
+        return Written(str(path.relative_to(out)), passed=True)
+
+    def row(self, o, written):
+        return Row("toy", o.op.name, o.op.shape_name, self.device, "model", o.best_seconds, None, None, None, None,
+                   o.explorer, o.loop.evaluations, 0, 0, o.loop.wall_s, o.interrupted,
+                   written.directory if written else None, None, "pass", "made up")
+
+    def record(self, o, written):
+        return {"operator": o.op.name, "seconds": o.best_seconds}
+
+    def markdown(self, o, written):
+        return ["## The toy device", "", "Nothing to see.", ""]
+
+    def csv_rows(self, o):
+        return []
+
+    def footnote(self):
+        return "toy: made up."
+
+
+def test_a_new_kind_of_device_is_one_class(tmp_path):
+    target = ToyDevice()
+    outcome = explore(GEMM16, target, "sa", Search(budget=200))
+    # every split's outer factor 1 is the best this device can do: one per loop
+    assert outcome.best_seconds == len(outcome.space.loop_names)
+    assert 0 < outcome.loop.evaluations <= 200
+    written = target.write(outcome, tmp_path, 0)
+    write_reports(tmp_path, [(outcome, written)], interrupted=False)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["toy"] == [{"operator": "gemm", "seconds": 3.0}]
+    (row,) = report["rows"]
+    assert (row["kind"], row["device"], row["seconds"], row["check"]) == ("toy", "toy device", 3.0, "pass")
+    md = (tmp_path / "report.md").read_text()
+    assert "| gemm | toy device | 3 s | model |" in md and "## The toy device" in md
+    assert "toy: made up." in md
+
+
+# ------------------------------------------------------------------ the built-in targets, one row type
+def test_the_fpga_target_fills_the_one_row_with_the_models_figures(tmp_path):
+    target = FpgaTarget(load_board("vu9p"))
+    e = explore(GEMM, target, "sa", Search(budget=3000, top_k=2))
+    point, design = e.best_design
+    assert e.best == point and e.best_seconds == design["latency_s"] and e.estimate
+    row = target.row(e, Written("x"))
+    assert (row.kind, row.device, row.basis, row.seconds) == ("fpga", "vu9p", "model", design["latency_s"])
+    assert row.peak_fraction == design["roofline"] and row.gflops == design["gops"]
+    assert row.evaluations == e.result.evaluations <= 3000 and f"PE {design['pe']}" in row.detail
+
+
+def test_the_gpu_target_without_a_gpu_fills_the_row_with_a_labelled_estimate(monkeypatch):
+    import shutil
+
+    if shutil.which("nvcc") is None:
+        pytest.skip("the GPU target needs the CUDA toolkit (nvcc)")
+    monkeypatch.setattr("hetero_dse.targets.gpu.present_gpu", lambda: None)
+    from hetero_dse.targets.gpu import GpuTarget
+
+    target = GpuTarget("v100", trials=8)
+    assert target.defaults.budget == 4096 and target.workload(GEMM, target.space(GEMM)) is None
+    t = explore(GEMM, target, "random", Search(budget=64))
+    row = target.row(t, None)
+    assert (row.basis, row.device, row.library_seconds) == ("estimate", "v100 (estimate)", None)
+    assert row.evaluations == len(t.trials) == 64 and row.seconds == min(
+        x.result.seconds for x in t.trials if x.result.ok)
+    assert row.gflops == pytest.approx(analyze(GEMM).flops / row.seconds / 1e9)
+    assert row.peak_fraction == pytest.approx(row.gflops * 1e9 / 15.7e12)
+    assert row.bound in ("compute", "dram", "l2", "shared", "launch")
+
+
+def test_fpga_designs_the_history_holds_seed_a_history_based_tuner(tmp_path):
+    db = HistoryDB(str(tmp_path / "h.sqlite"))
+    target = FpgaTarget(load_board("vu9p"))
+    small = get_builtin("gemm").instantiate(shape="small:s1")
+    explore(small, target, "sa", Search(budget=2000), history=db)
+    (listed,) = db.workloads()
+    assert listed["records"] == 64  # the best designs of the search are kept, the rest is cheap to score again
+    e = explore(GEMM, target, "gga", Search(budget=500), history=db)
+    assert e.explorer == "gga" and e.found
+    assert isinstance(db.records(db.workload_id(target.workload(small, target.space(small))))[0], Record)
+    db.close()
