@@ -57,6 +57,36 @@ def test_every_explorer_keeps_the_budget_of_the_one_search_loop_on_every_space(s
     search_contract(space, lambda s, seed: make_explorer(name, s, seed, starts=4), _toy_objective(space), budget=24)
 
 
+def _model_objective(name):
+    """The evaluator each real target puts behind the space: the FPGA model, the GPU roofline."""
+    if name.startswith("fpga"):
+        from cost_models.fpga import FpgaModel
+
+        space = SPACES[name]()
+        model = FpgaModel(space)
+        return space, lambda rows: model.evaluate(rows)["objective"]
+    from cost_models.gpu_roofline import estimate
+
+    space = SPACES[name]()
+
+    def roofline(rows):
+        out = []
+        for row in rows:
+            point = space.decode(row)
+            out.append(np.inf if space.beyond_limits(point) else estimate(space, point).seconds)
+        return np.array(out)
+
+    return space, roofline
+
+
+@pytest.mark.parametrize("pair", ["fpga gemm", "fpga conv2d", "gpu conv2d"])
+@pytest.mark.parametrize("name", EXPLORERS)
+def test_every_explorer_keeps_the_budget_with_every_targets_model(pair, name):
+    space, objective = _model_objective(pair)
+    best = search_contract(space, lambda s, seed: make_explorer(name, s, seed, starts=4), objective, budget=24)
+    assert np.isfinite(best)
+
+
 # random sampling is the baseline and the P-method the greedy control of FlexTensor's Q-method: neither is
 # meant to find an optimum (the P-method stalls on one of three seeds here)
 @pytest.mark.parametrize("name", ["q", "sa", "gga", "tl"])
