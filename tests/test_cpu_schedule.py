@@ -125,10 +125,21 @@ def test_the_default_point_by_hand():
     assert space.violations(point) == []
 
 
+def test_the_default_point_fills_the_fma_pipelines_where_half_the_registers_hold_no_divisor():
+    # an AVX2 host (12 accumulators): j (7) vectorised in one vector; half the registers (6) hold no divisor
+    # of k or i (7), so the register tile takes the fewest rows that give 4 accumulators: all 7 of k
+    op = get_builtin("conv2d").instantiate(shape="small:s2")  # K 7, 7×7 output
+    space = CpuSpace(analyze(op), vector_bits=256)
+    point = space.default_point()
+    assert point["vector"] == "j" and point["split.j"][-1] == 7 and point["split.k"][-1] == 7
+    assert point["split.i"][-1] == 1 and space.violations(point) == []
+
+
+@pytest.mark.parametrize("vector_bits", [256, 512])  # AVX2 and AVX-512 hosts
 @pytest.mark.parametrize("name", ["conv2d", "conv3d", "depthwise_conv2d", "conv_transpose2d"])
-def test_the_default_point_computes_the_reference(name):
+def test_the_default_point_computes_the_reference(name, vector_bits):
     op = get_builtin(name).instantiate(shape="small:s2")
-    point = CpuSpace(analyze(op)).default_point()
+    point = CpuSpace(analyze(op), vector_bits=vector_bits).default_point()
     assert point is not None
     inputs = op.random_inputs(0)
     np.testing.assert_allclose(run_cpu(build_cpu(apply_cpu(op, point)), op, inputs), op.reference(inputs),

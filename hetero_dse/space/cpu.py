@@ -30,6 +30,7 @@ measures it in its first round (``hetero_dse.explore.base.first_round``) beside 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from functools import cache
 
@@ -49,9 +50,20 @@ MIN_ACCUMULATORS = 4  # independent FMAs in flight: 2 ports × 4-cycle latency w
 CPU_ORDERS = (0, 1)
 
 
+#: Set to 128, 256 or 512 to schedule for that vector width instead of the host's (another host of a
+#: cluster; the test suite, so that it behaves the same on every x86-64 host).
+VECTOR_BITS_ENV = "HETERO_DSE_VECTOR_BITS"
+
+
 @cache
 def host_vector_bits() -> int:
-    """The host's widest float vector: 512 with AVX-512, 256 with AVX2, else 128."""
+    """The host's widest float vector: 512 with AVX-512, 256 with AVX2, else 128 (``$HETERO_DSE_VECTOR_BITS``
+    where set)."""
+    forced = os.environ.get(VECTOR_BITS_ENV, "").strip()
+    if forced:
+        if forced not in ("128", "256", "512"):
+            raise SpaceError(f"{VECTOR_BITS_ENV}={forced!r}: the vector width is 128, 256 or 512 bits")
+        return int(forced)
     try:
         with open("/proc/cpuinfo") as f:
             flags = next((line for line in f if line.startswith("flags")), "")
@@ -163,6 +175,12 @@ class CpuSpace(SplitSpace):
             d = max(x for x in divisors(lp.extent) if x <= budget)
             if d > tile_factor:
                 tile, tile_factor = lp, d
+        vectors = math.ceil(fv / self.lanes)
+        if tile_factor * vectors < MIN_ACCUMULATORS:  # half the registers hold no divisor: the fewest that fill
+            enough = [(d, lp) for lp in others for d in divisors(lp.extent)  # the FMA pipelines, if any fit
+                      if MIN_ACCUMULATORS <= d * vectors <= self.max_accumulators]
+            if enough:
+                tile_factor, tile = min(enough, key=lambda pair: (pair[0], others.index(pair[1])))
         share = max(d for d in divisors(v.extent // fv) if d * fv <= max(64, fv))
         missing = math.ceil(2 * self.cores / (v.extent // fv // share))
         parallel = next((lp for lp in others if lp is not tile), tile)
