@@ -192,6 +192,38 @@ def test_a_database_from_before_workload_specs_is_migrated(tmp_path):
     assert db.workload(1).extents == {"k": 128, "c": 64, "y": 7}
 
 
+def test_records_keyed_by_their_knobs_order_are_rekeyed_once_and_imported_twins_dropped(db_url):
+    """Review finding D2: keys hashed the knobs in their order, an export sorted them, so an imported history
+    answered nothing and importing an export into its own database doubled it. A database from before is
+    re-keyed when opened; a point stored under both orders is kept once (the first)."""
+    import sqlalchemy as sa
+
+    from hetero_dse.history.records import unsorted_point_key
+    from hetero_dse.history.store import as_url, meta, records
+
+    db = HistoryDB(db_url)
+    wid = db.workload_id(WORKLOAD)
+    as_searched, as_imported = Point(split=(2, 3), a=1), Point(a=1, split=(2, 3))
+    other = Point(split=(6, 1), a=2)
+    engine = sa.create_engine(as_url(db_url))
+    with engine.begin() as conn:  # what an older version wrote: unsorted keys, the same point twice
+        conn.execute(meta.delete())
+        for i, (point, seconds) in enumerate(((as_searched, 1e-3), (other, 2e-3), (as_imported, 1e-3))):
+            conn.execute(records.insert().values(workload_id=wid, point_key=unsorted_point_key(point),
+                                                 point=point.dumps(), seconds=seconds, error=None, source="old",
+                                                 timestamp=float(i)))
+    engine.dispose()
+    db.close()
+    again = HistoryDB(db_url)
+    held = again.records(wid)
+    assert [(r.point, r.seconds) for r in held] == [(as_searched, 1e-3), (other, 2e-3)]
+    assert set(again.lookup(wid, [as_imported, other])) == {point_key(as_imported), point_key(other)}
+    lines = list(again.export())
+    assert again.import_lines(lines) == (0, 2)
+    again.close()
+    assert len(HistoryDB(db_url).records(wid)) == 2  # opened again: nothing more to re-key
+
+
 @pytest.mark.parametrize("tuner", ["gga", "tl"])
 def test_history_tuners_start_from_other_shapes_and_store_what_they_measure(db, tuner):
     from hetero_dse.history import workload_spec

@@ -87,5 +87,11 @@ class Record:
 
 
 def point_key(point: Point) -> str:
-    """The same text for the same point, whatever produced it."""
+    """The same text for the same point, whatever produced it and in whatever order its knobs come (a space
+    lists them in its own order; an export, jq -S or PostgreSQL's jsonb sorts them)."""
+    return hashlib.sha256(json.dumps(point.to_json(), sort_keys=True).encode()).hexdigest()[:32]
+
+
+def unsorted_point_key(point: Point) -> str:
+    """The key of databases written before keys were independent of the knobs' order (to migrate them)."""
     return hashlib.sha256(point.dumps().encode()).hexdigest()[:32]

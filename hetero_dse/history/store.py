@@ -47,6 +47,15 @@ records = sa.Table(
 )
 
 
+#: Facts about the database itself: ``point_keys`` = ``sorted`` once every record's key is independent of
+#: the order of its point's knobs (databases from before are re-keyed when opened, see _migrate).
+meta = sa.Table(
+    "meta", metadata,
+    sa.Column("name", sa.String(50), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+)
+
+
 #: FPGA synthesis runs: one row per design (operator, knobs), part, clock, tool version and steps. A team
 #: sharing one database never synthesizes a design twice; a failed run is kept with its log tail and run
 #: again on request.
@@ -306,7 +315,9 @@ def _workload(row) -> Workload:
 
 
 def _migrate(engine: sa.Engine) -> None:
-    """Columns added since a database was created (create_all makes missing tables, never missing columns)."""
+    """Columns added since a database was created (create_all makes missing tables, never missing columns),
+    and record keys made independent of the knobs' order."""
+    _rekey_once(engine)
     have = {c["name"] for c in sa.inspect(engine).get_columns("workloads")}
     if "spec" not in have:
         try:
@@ -314,6 +325,45 @@ def _migrate(engine: sa.Engine) -> None:
                 conn.execute(sa.text("ALTER TABLE workloads ADD COLUMN spec TEXT"))
         except sa.exc.DBAPIError:  # another process added it first
             if "spec" not in {c["name"] for c in sa.inspect(engine).get_columns("workloads")}:
+                raise
+
+
+def _rekey(engine: sa.Engine) -> None:
+    """Key every record by :func:`point_key` (knobs sorted) in one transaction, keeping the first record of a
+    point stored twice under two knob orders (what importing an export did before); once per database."""
+    with engine.begin() as conn:
+        if conn.execute(sa.select(meta.c.value).where(meta.c.name == "point_keys")).scalar() == "sorted":
+            return
+        seen: set[tuple[int, str]] = set()
+        doomed: list[int] = []
+        changed: list[dict[str, object]] = []
+        rows = conn.execute(sa.select(records.c.id, records.c.workload_id, records.c.point_key, records.c.point)
+                            .order_by(records.c.id))
+        for row in rows.mappings():
+            key = point_key(Point.from_json(row["point"]))
+            if (row["workload_id"], key) in seen:
+                doomed.append(row["id"])
+                continue
+            seen.add((row["workload_id"], key))
+            if key != row["point_key"]:
+                changed.append({"row_id": row["id"], "new_key": key, "temporary": "~" + key[1:]})
+        for start in range(0, len(doomed), 500):
+            conn.execute(records.delete().where(records.c.id.in_(doomed[start:start + 500])))
+        if changed:  # through a temporary key (not hex) first: a new key may be another record's old one
+            conn.execute(records.update().where(records.c.id == sa.bindparam("row_id"))
+                         .values(point_key=sa.bindparam("temporary")), changed)
+            conn.execute(records.update().where(records.c.id == sa.bindparam("row_id"))
+                         .values(point_key=sa.bindparam("new_key")), changed)
+        conn.execute(meta.insert().values(name="point_keys", value="sorted"))
+
+
+def _rekey_once(engine: sa.Engine) -> None:
+    """:func:`_rekey`, where another process opening the same database may do it at the same moment."""
+    try:
+        _rekey(engine)
+    except sa.exc.IntegrityError:  # the other process finished first; its keys are the same
+        with engine.connect() as conn:
+            if conn.execute(sa.select(meta.c.value).where(meta.c.name == "point_keys")).scalar() != "sorted":
                 raise
 
 
