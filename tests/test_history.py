@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -81,7 +82,7 @@ def test_export_import_and_prune(db, tmp_path):
     assert sorted(lines) == sorted(other.export())
     assert other.prune(2) == 3 and [r.seconds for r in other.records(other.workloads()[0]["id"])] == [1e-3, 2e-3, None]
     assert other.prune(2, drop_failed=True) == 1 and other.count() == 2
-    with pytest.raises(Exception, match="line 2 is not a record"):
+    with pytest.raises(Exception, match="nothing imported: line 2: not a record"):
         other.import_lines([lines[0], "{not json"])
 
 
@@ -269,3 +270,66 @@ def test_synthesis_results_are_kept_once_per_design_part_clock_tool_and_steps(db
     # another tool version or other steps are other rows
     assert db.synthesis(key[0], key[1], key[2], "2024.1", "csynth") is None
     assert db.synthesis(key[0], key[1], key[2], key[3], "csynth cosim") is None
+
+
+# ------------------------------------------------------------------ review findings D9, D10, D12, D15
+def _exported(tmp_path, count: int = 3) -> tuple[Path, list[str]]:
+    db = HistoryDB(str(tmp_path / "src.sqlite"))
+    wid = db.workload_id(Workload(WORKLOAD.operator, WORKLOAD.signature, WORKLOAD.target, WORKLOAD.versions,
+                                  {"loops": {"i": 4, "j": 4, "k": 4}, "flops": 128}))
+    for i in range(count):
+        db.add(wid, Record(Point(split=(i + 1, 1), a=i), (i + 1) * 1e-3))
+    lines = list(db.export())
+    db.close()
+    return tmp_path / "src.sqlite", lines
+
+
+def test_an_import_with_a_bad_line_adds_nothing_and_names_the_line(cli, tmp_path):
+    _, lines = _exported(tmp_path)
+    forged = json.loads(lines[1])
+    cases = {"negative": -1.0, "nan": float("nan"), "text": "fast", "too fast": 1e-15}  # 128 FLOP in 1 fs
+    for name, seconds in cases.items():
+        forged["record"]["seconds"] = seconds
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("\n".join([lines[0], json.dumps(forged), lines[2]]) + "\n")
+        target = tmp_path / f"{name}.sqlite"
+        r = cli("history", "import", path, "--db", target)
+        assert r.code == 1 and "nothing imported: line 2:" in r.err and "Traceback" not in r.err, (name, r.err)
+        assert HistoryDB(str(target)).count() == 0, name
+    (tmp_path / "latin1.jsonl").write_bytes("caf\xe9".encode("latin-1"))
+    r = cli("history", "import", tmp_path / "latin1.jsonl", "--db", tmp_path / "l.sqlite")
+    assert r.code == 1 and "is not UTF-8 text" in r.err
+
+
+def test_export_never_overwrites_the_database_or_another_file(cli, tmp_path):
+    src, _ = _exported(tmp_path)
+    r = cli("history", "export", src, "--db", src)
+    assert r.code == 1 and "is the database being exported" in r.err
+    assert HistoryDB(str(src)).count() == 3  # still a database
+    other = tmp_path / "notes.txt"
+    other.write_text("keep me\n")
+    r = cli("history", "export", other, "--db", src)
+    assert r.code == 1 and "exists; add --force" in r.err and other.read_text() == "keep me\n"
+    assert cli("history", "export", other, "--db", src, "--force").code == 0
+    assert len(other.read_text().splitlines()) == 3
+    locked = tmp_path / "ro"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        r = cli("history", "export", locked / "x.jsonl", "--db", src)
+        if os.geteuid() != 0:  # root writes anywhere
+            assert r.code == 1 and "cannot write" in r.err and "Traceback" not in r.err
+    finally:
+        locked.chmod(0o700)
+
+
+def test_reading_commands_never_create_a_database_and_a_file_that_is_not_one_is_refused(cli, tmp_path):
+    typo = tmp_path / "typo" / "dir" / "h.sqlite"
+    r = cli("history", "list", "--db", typo)
+    assert r.code == 1 and "there is no history database at" in r.err and not (tmp_path / "typo").exists()
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a database\n")
+    for args in (("history", "list"), ("history", "import", notes)):
+        r = cli(*args, "--db", notes)
+        assert r.code == 1 and "is not a SQLite database" in r.err and "internal error" not in r.err, args
+    assert notes.read_text() == "not a database\n"

@@ -16,10 +16,11 @@ db_option = click.option("--db", metavar="PATH|URL",
                               "(default: $HETERO_DSE_DB, else a file in your user data directory).")
 
 
-def open_db(db: str | None):
+def open_db(db: str | None, create: bool = True):
+    """The history database ``--db`` names; ``create=False`` for commands that only read it."""
     from hetero_dse.history import HistoryDB
 
-    return HistoryDB(db)
+    return HistoryDB(db, create=create)
 
 
 @cli.group()
@@ -31,7 +32,7 @@ def history() -> None:
 @db_option
 def list_command(db: str | None) -> None:
     """Workloads with their record counts and best time."""
-    store = open_db(db)
+    store = open_db(db, create=False)
     rows = store.workloads()
     table = Table(title=f"History: {store.url}", title_justify="left")
     for col in ("id", "operator", "signature", "target", "records", "failed", "best ms"):
@@ -49,7 +50,7 @@ def list_command(db: str | None) -> None:
 @db_option
 def show_command(workload_id: int, top: int, db: str | None) -> None:
     """The fastest records of one workload (its id from 'history list')."""
-    store = open_db(db)
+    store = open_db(db, create=False)
     workload = store.workload(workload_id)
     versions = ", ".join(f"{k} {v}" for k, v in workload.versions.items())
     console.print(f"{workload.signature} on {workload.target} ({versions})")
@@ -64,21 +65,30 @@ def show_command(workload_id: int, top: int, db: str | None) -> None:
 
 @history.command("export")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Replace FILE if it exists.")
 @db_option
-def export_command(file: Path, db: str | None) -> None:
+def export_command(file: Path, force: bool, db: str | None) -> None:
     """Every record as JSON lines (one record and its workload per line; '-' for stdout)."""
-    store = open_db(db)
+    store = open_db(db, create=False)
     if str(file) == "-":
         for line in store.export():
             sys.stdout.write(line + "\n")
         return
+    if store.url == f"sqlite:///{file.expanduser().resolve()}":
+        raise HeteroDSEError(f"{file} is the database being exported; give the export another file name")
+    if file.exists() and not force:
+        raise HeteroDSEError(f"{file} exists; add --force to replace it or choose another file name")
     partial = file.with_name(file.name + ".partial")
     count = 0
-    with partial.open("w") as out:
-        for line in store.export():
-            out.write(line + "\n")
-            count += 1
-    partial.replace(file)
+    try:
+        with partial.open("w") as out:
+            for line in store.export():
+                out.write(line + "\n")
+                count += 1
+        partial.replace(file)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise HeteroDSEError(f"cannot write {file}: {exc.strerror or exc}") from None
     console.print(f"{count:,} records written to {file}")
 
 
@@ -88,8 +98,12 @@ def export_command(file: Path, db: str | None) -> None:
 def import_command(file: Path, db: str | None) -> None:
     """Add the records of an exported JSON-lines file (points already there are kept as they are)."""
     store = open_db(db)
-    with file.open() as lines:
-        added, known = store.import_lines(lines)
+    try:
+        with file.open(encoding="utf-8") as lines:
+            added, known = store.import_lines(lines)
+    except UnicodeDecodeError as exc:
+        raise HeteroDSEError(f"{file} is not UTF-8 text (byte {exc.start}); give a file written by "
+                             "'hetero_dse history export'") from None
     console.print(f"{added:,} records added, {known:,} already there")
 
 

@@ -9,6 +9,7 @@ generous busy timeout, so several explorations can write to one file at once.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -91,9 +92,19 @@ def as_url(db: str) -> str:
 class HistoryDB:
     """Workloads and their records, in the database at ``db`` (a SQLAlchemy URL or a SQLite file path)."""
 
-    def __init__(self, db: str | None = None) -> None:
+    def __init__(self, db: str | None = None, *, create: bool = True) -> None:
+        """``create=False`` (commands that only read): a SQLite file that does not exist is an error, and
+        neither it nor its directory is made."""
         url = as_url(db or default_url())
         self.url = url
+        if url.startswith("sqlite:///"):
+            path = Path(url.removeprefix("sqlite:///"))
+            if not create and not path.is_file():
+                raise HeteroDSEError(f"there is no history database at {path}; check --db (or $HETERO_DSE_DB), "
+                                     "or run a search to start one")
+            if path.is_file() and not _is_sqlite(path):
+                raise HeteroDSEError(f"{path} is not a SQLite database; give --db a history database (or a new "
+                                     "file name to start one)")
         try:
             if url.startswith("sqlite:///"):
                 Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
@@ -103,8 +114,9 @@ class HistoryDB:
                 self.engine = sa.create_engine(url, pool_pre_ping=True)
             metadata.create_all(self.engine)
             _migrate(self.engine)
-        except (OperationalError, OSError) as exc:
-            raise HeteroDSEError(f"cannot open the history database {db or url}: {getattr(exc, 'orig', exc)}") from None
+        except (OperationalError, OSError, sa.exc.DatabaseError) as exc:
+            reason = " ".join(str(getattr(exc, "orig", exc)).split())  # drivers' messages span lines
+            raise HeteroDSEError(f"cannot open the history database {db or url}: {reason}") from None
         except (sa.exc.NoSuchModuleError, sa.exc.ArgumentError, ImportError) as exc:
             raise HeteroDSEError(f"cannot use {url!r} as the history database ({exc}); give a SQLite file path or "
                                  "a URL such as postgresql://user@host/db with its driver installed") from None
@@ -144,21 +156,7 @@ class HistoryDB:
     def workload_id(self, workload: Workload) -> int:
         """The workload's id, adding it if it is new (safe when several writers add it at once)."""
         with self.engine.begin() as conn:
-            found = conn.execute(sa.select(workloads.c.id).where(workloads.c.key == workload.key)).scalar()
-            if found is not None:
-                if workload.spec:  # a workload stored by an older version has none
-                    conn.execute(workloads.update().where(workloads.c.id == found, workloads.c.spec.is_(None))
-                                 .values(spec=json.dumps(workload.spec, sort_keys=True)))
-                return int(found)
-            try:
-                with conn.begin_nested():
-                    return int(conn.execute(workloads.insert().values(
-                        key=workload.key, operator=workload.operator, signature=workload.signature,
-                        target=workload.target, versions=json.dumps(workload.versions, sort_keys=True),
-                        spec=json.dumps(workload.spec, sort_keys=True),
-                    )).inserted_primary_key[0])
-            except IntegrityError:  # another writer added it between the select and the insert
-                return int(conn.execute(sa.select(workloads.c.id).where(workloads.c.key == workload.key)).scalar())
+            return _workload_id(conn, workload)
 
     def workloads(self) -> list[dict]:
         """Every workload with its record count, failures and best seconds."""
@@ -221,18 +219,7 @@ class HistoryDB:
         if not batch:
             return 0
         with self.engine.begin() as conn:
-            have = set()
-            keys = [r.point_key for r in batch]
-            for start in range(0, len(keys), 500):
-                have.update(conn.execute(sa.select(records.c.point_key).where(
-                    records.c.workload_id == workload_id,
-                    records.c.point_key.in_(keys[start:start + 500]))).scalars())
-            new = {r.point_key: r for r in batch if r.point_key not in have}
-            if new:
-                conn.execute(records.insert(), [
-                    {"workload_id": workload_id, "point_key": k, "point": r.point.dumps(), "seconds": r.seconds,
-                     "error": r.error, "source": r.source[:50], "timestamp": r.timestamp} for k, r in new.items()])
-        return len(new)
+            return _add_many(conn, workload_id, batch)
 
     def records(self, workload_id: int, *, best_first: bool = True, limit: int | None = None) -> list[Record]:
         r = records.c
@@ -286,10 +273,11 @@ class HistoryDB:
                 yield json.dumps({"workload": workload, "record": record.to_json()}, sort_keys=True)
 
     def import_lines(self, lines: Iterable[str], source: str = "import") -> tuple[int, int]:
-        """Add the records of exported JSON lines; (added, already there). A malformed line raises with its
-        number, after the lines before it were added."""
-        added = known = 0
-        ids: dict[str, int] = {}
+        """Add the records of exported JSON lines in one transaction; (added, already there). Every line is
+        read and checked first (:func:`check_record`): a bad one raises with its number and reason and
+        nothing is added."""
+        parsed: list[tuple[Workload, Record]] = []
+        bad: list[str] = []
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
@@ -297,15 +285,82 @@ class HistoryDB:
                 data = json.loads(line)
                 workload = Workload.from_json(data["workload"])
                 record = Record.from_json(data["record"])
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                raise HeteroDSEError(f"line {number} is not a record exported by hetero_dse ({exc})") from None
-            if workload.key not in ids:
-                ids[workload.key] = self.workload_id(workload)
-            if self.add(ids[workload.key], record):
-                added += 1
-            else:
-                known += 1
-        return added, known
+                problem = check_record(workload, record)
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+                problem = f"not a record exported by hetero_dse ({exc})"
+            if problem:
+                bad.append(f"line {number}: {problem}")
+                continue
+            parsed.append((workload, record))
+        if bad:
+            more = f" (and {len(bad) - 1} more bad line{'s' if len(bad) > 2 else ''})" if len(bad) > 1 else ""
+            raise HeteroDSEError(f"nothing imported: {bad[0]}{more}")
+        added = 0
+        with self.engine.begin() as conn:
+            ids: dict[str, int] = {}
+            by_workload: dict[int, list[Record]] = {}
+            for workload, record in parsed:
+                if workload.key not in ids:
+                    ids[workload.key] = _workload_id(conn, workload)
+                by_workload.setdefault(ids[workload.key], []).append(record)
+            for workload_id, batch in by_workload.items():
+                added += _add_many(conn, workload_id, batch)
+        return added, len(parsed) - added
+
+
+#: no device runs faster than this (the fastest GPUs' tensor cores reach about 2 PFLOP/s dense FP8); a record
+#: that claims more is a wrong measurement or a forged line
+PEAK_FLOPS = 1e16
+
+
+def check_record(workload: Workload, record: Record) -> str | None:
+    """Why ``record`` cannot be a result of ``workload`` (None: it can): a time that is not a positive finite
+    number, a failure without its error, an empty point, or a time faster than any device's peak."""
+    seconds = record.seconds
+    if seconds is None:
+        return None if record.error else "a record without a time must carry the error that stopped it"
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        return f"its time {seconds!r} is not a number"
+    if not math.isfinite(seconds) or seconds <= 0:
+        return f"its time {seconds!r} is not a positive finite number of seconds"
+    if not len(record.point):
+        return "its point has no knob"
+    if workload.flops and workload.flops / seconds > PEAK_FLOPS:
+        return (f"{workload.flops / seconds / 1e15:,.0f} PFLOP/s for {workload.operator} is faster than any "
+                "device runs")
+    return None
+
+
+def _workload_id(conn: sa.Connection, workload: Workload) -> int:
+    found = conn.execute(sa.select(workloads.c.id).where(workloads.c.key == workload.key)).scalar()
+    if found is not None:
+        if workload.spec:  # a workload stored by an older version has none
+            conn.execute(workloads.update().where(workloads.c.id == found, workloads.c.spec.is_(None))
+                         .values(spec=json.dumps(workload.spec, sort_keys=True)))
+        return int(found)
+    try:
+        with conn.begin_nested():
+            return int(conn.execute(workloads.insert().values(
+                key=workload.key, operator=workload.operator, signature=workload.signature,
+                target=workload.target, versions=json.dumps(workload.versions, sort_keys=True),
+                spec=json.dumps(workload.spec, sort_keys=True),
+            )).inserted_primary_key[0])
+    except IntegrityError:  # another writer added it between the select and the insert
+        return int(conn.execute(sa.select(workloads.c.id).where(workloads.c.key == workload.key)).scalar())
+
+
+def _add_many(conn: sa.Connection, workload_id: int, batch: list[Record]) -> int:
+    have = set()
+    keys = [r.point_key for r in batch]
+    for start in range(0, len(keys), 500):
+        have.update(conn.execute(sa.select(records.c.point_key).where(
+            records.c.workload_id == workload_id, records.c.point_key.in_(keys[start:start + 500]))).scalars())
+    new = {r.point_key: r for r in batch if r.point_key not in have}
+    if new:
+        conn.execute(records.insert(), [
+            {"workload_id": workload_id, "point_key": k, "point": r.point.dumps(), "seconds": r.seconds,
+             "error": r.error, "source": r.source[:50], "timestamp": r.timestamp} for k, r in new.items()])
+    return len(new)
 
 
 def _workload(row) -> Workload:
@@ -365,6 +420,16 @@ def _rekey_once(engine: sa.Engine) -> None:
         with engine.connect() as conn:
             if conn.execute(sa.select(meta.c.value).where(meta.c.name == "point_keys")).scalar() != "sorted":
                 raise
+
+
+def _is_sqlite(path: Path) -> bool:
+    """Whether ``path`` is a SQLite database (its header), or an empty file SQLite will make one of."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(16)
+    except OSError:
+        return True  # the open below says why it cannot be read
+    return head == b"SQLite format 3\x00" or head == b""
 
 
 def _record(row) -> Record:
