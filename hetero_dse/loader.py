@@ -8,7 +8,12 @@ import traceback
 from pathlib import Path
 
 from hetero_dse.errors import HeteroDSEError, OperatorError
+from hetero_dse.guard import time_limit
 from hetero_dse.operator import OperatorDef
+
+
+#: seconds importing an op.py may take (TVM's own import is done by then; defining operators takes milliseconds)
+IMPORT_TIMEOUT_S = 60
 
 
 def load_operators(path: str | Path) -> list[OperatorDef]:
@@ -38,7 +43,12 @@ def load_operators(path: str | Path) -> list[OperatorDef]:
     module.__file__ = str(path)
     sys.modules[module_name] = module  # dataclasses and pickling look modules up by name
     try:
-        exec(code, module.__dict__)
+        with time_limit(IMPORT_TIMEOUT_S, f"it did not finish importing in {IMPORT_TIMEOUT_S} s (a loop "
+                                          "that never ends, or a call that blocks, at import?)"):
+            exec(code, module.__dict__)
+    except SystemExit as exc:
+        raise OperatorError(f"op file {path} called sys.exit({exc.code!r}) while importing; an op file only "
+                            "defines operators") from None
     except HeteroDSEError as exc:
         raise OperatorError(f"op file {path}: {exc}") from None
     except Exception as exc:

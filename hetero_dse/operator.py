@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from hetero_dse.errors import OperatorError, ShapeError
+from hetero_dse.guard import time_limit
 
 #: Data types an operator may be built for; integer types accumulate in int32.
 DTYPES = ("float32", "float16", "int8", "int16", "int32")
@@ -75,6 +76,22 @@ def _as_int(raw: Any) -> int | None:
     return None
 
 
+#: seconds an operator's builder may take (a TE builder takes milliseconds; more is a loop that never ends)
+BUILD_TIMEOUT_S = 60
+
+#: what an operator or shape name may hold: it names directories and appears in generated C++ comments, so
+#: it is data, never a path (``..``) or code (a newline)
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.+-]*")
+
+
+def check_name(name: str, what: str) -> str:
+    """``name`` if it is a name (:data:`NAME`), else one sentence saying what a name may hold."""
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise OperatorError(f"{what} must start with a letter or _ and hold only letters, digits and _ . + -; "
+                            f"got {name!r}")
+    return name
+
+
 @dataclass(frozen=True)
 class ShapeSet:
     """Named parameter sets of one operator, e.g. the 15 YOLO-v1 conv layers as ``yolo:C1``…``yolo:C15``."""
@@ -98,10 +115,14 @@ class OperatorDef:
         origin: str = "built-in",
     ) -> None:
         self.builder = builder
-        self.name = name
+        self.name = check_name(name, "an operator name")
         self.params = MappingProxyType(dict(params))
         self.description = description
-        self.shape_sets = MappingProxyType({s.name: s for s in shape_sets})
+        self.shape_sets = MappingProxyType({check_name(s.name, f"operator {name}'s shape set name"): s
+                                            for s in shape_sets})
+        for s in self.shape_sets.values():
+            for shape in s.shapes:
+                check_name(shape, f"a shape name of {name}'s set {s.name}")
         self.reference = reference
         self.origin = origin
 
@@ -166,11 +187,16 @@ class OperatorDef:
             if changed:
                 shape = f"{shape}[{','.join(changed)}]"
         try:
-            result = self.builder(**params)
+            with time_limit(BUILD_TIMEOUT_S, f"operator {self.name} ({self.origin}) did not finish building with "
+                                             f"{_fmt_params(params)} in {BUILD_TIMEOUT_S} s"):
+                result = self.builder(**params)
         except ShapeError as exc:  # a builder's own shape check: say which operator and shape it was
             raise ShapeError(f"operator {self.name} with {_fmt_params(params)}: {exc}") from exc
         except OperatorError:
             raise
+        except SystemExit as exc:
+            raise OperatorError(f"operator {self.name} ({self.origin}) called sys.exit({exc.code!r}) while building "
+                                f"with {_fmt_params(params)}; raise an exception to refuse a shape") from None
         except Exception as exc:  # the user's code: any failure is reported as a message
             raise OperatorError(f"operator {self.name} ({self.origin}) failed to build with {_fmt_params(params)}: "
                                 f"{type(exc).__name__}: {_first_line(exc)}") from exc

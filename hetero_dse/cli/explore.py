@@ -183,9 +183,15 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
         from hetero_dse.targets.gpu import GpuTarget
 
         chosen.append(GpuTarget(gpu_name, trials=trials, source=source))
+    owners: dict[str, str] = {}
     for op in operators:  # every bad input is reported before any search starts
         for target in chosen:
             target.check(op)
+            directory, who = target.directory(op), f"{op.title} on {target.device}"
+            if directory in owners:
+                raise HeteroDSEError(f"{owners[directory]} and {who} would both be written to {out / directory}; "
+                                     "give each board once and operators names that differ in letters or digits")
+            owners[directory] = who
     store = None if no_history else open_db(db)
     _prepare_out(out, force)
 

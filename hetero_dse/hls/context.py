@@ -175,7 +175,8 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
     return {
         "top": top,
         "operator": op.name,
-        "signature": op.signature(),
+        # printed in // comments and the README: a string parameter's newline or */ must not end the comment
+        "signature": " ".join(op.signature().replace("*/", "* /").split()),
         "dtype": str(op.dtype),
         "acc_ctype": acc_ctype,
         "acc_dtype": accumulator_dtype(str(op.dtype)),

@@ -161,6 +161,10 @@ class Target(Protocol):
                observers: Sequence[Observer], history: WorkloadHistory | None, search: Search) -> Outcome:
         """The outcome of the search (the library baseline timed here when it was not interrupted)."""
 
+    def directory(self, op: Operator) -> str:
+        """Where ``write`` puts ``op``'s artefacts, relative to the output directory (one per operator and
+        device: two results never share one)."""
+
     def write(self, outcome: Outcome, out: Path, seed: int) -> Written:
         """The best point's artefacts under ``out`` (assembled aside and renamed when whole), checked."""
 

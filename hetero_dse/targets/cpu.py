@@ -73,6 +73,9 @@ class CpuTarget:
         torch_seconds = None if loop.interrupted else time_torch_isolated(op, self.source)
         return Tuned.of(op, self, space, explorer, loop, evaluator, self.source, torch_seconds, estimate=False)
 
+    def directory(self, op: Operator) -> str:
+        return f"{op.slug}/cpu"
+
     def write(self, t: Tuned, out: Path, seed: int) -> Written:
         """The best schedule's module, TIR, LLVM IR and ``schedule.json``, checked against the reference;
         assembled aside, renamed when whole."""
@@ -87,7 +90,7 @@ class CpuTarget:
             passed = bool(np.allclose(run_cpu(executable, t.op, inputs), want, rtol=1e-3, atol=1e-3))
             if not passed:
                 raise HeteroDSEError(f"the best schedule of {t.op.name} computes a wrong result; not written")
-        directory = out / t.label / "cpu"
+        directory = out / self.directory(t.op)
         with atomic_directory(directory) as partial:
             executable.export_library(str(partial / "module.so"))
             (partial / "lowered_tir.py").write_text(mod.script())

@@ -116,6 +116,9 @@ class FpgaTarget:
         e.best, e.best_seconds = e.designs[0][0], e.designs[0][1]["latency_s"]
         return e
 
+    def directory(self, op: Operator) -> str:
+        return f"{op.slug}/{self.board.name}"
+
     def write(self, e: Exploration, out: Path, seed: int) -> Written:
         from hetero_dse.hls.csim import csim
         from hetero_dse.hls.project import TestBenchTooLarge, write_project
@@ -125,7 +128,7 @@ class FpgaTarget:
         op, analysis = e.best_operator()
         point, design = e.best_design
         try:
-            directory = write_project(out / e.label / self.board.name / "hls", op, analysis, point, design,
+            directory = write_project(out / self.directory(e.op) / "hls", op, analysis, point, design,
                                       self.board, seed=seed)
         except TestBenchTooLarge as exc:  # the search's result still goes into the report
             return Written(why=str(exc))

@@ -93,6 +93,9 @@ class GpuTarget:
         library = time_torch_cuda(op) if self.measured and not loop.interrupted else None
         return Tuned.of(op, self, space, explorer, loop, evaluator, self.source, library, estimate=not self.measured)
 
+    def directory(self, op: Operator) -> str:
+        return f"{op.slug}/gpu"
+
     def write(self, t: Tuned, out: Path, seed: int) -> Written:
         """CUDA source, TIR, module and ``schedule.json`` of the best point; checked against the reference when
         it ran on a GPU. Assembled aside, renamed when whole."""
@@ -101,7 +104,7 @@ class GpuTarget:
         mod = apply_gpu(t.op, t.best)
         executable, cuda_source = build_cuda(mod, self.gpu)
         checked = _check_on_gpu(executable, t.op, seed) if self.measured else False
-        directory = out / t.label / "gpu"
+        directory = out / self.directory(t.op)
         with atomic_directory(directory) as partial:
             executable.export_library(str(partial / "module.so"))
             (partial / "lowered_tir.py").write_text(mod.script())
