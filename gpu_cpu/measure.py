@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from hetero_dse.hardware.host import use_host_cores
+from hetero_dse.process import worker_init
 
 #: what a worker runs: (job) -> seconds per run; raising means the candidate failed
 Job = Callable[[Any], float]
@@ -62,7 +63,8 @@ class Measurer:
     def _executor(self) -> ProcessPoolExecutor:
         if self._pool is None:
             # spawn, not fork: a forked TVM runtime (threads, CUDA contexts) is not safe to use
-            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=worker_init)
         return self._pool
 
     def _discard(self) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 
 from hetero_dse.hardware.host import use_host_cores
 from gpu_cpu.measure import MeasureJob, MeasureResult, Measurer, error_text
+from hetero_dse.process import worker_init
 
 
 def build_job(job: MeasureJob, directory: str) -> str:
@@ -86,7 +87,7 @@ class Pipeline:
     def _builder_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
             self._pool = ProcessPoolExecutor(max_workers=self.builders,
-                                             mp_context=multiprocessing.get_context("spawn"))
+                                             mp_context=multiprocessing.get_context("spawn"), initializer=worker_init)
         return self._pool
 
     def _discard_builders(self) -> None:

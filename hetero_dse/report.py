@@ -50,14 +50,17 @@ def _search(row: Row) -> str:
 
 
 def write_reports(out: Path, results: Sequence[tuple[Outcome, Written | None]], interrupted: bool,
-                  synthesis: dict[int, list[dict[str, Any]]] | None = None) -> list[Path]:
+                  synthesis: dict[int, list[dict[str, Any]]] | None = None,
+                  errors: Sequence[str] = ()) -> list[Path]:
     """Write report.json, report.md and designs.csv under ``out``; returns their paths. ``results``: each
     outcome with what its target wrote for it (None: nothing yet); ``synthesis``: by index in ``results``, its
-    synthesized designs against their predictions (``explore --synth``)."""
+    synthesized designs against their predictions (``explore --synth``); ``errors``: the searches that ended
+    in an error, one sentence each."""
     synthesis = synthesis or {}
     rows = [o.target.row(o, w) for o, w in results]
     report: dict[str, Any] = {"generator": f"hetero_dse {__version__}", "complete": not interrupted,
-                              "rows": [r.to_json() for r in rows], "explorations": [], "cpu": [], "gpu": []}
+                              "rows": [r.to_json() for r in rows], "errors": list(errors),
+                              "explorations": [], "cpu": [], "gpu": []}
     for i, (o, w) in enumerate(results):
         record = o.target.record(o, w)
         if i in synthesis:
@@ -66,8 +69,9 @@ def write_reports(out: Path, results: Sequence[tuple[Outcome, Written | None]], 
     designs = [row for o, _ in results for row in o.target.csv_rows(o)]
     paths = [out / "report.json", out / "report.md", out / "designs.csv"]
     atomic_write_text(paths[0], json.dumps(report, indent=2) + "\n")
-    atomic_write_text(paths[1], markdown(results, rows, interrupted) + synthesis_markdown([o for o, _ in results],
-                                                                                        synthesis))
+    errors_md = "".join(f"\n**Failed**: {e}\n" for e in errors)
+    atomic_write_text(paths[1], markdown(results, rows, interrupted) + errors_md
+                      + synthesis_markdown([o for o, _ in results], synthesis))
     atomic_write_text(paths[2], pd.DataFrame(designs).to_csv(index=False))
     return paths
 

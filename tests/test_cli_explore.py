@@ -12,6 +12,8 @@ from hetero_dse.analysis import analyze
 from hetero_dse.hardware.board import load_board
 from hetero_dse.ops import get_builtin
 
+from conftest import REPO
+
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="C-simulation needs g++")
 
 
@@ -164,6 +166,74 @@ def test_interrupted_search_keeps_what_it_found(cli, tmp_path, monkeypatch):
     # what was found before the stop is written whole; nothing half-written is left
     assert (out / "conv2d_yolo_C8" / "vu9p" / "hls" / "design.json").is_file()
     assert not list(out.glob("**/*.partial"))
+
+
+def _interrupt_at(monkeypatch, call: int) -> None:
+    """Ctrl-C during the ``call``-th batch the FPGA model scores."""
+    from cost_models import fpga
+
+    calls = {"n": 0}
+    original = fpga.FpgaModel.evaluate
+
+    def flaky(self, rows, detail=False):
+        calls["n"] += 1
+        if calls["n"] == call and not detail:
+            raise KeyboardInterrupt
+        return original(self, rows, detail)
+
+    monkeypatch.setattr(fpga.FpgaModel, "evaluate", flaky)
+
+
+def test_an_interrupted_rerun_never_leaves_an_output_that_looks_complete(cli, tmp_path, monkeypatch):
+    """Review findings D3 and D11: an interrupted --force rerun kept the old 'complete' report beside new
+    projects and old ones the new run never reached; csim passed them all; the same command could not go on
+    without --force; a project from an interrupted search did not say so."""
+    out = tmp_path / "o"
+    args = ("explore", "--op", "gemm", "--shape", "small", "--board", "vu9p", "--budget", "300", "--out", out)
+    assert cli(*args).code == 0
+    assert len(list(out.glob("*/vu9p/hls"))) == 2
+    _interrupt_at(monkeypatch, 2)  # the rerun stops in its first search, before any project of its own
+    r = cli(*args, "--dtype", "int8", "--force")
+    assert r.code == 130, r.err
+    report = json.loads((out / "report.json").read_text())
+    assert report["complete"] is False
+    designs = [json.loads(p.read_text()) for p in out.glob("*/vu9p/hls/design.json")]
+    assert all(d["knobs"]["dtype"] == "int8" for d in designs) and len(designs) <= 1  # nothing of the old run
+    if designs:
+        assert designs[0]["search_interrupted"] is True
+        readme = next(out.glob("*/vu9p/hls/README.md")).read_text()
+        assert "**The search was interrupted**" in readme
+    r = cli("csim", out)
+    assert "output of an interrupted run" in r.out
+    # the same command goes on without --force; another one needs it
+    monkeypatch.undo()
+    r = cli(*args, "--budget", "200")
+    assert r.code == 1 and "holds an interrupted run with other options" in r.err
+    r = cli(*args, "--dtype", "int8")
+    assert r.code == 0, r.err
+    assert "Going on from the interrupted run" in r.out
+    assert json.loads((out / "report.json").read_text())["complete"] is True
+    assert json.loads((out / ".hetero_dse-run.json").read_text())["complete"] is True
+
+
+def test_csim_refuses_an_output_whose_run_never_wrote_its_report(cli, tmp_path):
+    out = tmp_path / "o"
+    assert cli("explore", "--op", "gemm", "--shape", "small:s1", "--board", "vu9p", "--budget", "200",
+               "--out", out).code == 0
+    (out / "report.json").unlink()  # as after a kill -9 while projects were being written
+    r = cli("csim", out)
+    assert r.code == 1 and "has no report.json: the run writing it was stopped" in r.err
+
+
+def test_one_failed_search_keeps_the_others_results(cli, write, tmp_path):
+    tiny = write("tiny.yaml", (REPO / "boards" / "vu9p.yaml").read_text().replace("name: vu9p", "name: tiny")
+                 .replace("dsp: 6840", "dsp: 4"))
+    out = tmp_path / "o"
+    r = cli("explore", "--op", "gemm", "--shape", "small:s1", "--board", "vu9p", "--board", tiny, "--out", out)
+    assert r.code == 1 and "on tiny: nothing fits" in r.err and "the other results are in report.md" in r.err
+    report = json.loads((out / "report.json").read_text())
+    assert [e["board"] for e in report["explorations"]] == ["vu9p"] and report["errors"]
+    assert (out / "gemm_small_s1" / "vu9p" / "hls" / "design.json").is_file()
 
 
 def test_csim_of_a_directory_without_projects(cli, tmp_path):

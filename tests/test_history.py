@@ -130,29 +130,78 @@ def test_a_resumed_search_measures_no_known_point(db):
 
 
 @pytest.mark.slow
-def test_a_killed_cpu_exploration_resumes(tmp_path):
+def _session(sid: int) -> list[int]:
+    """The live processes of session ``sid`` (a run started in a session of its own, with its workers)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":  # fields after the name: state, ppid, pgrp, session
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_a_killed_cpu_exploration_leaves_no_worker_and_the_same_command_resumes(tmp_path):
+    """Review finding D5: after kill -9 of the tool its workers lived on for minutes, one finishing a
+    measurement at 83 % CPU. D11: the same command then needed --force."""
     store = tmp_path / "h.sqlite"
     args = [sys.executable, "-m", "hetero_dse", "explore", "--op", "gemm", "--shape", "small:s1", "--target", "cpu",
-            "--trials", "10", "--db", str(store), "--force"]
-    run = subprocess.Popen([*args, "--out", str(tmp_path / "a")], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, start_new_session=True)
+            "--trials", "10", "--db", str(store), "--out", str(tmp_path / "a")]
+    run = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 240
     killed_at = 0
     while time.time() < deadline and run.poll() is None:
         time.sleep(0.5)
         if store.exists() and (killed_at := HistoryDB(str(store)).count()) >= 3:
-            os.killpg(run.pid, signal.SIGKILL)  # kill -9: the run and its workers
+            assert len(_session(run.pid)) > 1, "the run should have workers by now"
+            os.kill(run.pid, signal.SIGKILL)  # kill -9 of the tool alone, as a user would
             break
     run.wait(30)
     assert 3 <= killed_at < 10, "the first run should be killed part-way"
+    alive = _session(run.pid)
+    for _ in range(50):  # 5 s
+        if not alive:
+            break
+        time.sleep(0.1)
+        alive = _session(run.pid)
+    if alive:
+        os.killpg(run.pid, signal.SIGKILL)
+    assert alive == [], "workers outlived the tool"
     killed_at = HistoryDB(str(store)).count()
-    done = subprocess.run([*args, "--out", str(tmp_path / "b")], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(args, capture_output=True, text=True, timeout=600)  # the same command, no --force
     assert done.returncode == 0, done.stderr
-    (record,) = json.loads((tmp_path / "b" / "report.json").read_text())["cpu"]
+    (record,) = json.loads((tmp_path / "a" / "report.json").read_text())["cpu"]
     # every trial of the second run was answered from the history or measured and stored: none measured twice
     assert record["answered_from_history"] >= 1
     assert HistoryDB(str(store)).count() == killed_at + record["trials"] - record["answered_from_history"]
     assert np.isfinite(record["best"]["seconds"])
+
+
+def test_sigterm_stops_a_cpu_search_like_ctrl_c(tmp_path):
+    """Review finding D5: SIGTERM (timeout, CI cancellation, docker stop) ended the run with no report and
+    left its workers; now it is Ctrl-C: what was measured written, the report marked incomplete, exit 130."""
+    store = tmp_path / "h.sqlite"
+    args = [sys.executable, "-m", "hetero_dse", "explore", "--op", "gemm", "--shape", "small:s1", "--target", "cpu",
+            "--trials", "20", "--db", str(store), "--out", str(tmp_path / "o")]
+    run = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and run.poll() is None:
+        time.sleep(0.5)
+        if store.exists() and HistoryDB(str(store)).count() >= 2:
+            run.terminate()
+            break
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 130, err
+    assert "Traceback" not in err and "interrupted" in err
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert report["complete"] is False and report["cpu"][0]["trials"] >= 2
+    time.sleep(1)
+    alive = _session(run.pid)
+    if alive:
+        os.killpg(run.pid, signal.SIGKILL)
+    assert alive == []
 
 
 # --------------------------------------------------------------------- what the history-based tuners read

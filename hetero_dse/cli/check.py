@@ -21,6 +21,7 @@ def csim_command(directory: Path) -> None:
     if (directory / "src" / "kernel.cpp").is_file():
         projects = [directory]
     else:
+        _check_output_is_whole(directory)
         projects = sorted(p.parent.parent for p in directory.glob("**/hls/src/kernel.cpp"))
         projects = [p for p in projects if not p.name.endswith(".partial")]
     if not projects:
@@ -51,6 +52,24 @@ def csim_command(directory: Path) -> None:
         raise HeteroDSEError(f"the generated code and design.json disagree (HLS lint) in {', '.join(lint_failed)}")
 
 
+
+
+def _check_output_is_whole(directory: Path) -> None:
+    """Refuse an explore output whose run never wrote its report; warn about one whose report says it is
+    incomplete, naming what has no project (``csim`` passing there says nothing of the rest)."""
+    from hetero_dse.cli.output import read_state
+
+    record, report = read_state(directory)
+    if record is not None and report is None:
+        raise HeteroDSEError(f"{directory} has no report.json: the run writing it was stopped before the end, so "
+                             "its projects may be missing or from another run; rerun the same explore command to "
+                             "finish it")
+    if report is not None and not report.get("complete", True):
+        missing = [f"{e['operator']}{' ' + e['shape'] if e.get('shape') else ''} on {e['board']}"
+                   for e in report.get("explorations") or [] if not e.get("project")]
+        what = f"without a project: {', '.join(missing)}" if missing else "its search was cut short"
+        console.print(f"[yellow]warning[/]: {directory} is the output of an interrupted run (report.json: complete "
+                      f"false); {what}")
 
 
 @cli.command()

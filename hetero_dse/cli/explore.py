@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
 
+from hetero_dse.cli import output
 from hetero_dse.cli.app import EXIT_INTERRUPTED, cli, console, operator_options
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.cli.history import db_option, open_db
@@ -29,22 +33,6 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
         except ValueError:
             raise HeteroDSEError(f"--clock expects a frequency in MHz such as 250, got {v!r}") from None
     return clocks
-
-
-def _prepare_out(out: Path, force: bool) -> None:
-    """Refuse a non-empty output directory without --force; fail early if it cannot be written."""
-    if out.exists() and not out.is_dir():
-        raise HeteroDSEError(f"output path {out} is a file, not a directory; choose another with --out")
-    if out.is_dir() and any(out.iterdir()) and not force:
-        raise HeteroDSEError(f"output directory {out} is not empty; add --force to overwrite it or choose another "
-                             "with --out")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".hetero_dse-write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise HeteroDSEError(f"cannot write to output directory {out}: {exc.strerror or exc}") from None
 
 
 @cli.command()
@@ -193,10 +181,15 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
                                      "give each board once and operators names that differ in letters or digits")
             owners[directory] = who
     store = None if no_history else open_db(db)
-    _prepare_out(out, force)
+    options = {k: (list(map(str, v)) if isinstance(v, tuple) else v if isinstance(v, int | float | bool | None)
+                   else str(v)) for k, v in click.get_current_context().params.items() if k != "force"}
+    if output.prepare(out, force, options, sorted(owners)):
+        console.print(f"Going on from the interrupted run in {out} (what it measured comes from the history)")
 
     search = Search(seed=seed, budget=budget, time_budget_s=time_budget, top_k=top_k)
     outcomes: list = []
+    errors: list[str] = []
+    stopped = False
     with Progress(TextColumn("{task.description}"), BarColumn(),
                   TextColumn("{task.completed:,.0f} {task.fields[unit]}"),
                   TextColumn("best {task.fields[best]}"), TimeElapsedColumn(), console=console,
@@ -209,27 +202,45 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
                 def progress(done: int, best: float | None, task: int = task) -> None:
                     bar.update(task, completed=done, best=fmt_seconds(best) if best else "—")
 
-                outcome = run_explore(op, target, settings, search, history=store, progress=progress)
+                try:
+                    outcome = run_explore(op, target, settings, search, history=store, progress=progress)
+                except KeyboardInterrupt:  # outside a search loop (building a space, timing the library):
+                    stopped = True         # this search is lost, the ones before it are written
+                    break
+                except HeteroDSEError as exc:  # this search's problem: the others' results are still written
+                    if len(operators) * len(chosen) == 1:
+                        output.abandon(out)
+                        raise
+                    errors.append(f"{op.title} on {target.device}: {exc}")
+                    bar.update(task, description=f"{op.title} on {target.device}: failed")
+                    continue
                 bar.update(task, total=outcome.loop.evaluations, completed=outcome.loop.evaluations)
                 outcomes.append(outcome)
                 if outcome.interrupted:
+                    stopped = True
                     break
-            if outcomes and outcomes[-1].interrupted:
+            if stopped:
                 break
 
-    interrupted = any(o.interrupted for o in outcomes)
-    results = _write_outputs(out, outcomes, seed)
+    interrupted = stopped
+    if not outcomes and not interrupted:
+        output.abandon(out)
+        raise HeteroDSEError("; ".join(errors))
+    results = _write_outputs(out, outcomes, seed, errors, interrupted)
     interrupted = interrupted or any(w is None for _, w in results)
     if synth_top is not None and not interrupted:
         from hetero_dse.cli.synth import synthesize_top
 
         synthesis = synthesize_top(out, results, synth_top, steps_run, synth_tool, synth_jobs, scheduler, store, seed)
-        write_reports(out, results, interrupted, synthesis)
+        write_reports(out, results, interrupted, synthesis, errors)
+    output.finish(out, complete=not interrupted)
     console.print(rows_table([o.target.row(o, w) for o, w in results]))
     console.print(f"Report: {out / 'report.md'}")
     if interrupted:
         click.echo("hetero_dse: interrupted; the report holds what was found before the stop", err=True)
         sys.exit(EXIT_INTERRUPTED)
+    if errors:
+        raise HeteroDSEError("; ".join(errors) + "; the other results are in report.md")
     unwritten = [f"no {o.target.artefact} for {o.op.title} on {o.target.device}: {w.why}" for o, w in results
                  if o.found and w.directory is None]
     if unwritten:
@@ -240,7 +251,7 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
         raise HeteroDSEError("C-simulation failed for " + ", ".join(failed) + " (see report.md)")
 
 
-def _write_outputs(out: Path, outcomes: list, seed: int) -> list:
+def _write_outputs(out: Path, outcomes: list, seed: int, errors: list[str], stopped: bool) -> list:
     """What each target writes for its outcome (an HLS project and its C-simulation, a TVM module), then the
     reports. Ctrl-C keeps what is done: the outcomes not written yet have no output (None) and the report
     says it is incomplete."""
@@ -260,9 +271,21 @@ def _write_outputs(out: Path, outcomes: list, seed: int) -> list:
             results[i] = (o, written)
     except KeyboardInterrupt:
         pass
-    incomplete = any(o.interrupted for o in outcomes) or any(w is None for _, w in results)
-    write_reports(out, results, incomplete)
+    incomplete = stopped or any(w is None for _, w in results)
+    with _uninterrupted():  # a second Ctrl-C must not cost the report of what was found
+        write_reports(out, results, incomplete, errors=errors)
     return results
+
+
+@contextmanager
+def _uninterrupted() -> Iterator[None]:
+    """Ctrl-C and SIGTERM held off for a moment (writing the reports takes well under a second)."""
+    held = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in held.items():
+            signal.signal(sig, handler)
 
 
 def _vitis_version() -> str | None:

@@ -1,12 +1,16 @@
 """``hetero_dse``: the command-line entry point.
 
 Every user-facing failure is a :class:`HeteroDSEError` and ends as one line on stderr with exit code 1;
-``--debug`` shows the traceback instead. Usage errors (an unknown option) are click's, exit code 2.
+``--debug`` shows the traceback instead. Usage errors (an unknown option, a value out of range) are one line
+too, with click's exit code 2. Ctrl-C and SIGTERM (what ``timeout``, CI cancellation and ``docker stop``
+send) stop a run the same way: workers stopped, what was found written with the report marked incomplete,
+exit code 130.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import sys
 
 import click
@@ -67,13 +71,16 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry: run the CLI, turning user errors into one line and an exit code."""
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         code = cli.main(args=args, prog_name="hetero_dse", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("hetero_dse: interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
     except click.ClickException as exc:
-        exc.show()
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see '{ctx.command_path} --help')" if isinstance(exc, click.UsageError) and ctx is not None else ""
+        click.echo(f"hetero_dse: error: {' '.join(exc.format_message().split())}{hint}", err=True)
         sys.exit(exc.exit_code)
     except HeteroDSEError as exc:
         if debug:
@@ -89,7 +96,14 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"hetero_dse: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
                    err=True)
         sys.exit(EXIT_ERROR)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _terminate(_signum: int, _frame: object) -> None:
+    """SIGTERM as Ctrl-C: the run stops where Ctrl-C would stop it and keeps what it found."""
+    raise KeyboardInterrupt
 
 
 

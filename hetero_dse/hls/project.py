@@ -90,9 +90,10 @@ def reference_output(op: Operator, inputs: list[np.ndarray]) -> tuple[np.ndarray
 
 
 def write_project(directory: Path, op: Operator, analysis: Analysis, point: Point, design: dict[str, Any],
-                  board: Board, seed: int = 0) -> Path:
+                  board: Board, seed: int = 0, search_interrupted: bool = False) -> Path:
     """Render the project of ``point`` into ``directory`` (replacing it) and return the directory; raises
-    :class:`TestBenchTooLarge` before drawing any data for a shape whose test bench could not be run."""
+    :class:`TestBenchTooLarge` before drawing any data for a shape whose test bench could not be run.
+    ``search_interrupted``: the design is the best of a search stopped early, which the project says."""
     check_testbench_size(op, analysis)
     context = build_context(op, analysis, point, design, board)
     inputs = op.random_inputs(seed)
@@ -101,7 +102,7 @@ def write_project(directory: Path, op: Operator, analysis: Analysis, point: Poin
     context.update(
         version=__version__, reference_source=source, atol=repr(atol), rtol=repr(rtol), design=design,
         flow_target="vitis" if board.platform else "vivado", export_format="xo" if board.platform else "ip_catalog",
-        fig=_figures(design, point),
+        fig=_figures(design, point), search_interrupted=search_interrupted,
     )
     directory = Path(directory)
     try:
@@ -125,7 +126,7 @@ def write_project(directory: Path, op: Operator, analysis: Analysis, point: Poin
             record = {"operator": op.name, "signature": op.signature(), "board": board.name, "part": board.part,
                       "top": context["top"],
                       "knobs": point.to_json(), "predicted": design, "expectations": expectations(context, design),
-                      "generator": f"hetero_dse {__version__}"}
+                      "generator": f"hetero_dse {__version__}", "search_interrupted": search_interrupted}
             # the project's own check of what was emitted; its verdict travels with the project
             try:
                 record["lint"] = lint(partial, design).to_json()

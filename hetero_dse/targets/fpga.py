@@ -129,7 +129,7 @@ class FpgaTarget:
         point, design = e.best_design
         try:
             directory = write_project(out / self.directory(e.op) / "hls", op, analysis, point, design,
-                                      self.board, seed=seed)
+                                      self.board, seed=seed, search_interrupted=e.interrupted)
         except TestBenchTooLarge as exc:  # the search's result still goes into the report
             return Written(why=str(exc))
         written = Written(str(directory.relative_to(out)), warnings=_lint_warnings(directory, out))
