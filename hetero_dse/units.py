@@ -7,7 +7,7 @@ import math
 
 def si(value: float, unit: str = "") -> str:
     """``3.7e9`` -> ``3.70 G``: engineering notation for FLOPs and bytes."""
-    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+    for factor, prefix in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(value) >= factor:
             return f"{value / factor:.2f} {prefix}{unit}"
     return f"{value:g} {unit}".rstrip()

@@ -80,6 +80,10 @@ def one_line_error(r, fragment: str) -> None:
     (["analyze", "--op", "gemm", "--param", "K=1.5"], "parameter K must be an integer, got '1.5'"),
     (["analyze", "--op", "gemm", "--param", "K"], "--param expects NAME=VALUE"),
     (["boards", "vu7p"], "unknown board 'vu7p'"),
+    # review findings D15: a value given twice, a clock that is not a number, --csim with nothing to simulate
+    (["analyze", "--op", "gemm", "--param", "M=4", "--param", "M=8"], "--param M is given twice (4 and 8)"),
+    (["explore", "--op", "gemm", "--board", "vu9p", "--clock", "nan"], "a clock target must be a positive number"),
+    (["explore", "--op", "gemm", "--target", "cpu", "--csim"], "--csim C-simulates FPGA designs: add --board"),
 ])
 def test_bad_arguments(cli, args, fragment):
     one_line_error(cli(*args), fragment)
@@ -119,9 +123,33 @@ def test_debug_shows_the_traceback(cli):
         cli("--debug", "analyze", "--op", "nope")
 
 
-def test_usage_error_is_clicks(cli):
-    r = cli("analyze", "--frobnicate")
-    assert r.code == 2 and "No such option '--frobnicate'" in r.err
+def test_usage_error_is_clicks_exit_code_in_one_line(cli):
+    """Review finding D14: click's usage errors took three lines (Usage, Try, Error)."""
+    for args, fragment in ((("analyze", "--frobnicate"), "No such option '--frobnicate'"),
+                           (("explore", "--op", "gemm", "--trials", "0"), "0 is not in the range x>=1"),
+                           (("explore", "--op", "gemm", "--time-budget", "nan"), "'nan' is not a finite number"),
+                           (("history", "show", "abc"), "'abc' is not a valid integer")):
+        r = cli(*args)
+        assert r.code == 2 and len(r.err.strip().splitlines()) == 1 and fragment in r.err, r.err
+        assert r.err.startswith("hetero_dse: error: ") and "--help')" in r.err
+
+
+@pytest.mark.parametrize("change,fragment", [
+    ({"dsp: 6840": "dsp: 0"}, "resources.dsp and resources.lut must be above 0"),
+    ({"bram18k: 4320": "bram18k: 0", "uram: 960": "uram: 0"}, "the board has no on-chip memory"),
+])
+def test_a_board_the_model_cannot_use_is_one_sentence(cli, write, change, fragment):
+    """Review finding D12: no BRAM or URAM ended in ZeroDivisionError, no DSP in 'needs nan DSP'."""
+    text = (REPO / "boards" / "vu9p.yaml").read_text()
+    for old, new in change.items():
+        text = text.replace(old, new)
+    one_line_error(cli("boards", write("b.yaml", text)), fragment)
+
+
+def test_a_board_file_that_is_not_utf8_is_one_sentence(cli, tmp_path):
+    path = tmp_path / "b.yaml"
+    path.write_bytes((REPO / "boards" / "vu9p.yaml").read_bytes().replace(b"description:", b"description: caf\xe9"))
+    one_line_error(cli("boards", path), "is not UTF-8 text")
 
 
 def test_console_script_process_exit_code(tmp_path):

@@ -65,6 +65,15 @@ def test_explore_cpu_end_to_end_and_replay(cli, tmp_path):
     assert "| gemm |" in (out / "report.md").read_text() and "| tl, 4 in " in (out / "report.md").read_text()
     r = cli("replay", saved)
     assert r.code == 0 and "result checked" in r.out
+    # review finding D13: a hand-edited schedule rebuilt and reported as checked; now it is refused
+    schedule = json.loads((saved / "schedule.json").read_text())
+    for knob, value in (("unroll", -7), ("vector", "zz"), ("order", 99)):
+        (saved / "schedule.json").write_text(json.dumps({**schedule, "knobs": {**schedule["knobs"], knob: value}}))
+        r = cli("replay", saved)
+        assert r.code == 1 and "holds a schedule outside the operator's space" in r.err, (knob, r.err)
+    (saved / "schedule.json").write_text(json.dumps({**schedule, "signature": "gemm[other]"}))
+    r = cli("replay", saved)
+    assert r.code == 1 and "was written for gemm[other]" in r.err
 
 
 def test_target_fpga_without_a_board(cli, tmp_path):

@@ -8,10 +8,12 @@ one way: app ← commands ← main.
 from __future__ import annotations
 
 import logging
+import math
 import sys
 
 import click
 from rich.console import Console
+from rich.text import Text
 
 from hetero_dse import __version__
 
@@ -31,6 +33,23 @@ _OPERATOR_OPTIONS = [
                  help="Override a parameter, e.g. --param K=256 --param dtype=int8 (repeatable)."),
     click.option("--name", metavar="NAME", help="Only this operator of an op.py that defines several."),
 ]
+
+
+def warn(message: str) -> None:
+    """One line on the console: ``warning: message`` (the message printed as it is, brackets and all)."""
+    console.print(Text.assemble(("warning", "yellow"), f": {message}"))
+
+
+class Finite(click.FloatRange):
+    """A float option that must be a finite number (click's ranges let ``nan`` through)."""
+
+    name = "finite float"
+
+    def convert(self, value, param, ctx):  # noqa: ANN001 -- click's signature
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 def operator_options(fn):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from hetero_dse.cli.app import cli, console
+from hetero_dse.cli.app import cli, console, warn
 from hetero_dse.errors import HeteroDSEError
 
 
@@ -68,8 +68,7 @@ def _check_output_is_whole(directory: Path) -> None:
         missing = [f"{e['operator']}{' ' + e['shape'] if e.get('shape') else ''} on {e['board']}"
                    for e in report.get("explorations") or [] if not e.get("project")]
         what = f"without a project: {', '.join(missing)}" if missing else "its search was cut short"
-        console.print(f"[yellow]warning[/]: {directory} is the output of an interrupted run (report.json: complete "
-                      f"false); {what}")
+        warn(f"{directory} is the output of an interrupted run (report.json: complete false); {what}")
 
 
 @cli.command()

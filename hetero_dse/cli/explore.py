@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from hetero_dse.cli import output
-from hetero_dse.cli.app import EXIT_INTERRUPTED, cli, console, operator_options
+from hetero_dse.cli.app import EXIT_INTERRUPTED, Finite, cli, console, operator_options, warn
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.cli.history import db_option, open_db
 from hetero_dse.explore.settings import GGA_POPULATION, MODEL_STARTS, TL_BATCH, ExplorerSettings
@@ -62,7 +62,7 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
                    "trained on the filtered history and this run's measurements. auto: exhaustive for a small "
                    "FPGA space; on measured CPU/GPU trials gga or tl by the history's match score, tl from "
                    "scratch without history; sa where a model scores designs (BENCHMARKS.md).")
-@click.option("--match-threshold", default=MATCH_THRESHOLD, show_default=True, type=click.FloatRange(0, 1),
+@click.option("--match-threshold", default=MATCH_THRESHOLD, show_default=True, type=Finite(0, 1),
               help="auto with a history: the guided GA from this match score (seed 002, eq. 1), transfer "
                    "learning below it.")
 @click.option("--starts", type=click.IntRange(min=1), metavar="N",
@@ -70,7 +70,7 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
                    f"for gga, {GGA_POPULATION} by default; measurements per fit for tl, {TL_BATCH}). Default: "
                    f"{MODEL_STARTS['q']} on FPGA and GPU estimates ({MODEL_STARTS['sa']} chains for sa), "
                    f"{TVM_STARTS['q']} when measured.")
-@click.option("--gamma", default=2.0, show_default=True, type=click.FloatRange(min=0),
+@click.option("--gamma", default=2.0, show_default=True, type=Finite(min=0),
               help="Start-point rule: a point is picked with probability exp(-gamma (E* - E) / E*).")
 @click.option("--patience", type=click.IntRange(min=1), metavar="ROUNDS",
               help="Stop a search when this many rounds in a row find nothing better.")
@@ -81,10 +81,11 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
               help=f"Distinct points to evaluate at most on every target: FPGA designs scored, CPU/GPU schedules "
                    f"measured or estimated (default: all for exhaustive, {DEFAULT_BUDGET:,} FPGA designs, "
                    f"--trials schedules, at least 4,096 GPU estimates).")
-@click.option("--time-budget", type=float, metavar="SECONDS", help="Stop each search after this long.")
+@click.option("--time-budget", type=Finite(), metavar="SECONDS",
+              help="Stop each search after this long.")
 @click.option("--io-optimal", is_flag=True,
               help="Prune conv tiles to the I/O lower bound's optimality condition x*y = R*z (seed 001).")
-@click.option("--traffic-weight", default=0.01, show_default=True, type=click.FloatRange(min=0),
+@click.option("--traffic-weight", default=0.01, show_default=True, type=Finite(min=0),
               help="Latency fraction a design may give up per compulsory-traffic of extra DDR bytes (0: latency only).")
 @click.option("--csim", "run_csim", is_flag=True, help="C-simulate each best design with g++ after writing it.")
 @click.option("--synth", "synth_top", type=click.IntRange(min=1), metavar="K",
@@ -137,6 +138,9 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
     if "fpga" in wanted and not boards_:
         raise HeteroDSEError("FPGA exploration needs a board: add --board NAME (see 'hetero_dse boards'), "
                              "or choose --target cpu or gpu")
+    if run_csim and "fpga" not in wanted:
+        raise HeteroDSEError("--csim C-simulates FPGA designs: add --board NAME (CPU and GPU schedules are checked "
+                             "against the reference as they are written)")
     if explorer == "exhaustive" and wanted & {"cpu", "gpu"}:
         raise HeteroDSEError("the exhaustive explorer enumerates FPGA spaces only; CPU and GPU schedules are "
                              "measured one by one: choose --explorer q, p, sa, random, gga or tl")
@@ -267,7 +271,7 @@ def _write_outputs(out: Path, outcomes: list, seed: int, errors: list[str], stop
                 with console.status(f"writing {o.op.title} for {o.target.device}"):
                     written = o.target.write(o, out, seed)
             for warning in written.warnings:
-                console.print(f"[yellow]warning[/]: {warning}")
+                warn(warning)
             results[i] = (o, written)
     except KeyboardInterrupt:
         pass

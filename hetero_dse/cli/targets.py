@@ -18,6 +18,9 @@ def parse_params(items: Sequence[str]) -> dict[str, str]:
         name, sep, value = item.partition("=")
         if not sep or not name.strip() or not value.strip():
             raise ShapeError(f"--param expects NAME=VALUE (e.g. --param K=256), got {item!r}")
+        if name.strip() in params:
+            raise ShapeError(f"--param {name.strip()} is given twice ({params[name.strip()]} and {value.strip()}); "
+                             "give it once")
         params[name.strip()] = value.strip()
     return params
 

@@ -107,7 +107,9 @@ def load_board(name_or_path: str | Path) -> Board:
             raise BoardError(f"unknown board {text!r}{hint}; known boards: {', '.join(board_names())}, "
                              "or give the path of a board YAML file")
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise BoardError(f"board file {path} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     except FileNotFoundError:
         raise BoardError(f"board file {path} does not exist") from None
     except OSError as exc:
@@ -128,6 +130,13 @@ def _from_dict(raw: Any, path: Path) -> Board:
     if errors:
         raise BoardError(f"board file {path}: {_describe(errors[0])}")
     clock = raw["clock"]
+    resources = raw["resources"]
+    if resources["dsp"] <= 0 or resources["lut"] <= 0:
+        raise BoardError(f"board file {path}: resources.dsp and resources.lut must be above 0 (the PE array "
+                         f"is built from them), got {resources['dsp']} and {resources['lut']}")
+    if resources["bram18k"] <= 0 and resources.get("uram", 0) <= 0:
+        raise BoardError(f"board file {path}: the board has no on-chip memory (resources.bram18k and "
+                         "resources.uram are 0); the accelerator's tile buffers need one of them")
     if clock["default_mhz"] > clock["max_mhz"]:
         raise BoardError(f"board file {path}: field clock.default_mhz ({clock['default_mhz']}) is above "
                          f"clock.max_mhz ({clock['max_mhz']})")

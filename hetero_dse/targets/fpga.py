@@ -4,6 +4,7 @@ the best designs written as Vitis HLS projects (C-simulated on request), and the
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
@@ -214,8 +215,8 @@ def check_dtypes(op: Operator, dtypes: Sequence[str]) -> list[str]:
 def check_clocks(board: Board, clocks: Sequence[float]) -> list[float]:
     chosen = [float(c) for c in clocks] or [board.default_clock_mhz]
     for clock in chosen:
-        if clock <= 0:
-            raise HeteroDSEError(f"a clock target must be positive, got {clock:g} MHz")
+        if not math.isfinite(clock) or clock <= 0:
+            raise HeteroDSEError(f"a clock target must be a positive number of MHz, got {clock:g}")
         if clock > board.max_clock_mhz:
             raise HeteroDSEError(f"board {board.name} cannot run at {clock:g} MHz: its maximum is "
                                  f"{board.max_clock_mhz:g} MHz (clock.max_mhz in {board.path.name})")

@@ -10,17 +10,41 @@ from gpu_cpu.measure import MeasureJob, rebuild_operator
 from gpu_cpu.pipeline import Pipeline
 from hetero_dse.analysis import analyze
 from hetero_dse.errors import HeteroDSEError
-from hetero_dse.hardware.gpus import present_gpu
+from hetero_dse.hardware.gpus import get_device, present_gpu
 from hetero_dse.targets.gpu import rebuild_gpu
 from hetero_dse.targets.tuned import read_schedule, recorded_point, recorded_seconds
 
 __all__ = ["replay"]
 
 
+def _check_knobs(directory: Path, record: dict[str, Any]) -> None:
+    """Refuse a schedule.json whose operator or knobs are not what the tool wrote: another signature, or a
+    knob value outside the operator's space (a replay must run what the file says, or nothing)."""
+    from hetero_dse.space.base import SpaceError
+    from hetero_dse.space.cpu import CpuSpace
+    from hetero_dse.space.gpu import GpuSpace
+
+    op = rebuild_operator(record["source"], record["operator"], record["params"])
+    if record.get("signature") not in (None, op.signature()):
+        raise HeteroDSEError(f"{directory / 'schedule.json'} was written for {record['signature']}, but its "
+                             f"operator and parameters build {op.signature()}")
+    analysis = analyze(op)
+    try:
+        if record["target"]["kind"] == "cuda":
+            device = present_gpu() or get_device(record.get("device", "h100"))
+            GpuSpace(analysis, device).encode(recorded_point(record))
+        else:
+            CpuSpace(analysis).encode(recorded_point(record))
+    except (SpaceError, TypeError, ValueError) as exc:
+        raise HeteroDSEError(f"{directory / 'schedule.json'} holds a schedule outside the operator's space: "
+                             f"{exc}") from None
+
+
 def replay(directory: Path) -> dict[str, Any]:
     """Rebuild the module of ``directory/schedule.json`` and check and time it: the same schedule, again."""
     record = read_schedule(directory)
     kind = record["target"]["kind"]
+    _check_knobs(directory, record)
     recorded = {"recorded_seconds": recorded_seconds(record), "recorded_is_estimate": bool(record.get("estimate")),
                 "point": recorded_point(record)}
     if kind == "cuda" and present_gpu() is None:
