@@ -44,7 +44,7 @@ def main() -> None:
             if not result.ok:
                 raise RuntimeError(f"{row['layer']}: the run's best schedule failed: {result.error}")
             ours.append(row["flops"] / result.seconds / 1e9)
-            torch.append(row["flops"] / time_torch_isolated(op, "builtin") / 1e9)
+            torch.append(row["flops"] / time_torch_isolated(op, "builtin").seconds / 1e9)
         ratios = [o / t for o, t in zip(ours, torch, strict=True)]
         out = {"layer": row["layer"], "ours_gflops": ours, "torch_gflops": torch,
                "median_ratio": statistics.median(ratios), "best_ratio": max(ours) / max(torch),

@@ -44,7 +44,8 @@ def main() -> None:
             curve, note = curve_recorder(flops)
             runs[name] = explore(op, CpuTarget(trials=args.trials), name, Search(seed=args.seed), progress=note)
             curves[name] = curve
-        torch_s = time_torch_isolated(op, "builtin")
+        torch_timed = time_torch_isolated(op, "builtin")
+        torch_s = torch_timed.seconds if torch_timed is not None else None
         ms_s, ms_wall = (None, None) if args.no_metaschedule else metaschedule(op, args.trials, host_target())
         row = layer_row(layer, flops, explorers, runs, curves, torch_s, ms_s, ms_wall)
         rows.append(row)

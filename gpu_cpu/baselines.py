@@ -69,8 +69,10 @@ def torch_output(op: Operator, inputs: list[np.ndarray]) -> np.ndarray | None:
     return out.numpy().reshape([int(d) for d in op.output.shape])
 
 
-def time_torch_cpu(op: Operator, repeat: int = 10, min_seconds: float = 0.2) -> float | None:
-    """Median seconds of ``op``'s torch call on this CPU (all cores), or None when torch has no such call."""
+def time_torch_cpu(op: Operator, repeat: int = 10, min_seconds: float = 0.2,
+                   samples: list[float] | None = None) -> float | None:
+    """Median seconds of ``op``'s torch call on this CPU (all cores), or None when torch has no such call;
+    ``samples`` (when given) receives each repeat's seconds per run."""
     import torch
 
     call = torch_call(op)
@@ -87,13 +89,13 @@ def time_torch_cpu(op: Operator, repeat: int = 10, min_seconds: float = 0.2) -> 
             call(params, *args)
             runs += 1
         number = max(1, int(runs * min_seconds / max(time.perf_counter() - start, 1e-9) / repeat))
-        samples = []
+        runs_s = samples if samples is not None else []
         for _ in range(repeat):
             t0 = time.perf_counter()
             for _ in range(number):
                 call(params, *args)
-            samples.append((time.perf_counter() - t0) / number)
-    return float(np.median(samples))
+            runs_s.append((time.perf_counter() - t0) / number)
+    return float(np.median(runs_s))
 
 
 def time_torch_cuda(op: Operator, repeat: int = 10, number: int = 20, tf32: bool = False) -> float | None:

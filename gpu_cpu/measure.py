@@ -18,11 +18,13 @@ from typing import Any
 
 import numpy as np
 
+from gpu_cpu.conditions import LOADED_CORES, timing
 from hetero_dse.hardware.host import use_host_cores
 from hetero_dse.process import worker_init
 
-#: what a worker runs: (job) -> seconds per run; raising means the candidate failed
-Job = Callable[[Any], float]
+#: what a worker runs: (job) -> seconds per run, or a timing (``{"seconds", "repeats", "foreign_load"}``);
+#: raising means the candidate failed
+Job = Callable[[Any], "float | dict[str, Any]"]
 
 
 def check_fits_in_memory(op: Any, where: str) -> None:
@@ -41,15 +43,37 @@ def check_fits_in_memory(op: Any, where: str) -> None:
 
 @dataclass(frozen=True)
 class MeasureResult:
-    """Seconds per run of a candidate, or the reason it has none."""
+    """Seconds per run of a candidate (the median of ``repeats``), or the reason it has none; the foreign
+    load while it was timed (cores; None: not known) and whether that makes it untrustworthy."""
 
     seconds: float | None
     error: str | None = None
     wall_s: float = 0.0
+    repeats: tuple[float, ...] = ()
+    foreign_load: float | None = None
 
     @property
     def ok(self) -> bool:
         return self.error is None and self.seconds is not None
+
+    @property
+    def loaded(self) -> bool:
+        return self.foreign_load is not None and self.foreign_load > LOADED_CORES
+
+    def timing(self) -> dict[str, Any]:
+        """The figure with its spread and conditions, for schedule.json, the report and the history."""
+        return {"median_s": self.seconds, "min_s": min(self.repeats) if self.repeats else self.seconds,
+                "max_s": max(self.repeats) if self.repeats else self.seconds, "repeats": list(self.repeats),
+                "foreign_load": None if self.foreign_load is None else round(self.foreign_load, 3),
+                "loaded": self.loaded}
+
+    @classmethod
+    def of(cls, value: float | dict[str, Any], wall_s: float = 0.0) -> MeasureResult:
+        """A worker's answer: seconds alone, or a timing dict."""
+        if isinstance(value, dict):
+            return cls(float(value["seconds"]), None, wall_s, tuple(float(x) for x in value.get("repeats", ())),
+                       value.get("foreign_load"))
+        return cls(float(value), None, wall_s)
 
 
 class Measurer:
@@ -79,7 +103,7 @@ class Measurer:
         start = time.perf_counter()
         future = self._executor().submit(job, payload)
         try:
-            seconds = float(future.result(timeout=self.timeout_s))
+            value = future.result(timeout=self.timeout_s)
         except FutureTimeout:
             self._discard()
             return MeasureResult(None, f"timed out after {self.timeout_s:g} s", time.perf_counter() - start)
@@ -89,7 +113,7 @@ class Measurer:
                                  time.perf_counter() - start)
         except Exception as exc:  # the job raised: a build error or a wrong result, reported as data
             return MeasureResult(None, error_text(exc), time.perf_counter() - start)
-        return MeasureResult(seconds, None, time.perf_counter() - start)
+        return MeasureResult.of(value, time.perf_counter() - start)
 
     def close(self) -> None:
         if self._pool is not None:
@@ -152,18 +176,20 @@ def measure_cpu_job(job: MeasureJob) -> float:
     return check_and_time(build_cpu(apply_cpu(op, Point(job.point))).mod, op, tvm.cpu(0), job)
 
 
-def torch_cpu_job(job: MeasureJob) -> float:
-    """Worker side: seconds per run of the operator's torch call on the CPU."""
+def torch_cpu_job(job: MeasureJob) -> dict[str, Any]:
+    """Worker side: the timing of the operator's torch call on the CPU, under the same conditions as ours."""
     from gpu_cpu.baselines import time_torch_cpu
 
     op = rebuild_operator(job.source, job.name, job.params)
-    seconds = time_torch_cpu(op)
+    samples: list[float] = []
+    with timing() as conditions:
+        seconds = time_torch_cpu(op, samples=samples)
     if seconds is None:
         raise ValueError(f"torch has no call for {op.name}")
-    return seconds
+    return {"seconds": seconds, "repeats": samples, "foreign_load": conditions.foreign_load}
 
 
-def time_torch_isolated(op: Any, source: str, timeout_s: float = 300.0) -> float | None:
+def time_torch_isolated(op: Any, source: str, timeout_s: float = 300.0) -> MeasureResult | None:
     """Seconds per run of ``op``'s torch call, timed in a worker process of its own as every candidate is.
 
     The searching process also holds XGBoost's OpenMP threads (the cost models) and TVM's thread pool:
@@ -177,11 +203,12 @@ def time_torch_isolated(op: Any, source: str, timeout_s: float = 300.0) -> float
         return None
     with Measurer(timeout_s) as measurer:
         result = measurer.run(torch_cpu_job, MeasureJob(source, op.name, dict(op.params), {}))
-    return result.seconds if result.ok else None
+    return result if result.ok else None
 
 
-def check_and_time(module: Any, op: Any, dev: Any, job: MeasureJob) -> float:
-    """Run the built ``module`` once on ``dev`` against the reference, then its median time per run."""
+def check_and_time(module: Any, op: Any, dev: Any, job: MeasureJob) -> float | dict[str, Any]:
+    """Run the built ``module`` once on ``dev`` against the reference, then its timing: the median time per
+    run of ``repeat`` repeats, each of them, and the foreign load meanwhile (under the machine's lock)."""
     import tvm
 
     inputs = op.random_inputs(0)
@@ -203,7 +230,9 @@ def check_and_time(module: Any, op: Any, dev: Any, job: MeasureJob) -> float:
     timer = module.time_evaluator(module.entry_name, dev, number=job.number, repeat=job.repeat,
                                   min_repeat_ms=MIN_REPEAT_MS.get(job.target, 0) if job.min_repeat_ms is None
                                   else job.min_repeat_ms)
-    return float(np.median(timer(*args, out).results))
+    with timing() as conditions:
+        results = [float(x) for x in timer(*args, out).results]
+    return {"seconds": float(np.median(results)), "repeats": results, "foreign_load": conditions.foreign_load}
 
 
 def rebuild_operator(source: str, name: str, params: dict[str, Any]) -> Any:

@@ -137,12 +137,14 @@ def test_a_candidate_far_slower_than_the_best_is_not_timed_further():
     op = get_builtin("gemm").instantiate(shape="small:s1")
     job = gemm_job(check=False)
     module = FakeModule()
-    assert check_and_time(module, op, tvm.cpu(0), job) == 2e-3 and module.timed  # no cutoff: the median
+    timed = check_and_time(module, op, tvm.cpu(0), job)
+    assert timed["seconds"] == 2e-3 and module.timed  # no cutoff: the median, with its repeats
+    assert timed["repeats"] == [1e-3, 2e-3, 3e-3] and timed["foreign_load"] is not None
     module = FakeModule()
     slow = check_and_time(module, op, tvm.cpu(0), MeasureJob(**{**job.__dict__, "cutoff_s": 5e-3}))
     assert 0.02 <= slow < 0.5 and not module.timed  # the first run's time, no further runs
     module = FakeModule()
-    assert check_and_time(module, op, tvm.cpu(0), MeasureJob(**{**job.__dict__, "cutoff_s": 1.0})) == 2e-3
+    assert check_and_time(module, op, tvm.cpu(0), MeasureJob(**{**job.__dict__, "cutoff_s": 1.0}))["seconds"] == 2e-3
 
 
 def test_each_timed_repeat_lasts_the_targets_floor_unless_the_job_says_otherwise():
@@ -208,5 +210,8 @@ def test_torch_is_timed_in_a_worker_of_its_own():
     from gpu_cpu.measure import time_torch_isolated
 
     assert time_torch_isolated(get_builtin("bcm").instantiate(shape="small:s1"), "builtin") is None
-    seconds = time_torch_isolated(get_builtin("gemm").instantiate({"M": 64, "N": 64, "K": 64}), "builtin")
-    assert seconds is not None and 0 < seconds < 0.01
+    timed = time_torch_isolated(get_builtin("gemm").instantiate({"M": 64, "N": 64, "K": 64}), "builtin")
+    assert timed is not None and 0 < timed.seconds < 0.01
+    # its spread and conditions travel with it: ten repeats, the median among them, the foreign load read
+    assert len(timed.repeats) == 10 and min(timed.repeats) <= timed.seconds <= max(timed.repeats)
+    assert timed.foreign_load is not None and timed.timing()["median_s"] == timed.seconds

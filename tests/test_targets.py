@@ -39,7 +39,7 @@ class Counting:
         self.asked.append(rows[:, 0].tolist())
         done = rows if self.stop_after is None else rows[: self.stop_after]
         for i, row in enumerate(done):
-            on_row(i, 1.0 + row[0], None)
+            on_row(i, 1.0 + row[0], None, None)
         return Evaluation(1.0 + done[:, 0].astype(float))
 
 
@@ -60,7 +60,7 @@ def test_the_history_answers_what_it_holds_and_stores_each_new_result_as_it_come
     inner = Counting()
     told = []
     wrapped = HistoryEvaluator(inner, space, memo)
-    evaluation = wrapped.evaluate(rows, None, None, on_row=lambda i, s, e: told.append((i, s, e)))
+    evaluation = wrapped.evaluate(rows, None, None, on_row=lambda i, s, e, _t: told.append((i, s, e)))
     # rows 1 and 3 answered from the history, in order among the measured ones; only the others measured
     assert [i for i, _, _ in told] == list(range(6))
     assert inner.asked == [rows[[0, 2, 4, 5], 0].tolist()]

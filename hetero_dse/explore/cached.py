@@ -34,7 +34,9 @@ class HistoryEvaluator:
                  on_row: OnRow | None = None) -> Evaluation:
         points = [self.space.decode(row) for row in rows]
         stored = self.history.known(points)
-        answered = {i: stored[k] for i, k in enumerate(map(point_key, points)) if k in stored} if stored else {}
+        # a time taken under foreign load is not an answer: the point is measured again and the new time kept
+        answered = {i: stored[k] for i, k in enumerate(map(point_key, points))
+                    if k in stored and not stored[k].loaded} if stored else {}
         fresh = [i for i in range(len(rows)) if i not in answered]
         objective = np.full(len(rows), np.inf)
         told = 0  # rows told so far, in order: answered rows are told as the fresh rows around them finish
@@ -47,18 +49,18 @@ class HistoryEvaluator:
                 if record.ok:
                     objective[i] = record.seconds
                 if on_row is not None:
-                    on_row(i, record.seconds, record.error)
+                    on_row(i, record.seconds, record.error, record.conditions)
             told = max(told, stop)
 
-        def measured(j: int, seconds: float | None, error: str | None) -> None:
+        def measured(j: int, seconds: float | None, error: str | None, timing: dict | None) -> None:
             nonlocal told
             i = fresh[j]
             tell_until(i)
-            self.history.add(points[i], seconds, error)
+            self.history.add(points[i], seconds, error, timing)
             if seconds is not None and error is None:
                 objective[i] = seconds
             if on_row is not None:
-                on_row(i, seconds, error)
+                on_row(i, seconds, error, timing)
             told = i + 1
 
         evaluation = None

@@ -39,9 +39,10 @@ class Evaluation:
     figures: Any = None
 
 
-#: told as each row is evaluated: its index in the rows asked for, its time in seconds (None: failed) and
-#: the error that kept it from having one
-OnRow = Callable[[int, "float | None", "str | None"], None]
+#: told as each row is evaluated: its index in the rows asked for, its time in seconds (None: failed), the
+#: error that kept it from having one, and how the time was taken (a measurement's spread and conditions:
+#: ``{"repeats", "foreign_load", "loaded", ...}``; None for a model)
+OnRow = Callable[[int, "float | None", "str | None", "dict | None"], None]
 
 
 class Evaluator(Protocol):

@@ -67,10 +67,18 @@ class Record:
     error: str | None = None
     source: str = ""      # the explorer (q, sa, gga…) or "import"
     timestamp: float = field(default_factory=time.time)
+    #: how the time was taken: its repeats and the foreign load (``loaded`` true: not to be reused); None
+    #: for a model's figure or a record from before conditions were kept
+    conditions: dict[str, Any] | None = field(default=None, compare=False)
 
     @property
     def ok(self) -> bool:
         return self.error is None and self.seconds is not None
+
+    @property
+    def loaded(self) -> bool:
+        """Timed while other work loaded the machine: not an answer a search may reuse."""
+        return bool((self.conditions or {}).get("loaded"))
 
     @property
     def point_key(self) -> str:
@@ -78,12 +86,13 @@ class Record:
 
     def to_json(self) -> dict[str, Any]:
         return {"point": self.point.to_json(), "seconds": self.seconds, "error": self.error, "source": self.source,
-                "timestamp": self.timestamp}
+                "timestamp": self.timestamp, "conditions": self.conditions}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Record:
+        conditions = data.get("conditions")
         return cls(Point.from_json(data["point"]), data.get("seconds"), data.get("error"), data.get("source", ""),
-                   float(data.get("timestamp", time.time())))
+                   float(data.get("timestamp", time.time())), dict(conditions) if conditions else None)
 
 
 def point_key(point: Point) -> str:

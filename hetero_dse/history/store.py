@@ -44,6 +44,8 @@ records = sa.Table(
     sa.Column("error", sa.Text, nullable=True),
     sa.Column("source", sa.String(50), nullable=False),
     sa.Column("timestamp", sa.Float, nullable=False),
+    # how a time was taken (JSON: repeats, foreign load, loaded); added after the first release: see _migrate
+    sa.Column("conditions", sa.Text, nullable=True),
     sa.UniqueConstraint("workload_id", "point_key", name="one_record_per_point"),
 )
 
@@ -202,16 +204,22 @@ class HistoryDB:
 
     # --------------------------------------------------------------------------------------- records
     def add(self, workload_id: int, record: Record) -> bool:
-        """Store ``record``, committed before returning; False if the point was already there (kept as it was)."""
+        """Store ``record``, committed before returning; False if the point was already there (kept as it was,
+        unless it was timed under foreign load and ``record`` was not: then ``record`` replaces it)."""
         try:
             with self.engine.begin() as conn:
-                conn.execute(records.insert().values(
-                    workload_id=workload_id, point_key=record.point_key, point=record.point.dumps(),
-                    seconds=record.seconds, error=record.error, source=record.source[:50],
-                    timestamp=record.timestamp))
+                conn.execute(records.insert().values(workload_id=workload_id, **_row(record)))
             return True
         except IntegrityError:
-            return False
+            if record.loaded or not record.ok:
+                return False
+            with self.engine.begin() as conn:
+                old = conn.execute(sa.select(records.c.id, records.c.conditions).where(
+                    records.c.workload_id == workload_id, records.c.point_key == record.point_key)).first()
+                if old is None or not json.loads(old.conditions or "{}").get("loaded"):
+                    return False
+                conn.execute(records.update().where(records.c.id == old.id).values(**_row(record)))
+            return True
 
     def add_many(self, workload_id: int, batch: Iterable[Record]) -> int:
         """Store the records of ``batch`` not stored yet, in one transaction; how many were new."""
@@ -358,8 +366,7 @@ def _add_many(conn: sa.Connection, workload_id: int, batch: list[Record]) -> int
     new = {r.point_key: r for r in batch if r.point_key not in have}
     if new:
         conn.execute(records.insert(), [
-            {"workload_id": workload_id, "point_key": k, "point": r.point.dumps(), "seconds": r.seconds,
-             "error": r.error, "source": r.source[:50], "timestamp": r.timestamp} for k, r in new.items()])
+            {"workload_id": workload_id, **_row(r)} for r in new.values()])
     return len(new)
 
 
@@ -372,15 +379,21 @@ def _workload(row) -> Workload:
 def _migrate(engine: sa.Engine) -> None:
     """Columns added since a database was created (create_all makes missing tables, never missing columns),
     and record keys made independent of the knobs' order."""
+    _add_column(engine, "workloads", "spec")
+    _add_column(engine, "records", "conditions")
     _rekey_once(engine)
-    have = {c["name"] for c in sa.inspect(engine).get_columns("workloads")}
-    if "spec" not in have:
-        try:
-            with engine.begin() as conn:
-                conn.execute(sa.text("ALTER TABLE workloads ADD COLUMN spec TEXT"))
-        except sa.exc.DBAPIError:  # another process added it first
-            if "spec" not in {c["name"] for c in sa.inspect(engine).get_columns("workloads")}:
-                raise
+
+
+def _add_column(engine: sa.Engine, table: str, column: str) -> None:
+    """``ALTER TABLE table ADD COLUMN column TEXT`` unless it is there (another process may add it first)."""
+    if column in {c["name"] for c in sa.inspect(engine).get_columns(table)}:
+        return
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN {column} TEXT"))
+    except sa.exc.DBAPIError:
+        if column not in {c["name"] for c in sa.inspect(engine).get_columns(table)}:
+            raise
 
 
 def _rekey(engine: sa.Engine) -> None:
@@ -433,7 +446,16 @@ def _is_sqlite(path: Path) -> bool:
 
 
 def _record(row) -> Record:
-    return Record(Point.from_json(row["point"]), row["seconds"], row["error"], row["source"], row["timestamp"])
+    conditions = row.get("conditions")
+    return Record(Point.from_json(row["point"]), row["seconds"], row["error"], row["source"], row["timestamp"],
+                  json.loads(conditions) if conditions else None)
+
+
+def _row(record: Record) -> dict[str, object]:
+    """The columns of ``record`` (its workload aside)."""
+    return {"point_key": record.point_key, "point": record.point.dumps(), "seconds": record.seconds,
+            "error": record.error, "source": record.source[:50], "timestamp": record.timestamp,
+            "conditions": json.dumps(record.conditions, sort_keys=True) if record.conditions else None}
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
@@ -457,5 +479,6 @@ class WorkloadHistory:
     def known(self, points: Iterable[Point]) -> dict[str, Record]:
         return self.db.lookup(self.id, points)
 
-    def add(self, point: Point, seconds: float | None, error: str | None) -> None:
-        self.db.add(self.id, Record(point, seconds, error, self.source))
+    def add(self, point: Point, seconds: float | None, error: str | None,
+            conditions: dict | None = None) -> None:
+        self.db.add(self.id, Record(point, seconds, error, self.source, conditions=conditions))

@@ -58,7 +58,7 @@ class ModelEvaluator:
         if on_row is not None:  # a Python call a row: only when someone listens
             for i, seconds in enumerate(latency.tolist()):
                 on_row(i, seconds if np.isfinite(seconds) else None,
-                       None if np.isfinite(seconds) else "exceeds the board's usable resources")
+                       None if np.isfinite(seconds) else "exceeds the board's usable resources", None)
         return Evaluation(scores["objective"], scores)
 
 

@@ -90,7 +90,8 @@ class GpuTarget:
 
     def finish(self, op: Operator, space: GpuSpace, explorer: str, loop: LoopResult, evaluator: TrialLog,
                observers: Sequence[Any], history: WorkloadHistory | None, search: Search) -> Tuned:
-        library = time_torch_cuda(op) if self.measured and not loop.interrupted else None
+        library = time_torch_cuda(op) if self.measured and not loop.interrupted else None  # CUDA events: its own
+        # timing, not in a worker; the GPU is the device measured, and our kernels' times are on it too
         return Tuned.of(op, self, space, explorer, loop, evaluator, self.source, library, estimate=not self.measured)
 
     def directory(self, op: Operator) -> str:

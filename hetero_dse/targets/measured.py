@@ -76,7 +76,7 @@ class MeasuredEvaluator:
             measured = next(results)
             objective.append(measured.seconds if measured.ok else float("inf"))
             if on_row is not None:
-                on_row(i, measured.seconds, measured.error)
+                on_row(i, measured.seconds, measured.error, measured.timing() if measured.ok else None)
             if deadline is not None and time.perf_counter() >= deadline:
                 break
         return Evaluation(np.array(objective, dtype=np.float64))
@@ -98,13 +98,14 @@ class TrialLog:
 
     def evaluate(self, rows: np.ndarray, best: float | None, deadline: float | None,
                  on_row: OnRow | None = None) -> Evaluation:
-        def log(i: int, seconds: float | None, error: str | None) -> None:
-            result = MeasureResult(seconds, error)
+        def log(i: int, seconds: float | None, error: str | None, timing: dict | None) -> None:
+            result = MeasureResult(seconds, error, repeats=tuple((timing or {}).get("repeats") or ()),
+                                   foreign_load=(timing or {}).get("foreign_load"))
             self.trials.append(Trial(self.space.decode(rows[i]), result))
             if result.ok and (self.best_seconds is None or seconds < self.best_seconds):
                 self.best_seconds = seconds
             if on_row is not None:
-                on_row(i, seconds, error)
+                on_row(i, seconds, error, timing)
             if self.progress is not None:
                 self.progress(len(self.trials), self.best_seconds)
 

@@ -18,6 +18,7 @@ from hetero_dse.history import Workload, workload_spec
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
 from hetero_dse.targets.base import Outcome, Row, Written
+from gpu_cpu.measure import MeasureResult
 from hetero_dse.targets.measured import Trial, TrialLog, TuneResult
 
 __all__ = ["Tuned", "read_schedule", "schedule_json", "tvm_workload"]
@@ -30,17 +31,38 @@ class Tuned(Outcome):
     source: str = "builtin"
     trials: list[Trial] = field(default_factory=list)
     answered: int = 0
+    #: the best schedule timed again right before the library, under the same conditions (the speedup is
+    #: theirs: the search's figure may come from the history or from a busier moment)
+    retimed: MeasureResult | None = None
+    library: MeasureResult | None = None
 
     @classmethod
     def of(cls, op: Operator, target: Any, space: Any, explorer: str, loop: LoopResult, log: TrialLog,
-           source: str, library_seconds: float | None, estimate: bool) -> Tuned:
-        t = cls(op, target, space, explorer, loop, library_seconds=library_seconds, estimate=estimate,
-                source=source, trials=log.trials, answered=log.answered)
-        ok = [trial for trial in t.trials if trial.result.ok]
-        if ok:
-            best = min(ok, key=lambda trial: trial.result.seconds)
-            t.best, t.best_seconds = best.point, best.result.seconds
+           source: str, library: MeasureResult | float | None, estimate: bool,
+           retimed: MeasureResult | None = None) -> Tuned:
+        if isinstance(library, int | float):
+            library = MeasureResult(float(library))
+        t = cls(op, target, space, explorer, loop, library_seconds=library.seconds if library else None,
+                estimate=estimate, source=source, trials=log.trials, answered=log.answered,
+                retimed=retimed if retimed is not None and retimed.ok else None, library=library)
+        if t.best_trial is not None:
+            t.best, t.best_seconds = t.best_trial.point, t.best_trial.result.seconds
         return t
+
+    @property
+    def best_trial(self) -> Trial | None:
+        ok = [trial for trial in self.trials if trial.result.ok]
+        return min(ok, key=lambda trial: trial.result.seconds) if ok else None
+
+    @property
+    def compared_seconds(self) -> float | None:
+        """Our time set beside the library's: the re-timed best where there is one, else the search's."""
+        return self.retimed.seconds if self.retimed is not None else self.best_seconds
+
+    @property
+    def speedup(self) -> float | None:
+        seconds = self.compared_seconds
+        return self.library_seconds / seconds if seconds and self.library_seconds else None
 
     @property
     def tune(self) -> TuneResult:
@@ -63,21 +85,26 @@ class Tuned(Outcome):
             "explorer": self.explorer, "trials": len(self.trials), "answered_from_history": self.answered,
             "failures": len(self.failures), "failure_messages": sorted(set(self.failures))[:5],
             "wall_s": self.loop.wall_s, "interrupted": self.interrupted,
-            "best": None if self.best is None else {"knobs": self.best.to_json(), "seconds": self.best_seconds,
-                                                    "gflops": self.gflops(self.best_seconds)},
-            "torch": None if self.library_seconds is None else {"seconds": self.library_seconds,
-                                                                "gflops": self.gflops(self.library_seconds)},
-            "speedup_over_torch": (self.library_seconds / self.best_seconds
-                                   if self.best is not None and self.library_seconds else None),
+            "best": None if self.best is None else {
+                "knobs": self.best.to_json(), "seconds": self.best_seconds, "gflops": self.gflops(self.best_seconds),
+                "timing": self.best_trial.result.timing() if not self.estimate else None,
+                "retimed": None if self.retimed is None else self.retimed.timing()},
+            "torch": None if self.library is None else {"seconds": self.library_seconds,
+                                                        "gflops": self.gflops(self.library_seconds),
+                                                        "timing": self.library.timing()},
+            "speedup_over_torch": self.speedup,
             "directory": written.directory if written else None,
             "estimate": self.estimate,
         }
 
     def row(self, kind: str, device: str, peak_flops: float | None, written: Written | None, bound: str | None = None,
             detail: str = "") -> Row:
-        gflops = self.gflops(self.best_seconds)
+        seconds = self.compared_seconds
+        gflops = self.gflops(seconds)
+        if not detail and not self.estimate and self.best is not None:
+            detail = timing_note(self.retimed or self.best_trial.result, self.library)
         return Row(kind, self.op.name, self.op.shape_name, device, "estimate" if self.estimate else "measured",
-                   self.best_seconds, gflops,
+                   seconds, gflops,
                    gflops * 1e9 / peak_flops if gflops and peak_flops else None, bound, self.library_seconds,
                    self.explorer, len(self.trials), self.answered, len(self.failures), self.loop.wall_s,
                    self.interrupted, written.directory if written else None, written.why if written else None,
@@ -92,6 +119,20 @@ class Tuned(Outcome):
     def no_best(self) -> HeteroDSEError:
         messages = "; ".join(sorted(set(self.failures))[:5])
         return HeteroDSEError(f"no schedule of {self.op.name} ran: every trial failed ({messages})")
+
+
+def timing_note(ours: MeasureResult, library: MeasureResult | None) -> str:
+    """``median of 3, −2/+4 %; load 0.01`` for a timed figure (and the library's), ``UNDER LOAD`` flagged."""
+    def one(result: MeasureResult) -> str:
+        text = f"median of {len(result.repeats)}" if result.repeats else "one run"
+        if result.repeats and result.seconds:
+            low, high = min(result.repeats) / result.seconds - 1, max(result.repeats) / result.seconds - 1
+            text += f", {100 * low:+.0f}/{100 * high:+.0f} %"
+        if result.foreign_load is not None:
+            text += f", load {result.foreign_load:.2f}" + (" UNDER LOAD" if result.loaded else "")
+        return text
+
+    return f"ours {one(ours)}" + (f"; library {one(library)}" if library is not None else "")
 
 
 def tvm_workload(op: Operator, target: dict[str, Any], analysis: Analysis) -> Workload:
@@ -111,7 +152,8 @@ def schedule_json(t: Tuned, target: dict[str, Any], **extra: Any) -> str:
     schedule = {"generator": f"hetero_dse {__version__}", "operator": t.op.name, "source": t.source,
                 "params": dict(t.op.params), "shape": t.op.shape_name, "signature": t.op.signature(),
                 "target": target, **extra, "knobs": t.best.to_json(), "measured_seconds": t.best_seconds,
-                "estimate": t.estimate}
+                "estimate": t.estimate,
+                "timing": None if t.estimate or t.best_trial is None else t.best_trial.result.timing()}
     return json.dumps(schedule, indent=2) + "\n"
 
 

@@ -99,7 +99,7 @@ class _Scored:
         values = np.asarray(self.objective(rows), dtype=np.float64)
         if on_row is not None:
             for i, v in enumerate(values.tolist()):
-                on_row(i, v, None)
+                on_row(i, v, None, None)
         return Evaluation(values)
 
 

@@ -1,0 +1,77 @@
+"""Measurement integrity (review finding D4): one timing at a time on a machine, the foreign load recorded with
+each, and a time taken under load never answered from the history."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from gpu_cpu.conditions import LOADED_CORES, timing
+from hetero_dse.explore.cached import HistoryEvaluator
+from hetero_dse.history import HistoryDB, Workload, point_key
+from hetero_dse.history.store import WorkloadHistory
+from hetero_dse.testing.contracts import toy_space
+
+
+def _hold_lock(seconds: float) -> subprocess.Popen:
+    code = ("import time, sys; from gpu_cpu.conditions import timing\n"
+            f"with timing():\n    print('held', flush=True); time.sleep({seconds})\n")
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_timings_on_one_machine_take_turns(tmp_path, monkeypatch):
+    monkeypatch.setenv("HETERO_DSE_MEASURE_LOCK", str(tmp_path / "lock"))
+    holder = _hold_lock(1.0)
+    try:
+        with timing() as conditions:
+            pass
+    finally:
+        holder.wait(10)
+    assert conditions.waited_s > 0.5  # another process was timing: this one waited for it
+
+
+def test_foreign_load_during_a_timing_is_measured_and_flags_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("HETERO_DSE_MEASURE_LOCK", str(tmp_path / "lock"))
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        with timing() as conditions:
+            time.sleep(1.0)  # this process idle: what the machine did meanwhile was someone else's
+    finally:
+        busy.kill()
+        busy.wait(10)
+    assert conditions.foreign_load is not None and conditions.foreign_load > 0.6
+    assert conditions.loaded and LOADED_CORES < 0.6
+
+
+def test_a_time_taken_under_load_is_measured_again_and_replaced(tmp_path):
+    db = HistoryDB(str(tmp_path / "h.sqlite"))
+    space = toy_space()
+    memo = WorkloadHistory(db, Workload("gemm", "gemm[16]", "toy", {"hetero_dse": "test"}))
+    rows = np.unique(space.sample(32, np.random.default_rng(0)), axis=0)[:2]
+    loaded, clean = space.decode(rows[0]), space.decode(rows[1])
+    memo.add(loaded, 9e-3, None, {"foreign_load": 1.4, "loaded": True})
+    memo.add(clean, 2e-3, None, {"foreign_load": 0.01, "loaded": False})
+
+    class Inner:
+        asked: list[int] = []
+
+        def evaluate(self, rows, best, deadline, on_row=None):
+            self.asked.append(len(rows))
+            for i in range(len(rows)):
+                on_row(i, 3e-3, None, {"foreign_load": 0.02, "loaded": False})
+            return type("E", (), {"objective": np.full(len(rows), 3e-3), "figures": None})()
+
+    inner = Inner()
+    evaluation = HistoryEvaluator(inner, space, memo).evaluate(rows, None, None)
+    assert inner.asked == [1]  # the loaded point measured again, the clean one answered
+    assert list(evaluation.objective) == [3e-3, 2e-3]
+    stored = memo.known([loaded, clean])
+    assert stored[point_key(loaded)].seconds == 3e-3 and not stored[point_key(loaded)].loaded
+    assert stored[point_key(clean)].seconds == 2e-3
+    db.close()
