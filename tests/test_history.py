@@ -382,3 +382,21 @@ def test_reading_commands_never_create_a_database_and_a_file_that_is_not_one_is_
         r = cli(*args, "--db", notes)
         assert r.code == 1 and "is not a SQLite database" in r.err and "internal error" not in r.err, args
     assert notes.read_text() == "not a database\n"
+
+
+def test_ctrl_c_at_the_terminal_prints_no_traceback_from_the_workers(tmp_path):
+    """Review finding D11: a terminal Ctrl-C (SIGINT to the whole process group) printed two 20-line
+    KeyboardInterrupt tracebacks from idle worker processes before 'interrupted'."""
+    store = tmp_path / "h.sqlite"
+    args = [sys.executable, "-m", "hetero_dse", "explore", "--op", "gemm", "--shape", "small:s1", "--target", "cpu",
+            "--trials", "20", "--db", str(store), "--out", str(tmp_path / "o")]
+    run = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and run.poll() is None:
+        time.sleep(0.5)
+        if store.exists() and HistoryDB(str(store)).count() >= 2:
+            os.killpg(run.pid, signal.SIGINT)  # what the terminal sends on Ctrl-C
+            break
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 130 and "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert json.loads((tmp_path / "o" / "report.json").read_text())["complete"] is False

@@ -64,3 +64,15 @@ def test_op_code_that_exits_or_never_returns_is_one_sentence(write, monkeypatch)
     # 'operator' is the decorator
     with pytest.raises(OperatorError, match="did not finish building"):
         definition.instantiate()
+
+
+def test_an_fpga_shape_beyond_the_models_counts_is_refused_at_once(cli, tmp_path):
+    """Review finding D8: M = N = K = 10^9 spent minutes enumerating divisors (O(n)), then its 10^27
+    iterations overflowed the model's 64-bit counts. Now: divisors in O(sqrt n), and one sentence."""
+    from hetero_dse.space.base import divisors
+
+    assert divisors(10**9)[:4] == [1, 2, 4, 5] and len(divisors(10**9)) == 100 and divisors(1) == [1]
+    assert divisors(36) == [1, 2, 3, 4, 6, 9, 12, 18, 36]
+    r = cli("explore", "--op", "gemm", "--param", "M=1000000000", "--param", "N=1000000000", "--param",
+            "K=1000000000", "--board", "vu9p", "--out", tmp_path / "o")
+    assert r.code == 1 and "more than the FPGA model counts" in r.err and not (tmp_path / "o").exists()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from math import prod
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -36,6 +37,9 @@ __all__ = ["DEFAULT_BUDGET", "Exploration", "FpgaTarget", "check_clocks", "check
 
 #: designs scored when the user gives no budget to a sampling explorer (they converge well before; BENCHMARKS.md)
 DEFAULT_BUDGET = 30_000
+#: loop iterations of an operator past which the model's 64-bit counts (cycles, bytes) could overflow
+MAX_ITERATIONS = 2**53
+
 #: designs of each FPGA search kept in the history database (the guided GA's population is 16)
 HISTORY_DESIGNS = 64
 
@@ -81,6 +85,10 @@ class FpgaTarget:
 
     def check(self, op: Operator) -> None:
         check_dtypes(op, self.dtypes)
+        iterations = prod(lp.extent for lp in analyze(op).main.loops)
+        if iterations >= MAX_ITERATIONS:  # the model's cycle and traffic counts are 64-bit integers
+            raise HeteroDSEError(f"{op.title} has {iterations:.3g} loop iterations, more than the FPGA model counts "
+                                 f"({MAX_ITERATIONS:.3g}); choose a smaller shape")
 
     def space(self, op: Operator) -> FpgaSpace:
         dtypes = check_dtypes(op, self.dtypes)
