@@ -354,3 +354,19 @@ def test_build_files_carry_the_clock_and_interface_settings(board, tmp_path):
         dry = subprocess.run(["make", "-n", "-C", str(project), *targets], capture_output=True, text=True)
         assert dry.returncode == 0, dry.stderr
         assert "run_hls.tcl" in dry.stdout
+
+
+def test_a_c_simulation_that_never_ends_is_stopped_in_time_proportional_to_its_work(tmp_path, monkeypatch):
+    """Review finding D15: a kernel that never returned was waited for 600 s whatever its size."""
+    from hetero_dse.hls import csim as csim_module
+
+    project, _, _ = build(get_builtin("gemm").instantiate(shape="small:s1"), tmp_path, budget=300)
+    assert csim_module.run_timeout(project) == csim_module.RUN_FLOOR_S  # a small operator: the floor
+    tb = project / "tb" / "tb.cpp"
+    tb.write_text(tb.read_text().replace("int main(int argc, char **argv) {",
+                                         "int main(int argc, char **argv) {\n  static volatile int spin = 1;\n"
+                                         "  while (spin) {}", 1))
+    assert "while (spin)" in tb.read_text()
+    monkeypatch.setattr(csim_module, "RUN_FLOOR_S", 1.0)
+    with pytest.raises(Exception, match=r"ran for more than 1 s .*does not end"):
+        csim(project)

@@ -16,7 +16,20 @@ from pathlib import Path
 from hetero_dse.errors import HeteroDSEError
 
 COMPILE_TIMEOUT_S = 300
-RUN_TIMEOUT_S = 600
+#: a C-simulation runs the operator once, scalar, at well over 10^8 operations a second with -O2 (a kernel that
+#: loops forever is stopped after this much time per operation, never less than a minute)
+RUN_FLOOR_S, RUN_OPS_PER_S = 60.0, 1e8
+
+
+def run_timeout(project: Path) -> float:
+    """Seconds the C-simulation of ``project`` may run: proportional to its operations (design.json)."""
+    import json
+
+    try:
+        ops = float(json.loads((project / "design.json").read_text())["predicted"]["ops"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 600.0
+    return max(RUN_FLOOR_S, ops / RUN_OPS_PER_S)
 
 
 @dataclass(frozen=True)
@@ -68,11 +81,13 @@ def csim(directory: str | Path) -> CsimResult:
     if compiled.returncode != 0:
         first = next((ln for ln in compiled.stderr.splitlines() if "error" in ln), compiled.stderr.strip()[:300])
         raise HeteroDSEError(f"C-simulation of {project} does not compile: {first}")
+    limit = run_timeout(project)
     try:
         ran = subprocess.run([str(binary), str(project / "data")], capture_output=True, text=True,
-                             timeout=RUN_TIMEOUT_S, check=False)
+                             timeout=limit, check=False)
     except subprocess.TimeoutExpired:
-        raise HeteroDSEError(f"C-simulation of {project} ran for more than {RUN_TIMEOUT_S} s") from None
+        raise HeteroDSEError(f"C-simulation of {project} ran for more than {limit:.0f} s (its operator takes "
+                             "far less: a loop of the generated code does not end)") from None
     text = ran.stdout + ran.stderr
     m = re.search(r"elements=(\d+) mismatches=(\d+) max_abs_error=(\S+)", text)
     if m is None:
