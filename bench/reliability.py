@@ -24,6 +24,7 @@ import os
 import random
 import signal
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,20 +32,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from hetero_dse.process import session_processes  # noqa: E402
+
 CLI = [sys.executable, "-m", "hetero_dse"]
-
-
-def session(sid: int) -> list[int]:
-    """Live processes of session ``sid``."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == sid and fields[0] != "Z":
-            found.append(int(stat.parent.name))
-    return found
 
 
 def count(db: Path) -> tuple[int, int, str]:
@@ -71,12 +62,12 @@ def kills(work: Path, times: int, rng: random.Random) -> dict:
                                 "--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True, cwd=ROOT)
         time.sleep(rng.uniform(8, 25))
-        workers = len(session(run.pid)) - 1
+        workers = len(session_processes(run.pid)) - 1
         os.kill(run.pid, signal.SIGKILL)
         run.wait(30)
         at_kill = count(db)
         time.sleep(5)
-        orphans = session(run.pid)
+        orphans = session_processes(run.pid)
         if orphans:
             os.killpg(run.pid, signal.SIGKILL)
         reopened = count(db)
@@ -125,7 +116,7 @@ out = []
 with Measurer(timeout_s=300) as m:
     for _ in range(int(sys.argv[1])):
         r = m.run(measure_cpu_job, MeasureJob("builtin", "gemm", dict(op.params), point.to_json()))
-        out.append(r.seconds)
+        out.append([r.seconds, r.foreign_load, r.loaded])
 print(json.dumps(out))
 """
 
@@ -139,9 +130,17 @@ def kernel_spread(work: Path) -> dict:
 
     alone = timers(1, 6)[0]
     together = [x for run in timers(4, 6) for x in run]
-    base = sorted(alone)[len(alone) // 2]
-    return {"alone_s": alone, "concurrent_s": together,
-            "spread_concurrent_over_alone": max(together) / base, "spread_max_over_min": max(together) / min(alone)}
+
+    def median(rows: list) -> float:
+        return statistics.median(r[0] for r in rows)
+
+    trusted = [r for r in together if not r[2]]
+    return {"alone": alone, "concurrent": together, "flagged_alone": sum(r[2] for r in alone),
+            "flagged_concurrent": len(together) - len(trusted),
+            "median_concurrent_over_alone": median(together) / median(alone),
+            "worst_concurrent_over_alone_median": max(r[0] for r in together) / median(alone),
+            "worst_unflagged_concurrent_over_alone_median": (max(r[0] for r in trusted) / median(alone)
+                                                             if trusted else None)}
 
 
 def sweeps(work: Path, times: int, rng: random.Random) -> dict:
@@ -160,7 +159,7 @@ def sweeps(work: Path, times: int, rng: random.Random) -> dict:
         else:
             how = "finished"
         run.wait(60)
-        for pid in session(run.pid):
+        for pid in session_processes(run.pid):
             os.kill(pid, signal.SIGKILL)
         verdict = looks_complete_but_is_not(out, dtype)
         rows.append({"run": i, "dtype": dtype, "stopped_by": how, **verdict})

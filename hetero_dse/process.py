@@ -7,8 +7,9 @@ import ctypes
 import os
 import signal
 import sys
+from pathlib import Path
 
-__all__ = ["worker_init"]
+__all__ = ["session_processes", "worker_init"]
 
 #: linux/prctl.h: the signal a process gets when its parent dies
 PR_SET_PDEATHSIG = 1
@@ -27,3 +28,17 @@ def worker_init() -> None:
             pass
     if os.getppid() != parent:  # the parent died before the death signal was armed
         os._exit(1)
+
+
+def session_processes(sid: int) -> list[int]:
+    """The live processes of session ``sid`` (Linux /proc; a run started in a session of its own, with every
+    worker it made): what is left of a run after it was killed."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # after the name: state, ppid, pgrp, session
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from gpu_cpu.conditions import LOADED_CORES, timing
+from gpu_cpu.conditions import LOADED_CORES, Conditions, timing
 from hetero_dse.explore.cached import HistoryEvaluator
 from hetero_dse.history import HistoryDB, Workload, point_key
 from hetero_dse.history.store import WorkloadHistory
@@ -37,6 +37,7 @@ def test_timings_on_one_machine_take_turns(tmp_path, monkeypatch):
 
 def test_foreign_load_during_a_timing_is_measured_and_flags_it(tmp_path, monkeypatch):
     monkeypatch.setenv("HETERO_DSE_MEASURE_LOCK", str(tmp_path / "lock"))
+    monkeypatch.setenv("HETERO_DSE_LOADED_CORES", str(LOADED_CORES))  # the tool's own limit, not the suite's
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         time.sleep(0.3)
@@ -47,6 +48,7 @@ def test_foreign_load_during_a_timing_is_measured_and_flags_it(tmp_path, monkeyp
         busy.wait(10)
     assert conditions.foreign_load is not None and conditions.foreign_load > 0.6
     assert conditions.loaded and LOADED_CORES < 0.6
+    assert Conditions(foreign_load=0.05).loaded is False
 
 
 def test_a_time_taken_under_load_is_measured_again_and_replaced(tmp_path):

@@ -21,6 +21,7 @@ from hetero_dse.targets.measured import tune
 from hetero_dse.analysis import analyze
 from hetero_dse.explore import make_explorer
 from hetero_dse.history import HistoryDB, Record, Workload, WorkloadHistory, point_key
+from hetero_dse.process import session_processes
 from hetero_dse.testing.contracts import history_contract
 from hetero_dse.ops import get_builtin
 from hetero_dse.space.point import Point
@@ -130,19 +131,6 @@ def test_a_resumed_search_measures_no_known_point(db):
 
 
 @pytest.mark.slow
-def _session(sid: int) -> list[int]:
-    """The live processes of session ``sid`` (a run started in a session of its own, with its workers)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == sid and fields[0] != "Z":  # fields after the name: state, ppid, pgrp, session
-            found.append(int(stat.parent.name))
-    return found
-
-
 def test_a_killed_cpu_exploration_leaves_no_worker_and_the_same_command_resumes(tmp_path):
     """Review finding D5: after kill -9 of the tool its workers lived on for minutes, one finishing a
     measurement at 83 % CPU. D11: the same command then needed --force."""
@@ -155,17 +143,17 @@ def test_a_killed_cpu_exploration_leaves_no_worker_and_the_same_command_resumes(
     while time.time() < deadline and run.poll() is None:
         time.sleep(0.5)
         if store.exists() and (killed_at := HistoryDB(str(store)).count()) >= 3:
-            assert len(_session(run.pid)) > 1, "the run should have workers by now"
+            assert len(session_processes(run.pid)) > 1, "the run should have workers by now"
             os.kill(run.pid, signal.SIGKILL)  # kill -9 of the tool alone, as a user would
             break
     run.wait(30)
     assert 3 <= killed_at < 10, "the first run should be killed part-way"
-    alive = _session(run.pid)
+    alive = session_processes(run.pid)
     for _ in range(50):  # 5 s
         if not alive:
             break
         time.sleep(0.1)
-        alive = _session(run.pid)
+        alive = session_processes(run.pid)
     if alive:
         os.killpg(run.pid, signal.SIGKILL)
     assert alive == [], "workers outlived the tool"
@@ -179,9 +167,8 @@ def test_a_killed_cpu_exploration_leaves_no_worker_and_the_same_command_resumes(
     assert np.isfinite(record["best"]["seconds"])
 
 
-def test_sigterm_stops_a_cpu_search_like_ctrl_c(tmp_path):
-    """Review finding D5: SIGTERM (timeout, CI cancellation, docker stop) ended the run with no report and
-    left its workers; now it is Ctrl-C: what was measured written, the report marked incomplete, exit 130."""
+def _signal_a_search(tmp_path: Path, send) -> subprocess.Popen:
+    """A 20-trial CPU search in a session of its own, ``send(process)`` once it has stored 2 records."""
     store = tmp_path / "h.sqlite"
     args = [sys.executable, "-m", "hetero_dse", "explore", "--op", "gemm", "--shape", "small:s1", "--target", "cpu",
             "--trials", "20", "--db", str(store), "--out", str(tmp_path / "o")]
@@ -190,15 +177,22 @@ def test_sigterm_stops_a_cpu_search_like_ctrl_c(tmp_path):
     while time.time() < deadline and run.poll() is None:
         time.sleep(0.5)
         if store.exists() and HistoryDB(str(store)).count() >= 2:
-            run.terminate()
+            send(run)
             break
+    return run
+
+
+def test_sigterm_stops_a_cpu_search_like_ctrl_c(tmp_path):
+    """Review finding D5: SIGTERM (timeout, CI cancellation, docker stop) ended the run with no report and
+    left its workers; now it is Ctrl-C: what was measured written, the report marked incomplete, exit 130."""
+    run = _signal_a_search(tmp_path, lambda process: process.terminate())
     out, err = run.communicate(timeout=60)
     assert run.returncode == 130, err
     assert "Traceback" not in err and "interrupted" in err
     report = json.loads((tmp_path / "o" / "report.json").read_text())
     assert report["complete"] is False and report["cpu"][0]["trials"] >= 2
     time.sleep(1)
-    alive = _session(run.pid)
+    alive = session_processes(run.pid)
     if alive:
         os.killpg(run.pid, signal.SIGKILL)
     assert alive == []
@@ -387,16 +381,23 @@ def test_reading_commands_never_create_a_database_and_a_file_that_is_not_one_is_
 def test_ctrl_c_at_the_terminal_prints_no_traceback_from_the_workers(tmp_path):
     """Review finding D11: a terminal Ctrl-C (SIGINT to the whole process group) printed two 20-line
     KeyboardInterrupt tracebacks from idle worker processes before 'interrupted'."""
-    store = tmp_path / "h.sqlite"
-    args = [sys.executable, "-m", "hetero_dse", "explore", "--op", "gemm", "--shape", "small:s1", "--target", "cpu",
-            "--trials", "20", "--db", str(store), "--out", str(tmp_path / "o")]
-    run = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    deadline = time.time() + 240
-    while time.time() < deadline and run.poll() is None:
-        time.sleep(0.5)
-        if store.exists() and HistoryDB(str(store)).count() >= 2:
-            os.killpg(run.pid, signal.SIGINT)  # what the terminal sends on Ctrl-C
-            break
+    run = _signal_a_search(tmp_path, lambda process: os.killpg(process.pid, signal.SIGINT))  # a terminal's Ctrl-C
     _, err = run.communicate(timeout=60)
     assert run.returncode == 130 and "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert json.loads((tmp_path / "o" / "report.json").read_text())["complete"] is False
+
+
+def test_a_rerun_of_a_finished_cpu_search_measures_nothing_new(cli, tmp_path):
+    """Review finding D15: a rerun chose another explorer (the guided GA, seeded by the run's own records)
+    and measured about 7 new points each time, so reruns never reached 'nothing left to measure'. The
+    prior now leaves the workload's own records out: the rerun makes the same proposals, all answered."""
+    store = tmp_path / "h.sqlite"
+    args = ("explore", "--op", "gemm", "--shape", "small:s1", "--target", "cpu", "--trials", "6", "--db", store)
+    assert cli(*args, "--out", tmp_path / "a").code == 0
+    held = HistoryDB(str(store)).count()
+    assert cli(*args, "--out", tmp_path / "b").code == 0
+    (first,) = json.loads((tmp_path / "a" / "report.json").read_text())["cpu"]
+    (again,) = json.loads((tmp_path / "b" / "report.json").read_text())["cpu"]
+    assert again["explorer"] == first["explorer"] == "tl"
+    assert again["answered_from_history"] == again["trials"] == 6 and HistoryDB(str(store)).count() == held
+    assert again["best"]["knobs"] == first["best"]["knobs"]

@@ -74,7 +74,11 @@ class Prior:
 
     @classmethod
     def load(cls, db, workload: Workload, per_workload: int = 256) -> Prior:
-        return cls(workload.extents, tuple((w, tuple(r)) for w, r in db.related(workload, per_workload)))
+        """What ``db`` holds of related workloads, ``workload`` itself left out: its own points are answered
+        from the history point by point, and a rerun of an interrupted search must choose and seed its
+        explorer as the first run did, so that it goes on where it stopped (review finding D15)."""
+        related = db.related(workload, per_workload)
+        return cls(workload.extents, tuple((w, tuple(r)) for w, r in related if w.key != workload.key))
 
     def __len__(self) -> int:
         return sum(len(records) for _, records in self.related)

@@ -14,6 +14,7 @@ from hetero_dse import __version__
 from hetero_dse.analysis import Analysis, analyze
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.explore.loop import LoopResult
+from hetero_dse.hardware.host import host_cores
 from hetero_dse.history import Workload, workload_spec
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
@@ -142,7 +143,9 @@ def tvm_workload(op: Operator, target: dict[str, Any], analysis: Analysis) -> Wo
 
     versions = {"hetero_dse": __version__, "tvm": tvm.__version__}
     if target.get("kind") == "llvm":  # a CPU schedule's time scales with the threads running its parallel loop
-        versions["tvm_threads"] = os.environ.get("TVM_NUM_THREADS", "default")
+        # the count its workers run with (use_host_cores sets it when the first measurer starts, so reading the
+        # variable alone keyed a process's first search apart from its later ones)
+        versions["tvm_threads"] = os.environ.get("TVM_NUM_THREADS") or str(host_cores())
     return Workload(op.name, op.signature(), json.dumps(target, sort_keys=True), versions, workload_spec(analysis))
 
 
