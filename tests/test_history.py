@@ -401,3 +401,16 @@ def test_a_rerun_of_a_finished_cpu_search_measures_nothing_new(cli, tmp_path):
     assert again["explorer"] == first["explorer"] == "tl"
     assert again["answered_from_history"] == again["trials"] == 6 and HistoryDB(str(store)).count() == held
     assert again["best"]["knobs"] == first["best"]["knobs"]
+
+
+def test_processes_opening_a_new_database_at_once_all_succeed(tmp_path):
+    """Found by the kill test in a fresh clone: the tool and a reader opening a new SQLite file at the same
+    moment, one failed with 'table workloads already exists' (checked, then created, by both)."""
+    store = tmp_path / "new.sqlite"
+    code = ("import sys; from hetero_dse.history import HistoryDB\n"
+            "db = HistoryDB(sys.argv[1]); print(db.count())\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(store)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(6)]
+    results = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 6, [err for _, err in results]
+    assert all(out.strip() == "0" for out, _ in results)

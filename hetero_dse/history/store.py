@@ -114,7 +114,7 @@ class HistoryDB:
                 sa.event.listen(self.engine, "connect", _sqlite_pragmas)
             else:
                 self.engine = sa.create_engine(url, pool_pre_ping=True)
-            metadata.create_all(self.engine)
+            _create_tables(self.engine)
             _migrate(self.engine)
         except (OperationalError, OSError, sa.exc.DatabaseError) as exc:
             reason = " ".join(str(getattr(exc, "orig", exc)).split())  # drivers' messages span lines
@@ -374,6 +374,18 @@ def _workload(row) -> Workload:
     spec = row.get("spec")
     return Workload(row["operator"], row["signature"], row["target"], json.loads(row["versions"]),
                     json.loads(spec) if spec else {})
+
+
+def _create_tables(engine: sa.Engine, attempts: int = 3) -> None:
+    """The tables, made once even when several processes open a new database at the same moment (SQLAlchemy
+    checks, then creates: another process may create a table in between)."""
+    for attempt in range(attempts):
+        try:
+            metadata.create_all(engine)
+            return
+        except OperationalError as exc:
+            if "already exists" not in str(exc) or attempt == attempts - 1:
+                raise
 
 
 def _migrate(engine: sa.Engine) -> None:
