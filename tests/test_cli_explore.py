@@ -216,6 +216,24 @@ def test_an_interrupted_rerun_never_leaves_an_output_that_looks_complete(cli, tm
     assert json.loads((out / ".hetero_dse-run.json").read_text())["complete"] is True
 
 
+def test_a_second_ctrl_c_while_projects_are_written_still_leaves_the_report(cli, tmp_path, monkeypatch):
+    """Review finding D11: two Ctrl-Cs 0.05-0.3 s apart left no report at all, though layers had been
+    searched. The first stops the search; the second, while projects are written, stops the writing."""
+    _interrupt_at(monkeypatch, 40)  # in the second layer's search: the first layer is complete
+
+    def interrupted_write(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("hetero_dse.hls.project.write_project", interrupted_write)
+    out = tmp_path / "o"
+    r = cli("explore", "--op", "gemm", "--shape", "small", "--board", "vu9p", "--budget", "20000", "--out", out)
+    assert r.code == 130 and "Traceback" not in r.err
+    report = json.loads((out / "report.json").read_text())
+    assert report["complete"] is False and len(report["explorations"]) == 2
+    assert all(e["project"] is None for e in report["explorations"]) and not list(out.glob("**/hls"))
+    assert json.loads((out / ".hetero_dse-run.json").read_text())["complete"] is False
+
+
 def test_csim_refuses_an_output_whose_run_never_wrote_its_report(cli, tmp_path):
     out = tmp_path / "o"
     assert cli("explore", "--op", "gemm", "--shape", "small:s1", "--board", "vu9p", "--budget", "200",

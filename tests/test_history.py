@@ -339,6 +339,16 @@ def test_an_import_with_a_bad_line_adds_nothing_and_names_the_line(cli, tmp_path
         r = cli("history", "import", path, "--db", target)
         assert r.code == 1 and "nothing imported: line 2:" in r.err and "Traceback" not in r.err, (name, r.err)
         assert HistoryDB(str(target)).count() == 0, name
+    # knobs the workload's space cannot hold (its loops are i, j, k of 4 iterations)
+    knob_cases = {"unroll": ({"unroll": 12345}, "is not one of"), "split": ({"split.i": [3, 1]}, "does not split"),
+                  "loop": ({"split.z": [4]}, "has no loop z"), "tile": ({"tile.i": 8}, "is not a tile")}
+    for name, (knobs, reason) in knob_cases.items():
+        forged = json.loads(lines[1])
+        forged["record"]["point"] = {**forged["record"]["point"], **knobs}
+        path = tmp_path / f"knob_{name}.jsonl"
+        path.write_text("\n".join([lines[0], json.dumps(forged), lines[2]]) + "\n")
+        r = cli("history", "import", path, "--db", tmp_path / f"knob_{name}.sqlite")
+        assert r.code == 1 and "nothing imported: line 2:" in r.err and reason in r.err, (name, r.err)
     (tmp_path / "latin1.jsonl").write_bytes("caf\xe9".encode("latin-1"))
     r = cli("history", "import", tmp_path / "latin1.jsonl", "--db", tmp_path / "l.sqlite")
     assert r.code == 1 and "is not UTF-8 text" in r.err
@@ -401,6 +411,8 @@ def test_a_rerun_of_a_finished_cpu_search_measures_nothing_new(cli, tmp_path):
     assert again["explorer"] == first["explorer"] == "tl"
     assert again["answered_from_history"] == again["trials"] == 6 and HistoryDB(str(store)).count() == held
     assert again["best"]["knobs"] == first["best"]["knobs"]
+    # a real search's records pass the import's checks (their knobs fit the workload's loops)
+    assert HistoryDB(str(tmp_path / "copy.sqlite")).import_lines(HistoryDB(str(store)).export()) == (held, 0)
 
 
 def test_processes_opening_a_new_database_at_once_all_succeed(tmp_path):

@@ -206,6 +206,9 @@ def test_fpga_designs_the_history_holds_seed_a_history_based_tuner(tmp_path):
     explore(small, target, "sa", Search(budget=2000), history=db)
     (listed,) = db.workloads()
     assert listed["records"] == 64  # the best designs of the search are kept, the rest is cheap to score again
+    copy = HistoryDB(str(tmp_path / "copy.sqlite"))  # FPGA designs pass the import's knob checks
+    assert copy.import_lines(db.export()) == (64, 0)
+    copy.close()
     e = explore(GEMM, target, "gga", Search(budget=500), history=db)
     assert e.explorer == "gga" and e.found
     assert isinstance(db.records(db.workload_id(target.workload(small, target.space(small))))[0], Record)

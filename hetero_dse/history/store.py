@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from math import prod
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -326,16 +327,55 @@ def check_record(workload: Workload, record: Record) -> str | None:
     number, a failure without its error, an empty point, or a time faster than any device's peak."""
     seconds = record.seconds
     if seconds is None:
-        return None if record.error else "a record without a time must carry the error that stopped it"
+        if not record.error:
+            return "a record without a time must carry the error that stopped it"
+        return check_knobs(workload, record)
     if isinstance(seconds, bool) or not isinstance(seconds, int | float):
         return f"its time {seconds!r} is not a number"
     if not math.isfinite(seconds) or seconds <= 0:
         return f"its time {seconds!r} is not a positive finite number of seconds"
     if not len(record.point):
         return "its point has no knob"
+    problem = check_knobs(workload, record)
+    if problem:
+        return problem
     if workload.flops and workload.flops / seconds > PEAK_FLOPS:
         return (f"{workload.flops / seconds / 1e15:,.0f} PFLOP/s for {workload.operator} is faster than any "
                 "device runs")
+    return None
+
+
+def check_knobs(workload: Workload, record: Record) -> str | None:
+    """Why ``record``'s knobs cannot be a point of ``workload``'s space, as far as its loops (``spec``) tell
+    (None: they can, or the workload carries no loops): a split or tile of a loop it does not have, splits
+    whose factors do not make the loop's extent, a tile longer than its loop or an unroll that does not
+    divide its tile, an unroll step a CPU/GPU space does not have."""
+    from hetero_dse.space.cpu import UNROLL_STEPS
+
+    extents = workload.extents
+    if not extents:
+        return None
+    knobs = record.point
+    for name, value in knobs.items():
+        kind, _, loop = name.partition(".")
+        if loop:
+            if kind in ("split", "tile", "unroll") and loop not in extents:
+                return f"knob {name}: the workload has no loop {loop} (its loops: {', '.join(extents)})"
+            if kind == "split":
+                factors = value if isinstance(value, tuple) else ()
+                if not factors or not all(isinstance(f, int) and f > 0 for f in factors) \
+                        or prod(factors) != extents[loop]:
+                    return f"knob {name}={value!r} does not split loop {loop} of {extents[loop]} iterations"
+            elif kind == "tile" and not (isinstance(value, int) and 1 <= value <= extents[loop]):
+                return f"knob {name}={value!r} is not a tile of loop {loop} (1 to {extents[loop]})"
+            elif kind == "unroll":
+                tile = knobs.get(f"tile.{loop}")
+                if not isinstance(value, int) or value < 1 or (isinstance(tile, int) and tile % value):
+                    return f"knob {name}={value!r} does not divide its tile ({tile})"
+        elif name == "unroll" and value not in UNROLL_STEPS:
+            return f"knob unroll={value!r} is not one of {', '.join(map(str, UNROLL_STEPS))}"
+        elif name == "vector" and value not in extents:
+            return f"knob vector={value!r} is not a loop of the workload"
     return None
 
 
