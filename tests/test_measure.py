@@ -108,7 +108,7 @@ def test_pipeline_builds_real_candidates_and_reports_a_rejected_point():
 
 
 class FakeModule:
-    """A built module whose one run takes 20 ms and whose timer reports 1, 2, 3 ms."""
+    """A built module whose one run takes 20 ms and whose timer reports a 9 ms warm-up repeat, then 1, 2, 3 ms."""
 
     entry_name = "main"
 
@@ -122,10 +122,10 @@ class FakeModule:
         return run
 
     def time_evaluator(self, name, dev, number, repeat, min_repeat_ms=0):
-        self.timed, self.min_repeat_ms = True, min_repeat_ms
+        self.timed, self.min_repeat_ms, self.repeat = True, min_repeat_ms, repeat
 
         class Report:
-            results = (1e-3, 2e-3, 3e-3)
+            results = (9e-3, 1e-3, 2e-3, 3e-3)[: repeat]
         return lambda *args: Report()
 
 
@@ -140,6 +140,7 @@ def test_a_candidate_far_slower_than_the_best_is_not_timed_further():
     timed = check_and_time(module, op, tvm.cpu(0), job)
     assert timed["seconds"] == 2e-3 and module.timed  # no cutoff: the median, with its repeats
     assert timed["repeats"] == [1e-3, 2e-3, 3e-3] and timed["foreign_load"] is not None
+    assert module.repeat == job.repeat + 1  # the first repeat of a fresh timer (the 9 ms) is dropped
     module = FakeModule()
     slow = check_and_time(module, op, tvm.cpu(0), MeasureJob(**{**job.__dict__, "cutoff_s": 5e-3}))
     assert 0.02 <= slow < 0.5 and not module.timed  # the first run's time, no further runs
