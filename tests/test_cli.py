@@ -123,6 +123,13 @@ def test_debug_shows_the_traceback(cli):
         cli("--debug", "analyze", "--op", "nope")
 
 
+def test_large_counts_print_in_their_own_prefix():
+    """Review finding D15: a huge shape's analysis printed 'FLOPs 2000000000000000.00 T'."""
+    from hetero_dse.units import si
+
+    assert (si(2e15), si(3.5e18, "B"), si(4.2e12), si(999.0)) == ("2.00 P", "3.50 EB", "4.20 T", "999")
+
+
 def test_usage_error_is_clicks_exit_code_in_one_line(cli):
     """Review finding D14: click's usage errors took three lines (Usage, Try, Error)."""
     for args, fragment in ((("analyze", "--frobnicate"), "No such option '--frobnicate'"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -87,7 +88,8 @@ def export_command(file: Path, force: bool, db: str | None) -> None:
                 count += 1
         partial.replace(file)
     except OSError as exc:
-        partial.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # nothing was made where nothing can be
+            partial.unlink()
         raise HeteroDSEError(f"cannot write {file}: {exc.strerror or exc}") from None
     console.print(f"{count:,} records written to {file}")
 
