@@ -43,7 +43,7 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
               help="What to explore for (repeatable); default: fpga. --board implies fpga.")
 @click.option("--trials", default=32, show_default=True, type=click.IntRange(min=1),
               help="CPU/GPU: schedules to measure when no --budget is given (each built, checked and timed in a "
-                   "worker process).")
+                   "worker process); a GPU roofline estimate, where no GPU is present, scores at least 4,096.")
 @click.option("--gpu", "gpu_name", default="h100", show_default=True, type=click.Choice(["h100", "v100"]),
               help="GPU whose roofline estimates the schedules when this machine has no CUDA device.")
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=Path("hetero_dse_out"),
