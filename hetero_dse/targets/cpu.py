@@ -111,8 +111,9 @@ class CpuTarget:
 
     def footnote(self) -> str:
         return (f"CPU: `{host_target()}`. Each schedule was built, checked against the reference and timed in a "
-                "worker process, torch in another in the same run; failures are counted, with their messages in "
-                "report.json.")
+                "worker process under the machine's measurement lock; the best was timed again right before torch, "
+                "each in a fresh worker, and the speedup and latency are those two timings. Failures are counted, "
+                "with their messages in report.json.")
 
     def record(self, t: Tuned, written: Written | None) -> dict[str, Any]:
         return {**t.record(written), "target": host_target()}
