@@ -124,7 +124,7 @@ LAYERS = (
     ("hetero_dse", "hetero_dse.errors", "hetero_dse.units", "hetero_dse.atomic", "hetero_dse.resources",
      "hetero_dse.guard", "hetero_dse.process"),
     ("hetero_dse.operator", "hetero_dse.ops", "hetero_dse.loader", "hetero_dse.hardware", "hetero_dse.analysis",
-     "hetero_dse.reference", "hetero_dse.space", "hetero_dse.history"),
+     "hetero_dse.reference", "hetero_dse.space", "hetero_dse.history", "hetero_dse.model"),
     ("cost_models",),
     ("hetero_dse.explore", "hetero_dse.testing", "hetero_dse.hls"),
     ("gpu_cpu",),

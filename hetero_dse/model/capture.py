@@ -1,0 +1,205 @@
+"""A PyTorch network as the tool's operators: captured with ``torch.export``, every convolution, linear layer
+and matrix product mapped to a built-in operator with its parameters, batch norms after a convolution folded
+into it (inference), the element-wise ops that follow a layer noted as its epilogue, and every other op listed
+with its share of torch's time, never dropped silently. Layers with the same operator and parameters are one
+``Layer`` with a count: each is explored once."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from hetero_dse.errors import HeteroDSEError
+from hetero_dse.operator import Operator
+from hetero_dse.ops import get_builtin
+
+__all__ = ["Layer", "ModelGraph", "Unmapped", "capture"]
+
+#: ops that only relabel memory (no arithmetic): neither layers nor time worth listing
+VIEWS = {"flatten", "view", "reshape", "_unsafe_view", "t", "transpose", "permute", "contiguous", "expand",
+         "squeeze", "unsqueeze", "detach", "alias", "clone", "_to_copy", "dropout"}
+#: element-wise ops that may follow a layer and become part of it (its epilogue)
+EPILOGUES = {"relu": "relu", "relu_": "relu", "hardtanh": "relu6", "hardtanh_": "relu6", "leaky_relu": "leaky_relu",
+             "leaky_relu_": "leaky_relu", "add": "residual add", "add_": "residual add", "clamp": "clip"}
+
+
+@dataclass
+class Layer:
+    """One distinct mapped layer: a built-in operator with its parameters, how many times the network runs it,
+    where (the graph's node names), and what follows it."""
+
+    op: str
+    params: dict[str, Any]
+    count: int = 0
+    nodes: list[str] = field(default_factory=list)
+    folded_batch_norm: bool = False
+    epilogue: tuple[str, ...] = ()
+
+    def operator(self) -> Operator:
+        return get_builtin(self.op).instantiate(dict(self.params))
+
+    @property
+    def flops(self) -> int:
+        return 2 * math.prod(lp.extent for lp in _analysis(self).main.loops)
+
+
+@dataclass
+class Unmapped:
+    """Ops of the network no built-in operator covers, by kind: how many, and their share of torch's time."""
+
+    op: str
+    count: int
+    share_of_torch_time: float | None = None
+    why: str = ""
+
+
+@dataclass
+class ModelGraph:
+    name: str
+    input_shape: tuple[int, ...]
+    layers: list[Layer]
+    unmapped: list[Unmapped]
+
+    @property
+    def mapped_flops(self) -> int:
+        return sum(layer.flops * layer.count for layer in self.layers)
+
+
+def capture(model: Any, example: Any, name: str = "model", profile: bool = True) -> ModelGraph:
+    """``model`` (a ``torch.nn.Module`` in eval mode) on ``example`` as its layers (see the module doc);
+    ``profile``: time the unmapped ops with torch's profiler."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            program = torch.export.export(model, (example,))
+    except Exception as exc:  # torch's own message says which construct it cannot capture
+        raise HeteroDSEError(f"torch.export cannot capture {name}: {type(exc).__name__}: "
+                             f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+    nodes = [n for n in program.graph.nodes if n.op == "call_function"]
+    users = {n: [u for u in n.users if u.op == "call_function"] for n in nodes}
+    layers: dict[tuple, Layer] = {}
+    unmapped: dict[str, Unmapped] = {}
+    consumed: set[Any] = set()
+    for node in nodes:
+        kind = _kind(node)
+        if node in consumed or kind in VIEWS:
+            continue
+        mapped = _map(node, kind)
+        if isinstance(mapped, str):  # an op no built-in covers, and why
+            entry = unmapped.setdefault(kind, Unmapped(kind, 0, why=mapped))
+            entry.count += 1
+            continue
+        op, params, repeats = mapped
+        folded, epilogue, tail = False, [], node
+        while len(users[tail]) == 1:  # what follows this layer and only it
+            nxt = users[tail][0]
+            nxt_kind = _kind(nxt)
+            if nxt in consumed:  # a residual add already taken by the other branch's layer
+                break
+            if nxt_kind == "batch_norm" and op != "gemm" and not folded and not epilogue:
+                folded = True
+            elif nxt_kind in EPILOGUES:
+                epilogue.append(EPILOGUES[nxt_kind])
+            else:
+                break
+            consumed.add(nxt)
+            tail = nxt
+        key = (op, tuple(sorted(params.items())), folded, tuple(epilogue))
+        layer = layers.setdefault(key, Layer(op, params, folded_batch_norm=folded, epilogue=tuple(epilogue)))
+        layer.count += repeats
+        layer.nodes.append(node.name)
+    result = ModelGraph(name, tuple(example.shape), list(layers.values()), list(unmapped.values()))
+    if profile and result.unmapped:
+        _time_shares(model, example, result.unmapped)
+    return result
+
+
+def _kind(node: Any) -> str:
+    """``aten.conv2d.default`` -> ``conv2d``."""
+    parts = str(node.target).split(".")
+    return parts[1] if len(parts) >= 3 and parts[0] == "aten" else str(node.target)
+
+
+def _shape(arg: Any) -> tuple[int, ...]:
+    return tuple(int(d) for d in arg.meta["val"].shape)
+
+
+def _map(node: Any, kind: str) -> tuple[str, dict[str, Any], int] | str:
+    """(built-in operator, its parameters, how many times one node runs it), or why there is none."""
+    args = list(node.args)
+    if kind == "conv2d":
+        return _conv2d(args)
+    if kind == "linear":
+        x, w = _shape(args[0]), _shape(args[1])
+        return "gemm", {"M": math.prod(x[:-1]), "N": w[0], "K": w[1]}, 1
+    if kind in ("mm", "matmul", "addmm", "bmm"):
+        a, b = (args[1], args[2]) if kind == "addmm" else (args[0], args[1])
+        sa, sb = _shape(a), _shape(b)
+        if len(sa) < 2 or len(sb) < 2:
+            return "a matrix-vector product (gemv) is not mapped yet"
+        batch = math.prod(sa[:-2]) if len(sa) > 2 else 1
+        return "gemm", {"M": sa[-2], "N": sb[-1], "K": sa[-1]}, batch  # a batched product: one GEMM per batch
+    if kind == "batch_norm":
+        return "a batch norm that follows no convolution is not folded"
+    return "no built-in operator"
+
+
+def _conv2d(args: Sequence[Any]) -> tuple[str, dict[str, Any], int] | str:
+    x, w = _shape(args[0]), _shape(args[1])
+    stride, padding, dilation = (list(args[i]) if len(args) > i else [d, d] for i, d in ((3, 1), (4, 0), (5, 1)))
+    groups = int(args[6]) if len(args) > 6 else 1
+    if isinstance(padding, str) or any(len(set(v)) != 1 for v in (stride, padding, dilation)) or w[2] != w[3]:
+        return "asymmetric kernel, stride, padding or dilation"
+    batch, c, h, width = x
+    k, kernel = w[0], w[2]
+    common = {"batch": batch, "C": c, "H": h, "W": width, "kernel": kernel, "stride": stride[0],
+              "padding": padding[0], "dilation": dilation[0]}
+    if groups == 1:
+        op = "dilated_conv2d" if dilation[0] > 1 else "conv2d"
+        return op, {**common, "K": k, "groups": 1}, 1
+    if groups == c and k % c == 0:
+        return "depthwise_conv2d", {**common, "multiplier": k // c}, 1
+    return "group_conv2d", {**common, "K": k, "groups": groups}, 1
+
+
+def _analysis(layer: Layer) -> Any:
+    from hetero_dse.analysis import analyze
+
+    return analyze(layer.operator())
+
+
+@contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """The profiler's C++ side prints start/stop lines on file descriptor 2: not for the user's terminal."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _time_shares(model: Any, example: Any, unmapped: list[Unmapped]) -> None:
+    """Each unmapped op's share of the network's time in torch (its self CPU time over the total)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad():
+        model(example)  # warm-up: oneDNN picks its kernels
+        with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
+            model(example)
+    times = {e.key: e.self_cpu_time_total for e in prof.key_averages() if e.key.startswith("aten::")}
+    total = sum(times.values())
+    for entry in unmapped:
+        # max_pool2d runs as max_pool2d_with_indices, relu_ as relu: an op's time is that of its aten calls
+        spent = sum(t for key, t in times.items() if key.removeprefix("aten::").startswith(entry.op.rstrip("_")))
+        entry.share_of_torch_time = spent / total if total else None

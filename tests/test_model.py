@@ -1,0 +1,85 @@
+"""Whole networks captured as the tool's operators (issue 21, first part): the built-in architectures, the
+mapping of every layer, folded batch norms, epilogues, and the ops left to torch."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hetero_dse.model.capture import capture
+from hetero_dse.model.zoo import build
+from hetero_dse.ops import get_builtin
+
+
+@pytest.fixture(scope="module")
+def resnet18():
+    model, x = build("resnet18")
+    return capture(model, x, "resnet18")
+
+
+def test_resnet18_maps_every_conv_and_the_classifier(resnet18):
+    convs = [layer for layer in resnet18.layers if layer.op == "conv2d"]
+    assert sum(layer.count for layer in convs) == 20 and all(layer.folded_batch_norm for layer in convs)
+    (fc,) = [layer for layer in resnet18.layers if layer.op == "gemm"]
+    assert fc.params == {"M": 1, "N": 1000, "K": 512} and fc.count == 1
+    # He et al.: 1.8 G multiply-adds; by hand: conv1 118.0 M, 4 stages 1,695.6 M... in all 1,814.1 M MACs
+    assert resnet18.mapped_flops == pytest.approx(2 * 1.8141e9, rel=1e-3)
+    # the second conv of a block carries the residual add and the ReLU after it; the first, the ReLU
+    epilogues = {layer.epilogue for layer in convs}
+    assert ("residual add", "relu") in epilogues and ("relu",) in epilogues and () in epilogues
+    assert {u.op for u in resnet18.unmapped} == {"max_pool2d", "adaptive_avg_pool2d"}
+    assert all(0 <= u.share_of_torch_time < 1 for u in resnet18.unmapped)
+
+
+def test_yolo_v1s_distinct_convolutions_are_flextensors_fifteen_layers():
+    model, x = build("yolo_v1")
+    graph = capture(model, x, "yolo_v1", profile=False)
+    convs = [layer for layer in graph.layers if layer.op == "conv2d"]
+    assert sum(layer.count for layer in convs) == 24 and len(convs) == 15
+    keys = ("batch", "C", "K", "H", "W", "kernel", "stride", "padding")
+    table = {tuple(values[k] for k in keys) for values in get_builtin("conv2d").shape_sets["yolo"].shapes.values()}
+    assert {tuple(layer.params[k] for k in keys) for layer in convs} == table
+    assert all(layer.epilogue == ("leaky_relu",) for layer in convs)
+    assert [u.op for u in graph.unmapped] == ["max_pool2d"] and graph.unmapped[0].count == 4
+
+
+def test_mobilenet_v2s_depthwise_layers_and_relu6():
+    model, x = build("mobilenet_v2")
+    graph = capture(model, x, "mobilenet_v2", profile=False)
+    depthwise = [layer for layer in graph.layers if layer.op == "depthwise_conv2d"]
+    assert sum(layer.count for layer in depthwise) == 17
+    assert all(layer.params["multiplier"] == 1 and layer.epilogue == ("relu6",) for layer in depthwise)
+    assert graph.mapped_flops == pytest.approx(2 * 300.8e6, rel=0.01)  # Sandler et al.: 300 M multiply-adds
+    for layer in graph.layers:  # every mapped layer builds as the built-in operator it names
+        assert layer.operator().name == layer.op
+
+
+def test_a_model_file_and_bad_ones(write, cli):
+    good = write("m.py", """
+        import torch
+
+        def model():
+            return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+                                       torch.nn.Conv2d(8, 8, 3, groups=2, padding=1), torch.nn.Flatten(),
+                                       torch.nn.Linear(8 * 16 * 16, 10))
+
+        def example_input():
+            return torch.randn(2, 3, 16, 16)
+    """)
+    r = cli("model", good, "--json")
+    assert r.code == 0, r.err
+    data = json.loads(r.out)
+    assert [(layer["op"], layer["count"]) for layer in data["layers"]] == [("conv2d", 1), ("group_conv2d", 1),
+                                                                          ("gemm", 1)]
+    assert data["layers"][0]["epilogue"] == ["relu"] and data["layers"][2]["params"] == {"M": 2, "N": 10, "K": 2048}
+    assert data["layers"][1]["params"]["groups"] == 2 and data["input_shape"] == [2, 3, 16, 16]
+    for body, fragment in (("x = 1\n", "must define model()"), ("import sys\nsys.exit(2)\n", "called sys.exit(2)"),
+                           ("def model():\n    return 3\ndef example_input():\n    return 4\n",
+                            "must return a torch.nn.Module")):
+        r = cli("model", write("bad.py", body))
+        assert r.code == 1 and fragment in r.err and len(r.err.strip().splitlines()) == 1, r.err
+    r = cli("model", "resnet50")
+    assert r.code == 1 and "unknown model 'resnet50'" in r.err
+    r = cli("model", "resnet18", "--input-shape", "1,3,abc")
+    assert r.code == 1 and "--input-shape expects positive integers" in r.err
