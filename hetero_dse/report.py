@@ -51,11 +51,11 @@ def _search(row: Row) -> str:
 
 def write_reports(out: Path, results: Sequence[tuple[Outcome, Written | None]], interrupted: bool,
                   synthesis: dict[int, list[dict[str, Any]]] | None = None,
-                  errors: Sequence[str] = ()) -> list[Path]:
+                  errors: Sequence[str] = (), graph: Any = None) -> list[Path]:
     """Write report.json, report.md and designs.csv under ``out``; returns their paths. ``results``: each
     outcome with what its target wrote for it (None: nothing yet); ``synthesis``: by index in ``results``, its
     synthesized designs against their predictions (``explore --synth``); ``errors``: the searches that ended
-    in an error, one sentence each."""
+    in an error, one sentence each; ``graph``: the network whose layers the operators are (``--model``)."""
     synthesis = synthesis or {}
     rows = [o.target.row(o, w) for o, w in results]
     report: dict[str, Any] = {"generator": f"hetero_dse {__version__}", "complete": not interrupted,
@@ -66,11 +66,14 @@ def write_reports(out: Path, results: Sequence[tuple[Outcome, Written | None]], 
         if i in synthesis:
             record["synthesis"] = synthesis[i]
         report.setdefault(o.target.report_key, []).append(record)
+    if graph is not None:
+        report["model"] = whole_model(graph, rows)
     designs = [row for o, _ in results for row in o.target.csv_rows(o)]
     paths = [out / "report.json", out / "report.md", out / "designs.csv"]
     atomic_write_text(paths[0], json.dumps(report, indent=2) + "\n")
     errors_md = "".join(f"\n**Failed**: {e}\n" for e in errors)
-    atomic_write_text(paths[1], markdown(results, rows, interrupted) + errors_md
+    model_md = model_markdown(report["model"]) if graph is not None else ""
+    atomic_write_text(paths[1], markdown(results, rows, interrupted) + model_md + errors_md
                       + synthesis_markdown([o for o, _ in results], synthesis))
     atomic_write_text(paths[2], pd.DataFrame(designs).to_csv(index=False))
     return paths
@@ -131,4 +134,49 @@ def synthesis_markdown(outcomes: Sequence[Outcome], synthesis: dict[int, list[di
             if row.get("reason"):
                 status += f": {row['reason']}"
             lines.append(f"| {e.op.title} | {e.target.device} | {row['rank']} | {status} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def whole_model(graph: Any, rows: Sequence[Row]) -> dict[str, Any]:
+    """Per device, the network's latency as the sum of its layers' best times, each times how often the network
+    runs it, plus the ops left to torch as torch ran them (CPU time under its profiler); the layers a device has
+    no time for are named, and the sum is then a lower bound."""
+    devices: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        layer = graph.layer_of(row.shape)
+        if layer is None:
+            continue
+        entry = devices.setdefault(row.device, {"device": row.device, "kind": row.kind, "basis": row.basis,
+                                                "layers_s": 0.0, "missing": []})
+        if row.seconds is None:
+            entry["missing"].append(f"{row.operator} {row.shape}")
+        else:
+            entry["layers_s"] += row.seconds * layer.count
+    for label in (layer_label for layer_label in (f"{graph.label}:L{i}" for i in range(1, len(graph.layers) + 1))):
+        for entry in devices.values():
+            if not any(r.shape == label and r.device == entry["device"] for r in rows):
+                entry["missing"].append(label)
+    rest = graph.unmapped_torch_seconds
+    for entry in devices.values():
+        entry["unmapped_torch_s"] = rest
+        entry["total_s"] = entry["layers_s"] + (rest or 0.0)
+        entry["complete"] = not entry["missing"]
+    return {"name": graph.name, "input_shape": list(graph.input_shape), "distinct_layers": len(graph.layers),
+            "layers": sum(layer.count for layer in graph.layers), "mapped_flops": graph.mapped_flops,
+            "unmapped": [{"op": u.op, "count": u.count, "torch_s": u.torch_seconds} for u in graph.unmapped],
+            "devices": list(devices.values())}
+
+
+def model_markdown(model: dict[str, Any]) -> str:
+    lines = ["", f"## Whole model: {model['name']} ({'x'.join(map(str, model['input_shape']))})", "",
+             f"{model['distinct_layers']} distinct layers, {model['layers']} in all, each explored once; the "
+             "latency is the sum of each layer's best time times how often the network runs it, plus the ops "
+             "no built-in covers as torch runs them. On an FPGA these are per-layer accelerators, one after the "
+             "other; epilogues (activations, residual adds) are not fused yet.", "",
+             "| device | basis | layers | ops left to torch | total | complete |", "|---|---|---|---|---|---|"]
+    for d in model["devices"]:
+        rest = "—" if d["unmapped_torch_s"] is None else fmt_seconds(d["unmapped_torch_s"])
+        done = "yes" if d["complete"] else f"no: {len(d['missing'])} layers without a time"
+        lines.append(f"| {d['device']} | {d['basis']} | {fmt_seconds(d['layers_s'])} | {rest} | "
+                     f"{fmt_seconds(d['total_s'])} | {done} |")
     return "\n".join(lines) + "\n"

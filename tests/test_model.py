@@ -83,3 +83,33 @@ def test_a_model_file_and_bad_ones(write, cli):
     assert r.code == 1 and "unknown model 'resnet50'" in r.err
     r = cli("model", "resnet18", "--input-shape", "1,3,abc")
     assert r.code == 1 and "--input-shape expects positive integers" in r.err
+
+
+def test_explore_a_whole_model_sums_its_layers_per_device(write, cli, tmp_path):
+    path = write("tiny.py", """
+        import torch
+
+        def model():
+            conv = lambda: torch.nn.Conv2d(8, 8, 3, padding=1)
+            return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), conv(), torch.nn.ReLU(),
+                                       conv(), torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
+                                       torch.nn.Linear(8 * 8 * 8, 10))
+
+        def example_input():
+            return torch.randn(1, 3, 16, 16)
+    """)
+    out = tmp_path / "o"
+    r = cli("explore", "--model", path, "--board", "vu9p", "--budget", "500", "--out", out)
+    assert r.code == 0, r.err
+    report = json.loads((out / "report.json").read_text())
+    rows = {row["shape"]: row for row in report["rows"]}
+    assert set(rows) == {"tiny:L1", "tiny:L2", "tiny:L3"}  # the two 8->8 convolutions are one layer run twice
+    (device,) = report["model"]["devices"]
+    by_hand = rows["tiny:L1"]["seconds"] + 2 * rows["tiny:L2"]["seconds"] + rows["tiny:L3"]["seconds"]
+    assert device["layers_s"] == pytest.approx(by_hand) and device["complete"] is True
+    (pool,) = report["model"]["unmapped"]
+    assert pool["op"] == "max_pool2d" and device["total_s"] == pytest.approx(by_hand + pool["torch_s"])
+    assert "## Whole model: " in (out / "report.md").read_text()
+    assert (out / "conv2d_tiny_L2" / "vu9p" / "hls" / "design.json").is_file()
+    r = cli("explore", "--model", path, "--op", "gemm", "--board", "vu9p", "--out", tmp_path / "x")
+    assert r.code == 1 and "--model explores a whole network" in r.err

@@ -37,6 +37,10 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
 
 @cli.command()
 @operator_options
+@click.option("--model", "model_name", metavar="NAME|model.py",
+              help="A whole network instead of one operator: each distinct layer explored once (see 'hetero_dse "
+                   "model').")
+@click.option("--input-shape", metavar="N,C,H,W", help="With --model: the example input's shape.")
 @click.option("--board", "boards_", metavar="NAME|PATH", multiple=True,
               help="FPGA board (see 'hetero_dse boards'), or a board YAML file; repeat for several.")
 @click.option("--target", "targets", multiple=True, type=click.Choice(["fpga", "cpu", "gpu"]),
@@ -101,7 +105,8 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
 @click.option("--no-history", is_flag=True,
               help="Neither read nor write the history database (measured CPU/GPU trials, FPGA best designs).")
 def explore(op_file: str | None, builtin: str | None, shape: str | None, params: tuple[str, ...], name: str | None,
-            boards_: tuple[str, ...], targets: tuple[str, ...], trials: int, gpu_name: str, out: Path, force: bool,
+            model_name: str | None, input_shape: str | None, boards_: tuple[str, ...], targets: tuple[str, ...],
+            trials: int, gpu_name: str, out: Path, force: bool,
             top_k: int, seed: int, dtypes: tuple[str, ...],
             clocks: tuple[str, ...], explorer: str, match_threshold: float, starts: int | None, gamma: float,
             patience: int | None,
@@ -144,7 +149,23 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
     if explorer == "exhaustive" and wanted & {"cpu", "gpu"}:
         raise HeteroDSEError("the exhaustive explorer enumerates FPGA spaces only; CPU and GPU schedules are "
                              "measured one by one: choose --explorer q, p, sa, random, gga or tl")
-    operators = resolve_operators(op_file, builtin, shape, params, name)
+    graph = None
+    if model_name is not None:
+        if op_file or builtin or shape or params or name:
+            raise HeteroDSEError("--model explores a whole network: give it without an op.py, --op, --shape, --param "
+                                 "or --name")
+        from hetero_dse.cli.model import parse_shape
+        from hetero_dse.model.capture import capture
+        from hetero_dse.model.zoo import build
+
+        module, example = build(model_name, parse_shape(input_shape))
+        with console.status(f"capturing {model_name} with torch.export"):
+            graph = capture(module, example, model_name)
+        operators = graph.operators()
+    else:
+        if input_shape is not None:
+            raise HeteroDSEError("--input-shape goes with --model")
+        operators = resolve_operators(op_file, builtin, shape, params, name)
     source = str(Path(op_file).resolve()) if op_file else "builtin"
     synth_tool = steps_run = None
     if synth_top is not None:
@@ -230,13 +251,13 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
     if not outcomes and not interrupted:
         output.abandon(out)
         raise HeteroDSEError("; ".join(errors))
-    results = _write_outputs(out, outcomes, seed, errors, interrupted)
+    results = _write_outputs(out, outcomes, seed, errors, interrupted, graph)
     interrupted = interrupted or any(w is None for _, w in results)
     if synth_top is not None and not interrupted:
         from hetero_dse.cli.synth import synthesize_top
 
         synthesis = synthesize_top(out, results, synth_top, steps_run, synth_tool, synth_jobs, scheduler, store, seed)
-        write_reports(out, results, interrupted, synthesis, errors)
+        write_reports(out, results, interrupted, synthesis, errors, graph)
     output.finish(out, complete=not interrupted)
     console.print(rows_table([o.target.row(o, w) for o, w in results]))
     console.print(f"Report: {out / 'report.md'}")
@@ -255,7 +276,7 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
         raise HeteroDSEError("C-simulation failed for " + ", ".join(failed) + " (see report.md)")
 
 
-def _write_outputs(out: Path, outcomes: list, seed: int, errors: list[str], stopped: bool) -> list:
+def _write_outputs(out: Path, outcomes: list, seed: int, errors: list[str], stopped: bool, graph=None) -> list:
     """What each target writes for its outcome (an HLS project and its C-simulation, a TVM module), then the
     reports. Ctrl-C keeps what is done: the outcomes not written yet have no output (None) and the report
     says it is incomplete."""
@@ -277,7 +298,7 @@ def _write_outputs(out: Path, outcomes: list, seed: int, errors: list[str], stop
         pass
     incomplete = stopped or any(w is None for _, w in results)
     with _uninterrupted():  # a second Ctrl-C must not cost the report of what was found
-        write_reports(out, results, incomplete, errors=errors)
+        write_reports(out, results, incomplete, errors=errors, graph=graph)
     return results
 
 

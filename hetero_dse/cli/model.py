@@ -12,7 +12,7 @@ from hetero_dse.cli.app import cli, console
 from hetero_dse.errors import HeteroDSEError
 
 
-def _parse_shape(text: str | None) -> tuple[int, ...] | None:
+def parse_shape(text: str | None) -> tuple[int, ...] | None:
     if text is None:
         return None
     try:
@@ -42,7 +42,7 @@ def model_command(name: str, input_shape: str | None, as_json: bool) -> None:
     from hetero_dse.model.zoo import build
     from hetero_dse.units import si
 
-    module, example = build(name, _parse_shape(input_shape))
+    module, example = build(name, parse_shape(input_shape))
     with console.status(f"capturing {name} with torch.export"):
         graph = capture(module, example, name)
     total = graph.mapped_flops

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from hetero_dse.errors import HeteroDSEError
@@ -56,6 +58,7 @@ class Unmapped:
     count: int
     share_of_torch_time: float | None = None
     why: str = ""
+    torch_seconds: float | None = None  # its self CPU time in one profiled run of the network
 
 
 @dataclass
@@ -68,6 +71,29 @@ class ModelGraph:
     @property
     def mapped_flops(self) -> int:
         return sum(layer.flops * layer.count for layer in self.layers)
+
+    @property
+    def label(self) -> str:
+        """The network's name as a shape-set name: ``resnet18``, or a model.py's stem."""
+        return re.sub(r"[^A-Za-z0-9_]+", "_", Path(self.name).stem if self.name.endswith(".py") else self.name)
+
+    def operators(self) -> list[Operator]:
+        """Each distinct layer as its operator, named ``<network>:L<n>`` in reports and output directories."""
+        return [replace(layer.operator(), shape_name=f"{self.label}:L{i}") for i, layer in enumerate(self.layers, 1)]
+
+    def layer_of(self, shape_name: str | None) -> Layer | None:
+        prefix = f"{self.label}:L"
+        if not shape_name or not shape_name.startswith(prefix) or not shape_name[len(prefix):].isdigit():
+            return None
+        i = int(shape_name[len(prefix):]) - 1
+        return self.layers[i] if 0 <= i < len(self.layers) else None
+
+    @property
+    def unmapped_torch_seconds(self) -> float | None:
+        """What the ops left to torch take in one run (None where they were not timed)."""
+        if any(u.torch_seconds is None for u in self.unmapped):
+            return None
+        return sum(u.torch_seconds for u in self.unmapped)
 
 
 def capture(model: Any, example: Any, name: str = "model", profile: bool = True) -> ModelGraph:
@@ -203,3 +229,4 @@ def _time_shares(model: Any, example: Any, unmapped: list[Unmapped]) -> None:
         # max_pool2d runs as max_pool2d_with_indices, relu_ as relu: an op's time is that of its aten calls
         spent = sum(t for key, t in times.items() if key.removeprefix("aten::").startswith(entry.op.rstrip("_")))
         entry.share_of_torch_time = spent / total if total else None
+        entry.torch_seconds = spent / 1e6  # the profiler counts microseconds
