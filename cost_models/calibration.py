@@ -25,6 +25,7 @@ from cost_models.fpga_costs import (
 )
 from hetero_dse.atomic import atomic_write_text
 from hetero_dse.errors import HeteroDSEError
+from hetero_dse.yamlfile import YamlFileError, load_yaml
 
 __all__ = ["ARITHMETIC_FIELDS", "DEFAULT_FIXED", "Calibration", "CalibrationError"]
 
@@ -86,15 +87,12 @@ class Calibration:
 
     @classmethod
     def load(cls, path: str | Path) -> Calibration:
-        import yaml
-
         try:
-            data = yaml.safe_load(Path(path).read_text())
-        except OSError as exc:
-            raise CalibrationError(f"cannot read the calibration {path}: {exc.strerror}") from None
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+            data = load_yaml(path)
+        except YamlFileError as exc:
+            if exc.problem is None:
+                raise CalibrationError(f"the calibration {path} {exc.reason}") from None
+            where = f" (line {exc.line}, column {exc.column})" if exc.line is not None else ""
             raise CalibrationError(f"{path} is not YAML{where}: is it a file hetero_dse calibrate wrote?") from None
         try:
             arithmetic = {str(dt): {k: float(v) for k, v in values.items()}

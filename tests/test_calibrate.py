@@ -126,6 +126,11 @@ def test_explore_uses_a_calibration_and_refuses_one_for_another_part(cli, tmp_pa
     r = cli("explore", "--op", "gemm", "--shape", "small:s1", "--board", "vu9p", "--calibration", bad,
             "--out", tmp_path / "o3", "--no-history")
     assert r.code == 1 and "is not YAML (line 2, column 1)" in r.err and len(r.err.strip().splitlines()) == 1
+    bad.write_bytes(b"part: caf\xe9\n")  # read like a board file now: one sentence, not an internal error
+    with pytest.raises(CalibrationError, match="is not UTF-8 text"):
+        Calibration.load(bad)
+    with pytest.raises(CalibrationError, match="does not exist"):
+        Calibration.load(tmp_path / "missing.yaml")
 
 
 def test_calibrate_command_and_its_bad_input(cli, tmp_path):

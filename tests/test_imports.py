@@ -122,7 +122,7 @@ def test_the_tvm_backend_never_imports_the_engine_above_it():
 #: the layers of the architecture, bottom first: a module imports only from its own layer or those below
 LAYERS = (
     ("hetero_dse", "hetero_dse.errors", "hetero_dse.units", "hetero_dse.atomic", "hetero_dse.resources",
-     "hetero_dse.guard", "hetero_dse.process"),
+     "hetero_dse.guard", "hetero_dse.process", "hetero_dse.yamlfile"),
     ("hetero_dse.operator", "hetero_dse.ops", "hetero_dse.loader", "hetero_dse.hardware", "hetero_dse.analysis",
      "hetero_dse.reference", "hetero_dse.space", "hetero_dse.history", "hetero_dse.model"),
     ("cost_models",),

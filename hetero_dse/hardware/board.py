@@ -18,10 +18,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import yaml
-
 from hetero_dse.errors import BoardError
 from hetero_dse.resources import data_dir
+from hetero_dse.yamlfile import YamlFileError, load_yaml
 
 RESOURCE_KINDS = ("dsp", "bram18k", "uram", "lut", "ff")
 
@@ -107,17 +106,12 @@ def load_board(name_or_path: str | Path) -> Board:
             raise BoardError(f"unknown board {text!r}{hint}; known boards: {', '.join(board_names())}, "
                              "or give the path of a board YAML file")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise BoardError(f"board file {path} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
-    except FileNotFoundError:
-        raise BoardError(f"board file {path} does not exist") from None
-    except OSError as exc:
-        raise BoardError(f"board file {path} cannot be read: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise BoardError(f"board file {path} is not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+        raw = load_yaml(path)
+    except YamlFileError as exc:
+        if exc.problem is None:
+            raise BoardError(f"board file {path} {exc.reason}") from None
+        where = f" at line {exc.line}" if exc.line is not None else ""
+        raise BoardError(f"board file {path} is not valid YAML{where}: {exc.problem}") from None
     return _from_dict(raw, path)
 
 
