@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["LOADED_CORES", "LOADED_ENV", "LOCK_ENV", "Conditions", "loaded_cores", "lock_path", "timing"]
+__all__ = ["LOADED_CORES", "LOADED_ENV", "LOCK_ENV", "Conditions", "is_loaded", "loaded_cores", "lock_path", "timing"]
 
 #: where the lock lives (one file for every user of the machine by default)
 LOCK_ENV = "HETERO_DSE_MEASURE_LOCK"
@@ -27,6 +27,11 @@ LOCK_ENV = "HETERO_DSE_MEASURE_LOCK"
 LOADED_CORES = 0.3
 #: set to another number of cores (the test suite, which runs beside other work, sets it out of reach)
 LOADED_ENV = "HETERO_DSE_LOADED_CORES"
+
+
+def is_loaded(foreign_load: float | None) -> bool:
+    """Whether a timing taken beside ``foreign_load`` cores of other work is not to be trusted."""
+    return foreign_load is not None and foreign_load > loaded_cores()
 
 
 def loaded_cores() -> float:
@@ -47,7 +52,7 @@ class Conditions:
 
     @property
     def loaded(self) -> bool:
-        return self.foreign_load is not None and self.foreign_load > loaded_cores()
+        return is_loaded(self.foreign_load)
 
 
 def lock_path() -> Path:

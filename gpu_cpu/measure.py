@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from gpu_cpu.conditions import loaded_cores, timing
+from gpu_cpu.conditions import is_loaded, timing
 from hetero_dse.hardware.host import use_host_cores
 from hetero_dse.process import worker_init
 
@@ -58,7 +58,7 @@ class MeasureResult:
 
     @property
     def loaded(self) -> bool:
-        return self.foreign_load is not None and self.foreign_load > loaded_cores()
+        return is_loaded(self.foreign_load)
 
     def timing(self) -> dict[str, Any]:
         """The figure with its spread and conditions, for schedule.json, the report and the history."""

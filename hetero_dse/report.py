@@ -152,10 +152,10 @@ def whole_model(graph: Any, rows: Sequence[Row]) -> dict[str, Any]:
             entry["missing"].append(f"{row.operator} {row.shape}")
         else:
             entry["layers_s"] += row.seconds * layer.count
-    for label in (layer_label for layer_label in (f"{graph.label}:L{i}" for i in range(1, len(graph.layers) + 1))):
-        for entry in devices.values():
-            if not any(r.shape == label and r.device == entry["device"] for r in rows):
-                entry["missing"].append(label)
+    for entry in devices.values():  # layers a device was never searched for (a stopped run)
+        searched = {r.shape for r in rows if r.device == entry["device"]}
+        entry["missing"] += [label for i in range(1, len(graph.layers) + 1)
+                             if (label := f"{graph.label}:L{i}") not in searched]
     rest = graph.unmapped_torch_seconds
     for entry in devices.values():
         entry["unmapped_torch_s"] = rest

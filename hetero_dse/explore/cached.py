@@ -27,9 +27,6 @@ class HistoryEvaluator:
         self.inner, self.space, self.history = inner, space, history
         self.answered = 0
 
-    def __getattr__(self, name: str) -> Any:  # the inner evaluator's record (trials, best_seconds…)
-        return getattr(self.inner, name)
-
     def evaluate(self, rows: np.ndarray, best: float | None, deadline: float | None,
                  on_row: OnRow | None = None) -> Evaluation:
         points = [self.space.decode(row) for row in rows]

@@ -125,7 +125,6 @@ class Search:
     budget: int | None = None
     time_budget_s: float | None = None
     top_k: int = 10
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Target(Protocol):

@@ -17,14 +17,14 @@ from gpu_cpu.schedule import apply_cpu, build_cpu, host_target, run_cpu
 from hetero_dse.analysis import analyze
 from hetero_dse.atomic import atomic_directory
 from hetero_dse.errors import HeteroDSEError
-from hetero_dse.explore.loop import LoopResult
+from hetero_dse.explore.loop import LoopResult, run_search
 from hetero_dse.explore.settings import AUTO_MEASURED
 from hetero_dse.history import Workload
 from hetero_dse.history.store import WorkloadHistory
 from hetero_dse.operator import Operator
 from hetero_dse.space.cpu import CpuSpace
 from hetero_dse.targets.base import Defaults, Row, Search, Written
-from hetero_dse.targets.measured import TVM_STARTS, TrialLog, TuneResult, candidate_job, measured_evaluator, tune
+from hetero_dse.targets.measured import TVM_STARTS, TrialLog, TuneResult, candidate_job, fastest, measured_evaluator
 from hetero_dse.targets.tuned import Tuned, schedule_json, tvm_workload
 
 __all__ = ["CpuTarget", "tune_cpu"]
@@ -72,7 +72,7 @@ class CpuTarget:
                observers: Sequence[Any], history: WorkloadHistory | None, search: Search) -> Tuned:
         retimed = library = None
         if not loop.interrupted:
-            best = min((t for t in evaluator.trials if t.result.ok), key=lambda t: t.result.seconds, default=None)
+            best = fastest(evaluator.trials)
             if best is not None:  # ours, then the library's, one right after the other, in fresh workers
                 with Pipeline(timeout_s=self.timeout_s, overlap=False) as pipeline:
                     (retimed,) = pipeline.evaluate([candidate_job(op, self.source, best.point, None)])
@@ -132,6 +132,6 @@ def tune_cpu(op: Operator, space: CpuSpace, explorer: Any, *, source: str = "bui
     """Measure up to ``trials`` distinct points of ``space`` proposed by ``explorer`` (the CPU target's
     evaluator without the rest of the flow: for tests and benchmarks of one explorer)."""
     target = CpuTarget(trials=trials, source=source, timeout_s=timeout_s, measurer=measurer)
-    with target.evaluator(op, space, None) as log:
-        return tune(space, explorer, lambda points, best: log.inner.measure(points, best), trials=trials,
-                    time_budget_s=time_budget_s, patience=patience, progress=progress, history=history)
+    with target.evaluator(op, space, history, progress) as log:
+        run = run_search(space, explorer, log, budget=trials, time_budget_s=time_budget_s, patience=patience)
+    return log.result(explorer.name, run.wall_s, run.interrupted)

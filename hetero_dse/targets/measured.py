@@ -22,7 +22,8 @@ from hetero_dse.history.store import WorkloadHistory
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
 
-__all__ = ["CUTOFF", "TVM_STARTS", "MeasuredEvaluator", "Trial", "TrialLog", "TuneResult", "candidate_job", "tune"]
+__all__ = ["CUTOFF", "TVM_STARTS", "MeasuredEvaluator", "Trial", "TrialLog", "TuneResult", "candidate_job", "fastest",
+           "tune"]
 
 #: start points per round on CPU and GPU: a round's candidates are built and measured one by one, so a
 #: round is short and the explorer learns from each before the next (8 start points would spend a quarter
@@ -51,8 +52,12 @@ class TuneResult:
 
     @property
     def best(self) -> Trial | None:
-        ok = [t for t in self.trials if t.result.ok]
-        return min(ok, key=lambda t: t.result.seconds) if ok else None
+        return fastest(self.trials)
+
+
+def fastest(trials: Iterable[Trial]) -> Trial | None:
+    """The trial that ran fastest (None: none ran)."""
+    return min((t for t in trials if t.result.ok), key=lambda t: t.result.seconds, default=None)
 
 
 def candidate_job(op: Operator, source: str, point: Point, best: float | None, target: str = "llvm") -> MeasureJob:

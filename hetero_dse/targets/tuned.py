@@ -20,7 +20,7 @@ from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
 from hetero_dse.targets.base import Outcome, Row, Written
 from gpu_cpu.measure import MeasureResult
-from hetero_dse.targets.measured import Trial, TrialLog, TuneResult
+from hetero_dse.targets.measured import Trial, TrialLog, TuneResult, fastest
 
 __all__ = ["Tuned", "read_schedule", "schedule_json", "tvm_workload"]
 
@@ -52,8 +52,7 @@ class Tuned(Outcome):
 
     @property
     def best_trial(self) -> Trial | None:
-        ok = [trial for trial in self.trials if trial.result.ok]
-        return min(ok, key=lambda trial: trial.result.seconds) if ok else None
+        return fastest(self.trials)
 
     @property
     def compared_seconds(self) -> float | None:
