@@ -154,13 +154,9 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
         if op_file or builtin or shape or params or name:
             raise HeteroDSEError("--model explores a whole network: give it without an op.py, --op, --shape, --param "
                                  "or --name")
-        from hetero_dse.cli.model import parse_shape
-        from hetero_dse.model.capture import capture
-        from hetero_dse.model.zoo import build
+        from hetero_dse.cli.model import capture_model
 
-        module, example = build(model_name, parse_shape(input_shape))
-        with console.status(f"capturing {model_name} with torch.export"):
-            graph = capture(module, example, model_name)
+        graph = capture_model(model_name, input_shape)
         operators = graph.operators()
     else:
         if input_shape is not None:

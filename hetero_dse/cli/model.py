@@ -24,6 +24,16 @@ def parse_shape(text: str | None) -> tuple[int, ...] | None:
     return shape
 
 
+def capture_model(name: str, input_shape: str | None):
+    """The network ``name`` (``--input-shape`` as given) captured as layers, with a spinner meanwhile."""
+    from hetero_dse.model.capture import capture
+    from hetero_dse.model.zoo import build
+
+    module, example = build(name, parse_shape(input_shape))
+    with console.status(f"capturing {name} with torch.export"):
+        return capture(module, example, name)
+
+
 @cli.command("model")
 @click.argument("name")
 @click.option("--input-shape", metavar="N,C,H,W", help="The example input's shape (default: the model's own).")
@@ -38,13 +48,9 @@ def model_command(name: str, input_shape: str | None, as_json: bool) -> None:
       hetero_dse model mobilenet_v2 --input-shape 1,3,160,160
       hetero_dse model my_model.py --json
     """
-    from hetero_dse.model.capture import capture
-    from hetero_dse.model.zoo import build
     from hetero_dse.units import si
 
-    module, example = build(name, parse_shape(input_shape))
-    with console.status(f"capturing {name} with torch.export"):
-        graph = capture(module, example, name)
+    graph = capture_model(name, input_shape)
     total = graph.mapped_flops
     if as_json:
         click.echo(json.dumps({
