@@ -37,7 +37,7 @@ import numpy as np
 
 from cost_models.calibration import ARITHMETIC_FIELDS, DEFAULT_FIXED, Calibration
 from cost_models.fpga_blocks import IMPL_NAMES
-from cost_models.fpga_costs import ARITHMETIC
+from cost_models.fpga_costs import ARITHMETIC, CMP_LUTS_PER_BIT
 from cost_models.fpga_kernel import (
     B_BANKS,
     B_BLOCKS,
@@ -79,6 +79,11 @@ from cost_models.fpga_kernel import (
     D_SPATIAL_LANES,
     D_TILES,
     D_WRITE_START,
+    D_EPI_UNITS,
+    E_ADDS,
+    E_CMPS,
+    E_MULS,
+    E_PORTS,
     DESIGN_FIELDS,
     evaluate_kernel,
 )
@@ -112,6 +117,13 @@ def layouts(g: Any) -> list[tuple[int, ...]]:
         return [natural]
     return [natural] + [tuple([d for d in natural if d != m] + [m]) for m in range(dims - 1)
                         if source.shape[m] > 1]
+
+
+def epilogue_counts(analysis: Any) -> np.ndarray:
+    """The epilogue as the kernel takes it (``E_*`` of ``cost_models.fpga_kernel``)."""
+    ops = [dict(n.operations) for n in analysis.epilogue]
+    return np.array([len(analysis.epilogue_reads), sum(o["add"] for o in ops), sum(o["mul"] for o in ops),
+                     sum(o["compare"] for o in ops), CMP_LUTS_PER_BIT], dtype=np.float64)
 
 
 def accumulator_dtype(dtype: str) -> str:
@@ -159,12 +171,14 @@ class FpgaModel:
         self.ops_per_iteration = main.arithmetic_per_iteration
         self.total_ops = space.analysis.flops
         self.ports = [*space.reads, space.write]
+        self.epilogue = epilogue_counts(space.analysis)
         self.max_dims = max(g.coef.shape[0] for g in self.ports)
         self.compulsory = np.array([compulsory_bytes(space.analysis, c.in_bytes, c.acc_bytes) for c in self.consts],
                                    dtype=np.float64)
         self.peak_table = np.array([[self.peak_ops(i, c) for c in space.clocks_mhz] for i in range(len(self.consts))])
         self.stage_names = ([f"read {g.name}" for g in space.reads] + [f"write {space.write.name}", "compute"]
-                            + [f"ddr channel {c}" for c in range(min(self.channels, len(self.ports)))])
+                            + [f"ddr channel {c}" for c in
+                               range(min(self.channels, len(self.ports) + int(self.epilogue[E_PORTS])))])
         self._kernel_args = self._pack()
 
     def _pack(self) -> tuple:
@@ -236,7 +250,7 @@ class FpgaModel:
                 float(self.muls), float(body_adds), self.reduction, self.compulsory, clocks, self.peak_table,
                 self.caps, float(self.channel_bw), len(self.stage_names) - len(self.ports) - 1,
                 bool(self.uram_available), float(self.traffic_weight), float(self.total_ops), self.port_bits // 8,
-                self.fixed)
+                self.fixed, self.epilogue)
 
     def evaluate(self, rows: np.ndarray, detail: bool = False) -> dict[str, Any]:
         """Score encoded points. Returns arrays keyed by figure; ``latency_s`` is inf where infeasible.
@@ -284,7 +298,7 @@ class FpgaModel:
                 spatial_iters=dd[:, D_SPATIAL_ITERS], reduce_outer=dd[:, D_REDUCE_OUTER], add_latency=dd[:, D_ADD_LAT],
                 mul_latency=dd[:, D_MUL_LAT], recurrence=dd[:, D_RECURRENCE], n_tiles=dd[:, D_TILES],
                 compute_one=dd[:, D_COMPUTE_ONE], compute_start=dd[:, D_COMPUTE_START],
-                write_start=dd[:, D_WRITE_START], accumulate=dd[:, D_ACCUMULATE] > 0, mul_units=dd[:, D_MUL_UNITS],
+                write_start=dd[:, D_WRITE_START], epilogue_units=dd[:, D_EPI_UNITS], accumulate=dd[:, D_ACCUMULATE] > 0, mul_units=dd[:, D_MUL_UNITS],
                 add_units=dd[:, D_ADD_UNITS], spatial_lanes=dd[:, D_SPATIAL_LANES],
                 reduce_lanes=dd[:, D_REDUCE_LANES],
                 trips=-(-self.space.extents // self.space.tiles(rows)))
@@ -383,6 +397,10 @@ class FpgaModel:
             "spatial_lanes": int(r["spatial_lanes"][0]), "reduce_lanes": int(r["reduce_lanes"][0]),
             # operator instances of the PE array, as the generated code has them (checked by the HLS lint)
             "units": {"mul": int(r["mul_units"][0]), "add": int(r["add_units"][0])},
+            # the epilogue in the write process: its lanes (elements a word iteration) and each lane's operators
+            "epilogue": {"steps": list(self.space.analysis.epilogue_steps), "lanes": int(r["epilogue_units"][0]),
+                         "ports": int(self.epilogue[E_PORTS]), "adds": int(self.epilogue[E_ADDS]),
+                         "muls": int(self.epilogue[E_MULS]), "compares": int(self.epilogue[E_CMPS])},
             "port_bits": int(self.port_bits),
             "resources": {k: float(r[k][0]) for k in RESOURCE_KINDS},
             "caps": {k: float(self.caps[i]) for i, k in enumerate(RESOURCE_KINDS)},

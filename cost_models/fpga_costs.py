@@ -53,6 +53,9 @@ RMW_EXTRA_CYCLES = 2
 #: funnel: every lane of every bit is a multiplexer over the word's lanes, and a LUT6 is a 4:1 multiplexer
 #: (UG574), so a lane of N inputs takes ceil(N / 4) LUTs per bit.
 FUNNEL_INPUTS_PER_LUT = 4
+#: LUTs per bit of a comparison that picks a value (an epilogue's max, min or select): the comparator's carry
+#: chain (a LUT per 4 bits) and the multiplexer (a LUT a bit); an estimate until a calibration has one
+CMP_LUTS_PER_BIT = 1.25
 
 #: One m_axi adapter with 512-bit data and burst buffers (*estimate*), and the kernel's control logic
 #: (s_axilite registers, ap_ctrl, dataflow handshakes; *estimate*).

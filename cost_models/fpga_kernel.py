@@ -53,10 +53,13 @@ B_WIDTH0 = 23
 # Per-design detail (``design_detail[i, field]``).
 (D_COMPUTE_CYCLES, D_DEPTH, D_SPATIAL_ITERS, D_REDUCE_OUTER, D_ADD_LAT, D_RECURRENCE, D_TILES, D_COMPUTE_ONE,
  D_COMPUTE_START, D_ACCUMULATE, D_MUL_UNITS, D_ADD_UNITS, D_SPATIAL_LANES, D_REDUCE_LANES, D_MUL_LAT,
- D_WRITE_START) = range(16)
-DESIGN_FIELDS = 16
+ D_WRITE_START, D_EPI_UNITS) = range(17)
+DESIGN_FIELDS = 17
 # The design-wide constants the kernel takes as an argument (``fixed``), so that a calibration can set them.
 F_LUT_BASE, F_LUT_PORT, F_FF_BASE, F_FF_PORT, F_OVERHEAD = range(5)
+# The epilogue (``epilogue``): its operand ports (a bias or a residual, each read in the output's layout beside
+# the write), and per element its adders, multipliers and comparisons, and a comparison's LUTs per bit.
+E_PORTS, E_ADDS, E_MULS, E_CMPS, E_CMP_LUTS_PER_BIT = range(5)
 
 
 @njit(cache=True, error_model="numpy")
@@ -66,7 +69,7 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                     ndims, used, in_bytes, acc_bytes, carried_fp,
                     add_lat, mul_lat, dsp_mul, dsp_add, lut_mul, lut_add, ff_mul, ff_add, body_muls, body_adds,
                     reduction, compulsory, clocks, peak, caps, channel_bw, n_channels, uram_available,
-                    traffic_weight, total_ops, port_bytes, fixed, out_latency, out_objective, out_gops, out_roofline,
+                    traffic_weight, total_ops, port_bytes, fixed, epilogue, out_latency, out_objective, out_gops, out_roofline,
                     out_bound, out_traffic, out_pe, out_ii, out_resources, out_usage, buf_detail, design_detail,
                     stage_detail):
     """Score ``rows`` into the ``out_*`` arrays; the arguments are ``FpgaModel._pack()`` (see there).
@@ -126,6 +129,7 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
         out_impl = IMPL_REGISTERS
         bad_transfer = False
         window_stage = 0.0
+        epi_units = 0.0
         for p in range(n_ports):
             is_write = p == n_ports - 1
             elem = acc_bytes[dt] if is_write else in_bytes[dt]
@@ -268,6 +272,13 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                 compute_start = one
             traffic += loads * tile_bytes
             chbytes[p % n_channels] += loads * tile_bytes
+            if is_write:
+                # the epilogue's operands are read word for word beside the write, each on a port of its own;
+                # every element a word iteration writes goes through the epilogue's arithmetic once
+                for e in range(int(epilogue[E_PORTS])):
+                    traffic += loads * tile_bytes
+                    chbytes[(p + 1 + e) % n_channels] += loads * tile_bytes
+                epi_units = group * packed * (min(width[q], lanes) if q >= 0 else 1.0)
             if funnel and not static:
                 # realigning a word by a shift known only at run time: a word-wide multiplexer per lane
                 res[3] += word * 8.0 * elem * math.ceil(word / FUNNEL_INPUTS_PER_LUT)
@@ -345,6 +356,12 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
         res[0] += mul_units * dsp_mul[dt] + add_units * dsp_add[dt]
         res[3] += mul_units * lut_mul[dt] + add_units * lut_add[dt] + fixed[F_LUT_BASE] + fixed[F_LUT_PORT] * n_ports
         res[4] += mul_units * ff_mul[dt] + add_units * ff_add[dt] + fixed[F_FF_BASE] + fixed[F_FF_PORT] * n_ports
+        if epilogue[E_PORTS] > 0 or epilogue[E_ADDS] + epilogue[E_MULS] + epilogue[E_CMPS] > 0:
+            e_add, e_mul = epi_units * epilogue[E_ADDS], epi_units * epilogue[E_MULS]
+            res[0] += e_mul * dsp_mul[dt] + e_add * dsp_add[dt]
+            res[3] += (e_mul * lut_mul[dt] + e_add * lut_add[dt] + fixed[F_LUT_PORT] * epilogue[E_PORTS]
+                       + epi_units * epilogue[E_CMPS] * epilogue[E_CMP_LUTS_PER_BIT] * 8.0 * acc_bytes[dt])
+            res[4] += e_mul * ff_mul[dt] + e_add * ff_add[dt] + fixed[F_FF_PORT] * epilogue[E_PORTS]
         worst = 0.0
         for k in range(5):
             if caps[k] > 0:
@@ -367,6 +384,7 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                                                                                        mul_units, add_units)
             dd[D_SPATIAL_LANES], dd[D_REDUCE_LANES], dd[D_MUL_LAT], dd[D_WRITE_START] = (spatial_lanes, reduce_lanes,
                                                                                          mull, write_start)
+            dd[D_EPI_UNITS] = epi_units
             for s in range(n_stages):
                 stage_detail[i, s] = stages[s]
         if bad_transfer:

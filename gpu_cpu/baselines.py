@@ -17,21 +17,27 @@ from hetero_dse.hardware.host import host_cores
 
 
 def _conv(nd: int, transposed: bool) -> Callable[..., Any]:
-    def call(p: dict[str, Any], x: Any, w: Any) -> Any:
+    def call(p: dict[str, Any], x: Any, w: Any, bias: Any = None) -> Any:
         import torch.nn.functional as F
 
         fn = getattr(F, f"conv_transpose{nd}d" if transposed else f"conv{nd}d")
         kwargs = {"stride": p.get("stride", 1), "padding": p.get("padding", 0), "dilation": p.get("dilation", 1),
                   "groups": p.get("groups", 1)}
-        return fn(x, w, **kwargs)
+        return fn(x, w, bias, **kwargs)
 
     return call
 
 
-def _depthwise(p: dict[str, Any], x: Any, w: Any) -> Any:
+def _depthwise(p: dict[str, Any], x: Any, w: Any, bias: Any = None) -> Any:
     import torch.nn.functional as F
 
-    return F.conv2d(x, w, stride=p["stride"], padding=p["padding"], dilation=p["dilation"], groups=p["C"])
+    return F.conv2d(x, w, bias, stride=p["stride"], padding=p["padding"], dilation=p["dilation"], groups=p["C"])
+
+
+def _gemm(p: dict[str, Any], a: Any, b: Any, bias: Any = None) -> Any:
+    import torch
+
+    return a @ b if bias is None else torch.addmm(bias, a, b)
 
 
 def _bilinear(p: dict[str, Any], a: Any, b: Any, c: Any) -> Any:
@@ -42,7 +48,7 @@ def _bilinear(p: dict[str, Any], a: Any, b: Any, c: Any) -> Any:
 
 LIBRARY: dict[str, Callable[..., Any]] = {
     "gemv": lambda p, a, b: a @ b,
-    "gemm": lambda p, a, b: a @ b,
+    "gemm": _gemm,
     "bilinear": _bilinear,
     "conv1d": _conv(1, False), "conv_transpose1d": _conv(1, True),
     "conv2d": _conv(2, False), "conv_transpose2d": _conv(2, True),
@@ -52,9 +58,52 @@ LIBRARY: dict[str, Callable[..., Any]] = {
 }
 
 
+#: the operators whose torch call takes a bias of its own (a convolution's, addmm's), as a network calls them
+_TAKES_BIAS = {"gemm", "conv2d", "group_conv2d", "dilated_conv2d", "depthwise_conv2d", "conv1d", "conv3d"}
+
+
 def torch_call(op: Operator) -> Callable[..., Any] | None:
-    """The torch function computing ``op`` (same memory layout of the result), or None if torch has none."""
-    return LIBRARY.get(op.name)
+    """The torch function computing ``op`` (same memory layout of the result), or None if torch has none.
+
+    An operator with an epilogue is what torch eager runs for that part of a network: the library call with
+    its bias, then each other step as its own op (the residual add, the activation in place)."""
+    base = LIBRARY.get(op.name)
+    if base is None or not op.epilogue:
+        return base
+    steps = list(op.epilogue)
+    main = len(op.inputs) - op.epilogue_inputs
+
+    def call(p: dict[str, Any], *args: Any) -> Any:
+        import torch
+        import torch.nn.functional as F
+
+        extras = list(args[main:])
+        rest = steps
+        if steps[0] == "bias" and op.name in _TAKES_BIAS:
+            out = base(p, *args[:main], extras.pop(0).reshape(-1))
+            rest = steps[1:]
+        else:
+            out = base(p, *args[:main])
+        for step in rest:
+            name, _, arg = step.partition("(")
+            values = [float(v) for v in arg.rstrip(")").split(",")] if arg else []
+            if name == "bias":
+                shape = [1] * out.dim()
+                shape[1 if op.name != "gemm" else -1] = -1
+                out = out + extras.pop(0).reshape(shape)
+            elif name == "add":
+                out = torch.add(out, extras.pop(0).reshape(out.shape))
+            elif name == "relu":
+                out = F.relu(out, inplace=True)
+            elif name == "relu6":
+                out = F.relu6(out, inplace=True)
+            elif name == "leaky_relu":
+                out = F.leaky_relu(out, values[0] if values else 0.01, inplace=True)
+            else:
+                out = torch.clamp(out, values[0], values[1])
+        return out
+
+    return call
 
 
 def torch_output(op: Operator, inputs: list[np.ndarray]) -> np.ndarray | None:

@@ -25,14 +25,16 @@ def host_target() -> dict[str, Any]:
 
 def _prepare(op: Operator, point: Point, inline: bool = True) -> tuple[Any, Any, list[str]]:
     """A schedule of ``op`` and its main block; the producers (padding, expansion: element-wise) inlined, or
-    else computed first over their whole output, in parallel."""
+    else computed first over their whole output, in parallel. The epilogue's blocks are left to
+    ``_fuse_epilogue``."""
     import tvm
     from tvm import s_tir
 
     sch = s_tir.Schedule(tvm.IRModule({"main": op.prim_func()}))
-    main_name = op.output.op.name
+    main_name = _main(op).op.name
+    after = set(_epilogue(op))
     for block in sch.get_child_blocks(sch.get_sblock("root")):
-        if sch.get(block).name_hint == main_name:
+        if sch.get(block).name_hint == main_name or sch.get(block).name_hint in after:
             continue
         if inline:
             sch.compute_inline(block)
@@ -44,6 +46,25 @@ def _prepare(op: Operator, point: Point, inline: bool = True) -> tuple[Any, Any,
     if {k for k in point if k.startswith("split.")} != set(keys):
         raise ScheduleError(f"{point} does not split the loops of {main_name} ({', '.join(keys)})")
     return sch, block, keys
+
+
+def _main(op: Operator) -> Any:
+    from hetero_dse.analysis import split_epilogue
+
+    return split_epilogue(op.output)[0]
+
+
+def _epilogue(op: Operator) -> list[str]:
+    from hetero_dse.analysis import split_epilogue
+
+    return [str(node.name) for node in split_epilogue(op.output)[1]]
+
+
+def _fuse_epilogue(sch: Any, op: Operator) -> None:
+    """The epilogue (bias, residual, activation) computed in the accumulator's write-back, first step first:
+    each finished element goes through it on its way out, with no pass over the output of its own."""
+    for name in _epilogue(op):
+        sch.reverse_compute_inline(sch.get_sblock(name))
 
 
 def _split_keys(op: Operator) -> list[str]:
@@ -61,7 +82,7 @@ def _split(sch: Any, block: Any, op: Operator, point: Point,
     reduce loops' parts)."""
     parts = [list(sch.split(loop, factors=[int(f) for f in point[key]]))
              for loop, key in zip(sch.get_loops(block), keys, strict=True)]
-    spatial_n = len(op.output.op.axis)
+    spatial_n = len(_main(op).op.axis)
     return parts[:spatial_n], parts[spatial_n:]
 
 
@@ -93,13 +114,15 @@ def _cpu_order(spatial: list[list[Any]], reduce: list[list[Any]], order: int) ->
 def apply_cpu(op: Operator, point: Point) -> Any:
     """The scheduled IRModule of ``op`` for ``point`` (see ``hetero_dse/space/cpu.py`` for the schedule's shape)."""
     sch, block, keys = _prepare(op, point, inline=bool(point.get("inline", 1)))
-    spatial_names = [iv.var.name for iv in op.output.op.axis]
+    spatial_names = [iv.var.name for iv in _main(op).op.axis]
     try:
         vector = spatial_names.index(point["vector"]) if point.get("vector") in spatial_names else -1
         vector %= len(spatial_names)
         # accumulate into a buffer of the tile's size, written back once per tile: LLVM keeps its innermost
         # part (S3, vectorised and unrolled) in registers
         cache = sch.cache_write(block, 0, "global") if reduce_loops(op) else None
+        if cache is not None:
+            _fuse_epilogue(sch, op)
         packs = _packed_reads(sch, block, vector) if cache is not None else []
         spatial, reduce = _split(sch, block, op, point, keys)
         order, write_level = _cpu_order(spatial, reduce, int(point.get("order", 0)))
@@ -157,7 +180,7 @@ def _permute(order: list[int]) -> Any:
 
 
 def reduce_loops(op: Operator) -> int:
-    return len(op.output.op.reduce_axis)
+    return len(_main(op).op.reduce_axis)
 
 
 def build_cpu(mod: Any, target: dict[str, Any] | None = None) -> Any:
@@ -183,6 +206,7 @@ def apply_gpu(op: Operator, point: Point) -> Any:
     n_inputs = len(sch.get(block).reads)
     try:
         local = sch.cache_write(block, 0, "local")
+        _fuse_epilogue(sch, op)
         spatial, reduce = _split(sch, block, op, point, keys)
         order = [p[0] for p in spatial] + [p[1] for p in spatial] + [p[2] for p in spatial]
         order += [p[lvl] for lvl in range(len(reduce[0]) if reduce else 0) for p in reduce]

@@ -215,6 +215,10 @@ class Operator:
     output: Any
     definition: OperatorDef = field(repr=False)
     shape_name: str | None = None
+    #: element-wise steps fused after the reduction (``hetero_dse.epilogue``), their inputs last in ``inputs``
+    epilogue: tuple[str, ...] = ()
+    epilogue_inputs: int = 0
+    epilogue_reference: Callable[[np.ndarray, list[np.ndarray]], np.ndarray] | None = field(default=None, repr=False)
 
     @property
     def tensors(self) -> list[Any]:
@@ -244,7 +248,8 @@ class Operator:
     def signature(self) -> str:
         """Stable text key: name, every tensor's shape and dtype, and the parameters, e.g. for the history DB."""
         tensors = ",".join(f"{t.op.name}:{'x'.join(str(int(d)) for d in t.shape)}:{t.dtype}" for t in self.tensors)
-        return f"{self.name}[{tensors}]{{{_fmt_params(self.params)}}}"
+        fused = f"+{'+'.join(self.epilogue)}" if self.epilogue else ""
+        return f"{self.name}[{tensors}]{{{_fmt_params(self.params)}}}{fused}"
 
     def prim_func(self) -> Any:
         """The TIR PrimFunc of the whole operator with TVM's default (naive) schedule."""
@@ -270,8 +275,11 @@ class Operator:
         """The operator's result computed by its library reference (torch or numpy), or None if it has none."""
         if self.definition.reference is None:
             return None
-        out = self.definition.reference(dict(self.params), *inputs)
-        return np.asarray(out)
+        main = len(inputs) - self.epilogue_inputs
+        out = np.asarray(self.definition.reference(dict(self.params), *inputs[:main]))
+        if self.epilogue_reference is not None:
+            out = np.asarray(self.epilogue_reference(out, list(inputs[main:])))
+        return out
 
 
 def operator(_builder: Callable[..., Any] | None = None, *, name: str | None = None, description: str | None = None,

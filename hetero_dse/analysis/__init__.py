@@ -13,7 +13,15 @@ from dataclasses import dataclass, field
 from math import prod
 from typing import Any, Literal
 
-from hetero_dse.analysis.expr import AffineExpr, count_arithmetic, count_multiplies, loads, text, to_affine
+from hetero_dse.analysis.expr import (
+    AffineExpr,
+    count_arithmetic,
+    count_multiplies,
+    distinct_operations,
+    loads,
+    text,
+    to_affine,
+)
 from hetero_dse.analysis.footprint import bounding_box, footprint
 from hetero_dse.errors import AnalysisError
 from hetero_dse.operator import Operator
@@ -42,6 +50,8 @@ class Node:
     arithmetic_per_iteration: int
     body: str = field(compare=False)
     multiplies_per_iteration: int = 0
+    #: an element-wise node's operations, each distinct subexpression once (``expr.distinct_operations``)
+    operations: tuple[tuple[str, int], ...] = field(default=(), compare=False)
 
     @property
     def additions_per_iteration(self) -> int:
@@ -122,6 +132,12 @@ class Analysis:
     reads: tuple[Access, ...]
     write: Access
     inputs: tuple[tuple[str, tuple[int, ...], str], ...]  # (name, shape, dtype) of the operator inputs
+    #: element-wise nodes after the main node's reduction (bias, residual add, activation), applied to each
+    #: finished output element; and their reads of operator inputs, in the main node's spatial loops
+    epilogue: tuple[Node, ...] = ()
+    epilogue_reads: tuple[Access, ...] = ()
+    epilogue_steps: tuple[str, ...] = ()  # the operator's named steps, or the nodes' bodies
+
 
     @property
     def main(self) -> Node:
@@ -140,7 +156,7 @@ class Analysis:
     @property
     def flops(self) -> int:
         """Arithmetic operations of the whole operator (a multiply-add counts 2)."""
-        return sum(n.flops for n in self.nodes)
+        return sum(n.flops for n in (*self.nodes, *self.epilogue))
 
     @property
     def compulsory_bytes(self) -> int:
@@ -199,8 +215,9 @@ def analyze(op: Operator) -> Analysis:
     """
     from tvm import te
 
-    compute_ops = _post_order(op.output.op)
-    names = _unique_names(compute_ops)
+    main_tensor, tail = split_epilogue(op.output)
+    compute_ops = _post_order(main_tensor.op)
+    names = _unique_names(compute_ops + tail)
     consumers: dict[int, list[str]] = {id(c): [] for c in compute_ops}
     for c in compute_ops:
         for t in c.input_tensors:
@@ -208,8 +225,11 @@ def analyze(op: Operator) -> Analysis:
                 if t.op.same_as(producer) and names[id(c)] not in consumers[id(producer)]:
                     consumers[id(producer)].append(names[id(c)])
 
+    for before, after in zip([compute_ops[-1], *tail], tail, strict=False):
+        consumers[id(before)] = [names[id(after)]]
+        consumers[id(after)] = []
     nodes = []
-    for c in compute_ops:
+    for c in compute_ops + tail:
         spatial = tuple(Loop(str(iv.var.name), int(iv.dom.extent), "spatial") for iv in c.axis)
         reduce = tuple(Loop(str(iv.var.name), int(iv.dom.extent), "reduce") for iv in c.reduce_axis)
         body = c.body[0]
@@ -217,8 +237,10 @@ def analyze(op: Operator) -> Analysis:
             name=names[id(c)], spatial=_dedupe(spatial), reduce=_dedupe(reduce, taken=[lp.name for lp in spatial]),
             inputs=tuple(t.op.name for t in c.input_tensors), consumers=tuple(consumers[id(c)]),
             arithmetic_per_iteration=count_arithmetic(body), body=text(body),
-            multiplies_per_iteration=count_multiplies(body)))
+            multiplies_per_iteration=count_multiplies(body),
+            operations=() if c.reduce_axis else tuple(distinct_operations(body).items())))
 
+    nodes, epilogue = nodes[:len(compute_ops)], nodes[len(compute_ops):]
     main_op, main = compute_ops[-1], nodes[-1]
     loop_vars = [(iv.var, lp.name) for iv, lp in zip([*main_op.axis, *main_op.reduce_axis], main.loops, strict=True)]
     reads = []
@@ -234,7 +256,47 @@ def analyze(op: Operator) -> Analysis:
     write = Access(main.name, tuple(int(d) for d in op.output.shape), str(op.output.dtype),
                    tuple(AffineExpr(((lp.name, 1),)) for lp in main.spatial), from_input=False)
     inputs = tuple((t.op.name, tuple(int(d) for d in t.shape), str(t.dtype)) for t in op.inputs)
-    return Analysis(op.name, op.signature(), tuple(nodes), tuple(reads), write, inputs)
+    epilogue_reads = []
+    for node in tail:
+        spatial_vars = [(iv.var, lp.name) for iv, lp in zip(node.axis, main.spatial, strict=True)]
+        for load in loads(node.body[0]):
+            tensor = load.args[0]
+            if not isinstance(tensor.op, te.PlaceholderOp):
+                continue
+            indices = tuple(to_affine(ix, spatial_vars, tensor=tensor.op.name, node=node.name) for ix in load.args[1:])
+            access = Access(tensor.op.name, tuple(int(d) for d in tensor.shape), str(tensor.dtype), indices,
+                            from_input=True)
+            if access not in epilogue_reads:
+                epilogue_reads.append(access)
+    return Analysis(op.name, op.signature(), tuple(nodes), tuple(reads), write, inputs, tuple(epilogue),
+                    tuple(epilogue_reads), tuple(op.epilogue) or tuple(n.body for n in epilogue))
+
+
+def split_epilogue(output: Any) -> tuple[Any, list[Any]]:
+    """(the tensor the operator's reduction writes, the element-wise nodes after it, first to last).
+
+    An epilogue node computes an element of the output's shape from the node before it at the same element
+    (and from operator inputs: a bias, a residual); where the chain of such nodes does not start at a
+    reduction, there is no epilogue and the output's node is the main node.
+    """
+    from tvm import te
+
+    tail: list[Any] = []
+    t = output
+    while isinstance(t.op, te.ComputeOp) and not t.op.reduce_axis and len(t.op.body) == 1:
+        computed = [x for x in t.op.input_tensors if not isinstance(x.op, te.PlaceholderOp)]
+        if len(computed) != 1 or [int(d) for d in computed[0].shape] != [int(d) for d in t.shape]:
+            break
+        axes = list(t.op.axis)
+        reads = [ld for ld in loads(t.op.body[0]) if ld.args[0].op.same_as(computed[0].op)]
+        if not reads or any(len(ld.args) - 1 != len(axes) or not all(
+                ix.same_as(iv.var) for ix, iv in zip(ld.args[1:], axes, strict=True)) for ld in reads):
+            break
+        tail.append(t.op)
+        t = computed[0]
+    if tail and isinstance(t.op, te.ComputeOp) and t.op.reduce_axis:
+        return t, tail[::-1]
+    return output, []
 
 
 def ddr_source(tensor: Any) -> DdrSource:

@@ -146,6 +146,29 @@ def count_multiplies(expr: Any) -> int:
     return _count(expr, frozenset({"Mul", "Div"}), per_reduce=0)
 
 
+def distinct_operations(expr: Any) -> dict[str, int]:
+    """The operations of an element-wise body counted once per distinct subexpression (what a printer that
+    names each subexpression once instantiates): ``add`` (adds and subtracts), ``mul``, and ``compare`` (min,
+    max, a select: a comparator and a multiplexer, never a DSP). Loads' indices are not counted."""
+    seen: set[str] = set()
+    counts = {"add": 0, "mul": 0, "compare": 0}
+    classes = {"Add": "add", "Sub": "add", "Mul": "mul", "Min": "compare", "Max": "compare", "Select": "compare"}
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if is_tensor_load(e):
+            continue
+        k = kind(e)
+        if k in classes:
+            key = text(e)  # the same text is the same computation: the same loads, constants and operations
+            if key in seen:
+                continue
+            seen.add(key)
+            counts[classes[k]] += 1
+        stack.extend(children(e))
+    return counts
+
+
 def _count(expr: Any, counted: frozenset[str] | set[str], per_reduce: int) -> int:
     k = kind(expr)
     if is_tensor_load(expr) or k in ("IntImm", "FloatImm", "Var", "StringImm"):

@@ -17,7 +17,7 @@ C_TYPES = {"float32": "float", "float64": "double", "float16": "half", "int8": "
            "int32": "int32_t", "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t",
            "uint32": "uint32_t", "bool": "bool"}
 
-_INFIX = {"Add": "+", "Sub": "-", "Mul": "*", "EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">",
+INFIX = {"Add": "+", "Sub": "-", "Mul": "*", "EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">",
           "GE": ">=", "And": "&&", "Or": "||"}
 
 
@@ -61,8 +61,8 @@ class CPrinter:
             raise CodegenError(f"variable {e.name} is not a loop of the node being printed")
         if k == "Cast":
             return f"(({c_type(str(e.ty))})({self(e.value)}))"
-        if k in _INFIX:
-            return f"({self(e.a)} {_INFIX[k]} {self(e.b)})"
+        if k in INFIX:
+            return f"({self(e.a)} {INFIX[k]} {self(e.b)})"
         if k == "Div":
             return f"({self(e.a)} / {self(e.b)})"
         if k == "FloorDiv":

@@ -14,12 +14,12 @@ from math import prod
 from typing import Any
 
 from cost_models.fpga import accumulator_dtype
-from hetero_dse.analysis import Access, Analysis
-from hetero_dse.analysis.expr import kind, to_affine
+from hetero_dse.analysis import Access, Analysis, split_epilogue
+from hetero_dse.analysis.expr import is_tensor_load, kind, text, to_affine
 from hetero_dse.hardware.board import Board
-from hetero_dse.hls.cexpr import CodegenError, CPrinter, c_type, identifier
-from hetero_dse.hls.ports import add_guard_words, ddr_port, word_loops
-from hetero_dse.hls.tensors import element, placeholders, tensor_of
+from hetero_dse.hls.cexpr import INFIX, CodegenError, CPrinter, c_type, identifier
+from hetero_dse.hls.ports import add_guard_words, ddr_port, flat_index, word_loops
+from hetero_dse.hls.tensors import ddr_load, element, placeholders, tensor_of
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
 
@@ -57,7 +57,8 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
     level_of = {lp.name: i for i, lp in enumerate(levels)}
     top = identifier(top or f"{op.name}_kernel")
 
-    main_op = op.output.op
+    main_tensor, epilogue_ops = split_epilogue(op.output)
+    main_op = main_tensor.op
     if len(main_op.body) != 1:
         raise CodegenError(f"node {main.name} has {len(main_op.body)} outputs; the HLS generator handles one")
     body = main_op.body[0]
@@ -108,6 +109,8 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
                      pitch=int(write_info["pitch"]))
     for port in ports:
         add_guard_words(port, [b for b in buffers if b["port"] is port])
+    epilogue = _epilogue(op, analysis, epilogue_ops, out_port, port_bits, len(ports) + 1,
+                         accumulator_dtype(str(op.dtype)), not out_dtype.startswith("int"))
     host_inputs = [{"name": identifier(t.op.name), "ctype": c_type(str(t.dtype)), "dtype": str(t.dtype),
                     "size": prod(int(d) for d in t.shape)} for t in op.inputs]
 
@@ -184,7 +187,8 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
         "host_inputs": host_inputs,
         "element": ELEMENT,
         "out_port": out_port,
-        "all_ports": [*ports, out_port],
+        "all_ports": [*ports, out_port, *epilogue["ports"]],
+        "epilogue": epilogue,
         "loops": [{"name": lp.name, "id": ids[lp.name], "extent": lp.extent, "tile": lp.tile, "unroll": lp.unroll,
                    "outer": lp.tile // lp.unroll, "trips": lp.trips, "kind": lp.kind, "partial": lp.partial}
                   for lp in loops],
@@ -223,6 +227,8 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
         "out_guard_coords": out_guard_coords,
         "out_origins": [ids[lp.name] for d, lp in enumerate(spatial)
                         if re.search(rf"\bo_{ids[lp.name]}\b", out_xfer["run_start"]) or d in out_guard_coords],
+        # the output word's address in its port, which the epilogue's operand ports share
+        "out_address": _word_address(out_xfer),
         "reduction": reduction,
         "body": body_c,
         **pe,
@@ -240,6 +246,97 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
         "connectivity": board.memory.connectivity or "DDR",
         "memory_channels": board.memory.channels,
     }
+
+
+def _word_address(x: dict[str, Any]) -> str:
+    words = x["iterations"] > 1 or x["group"] > 1
+    index = "hdse_j" if x["group"] > 1 else "hdse_k"
+    if x["run_start"] == "0":
+        return index if words else "0"
+    return f"({x['run_start']}) / {x['word']}" + (f" + {index}" if words else "")
+
+
+def _epilogue(op: Operator, analysis: Analysis, nodes: list[Any], out_port: dict[str, Any], port_bits: int,
+              first_bundle: int, acc_dtype: str, floating: bool) -> dict[str, Any]:
+    """The epilogue as the write process applies it to each element on its way out: its operand ports (each
+    laid out by the host as the output is, a bias broadcast over the output, so that the write process reads
+    it word for word beside its own write) and its arithmetic as one statement per operation, each add and
+    multiply bound like the PE's, one operator instance a lane (``design.json``'s ``epilogue``)."""
+    from tvm import te
+
+    if not nodes:
+        return {"ports": [], "lines": [], "value": "", "steps": []}
+    shape = [int(d) for d in op.output.shape]
+    pitch = int(out_port["pitch"])
+    names = [lp.name for lp in analysis.main.spatial]
+    ports = []
+    for i, access in enumerate(analysis.epilogue_reads):
+        tensor = tensor_of(op, access.tensor)
+        port = ddr_port(f"{access.tensor}_o", str(tensor.dtype), shape, port_bits, f"gmem{first_bundle + i}",
+                        pitch=pitch, tensor=access.tensor)
+        coords = [_affine_c(ix, names) for ix in access.indices]
+        port["prepare"] = {"value": ddr_load(tensor, coords), "inputs": [identifier(access.tensor)]}
+        port["flat"] = flat_index([f"g{d}" for d in range(len(shape))], [*shape[:-1], pitch])
+        port["size"] = prod(shape[:-1]) * pitch
+        port["operand"] = f"hdse_e{i}"
+        ports.append(port)
+    ctype = c_type(acc_dtype)
+    ops = {"Add": ("fadd", "fulldsp") if floating else ("add", "fabric"),
+           "Sub": ("fsub", "fulldsp") if floating else ("sub", "fabric"),
+           "Mul": ("fmul", "fulldsp") if floating else ("mul", "dsp")}
+    lines: list[str] = []
+    value = "hdse_v"
+    for k, node in enumerate(nodes):
+        before = nodes[k - 1] if k else None
+
+        def load(e: Any, _printed: list[str], before: Any = before) -> str:
+            t = e.args[0]
+            if isinstance(t.op, te.PlaceholderOp):
+                for i, access in enumerate(analysis.epilogue_reads):
+                    if access.tensor == t.op.name:
+                        return f"(({ctype}){ports[i]['operand']}[hdse_l])"
+                raise CodegenError(f"the epilogue reads {t.op.name}, which is no operand port (a bug: please report it)")
+            return value if before is None or t.op.same_as(before) else "hdse_v"
+
+        printer = _SsaPrinter(load, ctype, ops, lines)
+        result = printer(node.body[0])
+        lines.append(f"const {ctype} hdse_v{k + 1} = {result};")
+        value = f"hdse_v{k + 1}"
+    return {"ports": ports, "lines": lines, "value": value, "steps": list(analysis.epilogue_steps)}
+
+
+class _SsaPrinter(CPrinter):
+    """Prints an element-wise body as one statement an add, subtract or multiply, each bound to the operator
+    the model charges (``BIND_OP``): Vitis then instantiates exactly those, one a lane."""
+
+    def __init__(self, load: Any, ctype: str, ops: dict[str, tuple[str, str]], lines: list[str]) -> None:
+        super().__init__([], load)
+        self.ctype, self.ops, self.lines = ctype, ops, lines
+        self.named: dict[str, str] = {}  # each distinct subexpression once, as the model counts them
+
+    def __call__(self, e: Any) -> str:
+        k = kind(e)
+        if is_tensor_load(e):
+            return self.load(e, [])  # an operand's element is the lane's; its indices are the output's
+        if k in self.ops:
+            if text(e) in self.named:
+                return self.named[text(e)]
+            a, b = self(e.a), self(e.b)
+            name = f"hdse_t{len(self.lines)}"
+            op, impl = self.ops[k]
+            self.lines.append(f"const {self.ctype} {name} = {a} {INFIX[k]} {b};")
+            self.lines.append(f"#pragma HLS BIND_OP variable={name} op={op} impl={impl}")
+            self.named[text(e)] = name
+            return name
+        return super().__call__(e)
+
+
+def _affine_c(ix: Any, names: list[str]) -> str:
+    """An affine index over the output's loops as C over the host's coordinates ``g<d>``."""
+    terms = [f"{c} * g{names.index(n)}" if c != 1 else f"g{names.index(n)}" for n, c in ix.terms]
+    if ix.constant or not terms:
+        terms.append(str(ix.constant))
+    return " + ".join(terms)
 
 
 def _pe_function(value: Any, loop_vars: list[tuple[Any, str]], ids: dict[str, str],

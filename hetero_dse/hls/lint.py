@@ -104,7 +104,7 @@ def lint(project: str | Path, design: dict[str, Any] | None = None) -> LintRepor
     k = Kernel(kernel, project / "sim" / "include")
     report = LintReport()
     partitions = k.partitions()
-    compute = None
+    compute = write = None
     callees: dict[str, tuple[Any, list[CLoop]]] = {}
     for name, function in k.functions.items():
         loops = k.loops(function)
@@ -112,6 +112,8 @@ def lint(project: str | Path, design: dict[str, Any] | None = None) -> LintRepor
         callees[name] = (function, loops)
         if name == "compute_tile":
             compute = (function, loops, defs)
+        if name == "write_out":
+            write = (function, loops, defs)
         for lp in loops:
             if lp.has("PIPELINE"):
                 try:
@@ -128,6 +130,12 @@ def lint(project: str | Path, design: dict[str, Any] | None = None) -> LintRepor
         report.findings.append(Finding("arithmetic", "compute_tile", "the kernel has no compute_tile function"))
         return report
     _check_arithmetic(*compute, design, report, callees)
+    epilogue = design.get("epilogue") or {}
+    if write is not None and epilogue.get("steps"):
+        # the epilogue's operators in one iteration of the write: one set a lane of the word, as charged
+        lanes = int(epilogue["lanes"])
+        _check_arithmetic(*write, {"units": {"mul": lanes * int(epilogue["muls"]), "add": lanes * int(epilogue["adds"])}},
+                          report, name="write_out")
     return report
 
 
@@ -316,15 +324,16 @@ def _bank_load(forms: list[tuple[int, int, Affine]], runtime_dims: set[int],
 
 
 def _check_arithmetic(compute: Any, loops: list[CLoop], defs: dict[str, Any], design: dict[str, Any],
-                      report: LintReport, callees: dict[str, tuple[Any, list[CLoop]]] | None = None) -> None:
-    """The data multiplies and adds of one pipeline iteration of the compute, every unrolled loop
-    enumerated and every call of a kernel function (the PE) followed into its body, against the model's
-    operator instances."""
+                      report: LintReport, callees: dict[str, tuple[Any, list[CLoop]]] | None = None,
+                      name: str = "compute_tile") -> None:
+    """The data multiplies and adds of one pipeline iteration of the compute (or of the write process, whose
+    epilogue has operators of its own), every unrolled loop enumerated and every call of a kernel function
+    (the PE) followed into its body, against the model's operator instances."""
     callees = callees or {}
     pipelined = _pipelined(loops)
     region = max(pipelined, key=lambda lp: lp.line).cursor if pipelined else compute
-    where = f"compute_tile:{region.extent.start.line}"
-    if pipelined:
+    where = f"{name}:{region.extent.start.line}"
+    if pipelined and name == "compute_tile":
         text = " ".join(a for lp in pipelined for p, a in lp.pragmas if p == "PIPELINE")
         m = re.search(r"II\s*=\s*(\d+)", text)
         if m is None or int(m.group(1)) != int(design["ii"]):
@@ -380,11 +389,13 @@ def _check_arithmetic(compute: Any, loops: list[CLoop], defs: dict[str, Any], de
             visit(child, env, times)
 
     visit(region, {}, 1)
-    report.mul_per_iteration, report.add_per_iteration = counts["*"], counts["+"]
+    if name == "compute_tile":
+        report.mul_per_iteration, report.add_per_iteration = counts["*"], counts["+"]
     units = design["units"]
-    for op, name in (("*", "mul"), ("+", "add")):
-        if counts[op] != units[name]:
+    for op, unit in (("*", "mul"), ("+", "add")):
+        if counts[op] != units[unit]:
             report.findings.append(Finding(
                 "arithmetic", where,
-                f"one pipeline iteration performs {counts[op]} data {name}s; the model charges {units[name]}"))
+                f"one pipeline iteration of {where.split(':')[0]} performs {counts[op]} data {unit}s; the model "
+                f"charges {units[unit]}"))
 

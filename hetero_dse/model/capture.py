@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from hetero_dse.epilogue import fuse
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.operator import Operator
 from hetero_dse.ops import get_builtin
@@ -25,9 +26,8 @@ __all__ = ["Layer", "ModelGraph", "Unmapped", "capture"]
 #: ops that only relabel memory (no arithmetic): neither layers nor time worth listing
 VIEWS = {"flatten", "view", "reshape", "_unsafe_view", "t", "transpose", "permute", "contiguous", "expand",
          "squeeze", "unsqueeze", "detach", "alias", "clone", "_to_copy", "dropout"}
-#: element-wise ops that may follow a layer and become part of it (its epilogue)
-EPILOGUES = {"relu": "relu", "relu_": "relu", "hardtanh": "relu6", "hardtanh_": "relu6", "leaky_relu": "leaky_relu",
-             "leaky_relu_": "leaky_relu", "add": "residual add", "add_": "residual add", "clamp": "clip"}
+#: element-wise ops that may follow a layer and become part of it (its epilogue, ``hetero_dse.epilogue``)
+EPILOGUES = {"relu", "relu_", "hardtanh", "hardtanh_", "leaky_relu", "leaky_relu_", "add", "add_", "clamp"}
 
 
 @dataclass
@@ -40,10 +40,14 @@ class Layer:
     count: int = 0
     nodes: list[str] = field(default_factory=list)
     folded_batch_norm: bool = False
-    epilogue: tuple[str, ...] = ()
+    epilogue: tuple[str, ...] = ()  # the steps fused after it: bias, add, relu, relu6, leaky_relu(a), clip(lo,hi)
 
     def operator(self) -> Operator:
-        return get_builtin(self.op).instantiate(dict(self.params))
+        """The layer's built-in operator with its epilogue fused (a bias per output channel: K of a
+        convolution, its groups' and multipliers' dimensions together; N of a matrix product)."""
+        op = get_builtin(self.op).instantiate(dict(self.params))
+        rank = len(op.output.shape)
+        return fuse(op, self.epilogue, (rank - 1,) if self.op == "gemm" else tuple(range(1, rank - 2)))
 
     @property
     def flops(self) -> int:
@@ -123,15 +127,18 @@ def capture(model: Any, example: Any, name: str = "model", profile: bool = True)
             continue
         op, params, repeats = mapped
         folded, epilogue, tail = False, [], node
+        if _has_bias(node, kind):
+            epilogue.append("bias")
         while len(users[tail]) == 1:  # what follows this layer and only it
             nxt = users[tail][0]
             nxt_kind = _kind(nxt)
             if nxt in consumed:  # a residual add already taken by the other branch's layer
                 break
-            if nxt_kind == "batch_norm" and op != "gemm" and not folded and not epilogue:
-                folded = True
-            elif nxt_kind in EPILOGUES:
-                epilogue.append(EPILOGUES[nxt_kind])
+            if nxt_kind == "batch_norm" and op != "gemm" and not folded and epilogue in ([], ["bias"]):
+                folded = True  # y = (x - mean) * scale + shift: the scale goes into the weights, the rest a bias
+                epilogue = ["bias"]
+            elif nxt_kind in EPILOGUES and (step := _step(nxt, nxt_kind, tail)):
+                epilogue.append(step)
             else:
                 break
             consumed.add(nxt)
@@ -144,6 +151,36 @@ def capture(model: Any, example: Any, name: str = "model", profile: bool = True)
     if profile and result.unmapped:
         _time_shares(model, example, result.unmapped)
     return result
+
+
+def _has_bias(node: Any, kind: str) -> bool:
+    if kind == "addmm":
+        return True
+    return kind in ("conv2d", "linear") and len(node.args) > 2 and node.args[2] is not None
+
+
+def _step(node: Any, kind: str, tail: Any) -> str | None:
+    """The epilogue step ``node`` is, applied to ``tail``'s result; None where it is not one (an add of a
+    scalar or of a tensor broadcast against the layer's output)."""
+    args = list(node.args)
+    base = kind.rstrip("_")
+    if base == "relu":
+        return "relu"
+    if base == "leaky_relu":
+        return f"leaky_relu({float(args[1]) if len(args) > 1 else 0.01:g})"
+    if base in ("hardtanh", "clamp"):
+        lo, hi = (float(a) if a is not None else None for a in
+                  (args[1] if len(args) > 1 else -1.0, args[2] if len(args) > 2 else 1.0))
+        if lo is None or hi is None:
+            return None
+        return "relu6" if (lo, hi) == (0.0, 6.0) else f"clip({lo:g},{hi:g})"
+    if base == "add":
+        other = [a for a in args[:2] if a is not tail]
+        if len(other) != 1 or len(node.kwargs) or not hasattr(other[0], "meta") or \
+                _shape(other[0]) != _shape(tail):
+            return None
+        return "add"
+    return None
 
 
 def _kind(node: Any) -> str:
