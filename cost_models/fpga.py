@@ -298,7 +298,8 @@ class FpgaModel:
                 spatial_iters=dd[:, D_SPATIAL_ITERS], reduce_outer=dd[:, D_REDUCE_OUTER], add_latency=dd[:, D_ADD_LAT],
                 mul_latency=dd[:, D_MUL_LAT], recurrence=dd[:, D_RECURRENCE], n_tiles=dd[:, D_TILES],
                 compute_one=dd[:, D_COMPUTE_ONE], compute_start=dd[:, D_COMPUTE_START],
-                write_start=dd[:, D_WRITE_START], epilogue_units=dd[:, D_EPI_UNITS], accumulate=dd[:, D_ACCUMULATE] > 0, mul_units=dd[:, D_MUL_UNITS],
+                write_start=dd[:, D_WRITE_START], epilogue_units=dd[:, D_EPI_UNITS],
+                accumulate=dd[:, D_ACCUMULATE] > 0, mul_units=dd[:, D_MUL_UNITS],
                 add_units=dd[:, D_ADD_UNITS], spatial_lanes=dd[:, D_SPATIAL_LANES],
                 reduce_lanes=dd[:, D_REDUCE_LANES],
                 trips=-(-self.space.extents // self.space.tiles(rows)))

@@ -69,7 +69,8 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                     ndims, used, in_bytes, acc_bytes, carried_fp,
                     add_lat, mul_lat, dsp_mul, dsp_add, lut_mul, lut_add, ff_mul, ff_add, body_muls, body_adds,
                     reduction, compulsory, clocks, peak, caps, channel_bw, n_channels, uram_available,
-                    traffic_weight, total_ops, port_bytes, fixed, epilogue, out_latency, out_objective, out_gops, out_roofline,
+                    traffic_weight, total_ops, port_bytes, fixed, epilogue, out_latency, out_objective, out_gops,
+                    out_roofline,
                     out_bound, out_traffic, out_pe, out_ii, out_resources, out_usage, buf_detail, design_detail,
                     stage_detail):
     """Score ``rows`` into the ``out_*`` arrays; the arguments are ``FpgaModel._pack()`` (see there).

@@ -8,6 +8,7 @@ interrupted says so in the report itself.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ import pandas as pd
 
 from hetero_dse import __version__
 from hetero_dse.atomic import atomic_write_text
+from hetero_dse.crossdevice import across_devices, across_markdown, plan_file, system_markdown, system_plan
+from hetero_dse.report_html import render_html
 from hetero_dse.targets.base import Outcome, Row, Written
 from hetero_dse.units import fmt_seconds
 
@@ -59,24 +62,43 @@ def write_reports(out: Path, results: Sequence[tuple[Outcome, Written | None]], 
     synthesis = synthesis or {}
     rows = [o.target.row(o, w) for o, w in results]
     report: dict[str, Any] = {"generator": f"hetero_dse {__version__}", "complete": not interrupted,
-                              "rows": [r.to_json() for r in rows], "errors": list(errors),
+                              "rows": [{**r.to_json(), **_roofline_figures(o)} for r, (o, _) in zip(rows, results,
+                                                                                                  strict=True)],
+                              "errors": list(errors),
                               "explorations": [], "cpu": [], "gpu": []}
     for i, (o, w) in enumerate(results):
         record = o.target.record(o, w)
+        record["convergence"] = [[n, best] for n, best in o.loop.convergence if math.isfinite(best)]
         if i in synthesis:
             record["synthesis"] = synthesis[i]
         report.setdefault(o.target.report_key, []).append(record)
+    report["across"] = across_devices(report["rows"])
     if graph is not None:
-        report["model"] = whole_model(graph, rows)
+        report["model"] = whole_model(graph, report["rows"])
     designs = [row for o, _ in results for row in o.target.csv_rows(o)]
-    paths = [out / "report.json", out / "report.md", out / "designs.csv"]
+    paths = [out / "report.json", out / "report.md", out / "designs.csv", out / "report.html"]
     atomic_write_text(paths[0], json.dumps(report, indent=2) + "\n")
     errors_md = "".join(f"\n**Failed**: {e}\n" for e in errors)
-    model_md = model_markdown(report["model"]) if graph is not None else ""
-    atomic_write_text(paths[1], markdown(results, rows, interrupted) + model_md + errors_md
+    model_md = "\n".join(["", *system_markdown(report["model"], report["model"]["devices"])]) if graph else ""
+    across_md = "\n".join(["", *across_markdown(report["across"])])
+    atomic_write_text(paths[1], markdown(results, rows, interrupted) + across_md + model_md + errors_md
                       + synthesis_markdown([o for o, _ in results], synthesis))
     atomic_write_text(paths[2], pd.DataFrame(designs).to_csv(index=False))
+    atomic_write_text(paths[3], render_html(report))
+    if graph is not None:
+        paths.append(out / "plan.json")
+        atomic_write_text(paths[-1], json.dumps(plan_file(report["model"], report["model"]["devices"]), indent=2)
+                          + "\n")
     return paths
+
+
+def _roofline_figures(o: Outcome) -> dict[str, Any]:
+    """Where the row sits on its device's roofline: FLOPs per compulsory byte, and the device's memory
+    bandwidth where the target knows it (a target without one, the CPU, gets the compute roof alone)."""
+    from hetero_dse.analysis import analyze
+
+    return {"intensity": analyze(o.op).arithmetic_intensity,
+            "bandwidth_gbps": getattr(o.target, "bandwidth_gbps", None)}
 
 
 def markdown(results: Sequence[tuple[Outcome, Written | None]], rows: Sequence[Row], interrupted: bool) -> str:
@@ -137,46 +159,14 @@ def synthesis_markdown(outcomes: Sequence[Outcome], synthesis: dict[int, list[di
     return "\n".join(lines) + "\n"
 
 
-def whole_model(graph: Any, rows: Sequence[Row]) -> dict[str, Any]:
-    """Per device, the network's latency as the sum of its layers' best times, each times how often the network
-    runs it, plus the ops left to torch as torch ran them (CPU time under its profiler); the layers a device has
-    no time for are named, and the sum is then a lower bound."""
-    devices: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        layer = graph.layer_of(row.shape)
-        if layer is None:
-            continue
-        entry = devices.setdefault(row.device, {"device": row.device, "kind": row.kind, "basis": row.basis,
-                                                "layers_s": 0.0, "missing": []})
-        if row.seconds is None:
-            entry["missing"].append(f"{row.operator} {row.shape}")
-        else:
-            entry["layers_s"] += row.seconds * layer.count
-    for entry in devices.values():  # layers a device was never searched for (a stopped run)
-        searched = {r.shape for r in rows if r.device == entry["device"]}
-        entry["missing"] += [label for i in range(1, len(graph.layers) + 1)
-                             if (label := f"{graph.label}:L{i}") not in searched]
-    rest = graph.unmapped_torch_seconds
-    for entry in devices.values():
-        entry["unmapped_torch_s"] = rest
-        entry["total_s"] = entry["layers_s"] + (rest or 0.0)
-        entry["complete"] = not entry["missing"]
-    return {"name": graph.name, "input_shape": list(graph.input_shape), "distinct_layers": len(graph.layers),
-            "layers": sum(layer.count for layer in graph.layers), "mapped_flops": graph.mapped_flops,
-            "unmapped": [{"op": u.op, "count": u.count, "torch_s": u.torch_seconds} for u in graph.unmapped],
-            "devices": list(devices.values())}
-
-
-def model_markdown(model: dict[str, Any]) -> str:
-    lines = ["", f"## Whole model: {model['name']} ({'x'.join(map(str, model['input_shape']))})", "",
-             f"{model['distinct_layers']} distinct layers, {model['layers']} in all, each explored once; the "
-             "latency is the sum of each layer's best time times how often the network runs it, plus the ops "
-             "no built-in covers as torch runs them. On an FPGA these are per-layer accelerators, one after the "
-             "other; epilogues (activations, residual adds) are not fused yet.", "",
-             "| device | basis | layers | ops left to torch | total | complete |", "|---|---|---|---|---|---|"]
-    for d in model["devices"]:
-        rest = "—" if d["unmapped_torch_s"] is None else fmt_seconds(d["unmapped_torch_s"])
-        done = "yes" if d["complete"] else f"no: {len(d['missing'])} layers without a time"
-        lines.append(f"| {d['device']} | {d['basis']} | {fmt_seconds(d['layers_s'])} | {rest} | "
-                     f"{fmt_seconds(d['total_s'])} | {done} |")
-    return "\n".join(lines) + "\n"
+def whole_model(graph: Any, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The network's layers and, per device, the system-level plan (``crossdevice.system_plan``)."""
+    model = {"name": graph.name, "input_shape": list(graph.input_shape), "distinct_layers": len(graph.layers),
+             "layers": sum(layer.count for layer in graph.layers), "mapped_flops": graph.mapped_flops,
+             "unmapped": [{"op": u.op, "count": u.count, "torch_s": u.torch_seconds} for u in graph.unmapped],
+             "unmapped_torch_s": graph.unmapped_torch_seconds, "torch_eager_s": graph.torch_seconds,
+             "layer_table": [{"label": f"{graph.label}:L{i}", "operator": layer.op, "params": layer.params,
+                              "count": layer.count, "epilogue": list(layer.epilogue), "flops": layer.flops}
+                             for i, layer in enumerate(graph.layers, 1)]}
+    model["devices"] = system_plan(model, rows)
+    return model

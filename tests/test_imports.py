@@ -123,13 +123,14 @@ def test_the_tvm_backend_never_imports_the_engine_above_it():
 LAYERS = (
     ("hetero_dse", "hetero_dse.errors", "hetero_dse.units", "hetero_dse.atomic", "hetero_dse.resources",
      "hetero_dse.guard", "hetero_dse.process", "hetero_dse.yamlfile"),
-    ("hetero_dse.operator", "hetero_dse.ops", "hetero_dse.loader", "hetero_dse.hardware", "hetero_dse.analysis",
+    ("hetero_dse.operator", "hetero_dse.epilogue", "hetero_dse.ops", "hetero_dse.loader",
+     "hetero_dse.hardware", "hetero_dse.analysis",
      "hetero_dse.reference", "hetero_dse.space", "hetero_dse.history", "hetero_dse.model"),
     ("cost_models",),
     ("hetero_dse.explore", "hetero_dse.testing", "hetero_dse.hls"),
     ("gpu_cpu",),
     ("hetero_dse.targets",),
-    ("hetero_dse.report",),
+    ("hetero_dse.crossdevice", "hetero_dse.report_html", "hetero_dse.report"),
     ("hetero_dse.cli", "hetero_dse.__main__"),
 )
 

@@ -25,9 +25,11 @@ def test_resnet18_maps_every_conv_and_the_classifier(resnet18):
     assert fc.params == {"M": 1, "N": 1000, "K": 512} and fc.count == 1
     # He et al.: 1.8 G multiply-adds; by hand: conv1 118.0 M, 4 stages 1,695.6 M... in all 1,814.1 M MACs
     assert resnet18.mapped_flops == pytest.approx(2 * 1.8141e9, rel=1e-3)
-    # the second conv of a block carries the residual add and the ReLU after it; the first, the ReLU
+    # the folded batch norm leaves a bias; the second conv of a block carries the residual add and the ReLU after
+    # it, the first the ReLU, a downsampling 1x1 conv nothing more
     epilogues = {layer.epilogue for layer in convs}
-    assert ("residual add", "relu") in epilogues and ("relu",) in epilogues and () in epilogues
+    assert epilogues == {("bias", "add", "relu"), ("bias", "relu"), ("bias",)}
+    assert fc.epilogue == ("bias",)
     assert {u.op for u in resnet18.unmapped} == {"max_pool2d", "adaptive_avg_pool2d"}
     assert all(0 <= u.share_of_torch_time < 1 for u in resnet18.unmapped)
 
@@ -40,7 +42,7 @@ def test_yolo_v1s_distinct_convolutions_are_flextensors_fifteen_layers():
     keys = ("batch", "C", "K", "H", "W", "kernel", "stride", "padding")
     table = {tuple(values[k] for k in keys) for values in get_builtin("conv2d").shape_sets["yolo"].shapes.values()}
     assert {tuple(layer.params[k] for k in keys) for layer in convs} == table
-    assert all(layer.epilogue == ("leaky_relu",) for layer in convs)
+    assert all(layer.epilogue == ("bias", "leaky_relu(0.1)") for layer in convs)
     assert [u.op for u in graph.unmapped] == ["max_pool2d"] and graph.unmapped[0].count == 4
 
 
@@ -49,10 +51,11 @@ def test_mobilenet_v2s_depthwise_layers_and_relu6():
     graph = capture(model, x, "mobilenet_v2", profile=False)
     depthwise = [layer for layer in graph.layers if layer.op == "depthwise_conv2d"]
     assert sum(layer.count for layer in depthwise) == 17
-    assert all(layer.params["multiplier"] == 1 and layer.epilogue == ("relu6",) for layer in depthwise)
+    assert all(layer.params["multiplier"] == 1 and layer.epilogue == ("bias", "relu6") for layer in depthwise)
     assert graph.mapped_flops == pytest.approx(2 * 300.8e6, rel=0.01)  # Sandler et al.: 300 M multiply-adds
-    for layer in graph.layers:  # every mapped layer builds as the built-in operator it names
-        assert layer.operator().name == layer.op
+    for layer in graph.layers:  # every mapped layer builds as the built-in operator it names, its epilogue fused
+        op = layer.operator()
+        assert op.name == layer.op and op.epilogue == layer.epilogue
 
 
 def test_a_model_file_and_bad_ones(write, cli):
@@ -72,7 +75,8 @@ def test_a_model_file_and_bad_ones(write, cli):
     data = json.loads(r.out)
     assert [(layer["op"], layer["count"]) for layer in data["layers"]] == [("conv2d", 1), ("group_conv2d", 1),
                                                                           ("gemm", 1)]
-    assert data["layers"][0]["epilogue"] == ["relu"] and data["layers"][2]["params"] == {"M": 2, "N": 10, "K": 2048}
+    assert data["layers"][0]["epilogue"] == ["bias", "relu"]
+    assert data["layers"][2]["params"] == {"M": 2, "N": 10, "K": 2048}
     assert data["layers"][1]["params"]["groups"] == 2 and data["input_shape"] == [2, 3, 16, 16]
     for body, fragment in (("x = 1\n", "must define model()"), ("import sys\nsys.exit(2)\n", "called sys.exit(2)"),
                            ("def model():\n    return 3\ndef example_input():\n    return 4\n",
@@ -106,10 +110,17 @@ def test_explore_a_whole_model_sums_its_layers_per_device(write, cli, tmp_path):
     assert set(rows) == {"tiny:L1", "tiny:L2", "tiny:L3"}  # the two 8->8 convolutions are one layer run twice
     (device,) = report["model"]["devices"]
     by_hand = rows["tiny:L1"]["seconds"] + 2 * rows["tiny:L2"]["seconds"] + rows["tiny:L3"]["seconds"]
-    assert device["layers_s"] == pytest.approx(by_hand) and device["complete"] is True
+    assert device["plan_s"] == pytest.approx(by_hand) and device["complete"] is True
+    assert device["chosen"] == {"hetero_dse": 3, "library": 0}  # an FPGA has no library to choose
     (pool,) = report["model"]["unmapped"]
     assert pool["op"] == "max_pool2d" and device["total_s"] == pytest.approx(by_hand + pool["torch_s"])
+    assert report["model"]["torch_eager_s"] > 0
+    assert device["torch_eager_s"] is None  # torch eager ran on the CPU, not on the board
     assert "## Whole model: " in (out / "report.md").read_text()
+    # every layer's epilogue (bias + ReLU) is in its FPGA project's write process
+    record = json.loads((out / "conv2d_tiny_L2" / "vu9p" / "hls" / "design.json").read_text())
+    assert record["predicted"]["epilogue"]["steps"] == ["bias", "relu"]
+    assert (out / "report.html").is_file() and (out / "plan.json").is_file()
     assert (out / "conv2d_tiny_L2" / "vu9p" / "hls" / "design.json").is_file()
     r = cli("explore", "--model", path, "--op", "gemm", "--board", "vu9p", "--out", tmp_path / "x")
     assert r.code == 1 and "--model explores a whole network" in r.err

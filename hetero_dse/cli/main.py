@@ -19,6 +19,7 @@ from hetero_dse.cli import check as _check  # noqa: F401  (registers its command
 from hetero_dse.cli import explore as _explore  # noqa: F401
 from hetero_dse.cli import history as _history  # noqa: F401
 from hetero_dse.cli import model as _model  # noqa: F401
+from hetero_dse.cli import report as _report  # noqa: F401
 from hetero_dse.cli import synth as _synth  # noqa: F401
 from hetero_dse.cli.app import EXIT_ERROR, EXIT_INTERRUPTED, cli, console, operator_options
 from hetero_dse.errors import HeteroDSEError

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -64,6 +64,8 @@ class LoopResult:
     wall_s: float = 0.0
     interrupted: bool = False
     best: float = float("inf")
+    #: (points evaluated, best objective so far) each time the best improved: the search's convergence
+    convergence: list[tuple[int, float]] = field(default_factory=list)
 
 
 class _Gate:
@@ -156,6 +158,8 @@ def run_search(space: Any, explorer: Any, evaluator: Evaluator, *, budget: int |
                     observer.update(rows, evaluation)
                 round_best = float(np.min(evaluation.objective)) if done else float("inf")
                 since_better = 0 if round_best < result.best else since_better + 1
+                if round_best < result.best:
+                    result.convergence.append((gate.used, round_best))
                 result.best = min(result.best, round_best)
             result.evaluations = gate.used
             if on_round is not None:

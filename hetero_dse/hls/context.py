@@ -287,16 +287,16 @@ def _epilogue(op: Operator, analysis: Analysis, nodes: list[Any], out_port: dict
     lines: list[str] = []
     value = "hdse_v"
     for k, node in enumerate(nodes):
-        before = nodes[k - 1] if k else None
-
-        def load(e: Any, _printed: list[str], before: Any = before) -> str:
+        def load(e: Any, _printed: list[str], previous: str = value) -> str:
+            """An operand's element from its port word; the node before (the sum itself, at first) by name."""
             t = e.args[0]
             if isinstance(t.op, te.PlaceholderOp):
                 for i, access in enumerate(analysis.epilogue_reads):
                     if access.tensor == t.op.name:
                         return f"(({ctype}){ports[i]['operand']}[hdse_l])"
-                raise CodegenError(f"the epilogue reads {t.op.name}, which is no operand port (a bug: please report it)")
-            return value if before is None or t.op.same_as(before) else "hdse_v"
+                raise CodegenError(f"the epilogue reads {t.op.name}, which is no operand port (a bug: please "
+                                   "report it)")
+            return previous
 
         printer = _SsaPrinter(load, ctype, ops, lines)
         result = printer(node.body[0])

@@ -134,8 +134,8 @@ def lint(project: str | Path, design: dict[str, Any] | None = None) -> LintRepor
     if write is not None and epilogue.get("steps"):
         # the epilogue's operators in one iteration of the write: one set a lane of the word, as charged
         lanes = int(epilogue["lanes"])
-        _check_arithmetic(*write, {"units": {"mul": lanes * int(epilogue["muls"]), "add": lanes * int(epilogue["adds"])}},
-                          report, name="write_out")
+        charged = {"mul": lanes * int(epilogue["muls"]), "add": lanes * int(epilogue["adds"])}
+        _check_arithmetic(*write, {"units": charged}, report, name="write_out")
     return report
 
 

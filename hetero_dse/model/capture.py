@@ -71,6 +71,7 @@ class ModelGraph:
     input_shape: tuple[int, ...]
     layers: list[Layer]
     unmapped: list[Unmapped]
+    torch_seconds: float | None = None  # the whole network in torch eager (median of runs), batch as given
 
     @property
     def mapped_flops(self) -> int:
@@ -148,9 +149,31 @@ def capture(model: Any, example: Any, name: str = "model", profile: bool = True)
         layer.count += repeats
         layer.nodes.append(node.name)
     result = ModelGraph(name, tuple(example.shape), list(layers.values()), list(unmapped.values()))
-    if profile and result.unmapped:
-        _time_shares(model, example, result.unmapped)
+    if profile:
+        if result.unmapped:
+            _time_shares(model, example, result.unmapped)
+        result.torch_seconds = time_eager(model, example)
     return result
+
+
+def time_eager(model: Any, example: Any, repeat: int = 10) -> float:
+    """Median seconds of one run of the network in torch eager on this CPU (all cores), taken when the network
+    is captured, before any search runs."""
+    import time
+
+    import torch
+
+    from hetero_dse.hardware.host import host_cores
+
+    torch.set_num_threads(host_cores())
+    with torch.no_grad():
+        model(example)  # warm-up: oneDNN picks its kernels on the first run
+        samples = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            model(example)
+            samples.append(time.perf_counter() - start)
+    return float(sorted(samples)[len(samples) // 2])
 
 
 def _has_bias(node: Any, kind: str) -> bool:

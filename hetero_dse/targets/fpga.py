@@ -73,6 +73,11 @@ class FpgaTarget:
     report_key = "explorations"
     artefact = "HLS project"
 
+    @property
+    def bandwidth_gbps(self) -> float:
+        """The board's DDR/HBM bandwidth over all its channels (the roofline's memory roof)."""
+        return self.board.memory.channels * self.board.memory.bandwidth_gbps_per_channel
+
     def __init__(self, board: Board, *, dtypes: Sequence[str] = (), clocks: Sequence[float] = (),
                  options: SpaceOptions | None = None, traffic_weight: float = 0.01,
                  calibration: Calibration | None = None, budget: int = DEFAULT_BUDGET, csim: bool = False) -> None:

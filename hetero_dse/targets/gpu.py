@@ -45,6 +45,11 @@ class GpuTarget:
     report_key = "gpu"
     artefact = "CUDA module"
 
+    @property
+    def bandwidth_gbps(self) -> float:
+        """The GPU's DRAM bandwidth (the roofline's memory roof)."""
+        return self.gpu.memory_gbps
+
     def __init__(self, device: str = "h100", *, trials: int = 32, source: str = "builtin",
                  timeout_s: float = 60.0) -> None:
         cuda_toolkit()

@@ -1,0 +1,94 @@
+"""``hetero_dse report DIR...``: the cross-device answer rendered again from results already on disk — one run's
+``report.json``, or several runs' (an FPGA sweep here, a CPU run there) merged into one report — without
+exploring again."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from hetero_dse.atomic import atomic_write_text
+from hetero_dse.cli.app import cli, console
+from hetero_dse.errors import HeteroDSEError
+
+
+def read_report(directory: Path) -> dict[str, Any]:
+    path = directory / "report.json"
+    if not path.is_file():
+        raise HeteroDSEError(f"{directory} holds no report.json: give the --out directory of a finished or "
+                             "interrupted 'hetero_dse explore'")
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise HeteroDSEError(f"{path} is not a report hetero_dse wrote ({type(exc).__name__}); run explore "
+                             "again to write it") from None
+    if not isinstance(report, dict) or not isinstance(report.get("rows"), list):
+        raise HeteroDSEError(f"{path} has no rows: it was written by an older hetero_dse; run explore again")
+    return report
+
+
+def merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """One report of several runs: their rows and records side by side, the cross-device table and a
+    network's plan computed again over all of them."""
+    from hetero_dse.crossdevice import across_devices, system_plan
+
+    merged: dict[str, Any] = {"generator": reports[0].get("generator", "hetero_dse"),
+                              "complete": all(r.get("complete", True) for r in reports),
+                              "rows": [row for r in reports for row in r["rows"]],
+                              "errors": [e for r in reports for e in r.get("errors", [])]}
+    for key in ("explorations", "cpu", "gpu"):
+        merged[key] = [record for r in reports for record in r.get(key, [])]
+    merged["across"] = across_devices(merged["rows"])
+    models = [r["model"] for r in reports if r.get("model")]
+    if models:
+        names = {m["name"] for m in models}
+        if len(names) > 1:
+            raise HeteroDSEError(f"these runs explored different networks ({', '.join(sorted(names))}); merge the "
+                                 "runs of one network")
+        model = dict(models[0])
+        if "layer_table" not in model:
+            raise HeteroDSEError("a run's whole-model report was written by an older hetero_dse; run explore "
+                                 "--model again")
+        model["devices"] = system_plan(model, merged["rows"])
+        merged["model"] = model
+    return merged
+
+
+@cli.command("report")
+@click.argument("directories", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="Where the merged report goes (default: the one DIRECTORY given; required for several).")
+def report_command(directories: tuple[Path, ...], out: Path | None) -> None:
+    """Render report.html (the cross-device table, the whole-model plan and the plots) again from the
+    report.json of one or more explore runs, without exploring again.
+
+    \b
+    Examples:
+      hetero_dse report hetero_dse_out
+      hetero_dse report fpga_run cpu_run --out all_devices
+    """
+    from hetero_dse.crossdevice import across_markdown, plan_file
+    from hetero_dse.report_html import render_html
+
+    if len(directories) > 1 and out is None:
+        raise HeteroDSEError("several runs merge into a new directory: give it with --out")
+    report = merge([read_report(d) for d in directories])
+    target = out or directories[0]
+    target.mkdir(parents=True, exist_ok=True)
+    written = [target / "report.html"]
+    atomic_write_text(written[0], render_html(report))
+    if len(directories) > 1:  # a single run's own report.json stays as explore wrote it
+        written.append(target / "report.json")
+        atomic_write_text(written[-1], json.dumps(report, indent=2) + "\n")
+    if report.get("model"):
+        written.append(target / "plan.json")
+        atomic_write_text(written[-1], json.dumps(plan_file(report["model"], report["model"]["devices"]), indent=2)
+                          + "\n")
+    for line in across_markdown(report["across"]):
+        if line.startswith("|"):
+            console.print(line, markup=False, highlight=False)
+    for path in written:
+        console.print(f"Wrote {path}", markup=False, highlight=False)

@@ -1,0 +1,148 @@
+"""The answer across devices: every operator's best on each device side by side with the winner named, and for
+a network the system-level plan (Woodpecker-DL): per layer and device, the faster of the library call and our
+tuned kernel, summed over the network with the ops left to torch, against torch eager on the same machine.
+
+Works from report rows (``targets.base.Row`` as JSON), so that ``hetero_dse report DIR`` re-renders it from
+``report.json`` without exploring again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from hetero_dse.units import fmt_seconds
+
+__all__ = ["across_devices", "across_markdown", "plan_file", "system_plan", "system_markdown"]
+
+
+def across_devices(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per operator (and shape): each device's best, and the fastest device with the basis of its
+    time (a GPU estimate can win; the report then says the winner's time is an estimate)."""
+    table: dict[tuple[str, str | None], dict[str, Any]] = {}
+    for r in rows:
+        entry = table.setdefault((r["operator"], r["shape"]), {"operator": r["operator"], "shape": r["shape"],
+                                                               "devices": {}})
+        entry["devices"][r["device"]] = {
+            "kind": r["kind"], "basis": r["basis"], "seconds": r["seconds"], "gflops": r["gflops"],
+            "peak_fraction": r["peak_fraction"], "library_seconds": r["library_seconds"],
+            "speedup_over_library": r.get("speedup_over_library")}
+    for entry in table.values():
+        timed = [(d["seconds"], name) for name, d in entry["devices"].items() if d["seconds"]]
+        entry["winner"] = min(timed)[1] if timed else None
+        entry["winner_basis"] = entry["devices"][entry["winner"]]["basis"] if timed else None
+    return list(table.values())
+
+
+def across_markdown(across: Sequence[dict[str, Any]]) -> list[str]:
+    devices = list(dict.fromkeys(name for e in across for name in e["devices"]))
+    if len(devices) < 2:
+        return []
+    lines = ["## Across devices", "",
+             "Each operator's best on every device: latency (basis), GFLOPS, % of that device's peak, speedup over "
+             "that device's library (torch, timed on it in the same run). *est.*: a roofline estimate where the "
+             "device is absent, never a measurement; *model*: the FPGA model's prediction.", "",
+             "| operator | " + " | ".join(devices) + " | winner |", "|---" * (len(devices) + 2) + "|"]
+    for e in across:
+        cells = []
+        for name in devices:
+            d = e["devices"].get(name)
+            if d is None or d["seconds"] is None:
+                cells.append("—")
+                continue
+            basis = {"estimate": "est.", "measured": "meas."}.get(d["basis"], d["basis"])
+            text = f"{fmt_seconds(d['seconds'])} ({basis})"
+            if d["gflops"] is not None:
+                text += f", {d['gflops']:.1f} GFLOPS"
+            if d["peak_fraction"] is not None:
+                text += f", {100 * d['peak_fraction']:.0f} % peak"
+            if d["speedup_over_library"]:
+                text += f", {d['speedup_over_library']:.2f}× lib"
+            cells.append(text)
+        winner = e["winner"] or "—"
+        if e["winner_basis"] == "estimate" and "estimate" not in winner:
+            winner += " (estimate)"
+        operator = e["operator"] + (f" {e['shape']}" if e["shape"] else "")
+        lines.append(f"| {operator} | " + " | ".join(cells) + f" | **{winner}** |")
+    return [*lines, ""]
+
+
+def system_plan(model: dict[str, Any], rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per device, each layer's kernel: ours or the library's, whichever is faster where both were timed on the
+    device (ours where there is no library time: the FPGA, a GPU estimate), and the network's latency as the
+    sum of the chosen kernels times their counts plus the ops left to torch. ``model`` is report.json's
+    ``model`` (its ``layers``: label, operator, count, epilogue)."""
+    devices: dict[str, dict[str, Any]] = {}
+    by_shape = {layer["label"]: layer for layer in model["layer_table"]}
+    for r in rows:
+        layer = by_shape.get(r["shape"])
+        if layer is None:
+            continue
+        d = devices.setdefault(r["device"], {"device": r["device"], "kind": r["kind"], "basis": r["basis"],
+                                             "layers": [], "missing": []})
+        ours, library = r["seconds"], r["library_seconds"]
+        if ours is None and library is None:
+            d["missing"].append(layer["label"])
+            continue
+        choice = "library" if library is not None and (ours is None or library < ours) else "hetero_dse"
+        d["layers"].append({"layer": layer["label"], "operator": layer["operator"], "count": layer["count"],
+                            "epilogue": layer["epilogue"], "ours_s": ours, "library_s": library, "choice": choice,
+                            "chosen_s": library if choice == "library" else ours, "directory": r["directory"]})
+    rest = model.get("unmapped_torch_s")
+    for d in devices.values():
+        searched = {entry["layer"] for entry in d["layers"]} | set(d["missing"])
+        d["missing"] += [label for label in by_shape if label not in searched]
+        d["plan_s"] = sum(e["chosen_s"] * e["count"] for e in d["layers"])
+        d["tuned_only_s"] = (sum(e["ours_s"] * e["count"] for e in d["layers"])
+                             if all(e["ours_s"] is not None for e in d["layers"]) else None)
+        d["library_only_s"] = (sum(e["library_s"] * e["count"] for e in d["layers"])
+                               if d["layers"] and all(e["library_s"] is not None for e in d["layers"]) else None)
+        d["unmapped_torch_s"] = rest
+        d["total_s"] = d["plan_s"] + (rest or 0.0)
+        d["complete"] = not d["missing"]
+        # torch eager ran the whole network on this machine's CPU when it was captured
+        eager = model.get("torch_eager_s") if d["kind"] == "cpu" else None
+        d["torch_eager_s"] = eager
+        d["speedup_over_eager"] = eager / d["total_s"] if eager and d["complete"] and d["total_s"] else None
+        d["chosen"] = {k: sum(e["choice"] == k for e in d["layers"]) for k in ("hetero_dse", "library")}
+    return list(devices.values())
+
+
+def plan_file(model: dict[str, Any], plan: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What a deployment calls per layer on each CPU/GPU: our module (its directory) or the library."""
+    return {"model": model["name"], "input_shape": model["input_shape"],
+            "devices": [{"device": d["device"], "kind": d["kind"], "basis": d["basis"],
+                         "latency_s": d["total_s"], "complete": d["complete"],
+                         "layers": [{"layer": e["layer"], "operator": e["operator"], "count": e["count"],
+                                     "epilogue": e["epilogue"], "call": e["choice"],
+                                     "module": e["directory"] if e["choice"] == "hetero_dse" else None,
+                                     "seconds": e["chosen_s"]} for e in d["layers"]]}
+                        for d in plan if d["kind"] in ("cpu", "gpu")]}
+
+
+def system_markdown(model: dict[str, Any], plan: Sequence[dict[str, Any]]) -> list[str]:
+    lines = [f"## Whole model: {model['name']} ({'x'.join(map(str, model['input_shape']))})", "",
+             f"{model['distinct_layers']} distinct layers, {model['layers']} in all, each explored once, with its "
+             "epilogue (bias, residual add, activation) fused. Per layer and device the faster of our kernel and "
+             "the library's (where the library was timed on the device) is chosen; the latency is the sum of the "
+             "chosen kernels times their counts plus the ops no built-in covers as torch runs them. On an FPGA "
+             "these are per-layer accelerators run one after the other. plan.json lists each layer's call.", "",
+             "| device | basis | chosen kernels | ours / library | ops left to torch | total | torch eager | speedup "
+             "| complete |", "|---" * 9 + "|"]
+    for d in plan:
+        rest = "—" if d["unmapped_torch_s"] is None else fmt_seconds(d["unmapped_torch_s"])
+        eager = "—" if d["torch_eager_s"] is None else fmt_seconds(d["torch_eager_s"])
+        speedup = "—" if d["speedup_over_eager"] is None else f"{d['speedup_over_eager']:.2f}×"
+        done = "yes" if d["complete"] else f"no: {len(d['missing'])} layers without a time"
+        basis = "**estimate**" if d["basis"] == "estimate" else d["basis"]
+        lines.append(f"| {d['device']} | {basis} | {fmt_seconds(d['plan_s'])} | {d['chosen']['hetero_dse']} / "
+                     f"{d['chosen']['library']} | {rest} | {fmt_seconds(d['total_s'])} | {eager} | {speedup} | "
+                     f"{done} |")
+    for d in plan:
+        lines += ["", f"### {d['device']}: kernel per layer", "",
+                  "| layer | operator | count | epilogue | ours | library | call |", "|---" * 7 + "|"]
+        for e in d["layers"]:
+            lines.append(f"| {e['layer']} | {e['operator']} | {e['count']} | {' + '.join(e['epilogue']) or '—'} | "
+                         f"{fmt_seconds(e['ours_s']) if e['ours_s'] is not None else '—'} | "
+                         f"{fmt_seconds(e['library_s']) if e['library_s'] is not None else '—'} | {e['choice']} |")
+    return [*lines, ""]
