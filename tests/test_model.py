@@ -124,3 +124,34 @@ def test_explore_a_whole_model_sums_its_layers_per_device(write, cli, tmp_path):
     assert (out / "conv2d_tiny_L2" / "vu9p" / "hls" / "design.json").is_file()
     r = cli("explore", "--model", path, "--op", "gemm", "--board", "vu9p", "--out", tmp_path / "x")
     assert r.code == 1 and "--model explores a whole network" in r.err
+
+
+def test_a_whole_model_time_budget_is_split_by_each_layers_share_of_the_flops(resnet18):
+    from hetero_dse.cli.explore import _layer_search
+    from hetero_dse.targets.base import Search
+
+    search = Search(time_budget_s=120.0)
+    budgets = {op.shape_name: _layer_search(search, resnet18, op, 2).time_budget_s for op in resnet18.operators()}
+    assert sum(budgets.values()) == pytest.approx(60.0)  # each of two targets gets half of the network's seconds
+    # by hand: layer 2 (3x3, 64 -> 64 at 56x56: 2 x 64 x 64 x 9 x 56 x 56 = 231.2 MFLOP, run twice) does
+    # 462.4 MFLOP of the network's 3,628.2 MFLOP
+    assert budgets["resnet18:L2"] == pytest.approx(60.0 * 2 * 231.21e6 / 3628.2e6, rel=1e-3)
+    assert _layer_search(Search(budget=8), resnet18, resnet18.operators()[0], 2).time_budget_s is None
+
+
+def test_a_network_with_no_layer_to_explore_and_a_shape_that_does_not_fit_are_one_sentence(write, cli, tmp_path):
+    pools = write("pools.py", """
+        import torch
+
+        def model():
+            return torch.nn.Sequential(torch.nn.MaxPool2d(2), torch.nn.ReLU())
+
+        def example_input():
+            return torch.randn(1, 3, 8, 8)
+    """)
+    r = cli("explore", "--model", pools, "--board", "vu9p", "--out", tmp_path / "a")
+    assert r.code == 1 and "has no convolution, linear layer or matrix product" in r.err
+    assert "max_pool2d" in r.err and len(r.err.strip().splitlines()) == 1
+    r = cli("explore", "--model", "resnet18", "--input-shape", "1,5,64,64", "--board", "vu9p", "--out", tmp_path / "b")
+    assert r.code == 1 and "on an input of shape 1x5x64x64" in r.err and "3 channels" in r.err
+    assert len(r.err.strip().splitlines()) == 1

@@ -159,7 +159,11 @@ def test_a_new_kind_of_device_is_one_class(tmp_path):
     written = target.write(outcome, tmp_path, 0)
     write_reports(tmp_path, [(outcome, written)], interrupted=False)
     report = json.loads((tmp_path / "report.json").read_text())
-    assert report["toy"] == [{"operator": "gemm", "seconds": 3.0}]
+    # the target's own record, and the search's convergence the report adds to every record
+    (record,) = report["toy"]
+    assert {k: record[k] for k in ("operator", "seconds")} == {"operator": "gemm", "seconds": 3.0}
+    assert record["convergence"][-1][1] == 3.0 and record["convergence"][-1][0] <= outcome.loop.evaluations
+    assert (tmp_path / "report.html").is_file()
     (row,) = report["rows"]
     assert (row["kind"], row["device"], row["seconds"], row["check"]) == ("toy", "toy device", 3.0, "pass")
     md = (tmp_path / "report.md").read_text()

@@ -6,7 +6,9 @@ import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,6 +20,9 @@ from hetero_dse.explore.settings import GGA_POPULATION, MODEL_STARTS, TL_BATCH, 
 from hetero_dse.history.match import MATCH_THRESHOLD
 from hetero_dse.targets.fpga import DEFAULT_BUDGET
 from hetero_dse.targets.measured import TVM_STARTS
+
+if TYPE_CHECKING:
+    from hetero_dse.targets.base import Search
 
 
 def _split_values(values: tuple[str, ...]) -> list[str]:
@@ -86,7 +91,8 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
                    f"measured or estimated (default: all for exhaustive, {DEFAULT_BUDGET:,} FPGA designs, "
                    f"--trials schedules, at least 4,096 GPU estimates).")
 @click.option("--time-budget", type=Finite(), metavar="SECONDS",
-              help="Stop each search after this long.")
+              help="Stop each search after this long; with --model, the whole network's seconds, split over its "
+                   "layers by their share of the FLOPs and evenly over the targets.")
 @click.option("--io-optimal", is_flag=True,
               help="Prune conv tiles to the I/O lower bound's optimality condition x*y = R*z (seed 001).")
 @click.option("--traffic-weight", default=0.01, show_default=True, type=Finite(min=0),
@@ -157,6 +163,10 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
         from hetero_dse.cli.model import capture_model
 
         graph = capture_model(model_name, input_shape)
+        if not graph.layers:
+            ops = ", ".join(u.op for u in graph.unmapped) or "nothing"
+            raise HeteroDSEError(f"{model_name} has no convolution, linear layer or matrix product a built-in "
+                                 f"operator covers (it runs {ops}): nothing to explore")
         operators = graph.operators()
     else:
         if input_shape is not None:
@@ -215,16 +225,18 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
                   TextColumn("{task.completed:,.0f} {task.fields[unit]}"),
                   TextColumn("best {task.fields[best]}"), TimeElapsedColumn(), console=console,
                   transient=not console.is_terminal) as bar:
-        for op in operators:
+        for number, op in enumerate(operators, 1):
+            layer = f" ({number}/{len(operators)})" if graph is not None else ""
             for target in chosen:
-                task = bar.add_task(f"{op.title} on {target.device}", total=budget or target.defaults.budget,
+                task = bar.add_task(f"{op.title}{layer} on {target.device}", total=budget or target.defaults.budget,
                                     best="—", unit=target.defaults.unit)
 
                 def progress(done: int, best: float | None, task: int = task) -> None:
                     bar.update(task, completed=done, best=fmt_seconds(best) if best else "—")
 
                 try:
-                    outcome = run_explore(op, target, settings, search, history=store, progress=progress)
+                    outcome = run_explore(op, target, settings, _layer_search(search, graph, op, len(chosen)),
+                                          history=store, progress=progress)
                 except KeyboardInterrupt:  # outside a search loop (building a space, timing the library):
                     stopped = True         # this search is lost, the ones before it are written
                     break
@@ -260,16 +272,30 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
     if interrupted:
         click.echo("hetero_dse: interrupted; the report holds what was found before the stop", err=True)
         sys.exit(EXIT_INTERRUPTED)
-    if errors:
+    if errors and graph is not None:  # a network: layers a target could not take are in the report, not an end
+        warn(f"{len(errors)} layer searches failed (each reason is in report.md): " + "; ".join(errors))
+    elif errors:
         raise HeteroDSEError("; ".join(errors) + "; the other results are in report.md")
     unwritten = [f"no {o.target.artefact} for {o.op.title} on {o.target.device}: {w.why}" for o, w in results
                  if o.found and w.directory is None]
-    if unwritten:
+    if unwritten and graph is not None:
+        warn(f"{len(unwritten)} layers have no project (each reason is in report.md): " + "; ".join(unwritten))
+    elif unwritten:
         raise HeteroDSEError("; ".join(unwritten) + "; what was found is in report.md (a smaller shape gets a "
                          "project that C-simulates)")
     failed = [f"{w.directory}" for _, w in results if w.passed is False]
     if failed:
         raise HeteroDSEError("C-simulation failed for " + ", ".join(failed) + " (see report.md)")
+
+
+def _layer_search(search: Search, graph: Any, op: Any, n_targets: int) -> Search:
+    """A network's search for one of its layers on one target: a whole-model --time-budget split by the
+    layer's share of the network's FLOPs (its count included) and evenly over the targets."""
+    if graph is None or search.time_budget_s is None:
+        return search
+    layer = graph.layer_of(op.shape_name)
+    share = layer.flops * layer.count / graph.mapped_flops
+    return replace(search, time_budget_s=search.time_budget_s * share / n_targets)
 
 
 def _write_outputs(out: Path, outcomes: list, seed: int, errors: list[str], stopped: bool, graph=None) -> list:

@@ -110,7 +110,8 @@ def capture(model: Any, example: Any, name: str = "model", profile: bool = True)
         with torch.no_grad():
             program = torch.export.export(model, (example,))
     except Exception as exc:  # torch's own message says which construct it cannot capture
-        raise HeteroDSEError(f"torch.export cannot capture {name}: {type(exc).__name__}: "
+        raise HeteroDSEError(f"torch.export cannot capture {name} on an input of shape "
+                             f"{'x'.join(map(str, getattr(example, 'shape', ())))}: {type(exc).__name__}: "
                              f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
     nodes = [n for n in program.graph.nodes if n.op == "call_function"]
     users = {n: [u for u in n.users if u.op == "call_function"] for n in nodes}

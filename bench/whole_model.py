@@ -1,0 +1,100 @@
+"""Whole networks: the system-level plan (per layer the faster of torch and our tuned kernel, epilogues fused)
+against torch eager on this CPU, the search's time, the per-layer split of chosen kernels, and the FPGA
+whole-model sums on the boards named.
+
+    .venv/bin/python bench/whole_model.py --models yolo_v1,resnet18 --trials 16 --boards vu9p,u280 \\
+        --json bench_whole_model.json
+
+Each network runs ``hetero_dse explore --model NAME --target cpu --trials T --no-history`` (every layer searched
+from scratch; its wall time is the search time) and reads the plan from report.json: the chosen kernels' times
+(each measured in a worker, the library's beside ours in the same run) summed with the unmapped ops as torch's
+profiler timed them, against torch eager timed on the whole network when it was captured. Torch eager is timed
+again after the search as a check on the machine's state. The plan's latency is a sum of per-layer timings,
+not one executed pipeline: what it leaves out (layer-to-layer handoff, caches warmed by the previous layer) is
+said beside the figure. Then ``explore --model NAME --board B...`` gives the FPGA per-layer accelerator sums.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def explore(args: list[str]) -> tuple[dict, float]:
+    start = time.perf_counter()
+    run = subprocess.run([sys.executable, "-m", "hetero_dse", "explore", *args], cwd=ROOT, capture_output=True,
+                         text=True)
+    wall = time.perf_counter() - start
+    out = Path(args[args.index("--out") + 1])
+    if not (out / "report.json").is_file():
+        sys.exit(f"explore {' '.join(args)} wrote no report (exit {run.returncode}): {run.stderr.strip()[-2000:]}")
+    return json.loads((out / "report.json").read_text()), wall
+
+
+def eager_again(name: str) -> float:
+    from hetero_dse.model.capture import time_eager
+    from hetero_dse.model.zoo import build
+
+    model, example = build(name, None)
+    return time_eager(model, example, repeat=20)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default="yolo_v1,resnet18")
+    parser.add_argument("--trials", type=int, default=16)
+    parser.add_argument("--boards", default="vu9p,u280")
+    parser.add_argument("--fpga-budget", type=int, default=20000)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.models.split(","):
+            cpu_out = Path(tmp) / f"{name}_cpu"
+            report, wall = explore(["--model", name, "--target", "cpu", "--trials", str(args.trials), "--no-history",
+                                    "--out", str(cpu_out)])
+            model = report["model"]
+            (cpu,) = [d for d in model["devices"] if d["kind"] == "cpu"]
+            after = eager_again(name)
+            fpga_out = Path(tmp) / f"{name}_fpga"
+            boards = [a for b in args.boards.split(",") for a in ("--board", b)]
+            fpga_report, fpga_wall = explore(["--model", name, *boards, "--budget", str(args.fpga_budget),
+                                              "--no-history", "--out", str(fpga_out)])
+            fpga = {d["device"]: {"total_s": d["total_s"], "layers_s": d["plan_s"], "complete": d["complete"]}
+                    for d in fpga_report["model"]["devices"]}
+            row = {"model": name, "trials_per_layer": args.trials, "search_wall_s": wall,
+                   "distinct_layers": model["distinct_layers"], "layers": model["layers"],
+                   "plan_s": cpu["total_s"], "plan_layers_s": cpu["plan_s"],
+                   "unmapped_torch_s": cpu["unmapped_torch_s"],
+                   "tuned_only_s": cpu["tuned_only_s"], "library_only_s": cpu["library_only_s"],
+                   "torch_eager_s": cpu["torch_eager_s"], "torch_eager_after_s": after,
+                   "speedup_over_eager": cpu["speedup_over_eager"], "chosen": cpu["chosen"],
+                   "complete": cpu["complete"],
+                   "per_layer": [{k: e[k] for k in ("layer", "operator", "count", "epilogue", "ours_s", "library_s",
+                                                    "choice")} for e in cpu["layers"]],
+                   "fpga": fpga, "fpga_search_wall_s": fpga_wall}
+            results.append(row)
+            print(f"{name}: plan {row['plan_s'] * 1e3:.2f} ms (layers {row['plan_layers_s'] * 1e3:.2f} + torch ops "
+                  f"{(row['unmapped_torch_s'] or 0) * 1e3:.2f}), torch eager {row['torch_eager_s'] * 1e3:.2f} ms "
+                  f"(again after: {after * 1e3:.2f}), speedup {row['speedup_over_eager'] or 0:.2f}x; chosen "
+                  f"{row['chosen']}; search {wall:.0f} s; FPGA " + ", ".join(
+                      f"{b}: {v['total_s'] * 1e3:.2f} ms" for b, v in fpga.items()), flush=True)
+            for e in row["per_layer"]:
+                ours = f"{e['ours_s'] * 1e3:.3f}" if e["ours_s"] else "—"
+                lib = f"{e['library_s'] * 1e3:.3f}" if e["library_s"] else "—"
+                print(f"  {e['layer']:>14} x{e['count']} {'+'.join(e['epilogue']):>22}  ours {ours} ms  torch {lib} ms"
+                      f"  -> {e['choice']}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
