@@ -167,6 +167,18 @@ class MeasureJob:
     #: best so far does not need nine more runs to be known as slow
     cutoff_s: float | None = None
     device: str = "h100"  # the named GPU whose limits apply when no GPU is present
+    #: the steps fused after the operator's reduction, and the output dimensions its bias is indexed by
+    epilogue: tuple[str, ...] = ()
+    epilogue_axes: tuple[int, ...] = ()
+
+    @classmethod
+    def of(cls, op: Any, source: str, point: dict[str, Any], **kwargs: Any) -> MeasureJob:
+        """The job that rebuilds ``op`` as it is, its epilogue included, in a worker."""
+        return cls(source, op.definition.name, dict(op.params), point, epilogue=tuple(op.epilogue),
+                   epilogue_axes=tuple(op.epilogue_axes), **kwargs)
+
+    def operator(self) -> Any:
+        return rebuild_operator(self.source, self.name, self.params, self.epilogue, self.epilogue_axes)
 
 
 def measure_cpu_job(job: MeasureJob) -> float:
@@ -176,7 +188,7 @@ def measure_cpu_job(job: MeasureJob) -> float:
     from gpu_cpu.schedule import apply_cpu, build_cpu
     from hetero_dse.space.point import Point
 
-    op = rebuild_operator(job.source, job.name, job.params)
+    op = job.operator()
     return check_and_time(build_cpu(apply_cpu(op, Point(job.point))).mod, op, tvm.cpu(0), job)
 
 
@@ -184,7 +196,7 @@ def torch_cpu_job(job: MeasureJob) -> dict[str, Any]:
     """Worker side: the timing of the operator's torch call on the CPU, under the same conditions as ours."""
     from gpu_cpu.baselines import time_torch_cpu
 
-    op = rebuild_operator(job.source, job.name, job.params)
+    op = job.operator()
     samples: list[float] = []
     with timing() as conditions:
         seconds = time_torch_cpu(op, samples=samples)
@@ -206,7 +218,7 @@ def time_torch_isolated(op: Any, source: str, timeout_s: float = 300.0) -> Measu
     if torch_call(op) is None:
         return None
     with Measurer(timeout_s) as measurer:
-        result = measurer.run(torch_cpu_job, MeasureJob(source, op.name, dict(op.params), {}))
+        result = measurer.run(torch_cpu_job, MeasureJob.of(op, source, {}))
     return result if result.ok else None
 
 
@@ -251,8 +263,10 @@ def check_and_time(module: Any, op: Any, dev: Any, job: MeasureJob) -> float | d
     return best
 
 
-def rebuild_operator(source: str, name: str, params: dict[str, Any]) -> Any:
-    """An operator from where it was defined (``"builtin"`` or an op.py path), its name and its parameters."""
+def rebuild_operator(source: str, name: str, params: dict[str, Any], epilogue: tuple[str, ...] | list[str] = (),
+                     epilogue_axes: tuple[int, ...] | list[int] = ()) -> Any:
+    """An operator from where it was defined (``"builtin"`` or an op.py path), its name and its parameters, with
+    the epilogue it had fused (``hetero_dse.epilogue``)."""
     from pathlib import Path
 
     if source != "builtin":
@@ -264,4 +278,9 @@ def rebuild_operator(source: str, name: str, params: dict[str, Any]) -> Any:
         from hetero_dse.ops import get_builtin
 
         definition = get_builtin(name)
-    return definition.instantiate(params)
+    op = definition.instantiate(params)
+    if epilogue:
+        from hetero_dse.epilogue import fuse
+
+        op = fuse(op, tuple(epilogue), tuple(epilogue_axes))
+    return op

@@ -32,11 +32,10 @@ from hetero_dse.process import worker_init
 
 def build_job(job: MeasureJob, directory: str) -> str:
     """Builder side: apply the point for the job's target, build, export; the module's path."""
-    from gpu_cpu.measure import rebuild_operator
     from gpu_cpu.schedule import apply_cpu, apply_gpu, build_cpu, build_cuda
     from hetero_dse.space.point import Point
 
-    op = rebuild_operator(job.source, job.name, job.params)
+    op = job.operator()
     point = Point(job.point)
     if job.target == "cuda":
         from hetero_dse.hardware.gpus import get_device, present_gpu
@@ -60,10 +59,10 @@ def measure_built_job(payload: tuple[MeasureJob, str]) -> float:
     against the reference, time it."""
     import tvm
 
-    from gpu_cpu.measure import check_and_time, rebuild_operator
+    from gpu_cpu.measure import check_and_time
 
     job, path = payload
-    op = rebuild_operator(job.source, job.name, job.params)
+    op = job.operator()
     module = tvm.runtime.load_module(path)
     return check_and_time(module, op, tvm.cuda(0) if job.target == "cuda" else tvm.cpu(0), job)
 

@@ -100,7 +100,8 @@ def fuse(op: Operator, steps: Sequence[str], channel_axes: Sequence[int]) -> Ope
         return value
 
     fused = te.compute(shape, body, name="E", varargs_names=_axis_names(out))
-    return replace(op, inputs=(*op.inputs, *extras), output=fused, epilogue=steps, epilogue_inputs=len(extras),
+    return replace(op, inputs=(*op.inputs, *extras), output=fused, epilogue=steps,
+                   epilogue_axes=tuple(channel_axes), epilogue_inputs=len(extras),
                    epilogue_reference=lambda value, given: apply_numpy(steps, value, given, channel_axes))
 
 

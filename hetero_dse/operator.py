@@ -217,6 +217,7 @@ class Operator:
     shape_name: str | None = None
     #: element-wise steps fused after the reduction (``hetero_dse.epilogue``), their inputs last in ``inputs``
     epilogue: tuple[str, ...] = ()
+    epilogue_axes: tuple[int, ...] = ()  # the output dimensions a bias step is indexed by
     epilogue_inputs: int = 0
     epilogue_reference: Callable[[np.ndarray, list[np.ndarray]], np.ndarray] | None = field(default=None, repr=False)
 

@@ -221,3 +221,19 @@ def test_a_users_convolution_followed_by_relu_explores_and_csims_on_fpga(cli, tm
     record = json.loads(design.read_text())
     assert record["predicted"]["epilogue"]["compares"] == 1 and record["predicted"]["epilogue"]["ports"] == 0
     assert re.search(r"│ pass\s+│", output), output  # the C-simulation column
+
+
+def test_a_fused_operator_is_rebuilt_as_it_is_in_a_measuring_worker(tmp_path):
+    """Workers, replay and the library's timing rebuild the operator from a job or schedule.json: with its
+    epilogue, or they would time (and check) the bare convolution."""
+    from gpu_cpu.measure import MeasureJob, measure_cpu_job, torch_cpu_job
+    from gpu_cpu.pipeline import Pipeline
+
+    op = fused("conv2d+bias+add+relu")
+    space = CpuSpace(analyze(op))
+    job = MeasureJob.of(op, "builtin", space.default_point().to_json())
+    assert job.operator().signature() == op.signature()
+    with Pipeline(overlap=False) as pipeline:  # built, checked against the fused reference, timed
+        (result,) = pipeline.evaluate([job])
+    assert result.ok, result.error
+    assert torch_cpu_job(job)["seconds"] > 0 and measure_cpu_job(job)["seconds"] > 0

@@ -170,7 +170,8 @@ def rebuild_gpu(record: dict[str, Any]) -> str:
     """The CUDA source ``record``'s knobs generate today (replay without a GPU compares it with kernel.cu)."""
     from gpu_cpu.measure import rebuild_operator
 
-    op = rebuild_operator(record["source"], record["operator"], record["params"])
+    op = rebuild_operator(record["source"], record["operator"], record["params"], record.get("epilogue", ()),
+                          record.get("epilogue_axes", ()))
     device = get_device(record["device"]) if record["device"] in ("h100", "v100") else present_gpu()
     if device is None:
         raise HeteroDSEError(f"the schedule was measured on {record['device']}, and this machine has no GPU")

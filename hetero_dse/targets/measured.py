@@ -62,8 +62,7 @@ def fastest(trials: Iterable[Trial]) -> Trial | None:
 
 def candidate_job(op: Operator, source: str, point: Point, best: float | None, target: str = "llvm") -> MeasureJob:
     """The measurement of ``point``, cut short when its first run is ``CUTOFF`` times slower than ``best``."""
-    return MeasureJob(source, op.definition.name, dict(op.params), point.to_json(), target=target,
-                      cutoff_s=None if best is None else CUTOFF * best)
+    return MeasureJob.of(op, source, point.to_json(), target=target, cutoff_s=None if best is None else CUTOFF * best)
 
 
 class MeasuredEvaluator:

@@ -24,7 +24,8 @@ def _check_knobs(directory: Path, record: dict[str, Any]) -> None:
     from hetero_dse.space.cpu import CpuSpace
     from hetero_dse.space.gpu import GpuSpace
 
-    op = rebuild_operator(record["source"], record["operator"], record["params"])
+    op = rebuild_operator(record["source"], record["operator"], record["params"],
+                          record.get("epilogue", ()), record.get("epilogue_axes", ()))
     if record.get("signature") not in (None, op.signature()):
         raise HeteroDSEError(f"{directory / 'schedule.json'} was written for {record['signature']}, but its "
                              f"operator and parameters build {op.signature()}")
@@ -53,8 +54,11 @@ def replay(directory: Path) -> dict[str, Any]:
         return {"seconds": None, "gflops": None, **recorded, "cuda_source_identical": same}
     with Pipeline(overlap=False) as pipeline:  # built, then checked and timed, as during the search
         (result,) = pipeline.evaluate([MeasureJob(record["source"], record["operator"], record["params"],
-                                                  record["knobs"], target=kind)])
+                                                  record["knobs"], target=kind,
+                                                  epilogue=tuple(record.get("epilogue", ())),
+                                                  epilogue_axes=tuple(record.get("epilogue_axes", ())))])
     if not result.ok:
         raise HeteroDSEError(f"replaying {directory / 'schedule.json'} failed: {result.error}")
-    op = rebuild_operator(record["source"], record["operator"], record["params"])
+    op = rebuild_operator(record["source"], record["operator"], record["params"],
+                          record.get("epilogue", ()), record.get("epilogue_axes", ()))
     return {"seconds": result.seconds, "gflops": analyze(op).flops / result.seconds / 1e9, **recorded}

@@ -153,6 +153,7 @@ def schedule_json(t: Tuned, target: dict[str, Any], **extra: Any) -> str:
     target) and the time recorded for it (``measured_seconds``; ``estimate`` says when a model gave it)."""
     schedule = {"generator": f"hetero_dse {__version__}", "operator": t.op.name, "source": t.source,
                 "params": dict(t.op.params), "shape": t.op.shape_name, "signature": t.op.signature(),
+                "epilogue": list(t.op.epilogue), "epilogue_axes": list(t.op.epilogue_axes),
                 "target": target, **extra, "knobs": t.best.to_json(), "measured_seconds": t.best_seconds,
                 "estimate": t.estimate,
                 "timing": None if t.estimate or t.best_trial is None else t.best_trial.result.timing()}
