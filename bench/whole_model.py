@@ -9,9 +9,11 @@ Each network runs ``hetero_dse explore --model NAME --target cpu --trials T --no
 from scratch; its wall time is the search time) and reads the plan from report.json: the chosen kernels' times
 (each measured in a worker, the library's beside ours in the same run) summed with the unmapped ops as torch's
 profiler timed them, against torch eager timed on the whole network when it was captured. Torch eager is timed
-again after the search as a check on the machine's state. The plan's latency is a sum of per-layer timings,
-not one executed pipeline: what it leaves out (layer-to-layer handoff, caches warmed by the previous layer) is
-said beside the figure. Then ``explore --model NAME --board B...`` gives the FPGA per-layer accelerator sums.
+again after the search as a check on the machine's state. The plan's summed latency is per-layer timings added
+up; the plan is then also executed (``gpu_cpu/network.py``: the exported graph with each planned layer replaced
+by the chosen kernel, checked against eager's output) and timed against torch eager in alternating rounds in
+this process, beside the same network with every layer torch's call (batch norm folded). Then
+``explore --model NAME --board B...`` gives the FPGA per-layer accelerator sums.
 """
 
 from __future__ import annotations
@@ -47,6 +49,24 @@ def eager_again(name: str) -> float:
     return time_eager(model, example, repeat=20)
 
 
+def executed(name: str, out: Path, rounds: int) -> dict:
+    """The plan run as one network (gpu_cpu/network.py) against torch eager, in alternating rounds; and the same
+    network with every layer torch's call (batch norm folded, as the plan's library layers are)."""
+    from gpu_cpu.network import PlannedNetwork, time_against_eager
+    from hetero_dse.model.capture import capture
+    from hetero_dse.model.zoo import build
+
+    model, example = build(name, None)
+    graph = capture(model, example, name, profile=False)
+    (plan,) = [d for d in json.loads((out / "plan.json").read_text())["devices"] if d["kind"] == "cpu"]
+    planned = PlannedNetwork(graph, plan, out)
+    library = PlannedNetwork(graph, {**plan, "layers": [{**e, "call": "library"} for e in plan["layers"]]}, out)
+    result = time_against_eager(model, planned, example, rounds=rounds)
+    result["replaced"] = planned.replaced
+    result["library_only"] = time_against_eager(model, library, example, rounds=rounds)
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="yolo_v1,resnet18")
@@ -54,6 +74,7 @@ def main() -> None:
     parser.add_argument("--boards", default="vu9p,u280")
     parser.add_argument("--fpga-budget", type=int, default=20000)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--rounds", type=int, default=7, help="alternating rounds of the executed comparison")
     args = parser.parse_args()
     results = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -64,6 +85,7 @@ def main() -> None:
             model = report["model"]
             (cpu,) = [d for d in model["devices"] if d["kind"] == "cpu"]
             after = eager_again(name)
+            run = executed(name, cpu_out, args.rounds)
             fpga_out = Path(tmp) / f"{name}_fpga"
             boards = [a for b in args.boards.split(",") for a in ("--board", b)]
             fpga_report, fpga_wall = explore(["--model", name, *boards, "--budget", str(args.fpga_budget),
@@ -80,13 +102,18 @@ def main() -> None:
                    "complete": cpu["complete"],
                    "per_layer": [{k: e[k] for k in ("layer", "operator", "count", "epilogue", "ours_s", "library_s",
                                                     "choice")} for e in cpu["layers"]],
-                   "fpga": fpga, "fpga_search_wall_s": fpga_wall}
+                   "fpga": fpga, "fpga_search_wall_s": fpga_wall, "executed": run}
             results.append(row)
             print(f"{name}: plan {row['plan_s'] * 1e3:.2f} ms (layers {row['plan_layers_s'] * 1e3:.2f} + torch ops "
                   f"{(row['unmapped_torch_s'] or 0) * 1e3:.2f}), torch eager {row['torch_eager_s'] * 1e3:.2f} ms "
                   f"(again after: {after * 1e3:.2f}), speedup {row['speedup_over_eager'] or 0:.2f}x; chosen "
                   f"{row['chosen']}; search {wall:.0f} s; FPGA " + ", ".join(
                       f"{b}: {v['total_s'] * 1e3:.2f} ms" for b, v in fpga.items()), flush=True)
+            lib = run["library_only"]
+            print(f"  executed: plan {run['plan_s'] * 1e3:.2f} ms against eager {run['eager_s'] * 1e3:.2f} ms "
+                  f"({run['speedup']:.2f}x, max error {run['max_error']:.2g}); every layer torch's call with batch "
+                  f"norm folded {lib['plan_s'] * 1e3:.2f} ms ({lib['speedup']:.2f}x); kernels {run['replaced']}",
+                  flush=True)
             for e in row["per_layer"]:
                 ours = f"{e['ours_s'] * 1e3:.3f}" if e["ours_s"] else "—"
                 lib = f"{e['library_s'] * 1e3:.3f}" if e["library_s"] else "—"

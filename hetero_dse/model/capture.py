@@ -21,13 +21,14 @@ from hetero_dse.errors import HeteroDSEError
 from hetero_dse.operator import Operator
 from hetero_dse.ops import get_builtin
 
-__all__ = ["Layer", "ModelGraph", "Unmapped", "capture"]
+__all__ = ["Group", "Layer", "ModelGraph", "Unmapped", "capture", "layer_groups"]
 
 #: ops that only relabel memory (no arithmetic): neither layers nor time worth listing
 VIEWS = {"flatten", "view", "reshape", "_unsafe_view", "t", "transpose", "permute", "contiguous", "expand",
          "squeeze", "unsqueeze", "detach", "alias", "clone", "_to_copy", "dropout"}
 #: element-wise ops that may follow a layer and become part of it (its epilogue, ``hetero_dse.epilogue``)
-EPILOGUES = {"relu", "relu_", "hardtanh", "hardtanh_", "leaky_relu", "leaky_relu_", "add", "add_", "clamp"}
+EPILOGUES = {"relu", "relu_", "relu6", "relu6_", "hardtanh", "hardtanh_", "leaky_relu", "leaky_relu_", "add", "add_",
+             "clamp"}
 
 
 @dataclass
@@ -72,6 +73,7 @@ class ModelGraph:
     layers: list[Layer]
     unmapped: list[Unmapped]
     torch_seconds: float | None = None  # the whole network in torch eager (median of runs), batch as given
+    program: Any = field(default=None, repr=False)  # the torch.export program the layers were found in
 
     @property
     def mapped_flops(self) -> int:
@@ -113,43 +115,15 @@ def capture(model: Any, example: Any, name: str = "model", profile: bool = True)
         raise HeteroDSEError(f"torch.export cannot capture {name} on an input of shape "
                              f"{'x'.join(map(str, getattr(example, 'shape', ())))}: {type(exc).__name__}: "
                              f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
-    nodes = [n for n in program.graph.nodes if n.op == "call_function"]
-    users = {n: [u for u in n.users if u.op == "call_function"] for n in nodes}
+    groups, unmapped = layer_groups(program)
     layers: dict[tuple, Layer] = {}
-    unmapped: dict[str, Unmapped] = {}
-    consumed: set[Any] = set()
-    for node in nodes:
-        kind = _kind(node)
-        if node in consumed or kind in VIEWS:
-            continue
-        mapped = _map(node, kind)
-        if isinstance(mapped, str):  # an op no built-in covers, and why
-            entry = unmapped.setdefault(kind, Unmapped(kind, 0, why=mapped))
-            entry.count += 1
-            continue
-        op, params, repeats = mapped
-        folded, epilogue, tail = False, [], node
-        if _has_bias(node, kind):
-            epilogue.append("bias")
-        while len(users[tail]) == 1:  # what follows this layer and only it
-            nxt = users[tail][0]
-            nxt_kind = _kind(nxt)
-            if nxt in consumed:  # a residual add already taken by the other branch's layer
-                break
-            if nxt_kind == "batch_norm" and op != "gemm" and not folded and epilogue in ([], ["bias"]):
-                folded = True  # y = (x - mean) * scale + shift: the scale goes into the weights, the rest a bias
-                epilogue = ["bias"]
-            elif nxt_kind in EPILOGUES and (step := _step(nxt, nxt_kind, tail)):
-                epilogue.append(step)
-            else:
-                break
-            consumed.add(nxt)
-            tail = nxt
-        key = (op, tuple(sorted(params.items())), folded, tuple(epilogue))
-        layer = layers.setdefault(key, Layer(op, params, folded_batch_norm=folded, epilogue=tuple(epilogue)))
-        layer.count += repeats
-        layer.nodes.append(node.name)
-    result = ModelGraph(name, tuple(example.shape), list(layers.values()), list(unmapped.values()))
+    for g in groups:
+        layer = layers.setdefault(g.key, Layer(g.op, g.params, folded_batch_norm=g.batch_norm is not None,
+                                               epilogue=g.epilogue))
+        layer.count += g.repeats
+        layer.nodes.append(g.node.name)
+    result = ModelGraph(name, tuple(example.shape), list(layers.values()), list(unmapped.values()),
+                        program=program)
     if profile:
         if result.unmapped:
             _time_shares(model, example, result.unmapped)
@@ -177,6 +151,72 @@ def time_eager(model: Any, example: Any, repeat: int = 10) -> float:
     return float(sorted(samples)[len(samples) // 2])
 
 
+@dataclass
+class Group:
+    """One occurrence of a layer in the exported graph: its node, the nodes its epilogue consumed (in order),
+    the batch norm folded into it and the residual it adds (graph nodes), and what it maps to."""
+
+    node: Any
+    kind: str
+    op: str
+    params: dict[str, Any]
+    repeats: int
+    epilogue: tuple[str, ...]
+    chain: list[Any]
+    batch_norm: Any = None
+    residual: Any = None
+
+    @property
+    def key(self) -> tuple:
+        return (self.op, tuple(sorted(self.params.items())), self.batch_norm is not None, self.epilogue)
+
+    @property
+    def tail(self) -> Any:
+        """The node whose value is the layer's result, its epilogue applied."""
+        return self.chain[-1] if self.chain else self.node
+
+
+def layer_groups(program: Any) -> tuple[list[Group], dict[str, Unmapped]]:
+    """The exported program's layers, in graph order, and the ops no built-in covers, by kind."""
+    nodes = [n for n in program.graph.nodes if n.op == "call_function"]
+    users = {n: [u for u in n.users if u.op == "call_function"] for n in nodes}
+    groups: list[Group] = []
+    unmapped: dict[str, Unmapped] = {}
+    consumed: set[Any] = set()
+    for node in nodes:
+        kind = _kind(node)
+        if node in consumed or kind in VIEWS:
+            continue
+        mapped = _map(node, kind)
+        if isinstance(mapped, str):  # an op no built-in covers, and why
+            entry = unmapped.setdefault(kind, Unmapped(kind, 0, why=mapped))
+            entry.count += 1
+            continue
+        op, params, repeats = mapped
+        group = Group(node, kind, op, params, repeats, (), [])
+        epilogue, tail = ["bias"] if _has_bias(node, kind) else [], node
+        while len(users[tail]) == 1:  # what follows this layer and only it
+            nxt = users[tail][0]
+            nxt_kind = _kind(nxt)
+            if nxt in consumed:  # a residual add already taken by the other branch's layer
+                break
+            if nxt_kind == "batch_norm" and op != "gemm" and group.batch_norm is None and epilogue in ([], ["bias"]):
+                group.batch_norm = nxt  # (x - mean) * scale + shift: the scale into the weights, the rest a bias
+                epilogue = ["bias"]
+            elif nxt_kind in EPILOGUES and (step := _step(nxt, nxt_kind, tail)):
+                epilogue.append(step)
+                if step == "add":
+                    group.residual = next(a for a in nxt.args[:2] if a is not tail)
+            else:
+                break
+            consumed.add(nxt)
+            group.chain.append(nxt)
+            tail = nxt
+        group.epilogue = tuple(epilogue)
+        groups.append(group)
+    return groups, unmapped
+
+
 def _has_bias(node: Any, kind: str) -> bool:
     if kind == "addmm":
         return True
@@ -188,8 +228,8 @@ def _step(node: Any, kind: str, tail: Any) -> str | None:
     scalar or of a tensor broadcast against the layer's output)."""
     args = list(node.args)
     base = kind.rstrip("_")
-    if base == "relu":
-        return "relu"
+    if base in ("relu", "relu6"):
+        return base
     if base == "leaky_relu":
         return f"leaky_relu({float(args[1]) if len(args) > 1 else 0.01:g})"
     if base in ("hardtanh", "clamp"):
