@@ -1,5 +1,7 @@
 """Roofline estimate of a GPU schedule point on a named device, for machines without a GPU.
 
+A tensor-core point (``hetero_dse/space/tensorcore.py``) has its own roofline, ``estimate_tensor_cores``.
+
 Nothing here is measured: the figure is the slowest of four ceilings, each a plain count divided by a
 datasheet rate, with the losses a schedule controls: SMs without enough warps to issue every cycle, idle
 warp lanes, too few independent accumulators per thread, occupancy limited by threads, registers or shared
@@ -17,9 +19,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from hetero_dse.analysis import dtype_bytes
 from hetero_dse.hardware.gpus import GpuDevice
 from hetero_dse.space.gpu import GpuSpace
 from hetero_dse.space.point import Point
+from hetero_dse.space.tensorcore import FRAGMENT, TensorCoreSpace
 
 LAUNCH_S = 3e-6            # kernel launch and tail, a typical measured floor for one small CUDA kernel
 SHARED_BYTES_PER_CLOCK = 128  # per SM: 32 banks × 4 bytes
@@ -89,3 +93,51 @@ def estimate(space: GpuSpace, point: Point) -> GpuEstimate:
                "lane_efficiency": lane_eff, "throughput_s": throughput_s, "latency_s": latency_s, "l2_bytes": l2_bytes,
                "shared_load_bytes": shared_loads, "launch_s": LAUNCH_S, **{f"{k}_s": v for k, v in parts.items()}}
     return GpuEstimate(seconds, bound, figures)
+
+
+def estimate_tensor_cores(space: TensorCoreSpace, point: Point) -> GpuEstimate:
+    """The roofline of a tensor-core point: the padded GEMM's FLOPs on the device's tensor-core peak (the
+    warp-level MMA's share of it), the resident warps feeding the four tensor cores of an SM; DRAM's
+    compulsory bytes; L2 → shared: every block stages its A and B chunks over the whole padded K; shared →
+    fragments: every warp loads its A and B fragments per 16-deep step. With one stage and one resident block
+    per SM nothing hides a chunk's load behind the MMAs: the two add up instead of overlapping."""
+    dev: GpuDevice = space.device
+    view, lim, tiles, padded = space.view, space.limits(point), space.tiles(point), space.padded(point)
+    threads, warps, shared_bytes, registers = lim["threads"], lim["warps"], lim["shared_bytes"], lim["registers"]
+    blocks = space.grid(point)
+    per_sm = max(1, min(MAX_BLOCKS_PER_SM, MAX_THREADS_PER_SM // threads, REGISTERS_PER_SM // (threads * registers),
+                        dev.shared_memory_per_sm // shared_bytes))
+    waves = math.ceil(blocks / (dev.sms * per_sm))
+    warps_per_sm = blocks / (waves * dev.sms) * warps
+    issue_eff = min(1.0, warps_per_sm / WARP_SCHEDULERS)  # one tensor core per SM sub-partition
+    padded_flops = 2 * padded["batch"] * padded["m"] * padded["n"] * padded["k"]
+    peak = dev.tensor_tflops(view.dtype) * 1e12 * dev.warp_mma_fraction
+    compute_s = padded_flops / (peak * issue_eff)
+    in_bytes = dtype_bytes(view.dtype)
+    dram_s = space.analysis.compulsory_bytes / (dev.memory_gbps * 1e9)
+    l2_bytes = blocks * (tiles["bm"] + tiles["bn"]) * padded["k"] * in_bytes
+    l2_s = l2_bytes / (dev.l2_gbps * 1e9)
+    steps = padded["k"] // FRAGMENT
+    fragment_bytes = FRAGMENT * FRAGMENT * in_bytes
+    shared_loads = blocks * warps * steps * (point["frags_m"] + point["frags_n"]) * fragment_bytes
+    shared_s = shared_loads / (dev.sms * SHARED_BYTES_PER_CLOCK * dev.clock_ghz * 1e9)
+    overlapped = point["stages"] > 1 or per_sm > 1
+    parts = {"compute": compute_s if overlapped else compute_s + max(l2_s, shared_s), "dram": dram_s, "l2": l2_s,
+             "shared": shared_s}
+    bound = max(parts, key=parts.__getitem__)
+    if LAUNCH_S > parts[bound]:
+        bound = "launch"
+    seconds = LAUNCH_S + max(parts.values())
+    figures = {"blocks": blocks, "threads": threads, "warps": warps, "shared_bytes": shared_bytes,
+               "registers": registers, "blocks_per_sm": per_sm, "waves": waves, "issue_efficiency": issue_eff,
+               "padded_flops": padded_flops, "padding_overhead": space.padding_overhead(point),
+               "tensor_peak_tflops": peak / 1e12, "overlapped": float(overlapped), "l2_bytes": l2_bytes,
+               "shared_load_bytes": shared_loads, "launch_s": LAUNCH_S, **{f"{k}_s": v for k, v in parts.items()}}
+    return GpuEstimate(seconds, bound, figures)
+
+
+def estimate_any(space: GpuSpace | TensorCoreSpace, point: Point) -> GpuEstimate:
+    """The estimate of a point of either GPU space."""
+    if isinstance(space, TensorCoreSpace):
+        return estimate_tensor_cores(space, point)
+    return estimate(space, point)

@@ -38,15 +38,18 @@ def build_job(job: MeasureJob, directory: str) -> str:
     op = job.operator()
     point = Point(job.point)
     if job.target == "cuda":
+        from hetero_dse.analysis import analyze
         from hetero_dse.hardware.gpus import get_device, present_gpu
         from hetero_dse.space.gpu import GpuSpace
-        from hetero_dse.analysis import analyze
+        from hetero_dse.space.tensorcore import TensorCoreSpace
 
         device = present_gpu() or get_device(job.device)
-        problem = GpuSpace(analyze(op), device).beyond_limits(point)
+        space = TensorCoreSpace if "mma" in point else GpuSpace
+        problem = space(analyze(op), device).beyond_limits(point)
         if problem:
             raise ValueError(problem)
-        executable, _ = build_cuda(apply_gpu(op, point), device)
+        # loaded on the GPU to be timed, the module is compiled there
+        executable, _ = build_cuda(apply_gpu(op, point), device, compile_here=present_gpu() is None)
     else:
         executable = build_cpu(apply_cpu(op, point))
     path = os.path.join(directory, f"{uuid.uuid4().hex}.so")

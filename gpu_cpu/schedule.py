@@ -201,7 +201,12 @@ def run_cpu(executable: Any, op: Operator, inputs: list[np.ndarray]) -> np.ndarr
 def apply_gpu(op: Operator, point: Point) -> Any:
     """The scheduled IRModule of ``op`` for a GPU point (see ``GpuSpace``): blocks, virtual threads and
     threads bound from the spatial levels, the output tile in registers, inputs staged in shared memory at
-    the outer reduce level and fetched cooperatively by the block's threads."""
+    the outer reduce level and fetched cooperatively by the block's threads. A tensor-core point (its template's
+    knobs, ``hetero_dse/space/tensorcore.py``) is applied by ``gpu_cpu/tensorcore.py``."""
+    if "mma" in point:
+        from gpu_cpu.tensorcore import apply_tensorcore
+
+        return apply_tensorcore(op, point)
     sch, block, keys = _prepare(op, point)
     n_inputs = len(sch.get(block).reads)
     try:
@@ -237,9 +242,32 @@ def apply_gpu(op: Operator, point: Point) -> Any:
     return sch.mod
 
 
-def build_cuda(mod: Any, device: Any) -> tuple[Any, str]:
-    """Build for the device's architecture (nvcc is called by TVM; no GPU needed) -> (executable, CUDA source)."""
-    import tvm
+def build_cuda(mod: Any, device: Any, compile_here: bool = True) -> tuple[Any, str]:
+    """Build for the device's architecture -> (executable, CUDA source).
 
-    executable = tvm.compile(mod, target=device.target)
-    return executable, executable.mod.imports[0].inspect_source()
+    TVM's CUDA module holds the source and compiles it when it is loaded on a GPU (through the callback
+    ``tvm.support.nvcc`` registers); built on a machine without one, nothing would have compiled it, and a kernel
+    nvcc rejects would pass for built. ``compile_here``: nvcc compiles the source for the device's architecture
+    now (a cubin), its first error a ``ScheduleError``. Measuring on the GPU leaves it to the load."""
+    import tvm
+    import tvm.support.nvcc  # registers tvm_callback_cuda_compile for the load on a GPU
+
+    config = {}
+    if "hetero_dse.tensor_cores" in (mod["main"].attrs or {}):
+        # StorageRewrite would reuse a float16 stage's shared memory for the float32 write-back, and the
+        # fragment intrinsics' typed pointers into it then fail to lower; the space keeps within the limits
+        config["tirx.disable_storage_rewrite"] = True
+    with tvm.transform.PassContext(config=config):
+        executable = tvm.compile(mod, target=device.target)
+    source = executable.mod.imports[0].inspect_source()
+    if compile_here:
+        try:
+            with tvm.target.Target(device.target):  # nvcc's flags are read from the current target
+                tvm.support.nvcc.compile_cuda(source, target_format="cubin", arch=device.arch, compiler="nvcc")
+        except RuntimeError as exc:
+            lines = str(exc).splitlines()
+            errors = [line.strip() for line in lines
+                      if ("error" in line or "fatal" in line) and ":" in line and not line.startswith("Compilation")]
+            errors = errors or [line.strip() for line in lines if line.strip()] or ["(no message)"]
+            raise ScheduleError(f"nvcc rejects the generated CUDA for {device.arch}: {errors[0]}") from None
+    return executable, source

@@ -8,6 +8,7 @@ import pytest
 from hetero_dse.hardware.gpus import get_device
 from hetero_dse.space.cpu import CpuSpace
 from hetero_dse.space.gpu import GpuSpace
+from hetero_dse.space.tensorcore import TensorCoreSpace
 from hetero_dse.analysis import analyze
 from hetero_dse.hardware.board import load_board
 from hetero_dse.explore.settings import make_explorer
@@ -27,6 +28,8 @@ SPACES = {
     "cpu gemm": lambda: CpuSpace(_analysis("gemm"), vector_bits=256),
     "cpu conv2d": lambda: CpuSpace(_analysis("conv2d"), vector_bits=512),
     "gpu conv2d": lambda: GpuSpace(_analysis("conv2d"), get_device("h100")),
+    "gpu tensor cores conv2d": lambda: TensorCoreSpace(
+        analyze(get_builtin("conv2d").instantiate({"dtype": "float16"}, shape="small:s2")), get_device("a100")),
 }
 EXPLORERS = ("q", "p", "sa", "random", "gga", "tl")
 

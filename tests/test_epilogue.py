@@ -110,7 +110,7 @@ def _blocks(mod):
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="CUDA code generation needs nvcc")
-@pytest.mark.parametrize("arch", ["h100", "v100"])
+@pytest.mark.parametrize("arch", ["h100", "a100"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_cuda_kernels_apply_the_epilogue_in_the_same_kernel(case, arch):
     op = fused(case)

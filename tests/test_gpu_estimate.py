@@ -68,20 +68,20 @@ def test_device_limits_are_enforced_before_building():
 
 def test_explore_target_gpu_writes_cuda_and_labels_estimates(cli, tmp_path, monkeypatch):
     monkeypatch.setattr("hetero_dse.targets.gpu.present_gpu", lambda: None)  # as on a machine without a GPU
-    r = cli("explore", "--op", "gemm", "--shape", "small:s1", "--target", "gpu", "--gpu", "v100",
+    r = cli("explore", "--op", "gemm", "--shape", "small:s1", "--target", "gpu", "--gpu", "a100",
             "--out", tmp_path / "o")
     assert r.code == 0, r.err
     assert "ESTIMATES" in r.out
     report = json.loads((tmp_path / "o" / "report.json").read_text())
     (row,) = report["gpu"]
-    assert row["estimate"] is True and row["device"] == "v100" and row["torch"] is None
+    assert row["estimate"] is True and row["device"] == "a100" and row["torch"] is None
     assert row["best"]["bound"] in ("compute", "dram", "l2", "shared", "launch")
     directory = tmp_path / "o" / row["directory"]
     source = (directory / "kernel.cu").read_text()
     assert "__global__" in source and "blockIdx.x" in source
     schedule = json.loads((directory / "schedule.json").read_text())
     assert schedule["estimate"] is True and schedule["checked_on_gpu"] is False
-    assert schedule["target"] == {"kind": "cuda", "arch": "sm_70"}
+    assert schedule["target"] == {"kind": "cuda", "arch": "sm_80"}
     assert "**estimate** (roofline)" in (tmp_path / "o" / "report.md").read_text()
     # one time key for every target's schedule.json (the GPU's was "seconds", so a replay never showed it)
     assert schedule["measured_seconds"] == row["best"]["seconds"] and "seconds" not in schedule

@@ -53,7 +53,7 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
 @click.option("--trials", default=32, show_default=True, type=click.IntRange(min=1),
               help="CPU/GPU: schedules to measure when no --budget is given (each built, checked and timed in a "
                    "worker process); a GPU roofline estimate, where no GPU is present, scores at least 4,096.")
-@click.option("--gpu", "gpu_name", default="h100", show_default=True, type=click.Choice(["h100", "v100"]),
+@click.option("--gpu", "gpu_name", default="h100", show_default=True, type=click.Choice(["h100", "a100", "v100"]),
               help="GPU whose roofline estimates the schedules when this machine has no CUDA device.")
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=Path("hetero_dse_out"),
               show_default=True, help="Where the HLS projects and the report go.")
@@ -61,7 +61,8 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
 @click.option("--top-k", default=10, show_default=True, type=click.IntRange(min=1), help="Designs kept per board.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the search and of the test data.")
 @click.option("--dtype", "dtypes", multiple=True, metavar="TYPE[,TYPE]",
-              help="Data types to explore (float32, int16, int8); default: the operator's.")
+              help="Data types to explore (FPGA: float32, int16, int8, several at once; GPU: float32, or float16 "
+                   "and int8 on the tensor cores); default: the operator's.")
 @click.option("--clock", "clocks", multiple=True, metavar="MHZ[,MHZ]",
               help="Clock targets to explore; default: the board's default clock.")
 @click.option("--explorer", default="auto", show_default=True,
@@ -201,7 +202,11 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
     if "gpu" in wanted:
         from hetero_dse.targets.gpu import GpuTarget
 
-        chosen.append(GpuTarget(gpu_name, trials=trials, source=source))
+        gpu_dtypes = _split_values(dtypes)
+        if len(gpu_dtypes) > 1:
+            raise HeteroDSEError(f"the GPU computes in one data type a run, and --dtype gives {len(gpu_dtypes)} "
+                                 f"({', '.join(gpu_dtypes)}); several are for the FPGA's space")
+        chosen.append(GpuTarget(gpu_name, trials=trials, source=source, dtype=gpu_dtypes[0] if gpu_dtypes else None))
     owners: dict[str, str] = {}
     for op in operators:  # every bad input is reported before any search starts
         for target in chosen:

@@ -3,6 +3,7 @@ by the roofline estimate when no GPU is present. Figures from the vendors' datas
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 from hetero_dse.errors import HeteroDSEError
@@ -21,19 +22,36 @@ class GpuDevice:
     shared_memory_per_sm: int      # bytes, the most a multiprocessor gives its resident blocks
     l2_gbps: float                 # L2 read bandwidth (microbenchmarks; the vendors do not publish it)
     clock_ghz: float               # boost clock
+    fp16_tensor_tflops: float = 0.0  # dense FP16 tensor-core peak with FP32 accumulation (0: none)
+    int8_tensor_tops: float = 0.0    # dense INT8 tensor-core peak (0: none)
+    #: the share of the tensor-core peak the warp-level MMA instructions (wmma, mma.sync) reach: Hopper's full
+    #: rate needs its warpgroup instructions (wgmma), which TVM's tensor intrinsics do not emit
+    warp_mma_fraction: float = 1.0
 
     @property
     def target(self) -> dict[str, str]:
         return {"kind": "cuda", "arch": self.arch}
 
+    def tensor_tflops(self, dtype: str) -> float:
+        """The tensor-core peak for ``dtype`` inputs (TFLOPS, or TOPS for integers); 0 where there is none."""
+        return {"float16": self.fp16_tensor_tflops, "int8": self.int8_tensor_tops}.get(dtype, 0.0)
+
 
 DEVICES = {
     # NVIDIA H100 SXM5 datasheet: 132 SMs, 67 TFLOPS FP32, 3.35 TB/s HBM3, 1.98 GHz boost; 48 KB static shared
     # memory per block, 228 KB per SM; L2 ~5.5 TB/s as measured by Chips and Cheese (2023)
-    "h100": GpuDevice("h100", "sm_90", 1024, 48 * 1024, 16, 132, 67.0, 3350.0, 228 * 1024, 5500.0, 1.98),
+    # dense tensor cores: 989 TFLOPS FP16, 1979 TOPS INT8. Warp-level mma.sync reaches about 62 % of that
+    # (Luo et al., "Benchmarking and Dissecting the Nvidia Hopper GPU Architecture", 2024), an estimate
+    "h100": GpuDevice("h100", "sm_90", 1024, 48 * 1024, 16, 132, 67.0, 3350.0, 228 * 1024, 5500.0, 1.98,
+                      989.0, 1979.0, 0.62),
+    # NVIDIA A100 SXM4 80 GB datasheet: 108 SMs, 19.5 TFLOPS FP32, 312 TFLOPS FP16 and 624 TOPS INT8 dense
+    # tensor cores, 2039 GB/s HBM2e, 1.41 GHz; 164 KB shared memory per SM; L2 ~4 TB/s (an estimate)
+    "a100": GpuDevice("a100", "sm_80", 1024, 48 * 1024, 16, 108, 19.5, 2039.0, 164 * 1024, 4000.0, 1.41,
+                      312.0, 624.0),
     # NVIDIA V100 SXM2 datasheet: 80 SMs, 15.7 TFLOPS FP32, 900 GB/s HBM2, 1.53 GHz; 96 KB shared memory per
     # SM; L2 ~2.1 TB/s (Jia et al., "Dissecting the NVIDIA Volta GPU Architecture via Microbenchmarking", 2018)
-    "v100": GpuDevice("v100", "sm_70", 1024, 48 * 1024, 16, 80, 15.7, 900.0, 96 * 1024, 2100.0, 1.53),
+    # 125 TFLOPS FP16 tensor cores; INT8 tensor cores came with Turing (sm_75), not Volta
+    "v100": GpuDevice("v100", "sm_70", 1024, 48 * 1024, 16, 80, 15.7, 900.0, 96 * 1024, 2100.0, 1.53, 125.0),
 }
 
 
@@ -75,3 +93,25 @@ def cuda_toolkit() -> str:
             return path
     raise HeteroDSEError("--target gpu needs the CUDA toolkit to generate code, and nvcc is neither on PATH nor in "
                          "$CUDA_HOME/bin: install it (e.g. apt install nvidia-cuda-toolkit) or set CUDA_HOME")
+
+
+
+@functools.cache
+def nvcc_architectures(nvcc: str) -> tuple[str, ...]:
+    """The sm_XY architectures ``nvcc`` compiles for (``--list-gpu-arch``; empty where it cannot say)."""
+    import subprocess
+
+    try:
+        run = subprocess.run([nvcc, "--list-gpu-arch"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    return tuple(word.replace("compute_", "sm_") for word in run.stdout.split() if word.startswith("compute_"))
+
+
+def check_architecture(device: GpuDevice) -> None:
+    """A clear error when this machine's nvcc cannot compile for ``device`` (CUDA 13 dropped Volta, sm_70)."""
+    nvcc = cuda_toolkit()
+    known = nvcc_architectures(nvcc)
+    if known and device.arch not in known:
+        raise HeteroDSEError(f"the nvcc here ({nvcc}) does not compile for {device.arch} ({device.name}): it knows "
+                             f"{', '.join(known)}; choose another --gpu or install a CUDA toolkit that has it")

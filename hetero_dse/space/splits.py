@@ -36,12 +36,13 @@ class SplitSpace:
     kind = "schedule space"
 
     def __init__(self, analysis: Analysis, spatial_levels: int, reduce_levels: int,
-                 choices: dict[str, tuple[object, ...]]) -> None:
+                 choices: dict[str, tuple[object, ...]], split_loops: bool = True) -> None:
         self.analysis = analysis
         main = analysis.main
-        self.loops = main.loops
+        # a template space (the tensor cores') has no splits of the operator's loops: its knobs are its own
+        self.loops = main.loops if split_loops else ()
         self.loop_names = tuple(lp.name for lp in self.loops)
-        self.num_spatial = len(main.spatial)
+        self.num_spatial = len(main.spatial) if split_loops else 0
         self.levels = (spatial_levels, reduce_levels)
         self.splits = [factorizations(lp.extent, spatial_levels if lp.kind == "spatial" else reduce_levels)
                        for lp in self.loops]

@@ -212,6 +212,10 @@ def with_dtype(op: Operator, dtype: str) -> Operator:
         raise HeteroDSEError(f"operator {op.name} cannot use data type {dtype}: its dtype is one of "
                              f"{', '.join(map(str, param.choices))}")
     rebuilt = op.definition.instantiate({**dict(op.params), "dtype": dtype})
+    if op.epilogue:  # a fused layer stays fused
+        from hetero_dse.epilogue import fuse
+
+        rebuilt = fuse(rebuilt, op.epilogue, op.epilogue_axes)
     return replace(rebuilt, shape_name=op.shape_name)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from cost_models.gpu_roofline import estimate
+from cost_models.gpu_roofline import estimate_any
 from gpu_cpu.baselines import time_torch_cuda
 from gpu_cpu.measure import MeasureResult, check_fits_in_memory
 from gpu_cpu.pipeline import Pipeline
@@ -21,15 +21,16 @@ from hetero_dse.atomic import atomic_directory
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.explore.loop import LoopResult
 from hetero_dse.explore.settings import AUTO_MEASURED, AUTO_MODELLED, MODEL_STARTS
-from hetero_dse.hardware.gpus import GpuDevice, cuda_toolkit, get_device, present_gpu
+from hetero_dse.hardware.gpus import DEVICES, GpuDevice, check_architecture, cuda_toolkit, get_device, present_gpu
 from hetero_dse.history import Workload
 from hetero_dse.history.store import WorkloadHistory
 from hetero_dse.operator import Operator
 from hetero_dse.space.gpu import GpuSpace
+from hetero_dse.space.tensorcore import ARITHMETIC, TensorCoreSpace, tensor_core_arithmetic
 from hetero_dse.space.point import Point
 from hetero_dse.targets.base import Defaults, Row, Search, Written
 from hetero_dse.targets.measured import TVM_STARTS, TrialLog, candidate_job, measured_evaluator
-from hetero_dse.targets.tuned import Tuned, schedule_json, tvm_workload
+from hetero_dse.targets.tuned import Tuned, schedule_json, timing_note, tvm_workload
 
 __all__ = ["ESTIMATE_BUDGET", "GpuTarget", "rebuild_gpu"]
 
@@ -51,12 +52,14 @@ class GpuTarget:
         return self.gpu.memory_gbps
 
     def __init__(self, device: str = "h100", *, trials: int = 32, source: str = "builtin",
-                 timeout_s: float = 60.0) -> None:
+                 timeout_s: float = 60.0, dtype: str | None = None) -> None:
+        self.dtype = dtype  # the inputs' type the GPU computes in (None: the operator's own)
         cuda_toolkit()
         self.present = present_gpu()
         self.gpu: GpuDevice = self.present or get_device(device)
         self.measured = self.present is not None
         self.source, self.timeout_s = source, timeout_s
+        check_architecture(self.gpu)
         self.device = self.gpu.name + ("" if self.measured else " (estimate)")
         # scored by the roofline, a candidate costs microseconds: wide rounds, as on the FPGA model
         self.defaults = (Defaults(TVM_STARTS, AUTO_MEASURED, trials, "trials", auto_from_history=True)
@@ -64,20 +67,40 @@ class GpuTarget:
                          Defaults(MODEL_STARTS, AUTO_MODELLED, max(trials, ESTIMATE_BUDGET), "estimates",
                                   auto_from_history=False))
 
+    def typed(self, op: Operator) -> Operator:
+        """``op`` in the data type this target computes in."""
+        from hetero_dse.targets.fpga import with_dtype
+
+        return op if self.dtype is None else with_dtype(op, self.dtype)
+
     def check(self, op: Operator) -> None:
+        op = self.typed(op)
+        if op.dtype not in ("float32", *ARITHMETIC):
+            raise HeteroDSEError(f"the GPU computes in float32, or on its tensor cores in {', '.join(ARITHMETIC)}; "
+                                 f"{op.title} is {op.dtype}")
+        if op.dtype != "float32":
+            why = tensor_core_arithmetic(analyze(op), self.gpu)
+            if why is not None:
+                raise HeteroDSEError(f"{why}: {op.title} in {op.dtype} cannot run on the tensor cores; use float32")
         if self.present is not None:
             check_fits_in_memory(op, f"on the {self.present.name}")
 
-    def space(self, op: Operator) -> GpuSpace:
-        return GpuSpace(analyze(op), self.gpu)
+    def space(self, op: Operator) -> GpuSpace | TensorCoreSpace:
+        """float32: the SIMT splits (FlexTensor); float16 and int8: the tensor cores' template (Bolt)."""
+        op = self.typed(op)
+        analysis = analyze(op)
+        if op.dtype in ARITHMETIC:
+            return TensorCoreSpace(analysis, self.gpu)
+        return GpuSpace(analysis, self.gpu)
 
     def workload(self, op: Operator, space: GpuSpace) -> Workload | None:
         # only measurements enter the history: estimates neither read it nor write it
-        return tvm_workload(op, self.gpu.target, space.analysis) if self.measured else None
+        return tvm_workload(self.typed(op), self.gpu.target, space.analysis) if self.measured else None
 
     @contextmanager
     def evaluator(self, op: Operator, space: GpuSpace, history: WorkloadHistory | None,
                   progress: Callable[[int, float | None], None] | None = None):
+        op = self.typed(op)
         if self.measured:
             with Pipeline(timeout_s=self.timeout_s) as pipeline:
                 yield measured_evaluator(space, lambda points, best: pipeline.evaluate(
@@ -86,7 +109,7 @@ class GpuTarget:
 
         def modelled(point: Point) -> MeasureResult:
             problem = space.beyond_limits(point)  # enforced before building, as on a real device
-            return MeasureResult(None, problem) if problem else MeasureResult(estimate(space, point).seconds)
+            return MeasureResult(None, problem) if problem else MeasureResult(estimate_any(space, point).seconds)
 
         yield measured_evaluator(space, lambda points, _best: map(modelled, points), None, progress)
 
@@ -95,12 +118,13 @@ class GpuTarget:
 
     def finish(self, op: Operator, space: GpuSpace, explorer: str, loop: LoopResult, evaluator: TrialLog,
                observers: Sequence[Any], history: WorkloadHistory | None, search: Search) -> Tuned:
+        op = self.typed(op)
         library = time_torch_cuda(op) if self.measured and not loop.interrupted else None  # CUDA events: its own
         # timing, not in a worker; the GPU is the device measured, and our kernels' times are on it too
         return Tuned.of(op, self, space, explorer, loop, evaluator, self.source, library, estimate=not self.measured)
 
     def directory(self, op: Operator) -> str:
-        return f"{op.slug}/gpu"
+        return f"{self.typed(op).slug}/gpu"
 
     def write(self, t: Tuned, out: Path, seed: int) -> Written:
         """CUDA source, TIR, module and ``schedule.json`` of the best point; checked against the reference when
@@ -120,15 +144,32 @@ class GpuTarget:
         return Written(str(directory.relative_to(out)), passed=True if checked else None)
 
     def _estimate(self, t: Tuned):
-        return estimate(GpuSpace(analyze(t.op), self.gpu), t.best) if t.best is not None and t.estimate else None
+        return estimate_any(self.space(t.op), t.best) if t.best is not None and t.estimate else None
+
+    def arithmetic(self, op: Operator) -> str:
+        """What the row's kernel computes with: the SIMT FP32 units, or the tensor cores' instruction."""
+        if op.dtype in ARITHMETIC:
+            accumulator, instruction = ARITHMETIC[op.dtype]
+            return f"{op.dtype} tensor cores ({instruction}), {accumulator} accumulation"
+        return "float32 SIMT (no tensor cores)"
+
+    def peak(self, op: Operator) -> float:
+        """The device's peak for the row's arithmetic (FLOP/s)."""
+        return (self.gpu.tensor_tflops(op.dtype) if op.dtype in ARITHMETIC else self.gpu.fp32_tflops) * 1e12
 
     def row(self, t: Tuned, written: Written | None) -> Row:
         figures = self._estimate(t)
-        return t.row("gpu", self.device, self.gpu.fp32_tflops * 1e12, written,
-                     bound=figures.bound if figures else None)
+        detail = self.arithmetic(t.op)
+        if figures is not None and "padding_overhead" in figures.figures and figures.figures["padding_overhead"] > 1:
+            detail += f"; padded to the tile: {figures.figures['padding_overhead']:.2f}x the multiply-adds"
+        if not t.estimate and t.best is not None:
+            detail += "; " + timing_note(t.retimed or t.best_trial.result, t.library)
+        return t.row("gpu", self.device, self.peak(t.op), written, bound=figures.bound if figures else None,
+                     detail=detail)
 
     def record(self, t: Tuned, written: Written | None) -> dict[str, Any]:
-        out = {**t.record(written), "device": self.gpu.name, "target": self.gpu.target}
+        out = {**t.record(written), "device": self.gpu.name, "target": self.gpu.target,
+               "arithmetic": self.arithmetic(t.op)}
         figures = self._estimate(t)
         if figures is not None:
             out["best"]["bound"] = figures.bound
@@ -172,7 +213,7 @@ def rebuild_gpu(record: dict[str, Any]) -> str:
 
     op = rebuild_operator(record["source"], record["operator"], record["params"], record.get("epilogue", ()),
                           record.get("epilogue_axes", ()))
-    device = get_device(record["device"]) if record["device"] in ("h100", "v100") else present_gpu()
+    device = get_device(record["device"]) if record["device"] in DEVICES else present_gpu()
     if device is None:
         raise HeteroDSEError(f"the schedule was measured on {record['device']}, and this machine has no GPU")
     try:

@@ -1,0 +1,173 @@
+"""A tensor-core point (``hetero_dse/space/tensorcore.py``) applied to TVM's ``s_tir.Schedule``.
+
+The main block is normalised to ``C[s, i, j] += A[s, i, k] · B[s, j, k]`` (``reindex`` gathers a
+convolution's windows into A: the implicit GEMM), padded to the block tile (``pad_einsum``), cut into 16×16×16
+fragments that become one MMA each, tiled into warps and thread blocks, and fed through shared memory: each
+K chunk of A and B staged by the whole block with vector-wide loads (double-buffered with two stages), loaded
+into fragments, multiplied on the tensor cores, and the accumulators stored through shared memory to global
+memory with the epilogue (bias, residual, activation) and the crop of the padding applied on the way out.
+
+``emulate=True`` applies the same normalisation, padding and tiling without the tensor intrinsics and the GPU
+bindings, for TVM's CPU backend: the transformation the GPU runs, checked numerically where there is no GPU.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpu_cpu.schedule import ScheduleError, _epilogue, _main, _rejected
+from hetero_dse.operator import Operator
+from hetero_dse.space.point import Point
+
+__all__ = ["apply_tensorcore", "is_tensor_core_point"]
+
+FRAGMENT = 16
+WARP = 32
+#: static shared memory: the dynamic kind is merged into one buffer by TVM, whose pointer casts then fail for
+#: a float16 stage reused as the float32 write-back (and the space keeps within the static 48 KB anyway)
+SHARED = "shared"
+
+
+def is_tensor_core_point(point: Point) -> bool:
+    return "mma" in point
+
+
+def apply_tensorcore(op: Operator, point: Point, emulate: bool = False) -> Any:
+    import tvm
+    from tvm import s_tir
+    from tvm.s_tir.dlight.gpu.matmul import get_index_map
+
+    sch = s_tir.Schedule(tvm.IRModule({"main": op.prim_func()}))
+    main_name = _main(op).op.name
+    after = set(_epilogue(op))
+    block = sch.get_sblock(main_name)
+    try:
+        # 1. the implicit GEMM: A, B and C re-laid as [s, i, k], [s, j, k], [s, i, j] (the gathers are blocks
+        # of their own, into which the producers — the padding of a convolution — are inlined)
+        reindexed = [sch.reindex(block, ("read", 0)), sch.reindex(block, ("read", 1)), sch.reindex(block, ("write", 0))]
+        keep = {main_name, *after, *(sch.get(b).name_hint for b in reindexed)}
+        for child in sch.get_child_blocks(sch.get_sblock("root")):
+            if sch.get(child).name_hint not in keep and _is_producer(sch, child):
+                sch.compute_inline(child)
+        maps = get_index_map(sch.get(block))
+        if maps is None:
+            raise ScheduleError(f"{op.name} is not a GEMM TVM can normalise")
+        block_map, a_map, b_map, c_map = maps
+        sch.transform_layout(reindexed[0], ("write", 0), a_map)
+        sch.transform_layout(reindexed[1], ("write", 0), b_map)
+        sch.transform_layout(reindexed[2], ("read", 0), c_map)
+        sch.transform_block_layout(block, block_map)
+        wm, wn, fm, fn, kf = (int(point[k]) for k in ("warps_m", "warps_n", "frags_m", "frags_n", "k_frags"))
+        # 2. alignment padding: every extent a multiple of the block tile
+        sch.pad_einsum(block, [1, FRAGMENT * wm * fm, FRAGMENT * wn * fn, FRAGMENT * kf])
+        # 3. fragments, warps, blocks
+        batch, i, j, k = sch.get_loops(block)
+        i, ii = sch.split(i, [None, FRAGMENT])
+        j, jj = sch.split(j, [None, FRAGMENT])
+        k, kk = sch.split(k, [None, FRAGMENT])
+        sch.reorder(i, j, k, ii, jj, kk)
+        outer = sch.blockize(ii)  # one MMA per iteration of what is left outside
+        i0, i1, i2 = sch.split(i, [None, wm, fm])
+        j0, j1, j2 = sch.split(j, [None, wn, fn])
+        k0, k1 = sch.split(k, [None, kf])
+        sch.reorder(i0, j0, i1, j1, k0, k1, i2, j2)
+        tiles = sch.fuse(i0, j0)
+        warps = sch.fuse(i1, j1)
+        if emulate:  # the loops as the GPU runs them, serial, every buffer global
+            return sch.mod
+        _on_tensor_cores(sch, op, point, block, outer, batch, tiles, warps, k0, k1, wm * wn)
+    except ScheduleError:
+        raise
+    except Exception as exc:
+        raise _rejected(point, exc) from exc
+    # build_cuda reads it: the tensor cores' module is lowered with a pass of its own left out
+    return tvm.IRModule({"main": sch.mod["main"].with_attr("hetero_dse.tensor_cores", 1)})
+
+
+def _is_producer(sch: Any, block: Any) -> bool:
+    """A block computed before the main one (the padding), not one after it."""
+    return bool(sch.get_consumers(block))
+
+
+def _inline_producers(sch: Any, block: Any) -> None:
+    """Every block that feeds ``block`` (a layout's gather, a padding) computed where ``block`` reads it."""
+    for producer in sch.get_producers(block):
+        sch.compute_inline(producer)
+        _inline_producers(sch, block)
+        return
+
+
+def _chain_out(sch: Any, first: Any) -> None:
+    """The write-back chain (the crop of the padding, the epilogue) inlined into ``first``'s consumers."""
+    while True:
+        consumers = sch.get_consumers(first)
+        if not consumers:
+            return
+        try:
+            sch.reverse_compute_inline(consumers[0])
+        except Exception:  # noqa: BLE001 - a consumer that cannot be inlined stays a pass of its own
+            return
+
+
+def _on_tensor_cores(sch: Any, op: Operator, point: Point, block: Any, outer: Any, batch: Any, tiles: Any,
+                     warps: Any, k0: Any, k1: Any, num_warps: int) -> None:
+    from tvm.s_tir.tensor_intrin.cuda import get_wmma_intrin_group
+
+    from hetero_dse.space.tensorcore import ARITHMETIC
+
+    sch.bind(batch, "blockIdx.y")
+    sch.bind(tiles, "blockIdx.x")
+    sch.bind(warps, "threadIdx.y")
+    vector, skew, stages = int(point["vector"]), int(point["skew"]), int(point["stages"])
+
+    def stage(index: int) -> Any:
+        """The block's K chunk of A or B in shared memory, fetched by every thread with vector-wide loads."""
+        shared = sch.cache_read(outer, index, SHARED)
+        sch.compute_at(shared, k0)
+        fused = sch.fuse(*sch.get_loops(shared)[-2:])
+        _, ty, tx, vec = sch.split(fused, [None, num_warps, WARP, vector])
+        sch.bind(ty, "threadIdx.y")
+        sch.bind(tx, "threadIdx.x")
+        sch.vectorize(vec)
+        if skew:
+            sch.storage_align(shared, 0, axis=-2, factor=32, offset=skew)
+        if stages > 1:
+            sch.annotate(shared, "double_buffer_scope", 0)
+        _inline_producers(sch, shared)  # the gather of A (im2col), its padding: computed in the load
+        return shared
+
+    stage(0)
+    stage(1)
+    dtype = str(op.inputs[0].dtype)
+    accumulator = ARITHMETIC[dtype][0]
+    intrinsics = get_wmma_intrin_group(load_scope=SHARED, store_scope=SHARED, in_dtype=dtype,
+                                       out_dtype=accumulator, trans_b=True)
+    fragments = [sch.cache_read(outer, 0, "wmma.matrix_a"), sch.cache_read(outer, 1, "wmma.matrix_b")]
+    for fragment in fragments:
+        sch.compute_at(fragment, k1)
+    out_shared = sch.cache_write(outer, 0, SHARED)
+    sch.storage_align(out_shared, 0, -2, 16, 4)
+    store = sch.cache_write(outer, 0, "wmma.accumulator")
+    sch.reverse_compute_at(store, warps)
+    sch.reverse_compute_at(out_shared, warps)
+    _tile_16(sch, store)
+    init = sch.decompose_reduction(outer, k0)
+    for fragment, key in zip(fragments, ("load_a", "load_b"), strict=True):
+        sch.tensorize(_tile_16(sch, fragment), intrinsics[key])
+    sch.tensorize(sch.get_loops(sch.get_child_blocks(init)[0])[-2], intrinsics["init"])
+    sch.tensorize(sch.get_loops(store)[-2], intrinsics["store"])
+    sch.tensorize(sch.get_loops(block)[-3], intrinsics["compute"])
+    _chain_out(sch, out_shared)
+    fused = sch.fuse(*sch.get_loops(out_shared)[-2:])
+    _, tx = sch.split(fused, [None, WARP])
+    sch.bind(tx, "threadIdx.x")
+
+
+def _tile_16(sch: Any, block: Any) -> Any:
+    """The block's two innermost loops cut into 16×16 tiles; the tile's outer row loop (what a fragment
+    intrinsic replaces)."""
+    x, y = sch.get_loops(block)[-2:]
+    x0, x1 = sch.split(x, [None, FRAGMENT])
+    y0, y1 = sch.split(y, [None, FRAGMENT])
+    sch.reorder(x0, y0, x1, y1)
+    return x1

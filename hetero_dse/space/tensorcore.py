@@ -1,0 +1,204 @@
+"""The GPU's tensor-core space (Bolt, seed 003 §3): a templated, hardware-native space instead of loop splits.
+
+A contraction of two tensors (a GEMM, a batched GEMM, a convolution as an implicit GEMM) is normalised to
+``C[s, i, j] += A[s, i, k] · B[s, j, k]`` — TVM's ``reindex`` gathers the convolution's windows into the
+GEMM's A — and computed by the MMA instruction of the device on 16×16×16 fragments. The knobs are the
+template's: warps per thread block along M and N, fragments per warp along M and N (the warp tile), the K
+chunk staged in shared memory, the pipeline stages of that stage, the width of each thread's global loads,
+and the skew of a shared-memory row (which breaks bank conflicts, the role a swizzle plays in CUTLASS).
+
+Extents that are not a multiple of the block tile are padded (``pad_einsum``): the padded FLOPs are work the
+device does, counted in the estimate and reported as the padding's cost. Points beyond the device's limits
+(threads, shared memory, registers) are never built.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from hetero_dse.analysis import Analysis, dtype_bytes
+from hetero_dse.hardware.gpus import GpuDevice
+from hetero_dse.space.point import Point
+from hetero_dse.space.splits import SplitSpace
+
+__all__ = ["ARITHMETIC", "GemmView", "TensorCoreSpace", "gemm_view", "tensor_core_arithmetic"]
+
+#: the MMA fragment of every arithmetic TVM's CUDA tensor intrinsics cover (wmma 16×16×16)
+FRAGMENT = 16
+#: input type -> (accumulator type, the instruction), the arithmetic a tensor-core row reports
+ARITHMETIC = {"float16": ("float32", "wmma.m16n16k16.f16.f32"), "int8": ("int32", "wmma.m16n16k16.s8.s32")}
+#: registers a thread spends beside its fragments: addresses, loop counters, the load pipeline's temporaries
+REGISTER_OVERHEAD = 40
+MAX_REGISTERS_PER_THREAD = 255
+
+
+@dataclass(frozen=True)
+class GemmView:
+    """The operator as ``C[s, i, j] += A[s, i, k] · B[s, j, k]``: the extents of each role, which loops of the
+    main node make it up, and the input type."""
+
+    batch: int
+    m: int
+    n: int
+    k: int
+    dtype: str
+
+    @property
+    def accumulator(self) -> str:
+        return ARITHMETIC[self.dtype][0]
+
+    @property
+    def instruction(self) -> str:
+        return ARITHMETIC[self.dtype][1]
+
+
+def gemm_view(analysis: Analysis) -> GemmView | None:
+    """The GEMM an operator is, or None: two inputs multiplied and summed (one multiply per iteration), every
+    spatial loop indexing the output and at least one input, every reduce loop both inputs. A loop both inputs
+    index is a batch loop (a depthwise convolution's channel), one only A indexes is M, one only B indexes N."""
+    main = analysis.main
+    if len(analysis.reads) != 2 or not main.reduce or main.multiplies_per_iteration != 1:
+        return None
+    a, b = ({name for ix in r.indices for name in ix.loops} for r in analysis.reads)
+    extents = {"batch": 1, "m": 1, "n": 1, "k": 1}
+    for loop in main.loops:
+        if loop.kind == "reduce":
+            if loop.name not in a or loop.name not in b:
+                return None
+            role = "k"
+        else:
+            role = "batch" if loop.name in a and loop.name in b else "m" if loop.name in a else (
+                "n" if loop.name in b else None)
+            if role is None:
+                return None
+        extents[role] *= loop.extent
+    dtypes = {r.dtype for r in analysis.reads}
+    if len(dtypes) != 1:
+        return None
+    return GemmView(**extents, dtype=dtypes.pop())
+
+
+def tensor_core_arithmetic(analysis: Analysis, device: GpuDevice) -> str | None:
+    """Why the tensor cores cannot take this operator on ``device``; None when they can."""
+    view = gemm_view(analysis)
+    if view is None:
+        return f"{analysis.operator} is not a contraction of two tensors (a GEMM or a convolution)"
+    if view.dtype not in ARITHMETIC:
+        return (f"{view.dtype} inputs have no tensor-core instruction here (float16 with float32 accumulation, "
+                f"int8 with int32)")
+    if device.tensor_tflops(view.dtype) <= 0:
+        return f"{device.name} ({device.arch}) has no {view.dtype} tensor cores"
+    return None
+
+
+def _ceil(x: int, to: int) -> int:
+    return -(-x // to) * to
+
+
+class TensorCoreSpace(SplitSpace):
+    """Bolt's templated space on the tensor cores of ``device`` for an operator ``gemm_view`` accepts."""
+
+    kind = "tensor-core space"
+
+    def __init__(self, analysis: Analysis, device: GpuDevice) -> None:
+        self.device = device
+        view = gemm_view(analysis)
+        if view is None or tensor_core_arithmetic(analysis, device):
+            raise ValueError(tensor_core_arithmetic(analysis, device))
+        self.view = view
+        reduce = {lp.name for lp in analysis.main.reduce}
+        #: the inputs whose innermost dimension is not a reduction's at unit stride: K is strided in memory
+        self.gathered = tuple(r.tensor for r in analysis.reads
+                              if not any(r.indices[-1].coefficient(name) == 1 for name in reduce))
+        super().__init__(analysis, 0, 0, {
+            "mma": (view.instruction,),
+            "warps_m": (1, 2, 4), "warps_n": (1, 2, 4),
+            "frags_m": (1, 2, 4, 8), "frags_n": (1, 2, 4, 8),
+            "k_frags": (1, 2, 4, 8),
+            "stages": (1, 2),
+            "vector": (1, 2, 4, 8),
+            "skew": (0, 8),
+        }, split_loops=False)
+
+    # -------------------------------------------------------------------------------------- the template
+    def tiles(self, point: Point) -> dict[str, int]:
+        """The block tile (BM × BN × BK) and the warp tile of ``point``."""
+        return {"bm": FRAGMENT * point["warps_m"] * point["frags_m"],
+                "bn": FRAGMENT * point["warps_n"] * point["frags_n"],
+                "bk": FRAGMENT * point["k_frags"],
+                "wm": FRAGMENT * point["frags_m"], "wn": FRAGMENT * point["frags_n"]}
+
+    def padded(self, point: Point) -> dict[str, int]:
+        """The GEMM's extents after padding to the block tile (the work the device does)."""
+        t, v = self.tiles(point), self.view
+        return {"batch": v.batch, "m": _ceil(v.m, t["bm"]), "n": _ceil(v.n, t["bn"]), "k": _ceil(v.k, t["bk"])}
+
+    def padding_overhead(self, point: Point) -> float:
+        """Padded multiply-adds over the operator's own: 1.0 when the extents fit the tile."""
+        p, v = self.padded(point), self.view
+        return (p["m"] * p["n"] * p["k"]) / (v.m * v.n * v.k)
+
+    def limits(self, point: Point) -> dict[str, int]:
+        """Threads per block, shared-memory bytes (the staged A and B tiles, each stage, skewed rows; and the
+        warps' accumulator tiles staged on the way out) and registers per thread."""
+        t = self.tiles(point)
+        warps = point["warps_m"] * point["warps_n"]
+        in_bytes = dtype_bytes(self.view.dtype)
+        acc_bytes = dtype_bytes(self.view.accumulator)
+        row = t["bk"] + point["skew"]
+        staged = point["stages"] * (t["bm"] + t["bn"]) * row * in_bytes
+        out = warps * t["wm"] * (t["wn"] + 4) * acc_bytes  # the write-back's rows are skewed by 4
+        # per thread: a 16×16 accumulator fragment is 256 values over 32 lanes; an A or B fragment likewise
+        fragment_regs = FRAGMENT * FRAGMENT * 4 // (32 * 4)  # 8 words of 32-bit values per lane
+        acc = point["frags_m"] * point["frags_n"] * fragment_regs * acc_bytes // 4
+        operands = (point["frags_m"] + point["frags_n"]) * fragment_regs * in_bytes // 4
+        return {"threads": warps * 32, "warps": warps, "shared_bytes": staged + out,
+                "registers": acc + operands + REGISTER_OVERHEAD}
+
+    def violations(self, point: Point) -> list[str]:
+        lim, dev, t, v = self.limits(point), self.device, self.tiles(point), self.view
+        out = []
+        if lim["threads"] > dev.max_threads_per_block:
+            out.append(f"{lim['threads']} threads per block > {dev.max_threads_per_block}")
+        if lim["shared_bytes"] > dev.shared_memory_per_block:
+            out.append(f"{lim['shared_bytes']} B of shared memory > {dev.shared_memory_per_block}")
+        if lim["registers"] > MAX_REGISTERS_PER_THREAD:
+            out.append(f"~{lim['registers']} registers per thread > {MAX_REGISTERS_PER_THREAD}")
+        # a block tile past the padded matrix only multiplies zeros
+        for name, tile, extent in (("M", t["bm"], v.m), ("N", t["bn"], v.n), ("K", t["bk"], v.k)):
+            if tile > _ceil(extent, FRAGMENT) and tile > FRAGMENT:
+                out.append(f"the {name} tile {tile} exceeds the {name} extent {extent} padded to {FRAGMENT}")
+        # each thread's load of A and B is vector-wide along K: the K chunk must hold whole vectors, and the
+        # widest loads need K innermost in memory (TVM's CUDA code for an 8-wide gather does not compile)
+        if t["bk"] % point["vector"]:
+            out.append(f"{point['vector']}-wide loads do not divide the K chunk {t['bk']}")
+        if point["vector"] == 8 and self.gathered:
+            out.append(f"8-wide loads of {', '.join(self.gathered)} would gather along K")
+        return out
+
+    def beyond_limits(self, point: Point) -> str | None:
+        problems = [p for p in self.violations(point) if "threads" in p or "shared" in p or "registers" in p]
+        return f"beyond the limits of {self.device.name}: {'; '.join(problems)}" if problems else None
+
+    def default_point(self) -> Point:
+        """CUTLASS's default for these shapes: a 2×2-warp block of 2×2-fragment warps (64×64), K chunk 32,
+        double buffered, 8-wide loads (4 where K is strided), skewed rows; shrunk where the matrix is smaller."""
+        point = Point({"mma": self.view.instruction, "warps_m": 2, "warps_n": 2, "frags_m": 2, "frags_n": 2,
+                       "k_frags": 2, "stages": 2, "vector": 4 if self.gathered else 8, "skew": 8})
+        for knob in ("frags_m", "frags_n", "warps_m", "warps_n", "k_frags", "vector"):
+            while self.violations(point) and point[knob] > 1:
+                point = point.replace(**{knob: point[knob] // 2})
+        return point if not self.violations(point) else None
+
+    def grid(self, point: Point) -> int:
+        """Thread blocks launched."""
+        p, t = self.padded(point), self.tiles(point)
+        return p["batch"] * (p["m"] // t["bm"]) * (p["n"] // t["bn"])
+
+    def _where(self) -> str:
+        return f"within the limits of {self.device.name}"
+
+
+def waves(blocks: int, per_sm: int, sms: int) -> int:
+    return math.ceil(blocks / (max(per_sm, 1) * sms))

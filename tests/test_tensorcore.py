@@ -1,0 +1,216 @@
+"""The GPU's tensor cores (issue 22): the operator seen as a GEMM, Bolt's templated space and its limits, the
+tensorized kernels (float16 and int8, GEMM and implicit-GEMM convolution, padded shapes, a fused epilogue)
+compiled by nvcc for sm_80 and sm_90 down to the MMA instructions, the same padding and layout transformation
+checked numerically on TVM's CPU path, and the tensor-core roofline by hand."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from cost_models.gpu_roofline import LAUNCH_S, estimate_tensor_cores
+from gpu_cpu.schedule import apply_gpu, build_cpu, build_cuda, run_cpu
+from gpu_cpu.tensorcore import apply_tensorcore
+from hetero_dse.analysis import analyze
+from hetero_dse.epilogue import fuse
+from hetero_dse.hardware.gpus import get_device
+from hetero_dse.ops import get_builtin
+from hetero_dse.space.point import Point
+from hetero_dse.space.tensorcore import TensorCoreSpace, gemm_view, tensor_core_arithmetic
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="CUDA code generation needs nvcc")
+
+
+def op(name, **params):
+    return get_builtin(name).instantiate(params)
+
+
+def conv(C=3, H=20, K=24, kernel=3, stride=1, dtype="float16", **more):
+    return op("conv2d", batch=1, C=C, H=H, W=H, K=K, kernel=kernel, stride=stride, padding=1, dtype=dtype, **more)
+
+
+def point(**knobs):
+    base = {"mma": "wmma.m16n16k16.f16.f32", "warps_m": 2, "warps_n": 2, "frags_m": 2, "frags_n": 2, "k_frags": 2,
+            "stages": 2, "vector": 8, "skew": 8}
+    return Point({**base, **knobs})
+
+
+def test_an_operator_is_seen_as_the_gemm_it_is():
+    v = gemm_view(analyze(op("gemm", M=500, N=300, K=100, dtype="float16")))
+    assert (v.batch, v.m, v.n, v.k, v.dtype, v.accumulator) == (1, 500, 300, 100, "float16", "float32")
+    # a convolution: M the output pixels, N the output channels, K the input channels times the window
+    v = gemm_view(analyze(conv(C=3, H=20, K=24, stride=2)))
+    assert (v.batch, v.m, v.n, v.k) == (1, 10 * 10, 24, 3 * 9)
+    # depthwise: every channel its own GEMM (the loop both inputs index is the batch)
+    v = gemm_view(analyze(op("depthwise_conv2d", batch=1, C=8, H=12, W=12, kernel=3, padding=1, dtype="float16")))
+    assert (v.batch, v.m, v.n, v.k) == (8, 144, 1, 9)
+    # three tensors multiplied are no GEMM; float32 has no tensor-core arithmetic here; Volta no int8 one
+    bilinear = analyze(op("bilinear", M=16, N=16, K=16, L=16, dtype="float16"))
+    assert gemm_view(bilinear) is None
+    assert "not a contraction of two tensors" in tensor_core_arithmetic(bilinear, get_device("h100"))
+    assert "float32 inputs have no tensor-core instruction" in tensor_core_arithmetic(
+        analyze(op("gemm", M=64, N=64, K=64)), get_device("h100"))
+    assert tensor_core_arithmetic(analyze(op("gemm", M=64, N=64, K=64, dtype="int8")), get_device("v100")) == \
+        "v100 (sm_70) has no int8 tensor cores"
+
+
+def test_the_template_and_its_limits_by_hand():
+    space = TensorCoreSpace(analyze(op("gemm", M=500, N=300, K=100, dtype="float16")), get_device("a100"))
+    p = point(warps_m=2, warps_n=1, frags_m=4, frags_n=2, k_frags=2, stages=2, skew=8)
+    assert space.tiles(p) == {"bm": 128, "bn": 32, "bk": 32, "wm": 64, "wn": 32}
+    # padded to the block tile: 512 × 320 × 128 multiply-adds for 500 × 300 × 100
+    assert space.padded(p) == {"batch": 1, "m": 512, "n": 320, "k": 128}
+    assert space.padding_overhead(p) == pytest.approx(512 * 320 * 128 / (500 * 300 * 100))
+    assert space.grid(p) == 4 * 10
+    lim = space.limits(p)
+    # A and B chunks, two stages, rows of 32 + 8 halves; the two warps' 64 × (32 + 4) float accumulators
+    assert lim["shared_bytes"] == 2 * (128 + 32) * 40 * 2 + 2 * 64 * 36 * 4
+    # 4 × 2 accumulator fragments of 8 words, (4 + 2) operand fragments of 4 words, the overhead
+    assert lim["registers"] == 8 * 8 + 6 * 4 + 40 and lim["threads"] == 64
+    huge = point(warps_m=4, warps_n=4, frags_m=8, frags_n=8, k_frags=8)
+    problems = space.violations(huge)
+    assert any("shared memory" in v for v in problems) and any("registers" in v for v in problems)
+    assert any("the N tile 512 exceeds the N extent 300" in v for v in space.violations(point(warps_n=4, frags_n=8)))
+    assert space.beyond_limits(huge).startswith("beyond the limits of a100")
+    assert not space.violations(space.default_point())
+
+
+def test_a_tiny_gemm_gets_a_default_shrunk_to_it():
+    space = TensorCoreSpace(analyze(op("gemm", M=16, N=16, K=16, dtype="float16")), get_device("h100"))
+    d = space.default_point()
+    assert space.tiles(d)["bm"] == space.tiles(d)["bn"] == space.tiles(d)["bk"] == 16
+
+
+CASES = {
+    "gemm f16 padded": lambda: op("gemm", M=100, N=72, K=40, dtype="float16"),
+    "gemm int8": lambda: op("gemm", M=64, N=64, K=64, dtype="int8"),
+    "conv f16 C=3": lambda: conv(C=3, H=20, K=24),
+    "conv f16 stride 2 + bias + add + relu": lambda: fuse(conv(C=8, H=16, K=16, stride=2), ["bias", "add", "relu"],
+                                                         (1,)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_padding_and_the_implicit_gemm_compute_the_reference_on_tvms_cpu_path(case):
+    """Where there is no GPU: the same reindex, padding and tiling, without the tensor intrinsics."""
+    o = CASES[case]()
+    space = TensorCoreSpace(analyze(o), get_device("a100"))
+    for p in (space.default_point(), point(warps_m=1, warps_n=2, frags_m=1, frags_n=1, k_frags=1)):
+        inputs = o.random_inputs(3)
+        got = run_cpu(build_cpu(apply_tensorcore(o, p, emulate=True)), o, inputs)
+        want = o.reference(inputs)
+        if o.dtype == "int8":
+            np.testing.assert_array_equal(got, want)
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def _ptx(source: str, arch: str, tmp_path) -> str:
+    """nvcc on the generated source: PTX for ``arch``, then assembled by ptxas into a cubin."""
+    cu = tmp_path / "kernel.cu"
+    cu.write_text(source)
+    for flag, out in (("-ptx", "kernel.ptx"), ("-cubin", "kernel.cubin")):
+        run = subprocess.run(["nvcc", f"-arch={arch}", flag, "-o", str(tmp_path / out), str(cu)],
+                             capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr[-2000:]
+    assert (tmp_path / "kernel.cubin").stat().st_size > 0
+    return (tmp_path / "kernel.ptx").read_text()
+
+
+@needs_nvcc
+@pytest.mark.parametrize("arch", ["a100", "h100"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_tensorized_kernels_compile_for_sm80_and_sm90_down_to_the_mma_instructions(case, arch, tmp_path):
+    o = CASES[case]()
+    device = get_device(arch)
+    space = TensorCoreSpace(analyze(o), device)
+    p = space.default_point()
+    _, source = build_cuda(apply_gpu(o, p), device)
+    kernels = set(re.findall(r"__global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(", source))
+    assert kernels == {"main_kernel"}  # one kernel: the gather of a convolution's windows is in its loads
+    names = [t.op.name for t in o.inputs]
+    signature = source[source.index("main_kernel("): source.index(")", source.index("main_kernel("))]
+    assert all(f"{n}_ptr" in signature for n in names) and "reindex" not in signature
+    ptx = _ptx(source, device.arch, tmp_path)
+    k = space.padded(p)["k"] // 16
+    warps_tile = p["frags_m"] * p["frags_n"] * p["k_frags"]
+    kind = "s32.s8.s8.s32" if o.dtype == "int8" else "f32.f32"
+    mmas = ptx.count(f"wmma.mma.sync.aligned.row.col.m16n16k16.{kind}")
+    assert mmas >= 1 and mmas % warps_tile == 0 and k >= p["k_frags"]
+    assert ptx.count("wmma.load.a.sync") >= 1 and ptx.count("wmma.store.d.sync") >= 1
+    if o.epilogue:  # the ReLU in the write-back of the one kernel
+        assert "max(" in source[source.index("main_kernel(", source.index("main_kernel(") + 1):]
+
+
+def test_the_tensor_core_roofline_by_hand():
+    space = TensorCoreSpace(analyze(op("gemm", M=4096, N=4096, K=4096, dtype="float16")), get_device("a100"))
+    p = point(warps_m=4, warps_n=2, frags_m=4, frags_n=4, k_frags=2, stages=2, skew=8)  # 256 × 128 × 32
+    e = estimate_tensor_cores(space, p)
+    f = e.figures
+    assert (f["blocks"], f["threads"]) == (16 * 32, 256)
+    # shared: 2 stages × (256 + 128) rows × 40 halves + 8 warps × 64 × 68 floats; registers 16·8 + 8·4 + 40
+    assert f["shared_bytes"] == 2 * 384 * 40 * 2 + 8 * 64 * 68 * 4 and f["registers"] == 200
+    # resident: min(32, 2048/256 = 8, 65536 / (256 × 200) = 1, 164 KB / 200,704 B = 0 → 1): one block per SM
+    assert f["blocks_per_sm"] == 1 and f["waves"] == 5
+    # 512 blocks of 8 warps over 5 waves of 108 SMs: 7.6 warps per SM, all four tensor cores fed
+    assert f["issue_efficiency"] == 1.0
+    assert f["compute_s"] == pytest.approx(2 * 4096**3 / 312e12)
+    # every block stages (256 + 128) × 4096 halves from L2; every warp loads 4 + 4 fragments per 16-deep step
+    assert f["l2_bytes"] == 512 * 384 * 4096 * 2
+    assert f["shared_load_bytes"] == 512 * 8 * 256 * 8 * 512
+    # A and B in halves once, C in floats once
+    assert f["dram_s"] == pytest.approx((2 * 4096 * 4096 * 2 + 4096 * 4096 * 4) / 2039e9)
+    assert e.seconds == pytest.approx(LAUNCH_S + max(f[k] for k in ("compute_s", "dram_s", "l2_s", "shared_s")))
+    # one stage and one resident block: a chunk's load is not hidden behind the MMAs
+    single = estimate_tensor_cores(space, p.replace(stages=1)).figures
+    assert single["compute_s"] == pytest.approx(f["compute_s"] + max(f["l2_s"], f["shared_s"]))
+    # Hopper's warp-level MMA: 62 % of its 989 TFLOPS
+    hopper = TensorCoreSpace(analyze(op("gemm", M=4096, N=4096, K=4096, dtype="float16")), get_device("h100"))
+    assert estimate_tensor_cores(hopper, p).figures["tensor_peak_tflops"] == pytest.approx(989 * 0.62)
+
+
+@needs_nvcc
+def test_explore_on_the_tensor_cores_says_which_arithmetic_it_used(cli, tmp_path):
+    out = tmp_path / "out"
+    result = cli("explore", "--op", "gemm", "--param", "M=200", "--param", "N=192", "--param", "K=64", "--target",
+                 "gpu", "--gpu", "a100", "--dtype", "float16", "--budget", "200", "--no-history", "--out", str(out))
+    assert result.code == 0, result.err
+    report = json.loads((out / "report.json").read_text())
+    (row,) = [r for r in report["rows"] if r["kind"] == "gpu"]
+    assert row["detail"].startswith("float16 tensor cores (wmma.m16n16k16.f16.f32), float32 accumulation")
+    assert row["basis"] == "estimate"
+    schedule = json.loads(next(out.glob("*/gpu/schedule.json")).read_text())
+    assert schedule["knobs"]["mma"] == "wmma.m16n16k16.f16.f32"
+    assert "wmma::mma_sync" in next(out.glob("*/gpu/kernel.cu")).read_text()
+    # one data type a run on the GPU
+    result = cli("explore", "--op", "gemm", "--target", "gpu", "--dtype", "float16,int8", "--no-history",
+                 "--out", str(tmp_path / "two"))
+    assert result.code == 1 and "one data type a run" in result.err
+
+
+@needs_nvcc
+def test_a_gpu_the_nvcc_here_cannot_compile_for_is_one_sentence(cli, tmp_path, monkeypatch):
+    """CUDA 13 dropped Volta: a V100 is refused before any search, not at the end with an nvcc log."""
+    monkeypatch.setattr("hetero_dse.hardware.gpus.nvcc_architectures", lambda nvcc: ("sm_75", "sm_80", "sm_90"))
+    result = cli("explore", "--op", "gemm", "--target", "gpu", "--gpu", "v100", "--no-history",
+                 "--out", str(tmp_path / "v100"))
+    assert result.code == 1
+    assert "does not compile for sm_70 (v100): it knows sm_75, sm_80, sm_90; choose another --gpu" in result.err
+
+
+@needs_nvcc
+def test_a_kernel_nvcc_rejects_is_a_schedule_error_not_a_built_module():
+    """TVM's CUDA module compiles its source only when loaded on a GPU: build_cuda runs nvcc itself."""
+    from gpu_cpu.schedule import ScheduleError
+
+    o = op("gemm", M=64, N=64, K=64, dtype="float16")
+    space = TensorCoreSpace(analyze(o), get_device("a100"))
+    gathering = point(warps_m=1, warps_n=1, frags_m=1, frags_n=1, vector=8)  # 8-wide gather of B along K
+    assert space.violations(gathering) == ["8-wide loads of B would gather along K"]
+    with pytest.raises(ScheduleError, match="nvcc rejects the generated CUDA for sm_80: .*error"):
+        build_cuda(apply_gpu(o, gathering), get_device("a100"))
