@@ -30,8 +30,12 @@ class PlannedNetwork:
     the modules under ``out`` (the explore run's output directory)."""
 
     def __init__(self, graph: Any, plan: dict[str, Any], out: Path) -> None:
+        from hetero_dse.hardware.host import use_host_cores
         from hetero_dse.model.capture import layer_groups
 
+        # TVM's pool is sized when its first parallel loop runs: at half the logical CPUs unless told, which
+        # on a machine without SMT ran every layer of ours on one core of two (2x slower than in the workers)
+        use_host_cores()
         program = graph.program
         self.module = copy.deepcopy(program.graph_module)
         # the copy's nodes by the original's (in graph order: a copy may rename one, e.g. 'input' → 'input_1')
