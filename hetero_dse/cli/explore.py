@@ -108,6 +108,10 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
 @click.option("--scheduler", metavar="ADDRESS", help="With --synth: an existing Dask scheduler instead.")
 @click.option("--calibration", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="The FPGA model's constants fitted by 'hetero_dse calibrate' for this board's part.")
+@click.option("--rpc", "rpc", metavar="HOST:PORT",
+              help="Measure --target cpu/gpu on a device over TVM's RPC: the tracker's address with --rpc-key, or "
+                   "one RPC server's without. Built here (the GPU for --gpu's architecture), timed there.")
+@click.option("--rpc-key", "rpc_key", metavar="KEY", help="The device's key at the RPC tracker.")
 @db_option
 @click.option("--no-history", is_flag=True,
               help="Neither read nor write the history database (measured CPU/GPU trials, FPGA best designs).")
@@ -119,7 +123,8 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
             patience: int | None,
             q_state: Path | None, budget: int | None, time_budget: float | None, io_optimal: bool,
             traffic_weight: float, run_csim: bool, synth_top: int | None, synth_steps: str, synth_jobs: int,
-            scheduler: str | None, calibration: Path | None, db: str | None, no_history: bool) -> None:
+            scheduler: str | None, calibration: Path | None, rpc: str | None, rpc_key: str | None, db: str | None,
+            no_history: bool) -> None:
     """Find the best FPGA accelerator (Vitis HLS project) and/or CPU schedule (TVM module) for an operator.
 
     \b
@@ -187,6 +192,17 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
         from cost_models.calibration import Calibration
 
         calibrated = Calibration.load(calibration)
+    remote = None
+    if rpc_key and not rpc:
+        raise HeteroDSEError("--rpc-key names a device at a tracker: give the tracker's address with --rpc HOST:PORT")
+    if rpc:
+        from gpu_cpu.remote import Remote
+
+        if not ({"cpu", "gpu"} & set(wanted)):
+            raise HeteroDSEError("--rpc measures CPU or GPU schedules: add --target cpu or --target gpu")
+        if {"cpu", "gpu"} <= set(wanted):
+            raise HeteroDSEError("--rpc reaches one device: give --target cpu or --target gpu, not both")
+        remote = Remote.parse(rpc, rpc_key)
     chosen: list = []
     for board_name in boards_:
         board = load_board(board_name)
@@ -198,7 +214,7 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
     if "cpu" in wanted:
         from hetero_dse.targets.cpu import CpuTarget
 
-        chosen.append(CpuTarget(trials=trials, source=source))
+        chosen.append(CpuTarget(trials=trials, source=source, remote=remote))
     if "gpu" in wanted:
         from hetero_dse.targets.gpu import GpuTarget
 
@@ -206,7 +222,8 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
         if len(gpu_dtypes) > 1:
             raise HeteroDSEError(f"the GPU computes in one data type a run, and --dtype gives {len(gpu_dtypes)} "
                                  f"({', '.join(gpu_dtypes)}); several are for the FPGA's space")
-        chosen.append(GpuTarget(gpu_name, trials=trials, source=source, dtype=gpu_dtypes[0] if gpu_dtypes else None))
+        chosen.append(GpuTarget(gpu_name, trials=trials, source=source, dtype=gpu_dtypes[0] if gpu_dtypes else None,
+                                remote=remote))
     owners: dict[str, str] = {}
     for op in operators:  # every bad input is reported before any search starts
         for target in chosen:

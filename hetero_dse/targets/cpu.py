@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import numpy as np
 
 from gpu_cpu.measure import Measurer, check_fits_in_memory, measure_cpu_job, time_torch_isolated
 from gpu_cpu.pipeline import Pipeline
+from gpu_cpu.remote import Remote, measure_remote_job
 from gpu_cpu.schedule import apply_cpu, build_cpu, host_target, run_cpu
 from hetero_dse.analysis import analyze
 from hetero_dse.atomic import atomic_directory
@@ -39,9 +41,13 @@ class CpuTarget:
     artefact = "TVM module"
 
     def __init__(self, *, trials: int = 32, source: str = "builtin", timeout_s: float = 60.0,
-                 measurer: Measurer | None = None) -> None:
+                 measurer: Measurer | None = None, remote: Remote | None = None) -> None:
         self.source, self.timeout_s, self.measurer = source, timeout_s, measurer
-        self.device = "this CPU"
+        #: a CPU of this one's architecture reached over TVM's RPC: built here for this host's target, timed there
+        self.remote = remote
+        if remote is not None:
+            remote.check()
+        self.device = "this CPU" if remote is None else f"remote CPU ({remote})"
         self.defaults = Defaults(TVM_STARTS, AUTO_MEASURED, trials, "trials", auto_from_history=True)
 
     def check(self, op: Operator) -> None:
@@ -61,9 +67,14 @@ class CpuTarget:
                 self.measurer.run(measure_cpu_job, candidate_job(op, self.source, p, best)) for p in points),
                                      history, progress)
             return
-        with Pipeline(timeout_s=self.timeout_s, overlap=False) as pipeline:  # the kernel is timed on every core
+        with self._pipeline() as pipeline:
             yield measured_evaluator(space, lambda points, best: pipeline.evaluate(
                 [candidate_job(op, self.source, p, best) for p in points]), history, progress)
+
+    def _pipeline(self) -> Pipeline:
+        if self.remote is not None:  # built here beside the remote timing: the builds use this machine's cores
+            return Pipeline(timeout_s=self.timeout_s, measure=partial(measure_remote_job, remote=self.remote))
+        return Pipeline(timeout_s=self.timeout_s, overlap=False)  # the kernel is timed on every core
 
     def observers(self, space: CpuSpace, search: Search) -> Sequence[Any]:
         return ()
@@ -74,9 +85,10 @@ class CpuTarget:
         if not loop.interrupted:
             best = fastest(evaluator.trials)
             if best is not None:  # ours, then the library's, one right after the other, in fresh workers
-                with Pipeline(timeout_s=self.timeout_s, overlap=False) as pipeline:
+                with self._pipeline() as pipeline:
                     (retimed,) = pipeline.evaluate([candidate_job(op, self.source, best.point, None)])
-            library = time_torch_isolated(op, self.source)
+            # torch does not run through TVM's RPC: a remote device has no library figure
+            library = time_torch_isolated(op, self.source) if self.remote is None else None
         return Tuned.of(op, self, space, explorer, loop, evaluator, self.source, library, estimate=False,
                         retimed=retimed)
 
@@ -107,9 +119,14 @@ class CpuTarget:
 
     def row(self, t: Tuned, written: Written | None) -> Row:
         target = host_target()
+        if self.remote is not None:
+            return t.row("cpu", f"{target['mcpu']} over RPC ({self.remote})", None, written)
         return t.row("cpu", f"{target['mcpu']} ({target['num-cores']} cores)", None, written)
 
     def footnote(self) -> str:
+        if self.remote is not None:
+            return (f"CPU over TVM's RPC: each schedule was built here for `{host_target()}` and checked and timed "
+                    f"on {self.remote}; torch does not run through RPC, so there is no library figure.")
         return (f"CPU: `{host_target()}`. Each schedule was built, checked against the reference and timed in a "
                 "worker process under the machine's measurement lock; the best was timed again right before torch, "
                 "each in a fresh worker, and the speedup and latency are those two timings. Failures are counted, "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from cost_models.gpu_roofline import estimate_any
 from gpu_cpu.baselines import time_torch_cuda
 from gpu_cpu.measure import MeasureResult, check_fits_in_memory
 from gpu_cpu.pipeline import Pipeline
+from gpu_cpu.remote import Remote, measure_remote_job
 from gpu_cpu.schedule import ScheduleError, apply_gpu, build_cuda
 from hetero_dse.analysis import analyze
 from hetero_dse.atomic import atomic_directory
@@ -52,15 +54,20 @@ class GpuTarget:
         return self.gpu.memory_gbps
 
     def __init__(self, device: str = "h100", *, trials: int = 32, source: str = "builtin",
-                 timeout_s: float = 60.0, dtype: str | None = None) -> None:
+                 timeout_s: float = 60.0, dtype: str | None = None, remote: Remote | None = None) -> None:
         self.dtype = dtype  # the inputs' type the GPU computes in (None: the operator's own)
         cuda_toolkit()
-        self.present = present_gpu()
+        #: a GPU reached over TVM's RPC, of the kind ``device`` names: built here for its architecture, timed there
+        self.remote = remote
+        if remote is not None:
+            remote.check()
+        self.present = present_gpu() if remote is None else None
         self.gpu: GpuDevice = self.present or get_device(device)
-        self.measured = self.present is not None
+        self.measured = self.present is not None or remote is not None
         self.source, self.timeout_s = source, timeout_s
         check_architecture(self.gpu)
-        self.device = self.gpu.name + ("" if self.measured else " (estimate)")
+        self.device = self.gpu.name + ("" if self.measured else " (estimate)") + (
+            f" over RPC ({remote})" if remote is not None else "")
         # scored by the roofline, a candidate costs microseconds: wide rounds, as on the FPGA model
         self.defaults = (Defaults(TVM_STARTS, AUTO_MEASURED, trials, "trials", auto_from_history=True)
                          if self.measured else
@@ -102,9 +109,11 @@ class GpuTarget:
                   progress: Callable[[int, float | None], None] | None = None):
         op = self.typed(op)
         if self.measured:
-            with Pipeline(timeout_s=self.timeout_s) as pipeline:
+            measure = {} if self.remote is None else {"measure": partial(measure_remote_job, remote=self.remote)}
+            with Pipeline(timeout_s=self.timeout_s, **measure) as pipeline:
                 yield measured_evaluator(space, lambda points, best: pipeline.evaluate(
-                    [candidate_job(op, self.source, p, best, target="cuda") for p in points]), history, progress)
+                    [candidate_job(op, self.source, p, best, target="cuda", device=self.gpu.name) for p in points]),
+                    history, progress)
             return
 
         def modelled(point: Point) -> MeasureResult:
@@ -119,8 +128,9 @@ class GpuTarget:
     def finish(self, op: Operator, space: GpuSpace, explorer: str, loop: LoopResult, evaluator: TrialLog,
                observers: Sequence[Any], history: WorkloadHistory | None, search: Search) -> Tuned:
         op = self.typed(op)
-        library = time_torch_cuda(op) if self.measured and not loop.interrupted else None  # CUDA events: its own
-        # timing, not in a worker; the GPU is the device measured, and our kernels' times are on it too
+        # CUDA events: its own timing, not in a worker; the GPU is the device measured, and our kernels' times are
+        # on it too. Torch does not run through RPC: a remote GPU has no library figure
+        library = time_torch_cuda(op) if self.present is not None and not loop.interrupted else None
         return Tuned.of(op, self, space, explorer, loop, evaluator, self.source, library, estimate=not self.measured)
 
     def directory(self, op: Operator) -> str:
@@ -133,7 +143,7 @@ class GpuTarget:
             raise t.no_best()
         mod = apply_gpu(t.op, t.best)
         executable, cuda_source = build_cuda(mod, self.gpu)
-        checked = _check_on_gpu(executable, t.op, seed) if self.measured else False
+        checked = _check_on_gpu(executable, t.op, seed) if self.present is not None else False
         directory = out / self.directory(t.op)
         with atomic_directory(directory) as partial:
             executable.export_library(str(partial / "module.so"))
@@ -183,6 +193,9 @@ class GpuTarget:
         return []
 
     def footnote(self) -> str:
+        if self.remote is not None:
+            return (f"GPU over TVM's RPC: each schedule was built here for {self.gpu.arch} and checked and timed on "
+                    f"{self.remote}; torch does not run through RPC, so there is no library figure.")
         if self.measured:
             return (f"GPU: {self.gpu.name} ({self.gpu.arch}), each schedule built, checked and timed in a worker "
                     "process; torch (cuDNN) timed on the same device in the same run.")

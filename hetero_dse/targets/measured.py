@@ -60,9 +60,11 @@ def fastest(trials: Iterable[Trial]) -> Trial | None:
     return min((t for t in trials if t.result.ok), key=lambda t: t.result.seconds, default=None)
 
 
-def candidate_job(op: Operator, source: str, point: Point, best: float | None, target: str = "llvm") -> MeasureJob:
+def candidate_job(op: Operator, source: str, point: Point, best: float | None, target: str = "llvm",
+                  **more: object) -> MeasureJob:
     """The measurement of ``point``, cut short when its first run is ``CUTOFF`` times slower than ``best``."""
-    return MeasureJob.of(op, source, point.to_json(), target=target, cutoff_s=None if best is None else CUTOFF * best)
+    return MeasureJob.of(op, source, point.to_json(), target=target, cutoff_s=None if best is None else CUTOFF * best,
+                         **more)
 
 
 class MeasuredEvaluator:
