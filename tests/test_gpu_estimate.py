@@ -58,12 +58,48 @@ def test_one_thread_waits_on_its_own_chains_and_tiny_kernels_cost_a_launch():
 
 def test_device_limits_are_enforced_before_building():
     space = GpuSpace(analyze(get_builtin("gemm").instantiate({"M": 512, "N": 512, "K": 512})), get_device("h100"))
-    assert space.violations(gemm_point((1, 1, 64, 8), (32, 1, 32, 1), (64, 2, 4))) == \
+    assert space.limit_violations(gemm_point((1, 1, 64, 8), (32, 1, 32, 1), (64, 2, 4))) == \
         ["2048 threads per block > 1024"]
     too_many_registers = gemm_point((32, 1, 1, 16), (32, 1, 1, 16), (64, 2, 4))  # 256 accumulators
-    assert space.violations(too_many_registers) == ["~280 registers per thread > 255"]
+    assert space.limit_violations(too_many_registers) == ["~280 registers per thread > 255"]
     big_staging = gemm_point((4, 1, 32, 4), (4, 1, 32, 4), (1, 1, 512))  # 128×512 + 512×128 floats
-    assert space.violations(big_staging) == ["524288 B of shared memory > 49152"]
+    assert space.limit_violations(big_staging) == ["524288 B of shared memory > 49152"]
+    # what the device cannot run is what a failed trial records; the domain only prunes what the search sees
+    assert space.beyond_limits(big_staging) == "beyond the limits of h100: 524288 B of shared memory > 49152"
+    assert space.violations(big_staging)[0] == "524288 B of shared memory > 49152"
+
+
+def test_seed_001s_domain_and_the_occupancy_rules_prune_the_gpu_space_by_hand():
+    # YOLO-v1's C8-like layer: 3×3 window at stride 1, R = 9; on an H100 S_b = 114 KB / 4 = 29,184 words
+    op = get_builtin("conv2d").instantiate({"batch": 1, "C": 256, "H": 28, "W": 28, "K": 512, "kernel": 3,
+                                           "padding": 1})
+    space = GpuSpace(analyze(op), get_device("h100"))
+    assert space.domain and space.min_blocks == 132 and space.min_threads == 64
+    words = 228 * 1024 // 2 // 4
+    loops = space.loop_names  # b, k, i, j, then rc, rx, ry
+
+    def conv_point(b, k, i, j, rc):
+        knobs = dict(zip([f"split.{n}" for n in loops], [b, k, i, j, rc, (1, 1, 3), (1, 1, 3)], strict=True))
+        return Point({**knobs, "unroll": 0})
+
+    # z = 256 output channels a block: above sqrt(S_b / R) = 57; 4 blocks of 64 threads: fewer than the 132 SMs
+    wide = conv_point((1, 1, 1, 1), (2, 1, 16, 16), (1, 1, 2, 14), (2, 1, 2, 7), (32, 8, 1))
+    problems = space.domain_violations(wide)
+    assert f"channel tile 256 > sqrt(S_b/R) = {(words / 9) ** 0.5:.0f}" in problems
+    assert "4 blocks < 132 (one per SM)" in problems
+    # one warp a block is pruned where the output has the work for two
+    thin = conv_point((1, 1, 1, 1), (128, 1, 4, 1), (14, 1, 2, 1), (7, 1, 4, 1), (32, 8, 1))
+    assert "32 threads a block < two warps" in space.domain_violations(thin)
+    fine = conv_point((1, 1, 1, 1), (16, 2, 8, 2), (7, 1, 4, 1), (7, 1, 4, 1), (64, 4, 1))
+    assert space.domain_violations(fine) == [] and space.violations(fine) == []
+    # a gemm of 256 outputs cannot give 132 SMs two warps each: no occupancy rule, no window, only the shared
+    # memory of two resident blocks
+    tiny = GpuSpace(analyze(get_builtin("gemm").instantiate({"M": 16, "N": 16, "K": 16})), get_device("h100"))
+    assert (tiny.min_blocks, tiny.min_threads) == (1, 1) and tiny.domain
+    one_thread = gemm_point((16, 1, 1, 1), (16, 1, 1, 1), (1, 1, 16))
+    assert tiny.violations(one_thread) == []
+    # an operator whose domain random draws do not find keeps the limits alone
+    assert not GpuSpace(analyze(op), get_device("h100"), domain=False).domain
 
 
 def test_explore_target_gpu_writes_cuda_and_labels_estimates(cli, tmp_path, monkeypatch):

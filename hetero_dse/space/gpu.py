@@ -6,13 +6,16 @@ and is never built."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from hetero_dse.analysis import Analysis
+from hetero_dse.analysis.window import conv_window
 from hetero_dse.hardware.gpus import GpuDevice
 from hetero_dse.space.cpu import REDUCE_LEVELS, SPATIAL_LEVELS, UNROLL_STEPS
+from hetero_dse.space.base import SpaceError
 from hetero_dse.space.point import Point
 from hetero_dse.space.splits import SplitSpace
 
@@ -20,6 +23,7 @@ __all__ = ["GpuSpace"]
 
 MAX_REGISTERS_PER_THREAD = 255  # every NVIDIA architecture since Kepler
 REGISTER_OVERHEAD = 24          # indices, addresses and operands beside the accumulators, a typical count
+WARP = 32
 
 
 class GpuSpace(SplitSpace):
@@ -31,10 +35,20 @@ class GpuSpace(SplitSpace):
     kind = "GPU space"
 
     def __init__(self, analysis: Analysis, device: GpuDevice, spatial_levels: int = SPATIAL_LEVELS,
-                 reduce_levels: int = REDUCE_LEVELS, unroll_steps: Sequence[int] = UNROLL_STEPS) -> None:
+                 reduce_levels: int = REDUCE_LEVELS, unroll_steps: Sequence[int] = UNROLL_STEPS,
+                 domain: bool = True) -> None:
         self.device = device  # its limits are hard rules: a point beyond them cannot run
         # one order (blocks, vthreads, threads, reduce, registers); producers always inlined
         super().__init__(analysis, spatial_levels, reduce_levels, {"unroll": tuple(unroll_steps)})
+        self.window = conv_window(analysis)
+        spatial = int(np.prod([lp.extent for lp in analysis.main.spatial]))
+        # the occupancy rules, where the output has two warps' worth for every SM (a smaller kernel is launch
+        # bound, and the rules would leave it a handful of points): two warps a block, a block for every SM
+        filled = spatial >= 2 * WARP * device.sms
+        self.min_blocks = device.sms if filled else 1
+        self.min_threads = 2 * WARP if filled else 1
+        # seed 001's domain prunes the space the explorers see; an operator too small for it keeps the whole
+        self.domain = domain and self._domain_reachable()
 
     def limits(self, point: Point) -> dict[str, int]:
         """Threads per block, virtual threads, shared-memory bytes of the block's input tiles, accumulators and
@@ -53,6 +67,65 @@ class GpuSpace(SplitSpace):
                 "registers": accumulators + REGISTER_OVERHEAD}
 
     def violations(self, point: Point) -> list[str]:
+        return self.limit_violations(point) + (self.domain_violations(point) if self.domain else [])
+
+    def domain_violations(self, point: Point) -> list[str]:
+        """Seed 001's GPU searching domain (§6.2, Table 1) and two occupancy rules: the block's shared memory
+        within half an SM's (two blocks resident per SM); for a convolution, the block's output tile of x·y
+        pixels and z channels within S_b words (S_b: that half) and near the I/O optimality condition
+        x·y = R·z, as z ≤ √(S_b/R) and x·y ≤ √(S_b·R); at least two warps a block and a block for every SM."""
+        lim, dev = self.limits(point), self.device
+        out = []
+        budget = dev.shared_memory_per_sm // 2
+        if lim["shared_bytes"] > budget:
+            out.append(f"{lim['shared_bytes']} B of shared memory > half an SM's ({budget})")
+        if self.window is not None:
+            words = budget // self.analysis.write.bytes_per_element
+            tile = {name: int(np.prod(point[f"split.{name}"][1:])) for name in self.loop_names}
+            xy = int(np.prod([tile[n] for n in self.window.output_loops]))
+            z = int(np.prod([tile[n] for n in self.window.channel_loops]))
+            r = self.window.ratio
+            if xy * z > words:
+                out.append(f"output tile {xy}x{z} > S_b = {words} words")
+            if z > math.sqrt(words / r):
+                out.append(f"channel tile {z} > sqrt(S_b/R) = {math.sqrt(words / r):.0f}")
+            if xy > math.sqrt(words * r):
+                out.append(f"pixel tile {xy} > sqrt(S_b*R) = {math.sqrt(words * r):.0f}")
+        if lim["threads"] < self.min_threads:
+            out.append(f"{lim['threads']} threads a block < two warps")
+        blocks = int(np.prod([point[f"split.{n}"][0] for n in self.loop_names[: self.num_spatial]]))
+        if blocks < self.min_blocks:
+            out.append(f"{blocks} blocks < {self.min_blocks} (one per SM)")
+        return out
+
+    def sample(self, count: int, rng: np.random.Generator) -> np.ndarray:
+        """Points of the pruned space. The domain holds a few in a thousand of the splits (YOLO-v1's layers on
+        an H100: 0.1-1.7 %), so the rejection sampling draws ten times as many as the split space's."""
+        if not self.domain:
+            return super().sample(count, rng)
+        rows: list[np.ndarray] = []
+        for _ in range(2000 * count):
+            row = self._draw(rng)
+            if not self.violations(self.decode(row)):
+                rows.append(row)
+                if len(rows) == count:
+                    return np.array(rows)
+        raise SpaceError(f"found no point of {self.analysis.operator} {self._where()} in {2000 * count:,} draws")
+
+    def _domain_reachable(self, draws: int = 4000, share: float = 0.001) -> bool:
+        """Whether at least ``share`` of random draws fall in the domain: rejection sampling finds its points
+        then. A small operator's domain can be a handful of points (one output a thread, one block an SM)."""
+        rng = np.random.default_rng(0)
+        hits = 0
+        for _ in range(draws):
+            point = self.decode(self._draw(rng))
+            hits += not self.limit_violations(point) and not self.domain_violations(point)
+            if hits >= share * draws:
+                return True
+        return False
+
+    def limit_violations(self, point: Point) -> list[str]:
+        """What the device cannot run: threads, virtual threads, registers, shared memory."""
         lim, dev = self.limits(point), self.device
         out = []
         if lim["threads"] > dev.max_threads_per_block:
@@ -67,8 +140,8 @@ class GpuSpace(SplitSpace):
 
     def beyond_limits(self, point: Point) -> str | None:
         """What a failed trial records for a point the device cannot run; None when it can."""
-        problems = self.violations(point)
+        problems = self.limit_violations(point)
         return f"beyond the limits of {self.device.name}: {'; '.join(problems)}" if problems else None
 
     def _where(self) -> str:
-        return f"within the limits of {self.device.name}"
+        return f"within the limits of {self.device.name}" + (" and seed 001's domain" if self.domain else "")
