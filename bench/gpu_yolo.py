@@ -2,6 +2,9 @@
 the same trial budget, all in one run so the ratios share the device's state.
 
     python bench/gpu_yolo.py --layers C2,C4,C8,C13,C15 --trials 32 --explorers tl,q --json bench_gpu.json
+    python bench/gpu_yolo.py --dtype float16 --trials 128 --no-metaschedule --json bench_gpu_fp16.json
+
+``--dtype float16`` searches the tensor-core space (float32 accumulation) against cuDNN on float16 inputs.
 
 Each layer: the GPU target's one flow with each explorer named (the first is "ours" in the ratios; every candidate built
 by the builder pool, checked against the reference and timed on the GPU in a worker), torch's conv2d timed
@@ -47,11 +50,14 @@ def main() -> None:
 
     for layer in args.layers.split(","):
         op = get_builtin("conv2d").instantiate(shape=f"yolo:{layer}")
+        if args.dtype != "float32":
+            op = get_builtin("conv2d").instantiate({**dict(op.params), "dtype": args.dtype})
         flops = analyze(op).flops
         curves, runs = {}, {}
         for name in explorers:
             curves[name], note = curve_recorder(flops)
             runs[name] = explore(op, GpuTarget(trials=args.trials), name, Search(seed=args.seed), progress=note)
+        # float32: cuDNN strict and with TF32; float16: cuDNN on float16 (its tensor cores) in both columns
         torch_s, tf32_s = time_torch_cuda(op), time_torch_cuda(op, tf32=True)
         ms_s, ms_wall = (None, None) if args.no_metaschedule else metaschedule(op, args.trials, gpu.target)
         row = layer_row(layer, flops, explorers, runs, curves, torch_s, ms_s, ms_wall)

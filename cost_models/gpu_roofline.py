@@ -11,7 +11,8 @@ memory. Every row it produces is labelled an estimate.
   has fewer independent accumulators than the FMA latency, whichever is longer;
 - DRAM: compulsory bytes (inputs once, output once) / HBM bandwidth;
 - L2 → shared: every block stages the bounding box of each input per outer reduce step;
-- shared → registers: every thread reads, per inner reduce step, the inputs of its register tile.
+- shared → registers: every thread reads, per inner reduce step, the inputs of its register tile, at the
+  shared-memory bandwidth of the SMs that have a block.
 """
 
 from __future__ import annotations
@@ -65,8 +66,10 @@ def estimate(space: GpuSpace, point: Point) -> GpuEstimate:
     per_sm = max(per_sm, 1)
     waves = math.ceil(blocks / (dev.sms * per_sm))
     # an SM issues from 4 schedulers: it needs 4 resident warps to issue every cycle (latency is counted apart)
-    warps_per_sm = blocks / (waves * dev.sms) * math.ceil(threads / 32)
-    issue_eff = min(1.0, warps_per_sm / WARP_SCHEDULERS)
+    # the SMs a block runs on, each issuing from its resident warps; an SM without a block does nothing
+    active = min(blocks, dev.sms)
+    warps_per_sm = blocks / (waves * active) * math.ceil(threads / 32)
+    issue_eff = min(1.0, warps_per_sm / WARP_SCHEDULERS) * active / dev.sms
     lane_eff = threads / (math.ceil(threads / 32) * 32)
     flops = analysis.flops
     throughput_s = flops / (dev.fp32_tflops * 1e12 * issue_eff * lane_eff)
@@ -81,7 +84,8 @@ def estimate(space: GpuSpace, point: Point) -> GpuEstimate:
     l2_s = l2_bytes / (dev.l2_gbps * 1e9)
     per_thread = sum(math.prod(a.bounding_box(thread_tile)) * a.bytes_per_element for a in analysis.reads)
     shared_loads = blocks * threads * outer_steps * inner_steps * per_thread
-    shared_s = shared_loads / (dev.sms * SHARED_BYTES_PER_CLOCK * dev.clock_ghz * 1e9)
+    # only the SMs a block runs on read their shared memory: fewer blocks than SMs leave the rest idle
+    shared_s = shared_loads / (min(blocks, dev.sms) * SHARED_BYTES_PER_CLOCK * dev.clock_ghz * 1e9)
 
     parts = {"compute": compute_s, "dram": dram_s, "l2": l2_s, "shared": shared_s}
     bound = max(parts, key=parts.__getitem__)
@@ -108,8 +112,9 @@ def estimate_tensor_cores(space: TensorCoreSpace, point: Point) -> GpuEstimate:
     per_sm = max(1, min(MAX_BLOCKS_PER_SM, MAX_THREADS_PER_SM // threads, REGISTERS_PER_SM // (threads * registers),
                         dev.shared_memory_per_sm // shared_bytes))
     waves = math.ceil(blocks / (dev.sms * per_sm))
-    warps_per_sm = blocks / (waves * dev.sms) * warps
-    issue_eff = min(1.0, warps_per_sm / WARP_SCHEDULERS)  # one tensor core per SM sub-partition
+    active = min(blocks, dev.sms)  # an SM without a block does nothing
+    warps_per_sm = blocks / (waves * active) * warps
+    issue_eff = min(1.0, warps_per_sm / WARP_SCHEDULERS) * active / dev.sms  # a tensor core per sub-partition
     padded_flops = 2 * padded["batch"] * padded["m"] * padded["n"] * padded["k"]
     peak = dev.tensor_tflops(view.dtype) * 1e12 * dev.warp_mma_fraction
     compute_s = padded_flops / (peak * issue_eff)
@@ -120,7 +125,8 @@ def estimate_tensor_cores(space: TensorCoreSpace, point: Point) -> GpuEstimate:
     steps = padded["k"] // FRAGMENT
     fragment_bytes = FRAGMENT * FRAGMENT * in_bytes
     shared_loads = blocks * warps * steps * (point["frags_m"] + point["frags_n"]) * fragment_bytes
-    shared_s = shared_loads / (dev.sms * SHARED_BYTES_PER_CLOCK * dev.clock_ghz * 1e9)
+    # only the SMs a block runs on read their shared memory: fewer blocks than SMs leave the rest idle
+    shared_s = shared_loads / (min(blocks, dev.sms) * SHARED_BYTES_PER_CLOCK * dev.clock_ghz * 1e9)
     overlapped = point["stages"] > 1 or per_sm > 1
     parts = {"compute": compute_s if overlapped else compute_s + max(l2_s, shared_s), "dram": dram_s, "l2": l2_s,
              "shared": shared_s}

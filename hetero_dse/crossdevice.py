@@ -127,6 +127,10 @@ def system_markdown(model: dict[str, Any], plan: Sequence[dict[str, Any]]) -> li
              "the library's (where the library was timed on the device) is chosen; the latency is the sum of the "
              "chosen kernels times their counts plus the ops no built-in covers as torch runs them. On an FPGA "
              "these are per-layer accelerators run one after the other. plan.json lists each layer's call.", "",
+             "The CPU total is a sum of timings each taken alone in a worker process, not one network run: executed "
+             "in one process, our kernels (TVM's thread pool) and torch's ops (its OpenMP pool) take turns on the "
+             "same cores, and on a 2-core machine the executed plan was measured slower than torch eager "
+             "(`bench/whole_model.py`, BENCHMARKS.md). Treat the speedup as the kernels' sum, not a promise.", "",
              "| device | basis | chosen kernels | ours / library | ops left to torch | total | torch eager | speedup "
              "| complete |", "|---" * 9 + "|"]
     for d in plan:
