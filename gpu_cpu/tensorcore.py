@@ -131,8 +131,6 @@ def _on_tensor_cores(sch: Any, op: Operator, point: Point, block: Any, outer: An
         sch.vectorize(vec)
         if skew:
             sch.storage_align(shared, 0, axis=-2, factor=32, offset=skew)
-        if stages > 1:
-            sch.annotate(shared, "double_buffer_scope", 0)
         _inline_producers(sch, shared)  # the gather of A (im2col), its padding: computed in the load
         return shared
 
@@ -157,6 +155,11 @@ def _on_tensor_cores(sch: Any, op: Operator, point: Point, block: Any, outer: An
     sch.tensorize(sch.get_loops(sch.get_child_blocks(init)[0])[-2], intrinsics["init"])
     sch.tensorize(sch.get_loops(store)[-2], intrinsics["store"])
     sch.tensorize(sch.get_loops(block)[-3], intrinsics["compute"])
+    if stages > 1:
+        # two stages: the next K chunk's copy into shared memory (its buffers doubled) is issued before this
+        # chunk's fragments are multiplied, so the loads of one overlap the MMAs of the other
+        sch.annotate(k0, "software_pipeline_stage", [0, 0, 1])
+        sch.annotate(k0, "software_pipeline_order", [0, 1, 2])
     _chain_out(sch, out_shared)
     fused = sch.fuse(*sch.get_loops(out_shared)[-2:])
     _, tx = sch.split(fused, [None, WARP])

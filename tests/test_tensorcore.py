@@ -78,6 +78,10 @@ def test_the_template_and_its_limits_by_hand():
     assert any("the N tile 512 exceeds the N extent 300" in v for v in space.violations(point(warps_n=4, frags_n=8)))
     assert space.beyond_limits(huge).startswith("beyond the limits of a100")
     assert not space.violations(space.default_point())
+    # K runs along A's rows in memory, down B's columns; a convolution gathers its input's windows, not its weights
+    assert space.gathered == ("B",) and space.default_point()["vector"] == 4
+    windows = TensorCoreSpace(analyze(conv()), get_device("a100"))
+    assert len(windows.gathered) == 1 and "W" not in windows.gathered
 
 
 def test_a_tiny_gemm_gets_a_default_shrunk_to_it():
@@ -143,6 +147,13 @@ def test_tensorized_kernels_compile_for_sm80_and_sm90_down_to_the_mma_instructio
     mmas = ptx.count(f"wmma.mma.sync.aligned.row.col.m16n16k16.{kind}")
     assert mmas >= 1 and mmas % warps_tile == 0 and k >= p["k_frags"]
     assert ptx.count("wmma.load.a.sync") >= 1 and ptx.count("wmma.store.d.sync") >= 1
+    # two stages: the shared buffers of A and B hold two K chunks (the next one loads while this one multiplies)
+    shared = {m.group(1): int(m.group(2)) for m in re.finditer(r"__shared__ [^;]* (\w+)_reindex\w*_ptr\[(\d+)\]",
+                                                               source)}
+    _, single = build_cuda(apply_gpu(o, p.replace(stages=1)), device, compile_here=False)
+    single_shared = {m.group(1): int(m.group(2)) for m in re.finditer(
+        r"__shared__ [^;]* (\w+)_reindex\w*_ptr\[(\d+)\]", single)}
+    assert p["stages"] == 2 and all(shared[n] == 2 * single_shared[n] for n in single_shared if n != "O")
     if o.epilogue:  # the ReLU in the write-back of the one kernel
         assert "max(" in source[source.index("main_kernel(", source.index("main_kernel(") + 1):]
 

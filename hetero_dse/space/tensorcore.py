@@ -92,6 +92,18 @@ def tensor_core_arithmetic(analysis: Analysis, device: GpuDevice) -> str | None:
     return None
 
 
+def _k_contiguous(access, reduce) -> bool:
+    """Whether the reduce loops index ``access``'s last dimensions one each, in order, over their whole extents:
+    then K, flattened, is contiguous in memory (a weight W[k, c, rx, ry], the A of A·B)."""
+    n = len(reduce)
+    if len(access.indices) < n:
+        return False
+    for index, size, loop in zip(access.indices[-n:], access.shape[-n:], reduce, strict=True):
+        if index.terms != ((loop.name, 1),) or index.constant != 0 or size != loop.extent:
+            return False
+    return True
+
+
 def _ceil(x: int, to: int) -> int:
     return -(-x // to) * to
 
@@ -107,10 +119,9 @@ class TensorCoreSpace(SplitSpace):
         if view is None or tensor_core_arithmetic(analysis, device):
             raise ValueError(tensor_core_arithmetic(analysis, device))
         self.view = view
-        reduce = {lp.name for lp in analysis.main.reduce}
-        #: the inputs whose innermost dimension is not a reduction's at unit stride: K is strided in memory
-        self.gathered = tuple(r.tensor for r in analysis.reads
-                              if not any(r.indices[-1].coefficient(name) == 1 for name in reduce))
+        #: the inputs whose K is not one contiguous run in memory (B of A·B, a convolution's input windows):
+        #: their loads along K are gathers
+        self.gathered = tuple(r.tensor for r in analysis.reads if not _k_contiguous(r, analysis.main.reduce))
         super().__init__(analysis, 0, 0, {
             "mma": (view.instruction,),
             "warps_m": (1, 2, 4), "warps_n": (1, 2, 4),
