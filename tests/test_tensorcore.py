@@ -198,6 +198,8 @@ def test_explore_on_the_tensor_cores_says_which_arithmetic_it_used(cli, tmp_path
     schedule = json.loads(next(out.glob("*/gpu/schedule.json")).read_text())
     assert schedule["knobs"]["mma"] == "wmma.m16n16k16.f16.f32"
     assert "wmma::mma_sync" in next(out.glob("*/gpu/kernel.cu")).read_text()
+    replayed = cli("replay", next(out.glob("*/gpu")))  # the template's knobs rebuild the same kernel
+    assert replayed.code == 0 and "identical to kernel.cu" in replayed.out, replayed.err
     # one data type a run on the GPU
     result = cli("explore", "--op", "gemm", "--target", "gpu", "--dtype", "float16,int8", "--no-history",
                  "--out", str(tmp_path / "two"))

@@ -23,6 +23,7 @@ def _check_knobs(directory: Path, record: dict[str, Any]) -> None:
     from hetero_dse.space.base import SpaceError
     from hetero_dse.space.cpu import CpuSpace
     from hetero_dse.space.gpu import GpuSpace
+    from hetero_dse.space.tensorcore import TensorCoreSpace
 
     op = rebuild_operator(record["source"], record["operator"], record["params"],
                           record.get("epilogue", ()), record.get("epilogue_axes", ()))
@@ -33,7 +34,9 @@ def _check_knobs(directory: Path, record: dict[str, Any]) -> None:
     try:
         if record["target"]["kind"] == "cuda":
             device = present_gpu() or get_device(record.get("device", "h100"))
-            GpuSpace(analysis, device).encode(recorded_point(record))
+            point = recorded_point(record)
+            space = TensorCoreSpace(analysis, device) if "mma" in point else GpuSpace(analysis, device, domain=False)
+            space.encode(point)
         else:
             CpuSpace(analysis).encode(recorded_point(record))
     except (SpaceError, TypeError, ValueError) as exc:
