@@ -49,3 +49,32 @@ def test_device_limits_are_checked_before_building():
     assert any("shared memory" in v for v in space.violations(huge_tile))
     with pytest.raises(HeteroDSEError, match="unknown GPU 'a100x'"):
         get_device("a100x")
+
+
+@needs_nvcc
+def test_an_estimated_best_that_nvcc_rejects_fails_and_the_next_best_is_written(tmp_path, monkeypatch):
+    """MobileNet-V2's first depthwise layer: the roofline counted 12 KB of shared memory for this point, the
+    code TVM generates for it stages 785 KB, and ptxas refuses it. Written as the best, it ended the whole-model
+    run; now it is a failed trial with the reason, and the next best point is written."""
+    import json
+
+    from gpu_cpu.measure import MeasureResult
+    from hetero_dse.space.point import Point
+    from hetero_dse.targets.base import Search
+    from hetero_dse.targets.flow import explore
+    from hetero_dse.targets.gpu import GpuTarget
+    from hetero_dse.targets.measured import Trial
+
+    monkeypatch.setattr("hetero_dse.targets.gpu.present_gpu", lambda: None)
+    op = get_builtin("depthwise_conv2d").instantiate({"batch": 1, "C": 32, "H": 112, "W": 112, "kernel": 3,
+                                                      "padding": 1})
+    target = GpuTarget("h100")
+    t = explore(op, target, "random", Search(budget=8))
+    bad = Point({"split.b": (1, 1, 1, 1), "split.c": (2, 4, 4, 1), "split.i": (7, 2, 8, 1), "split.j": (14, 1, 2, 4),
+                 "split.rx": (1, 3, 1), "split.ry": (1, 3, 1), "unroll": 16})
+    t.trials = [Trial(bad, MeasureResult(1e-9)), *t.trials]
+    t.best, t.best_seconds = bad, 1e-9
+    written = target.write(t, tmp_path, 0)
+    assert len(written.warnings) == 1 and "too much shared data" in written.warnings[0]
+    assert t.best != bad and not t.trials[0].result.ok and "too much shared data" in t.trials[0].result.error
+    assert json.loads((tmp_path / written.directory / "schedule.json").read_text())["knobs"] == t.best.to_json()

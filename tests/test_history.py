@@ -168,10 +168,11 @@ def test_a_killed_cpu_exploration_leaves_no_worker_and_the_same_command_resumes(
 
 
 def _signal_a_search(tmp_path: Path, send) -> subprocess.Popen:
-    """A 20-trial CPU search in a session of its own, ``send(process)`` once it has stored 2 records."""
+    """A 100-trial CPU search in a session of its own, ``send(process)`` once it has stored 2 records (a long
+    search: on a loaded machine the poll saw 2 records of a 20-trial one only after it had finished)."""
     store = tmp_path / "h.sqlite"
     args = [sys.executable, "-m", "hetero_dse", "explore", "--op", "gemm", "--shape", "small:s1", "--target", "cpu",
-            "--trials", "20", "--db", str(store), "--out", str(tmp_path / "o")]
+            "--trials", "100", "--db", str(store), "--out", str(tmp_path / "o")]
     run = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.time() + 240
     while time.time() < deadline and run.poll() is None:

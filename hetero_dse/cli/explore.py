@@ -333,8 +333,12 @@ def _write_outputs(out: Path, outcomes: list, seed: int, errors: list[str], stop
             if not o.found:
                 written = Written(why=o.why_nothing())
             else:
-                with console.status(f"writing {o.op.title} for {o.target.device}"):
-                    written = o.target.write(o, out, seed)
+                try:
+                    with console.status(f"writing {o.op.title} for {o.target.device}"):
+                        written = o.target.write(o, out, seed)
+                except HeteroDSEError as exc:  # one output that cannot be written costs none of the others
+                    errors.append(f"{o.op.title} on {o.target.device}: not written: {exc}")
+                    written = Written(why=f"not written: {exc}")
             for warning in written.warnings:
                 warn(warning)
             results[i] = (o, written)

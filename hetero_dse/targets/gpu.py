@@ -31,13 +31,15 @@ from hetero_dse.space.gpu import GpuSpace
 from hetero_dse.space.tensorcore import ARITHMETIC, TensorCoreSpace, tensor_core_arithmetic
 from hetero_dse.space.point import Point
 from hetero_dse.targets.base import Defaults, Row, Search, Written
-from hetero_dse.targets.measured import TVM_STARTS, TrialLog, candidate_job, measured_evaluator
+from hetero_dse.targets.measured import TVM_STARTS, Trial, TrialLog, candidate_job, measured_evaluator
 from hetero_dse.targets.tuned import Tuned, schedule_json, timing_note, tvm_workload
 
 __all__ = ["ESTIMATE_BUDGET", "GpuTarget", "rebuild_gpu"]
 
 #: points the roofline model scores when there is no GPU to measure on (a model is cheap; trials are not)
 ESTIMATE_BUDGET = 4096
+#: estimated points tried, best first, before writing gives up (each that nvcc rejects is a failed trial)
+MAX_UNBUILT = 8
 
 
 class GpuTarget:
@@ -143,8 +145,27 @@ class GpuTarget:
         it ran on a GPU. Assembled aside, renamed when whole."""
         if t.best is None:
             raise t.no_best()
-        mod = apply_gpu(t.op, t.best)
-        executable, cuda_source = build_cuda(mod, self.gpu)
+        warnings = []
+        for _ in range(MAX_UNBUILT):
+            mod = apply_gpu(t.op, t.best)
+            try:
+                executable, cuda_source = build_cuda(mod, self.gpu)
+                break
+            except ScheduleError as exc:
+                if not t.estimate:  # a measured best was built and ran: nothing else can be wrong with it
+                    raise
+                # scored by the model, never built: the code may need what the model did not count (a shared
+                # stage TVM sizes larger than the tile's footprint); the point fails, the next best is written
+                warnings.append(f"the estimate's best point did not build ({exc}); the next best was written")
+                t.trials = [Trial(x.point, MeasureResult(None, str(exc))) if x.point == t.best else x
+                            for x in t.trials]
+                best = t.best_trial
+                if best is None:
+                    raise t.no_best() from None
+                t.best, t.best_seconds = best.point, best.result.seconds
+        else:
+            raise HeteroDSEError(f"none of the {MAX_UNBUILT} best estimated schedules of {t.op.name} builds: "
+                                 f"{warnings[-1]}")
         checked = _check_on_gpu(executable, t.op, seed) if self.present is not None else False
         directory = out / self.directory(t.op)
         with atomic_directory(directory) as partial:
@@ -153,7 +174,7 @@ class GpuTarget:
             (partial / "kernel.cu").write_text(cuda_source)
             (partial / "schedule.json").write_text(schedule_json(t, self.gpu.target, device=self.gpu.name,
                                                                  checked_on_gpu=checked))
-        return Written(str(directory.relative_to(out)), passed=True if checked else None)
+        return Written(str(directory.relative_to(out)), passed=True if checked else None, warnings=warnings)
 
     def _estimate(self, t: Tuned):
         return estimate_any(self.space(t.op), t.best) if t.best is not None and t.estimate else None
