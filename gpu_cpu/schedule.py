@@ -271,3 +271,21 @@ def build_cuda(mod: Any, device: Any, compile_here: bool = True) -> tuple[Any, s
             errors = errors or [line.strip() for line in lines if line.strip()] or ["(no message)"]
             raise ScheduleError(f"nvcc rejects the generated CUDA for {device.arch}: {errors[0]}") from None
     return executable, source
+
+
+#: bytes of the CUDA types TVM declares shared arrays with
+_CUDA_BYTES = {"float": 4, "half": 2, "int": 4, "int8_t": 1, "signed char": 1, "char": 1, "double": 8, "short": 2,
+               "int64_t": 8, "uint8_t": 1}
+
+
+def staged_shared_bytes(op: Operator, point: Point, device: Any) -> int:
+    """The static shared memory the CUDA code TVM generates for ``point`` declares (no nvcc: the source alone).
+    What the space's model counts is the tile's footprint; TVM's region analysis can stage more (a strided
+    window under fused block indices: the whole image)."""
+    import re
+
+    _, source = build_cuda(apply_gpu(op, point), device, compile_here=False)
+    total = 0
+    for ctype, size in re.findall(r"__shared__\s+(?:alignas\(\d+\)\s+)?([\w ]+?)\s+\w+\[(\d+)\]", source):
+        total += _CUDA_BYTES.get(ctype.strip(), 4) * int(size)
+    return total

@@ -55,7 +55,8 @@ def test_device_limits_are_checked_before_building():
 def test_an_estimated_best_that_nvcc_rejects_fails_and_the_next_best_is_written(tmp_path, monkeypatch):
     """MobileNet-V2's first depthwise layer: the roofline counted 12 KB of shared memory for this point, the
     code TVM generates for it stages 785 KB, and ptxas refuses it. Written as the best, it ended the whole-model
-    run; now it is a failed trial with the reason, and the next best point is written."""
+    run; now it is a failed trial with the reason, and the next best point is written. (The search itself now
+    generates each new best's code and fails one that stages more than the device has: injected here.)"""
     import json
 
     from gpu_cpu.measure import MeasureResult
@@ -74,6 +75,11 @@ def test_an_estimated_best_that_nvcc_rejects_fails_and_the_next_best_is_written(
                  "split.rx": (1, 3, 1), "split.ry": (1, 3, 1), "unroll": 16})
     t.trials = [Trial(bad, MeasureResult(1e-9)), *t.trials]
     t.best, t.best_seconds = bad, 1e-9
+    # what TVM's code declares is what ptxas counted (0xc4240 bytes); the model counts the tile's footprint
+    from gpu_cpu.schedule import staged_shared_bytes
+
+    assert staged_shared_bytes(op, bad, get_device("h100")) == 0xC4240
+    assert GpuSpace(analyze(op), get_device("h100")).limits(bad)["shared_bytes"] == 12096
     written = target.write(t, tmp_path, 0)
     assert len(written.warnings) == 1 and "too much shared data" in written.warnings[0]
     assert t.best != bad and not t.trials[0].result.ok and "too much shared data" in t.trials[0].result.error

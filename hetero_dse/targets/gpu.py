@@ -17,7 +17,7 @@ from gpu_cpu.baselines import time_torch_cuda
 from gpu_cpu.measure import MeasureResult, check_fits_in_memory
 from gpu_cpu.pipeline import Pipeline
 from gpu_cpu.remote import Remote, measure_remote_job
-from gpu_cpu.schedule import ScheduleError, apply_gpu, build_cuda
+from gpu_cpu.schedule import ScheduleError, apply_gpu, build_cuda, staged_shared_bytes
 from hetero_dse.analysis import analyze
 from hetero_dse.atomic import atomic_directory
 from hetero_dse.errors import HeteroDSEError
@@ -120,9 +120,23 @@ class GpuTarget:
                     history, progress)
             return
 
+        incumbent = [float("inf")]
+
         def modelled(point: Point) -> MeasureResult:
             problem = space.beyond_limits(point)  # enforced before building, as on a real device
-            return MeasureResult(None, problem) if problem else MeasureResult(estimate_any(space, point).seconds)
+            if problem:
+                return MeasureResult(None, problem)
+            seconds = estimate_any(space, point).seconds
+            if seconds < incumbent[0]:
+                # a new best is generated (not compiled) first: the shared memory TVM's code declares can exceed
+                # the tile's footprint the model counts, and a best that cannot run is no answer
+                staged = staged_shared_bytes(op, point, self.gpu)
+                if staged > self.gpu.shared_memory_per_block:
+                    return MeasureResult(None, f"TVM's code stages {staged} B of shared memory > "
+                                               f"{self.gpu.shared_memory_per_block} (the model counted "
+                                               f"{space.limits(point)['shared_bytes']} B)")
+                incumbent[0] = seconds
+            return MeasureResult(seconds)
 
         yield measured_evaluator(space, lambda points, _best: map(modelled, points), None, progress)
 
