@@ -168,11 +168,12 @@ def test_a_killed_cpu_exploration_leaves_no_worker_and_the_same_command_resumes(
 
 
 def _signal_a_search(tmp_path: Path, send) -> subprocess.Popen:
-    """A 100-trial CPU search in a session of its own, ``send(process)`` once it has stored 2 records (a long
-    search: on a loaded machine the poll saw 2 records of a 20-trial one only after it had finished)."""
+    """A 100-trial CPU search of a 256³ gemm in a session of its own, ``send(process)`` once it has stored 2
+    records (a long search: in the full suite the poll saw 2 records of a 20-trial search of a tiny gemm only
+    after it had finished)."""
     store = tmp_path / "h.sqlite"
-    args = [sys.executable, "-m", "hetero_dse", "explore", "--op", "gemm", "--shape", "small:s1", "--target", "cpu",
-            "--trials", "100", "--db", str(store), "--out", str(tmp_path / "o")]
+    args = [sys.executable, "-m", "hetero_dse", "explore", "--op", "gemm", "--param", "M=256", "--param", "N=256",
+            "--param", "K=256", "--target", "cpu", "--trials", "100", "--db", str(store), "--out", str(tmp_path / "o")]
     run = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.time() + 240
     while time.time() < deadline and run.poll() is None:
@@ -180,6 +181,9 @@ def _signal_a_search(tmp_path: Path, send) -> subprocess.Popen:
         if store.exists() and HistoryDB(str(store)).count() >= 2:
             send(run)
             break
+    else:
+        out, err = run.communicate(timeout=60)
+        raise AssertionError(f"the search ended (exit {run.returncode}) before it could be signalled: {err[-500:]}")
     return run
 
 
