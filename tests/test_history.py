@@ -174,7 +174,10 @@ def _signal_a_search(tmp_path: Path, send) -> subprocess.Popen:
     store = tmp_path / "h.sqlite"
     args = [sys.executable, "-m", "hetero_dse", "explore", "--op", "gemm", "--param", "M=256", "--param", "N=256",
             "--param", "K=256", "--target", "cpu", "--trials", "100", "--db", str(store), "--out", str(tmp_path / "o")]
-    run = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    # a run inherits an ignored SIGINT (as from `nohup` or a shell's `&`), and then Python never turns it into
+    # KeyboardInterrupt: in the full suite something before this test left it ignored in pytest's process
+    run = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 240
     while time.time() < deadline and run.poll() is None:
         time.sleep(0.5)
