@@ -42,6 +42,33 @@ class GpuEstimate:
     figures: dict[str, float]
 
 
+def _occupancy(dev: GpuDevice, blocks: int, threads: int, registers: int, shared_bytes: int) -> tuple[int, int, float]:
+    """Blocks resident per SM (threads, registers, shared memory), waves over the grid, and the share of the
+    device's issue rate the resident warps reach: an SM issues from 4 schedulers and needs 4 resident warps to
+    issue every cycle (latency is counted apart); an SM without a block does nothing."""
+    per_sm = min(MAX_BLOCKS_PER_SM, MAX_THREADS_PER_SM // threads, REGISTERS_PER_SM // (threads * registers),
+                 (dev.shared_memory_per_sm // shared_bytes) if shared_bytes else MAX_BLOCKS_PER_SM)
+    per_sm = max(per_sm, 1)
+    waves = math.ceil(blocks / (dev.sms * per_sm))
+    active = min(blocks, dev.sms)
+    warps_per_sm = blocks / (waves * active) * math.ceil(threads / 32)
+    return per_sm, waves, min(1.0, warps_per_sm / WARP_SCHEDULERS) * active / dev.sms
+
+
+def _shared_seconds(dev: GpuDevice, blocks: int, loaded_bytes: float) -> float:
+    """Shared-memory reads at the bandwidth of the SMs a block runs on (fewer blocks than SMs leave the rest
+    idle)."""
+    return loaded_bytes / (min(blocks, dev.sms) * SHARED_BYTES_PER_CLOCK * dev.clock_ghz * 1e9)
+
+
+def _roof(parts: dict[str, float]) -> tuple[float, str]:
+    """The slowest ceiling plus the launch, and what binds (``launch`` when the launch exceeds every ceiling)."""
+    bound = max(parts, key=parts.__getitem__)
+    if LAUNCH_S > parts[bound]:
+        bound = "launch"
+    return LAUNCH_S + max(parts.values()), bound
+
+
 def estimate(space: GpuSpace, point: Point) -> GpuEstimate:
     dev: GpuDevice = space.device
     analysis = space.analysis
@@ -60,16 +87,7 @@ def estimate(space: GpuSpace, point: Point) -> GpuEstimate:
             inner_steps *= math.prod(f[1:])
             thread_tile[name] = 1  # one inner reduce step at a time
 
-    # occupancy: blocks resident per SM, then waves over the whole grid
-    per_sm = min(MAX_BLOCKS_PER_SM, MAX_THREADS_PER_SM // threads, REGISTERS_PER_SM // (threads * registers),
-                 (dev.shared_memory_per_sm // shared_bytes) if shared_bytes else MAX_BLOCKS_PER_SM)
-    per_sm = max(per_sm, 1)
-    waves = math.ceil(blocks / (dev.sms * per_sm))
-    # an SM issues from 4 schedulers: it needs 4 resident warps to issue every cycle (latency is counted apart)
-    # the SMs a block runs on, each issuing from its resident warps; an SM without a block does nothing
-    active = min(blocks, dev.sms)
-    warps_per_sm = blocks / (waves * active) * math.ceil(threads / 32)
-    issue_eff = min(1.0, warps_per_sm / WARP_SCHEDULERS) * active / dev.sms
+    per_sm, waves, issue_eff = _occupancy(dev, blocks, threads, registers, shared_bytes)
     lane_eff = threads / (math.ceil(threads / 32) * 32)
     flops = analysis.flops
     throughput_s = flops / (dev.fp32_tflops * 1e12 * issue_eff * lane_eff)
@@ -84,14 +102,10 @@ def estimate(space: GpuSpace, point: Point) -> GpuEstimate:
     l2_s = l2_bytes / (dev.l2_gbps * 1e9)
     per_thread = sum(math.prod(a.bounding_box(thread_tile)) * a.bytes_per_element for a in analysis.reads)
     shared_loads = blocks * threads * outer_steps * inner_steps * per_thread
-    # only the SMs a block runs on read their shared memory: fewer blocks than SMs leave the rest idle
-    shared_s = shared_loads / (min(blocks, dev.sms) * SHARED_BYTES_PER_CLOCK * dev.clock_ghz * 1e9)
+    shared_s = _shared_seconds(dev, blocks, shared_loads)
 
     parts = {"compute": compute_s, "dram": dram_s, "l2": l2_s, "shared": shared_s}
-    bound = max(parts, key=parts.__getitem__)
-    if LAUNCH_S > parts[bound]:
-        bound = "launch"
-    seconds = LAUNCH_S + max(parts.values())
+    seconds, bound = _roof(parts)
     figures = {"blocks": blocks, "threads": threads, "vthreads": vthreads, "accumulators_per_thread": regs,
                "shared_bytes": shared_bytes, "blocks_per_sm": per_sm, "waves": waves, "issue_efficiency": issue_eff,
                "lane_efficiency": lane_eff, "throughput_s": throughput_s, "latency_s": latency_s, "l2_bytes": l2_bytes,
@@ -109,12 +123,8 @@ def estimate_tensor_cores(space: TensorCoreSpace, point: Point) -> GpuEstimate:
     view, lim, tiles, padded = space.view, space.limits(point), space.tiles(point), space.padded(point)
     threads, warps, shared_bytes, registers = lim["threads"], lim["warps"], lim["shared_bytes"], lim["registers"]
     blocks = space.grid(point)
-    per_sm = max(1, min(MAX_BLOCKS_PER_SM, MAX_THREADS_PER_SM // threads, REGISTERS_PER_SM // (threads * registers),
-                        dev.shared_memory_per_sm // shared_bytes))
-    waves = math.ceil(blocks / (dev.sms * per_sm))
-    active = min(blocks, dev.sms)  # an SM without a block does nothing
-    warps_per_sm = blocks / (waves * active) * warps
-    issue_eff = min(1.0, warps_per_sm / WARP_SCHEDULERS) * active / dev.sms  # a tensor core per sub-partition
+    # one tensor core per SM sub-partition: fed as the schedulers are, by resident warps
+    per_sm, waves, issue_eff = _occupancy(dev, blocks, threads, registers, shared_bytes)
     padded_flops = 2 * padded["batch"] * padded["m"] * padded["n"] * padded["k"]
     peak = dev.tensor_tflops(view.dtype) * 1e12 * dev.warp_mma_fraction
     compute_s = padded_flops / (peak * issue_eff)
@@ -125,15 +135,11 @@ def estimate_tensor_cores(space: TensorCoreSpace, point: Point) -> GpuEstimate:
     steps = padded["k"] // FRAGMENT
     fragment_bytes = FRAGMENT * FRAGMENT * in_bytes
     shared_loads = blocks * warps * steps * (point["frags_m"] + point["frags_n"]) * fragment_bytes
-    # only the SMs a block runs on read their shared memory: fewer blocks than SMs leave the rest idle
-    shared_s = shared_loads / (min(blocks, dev.sms) * SHARED_BYTES_PER_CLOCK * dev.clock_ghz * 1e9)
+    shared_s = _shared_seconds(dev, blocks, shared_loads)
     overlapped = point["stages"] > 1 or per_sm > 1
     parts = {"compute": compute_s if overlapped else compute_s + max(l2_s, shared_s), "dram": dram_s, "l2": l2_s,
              "shared": shared_s}
-    bound = max(parts, key=parts.__getitem__)
-    if LAUNCH_S > parts[bound]:
-        bound = "launch"
-    seconds = LAUNCH_S + max(parts.values())
+    seconds, bound = _roof(parts)
     figures = {"blocks": blocks, "threads": threads, "warps": warps, "shared_bytes": shared_bytes,
                "registers": registers, "blocks_per_sm": per_sm, "waves": waves, "issue_efficiency": issue_eff,
                "padded_flops": padded_flops, "padding_overhead": space.padding_overhead(point),

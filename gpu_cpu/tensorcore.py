@@ -91,10 +91,8 @@ def _is_producer(sch: Any, block: Any) -> bool:
 
 def _inline_producers(sch: Any, block: Any) -> None:
     """Every block that feeds ``block`` (a layout's gather, a padding) computed where ``block`` reads it."""
-    for producer in sch.get_producers(block):
-        sch.compute_inline(producer)
-        _inline_producers(sch, block)
-        return
+    while producers := sch.get_producers(block):
+        sch.compute_inline(producers[0])
 
 
 def _chain_out(sch: Any, first: Any) -> None:

@@ -15,7 +15,6 @@ from hetero_dse.analysis import Analysis
 from hetero_dse.analysis.window import conv_window
 from hetero_dse.hardware.gpus import GpuDevice
 from hetero_dse.space.cpu import REDUCE_LEVELS, SPATIAL_LEVELS, UNROLL_STEPS
-from hetero_dse.space.base import SpaceError
 from hetero_dse.space.point import Point
 from hetero_dse.space.splits import SplitSpace
 
@@ -98,19 +97,11 @@ class GpuSpace(SplitSpace):
             out.append(f"{blocks} blocks < {self.min_blocks} (one per SM)")
         return out
 
-    def sample(self, count: int, rng: np.random.Generator) -> np.ndarray:
-        """Points of the pruned space. The domain holds a few in a thousand of the splits (YOLO-v1's layers on
-        an H100: 0.1-1.7 %), so the rejection sampling draws ten times as many as the split space's."""
-        if not self.domain:
-            return super().sample(count, rng)
-        rows: list[np.ndarray] = []
-        for _ in range(2000 * count):
-            row = self._draw(rng)
-            if not self.violations(self.decode(row)):
-                rows.append(row)
-                if len(rows) == count:
-                    return np.array(rows)
-        raise SpaceError(f"found no point of {self.analysis.operator} {self._where()} in {2000 * count:,} draws")
+    @property
+    def draws_per_point(self) -> int:
+        """The domain holds a few in a thousand of the splits (YOLO-v1's layers on an H100: 0.1-1.7 %), so the
+        rejection sampling draws ten times as many as the split space's."""
+        return 2000 if self.domain else 200
 
     def _domain_reachable(self, draws: int = 4000, share: float = 0.001) -> bool:
         """Whether at least ``share`` of random draws fall in the domain: rejection sampling finds its points

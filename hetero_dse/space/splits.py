@@ -97,16 +97,20 @@ class SplitSpace:
             row[len(self.loops) + j] = values.index(point[name])
         return row
 
+    #: rejection sampling's draws per point asked for before it gives up
+    draws_per_point = 200
+
     def sample(self, count: int, rng: np.random.Generator) -> np.ndarray:
         """Points of the pruned space (rejection sampling)."""
         rows: list[np.ndarray] = []
-        for _ in range(200 * count):
+        draws = self.draws_per_point * count
+        for _ in range(draws):
             row = self._draw(rng)
             if not self.violations(self.decode(row)):
                 rows.append(row)
                 if len(rows) == count:
                     return np.array(rows)
-        raise SpaceError(f"found no point of {self.analysis.operator} {self._where()} in {200 * count:,} draws")
+        raise SpaceError(f"found no point of {self.analysis.operator} {self._where()} in {draws:,} draws")
 
     def _where(self) -> str:
         return f"in the CPU space pruned for {self.lanes} vector lanes"

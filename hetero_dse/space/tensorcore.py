@@ -14,7 +14,6 @@ device does, counted in the estimate and reported as the padding's cost. Points 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from hetero_dse.analysis import Analysis, dtype_bytes
@@ -210,6 +209,3 @@ class TensorCoreSpace(SplitSpace):
     def _where(self) -> str:
         return f"within the limits of {self.device.name}"
 
-
-def waves(blocks: int, per_sm: int, sms: int) -> int:
-    return math.ceil(blocks / (max(per_sm, 1) * sms))
