@@ -4,7 +4,8 @@ the same trial budget, all in one run so the ratios share the device's state.
     python bench/gpu_yolo.py --layers C2,C4,C8,C13,C15 --trials 32 --explorers tl,q --json bench_gpu.json
     python bench/gpu_yolo.py --dtype float16 --trials 128 --no-metaschedule --json bench_gpu_fp16.json
 
-``--dtype float16`` searches the tensor-core space (float32 accumulation) against cuDNN on float16 inputs.
+``--dtype float16`` (or ``bfloat16``) searches the tensor-core space (float32 accumulation) against cuDNN on
+inputs of that type.
 
 Each layer: the GPU target's one flow with each explorer named (the first is "ours" in the ratios; every candidate built
 by the builder pool, checked against the reference and timed on the GPU in a worker), torch's conv2d timed

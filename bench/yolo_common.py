@@ -18,7 +18,7 @@ def parse_args(doc: str, explorers: str) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--explorers", default=explorers, help="comma-separated; the first is compared with the rest")
     parser.add_argument("--no-metaschedule", action="store_true")
-    parser.add_argument("--dtype", default="float32", choices=("float32", "float16", "int8"),
+    parser.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16", "int8"),
                         help="the layers' input type (float16 and int8 run on the tensor cores)")
     parser.add_argument("--json", type=Path)
     return parser.parse_args()

@@ -117,8 +117,8 @@ def estimate_tensor_cores(space: TensorCoreSpace, point: Point) -> GpuEstimate:
     """The roofline of a tensor-core point: the padded GEMM's FLOPs on the device's tensor-core peak (the
     warp-level MMA's share of it), the resident warps feeding the four tensor cores of an SM; DRAM's
     compulsory bytes; L2 → shared: every block stages its A and B chunks over the whole padded K; shared →
-    fragments: every warp loads its A and B fragments per 16-deep step. With one stage and one resident block
-    per SM nothing hides a chunk's load behind the MMAs: the two add up instead of overlapping."""
+    fragments: every warp loads its A and B fragments per step of the fragment's K. With one stage and one
+    resident block per SM nothing hides a chunk's load behind the MMAs: the two add up instead of overlapping."""
     dev: GpuDevice = space.device
     view, lim, tiles, padded = space.view, space.limits(point), space.tiles(point), space.padded(point)
     threads, warps, shared_bytes, registers = lim["threads"], lim["warps"], lim["shared_bytes"], lim["registers"]
@@ -126,14 +126,14 @@ def estimate_tensor_cores(space: TensorCoreSpace, point: Point) -> GpuEstimate:
     # one tensor core per SM sub-partition: fed as the schedulers are, by resident warps
     per_sm, waves, issue_eff = _occupancy(dev, blocks, threads, registers, shared_bytes)
     padded_flops = 2 * padded["batch"] * padded["m"] * padded["n"] * padded["k"]
-    peak = dev.tensor_tflops(view.dtype) * 1e12 * dev.warp_mma_fraction
+    peak = dev.tensor_tflops(space.arithmetic.name) * 1e12 * dev.warp_mma_fraction
     compute_s = padded_flops / (peak * issue_eff)
     in_bytes = dtype_bytes(view.dtype)
     dram_s = space.analysis.compulsory_bytes / (dev.memory_gbps * 1e9)
     l2_bytes = blocks * (tiles["bm"] + tiles["bn"]) * padded["k"] * in_bytes
     l2_s = l2_bytes / (dev.l2_gbps * 1e9)
-    steps = padded["k"] // FRAGMENT
-    fragment_bytes = FRAGMENT * FRAGMENT * in_bytes
+    steps = padded["k"] // space.arithmetic.k
+    fragment_bytes = FRAGMENT * space.arithmetic.k * in_bytes
     shared_loads = blocks * warps * steps * (point["frags_m"] + point["frags_n"]) * fragment_bytes
     shared_s = _shared_seconds(dev, blocks, shared_loads)
     overlapped = point["stages"] > 1 or per_sm > 1

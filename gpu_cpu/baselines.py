@@ -153,17 +153,20 @@ def time_torch_cuda(op: Operator, repeat: int = 10, number: int = 20, tf32: bool
 
     Strict FP32 by default, the arithmetic the explored schedules do: torch lets cuDNN convolutions round
     their inputs to TF32 on tensor cores unless told otherwise, a different (less exact) computation.
-    ``tf32=True`` times what a user gets by default. A float16 operator is timed on float16 inputs (cuDNN's
-    tensor-core kernels); an int8 one has no torch call on CUDA."""
+    ``tf32=True`` times what a user gets by default. A float16 or bfloat16 operator is timed on inputs of its
+    type (cuDNN's tensor-core kernels); an int8 one has no torch call on CUDA."""
     import torch
 
     call = torch_call(op)
-    if call is None or not torch.cuda.is_available() or op.dtype not in ("float32", "float16"):
+    types = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+    if call is None or not torch.cuda.is_available() or op.dtype not in types:
         return None  # torch's convolutions and matrix products take no int8 on CUDA
     params = dict(op.params)
-    # float16 inputs as cuDNN takes them (it accumulates in float32 and writes float16); the rest as float32
-    args = [torch.from_numpy(np.ascontiguousarray(a.astype(np.float16 if op.dtype == "float16" and i < len(op.inputs)
-                                                            - op.epilogue_inputs else np.float32))).cuda()
+    # float16 and bfloat16 inputs as cuDNN takes them (it accumulates in float32 and writes the input type);
+    # the epilogue's operands as float32
+    main = len(op.inputs) - op.epilogue_inputs
+    args = [torch.from_numpy(np.ascontiguousarray(a.astype(np.float32))).to(types[op.dtype] if i < main else
+                                                                              torch.float32).cuda()
             for i, a in enumerate(op.random_inputs(0))]
     samples = []
     cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul

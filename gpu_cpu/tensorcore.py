@@ -18,8 +18,9 @@ from typing import Any
 from gpu_cpu.schedule import ScheduleError, _epilogue, _main, _rejected
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
+from hetero_dse.space.tensorcore import BY_INSTRUCTION, Arithmetic
 
-__all__ = ["apply_tensorcore", "is_tensor_core_point"]
+__all__ = ["apply_tensorcore", "is_tensor_core_point", "wmma_intrinsics"]
 
 FRAGMENT = 16
 WARP = 32
@@ -58,13 +59,14 @@ def apply_tensorcore(op: Operator, point: Point, emulate: bool = False) -> Any:
         sch.transform_layout(reindexed[2], ("read", 0), c_map)
         sch.transform_block_layout(block, block_map)
         wm, wn, fm, fn, kf = (int(point[k]) for k in ("warps_m", "warps_n", "frags_m", "frags_n", "k_frags"))
+        frag_k = BY_INSTRUCTION[point["mma"]].k
         # 2. alignment padding: every extent a multiple of the block tile
-        sch.pad_einsum(block, [1, FRAGMENT * wm * fm, FRAGMENT * wn * fn, FRAGMENT * kf])
+        sch.pad_einsum(block, [1, FRAGMENT * wm * fm, FRAGMENT * wn * fn, frag_k * kf])
         # 3. fragments, warps, blocks
         batch, i, j, k = sch.get_loops(block)
         i, ii = sch.split(i, [None, FRAGMENT])
         j, jj = sch.split(j, [None, FRAGMENT])
-        k, kk = sch.split(k, [None, FRAGMENT])
+        k, kk = sch.split(k, [None, frag_k])
         sch.reorder(i, j, k, ii, jj, kk)
         outer = sch.blockize(ii)  # one MMA per iteration of what is left outside
         i0, i1, i2 = sch.split(i, [None, wm, fm])
@@ -107,11 +109,44 @@ def _chain_out(sch: Any, first: Any) -> None:
             return
 
 
-def _on_tensor_cores(sch: Any, op: Operator, point: Point, block: Any, outer: Any, batch: Any, tiles: Any,
-                     warps: Any, k0: Any, k1: Any, num_warps: int) -> None:
+def wmma_intrinsics(arithmetic: Arithmetic) -> dict[str, str]:
+    """The names of the wmma intrinsics of an arithmetic: TVM's tables for float16 and int8; bfloat16's (sm_80
+    on) registered here from TVM's own generators, which its tables leave out although its CUDA code prints
+    the ``nv_bfloat16`` fragments they need. (TF32 it cannot print: its code generator refuses float operand
+    fragments, so float32 has no tensor-core arithmetic here.)"""
     from tvm.s_tir.tensor_intrin.cuda import get_wmma_intrin_group
 
-    from hetero_dse.space.tensorcore import ARITHMETIC
+    if arithmetic.name in ("float16", "int8"):
+        return get_wmma_intrin_group(load_scope=SHARED, store_scope=SHARED, in_dtype=arithmetic.inputs,
+                                     out_dtype=arithmetic.accumulator, trans_b=True)
+    shape = f"{FRAGMENT}x{FRAGMENT}x{arithmetic.k}"
+    # the accumulator's fill and store name the instruction's shape too (TVM checks the fragments agree)
+    names = {"load_a": f"hetero_dse_wmma_load_{shape}_{arithmetic.name}_a_shared",
+             "load_b": f"hetero_dse_wmma_load_{shape}_{arithmetic.name}_b_trans_shared",
+             "compute": f"hetero_dse_wmma_sync_{shape}_{arithmetic.name}_f32_trans",
+             "init": f"hetero_dse_wmma_fill_{shape}_f32", "store": f"hetero_dse_wmma_store_{shape}_f32_shared"}
+    _register(arithmetic, names)
+    return names
+
+
+def _register(arithmetic: Arithmetic, names: dict[str, str]) -> None:
+    """The load and multiply intrinsics of ``arithmetic``, registered once a process."""
+    from tvm.s_tir import TensorIntrin
+    from tvm.s_tir.tensor_intrin.cuda import (get_wmma_fill_intrin, get_wmma_load_intrin, get_wmma_store_intrin,
+                                              get_wmma_sync_intrin)
+
+    if TensorIntrin.get(names["compute"], allow_missing=True) is not None:
+        return
+    m, k, dtype = FRAGMENT, arithmetic.k, arithmetic.inputs
+    TensorIntrin.register(names["load_a"], *get_wmma_load_intrin(m, m, k, dtype, SHARED, False, False))
+    TensorIntrin.register(names["load_b"], *get_wmma_load_intrin(m, m, k, dtype, SHARED, True, True))
+    TensorIntrin.register(names["compute"], *get_wmma_sync_intrin(m, m, k, dtype, arithmetic.accumulator, True))
+    TensorIntrin.register(names["init"], *get_wmma_fill_intrin(m, m, k, arithmetic.accumulator))
+    TensorIntrin.register(names["store"], *get_wmma_store_intrin(m, m, k, arithmetic.accumulator, SHARED))
+
+
+def _on_tensor_cores(sch: Any, op: Operator, point: Point, block: Any, outer: Any, batch: Any, tiles: Any,
+                     warps: Any, k0: Any, k1: Any, num_warps: int) -> None:
 
     sch.bind(batch, "blockIdx.y")
     sch.bind(tiles, "blockIdx.x")
@@ -134,10 +169,8 @@ def _on_tensor_cores(sch: Any, op: Operator, point: Point, block: Any, outer: An
 
     stage(0)
     stage(1)
-    dtype = str(op.inputs[0].dtype)
-    accumulator = ARITHMETIC[dtype][0]
-    intrinsics = get_wmma_intrin_group(load_scope=SHARED, store_scope=SHARED, in_dtype=dtype,
-                                       out_dtype=accumulator, trans_b=True)
+    arithmetic = BY_INSTRUCTION[point["mma"]]
+    intrinsics = wmma_intrinsics(arithmetic)
     fragments = [sch.cache_read(outer, 0, "wmma.matrix_a"), sch.cache_read(outer, 1, "wmma.matrix_b")]
     for fragment in fragments:
         sch.compute_at(fragment, k1)
@@ -146,10 +179,10 @@ def _on_tensor_cores(sch: Any, op: Operator, point: Point, block: Any, outer: An
     store = sch.cache_write(outer, 0, "wmma.accumulator")
     sch.reverse_compute_at(store, warps)
     sch.reverse_compute_at(out_shared, warps)
-    _tile_16(sch, store)
+    _tile(sch, store, FRAGMENT)
     init = sch.decompose_reduction(outer, k0)
     for fragment, key in zip(fragments, ("load_a", "load_b"), strict=True):
-        sch.tensorize(_tile_16(sch, fragment), intrinsics[key])
+        sch.tensorize(_tile(sch, fragment, arithmetic.k), intrinsics[key])  # 16 rows of K
     sch.tensorize(sch.get_loops(sch.get_child_blocks(init)[0])[-2], intrinsics["init"])
     sch.tensorize(sch.get_loops(store)[-2], intrinsics["store"])
     sch.tensorize(sch.get_loops(block)[-3], intrinsics["compute"])
@@ -164,11 +197,11 @@ def _on_tensor_cores(sch: Any, op: Operator, point: Point, block: Any, outer: An
     sch.bind(tx, "threadIdx.x")
 
 
-def _tile_16(sch: Any, block: Any) -> Any:
-    """The block's two innermost loops cut into 16×16 tiles; the tile's outer row loop (what a fragment
-    intrinsic replaces)."""
+def _tile(sch: Any, block: Any, columns: int) -> Any:
+    """The block's two innermost loops cut into 16 × ``columns`` tiles; the tile's outer row loop (what a
+    fragment intrinsic replaces)."""
     x, y = sch.get_loops(block)[-2:]
     x0, x1 = sch.split(x, [None, FRAGMENT])
-    y0, y1 = sch.split(y, [None, FRAGMENT])
+    y0, y1 = sch.split(y, [None, columns])
     sch.reorder(x0, y0, x1, y1)
     return x1

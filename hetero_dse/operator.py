@@ -22,7 +22,7 @@ from hetero_dse.errors import OperatorError, ShapeError
 from hetero_dse.guard import time_limit
 
 #: Data types an operator may be built for; integer types accumulate in int32.
-DTYPES = ("float32", "float16", "int8", "int16", "int32")
+DTYPES = ("float32", "float16", "bfloat16", "int8", "int16", "int32")
 
 ParamValue = int | str
 
@@ -59,9 +59,18 @@ class Param:
         return value
 
 
+def numpy_dtype(name: str) -> np.dtype:
+    """The numpy type of a TVM type name: bfloat16 is ml_dtypes' (numpy has none; TVM converts that one)."""
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
 def nbytes(tensor: Any) -> int:
     """Bytes of a TE tensor's whole array."""
-    return math.prod(int(d) for d in tensor.shape) * np.dtype(str(tensor.dtype)).itemsize
+    return math.prod(int(d) for d in tensor.shape) * numpy_dtype(str(tensor.dtype)).itemsize
 
 
 def _as_int(raw: Any) -> int | None:
@@ -269,7 +278,7 @@ class Operator:
                 bound = {"int8": 8, "int16": 64}.get(dtype, 128)
                 arrays.append(rng.integers(-bound, bound, size=shape).astype(dtype))
             else:
-                arrays.append(rng.uniform(-1.0, 1.0, size=shape).astype(dtype))
+                arrays.append(rng.uniform(-1.0, 1.0, size=shape).astype(numpy_dtype(dtype)))
         return arrays
 
     def reference(self, inputs: list[np.ndarray]) -> np.ndarray | None:

@@ -21,7 +21,7 @@ from hetero_dse.epilogue import fuse
 from hetero_dse.hardware.gpus import get_device
 from hetero_dse.ops import get_builtin
 from hetero_dse.space.point import Point
-from hetero_dse.space.tensorcore import TensorCoreSpace, gemm_view, tensor_core_arithmetic
+from hetero_dse.space.tensorcore import ARITHMETIC, TensorCoreSpace, gemm_view, tensor_core_arithmetic
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="CUDA code generation needs nvcc")
 
@@ -42,7 +42,8 @@ def point(**knobs):
 
 def test_an_operator_is_seen_as_the_gemm_it_is():
     v = gemm_view(analyze(op("gemm", M=500, N=300, K=100, dtype="float16")))
-    assert (v.batch, v.m, v.n, v.k, v.dtype, v.accumulator) == (1, 500, 300, 100, "float16", "float32")
+    assert (v.batch, v.m, v.n, v.k, v.dtype) == (1, 500, 300, 100, "float16")
+    assert ARITHMETIC[v.dtype].accumulator == "float32" and ARITHMETIC["bfloat16"].accumulator == "float32"
     # a convolution: M the output pixels, N the output channels, K the input channels times the window
     v = gemm_view(analyze(conv(C=3, H=20, K=24, stride=2)))
     assert (v.batch, v.m, v.n, v.k) == (1, 10 * 10, 24, 3 * 9)
@@ -57,6 +58,11 @@ def test_an_operator_is_seen_as_the_gemm_it_is():
         analyze(op("gemm", M=64, N=64, K=64)), get_device("h100"))
     assert tensor_core_arithmetic(analyze(op("gemm", M=64, N=64, K=64, dtype="int8")), get_device("v100")) == \
         "v100 (sm_70) has no int8 tensor cores"
+    # bfloat16 came with Ampere, at the float16 rate
+    bf16 = analyze(op("gemm", M=64, N=64, K=64, dtype="bfloat16"))
+    assert tensor_core_arithmetic(bf16, get_device("v100")) == "v100 (sm_70) has no bfloat16 tensor cores"
+    assert tensor_core_arithmetic(bf16, get_device("a100")) is None
+    assert get_device("a100").tensor_tflops("bfloat16") == get_device("a100").tensor_tflops("float16") == 312.0
 
 
 def test_the_template_and_its_limits_by_hand():
@@ -93,6 +99,7 @@ def test_a_tiny_gemm_gets_a_default_shrunk_to_it():
 CASES = {
     "gemm f16 padded": lambda: op("gemm", M=100, N=72, K=40, dtype="float16"),
     "gemm int8": lambda: op("gemm", M=64, N=64, K=64, dtype="int8"),
+    "gemm bf16 padded": lambda: op("gemm", M=60, N=40, K=50, dtype="bfloat16"),
     "conv f16 C=3": lambda: conv(C=3, H=20, K=24),
     "conv f16 stride 2 + bias + add + relu": lambda: fuse(conv(C=8, H=16, K=16, stride=2), ["bias", "add", "relu"],
                                                          (1,)),
@@ -143,7 +150,7 @@ def test_tensorized_kernels_compile_for_sm80_and_sm90_down_to_the_mma_instructio
     ptx = _ptx(source, device.arch, tmp_path)
     k = space.padded(p)["k"] // 16
     warps_tile = p["frags_m"] * p["frags_n"] * p["k_frags"]
-    kind = "s32.s8.s8.s32" if o.dtype == "int8" else "f32.f32"
+    kind = {"int8": "s32.s8.s8.s32", "bfloat16": "f32.bf16.bf16.f32", "float16": "f32.f32"}[o.dtype]
     mmas = ptx.count(f"wmma.mma.sync.aligned.row.col.m16n16k16.{kind}")
     assert mmas >= 1 and mmas % warps_tile == 0 and k >= p["k_frags"]
     assert ptx.count("wmma.load.a.sync") >= 1 and ptx.count("wmma.store.d.sync") >= 1

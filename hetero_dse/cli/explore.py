@@ -61,8 +61,8 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
 @click.option("--top-k", default=10, show_default=True, type=click.IntRange(min=1), help="Designs kept per board.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the search and of the test data.")
 @click.option("--dtype", "dtypes", multiple=True, metavar="TYPE[,TYPE]",
-              help="Data types to explore (FPGA: float32, int16, int8, several at once; GPU: float32, or float16 "
-                   "and int8 on the tensor cores); default: the operator's.")
+              help="Data types to explore (FPGA: float32, int16, int8, several at once; GPU: float32, or float16, "
+                   "bfloat16 and int8 on the tensor cores); default: the operator's.")
 @click.option("--clock", "clocks", multiple=True, metavar="MHZ[,MHZ]",
               help="Clock targets to explore; default: the board's default clock.")
 @click.option("--explorer", default="auto", show_default=True,

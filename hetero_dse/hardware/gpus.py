@@ -33,19 +33,27 @@ class GpuDevice:
         return {"kind": "cuda", "arch": self.arch}
 
     def tensor_tflops(self, dtype: str) -> float:
-        """The tensor-core peak for ``dtype`` inputs (TFLOPS, or TOPS for integers); 0 where there is none."""
-        return {"float16": self.fp16_tensor_tflops, "int8": self.int8_tensor_tops}.get(dtype, 0.0)
+        """The tensor-core peak for ``dtype`` inputs (TFLOPS, or TOPS for integers); 0 where there is none.
+        bfloat16 runs at the float16 rate from Ampere (sm_80) on, and not at all before it."""
+        bf16 = self.fp16_tensor_tflops if self.compute_capability >= 80 else 0.0
+        return {"float16": self.fp16_tensor_tflops, "bfloat16": bf16, "int8": self.int8_tensor_tops}.get(dtype, 0.0)
+
+    @property
+    def compute_capability(self) -> int:
+        """``sm_90`` -> 90."""
+        return int(self.arch.removeprefix("sm_"))
 
 
 DEVICES = {
     # NVIDIA H100 SXM5 datasheet: 132 SMs, 67 TFLOPS FP32, 3.35 TB/s HBM3, 1.98 GHz boost; 48 KB static shared
     # memory per block, 228 KB per SM; L2 ~5.5 TB/s as measured by Chips and Cheese (2023)
-    # dense tensor cores: 989 TFLOPS FP16, 1979 TOPS INT8. Warp-level mma.sync reaches about 62 % of that
-    # (Luo et al., "Benchmarking and Dissecting the Nvidia Hopper GPU Architecture", 2024), an estimate
+    # dense tensor cores: 989 TFLOPS FP16, 1979 TOPS INT8. Warp-level mma.sync reaches about
+    # 62 % of that (Luo et al., "Benchmarking and Dissecting the Nvidia Hopper GPU Architecture", 2024), an estimate
     "h100": GpuDevice("h100", "sm_90", 1024, 48 * 1024, 16, 132, 67.0, 3350.0, 228 * 1024, 5500.0, 1.98,
                       989.0, 1979.0, 0.62),
     # NVIDIA A100 SXM4 80 GB datasheet: 108 SMs, 19.5 TFLOPS FP32, 312 TFLOPS FP16 and 624 TOPS INT8 dense
-    # tensor cores, 2039 GB/s HBM2e, 1.41 GHz; 164 KB shared memory per SM; L2 ~4 TB/s (an estimate)
+    # tensor cores, 2039 GB/s HBM2e, 1.41 GHz; 164 KB shared memory per SM; L2 ~4 TB/s (an
+    # estimate)
     "a100": GpuDevice("a100", "sm_80", 1024, 48 * 1024, 16, 108, 19.5, 2039.0, 164 * 1024, 4000.0, 1.41,
                       312.0, 624.0),
     # NVIDIA V100 SXM2 datasheet: 80 SMs, 15.7 TFLOPS FP32, 900 GB/s HBM2, 1.53 GHz; 96 KB shared memory per

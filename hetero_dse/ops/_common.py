@@ -6,8 +6,8 @@ from typing import Any
 
 from hetero_dse.operator import DTYPES, Param
 
-DTYPE = Param("float32", choices=DTYPES, help="data type of the inputs (integers accumulate in int32, float16 in "
-              "float32)")
+DTYPE = Param("float32", choices=DTYPES, help="data type of the inputs (integers accumulate in int32, float16 and "
+              "bfloat16 in float32)")
 STRIDE = Param(1, help="stride of the sliding window")
 PADDING = Param(0, minimum=0, help="zero padding on each side")
 DILATION = Param(1, help="spacing between kernel taps")
@@ -21,9 +21,9 @@ KERNEL_LOOPS = {1: ["rx"], 2: ["rx", "ry"], 3: ["rd", "rx", "ry"]}
 
 def accumulator(dtype: str) -> str:
     """Type the products are summed in: int32 for integer operands (no overflow at these sizes), float32 for
-    float16 ones (a half-precision sum of thousands of products loses the result; tensor cores, cuDNN and
+    float16 and bfloat16 ones (a half-precision sum of thousands of products loses the result; tensor cores, cuDNN and
     an HLS engineer all accumulate in float32)."""
-    return "int32" if dtype.startswith("int") else "float32" if dtype == "float16" else dtype
+    return "int32" if dtype.startswith("int") else "float32" if dtype in ("float16", "bfloat16") else dtype
 
 
 def mac(a: Any, b: Any, acc: str) -> Any:

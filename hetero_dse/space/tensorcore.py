@@ -21,12 +21,36 @@ from hetero_dse.hardware.gpus import GpuDevice
 from hetero_dse.space.point import Point
 from hetero_dse.space.splits import SplitSpace
 
-__all__ = ["ARITHMETIC", "GemmView", "TensorCoreSpace", "gemm_view", "tensor_core_arithmetic"]
+__all__ = ["ARITHMETIC", "BY_INSTRUCTION", "Arithmetic", "GemmView", "TensorCoreSpace", "gemm_view",
+           "tensor_core_arithmetic"]
 
-#: the MMA fragment of every arithmetic TVM's CUDA tensor intrinsics cover (wmma 16×16×16)
+#: the fragment's M and N of every wmma instruction used (its K is the arithmetic's)
 FRAGMENT = 16
-#: input type -> (accumulator type, the instruction), the arithmetic a tensor-core row reports
-ARITHMETIC = {"float16": ("float32", "wmma.m16n16k16.f16.f32"), "int8": ("int32", "wmma.m16n16k16.s8.s32")}
+
+
+@dataclass(frozen=True)
+class Arithmetic:
+    """One tensor-core arithmetic: the inputs' type, the accumulator's, the wmma instruction and its K."""
+
+    name: str         # what the report and --dtype call it
+    inputs: str       # the operator's input type
+    accumulator: str
+    instruction: str  # the PTX shape and types, the tensor-core point's "mma" knob
+    k: int            # the fragment's K (16 for these; TF32's would be 8)
+
+
+#: every tensor-core arithmetic, by its input type. No TF32: TVM's CUDA code generator refuses float operand
+#: fragments (codegen_cuda.cc: "Matrix_a and matrix_b only support half or char ..."), so float32 runs on
+#: the SIMT cores.
+ARITHMETIC = {a.name: a for a in (
+    Arithmetic("float16", "float16", "float32", "wmma.m16n16k16.f16.f32", 16),
+    Arithmetic("bfloat16", "bfloat16", "float32", "wmma.m16n16k16.bf16.f32", 16),
+    Arithmetic("int8", "int8", "int32", "wmma.m16n16k16.s8.s32", 16),
+)}
+#: the instruction a tensor-core point names -> its arithmetic (how a schedule is rebuilt from its point)
+BY_INSTRUCTION = {a.instruction: a for a in ARITHMETIC.values()}
+
+
 #: registers a thread spends beside its fragments: addresses, loop counters, the load pipeline's temporaries
 REGISTER_OVERHEAD = 40
 MAX_REGISTERS_PER_THREAD = 255
@@ -42,14 +66,6 @@ class GemmView:
     n: int
     k: int
     dtype: str
-
-    @property
-    def accumulator(self) -> str:
-        return ARITHMETIC[self.dtype][0]
-
-    @property
-    def instruction(self) -> str:
-        return ARITHMETIC[self.dtype][1]
 
 
 def gemm_view(analysis: Analysis) -> GemmView | None:
@@ -83,11 +99,12 @@ def tensor_core_arithmetic(analysis: Analysis, device: GpuDevice) -> str | None:
     view = gemm_view(analysis)
     if view is None:
         return f"{analysis.operator} is not a contraction of two tensors (a GEMM or a convolution)"
-    if view.dtype not in ARITHMETIC:
-        return (f"{view.dtype} inputs have no tensor-core instruction here (float16 with float32 accumulation, "
-                f"int8 with int32)")
-    if device.tensor_tflops(view.dtype) <= 0:
-        return f"{device.name} ({device.arch}) has no {view.dtype} tensor cores"
+    arithmetic = ARITHMETIC.get(view.dtype)
+    if arithmetic is None:
+        return (f"{view.dtype} inputs have no tensor-core instruction here (float16 and bfloat16 with float32 "
+                f"accumulation, int8 with int32)")
+    if device.tensor_tflops(arithmetic.name) <= 0:
+        return f"{device.name} ({device.arch}) has no {arithmetic.name} tensor cores"
     return None
 
 
@@ -115,14 +132,16 @@ class TensorCoreSpace(SplitSpace):
     def __init__(self, analysis: Analysis, device: GpuDevice) -> None:
         self.device = device
         view = gemm_view(analysis)
-        if view is None or tensor_core_arithmetic(analysis, device):
-            raise ValueError(tensor_core_arithmetic(analysis, device))
+        why = tensor_core_arithmetic(analysis, device)
+        if view is None or why:
+            raise ValueError(why)
         self.view = view
+        self.arithmetic = ARITHMETIC[view.dtype]
         #: the inputs whose K is not one contiguous run in memory (B of A·B, a convolution's input windows):
         #: their loads along K are gathers
         self.gathered = tuple(r.tensor for r in analysis.reads if not _k_contiguous(r, analysis.main.reduce))
         super().__init__(analysis, 0, 0, {
-            "mma": (view.instruction,),
+            "mma": (self.arithmetic.instruction,),
             "warps_m": (1, 2, 4), "warps_n": (1, 2, 4),
             "frags_m": (1, 2, 4, 8), "frags_n": (1, 2, 4, 8),
             "k_frags": (1, 2, 4, 8),
@@ -136,7 +155,7 @@ class TensorCoreSpace(SplitSpace):
         """The block tile (BM × BN × BK) and the warp tile of ``point``."""
         return {"bm": FRAGMENT * point["warps_m"] * point["frags_m"],
                 "bn": FRAGMENT * point["warps_n"] * point["frags_n"],
-                "bk": FRAGMENT * point["k_frags"],
+                "bk": self.arithmetic.k * point["k_frags"],
                 "wm": FRAGMENT * point["frags_m"], "wn": FRAGMENT * point["frags_n"]}
 
     def padded(self, point: Point) -> dict[str, int]:
@@ -155,14 +174,14 @@ class TensorCoreSpace(SplitSpace):
         t = self.tiles(point)
         warps = point["warps_m"] * point["warps_n"]
         in_bytes = dtype_bytes(self.view.dtype)
-        acc_bytes = dtype_bytes(self.view.accumulator)
+        acc_bytes = dtype_bytes(self.arithmetic.accumulator)
         row = t["bk"] + point["skew"]
         staged = point["stages"] * (t["bm"] + t["bn"]) * row * in_bytes
         out = warps * t["wm"] * (t["wn"] + 4) * acc_bytes  # the write-back's rows are skewed by 4
-        # per thread: a 16×16 accumulator fragment is 256 values over 32 lanes; an A or B fragment likewise
-        fragment_regs = FRAGMENT * FRAGMENT * 4 // (32 * 4)  # 8 words of 32-bit values per lane
-        acc = point["frags_m"] * point["frags_n"] * fragment_regs * acc_bytes // 4
-        operands = (point["frags_m"] + point["frags_n"]) * fragment_regs * in_bytes // 4
+        # per thread: a 16×16 accumulator fragment is 256 values over 32 lanes (8 words); an A or B fragment
+        # 16×K values over 32 lanes (4 words of 16-bit inputs, 2 of int8)
+        acc = point["frags_m"] * point["frags_n"] * FRAGMENT * FRAGMENT * acc_bytes // (32 * 4)
+        operands = (point["frags_m"] + point["frags_n"]) * FRAGMENT * self.arithmetic.k * in_bytes // (32 * 4)
         return {"threads": warps * 32, "warps": warps, "shared_bytes": staged + out,
                 "registers": acc + operands + REGISTER_OVERHEAD}
 
@@ -176,9 +195,11 @@ class TensorCoreSpace(SplitSpace):
         if lim["registers"] > MAX_REGISTERS_PER_THREAD:
             out.append(f"~{lim['registers']} registers per thread > {MAX_REGISTERS_PER_THREAD}")
         # a block tile past the padded matrix only multiplies zeros
-        for name, tile, extent in (("M", t["bm"], v.m), ("N", t["bn"], v.n), ("K", t["bk"], v.k)):
-            if tile > _ceil(extent, FRAGMENT) and tile > FRAGMENT:
-                out.append(f"the {name} tile {tile} exceeds the {name} extent {extent} padded to {FRAGMENT}")
+        k = self.arithmetic.k
+        for name, tile, extent, frag in (("M", t["bm"], v.m, FRAGMENT), ("N", t["bn"], v.n, FRAGMENT),
+                                         ("K", t["bk"], v.k, k)):
+            if tile > _ceil(extent, frag) and tile > frag:
+                out.append(f"the {name} tile {tile} exceeds the {name} extent {extent} padded to {frag}")
         # each thread's load of A and B is vector-wide along K: the K chunk must hold whole vectors, and the
         # widest loads need K innermost in memory (TVM's CUDA code for an 8-wide gather does not compile)
         if t["bk"] % point["vector"]:
@@ -194,7 +215,7 @@ class TensorCoreSpace(SplitSpace):
     def default_point(self) -> Point:
         """CUTLASS's default for these shapes: a 2×2-warp block of 2×2-fragment warps (64×64), K chunk 32,
         double buffered, 8-wide loads (4 where K is strided), skewed rows; shrunk where the matrix is smaller."""
-        point = Point({"mma": self.view.instruction, "warps_m": 2, "warps_n": 2, "frags_m": 2, "frags_n": 2,
+        point = Point({"mma": self.arithmetic.instruction, "warps_m": 2, "warps_n": 2, "frags_m": 2, "frags_n": 2,
                        "k_frags": 2, "stages": 2, "vector": 4 if self.gathered else 8, "skew": 8})
         for knob in ("frags_m", "frags_n", "warps_m", "warps_n", "k_frags", "vector"):
             while self.violations(point) and point[knob] > 1:

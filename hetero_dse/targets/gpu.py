@@ -196,8 +196,8 @@ class GpuTarget:
     def arithmetic(self, op: Operator) -> str:
         """What the row's kernel computes with: the SIMT FP32 units, or the tensor cores' instruction."""
         if op.dtype in ARITHMETIC:
-            accumulator, instruction = ARITHMETIC[op.dtype]
-            return f"{op.dtype} tensor cores ({instruction}), {accumulator} accumulation"
+            arithmetic = ARITHMETIC[op.dtype]
+            return f"{op.dtype} tensor cores ({arithmetic.instruction}), {arithmetic.accumulator} accumulation"
         return "float32 SIMT (no tensor cores)"
 
     def peak(self, op: Operator) -> float:
