@@ -282,9 +282,14 @@ def staged_shared_bytes(op: Operator, point: Point, device: Any) -> int:
     """The static shared memory the CUDA code TVM generates for ``point`` declares (no nvcc: the source alone).
     What the space's model counts is the tile's footprint; TVM's region analysis can stage more (a strided
     window under fused block indices: the whole image)."""
+    _, source = build_cuda(apply_gpu(op, point), device, compile_here=False)
+    return declared_shared_bytes(source)
+
+
+def declared_shared_bytes(source: str) -> int:
+    """The static shared memory a CUDA source's ``__shared__`` arrays declare."""
     import re
 
-    _, source = build_cuda(apply_gpu(op, point), device, compile_here=False)
     total = 0
     for ctype, size in re.findall(r"__shared__\s+(?:alignas\(\d+\)\s+)?([\w ]+?)\s+\w+\[(\d+)\]", source):
         total += _CUDA_BYTES.get(ctype.strip(), 4) * int(size)

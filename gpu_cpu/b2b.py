@@ -1,0 +1,259 @@
+"""Persistent fusion of back-to-back GEMMs on the GPU (Bolt, seed 003 §4.2): ``O = act(A·B0)·B1`` in one
+kernel whose thread blocks each own ``rows`` rows of A, compute those rows of the intermediate ``T = act(A·B0)``
+— every one of its N0 columns — into shared memory, and multiply them by B1 from there. T never goes to
+global memory and the pair is one launch; the price is that every block reads all of B0 and B1 (through L2),
+and that a block's rows of T must fit in shared memory, so it pays where N0 is small and M large (1×1
+convolutions, a transformer's MLP at long sequences) and loses where M is small (a batch-1 classifier).
+
+``choose`` decides it the way the rest of the GPU flow decides without a GPU: the fused kernel's best point on
+its roofline against the two GEMMs' best estimated schedules (``GpuTarget`` searches each), every figure an
+estimate. The fused kernel is generated and compiled by nvcc like any other; ``emulate=True`` applies the
+same fusion without the GPU bindings for TVM's CPU backend, where it is checked against the unfused pair.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from cost_models.gpu_roofline import LAUNCH_S, GpuEstimate, _occupancy, _roof, _shared_seconds
+from hetero_dse.analysis import analyze, dtype_bytes
+from hetero_dse.errors import HeteroDSEError
+from hetero_dse.hardware.gpus import GpuDevice
+from hetero_dse.operator import Operator
+from hetero_dse.space.point import Point
+from hetero_dse.space.tensorcore import gemm_view
+
+__all__ = ["FusedChoice", "GemmPair", "apply_b2b", "choose", "estimate_b2b", "fused_points"]
+
+#: the fused kernel's knobs: rows of A per block, threads per block (both GEMMs share them), and the
+#: independent accumulators of each thread (its register tile along the output's row-major order)
+ROWS = (1, 2, 4, 8, 16, 32, 64, 128)
+THREADS = (32, 64, 128, 256)
+REGS = (1, 2, 4, 8)
+#: the shared-memory limit is the device's; the tiles' divisibility, checked before a schedule, is anyone's
+_ANY_DEVICE = GpuDevice("any", "sm_90", 1024, 1 << 30, 16, 1, 1.0, 1.0, 1 << 30, 1.0, 1.0)
+REGISTER_OVERHEAD = 24  # per thread besides its accumulators: addresses, loop counters
+FMA_LATENCY_CYCLES = 4
+
+
+@dataclass(frozen=True)
+class GemmPair:
+    """``O[m, n1] = Σ_n0 act(Σ_k A[m, k]·B0[k, n0]) · B1[n0, n1]``, act a ReLU or nothing; float32."""
+
+    m: int
+    k: int
+    n0: int
+    n1: int
+    relu: bool = True
+
+    @classmethod
+    def of(cls, first: Operator, second: Operator) -> GemmPair:
+        """The pair two GEMMs make when the second's A is the first's output; one sentence where they do not."""
+        views = [gemm_view(analyze(op)) for op in (first, second)]
+        if any(v is None or v.batch != 1 or v.dtype != "float32" for v in views):
+            raise HeteroDSEError(f"{first.title} and {second.title} are not two float32 GEMMs (batch 1)")
+        a, b = views
+        if (a.m, a.n) != (b.m, b.k):
+            raise HeteroDSEError(f"{second.title} does not multiply {first.title}'s {a.m}×{a.n} output: it takes "
+                                 f"{b.m}×{b.k}")
+        if tuple(first.epilogue) not in ((), ("relu",)):
+            raise HeteroDSEError(f"{first.title}'s epilogue {', '.join(first.epilogue)} is not fused here (ReLU is)")
+        return cls(a.m, a.k, a.n, b.n, relu=bool(first.epilogue))
+
+    def unfused(self) -> tuple[Operator, Operator]:
+        """The same computation as two kernels: the built-in gemm with the activation in its write-back, then
+        the built-in gemm on its output."""
+        from hetero_dse.epilogue import fuse
+        from hetero_dse.ops import get_builtin
+
+        gemm = get_builtin("gemm")
+        first = gemm.instantiate({"M": self.m, "N": self.n0, "K": self.k})
+        first = fuse(first, ["relu"], (1,)) if self.relu else first
+        return first, gemm.instantiate({"M": self.m, "N": self.n1, "K": self.n0})
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.n0 * (self.k + self.n1)
+
+    def tensors(self) -> list[Any]:
+        """The pair as one tensor expression: A, B0, B1 and O, with S = A·B0 and T = act(S) in between."""
+        from tvm import te
+
+        A = te.placeholder((self.m, self.k), name="A")
+        B0 = te.placeholder((self.k, self.n0), name="B0")
+        B1 = te.placeholder((self.n0, self.n1), name="B1")
+        k = te.reduce_axis((0, self.k), name="k")
+        S = te.compute((self.m, self.n0), lambda i, j: te.sum(A[i, k] * B0[k, j], axis=k), name="S")
+        T = te.compute((self.m, self.n0), lambda i, j: te.max(S[i, j], 0.0), name="T") if self.relu else S
+        n = te.reduce_axis((0, self.n0), name="n")
+        O = te.compute((self.m, self.n1), lambda i, j: te.sum(T[i, n] * B1[n, j], axis=n), name="O")
+        return [A, B0, B1, O]
+
+    def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
+        rng = np.random.default_rng(seed)
+        return [rng.uniform(-1, 1, size=s).astype("float32")
+                for s in ((self.m, self.k), (self.k, self.n0), (self.n0, self.n1))]
+
+    def reference(self, inputs: list[np.ndarray]) -> np.ndarray:
+        a, b0, b1 = (x.astype(np.float64) for x in inputs)
+        t = a @ b0
+        return (np.maximum(t, 0) if self.relu else t) @ b1
+
+
+# ------------------------------------------------------------------------------------------------ the kernel
+def limits(pair: GemmPair, point: Point) -> dict[str, int]:
+    """Shared memory (the block's rows of A and of T), threads, and registers per thread."""
+    rows = point["rows"]
+    return {"shared_bytes": rows * (pair.k + pair.n0) * 4, "threads": point["threads"],
+            "registers": point["regs"] + REGISTER_OVERHEAD}
+
+
+def violations(pair: GemmPair, point: Point, device: GpuDevice) -> list[str]:
+    lim, out = limits(pair, point), []
+    if lim["shared_bytes"] > device.shared_memory_per_block:
+        out.append(f"{point['rows']} rows of A and T take {lim['shared_bytes']} B of shared memory > "
+                   f"{device.shared_memory_per_block}")
+    # exact tiles only: where the rows do not divide M, or the threads' outputs a block's rows × N0 or rows × N1,
+    # TVM's region analysis ignores the tail's predicate and stages rows past the block's, past the matrix at
+    # the last block (reads out of bounds); such shapes keep the rows and threads that divide them (one row a
+    # block always divides M)
+    if pair.m % point["rows"]:
+        out.append(f"{point['rows']} rows per block do not divide M = {pair.m}")
+    per_step = point["threads"] * point["regs"]
+    for name, n in (("N0", pair.n0), ("N1", pair.n1)):
+        if (point["rows"] * n) % per_step:
+            out.append(f"{point['threads']} threads × {point['regs']} outputs do not divide {point['rows']} rows "
+                       f"× {name} = {n}")
+    return out
+
+
+def fused_points(pair: GemmPair, device: GpuDevice) -> list[Point]:
+    """Every point of the fused kernel's template within the device's limits."""
+    points = (Point({"rows": r, "threads": t, "regs": g}) for r, t, g in itertools.product(ROWS, THREADS, REGS))
+    return [p for p in points if not violations(pair, p, device)]
+
+
+def apply_b2b(pair: GemmPair, point: Point, emulate: bool = False) -> Any:
+    """The fused kernel as a TIR module. ``emulate``: the same blocks, loops and staging without the GPU's
+    thread bindings and memory scopes, for TVM's CPU backend."""
+    import tvm
+    from tvm import s_tir, te
+
+    from gpu_cpu.schedule import ScheduleError
+
+    problems = [v for v in violations(pair, point, _ANY_DEVICE) if "shared memory" not in v]
+    if problems:
+        raise ScheduleError(f"{point} is no point of the fused template for {pair}: {'; '.join(problems)}")
+    rows, threads, regs = point["rows"], point["threads"], point["regs"]
+    sch = s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func(pair.tensors())}))
+    first, second = sch.get_sblock("S"), sch.get_sblock("O")
+    local = "global" if emulate else "local"
+    # the first GEMM accumulates in registers; its write-back applies the activation and writes T
+    write_back = sch.cache_write(first, 0, local)
+    if pair.relu:
+        sch.reverse_compute_inline(sch.get_sblock("T"))
+
+    def threaded(block: Any) -> Any:
+        """``block``'s spatial loops inside the block's rows as one, dealt over the threads ``regs`` at a time,
+        each thread's outputs accumulated side by side inside the reduction (independent FMA chains)."""
+        loops = sch.get_loops(block)
+        inside = next(n for n, loop in enumerate(loops) if sch.get(loop).same_as(sch.get(block_rows))) + 1
+        *spatial, r = loops[inside:]  # one row per block leaves no row loop
+        serial, tx, tile = sch.split(sch.fuse(*spatial) if len(spatial) > 1 else spatial[0], [None, threads, regs])
+        sch.reorder(serial, tx, r, tile)
+        if not emulate:
+            sch.bind(tx, "threadIdx.x")
+        return tx
+
+    i, _, _ = sch.get_loops(second)
+    block_rows, _ = sch.split(i, [None, rows])
+    if not emulate:
+        sch.bind(block_rows, "blockIdx.x")
+    tx = threaded(second)
+    sch.reverse_compute_at(sch.cache_write(second, 0, local), tx)
+    # the block's rows of T computed by the block itself, kept in shared memory for the second GEMM
+    sch.compute_at(write_back, block_rows)
+    sch.compute_at(first, block_rows)
+    staged_a = sch.cache_read(first, 0, "global" if emulate else "shared")
+    sch.compute_at(staged_a, block_rows)
+    sch.reverse_compute_at(write_back, threaded(first))
+    if not emulate:
+        sch.set_scope(write_back, 0, "shared")
+        fused = sch.fuse(*sch.get_loops(staged_a)[-2:])
+        _, ax = sch.split(fused, [None, threads])
+        sch.bind(ax, "threadIdx.x")
+    return sch.mod
+
+
+# --------------------------------------------------------------------------------------------- the roofline
+def estimate_b2b(pair: GemmPair, point: Point, device: GpuDevice) -> GpuEstimate:
+    """The fused kernel's roofline, counted as ``gpu_roofline.estimate`` counts a SIMT point: compute at the
+    FP32 peak the resident warps reach, or a thread's chains of dependent FMAs; DRAM: A, B0, B1 and O once
+    (T never leaves the chip); L2: every block reads all of B0 and B1 and its rows of A; shared: each FMA's
+    operand from shared memory (A's row in the first GEMM, T's in the second) is one word broadcast to a warp."""
+    lim = limits(pair, point)
+    threads, regs = lim["threads"], point["regs"]
+    blocks = math.ceil(pair.m / point["rows"])
+    per_sm, waves, issue_eff = _occupancy(device, blocks, threads, lim["registers"], lim["shared_bytes"])
+    lane_eff = threads / (math.ceil(threads / 32) * 32)
+    throughput_s = pair.flops / (device.fp32_tflops * 1e12 * issue_eff * lane_eff)
+    fmas_per_thread = pair.flops / 2 / (blocks * threads)
+    latency_s = waves * fmas_per_thread * FMA_LATENCY_CYCLES / min(regs, FMA_LATENCY_CYCLES) / (device.clock_ghz * 1e9)
+    compute_s = max(throughput_s, latency_s)
+    word = dtype_bytes("float32")
+    weights = (pair.k * pair.n0 + pair.n0 * pair.n1) * word
+    dram_s = ((pair.m * pair.k + pair.m * pair.n1) * word + weights) / (device.memory_gbps * 1e9)
+    l2_bytes = blocks * weights + pair.m * pair.k * word
+    l2_s = l2_bytes / (device.l2_gbps * 1e9)
+    shared_loads = pair.flops / 2 / 32 * word
+    shared_s = _shared_seconds(device, blocks, shared_loads)
+    parts = {"compute": compute_s, "dram": dram_s, "l2": l2_s, "shared": shared_s}
+    seconds, bound = _roof(parts)
+    return GpuEstimate(seconds, bound, {"blocks": blocks, "threads": threads, "blocks_per_sm": per_sm,
+                                        "waves": waves, "issue_efficiency": issue_eff, "l2_bytes": l2_bytes,
+                                        "shared_bytes": lim["shared_bytes"], "launch_s": LAUNCH_S,
+                                        **{f"{k}_s": v for k, v in parts.items()}})
+
+
+@dataclass(frozen=True)
+class FusedChoice:
+    """The fused kernel's best point and estimate against the unfused pair's two estimates."""
+
+    pair: GemmPair
+    point: Point | None         # None: no point of the template fits the device
+    fused: GpuEstimate | None
+    unfused_s: tuple[float, float]
+
+    @property
+    def fuse(self) -> bool:
+        return self.fused is not None and self.fused.seconds < sum(self.unfused_s)
+
+    @property
+    def speedup(self) -> float | None:
+        return sum(self.unfused_s) / self.fused.seconds if self.fused else None
+
+
+def best_fused(pair: GemmPair, device: GpuDevice) -> tuple[Point | None, GpuEstimate | None]:
+    """The template's best point on the roofline (the space is small: every point is scored) whose generated
+    code stays within the block's shared memory: where the threads' share of a block's outputs does not
+    divide them, TVM stages a few more rows of A and T than the block owns (the predicated tail)."""
+    from gpu_cpu.schedule import build_cuda, declared_shared_bytes
+
+    scored = sorted(((estimate_b2b(pair, p, device), p) for p in fused_points(pair, device)),
+                    key=lambda sp: sp[0].seconds)
+    for est, point in scored:
+        _, source = build_cuda(apply_b2b(pair, point), device, compile_here=False)
+        if declared_shared_bytes(source) <= device.shared_memory_per_block:
+            return point, est
+    return None, None
+
+
+def choose(pair: GemmPair, unfused_s: tuple[float, float], device: GpuDevice) -> FusedChoice:
+    """Fuse when the fused kernel's best estimate beats the two GEMMs' (their best schedules' estimates)."""
+    point, est = best_fused(pair, device)
+    return FusedChoice(pair, point, est, unfused_s)

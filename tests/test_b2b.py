@@ -1,0 +1,122 @@
+"""Persistent back-to-back GEMM fusion on the GPU (Bolt; issue 22): the fused kernel computed on TVM's CPU
+path against the unfused pair of built-in GEMMs, its CUDA compiled by nvcc with T only in shared memory, its
+roofline by hand, and the choice between it and the pair."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from cost_models.gpu_roofline import LAUNCH_S
+from gpu_cpu.b2b import FusedChoice, GemmPair, apply_b2b, choose, estimate_b2b, fused_points, violations
+from gpu_cpu.schedule import ScheduleError, build_cpu, build_cuda
+from hetero_dse.errors import HeteroDSEError
+from hetero_dse.hardware.gpus import get_device
+from hetero_dse.ops import get_builtin
+from hetero_dse.reference import run_naive
+from hetero_dse.space.point import Point
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="CUDA code generation needs nvcc")
+
+
+def run_fused(pair: GemmPair, point: Point, inputs: list[np.ndarray]) -> np.ndarray:
+    import tvm
+
+    executable = build_cpu(apply_b2b(pair, point, emulate=True))
+    dev = tvm.cpu(0)
+    out = tvm.runtime.tensor(np.zeros((pair.m, pair.n1), "float32"), dev)
+    executable(*(tvm.runtime.tensor(a, dev) for a in inputs), out)
+    return out.numpy()
+
+
+@pytest.mark.parametrize("pair", [GemmPair(96, 40, 24, 36, relu=True), GemmPair(33, 16, 32, 64, relu=False)],
+                         ids=["relu", "no activation, odd M"])
+def test_the_fused_kernel_computes_what_the_unfused_pair_does(pair):
+    """Where there is no GPU: the same fusion (the block's rows of T computed inside it, A staged, each thread's
+    accumulators) on TVM's CPU path, against the two built-in GEMMs run one after the other."""
+    inputs = pair.random_inputs(3)
+    first, second = pair.unfused()
+    t = run_naive(first, inputs[:2])
+    unfused = run_naive(second, [t, inputs[2]])
+    np.testing.assert_allclose(unfused, pair.reference(inputs), rtol=1e-5, atol=1e-5)
+    points = fused_points(pair, get_device("h100"))
+    assert points
+    for point in (points[0], points[len(points) // 2], points[-1]):
+        np.testing.assert_allclose(run_fused(pair, point, inputs), unfused, rtol=1e-5, atol=1e-5)
+
+
+def test_a_point_whose_tiles_do_not_divide_the_pair_is_refused():
+    """Ragged tiles stage rows past the matrix (TVM's regions ignore the tail's predicate): never a point."""
+    pair, dev = GemmPair(33, 16, 20, 7), get_device("h100")
+    ragged = Point({"rows": 8, "threads": 64, "regs": 2})
+    problems = violations(pair, ragged, dev)
+    assert "8 rows per block do not divide M = 33" in problems
+    assert "64 threads × 2 outputs do not divide 8 rows × N0 = 20" in problems
+    assert ragged not in fused_points(pair, dev)
+    with pytest.raises(ScheduleError, match="no point of the fused template"):
+        apply_b2b(pair, ragged)
+    # with M = 33 only one row per block divides it, and with N0 = 20 no warp's outputs divide a row: the
+    # pair has no fused point at all, it stays two kernels
+    assert not fused_points(pair, dev)
+    assert fused_points(GemmPair(33, 16, 32, 64), dev) == [Point({"rows": 1, "threads": 32, "regs": 1})]
+
+
+@needs_nvcc
+@pytest.mark.parametrize("arch", ["a100", "h100"])
+def test_the_fused_kernel_keeps_t_in_shared_memory_and_compiles(arch, tmp_path):
+    pair, device = GemmPair(96, 40, 24, 36), get_device(arch)
+    _, source = build_cuda(apply_b2b(pair, Point({"rows": 8, "threads": 32, "regs": 1})), device)
+    assert len(set(re.findall(r"__global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(", source))) == 1
+    signature = source[source.index("main_kernel("): source.index(")", source.index("main_kernel("))]
+    # one launch reading A, B0, B1 and writing O: the intermediate is no argument, it lives in shared memory
+    assert re.findall(r"(\w+)_ptr", signature) == ["A", "B0", "B1", "O"]
+    assert re.search(r"__shared__ [^;]* T_shared\w*\[\d+\]", source)
+    assert "max(" in source  # the ReLU on the way from the accumulators to shared memory
+    cu = tmp_path / "b2b.cu"
+    cu.write_text(source)
+    run = subprocess.run(["nvcc", f"-arch={device.arch}", "-cubin", "-o", str(tmp_path / "b2b.cubin"), str(cu)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+
+
+def test_the_fused_roofline_by_hand():
+    pair, dev = GemmPair(3136, 64, 64, 64), get_device("h100")
+    p = Point({"rows": 32, "threads": 256, "regs": 4})
+    est = estimate_b2b(pair, p, dev)
+    f = est.figures
+    assert f["blocks"] == 98 and f["shared_bytes"] == 32 * (64 + 64) * 4
+    # every block reads both weight matrices through L2, and A once
+    assert f["l2_bytes"] == 98 * (64 * 64 + 64 * 64) * 4 + 3136 * 64 * 4
+    # DRAM: A, B0, B1 and O once; T never leaves the chip
+    assert f["dram_s"] == pytest.approx((3136 * 64 * 2 + 64 * 64 * 2) * 4 / 3350e9)
+    assert est.seconds == pytest.approx(LAUNCH_S + max(f[k] for k in ("compute_s", "dram_s", "l2_s", "shared_s")))
+    # a block's rows of A and T beyond the block's shared memory are never points of the space
+    wide = GemmPair(1, 50176, 4096, 1470)
+    assert not fused_points(wide, dev)
+    assert "shared memory" in violations(wide, Point({"rows": 1, "threads": 32, "regs": 1}), dev)[0]
+
+
+def test_fusion_is_chosen_only_when_its_estimate_beats_the_pair():
+    dev = get_device("h100")
+    small_n0 = GemmPair(3136, 64, 64, 64)  # a 56×56 pair of 1×1 convolutions: two launches of tiny GEMMs
+    chosen = choose(small_n0, (3.77e-6, 3.77e-6), dev)
+    assert isinstance(chosen, FusedChoice) and chosen.fuse and chosen.point is not None
+    assert chosen.speedup == pytest.approx(2 * 3.77e-6 / chosen.fused.seconds)
+    assert not choose(small_n0, (1e-7, 1e-7), dev).fuse
+    # a batch-1 classifier's two layers: a row of A alone exceeds the shared memory, nothing to fuse
+    fc = choose(GemmPair(1, 50176, 4096, 1470), (2.5e-4, 1.1e-5), dev)
+    assert fc.point is None and not fc.fuse and fc.speedup is None
+
+
+def test_a_pair_is_read_from_two_gemms_or_refused_in_one_sentence():
+    gemm = get_builtin("gemm")
+    first, second = GemmPair(64, 32, 48, 40).unfused()
+    assert GemmPair.of(first, second) == GemmPair(64, 32, 48, 40, relu=True)
+    with pytest.raises(HeteroDSEError, match="does not multiply"):
+        GemmPair.of(first, gemm.instantiate({"M": 64, "N": 40, "K": 50}))
+    with pytest.raises(HeteroDSEError, match="not two float32 GEMMs"):
+        GemmPair.of(first, gemm.instantiate({"M": 64, "N": 40, "K": 48, "dtype": "float16"}))
