@@ -23,10 +23,10 @@ def host_target() -> dict[str, Any]:
     return {"kind": "llvm", "mcpu": str(tvm.target.codegen.llvm_get_system_cpu()), "num-cores": host_cores()}
 
 
-def _prepare(op: Operator, point: Point, inline: bool = True) -> tuple[Any, Any, list[str]]:
+def _prepare(op: Operator, point: Point, inline: bool | None = True) -> tuple[Any, Any, list[str]]:
     """A schedule of ``op`` and its main block; the producers (padding, expansion: element-wise) inlined, or
-    else computed first over their whole output, in parallel. The epilogue's blocks are left to
-    ``_fuse_epilogue``."""
+    else computed first over their whole output, in parallel; ``None``: left as they are, for the caller to
+    inline where it stages their output. The epilogue's blocks are left to ``_fuse_epilogue``."""
     import tvm
     from tvm import s_tir
 
@@ -35,6 +35,8 @@ def _prepare(op: Operator, point: Point, inline: bool = True) -> tuple[Any, Any,
     after = set(_epilogue(op))
     for block in sch.get_child_blocks(sch.get_sblock("root")):
         if sch.get(block).name_hint == main_name or sch.get(block).name_hint in after:
+            continue
+        if inline is None:
             continue
         if inline:
             sch.compute_inline(block)
@@ -198,19 +200,29 @@ def run_cpu(executable: Any, op: Operator, inputs: list[np.ndarray]) -> np.ndarr
     return out.numpy()
 
 
-def apply_gpu(op: Operator, point: Point) -> Any:
+def apply_gpu(op: Operator, point: Point, emulate: bool = False) -> Any:
     """The scheduled IRModule of ``op`` for a GPU point (see ``GpuSpace``): blocks, virtual threads and
     threads bound from the spatial levels, the output tile in registers, inputs staged in shared memory at
     the outer reduce level and fetched cooperatively by the block's threads. A tensor-core point (its template's
-    knobs, ``hetero_dse/space/tensorcore.py``) is applied by ``gpu_cpu/tensorcore.py``."""
+    knobs, ``hetero_dse/space/tensorcore.py``) is applied by ``gpu_cpu/tensorcore.py``.
+
+    ``emulate=True``: the same loops, stages and inlining with every loop serial and every buffer global, for
+    TVM's CPU backend: the index arithmetic the GPU runs (the padding computed in the shared stage, the
+    stages' regions, the epilogue in the write-back), checked numerically where there is no GPU."""
     if "mma" in point:
         from gpu_cpu.tensorcore import apply_tensorcore
 
-        return apply_tensorcore(op, point)
-    sch, block, keys = _prepare(op, point)
+        return apply_tensorcore(op, point, emulate=emulate)
+
+    def bind(loop: Any, thread: str) -> None:
+        if not emulate:
+            sch.bind(loop, thread)
+
+    shared_scope, local_scope = ("global", "global") if emulate else ("shared", "local")
+    sch, block, keys = _prepare(op, point, inline=True if reduce_loops(op) == 0 else None)
     n_inputs = len(sch.get(block).reads)
     try:
-        local = sch.cache_write(block, 0, "local")
+        local = sch.cache_write(block, 0, local_scope)
         _fuse_epilogue(sch, op)
         spatial, reduce = _split(sch, block, op, point, keys)
         order = [p[0] for p in spatial] + [p[1] for p in spatial] + [p[2] for p in spatial]
@@ -220,26 +232,34 @@ def apply_gpu(op: Operator, point: Point) -> Any:
         bx = sch.fuse(*[p[0] for p in spatial])
         vx = sch.fuse(*[p[1] for p in spatial])
         tx = sch.fuse(*[p[2] for p in spatial])
-        sch.bind(bx, "blockIdx.x")
-        sch.bind(vx, "vthread.x")
-        sch.bind(tx, "threadIdx.x")
+        bind(bx, "blockIdx.x")
+        bind(vx, "vthread.x")
+        bind(tx, "threadIdx.x")
         sch.reverse_compute_at(local, tx)
         threads = int(np.prod([int(point[k][2]) for k in keys[: len(spatial)]]))
         if reduce:
             anchor = reduce[-1][0]  # the innermost loop of the outer reduce level
             depth = 3 + len(reduce)
             for i in range(n_inputs):
-                shared = sch.cache_read(block, i, "shared")
+                shared = sch.cache_read(block, i, shared_scope)
                 sch.compute_at(shared, anchor)
+                _inline_producers(sch, shared)
                 own = sch.get_loops(shared)[depth:]
                 if own:
                     fetch = sch.fuse(*own) if len(own) > 1 else own[0]
                     _, lane = sch.split(fetch, factors=[None, threads])
-                    sch.bind(lane, "threadIdx.x")
-        _unroll(sch, tx, point)
+                    bind(lane, "threadIdx.x")
+        if not emulate:
+            _unroll(sch, tx, point)
     except Exception as exc:
         raise _rejected(point, exc) from exc
     return sch.mod
+
+
+def _inline_producers(sch: Any, block: Any) -> None:
+    """Every block that feeds ``block`` (a padding, a gather) computed where ``block`` reads it."""
+    while producers := sch.get_producers(block):
+        sch.compute_inline(producers[0])
 
 
 def build_cuda(mod: Any, device: Any, compile_here: bool = True) -> tuple[Any, str]:
@@ -280,8 +300,8 @@ _CUDA_BYTES = {"float": 4, "half": 2, "int": 4, "int8_t": 1, "signed char": 1, "
 
 def staged_shared_bytes(op: Operator, point: Point, device: Any) -> int:
     """The static shared memory the CUDA code TVM generates for ``point`` declares (no nvcc: the source alone).
-    What the space's model counts is the tile's footprint; TVM's region analysis can stage more (a strided
-    window under fused block indices: the whole image)."""
+    The space counts the tiles' footprint, and for every built-in operator the two agree (tests/test_gpu_codegen.py);
+    a custom operator's index arithmetic can still lead TVM's region analysis to stage more."""
     _, source = build_cuda(apply_gpu(op, point), device, compile_here=False)
     return declared_shared_bytes(source)
 

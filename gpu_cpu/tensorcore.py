@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpu_cpu.schedule import ScheduleError, _epilogue, _main, _rejected
+from gpu_cpu.schedule import ScheduleError, _epilogue, _inline_producers, _main, _rejected
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
 from hetero_dse.space.tensorcore import BY_INSTRUCTION, Arithmetic
@@ -89,12 +89,6 @@ def apply_tensorcore(op: Operator, point: Point, emulate: bool = False) -> Any:
 def _is_producer(sch: Any, block: Any) -> bool:
     """A block computed before the main one (the padding), not one after it."""
     return bool(sch.get_consumers(block))
-
-
-def _inline_producers(sch: Any, block: Any) -> None:
-    """Every block that feeds ``block`` (a layout's gather, a padding) computed where ``block`` reads it."""
-    while producers := sch.get_producers(block):
-        sch.compute_inline(producers[0])
 
 
 def _chain_out(sch: Any, first: Any) -> None:

@@ -128,8 +128,9 @@ class GpuTarget:
                 return MeasureResult(None, problem)
             seconds = estimate_any(space, point).seconds
             if seconds < incumbent[0]:
-                # a new best is generated (not compiled) first: the shared memory TVM's code declares can exceed
-                # the tile's footprint the model counts, and a best that cannot run is no answer
+                # a new best is generated (not compiled) first: for a custom operator the shared memory TVM's code
+                # declares can exceed the tiles' footprint the model counts, and a best that cannot run is no
+                # answer (for the built-ins they agree since the padding moved into the shared stage)
                 staged = staged_shared_bytes(op, point, self.gpu)
                 if staged > self.gpu.shared_memory_per_block:
                     return MeasureResult(None, f"TVM's code stages {staged} B of shared memory > "
