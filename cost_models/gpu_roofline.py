@@ -69,12 +69,14 @@ def _roof(parts: dict[str, float]) -> tuple[float, str]:
     return LAUNCH_S + max(parts.values()), bound
 
 
-def estimate(space: GpuSpace, point: Point) -> GpuEstimate:
+def estimate(space: GpuSpace, point: Point, registers: int | None = None) -> GpuEstimate:
+    """``registers``: what ptxas allots a thread of the generated kernel, where it has been compiled (the
+    space's count, accumulators plus a constant, otherwise)."""
     dev: GpuDevice = space.device
     analysis = space.analysis
     limits = space.limits(point)
     threads, vthreads, shared_bytes = limits["threads"], limits["vthreads"], limits["shared_bytes"]
-    registers, regs = limits["registers"], limits["accumulators"]
+    registers, regs = registers or limits["registers"], limits["accumulators"]
     blocks = outer_steps = inner_steps = 1
     thread_tile: dict[str, int] = {}
     for i, name in enumerate(space.loop_names):
@@ -107,13 +109,14 @@ def estimate(space: GpuSpace, point: Point) -> GpuEstimate:
     parts = {"compute": compute_s, "dram": dram_s, "l2": l2_s, "shared": shared_s}
     seconds, bound = _roof(parts)
     figures = {"blocks": blocks, "threads": threads, "vthreads": vthreads, "accumulators_per_thread": regs,
+               "registers": registers,
                "shared_bytes": shared_bytes, "blocks_per_sm": per_sm, "waves": waves, "issue_efficiency": issue_eff,
                "lane_efficiency": lane_eff, "throughput_s": throughput_s, "latency_s": latency_s, "l2_bytes": l2_bytes,
                "shared_load_bytes": shared_loads, "launch_s": LAUNCH_S, **{f"{k}_s": v for k, v in parts.items()}}
     return GpuEstimate(seconds, bound, figures)
 
 
-def estimate_tensor_cores(space: TensorCoreSpace, point: Point) -> GpuEstimate:
+def estimate_tensor_cores(space: TensorCoreSpace, point: Point, registers: int | None = None) -> GpuEstimate:
     """The roofline of a tensor-core point: the padded GEMM's FLOPs on the device's tensor-core peak (the
     warp-level MMA's share of it), the resident warps feeding the four tensor cores of an SM; DRAM's
     compulsory bytes; L2 → shared: every block stages its A and B chunks over the whole padded K; shared →
@@ -121,7 +124,8 @@ def estimate_tensor_cores(space: TensorCoreSpace, point: Point) -> GpuEstimate:
     resident block per SM nothing hides a chunk's load behind the MMAs: the two add up instead of overlapping."""
     dev: GpuDevice = space.device
     view, lim, tiles, padded = space.view, space.limits(point), space.tiles(point), space.padded(point)
-    threads, warps, shared_bytes, registers = lim["threads"], lim["warps"], lim["shared_bytes"], lim["registers"]
+    threads, warps, shared_bytes = lim["threads"], lim["warps"], lim["shared_bytes"]
+    registers = registers or lim["registers"]  # ptxas's count where the kernel was compiled
     blocks = space.grid(point)
     # one tensor core per SM sub-partition: fed as the schedulers are, by resident warps
     per_sm, waves, issue_eff = _occupancy(dev, blocks, threads, registers, shared_bytes)
@@ -148,8 +152,8 @@ def estimate_tensor_cores(space: TensorCoreSpace, point: Point) -> GpuEstimate:
     return GpuEstimate(seconds, bound, figures)
 
 
-def estimate_any(space: GpuSpace | TensorCoreSpace, point: Point) -> GpuEstimate:
-    """The estimate of a point of either GPU space."""
+def estimate_any(space: GpuSpace | TensorCoreSpace, point: Point, registers: int | None = None) -> GpuEstimate:
+    """The estimate of a point of either GPU space (``registers``: ptxas's count, where known)."""
     if isinstance(space, TensorCoreSpace):
-        return estimate_tensor_cores(space, point)
-    return estimate(space, point)
+        return estimate_tensor_cores(space, point, registers)
+    return estimate(space, point, registers)

@@ -46,7 +46,8 @@ def test_unknown_parameter_and_dtype():
     gemm = get_builtin("gemm")
     with pytest.raises(ShapeError, match="operator gemm has no parameter 'Q'; its parameters are: M, N, K, dtype"):
         gemm.instantiate({"Q": 3})
-    with pytest.raises(ShapeError, match="parameter dtype must be one of float32, float16, bfloat16, int8, int16, int32"):
+    with pytest.raises(ShapeError,
+                       match="parameter dtype must be one of float32, float16, bfloat16, int8, int16, int32"):
         gemm.instantiate({"dtype": "float8"})
 
 

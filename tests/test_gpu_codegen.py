@@ -90,6 +90,32 @@ def test_device_limits_are_checked_before_building():
 
 
 @needs_nvcc
+def test_an_estimated_rows_occupancy_uses_the_registers_ptxas_gives_its_kernel(monkeypatch):
+    """The model counts a thread's accumulators plus a constant; ptxas gives an unrolled kernel several times
+    that. The estimate a row prints takes ptxas's count for the kernel written, and its occupancy follows."""
+    from cost_models.gpu_roofline import MAX_THREADS_PER_SM, REGISTERS_PER_SM, estimate
+    from gpu_cpu.schedule import ptxas_usage
+    from hetero_dse.targets.base import Search
+    from hetero_dse.targets.flow import explore
+    from hetero_dse.targets.gpu import GpuTarget
+
+    monkeypatch.setattr("hetero_dse.targets.gpu.present_gpu", lambda: None)
+    op = get_builtin("conv2d").instantiate(shape="small:s2")
+    target = GpuTarget("h100")
+    t = explore(op, target, "random", Search(budget=16))
+    _, source = build_cuda(apply_gpu(op, t.best), target.gpu, compile_here=False)
+    usage = ptxas_usage(source, "sm_90")
+    space = target.space(op)
+    figures = target._estimate(t).figures
+    assert figures["registers"] == usage["registers"] != space.limits(t.best)["registers"]
+    threads = space.limits(t.best)["threads"]
+    assert figures["blocks_per_sm"] == min(32, MAX_THREADS_PER_SM // threads,
+                                           REGISTERS_PER_SM // (threads * usage["registers"]),
+                                           target.gpu.shared_memory_per_sm // space.limits(t.best)["shared_bytes"])
+    assert estimate(space, t.best).figures["registers"] == space.limits(t.best)["registers"]  # no ptxas: the model's
+
+
+@needs_nvcc
 def test_an_estimated_best_that_nvcc_rejects_fails_and_the_next_best_is_written(tmp_path, monkeypatch):
     """An estimated best nvcc refuses (found on MobileNet-V2's first depthwise layer, which staged 785 KB before
     the padding moved into the shared stage) ended the whole-model run when it was written; now it is a failed
