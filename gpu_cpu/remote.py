@@ -10,6 +10,7 @@ kernel's result is checked against the reference before it is timed.
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ class Remote:
     port: int
     key: str | None = None
     session_timeout_s: float = 600.0  # how long one measuring session may hold the device
+    probe_timeout_s: float = 5.0  # the first TCP connection, before TVM's client (which retries for a minute)
 
     @classmethod
     def parse(cls, address: str, key: str | None = None) -> Remote:
@@ -51,6 +53,13 @@ class Remote:
     def check(self) -> None:
         """One sentence, before any search, when the tracker, a server with the key, or the server cannot be
         reached."""
+        try:
+            # TVM's tracker client retries a refused connection for about a minute, logging each try: a plain
+            # connection first says at once that nothing listens there
+            socket.create_connection((self.host, self.port), timeout=self.probe_timeout_s).close()
+        except OSError as exc:
+            raise HeteroDSEError(f"cannot reach {self}: nothing answers at {self.host}:{self.port} "
+                                 f"({exc.strerror or exc})") from None
         try:
             if self.key:
                 from tvm import rpc

@@ -18,7 +18,7 @@ from typing import Any
 from gpu_cpu.schedule import ScheduleError, _epilogue, _inline_producers, _main, _rejected
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
-from hetero_dse.space.tensorcore import BY_INSTRUCTION, Arithmetic
+from hetero_dse.space.tensorcore import BY_INSTRUCTION, SKEW_FACTOR, Arithmetic
 
 __all__ = ["apply_tensorcore", "is_tensor_core_point", "wmma_intrinsics"]
 
@@ -157,7 +157,7 @@ def _on_tensor_cores(sch: Any, op: Operator, point: Point, block: Any, outer: An
         sch.bind(tx, "threadIdx.x")
         sch.vectorize(vec)
         if skew:
-            sch.storage_align(shared, 0, axis=-2, factor=32, offset=skew)
+            sch.storage_align(shared, 0, axis=-2, factor=SKEW_FACTOR, offset=skew)
         _inline_producers(sch, shared)  # the gather of A (im2col), its padding: computed in the load
         return shared
 
@@ -169,7 +169,7 @@ def _on_tensor_cores(sch: Any, op: Operator, point: Point, block: Any, outer: An
     for fragment in fragments:
         sch.compute_at(fragment, k1)
     out_shared = sch.cache_write(outer, 0, SHARED)
-    sch.storage_align(out_shared, 0, -2, 16, 4)
+    # (no storage_align here: TVM drops it on this stage, whose consumers are inlined into it below)
     store = sch.cache_write(outer, 0, "wmma.accumulator")
     sch.reverse_compute_at(store, warps)
     sch.reverse_compute_at(out_shared, warps)

@@ -8,6 +8,7 @@ history database.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 import re
@@ -18,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from hetero_dse.errors import OperatorError, ShapeError
+from hetero_dse.errors import HeteroDSEError, OperatorError, ShapeError
 from hetero_dse.guard import time_limit
 
 #: Data types an operator may be built for; integer types accumulate in int32.
@@ -266,6 +267,25 @@ class Operator:
         from tvm import te
 
         return te.create_prim_func(self.tensors)
+
+    def with_dtype(self, dtype: str) -> Operator:
+        """The operator rebuilt for another data type (a fused layer stays fused), or a clear error if it has
+        no ``dtype`` parameter allowing it."""
+        if dtype == self.dtype:
+            return self
+        param = self.definition.params.get("dtype")
+        if param is None:
+            raise HeteroDSEError(f"operator {self.name} cannot use data type {dtype}: it has no 'dtype' parameter "
+                                 f"(its inputs are {self.dtype})")
+        if param.choices and dtype not in param.choices:
+            raise HeteroDSEError(f"operator {self.name} cannot use data type {dtype}: its dtype is one of "
+                                 f"{', '.join(map(str, param.choices))}")
+        rebuilt = self.definition.instantiate({**dict(self.params), "dtype": dtype})
+        if self.epilogue:
+            from hetero_dse.epilogue import fuse  # the epilogue builds on operators: imported when used
+
+            rebuilt = fuse(rebuilt, self.epilogue, self.epilogue_axes)
+        return dataclasses.replace(rebuilt, shape_name=self.shape_name)
 
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
         """Random inputs with values that keep integer accumulation exact and float error small."""

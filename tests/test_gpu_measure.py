@@ -68,3 +68,67 @@ def test_a_wrong_kernel_is_a_failed_trial_on_the_gpu(gpu):
 
     with pytest.raises(ValueError, match="differs from the reference"):
         check_and_time(Wrong(), op, tvm.cuda(0), job)
+
+
+def _run_on_gpu(executable, inputs, out_shape, out_dtype):
+    import numpy as np
+    import tvm
+
+    dev = tvm.cuda(0)
+    # poisoned: an element the kernel never writes cannot pass for right
+    out = tvm.runtime.tensor(np.full(out_shape, 77, dtype=out_dtype), dev)
+    executable(*[tvm.runtime.tensor(a, dev) for a in inputs], out)
+    dev.sync()
+    return out.numpy()
+
+
+TENSOR_CORE_CASES = {
+    "gemm f16 padded": ("gemm", {"M": 100, "N": 72, "K": 40, "dtype": "float16"}),
+    "gemm bf16 padded": ("gemm", {"M": 60, "N": 40, "K": 50, "dtype": "bfloat16"}),
+    "gemm int8": ("gemm", {"M": 64, "N": 96, "K": 64, "dtype": "int8"}),
+    "conv f16 C=3 (padded to the instruction)": ("conv2d", {"batch": 1, "C": 3, "H": 20, "W": 20, "K": 24,
+                                                             "kernel": 3, "stride": 1, "padding": 1,
+                                                             "dtype": "float16"}),
+    "conv int8 stride 2": ("conv2d", {"batch": 1, "C": 16, "H": 16, "W": 16, "K": 32, "kernel": 3, "stride": 2,
+                                      "padding": 1, "dtype": "int8"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TENSOR_CORE_CASES))
+def test_tensorized_and_padded_kernels_compute_the_reference_on_the_gpu(gpu, case):
+    """The tensor-core template (padding, implicit GEMM, wmma intrinsics) run on the device, for the default
+    point and sampled ones, against numpy's reference on the same inputs."""
+    import numpy as np
+
+    from gpu_cpu.schedule import apply_gpu, build_cuda
+    from hetero_dse.analysis import analyze
+    from hetero_dse.space.tensorcore import TensorCoreSpace
+
+    name, params = TENSOR_CORE_CASES[case]
+    o = get_builtin(name).instantiate(params)
+    space = TensorCoreSpace(analyze(o), gpu)
+    points = [space.default_point()] + [space.decode(c) for c in space.sample(3, np.random.default_rng(2))]
+    for seed, p in enumerate(points):
+        inputs = o.random_inputs(seed + 5)
+        executable, _ = build_cuda(apply_gpu(o, p), gpu)
+        got = _run_on_gpu(executable, inputs, [int(d) for d in o.output.shape], str(o.output.dtype))
+        want = o.reference(inputs)
+        if o.dtype == "int8":
+            np.testing.assert_array_equal(got, want)
+        else:  # half or bfloat16 products are exact in float32; only the order of the sums differs
+            np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
+
+
+def test_the_fused_back_to_back_gemm_computes_the_unfused_pair_on_the_gpu(gpu):
+    import numpy as np
+
+    from gpu_cpu.b2b import GemmPair, apply_b2b, fused_points
+    from gpu_cpu.schedule import build_cuda
+
+    pair = GemmPair(256, 64, 64, 96, relu=True)
+    inputs = pair.random_inputs(4)
+    points = fused_points(pair, gpu)
+    for p in (points[0], points[len(points) // 2], points[-1]):
+        executable, _ = build_cuda(apply_b2b(pair, p), gpu)
+        got = _run_on_gpu(executable, inputs, (pair.m, pair.n1), "float32")
+        np.testing.assert_allclose(got, pair.reference(inputs), rtol=1e-4, atol=1e-4)

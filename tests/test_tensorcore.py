@@ -20,6 +20,7 @@ from hetero_dse.analysis import analyze
 from hetero_dse.epilogue import fuse
 from hetero_dse.hardware.gpus import get_device
 from hetero_dse.ops import get_builtin
+from hetero_dse.space.gpu import GpuSpace
 from hetero_dse.space.point import Point
 from hetero_dse.space.tensorcore import ARITHMETIC, TensorCoreSpace, gemm_view, tensor_core_arithmetic
 
@@ -63,6 +64,12 @@ def test_an_operator_is_seen_as_the_gemm_it_is():
     assert tensor_core_arithmetic(bf16, get_device("v100")) == "v100 (sm_70) has no bfloat16 tensor cores"
     assert tensor_core_arithmetic(bf16, get_device("a100")) is None
     assert get_device("a100").tensor_tflops("bfloat16") == get_device("a100").tensor_tflops("float16") == 312.0
+    # a matrix-vector product and a depthwise convolution have no tensor-core tile (TVM's normalisation drops
+    # their unit loop; a 16-wide tile would be one sixteenth used)
+    assert tensor_core_arithmetic(analyze(op("gemm", M=1, N=1000, K=512, dtype="float16")), get_device("h100")) == \
+        "its M is 1, no tensor-core tile"
+    depthwise = op("depthwise_conv2d", batch=1, C=8, H=12, W=12, kernel=3, padding=1, dtype="bfloat16")
+    assert tensor_core_arithmetic(analyze(depthwise), get_device("h100")) == "its N is 1, no tensor-core tile"
 
 
 def test_the_template_and_its_limits_by_hand():
@@ -74,8 +81,9 @@ def test_the_template_and_its_limits_by_hand():
     assert space.padding_overhead(p) == pytest.approx(512 * 320 * 128 / (500 * 300 * 100))
     assert space.grid(p) == 4 * 10
     lim = space.limits(p)
-    # A and B chunks, two stages, rows of 32 + 8 halves; the two warps' 64 × (32 + 4) float accumulators
-    assert lim["shared_bytes"] == 2 * (128 + 32) * 40 * 2 + 2 * 64 * 36 * 4
+    # A and B chunks, two stages, rows of 32 halves padded by the skew of 8 to 40 (storage_align: a row's
+    # start moves by 8 halves within every 32); the block's 128 × 32 float accumulators staged unskewed
+    assert lim["shared_bytes"] == 2 * (128 + 32) * 40 * 2 + 128 * 32 * 4
     # 4 × 2 accumulator fragments of 8 words, (4 + 2) operand fragments of 4 words, the overhead
     assert lim["registers"] == 8 * 8 + 6 * 4 + 40 and lim["threads"] == 64
     huge = point(warps_m=4, warps_n=4, frags_m=8, frags_n=8, k_frags=8)
@@ -171,9 +179,9 @@ def test_the_tensor_core_roofline_by_hand():
     e = estimate_tensor_cores(space, p)
     f = e.figures
     assert (f["blocks"], f["threads"]) == (16 * 32, 256)
-    # shared: 2 stages × (256 + 128) rows × 40 halves + 8 warps × 64 × 68 floats; registers 16·8 + 8·4 + 40
-    assert f["shared_bytes"] == 2 * 384 * 40 * 2 + 8 * 64 * 68 * 4 and f["registers"] == 200
-    # resident: min(32, 2048/256 = 8, 65536 / (256 × 200) = 1, 164 KB / 200,704 B = 0 → 1): one block per SM
+    # shared: 2 stages × (256 + 128) rows × 40 halves + the 256 × 128 float tile; registers 16·8 + 8·4 + 40
+    assert f["shared_bytes"] == 2 * 384 * 40 * 2 + 256 * 128 * 4 and f["registers"] == 200
+    # resident: min(32, 2048/256 = 8, 65536 / (256 × 200) = 1, 164 KB / 192,512 B = 0 → 1): one block per SM
     assert f["blocks_per_sm"] == 1 and f["waves"] == 5
     # 512 blocks of 8 warps over 5 waves of 108 SMs: 7.6 warps per SM, all four tensor cores fed
     assert f["issue_efficiency"] == 1.0
@@ -214,6 +222,27 @@ def test_explore_on_the_tensor_cores_says_which_arithmetic_it_used(cli, tmp_path
 
 
 @needs_nvcc
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int8"])
+def test_a_layer_the_tensor_cores_cannot_take_runs_in_its_type_on_the_simt_cores(cli, tmp_path, dtype):
+    """ResNet-18's classifier (a matrix-vector product at batch 1) under --dtype float16 failed the whole
+    layer; it is now computed in float16 on the SIMT cores (float32 accumulation), and the row says why."""
+    out = tmp_path / "out"
+    result = cli("explore", "--op", "gemm", "--param", "M=1", "--param", "N=100", "--param", "K=64", "--target",
+                 "gpu", "--dtype", dtype, "--budget", "64", "--no-history", "--out", str(out))
+    assert result.code == 0, result.err
+    (row,) = [r for r in json.loads((out / "report.json").read_text())["rows"] if r["kind"] == "gpu"]
+    assert row["detail"].startswith(f"{dtype} SIMT (its M is 1, no tensor-core tile)")
+    assert "mma" not in json.loads(next(out.glob("*/gpu/schedule.json")).read_text())["knobs"]
+    # the SIMT schedule of a narrow type computes the reference (float32 or int32 accumulation)
+    o = op("gemm", M=1, N=100, K=64, dtype=dtype)
+    space = GpuSpace(analyze(o), get_device("h100"), domain=False)
+    inputs = o.random_inputs(2)
+    got = run_cpu(build_cpu(apply_gpu(o, space.default_point() or space.decode(space.sample(
+        1, np.random.default_rng(0))[0]), emulate=True)), o, inputs)
+    np.testing.assert_allclose(got, o.reference(inputs), rtol=1e-4, atol=1e-4)
+
+
+@needs_nvcc
 def test_a_gpu_the_nvcc_here_cannot_compile_for_is_one_sentence(cli, tmp_path, monkeypatch):
     """CUDA 13 dropped Volta: a V100 is refused before any search, not at the end with an nvcc log."""
     monkeypatch.setattr("hetero_dse.hardware.gpus.nvcc_architectures", lambda nvcc: ("sm_75", "sm_80", "sm_90"))
@@ -234,3 +263,18 @@ def test_a_kernel_nvcc_rejects_is_a_schedule_error_not_a_built_module():
     assert space.violations(gathering) == ["8-wide loads of B would gather along K"]
     with pytest.raises(ScheduleError, match="nvcc rejects the generated CUDA for sm_80: .*error"):
         build_cuda(apply_gpu(o, gathering), get_device("a100"))
+
+
+@pytest.mark.parametrize("case", ["gemm f16 padded", "gemm int8", "conv f16 C=3"])
+def test_the_space_counts_the_shared_memory_the_generated_kernel_declares(case):
+    """The occupancy and the 48 KB check read the space's count: it must be the kernel's own, byte for byte
+    (the skewed rows of the operand stages and the unskewed float tile of the write-back)."""
+    from gpu_cpu.schedule import declared_shared_bytes
+
+    o = CASES[case]()
+    device = get_device("h100")
+    space = TensorCoreSpace(analyze(o), device)
+    points = [space.default_point()] + [space.decode(c) for c in space.sample(6, np.random.default_rng(1))]
+    for p in points:
+        _, source = build_cuda(apply_gpu(o, p), device, compile_here=False)
+        assert declared_shared_bytes(source) == space.limits(p)["shared_bytes"], p

@@ -226,7 +226,6 @@ def synthesize_top(out: Path, results: list, k: int, steps: tuple[str, ...], too
     from hetero_dse.analysis import analyze
     from hetero_dse.hls.project import TestBenchTooLarge, write_project
     from hetero_dse.hls.synth import SynthJob, synthesize, validate_outcomes
-    from hetero_dse.targets.fpga import with_dtype
 
     ranked: list[tuple[int, int, Path]] = []
     for i, (e, written) in enumerate(results):
@@ -234,7 +233,7 @@ def synthesize_top(out: Path, results: list, k: int, steps: tuple[str, ...], too
             continue
         ranked.append((i, 1, out / written.directory))
         for rank, (point, design) in enumerate(e.designs[1:k], start=2):
-            op = with_dtype(e.op, point["dtype"])
+            op = e.op.with_dtype(point["dtype"])
             try:
                 directory = write_project(out / e.label / e.board.name / f"hls_rank{rank}", op, analyze(op), point,
                                           design, e.board, seed=seed)

@@ -51,6 +51,8 @@ ARITHMETIC = {a.name: a for a in (
 BY_INSTRUCTION = {a.instruction: a for a in ARITHMETIC.values()}
 
 
+#: the period of the staged rows' skew (elements): a row's stride is the skew modulo this
+SKEW_FACTOR = 32
 #: registers a thread spends beside its fragments: addresses, loop counters, the load pipeline's temporaries
 REGISTER_OVERHEAD = 40
 MAX_REGISTERS_PER_THREAD = 255
@@ -105,6 +107,9 @@ def tensor_core_arithmetic(analysis: Analysis, device: GpuDevice) -> str | None:
                 f"accumulation, int8 with int32)")
     if device.tensor_tflops(arithmetic.name) <= 0:
         return f"{device.name} ({device.arch}) has no {arithmetic.name} tensor cores"
+    ones = [name for name, extent in (("M", view.m), ("N", view.n), ("K", view.k)) if extent == 1]
+    if ones:  # a matrix-vector product, a depthwise convolution: TVM's GEMM normalisation drops the unit loop
+        return f"its {' and '.join(ones)} {'is' if len(ones) == 1 else 'are'} 1, no tensor-core tile"
     return None
 
 
@@ -118,6 +123,14 @@ def _k_contiguous(access, reduce) -> bool:
         if index.terms != ((loop.name, 1),) or index.constant != 0 or size != loop.extent:
             return False
     return True
+
+
+def skewed_row(bk: int, skew: int) -> int:
+    """The elements of one staged row of a K chunk: TVM's ``storage_align`` makes the row's stride the smallest
+    at least ``bk`` that is ``skew`` modulo 32 banks' worth (``bk`` itself without a skew)."""
+    if not skew:
+        return bk
+    return bk + (skew - bk) % SKEW_FACTOR
 
 
 def _ceil(x: int, to: int) -> int:
@@ -175,9 +188,8 @@ class TensorCoreSpace(SplitSpace):
         warps = point["warps_m"] * point["warps_n"]
         in_bytes = dtype_bytes(self.view.dtype)
         acc_bytes = dtype_bytes(self.arithmetic.accumulator)
-        row = t["bk"] + point["skew"]
-        staged = point["stages"] * (t["bm"] + t["bn"]) * row * in_bytes
-        out = warps * t["wm"] * (t["wn"] + 4) * acc_bytes  # the write-back's rows are skewed by 4
+        staged = point["stages"] * (t["bm"] + t["bn"]) * skewed_row(t["bk"], point["skew"]) * in_bytes
+        out = t["bm"] * t["bn"] * acc_bytes  # the accumulators' write-back through shared memory, unskewed
         # per thread: a 16×16 accumulator fragment is 256 values over 32 lanes (8 words); an A or B fragment
         # 16×K values over 32 lanes (4 words of 16-bit inputs, 2 of int8)
         acc = point["frags_m"] * point["frags_n"] * FRAGMENT * FRAGMENT * acc_bytes // (32 * 4)

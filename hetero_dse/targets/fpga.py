@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 from math import prod
 from contextlib import nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +32,7 @@ from hetero_dse.targets.base import Defaults, Outcome, Row, Search, Written
 from hetero_dse.targets.fpga_report import design_row, fpga_markdown, fpga_record
 from hetero_dse.targets.fpga_search import Designs, ModelEvaluator, SearchResult
 
-__all__ = ["DEFAULT_BUDGET", "Exploration", "FpgaTarget", "check_clocks", "check_dtypes", "fpga_workload",
-           "with_dtype"]
+__all__ = ["DEFAULT_BUDGET", "Exploration", "FpgaTarget", "check_clocks", "check_dtypes", "fpga_workload"]
 
 #: designs scored when the user gives no budget to a sampling explorer (they converge well before; BENCHMARKS.md)
 DEFAULT_BUDGET = 30_000
@@ -61,7 +60,7 @@ class Exploration(Outcome):
 
     def best_operator(self) -> tuple[Operator, Analysis]:
         """The operator instantiated at the best design's data type, with its analysis."""
-        op = with_dtype(self.op, self.best_design[0]["dtype"])
+        op = self.op.with_dtype(self.best_design[0]["dtype"])
         return op, analyze(op)
 
 
@@ -97,7 +96,7 @@ class FpgaTarget:
 
     def space(self, op: Operator) -> FpgaSpace:
         dtypes = check_dtypes(op, self.dtypes)
-        return FpgaSpace(analyze(with_dtype(op, dtypes[0])), self.board, dtypes, self.clocks, self.options)
+        return FpgaSpace(analyze(op.with_dtype(dtypes[0])), self.board, dtypes, self.clocks, self.options)
 
     def workload(self, op: Operator, space: FpgaSpace) -> Workload:
         return fpga_workload(op, space.analysis, self.board)
@@ -200,32 +199,13 @@ def _verdict(written: Written | None) -> str:
     return "pass" if written.passed else "FAIL"
 
 
-def with_dtype(op: Operator, dtype: str) -> Operator:
-    """``op`` rebuilt for another data type, or a clear error if it has no ``dtype`` parameter allowing it."""
-    if dtype == op.dtype:
-        return op
-    param = op.definition.params.get("dtype")
-    if param is None:
-        raise HeteroDSEError(f"operator {op.name} cannot use data type {dtype}: it has no 'dtype' parameter "
-                             f"(its inputs are {op.dtype})")
-    if param.choices and dtype not in param.choices:
-        raise HeteroDSEError(f"operator {op.name} cannot use data type {dtype}: its dtype is one of "
-                             f"{', '.join(map(str, param.choices))}")
-    rebuilt = op.definition.instantiate({**dict(op.params), "dtype": dtype})
-    if op.epilogue:  # a fused layer stays fused
-        from hetero_dse.epilogue import fuse
-
-        rebuilt = fuse(rebuilt, op.epilogue, op.epilogue_axes)
-    return replace(rebuilt, shape_name=op.shape_name)
-
-
 def check_dtypes(op: Operator, dtypes: Sequence[str]) -> list[str]:
     chosen = list(dtypes) or [op.dtype]
     for dtype in chosen:
         if dtype not in ARITHMETIC:
             raise HeteroDSEError(f"data type {dtype} is not one the FPGA model knows; use "
                                  f"{', '.join(ARITHMETIC)}")
-        with_dtype(op, dtype)
+        op.with_dtype(dtype)
     return chosen
 
 

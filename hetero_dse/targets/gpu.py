@@ -78,27 +78,31 @@ class GpuTarget:
 
     def typed(self, op: Operator) -> Operator:
         """``op`` in the data type this target computes in."""
-        from hetero_dse.targets.fpga import with_dtype
-
-        return op if self.dtype is None else with_dtype(op, self.dtype)
+        return op if self.dtype is None else op.with_dtype(self.dtype)
 
     def check(self, op: Operator) -> None:
         op = self.typed(op)
         if op.dtype not in ("float32", *ARITHMETIC):
             raise HeteroDSEError(f"the GPU computes in float32, or on its tensor cores in {', '.join(ARITHMETIC)}; "
                                  f"{op.title} is {op.dtype}")
-        if op.dtype != "float32":
-            why = tensor_core_arithmetic(analyze(op), self.gpu)
-            if why is not None:
-                raise HeteroDSEError(f"{why}: {op.title} in {op.dtype} cannot run on the tensor cores; use float32")
         if self.present is not None:
             check_fits_in_memory(op, f"on the {self.present.name}")
 
+    def off_tensor_cores(self, op: Operator) -> str | None:
+        """Why ``op`` runs on the SIMT cores; None when it runs on the tensor cores. A float16, bfloat16 or
+        int8 layer the tensor cores cannot take (a matrix-vector product, a depthwise convolution, a device
+        without that arithmetic) is computed in its type on the SIMT cores, not refused: a network's other
+        layers still get theirs."""
+        if op.dtype not in ARITHMETIC:
+            return "no tensor cores"
+        return tensor_core_arithmetic(analyze(op), self.gpu)
+
     def space(self, op: Operator) -> GpuSpace | TensorCoreSpace:
-        """float32: the SIMT splits (FlexTensor); float16 and int8: the tensor cores' template (Bolt)."""
+        """The tensor cores' template (Bolt) for a float16, bfloat16 or int8 contraction they can take; the
+        SIMT splits (FlexTensor) for the rest."""
         op = self.typed(op)
         analysis = analyze(op)
-        if op.dtype in ARITHMETIC:
+        if self.off_tensor_cores(op) is None:
             return TensorCoreSpace(analysis, self.gpu)
         # seed 001's domain spares measured trials on the unpromising; the roofline scores the whole space in
         # milliseconds and ranks some points outside it first (BENCHMARKS.md), so estimates search it whole
@@ -210,15 +214,17 @@ class GpuTarget:
         return estimate_any(self.space(t.op), t.best, self._ptxas_registers(t.op, t.best))
 
     def arithmetic(self, op: Operator) -> str:
-        """What the row's kernel computes with: the SIMT FP32 units, or the tensor cores' instruction."""
-        if op.dtype in ARITHMETIC:
+        """What the row's kernel computes with: the tensor cores' instruction, or the SIMT cores and why."""
+        why = self.off_tensor_cores(op)
+        if why is None:
             arithmetic = ARITHMETIC[op.dtype]
             return f"{op.dtype} tensor cores ({arithmetic.instruction}), {arithmetic.accumulator} accumulation"
-        return "float32 SIMT (no tensor cores)"
+        return f"{op.dtype} SIMT ({why})"
 
     def peak(self, op: Operator) -> float:
         """The device's peak for the row's arithmetic (FLOP/s)."""
-        return (self.gpu.tensor_tflops(op.dtype) if op.dtype in ARITHMETIC else self.gpu.fp32_tflops) * 1e12
+        on_tensor_cores = self.off_tensor_cores(op) is None
+        return (self.gpu.tensor_tflops(op.dtype) if on_tensor_cores else self.gpu.fp32_tflops) * 1e12
 
     def row(self, t: Tuned, written: Written | None) -> Row:
         figures = self._estimate(t)

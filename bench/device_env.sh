@@ -1,0 +1,16 @@
+# Source this on a lent GPU machine (no package registry there) to import our pinned TVM and the packages its
+# image lacks, carried from here as two folders git ignores (each call carries at most 64 MiB):
+#   .dev1/libtvm_compiler.so.xz   TVM's compiler library alone, xz-compressed (92 MB as a wheel member)
+#   .dev2/tvm_rest.tar.xz + *.whl the rest of the apache-tvm wheel, apache-tvm-ffi, sqlalchemy, xgboost-cpu, ...
+# Carry .dev1 in one call and .dev2 in the next while the machine is warm: both unpack into /tmp/site.
+SITE=/tmp/site
+mkdir -p "$SITE/tvm/lib"
+if [ -f .dev1/libtvm_compiler.so.xz ]; then
+    xz -dc .dev1/libtvm_compiler.so.xz > "$SITE/tvm/lib/libtvm_compiler.so" || return 1
+fi
+if [ -d .dev2 ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
+        .dev2/*.whl || return 1
+    tar xJf .dev2/tvm_rest.tar.xz -C "$SITE" || return 1
+fi
+export PYTHONPATH="$SITE:$PWD" PYTHONUNBUFFERED=1
