@@ -35,6 +35,17 @@ except ImportError:  # before the helper existed: the same count, inline
                    re.findall(r"__shared__\s+(?:alignas\(\d+\)\s+)?([\w ]+?)\s+\w+\[(\d+)\]", source))
 
 
+def valid_points(space: GpuSpace, count: int) -> list:
+    """The first ``count`` valid points of a fixed stream of draws, judged point by point: the same points in
+    every version of the tree, whatever its own sampler does."""
+    rng, points = np.random.default_rng(0), []
+    while len(points) < count:
+        point = space.decode(rng.integers(0, space.cardinalities))
+        if not space.violations(point):
+            points.append(point)
+    return points
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--layers", default="C1,C2,C4,C8,C13,C15")
@@ -47,8 +58,7 @@ def main() -> None:
         op = get_builtin("conv2d").instantiate(shape=f"yolo:{layer}")
         space = GpuSpace(analyze(op), device, domain=False)
         pairs, start = [], time.perf_counter()
-        for row in space.sample(args.points, np.random.default_rng(0)):
-            point = space.decode(row)
+        for point in valid_points(space, args.points):
             try:
                 _, source = build_cuda(apply_gpu(op, point), device, compile_here=False)
             except ScheduleError:

@@ -102,6 +102,32 @@ def test_seed_001s_domain_and_the_occupancy_rules_prune_the_gpu_space_by_hand():
     assert not GpuSpace(analyze(op), get_device("h100"), domain=False).domain
 
 
+@pytest.mark.parametrize("shape", [{"shape": "yolo:C1"}, {"shape": "yolo:C13"},
+                                   {"batch": 2, "C": 12, "H": 9, "W": 9, "K": 20, "kernel": 3, "stride": 2,
+                                    "padding": 1}])
+@pytest.mark.parametrize("domain", [True, False])
+def test_the_rules_judged_on_arrays_of_rows_are_the_rules_point_by_point(shape, domain):
+    """Rejection sampling judges blocks of rows at once; it must keep exactly the points ``violations`` keeps,
+    and count each block's shared memory as the footprint's bounding boxes do."""
+    import numpy as np
+
+    op = get_builtin("conv2d").instantiate(**shape) if "shape" in shape else \
+        get_builtin("conv2d").instantiate(shape)
+    space = GpuSpace(analyze(op), get_device("h100"), domain=domain)
+    rows = np.random.default_rng(3).integers(0, space.cardinalities, size=(1500, space.num_knobs))
+    rows = np.concatenate([rows, space.sample(50, np.random.default_rng(4))])  # some inside the domain
+    by_point = np.array([not space.violations(space.decode(r)) for r in rows])
+    assert by_point.any() and not by_point.all()
+    assert (space.valid(rows) == by_point).all()
+    for row in rows[::97]:
+        p = space.decode(row)
+        tile = {n: int(np.prod(p[f"split.{n}"][1:])) for n in space.loop_names}
+        boxes = sum(int(np.prod(a.bounding_box(tile))) * a.bytes_per_element for a in space.analysis.reads)
+        assert space.limits(p)["shared_bytes"] == boxes
+        assert space.limits(p)["threads"] == int(np.prod([p[f"split.{n}"][2] for n in space.loop_names[
+            : space.num_spatial]]))
+
+
 def test_explore_target_gpu_writes_cuda_and_labels_estimates(cli, tmp_path, monkeypatch):
     monkeypatch.setattr("hetero_dse.targets.gpu.present_gpu", lambda: None)  # as on a machine without a GPU
     r = cli("explore", "--op", "gemm", "--shape", "small:s1", "--target", "gpu", "--gpu", "a100",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import cached_property
 
 import numpy as np
 
@@ -49,21 +50,68 @@ class GpuSpace(SplitSpace):
         # seed 001's domain prunes the space the explorers see; an operator too small for it keeps the whole
         self.domain = domain and self._domain_reachable()
 
+    @cached_property
+    def _factors(self) -> list[np.ndarray]:
+        """Per loop, its factorisations as an array (one row per encoded value, one column per level)."""
+        return [np.array(s, dtype=np.int64) for s in self.splits]
+
+    def limits_of_rows(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """:meth:`limits` of every encoded row at once (arrays), and the blocks of each, for the rules and the
+        rejection sampling: a pool of thousands judged in a few array operations, not point by point."""
+        rows = np.atleast_2d(rows)
+        return self._limits_of_splits([self._factors[i][rows[:, i]] for i in range(len(self.loops))])
+
+    def _limits_of_splits(self, splits: list[np.ndarray]) -> dict[str, np.ndarray]:
+        """The limits of ``n`` points given each loop's factors (an n × levels array per loop)."""
+        n = len(splits[0]) if splits else 1
+        threads, vthreads, accumulators, blocks = (np.ones(n, dtype=np.int64) for _ in range(4))
+        tile: dict[str, np.ndarray] = {}
+        for i, name in enumerate(self.loop_names):
+            f = splits[i]
+            tile[name] = f[:, 1:].prod(axis=1)  # the block's extent of the loop
+            if i < self.num_spatial:
+                blocks *= f[:, 0]
+                vthreads *= f[:, 1]
+                threads *= f[:, 2]
+                accumulators *= f[:, 1] * f[:, 3]
+        ones = np.ones(n, dtype=np.int64)
+        shared = np.zeros(n, dtype=np.int64)
+        for a in self.analysis.reads:  # each input's bounding box of the block's tile, as footprint.bounding_box
+            box = ones.copy()
+            for ix in a.indices:
+                box *= 1 + sum((abs(c) * (tile.get(name, ones) - 1) for name, c in ix.terms), 0 * ones)
+            shared += box * a.bytes_per_element
+        return {"threads": threads, "vthreads": vthreads, "shared_bytes": shared, "accumulators": accumulators,
+                "registers": accumulators + REGISTER_OVERHEAD, "blocks": blocks, "tile": tile}
+
     def limits(self, point: Point) -> dict[str, int]:
         """Threads per block, virtual threads, shared-memory bytes of the block's input tiles, accumulators and
         registers per thread of ``point``."""
-        threads = vthreads = accumulators = 1
-        tile: dict[str, int] = {}
-        for i, name in enumerate(self.loop_names):
-            f = point[f"split.{name}"]
-            tile[name] = int(np.prod(f[1:]))  # the block's extent of the loop
-            if i < self.num_spatial:
-                vthreads *= f[1]
-                threads *= f[2]
-                accumulators *= f[1] * f[3]
-        shared = sum(int(np.prod(a.bounding_box(tile))) * a.bytes_per_element for a in self.analysis.reads)
-        return {"threads": threads, "vthreads": vthreads, "shared_bytes": shared, "accumulators": accumulators,
-                "registers": accumulators + REGISTER_OVERHEAD}
+        # from the point's own factors: a point made by hand need not be one of the space's factorisations
+        lim = self._limits_of_splits([np.array([point[f"split.{n}"]], dtype=np.int64) for n in self.loop_names])
+        return {k: int(lim[k][0]) for k in ("threads", "vthreads", "shared_bytes", "accumulators", "registers")}
+
+    vectorised = True
+
+    def _valid_rows(self, rows: np.ndarray) -> np.ndarray:
+        return self._obeys(rows, self.domain)
+
+    def _obeys(self, rows: np.ndarray, domain: bool) -> np.ndarray:
+        """:meth:`violations` of many rows at once: the same rules as :meth:`limit_violations` and, with
+        ``domain``, :meth:`domain_violations`, as array comparisons (tested to agree with them point by point)."""
+        lim, dev = self.limits_of_rows(rows), self.device
+        ok = ((lim["threads"] <= dev.max_threads_per_block) & (lim["vthreads"] <= dev.max_vthreads)
+              & (lim["registers"] <= MAX_REGISTERS_PER_THREAD) & (lim["shared_bytes"] <= dev.shared_memory_per_block))
+        if not domain:
+            return ok
+        ok &= lim["shared_bytes"] <= dev.shared_memory_per_sm // 2
+        if self.window is not None:
+            words = dev.shared_memory_per_sm // 2 // self.analysis.write.bytes_per_element
+            xy = np.prod([lim["tile"][n] for n in self.window.output_loops], axis=0)
+            z = np.prod([lim["tile"][n] for n in self.window.channel_loops], axis=0)
+            r = self.window.ratio
+            ok &= (xy * z <= words) & (z <= math.sqrt(words / r)) & (xy <= math.sqrt(words * r))
+        return ok & (lim["threads"] >= self.min_threads) & (lim["blocks"] >= self.min_blocks)
 
     def violations(self, point: Point) -> list[str]:
         return self.limit_violations(point) + (self.domain_violations(point) if self.domain else [])
@@ -106,14 +154,8 @@ class GpuSpace(SplitSpace):
     def _domain_reachable(self, draws: int = 4000, share: float = 0.001) -> bool:
         """Whether at least ``share`` of random draws fall in the domain: rejection sampling finds its points
         then. A small operator's domain can be a handful of points (one output a thread, one block an SM)."""
-        rng = np.random.default_rng(0)
-        hits = 0
-        for _ in range(draws):
-            point = self.decode(self._draw(rng))
-            hits += not self.limit_violations(point) and not self.domain_violations(point)
-            if hits >= share * draws:
-                return True
-        return False
+        rows = np.random.default_rng(0).integers(0, self.cardinalities, size=(draws, self.num_knobs))
+        return bool(self._obeys(rows, domain=True).sum() >= share * draws)
 
     def limit_violations(self, point: Point) -> list[str]:
         """What the device cannot run: threads, virtual threads, registers, shared memory."""

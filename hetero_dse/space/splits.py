@@ -100,26 +100,44 @@ class SplitSpace:
     #: rejection sampling's draws per point asked for before it gives up
     draws_per_point = 200
 
+    #: whether ``_valid_rows`` judges whole arrays of rows at once (a space whose rules are array arithmetic);
+    #: otherwise every row is decoded into a point and its ``violations`` listed
+    vectorised = False
+
+    def _valid_rows(self, rows: np.ndarray) -> np.ndarray:
+        """Whether each of ``rows`` (inside the cardinalities) obeys ``violations``: a bool per row."""
+        return np.array([not self.violations(self.decode(r)) for r in rows], dtype=bool)
+
     def sample(self, count: int, rng: np.random.Generator) -> np.ndarray:
         """Points of the pruned space (rejection sampling)."""
-        rows: list[np.ndarray] = []
         draws = self.draws_per_point * count
-        for _ in range(draws):
-            row = self._draw(rng)
-            if not self.violations(self.decode(row)):
-                rows.append(row)
-                if len(rows) == count:
-                    return np.array(rows)
+        if self.vectorised:  # blocks of draws judged at once: a pool of 2,000 from a domain of 0.3 % in ms
+            found, total, done = [], 0, 0
+            while done < draws:
+                block = rng.integers(0, self.cardinalities, size=(min(max(64 * count, 4096), draws - done),
+                                                                  self.num_knobs))
+                done += len(block)
+                found.append(block[self._valid_rows(block)])
+                total += len(found[-1])
+                if total >= count:
+                    return np.concatenate(found)[:count]
+        else:
+            rows: list[np.ndarray] = []
+            for _ in range(draws):
+                row = self._draw(rng)
+                if not self.violations(self.decode(row)):
+                    rows.append(row)
+                    if len(rows) == count:
+                        return np.array(rows)
         raise SpaceError(f"found no point of {self.analysis.operator} {self._where()} in {draws:,} draws")
-
-    def _where(self) -> str:
-        return f"in the CPU space pruned for {self.lanes} vector lanes"
 
     def valid(self, rows: np.ndarray) -> np.ndarray:
         rows = np.atleast_2d(rows)
         inside = ((rows >= 0) & (rows < self.cardinalities)).all(axis=1)
-        return np.array([ok and not self.violations(self.decode(r)) for ok, r in zip(inside, rows, strict=True)],
-                        dtype=bool)
+        ok = np.zeros(len(rows), dtype=bool)
+        if inside.any():
+            ok[inside] = self._valid_rows(rows[inside])
+        return ok
 
     def keys(self, rows: np.ndarray) -> np.ndarray:
         """One integer per row, equal for equal rows."""
