@@ -2,7 +2,8 @@
 # image lacks, carried from here as two folders git ignores (each call carries at most 64 MiB):
 #   .dev1/libtvm_compiler.so.xz   TVM's compiler library alone, xz-compressed (92 MB as a wheel member)
 #   .dev2/tvm_rest.tar.xz + *.whl the rest of the apache-tvm wheel, apache-tvm-ffi, sqlalchemy, xgboost-cpu, ...
-# Carry .dev1 in one call and .dev2 in the next while the machine is warm: both unpack into /tmp/site.
+# bench/device_pack.sh makes both. Carry .dev1 in one call and .dev2 in the next while the machine is warm (30 s):
+# both unpack into /tmp/site.
 SITE=/tmp/site
 mkdir -p "$SITE/tvm/lib"
 if [ -f .dev1/libtvm_compiler.so.xz ]; then

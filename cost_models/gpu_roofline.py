@@ -24,7 +24,7 @@ from hetero_dse.analysis import dtype_bytes
 from hetero_dse.hardware.gpus import GpuDevice
 from hetero_dse.space.gpu import GpuSpace
 from hetero_dse.space.point import Point
-from hetero_dse.space.tensorcore import FRAGMENT, TensorCoreSpace
+from hetero_dse.space.tensorcore import FRAGMENT, TensorCoreSpace, split_k
 
 LAUNCH_S = 3e-6            # kernel launch and tail, a typical measured floor for one small CUDA kernel
 SHARED_BYTES_PER_CLOCK = 128  # per SM: 32 banks × 4 bytes
@@ -134,9 +134,17 @@ def estimate_tensor_cores(space: TensorCoreSpace, point: Point, registers: int |
     compute_s = padded_flops / (peak * issue_eff)
     in_bytes = dtype_bytes(view.dtype)
     dram_s = space.analysis.compulsory_bytes / (dev.memory_gbps * 1e9)
-    l2_bytes = blocks * (tiles["bm"] + tiles["bn"]) * padded["k"] * in_bytes
+    split = split_k(point)
+    block_k = padded["k"] // split  # the K each block multiplies
+    partial_bytes = out_bytes = 0
+    if split > 1:  # the partials written here, read back by the summing kernel, which writes the output
+        acc_bytes = dtype_bytes(space.arithmetic.accumulator)
+        partial_bytes = split * padded["batch"] * padded["m"] * padded["n"] * acc_bytes
+        out_bytes = view.batch * view.m * view.n * dtype_bytes(space.analysis.write.dtype)
+        dram_s = (space.analysis.compulsory_bytes - out_bytes + partial_bytes) / (dev.memory_gbps * 1e9)
+    l2_bytes = blocks * (tiles["bm"] + tiles["bn"]) * block_k * in_bytes
     l2_s = l2_bytes / (dev.l2_gbps * 1e9)
-    steps = padded["k"] // space.arithmetic.k
+    steps = block_k // space.arithmetic.k
     fragment_bytes = FRAGMENT * space.arithmetic.k * in_bytes
     shared_loads = blocks * warps * steps * (point["frags_m"] + point["frags_n"]) * fragment_bytes
     shared_s = _shared_seconds(dev, blocks, shared_loads)
@@ -144,8 +152,12 @@ def estimate_tensor_cores(space: TensorCoreSpace, point: Point, registers: int |
     parts = {"compute": compute_s if overlapped else compute_s + max(l2_s, shared_s), "dram": dram_s, "l2": l2_s,
              "shared": shared_s}
     seconds, bound = _roof(parts)
+    # split-K's second kernel: a launch, and a pass over the partials in DRAM
+    sum_s = LAUNCH_S + (partial_bytes + out_bytes) / (dev.memory_gbps * 1e9) if split > 1 else 0.0
+    seconds += sum_s
     figures = {"blocks": blocks, "threads": threads, "warps": warps, "shared_bytes": shared_bytes,
                "registers": registers, "blocks_per_sm": per_sm, "waves": waves, "issue_efficiency": issue_eff,
+               "split_k": split, "partial_bytes": partial_bytes, "sum_s": sum_s,
                "padded_flops": padded_flops, "padding_overhead": space.padding_overhead(point),
                "tensor_peak_tflops": peak / 1e12, "overlapped": float(overlapped), "l2_bytes": l2_bytes,
                "shared_load_bytes": shared_loads, "launch_s": LAUNCH_S, **{f"{k}_s": v for k, v in parts.items()}}

@@ -18,7 +18,7 @@ from typing import Any
 from gpu_cpu.schedule import ScheduleError, _epilogue, _inline_producers, _main, _rejected
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
-from hetero_dse.space.tensorcore import BY_INSTRUCTION, SKEW_FACTOR, Arithmetic
+from hetero_dse.space.tensorcore import BY_INSTRUCTION, SKEW_FACTOR, Arithmetic, split_k
 
 __all__ = ["apply_tensorcore", "is_tensor_core_point", "wmma_intrinsics"]
 
@@ -60,8 +60,19 @@ def apply_tensorcore(op: Operator, point: Point, emulate: bool = False) -> Any:
         sch.transform_block_layout(block, block_map)
         wm, wn, fm, fn, kf = (int(point[k]) for k in ("warps_m", "warps_n", "frags_m", "frags_n", "k_frags"))
         frag_k = BY_INSTRUCTION[point["mma"]].k
-        # 2. alignment padding: every extent a multiple of the block tile
-        sch.pad_einsum(block, [1, FRAGMENT * wm * fm, FRAGMENT * wn * fn, frag_k * kf])
+        split = split_k(point)
+        # 2. alignment padding: every extent a multiple of the block tile (K of the tile times the splits)
+        sch.pad_einsum(block, [1, FRAGMENT * wm * fm, FRAGMENT * wn * fn, frag_k * kf * split])
+        partials = None
+        if split > 1:
+            # split-K: each split's blocks multiply their share of K into a float partial C[split, s, i, j]
+            # (rfactor); what was the main block now sums the partials, in a kernel of its own
+            batch, i, j, k = sch.get_loops(block)
+            ks, k = sch.split(k, [split, None])
+            partials, block = block, sch.rfactor(ks, 0)
+            batch, i, j, ks, k = sch.get_loops(block)
+            sch.reorder(ks, batch, i, j)
+            sch.fuse(ks, batch)  # the splits are more batches to the template
         # 3. fragments, warps, blocks
         batch, i, j, k = sch.get_loops(block)
         i, ii = sch.split(i, [None, FRAGMENT])
@@ -76,14 +87,35 @@ def apply_tensorcore(op: Operator, point: Point, emulate: bool = False) -> Any:
         tiles = sch.fuse(i0, j0)
         warps = sch.fuse(i1, j1)
         if emulate:  # the loops as the GPU runs them, serial, every buffer global
+            if partials is not None:
+                _sum_partials(sch, partials, bind=False)
             return sch.mod
         _on_tensor_cores(sch, op, point, block, outer, batch, tiles, warps, k0, k1, wm * wn)
+        if partials is not None:
+            _sum_partials(sch, partials)
     except ScheduleError:
         raise
     except Exception as exc:
         raise _rejected(point, exc) from exc
     # build_cuda reads it: the tensor cores' module is lowered with a pass of its own left out
     return tvm.IRModule({"main": sch.mod["main"].with_attr("hetero_dse.tensor_cores", 1)})
+
+
+def _sum_partials(sch: Any, partials: Any, bind: bool = True) -> None:
+    """The second kernel of split-K: one thread per output element sums its partials, then applies the crop of
+    the padding and the epilogue, the blocks between computed at the thread (no intermediate in DRAM).
+    ``bind=False``: the same loops unbound, for TVM's CPU path."""
+    chain = [partials]
+    while consumers := sch.get_consumers(chain[-1]):
+        chain.append(consumers[0])
+    last = chain[-1]
+    block_x, thread_x = sch.split(sch.fuse(*sch.get_loops(last)), [None, 8 * WARP])
+    if bind:
+        sch.bind(block_x, "blockIdx.x")
+        sch.bind(thread_x, "threadIdx.x")
+    for block in reversed(chain[:-1]):
+        sch.compute_at(block, thread_x)
+        sch.set_scope(block, 0, "local")  # one element per thread: a register
 
 
 def _is_producer(sch: Any, block: Any) -> bool:

@@ -107,7 +107,10 @@ def test_tensorized_and_padded_kernels_compute_the_reference_on_the_gpu(gpu, cas
     name, params = TENSOR_CORE_CASES[case]
     o = get_builtin(name).instantiate(params)
     space = TensorCoreSpace(analyze(o), gpu)
-    points = [space.default_point()] + [space.decode(c) for c in space.sample(3, np.random.default_rng(2))]
+    default = space.default_point()
+    points = [default] + [space.decode(c) for c in space.sample(3, np.random.default_rng(2))]
+    splits = (default.replace(split_k=2), default.replace(k_frags=1, split_k=3))
+    points += [p for p in splits if not space.violations(p)]
     for seed, p in enumerate(points):
         inputs = o.random_inputs(seed + 5)
         executable, _ = build_cuda(apply_gpu(o, p), gpu)

@@ -278,3 +278,63 @@ def test_the_space_counts_the_shared_memory_the_generated_kernel_declares(case):
     for p in points:
         _, source = build_cuda(apply_gpu(o, p), device, compile_here=False)
         assert declared_shared_bytes(source) == space.limits(p)["shared_bytes"], p
+
+
+@pytest.mark.parametrize("case", ["gemm f16 padded", "gemm int8", "conv f16 stride 2 + bias + add + relu"])
+@pytest.mark.parametrize("split", [2, 3])
+def test_split_k_sums_its_partials_to_the_reference_on_tvms_cpu_path(case, split):
+    """Split-K's two kernels (each split's partial GEMM, then the sum with the crop and the epilogue) as the
+    GPU runs them, serially on TVM's CPU path; K padded to the tile times the splits."""
+    o = CASES[case]()
+    p = point(warps_m=1, warps_n=2, frags_m=1, frags_n=1, k_frags=1, vector=4, split_k=split)
+    inputs = o.random_inputs(4)
+    got = run_cpu(build_cpu(apply_tensorcore(o, p, emulate=True)), o, inputs)
+    if o.dtype == "int8":
+        np.testing.assert_array_equal(got, o.reference(inputs))
+    else:
+        np.testing.assert_allclose(got, o.reference(inputs), rtol=1e-4, atol=1e-4)
+
+
+@needs_nvcc
+def test_split_k_is_two_kernels_and_its_roofline_by_hand(tmp_path):
+    # YOLO-v1 C15 in float16: a 7×7 output of 1,024 channels over K = 1,024 × 9
+    o = get_builtin("conv2d").instantiate({**dict(get_builtin("conv2d").instantiate(shape="yolo:C15").params),
+                                           "dtype": "float16"})
+    device = get_device("h100")
+    space = TensorCoreSpace(analyze(o), device)
+    v = space.view
+    assert (v.m, v.n, v.k) == (49, 1024, 9216)
+    p = point(warps_m=2, warps_n=2, frags_m=2, frags_n=2, k_frags=2, vector=4, split_k=4)  # 64 × 64 × 32
+    assert space.padded(p) == {"batch": 1, "m": 64, "n": 1024, "k": 9216}  # 9216 = 4 splits × 72 chunks of 32
+    assert space.grid(p) == 1 * 16 * 4 and space.grid(p.replace(split_k=1)) == 16  # 16 tiles: 12 % of 132 SMs
+    small = TensorCoreSpace(analyze(op("gemm", M=64, N=64, K=96, dtype="float16")), device)
+    assert "split-K 4 > the 3 K chunks" in small.violations(point(k_frags=2, split_k=4))
+    f = estimate_tensor_cores(space, p).figures
+    # each block streams its quarter of K; the partials are 4 float copies of the padded 64 × 1024 output
+    assert f["l2_bytes"] == 64 * (64 + 64) * (9216 // 4) * 2
+    assert f["shared_load_bytes"] == 64 * 4 * (9216 // 4 // 16) * (2 + 2) * 16 * 16 * 2
+    assert f["partial_bytes"] == 4 * 64 * 1024 * 4
+    out_bytes = 49 * 1024 * 4  # the float32 output, written by the summing kernel
+    assert f["dram_s"] == pytest.approx((space.analysis.compulsory_bytes - out_bytes + f["partial_bytes"])
+                                        / (device.memory_gbps * 1e9))
+    assert f["sum_s"] == pytest.approx(LAUNCH_S + (f["partial_bytes"] + out_bytes) / (device.memory_gbps * 1e9))
+    e = estimate_tensor_cores(space, p)
+    assert e.seconds == pytest.approx(LAUNCH_S + max(f[k] for k in ("compute_s", "dram_s", "l2_s", "shared_s"))
+                                      + f["sum_s"])
+    # the code: two kernels, the second reading the partials and writing the output
+    _, source = build_cuda(apply_gpu(o, p), device)
+    kernels = set(re.findall(r"__global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(", source))
+    assert kernels == {"main_kernel", "main_kernel_1"}
+    second = source[source.index("main_kernel_1(", source.index("main_kernel_1(") + 1):]
+    args = re.findall(r"(\w+)_ptr", second[: second.index(")")])
+    assert len(args) == 2 and args[0] == o.output.op.name and args[1].endswith("_rf")
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_rules_judged_on_arrays_of_rows_are_the_rules_point_by_point(case):
+    o = CASES[case]()
+    space = TensorCoreSpace(analyze(o), get_device("a100"))
+    rows = np.random.default_rng(5).integers(0, space.cardinalities, size=(3000, space.num_knobs))
+    by_point = np.array([not space.violations(space.decode(r)) for r in rows])
+    assert by_point.any() and not by_point.all()
+    assert (space.valid(rows) == by_point).all()

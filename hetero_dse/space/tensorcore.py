@@ -16,12 +16,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from hetero_dse.analysis import Analysis, dtype_bytes
 from hetero_dse.hardware.gpus import GpuDevice
 from hetero_dse.space.point import Point
 from hetero_dse.space.splits import SplitSpace
 
-__all__ = ["ARITHMETIC", "BY_INSTRUCTION", "Arithmetic", "GemmView", "TensorCoreSpace", "gemm_view",
+__all__ = ["ARITHMETIC", "BY_INSTRUCTION", "Arithmetic", "GemmView", "TensorCoreSpace", "gemm_view", "split_k",
            "tensor_core_arithmetic"]
 
 #: the fragment's M and N of every wmma instruction used (its K is the arithmetic's)
@@ -133,6 +135,11 @@ def skewed_row(bk: int, skew: int) -> int:
     return bk + (skew - bk) % SKEW_FACTOR
 
 
+def split_k(point: Point) -> int:
+    """The splits of K of a tensor-core point (1 for points written before the knob existed)."""
+    return int(point.get("split_k", 1))
+
+
 def _ceil(x: int, to: int) -> int:
     return -(-x // to) * to
 
@@ -161,6 +168,9 @@ class TensorCoreSpace(SplitSpace):
             "stages": (1, 2),
             "vector": (1, 2, 4, 8),
             "skew": (0, 8),
+            # split-K (CUTLASS's): K cut among more blocks, their partial sums added by a second kernel; for
+            # layers whose tiles are too few to fill the SMs (a 7×7 output of 1,024 channels: 8 blocks of 64×128)
+            "split_k": (1, 2, 4, 8),
         }, split_loops=False)
 
     # -------------------------------------------------------------------------------------- the template
@@ -174,7 +184,8 @@ class TensorCoreSpace(SplitSpace):
     def padded(self, point: Point) -> dict[str, int]:
         """The GEMM's extents after padding to the block tile (the work the device does)."""
         t, v = self.tiles(point), self.view
-        return {"batch": v.batch, "m": _ceil(v.m, t["bm"]), "n": _ceil(v.n, t["bn"]), "k": _ceil(v.k, t["bk"])}
+        return {"batch": v.batch, "m": _ceil(v.m, t["bm"]), "n": _ceil(v.n, t["bn"]),
+                "k": _ceil(v.k, t["bk"] * split_k(point))}
 
     def padding_overhead(self, point: Point) -> float:
         """Padded multiply-adds over the operator's own: 1.0 when the extents fit the tile."""
@@ -214,11 +225,44 @@ class TensorCoreSpace(SplitSpace):
                 out.append(f"the {name} tile {tile} exceeds the {name} extent {extent} padded to {frag}")
         # each thread's load of A and B is vector-wide along K: the K chunk must hold whole vectors, and the
         # widest loads need K innermost in memory (TVM's CUDA code for an 8-wide gather does not compile)
+        chunks = -(-v.k // t["bk"])
+        if split_k(point) > chunks:
+            out.append(f"split-K {split_k(point)} > the {chunks} K chunks")
         if t["bk"] % point["vector"]:
             out.append(f"{point['vector']}-wide loads do not divide the K chunk {t['bk']}")
         if point["vector"] == 8 and self.gathered:
             out.append(f"8-wide loads of {', '.join(self.gathered)} would gather along K")
         return out
+
+    #: the rules are array arithmetic on the knobs (``_valid_rows``): a block of draws costs little
+    vectorised = True
+    draws_per_point = 2000
+
+    def _valid_rows(self, rows: np.ndarray) -> np.ndarray:
+        """:meth:`violations` of many rows at once, as array comparisons (tested to agree point by point)."""
+        knob = {name: np.asarray(values)[rows[:, j]] for j, (name, values) in enumerate(self.choices.items())
+                if name != "mma"}
+        dev, v, k = self.device, self.view, self.arithmetic.k
+        bm, bn, bk = FRAGMENT * knob["warps_m"] * knob["frags_m"], FRAGMENT * knob["warps_n"] * knob["frags_n"], \
+            k * knob["k_frags"]
+        in_bytes, acc_bytes = dtype_bytes(v.dtype), dtype_bytes(self.arithmetic.accumulator)
+        row = np.where(knob["skew"] > 0, bk + (knob["skew"] - bk) % SKEW_FACTOR, bk)
+        shared = knob["stages"] * (bm + bn) * row * in_bytes + bm * bn * acc_bytes
+        registers = (knob["frags_m"] * knob["frags_n"] * FRAGMENT * FRAGMENT * acc_bytes // (32 * 4)
+                     + (knob["frags_m"] + knob["frags_n"]) * FRAGMENT * k * in_bytes // (32 * 4) + REGISTER_OVERHEAD)
+        ok = ((knob["warps_m"] * knob["warps_n"] * 32 <= dev.max_threads_per_block)
+              & (shared <= dev.shared_memory_per_block) & (registers <= MAX_REGISTERS_PER_THREAD))
+        for tile, extent, frag in ((bm, v.m, FRAGMENT), (bn, v.n, FRAGMENT), (bk, v.k, k)):
+            ok &= ~((tile > _ceil(extent, frag)) & (tile > frag))
+        ok &= knob["split_k"] <= -(-v.k // bk)
+        ok &= bk % knob["vector"] == 0
+        if self.gathered:
+            ok &= knob["vector"] != 8
+        return ok
+
+    def encode(self, point: Point) -> np.ndarray:
+        # a point of the history written before split-K was a knob ran K in one piece
+        return super().encode(point if "split_k" in point else point.replace(split_k=1))
 
     def beyond_limits(self, point: Point) -> str | None:
         problems = [p for p in self.violations(point) if "threads" in p or "shared" in p or "registers" in p]
@@ -228,16 +272,16 @@ class TensorCoreSpace(SplitSpace):
         """CUTLASS's default for these shapes: a 2×2-warp block of 2×2-fragment warps (64×64), K chunk 32,
         double buffered, 8-wide loads (4 where K is strided), skewed rows; shrunk where the matrix is smaller."""
         point = Point({"mma": self.arithmetic.instruction, "warps_m": 2, "warps_n": 2, "frags_m": 2, "frags_n": 2,
-                       "k_frags": 2, "stages": 2, "vector": 4 if self.gathered else 8, "skew": 8})
+                       "k_frags": 2, "stages": 2, "vector": 4 if self.gathered else 8, "skew": 8, "split_k": 1})
         for knob in ("frags_m", "frags_n", "warps_m", "warps_n", "k_frags", "vector"):
             while self.violations(point) and point[knob] > 1:
                 point = point.replace(**{knob: point[knob] // 2})
         return point if not self.violations(point) else None
 
     def grid(self, point: Point) -> int:
-        """Thread blocks launched."""
+        """Thread blocks launched by the multiplying kernel (each split of K its own)."""
         p, t = self.padded(point), self.tiles(point)
-        return p["batch"] * (p["m"] // t["bm"]) * (p["n"] // t["bn"])
+        return p["batch"] * (p["m"] // t["bm"]) * (p["n"] // t["bn"]) * split_k(point)
 
     def _where(self) -> str:
         return f"within the limits of {self.device.name}"
