@@ -3,6 +3,7 @@ the same trial budget, all in one run so the ratios share the device's state.
 
     python bench/gpu_yolo.py --layers C2,C4,C8,C13,C15 --trials 32 --explorers tl,q --json bench_gpu.json
     python bench/gpu_yolo.py --dtype float16 --trials 128 --no-metaschedule --json bench_gpu_fp16.json
+    python bench/gpu_yolo.py --trials 128 --no-metaschedule --json fp32.json --resume  # the next call goes on
 
 ``--dtype float16`` (or ``bfloat16``) searches the tensor-core space (float32 accumulation) against cuDNN on
 inputs of that type.
@@ -35,7 +36,7 @@ from yolo_common import curve_recorder, geomean, layer_row, metaschedule, parse_
 
 
 def main() -> None:
-    args = parse_args(__doc__, explorers="tl")
+    args = parse_args(__doc__, explorers="tl", resumable=True)
 
     gpu = present_gpu()
     if gpu is None:
@@ -43,13 +44,23 @@ def main() -> None:
     explorers = args.explorers.split(",")
     rows: list[dict] = []
     summary: dict = {}
+    if args.resume and args.json and args.json.exists():  # a lease's calls are 10 minutes: go on where one stopped
+        kept = json.loads(args.json.read_text())
+        if (kept.get("device"), kept.get("trials"), kept.get("dtype", "float32")) != (gpu.name, args.trials,
+                                                                                      args.dtype):
+            sys.exit(f"{args.json} holds another device, trial count or dtype: --resume continues the same run")
+        rows = kept["rows"]
+    done = {r["layer"] for r in rows}
 
     def save() -> None:
         if args.json:
             args.json.write_text(json.dumps({"device": gpu.name, "target": gpu.target, "trials": args.trials,
-                                             "rows": rows, **summary}, indent=2))
+                                             "dtype": args.dtype, "rows": rows, **summary}, indent=2))
 
     for layer in args.layers.split(","):
+        if layer in done:
+            print(f"{layer}: in {args.json} already", flush=True)
+            continue
         op = get_builtin("conv2d").instantiate(shape=f"yolo:{layer}")
         if args.dtype != "float32":
             op = get_builtin("conv2d").instantiate({**dict(op.params), "dtype": args.dtype})

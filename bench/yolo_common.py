@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 
-def parse_args(doc: str, explorers: str) -> argparse.Namespace:
+def parse_args(doc: str, explorers: str, resumable: bool = False) -> argparse.Namespace:
     """The options both YOLO-v1 benches take."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--layers", default="C2,C4,C8,C13,C15")
@@ -21,6 +21,9 @@ def parse_args(doc: str, explorers: str) -> argparse.Namespace:
     parser.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16", "int8"),
                         help="the layers' input type (float16 and int8 run on the tensor cores)")
     parser.add_argument("--json", type=Path)
+    if resumable:
+        parser.add_argument("--resume", action="store_true",
+                            help="keep the layers --json holds from an earlier run of the same settings; run the rest")
     return parser.parse_args()
 
 
