@@ -24,7 +24,7 @@ from hetero_dse.analysis import dtype_bytes
 from hetero_dse.hardware.gpus import GpuDevice
 from hetero_dse.space.gpu import GpuSpace
 from hetero_dse.space.point import Point
-from hetero_dse.space.tensorcore import FRAGMENT, TensorCoreSpace, split_k
+from hetero_dse.space.tensorcore import TensorCoreSpace, split_k
 
 LAUNCH_S = 3e-6            # kernel launch and tail, a typical measured floor for one small CUDA kernel
 SHARED_BYTES_PER_CLOCK = 128  # per SM: 32 banks × 4 bytes
@@ -145,8 +145,9 @@ def estimate_tensor_cores(space: TensorCoreSpace, point: Point, registers: int |
     l2_bytes = blocks * (tiles["bm"] + tiles["bn"]) * block_k * in_bytes
     l2_s = l2_bytes / (dev.l2_gbps * 1e9)
     steps = block_k // space.arithmetic.k
-    fragment_bytes = FRAGMENT * space.arithmetic.k * in_bytes
-    shared_loads = blocks * warps * steps * (point["frags_m"] + point["frags_n"]) * fragment_bytes
+    # per step of K, a warp loads its A fragments (fm rows each) and its B fragments (fn rows each)
+    rows = point["frags_m"] * tiles["fm"] + point["frags_n"] * tiles["fn"]
+    shared_loads = blocks * warps * steps * rows * space.arithmetic.k * in_bytes
     shared_s = _shared_seconds(dev, blocks, shared_loads)
     overlapped = point["stages"] > 1 or per_sm > 1
     parts = {"compute": compute_s if overlapped else compute_s + max(l2_s, shared_s), "dram": dram_s, "l2": l2_s,

@@ -296,8 +296,8 @@ def build_cuda(mod: Any, device: Any, compile_here: bool = True) -> tuple[Any, s
 
 
 #: bytes of the CUDA types TVM declares shared arrays with
-_CUDA_BYTES = {"float": 4, "half": 2, "int": 4, "int8_t": 1, "signed char": 1, "char": 1, "double": 8, "short": 2,
-               "int64_t": 8, "uint8_t": 1}
+_CUDA_BYTES = {"float": 4, "half": 2, "nv_bfloat16": 2, "int": 4, "int8_t": 1, "signed char": 1, "char": 1,
+               "double": 8, "short": 2, "int64_t": 8, "uint8_t": 1}
 
 
 def staged_shared_bytes(op: Operator, point: Point, device: Any) -> int:

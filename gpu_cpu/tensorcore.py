@@ -1,11 +1,12 @@
 """A tensor-core point (``hetero_dse/space/tensorcore.py``) applied to TVM's ``s_tir.Schedule``.
 
 The main block is normalised to ``C[s, i, j] += A[s, i, k] · B[s, j, k]`` (``reindex`` gathers a
-convolution's windows into A: the implicit GEMM), padded to the block tile (``pad_einsum``), cut into 16×16×16
-fragments that become one MMA each, tiled into warps and thread blocks, and fed through shared memory: each
-K chunk of A and B staged by the whole block with vector-wide loads (double-buffered with two stages), loaded
-into fragments, multiplied on the tensor cores, and the accumulators stored through shared memory to global
-memory with the epilogue (bias, residual, activation) and the crop of the padding applied on the way out.
+convolution's windows into A: the implicit GEMM), padded to the block tile (``pad_einsum``), cut into fragments
+(16×16, 32×8 or 8×32, by 16 of K) that become one MMA each, tiled into warps and thread blocks, and fed through
+shared memory: each K chunk of A and B staged by the whole block with vector-wide loads (double-buffered with
+two stages), loaded into fragments, multiplied on the tensor cores, and the accumulators stored through shared
+memory to global memory with the epilogue (bias, residual, activation) and the crop of the padding applied on
+the way out.
 
 ``emulate=True`` applies the same normalisation, padding and tiling without the tensor intrinsics and the GPU
 bindings, for TVM's CPU backend: the transformation the GPU runs, checked numerically where there is no GPU.
@@ -18,11 +19,10 @@ from typing import Any
 from gpu_cpu.schedule import ScheduleError, _epilogue, _inline_producers, _main, _rejected
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
-from hetero_dse.space.tensorcore import BY_INSTRUCTION, SKEW_FACTOR, Arithmetic, split_k
+from hetero_dse.space.tensorcore import BY_INSTRUCTION, SKEW_FACTOR, Arithmetic, fragment_shape, split_k
 
 __all__ = ["apply_tensorcore", "is_tensor_core_point", "wmma_intrinsics"]
 
-FRAGMENT = 16
 WARP = 32
 #: static shared memory: the dynamic kind is merged into one buffer by TVM, whose pointer casts then fail for
 #: a float16 stage reused as the float32 write-back (and the space keeps within the static 48 KB anyway)
@@ -60,9 +60,10 @@ def apply_tensorcore(op: Operator, point: Point, emulate: bool = False) -> Any:
         sch.transform_block_layout(block, block_map)
         wm, wn, fm, fn, kf = (int(point[k]) for k in ("warps_m", "warps_n", "frags_m", "frags_n", "k_frags"))
         frag_k = BY_INSTRUCTION[point["mma"]].k
+        frag_m, frag_n = fragment_shape(point["mma"])
         split = split_k(point)
         # 2. alignment padding: every extent a multiple of the block tile (K of the tile times the splits)
-        sch.pad_einsum(block, [1, FRAGMENT * wm * fm, FRAGMENT * wn * fn, frag_k * kf * split])
+        sch.pad_einsum(block, [1, frag_m * wm * fm, frag_n * wn * fn, frag_k * kf * split])
         partials = None
         if split > 1:
             # split-K: each split's blocks multiply their share of K into a float partial C[split, s, i, j]
@@ -75,8 +76,8 @@ def apply_tensorcore(op: Operator, point: Point, emulate: bool = False) -> Any:
             sch.fuse(ks, batch)  # the splits are more batches to the template
         # 3. fragments, warps, blocks
         batch, i, j, k = sch.get_loops(block)
-        i, ii = sch.split(i, [None, FRAGMENT])
-        j, jj = sch.split(j, [None, FRAGMENT])
+        i, ii = sch.split(i, [None, frag_m])
+        j, jj = sch.split(j, [None, frag_n])
         k, kk = sch.split(k, [None, frag_k])
         sch.reorder(i, j, k, ii, jj, kk)
         outer = sch.blockize(ii)  # one MMA per iteration of what is left outside
@@ -135,40 +136,42 @@ def _chain_out(sch: Any, first: Any) -> None:
             return
 
 
-def wmma_intrinsics(arithmetic: Arithmetic) -> dict[str, str]:
-    """The names of the wmma intrinsics of an arithmetic: TVM's tables for float16 and int8; bfloat16's (sm_80
-    on) registered here from TVM's own generators, which its tables leave out although its CUDA code prints
-    the ``nv_bfloat16`` fragments they need. (TF32 it cannot print: its code generator refuses float operand
-    fragments, so float32 has no tensor-core arithmetic here.)"""
+def wmma_intrinsics(arithmetic: Arithmetic, frag_m: int = 16, frag_n: int = 16) -> dict[str, str]:
+    """The names of the wmma intrinsics of an arithmetic and a fragment shape: TVM's tables for square float16
+    and int8; the others (bfloat16, the 32×8 and 8×32 shapes) registered here from TVM's own generators, which
+    its tables leave out although its CUDA code prints their fragments. (TF32 it cannot print: its code
+    generator refuses float operand fragments, so float32 has no tensor-core arithmetic here.)"""
     from tvm.s_tir.tensor_intrin.cuda import get_wmma_intrin_group
 
-    if arithmetic.name in ("float16", "int8"):
+    if arithmetic.name in ("float16", "int8") and frag_m == frag_n == 16:
         return get_wmma_intrin_group(load_scope=SHARED, store_scope=SHARED, in_dtype=arithmetic.inputs,
                                      out_dtype=arithmetic.accumulator, trans_b=True)
-    shape = f"{FRAGMENT}x{FRAGMENT}x{arithmetic.k}"
+    shape = f"{frag_m}x{frag_n}x{arithmetic.k}"
+    acc = arithmetic.accumulator
     # the accumulator's fill and store name the instruction's shape too (TVM checks the fragments agree)
     names = {"load_a": f"hetero_dse_wmma_load_{shape}_{arithmetic.name}_a_shared",
              "load_b": f"hetero_dse_wmma_load_{shape}_{arithmetic.name}_b_trans_shared",
-             "compute": f"hetero_dse_wmma_sync_{shape}_{arithmetic.name}_f32_trans",
-             "init": f"hetero_dse_wmma_fill_{shape}_f32", "store": f"hetero_dse_wmma_store_{shape}_f32_shared"}
-    _register(arithmetic, names)
+             "compute": f"hetero_dse_wmma_sync_{shape}_{arithmetic.name}_{acc}_trans",
+             "init": f"hetero_dse_wmma_fill_{shape}_{acc}", "store": f"hetero_dse_wmma_store_{shape}_{acc}_shared"}
+    _register(arithmetic, frag_m, frag_n, names)
     return names
 
 
-def _register(arithmetic: Arithmetic, names: dict[str, str]) -> None:
-    """The load and multiply intrinsics of ``arithmetic``, registered once a process."""
+def _register(arithmetic: Arithmetic, m: int, n: int, names: dict[str, str]) -> None:
+    """The intrinsics of ``arithmetic`` on ``m`` × ``n`` fragments, registered once a process."""
     from tvm.s_tir import TensorIntrin
     from tvm.s_tir.tensor_intrin.cuda import (get_wmma_fill_intrin, get_wmma_load_intrin, get_wmma_store_intrin,
                                               get_wmma_sync_intrin)
 
     if TensorIntrin.get(names["compute"], allow_missing=True) is not None:
         return
-    m, k, dtype = FRAGMENT, arithmetic.k, arithmetic.inputs
-    TensorIntrin.register(names["load_a"], *get_wmma_load_intrin(m, m, k, dtype, SHARED, False, False))
-    TensorIntrin.register(names["load_b"], *get_wmma_load_intrin(m, m, k, dtype, SHARED, True, True))
-    TensorIntrin.register(names["compute"], *get_wmma_sync_intrin(m, m, k, dtype, arithmetic.accumulator, True))
-    TensorIntrin.register(names["init"], *get_wmma_fill_intrin(m, m, k, arithmetic.accumulator))
-    TensorIntrin.register(names["store"], *get_wmma_store_intrin(m, m, k, arithmetic.accumulator, SHARED))
+    k, dtype, acc = arithmetic.k, arithmetic.inputs, arithmetic.accumulator
+    TensorIntrin.register(names["load_a"], *get_wmma_load_intrin(m, n, k, dtype, SHARED, False, False))
+    TensorIntrin.register(names["load_b"], *get_wmma_load_intrin(m, n, k, dtype, SHARED, True, True))
+    TensorIntrin.register(names["compute"], *get_wmma_sync_intrin(m, n, k, dtype, acc, True))
+    if TensorIntrin.get(names["init"], allow_missing=True) is None:  # shared by the arithmetics of one shape
+        TensorIntrin.register(names["init"], *get_wmma_fill_intrin(m, n, k, acc))
+        TensorIntrin.register(names["store"], *get_wmma_store_intrin(m, n, k, acc, SHARED))
 
 
 def _on_tensor_cores(sch: Any, op: Operator, point: Point, block: Any, outer: Any, batch: Any, tiles: Any,
@@ -196,7 +199,8 @@ def _on_tensor_cores(sch: Any, op: Operator, point: Point, block: Any, outer: An
     stage(0)
     stage(1)
     arithmetic = BY_INSTRUCTION[point["mma"]]
-    intrinsics = wmma_intrinsics(arithmetic)
+    frag_m, frag_n = fragment_shape(point["mma"])
+    intrinsics = wmma_intrinsics(arithmetic, frag_m, frag_n)
     fragments = [sch.cache_read(outer, 0, "wmma.matrix_a"), sch.cache_read(outer, 1, "wmma.matrix_b")]
     for fragment in fragments:
         sch.compute_at(fragment, k1)
@@ -205,10 +209,10 @@ def _on_tensor_cores(sch: Any, op: Operator, point: Point, block: Any, outer: An
     store = sch.cache_write(outer, 0, "wmma.accumulator")
     sch.reverse_compute_at(store, warps)
     sch.reverse_compute_at(out_shared, warps)
-    _tile(sch, store, FRAGMENT)
+    _tile(sch, store, frag_m, frag_n)
     init = sch.decompose_reduction(outer, k0)
-    for fragment, key in zip(fragments, ("load_a", "load_b"), strict=True):
-        sch.tensorize(_tile(sch, fragment, arithmetic.k), intrinsics[key])  # 16 rows of K
+    for fragment, rows, key in zip(fragments, (frag_m, frag_n), ("load_a", "load_b"), strict=True):
+        sch.tensorize(_tile(sch, fragment, rows, arithmetic.k), intrinsics[key])  # rows of K
     sch.tensorize(sch.get_loops(sch.get_child_blocks(init)[0])[-2], intrinsics["init"])
     sch.tensorize(sch.get_loops(store)[-2], intrinsics["store"])
     sch.tensorize(sch.get_loops(block)[-3], intrinsics["compute"])
@@ -223,11 +227,11 @@ def _on_tensor_cores(sch: Any, op: Operator, point: Point, block: Any, outer: An
     sch.bind(tx, "threadIdx.x")
 
 
-def _tile(sch: Any, block: Any, columns: int) -> Any:
-    """The block's two innermost loops cut into 16 × ``columns`` tiles; the tile's outer row loop (what a
+def _tile(sch: Any, block: Any, rows: int, columns: int) -> Any:
+    """The block's two innermost loops cut into ``rows`` × ``columns`` tiles; the tile's outer row loop (what a
     fragment intrinsic replaces)."""
     x, y = sch.get_loops(block)[-2:]
-    x0, x1 = sch.split(x, [None, FRAGMENT])
+    x0, x1 = sch.split(x, [None, rows])
     y0, y1 = sch.split(y, [None, columns])
     sch.reorder(x0, y0, x1, y1)
     return x1

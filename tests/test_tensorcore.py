@@ -75,7 +75,7 @@ def test_an_operator_is_seen_as_the_gemm_it_is():
 def test_the_template_and_its_limits_by_hand():
     space = TensorCoreSpace(analyze(op("gemm", M=500, N=300, K=100, dtype="float16")), get_device("a100"))
     p = point(warps_m=2, warps_n=1, frags_m=4, frags_n=2, k_frags=2, stages=2, skew=8)
-    assert space.tiles(p) == {"bm": 128, "bn": 32, "bk": 32, "wm": 64, "wn": 32}
+    assert space.tiles(p) == {"bm": 128, "bn": 32, "bk": 32, "wm": 64, "wn": 32, "fm": 16, "fn": 16}
     # padded to the block tile: 512 × 320 × 128 multiply-adds for 500 × 300 × 100
     assert space.padded(p) == {"batch": 1, "m": 512, "n": 320, "k": 128}
     assert space.padding_overhead(p) == pytest.approx(512 * 320 * 128 / (500 * 300 * 100))
@@ -208,10 +208,11 @@ def test_explore_on_the_tensor_cores_says_which_arithmetic_it_used(cli, tmp_path
     assert result.code == 0, result.err
     report = json.loads((out / "report.json").read_text())
     (row,) = [r for r in report["rows"] if r["kind"] == "gpu"]
-    assert row["detail"].startswith("float16 tensor cores (wmma.m16n16k16.f16.f32), float32 accumulation")
     assert row["basis"] == "estimate"
     schedule = json.loads(next(out.glob("*/gpu/schedule.json")).read_text())
-    assert schedule["knobs"]["mma"] == "wmma.m16n16k16.f16.f32"
+    instruction = schedule["knobs"]["mma"]  # the best point's fragment shape, named in the row
+    assert instruction in ("wmma.m16n16k16.f16.f32", "wmma.m32n8k16.f16.f32", "wmma.m8n32k16.f16.f32")
+    assert row["detail"].startswith(f"float16 tensor cores ({instruction}), float32 accumulation")
     assert "wmma::mma_sync" in next(out.glob("*/gpu/kernel.cu")).read_text()
     replayed = cli("replay", next(out.glob("*/gpu")))  # the template's knobs rebuild the same kernel
     assert replayed.code == 0 and "identical to kernel.cu" in replayed.out, replayed.err
@@ -265,7 +266,7 @@ def test_a_kernel_nvcc_rejects_is_a_schedule_error_not_a_built_module():
         build_cuda(apply_gpu(o, gathering), get_device("a100"))
 
 
-@pytest.mark.parametrize("case", ["gemm f16 padded", "gemm int8", "conv f16 C=3"])
+@pytest.mark.parametrize("case", ["gemm f16 padded", "gemm int8", "gemm bf16 padded", "conv f16 C=3"])
 def test_the_space_counts_the_shared_memory_the_generated_kernel_declares(case):
     """The occupancy and the 48 KB check read the space's count: it must be the kernel's own, byte for byte
     (the skewed rows of the operand stages and the unskewed float tile of the write-back)."""
@@ -340,3 +341,43 @@ def test_the_rules_judged_on_arrays_of_rows_are_the_rules_point_by_point(case):
     by_point = np.array([not space.violations(space.decode(r)) for r in rows])
     assert by_point.any() and not by_point.all()
     assert (space.valid(rows) == by_point).all()
+
+
+def test_the_tall_and_wide_fragments_by_hand():
+    """m32n8k16 pads a narrow N to 8, not 16; its warp holds the same 256 accumulators as m16n16k16."""
+    space = TensorCoreSpace(analyze(op("gemm", M=100, N=24, K=40, dtype="float16")), get_device("h100"))
+    assert space.arithmetic.instructions == ("wmma.m16n16k16.f16.f32", "wmma.m32n8k16.f16.f32",
+                                             "wmma.m8n32k16.f16.f32")
+    tall = point(mma="wmma.m32n8k16.f16.f32", warps_m=2, warps_n=1, frags_m=1, frags_n=3, k_frags=1, stages=1)
+    assert space.tiles(tall) == {"bm": 64, "bn": 24, "bk": 16, "wm": 32, "wn": 24, "fm": 32, "fn": 8}
+    assert space.padded(tall) == {"batch": 1, "m": 128, "n": 24, "k": 48}  # N = 24 unpadded
+    square = point(warps_m=2, warps_n=1, frags_m=2, frags_n=2, k_frags=1, stages=1)
+    assert space.padded(square)["n"] == 32
+    lim = space.limits(tall)
+    # 1 × 3 fragments of 32 × 8 floats: 8 words each; operands (32 + 3 × 8) × 16 halves over 32 lanes
+    assert lim["registers"] == 3 * 8 + (32 + 24) * 16 * 2 // 128 + 40
+    assert lim["shared_bytes"] == 1 * (64 + 24) * 40 * 2 + 64 * 24 * 4
+
+
+@needs_nvcc
+@pytest.mark.parametrize("case,instruction", [("gemm f16 padded", "wmma.m8n32k16.f16.f32"),
+                                              ("gemm bf16 padded", "wmma.m8n32k16.bf16.f32"),
+                                              ("gemm int8", "wmma.m32n8k16.s8.s32"),
+                                              ("conv f16 stride 2 + bias + add + relu", "wmma.m32n8k16.f16.f32")])
+def test_tall_and_wide_fragments_compute_the_reference_and_compile_to_their_instruction(case, instruction, tmp_path):
+    o = CASES[case]()
+    device = get_device("h100")
+    space = TensorCoreSpace(analyze(o), device)
+    p = point(mma=instruction, warps_m=1, warps_n=2, frags_m=1, frags_n=1, k_frags=1, vector=4)
+    assert not space.violations(p)
+    inputs = o.random_inputs(6)
+    got = run_cpu(build_cpu(apply_tensorcore(o, p, emulate=True)), o, inputs)
+    if o.dtype == "int8":
+        np.testing.assert_array_equal(got, o.reference(inputs))
+    else:
+        np.testing.assert_allclose(got, o.reference(inputs), rtol=1e-4, atol=1e-4)
+    _, source = build_cuda(apply_gpu(o, p), device)
+    shape = instruction.split(".")[1]
+    ptx = _ptx(source, device.arch, tmp_path)
+    assert re.findall(r"wmma\.mma\.sync\.aligned\.row\.col\.(m\d+n\d+k\d+)", ptx) and \
+        set(re.findall(r"wmma\.mma\.sync\.aligned\.row\.col\.(m\d+n\d+k\d+)", ptx)) == {shape}

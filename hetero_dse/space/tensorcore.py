@@ -14,6 +14,7 @@ device does, counted in the estimate and reported as the padding's cost. Points 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,11 +24,14 @@ from hetero_dse.hardware.gpus import GpuDevice
 from hetero_dse.space.point import Point
 from hetero_dse.space.splits import SplitSpace
 
-__all__ = ["ARITHMETIC", "BY_INSTRUCTION", "Arithmetic", "GemmView", "TensorCoreSpace", "gemm_view", "split_k",
-           "tensor_core_arithmetic"]
+__all__ = ["ARITHMETIC", "BY_INSTRUCTION", "SHAPES", "Arithmetic", "GemmView", "TensorCoreSpace", "fragment_shape",
+           "gemm_view", "split_k", "tensor_core_arithmetic"]
 
-#: the fragment's M and N of every wmma instruction used (its K is the arithmetic's)
+#: the fragment's M and N of the square wmma instruction (its K is the arithmetic's)
 FRAGMENT = 16
+#: the wmma fragment shapes (M, N) CUDA has for every arithmetic here: square, tall and wide (the same 256
+#: accumulators a warp; a tall or wide one pads a narrow extent to 8 instead of 16)
+SHAPES = ((16, 16), (32, 8), (8, 32))
 
 
 @dataclass(frozen=True)
@@ -37,8 +41,14 @@ class Arithmetic:
     name: str         # what the report and --dtype call it
     inputs: str       # the operator's input type
     accumulator: str
-    instruction: str  # the PTX shape and types, the tensor-core point's "mma" knob
+    instruction: str  # the square shape's PTX name and types (wmma.m16n16k16.f16.f32)
     k: int            # the fragment's K (16 for these; TF32's would be 8)
+
+    @property
+    def instructions(self) -> tuple[str, ...]:
+        """Every wmma instruction of this arithmetic, one per fragment shape: the point's "mma" knob."""
+        types = self.instruction.split(".", 2)[2]
+        return tuple(f"wmma.m{m}n{n}k{self.k}.{types}" for m, n in SHAPES)
 
 
 #: every tensor-core arithmetic, by its input type. No TF32: TVM's CUDA code generator refuses float operand
@@ -50,7 +60,13 @@ ARITHMETIC = {a.name: a for a in (
     Arithmetic("int8", "int8", "int32", "wmma.m16n16k16.s8.s32", 16),
 )}
 #: the instruction a tensor-core point names -> its arithmetic (how a schedule is rebuilt from its point)
-BY_INSTRUCTION = {a.instruction: a for a in ARITHMETIC.values()}
+BY_INSTRUCTION = {name: a for a in ARITHMETIC.values() for name in a.instructions}
+
+
+def fragment_shape(instruction: str) -> tuple[int, int]:
+    """The fragment's M and N of a wmma instruction's name."""
+    m, n = re.match(r"wmma\.m(\d+)n(\d+)k", instruction).groups()
+    return int(m), int(n)
 
 
 #: the period of the staged rows' skew (elements): a row's stride is the skew modulo this
@@ -161,7 +177,7 @@ class TensorCoreSpace(SplitSpace):
         #: their loads along K are gathers
         self.gathered = tuple(r.tensor for r in analysis.reads if not _k_contiguous(r, analysis.main.reduce))
         super().__init__(analysis, 0, 0, {
-            "mma": (self.arithmetic.instruction,),
+            "mma": self.arithmetic.instructions,
             "warps_m": (1, 2, 4), "warps_n": (1, 2, 4),
             "frags_m": (1, 2, 4, 8), "frags_n": (1, 2, 4, 8),
             "k_frags": (1, 2, 4, 8),
@@ -176,10 +192,10 @@ class TensorCoreSpace(SplitSpace):
     # -------------------------------------------------------------------------------------- the template
     def tiles(self, point: Point) -> dict[str, int]:
         """The block tile (BM × BN × BK) and the warp tile of ``point``."""
-        return {"bm": FRAGMENT * point["warps_m"] * point["frags_m"],
-                "bn": FRAGMENT * point["warps_n"] * point["frags_n"],
-                "bk": self.arithmetic.k * point["k_frags"],
-                "wm": FRAGMENT * point["frags_m"], "wn": FRAGMENT * point["frags_n"]}
+        fm, fn = fragment_shape(point["mma"])
+        return {"bm": fm * point["warps_m"] * point["frags_m"], "bn": fn * point["warps_n"] * point["frags_n"],
+                "bk": self.arithmetic.k * point["k_frags"], "wm": fm * point["frags_m"], "wn": fn * point["frags_n"],
+                "fm": fm, "fn": fn}
 
     def padded(self, point: Point) -> dict[str, int]:
         """The GEMM's extents after padding to the block tile (the work the device does)."""
@@ -203,8 +219,8 @@ class TensorCoreSpace(SplitSpace):
         out = t["bm"] * t["bn"] * acc_bytes  # the accumulators' write-back through shared memory, unskewed
         # per thread: a 16×16 accumulator fragment is 256 values over 32 lanes (8 words); an A or B fragment
         # 16×K values over 32 lanes (4 words of 16-bit inputs, 2 of int8)
-        acc = point["frags_m"] * point["frags_n"] * FRAGMENT * FRAGMENT * acc_bytes // (32 * 4)
-        operands = (point["frags_m"] + point["frags_n"]) * FRAGMENT * self.arithmetic.k * in_bytes // (32 * 4)
+        acc = point["frags_m"] * point["frags_n"] * t["fm"] * t["fn"] * acc_bytes // (32 * 4)
+        operands = (point["frags_m"] * t["fm"] + point["frags_n"] * t["fn"]) * self.arithmetic.k * in_bytes // (32 * 4)
         return {"threads": warps * 32, "warps": warps, "shared_bytes": staged + out,
                 "registers": acc + operands + REGISTER_OVERHEAD}
 
@@ -219,7 +235,7 @@ class TensorCoreSpace(SplitSpace):
             out.append(f"~{lim['registers']} registers per thread > {MAX_REGISTERS_PER_THREAD}")
         # a block tile past the padded matrix only multiplies zeros
         k = self.arithmetic.k
-        for name, tile, extent, frag in (("M", t["bm"], v.m, FRAGMENT), ("N", t["bn"], v.n, FRAGMENT),
+        for name, tile, extent, frag in (("M", t["bm"], v.m, t["fm"]), ("N", t["bn"], v.n, t["fn"]),
                                          ("K", t["bk"], v.k, k)):
             if tile > _ceil(extent, frag) and tile > frag:
                 out.append(f"the {name} tile {tile} exceeds the {name} extent {extent} padded to {frag}")
@@ -242,17 +258,18 @@ class TensorCoreSpace(SplitSpace):
         """:meth:`violations` of many rows at once, as array comparisons (tested to agree point by point)."""
         knob = {name: np.asarray(values)[rows[:, j]] for j, (name, values) in enumerate(self.choices.items())
                 if name != "mma"}
+        shapes = np.array([fragment_shape(i) for i in self.choices["mma"]])[rows[:, list(self.choices).index("mma")]]
+        fm, fn = shapes[:, 0], shapes[:, 1]
         dev, v, k = self.device, self.view, self.arithmetic.k
-        bm, bn, bk = FRAGMENT * knob["warps_m"] * knob["frags_m"], FRAGMENT * knob["warps_n"] * knob["frags_n"], \
-            k * knob["k_frags"]
+        bm, bn, bk = fm * knob["warps_m"] * knob["frags_m"], fn * knob["warps_n"] * knob["frags_n"], k * knob["k_frags"]
         in_bytes, acc_bytes = dtype_bytes(v.dtype), dtype_bytes(self.arithmetic.accumulator)
         row = np.where(knob["skew"] > 0, bk + (knob["skew"] - bk) % SKEW_FACTOR, bk)
         shared = knob["stages"] * (bm + bn) * row * in_bytes + bm * bn * acc_bytes
-        registers = (knob["frags_m"] * knob["frags_n"] * FRAGMENT * FRAGMENT * acc_bytes // (32 * 4)
-                     + (knob["frags_m"] + knob["frags_n"]) * FRAGMENT * k * in_bytes // (32 * 4) + REGISTER_OVERHEAD)
+        registers = (knob["frags_m"] * knob["frags_n"] * fm * fn * acc_bytes // (32 * 4)
+                     + (knob["frags_m"] * fm + knob["frags_n"] * fn) * k * in_bytes // (32 * 4) + REGISTER_OVERHEAD)
         ok = ((knob["warps_m"] * knob["warps_n"] * 32 <= dev.max_threads_per_block)
               & (shared <= dev.shared_memory_per_block) & (registers <= MAX_REGISTERS_PER_THREAD))
-        for tile, extent, frag in ((bm, v.m, FRAGMENT), (bn, v.n, FRAGMENT), (bk, v.k, k)):
+        for tile, extent, frag in ((bm, v.m, fm), (bn, v.n, fn), (bk, v.k, k)):
             ok &= ~((tile > _ceil(extent, frag)) & (tile > frag))
         ok &= knob["split_k"] <= -(-v.k // bk)
         ok &= bk % knob["vector"] == 0

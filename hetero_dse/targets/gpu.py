@@ -213,12 +213,14 @@ class GpuTarget:
             return None
         return estimate_any(self.space(t.op), t.best, self._ptxas_registers(t.op, t.best))
 
-    def arithmetic(self, op: Operator) -> str:
-        """What the row's kernel computes with: the tensor cores' instruction, or the SIMT cores and why."""
+    def arithmetic(self, op: Operator, point: Point | None = None) -> str:
+        """What the row's kernel computes with: the tensor cores' instruction (the best point's, where there is
+        one), or the SIMT cores and why."""
         why = self.off_tensor_cores(op)
         if why is None:
             arithmetic = ARITHMETIC[op.dtype]
-            return f"{op.dtype} tensor cores ({arithmetic.instruction}), {arithmetic.accumulator} accumulation"
+            instruction = point["mma"] if point is not None and "mma" in point else arithmetic.instruction
+            return f"{op.dtype} tensor cores ({instruction}), {arithmetic.accumulator} accumulation"
         return f"{op.dtype} SIMT ({why})"
 
     def peak(self, op: Operator) -> float:
@@ -228,7 +230,7 @@ class GpuTarget:
 
     def row(self, t: Tuned, written: Written | None) -> Row:
         figures = self._estimate(t)
-        detail = self.arithmetic(t.op)
+        detail = self.arithmetic(t.op, t.best)
         if figures is not None and "padding_overhead" in figures.figures and figures.figures["padding_overhead"] > 1:
             detail += f"; padded to the tile: {figures.figures['padding_overhead']:.2f}x the multiply-adds"
         if not t.estimate and t.best is not None:
@@ -238,7 +240,7 @@ class GpuTarget:
 
     def record(self, t: Tuned, written: Written | None) -> dict[str, Any]:
         out = {**t.record(written), "device": self.gpu.name, "target": self.gpu.target,
-               "arithmetic": self.arithmetic(t.op)}
+               "arithmetic": self.arithmetic(t.op, t.best)}
         figures = self._estimate(t)
         if figures is not None:
             out["best"]["bound"] = figures.bound
