@@ -35,9 +35,8 @@ SHAPES = {**{c: ("conv2d", {"shape": f"yolo:{c}"}) for c in ("C1", "C2", "C4", "
 
 def operator(name: str, dtype: str):
     kind, params = SHAPES[name]
-    if "shape" in params:
-        params = dict(get_builtin(kind).instantiate(shape=params["shape"]).params)
-    return get_builtin(kind).instantiate({**params, "dtype": dtype})
+    op = get_builtin(kind).instantiate(**params) if "shape" in params else get_builtin(kind).instantiate(params)
+    return op.with_dtype(dtype)
 
 
 def gain(best: dict, *keys: tuple[bool, bool]) -> float:

@@ -61,9 +61,7 @@ def main() -> None:
         if layer in done:
             print(f"{layer}: in {args.json} already", flush=True)
             continue
-        op = get_builtin("conv2d").instantiate(shape=f"yolo:{layer}")
-        if args.dtype != "float32":
-            op = get_builtin("conv2d").instantiate({**dict(op.params), "dtype": args.dtype})
+        op = get_builtin("conv2d").instantiate(shape=f"yolo:{layer}").with_dtype(args.dtype)
         flops = analyze(op).flops
         curves, runs = {}, {}
         for name in explorers:

@@ -133,7 +133,6 @@ def estimate_tensor_cores(space: TensorCoreSpace, point: Point, registers: int |
     peak = dev.tensor_tflops(space.arithmetic.name) * 1e12 * dev.warp_mma_fraction
     compute_s = padded_flops / (peak * issue_eff)
     in_bytes = dtype_bytes(view.dtype)
-    dram_s = space.analysis.compulsory_bytes / (dev.memory_gbps * 1e9)
     split = split_k(point)
     block_k = padded["k"] // split  # the K each block multiplies
     partial_bytes = out_bytes = 0
@@ -141,7 +140,7 @@ def estimate_tensor_cores(space: TensorCoreSpace, point: Point, registers: int |
         acc_bytes = dtype_bytes(space.arithmetic.accumulator)
         partial_bytes = split * padded["batch"] * padded["m"] * padded["n"] * acc_bytes
         out_bytes = view.batch * view.m * view.n * dtype_bytes(space.analysis.write.dtype)
-        dram_s = (space.analysis.compulsory_bytes - out_bytes + partial_bytes) / (dev.memory_gbps * 1e9)
+    dram_s = (space.analysis.compulsory_bytes - out_bytes + partial_bytes) / (dev.memory_gbps * 1e9)
     l2_bytes = blocks * (tiles["bm"] + tiles["bn"]) * block_k * in_bytes
     l2_s = l2_bytes / (dev.l2_gbps * 1e9)
     steps = block_k // space.arithmetic.k

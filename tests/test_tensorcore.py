@@ -120,13 +120,17 @@ def test_the_padding_and_the_implicit_gemm_compute_the_reference_on_tvms_cpu_pat
     o = CASES[case]()
     space = TensorCoreSpace(analyze(o), get_device("a100"))
     for p in (space.default_point(), point(warps_m=1, warps_n=2, frags_m=1, frags_n=1, k_frags=1)):
-        inputs = o.random_inputs(3)
-        got = run_cpu(build_cpu(apply_tensorcore(o, p, emulate=True)), o, inputs)
-        want = o.reference(inputs)
-        if o.dtype == "int8":
-            np.testing.assert_array_equal(got, want)
-        else:
-            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        assert_emulated_reference(o, p, seed=3)
+
+
+def assert_emulated_reference(o, p, seed):
+    """The point's transformation run on TVM's CPU path equals the operator's reference: exactly in int8."""
+    inputs = o.random_inputs(seed)
+    got = run_cpu(build_cpu(apply_tensorcore(o, p, emulate=True)), o, inputs)
+    if o.dtype == "int8":
+        np.testing.assert_array_equal(got, o.reference(inputs))
+    else:
+        np.testing.assert_allclose(got, o.reference(inputs), rtol=1e-4, atol=1e-4)
 
 
 def _ptx(source: str, arch: str, tmp_path) -> str:
@@ -288,19 +292,13 @@ def test_split_k_sums_its_partials_to_the_reference_on_tvms_cpu_path(case, split
     GPU runs them, serially on TVM's CPU path; K padded to the tile times the splits."""
     o = CASES[case]()
     p = point(warps_m=1, warps_n=2, frags_m=1, frags_n=1, k_frags=1, vector=4, split_k=split)
-    inputs = o.random_inputs(4)
-    got = run_cpu(build_cpu(apply_tensorcore(o, p, emulate=True)), o, inputs)
-    if o.dtype == "int8":
-        np.testing.assert_array_equal(got, o.reference(inputs))
-    else:
-        np.testing.assert_allclose(got, o.reference(inputs), rtol=1e-4, atol=1e-4)
+    assert_emulated_reference(o, p, seed=4)
 
 
 @needs_nvcc
 def test_split_k_is_two_kernels_and_its_roofline_by_hand(tmp_path):
     # YOLO-v1 C15 in float16: a 7×7 output of 1,024 channels over K = 1,024 × 9
-    o = get_builtin("conv2d").instantiate({**dict(get_builtin("conv2d").instantiate(shape="yolo:C15").params),
-                                           "dtype": "float16"})
+    o = get_builtin("conv2d").instantiate(shape="yolo:C15").with_dtype("float16")
     device = get_device("h100")
     space = TensorCoreSpace(analyze(o), device)
     v = space.view
@@ -370,12 +368,7 @@ def test_tall_and_wide_fragments_compute_the_reference_and_compile_to_their_inst
     space = TensorCoreSpace(analyze(o), device)
     p = point(mma=instruction, warps_m=1, warps_n=2, frags_m=1, frags_n=1, k_frags=1, vector=4)
     assert not space.violations(p)
-    inputs = o.random_inputs(6)
-    got = run_cpu(build_cpu(apply_tensorcore(o, p, emulate=True)), o, inputs)
-    if o.dtype == "int8":
-        np.testing.assert_array_equal(got, o.reference(inputs))
-    else:
-        np.testing.assert_allclose(got, o.reference(inputs), rtol=1e-4, atol=1e-4)
+    assert_emulated_reference(o, p, seed=6)
     _, source = build_cuda(apply_gpu(o, p), device)
     shape = instruction.split(".")[1]
     ptx = _ptx(source, device.arch, tmp_path)

@@ -15,7 +15,9 @@ device does, counted in the estimate and reported as the padding's cost. Points 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -143,12 +145,10 @@ def _k_contiguous(access, reduce) -> bool:
     return True
 
 
-def skewed_row(bk: int, skew: int) -> int:
+def skewed_row(bk, skew):
     """The elements of one staged row of a K chunk: TVM's ``storage_align`` makes the row's stride the smallest
-    at least ``bk`` that is ``skew`` modulo 32 banks' worth (``bk`` itself without a skew)."""
-    if not skew:
-        return bk
-    return bk + (skew - bk) % SKEW_FACTOR
+    at least ``bk`` that is ``skew`` modulo 32 banks' worth (``bk`` itself without a skew). Ints or arrays."""
+    return bk + (skew - bk) % SKEW_FACTOR * (skew > 0)
 
 
 def split_k(point: Point) -> int:
@@ -190,12 +190,31 @@ class TensorCoreSpace(SplitSpace):
         }, split_loops=False)
 
     # -------------------------------------------------------------------------------------- the template
-    def tiles(self, point: Point) -> dict[str, int]:
-        """The block tile (BM × BN × BK) and the warp tile of ``point``."""
+    def _template(self, knob: Mapping[str, Any]) -> dict[str, Any]:
+        """The tiles, threads, shared-memory bytes and registers of knob values: the ints of one point, or arrays
+        of many (the rejection sampling's rows). One formula for :meth:`limits` and for the rules on arrays."""
+        fm, fn, k = knob["fm"], knob["fn"], self.arithmetic.k
+        bm, bn, bk = fm * knob["warps_m"] * knob["frags_m"], fn * knob["warps_n"] * knob["frags_n"], k * knob["k_frags"]
+        warps = knob["warps_m"] * knob["warps_n"]
+        in_bytes, acc_bytes = dtype_bytes(self.view.dtype), dtype_bytes(self.arithmetic.accumulator)
+        staged = knob["stages"] * (bm + bn) * skewed_row(bk, knob["skew"]) * in_bytes
+        out = bm * bn * acc_bytes  # the accumulators' write-back through shared memory, unskewed
+        # per thread: an accumulator fragment is 256 values over 32 lanes (8 words); an A or B fragment
+        # 16 (or 32, or 8) × K values over 32 lanes (4 words of 16-bit inputs, 2 of int8, for 16 rows)
+        acc = knob["frags_m"] * knob["frags_n"] * fm * fn * acc_bytes // (32 * 4)
+        operands = (knob["frags_m"] * fm + knob["frags_n"] * fn) * k * in_bytes // (32 * 4)
+        return {"bm": bm, "bn": bn, "bk": bk, "wm": fm * knob["frags_m"], "wn": fn * knob["frags_n"], "fm": fm,
+                "fn": fn, "threads": warps * 32, "warps": warps, "shared_bytes": staged + out,
+                "registers": acc + operands + REGISTER_OVERHEAD}
+
+    def _knobs(self, point: Point) -> dict[str, Any]:
         fm, fn = fragment_shape(point["mma"])
-        return {"bm": fm * point["warps_m"] * point["frags_m"], "bn": fn * point["warps_n"] * point["frags_n"],
-                "bk": self.arithmetic.k * point["k_frags"], "wm": fm * point["frags_m"], "wn": fn * point["frags_n"],
-                "fm": fm, "fn": fn}
+        return {**point, "fm": fm, "fn": fn}
+
+    def tiles(self, point: Point) -> dict[str, int]:
+        """The block tile (BM × BN × BK), the warp tile and the fragment of ``point``."""
+        t = self._template(self._knobs(point))
+        return {key: t[key] for key in ("bm", "bn", "bk", "wm", "wn", "fm", "fn")}
 
     def padded(self, point: Point) -> dict[str, int]:
         """The GEMM's extents after padding to the block tile (the work the device does)."""
@@ -210,19 +229,9 @@ class TensorCoreSpace(SplitSpace):
 
     def limits(self, point: Point) -> dict[str, int]:
         """Threads per block, shared-memory bytes (the staged A and B tiles, each stage, skewed rows; and the
-        warps' accumulator tiles staged on the way out) and registers per thread."""
-        t = self.tiles(point)
-        warps = point["warps_m"] * point["warps_n"]
-        in_bytes = dtype_bytes(self.view.dtype)
-        acc_bytes = dtype_bytes(self.arithmetic.accumulator)
-        staged = point["stages"] * (t["bm"] + t["bn"]) * skewed_row(t["bk"], point["skew"]) * in_bytes
-        out = t["bm"] * t["bn"] * acc_bytes  # the accumulators' write-back through shared memory, unskewed
-        # per thread: a 16×16 accumulator fragment is 256 values over 32 lanes (8 words); an A or B fragment
-        # 16×K values over 32 lanes (4 words of 16-bit inputs, 2 of int8)
-        acc = point["frags_m"] * point["frags_n"] * t["fm"] * t["fn"] * acc_bytes // (32 * 4)
-        operands = (point["frags_m"] * t["fm"] + point["frags_n"] * t["fn"]) * self.arithmetic.k * in_bytes // (32 * 4)
-        return {"threads": warps * 32, "warps": warps, "shared_bytes": staged + out,
-                "registers": acc + operands + REGISTER_OVERHEAD}
+        block's accumulator tile staged on the way out) and registers per thread."""
+        t = self._template(self._knobs(point))
+        return {key: int(t[key]) for key in ("threads", "warps", "shared_bytes", "registers")}
 
     def violations(self, point: Point) -> list[str]:
         lim, dev, t, v = self.limits(point), self.device, self.tiles(point), self.view
@@ -259,17 +268,11 @@ class TensorCoreSpace(SplitSpace):
         knob = {name: np.asarray(values)[rows[:, j]] for j, (name, values) in enumerate(self.choices.items())
                 if name != "mma"}
         shapes = np.array([fragment_shape(i) for i in self.choices["mma"]])[rows[:, list(self.choices).index("mma")]]
-        fm, fn = shapes[:, 0], shapes[:, 1]
-        dev, v, k = self.device, self.view, self.arithmetic.k
-        bm, bn, bk = fm * knob["warps_m"] * knob["frags_m"], fn * knob["warps_n"] * knob["frags_n"], k * knob["k_frags"]
-        in_bytes, acc_bytes = dtype_bytes(v.dtype), dtype_bytes(self.arithmetic.accumulator)
-        row = np.where(knob["skew"] > 0, bk + (knob["skew"] - bk) % SKEW_FACTOR, bk)
-        shared = knob["stages"] * (bm + bn) * row * in_bytes + bm * bn * acc_bytes
-        registers = (knob["frags_m"] * knob["frags_n"] * fm * fn * acc_bytes // (32 * 4)
-                     + (knob["frags_m"] * fm + knob["frags_n"] * fn) * k * in_bytes // (32 * 4) + REGISTER_OVERHEAD)
-        ok = ((knob["warps_m"] * knob["warps_n"] * 32 <= dev.max_threads_per_block)
-              & (shared <= dev.shared_memory_per_block) & (registers <= MAX_REGISTERS_PER_THREAD))
-        for tile, extent, frag in ((bm, v.m, fm), (bn, v.n, fn), (bk, v.k, k)):
+        t = self._template({**knob, "fm": shapes[:, 0], "fn": shapes[:, 1]})
+        dev, v, k, bk = self.device, self.view, self.arithmetic.k, t["bk"]
+        ok = ((t["threads"] <= dev.max_threads_per_block) & (t["shared_bytes"] <= dev.shared_memory_per_block)
+              & (t["registers"] <= MAX_REGISTERS_PER_THREAD))
+        for tile, extent, frag in ((t["bm"], v.m, t["fm"]), (t["bn"], v.n, t["fn"]), (bk, v.k, k)):
             ok &= ~((tile > _ceil(extent, frag)) & (tile > frag))
         ok &= knob["split_k"] <= -(-v.k // bk)
         ok &= bk % knob["vector"] == 0

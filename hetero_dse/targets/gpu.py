@@ -67,6 +67,7 @@ class GpuTarget:
         self.gpu: GpuDevice = self.present or get_device(device)
         self.measured = self.present is not None or remote is not None
         self.source, self.timeout_s = source, timeout_s
+        self._registers: dict[tuple[Operator, Point], int | None] = {}  # ptxas's count, per written best
         check_architecture(self.gpu)
         self.device = self.gpu.name + ("" if self.measured else " (estimate)") + (
             f" over RPC ({remote})" if remote is not None else "")
@@ -157,13 +158,19 @@ class GpuTarget:
         return Tuned.of(op, self, space, explorer, loop, evaluator, self.source, library, estimate=not self.measured)
 
     def _ptxas_registers(self, op: Operator, point: Point) -> int | None:
-        """The registers ptxas gives a thread of ``point``'s kernel; None where nvcc is missing or refuses it."""
-        try:
-            _, source = build_cuda(apply_gpu(op, point), self.gpu, compile_here=False)
-        except ScheduleError:
-            return None
-        usage = ptxas_usage(source, self.gpu.arch)
-        return usage["registers"] if usage else None
+        """The registers ptxas gives a thread of ``point``'s kernel; None where nvcc is missing or refuses it.
+        Kept per operator and point: the row and the record of one result both ask, and each answer costs a
+        schedule, a build and (once per source) ptxas."""
+        key = (op, point)
+        if key not in self._registers:
+            try:
+                _, source = build_cuda(apply_gpu(op, point), self.gpu, compile_here=False)
+            except ScheduleError:
+                self._registers[key] = None
+            else:
+                usage = ptxas_usage(source, self.gpu.arch)
+                self._registers[key] = usage["registers"] if usage else None
+        return self._registers[key]
 
     def directory(self, op: Operator) -> str:
         return f"{self.typed(op).slug}/gpu"
