@@ -16,17 +16,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpu_cpu.intrinsics import SHARED, wmma_intrinsics
 from gpu_cpu.schedule import ScheduleError, _epilogue, _inline_producers, _main, _rejected
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
-from hetero_dse.space.tensorcore import BY_INSTRUCTION, SKEW_FACTOR, Arithmetic, fragment_shape, split_k
+from hetero_dse.space.tensorcore import BY_INSTRUCTION, SKEW_FACTOR, fragment_shape, split_k
 
-__all__ = ["apply_tensorcore", "is_tensor_core_point", "wmma_intrinsics"]
+__all__ = ["apply_tensorcore", "is_tensor_core_point"]
 
 WARP = 32
-#: static shared memory: the dynamic kind is merged into one buffer by TVM, whose pointer casts then fail for
-#: a float16 stage reused as the float32 write-back (and the space keeps within the static 48 KB anyway)
-SHARED = "shared"
 
 
 def is_tensor_core_point(point: Point) -> bool:
@@ -134,44 +132,6 @@ def _chain_out(sch: Any, first: Any) -> None:
             sch.reverse_compute_inline(consumers[0])
         except Exception:  # noqa: BLE001 - a consumer that cannot be inlined stays a pass of its own
             return
-
-
-def wmma_intrinsics(arithmetic: Arithmetic, frag_m: int = 16, frag_n: int = 16) -> dict[str, str]:
-    """The names of the wmma intrinsics of an arithmetic and a fragment shape: TVM's tables for square float16
-    and int8; the others (bfloat16, the 32×8 and 8×32 shapes) registered here from TVM's own generators, which
-    its tables leave out although its CUDA code prints their fragments. (TF32 it cannot print: its code
-    generator refuses float operand fragments, so float32 has no tensor-core arithmetic here.)"""
-    from tvm.s_tir.tensor_intrin.cuda import get_wmma_intrin_group
-
-    if arithmetic.name in ("float16", "int8") and frag_m == frag_n == 16:
-        return get_wmma_intrin_group(load_scope=SHARED, store_scope=SHARED, in_dtype=arithmetic.inputs,
-                                     out_dtype=arithmetic.accumulator, trans_b=True)
-    shape = f"{frag_m}x{frag_n}x{arithmetic.k}"
-    acc = arithmetic.accumulator
-    # the accumulator's fill and store name the instruction's shape too (TVM checks the fragments agree)
-    names = {"load_a": f"hetero_dse_wmma_load_{shape}_{arithmetic.name}_a_shared",
-             "load_b": f"hetero_dse_wmma_load_{shape}_{arithmetic.name}_b_trans_shared",
-             "compute": f"hetero_dse_wmma_sync_{shape}_{arithmetic.name}_{acc}_trans",
-             "init": f"hetero_dse_wmma_fill_{shape}_{acc}", "store": f"hetero_dse_wmma_store_{shape}_{acc}_shared"}
-    _register(arithmetic, frag_m, frag_n, names)
-    return names
-
-
-def _register(arithmetic: Arithmetic, m: int, n: int, names: dict[str, str]) -> None:
-    """The intrinsics of ``arithmetic`` on ``m`` × ``n`` fragments, registered once a process."""
-    from tvm.s_tir import TensorIntrin
-    from tvm.s_tir.tensor_intrin.cuda import (get_wmma_fill_intrin, get_wmma_load_intrin, get_wmma_store_intrin,
-                                              get_wmma_sync_intrin)
-
-    if TensorIntrin.get(names["compute"], allow_missing=True) is not None:
-        return
-    k, dtype, acc = arithmetic.k, arithmetic.inputs, arithmetic.accumulator
-    TensorIntrin.register(names["load_a"], *get_wmma_load_intrin(m, n, k, dtype, SHARED, False, False))
-    TensorIntrin.register(names["load_b"], *get_wmma_load_intrin(m, n, k, dtype, SHARED, True, True))
-    TensorIntrin.register(names["compute"], *get_wmma_sync_intrin(m, n, k, dtype, acc, True))
-    if TensorIntrin.get(names["init"], allow_missing=True) is None:  # shared by the arithmetics of one shape
-        TensorIntrin.register(names["init"], *get_wmma_fill_intrin(m, n, k, acc))
-        TensorIntrin.register(names["store"], *get_wmma_store_intrin(m, n, k, acc, SHARED))
 
 
 def _on_tensor_cores(sch: Any, op: Operator, point: Point, block: Any, outer: Any, batch: Any, tiles: Any,

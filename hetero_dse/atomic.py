@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,10 +15,16 @@ __all__ = ["atomic_directory", "atomic_write_text"]
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
+    """``text`` in ``path``, whole or not at all. Writers racing for one path (processes filling one cache)
+    each rename a file of their own, the last rename winning."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 @contextmanager

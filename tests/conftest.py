@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +18,15 @@ os.environ["HETERO_DSE_VECTOR_BITS"] = "256"
 # The suite runs beside other work on shared machines: a measurement it takes is never flagged as loaded
 # (which would make the history answer nothing), except in the test of that flag, which sets its own limit.
 os.environ["HETERO_DSE_LOADED_CORES"] = "1e9"
+# TVM's wmma intrinsics are kept in a cache of the session's own (made once, by the first tensor-core schedule,
+# read by the rest and by the workers), never the user's
+os.environ["HETERO_DSE_CACHE"] = tempfile.mkdtemp(prefix="hetero_dse_test_cache_")
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(os.environ["HETERO_DSE_CACHE"], ignore_errors=True)
 
 
 @dataclass

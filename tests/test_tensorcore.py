@@ -374,3 +374,37 @@ def test_tall_and_wide_fragments_compute_the_reference_and_compile_to_their_inst
     ptx = _ptx(source, device.arch, tmp_path)
     assert re.findall(r"wmma\.mma\.sync\.aligned\.row\.col\.(m\d+n\d+k\d+)", ptx) and \
         set(re.findall(r"wmma\.mma\.sync\.aligned\.row\.col\.(m\d+n\d+k\d+)", ptx)) == {shape}
+
+
+def test_the_wmma_intrinsics_kept_on_disk_are_tvms_and_a_broken_cache_is_made_again(tmp_path, monkeypatch):
+    """The cache holds what TVM's generators make, structurally equal, for every arithmetic and fragment
+    shape; a file cut short or missing an intrinsic is made again (and rewritten), never an error."""
+    import tvm
+
+    from gpu_cpu import intrinsics
+
+    monkeypatch.setenv(intrinsics.CACHE_ENV, str(tmp_path))
+    intrinsics._definitions.cache_clear()
+    try:
+        made = intrinsics._definitions()  # no file: generated, then written
+        path = intrinsics.cache_file()
+        assert path.parent == tmp_path and path.exists()
+        want = intrinsics.generate()
+        assert len(want) == 3 * 3 * 3 + 2 * 3 * 2  # load A, load B, MMA per arithmetic and shape; fill, store per
+        for name, (desc, impl) in want.items():    # accumulator type and shape
+            tvm.ir.assert_structural_equal(made[name][0], desc)
+            tvm.ir.assert_structural_equal(made[name][1], impl)
+        intrinsics._definitions.cache_clear()
+        kept = intrinsics._definitions()  # read back from the file
+        for name, (desc, impl) in want.items():
+            tvm.ir.assert_structural_equal(kept[name][0], desc)
+            tvm.ir.assert_structural_equal(kept[name][1], impl)
+
+        for broken in (path.read_text()[:1000], tvm.ir.save_json({"only_one": list(want[sorted(want)[0]])})):
+            path.write_text(broken)
+            intrinsics._definitions.cache_clear()
+            assert set(intrinsics._definitions()) == set(want)
+            assert set(tvm.ir.load_json(path.read_text()).keys()) == set(want)  # rewritten whole
+        assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left beside it
+    finally:
+        intrinsics._definitions.cache_clear()

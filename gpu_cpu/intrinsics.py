@@ -1,0 +1,108 @@
+"""The wmma tensor intrinsics the tensor-core schedules tensorize with: TVM's own definitions, kept on disk.
+
+TVM defines them in ``tvm.s_tir.tensor_intrin.cuda``, and importing that package registers every intrinsic of
+every target TVM knows (CUDA's mma, ldmatrix and wmma tables, ROCm's, Arm's, x86's) by parsing TVMScript: 21-25
+s of one core here, paid by a search and again by each of its builder processes before their first candidate
+(BENCHMARKS.md, "Tensor intrinsics"). The few a tensor-core point uses, every arithmetic on every fragment shape,
+are generated once by TVM's generators, saved in TVM's JSON under the TVM version that made them, and loaded in
+milliseconds by every later process. A cache that is missing, unreadable or incomplete is made again.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import Any
+
+from hetero_dse.atomic import atomic_write_text
+from hetero_dse.space.tensorcore import ARITHMETIC, SHAPES, Arithmetic
+
+__all__ = ["CACHE_ENV", "SHARED", "cache_file", "generate", "intrinsic_names", "wmma_intrinsics"]
+
+#: the directory the definitions are kept in (default: the user's cache directory)
+CACHE_ENV = "HETERO_DSE_CACHE"
+#: static shared memory: the dynamic kind is merged into one buffer by TVM, whose pointer casts then fail for
+#: a float16 stage reused as the float32 write-back (and the space keeps within the static 48 KB anyway)
+SHARED = "shared"
+#: bumped when what the file holds changes meaning
+FORMAT = 1
+
+
+def intrinsic_names(arithmetic: Arithmetic, frag_m: int = 16, frag_n: int = 16) -> dict[str, str]:
+    """The registered names of one arithmetic's intrinsics on ``frag_m`` × ``frag_n`` fragments, by role. The
+    accumulator's fill and store name the fragment's shape too: TVM checks that the fragments of one MMA agree."""
+    shape = f"{frag_m}x{frag_n}x{arithmetic.k}"
+    acc = arithmetic.accumulator
+    return {"load_a": f"hetero_dse_wmma_load_{shape}_{arithmetic.name}_a_shared",
+            "load_b": f"hetero_dse_wmma_load_{shape}_{arithmetic.name}_b_trans_shared",
+            "compute": f"hetero_dse_wmma_sync_{shape}_{arithmetic.name}_{acc}_trans",
+            "init": f"hetero_dse_wmma_fill_{shape}_{acc}", "store": f"hetero_dse_wmma_store_{shape}_{acc}_shared"}
+
+
+def generate() -> dict[str, tuple[Any, Any]]:
+    """Every intrinsic a tensor-core point can use, ``name -> (description, implementation)``, from TVM's
+    generators (B is read transposed: the normalised GEMM holds it as ``B[s, j, k]``). Slow: imports TVM's
+    tables."""
+    from tvm.s_tir.tensor_intrin.cuda import (get_wmma_fill_intrin, get_wmma_load_intrin, get_wmma_store_intrin,
+                                              get_wmma_sync_intrin)
+
+    out = {}
+    for arithmetic in ARITHMETIC.values():
+        k, dtype, acc = arithmetic.k, arithmetic.inputs, arithmetic.accumulator
+        for m, n in SHAPES:
+            names = intrinsic_names(arithmetic, m, n)
+            out[names["load_a"]] = get_wmma_load_intrin(m, n, k, dtype, SHARED, False, False)
+            out[names["load_b"]] = get_wmma_load_intrin(m, n, k, dtype, SHARED, True, True)
+            out[names["compute"]] = get_wmma_sync_intrin(m, n, k, dtype, acc, True)
+            out[names["init"]] = get_wmma_fill_intrin(m, n, k, acc)
+            out[names["store"]] = get_wmma_store_intrin(m, n, k, acc, SHARED)
+    return out
+
+
+def cache_file() -> Path:
+    """Where the definitions are kept: one file per TVM and tvm-ffi version (the JSON is theirs)."""
+    import platformdirs
+    import tvm
+    import tvm_ffi
+
+    root = os.environ.get(CACHE_ENV) or platformdirs.user_cache_dir("hetero_dse")
+    return Path(root) / f"wmma-intrinsics-tvm{tvm.__version__}-ffi{tvm_ffi.__version__}-v{FORMAT}.json"
+
+
+@functools.cache
+def _definitions() -> dict[str, tuple[Any, Any]]:
+    """The definitions, from the cache file when it holds them all, else generated and the file written."""
+    import tvm
+
+    path = cache_file()
+    wanted = {name for arithmetic in ARITHMETIC.values() for m, n in SHAPES
+              for name in intrinsic_names(arithmetic, m, n).values()}
+    try:
+        kept = tvm.ir.load_json(path.read_text())
+        if wanted <= set(kept.keys()):
+            return {name: (kept[name][0], kept[name][1]) for name in wanted}
+    except Exception:  # noqa: BLE001 - missing, cut short, another version's: made again below
+        pass
+    made = generate()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, tvm.ir.save_json({name: list(pair) for name, pair in made.items()}))
+    except OSError:  # an unwritable cache costs time in the next process, not this one's answer
+        pass
+    return made
+
+
+def wmma_intrinsics(arithmetic: Arithmetic, frag_m: int = 16, frag_n: int = 16) -> dict[str, str]:
+    """The names of one arithmetic's intrinsics on ``frag_m`` × ``frag_n`` fragments, registered with TVM in this
+    process (once). TF32 has none: TVM's CUDA code generator refuses float operand fragments, so float32 runs
+    on the SIMT cores."""
+    from tvm.s_tir import TensorIntrin
+
+    names = intrinsic_names(arithmetic, frag_m, frag_n)
+    if any(TensorIntrin.get(name, allow_missing=True) is None for name in names.values()):
+        definitions = _definitions()
+        for name in names.values():
+            if TensorIntrin.get(name, allow_missing=True) is None:
+                TensorIntrin.register(name, *definitions[name])
+    return names
