@@ -48,7 +48,7 @@ def build_job(job: MeasureJob, directory: str) -> str:
         problem = space(analyze(op), device).beyond_limits(point)
         if problem:
             raise ValueError(problem)
-        # loaded on the GPU to be timed, the module is compiled there
+        # on a GPU's machine TVM's runtime compiles the module as it is built, here in the builder
         executable, _ = build_cuda(apply_gpu(op, point), device, compile_here=present_gpu() is None)
     else:
         executable = build_cpu(apply_cpu(op, point))

@@ -267,10 +267,11 @@ def _inline_producers(sch: Any, block: Any) -> None:
 def build_cuda(mod: Any, device: Any, compile_here: bool = True) -> tuple[Any, str]:
     """Build for the device's architecture -> (executable, CUDA source).
 
-    TVM's CUDA module holds the source and compiles it when it is loaded on a GPU (through the callback
-    ``tvm.support.nvcc`` registers); built on a machine without one, nothing would have compiled it, and a kernel
-    nvcc rejects would pass for built. ``compile_here``: nvcc compiles the source for the device's architecture
-    now (a cubin), its first error a ``ScheduleError``. Measuring on the GPU leaves it to the load."""
+    Where TVM's CUDA runtime is loaded (a machine with a GPU), the module compiles its source as it is created,
+    through the callback ``tvm.support.nvcc`` registers (NVRTC by default), and keeps the binary; on a machine
+    without one it keeps the source alone (compiled where it is loaded), so a kernel nvcc rejects would pass for
+    built. ``compile_here``: nvcc compiles the source for the device's architecture now (a cubin), its first
+    error a ``ScheduleError``. Measuring on the GPU leaves it to TVM."""
     import tvm
     import tvm.support.nvcc  # registers tvm_callback_cuda_compile for the load on a GPU
 
