@@ -144,7 +144,9 @@ def test_explore_target_gpu_writes_cuda_and_labels_estimates(cli, tmp_path, monk
     schedule = json.loads((directory / "schedule.json").read_text())
     assert schedule["estimate"] is True and schedule["checked_on_gpu"] is False
     assert schedule["target"] == {"kind": "cuda", "arch": "sm_80"}
-    assert "**estimate** (roofline)" in (tmp_path / "o" / "report.md").read_text()
+    md = (tmp_path / "o" / "report.md").read_text()
+    assert "**estimate** (roofline)" in md
+    assert "Checked against an H100" in md and "float16 1.25–3.96× (geometric mean 2.29×)" in md
     # one time key for every target's schedule.json (the GPU's was "seconds", so a replay never showed it)
     assert schedule["measured_seconds"] == row["best"]["seconds"] and "seconds" not in schedule
     r = cli("replay", directory)
@@ -163,3 +165,25 @@ def test_gpu_target_without_cuda_toolkit_says_so(cli, tmp_path, monkeypatch):
     r = cli("explore", "--op", "gemm", "--shape", "small:s1", "--target", "gpu", "--out", tmp_path / "o")
     assert r.code == 1 and "needs the CUDA toolkit" in r.err and "Traceback" not in r.err
     assert not (tmp_path / "o").exists()
+
+
+def test_what_the_reports_say_of_the_estimate_against_an_h100_is_what_the_model_gives_today():
+    """The footnote quotes how far the roofline was from the H100's measurements; recomputed here from the
+    recorded runs, so a change to the model that moves it fails until the bench is run again."""
+    import importlib.util
+    import math
+    from pathlib import Path
+
+    from cost_models.gpu_roofline import ESTIMATE_OVER_H100
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("roofline_bench", root / "bench" / "gpu_roofline_vs_measured.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    runs = [root / "bench" / "data" / name for name in ("gpu_yolo_h100.json", "gpu_yolo_h100_issue22.json")]
+    rows = [bench.compare(row, "h100") for path in runs for row in bench.measured_rows(path) if row.get("best_knobs")]
+    assert len(rows) == 14
+    for dtype, (low, high, mean) in ESTIMATE_OVER_H100.items():
+        ratios = [r["estimate_over_measured"] for r in rows if r["dtype"] == dtype]
+        geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+        assert (round(min(ratios), 2), round(max(ratios), 2), round(geomean, 2)) == (low, high, mean), dtype
