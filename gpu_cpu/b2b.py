@@ -144,49 +144,57 @@ def apply_b2b(pair: GemmPair, point: Point, emulate: bool = False) -> Any:
     import tvm
     from tvm import s_tir, te
 
-    from gpu_cpu.schedule import ScheduleError
+    from gpu_cpu.schedule import ScheduleError, _rejected
 
     problems = [v for v in violations(pair, point, _ANY_DEVICE) if "shared memory" not in v]
     if problems:
         raise ScheduleError(f"{point} is no point of the fused template for {pair}: {'; '.join(problems)}")
     rows, threads, regs = point["rows"], point["threads"], point["regs"]
-    sch = s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func(pair.tensors())}))
-    first, second = sch.get_sblock("S"), sch.get_sblock("O")
-    local = "global" if emulate else "local"
-    # the first GEMM accumulates in registers; its write-back applies the activation and writes T
-    write_back = sch.cache_write(first, 0, local)
-    if pair.relu:
-        sch.reverse_compute_inline(sch.get_sblock("T"))
+    try:
+        sch = s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func(pair.tensors())}))
+        first, second = sch.get_sblock("S"), sch.get_sblock("O")
+        local = "global" if emulate else "local"
+        # the first GEMM accumulates in registers; its write-back applies the activation and writes T
+        write_back = sch.cache_write(first, 0, local)
+        if pair.relu:
+            sch.reverse_compute_inline(sch.get_sblock("T"))
 
-    def threaded(block: Any) -> Any:
-        """``block``'s spatial loops inside the block's rows as one, dealt over the threads ``regs`` at a time,
-        each thread's outputs accumulated side by side inside the reduction (independent FMA chains)."""
-        loops = sch.get_loops(block)
-        inside = next(n for n, loop in enumerate(loops) if sch.get(loop).same_as(sch.get(block_rows))) + 1
-        *spatial, r = loops[inside:]  # one row per block leaves no row loop
-        serial, tx, tile = sch.split(sch.fuse(*spatial) if len(spatial) > 1 else spatial[0], [None, threads, regs])
-        sch.reorder(serial, tx, r, tile)
+        def inside_rows(block: Any) -> list[Any]:
+            """``block``'s loops inside the block's rows (one row per block leaves no row loop of its own)."""
+            loops = sch.get_loops(block)
+            return loops[next(n for n, loop in enumerate(loops) if sch.get(loop).same_as(sch.get(block_rows))) + 1:]
+
+        def one(loops: list[Any]) -> Any:
+            return sch.fuse(*loops) if len(loops) > 1 else loops[0]
+
+        def threaded(block: Any) -> Any:
+            """``block``'s spatial loops inside the block's rows as one, dealt over the threads ``regs`` at a time,
+            each thread's outputs accumulated side by side inside the reduction (independent FMA chains)."""
+            *spatial, r = inside_rows(block)
+            serial, tx, tile = sch.split(one(spatial), [None, threads, regs])
+            sch.reorder(serial, tx, r, tile)
+            if not emulate:
+                sch.bind(tx, "threadIdx.x")
+            return tx
+
+        i, _, _ = sch.get_loops(second)
+        block_rows, _ = sch.split(i, [None, rows])
         if not emulate:
-            sch.bind(tx, "threadIdx.x")
-        return tx
-
-    i, _, _ = sch.get_loops(second)
-    block_rows, _ = sch.split(i, [None, rows])
-    if not emulate:
-        sch.bind(block_rows, "blockIdx.x")
-    tx = threaded(second)
-    sch.reverse_compute_at(sch.cache_write(second, 0, local), tx)
-    # the block's rows of T computed by the block itself, kept in shared memory for the second GEMM
-    sch.compute_at(write_back, block_rows)
-    sch.compute_at(first, block_rows)
-    staged_a = sch.cache_read(first, 0, "global" if emulate else "shared")
-    sch.compute_at(staged_a, block_rows)
-    sch.reverse_compute_at(write_back, threaded(first))
-    if not emulate:
-        sch.set_scope(write_back, 0, "shared")
-        fused = sch.fuse(*sch.get_loops(staged_a)[-2:])
-        _, ax = sch.split(fused, [None, threads])
-        sch.bind(ax, "threadIdx.x")
+            sch.bind(block_rows, "blockIdx.x")
+        tx = threaded(second)
+        sch.reverse_compute_at(sch.cache_write(second, 0, local), tx)
+        # the block's rows of T computed by the block itself, kept in shared memory for the second GEMM
+        sch.compute_at(write_back, block_rows)
+        sch.compute_at(first, block_rows)
+        staged_a = sch.cache_read(first, 0, "global" if emulate else "shared")
+        sch.compute_at(staged_a, block_rows)
+        sch.reverse_compute_at(write_back, threaded(first))
+        if not emulate:
+            sch.set_scope(write_back, 0, "shared")
+            _, ax = sch.split(one(inside_rows(staged_a)), [None, threads])
+            sch.bind(ax, "threadIdx.x")
+    except Exception as exc:  # TVM's ScheduleError and friends: the point fails, the search goes on
+        raise _rejected(point, exc) from exc
     return sch.mod
 
 
@@ -242,12 +250,15 @@ def best_fused(pair: GemmPair, device: GpuDevice) -> tuple[Point | None, GpuEsti
     """The template's best point on the roofline (the space is small: every point is scored) whose generated
     code stays within the block's shared memory: where the threads' share of a block's outputs does not
     divide them, TVM stages a few more rows of A and T than the block owns (the predicated tail)."""
-    from gpu_cpu.schedule import build_cuda, declared_shared_bytes
+    from gpu_cpu.schedule import ScheduleError, build_cuda, declared_shared_bytes
 
     scored = sorted(((estimate_b2b(pair, p, device), p) for p in fused_points(pair, device)),
                     key=lambda sp: sp[0].seconds)
     for est, point in scored:
-        _, source = build_cuda(apply_b2b(pair, point), device, compile_here=False)
+        try:
+            _, source = build_cuda(apply_b2b(pair, point), device, compile_here=False)
+        except ScheduleError:  # a point TVM cannot schedule is no answer; the next best may be
+            continue
         if declared_shared_bytes(source) <= device.shared_memory_per_block:
             return point, est
     return None, None
