@@ -116,8 +116,9 @@ def markdown(results: Sequence[tuple[Outcome, Written | None]], rows: Sequence[R
             cells[3] = "**estimate** (roofline)"
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     lines += ["", "basis: *measured* on this machine; *model*: the FPGA analytical model's prediction; *estimate*: "
-              "a roofline model where the device is absent. % peak: of the FPGA's DSP roofline or the GPU's FP32 "
-              "peak. Speedup: over the library call (torch) timed on the same device in the same run."]
+              "a roofline model where the device is absent. % peak: of the FPGA's DSP roofline, or of the GPU's peak "
+              "for the row's arithmetic (FP32, or its tensor cores' for float16, bfloat16 and int8); none for a "
+              "CPU. Speedup: over the library call (torch) timed on the same device in the same run."]
     footnotes: list[str] = []
     for o, _ in results:
         note = o.target.footnote()

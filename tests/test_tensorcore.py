@@ -217,6 +217,9 @@ def test_explore_on_the_tensor_cores_says_which_arithmetic_it_used(cli, tmp_path
     instruction = schedule["knobs"]["mma"]  # the best point's fragment shape, named in the row
     assert instruction in ("wmma.m16n16k16.f16.f32", "wmma.m32n8k16.f16.f32", "wmma.m8n32k16.f16.f32")
     assert row["detail"].startswith(f"float16 tensor cores ({instruction}), float32 accumulation")
+    # its share of the peak is of the A100's float16 tensor cores (312 TFLOPS), not of its FP32 cores
+    assert get_device("a100").tensor_tflops("float16") == 312
+    assert row["peak_fraction"] == pytest.approx(row["gflops"] * 1e9 / 312e12)
     assert "wmma::mma_sync" in next(out.glob("*/gpu/kernel.cu")).read_text()
     replayed = cli("replay", next(out.glob("*/gpu")))  # the template's knobs rebuild the same kernel
     assert replayed.code == 0 and "identical to kernel.cu" in replayed.out, replayed.err
