@@ -29,6 +29,10 @@ PAIRS = {
     "MLP 4096 tokens 768-3072-768": GemmPair(4096, 768, 3072, 768),
     "MLP 4096 tokens 768-64-768": GemmPair(4096, 768, 64, 768),
     "YOLO-v1 fc pair, batch 1": GemmPair(1, 7 * 7 * 1024, 4096, 1470),
+    # MobileNet-V2's pairs of 1x1 convolutions with their epilogues (batch norm folded into a bias), as GEMMs:
+    # pixels as rows, where the network's NCHW tensors hold them as columns
+    "MobileNet-V2 blocks 0-1 112x112 32-16-96": GemmPair(112 * 112, 32, 16, 96, ("bias",), ("bias", "relu6")),
+    "MobileNet-V2 blocks 2-3 56x56 144-24-144": GemmPair(56 * 56, 144, 24, 144, ("bias", "add"), ("bias", "relu6")),
 }
 
 

@@ -1,6 +1,7 @@
-"""Persistent fusion of back-to-back GEMMs on the GPU (Bolt, seed 003 §4.2): ``O = act(A·B0)·B1`` in one
-kernel whose thread blocks each own ``rows`` rows of A, compute those rows of the intermediate ``T = act(A·B0)``
-— every one of its N0 columns — into shared memory, and multiply them by B1 from there. T never goes to
+"""Persistent fusion of back-to-back GEMMs on the GPU (Bolt, seed 003 §4.2): ``O = e1(e0(A·B0)·B1)`` in one
+kernel, ``e0`` and ``e1`` epilogues (a bias, a residual add, an activation), whose thread blocks each own
+``rows`` rows of A, compute those rows of the intermediate ``T = e0(A·B0)`` — every one of its N0 columns — into
+shared memory, and multiply them by B1 from there, ``e1`` applied on the way out. T never goes to
 global memory and the pair is one launch; the price is that every block reads all of B0 and B1 (through L2),
 and that a block's rows of T must fit in shared memory, so it pays where N0 is small and M large (1×1
 convolutions, a transformer's MLP at long sequences) and loses where M is small (a batch-1 classifier).
@@ -22,6 +23,7 @@ import numpy as np
 
 from cost_models.gpu_roofline import LAUNCH_S, GpuEstimate, _occupancy, _roof, _shared_seconds
 from hetero_dse.analysis import analyze, dtype_bytes
+from hetero_dse.epilogue import apply_numpy, apply_te, check_steps, fuse, parse_step
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.gpus import GpuDevice
 from hetero_dse.operator import Operator
@@ -43,17 +45,26 @@ FMA_LATENCY_CYCLES = 4
 
 @dataclass(frozen=True)
 class GemmPair:
-    """``O[m, n1] = Σ_n0 act(Σ_k A[m, k]·B0[k, n0]) · B1[n0, n1]``, act a ReLU or nothing; float32."""
+    """``O[m, n1] = second(Σ_n0 T[m, n0] · B1[n0, n1])`` with ``T = first(Σ_k A[m, k]·B0[k, n0])``; float32.
+    ``first`` and ``second`` are epilogues (``hetero_dse.epilogue``: a bias per column, a residual add, an
+    activation), each applied where its GEMM's accumulators are written: T's on the way into shared memory,
+    O's on the way out."""
 
     m: int
     k: int
     n0: int
     n1: int
-    relu: bool = True
+    first: tuple[str, ...] = ("relu",)
+    second: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "first", check_steps(self.first))
+        object.__setattr__(self, "second", check_steps(self.second))
 
     @classmethod
     def of(cls, first: Operator, second: Operator) -> GemmPair:
-        """The pair two GEMMs make when the second's A is the first's output; one sentence where they do not."""
+        """The pair two GEMMs make when the second's A is the first's output (its epilogue applied); one
+        sentence where they do not."""
         views = [gemm_view(analyze(op)) for op in (first, second)]
         if any(v is None or v.batch != 1 or v.dtype != "float32" for v in views):
             raise HeteroDSEError(f"{first.title} and {second.title} are not two float32 GEMMs (batch 1)")
@@ -61,27 +72,24 @@ class GemmPair:
         if (a.m, a.n) != (b.m, b.k):
             raise HeteroDSEError(f"{second.title} does not multiply {first.title}'s {a.m}×{a.n} output: it takes "
                                  f"{b.m}×{b.k}")
-        if tuple(first.epilogue) not in ((), ("relu",)):
-            raise HeteroDSEError(f"{first.title}'s epilogue {', '.join(first.epilogue)} is not fused here (ReLU is)")
-        return cls(a.m, a.k, a.n, b.n, relu=bool(first.epilogue))
+        return cls(a.m, a.k, a.n, b.n, tuple(first.epilogue), tuple(second.epilogue))
 
     def unfused(self) -> tuple[Operator, Operator]:
-        """The same computation as two kernels: the built-in gemm with the activation in its write-back, then
-        the built-in gemm on its output."""
-        from hetero_dse.epilogue import fuse
+        """The same computation as two kernels: the built-in gemm with the first epilogue in its write-back, then
+        the built-in gemm on its output with the second."""
         from hetero_dse.ops import get_builtin
 
         gemm = get_builtin("gemm")
-        first = gemm.instantiate({"M": self.m, "N": self.n0, "K": self.k})
-        first = fuse(first, ["relu"], (1,)) if self.relu else first
-        return first, gemm.instantiate({"M": self.m, "N": self.n1, "K": self.n0})
+        first = fuse(gemm.instantiate({"M": self.m, "N": self.n0, "K": self.k}), self.first, (1,))
+        return first, fuse(gemm.instantiate({"M": self.m, "N": self.n1, "K": self.n0}), self.second, (1,))
 
     @property
     def flops(self) -> int:
         return 2 * self.m * self.n0 * (self.k + self.n1)
 
     def tensors(self) -> list[Any]:
-        """The pair as one tensor expression: A, B0, B1 and O, with S = A·B0 and T = act(S) in between."""
+        """The pair as one tensor expression: A, B0, the first epilogue's inputs, B1, the second's, and O, with
+        S = A·B0 and T = first(S) in between."""
         from tvm import te
 
         A = te.placeholder((self.m, self.k), name="A")
@@ -89,20 +97,40 @@ class GemmPair:
         B1 = te.placeholder((self.n0, self.n1), name="B1")
         k = te.reduce_axis((0, self.k), name="k")
         S = te.compute((self.m, self.n0), lambda i, j: te.sum(A[i, k] * B0[k, j], axis=k), name="S")
-        T = te.compute((self.m, self.n0), lambda i, j: te.max(S[i, j], 0.0), name="T") if self.relu else S
+        first, T = apply_te(S, self.first, (1,), name="T", prefix="T_") if self.first else ([], S)
         n = te.reduce_axis((0, self.n0), name="n")
-        O = te.compute((self.m, self.n1), lambda i, j: te.sum(T[i, n] * B1[n, j], axis=n), name="O")
-        return [A, B0, B1, O]
+        P = te.compute((self.m, self.n1), lambda i, j: te.sum(T[i, n] * B1[n, j], axis=n),
+                       name="P" if self.second else "O")
+        second, O = apply_te(P, self.second, (1,), name="O", prefix="O_") if self.second else ([], P)
+        return [A, B0, *first, B1, *second, O]
+
+    def input_shapes(self) -> list[tuple[int, ...]]:
+        """The shapes of the fused kernel's inputs, in ``tensors()``'s order."""
+        return [tuple(int(d) for d in t.shape) for t in self.tensors()[:-1]]
 
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
         rng = np.random.default_rng(seed)
-        return [rng.uniform(-1, 1, size=s).astype("float32")
-                for s in ((self.m, self.k), (self.k, self.n0), (self.n0, self.n1))]
+        return [rng.uniform(-1, 1, size=s).astype("float32") for s in self.input_shapes()]
+
+    def split_inputs(self, inputs: list[Any]) -> tuple[list[Any], list[Any], Any]:
+        """``inputs`` in ``tensors()``'s order as (A and B0 with the first epilogue's inputs, the second's, B1)."""
+        n = 2 + sum(parse_step(step)[0] in ("bias", "add") for step in self.first)
+        return list(inputs[:n]), list(inputs[n + 1:]), inputs[n]
 
     def reference(self, inputs: list[np.ndarray]) -> np.ndarray:
-        a, b0, b1 = (x.astype(np.float64) for x in inputs)
-        t = a @ b0
-        return (np.maximum(t, 0) if self.relu else t) @ b1
+        (a, b0, *first), second, b1 = self.split_inputs([x.astype(np.float64) for x in inputs])
+        t = apply_numpy(self.first, a @ b0, first, (1,))
+        return apply_numpy(self.second, t @ b1, second, (1,))
+
+    def epilogue_reads(self) -> tuple[int, int]:
+        """Bytes the epilogues read besides the GEMMs' operands: (biases, one row of the output's columns per
+        bias; residuals, a whole M × N each), float32."""
+        def kinds(steps: tuple[str, ...]) -> list[str]:
+            return [parse_step(step)[0] for step in steps]
+        word = dtype_bytes("float32")
+        biases = (kinds(self.first).count("bias") * self.n0 + kinds(self.second).count("bias") * self.n1) * word
+        residuals = (kinds(self.first).count("add") * self.n0 + kinds(self.second).count("add") * self.n1) * self.m
+        return biases, residuals * word
 
 
 # ------------------------------------------------------------------------------------------------ the kernel
@@ -152,11 +180,11 @@ def apply_b2b(pair: GemmPair, point: Point, emulate: bool = False) -> Any:
     rows, threads, regs = point["rows"], point["threads"], point["regs"]
     try:
         sch = s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func(pair.tensors())}))
-        first, second = sch.get_sblock("S"), sch.get_sblock("O")
+        first, second = sch.get_sblock("S"), sch.get_sblock("P" if pair.second else "O")
         local = "global" if emulate else "local"
         # the first GEMM accumulates in registers; its write-back applies the activation and writes T
         write_back = sch.cache_write(first, 0, local)
-        if pair.relu:
+        if pair.first:
             sch.reverse_compute_inline(sch.get_sblock("T"))
 
         def inside_rows(block: Any) -> list[Any]:
@@ -182,7 +210,10 @@ def apply_b2b(pair: GemmPair, point: Point, emulate: bool = False) -> Any:
         if not emulate:
             sch.bind(block_rows, "blockIdx.x")
         tx = threaded(second)
-        sch.reverse_compute_at(sch.cache_write(second, 0, local), tx)
+        out = sch.cache_write(second, 0, local)
+        if pair.second:  # the second epilogue applied on the way out of the accumulators
+            sch.reverse_compute_inline(sch.get_sblock("O"))
+        sch.reverse_compute_at(out, tx)
         # the block's rows of T computed by the block itself, kept in shared memory for the second GEMM
         sch.compute_at(write_back, block_rows)
         sch.compute_at(first, block_rows)
@@ -201,8 +232,9 @@ def apply_b2b(pair: GemmPair, point: Point, emulate: bool = False) -> Any:
 # --------------------------------------------------------------------------------------------- the roofline
 def estimate_b2b(pair: GemmPair, point: Point, device: GpuDevice) -> GpuEstimate:
     """The fused kernel's roofline, counted as ``gpu_roofline.estimate`` counts a SIMT point: compute at the
-    FP32 peak the resident warps reach, or a thread's chains of dependent FMAs; DRAM: A, B0, B1 and O once
-    (T never leaves the chip); L2: every block reads all of B0 and B1 and its rows of A; shared: each FMA's
+    FP32 peak the resident warps reach, or a thread's chains of dependent FMAs; DRAM: A, B0, B1, O and the
+    epilogues' biases and residuals once (T never leaves the chip); L2: every block reads all of B0, B1 and the
+    biases, and its rows of A and of the residuals; shared: each FMA's
     operand from shared memory (A's row in the first GEMM, T's in the second) is one word broadcast to a warp."""
     lim = limits(pair, point)
     threads, regs = lim["threads"], point["regs"]
@@ -215,8 +247,9 @@ def estimate_b2b(pair: GemmPair, point: Point, device: GpuDevice) -> GpuEstimate
     compute_s = max(throughput_s, latency_s)
     word = dtype_bytes("float32")
     weights = (pair.k * pair.n0 + pair.n0 * pair.n1) * word
-    dram_s = ((pair.m * pair.k + pair.m * pair.n1) * word + weights) / (device.memory_gbps * 1e9)
-    l2_bytes = blocks * weights + pair.m * pair.k * word
+    biases, residuals = pair.epilogue_reads()  # a bias read by every block, a residual's rows by their block
+    dram_s = ((pair.m * pair.k + pair.m * pair.n1) * word + weights + biases + residuals) / (device.memory_gbps * 1e9)
+    l2_bytes = blocks * (weights + biases) + pair.m * pair.k * word + residuals
     l2_s = l2_bytes / (device.l2_gbps * 1e9)
     shared_loads = pair.flops / 2 / 32 * word
     shared_s = _shared_seconds(device, blocks, shared_loads)

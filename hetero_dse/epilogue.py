@@ -23,7 +23,7 @@ import numpy as np
 from hetero_dse.errors import OperatorError
 from hetero_dse.operator import Operator
 
-__all__ = ["ACTIVATIONS", "apply_numpy", "check_steps", "fuse", "parse_step"]
+__all__ = ["ACTIVATIONS", "apply_numpy", "apply_te", "check_steps", "fuse", "parse_step"]
 
 ACTIVATIONS = ("relu", "relu6", "leaky_relu", "clip")
 _STEP = re.compile(r"(bias|add|relu6|relu|leaky_relu|clip)(?:\(([^)]*)\))?")
@@ -54,27 +54,37 @@ def check_steps(steps: Sequence[str]) -> tuple[str, ...]:
 def fuse(op: Operator, steps: Sequence[str], channel_axes: Sequence[int]) -> Operator:
     """``op`` followed by ``steps`` (see the module doc); ``channel_axes``: the output's dimensions a bias is
     indexed by (``(1,)`` for a convolution's K, the last for a matrix product's N)."""
+    steps = check_steps(steps)
+    if not steps:
+        return op
+    if not op.output.op.reduce_axis:
+        raise OperatorError(f"operator {op.name} has no reduction for an epilogue to follow")
+    extras, fused = apply_te(op.output, steps, channel_axes)
+    return replace(op, inputs=(*op.inputs, *extras), output=fused, epilogue=steps,
+                   epilogue_axes=tuple(channel_axes), epilogue_inputs=len(extras),
+                   epilogue_reference=lambda value, given: apply_numpy(steps, value, given, channel_axes))
+
+
+def apply_te(out: Any, steps: Sequence[str], channel_axes: Sequence[int], name: str = "E",
+             prefix: str = "") -> tuple[list[Any], Any]:
+    """The steps after the tensor ``out``: the placeholders they read (a bias, a residual; their names after
+    ``prefix``) and the tensor ``name`` that applies them element by element."""
     import tvm
     from tvm import te
 
     steps = check_steps(steps)
-    if not steps:
-        return op
-    out = op.output
-    if not out.op.reduce_axis:
-        raise OperatorError(f"operator {op.name} has no reduction for an epilogue to follow")
     shape = [int(d) for d in out.shape]
     dtype = str(out.dtype)
     integer = dtype.startswith("int")
     extras: list[Any] = []
     for i, step in enumerate(steps):
-        name, _ = parse_step(step)
-        if name == "bias":
-            extras.append(te.placeholder([shape[a] for a in channel_axes], name=f"bias{i}" if i else "bias",
-                                         dtype=dtype))
-        elif name == "add":
-            extras.append(te.placeholder(shape, name=f"residual{i}" if i else "residual", dtype=dtype))
-        elif name == "leaky_relu" and integer:
+        kind, _ = parse_step(step)
+        if kind == "bias":
+            extras.append(te.placeholder([shape[a] for a in channel_axes],
+                                         name=prefix + (f"bias{i}" if i else "bias"), dtype=dtype))
+        elif kind == "add":
+            extras.append(te.placeholder(shape, name=prefix + (f"residual{i}" if i else "residual"), dtype=dtype))
+        elif kind == "leaky_relu" and integer:
             raise OperatorError("leaky_relu is not an integer epilogue; use float32 or float16")
 
     def const(value: float) -> Any:
@@ -84,25 +94,22 @@ def fuse(op: Operator, steps: Sequence[str], channel_axes: Sequence[int]) -> Ope
         value = out(*idx)
         extra = iter(extras)
         for step in steps:
-            name, args = parse_step(step)
-            if name == "bias":
+            kind, args = parse_step(step)
+            if kind == "bias":
                 value = value + next(extra)[tuple(idx[a] for a in channel_axes)]
-            elif name == "add":
+            elif kind == "add":
                 value = value + next(extra)(*idx)
-            elif name == "relu":
+            elif kind == "relu":
                 value = tvm.te.max(value, const(0))
-            elif name == "relu6":
+            elif kind == "relu6":
                 value = tvm.te.min(tvm.te.max(value, const(0)), const(6))
-            elif name == "clip":
+            elif kind == "clip":
                 value = tvm.te.min(tvm.te.max(value, const(args[0])), const(args[1]))
             else:  # leaky_relu: the slope below zero
                 value = tvm.tirx.Select(value > const(0), value, value * const(args[0] if args else 0.01))
         return value
 
-    fused = te.compute(shape, body, name="E", varargs_names=_axis_names(out))
-    return replace(op, inputs=(*op.inputs, *extras), output=fused, epilogue=steps,
-                   epilogue_axes=tuple(channel_axes), epilogue_inputs=len(extras),
-                   epilogue_reference=lambda value, given: apply_numpy(steps, value, given, channel_axes))
+    return extras, te.compute(shape, body, name=name, varargs_names=_axis_names(out))
 
 
 def _axis_names(tensor: Any) -> list[str]:

@@ -33,15 +33,20 @@ def run_fused(pair: GemmPair, point: Point, inputs: list[np.ndarray]) -> np.ndar
     return out.numpy()
 
 
-@pytest.mark.parametrize("pair", [GemmPair(96, 40, 24, 36, relu=True), GemmPair(33, 16, 32, 64, relu=False)],
-                         ids=["relu", "no activation, odd M"])
+MOBILENET_LIKE = GemmPair(96, 40, 24, 36, ("bias", "add", "relu6"), ("bias", "leaky_relu(0.1)"))
+
+
+@pytest.mark.parametrize("pair", [GemmPair(96, 40, 24, 36), GemmPair(33, 16, 32, 64, first=()), MOBILENET_LIKE],
+                         ids=["relu", "no activation, odd M", "bias, residual and an activation on both"])
 def test_the_fused_kernel_computes_what_the_unfused_pair_does(pair):
     """Where there is no GPU: the same fusion (the block's rows of T computed inside it, A staged, each thread's
-    accumulators) on TVM's CPU path, against the two built-in GEMMs run one after the other."""
+    accumulators, each GEMM's epilogue in its write-back) on TVM's CPU path, against the two built-in GEMMs with
+    their epilogues run one after the other."""
     inputs = pair.random_inputs(3)
     first, second = pair.unfused()
-    t = run_naive(first, inputs[:2])
-    unfused = run_naive(second, [t, inputs[2]])
+    first_inputs, second_extras, b1 = pair.split_inputs(inputs)
+    t = run_naive(first, first_inputs)
+    unfused = run_naive(second, [t, b1, *second_extras])
     np.testing.assert_allclose(unfused, pair.reference(inputs), rtol=1e-5, atol=1e-5)
     points = fused_points(pair, get_device("h100"))
     assert points
@@ -67,18 +72,21 @@ def test_a_point_whose_tiles_do_not_divide_the_pair_is_refused():
 
 @needs_nvcc
 @pytest.mark.parametrize("arch", ["a100", "h100"])
-@pytest.mark.parametrize("pair,rows", [(GemmPair(96, 40, 24, 36), 8), (GemmPair(33, 16, 32, 64), 1)],
-                         ids=["8 rows a block", "one row a block"])  # one row: A's staging has no row loop
+@pytest.mark.parametrize("pair,rows", [(GemmPair(96, 40, 24, 36), 8), (GemmPair(33, 16, 32, 64), 1),
+                                       (MOBILENET_LIKE, 8)],
+                         ids=["8 rows a block", "one row a block", "epilogues"])  # one row: A's staging has no row loop
 def test_the_fused_kernel_keeps_t_in_shared_memory_and_compiles(arch, pair, rows, tmp_path):
     device = get_device(arch)
     _, source = build_cuda(apply_b2b(pair, Point({"rows": rows, "threads": 32, "regs": 1})), device)
     assert len(set(re.findall(r"__global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(", source))) == 1
     signature = source[source.index("main_kernel("): source.index(")", source.index("main_kernel("))]
-    # one launch reading A, B0, B1 and writing O: the intermediate is no argument, it lives in shared memory
-    assert re.findall(r"(\w+)_ptr", signature) == ["A", "B0", "B1", "O"]
-    # T written from the first GEMM's accumulators, through the ReLU, into a shared array (TVM may reuse A's
+    # one launch reading A, B0, B1 (and the epilogues' biases and residual) and writing O: the intermediate is
+    # no argument, it lives in shared memory
+    extras = ["O_bias", "T_bias", "T_residual1"] if pair.second else []
+    assert re.findall(r"(\w+)_ptr", signature) == ["A", "B0", "B1", "O", *extras]
+    # T written from the first GEMM's accumulators, through its epilogue, into a shared array (TVM may reuse A's
     # staging buffer for it once A is read)
-    (t_array,) = set(re.findall(r"(\w+)\[[^\]]*\] = max\(S_local", source))
+    (t_array,) = set(re.findall(r"(\w+)\[[^\]]*\] = [^;]*S_local_ptr\[0\]", source)) - {"S_local_ptr"}
     assert re.search(rf"__shared__ [^;]* {t_array}\[\d+\]", source)
     cu = tmp_path / "b2b.cu"
     cu.write_text(source)
@@ -98,6 +106,12 @@ def test_the_fused_roofline_by_hand():
     # DRAM: A, B0, B1 and O once; T never leaves the chip
     assert f["dram_s"] == pytest.approx((3136 * 64 * 2 + 64 * 64 * 2) * 4 / 3350e9)
     assert est.seconds == pytest.approx(LAUNCH_S + max(f[k] for k in ("compute_s", "dram_s", "l2_s", "shared_s")))
+    # epilogues: a bias per column of T and of O read by every block, T's residual once, by its rows' block
+    epilogues = GemmPair(3136, 64, 64, 64, ("bias", "add", "relu"), ("bias", "relu6"))
+    assert epilogues.epilogue_reads() == ((64 + 64) * 4, 3136 * 64 * 4)
+    g = estimate_b2b(epilogues, p, dev).figures
+    assert g["l2_bytes"] == 98 * (64 * 64 + 64 * 64 + 64 + 64) * 4 + 3136 * 64 * 4 + 3136 * 64 * 4
+    assert g["dram_s"] == pytest.approx((3136 * 64 * 3 + 64 * 64 * 2 + 64 + 64) * 4 / 3350e9)
     # a block's rows of A and T beyond the block's shared memory are never points of the space
     wide = GemmPair(1, 50176, 4096, 1470)
     assert not fused_points(wide, dev)
@@ -119,7 +133,10 @@ def test_fusion_is_chosen_only_when_its_estimate_beats_the_pair():
 def test_a_pair_is_read_from_two_gemms_or_refused_in_one_sentence():
     gemm = get_builtin("gemm")
     first, second = GemmPair(64, 32, 48, 40).unfused()
-    assert GemmPair.of(first, second) == GemmPair(64, 32, 48, 40, relu=True)
+    assert GemmPair.of(first, second) == GemmPair(64, 32, 48, 40, ("relu",), ())
+    assert GemmPair.of(*MOBILENET_LIKE.unfused()) == MOBILENET_LIKE  # the epilogues read from the operators
+    with pytest.raises(HeteroDSEError, match="not an epilogue step"):
+        GemmPair(64, 32, 48, 40, ("gelu",))
     with pytest.raises(HeteroDSEError, match="does not multiply"):
         GemmPair.of(first, gemm.instantiate({"M": 64, "N": 40, "K": 50}))
     with pytest.raises(HeteroDSEError, match="not two float32 GEMMs"):
