@@ -127,7 +127,9 @@ def estimate_tensor_cores(space: TensorCoreSpace, point: Point, registers: int |
     warp-level MMA's share of it), the resident warps feeding the four tensor cores of an SM; DRAM's
     compulsory bytes; L2 → shared: every block stages its A and B chunks over the whole padded K; shared →
     fragments: every warp loads its A and B fragments per step of the fragment's K. With one stage and one
-    resident block per SM nothing hides a chunk's load behind the MMAs: the two add up instead of overlapping."""
+    resident block per SM nothing hides a chunk's load behind the MMAs: the two add up instead of overlapping.
+    There is no latency term: stages beyond two and cp.async change the figure only through the shared memory
+    they take (fewer blocks resident), so the estimate never prefers them; a measurement can."""
     dev: GpuDevice = space.device
     view, lim, tiles, padded = space.view, space.limits(point), space.tiles(point), space.padded(point)
     threads, warps, shared_bytes = lim["threads"], lim["warps"], lim["shared_bytes"]

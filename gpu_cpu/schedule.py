@@ -280,6 +280,8 @@ def build_cuda(mod: Any, device: Any, compile_here: bool = True) -> tuple[Any, s
         # StorageRewrite would reuse a float16 stage's shared memory for the float32 write-back, and the
         # fragment intrinsics' typed pointers into it then fail to lower; the space keeps within the limits
         config["tirx.disable_storage_rewrite"] = True
+    if "hetero_dse.async_copy" in (mod["main"].attrs or {}):  # the stages' copies become cp.async
+        config["tirx.use_async_copy"] = True
     with tvm.transform.PassContext(config=config):
         executable = tvm.compile(mod, target=device.target)
     source = executable.mod.imports[0].inspect_source()

@@ -4,12 +4,13 @@ The main block is normalised to ``C[s, i, j] += A[s, i, k] · B[s, j, k]`` (``re
 convolution's windows into A: the implicit GEMM), padded to the block tile (``pad_einsum``), cut into fragments
 (16×16, 32×8 or 8×32, by 16 of K) that become one MMA each, tiled into warps and thread blocks, and fed through
 shared memory: each K chunk of A and B staged by the whole block with vector-wide loads (double-buffered with
-two stages), loaded into fragments, multiplied on the tensor cores, and the accumulators stored through shared
-memory to global memory with the epilogue (bias, residual, activation) and the crop of the padding applied on
-the way out.
+two stages; with Ampere's ``cp.async``, up to four chunks in flight), loaded into fragments, multiplied on the
+tensor cores, and the accumulators stored through shared memory to global memory with the epilogue (bias,
+residual, activation) and the crop of the padding applied on the way out.
 
-``emulate=True`` applies the same normalisation, padding and tiling without the tensor intrinsics and the GPU
-bindings, for TVM's CPU backend: the transformation the GPU runs, checked numerically where there is no GPU.
+``emulate=True`` applies the same normalisation, padding, tiling, staging and pipeline (the K chunks' buffers as
+many deep as the stages) without the tensor intrinsics and the GPU bindings, for TVM's CPU backend: the
+transformation the GPU runs, checked numerically where there is no GPU.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from typing import Any
 
 from gpu_cpu.intrinsics import SHARED, wmma_intrinsics
 from gpu_cpu.schedule import ScheduleError, _epilogue, _inline_producers, _main, _rejected
+from hetero_dse.analysis import analyze
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
-from hetero_dse.space.tensorcore import BY_INSTRUCTION, SKEW_FACTOR, fragment_shape, split_k
+from hetero_dse.space.tensorcore import (BY_INSTRUCTION, SKEW_FACTOR, async_copy, fragment_shape, gathered_inputs,
+                                         split_k)
 
 __all__ = ["apply_tensorcore", "is_tensor_core_point"]
 
@@ -86,6 +89,9 @@ def apply_tensorcore(op: Operator, point: Point, emulate: bool = False) -> Any:
         tiles = sch.fuse(i0, j0)
         warps = sch.fuse(i1, j1)
         if emulate:  # the loops as the GPU runs them, serial, every buffer global
+            for index in (0, 1):
+                _stage(sch, outer, index, k0, "global")
+            _pipeline(sch, k0, point, on_gpu=False)
             if partials is not None:
                 _sum_partials(sch, partials, bind=False)
             return sch.mod
@@ -96,8 +102,11 @@ def apply_tensorcore(op: Operator, point: Point, emulate: bool = False) -> Any:
         raise
     except Exception as exc:
         raise _rejected(point, exc) from exc
-    # build_cuda reads it: the tensor cores' module is lowered with a pass of its own left out
-    return tvm.IRModule({"main": sch.mod["main"].with_attr("hetero_dse.tensor_cores", 1)})
+    # build_cuda reads them: the tensor cores' module is lowered with a pass of its own left out, and one in
+    main = sch.mod["main"].with_attr("hetero_dse.tensor_cores", 1)
+    if async_copy(point):
+        main = main.with_attr("hetero_dse.async_copy", 1)
+    return tvm.IRModule({"main": main})
 
 
 def _sum_partials(sch: Any, partials: Any, bind: bool = True) -> None:
@@ -140,24 +149,24 @@ def _on_tensor_cores(sch: Any, op: Operator, point: Point, block: Any, outer: An
     sch.bind(batch, "blockIdx.y")
     sch.bind(tiles, "blockIdx.x")
     sch.bind(warps, "threadIdx.y")
-    vector, skew, stages = int(point["vector"]), int(point["skew"]), int(point["stages"])
+    vector, skew = int(point["vector"]), int(point["skew"])
 
-    def stage(index: int) -> Any:
-        """The block's K chunk of A or B in shared memory, fetched by every thread with vector-wide loads."""
-        shared = sch.cache_read(outer, index, SHARED)
-        sch.compute_at(shared, k0)
+    gathered = gathered_inputs(analyze(op))
+    for index in (0, 1):
+        # the block's K chunk of A or B in shared memory, fetched by every thread with vector-wide loads
+        shared = _stage(sch, outer, index, k0, SHARED)
+        width = vector
+        if async_copy(point) and sch.get(shared).name_hint.split("_reindex")[0] in gathered:
+            # element by element (1 or 2 bytes: below cp.async's 4), so TVM's async-copy pass leaves it a plain
+            # load: it would turn a vector-wide gather into one contiguous cp.async of the wrong elements
+            width = 1
         fused = sch.fuse(*sch.get_loops(shared)[-2:])
-        _, ty, tx, vec = sch.split(fused, [None, num_warps, WARP, vector])
+        _, ty, tx, vec = sch.split(fused, [None, num_warps, WARP, width])
         sch.bind(ty, "threadIdx.y")
         sch.bind(tx, "threadIdx.x")
         sch.vectorize(vec)
         if skew:
             sch.storage_align(shared, 0, axis=-2, factor=SKEW_FACTOR, offset=skew)
-        _inline_producers(sch, shared)  # the gather of A (im2col), its padding: computed in the load
-        return shared
-
-    stage(0)
-    stage(1)
     arithmetic = BY_INSTRUCTION[point["mma"]]
     frag_m, frag_n = fragment_shape(point["mma"])
     intrinsics = wmma_intrinsics(arithmetic, frag_m, frag_n)
@@ -176,15 +185,34 @@ def _on_tensor_cores(sch: Any, op: Operator, point: Point, block: Any, outer: An
     sch.tensorize(sch.get_loops(sch.get_child_blocks(init)[0])[-2], intrinsics["init"])
     sch.tensorize(sch.get_loops(store)[-2], intrinsics["store"])
     sch.tensorize(sch.get_loops(block)[-3], intrinsics["compute"])
-    if stages > 1:
-        # two stages: the next K chunk's copy into shared memory (its buffers doubled) is issued before this
-        # chunk's fragments are multiplied, so the loads of one overlap the MMAs of the other
-        sch.annotate(k0, "software_pipeline_stage", [0, 0, 1])
-        sch.annotate(k0, "software_pipeline_order", [0, 1, 2])
+    _pipeline(sch, k0, point)
     _chain_out(sch, out_shared)
     fused = sch.fuse(*sch.get_loops(out_shared)[-2:])
     _, tx = sch.split(fused, [None, WARP])
     sch.bind(tx, "threadIdx.x")
+
+
+def _stage(sch: Any, outer: Any, index: int, k0: Any, scope: str) -> Any:
+    """The block's K chunk of input ``index`` (A or B) copied into ``scope`` once per step of ``k0``, the gather
+    of A (im2col) and the padding computed in the copy."""
+    staged = sch.cache_read(outer, index, scope)
+    sch.compute_at(staged, k0)
+    _inline_producers(sch, staged)
+    return staged
+
+
+def _pipeline(sch: Any, k0: Any, point: Point, on_gpu: bool = True) -> None:
+    """S stages: the copy of the chunk S - 1 ahead (its buffers S deep) is issued before this chunk's fragments
+    are multiplied, so the loads of one overlap the MMAs of another. Plain copies pass through registers and land
+    before the MMAs start (two stages are all they use); cp.async's land on their own, waited for
+    (cp.async.wait_group) only when their chunk's turn comes. TVM's CPU path (``on_gpu=False``) runs the same
+    multi-buffering with plain copies: serial, a copy has always landed, and LLVM has no cp.async waits."""
+    stages = int(point["stages"])
+    if stages > 1:
+        sch.annotate(k0, "software_pipeline_stage", [0, 0, stages - 1])
+        sch.annotate(k0, "software_pipeline_order", [0, 1, 2])
+        if async_copy(point) and on_gpu:
+            sch.annotate(k0, "software_pipeline_async_stages", [0])
 
 
 def _tile(sch: Any, block: Any, rows: int, columns: int) -> Any:

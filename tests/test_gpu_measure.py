@@ -86,6 +86,7 @@ TENSOR_CORE_CASES = {
     "gemm f16 padded": ("gemm", {"M": 100, "N": 72, "K": 40, "dtype": "float16"}),
     "gemm bf16 padded": ("gemm", {"M": 60, "N": 40, "K": 50, "dtype": "bfloat16"}),
     "gemm int8": ("gemm", {"M": 64, "N": 96, "K": 64, "dtype": "int8"}),
+    "gemm f16 long K (deep pipelines)": ("gemm", {"M": 96, "N": 80, "K": 264, "dtype": "float16"}),
     "conv f16 C=3 (padded to the instruction)": ("conv2d", {"batch": 1, "C": 3, "H": 20, "W": 20, "K": 24,
                                                              "kernel": 3, "stride": 1, "padding": 1,
                                                              "dtype": "float16"}),
@@ -110,7 +111,9 @@ def test_tensorized_and_padded_kernels_compute_the_reference_on_the_gpu(gpu, cas
     default = space.default_point()
     points = [default] + [space.decode(c) for c in space.sample(3, np.random.default_rng(2))]
     splits = (default.replace(split_k=2), default.replace(k_frags=1, split_k=3))
-    points += [p for p in splits if not space.violations(p)]
+    # the cp.async pipelines, three and four chunks deep, 16-byte copies where the row allows them
+    copies = [default.replace(k_frags=1, stages=s, async_copy=1, vector=v) for s in (3, 4) for v in (8, 4)]
+    points += [p for p in (*splits, *copies) if not space.violations(p)]
     for seed, p in enumerate(points):
         inputs = o.random_inputs(seed + 5)
         executable, _ = build_cuda(apply_gpu(o, p), gpu)

@@ -411,3 +411,85 @@ def test_the_wmma_intrinsics_kept_on_disk_are_tvms_and_a_broken_cache_is_made_ag
         assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left beside it
     finally:
         intrinsics._definitions.cache_clear()
+
+
+def test_the_asynchronous_copies_rules_by_hand():
+    """cp.async: Ampere on, behind two stages or more, 4 to 16 contiguous aligned bytes a copy; without it, two
+    stages at most; no more stages than a block has K chunks to fill them."""
+    a100 = TensorCoreSpace(analyze(op("gemm", M=128, N=128, K=196, dtype="float16")), get_device("a100"))
+    copies = point(stages=3, async_copy=1, vector=4, k_frags=1)
+    assert a100.violations(copies) == []
+    assert a100.violations(copies.replace(stages=1)) == ["asynchronous copies with one stage: nothing overlaps them"]
+    assert a100.violations(copies.replace(async_copy=0)) == [
+        "3 stages of synchronous copies: only cp.async keeps more than two in flight"]
+    assert a100.violations(copies.replace(vector=1)) == [
+        "1-wide copies of float16 are narrower than cp.async's 4 bytes"]
+    # rows of 196 halves (392 bytes): every other row starts 8 bytes off a 16-byte boundary
+    assert a100.violations(copies.replace(vector=8)) == [
+        "rows of K = 196 are not whole 8-wide copies: cp.async's would be misaligned"]
+    # B gathers along K: with cp.async it is copied element by element, so A's 16-byte copies are allowed
+    aligned = TensorCoreSpace(analyze(op("gemm", M=128, N=128, K=256, dtype="float16")), get_device("a100"))
+    assert aligned.violations(copies.replace(vector=8)) == []
+    assert aligned.violations(copies.replace(vector=8, async_copy=0, stages=2)) == [
+        "8-wide loads of B would gather along K"]
+    # 196 / 16 -> 13 chunks: split 4 ways, 4 a block; split 8 ways, 2 a block
+    assert a100.violations(copies.replace(stages=4, split_k=4, skew=0)) == []
+    assert a100.violations(copies.replace(stages=4, split_k=8, skew=0)) == [
+        "4 stages for 2 K chunks a block: buffers never filled"]
+    int8 = TensorCoreSpace(analyze(op("gemm", M=64, N=64, K=64, dtype="int8")), get_device("a100"))
+    assert int8.violations(point(mma="wmma.m16n16k16.s8.s32", stages=2, async_copy=1, vector=2)) == [
+        "2-wide copies of int8 are narrower than cp.async's 4 bytes"]
+    v100 = TensorCoreSpace(analyze(op("gemm", M=128, N=128, K=256, dtype="float16")), get_device("v100"))
+    assert v100.violations(copies) == ["v100 (sm_70) has no cp.async (sm_80 on)"]
+    # a point recorded before the knob ran plain copies
+    old = Point({k: v for k, v in a100.default_point().items() if k != "async_copy"})
+    assert (a100.encode(old) == a100.encode(a100.default_point())).all()
+
+
+def _async_sources(source: str) -> set[str]:
+    """The global arrays the kernel's cp.async calls copy from (TVM's helpers take dst, offset, src, offset)."""
+    return set(re.findall(r"^\s*ptx_cp_async\w*\(\w+, .*?, (\w+)_ptr, ", source, re.M))
+
+
+@needs_nvcc
+@pytest.mark.parametrize("arch", ["a100", "h100"])
+@pytest.mark.parametrize("case", ["gemm f16 padded", "gemm int8", "gemm bf16 padded",
+                                  "conv f16 stride 2 + bias + add + relu"])
+def test_cp_async_pipelines_compile_and_copy_only_contiguous_rows(case, arch, tmp_path):
+    """Three and four chunks in flight through cp.async, compiled by nvcc for sm_80 and sm_90. TVM's async-copy
+    pass turns a vector-wide gather into one contiguous copy of the wrong elements, so the inputs that gather
+    along K must reach it element by element and stay plain loads: the kernel's cp.async sources are exactly the
+    inputs whose K is contiguous."""
+    o = CASES[case]()
+    device = get_device(arch)
+    space = TensorCoreSpace(analyze(o), device)
+    contiguous = {r.tensor for r in space.analysis.reads} - set(space.gathered)
+    single = space.default_point().replace(k_frags=1, vector=2 if o.dtype != "int8" else 4, stages=1)
+    _, plain = build_cuda(apply_gpu(o, single), device, compile_here=False)
+    plain_shared = {m.group(1): int(m.group(2)) for m in re.finditer(
+        r"__shared__ [^;]* (\w+)_reindex\w*_ptr\[(\d+)\]", plain)}
+    built = 0
+    for stages in (3, 4):
+        p = single.replace(stages=stages, async_copy=1)
+        if space.violations(p):
+            assert any("buffers never filled" in v for v in space.violations(p)), space.violations(p)
+            continue
+        _, source = build_cuda(apply_gpu(o, p), device)
+        built += 1
+        assert _async_sources(source) == contiguous
+        ptx = _ptx(source, device.arch, tmp_path)
+        assert "cp.async.ca.shared.global" in ptx and f"cp.async.wait_group {stages - 2}" in ptx
+        shared = {m.group(1): int(m.group(2)) for m in re.finditer(
+            r"__shared__ [^;]* (\w+)_reindex\w*_ptr\[(\d+)\]", source)}
+        assert all(shared[n] == stages * plain_shared[n] for n in plain_shared if n != "O")
+    assert built
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("stages", [3, 4])
+def test_deep_pipelines_compute_the_reference_on_tvms_cpu_path(case, stages):
+    """The pipeline's buffers, ``stages`` K chunks deep with their prologue and drain, run serially on TVM's CPU
+    path (where a copy has always landed: the cp.async waits are the GPU's alone)."""
+    o = CASES[case]()
+    p = point(warps_m=1, warps_n=1, frags_m=1, frags_n=2, k_frags=1, stages=stages, async_copy=1, vector=2)
+    assert_emulated_reference(o, p, seed=stages)

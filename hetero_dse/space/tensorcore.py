@@ -4,8 +4,10 @@ A contraction of two tensors (a GEMM, a batched GEMM, a convolution as an implic
 ``C[s, i, j] += A[s, i, k] · B[s, j, k]`` — TVM's ``reindex`` gathers the convolution's windows into the
 GEMM's A — and computed by the MMA instruction of the device on 16×16×16 fragments. The knobs are the
 template's: warps per thread block along M and N, fragments per warp along M and N (the warp tile), the K
-chunk staged in shared memory, the pipeline stages of that stage, the width of each thread's global loads,
-and the skew of a shared-memory row (which breaks bank conflicts, the role a swizzle plays in CUTLASS).
+chunk staged in shared memory, the pipeline stages of that stage and whether its copies are asynchronous
+(Ampere's ``cp.async``: global to shared memory without a trip through registers, as CUTLASS's multistage
+kernels do), the width of each thread's global loads, and the skew of a shared-memory row (which breaks bank
+conflicts, the role a swizzle plays in CUTLASS).
 
 Extents that are not a multiple of the block tile are padded (``pad_einsum``): the padded FLOPs are work the
 device does, counted in the estimate and reported as the padding's cost. Points beyond the device's limits
@@ -26,8 +28,8 @@ from hetero_dse.hardware.gpus import GpuDevice
 from hetero_dse.space.point import Point
 from hetero_dse.space.splits import SplitSpace
 
-__all__ = ["ARITHMETIC", "BY_INSTRUCTION", "SHAPES", "Arithmetic", "GemmView", "TensorCoreSpace", "fragment_shape",
-           "gemm_view", "split_k", "tensor_core_arithmetic"]
+__all__ = ["ARITHMETIC", "BY_INSTRUCTION", "SHAPES", "Arithmetic", "GemmView", "TensorCoreSpace", "async_copy",
+           "fragment_shape", "gathered_inputs", "gemm_view", "split_k", "tensor_core_arithmetic"]
 
 #: the fragment's M and N of the square wmma instruction (its K is the arithmetic's)
 FRAGMENT = 16
@@ -76,6 +78,11 @@ SKEW_FACTOR = 32
 #: registers a thread spends beside its fragments: addresses, loop counters, the load pipeline's temporaries
 REGISTER_OVERHEAD = 40
 MAX_REGISTERS_PER_THREAD = 255
+#: the knobs added after points were first recorded, and the value a point written before them ran with
+LATER_KNOBS = {"split_k": 1, "async_copy": 0}
+#: ``cp.async`` came with Ampere, and copies 4, 8 or 16 bytes a thread (a narrower copy stays a plain load)
+ASYNC_COPY_FROM = 80
+ASYNC_COPY_MIN_BYTES = 4
 
 
 @dataclass(frozen=True)
@@ -145,6 +152,12 @@ def _k_contiguous(access, reduce) -> bool:
     return True
 
 
+def gathered_inputs(analysis: Analysis) -> tuple[str, ...]:
+    """The inputs of the main node whose K is not one contiguous run in memory (B of A·B, a convolution's input
+    windows): a copy of their K chunk gathers element by element."""
+    return tuple(r.tensor for r in analysis.reads if not _k_contiguous(r, analysis.main.reduce))
+
+
 def skewed_row(bk, skew):
     """The elements of one staged row of a K chunk: TVM's ``storage_align`` makes the row's stride the smallest
     at least ``bk`` that is ``skew`` modulo 32 banks' worth (``bk`` itself without a skew). Ints or arrays."""
@@ -153,7 +166,12 @@ def skewed_row(bk, skew):
 
 def split_k(point: Point) -> int:
     """The splits of K of a tensor-core point (1 for points written before the knob existed)."""
-    return int(point.get("split_k", 1))
+    return int(point.get("split_k", LATER_KNOBS["split_k"]))
+
+
+def async_copy(point: Point) -> bool:
+    """Whether a tensor-core point stages its chunks with ``cp.async`` (not for points written before the knob)."""
+    return bool(point.get("async_copy", LATER_KNOBS["async_copy"]))
 
 
 def _ceil(x: int, to: int) -> int:
@@ -175,13 +193,16 @@ class TensorCoreSpace(SplitSpace):
         self.arithmetic = ARITHMETIC[view.dtype]
         #: the inputs whose K is not one contiguous run in memory (B of A·B, a convolution's input windows):
         #: their loads along K are gathers
-        self.gathered = tuple(r.tensor for r in analysis.reads if not _k_contiguous(r, analysis.main.reduce))
+        self.gathered = gathered_inputs(analysis)
         super().__init__(analysis, 0, 0, {
             "mma": self.arithmetic.instructions,
             "warps_m": (1, 2, 4), "warps_n": (1, 2, 4),
             "frags_m": (1, 2, 4, 8), "frags_n": (1, 2, 4, 8),
             "k_frags": (1, 2, 4, 8),
-            "stages": (1, 2),
+            "stages": (1, 2, 3, 4),
+            # cp.async (sm_80 on): each stage's copy goes from global to shared memory without registers, and
+            # the copies of the next chunks are in flight while this one multiplies (the deeper pipelines)
+            "async_copy": (0, 1),
             "vector": (1, 2, 4, 8),
             "skew": (0, 8),
             # split-K (CUTLASS's): K cut among more blocks, their partial sums added by a second kernel; for
@@ -253,10 +274,32 @@ class TensorCoreSpace(SplitSpace):
         chunks = -(-v.k // t["bk"])
         if split_k(point) > chunks:
             out.append(f"split-K {split_k(point)} > the {chunks} K chunks")
+        per_block = -(-chunks // split_k(point))
+        if point["stages"] > max(2, per_block):
+            out.append(f"{point['stages']} stages for {per_block} K chunks a block: buffers never filled")
         if t["bk"] % point["vector"]:
             out.append(f"{point['vector']}-wide loads do not divide the K chunk {t['bk']}")
-        if point["vector"] == 8 and self.gathered:
+        if point["vector"] == 8 and self.gathered and not async_copy(point):  # (cp.async's copy them one by one)
             out.append(f"8-wide loads of {', '.join(self.gathered)} would gather along K")
+        if async_copy(point):
+            # cp.async copies a contiguous, aligned run: the inputs that gather along K keep plain loads (the
+            # schedule copies them element by element, too narrow for cp.async), the others need whole vectors
+            if self.device.compute_capability < ASYNC_COPY_FROM:
+                out.append(f"{self.device.name} ({self.device.arch}) has no cp.async (sm_80 on)")
+            if point["stages"] < 2:
+                out.append("asynchronous copies with one stage: nothing overlaps them")
+            if len(self.gathered) == len(self.analysis.reads):
+                out.append("every input gathers along K: no copy cp.async can take")
+            if point["vector"] * dtype_bytes(v.dtype) < ASYNC_COPY_MIN_BYTES:
+                out.append(f"{point['vector']}-wide copies of {v.dtype} are narrower than cp.async's "
+                           f"{ASYNC_COPY_MIN_BYTES} bytes")
+            if v.k % point["vector"]:
+                out.append(f"rows of K = {v.k} are not whole {point['vector']}-wide copies: cp.async's would be "
+                           f"misaligned")
+        elif point["stages"] > 2:
+            # without cp.async a stage's copy passes through registers and must land before the chunk it
+            # precedes is multiplied: a third buffer only spends shared memory
+            out.append(f"{point['stages']} stages of synchronous copies: only cp.async keeps more than two in flight")
         return out
 
     #: the rules are array arithmetic on the knobs (``_valid_rows``): a block of draws costs little
@@ -274,15 +317,24 @@ class TensorCoreSpace(SplitSpace):
               & (t["registers"] <= MAX_REGISTERS_PER_THREAD))
         for tile, extent, frag in ((t["bm"], v.m, t["fm"]), (t["bn"], v.n, t["fn"]), (bk, v.k, k)):
             ok &= ~((tile > _ceil(extent, frag)) & (tile > frag))
-        ok &= knob["split_k"] <= -(-v.k // bk)
+        chunks = -(-v.k // bk)
+        ok &= knob["split_k"] <= chunks
+        ok &= knob["stages"] <= np.maximum(2, -(-chunks // knob["split_k"]))
         ok &= bk % knob["vector"] == 0
         if self.gathered:
-            ok &= knob["vector"] != 8
+            ok &= (knob["vector"] != 8) | (knob["async_copy"] == 1)
+        copies = knob["async_copy"] == 1
+        ok &= ~copies | ((dev.compute_capability >= ASYNC_COPY_FROM) & (knob["stages"] >= 2)
+                         & (len(self.gathered) < len(self.analysis.reads))
+                         & (knob["vector"] * dtype_bytes(v.dtype) >= ASYNC_COPY_MIN_BYTES)
+                         & (v.k % knob["vector"] == 0))
+        ok &= copies | (knob["stages"] <= 2)
         return ok
 
     def encode(self, point: Point) -> np.ndarray:
-        # a point of the history written before split-K was a knob ran K in one piece
-        return super().encode(point if "split_k" in point else point.replace(split_k=1))
+        # a point of the history written before a knob existed ran with the knob's old behaviour
+        missing = {k: v for k, v in LATER_KNOBS.items() if k not in point}
+        return super().encode(point.replace(**missing) if missing else point)
 
     def beyond_limits(self, point: Point) -> str | None:
         problems = [p for p in self.violations(point) if "threads" in p or "shared" in p or "registers" in p]
@@ -292,7 +344,8 @@ class TensorCoreSpace(SplitSpace):
         """CUTLASS's default for these shapes: a 2×2-warp block of 2×2-fragment warps (64×64), K chunk 32,
         double buffered, 8-wide loads (4 where K is strided), skewed rows; shrunk where the matrix is smaller."""
         point = Point({"mma": self.arithmetic.instruction, "warps_m": 2, "warps_n": 2, "frags_m": 2, "frags_n": 2,
-                       "k_frags": 2, "stages": 2, "vector": 4 if self.gathered else 8, "skew": 8, "split_k": 1})
+                       "k_frags": 2, "stages": 2, "vector": 4 if self.gathered else 8, "skew": 8, "split_k": 1,
+                       "async_copy": 0})
         for knob in ("frags_m", "frags_n", "warps_m", "warps_n", "k_frags", "vector"):
             while self.violations(point) and point[knob] > 1:
                 point = point.replace(**{knob: point[knob] // 2})
