@@ -18,7 +18,7 @@ from typing import Any
 from hetero_dse.atomic import atomic_write_text
 from hetero_dse.space.tensorcore import ARITHMETIC, SHAPES, Arithmetic
 
-__all__ = ["CACHE_ENV", "SHARED", "cache_file", "generate", "intrinsic_names", "wmma_intrinsics"]
+__all__ = ["CACHE_ENV", "SHARED", "cache_file", "cached", "generate", "intrinsic_names", "prepare", "wmma_intrinsics"]
 
 #: the directory the definitions are kept in (default: the user's cache directory)
 CACHE_ENV = "HETERO_DSE_CACHE"
@@ -70,27 +70,55 @@ def cache_file() -> Path:
     return Path(root) / f"wmma-intrinsics-tvm{tvm.__version__}-ffi{tvm_ffi.__version__}-v{FORMAT}.json"
 
 
-@functools.cache
-def _definitions() -> dict[str, tuple[Any, Any]]:
-    """The definitions, from the cache file when it holds them all, else generated and the file written."""
+def _kept() -> dict[str, tuple[Any, Any]] | None:
+    """The definitions in the cache file, or None where it does not hold them all."""
     import tvm
 
-    path = cache_file()
     wanted = {name for arithmetic in ARITHMETIC.values() for m, n in SHAPES
               for name in intrinsic_names(arithmetic, m, n).values()}
     try:
-        kept = tvm.ir.load_json(path.read_text())
+        kept = tvm.ir.load_json(cache_file().read_text())
         if wanted <= set(kept.keys()):
             return {name: (kept[name][0], kept[name][1]) for name in wanted}
-    except Exception:  # noqa: BLE001 - missing, cut short, another version's: made again below
+    except Exception:  # noqa: BLE001 - missing, cut short, another version's: None, made again by the caller
         pass
-    made = generate()
+    return None
+
+
+def _keep(definitions: dict[str, tuple[Any, Any]]) -> None:
+    import tvm
+
+    path = cache_file()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, tvm.ir.save_json({name: list(pair) for name, pair in made.items()}))
+        atomic_write_text(path, tvm.ir.save_json({name: list(pair) for name, pair in definitions.items()}))
     except OSError:  # an unwritable cache costs time in the next process, not this one's answer
         pass
+
+
+@functools.cache
+def _definitions() -> dict[str, tuple[Any, Any]]:
+    """The definitions, from the cache file when it holds them all, else generated and the file written."""
+    kept = _kept()
+    if kept is not None:
+        return kept
+    made = generate()
+    _keep(made)
     return made
+
+
+def cached() -> bool:
+    """Whether this TVM's definitions are on disk whole: a process then registers them in milliseconds, where
+    making them costs it about 25 s."""
+    return _kept() is not None
+
+
+def prepare() -> None:
+    """The definitions made and kept on disk, once for this TVM version, so that no later process (a search's
+    builders, each measured trial's) pays for them."""
+    definitions = _definitions()
+    if not cached():  # this process had them already, from a cache directory since changed
+        _keep(definitions)
 
 
 def wmma_intrinsics(arithmetic: Arithmetic, frag_m: int = 16, frag_n: int = 16) -> dict[str, str]:

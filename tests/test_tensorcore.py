@@ -493,3 +493,23 @@ def test_deep_pipelines_compute_the_reference_on_tvms_cpu_path(case, stages):
     o = CASES[case]()
     p = point(warps_m=1, warps_n=1, frags_m=1, frags_n=2, k_frags=1, stages=stages, async_copy=1, vector=2)
     assert_emulated_reference(o, p, seed=stages)
+
+
+@needs_nvcc
+def test_a_first_run_on_the_tensor_cores_says_it_is_making_their_intrinsics(cli, tmp_path, monkeypatch):
+    """Making them costs about 25 s once per TVM version: the run says so before it starts instead of stalling
+    its first build without a word, and keeps them for the next run, which says nothing."""
+    from gpu_cpu import intrinsics
+
+    monkeypatch.setenv(intrinsics.CACHE_ENV, str(tmp_path / "cache"))
+    args = ("explore", "--op", "gemm", "--param", "M=64", "--param", "N=64", "--param", "K=64", "--target", "gpu",
+            "--gpu", "a100", "--budget", "20", "--no-history")
+    first = cli(*args, "--dtype", "float16", "--out", str(tmp_path / "first"))
+    assert first.code == 0, first.err
+    assert "Making the tensor cores' intrinsics" in first.out and intrinsics.cached()
+    again = cli(*args, "--dtype", "float16", "--out", str(tmp_path / "again"))
+    assert again.code == 0 and "intrinsics" not in again.out
+    # float32 runs on the SIMT cores and needs none of them
+    monkeypatch.setenv(intrinsics.CACHE_ENV, str(tmp_path / "other"))
+    simt = cli(*args, "--out", str(tmp_path / "simt"))
+    assert simt.code == 0 and "intrinsics" not in simt.out and not intrinsics.cached()

@@ -233,6 +233,11 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
                 raise HeteroDSEError(f"{owners[directory]} and {who} would both be written to {out / directory}; "
                                      "give each board once and operators names that differ in letters or digits")
             owners[directory] = who
+    for target in chosen:  # work done once, said before it is done rather than stalling a search
+        if (preparation := target.preparation(operators)) is not None:
+            say, work = preparation
+            console.print(say)
+            work()
     store = None if no_history else open_db(db)
     options = {k: (list(map(str, v)) if isinstance(v, tuple) else v if isinstance(v, int | float | bool | None)
                    else str(v)) for k, v in click.get_current_context().params.items() if k != "force"}

@@ -141,6 +141,10 @@ class Target(Protocol):
     def check(self, op: Operator) -> None:
         """Raise a one-sentence error if ``op`` cannot be explored here (before any search starts)."""
 
+    def preparation(self, operators: Sequence[Operator]) -> tuple[str, Callable[[], None]] | None:
+        """One-time work before the searches of ``operators`` that would otherwise stall the first of them
+        without a word: (the line that says what it is, the work), or None."""
+
     def space(self, op: Operator) -> Space: ...
 
     def workload(self, op: Operator, space: Space) -> Workload | None:

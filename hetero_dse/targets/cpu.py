@@ -53,6 +53,9 @@ class CpuTarget:
     def check(self, op: Operator) -> None:
         check_fits_in_memory(op, "on the CPU")
 
+    def preparation(self, operators: Sequence[Operator]) -> None:
+        return None
+
     def space(self, op: Operator) -> CpuSpace:
         return CpuSpace(analyze(op))
 

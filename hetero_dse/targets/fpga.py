@@ -87,6 +87,9 @@ class FpgaTarget:
         # auto stays simulated annealing with a history: the model makes the default 30,000 designs cheap
         self.defaults = Defaults(MODEL_STARTS, AUTO_MODELLED, budget, "designs", auto_from_history=False)
 
+    def preparation(self, operators: Sequence[Operator]) -> None:
+        return None
+
     def check(self, op: Operator) -> None:
         check_dtypes(op, self.dtypes)
         iterations = prod(lp.extent for lp in analyze(op).main.loops)

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from cost_models.gpu_roofline import ESTIMATE_OVER_H100, estimate_any
+from gpu_cpu import intrinsics
 from gpu_cpu.baselines import time_torch_cuda
 from gpu_cpu.measure import MeasureResult, check_fits_in_memory
 from gpu_cpu.pipeline import Pipeline
@@ -88,6 +89,14 @@ class GpuTarget:
                                  f"{op.title} is {op.dtype}")
         if self.present is not None:
             check_fits_in_memory(op, f"on the {self.present.name}")
+
+    def preparation(self, operators: Sequence[Operator]) -> tuple[str, Callable[[], None]] | None:
+        """The tensor cores' intrinsics made from TVM's tables and kept on disk before the first search that
+        uses them: else its first build (or, measuring, every builder process's) stalls for them unannounced."""
+        if all(self.off_tensor_cores(self.typed(op)) is not None for op in operators) or intrinsics.cached():
+            return None
+        return ("Making the tensor cores' intrinsics from TVM's tables, once for this TVM version (about 25 s)",
+                intrinsics.prepare)
 
     def off_tensor_cores(self, op: Operator) -> str | None:
         """Why ``op`` runs on the SIMT cores; None when it runs on the tensor cores. A float16, bfloat16 or
