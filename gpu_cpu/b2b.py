@@ -48,7 +48,12 @@ class GemmPair:
     """``O[m, n1] = second(Σ_n0 T[m, n0] · B1[n0, n1])`` with ``T = first(Σ_k A[m, k]·B0[k, n0])``; float32.
     ``first`` and ``second`` are epilogues (``hetero_dse.epilogue``: a bias per column, a residual add, an
     activation), each applied where its GEMM's accumulators are written: T's on the way into shared memory,
-    O's on the way out."""
+    O's on the way out.
+
+    ``channels_first``: the layout of two 1×1 convolutions in NCHW, whose channels are the rows of A, T and O and
+    whose pixels (M) are their columns: ``O[n1, m] = second(Σ_n0 B1[n1, n0] · T[n0, m])``, ``T[n0, m] =
+    first(Σ_k B0[n0, k] · A[k, m])``, the weights as PyTorch holds them (output × input channels), a bias per
+    channel (row), a residual in the same layout. The kernel still gives each block a run of M (pixels)."""
 
     m: int
     k: int
@@ -56,6 +61,7 @@ class GemmPair:
     n1: int
     first: tuple[str, ...] = ("relu",)
     second: tuple[str, ...] = ()
+    channels_first: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "first", check_steps(self.first))
@@ -63,8 +69,14 @@ class GemmPair:
 
     @classmethod
     def of(cls, first: Operator, second: Operator) -> GemmPair:
-        """The pair two GEMMs make when the second's A is the first's output (its epilogue applied); one
-        sentence where they do not."""
+        """The pair two GEMMs, or two 1×1 convolutions (NCHW, batch 1), make when the second's input is the
+        first's output (its epilogue applied); one sentence where they do not."""
+        convs = [op.name == "conv2d" for op in (first, second)]
+        if any(convs):
+            if not all(convs) or not all(_pointwise(op) for op in (first, second)):
+                raise HeteroDSEError(f"{first.title} and {second.title} are not two 1×1 convolutions (stride 1, no "
+                                     f"padding, one group, batch 1) nor two GEMMs: the fused kernel multiplies "
+                                     f"matrices, it gathers no windows")
         views = [gemm_view(analyze(op)) for op in (first, second)]
         if any(v is None or v.batch != 1 or v.dtype != "float32" for v in views):
             raise HeteroDSEError(f"{first.title} and {second.title} are not two float32 GEMMs (batch 1)")
@@ -72,13 +84,18 @@ class GemmPair:
         if (a.m, a.n) != (b.m, b.k):
             raise HeteroDSEError(f"{second.title} does not multiply {first.title}'s {a.m}×{a.n} output: it takes "
                                  f"{b.m}×{b.k}")
-        return cls(a.m, a.k, a.n, b.n, tuple(first.epilogue), tuple(second.epilogue))
+        return cls(a.m, a.k, a.n, b.n, tuple(first.epilogue), tuple(second.epilogue), channels_first=convs[0])
 
     def unfused(self) -> tuple[Operator, Operator]:
-        """The same computation as two kernels: the built-in gemm with the first epilogue in its write-back, then
-        the built-in gemm on its output with the second."""
+        """The same computation as two kernels: the built-in gemm (1×1 conv2d, channels first) with the first
+        epilogue in its write-back, then the same on its output with the second."""
         from hetero_dse.ops import get_builtin
 
+        if self.channels_first:  # M pixels as a 1 × M image
+            conv = get_builtin("conv2d")
+            params = {"batch": 1, "H": 1, "W": self.m, "kernel": 1, "stride": 1, "padding": 0}
+            first = fuse(conv.instantiate({**params, "C": self.k, "K": self.n0}), self.first, (1,))
+            return first, fuse(conv.instantiate({**params, "C": self.n0, "K": self.n1}), self.second, (1,))
         gemm = get_builtin("gemm")
         first = fuse(gemm.instantiate({"M": self.m, "N": self.n0, "K": self.k}), self.first, (1,))
         return first, fuse(gemm.instantiate({"M": self.m, "N": self.n1, "K": self.n0}), self.second, (1,))
@@ -92,17 +109,30 @@ class GemmPair:
         S = A·B0 and T = first(S) in between."""
         from tvm import te
 
+        k = te.reduce_axis((0, self.k), name="k")
+        n = te.reduce_axis((0, self.n0), name="n")
+        last = "P" if self.second else "O"
+        if self.channels_first:
+            A = te.placeholder((self.k, self.m), name="A")
+            B0 = te.placeholder((self.n0, self.k), name="B0")
+            B1 = te.placeholder((self.n1, self.n0), name="B1")
+            S = te.compute((self.n0, self.m), lambda j, i: te.sum(B0[j, k] * A[k, i], axis=k), name="S")
+            first, T = apply_te(S, self.first, (0,), name="T", prefix="T_") if self.first else ([], S)
+            P = te.compute((self.n1, self.m), lambda j, i: te.sum(B1[j, n] * T[n, i], axis=n), name=last)
+            second, O = apply_te(P, self.second, (0,), name="O", prefix="O_") if self.second else ([], P)
+            return [A, B0, *first, B1, *second, O]
         A = te.placeholder((self.m, self.k), name="A")
         B0 = te.placeholder((self.k, self.n0), name="B0")
         B1 = te.placeholder((self.n0, self.n1), name="B1")
-        k = te.reduce_axis((0, self.k), name="k")
         S = te.compute((self.m, self.n0), lambda i, j: te.sum(A[i, k] * B0[k, j], axis=k), name="S")
         first, T = apply_te(S, self.first, (1,), name="T", prefix="T_") if self.first else ([], S)
-        n = te.reduce_axis((0, self.n0), name="n")
-        P = te.compute((self.m, self.n1), lambda i, j: te.sum(T[i, n] * B1[n, j], axis=n),
-                       name="P" if self.second else "O")
+        P = te.compute((self.m, self.n1), lambda i, j: te.sum(T[i, n] * B1[n, j], axis=n), name=last)
         second, O = apply_te(P, self.second, (1,), name="O", prefix="O_") if self.second else ([], P)
         return [A, B0, *first, B1, *second, O]
+
+    @property
+    def output_shape(self) -> tuple[int, int]:
+        return (self.n1, self.m) if self.channels_first else (self.m, self.n1)
 
     def input_shapes(self) -> list[tuple[int, ...]]:
         """The shapes of the fused kernel's inputs, in ``tensors()``'s order."""
@@ -119,6 +149,9 @@ class GemmPair:
 
     def reference(self, inputs: list[np.ndarray]) -> np.ndarray:
         (a, b0, *first), second, b1 = self.split_inputs([x.astype(np.float64) for x in inputs])
+        if self.channels_first:
+            t = apply_numpy(self.first, b0 @ a, first, (0,))
+            return apply_numpy(self.second, b1 @ t, second, (0,))
         t = apply_numpy(self.first, a @ b0, first, (1,))
         return apply_numpy(self.second, t @ b1, second, (1,))
 
@@ -131,6 +164,13 @@ class GemmPair:
         biases = (kinds(self.first).count("bias") * self.n0 + kinds(self.second).count("bias") * self.n1) * word
         residuals = (kinds(self.first).count("add") * self.n0 + kinds(self.second).count("add") * self.n1) * self.m
         return biases, residuals * word
+
+
+def _pointwise(op: Operator) -> bool:
+    """A 1×1 convolution that is a plain matrix product over the pixels (NCHW, batch 1)."""
+    p = op.params
+    return (p.get("kernel") == 1 and p.get("stride", 1) == 1 and p.get("padding", 0) == 0
+            and p.get("groups", 1) == 1 and p.get("dilation", 1) == 1 and p.get("batch") == 1)
 
 
 # ------------------------------------------------------------------------------------------------ the kernel
@@ -205,8 +245,13 @@ def apply_b2b(pair: GemmPair, point: Point, emulate: bool = False) -> Any:
                 sch.bind(tx, "threadIdx.x")
             return tx
 
-        i, _, _ = sch.get_loops(second)
-        block_rows, _ = sch.split(i, [None, rows])
+        if pair.channels_first:  # O[n1, m]: a block's run of M (pixels), its channels outside it
+            c, i, _ = sch.get_loops(second)
+            block_rows, inner = sch.split(i, [None, rows])
+            sch.reorder(block_rows, c, inner)
+        else:
+            i, _, _ = sch.get_loops(second)
+            block_rows, _ = sch.split(i, [None, rows])
         if not emulate:
             sch.bind(block_rows, "blockIdx.x")
         tx = threaded(second)

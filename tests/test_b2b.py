@@ -14,6 +14,7 @@ import pytest
 from cost_models.gpu_roofline import LAUNCH_S
 from gpu_cpu.b2b import FusedChoice, GemmPair, apply_b2b, choose, estimate_b2b, fused_points, violations
 from gpu_cpu.schedule import ScheduleError, build_cpu, build_cuda
+from hetero_dse.epilogue import fuse
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.gpus import get_device
 from hetero_dse.ops import get_builtin
@@ -28,16 +29,20 @@ def run_fused(pair: GemmPair, point: Point, inputs: list[np.ndarray]) -> np.ndar
 
     executable = build_cpu(apply_b2b(pair, point, emulate=True))
     dev = tvm.cpu(0)
-    out = tvm.runtime.tensor(np.zeros((pair.m, pair.n1), "float32"), dev)
+    out = tvm.runtime.tensor(np.zeros(pair.output_shape, "float32"), dev)
     executable(*(tvm.runtime.tensor(a, dev) for a in inputs), out)
     return out.numpy()
 
 
 MOBILENET_LIKE = GemmPair(96, 40, 24, 36, ("bias", "add", "relu6"), ("bias", "leaky_relu(0.1)"))
+#: the same as two 1×1 convolutions in NCHW: channels are rows, pixels columns
+NCHW = GemmPair(96, 40, 24, 36, ("bias", "add", "relu6"), ("bias", "leaky_relu(0.1)"), channels_first=True)
 
 
-@pytest.mark.parametrize("pair", [GemmPair(96, 40, 24, 36), GemmPair(33, 16, 32, 64, first=()), MOBILENET_LIKE],
-                         ids=["relu", "no activation, odd M", "bias, residual and an activation on both"])
+@pytest.mark.parametrize("pair", [GemmPair(96, 40, 24, 36), GemmPair(33, 16, 32, 64, first=()), MOBILENET_LIKE,
+                                  NCHW, GemmPair(33, 16, 32, 64, first=(), channels_first=True)],
+                         ids=["relu", "no activation, odd M", "bias, residual and an activation on both",
+                              "1x1 convolutions, channels first", "channels first, odd M"])
 def test_the_fused_kernel_computes_what_the_unfused_pair_does(pair):
     """Where there is no GPU: the same fusion (the block's rows of T computed inside it, A staged, each thread's
     accumulators, each GEMM's epilogue in its write-back) on TVM's CPU path, against the two built-in GEMMs with
@@ -45,8 +50,12 @@ def test_the_fused_kernel_computes_what_the_unfused_pair_does(pair):
     inputs = pair.random_inputs(3)
     first, second = pair.unfused()
     first_inputs, second_extras, b1 = pair.split_inputs(inputs)
-    t = run_naive(first, first_inputs)
-    unfused = run_naive(second, [t, b1, *second_extras])
+
+    def shaped(op, arrays):  # the operators' own shapes: a 1×1 convolution's [1, C, 1, M] is A's [C, M]
+        return [a.reshape([int(d) for d in t.shape]) for a, t in zip(arrays, op.inputs, strict=True)]
+
+    t = run_naive(first, shaped(first, first_inputs))
+    unfused = run_naive(second, shaped(second, [t, b1, *second_extras])).reshape(pair.output_shape)
     np.testing.assert_allclose(unfused, pair.reference(inputs), rtol=1e-5, atol=1e-5)
     points = fused_points(pair, get_device("h100"))
     assert points
@@ -73,8 +82,9 @@ def test_a_point_whose_tiles_do_not_divide_the_pair_is_refused():
 @needs_nvcc
 @pytest.mark.parametrize("arch", ["a100", "h100"])
 @pytest.mark.parametrize("pair,rows", [(GemmPair(96, 40, 24, 36), 8), (GemmPair(33, 16, 32, 64), 1),
-                                       (MOBILENET_LIKE, 8)],
-                         ids=["8 rows a block", "one row a block", "epilogues"])  # one row: A's staging has no row loop
+                                       (MOBILENET_LIKE, 8), (NCHW, 32)],
+                         ids=["8 rows a block", "one row a block", "epilogues", "channels first"])
+# (one row: A's staging has no row loop)
 def test_the_fused_kernel_keeps_t_in_shared_memory_and_compiles(arch, pair, rows, tmp_path):
     device = get_device(arch)
     _, source = build_cuda(apply_b2b(pair, Point({"rows": rows, "threads": 32, "regs": 1})), device)
@@ -141,3 +151,25 @@ def test_a_pair_is_read_from_two_gemms_or_refused_in_one_sentence():
         GemmPair.of(first, gemm.instantiate({"M": 64, "N": 40, "K": 50}))
     with pytest.raises(HeteroDSEError, match="not two float32 GEMMs"):
         GemmPair.of(first, gemm.instantiate({"M": 64, "N": 40, "K": 48, "dtype": "float16"}))
+
+
+def test_two_pointwise_convolutions_are_a_channels_first_pair():
+    """Two 1×1 convolutions in NCHW are the pair with channels as rows (their tensors as the network holds them);
+    a 3×3 one is refused in one sentence: the fused kernel gathers no windows."""
+    conv = get_builtin("conv2d")
+    base = {"batch": 1, "H": 8, "W": 12, "kernel": 1, "stride": 1, "padding": 0}
+    first = fuse(conv.instantiate({**base, "C": 40, "K": 24}), ("bias", "relu6"), (1,))
+    second = fuse(conv.instantiate({**base, "C": 24, "K": 36}), ("bias",), (1,))
+    pair = GemmPair.of(first, second)
+    assert pair == GemmPair(96, 40, 24, 36, ("bias", "relu6"), ("bias",), channels_first=True)
+    # the fused kernel on the convolutions' own tensors, reshaped (the same memory): I [1, 40, 8, 12] is A [40, 96]
+    inputs = [x for op in (first, second) for x in op.random_inputs(7)]
+    i, w0, bias0, t_placeholder, w1, bias1 = inputs
+    t = run_naive(first, [i, w0, bias0])
+    want = run_naive(second, [t, w1, bias1])
+    fused_inputs = [i.reshape(40, 96), w0.reshape(24, 40), bias0, w1.reshape(36, 24), bias1]
+    point = fused_points(pair, get_device("h100"))[0]
+    np.testing.assert_allclose(run_fused(pair, point, fused_inputs), want.reshape(36, 96), rtol=1e-5, atol=1e-5)
+    three = conv.instantiate({**base, "C": 24, "K": 36, "kernel": 3, "padding": 1})
+    with pytest.raises(HeteroDSEError, match="not two 1×1 convolutions"):
+        GemmPair.of(first, three)
