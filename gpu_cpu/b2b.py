@@ -27,6 +27,7 @@ from hetero_dse.epilogue import apply_numpy, apply_te, check_steps, fuse, parse_
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.gpus import GpuDevice
 from hetero_dse.operator import Operator
+from hetero_dse.ops.conv import is_pointwise
 from hetero_dse.space.point import Point
 from hetero_dse.space.tensorcore import gemm_view
 
@@ -73,7 +74,7 @@ class GemmPair:
         first's output (its epilogue applied); one sentence where they do not."""
         convs = [op.name == "conv2d" for op in (first, second)]
         if any(convs):
-            if not all(convs) or not all(_pointwise(op) for op in (first, second)):
+            if not all(is_pointwise(op.name, op.params) for op in (first, second)):
                 raise HeteroDSEError(f"{first.title} and {second.title} are not two 1×1 convolutions (stride 1, no "
                                      f"padding, one group, batch 1) nor two GEMMs: the fused kernel multiplies "
                                      f"matrices, it gathers no windows")
@@ -116,9 +117,10 @@ class GemmPair:
             A = te.placeholder((self.k, self.m), name="A")
             B0 = te.placeholder((self.n0, self.k), name="B0")
             B1 = te.placeholder((self.n1, self.n0), name="B1")
-            S = te.compute((self.n0, self.m), lambda j, i: te.sum(B0[j, k] * A[k, i], axis=k), name="S")
+            # A read first: the kernel stages its first read (a block's columns of A) in shared memory
+            S = te.compute((self.n0, self.m), lambda j, i: te.sum(A[k, i] * B0[j, k], axis=k), name="S")
             first, T = apply_te(S, self.first, (0,), name="T", prefix="T_") if self.first else ([], S)
-            P = te.compute((self.n1, self.m), lambda j, i: te.sum(B1[j, n] * T[n, i], axis=n), name=last)
+            P = te.compute((self.n1, self.m), lambda j, i: te.sum(T[n, i] * B1[j, n], axis=n), name=last)
             second, O = apply_te(P, self.second, (0,), name="O", prefix="O_") if self.second else ([], P)
             return [A, B0, *first, B1, *second, O]
         A = te.placeholder((self.m, self.k), name="A")
@@ -164,13 +166,6 @@ class GemmPair:
         biases = (kinds(self.first).count("bias") * self.n0 + kinds(self.second).count("bias") * self.n1) * word
         residuals = (kinds(self.first).count("add") * self.n0 + kinds(self.second).count("add") * self.n1) * self.m
         return biases, residuals * word
-
-
-def _pointwise(op: Operator) -> bool:
-    """A 1×1 convolution that is a plain matrix product over the pixels (NCHW, batch 1)."""
-    p = op.params
-    return (p.get("kernel") == 1 and p.get("stride", 1) == 1 and p.get("padding", 0) == 0
-            and p.get("groups", 1) == 1 and p.get("dilation", 1) == 1 and p.get("batch") == 1)
 
 
 # ------------------------------------------------------------------------------------------------ the kernel

@@ -92,7 +92,9 @@ def system_plan(model: dict[str, Any], rows: Sequence[dict[str, Any]]) -> list[d
     for d in devices.values():
         searched = {entry["layer"] for entry in d["layers"]} | set(d["missing"])
         d["missing"] += [label for label in by_shape if label not in searched]
-        d["plan_s"] = sum(e["chosen_s"] * e["count"] for e in d["layers"])
+        d["fused"] = _fused(model, d)
+        d["plan_s"] = (sum(e["chosen_s"] * e["count"] for e in d["layers"])
+                       - sum(f["saved_s"] * f["count"] for f in d["fused"]))
         d["tuned_only_s"] = (sum(e["ours_s"] * e["count"] for e in d["layers"])
                              if all(e["ours_s"] is not None for e in d["layers"]) else None)
         d["library_only_s"] = (sum(e["library_s"] * e["count"] for e in d["layers"])
@@ -108,6 +110,25 @@ def system_plan(model: dict[str, Any], rows: Sequence[dict[str, Any]]) -> list[d
     return list(devices.values())
 
 
+def _fused(model: dict[str, Any], device: dict[str, Any]) -> list[dict[str, Any]]:
+    """The device's back-to-back pairs whose fused kernel replaces its two layers' chosen kernels (each time
+    the network runs the pair): where it was chosen and checked, and is faster than what the plan chose for the
+    two layers (our kernels, or the library's where it was faster)."""
+    chosen = {e["layer"]: e for e in device["layers"]}
+    out = []
+    for f in model.get("b2b", []):
+        if f["device"] != device["device"] or not f.get("fuse"):
+            continue
+        first, second = chosen.get(f["first"]), chosen.get(f["second"])
+        if first is None or second is None:
+            continue
+        saved = first["chosen_s"] + second["chosen_s"] - f["fused_s"]
+        if saved > 0:
+            out.append({"first": f["first"], "second": f["second"], "count": f["count"], "fused_s": f["fused_s"],
+                        "saved_s": saved, "directory": f.get("directory")})
+    return out
+
+
 def plan_file(model: dict[str, Any], plan: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """What a deployment calls per layer on each CPU/GPU: our module (its directory) or the library."""
     return {"model": model["name"], "input_shape": model["input_shape"],
@@ -116,7 +137,10 @@ def plan_file(model: dict[str, Any], plan: Sequence[dict[str, Any]]) -> dict[str
                          "layers": [{"layer": e["layer"], "operator": e["operator"], "count": e["count"],
                                      "epilogue": e["epilogue"], "call": e["choice"],
                                      "module": e["directory"] if e["choice"] == "hetero_dse" else None,
-                                     "seconds": e["chosen_s"]} for e in d["layers"]]}
+                                     "seconds": e["chosen_s"]} for e in d["layers"]],
+                         # each run of these two layers back to back is one call of the fused kernel instead
+                         "fused": [{"layers": [f["first"], f["second"]], "count": f["count"],
+                                    "module": f["directory"], "seconds": f["fused_s"]} for f in d.get("fused", [])]}
                         for d in plan if d["kind"] in ("cpu", "gpu")]}
 
 
@@ -139,8 +163,9 @@ def system_markdown(model: dict[str, Any], plan: Sequence[dict[str, Any]]) -> li
         speedup = "—" if d["speedup_over_eager"] is None else f"{d['speedup_over_eager']:.2f}×"
         done = "yes" if d["complete"] else f"no: {len(d['missing'])} layers without a time"
         basis = "**estimate**" if d["basis"] == "estimate" else d["basis"]
+        fused = f" ({len(d['fused'])} pairs fused)" if d.get("fused") else ""
         lines.append(f"| {d['device']} | {basis} | {fmt_seconds(d['plan_s'])} | {d['chosen']['hetero_dse']} / "
-                     f"{d['chosen']['library']} | {rest} | {fmt_seconds(d['total_s'])} | {eager} | {speedup} | "
+                     f"{d['chosen']['library']}{fused} | {rest} | {fmt_seconds(d['total_s'])} | {eager} | {speedup} | "
                      f"{done} |")
     for d in plan:
         lines += ["", f"### {d['device']}: kernel per layer", "",
@@ -149,4 +174,29 @@ def system_markdown(model: dict[str, Any], plan: Sequence[dict[str, Any]]) -> li
             lines.append(f"| {e['layer']} | {e['operator']} | {e['count']} | {' + '.join(e['epilogue']) or '—'} | "
                          f"{fmt_seconds(e['ours_s']) if e['ours_s'] is not None else '—'} | "
                          f"{fmt_seconds(e['library_s']) if e['library_s'] is not None else '—'} | {e['choice']} |")
+        lines += _fusion_markdown(model, d)
     return [*lines, ""]
+
+
+def _fusion_markdown(model: dict[str, Any], device: dict[str, Any]) -> list[str]:
+    pairs = [f for f in model.get("b2b", []) if f["device"] == device["device"]]
+    if not pairs:
+        return []
+    applied = {(f["first"], f["second"]) for f in device.get("fused", [])}
+    lines = ["", f"### {device['device']}: back-to-back 1×1 convolutions", "",
+             "Pairs where the first layer's result, its epilogue applied, is read by the second alone: Bolt's "
+             "persistent fusion computes both in one kernel, the intermediate kept in shared memory "
+             "(`gpu_cpu/b2b.py`). Fused where its estimate beats the two layers' and it matches the unfused pair "
+             "on TVM's CPU path; the total above counts it.", "",
+             "| layers | count | M × K → N0 → N1 | two kernels | fused | speedup | fused in the plan |",
+             "|---" * 7 + "|"]
+    for f in pairs:
+        shape = f.get("shape")
+        dims = f"{shape['M']} × {shape['K']} → {shape['N0']} → {shape['N1']}" if shape else "—"
+        unfused = fmt_seconds(sum(f["unfused_s"])) if f.get("unfused_s") else "—"
+        fused = fmt_seconds(f["fused_s"]) if f.get("fused_s") else "—"
+        speedup = f"{f['speedup']:.2f}×" if f.get("speedup") else "—"
+        verdict = "yes" if (f["first"], f["second"]) in applied else f"no: {f.get('why', 'slower than the plan')}"
+        lines.append(f"| {f['first']} → {f['second']} | {f['count']} | {dims} | {unfused} | {fused} | {speedup} | "
+                     f"{verdict} |")
+    return lines

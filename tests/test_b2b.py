@@ -4,6 +4,7 @@ roofline by hand, and the choice between it and the pair."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -12,8 +13,8 @@ import numpy as np
 import pytest
 
 from cost_models.gpu_roofline import LAUNCH_S
-from gpu_cpu.b2b import FusedChoice, GemmPair, apply_b2b, choose, estimate_b2b, fused_points, violations
-from gpu_cpu.schedule import ScheduleError, build_cpu, build_cuda
+from gpu_cpu.b2b import FusedChoice, GemmPair, apply_b2b, choose, estimate_b2b, fused_points, limits, violations
+from gpu_cpu.schedule import ScheduleError, build_cpu, build_cuda, declared_shared_bytes
 from hetero_dse.epilogue import fuse
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.gpus import get_device
@@ -98,6 +99,11 @@ def test_the_fused_kernel_keeps_t_in_shared_memory_and_compiles(arch, pair, rows
     # staging buffer for it once A is read)
     (t_array,) = set(re.findall(r"(\w+)\[[^\]]*\] = [^;]*S_local_ptr\[0\]", source)) - {"S_local_ptr"}
     assert re.search(rf"__shared__ [^;]* {t_array}\[\d+\]", source)
+    # the kernel declares at most the shared memory the space counts (a block's rows of A and of T; TVM may put
+    # T where A was): in either layout A's rows are what is staged, never a weight matrix
+    point = Point({"rows": rows, "threads": 32, "regs": 1})
+    assert declared_shared_bytes(source) <= limits(pair, point)["shared_bytes"]
+    assert not re.search(r"__shared__ [^;]* B[01]_shared", source)
     cu = tmp_path / "b2b.cu"
     cu.write_text(source)
     run = subprocess.run(["nvcc", f"-arch={device.arch}", "-cubin", "-o", str(tmp_path / "b2b.cubin"), str(cu)],
@@ -173,3 +179,47 @@ def test_two_pointwise_convolutions_are_a_channels_first_pair():
     three = conv.instantiate({**base, "C": 24, "K": 36, "kernel": 3, "padding": 1})
     with pytest.raises(HeteroDSEError, match="not two 1×1 convolutions"):
         GemmPair.of(first, three)
+
+
+@needs_nvcc
+def test_a_networks_back_to_back_pointwise_convolutions_are_fused_where_faster(write, cli, tmp_path):
+    """explore --model on the GPU (estimates): the pair MobileNet-V2 starts with (a 1×1 projection to 16
+    channels, then the next block's expansion to 96, on 112×112 pixels) becomes one kernel, checked against the
+    unfused pair and written; the plan counts it once instead of its two layers. A 3×3 convolution after it
+    pairs with nothing."""
+    path = write("net.py", """
+        import torch
+        from torch import nn
+
+        def model():
+            return nn.Sequential(nn.Conv2d(32, 16, 1, bias=False), nn.BatchNorm2d(16),
+                                 nn.Conv2d(16, 96, 1, bias=False), nn.BatchNorm2d(96), nn.ReLU6(),
+                                 nn.Conv2d(96, 8, 3, padding=1))
+
+        def example_input():
+            return torch.randn(1, 32, 112, 112)
+    """)
+    out = tmp_path / "o"
+    r = cli("explore", "--model", path, "--target", "gpu", "--gpu", "h100", "--budget", "200", "--no-history",
+            "--out", out)
+    assert r.code == 0, r.err
+    assert "h100 (estimate): 1 of 1 back-to-back 1×1 convolution pairs fused" in r.out
+    report = json.loads((out / "report.json").read_text())
+    (fusion,) = report["model"]["b2b"]
+    assert (fusion["first"], fusion["second"], fusion["count"]) == ("net:L1", "net:L2", 1)
+    assert fusion["shape"] == {"M": 112 * 112, "K": 32, "N0": 16, "N1": 96}
+    rows = {row["shape"]: row["seconds"] for row in report["rows"]}
+    assert fusion["unfused_s"] == pytest.approx([rows["net:L1"], rows["net:L2"]])
+    assert fusion["fuse"] and fusion["checked"] and fusion["fused_s"] < sum(fusion["unfused_s"])
+    record = json.loads((out / fusion["directory"] / "b2b.json").read_text())
+    assert record["checked_on_cpu_path"] and not record["checked_on_gpu"] and record["pair"]["channels_first"]
+    assert record["pair"]["first"] == ["bias"] and record["pair"]["second"] == ["bias", "relu6"]
+    source = (out / fusion["directory"] / "kernel.cu").read_text()
+    assert set(re.findall(r"__global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(", source)) == {"main_kernel"}
+    (device,) = report["model"]["devices"]
+    by_hand = sum(rows.values()) - (sum(fusion["unfused_s"]) - fusion["fused_s"])
+    assert device["plan_s"] == pytest.approx(by_hand)
+    (planned,) = json.loads((out / "plan.json").read_text())["devices"][0]["fused"]
+    assert planned == {"layers": ["net:L1", "net:L2"], "count": 1, "module": fusion["directory"],
+                       "seconds": fusion["fused_s"]}
+    assert "net:L1 → net:L2 | 1 | 12544 × 32 → 16 → 96" in (out / "report.md").read_text()

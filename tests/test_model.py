@@ -56,6 +56,15 @@ def test_mobilenet_v2s_depthwise_layers_and_relu6():
     for layer in graph.layers:  # every mapped layer builds as the built-in operator it names, its epilogue fused
         op = layer.operator()
         assert op.name == layer.op and op.epilogue == layer.epilogue
+    # back-to-back 1×1 convolutions whose first result only the second reads: a block's projection into the next
+    # block's expansion where that block has no skip (six stage changes), and the last projection into the
+    # final 1×1 convolution; a projection whose sum the next block's skip also reads is no pair
+    pairs = [(graph.layers[p.first], graph.layers[p.second], p.count) for p in graph.pairs]
+    assert [(a.params["C"], a.params["K"], b.params["K"], a.params["H"]) for a, b, _ in pairs] == [
+        (32, 16, 96, 112), (144, 24, 144, 56), (192, 32, 192, 28), (384, 64, 384, 14), (576, 96, 576, 14),
+        (960, 160, 960, 7), (960, 320, 1280, 7)]
+    assert all(n == 1 and b.epilogue == ("bias", "relu6") for _, b, n in pairs)
+    assert [a.epilogue for a, _, _ in pairs] == [("bias",), *[("bias", "add")] * 5, ("bias",)]
 
 
 def test_a_model_file_and_bad_ones(write, cli):

@@ -286,15 +286,22 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
     if not outcomes and not interrupted:
         output.abandon(out)
         raise HeteroDSEError("; ".join(errors))
-    results = _write_outputs(out, outcomes, seed, errors, interrupted, graph)
+    results, fusions = _write_outputs(out, outcomes, seed, errors, interrupted, graph)
     interrupted = interrupted or any(w is None for _, w in results)
     if synth_top is not None and not interrupted:
         from hetero_dse.cli.synth import synthesize_top
 
         synthesis = synthesize_top(out, results, synth_top, steps_run, synth_tool, synth_jobs, scheduler, store, seed)
-        write_reports(out, results, interrupted, synthesis, errors, graph)
+        write_reports(out, results, interrupted, synthesis, errors, graph, fusions)
     output.finish(out, complete=not interrupted)
     console.print(rows_table([o.target.row(o, w) for o, w in results]))
+    for device in dict.fromkeys(f["device"] for f in fusions):
+        mine = [f for f in fusions if f["device"] == device]
+        fused = [f for f in mine if f["fuse"]]
+        saved = sum(f["count"] * (sum(f["unfused_s"]) - f["fused_s"]) for f in fused)
+        console.print(f"{device}: {len(fused)} of {len(mine)} back-to-back 1×1 convolution pairs fused into one "
+                      f"kernel each" + (f", {fmt_seconds(saved)} off the network" if fused else "")
+                      + " (report.md says why each one is or is not)")
     console.print(f"Report: {out / 'report.md'}")
     if interrupted:
         click.echo("hetero_dse: interrupted; the report holds what was found before the stop", err=True)
@@ -325,14 +332,16 @@ def _layer_search(search: Search, graph: Any, op: Any, n_targets: int) -> Search
     return replace(search, time_budget_s=search.time_budget_s * share / n_targets)
 
 
-def _write_outputs(out: Path, outcomes: list, seed: int, errors: list[str], stopped: bool, graph=None) -> list:
-    """What each target writes for its outcome (an HLS project and its C-simulation, a TVM module), then the
-    reports. Ctrl-C keeps what is done: the outcomes not written yet have no output (None) and the report
-    says it is incomplete."""
+def _write_outputs(out: Path, outcomes: list, seed: int, errors: list[str], stopped: bool,
+                   graph=None) -> tuple[list, list]:
+    """What each target writes for its outcome (an HLS project and its C-simulation, a TVM module), a network's
+    back-to-back pairs fused on the GPU, then the reports. Ctrl-C keeps what is done: the outcomes not written
+    yet have no output (None) and the report says it is incomplete."""
     from hetero_dse.report import write_reports
     from hetero_dse.targets.base import Written
 
     results: list = [(o, None) for o in outcomes]
+    fusions: list = []
     try:
         for i, o in enumerate(outcomes):
             if not o.found:
@@ -347,12 +356,28 @@ def _write_outputs(out: Path, outcomes: list, seed: int, errors: list[str], stop
             for warning in written.warnings:
                 warn(warning)
             results[i] = (o, written)
+        if graph is not None and graph.pairs and not stopped:
+            fusions = _fuse_pairs(out, graph, results, errors)
     except KeyboardInterrupt:
         pass
     incomplete = stopped or any(w is None for _, w in results)
     with _uninterrupted():  # a second Ctrl-C must not cost the report of what was found
-        write_reports(out, results, incomplete, errors=errors, graph=graph)
-    return results
+        write_reports(out, results, incomplete, errors=errors, graph=graph, fusions=fusions)
+    return results, fusions
+
+
+def _fuse_pairs(out: Path, graph: Any, results: list, errors: list[str]) -> list:
+    """Each GPU's fused back-to-back pairs of the network (``GpuTarget.back_to_back``)."""
+    from hetero_dse.targets.gpu import GpuTarget
+
+    fusions: list = []
+    for target in dict.fromkeys(o.target for o, _ in results if isinstance(o.target, GpuTarget)):
+        try:
+            with console.status(f"fusing {len(graph.pairs)} back-to-back layer pairs on {target.device}"):
+                fusions += target.back_to_back(graph, [o for o, w in results if w is not None], out)
+        except HeteroDSEError as exc:  # the layers' own results stand
+            errors.append(f"back-to-back fusion on {target.device}: {exc}")
+    return fusions
 
 
 @contextmanager

@@ -20,8 +20,9 @@ from hetero_dse.epilogue import fuse
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.operator import Operator
 from hetero_dse.ops import get_builtin
+from hetero_dse.ops.conv import is_pointwise
 
-__all__ = ["Group", "Layer", "ModelGraph", "Unmapped", "capture", "layer_groups"]
+__all__ = ["Group", "Layer", "LayerPair", "ModelGraph", "Unmapped", "capture", "layer_groups", "pointwise_pairs"]
 
 #: ops that only relabel memory (no arithmetic): neither layers nor time worth listing
 VIEWS = {"flatten", "view", "reshape", "_unsafe_view", "t", "transpose", "permute", "contiguous", "expand",
@@ -66,6 +67,17 @@ class Unmapped:
     torch_seconds: float | None = None  # its self CPU time in one profiled run of the network
 
 
+@dataclass(frozen=True)
+class LayerPair:
+    """Two 1×1 convolutions back to back, the first's result (its epilogue applied) read by the second alone:
+    what the GPU's fused kernel can take as one (``gpu_cpu/b2b.py``). Indices into ``ModelGraph.layers``;
+    ``count``: how many times the network runs the pair."""
+
+    first: int
+    second: int
+    count: int
+
+
 @dataclass
 class ModelGraph:
     name: str
@@ -74,6 +86,7 @@ class ModelGraph:
     unmapped: list[Unmapped]
     torch_seconds: float | None = None  # the whole network in torch eager (median of runs), batch as given
     program: Any = field(default=None, repr=False)  # the torch.export program the layers were found in
+    pairs: list[LayerPair] = field(default_factory=list)  # back-to-back pointwise convolutions
 
     @property
     def mapped_flops(self) -> int:
@@ -122,8 +135,13 @@ def capture(model: Any, example: Any, name: str = "model", profile: bool = True)
                                                epilogue=g.epilogue))
         layer.count += g.repeats
         layer.nodes.append(g.node.name)
+    index = {key: i for i, key in enumerate(layers)}
+    pairs: dict[tuple[int, int], int] = {}
+    for first, second in pointwise_pairs(groups):
+        key = (index[first.key], index[second.key])
+        pairs[key] = pairs.get(key, 0) + first.repeats
     result = ModelGraph(name, tuple(example.shape), list(layers.values()), list(unmapped.values()),
-                        program=program)
+                        program=program, pairs=[LayerPair(a, b, n) for (a, b), n in pairs.items()])
     if profile:
         if result.unmapped:
             _time_shares(model, example, result.unmapped)
@@ -215,6 +233,21 @@ def layer_groups(program: Any) -> tuple[list[Group], dict[str, Unmapped]]:
         group.epilogue = tuple(epilogue)
         groups.append(group)
     return groups, unmapped
+
+
+def pointwise_pairs(groups: Sequence[Group]) -> list[tuple[Group, Group]]:
+    """The occurrences of a 1×1 convolution whose result, its epilogue applied, only the next 1×1 convolution
+    reads: a result another branch also reads (a residual's skip) must reach memory anyway."""
+    by_node = {g.node: g for g in groups}
+    out = []
+    for g in groups:
+        users = [u for u in g.tail.users if u.op == "call_function"]
+        if len(users) != 1 or not is_pointwise(g.op, g.params):
+            continue
+        h = by_node.get(users[0])
+        if h is not None and is_pointwise(h.op, h.params) and h.node.args[0] is g.tail:
+            out.append((g, h))
+    return out
 
 
 def _has_bias(node: Any, kind: str) -> bool:

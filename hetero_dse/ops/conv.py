@@ -35,6 +35,14 @@ from hetero_dse.ops._common import (
 from hetero_dse.ops.shapes import CONV1D_SMALL, CONV2D_SMALL, CONV3D_SMALL, DEPTHWISE_SMALL, GROUP_SMALL, YOLO_V1
 
 
+def is_pointwise(op: str, params: Any) -> bool:
+    """A 1×1 convolution that is a plain matrix product over the pixels: NCHW conv2d, batch 1, stride 1, no
+    padding, one group (its input [1, C, H, W] is the [C, H·W] matrix the product reads, memory unchanged)."""
+    return (op == "conv2d" and params.get("kernel") == 1 and params.get("stride", 1) == 1
+            and params.get("padding", 0) == 0 and params.get("groups", 1) == 1 and params.get("dilation", 1) == 1
+            and params.get("batch") == 1)
+
+
 def conv_nd(data_shape: tuple[int, ...], K: int, kernel: int, stride: int, padding: int, dilation: int,
             groups: int, dtype: str, transposed: bool = False) -> list[Any]:
     """Build an N-D (N = len(data_shape) - 2) convolution; returns ``[I, W, O]``."""
