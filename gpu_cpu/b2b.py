@@ -80,7 +80,8 @@ class GemmPair:
                                      f"matrices, it gathers no windows")
         views = [gemm_view(analyze(op)) for op in (first, second)]
         if any(v is None or v.batch != 1 or v.dtype != "float32" for v in views):
-            raise HeteroDSEError(f"{first.title} and {second.title} are not two float32 GEMMs (batch 1)")
+            raise HeteroDSEError(f"{first.title} and {second.title} are not two float32 GEMMs (batch 1): the fused "
+                                 f"kernel computes in float32 on the SIMT cores")
         a, b = views
         if (a.m, a.n) != (b.m, b.k):
             raise HeteroDSEError(f"{second.title} does not multiply {first.title}'s {a.m}×{a.n} output: it takes "
