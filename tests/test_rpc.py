@@ -5,6 +5,8 @@ unknown key and a server gone mid-run are one sentence or a failed trial, never 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -35,13 +37,15 @@ def wait_for(condition, seconds: float = 60.0) -> None:
 
 @pytest.fixture(scope="module")
 def tracker():
-    """A tracker and one CPU server registered with it under KEY, both on 127.0.0.1."""
+    """A tracker and one CPU server registered with it under KEY, both on 127.0.0.1. Each runs its server in a
+    child of its own (TVM's popen worker), so each is started in a process group of its own and the whole group
+    is killed: killing the parent alone left both children listening after the suite."""
     from tvm import rpc
 
     port, server_port = free_port(), free_port()
     processes = [subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port",
                                    str(port), "--port-end", str(port + 1), "--silent"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)]
     try:
         def tracker_up():
             try:
@@ -54,12 +58,12 @@ def tracker():
         processes.append(subprocess.Popen(
             [sys.executable, "-m", "tvm.exec.rpc_server", "--tracker", f"127.0.0.1:{port}", "--key", KEY, "--host",
              "127.0.0.1", "--port", str(server_port), "--port-end", str(server_port + 1), "--silent"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
         wait_for(lambda: KEY in rpc.connect_tracker("127.0.0.1", port).summary().get("queue_info", {}))
         yield f"127.0.0.1:{port}"
     finally:
         for process in processes:
-            process.kill()
+            os.killpg(process.pid, signal.SIGKILL)
             process.wait()
 
 
