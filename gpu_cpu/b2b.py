@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,26 +112,30 @@ class GemmPair:
         S = A·B0 and T = first(S) in between."""
         from tvm import te
 
+        # channels first, every matrix of the row-major pair is stored transposed: its columns are the rows
+        flip = self.channels_first
+        columns = (0,) if flip else (1,)  # where a product's columns are stored: a bias has one per column
+
+        def matrix(rows: int, cols: int, name: str) -> Any:
+            return te.placeholder((cols, rows) if flip else (rows, cols), name=name)
+
+        def at(t: Any, row: Any, col: Any) -> Any:
+            return t[col, row] if flip else t[row, col]
+
+        def product(rows: int, cols: int, body: Callable[[Any, Any], Any], name: str) -> Any:
+            if flip:
+                return te.compute((cols, rows), lambda j, i: body(i, j), name=name)
+            return te.compute((rows, cols), lambda i, j: body(i, j), name=name)
+
+        A, B0, B1 = matrix(self.m, self.k, "A"), matrix(self.k, self.n0, "B0"), matrix(self.n0, self.n1, "B1")
         k = te.reduce_axis((0, self.k), name="k")
         n = te.reduce_axis((0, self.n0), name="n")
-        last = "P" if self.second else "O"
-        if self.channels_first:
-            A = te.placeholder((self.k, self.m), name="A")
-            B0 = te.placeholder((self.n0, self.k), name="B0")
-            B1 = te.placeholder((self.n1, self.n0), name="B1")
-            # A read first: the kernel stages its first read (a block's columns of A) in shared memory
-            S = te.compute((self.n0, self.m), lambda j, i: te.sum(A[k, i] * B0[j, k], axis=k), name="S")
-            first, T = apply_te(S, self.first, (0,), name="T", prefix="T_") if self.first else ([], S)
-            P = te.compute((self.n1, self.m), lambda j, i: te.sum(T[n, i] * B1[j, n], axis=n), name=last)
-            second, O = apply_te(P, self.second, (0,), name="O", prefix="O_") if self.second else ([], P)
-            return [A, B0, *first, B1, *second, O]
-        A = te.placeholder((self.m, self.k), name="A")
-        B0 = te.placeholder((self.k, self.n0), name="B0")
-        B1 = te.placeholder((self.n0, self.n1), name="B1")
-        S = te.compute((self.m, self.n0), lambda i, j: te.sum(A[i, k] * B0[k, j], axis=k), name="S")
-        first, T = apply_te(S, self.first, (1,), name="T", prefix="T_") if self.first else ([], S)
-        P = te.compute((self.m, self.n1), lambda i, j: te.sum(T[i, n] * B1[n, j], axis=n), name=last)
-        second, O = apply_te(P, self.second, (1,), name="O", prefix="O_") if self.second else ([], P)
+        # A read first: the kernel stages its first read (a block's run of M of A) in shared memory
+        S = product(self.m, self.n0, lambda i, j: te.sum(at(A, i, k) * at(B0, k, j), axis=k), "S")
+        first, T = apply_te(S, self.first, columns, name="T", prefix="T_") if self.first else ([], S)
+        P = product(self.m, self.n1, lambda i, j: te.sum(at(T, i, n) * at(B1, n, j), axis=n),
+                    "P" if self.second else "O")
+        second, O = apply_te(P, self.second, columns, name="O", prefix="O_") if self.second else ([], P)
         return [A, B0, *first, B1, *second, O]
 
     @property
