@@ -37,8 +37,25 @@ import numpy as np
 
 from cost_models.calibration import ARITHMETIC_FIELDS, DEFAULT_FIXED, Calibration
 from cost_models.fpga_blocks import IMPL_NAMES
-from cost_models.fpga_costs import ARITHMETIC, CMP_LUTS_PER_BIT
+from cost_models.fpga_costs import (
+    ARITHMETIC,
+    AXI_MAX_BURST_BEATS,
+    AXI_MAX_BURST_BYTES,
+    CMP_LUTS_PER_BIT,
+    FANOUT_FREE,
+    FANOUT_NS_PER_DOUBLING,
+    SLR_DERATE,
+)
 from cost_models.fpga_kernel import (
+    T_ESTIMATE,
+    T_FANOUT_FREE,
+    T_FANOUT_NS,
+    T_MAX_BEATS,
+    T_READ_FLOOR_NS,
+    T_READ_LATENCY_NS,
+    T_SLR2,
+    T_SLR3,
+    T_WRITE_FLOOR_NS,
     B_BANKS,
     B_BLOCKS,
     B_BYTES,
@@ -63,6 +80,8 @@ from cost_models.fpga_kernel import (
     B_WINDOW,
     B_GROUP,
     B_WORDS,
+    B_BURSTS,
+    B_CHOICES,
     D_ACCUMULATE,
     D_ADD_LAT,
     D_ADD_UNITS,
@@ -80,6 +99,10 @@ from cost_models.fpga_kernel import (
     D_TILES,
     D_WRITE_START,
     D_EPI_UNITS,
+    D_CLOCK,
+    D_FANOUT,
+    D_SLRS,
+    D_MUX_LUTS,
     E_ADDS,
     E_CMPS,
     E_MULS,
@@ -105,11 +128,13 @@ def ddr_strides_of(shape: tuple[int, ...] | list[int]) -> list[int]:
 
 
 def layouts(g: Any) -> list[tuple[int, ...]]:
-    """The DDR layouts a read may have, as the buffer dimension at each DDR position, outermost first:
-    the tensor as the operator has it, and, for an operator input (read as it is, or padded on chip), each
-    dimension moved innermost, which the host does before the run: channels innermost for convolution
-    weights, so that a run holds a tile of channels spread over the PE array's banks; rows innermost for
-    an image whose window slides down its rows. A tensor the host computes (a producer) keeps its order."""
+    """The DDR layouts a read or the write may have, as the buffer dimension at each DDR position, outermost
+    first: the tensor as the operator has it, and, for an operator input (read as it is, or padded on chip) or
+    the output, each dimension moved innermost, which the host does before the run (after it, for the
+    output): channels innermost for convolution weights, so that a run holds a tile of channels spread over
+    the PE array's banks; rows innermost for an image whose window slides down its rows; channels innermost
+    for the output of a layer whose PEs are its channels (a depthwise convolution), so that a word's lanes
+    come from as many banks. A tensor the host computes (a producer) keeps its order."""
     dims = g.coef.shape[0]
     natural = tuple(range(dims))
     source = g.access.ddr
@@ -160,7 +185,8 @@ class FpgaModel:
         self.derate = calibration.fmax_derate if calibration else 1.0
         memory = board.memory
         self.channels = memory.channels
-        self.channel_bw = memory.bandwidth_gbps_per_channel * 1e9
+        # what one port streams with long bursts, not the channel's peak
+        self.channel_bw = memory.sustained_gbps_per_channel * 1e9
         self.port_bits = memory.port_bits
         self.caps = np.array([board.cap(r) for r in RESOURCE_KINDS], dtype=np.float64)
         self.uram_available = board.cap("uram") > 0
@@ -196,8 +222,7 @@ class FpgaModel:
         # order where a box dimension can cover a whole row of it (−1 where the buffer is shifted against it,
         # as a padded input is), its strides, and the flat offset of the access's constant part, which says
         # where in a port word a row starts.
-        self.layouts = [layouts(g) if g is not self.space.write else [tuple(range(g.coef.shape[0]))]
-                        for g in self.ports]
+        self.layouts = [layouts(g) for g in self.ports]
         n_lay = max(len(ls) for ls in self.layouts)
         n_layouts = np.array([len(ls) for ls in self.layouts], dtype=np.int64)
         layout_perm = np.zeros((len(self.ports), n_lay, max_dims), dtype=np.int64)
@@ -250,7 +275,27 @@ class FpgaModel:
                 float(self.muls), float(body_adds), self.reduction, self.compulsory, clocks, self.peak_table,
                 self.caps, float(self.channel_bw), len(self.stage_names) - len(self.ports) - 1,
                 bool(self.uram_available), float(self.traffic_weight), float(self.total_ops), self.port_bits // 8,
-                self.fixed, self.epilogue)
+                self.fixed, self.epilogue, self._timing(), self._slr_resources())
+
+    def _timing(self) -> np.ndarray:
+        """The AXI and clock constants of the kernel (``fpga_kernel.T_*``)."""
+        memory = self.space.board.memory
+        timing = np.zeros(9)
+        timing[T_MAX_BEATS] = min(AXI_MAX_BURST_BEATS, AXI_MAX_BURST_BYTES // (self.port_bits // 8))
+        timing[T_READ_FLOOR_NS], timing[T_WRITE_FLOOR_NS] = memory.read_burst_ns, memory.write_burst_ns
+        timing[T_READ_LATENCY_NS] = memory.latency_ns
+        timing[T_FANOUT_NS], timing[T_FANOUT_FREE] = FANOUT_NS_PER_DOUBLING, FANOUT_FREE
+        timing[T_SLR2], timing[T_SLR3] = SLR_DERATE[2], SLR_DERATE[3]
+        # a calibration measured the clock the designs close at: its derating replaces the estimate
+        timing[T_ESTIMATE] = 0.0 if self.calibration is not None else 1.0
+        return timing
+
+    def _slr_resources(self) -> np.ndarray:
+        """One SLR's share of the part's resources (zeros on a single-die part: nothing to span)."""
+        board = self.space.board
+        if board.slrs <= 1:
+            return np.zeros(len(RESOURCE_KINDS))
+        return np.array([board.resources[r] / board.slrs for r in RESOURCE_KINDS], dtype=np.float64)
 
     def evaluate(self, rows: np.ndarray, detail: bool = False) -> dict[str, Any]:
         """Score encoded points. Returns arrays keyed by figure; ``latency_s`` is inf where infeasible.
@@ -290,7 +335,7 @@ class FpgaModel:
                     "word_ii": bd[:, B_WORD_II], "iterations": bd[:, B_ITERATIONS], "rows": bd[:, B_ROWS],
                     "funnel": bd[:, B_FUNNEL] > 0, "ok": bd[:, B_OK] > 0, "pitch": bd[:, B_PITCH],
                     "layout": bd[:, B_LAYOUT].astype(np.int64), "window": bd[:, B_WINDOW].astype(np.int64),
-                    "group": bd[:, B_GROUP],
+                    "group": bd[:, B_GROUP], "bursts": bd[:, B_BURSTS], "choices": bd[:, B_CHOICES],
                     "offset": bd[:, B_OFFSET], "static": bd[:, B_STATIC] > 0})
             dd = design_detail
             result.update(
@@ -298,7 +343,8 @@ class FpgaModel:
                 spatial_iters=dd[:, D_SPATIAL_ITERS], reduce_outer=dd[:, D_REDUCE_OUTER], add_latency=dd[:, D_ADD_LAT],
                 mul_latency=dd[:, D_MUL_LAT], recurrence=dd[:, D_RECURRENCE], n_tiles=dd[:, D_TILES],
                 compute_one=dd[:, D_COMPUTE_ONE], compute_start=dd[:, D_COMPUTE_START],
-                write_start=dd[:, D_WRITE_START], epilogue_units=dd[:, D_EPI_UNITS],
+                write_start=dd[:, D_WRITE_START], epilogue_units=dd[:, D_EPI_UNITS], clock=dd[:, D_CLOCK],
+                fanout=dd[:, D_FANOUT], slrs=dd[:, D_SLRS], mux_luts=dd[:, D_MUX_LUTS],
                 accumulate=dd[:, D_ACCUMULATE] > 0, mul_units=dd[:, D_MUL_UNITS],
                 add_units=dd[:, D_ADD_UNITS], spatial_lanes=dd[:, D_SPATIAL_LANES],
                 reduce_lanes=dd[:, D_REDUCE_LANES],
@@ -324,6 +370,14 @@ class FpgaModel:
         onchip_bits = self.space.board.cap("bram18k") * 18 * 1024 + self.space.board.cap("uram") * 288 * 1024
         return io_lower_bound(self.space.analysis, onchip_bits / bits, c.in_bytes,
                               compulsory_bytes(self.space.analysis, c.in_bytes, c.acc_bytes))
+
+    def _extents(self, g: Any, p: int, b: dict[str, Any]) -> list[int]:
+        """The output's layout extents in DDR order: each dimension padded to whole tiles, the innermost (the
+        row) to whole words."""
+        perm = self.layouts[p][int(b["layout"][0])]
+        out = [-(-int(g.shape[d]) // int(b["width"][0][d])) * int(b["width"][0][d]) for d in perm]
+        out[-1] = int(b["pitch"][0])
+        return out
 
     def _terms(self, dt: int, r: dict[str, Any]) -> dict[str, Any]:
         cost = self.consts[dt].cost
@@ -365,9 +419,15 @@ class FpgaModel:
                 "iterations_per_row": int(b["iterations"][0]),
                 "beats_per_load": int(b["rows"][0] * b["iterations"][0] * b["group"][0]),
                 "words_per_iteration": int(b["group"][0]),
+                # the DDR runs: words a run (a burst of at most the AXI limit each), the bursts a load, and how
+                # many banks a lane of a word picks among at run time (the rows walk them)
+                "run_words": int(b["iterations"][0] * b["group"][0]),
+                "bursts_per_load": int(b["bursts"][0]), "runtime_banks": int(b["choices"][0]),
                 "funnel": bool(b["funnel"][0]), "static_offset": bool(b["static"][0]),
                 "word_offset": int(b["offset"][0]), "transfer_ok": bool(b["ok"][0]),
-                **({"pitch": int(b["pitch"][0])} if g is sp.write else {}),
+                # the output's layout in DDR (in its DDR order): every dimension padded to whole tiles, its rows
+                # to whole words
+                **({"pitch": int(b["pitch"][0]), "extents": self._extents(g, p, b)} if g is sp.write else {}),
                 # DDR order of the buffer's dimensions, outermost first; not the natural order: the host
                 # transposes the tensor before the run
                 "layout": list(self.layouts[p][int(b["layout"][0])]),
@@ -398,6 +458,8 @@ class FpgaModel:
             "spatial_lanes": int(r["spatial_lanes"][0]), "reduce_lanes": int(r["reduce_lanes"][0]),
             # operator instances of the PE array, as the generated code has them (checked by the HLS lint)
             "units": {"mul": int(r["mul_units"][0]), "add": int(r["add_units"][0])},
+            # the operator cores those instances are (the code binds each with BIND_OP; the lint checks it)
+            "cores": self.consts[dt].cost.cores(),
             # the epilogue in the write process: its lanes (elements a word iteration) and each lane's operators
             "epilogue": {"steps": list(self.space.analysis.epilogue_steps), "lanes": int(r["epilogue_units"][0]),
                          "ports": int(self.epilogue[E_PORTS]), "adds": int(self.epilogue[E_ADDS]),
@@ -406,9 +468,14 @@ class FpgaModel:
             "resources": {k: float(r[k][0]) for k in RESOURCE_KINDS},
             "caps": {k: float(self.caps[i]) for i, k in enumerate(RESOURCE_KINDS)},
             "utilisation": usage, "feasible": bool(r["feasible"][0]),
-            # a design larger than one SLR crosses dies: the crossings need pipelining registers and limit
-            # Fmax, which the model does not charge; it says so
             "slrs": sp.board.slrs, "slrs_spanned": sp.board.slrs_spanned({k: float(r[k][0]) for k in RESOURCE_KINDS}),
+            # the clock the time figures are at: the target, derated by the PEs' broadcast fan-out and the SLRs the
+            # design spans (estimates: fpga_costs), or by what a calibration measured
+            "clock": {"target_mhz": clock, "achieved_mhz": float(r["clock"][0]) / 1e6,
+                      "fanout": float(r["fanout"][0]), "slrs_spanned": int(r["slrs"][0]),
+                      "basis": "calibrated" if self.calibration is not None else "estimate"},
+            # the LUTs of the read and write processes' run-time bank selection
+            "bank_mux_luts": float(r["mux_luts"][0]),
             "over_cap": over,
             "traffic_bytes": float(r["traffic_bytes"][0]),
             "io_lower_bound_bytes": bound.bytes, "io_bound_kind": bound.kind,

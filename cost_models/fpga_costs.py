@@ -11,7 +11,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class ArithmeticCost:
-    """Cost of one multiply and one add of a data type, as the PE array instantiates them."""
+    """Cost of one multiply and one add of a data type, as the PE array instantiates them: the operator cores
+    the generated code binds (``#pragma HLS BIND_OP variable=... op=<op> impl=<impl>``, also recorded in
+    design.json and checked by the HLS lint) and what one instance of each costs."""
 
     dsp_mul: float
     dsp_add: float
@@ -22,18 +24,33 @@ class ArithmeticCost:
     mul_latency: int  # cycles at <= 200 MHz
     add_latency: int
     floating: bool  # floating-point cores, which Vitis makes one stage deeper above DEEPER_CORES_ABOVE_MHZ
+    mul_core: tuple[str, str] = ("fmul", "fulldsp")  # BIND_OP op and impl of a multiply
+    add_core: tuple[str, str] = ("fadd", "fulldsp")  # ... of an add (a subtract takes the same impl)
+
+    def cores(self) -> dict[str, dict[str, str]]:
+        """The cores as design.json records them."""
+        sub = "fsub" if self.floating else "sub"
+        return {"mul": {"op": self.mul_core[0], "impl": self.mul_core[1]},
+                "add": {"op": self.add_core[0], "impl": self.add_core[1]},
+                "sub": {"op": sub, "impl": self.add_core[1]}}
 
 
 ARITHMETIC: dict[str, ArithmeticCost] = {
-    # fp32: fmul 3 DSP + fadd 2 DSP, fadd latency ~4 and fmul ~3 cycles at 100 MHz
-    # (shared/notes/fpga.md, ScaleHLS target spec). LUT/FF per operator: estimate.
-    # The generated code pins both with BIND_OP (fmul maxdsp, fadd fulldsp).
-    "float32": ArithmeticCost(3, 2, 100, 220, 150, 320, 3, 4, floating=True),
+    # fp32 on UltraScale+ DSP48E2 slices, as Vitis instantiates the cores the code binds (csynth.rpt instance
+    # tables of public projects): fmul impl=fulldsp (fmul_32ns_32ns_32_3_full_dsp_1) 2 DSP, 115 LUT, 128 FF
+    # (Vitis HLS 2022.2, xck26); fadd impl=fulldsp (fadd_32ns_32ns_32_5_full_dsp_1) 2 DSP, 219 LUT, 205 FF
+    # (Vitis HLS 2023.2, xcvu35p). Vitis's own default for fmul is maxdsp (3 DSP): the binding saves a DSP
+    # a multiply. Latencies: fadd ~4 and fmul ~3 cycles at 100-200 MHz (the same reports; shared/notes/fpga.md).
+    "float32": ArithmeticCost(2, 2, 115, 219, 128, 205, 3, 4, floating=True,
+                              mul_core=("fmul", "fulldsp"), add_core=("fadd", "fulldsp")),
     # int16: one DSP48E2 per multiply (BIND_OP impl=dsp); the int32 adds are fabric (shared/notes/fpga.md).
-    "int16": ArithmeticCost(1, 0, 20, 32, 40, 32, 3, 1, floating=False),
+    "int16": ArithmeticCost(1, 0, 20, 32, 40, 32, 3, 1, floating=False, mul_core=("mul", "dsp"),
+                            add_core=("add", "fabric")),
     # int8: one DSP48E2 per multiply. Vitis does not pack two 8-bit products into one DSP on its own
-    # (review-hls.md §3.2), and the generated code does not pack them by hand (yet), so none is assumed.
-    "int8": ArithmeticCost(1, 0, 30, 32, 40, 32, 3, 1, floating=False),
+    # (review-hls.md §3.2), and the generated code does not pack them by hand (yet), so none is assumed;
+    # without the binding Vitis often puts an 8x8 multiply in LUTs (impl auto), which the model does not charge.
+    "int8": ArithmeticCost(1, 0, 30, 32, 40, 32, 3, 1, floating=False, mul_core=("mul", "dsp"),
+                           add_core=("add", "fabric")),
 }
 
 #: Above this clock the floating-point cores need one more pipeline stage each (*estimate*; Vitis picks
@@ -71,3 +88,18 @@ LUTRAM_WORDS_PER_LUT_PAIR = 64
 BRAM18K_CONFIGS = ((1, 16384), (2, 8192), (4, 4096), (9, 2048), (18, 1024), (36, 512))
 #: URAM288: 4096 × 72 bits (UG573); used for banks at least as deep as one URAM.
 URAM_DEPTH, URAM_WIDTH = 4096, 72
+
+#: The AXI limits of one m_axi burst (AXI4: 256 beats and 4 KB; the generated hls_config.tcl sets Vitis's
+#: maximum burst lengths to them, where Vitis's default is 16 beats).
+AXI_MAX_BURST_BEATS, AXI_MAX_BURST_BYTES = 256, 4096
+
+#: Clock derating where no calibration has measured the design's Fmax (estimates, sourced; `hetero_dse
+#: calibrate` replaces them with the clock synthesis achieved):
+#: - fan-out: one register broadcast to f PEs adds wire delay, ~0.28 ns a doubling past 16 sinks. Calibrated so
+#:   that f ~ 1000 loses a third of a 300 MHz clock, the average that Guo et al., "Analysis and Optimization of the
+#:   Implicit Broadcasts in FPGA HLS to Improve Maximum Frequency" (DAC 2020) recover (53 % higher Fmax).
+#: - SLRs: a design over several dies whose crossings the code does not register closes far below its target:
+#:   AutoBridge (Guo et al., FPGA 2021) reports 147 MHz before and 297 MHz after floorplanning over 43 multi-die
+#:   designs, AutoSA's U250 arrays 136-201 MHz of 300; taken as 0.75 over two SLRs and 0.5 over three or more.
+FANOUT_NS_PER_DOUBLING, FANOUT_FREE = 0.28, 16.0
+SLR_DERATE = {2: 0.75, 3: 0.5}

@@ -48,18 +48,37 @@ from cost_models.fpga_costs import (
 # Per-buffer detail (``buf_detail[i, port, field]``); widths and partition factors follow at WIDTH0 and
 # WIDTH0 + max_dims.
 (B_BANKS, B_WORDS, B_ELEMENTS, B_LANES, B_SPLIT, B_CYCLES, B_LOADS, B_IMPL, B_BYTES, B_ONE, B_BLOCKS, B_PACKED,
- B_WORD_II, B_ITERATIONS, B_ROWS, B_FUNNEL, B_OK, B_PITCH, B_OFFSET, B_STATIC, B_LAYOUT, B_WINDOW, B_GROUP) = range(23)
-B_WIDTH0 = 23
+ B_WORD_II, B_ITERATIONS, B_ROWS, B_FUNNEL, B_OK, B_PITCH, B_OFFSET, B_STATIC, B_LAYOUT, B_WINDOW, B_GROUP,
+ B_BURSTS, B_CHOICES) = range(25)
+B_WIDTH0 = 25
 # Per-design detail (``design_detail[i, field]``).
 (D_COMPUTE_CYCLES, D_DEPTH, D_SPATIAL_ITERS, D_REDUCE_OUTER, D_ADD_LAT, D_RECURRENCE, D_TILES, D_COMPUTE_ONE,
  D_COMPUTE_START, D_ACCUMULATE, D_MUL_UNITS, D_ADD_UNITS, D_SPATIAL_LANES, D_REDUCE_LANES, D_MUL_LAT,
- D_WRITE_START, D_EPI_UNITS) = range(17)
-DESIGN_FIELDS = 17
+ D_WRITE_START, D_EPI_UNITS, D_CLOCK, D_FANOUT, D_SLRS, D_MUX_LUTS) = range(21)
+DESIGN_FIELDS = 21
 # The design-wide constants the kernel takes as an argument (``fixed``), so that a calibration can set them.
 F_LUT_BASE, F_LUT_PORT, F_FF_BASE, F_FF_PORT, F_OVERHEAD = range(5)
 # The epilogue (``epilogue``): its operand ports (a bias or a residual, each read in the output's layout beside
 # the write), and per element its adders, multipliers and comparisons, and a comparison's LUTs per bit.
 E_PORTS, E_ADDS, E_MULS, E_CMPS, E_CMP_LUTS_PER_BIT = range(5)
+# The AXI ports and the clock (``timing``): the beats of the longest burst; the least a read and a write burst
+# takes (ns); a read's round trip (ns), paid once a block a read process loads; the clock's derating by
+# fan-out (ns a doubling past a free fan-out) and by the SLRs a design spans (two, three or more); whether to
+# estimate Fmax at all (not where a calibration measured it).
+(T_MAX_BEATS, T_READ_FLOOR_NS, T_WRITE_FLOOR_NS, T_READ_LATENCY_NS, T_FANOUT_NS, T_FANOUT_FREE, T_SLR2, T_SLR3,
+ T_ESTIMATE) = range(9)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def run_cycles(iterations, wii, group, floor, max_beats):
+    """Cycles one run of a read or write process takes: its pipeline's iterations at the word II, or, where
+    the run is short, its AXI bursts (each at least ``floor`` cycles: the round trip over the transactions in
+    flight, or the memory's least time a transaction)."""
+    words = iterations * group
+    full = math.floor(words / max_beats)
+    rest = words - full * max_beats
+    axi = full * max(max_beats, floor) + (max(rest, floor) if rest > 0 else 0.0)
+    return max(iterations * wii, axi)
 
 
 @njit(cache=True, error_model="numpy")
@@ -69,7 +88,8 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                     ndims, used, in_bytes, acc_bytes, carried_fp,
                     add_lat, mul_lat, dsp_mul, dsp_add, lut_mul, lut_add, ff_mul, ff_add, body_muls, body_adds,
                     reduction, compulsory, clocks, peak, caps, channel_bw, n_channels, uram_available,
-                    traffic_weight, total_ops, port_bytes, fixed, epilogue, out_latency, out_objective, out_gops,
+                    traffic_weight, total_ops, port_bytes, fixed, epilogue, timing, slr_res, out_latency,
+                    out_objective, out_gops,
                     out_roofline,
                     out_bound, out_traffic, out_pe, out_ii, out_resources, out_usage, buf_detail, design_detail,
                     stage_detail):
@@ -102,6 +122,10 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
     ends = np.empty(n_stages)
     res = np.empty(5)
     chbytes = np.empty(n_channels)
+    port_loads = np.empty(n_ports)
+    port_cycles = np.empty(n_ports)
+    port_tile_bytes = np.empty(n_ports)
+    max_beats = timing[T_MAX_BEATS]
     for i in range(n):
         stages[:] = 0.0
         res[:] = 0.0
@@ -109,6 +133,11 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
         dt = rows[i, col_dtype]
         clock = clocks[rows[i, col_clock]]
         deeper = 1.0 if (clock > DEEPER_CORES_ABOVE_MHZ * 1e6 and carried_fp[dt]) else 0.0
+        # the AXI floors in cycles of the target clock (what the tool schedules against)
+        read_floor = max(1.0, timing[T_READ_FLOOR_NS] * 1e-9 * clock)
+        write_floor = max(1.0, timing[T_WRITE_FLOOR_NS] * 1e-9 * clock)
+        read_fill = math.ceil(timing[T_READ_LATENCY_NS] * 1e-9 * clock)
+        fanout = 1.0
         addl = add_lat[dt] + deeper
         mull = mul_lat[dt] + deeper
         n_tiles = 1.0
@@ -131,6 +160,7 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
         bad_transfer = False
         window_stage = 0.0
         epi_units = 0.0
+        mux_luts = 0.0
         for p in range(n_ports):
             is_write = p == n_ports - 1
             elem = acc_bytes[dt] if is_write else in_bytes[dt]
@@ -139,6 +169,7 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
             # box widths and the compute's partition factors: an unrolled loop of coefficient c and
             # unroll u puts its lanes c apart, so a cyclic factor of c·u gives each lane its own bank
             windows = 0
+            distinct = 1.0  # the elements of the buffer one iteration reads: the PEs share each
             for d in range(dims):
                 w = 1.0
                 f = 1.0
@@ -155,6 +186,7 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                 width[d] = w
                 clipped[d] = min(w, shape[p, d])
                 fac[d] = min(f, w)
+                distinct *= lane_u
                 if not is_write and f > 1:
                     for e in range(entry_start[p, d], entry_start[p, d + 1]):
                         lp = entry_loop[e]
@@ -168,6 +200,13 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                             window_stage = 1.0
                             res[3] += lane_u * 8.0 * in_bytes[dt] * math.ceil((w - lane_span) / FUNNEL_INPUTS_PER_LUT)
                             break
+            if not is_write:
+                shared = 1.0
+                for lp in range(nl):
+                    shared *= u[lp]
+                # one register read fans out to every PE that shares the element: the broadcast a clock closes over
+                fanout = max(fanout, shared / distinct)
+            floor = write_floor if is_write else read_floor
             if is_write:
                 loads = out_tiles
                 level = nl
@@ -181,6 +220,7 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                 for lp in range(nl):
                     if pos[lp] <= level:
                         loads *= trips[lp]
+            port_loads[p] = loads
             registers = True
             for d in range(dims):
                 if fac[d] < width[d]:
@@ -212,7 +252,7 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                     if inner == 1:
                         continue  # runs of one element
                     if ok:
-                        best = runs * iterations * wii
+                        best = runs * run_cycles(iterations, wii, group, floor, max_beats)
                         if best <= fewest or (ddr_shape[p, lay, dims - 1] != inner
                                               and box / inner * math.ceil(inner / word) >= best):
                             continue
@@ -224,14 +264,20 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                     strides[at] = ddr_strides[p, lay, at]
                     inv[d] = at
                 if is_write:
-                    # the output's rows are padded to whole words (the host reads them at that pitch), so
-                    # a tile that starts on a word boundary writes whole words of its own
+                    # the output is laid out in DDR (as the operator has it, or with one dimension moved
+                    # innermost, which the host undoes after the run) padded to whole tiles along every dimension
+                    # and its rows to whole words (the host reads the tensor out of that layout), so that a tile
+                    # that starts on a word boundary writes whole words of its own, and the rows of a partial
+                    # tile past the tensor land in the padding: every write is unconditional (a burst)
                     last = dims - 1
-                    pitch = math.ceil(math.ceil(shape[p, last] / width[last]) * width[last] / word) * word
-                    dshape[last] = pitch
+                    for at in range(dims):
+                        d = layout_perm[p, lay, at]
+                        dshape[at] = math.ceil(shape[p, d] / width[d]) * width[d]
+                    l_pitch = math.ceil(dshape[last] / word) * word
+                    dshape[last] = l_pitch
                     strides[last] = 1.0
-                    for d in range(last - 1, -1, -1):
-                        strides[d] = strides[d + 1] * dshape[d + 1]
+                    for at in range(last - 1, -1, -1):
+                        strides[at] = strides[at + 1] * dshape[at + 1]
                 # a run starts at the same offset within a word for every tile when each tile loop that
                 # moves the box moves it by whole words
                 l_static = not negative[p]
@@ -242,20 +288,36 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                 l_offset = const_flat[p, lay] % word
                 l_q, l_lanes, l_packed, l_wii, l_it, l_runs, l_funnel, l_ok, l_static, l_group = plan_transfer(
                     wd, dshape, fd, dims, word, strides, l_static, l_offset, registers)
-                if is_write and (l_funnel or (0 <= l_q < dims - 1 and shape[p, l_q] % width[l_q] != 0)):
-                    # a write must not touch a word another tile owns: runs that start inside a word, or a
-                    # partial tile whose run goes on into the next row
+                if is_write and l_funnel:
+                    # a write must not touch a word another tile owns: runs that start inside a word
                     l_ok = False
-                l_cycles = l_runs * l_it * l_wii
-                if chosen < 0 or (l_ok and (not ok or l_cycles < runs * iterations * wii)):
+                l_cycles = l_runs * run_cycles(l_it, l_wii, l_group, floor, max_beats)
+                if chosen < 0 or (l_ok and (not ok or l_cycles < runs * run_cycles(iterations, wii, group, floor,
+                                                                                   max_beats))):
+                    if is_write:
+                        pitch = l_pitch
                     chosen = lay
                     q, lanes, packed, wii, iterations, runs, funnel, ok, static, group = (
                         l_q, l_lanes, l_packed, l_wii, l_it, l_runs, l_funnel, l_ok, l_static, l_group)
                     offset = l_offset
             if not ok:
                 bad_transfer = True
-            cycles = runs * iterations * wii
+            # a read process's pipeline waits a round trip for each block's first word
+            cycles = runs * run_cycles(iterations, wii, group, floor, max_beats) + (0.0 if is_write else read_fill)
             beats = runs * iterations * group
+            bursts = runs * math.ceil(iterations * group / max_beats)
+            # a dimension the rows walk picks its bank at run time, the same for every lane of a word: a read
+            # process's lane enables one of those banks (a LUT a bank), the write process's lane selects among
+            # them (a LUT6 is a 4:1 multiplexer a bit)
+            choices = 1.0
+            for at in range(max(q, 0)):
+                choices *= fac[layout_perm[p, chosen, at]]
+            if choices > 1:
+                per_word = group * packed * (min(width[layout_perm[p, chosen, q]], lanes) if q >= 0 else 1.0)
+                if is_write:
+                    mux_luts += per_word * 8.0 * elem * math.ceil(choices / FUNNEL_INPUTS_PER_LUT)
+                else:
+                    mux_luts += per_word * choices
             banks = 1.0
             wpb = 1.0
             elements = 1.0
@@ -264,13 +326,8 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                 wpb *= math.ceil(width[d] / fac[d])
                 elements *= clipped[d]
             tile_bytes = beats * port_bytes
-            one = max(cycles / clock, tile_bytes / channel_bw)
-            stages[p] = loads * one
-            if is_write:
-                first_write = one
-            elif one > compute_start:
-                # the compute's first tile needs every buffer's first block whole
-                compute_start = one
+            port_cycles[p] = cycles
+            port_tile_bytes[p] = tile_bytes
             traffic += loads * tile_bytes
             chbytes[p % n_channels] += loads * tile_bytes
             if is_write:
@@ -279,7 +336,7 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                 for e in range(int(epilogue[E_PORTS])):
                     traffic += loads * tile_bytes
                     chbytes[(p + 1 + e) % n_channels] += loads * tile_bytes
-                epi_units = group * packed * (min(width[q], lanes) if q >= 0 else 1.0)
+                epi_units = group * packed * (min(width[layout_perm[p, chosen, q]], lanes) if q >= 0 else 1.0)
             if funnel and not static:
                 # realigning a word by a shift known only at run time: a word-wide multiplexer per lane
                 res[3] += word * 8.0 * elem * math.ceil(word / FUNNEL_INPUTS_PER_LUT)
@@ -292,7 +349,8 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                 bd = buf_detail[i, p]
                 bd[B_BANKS], bd[B_WORDS], bd[B_ELEMENTS], bd[B_LANES] = banks, wpb, elements, lanes
                 bd[B_SPLIT], bd[B_CYCLES], bd[B_LOADS], bd[B_IMPL] = q, cycles, loads, impl
-                bd[B_BYTES], bd[B_ONE], bd[B_BLOCKS] = tile_bytes, one, blocks
+                bd[B_BYTES], bd[B_BLOCKS] = tile_bytes, blocks
+                bd[B_BURSTS], bd[B_CHOICES] = bursts, choices
                 bd[B_PACKED], bd[B_WORD_II], bd[B_ITERATIONS], bd[B_ROWS] = packed, wii, iterations, runs
                 bd[B_FUNNEL], bd[B_OK], bd[B_PITCH], bd[B_OFFSET] = funnel, ok, pitch, offset
                 bd[B_STATIC] = static
@@ -329,23 +387,6 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
         # a window's multiplexer is one more stage between the buffer's read and the multiply
         depth = mull + addl * (tree + accumulate) + fixed[F_OVERHEAD] + window_stage
         c_cycles = per_tile * ii + depth
-        c_one = c_cycles / clock
-        stages[n_ports] = n_tiles * c_one
-        for ch in range(n_channels):
-            stages[n_ports + 1 + ch] = chbytes[ch] / channel_bw
-        # When each process ends: a read process runs ahead of the compute, so its end bounds the run
-        # with the compute and write of the last tile after it; the compute starts once every buffer's
-        # first block is whole; the write starts after the first tile's compute.
-        write_start = compute_start + c_one
-        for s in range(n_stages):
-            ends[s] = stages[s] + c_one + first_write
-        ends[n_ports - 1] = write_start + stages[n_ports - 1]
-        ends[n_ports] = compute_start + stages[n_ports] + first_write
-        best = 0
-        for s in range(1, n_stages):
-            if ends[s] > ends[best]:
-                best = s
-        latency = ends[best]
         # arithmetic units, exactly as the code instantiates them: per spatial lane, U products (each
         # with the body's other multiplies and adds), a tree of U - 1 adders and the accumulation
         if reduction:
@@ -363,6 +404,56 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
             res[3] += (e_mul * lut_mul[dt] + e_add * lut_add[dt] + fixed[F_LUT_PORT] * epilogue[E_PORTS]
                        + epi_units * epilogue[E_CMPS] * epilogue[E_CMP_LUTS_PER_BIT] * 8.0 * acc_bytes[dt])
             res[4] += e_mul * ff_mul[dt] + e_add * ff_add[dt] + fixed[F_FF_PORT] * epilogue[E_PORTS]
+        # The clock the design closes at: where no calibration measured it, the target derated by the broadcast
+        # of one register to the PEs that share an element (a wire delay a doubling of the fan-out past a free
+        # one) and by the SLRs the design spans (crossings the code does not register)
+        res[3] += mux_luts
+        eff = clock
+        slrs = 1.0
+        if timing[T_ESTIMATE] > 0:
+            need = 0.0
+            for k in range(5):
+                if slr_res[k] > 0:
+                    need = max(need, res[k] / slr_res[k])
+            slrs = max(1.0, math.ceil(need - 1e-9))
+            extra_ns = timing[T_FANOUT_NS] * max(0.0, math.log2(max(fanout, 1.0) / timing[T_FANOUT_FREE]))
+            eff = clock / (1.0 + clock * extra_ns * 1e-9)
+            if slrs >= 3:
+                eff *= timing[T_SLR3]
+            elif slrs >= 2:
+                eff *= timing[T_SLR2]
+        compute_start = 0.0
+        first_write = 0.0
+        for p in range(n_ports):
+            one = max(port_cycles[p] / eff, port_tile_bytes[p] / channel_bw)
+            stages[p] = port_loads[p] * one
+            if p == n_ports - 1:
+                first_write = one
+            elif one > compute_start:
+                # the compute's first tile needs every buffer's first block whole
+                compute_start = one
+            if detail:
+                buf_detail[i, p, B_ONE] = one
+        c_one = c_cycles / eff
+        stages[n_ports] = n_tiles * c_one
+        for ch in range(n_channels):
+            stages[n_ports + 1 + ch] = chbytes[ch] / channel_bw
+        # When each process ends: a read process runs ahead of the compute, so its end bounds the run
+        # with, after its last block, the compute of every tile that block serves (the tiles a load) and the
+        # last tile's write; the compute starts once every buffer's first block is whole; the write starts
+        # after the first tile's compute.
+        write_start = compute_start + c_one
+        for s in range(n_stages):
+            ends[s] = stages[s] + c_one + first_write
+        for s in range(n_ports - 1):
+            ends[s] = stages[s] + (n_tiles / port_loads[s]) * c_one + first_write
+        ends[n_ports - 1] = write_start + stages[n_ports - 1]
+        ends[n_ports] = compute_start + stages[n_ports] + first_write
+        best = n_ports  # the compute, where another process ends with it (a read that gates its start)
+        for s in range(n_stages):
+            if ends[s] > ends[best] * (1.0 + 1e-12):
+                best = s
+        latency = ends[best]
         worst = 0.0
         for k in range(5):
             if caps[k] > 0:
@@ -386,6 +477,7 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
             dd[D_SPATIAL_LANES], dd[D_REDUCE_LANES], dd[D_MUL_LAT], dd[D_WRITE_START] = (spatial_lanes, reduce_lanes,
                                                                                          mull, write_start)
             dd[D_EPI_UNITS] = epi_units
+            dd[D_CLOCK], dd[D_FANOUT], dd[D_SLRS], dd[D_MUX_LUTS] = eff, fanout, slrs, mux_luts
             for s in range(n_stages):
                 stage_detail[i, s] = stages[s]
         if bad_transfer:

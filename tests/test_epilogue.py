@@ -158,9 +158,9 @@ def test_the_lint_catches_an_epilogue_the_model_does_not_charge(tmp_path):
 
     project, _, design = build(fused("conv2d+bias+add+relu"), tmp_path)
     assert lint(project).ok
-    design = json.loads((project / "design.json").read_text())["predicted"]
-    design["epilogue"]["adds"] = 1  # a model that forgot the residual's adder
-    findings = [str(f) for f in lint(project, design).findings]
+    record = json.loads((project / "design.json").read_text())
+    record["predicted"]["epilogue"]["adds"] = 1  # a model that forgot the residual's adder
+    findings = [str(f) for f in lint(project, record).findings]
     assert any(re.search(r"write_out.*performs \d+ data adds; the model charges", f) for f in findings), findings
 
 

@@ -125,6 +125,31 @@ def test_register_windows_and_groups_of_words_pass_csim(layer, knobs, window, gr
     assert "#pragma HLS INLINE off" in pe and kernel.count("= pe(") == 1
 
 
+@pytest.mark.parametrize("dtype,steps", [("float32", ["bias", "relu"]), ("int8", ["bias"]), ("float32", None)])
+def test_an_output_written_channels_innermost_passes_csim(dtype, steps, tmp_path):
+    """A depthwise layer on a Zynq board writes its output with the channels innermost (a word's lanes from
+    as many channel banks, the host moving them back after the run), its epilogue's operands laid out alike;
+    partial tiles along i and j land in the padded layout, every write unconditional."""
+    from hetero_dse.epilogue import fuse
+
+    op = get_builtin("depthwise_conv2d").instantiate({"C": 16, "H": 13, "W": 13, "kernel": 3, "padding": 1,
+                                                      "dtype": dtype})
+    if steps:
+        op = fuse(op, steps, (1,))
+    board = load_board("zcu104")
+    e = explore(op, FpgaTarget(board), search=Search(budget=3000, top_k=1))
+    op_d, analysis = e.best_operator()
+    row = e.space.encode(e.best_design[0].replace(**{"tile.c": 16, "tile.i": 8, "tile.j": 8, "unroll.c": 16,
+                                                     "unroll.i": 1, "unroll.j": 1}))
+    design = e.model.describe(row)
+    project = write_project(tmp_path / "hls", op_d, analysis, e.space.decode(row), design, board)
+    out = design["buffers"][-1]
+    assert out["layout"] == [0, 2, 3, 1] and out["extents"] == [1, 16, 16, 16]
+    layout = json.loads((project / "design.json").read_text())["expectations"]["layout"]
+    assert [name for name, port in layout.items() if port["tensor"] == "O"] == ["O_t0231"]
+    assert_passes(project)
+
+
 # The innermost output tile is whole or a multiple of a port word (16 floats), so a tile writes whole words
 # of its own; every other loop is split.
 @pytest.mark.parametrize("name,knobs", [
@@ -170,7 +195,9 @@ def test_design_json_holds_knobs_and_predictions(tmp_path):
     tcl = (project / "project.tcl").read_text()
     assert "set part xcvu9p-flgb2104-2-i" in tcl and "set clock_period_ns 4.0" in tcl
     cfg = (project / "connectivity.cfg").read_text()
-    assert "sp=conv2d_kernel_1.I:DDR[0]" in cfg and "sp=conv2d_kernel_1.O:DDR[2]" in cfg
+    ports = list(record["expectations"]["layout"])  # I (or its transposed copy), W, O: one DDR channel each
+    assert [record["expectations"]["layout"][p]["tensor"] for p in ports] == ["I", "W", "O"]
+    assert all(f"sp=conv2d_kernel_1.{p}:DDR[{i}]" in cfg for i, p in enumerate(ports))
 
 
 def test_custom_operator_without_reference_uses_tvm_and_passes(cli, write, tmp_path):

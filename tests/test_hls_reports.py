@@ -156,3 +156,67 @@ def test_synth_report_prints_tables_and_json(cli):
     assert doc["resources"]["uram"] == 0 and doc["available"]["bram18k"] == 4320
     r = cli("synth", "report", str(DATA / "truncated_csynth.xml"))
     assert r.code == 1 and "not a complete XML report" in r.err and "Traceback" not in r.err
+
+
+def test_vitis_2022_pipeline_modules_are_read_and_only_the_designs():
+    """Vitis 2022 and later move each pipelined loop that is not its function's whole body into a module
+    <function>_Pipeline_<labels> (its name cut at 80 characters); the top's RTLDesignHierarchy names the
+    design's modules, so a report another design left in the folder is not read as one of them."""
+    r = read_solution(DATA / "vitis_2022_pipeline")
+    assert (r.tool, r.tool_version, r.top) == ("Vitis HLS", "2022.2", "gemm_kernel")
+    assert set(r.modules) == {"read_buf0_A", "read_buf0_A_Pipeline_box_d0_box_d1_word", "compute_tile",
+                              "write_out_Pipeline_box_d0_box_d1_word_box_d1_word_group_a_very_long_nest_of_lab"}
+    assert "conv2d_kernel_compute_tile" not in r.modules and r.hierarchy and "compute" in r.hierarchy
+    (word,) = r.modules["read_buf0_A_Pipeline_box_d0_box_d1_word"].loops
+    # the loop element is named after the flattened nest's labels, without a <Name> child; its II is achieved
+    assert (word.name, word.trip_count, word.ii, word.depth) == ("box_d0_box_d1_word", 64, 2, 70)
+    # one module's own report, given as the file, is read alone
+    alone = read_solution(DATA / "vitis_2022_pipeline" / "solution1" / "syn" / "report" / "compute_tile_csynth.xml")
+    assert alone.top == "compute_tile" and alone.modules == {}
+    assert read_csynth(DATA / "vivado_2018" / "kernel_csynth.xml").tool == "Vivado HLS"
+
+
+def _record(loops, instances, resources=None):
+    """A design record with the figures validation reads."""
+    return {"signature": "gemm", "knobs": {"clock_mhz": 250.0},
+            "predicted": {"latency_s": 5251 / 250e6, "resources": resources or {"dsp": 128}},
+            "expectations": {"loops": loops, "instances": instances, "buffers": [], "port_bits": {}}}
+
+
+def test_validation_finds_loops_in_pipeline_modules_and_strict_fails_an_ii_violation():
+    from hetero_dse.hls.validate import validate, worst_error
+
+    loops = [{"process": "read_buf0_A", "labels": ["box_d0", "box_d1_word"], "trip_count": 64, "ii": 1},
+             {"process": "compute_tile", "labels": ["pe_k", "pe_i"], "trip_count": 128, "ii": 1},
+             {"process": "write_out", "trip_count": 32, "ii": 1,
+              "labels": ["box_d0", "box_d1_word", "box_d1_word_group_a_very_long_nest_of_labels"]}]
+    result = {"status": "ok", "report": read_solution(DATA / "vitis_2022_pipeline").to_json()}
+    check = validate(_record(loops, {}), result)
+    rows = {row["figure"]: row for row in check["figures"]}
+    # the read's loop is in its _Pipeline_ module, at II 2 where the model said 1: a mismatch --strict fails
+    read = rows["read_buf0_A:box_d0/box_d1_word II"]
+    assert (read["predicted"], read["reported"]) == (1, 2) and read in worst_error(check, 0.25)
+    # the compute's loop stays in its function (the loop is its whole body), the write's is in a module whose
+    # name Vitis cut short: both found, both as predicted
+    assert rows["compute II"]["error"] == 0 and rows["compute_tile:pe_k/pe_i trip count"]["error"] == 0
+    assert rows["write_out:box_d0/box_d1_word/box_d1_word_group_a_very_long_nest_of_labels II"]["error"] == 0
+    # a loop that is in no module at all is a failure, not a silent pass
+    missing = validate(_record([{"process": "read_buf9_X", "labels": ["box_d0"], "trip_count": 4, "ii": 1}], {}),
+                       result)
+    row = next(r for r in missing["figures"] if r["figure"].endswith(" II"))
+    assert row["reported"] is None and row["missing"] and worst_error(missing, 0.25) == [row, next(
+        r for r in missing["figures"] if r["figure"].endswith("trip count"))]
+
+
+def test_operator_cores_are_what_the_rtl_instantiates():
+    """An integer add in fabric is logic, never a core module: not expected among the cores; the epilogue's
+    operators are (its lanes times its adds and multiplies)."""
+    from hetero_dse.hls.project import _core_instances
+
+    int8 = {"units": {"mul": 4096, "add": 4096}, "cores": {"mul": {"op": "mul", "impl": "dsp"},
+                                                           "add": {"op": "add", "impl": "fabric"}}}
+    assert _core_instances(int8) == {"mul": 4096}
+    fp = {"units": {"mul": 896, "add": 896}, "cores": {"mul": {"op": "fmul", "impl": "fulldsp"},
+                                                       "add": {"op": "fadd", "impl": "fulldsp"}},
+          "epilogue": {"steps": ["bias", "add", "relu"], "lanes": 7, "adds": 2, "muls": 0}}
+    assert _core_instances(fp) == {"fmul": 896, "fadd": 896 + 7 * 2}

@@ -1,4 +1,4 @@
-"""``hetero_dse csim`` and ``replay``: check again what explore wrote — C-simulate (and lint) HLS
+"""``hetero_dse lint``, ``csim`` and ``replay``: check again what explore wrote — lint and C-simulate HLS
 projects, rebuild and time saved CPU/GPU schedules."""
 
 from __future__ import annotations
@@ -11,6 +11,58 @@ from hetero_dse.cli.app import cli, console, warn
 from hetero_dse.errors import HeteroDSEError
 
 
+def _projects(directory: Path) -> list[Path]:
+    """The HLS projects of ``directory``: itself, or the <op>/<board>/hls projects of an explore output."""
+    if (directory / "src" / "kernel.cpp").is_file():
+        return [directory]
+    _check_output_is_whole(directory)
+    projects = sorted(p.parent.parent for p in directory.glob("**/hls/src/kernel.cpp"))
+    projects = [p for p in projects if not p.name.endswith(".partial")]
+    if not projects:
+        raise HeteroDSEError(f"no HLS project under {directory}: expected src/kernel.cpp, or <op>/<board>/hls "
+                             "directories written by 'hetero_dse explore'")
+    return projects
+
+
+@cli.command("lint")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print [{project, ok, findings}] as JSON instead of text.")
+def lint_command(paths: tuple[Path, ...], as_json: bool) -> None:
+    """Hold the generated code of HLS projects to their design.json (PATHS: 'hls' projects or explore
+    outputs): every pragma, trip count, II, dependence distance, partition, storage, operator binding and port
+    word. Exit code 1 when any project has a finding."""
+    import json
+
+    from hetero_dse.hls.lint import LintError, lint
+
+    projects = [p for path in paths for p in _projects(path)]
+    results = []
+    for project in projects:
+        try:
+            report = lint(project)
+            results.append({"project": str(project), "ok": report.ok, "findings": [str(f) for f in report.findings],
+                            "pragmas_checked": report.pragmas_checked})
+        except LintError as exc:
+            results.append({"project": str(project), "ok": False, "findings": [], "error": str(exc)})
+    if as_json:
+        click.echo(json.dumps(results, indent=2))
+    else:
+        for r in results:
+            if r.get("error"):
+                console.print(f"ERROR {r['project']}: {r['error']}")
+                continue
+            console.print(f"{'PASS' if r['ok'] else 'FAIL'}  {r['project']}  ({r['pragmas_checked']} pragmas, "
+                          f"{len(r['findings'])} finding{'s' if len(r['findings']) != 1 else ''})")
+            for finding in r["findings"]:
+                console.print(f"      {finding}")
+    bad = [r["project"] for r in results if not r["ok"]]
+    if bad:
+        if as_json:
+            raise SystemExit(1)
+        raise HeteroDSEError(f"the generated code and design.json disagree (HLS lint) in {len(bad)} of "
+                             f"{len(results)} project{'s' if len(results) != 1 else ''}: {', '.join(bad)}")
+
+
 @cli.command("csim")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def csim_command(directory: Path) -> None:
@@ -18,15 +70,7 @@ def csim_command(directory: Path) -> None:
     from hetero_dse.hls.csim import csim as run_csim_on
     from hetero_dse.hls.lint import lint
 
-    if (directory / "src" / "kernel.cpp").is_file():
-        projects = [directory]
-    else:
-        _check_output_is_whole(directory)
-        projects = sorted(p.parent.parent for p in directory.glob("**/hls/src/kernel.cpp"))
-        projects = [p for p in projects if not p.name.endswith(".partial")]
-    if not projects:
-        raise HeteroDSEError(f"no HLS project under {directory}: expected src/kernel.cpp, or <op>/<board>/hls "
-                             "directories written by 'hetero_dse explore'")
+    projects = _projects(directory)
     failed, lint_failed = [], []
     for project in projects:
         with console.status(f"C-simulating {project}"):
@@ -35,9 +79,9 @@ def csim_command(directory: Path) -> None:
         verdict = "PASS" if result.passed else "FAIL"
         console.print(f"{verdict}  {project}  elements={result.elements:,} mismatches={result.mismatches:,} "
                       f"max_abs_error={result.max_abs_error:.3g} (headers: {result.headers})")
-        console.print(f"{'PASS' if checked.ok else 'FAIL'}  HLS lint: {checked.mul_per_iteration} multiplies and "
-                      f"{checked.add_per_iteration} adds per pipeline iteration, {checked.accesses_checked} "
-                      f"buffer accesses checked for compile-time banks")
+        console.print(f"{'PASS' if checked.ok else 'FAIL'}  HLS lint: {checked.pragmas_checked} pragmas held to "
+                      f"design.json, {checked.mul_per_iteration} multiplies and {checked.add_per_iteration} adds per "
+                      f"pipeline iteration, {checked.accesses_checked} buffer accesses checked for compile-time banks")
         for finding in checked.findings:
             console.print(f"      {finding}")
         for warning in result.warnings:

@@ -55,7 +55,7 @@ def report_command(path: str, as_json: bool) -> None:
         click.echo(json.dumps(r.to_json(), indent=2))
         return
     clock = r.estimated_clock_ns or r.target_clock_ns
-    head = Table(title=f"{r.top or '?'} on {r.part or '?'} (Vitis HLS {r.tool_version or '?'})", show_header=False)
+    head = Table(title=f"{r.top or '?'} on {r.part or '?'} ({r.tool} {r.tool_version or '?'})", show_header=False)
     head.add_column()
     head.add_column()
     head.add_row("clock", f"target {r.target_clock_ns} ns, estimated {r.estimated_clock_ns} ns")

@@ -25,6 +25,24 @@ from hetero_dse.yamlfile import YamlFileError, load_yaml
 RESOURCE_KINDS = ("dsp", "bram18k", "uram", "lut", "ff")
 
 
+#: How one m_axi port sees each kind of memory, where the board file does not say (measured on Alveo boards;
+#: shared/notes and the issue-35 research notes): the share of the peak a long sequential stream gets, a
+#: read's round trip, and the least a read and a write burst take (a short burst costs that, whatever its
+#: beats: the round trip over the 16 transactions an m_axi port keeps in flight, or the memory's own floor).
+#: DDR4: 16.8 of 19.25 GB/s reading one U200 port with long bursts (Vitis_Accel_Examples axi_burst_performance),
+#: 245-260 ns round trip (the same log's fixed cost of a transfer), 28.6 ns a write burst (4-beat writes at
+#: 8.9 GB/s). HBM2: 13.1 of 14.375 GB/s per pseudo-channel, ~210 ns, 13.4 ns a random 64 B read (the Vitis HBM
+#: bandwidth tutorial on the U280). Zynq PS DDR and DDR3: estimates, to be calibrated.
+MEMORY_DEFAULTS = {
+    "ddr4": {"efficiency": 0.87, "latency_ns": 250.0, "read_burst_ns": 15.6, "write_burst_ns": 28.6},
+    "hbm2": {"efficiency": 0.91, "latency_ns": 210.0, "read_burst_ns": 13.4, "write_burst_ns": 13.4},
+    "ddr3": {"efficiency": 0.85, "latency_ns": 250.0, "read_burst_ns": 15.6, "write_burst_ns": 28.6},
+    "ps_ddr4": {"efficiency": 0.85, "latency_ns": 300.0, "read_burst_ns": 18.8, "write_burst_ns": 28.6},
+    "ps_ddr3": {"efficiency": 0.85, "latency_ns": 300.0, "read_burst_ns": 18.8, "write_burst_ns": 28.6},
+    "lpddr4": {"efficiency": 0.85, "latency_ns": 300.0, "read_burst_ns": 18.8, "write_burst_ns": 28.6},
+}
+
+
 @dataclass(frozen=True)
 class Memory:
     """One kind of off-chip memory: ``channels`` independent ports of ``bandwidth_gbps_per_channel`` GB/s."""
@@ -37,10 +55,25 @@ class Memory:
     # AXI data width of one port, what one beat of an m_axi interface moves: 512 bits where the board file
     # does not say, the width of the Alveo/F1 memory controllers' AXI ports (UG1393)
     port_bits: int = 512
+    # what one port gets of it (MEMORY_DEFAULTS by kind where the file does not say)
+    efficiency: float | None = None
+    latency_ns: float | None = None
+    read_burst_ns: float | None = None
+    write_burst_ns: float | None = None
+
+    def __post_init__(self) -> None:
+        for key, value in MEMORY_DEFAULTS.get(self.kind, MEMORY_DEFAULTS["ddr4"]).items():
+            if getattr(self, key) is None:
+                object.__setattr__(self, key, value)
 
     @property
     def bandwidth_gbps(self) -> float:
         return self.channels * self.bandwidth_gbps_per_channel
+
+    @property
+    def sustained_gbps_per_channel(self) -> float:
+        """What one port streams with long bursts."""
+        return self.bandwidth_gbps_per_channel * self.efficiency
 
 
 @dataclass(frozen=True)

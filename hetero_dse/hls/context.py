@@ -14,11 +14,12 @@ from math import prod
 from typing import Any
 
 from cost_models.fpga import accumulator_dtype
+from cost_models.fpga_costs import AXI_MAX_BURST_BEATS, AXI_MAX_BURST_BYTES
 from hetero_dse.analysis import Access, Analysis, split_epilogue
 from hetero_dse.analysis.expr import is_tensor_load, kind, text, to_affine
 from hetero_dse.hardware.board import Board
 from hetero_dse.hls.cexpr import INFIX, CodegenError, CPrinter, c_type, identifier
-from hetero_dse.hls.ports import add_guard_words, ddr_port, flat_index, word_loops
+from hetero_dse.hls.ports import add_guard_words, ddr_port, word_loops
 from hetero_dse.hls.tensors import ddr_load, element, placeholders, tensor_of
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
@@ -105,12 +106,19 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
     write_info = design["buffers"][-1]
     out_dims = [lp.tile for lp in spatial]
     out_dtype = str(op.output.dtype)
-    out_port = ddr_port(main.name, out_dtype, [int(d) for d in op.output.shape], port_bits, f"gmem{len(ports)}",
-                     pitch=int(write_info["pitch"]))
+    # the output in the model's DDR layout: the host reads it out after the run (transposing it back where a
+    # dimension was moved innermost), as it prepares a transposed input before
+    out_perm = tuple(int(d) for d in write_info.get("layout", range(len(op.output.shape))))
+    out_natural = out_perm == tuple(range(len(out_perm)))
+    out_name = main.name if out_natural else f"{main.name}_t{''.join(str(d) for d in out_perm)}"
+    out_port = ddr_port(out_name, out_dtype, [int(op.output.shape[d]) for d in out_perm], port_bits,
+                        f"gmem{len(ports)}", extents=[int(n) for n in write_info["extents"]], tensor=main.name,
+                        perm=out_perm)
     for port in ports:
         add_guard_words(port, [b for b in buffers if b["port"] is port])
+    cores = design["cores"]
     epilogue = _epilogue(op, analysis, epilogue_ops, out_port, port_bits, len(ports) + 1,
-                         accumulator_dtype(str(op.dtype)), not out_dtype.startswith("int"))
+                         accumulator_dtype(str(op.dtype)), cores)
     host_inputs = [{"name": identifier(t.op.name), "ctype": c_type(str(t.dtype)), "dtype": str(t.dtype),
                     "size": prod(int(d) for d in t.shape)} for t in op.inputs]
 
@@ -157,24 +165,16 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
     for lp in unrolled_reduce:
         lane_index = f"{ids[lp.name]}_u" if lane_index == "0" else f"({lane_index}) * {lp.unroll} + {ids[lp.name]}_u"
     if pe["pe_function"]:
-        # the PE's parameters and the call's arguments: its operands, which reduce lanes are live, and the
-        # output element it adds into
+        # the PE's parameters and the call's arguments: its operands and which reduce lanes are live (the
+        # output element it adds into stays with the caller: see the template)
         params = [f"const {x['ctype']} {x['name']}[{reduce_lanes}]" for x in pe["pe_inputs"]]
         args = [x["name"] for x in pe["pe_inputs"]]
         if reduction and any(lp.partial for lp in reduce):
             params.append(f"const bool pe_live[{reduce_lanes}]")
             args.append("pe_live")
-        if reduction and accumulate:
-            params += ["acc_t pe_old", "bool pe_init"]
-            args += [f"obuf[{']['.join(ids[lp.name] for lp in spatial)}]", "pe_init"]
         pe.update(pe_params=", ".join(params), pe_args=", ".join(args))
     out_xfer = word_loops(out_dims, write_info, out_port, [f"o_{ids[lp.name]}" for lp in spatial],
-                          [0] * len(spatial))
-    # rows of a partial tile past the tensor are not written (a partial tile along the innermost dimension
-    # writes into the row's padding instead)
-    out_guard_coords = [d for d, lp in enumerate(spatial) if lp.partial and d < out_xfer["q"]]
-    out_inside = " && ".join(f"g{d} < {spatial[d].extent}" for d in out_guard_coords)
-    floating = not out_dtype.startswith("int")
+                          [0] * len(spatial), list(out_port["perm"]))
     return {
         "top": top,
         "operator": op.name,
@@ -207,9 +207,10 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
         "accumulate": reduction and accumulate,
         "first_tile": " && ".join(f"t_{ids[lp.name]} == 0" for lp in reduce if lp.trips > 1) or "true",
         "recurrence": int(design["recurrence"]),
-        "ops": ({"mul": "fmul", "mul_impl": "fulldsp", "add": "fadd", "add_impl": "fulldsp"} if floating
-                else {"mul": "mul", "mul_impl": "dsp", "add": "add", "add_impl": "fabric"}),
+        "ops": {"mul": cores["mul"]["op"], "mul_impl": cores["mul"]["impl"], "add": cores["add"]["op"],
+                "add_impl": cores["add"]["impl"]},
         "port_bits": port_bits,
+        "max_burst_beats": min(AXI_MAX_BURST_BEATS, AXI_MAX_BURST_BYTES // (port_bits // 8)),
         "buffers": buffers,
         "lock_levels": lock_levels,
         "out_buffer": {
@@ -217,16 +218,11 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
             "partition": write_info["partition"],
             "storage": write_info["storage"],
             "blocks": int(write_info["blocks"]),
-            "inside": out_inside,
             "index": [ids[lp.name] for lp in spatial],
-            "write_index": [f"o_{ids[lp.name]} + x{d}" for d, lp in enumerate(spatial)],
             "bounds": [lp.extent for lp in spatial],
         },
         "out_xfer": out_xfer,
-        "out_guard": out_inside,
-        "out_guard_coords": out_guard_coords,
-        "out_origins": [ids[lp.name] for d, lp in enumerate(spatial)
-                        if re.search(rf"\bo_{ids[lp.name]}\b", out_xfer["run_start"]) or d in out_guard_coords],
+        "out_origins": [ids[lp.name] for lp in spatial if re.search(rf"\bo_{ids[lp.name]}\b", out_xfer["run_start"])],
         # the output word's address in its port, which the epilogue's operand ports share
         "out_address": _word_address(out_xfer),
         "reduction": reduction,
@@ -257,7 +253,7 @@ def _word_address(x: dict[str, Any]) -> str:
 
 
 def _epilogue(op: Operator, analysis: Analysis, nodes: list[Any], out_port: dict[str, Any], port_bits: int,
-              first_bundle: int, acc_dtype: str, floating: bool) -> dict[str, Any]:
+              first_bundle: int, acc_dtype: str, cores: dict[str, dict[str, str]]) -> dict[str, Any]:
     """The epilogue as the write process applies it to each element on its way out: its operand ports (each
     laid out by the host as the output is, a bias broadcast over the output, so that the write process reads
     it word for word beside its own write) and its arithmetic as one statement per operation, each add and
@@ -267,23 +263,21 @@ def _epilogue(op: Operator, analysis: Analysis, nodes: list[Any], out_port: dict
     if not nodes:
         return {"ports": [], "lines": [], "value": "", "steps": []}
     shape = [int(d) for d in op.output.shape]
-    pitch = int(out_port["pitch"])
     names = [lp.name for lp in analysis.main.spatial]
     ports = []
     for i, access in enumerate(analysis.epilogue_reads):
         tensor = tensor_of(op, access.tensor)
-        port = ddr_port(f"{access.tensor}_o", str(tensor.dtype), shape, port_bits, f"gmem{first_bundle + i}",
-                        pitch=pitch, tensor=access.tensor)
+        port = ddr_port(f"{access.tensor}_o", str(tensor.dtype), [shape[d] for d in out_port["perm"]], port_bits,
+                        f"gmem{first_bundle + i}", extents=out_port["extents"], tensor=access.tensor,
+                        perm=out_port["perm"])
         coords = [_affine_c(ix, names) for ix in access.indices]
         port["prepare"] = {"value": ddr_load(tensor, coords), "inputs": [identifier(access.tensor)]}
-        port["flat"] = flat_index([f"g{d}" for d in range(len(shape))], [*shape[:-1], pitch])
-        port["size"] = prod(shape[:-1]) * pitch
+        # the host fills the operand's vector in the output's layout (zeros in the padding)
+        port["size"] = prod(out_port["extents"])
         port["operand"] = f"hdse_e{i}"
         ports.append(port)
     ctype = c_type(acc_dtype)
-    ops = {"Add": ("fadd", "fulldsp") if floating else ("add", "fabric"),
-           "Sub": ("fsub", "fulldsp") if floating else ("sub", "fabric"),
-           "Mul": ("fmul", "fulldsp") if floating else ("mul", "dsp")}
+    ops = {k: (cores[c]["op"], cores[c]["impl"]) for k, c in (("Add", "add"), ("Sub", "sub"), ("Mul", "mul"))}
     lines: list[str] = []
     value = "hdse_v"
     for k, node in enumerate(nodes):

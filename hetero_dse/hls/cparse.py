@@ -1,28 +1,115 @@
-"""Reading the generated ``kernel.cpp`` back with libclang, for the HLS lint: the translation unit, each
-function's labelled loops with the pragmas at the top of their bodies, its ``const int`` definitions, array
-accesses, and index expressions as affine functions of loop variables (evaluated over unrolled loops).
+"""Reading the generated ``kernel.cpp`` back with libclang, for the HLS lint.
+
+libclang parses the file (with the project's own ``hls_vector.h``/``hls_streamofblocks.h`` stand-ins);
+each function defined in it is copied once into a small tree of :class:`Node` (kind, name, operator,
+type, lines, children), because every call into libclang crosses a foreign-function boundary and the
+lint walks the PE array's loops many times. On that tree: the ``#pragma HLS`` lines, each in the scope
+(function body or loop body) it is written in; every loop with its label and pragmas; ``const int``
+definitions; and integer expressions evaluated or read as affine functions of loop variables.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from hetero_dse.errors import HeteroDSEError
 
-PRAGMA = re.compile(r"^\s*#pragma\s+HLS\s+(\w+)(.*)$", re.IGNORECASE)
+__all__ = ["Affine", "CFile", "CFunction", "CLoop", "LintError", "Node", "NotAffine", "Pragma", "array_access",
+           "c_affine", "c_eval", "parse_kernel", "strip"]
+
+_PRAGMA = re.compile(r"^\s*#pragma\s+HLS\s+(\w+)(.*)$", re.IGNORECASE)
 
 
 class LintError(HeteroDSEError):
     """The kernel could not be read (no libclang, a parse error)."""
 
 
-# ------------------------------------------------------------------------------------------ parsing
+class NotAffine(Exception):
+    """An expression the reader cannot evaluate (or read as affine) where it needs to."""
+
+
+# ---------------------------------------------------------------------------------------- the tree
+class Node:
+    """One AST node of a function in the kernel file, copied out of libclang."""
+
+    __slots__ = ("kind", "name", "op", "type", "line", "end_line", "children", "value")
+
+    def __init__(self, kind: str, name: str, op: str, type_: str, line: int, end_line: int,
+                 children: list[Node], value: int | None) -> None:
+        self.kind, self.name, self.op, self.type = kind, name, op, type_
+        self.line, self.end_line, self.children, self.value = line, end_line, children, value
+
+    def walk(self):
+        """This node and every node below it, depth first."""
+        stack = [self]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(node.children))
+
+    def __repr__(self) -> str:
+        return f"Node({self.kind} {self.name or self.op} @{self.line})"
+
+
+#: Node kinds whose type the lint reads (declarations, casts, calls); asking libclang for every node's type
+#: would double the copying time for nothing.
+_TYPED = {"VAR_DECL", "PARM_DECL", "CSTYLE_CAST_EXPR", "CXX_STATIC_CAST_EXPR", "CXX_REINTERPRET_CAST_EXPR",
+          "CALL_EXPR", "FUNCTION_DECL"}
+_NAMED = {"VAR_DECL", "PARM_DECL", "DECL_REF_EXPR", "LABEL_STMT", "FUNCTION_DECL", "CALL_EXPR", "MEMBER_REF_EXPR",
+          "TYPE_REF"}
+
+
+class _Copier:
+    def __init__(self, tu: Any, path: Path) -> None:
+        from clang import cindex
+
+        size = path.stat().st_size
+        extent = tu.get_extent(str(path), (0, size))
+        toks = [(t.extent.start.offset, t.spelling) for t in tu.get_tokens(extent=extent)]
+        self.offsets = [o for o, _ in toks]
+        self.spellings = [s for _, s in toks]
+        self.cindex = cindex
+
+    def token_at_or_after(self, offset: int) -> str:
+        i = bisect.bisect_left(self.offsets, offset)
+        return self.spellings[i] if i < len(self.spellings) else "?"
+
+    def token_before(self, offset: int) -> str:
+        i = bisect.bisect_left(self.offsets, offset) - 1
+        return self.spellings[i] if i >= 0 else "?"
+
+    def copy(self, c: Any) -> Node:
+        kind = c.kind.name
+        kids = [self.copy(k) for k in c.get_children()]
+        op = ""
+        value = None
+        if kind in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR") and kids:
+            lhs_end = next(iter(c.get_children())).extent.end.offset
+            op = self.token_at_or_after(lhs_end)
+        elif kind == "UNARY_OPERATOR":
+            first = self.token_at_or_after(c.extent.start.offset)
+            prefix = first in ("-", "+", "!", "~", "++", "--", "*", "&")
+            op = first if prefix else self.token_before(c.extent.end.offset)
+            if op in ("++", "--") and first not in ("++", "--"):
+                op += "post"
+        elif kind == "INTEGER_LITERAL":
+            value = int(self.token_at_or_after(c.extent.start.offset).rstrip("uUlL"), 0)
+        elif kind == "CXX_BOOL_LITERAL_EXPR":
+            value = int(self.token_at_or_after(c.extent.start.offset) == "true")
+        elif kind == "FLOATING_LITERAL":
+            op = self.token_at_or_after(c.extent.start.offset)
+        name = c.spelling if kind in _NAMED else ""
+        type_ = c.type.get_canonical().spelling if kind in _TYPED else ""
+        return Node(kind, name, op, type_, c.extent.start.line, c.extent.end.line, kids, value)
+
+
 @cache
 def _system_includes() -> tuple[str, ...]:
     """The C++ compiler's own include directories (the libclang wheel ships no headers of its own)."""
@@ -42,7 +129,165 @@ def _system_includes() -> tuple[str, ...]:
     return tuple(dirs)
 
 
-def parse_kernel(kernel: Path, include: Path) -> Any:
+# ------------------------------------------------------------------------------------------ pragmas
+@dataclass(frozen=True)
+class Pragma:
+    """One ``#pragma HLS NAME key=value bare ...`` line; ``args`` holds bare words with the value ``""``."""
+
+    line: int
+    name: str
+    args: dict[str, str]
+    text: str
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.args.get(key, default)
+
+    def int(self, key: str, default: int | None = None) -> int | None:
+        value = self.args.get(key)
+        if value is None:
+            return default
+        try:
+            return int(value)
+        except ValueError:
+            return None
+
+    def __str__(self) -> str:
+        return self.text.strip()
+
+
+def _pragma(line: int, text: str) -> Pragma | None:
+    m = _PRAGMA.match(text)
+    if m is None:
+        return None
+    args: dict[str, str] = {}
+    for word in m.group(2).split():
+        key, _, value = word.partition("=")
+        args[key.lower()] = value
+    return Pragma(line, m.group(1).upper(), args, text)
+
+
+# ------------------------------------------------------------------------------------------- loops
+@dataclass(eq=False)
+class CLoop:
+    """A ``for`` loop: its variable, label (empty where it has none), the pragmas at the top of its body and
+    the loops it is inside (outermost first)."""
+
+    node: Node
+    var: str
+    label: str
+    pragmas: list[Pragma] = field(default_factory=list)
+    parents: list[CLoop] = field(default_factory=list)
+    function: str = ""
+
+    @property
+    def line(self) -> int:
+        return self.node.line
+
+    @property
+    def body(self) -> Node:
+        return self.node.children[-1]
+
+    @property
+    def name(self) -> str:
+        return self.label or self.var
+
+    def pragma(self, name: str) -> Pragma | None:
+        return next((p for p in self.pragmas if p.name == name), None)
+
+    def has(self, name: str) -> bool:
+        return self.pragma(name) is not None
+
+    def values(self, env: dict[str, int], defs: dict[str, Node]) -> list[int]:
+        """The loop variable's values, by running its header (init; var OP bound; update) in ``env``."""
+        init, cond, step = self.node.children[:3]
+        decl = init.children[0]
+        v = c_eval(decl.children[-1], env, defs)
+        lhs, rhs = cond.children[0], cond.children[-1]
+        out = []
+        for _ in range(1 << 22):
+            scope = {**env, self.var: v}
+            left, right = c_eval(lhs, scope, defs), c_eval(rhs, scope, defs)
+            test = {"<": left < right, "<=": left <= right, ">": left > right, ">=": left >= right,
+                    "!=": left != right}.get(cond.op)
+            if test is None:
+                raise NotAffine(f"loop {self.name}: condition {cond.op}")
+            if not test:
+                return out
+            out.append(v)
+            if step.kind == "UNARY_OPERATOR" and step.op in ("++", "++post"):
+                v += 1
+            elif step.kind == "COMPOUND_ASSIGNMENT_OPERATOR" and step.op in ("+=", "*="):
+                amount = c_eval(step.children[-1], scope, defs)
+                v = v + amount if step.op == "+=" else v * amount
+            else:
+                raise NotAffine(f"loop {self.name}: step")
+        raise NotAffine(f"loop {self.name} does not end")
+
+    def trip_count(self, env: dict[str, int] | None = None, defs: dict[str, Node] | None = None) -> int:
+        return len(self.values(env or {}, defs or {}))
+
+    def depends_on(self, names: set[str], defs: dict[str, Node]) -> bool:
+        """Whether the header reads any of ``names`` (through local definitions)."""
+        seen: set[str] = set()
+
+        def reads(n: Node) -> bool:
+            for x in n.walk():
+                if x.kind == "DECL_REF_EXPR":
+                    if x.name in names:
+                        return True
+                    if x.name in defs and x.name not in seen:
+                        seen.add(x.name)
+                        if reads(defs[x.name]):
+                            return True
+            return False
+
+        init, cond, step = self.node.children[:3]
+        return reads(init.children[0].children[-1]) or reads(cond) or reads(step)
+
+
+@dataclass(eq=False)
+class CFunction:
+    name: str
+    node: Node
+    params: dict[str, Node]
+    loops: list[CLoop]
+    #: pragmas written in the function's body outside every loop
+    pragmas: list[Pragma]
+    #: every pragma of the function, wherever it is
+    all_pragmas: list[Pragma]
+    #: ``const int`` (and ``const bool``) locals: name -> initialiser
+    defs: dict[str, Node]
+    #: local arrays: name -> dimensions (parameters included)
+    arrays: dict[str, list[int]]
+
+    @property
+    def body(self) -> Node:
+        return next(c for c in self.node.children if c.kind == "COMPOUND_STMT")
+
+    def pragma(self, name: str) -> Pragma | None:
+        return next((p for p in self.pragmas if p.name == name), None)
+
+    def variable_pragmas(self, name: str) -> dict[str, list[Pragma]]:
+        """Pragmas named ``name`` that take a ``variable=``, by variable."""
+        out: dict[str, list[Pragma]] = {}
+        for p in self.all_pragmas:
+            if p.name == name and p.get("variable"):
+                out.setdefault(p.get("variable"), []).append(p)
+        return out
+
+    def loop(self, label: str) -> CLoop | None:
+        return next((lp for lp in self.loops if lp.label == label), None)
+
+
+@dataclass
+class CFile:
+    path: Path
+    functions: dict[str, CFunction]
+    pragmas: list[Pragma]
+
+
+def parse_kernel(kernel: Path, include: Path) -> CFile:
+    """Parse ``kernel`` (its includes from ``include`` and its own folder) and copy out its functions."""
     try:
         from clang import cindex
     except ImportError as exc:  # pragma: no cover - libclang is a dependency
@@ -53,195 +298,160 @@ def parse_kernel(kernel: Path, include: Path) -> Any:
     errors = [d for d in tu.diagnostics if d.severity >= cindex.Diagnostic.Error]
     if errors:
         raise LintError(f"{kernel} does not parse: {errors[0].spelling} (line {errors[0].location.line})")
-    return tu
+    copier = _Copier(tu, kernel)
+    lines = kernel.read_text().splitlines()
+    pragmas = [p for i, text in enumerate(lines) if (p := _pragma(i + 1, text))]
+    functions = {}
+    for c in _declarations(tu.cursor):
+        if (c.kind.name == "FUNCTION_DECL" and c.is_definition() and c.location.file
+                and Path(c.location.file.name) == kernel):
+            node = copier.copy(c)
+            functions[node.name] = _function(node, pragmas)
+    return CFile(kernel, functions, pragmas)
 
 
-def c_kind(c: Any) -> str:
-    return c.kind.name
+def _declarations(c: Any):
+    """Top-level declarations, through ``extern "C" { }`` and namespaces."""
+    for child in c.get_children():
+        if child.kind.name in ("LINKAGE_SPEC", "NAMESPACE"):
+            yield from _declarations(child)
+        else:
+            yield child
 
 
-def c_children(c: Any) -> list[Any]:
-    return list(c.get_children())
+def _function(node: Node, pragmas: list[Pragma]) -> CFunction:
+    inside = [p for p in pragmas if node.line < p.line <= node.end_line]
+    loops: list[CLoop] = []
+
+    def walk(n: Node, label: str, parents: list[CLoop]) -> None:
+        for child in n.children:
+            if child.kind == "LABEL_STMT":
+                walk(child, child.name, parents)
+                continue
+            if child.kind == "FOR_STMT":
+                init = child.children[0]
+                var = init.children[0].name if init.children else ""
+                lp = CLoop(child, var, label, [], list(parents), node.name)
+                loops.append(lp)
+                walk(child, "", [*parents, lp])
+                continue
+            walk(child, "", parents)
+
+    walk(node, "", [])
+    top = []
+    for p in inside:
+        around = [lp for lp in loops if lp.body.line <= p.line <= lp.body.end_line]
+        if around:
+            max(around, key=lambda lp: lp.line).pragmas.append(p)
+        else:
+            top.append(p)
+    defs: dict[str, Node] = {}
+    arrays: dict[str, list[int]] = {}
+    params: dict[str, Node] = {}
+    for n in node.walk():
+        if n.kind in ("VAR_DECL", "PARM_DECL"):
+            dims = [int(x) for x in re.findall(r"\[(\d+)\]", n.type)]
+            if dims:
+                arrays[n.name] = dims
+            if n.kind == "PARM_DECL":
+                params[n.name] = n
+            elif n.type in ("const int", "const bool"):
+                kids = [k for k in n.children if k.kind != "TYPE_REF"]
+                if kids:
+                    defs[n.name] = kids[-1]
+    return CFunction(node.name, node, params, loops, top, inside, defs, arrays)
 
 
-def c_strip(c: Any) -> Any:
-    """Through implicit casts and parentheses."""
-    while c_kind(c) in ("UNEXPOSED_EXPR", "PAREN_EXPR", "CSTYLE_CAST_EXPR") and c_children(c):
-        kids = c_children(c)
-        c = kids[-1]
-    return c
-
-
-def c_operator(c: Any) -> str:
-    """The spelling of a binary operator: the first token after its left operand."""
-    lhs = c_children(c)[0]
-    end = lhs.extent.end.offset
-    for tok in c.get_tokens():
-        if tok.extent.start.offset >= end:
-            return tok.spelling
-    return "?"
-
-
-# --------------------------------------------------------------------------------- symbolic values
-class NotAffine(Exception):
-    pass
-
-
+# --------------------------------------------------------------------------------- integer values
 Affine = dict[str, int]  # variable -> coefficient, "" -> constant
 
+_STRIPPED = {"UNEXPOSED_EXPR", "PAREN_EXPR", "CSTYLE_CAST_EXPR", "CXX_STATIC_CAST_EXPR", "CXX_FUNCTIONAL_CAST_EXPR"}
 
-def c_affine(c: Any, defs: dict[str, Any]) -> Affine:
-    """``c`` as an affine function of loop variables, with local constants substituted."""
-    c = c_strip(c)
-    k = c_kind(c)
-    if k == "INTEGER_LITERAL":
-        return {"": int(next(c.get_tokens()).spelling.rstrip("uUlL"))}
+
+def strip(n: Node) -> Node:
+    """Through implicit conversions, parentheses and casts."""
+    while n.kind in _STRIPPED and n.children:
+        n = n.children[-1]
+    return n
+
+
+def c_eval(n: Node, env: dict[str, int], defs: dict[str, Node]) -> int:
+    """An integer expression's value where the variables of ``env`` have theirs."""
+    n = strip(n)
+    k = n.kind
+    if k in ("INTEGER_LITERAL", "CXX_BOOL_LITERAL_EXPR"):
+        return n.value
     if k == "DECL_REF_EXPR":
-        name = c.spelling
-        if name in defs:
-            return c_affine(defs[name], defs)
-        return {name: 1}
+        if n.name in env:
+            return env[n.name]
+        if n.name in defs:
+            return c_eval(defs[n.name], env, defs)
+        raise NotAffine(n.name)
     if k == "BINARY_OPERATOR":
-        a, b = (c_affine(x, defs) for x in c_children(c))
-        op = c_operator(c)
-        if op in ("+", "-"):
-            sign = 1 if op == "+" else -1
+        a, b = (c_eval(x, env, defs) for x in n.children)
+        op = n.op
+        if op == "+":
+            return a + b
+        if op == "-":
+            return a - b
+        if op == "*":
+            return a * b
+        if op in ("/", "%") and b:
+            q = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)  # C truncates toward zero
+            return q if op == "/" else a - q * b
+        cmp = {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b,
+               "&&": bool(a) and bool(b), "||": bool(a) or bool(b)}
+        if op in cmp:
+            return int(cmp[op])
+    if k == "UNARY_OPERATOR" and n.children:
+        v = c_eval(n.children[0], env, defs)
+        if n.op == "-":
+            return -v
+        if n.op == "+":
+            return v
+        if n.op == "!":
+            return int(not v)
+    if k == "CONDITIONAL_OPERATOR":
+        test, a, b = n.children
+        return c_eval(a if c_eval(test, env, defs) else b, env, defs)
+    raise NotAffine(f"{k} at line {n.line}")
+
+
+def c_affine(n: Node, defs: dict[str, Node]) -> Affine:
+    """``n`` as an affine function of the variables it reads, local constants substituted."""
+    n = strip(n)
+    k = n.kind
+    if k == "INTEGER_LITERAL":
+        return {"": n.value}
+    if k == "DECL_REF_EXPR":
+        if n.name in defs:
+            return c_affine(defs[n.name], defs)
+        return {n.name: 1}
+    if k == "BINARY_OPERATOR" and n.op in ("+", "-", "*"):
+        a, b = (c_affine(x, defs) for x in n.children)
+        if n.op in ("+", "-"):
+            sign = 1 if n.op == "+" else -1
             out = dict(a)
             for v, x in b.items():
                 out[v] = out.get(v, 0) + sign * x
             return {v: x for v, x in out.items() if x or v == ""}
-        if op == "*":
-            if set(a) <= {""}:
-                a, b = b, a
-            if set(b) <= {""}:
-                return {v: x * b.get("", 0) for v, x in a.items()}
-    if k == "UNARY_OPERATOR" and c_children(c):
-        tokens = [t.spelling for t in c.get_tokens()]
-        inner = c_affine(c_children(c)[0], defs)
-        if tokens and tokens[0] == "-":
-            return {v: -x for v, x in inner.items()}
-        if tokens and tokens[0] == "+":
-            return inner
-    raise NotAffine(c.extent.start.line)
+        if set(a) <= {""}:
+            a, b = b, a
+        if set(b) <= {""}:
+            return {v: x * b.get("", 0) for v, x in a.items()}
+    if k == "UNARY_OPERATOR" and n.op in ("-", "+") and n.children:
+        inner = c_affine(n.children[0], defs)
+        return {v: -x for v, x in inner.items()} if n.op == "-" else inner
+    raise NotAffine(f"{k} at line {n.line}")
 
 
-def c_value(c: Any, env: dict[str, int], defs: dict[str, Any]) -> int:
-    """An integer expression evaluated in ``env`` (loop headers of unrolled loops)."""
-    form = c_affine(c, defs)
-    total = form.get("", 0)
-    for v, x in form.items():
-        if v:
-            if v not in env:
-                raise NotAffine(c.extent.start.line)
-            total += x * env[v]
-    return total
-
-
-@dataclass
-class CLoop:
-    cursor: Any
-    var: str
-    label: str
-    line: int
-    pragmas: list[tuple[str, str]]
-
-    def values(self, env: dict[str, int], defs: dict[str, Any]) -> list[int]:
-        """The loop variable's values, by running the header (init; var OP bound; update)."""
-        init, cond, step, _body = c_children(self.cursor)
-        var_decl = c_children(init)[0]
-        v = c_value(c_children(var_decl)[-1], env, defs)
-        out = []
-        for _ in range(1 << 20):
-            scope = {**env, self.var: v}
-            lhs, rhs = c_children(cond)
-            left, right = c_value(lhs, scope, defs), c_value(rhs, scope, defs)
-            op = c_operator(cond)
-            if not {"<": left < right, "<=": left <= right, ">": left > right, ">=": left >= right,
-                    "!=": left != right}.get(op, False):
-                return out
-            out.append(v)
-            tokens = [t.spelling for t in step.get_tokens()]
-            if tokens in ([self.var, "++"], ["++", self.var]):
-                v += 1
-            elif len(tokens) >= 3 and tokens[0] == self.var and tokens[1] in ("+=", "*="):
-                amount = c_value(c_children(step)[-1], scope, defs)
-                v = v + amount if tokens[1] == "+=" else v * amount
-            else:
-                raise NotAffine(step.extent.start.line)
-        raise NotAffine(self.line)
-
-    def has(self, pragma: str) -> bool:
-        return any(p == pragma for p, _ in self.pragmas)
-
-
-# ------------------------------------------------------------------------------------------ the lint
-class Kernel:
-    def __init__(self, path: Path, include: Path) -> None:
-        self.path = path
-        self.lines = path.read_text().splitlines()
-        self.tu = parse_kernel(path, include)
-        self.functions = {c.spelling: c for c in self.tu.cursor.get_children()
-                          if c_kind(c) == "FUNCTION_DECL" and c.location.file and Path(c.location.file.name) == path
-                          and c.is_definition()}
-        self.pragmas = [(i + 1, m.group(1).upper(), m.group(2)) for i, line in enumerate(self.lines)
-                        if (m := PRAGMA.match(line))]
-
-    def loops(self, function: Any) -> list[CLoop]:
-        """Every for-loop of a function, with its label and the pragmas at the top of its body."""
-        found: list[CLoop] = []
-
-        def walk(c: Any, label: str) -> None:
-            for child in c_children(c):
-                if c_kind(child) == "LABEL_STMT":
-                    walk(child, child.spelling)
-                    continue
-                if c_kind(child) == "FOR_STMT":
-                    init = c_children(child)[0]
-                    var = c_children(init)[0].spelling
-                    found.append(CLoop(child, var, label, child.extent.start.line, []))
-                walk(child, "")
-
-        walk(function, "")
-        for line, name, args in self.pragmas:
-            inside = [lp for lp in found if lp.cursor.extent.start.line < line <= lp.cursor.extent.end.line]
-            if inside:
-                max(inside, key=lambda lp: lp.line).pragmas.append((name, args))
-        return found
-
-    def partitions(self) -> dict[str, list[tuple[int, int | None]]]:
-        """ARRAY_PARTITION pragmas: variable -> [(dim, factor or None for complete)]."""
-        out: dict[str, list[tuple[int, int | None]]] = {}
-        for _, name, args in self.pragmas:
-            if name != "ARRAY_PARTITION":
-                continue
-            kv = dict(re.findall(r"(\w+)=(\S+)", args))
-            factor = None if kv.get("type") == "complete" else int(kv.get("factor", 1))
-            out.setdefault(kv["variable"], []).append((int(kv.get("dim", 1)), factor))
-        return out
-
-
-def c_defs(function: Any) -> dict[str, Any]:
-    """Local ``const int`` definitions of a function: name -> initialiser (substituted in indices)."""
-    defs = {}
-    for c in function.walk_preorder():
-        if c_kind(c) == "VAR_DECL" and c.type.spelling == "const int":
-            kids = [k for k in c_children(c) if c_kind(k) != "TYPE_REF"]
-            if kids:
-                defs[c.spelling] = kids[-1]
-    return defs
-
-
-def c_array_access(c: Any) -> tuple[str, list[Any]] | None:
+def array_access(n: Node) -> tuple[str, list[Node]] | None:
     """``name[i][j]`` -> (name, [i, j]) for an outermost array subscript."""
     indices = []
-    while c_kind(c) == "ARRAY_SUBSCRIPT_EXPR":
-        base, index = c_children(c)
+    while n.kind == "ARRAY_SUBSCRIPT_EXPR":
+        base, index = n.children
         indices.append(index)
-        c = c_strip(base)
-    if c_kind(c) == "DECL_REF_EXPR":
-        return c.spelling, indices[::-1]
+        n = strip(base)
+    if n.kind == "DECL_REF_EXPR":
+        return n.name, indices[::-1]
     return None
-
-
-def c_dims(cursor: Any) -> list[int]:
-    return [int(x) for x in re.findall(r"\[(\d+)\]", cursor.type.get_canonical().spelling)]

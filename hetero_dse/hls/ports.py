@@ -1,9 +1,10 @@
 """The DDR ports of a generated kernel and the loops its read and write processes run over them.
 
 A port is an array of whole words (``hls::vector`` of the board's port width) over one DDR tensor, laid
-out by the host (``perm``: the buffer dimension at each DDR position; ``pitch``: the output's rows padded
-to whole words; guard words around an input whose runs reach past its ends). The loops are the transfer
-plan of ``cost_models.transfer`` (one implementation with the model), checked against ``design.json``.
+out by the host (``perm``: the buffer dimension at each DDR position; ``extents``: the output padded to
+whole tiles and its rows to whole words; guard words around an input whose runs reach past its ends). The
+loops are the transfer plan of ``cost_models.transfer`` (one implementation with the model), checked against
+``design.json``.
 """
 
 from __future__ import annotations
@@ -19,24 +20,34 @@ from hetero_dse.hls.cexpr import CodegenError, c_type, identifier
 __all__ = ["add_guard_words", "ddr_port", "flat_index", "word_loops"]
 
 
-def ddr_port(name: str, dtype: str, shape: list[int], port_bits: int, bundle: str, pitch: int = 0,
-          tensor: str | None = None, perm: tuple[int, ...] | None = None) -> dict[str, Any]:
+def ddr_port(name: str, dtype: str, shape: list[int], port_bits: int, bundle: str,
+             extents: list[int] | None = None, tensor: str | None = None,
+             perm: tuple[int, ...] | None = None) -> dict[str, Any]:
     """A DDR port of whole words named ``name`` over ``tensor`` (``name`` by default) laid out in the order
-    ``perm`` (its dimensions, outermost first; ``shape`` is in that order); ``pitch``: the innermost
-    dimension padded to it (the output's rows, so that a tile's words are its own)."""
+    ``perm`` (its dimensions, outermost first; ``shape`` is in that order); ``extents``: the layout's extents
+    where they are larger than the tensor's (the output and its epilogue operands: every dimension padded to
+    whole tiles and the rows to whole words, so that a tile's words are its own and every write is
+    unconditional); ``pitch`` is then the padded row."""
     word = port_bits // (8 * dtype_bytes(dtype))
-    layout = list(shape)
-    if pitch:
-        layout[-1] = pitch
+    layout = list(extents) if extents is not None else list(shape)
     strides = ddr_strides_of(layout)
-    size = prod(shape)
     words = -(-prod(layout) // word)
-    return {"name": identifier(name), "tensor": tensor or name,
-            "perm": perm if perm is not None else tuple(range(len(shape))), "ctype": c_type(dtype),
-            "dtype": dtype, "shape": list(shape),
-            "size": size, "bundle": bundle, "word": word, "word_t": f"{name}_word_t", "strides": strides,
-            "pitch": pitch, "words": words, "head": 0, "tail": 0, "depth": words, "prepare": None,
-            "flat": flat_index([f"g{d}" for d in range(len(shape))], list(shape))}
+    coords = [f"g{d}" for d in range(len(shape))]
+    perm = perm if perm is not None else tuple(range(len(shape)))
+    natural = [0] * len(shape)
+    for at, d in enumerate(perm):
+        natural[d] = shape[at]
+    return {"name": identifier(name), "tensor": tensor or name, "perm": perm, "ctype": c_type(dtype),
+            "dtype": dtype, "shape": list(shape), "extents": layout,
+            "size": prod(shape), "bundle": bundle, "word": word, "word_t": f"{name}_word_t", "strides": strides,
+            "pitch": layout[-1] if extents is not None else 0, "words": words, "head": 0, "tail": 0,
+            "depth": words, "prepare": None,
+            # an element's place among the tensor's elements, and in the port's layout, by its coordinates in
+            # the port's order (g<at>)
+            "flat": flat_index(coords, list(shape)), "layout_flat": flat_index(coords, layout),
+            # ... and by its coordinates in the tensor's own order (g<d>), for the host's loops over the tensor
+            "natural_shape": natural, "natural_flat": flat_index(coords, natural),
+            "natural_layout_flat": flat_index([f"g{d}" for d in perm], layout)}
 
 
 def add_guard_words(port: dict[str, Any], buffers: list[dict[str, Any]]) -> None:
@@ -65,10 +76,7 @@ def word_loops(widths: list[int], info: dict[str, Any], port: dict[str, Any], ba
     perm = list(perm if perm is not None else range(len(widths)))
     word = port["word"]
     w = [widths[d] for d in perm]
-    ddr_shape = [n if (lead[d] == 0 and (not port["pitch"] or at < len(w) - 1)) else -1
-                 for at, (d, n) in enumerate(zip(perm, port["shape"], strict=True))]
-    if port["pitch"]:
-        ddr_shape[-1] = port["pitch"]
+    ddr_shape = [n if lead[d] == 0 else -1 for d, n in zip(perm, port["extents"], strict=True)]
     plan = transfer_plan(w, ddr_shape, [info["partition"][d] for d in perm], word, port["strides"],
                          info["static_offset"], info["word_offset"])
     mine = (plan.q, plan.lanes, plan.packed, plan.ii, plan.iterations, plan.runs, plan.funnel, plan.ok, plan.group)

@@ -129,7 +129,7 @@ def write_project(directory: Path, op: Operator, analysis: Analysis, point: Poin
                       "generator": f"hetero_dse {__version__}", "search_interrupted": search_interrupted}
             # the project's own check of what was emitted; its verdict travels with the project
             try:
-                record["lint"] = lint(partial, design).to_json()
+                record["lint"] = lint(partial, record).to_json()
             except LintError as exc:
                 record["lint"] = {"ok": None, "error": str(exc)}
             (partial / "design.json").write_text(json.dumps(record, indent=2) + "\n")
@@ -162,17 +162,30 @@ def expectations(context: dict[str, Any], design: dict[str, Any]) -> dict[str, A
     w = design["buffers"][-1]
     buffers.append({"variable": "out_s", "tensor": w["tensor"], "banks": w["banks"],
                     "words_per_bank": w["words_per_bank"], "storage": w["storage"], "blocks": w["blocks"]})
-    ops = context["ops"]
-    return {"loops": loops, "buffers": buffers,
-            "instances": {ops["mul"]: design["units"]["mul"], ops["add"]: design["units"]["add"]},
+    return {"loops": loops, "buffers": buffers, "instances": _core_instances(design),
             "port_bits": {p["name"]: design["port_bits"] for p in context["all_ports"]},
             # the m_axi bundle of each port: the RTL and the report name ports by bundle (m_axi_gmem0_RDATA)
             "port_bundles": {p["name"]: p["bundle"] for p in context["all_ports"]},
-            # how the host lays each tensor out in DDR (zero words around it, output rows padded to a pitch)
+            # how the host lays each tensor out in DDR (zero words around it, the output padded to whole tiles)
             "layout": {p["name"]: {"tensor": p["tensor"], "word_elements": p["word"], "head_words": p["head"],
-                                   "depth_words": p["depth"], "pitch": p["pitch"],
+                                   "depth_words": p["depth"], "pitch": p["pitch"], "extents": p["extents"],
                                    "prepared_on_host": p["prepare"] is not None}
                        for p in context["all_ports"]}}
+
+
+def _core_instances(design: dict[str, Any]) -> dict[str, int]:
+    """The operator cores the RTL instantiates, by operation: the PE array's and the epilogue's multiplies and
+    adds. An integer add in fabric is logic, not a core module, so it is not counted here."""
+    cores = design["cores"]
+    epilogue = design.get("epilogue") or {}
+    lanes = int(epilogue.get("lanes", 0)) if epilogue.get("steps") else 0
+    out: dict[str, int] = {}
+    for unit, count in (("mul", design["units"]["mul"] + lanes * int(epilogue.get("muls", 0))),
+                        ("add", design["units"]["add"] + lanes * int(epilogue.get("adds", 0)))):
+        op, impl = cores[unit]["op"], cores[unit]["impl"]
+        if count and not (impl == "fabric" and not op.startswith("f")):
+            out[op] = out.get(op, 0) + count
+    return out
 
 
 def _figures(design: dict[str, Any], point: Point) -> dict[str, Any]:

@@ -145,6 +145,16 @@ class SynthReport:
     port_bits: dict[str, int]
     modules: dict[str, SynthReport] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
+    #: the modules of the design (``RTLDesignHierarchy``, Vitis 2022 and later): None where the report has none
+    hierarchy: set[str] | None = None
+
+    @property
+    def tool(self) -> str:
+        """The tool that wrote the report, as it calls itself: Vivado HLS before 2020.1, Vitis HLS since."""
+        m = re.match(r"(\d{4})", self.tool_version or "")
+        if m is None:
+            return "Vitis HLS or Vivado HLS"
+        return "Vivado HLS" if int(m.group(1)) < 2020 else "Vitis HLS"
 
     @property
     def latency_seconds(self) -> float | None:
@@ -160,7 +170,7 @@ class SynthReport:
         return found
 
     def to_json(self) -> dict[str, Any]:
-        return {"tool_version": self.tool_version, "part": self.part, "top": self.top,
+        return {"tool": self.tool, "tool_version": self.tool_version, "part": self.part, "top": self.top,
                 "target_clock_ns": self.target_clock_ns, "estimated_clock_ns": self.estimated_clock_ns,
                 "latency_cycles": self.latency_cycles, "interval_cycles": self.interval_cycles,
                 "resources": self.resources, "available": self.available,
@@ -230,6 +240,9 @@ def _parse_profile(root: ET.Element, path: str) -> SynthReport:
         port_bits=ports,
         missing=missing,
     )
+    hierarchy = root.find("RTLDesignHierarchy")
+    if hierarchy is not None:
+        report.hierarchy = {(m.text or "").strip() for m in hierarchy.iter("ModuleName") if (m.text or "").strip()}
     for module in root.iter("Module"):
         name = (module.findtext("Name") or "").strip()
         if name and name != report.top:
@@ -270,15 +283,21 @@ def find_csynth(path: str | Path) -> Path:
 
 def read_solution(path: str | Path) -> SynthReport:
     """The top's report of a solution directory (or anything :func:`find_csynth` takes), with the
-    per-module reports beside it read into ``modules``."""
+    per-module reports beside it read into ``modules``: those of the modules in the top's hierarchy where the
+    report has one (Vitis 2022 and later), every one beside it otherwise. A module's own report (any file
+    but ``csynth.xml``) is read alone."""
     top_file = find_csynth(path)
     report = read_csynth(top_file)
+    if top_file.name != "csynth.xml":
+        return report  # one module's own report: the files beside it are other modules', not its
     for other in sorted(top_file.parent.glob("*_csynth.xml")):
         try:
             module = read_csynth(other)
         except ReportError:
             continue  # a module report cut short does not hide the others
         name = module.top or other.name.removesuffix("_csynth.xml")
+        if report.hierarchy is not None and name not in report.hierarchy:
+            continue  # a report of another design left in the folder (the top's hierarchy does not have it)
         if name != report.top:
             report.modules.setdefault(name, module)
     return report

@@ -244,7 +244,7 @@ def _read_back(project: Path) -> dict[str, Any]:
     for log in (project / "vitis_hls.log", solution / "solution1.log", project / "synth.log"):
         if log.is_file():
             parsed = read_log(log)
-            out["log"] = {"pipelines": parsed.pipelines, "port_limits": parsed.port_limits,
+            out["log"] = {"pipelines": parsed.pipelines, "port_limits": parsed.port_limits, "carried": parsed.carried,
                           "bursts": parsed.bursts, "widened": parsed.widened, "errors": parsed.errors}
             break
     rpt = solution / "syn" / "report" / "csynth.rpt"

@@ -8,7 +8,7 @@ utilisation and timing). Each file that cannot be read is one :class:`ReportErro
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -69,10 +69,14 @@ class LogReport:
     bursts: list[dict[str, Any]]  # loop, bundle, length (None: variable), bits
     widened: list[dict[str, Any]]  # variable, bits
     errors: list[str]
+    #: module, loop, array, distance: an II raised by a loop-carried dependence (HLS 200-880)
+    carried: list[dict[str, Any]] = field(default_factory=list)
 
 
 _PIPELINE = re.compile(r"Pipelining result\s*:\s*Target II\s*=\s*(\w+),\s*Final II\s*=\s*(\w+),\s*Depth\s*=\s*(\d+)"
                        r"(?:,\s*loop\s*'([^']+)')?")
+_CARRIED = re.compile(r"II Violation in module '([^']+)'\s*\(loop '([^']+)'\).*carried dependence constraint"
+                      r"(?:\s*\(II = \d+, distance = (\d+))?.*?array '([^']+)'")
 _PORTS = re.compile(r"II Violation in module '([^']+)'\s*\(loop '([^']+)'\).*limited memory ports.*?array '([^']+)'")
 _BURST = re.compile(r"[Bb]urst (?:read|write)s? of (?:length (\d+)|variable length) and bit width (\d+)"
                     r"(?: in loop '([^']+)')?(?:.*?bundle '([^']+)')?")
@@ -91,6 +95,9 @@ def read_log(path: str | Path) -> LogReport:
                                      "final_ii": figure_range(m.group(2))[0], "depth": int(m.group(3))})
         if m := _PORTS.search(line):
             report.port_limits.append({"module": m.group(1), "loop": m.group(2), "array": m.group(3)})
+        if m := _CARRIED.search(line):
+            report.carried.append({"module": m.group(1), "loop": m.group(2), "array": m.group(4),
+                                   "distance": int(m.group(3)) if m.group(3) else None})
         if m := _BURST.search(line):
             report.bursts.append({"length": int(m.group(1)) if m.group(1) else None, "bits": int(m.group(2)),
                                   "loop": m.group(3), "bundle": m.group(4)})

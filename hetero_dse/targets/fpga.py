@@ -163,7 +163,8 @@ class FpgaTarget:
         if design is not None:
             res, util = design["resources"], design["utilisation"]
             detail = (f"{e.designs[0][0]['dtype']} · PE {design['pe']} · II {design['ii']} · DSP {res['dsp']:,.0f} "
-                      f"({100 * util['dsp']:.0f}%) · BRAM18K {res['bram18k']:,.0f} ({100 * util['bram18k']:.0f}%)")
+                      f"({100 * util['dsp']:.0f}%) · BRAM18K {res['bram18k']:,.0f} ({100 * util['bram18k']:.0f}%)"
+                      + clock_note(design))
         return Row("fpga", e.op.name, e.op.shape_name, self.board.name, "model", e.best_seconds,
                    design["gops"] if design else None, design["roofline"] if design else None,
                    design["bound"] if design else None, None, e.explorer, e.loop.evaluations, 0, 0, e.loop.wall_s,
@@ -183,6 +184,20 @@ class FpgaTarget:
 
     def csv_rows(self, e: Exploration) -> list[dict[str, Any]]:
         return [design_row(e, rank, p, d) for rank, (p, d) in enumerate(e.designs, start=1)]
+
+
+def clock_note(design: dict) -> str:
+    """`` · 188 of 250 MHz (2 SLRs, fan-out 64)`` where the model derates the target clock, else nothing."""
+    clock = design.get("clock") or {}
+    target, achieved = clock.get("target_mhz"), clock.get("achieved_mhz")
+    if not target or not achieved or achieved >= target * 0.999:
+        return ""
+    why = []
+    if clock.get("slrs_spanned", 1) > 1:
+        why.append(f"{clock['slrs_spanned']} SLRs")
+    if clock.get("fanout", 1) > 16:
+        why.append(f"fan-out {clock['fanout']:.0f}")
+    return f" · {achieved:.0f} of {target:.0f} MHz ({', '.join(why)}; {clock.get('basis', 'estimate')})"
 
 
 def _lint_warnings(directory: Path, out: Path) -> list[str]:

@@ -52,6 +52,16 @@ def fpga_record(e: Exploration, written: Written | None) -> dict[str, Any]:
     }
 
 
+def _clock(d: dict) -> str:
+    """What the model expects the design to close at, where that is below the target."""
+    clock = d.get("clock") or {}
+    if not clock or clock.get("achieved_mhz", 0) >= clock.get("target_mhz", 0) * 0.999:
+        return ""
+    return (f" (the model expects {clock['achieved_mhz']:.0f} MHz: the PEs' broadcast fan-out of "
+            f"{clock['fanout']:.0f} and {clock['slrs_spanned']} SLR{'s' if clock['slrs_spanned'] > 1 else ''} "
+            f"spanned, an {clock['basis']}; its latency is at that clock)")
+
+
 def fpga_markdown(e: Exploration, written: Written | None) -> list[str]:
     if not e.designs:
         return []
@@ -67,8 +77,8 @@ def fpga_markdown(e: Exploration, written: Written | None) -> list[str]:
              f"Search: {r.explorer}, {r.evaluations:,} designs scored in {r.wall_s:.2f} s"
              f"{' (interrupted)' if r.interrupted else ''}; HLS project: {project}.{csim}",
              *_calibration_line(e), "",
-             f"Best design: {p['dtype']} at {p['clock_mhz']:g} MHz, {100 * d['roofline']:.1f} % of the DSP roofline, "
-             f"bound by {d['bound']}; DSP {res['dsp']:,.0f} ({100 * util['dsp']:.0f} %), BRAM18K "
+             f"Best design: {p['dtype']} at {p['clock_mhz']:g} MHz{_clock(d)}, {100 * d['roofline']:.1f} % of the DSP "
+             f"roofline, bound by {d['bound']}; DSP {res['dsp']:,.0f} ({100 * util['dsp']:.0f} %), BRAM18K "
              f"{res['bram18k']:,.0f} ({100 * util['bram18k']:.0f} %), URAM {res['uram']:,.0f}, LUT {res['lut']:,.0f} "
              f"({100 * util['lut']:.0f} %) of the board's usable caps; DDR traffic {fmt_bytes(d['traffic_bytes'])}, "
              f"{d['traffic_over_bound']:.2f}× the I/O lower bound ({d['io_bound_kind']}).",
