@@ -72,7 +72,8 @@ def sweep(board) -> dict:
                      "wall_s": wall, "gflops": d["gops"], "roofline": d["roofline"], "bound": d["bound"],
                      "pe": d["pe"], "ii": d["ii"], "dsp_util": d["utilisation"]["dsp"],
                      "bram_util": d["utilisation"]["bram18k"], "traffic_over_bound": d["traffic_over_bound"],
-                     "io_bound_kind": d["io_bound_kind"]})
+                     "io_bound_kind": d["io_bound_kind"],
+                     "clock_mhz": (d.get("clock") or {}).get("achieved_mhz", float(board.default_clock_mhz))})
     return {"layers": rows, "total_wall_s": time.perf_counter() - t_all}
 
 
@@ -93,12 +94,12 @@ def main() -> None:
         s = result["sweep"] = sweep(board)
         print(f"\nYOLO-v1 C1-C15 on {board.name}: {s['total_wall_s']:.1f} s in all\n")
         print("| layer | search | designs | wall s | GFLOPS | % DSP roofline | bound | PE | II | DSP | BRAM18K "
-              "| traffic / I/O bound |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+              "| traffic / I/O bound | clock MHz |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in s["layers"]:
             print(f"| {r['layer']} | {r['explorer']} | {r['evaluations']:,} | {r['wall_s']:.2f} | {r['gflops']:.1f} | "
                   f"{100 * r['roofline']:.1f} | {r['bound']} | {r['pe']} | {r['ii']} | {100 * r['dsp_util']:.0f} % | "
-                  f"{100 * r['bram_util']:.0f} % | {r['traffic_over_bound']:.2f} |")
+                  f"{100 * r['bram_util']:.0f} % | {r['traffic_over_bound']:.2f} | {r['clock_mhz']:.0f} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)

@@ -3,6 +3,7 @@
     python bench/lint_mutants.py                 # the review's six projects, every mutant of every site
     python bench/lint_mutants.py --builtins      # ... and every built-in operator's best design, float32 and int8
     python bench/lint_mutants.py --json out.json
+    PYTHONPATH=<another tree> python bench/lint_mutants.py      # that tree's lint on its own projects
 
 The projects are the ones the second HLS review read (YOLO-v1 C1 and C8 on vu9p, an int8 GEMM 1024^3 on
 u280, a depthwise layer of 144 channels 56x56 on zcu104, ResNet-18's L12 and L13 with their bias, residual
@@ -16,6 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import random
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -29,7 +32,17 @@ from hetero_dse.ops import BUILTIN, get_builtin
 from hetero_dse.targets.base import Search
 from hetero_dse.targets.flow import explore
 from hetero_dse.targets.fpga import FpgaTarget
-from hetero_dse.testing.mutants import apply, mutants
+try:
+    from hetero_dse.testing.mutants import apply, mutants
+except ImportError:  # an earlier tree (PYTHONPATH=<tree>) has no mutants of its own: this tree's (standard library)
+    import importlib.util
+
+    _spec = importlib.util.spec_from_file_location(
+        "mutants", Path(__file__).resolve().parents[1] / "hetero_dse" / "testing" / "mutants.py")
+    _module = importlib.util.module_from_spec(_spec)
+    sys.modules["mutants"] = _module  # dataclasses look their module up
+    _spec.loader.exec_module(_module)
+    apply, mutants = _module.apply, _module.mutants
 
 REVIEW = {
     "yolo_C8_vu9p": ("conv2d", {"C": 256, "H": 28, "W": 28, "K": 512, "kernel": 3, "padding": 1}, None, "vu9p"),
@@ -72,6 +85,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--builtins", action="store_true", help="also every built-in operator, float32 and int8")
     parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument("--per-kind", type=int, metavar="N",
+                        help="at most N mutants of each kind a project, drawn with a fixed seed (for a slow lint)")
     args = parser.parse_args()
     caught, total, missed, clean = Counter(), Counter(), [], {}
     t0 = time.perf_counter()
@@ -79,8 +94,19 @@ def main() -> None:
         written = projects(Path(tmp) / "projects", args.builtins)
         made = time.perf_counter() - t0
         for name, project in written.items():
-            clean[name] = lint(project).ok
-            for m in mutants(project):
+            try:
+                clean[name] = lint(project).ok
+            except LintError:
+                clean[name] = False
+            found = mutants(project)
+            if args.per_kind:
+                rng = random.Random(name)
+                by_kind: dict[str, list] = {}
+                for m in found:
+                    by_kind.setdefault(m.kind, []).append(m)
+                found = [m for kind in sorted(by_kind) for m in rng.sample(by_kind[kind],
+                                                                            min(args.per_kind, len(by_kind[kind])))]
+            for m in found:
                 try:
                     found = not lint(apply(project, m, Path(tmp) / "mutant")).ok
                 except LintError:

@@ -143,9 +143,11 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
         n_tiles = 1.0
         out_tiles = 1.0
         reduce_tiles = 1.0
+        all_lanes = 1.0
         for lp in range(nl):
             t[lp] = tile_tab[lp, rows[i, lp]]
             u[lp] = unroll_tab[lp, rows[i, nl + lp]]
+            all_lanes *= u[lp]
             trips[lp] = math.ceil(extents[lp] / t[lp])
             n_tiles *= trips[lp]
             if lp < ns:
@@ -201,11 +203,8 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                             res[3] += lane_u * 8.0 * in_bytes[dt] * math.ceil((w - lane_span) / FUNNEL_INPUTS_PER_LUT)
                             break
             if not is_write:
-                shared = 1.0
-                for lp in range(nl):
-                    shared *= u[lp]
                 # one register read fans out to every PE that shares the element: the broadcast a clock closes over
-                fanout = max(fanout, shared / distinct)
+                fanout = max(fanout, all_lanes / distinct)
             floor = write_floor if is_write else read_floor
             if is_write:
                 loads = out_tiles
@@ -228,6 +227,7 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
             # the DDR layout of the tensor: as the operator has it, or (an input the host transposes) one
             # dimension moved innermost; the one whose transfer takes fewest cycles is the design's
             chosen = -1
+            chosen_cycles = 0.0
             pitch = 0.0
             q, lanes, packed, wii, iterations, runs, funnel, ok, static, offset, group = (
                 -1, 1.0, 1.0, 1.0, 1.0, 1.0, False, False, False, 0.0, 1.0)
@@ -252,9 +252,12 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                     if inner == 1:
                         continue  # runs of one element
                     if ok:
-                        best = runs * run_cycles(iterations, wii, group, floor, max_beats)
-                        if best <= fewest or (ddr_shape[p, lay, dims - 1] != inner
-                                              and box / inner * math.ceil(inner / word) >= best):
+                        # where its innermost dimension is not a whole row, the layout's runs are the box's rows
+                        # along it, each at least its words and, if short, a burst's floor
+                        run_words = math.ceil(inner / word)
+                        least = max(run_words, floor) if run_words <= max_beats else run_words
+                        if chosen_cycles <= fewest or (ddr_shape[p, lay, dims - 1] != inner
+                                                       and box / inner * least >= chosen_cycles):
                             continue
                 for at in range(dims):
                     d = layout_perm[p, lay, at]
@@ -292,8 +295,8 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                     # a write must not touch a word another tile owns: runs that start inside a word
                     l_ok = False
                 l_cycles = l_runs * run_cycles(l_it, l_wii, l_group, floor, max_beats)
-                if chosen < 0 or (l_ok and (not ok or l_cycles < runs * run_cycles(iterations, wii, group, floor,
-                                                                                   max_beats))):
+                if chosen < 0 or (l_ok and (not ok or l_cycles < chosen_cycles)):
+                    chosen_cycles = l_cycles
                     if is_write:
                         pitch = l_pitch
                     chosen = lay
@@ -303,7 +306,7 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
             if not ok:
                 bad_transfer = True
             # a read process's pipeline waits a round trip for each block's first word
-            cycles = runs * run_cycles(iterations, wii, group, floor, max_beats) + (0.0 if is_write else read_fill)
+            cycles = chosen_cycles + (0.0 if is_write else read_fill)
             beats = runs * iterations * group
             bursts = runs * math.ceil(iterations * group / max_beats)
             # a dimension the rows walk picks its bank at run time, the same for every lane of a word: a read
