@@ -30,6 +30,7 @@ compute. The latency is when the last of them ends. With no reuse this is FlexTe
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,7 @@ from cost_models.fpga_costs import (
     ARITHMETIC,
     AXI_MAX_BURST_BEATS,
     AXI_MAX_BURST_BYTES,
+    AXI_OUTSTANDING,
     CMP_LUTS_PER_BIT,
     FANOUT_FREE,
     FANOUT_NS_PER_DOUBLING,
@@ -51,6 +53,7 @@ from cost_models.fpga_kernel import (
     T_FANOUT_FREE,
     T_FANOUT_NS,
     T_MAX_BEATS,
+    T_PORT_BRAM,
     T_READ_FLOOR_NS,
     T_READ_LATENCY_NS,
     T_SLR2,
@@ -78,7 +81,7 @@ from cost_models.fpga_kernel import (
     B_SPLIT,
     B_WIDTH0,
     B_WINDOW,
-    B_GROUP,
+    B_SETS,
     B_WORDS,
     B_BURSTS,
     B_CHOICES,
@@ -280,8 +283,12 @@ class FpgaModel:
     def _timing(self) -> np.ndarray:
         """The AXI and clock constants of the kernel (``fpga_kernel.T_*``)."""
         memory = self.space.board.memory
-        timing = np.zeros(9)
-        timing[T_MAX_BEATS] = min(AXI_MAX_BURST_BEATS, AXI_MAX_BURST_BYTES // (self.port_bits // 8))
+        timing = np.zeros(10)
+        beats = min(AXI_MAX_BURST_BEATS, AXI_MAX_BURST_BYTES // (self.port_bits // 8))
+        timing[T_MAX_BEATS] = beats
+        # the port's buffer of AXI_OUTSTANDING bursts (UG1399, m_axi: its depth is the outstanding transactions
+        # times the burst length) in BRAM18K of 512 x 36
+        timing[T_PORT_BRAM] = math.ceil(AXI_OUTSTANDING * beats / 512) * math.ceil(self.port_bits / 36)
         timing[T_READ_FLOOR_NS], timing[T_WRITE_FLOOR_NS] = memory.read_burst_ns, memory.write_burst_ns
         timing[T_READ_LATENCY_NS] = memory.latency_ns
         timing[T_FANOUT_NS], timing[T_FANOUT_FREE] = FANOUT_NS_PER_DOUBLING, FANOUT_FREE
@@ -335,7 +342,7 @@ class FpgaModel:
                     "word_ii": bd[:, B_WORD_II], "iterations": bd[:, B_ITERATIONS], "rows": bd[:, B_ROWS],
                     "funnel": bd[:, B_FUNNEL] > 0, "ok": bd[:, B_OK] > 0, "pitch": bd[:, B_PITCH],
                     "layout": bd[:, B_LAYOUT].astype(np.int64), "window": bd[:, B_WINDOW].astype(np.int64),
-                    "group": bd[:, B_GROUP], "bursts": bd[:, B_BURSTS], "choices": bd[:, B_CHOICES],
+                    "sets": bd[:, B_SETS], "bursts": bd[:, B_BURSTS], "choices": bd[:, B_CHOICES],
                     "offset": bd[:, B_OFFSET], "static": bd[:, B_STATIC] > 0})
             dd = design_detail
             result.update(
@@ -417,11 +424,12 @@ class FpgaModel:
                 # how the process moves the box in port words (see fpga_blocks.plan_transfer)
                 "packed": int(b["packed"][0]), "word_ii": int(b["word_ii"][0]), "rows": int(b["rows"][0]),
                 "iterations_per_row": int(b["iterations"][0]),
-                "beats_per_load": int(b["rows"][0] * b["iterations"][0] * b["group"][0]),
-                "words_per_iteration": int(b["group"][0]),
+                "beats_per_load": int(b["rows"][0] * b["iterations"][0]),
+                # the sets of banks a run's words rotate through (a partition factor a multiple of the lanes)
+                "bank_sets": int(b["sets"][0]),
                 # the DDR runs: words a run (a burst of at most the AXI limit each), the bursts a load, and how
                 # many banks a lane of a word picks among at run time (the rows walk them)
-                "run_words": int(b["iterations"][0] * b["group"][0]),
+                "run_words": int(b["iterations"][0]),
                 "bursts_per_load": int(b["bursts"][0]), "runtime_banks": int(b["choices"][0]),
                 "funnel": bool(b["funnel"][0]), "static_offset": bool(b["static"][0]),
                 "word_offset": int(b["offset"][0]), "transfer_ok": bool(b["ok"][0]),
@@ -465,6 +473,9 @@ class FpgaModel:
                          "ports": int(self.epilogue[E_PORTS]), "adds": int(self.epilogue[E_ADDS]),
                          "muls": int(self.epilogue[E_MULS]), "compares": int(self.epilogue[E_CMPS])},
             "port_bits": int(self.port_bits),
+            # the m_axi settings the model charges (hls_config.tcl asks Vitis for them; the lint checks it does)
+            "axi": {"max_burst_beats": int(self._kernel_args[-2][T_MAX_BEATS]), "outstanding": AXI_OUTSTANDING,
+                    "buffer_bram18k_per_port": int(self._kernel_args[-2][T_PORT_BRAM])},
             "resources": {k: float(r[k][0]) for k in RESOURCE_KINDS},
             "caps": {k: float(self.caps[i]) for i, k in enumerate(RESOURCE_KINDS)},
             "utilisation": usage, "feasible": bool(r["feasible"][0]),

@@ -43,17 +43,20 @@ def plan_transfer(widths: np.ndarray, ddr_shape: np.ndarray, factors: np.ndarray
                   strides: np.ndarray, static: bool, offset: float, registers: bool):
     """How a read or write process moves a box in whole port words of ``word`` elements.
 
-    Returns ``(q, lanes, packed, ii, iterations, rows, funnel, ok, static, group)``: the dimensions inside ``q`` are
-    whole rows of the DDR tensor whose product ``packed`` divides the word, so they are unrolled; ``q`` is
-    walked ``lanes = word / packed`` at a time (q = −1: the whole box is one such chunk); the dimensions
-    outside ``q`` are ``rows`` contiguous runs in DDR, each taking ``iterations`` pipeline iterations of
-    one word at ``ii`` cycles (one more iteration when the run does not start on a word boundary at
-    compile time: the read then realigns through a funnel of two words). ``ok`` is False where an
-    element of a word would land in a bank chosen at run time (``registers``: the buffer is registers
-    throughout, where an index chosen at run time is a multiplexer, not a bank); ``static`` says whether
-    every run starts at the same place in a word (``static`` as given, and every row stride a whole
-    number of words); ``group``: the words one iteration moves (a partition factor of ``group`` times the
-    lanes fixes the banks of that many consecutive words), so ``iterations`` counts groups.
+    Returns ``(q, lanes, packed, ii, iterations, rows, funnel, ok, static, sets)``: the dimensions inside ``q``
+    are whole rows of the DDR tensor whose product ``packed`` divides the word, so they are unrolled; ``q`` is
+    walked ``lanes = word / packed`` at a time (q = −1: the whole box is one such chunk); the dimensions outside
+    ``q`` are ``rows`` contiguous runs in DDR, each taking ``iterations`` pipeline iterations of one word at
+    ``ii`` cycles (one more iteration when the run does not start on a word boundary at compile time: the read
+    then realigns through a funnel of two words). ``ok`` is False where an element of a word would land in a
+    bank chosen at run time that differs between the word's lanes (``registers``: the buffer is registers
+    throughout, where an index chosen at run time is a multiplexer, not a bank); ``static`` says whether every
+    run starts at the same place in a word (``static`` as given, and every row stride a whole number of words).
+    ``sets``: where dimension ``q`` is partitioned by a multiple ``sets`` of the lanes, lane ``l`` of word ``j``
+    lands in bank ``(j mod sets)·lanes + l``: each word's lanes in banks of their own, the set picked by the
+    word's index (the same for every lane; the code keeps one copy of the lanes a set, each naming its banks
+    at compile time), so the run still moves a word an iteration at II 1 — one access a cycle, which Vitis
+    bursts.
     """
     packed = 1.0
     q = dims - 1
@@ -64,7 +67,7 @@ def plan_transfer(widths: np.ndarray, ddr_shape: np.ndarray, factors: np.ndarray
     ii = 1.0
     for d in range(q + 1, dims):
         ii *= math.ceil(widths[d] / factors[d])
-    group = 1.0
+    sets = 1.0
     if q < 0:
         lanes, rows, words = 1.0, 1.0, 1.0
     else:
@@ -78,21 +81,18 @@ def plan_transfer(widths: np.ndarray, ddr_shape: np.ndarray, factors: np.ndarray
                 static = False
     funnel = not (static and offset == 0)
     if q >= 0:
-        # lane l of word j is element j·lanes + l of dimension q: its bank is fixed when the factor
-        # divides the lanes (or the run is one word, or the whole word is one element of q, whose bank
-        # the run picks for every lane alike); each bank then takes ii elements of the word. A factor
-        # that is a multiple of the lanes fixes the banks of f/lanes consecutive words: the pipeline
-        # then moves that group of words an iteration (one port read a cycle, so II = the group)
+        # lane l of word j is element j·lanes + l of dimension q: its bank is fixed when the factor divides the
+        # lanes (or the run is one word, or the whole word is one element of q, whose bank the run picks for
+        # every lane alike); each bank then takes ii elements of the word. A factor that is a multiple of the
+        # lanes puts each word's lanes in banks of their own, the set chosen by the word at run time
         if w > lanes and lanes > 1 and lanes % factors[q] != 0 and not registers:
-            g = factors[q] / lanes
-            if factors[q] % lanes == 0 and not funnel and words % g == 0:
-                group = g
+            if factors[q] % lanes == 0 and not funnel:
+                sets = factors[q] / lanes
             else:
                 ok = False
         ii *= math.ceil(min(w, lanes) / factors[q])
-    iterations = words / group + (1.0 if funnel else 0.0)
-    ii = max(ii, group)
-    return q, lanes, packed, ii, iterations, rows, funnel, ok, static, group
+    iterations = words + (1.0 if funnel else 0.0)
+    return q, lanes, packed, ii, iterations, rows, funnel, ok, static, sets
 
 
 @njit(cache=True, inline="always", error_model="numpy")

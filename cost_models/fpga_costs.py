@@ -92,6 +92,9 @@ URAM_DEPTH, URAM_WIDTH = 4096, 72
 #: The AXI limits of one m_axi burst (AXI4: 256 beats and 4 KB; the generated hls_config.tcl sets Vitis's
 #: maximum burst lengths to them, where Vitis's default is 16 beats).
 AXI_MAX_BURST_BEATS, AXI_MAX_BURST_BYTES = 256, 4096
+#: The transactions an m_axi port keeps in flight (Vitis's default, set explicitly in hls_config.tcl): the round
+#: trip over them is a short burst's floor, and the port's burst buffer holds them (UG1399).
+AXI_OUTSTANDING = 16
 
 #: Clock derating where no calibration has measured the design's Fmax (estimates, sourced; `hetero_dse
 #: calibrate` replaces them with the clock synthesis achieved):

@@ -11,8 +11,10 @@ What is modelled is what ``hls_templates/kernel.cpp.j2`` emits (see ``cost_model
   m_axi port), one word a pipeline iteration, as runs contiguous in DDR (see ``cost_models/transfer.py``):
   the lanes of a word land in banks fixed at compile time, at an II of the most lanes one bank takes; a
   run that does not start on a word boundary at compile time is realigned through a funnel (one more
-  word a run); a partition factor that is a multiple of the lanes fixes the banks of that many words
-  together, so an iteration moves the group; DDR traffic is the words moved, not the elements used.
+  word a run); a partition factor that is a multiple ``g`` of the lanes puts each word's lanes in one of ``g``
+  sets of banks, picked by the word at run time (a multiplexer charged in LUTs), still one word a cycle; a
+  run is bursts of up to 4 KB, each at least the port's floor, and a read waits a round trip a block; DDR
+  traffic is the words moved, not the elements used.
 * **Compute**: the PE array is the unrolled loops. An input that slides along its one unrolled dimension
   (``j + ry``, ``j`` unrolled, ``ry`` walked by the pipeline) is partitioned completely along it and read whole
   into registers each iteration, each lane picking its element through a multiplexer of the positions it can
@@ -48,7 +50,7 @@ from cost_models.fpga_costs import (
 # Per-buffer detail (``buf_detail[i, port, field]``); widths and partition factors follow at WIDTH0 and
 # WIDTH0 + max_dims.
 (B_BANKS, B_WORDS, B_ELEMENTS, B_LANES, B_SPLIT, B_CYCLES, B_LOADS, B_IMPL, B_BYTES, B_ONE, B_BLOCKS, B_PACKED,
- B_WORD_II, B_ITERATIONS, B_ROWS, B_FUNNEL, B_OK, B_PITCH, B_OFFSET, B_STATIC, B_LAYOUT, B_WINDOW, B_GROUP,
+ B_WORD_II, B_ITERATIONS, B_ROWS, B_FUNNEL, B_OK, B_PITCH, B_OFFSET, B_STATIC, B_LAYOUT, B_WINDOW, B_SETS,
  B_BURSTS, B_CHOICES) = range(25)
 B_WIDTH0 = 25
 # Per-design detail (``design_detail[i, field]``).
@@ -64,17 +66,17 @@ E_PORTS, E_ADDS, E_MULS, E_CMPS, E_CMP_LUTS_PER_BIT = range(5)
 # The AXI ports and the clock (``timing``): the beats of the longest burst; the least a read and a write burst
 # takes (ns); a read's round trip (ns), paid once a block a read process loads; the clock's derating by
 # fan-out (ns a doubling past a free fan-out) and by the SLRs a design spans (two, three or more); whether to
-# estimate Fmax at all (not where a calibration measured it).
+# estimate Fmax at all (not where a calibration measured it); the BRAM18K of one m_axi port's burst buffer.
 (T_MAX_BEATS, T_READ_FLOOR_NS, T_WRITE_FLOOR_NS, T_READ_LATENCY_NS, T_FANOUT_NS, T_FANOUT_FREE, T_SLR2, T_SLR3,
- T_ESTIMATE) = range(9)
+ T_ESTIMATE, T_PORT_BRAM) = range(10)
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def run_cycles(iterations, wii, group, floor, max_beats):
-    """Cycles one run of a read or write process takes: its pipeline's iterations at the word II, or, where
-    the run is short, its AXI bursts (each at least ``floor`` cycles: the round trip over the transactions in
-    flight, or the memory's least time a transaction)."""
-    words = iterations * group
+def run_cycles(iterations, wii, floor, max_beats):
+    """Cycles one run of a read or write process takes: its pipeline's iterations (a word each) at the word
+    II, or, where the run is short, its AXI bursts (each at least ``floor`` cycles: the round trip over the
+    transactions in flight, or the memory's least time a transaction)."""
+    words = iterations
     full = math.floor(words / max_beats)
     rest = words - full * max_beats
     axi = full * max(max_beats, floor) + (max(rest, floor) if rest > 0 else 0.0)
@@ -124,6 +126,7 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
     chbytes = np.empty(n_channels)
     port_loads = np.empty(n_ports)
     port_cycles = np.empty(n_ports)
+    port_plan = np.empty((n_ports, 3))  # runs, iterations, word II: the transfer, timed at the clock achieved
     port_tile_bytes = np.empty(n_ports)
     max_beats = timing[T_MAX_BEATS]
     for i in range(n):
@@ -229,7 +232,7 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
             chosen = -1
             chosen_cycles = 0.0
             pitch = 0.0
-            q, lanes, packed, wii, iterations, runs, funnel, ok, static, offset, group = (
+            q, lanes, packed, wii, iterations, runs, funnel, ok, static, offset, sets = (
                 -1, 1.0, 1.0, 1.0, 1.0, 1.0, False, False, False, 0.0, 1.0)
             # the steps by which the tile loops move the box, per dimension
             n_moves = 0
@@ -289,34 +292,34 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                         l_static = False
                         break
                 l_offset = const_flat[p, lay] % word
-                l_q, l_lanes, l_packed, l_wii, l_it, l_runs, l_funnel, l_ok, l_static, l_group = plan_transfer(
+                l_q, l_lanes, l_packed, l_wii, l_it, l_runs, l_funnel, l_ok, l_static, l_sets = plan_transfer(
                     wd, dshape, fd, dims, word, strides, l_static, l_offset, registers)
                 if is_write and l_funnel:
                     # a write must not touch a word another tile owns: runs that start inside a word
                     l_ok = False
-                l_cycles = l_runs * run_cycles(l_it, l_wii, l_group, floor, max_beats)
+                l_cycles = l_runs * run_cycles(l_it, l_wii, floor, max_beats)
                 if chosen < 0 or (l_ok and (not ok or l_cycles < chosen_cycles)):
                     chosen_cycles = l_cycles
                     if is_write:
                         pitch = l_pitch
                     chosen = lay
-                    q, lanes, packed, wii, iterations, runs, funnel, ok, static, group = (
-                        l_q, l_lanes, l_packed, l_wii, l_it, l_runs, l_funnel, l_ok, l_static, l_group)
+                    q, lanes, packed, wii, iterations, runs, funnel, ok, static, sets = (
+                        l_q, l_lanes, l_packed, l_wii, l_it, l_runs, l_funnel, l_ok, l_static, l_sets)
                     offset = l_offset
             if not ok:
                 bad_transfer = True
             # a read process's pipeline waits a round trip for each block's first word
             cycles = chosen_cycles + (0.0 if is_write else read_fill)
-            beats = runs * iterations * group
-            bursts = runs * math.ceil(iterations * group / max_beats)
-            # a dimension the rows walk picks its bank at run time, the same for every lane of a word: a read
-            # process's lane enables one of those banks (a LUT a bank), the write process's lane selects among
-            # them (a LUT6 is a 4:1 multiplexer a bit)
-            choices = 1.0
+            beats = runs * iterations
+            bursts = runs * math.ceil(iterations / max_beats)
+            # a dimension the rows walk, and the set of banks a word's index picks, choose a lane's bank at run
+            # time, the same for every lane of a word: a read process's lane enables one of those banks (a LUT a
+            # bank), the write process's lane selects among them (a LUT6 is a 4:1 multiplexer a bit)
+            choices = sets
             for at in range(max(q, 0)):
                 choices *= fac[layout_perm[p, chosen, at]]
             if choices > 1:
-                per_word = group * packed * (min(width[layout_perm[p, chosen, q]], lanes) if q >= 0 else 1.0)
+                per_word = packed * (min(width[layout_perm[p, chosen, q]], lanes) if q >= 0 else 1.0)
                 if is_write:
                     mux_luts += per_word * 8.0 * elem * math.ceil(choices / FUNNEL_INPUTS_PER_LUT)
                 else:
@@ -330,6 +333,7 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                 elements *= clipped[d]
             tile_bytes = beats * port_bytes
             port_cycles[p] = cycles
+            port_plan[p, 0], port_plan[p, 1], port_plan[p, 2] = runs, iterations, wii
             port_tile_bytes[p] = tile_bytes
             traffic += loads * tile_bytes
             chbytes[p % n_channels] += loads * tile_bytes
@@ -339,7 +343,7 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                 for e in range(int(epilogue[E_PORTS])):
                     traffic += loads * tile_bytes
                     chbytes[(p + 1 + e) % n_channels] += loads * tile_bytes
-                epi_units = group * packed * (min(width[layout_perm[p, chosen, q]], lanes) if q >= 0 else 1.0)
+                epi_units = packed * (min(width[layout_perm[p, chosen, q]], lanes) if q >= 0 else 1.0)
             if funnel and not static:
                 # realigning a word by a shift known only at run time: a word-wide multiplexer per lane
                 res[3] += word * 8.0 * elem * math.ceil(word / FUNNEL_INPUTS_PER_LUT)
@@ -359,7 +363,7 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                 bd[B_STATIC] = static
                 bd[B_LAYOUT] = chosen
                 bd[B_WINDOW] = windows
-                bd[B_GROUP] = group
+                bd[B_SETS] = sets
                 for d in range(dims):
                     bd[B_WIDTH0 + d] = width[d]
                     bd[B_WIDTH0 + max_dims + d] = fac[d]
@@ -390,6 +394,8 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
         # a window's multiplexer is one more stage between the buffer's read and the multiply
         depth = mull + addl * (tree + accumulate) + fixed[F_OVERHEAD] + window_stage
         c_cycles = per_tile * ii + depth
+        # each m_axi port's burst buffer (the transactions in flight times the beats of a burst, a word each)
+        res[1] += (n_ports + epilogue[E_PORTS]) * timing[T_PORT_BRAM]
         # arithmetic units, exactly as the code instantiates them: per spatial lane, U products (each
         # with the body's other multiplies and adds), a tree of U - 1 adders and the accumulation
         if reduction:
@@ -428,7 +434,13 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
         compute_start = 0.0
         first_write = 0.0
         for p in range(n_ports):
-            one = max(port_cycles[p] / eff, port_tile_bytes[p] / channel_bw)
+            # the pipeline's cycles are at the clock achieved; the AXI floors and a read's round trip are times
+            is_read = p < n_ports - 1
+            floor_eff = max(1.0, (timing[T_READ_FLOOR_NS] if is_read else timing[T_WRITE_FLOOR_NS]) * 1e-9 * eff)
+            cycles_eff = port_plan[p, 0] * run_cycles(port_plan[p, 1], port_plan[p, 2], floor_eff, max_beats)
+            if is_read:
+                cycles_eff += math.ceil(timing[T_READ_LATENCY_NS] * 1e-9 * eff)
+            one = max(cycles_eff / eff, port_tile_bytes[p] / channel_bw)
             stages[p] = port_loads[p] * one
             if p == n_ports - 1:
                 first_write = one

@@ -6,11 +6,13 @@ dimensions inside ``q`` span whole rows of the DDR tensor and fit a word evenly 
 so they are unrolled; dimension ``q`` is walked ``lanes = word / packed`` elements a word; the dimensions
 outside ``q`` are the runs, one after the other. Each word is one pipeline iteration at ``ii`` cycles
 (the most elements of one word that go to the same bank); where dimension ``q`` is partitioned by a
-multiple ``g`` of the lanes, the banks of ``g`` consecutive words are fixed only together, so an iteration
-moves that group of words (``group``) at II ``g``, still one word a cycle. A run that does not start on a word boundary
-at compile time — a padded input's halo, a tile origin that is not a whole number of words — is
+multiple ``sets`` of the lanes, each word's lanes land in one of ``sets`` sets of banks, picked by the
+word's index alike for every lane (the code keeps a copy of the lanes per set, banks named at compile
+time), so a run is still one word an iteration, one access a cycle that Vitis bursts. A run that does not
+start on a word boundary at compile time — a padded input's halo, a tile origin that is not a whole number of words — is
 realigned through a funnel of the previous and the current word, one iteration more per run. The
-output's rows are padded to whole words (``pitch``), so a write never touches a word another tile owns.
+output is laid out padded to whole tiles and its rows to whole words, so a write never touches a word
+another tile owns.
 An input read as it is may be laid out by the host with one dimension moved innermost; the model plans
 every such layout and keeps the fastest (``cost_models.fpga.layouts``), so the plan here is always in the
 port's DDR order.
@@ -41,7 +43,7 @@ class TransferPlan:
     funnel: bool
     ok: bool
     static: bool
-    group: int = 1  # words an iteration moves
+    sets: int = 1  # the sets of banks a run's words rotate through, picked at run time
 
     @property
     def cycles(self) -> int:
@@ -49,7 +51,7 @@ class TransferPlan:
 
     @property
     def beats(self) -> int:
-        return self.runs * self.iterations * self.group
+        return self.runs * self.iterations
 
 
 def transfer_plan(widths: Sequence[int], ddr_shape: Sequence[int], factors: Sequence[int], word: int,
@@ -60,9 +62,9 @@ def transfer_plan(widths: Sequence[int], ddr_shape: Sequence[int], factors: Sequ
     first run starts in its word."""
     from cost_models.fpga_blocks import plan_transfer
 
-    q, lanes, packed, ii, iterations, runs, funnel, ok, static, group = plan_transfer(
+    q, lanes, packed, ii, iterations, runs, funnel, ok, static, sets = plan_transfer(
         np.asarray(widths, dtype=np.float64), np.asarray(ddr_shape, dtype=np.float64),
         np.asarray(factors, dtype=np.float64), len(widths), float(word), np.asarray(strides, dtype=np.float64),
         bool(static), float(offset), all(f >= w for f, w in zip(factors, widths, strict=True)))
     return TransferPlan(int(q), int(lanes), int(packed), int(ii), int(iterations), int(runs), bool(funnel), bool(ok),
-                        bool(static), int(group))
+                        bool(static), int(sets))

@@ -98,9 +98,9 @@ def test_yolo_layers_pass_csim(layer, dtype, tmp_path):
         assert w["layout"][-1] != 3  # 3x3 rows of 3 floats are the slowest way to read these weights
 
 
-@pytest.mark.parametrize("layer,knobs,window,group,pad_layout", [
+@pytest.mark.parametrize("layer,knobs,window,sets,pad_layout", [
     # C12: the padded input slides along the unrolled j (its columns read whole into registers, each
-    # lane picking its own); W's 64 k banks span four words, read four words an iteration
+    # lane picking its own); W's 64 k banks span four words, which land in four rotating sets of banks
     ("C12", {"tile.k": 64, "tile.rc": 8, "tile.i": 14, "tile.j": 14, "unroll.k": 64, "unroll.j": 14}, 3, 4,
      [0, 1, 2, 3]),
     # C4: the window slides down the rows under the unrolled i, and the host moves the image's rows
@@ -108,18 +108,21 @@ def test_yolo_layers_pass_csim(layer, dtype, tmp_path):
     ("C4", {"tile.k": 32, "tile.i": 7, "tile.j": 56, "tile.rc": 4, "unroll.k": 32, "unroll.i": 7,
             "order": ("b", "k", "j", "i")}, 2, 2, [0, 1, 3, 2]),
 ])
-def test_register_windows_and_groups_of_words_pass_csim(layer, knobs, window, group, pad_layout, tmp_path):
+def test_register_windows_and_sets_of_banks_pass_csim(layer, knobs, window, sets, pad_layout, tmp_path):
     """YOLO layers (channels / 8) whose sliding input is read through a register window and whose weights'
-    banks span several words; C-simulation and the lint agree with the model on both."""
+    banks span several words (a word an iteration, into one of several sets of banks); C-simulation and the
+    lint agree with the model on both."""
     knobs = {"unroll.i": 1, "unroll.j": 1, "unroll.rc": 1, "unroll.rx": 1, "unroll.ry": 1, **knobs}
     project, _, design = build(yolo_reduced(layer, "float32"), tmp_path, knobs=knobs)
     pad, w, _ = design["buffers"]
     assert pad["window"] == [window] and pad["partition"][window] == pad["shape"][window]
     assert pad["layout"] == pad_layout
-    assert (w["words_per_iteration"], w["word_ii"]) == (group, group)
+    assert (w["bank_sets"], w["word_ii"], w["runtime_banks"]) == (sets, 1, sets)
     assert_passes(project)
     kernel = (project / "src" / "kernel.cpp").read_text()
-    assert "window_buf0_pad:" in kernel and "box_d0_word_group:" in kernel
+    assert "window_buf0_pad:" in kernel and "box_d0_set:" in kernel
+    # each set of W's banks is its own unrolled copy, its bank named at compile time
+    assert re.search(rf"buf\[\(hdse_j / {sets}\) \* {16 * sets} \+ hdse_t \* 16 \+ x0i\]", kernel)
     # one PE is a function Vitis schedules once and instantiates per lane
     pe = kernel[kernel.index("static acc_t pe("):kernel.index("static void compute_tile")]
     assert "#pragma HLS INLINE off" in pe and kernel.count("= pe(") == 1

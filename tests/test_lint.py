@@ -53,6 +53,8 @@ OWNERS = {
     "blocks": {"channel"}, "extra_mul": {"arithmetic"}, "extra_add": {"arithmetic"}, "sum_seeded": {"arithmetic"},
     "op_swapped": {"bind_op"}, "residual_dropped": {"arithmetic"}, "accumulate_in_pe": {"recurrence"},
     "bank_at_run_time": {"banks"}, "ddr_conditional": {"burst"}, "ddr_strided": {"burst"}, "port_width": {"ports"},
+    "pipeline_style": {"pragma"}, "nest_broken": {"pipeline", "pragma"}, "interface_options": {"pragma"},
+    "config_interface": {"config"},
 }
 
 

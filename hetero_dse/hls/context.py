@@ -14,7 +14,6 @@ from math import prod
 from typing import Any
 
 from cost_models.fpga import accumulator_dtype
-from cost_models.fpga_costs import AXI_MAX_BURST_BEATS, AXI_MAX_BURST_BYTES
 from hetero_dse.analysis import Access, Analysis, split_epilogue
 from hetero_dse.analysis.expr import is_tensor_load, kind, text, to_affine
 from hetero_dse.hardware.board import Board
@@ -210,7 +209,7 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
         "ops": {"mul": cores["mul"]["op"], "mul_impl": cores["mul"]["impl"], "add": cores["add"]["op"],
                 "add_impl": cores["add"]["impl"]},
         "port_bits": port_bits,
-        "max_burst_beats": min(AXI_MAX_BURST_BEATS, AXI_MAX_BURST_BYTES // (port_bits // 8)),
+        "axi": design["axi"],
         "buffers": buffers,
         "lock_levels": lock_levels,
         "out_buffer": {
@@ -245,8 +244,8 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
 
 
 def _word_address(x: dict[str, Any]) -> str:
-    words = x["iterations"] > 1 or x["group"] > 1
-    index = "hdse_j" if x["group"] > 1 else "hdse_k"
+    words = x["iterations"] > 1
+    index = "hdse_k"
     if x["run_start"] == "0":
         return index if words else "0"
     return f"({x['run_start']}) / {x['word']}" + (f" + {index}" if words else "")
@@ -460,7 +459,7 @@ def _buffer(i: int, access: Access, tensor: Any, info: dict[str, Any], loops: di
         "xfer": xfer,
         "coords_used": [d for d in range(len(dims)) if re.search(rf"\bg{d}\b", f"{value} {' && '.join(inside)}")],
         # the first and last word any run of any tile reads, for the guard words around the tensor
-        "words_read": (first // port["word"], last // port["word"] + xfer["iterations"] * xfer["group"] - 1),
+        "words_read": (first // port["word"], last // port["word"] + xfer["iterations"] - 1),
     }
 
 

@@ -439,6 +439,15 @@ def c_affine(n: Node, defs: dict[str, Node]) -> Affine:
             a, b = b, a
         if set(b) <= {""}:
             return {v: x * b.get("", 0) for v, x in a.items()}
+    if k == "BINARY_OPERATOR" and n.op == "/":
+        # a quotient by a constant is a term of its own (the set of banks' word index, ports.word_loops): its
+        # multiples of a partition factor leave the bank alone
+        a, b = (c_affine(x, defs) for x in n.children)
+        if set(b) <= {""} and b.get("", 0) > 0:
+            if set(a) <= {""}:
+                return {"": int(a.get("", 0) / b[""])}  # C truncates
+            name = " + ".join(f"{x}*{v}" if v else str(x) for v, x in sorted(a.items()))
+            return {f"({name})/{b['']}": 1}
     if k == "UNARY_OPERATOR" and n.op in ("-", "+") and n.children:
         inner = c_affine(n.children[0], defs)
         return {v: -x for v, x in inner.items()} if n.op == "-" else inner

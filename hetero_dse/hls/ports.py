@@ -79,9 +79,9 @@ def word_loops(widths: list[int], info: dict[str, Any], port: dict[str, Any], ba
     ddr_shape = [n if lead[d] == 0 else -1 for d, n in zip(perm, port["extents"], strict=True)]
     plan = transfer_plan(w, ddr_shape, [info["partition"][d] for d in perm], word, port["strides"],
                          info["static_offset"], info["word_offset"])
-    mine = (plan.q, plan.lanes, plan.packed, plan.ii, plan.iterations, plan.runs, plan.funnel, plan.ok, plan.group)
+    mine = (plan.q, plan.lanes, plan.packed, plan.ii, plan.iterations, plan.runs, plan.funnel, plan.ok, plan.sets)
     theirs = (info["split"], info["lanes"], info["packed"], info["word_ii"], info["iterations_per_row"],
-              info["rows"], info["funnel"], info["transfer_ok"], info.get("words_per_iteration", 1))
+              info["rows"], info["funnel"], info["transfer_ok"], info.get("bank_sets", 1))
     if mine != theirs or not plan.ok:
         raise CodegenError(f"the transfer of a {widths} box ({mine}) disagrees with the model's {theirs} or "
                            "cannot be generated (a bug: please report it)")
@@ -103,12 +103,13 @@ def word_loops(widths: list[int], info: dict[str, Any], port: dict[str, Any], ba
         if count > 1:
             lane_loops.append({"label": f"box_d{d}_lane", "header": f"for (int x{d}i = 0; x{d}i < {count}; ++x{d}i)"})
             lane_terms.append(f"x{d}i * {plan.packed}" if plan.packed > 1 else f"x{d}i")
-            lane_defines.append(f"const int x{d} = hdse_j * {plan.lanes} + x{d}i;" if words > 1
-                                else f"const int x{d} = x{d}i;")
+            if plan.sets == 1:  # else x_q is spelled per set (below), where its bank is known
+                lane_defines.append(f"const int x{d} = hdse_j * {plan.lanes} + x{d}i;" if words > 1
+                                    else f"const int x{d} = x{d}i;")
         else:
             lane_defines.append(f"const int x{d} = hdse_j;" if words > 1 else f"const int x{d} = 0;")
         if words > 1 and w[q] % plan.lanes:
-            guard = f"x{d} < {w[q]}"
+            guard = f"x{d} < {w[q]}" if plan.sets == 1 else f"hdse_j * {plan.lanes} + x{d}i < {w[q]}"
     for at in range(q + 1, dims):
         d = perm[at]
         if w[at] > 1:
@@ -127,14 +128,22 @@ def word_loops(widths: list[int], info: dict[str, Any], port: dict[str, Any], ba
             stride = port["strides"][at]
             terms.append(f"({coord}) * {stride}" if stride > 1 else f"({coord})")
     label_dim = perm[q] if q >= 0 else -1
+    # a partition of dimension q by sets x lanes: lane l of word j lands in bank (j mod sets) x lanes + l. The
+    # code names that bank at compile time: one unrolled copy per set, the one the word picks enabled, each
+    # indexing x_q as (j / sets) x (sets x lanes) + set x lanes + l, whose bank a scheduler reads off the
+    # constant terms (the quotient's multiple of the factor falls out)
+    sets = int(plan.sets)
+    set_index = (f"(hdse_j / {sets}) * {sets * int(plan.lanes)} + hdse_t * {int(plan.lanes)} + x{label_dim}i"
+                 if sets > 1 else "")
     return {"q": q, "lanes": plan.lanes, "packed": plan.packed, "ii": plan.ii, "words": words,
-            "iterations": plan.iterations, "funnel": plan.funnel, "static": plan.static, "group": plan.group,
+            "iterations": plan.iterations, "funnel": plan.funnel, "static": plan.static, "sets": plan.sets,
             "trips": plan.runs * plan.iterations,
             "offset": int(info["word_offset"]), "word": word, "row_loops": row_loops, "row_defines": row_defines,
             "lane_loops": lane_loops, "lane_defines": lane_defines, "lane": " + ".join(lane_terms) or "0",
             "guard": guard, "run_start": " + ".join(terms) or "0",
             "label": f"box_d{label_dim}_word" if q >= 0 else "box_word", "cycles": plan.cycles, "beats": plan.beats,
-            "perm": perm}
+            "perm": perm, "set_dim": label_dim, "q_coord": f"hdse_j * {int(plan.lanes)} + x{label_dim}i",
+            "set_index": set_index, "set_label": f"box_d{label_dim}_set"}
 
 
 def flat_index(coords: list[str], shape: list[int]) -> str:

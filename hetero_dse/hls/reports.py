@@ -281,6 +281,11 @@ def find_csynth(path: str | Path) -> Path:
     raise ReportError(f"{path} has no csynth.xml (looked in syn/report of every solution): run csynth first")
 
 
+def _unprefixed(module: str, top: str | None) -> str:
+    """A module's name without the ``<top>_`` prefix some flows give it in one report and not another."""
+    return module.removeprefix(f"{top}_") if top else module
+
+
 def read_solution(path: str | Path) -> SynthReport:
     """The top's report of a solution directory (or anything :func:`find_csynth` takes), with the
     per-module reports beside it read into ``modules``: those of the modules in the top's hierarchy where the
@@ -296,7 +301,8 @@ def read_solution(path: str | Path) -> SynthReport:
         except ReportError:
             continue  # a module report cut short does not hide the others
         name = module.top or other.name.removesuffix("_csynth.xml")
-        if report.hierarchy is not None and name not in report.hierarchy:
+        if report.hierarchy is not None and _unprefixed(name, report.top) not in {
+                _unprefixed(m, report.top) for m in report.hierarchy}:
             continue  # a report of another design left in the folder (the top's hierarchy does not have it)
         if name != report.top:
             report.modules.setdefault(name, module)

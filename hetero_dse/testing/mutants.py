@@ -27,7 +27,7 @@ from typing import Any
 
 __all__ = ["KINDS", "Mutant", "apply", "mutants"]
 
-KERNEL, HEADER = "src/kernel.cpp", "src/kernel.h"
+KERNEL, HEADER, CONFIG = "src/kernel.cpp", "src/kernel.h", "hls_config.tcl"
 
 
 @dataclass(frozen=True)
@@ -165,6 +165,31 @@ def _pipeline_ii(src: _Source):
             {i: re.sub(r"II=\d+", f"II={ii + 1}", line)})
 
 
+@_kind("pipeline_style")
+def _pipeline_style(src: _Source):
+    """A pipeline switched off, or flushed/free-running instead of the stalling pipeline the model schedules."""
+    for i, line, _ in _pragmas(src, "PIPELINE"):
+        yield i, f"PIPELINE off in {src.function_of(i)}", src.with_lines(
+            {i: re.sub(r"PIPELINE.*$", "PIPELINE off", line)})
+        yield i, f"PIPELINE style=flp in {src.function_of(i)}", src.with_lines({i: line + " style=flp"})
+
+
+@_kind("nest_broken")
+def _nest_broken(src: _Source):
+    """The loop nest around a pipelined loop made imperfect (a statement of its own in an outer loop) or its
+    flattening switched off: the pipeline then drains and refills every outer iteration."""
+    for i, _line, _ in _pragmas(src, "PIPELINE"):
+        loop = src.loop_of(i)
+        parent = src.loop_of(loop[0]) if loop else None
+        if parent is None or src.function_of(parent[0]) != src.function_of(i) or "tile_" in src.lines[parent[0]]:
+            continue
+        indent = src.lines[parent[0]][: len(src.lines[parent[0]]) - len(src.lines[parent[0]].lstrip())] + "  "
+        yield parent[0], f"LOOP_FLATTEN off on the loop over {parent[1]}", src.with_lines(
+            {}, {parent[0]: [f"{indent}#pragma HLS LOOP_FLATTEN off"]})
+        yield parent[0], f"a statement in the loop over {parent[1]}", src.with_lines(
+            {}, {parent[0]: [f"{indent}{{ static int hdse_trace = 0; hdse_trace += 1; }}"]})
+
+
 @_kind("pipeline_moved_out")
 def _pipeline_moved_out(src: _Source):
     """The PIPELINE pragma one loop further out: the loop it was on is then unrolled inside it."""
@@ -269,6 +294,32 @@ def _interface(src: _Source):
                 {i: line.replace(f"depth={depth}", f"depth={depth // 2}")})
 
 
+@_kind("interface_options")
+def _interface_options(src: _Source):
+    """A port's own m_axi settings overriding hls_config.tcl's: short bursts, one transaction in flight."""
+    for i, line, m in _pragmas(src, "INTERFACE"):
+        args = _args(m.group(2))
+        if args.get("mode") == "m_axi":
+            yield i, f"port {args['port']} bursts of 2 beats", src.with_lines({i: line + " max_read_burst_length=2"})
+            yield i, f"port {args['port']} one transaction in flight", src.with_lines(
+                {i: line + " num_read_outstanding=1"})
+
+
+@_kind("config_interface")
+def _config_interface(src: _Source):
+    """hls_config.tcl asking for shorter bursts or fewer transactions in flight than the model charges."""
+    if src.file != CONFIG:
+        return
+    for i, line in enumerate(src.lines):
+        for option in ("max_read_burst_length", "max_write_burst_length", "num_read_outstanding"):
+            m = re.search(rf"-m_axi_{option} (\d+)", line)
+            if m:
+                yield i, f"-m_axi_{option} {m.group(1)} -> 16" if m.group(1) != "16" else f"-m_axi_{option} -> 4", \
+                    src.with_lines({i: line.replace(m.group(0), f"-m_axi_{option} {16 if m.group(1) != '16' else 4}")})
+        if line.startswith("config_interface") and "burst_length" in line:
+            yield i, "the burst settings removed", src.with_lines({i: None})
+
+
 @_kind("dataflow_removed")
 def _dataflow_removed(src: _Source):
     for i, _line, _ in _pragmas(src, "DATAFLOW"):
@@ -295,6 +346,10 @@ def _extra_mul(src: _Source):
         if m:
             yield i, "a product of three operands", src.with_lines(
                 {i: line.replace(m.group(0), f"(({m.group(1)} * {m.group(2)} * {m.group(2)}))")})
+        m = re.search(r"^(\s*)pe_prod\[pe_r\] = pe_m;$", line)
+        if m:
+            yield i, "a compound multiply (*=) after the product", src.with_lines(
+                {i: f"{line}\n{m.group(1)}pe_prod[pe_r] *= pe_x0[pe_r];"})
         m = re.search(r"const (\w+) (hdse_t\d+) = (.+) \+ (.+);$", line)
         if m:
             yield i, f"{m.group(2)} scaled by its operand", src.with_lines(
@@ -380,6 +435,12 @@ def _bank_at_run_time(src: _Source):
             trips = _trips_of(src, m.group(2) + "_o")
             yield i, f"{m.group(1)}: lane and pipeline index swapped", src.with_lines(
                 {i: line.replace(m.group(0), f"const int {m.group(1)} = {m.group(2)}_u * {trips} + {m.group(2)}_o;")})
+        # a set of banks' copy indexing the run's dimension as the word does: the same element (the copy is
+        # enabled only for its set), but its bank is then chosen at run time, for every copy of every lane
+        m = re.search(r"\(hdse_j / (\d+)\) \* \d+ \+ hdse_t \* (\d+) \+ (x\d+i)", line)
+        if m:
+            yield i, f"{m.group(3)}: a set's bank chosen at run time", src.with_lines(
+                {i: line.replace(m.group(0), f"hdse_j * {m.group(2)} + {m.group(3)}")})
 
 
 def _trips_of(src: _Source, var: str) -> int:
@@ -441,7 +502,9 @@ def mutants(project: str | Path, kinds: list[str] | None = None) -> list[Mutant]
     project = Path(project)
     record = json.loads((project / "design.json").read_text())
     out = []
-    for file in (KERNEL, HEADER):
+    for file in (KERNEL, HEADER, CONFIG):
+        if not (project / file).is_file():
+            continue
         src = _Source((project / file).read_text().splitlines(), record, file)
         for kind in kinds or KINDS:
             for line, description, text in KINDS[kind](src):

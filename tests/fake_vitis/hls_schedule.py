@@ -48,8 +48,9 @@ CORES = {
 #: What the tool binds where the code does not say (fmul maxdsp, fadd fulldsp; an 8-bit multiply in LUTs).
 DEFAULT_IMPL = {"fmul": "maxdsp", "fadd": "fulldsp", "fsub": "fulldsp", "add": "fabric", "sub": "fabric",
                 "mul": "auto"}
-#: AXI: cycles from a request to its data, transactions a port keeps in flight, beats a burst (m_axi defaults)
-AXI_LATENCY, AXI_OUTSTANDING, AXI_MAX_BEATS = 64, 16, 256
+#: AXI: cycles from a request to its data (the m_axi latency Vitis schedules with), and Vitis's defaults for the
+#: transactions a port keeps in flight and the beats of a burst where hls_config.tcl does not set them
+AXI_LATENCY, AXI_OUTSTANDING, AXI_MAX_BEATS = 64, 16, 16
 BRAM18K = ((1, 16384), (2, 8192), (4, 4096), (9, 2048), (18, 1024), (36, 512))
 URAM_WORDS, URAM_BITS = 4096, 72
 _BITS = {"float": 32, "double": 64, "signed char": 8, "char": 8, "unsigned char": 8, "short": 16, "int": 32,
@@ -112,7 +113,7 @@ class Design:
     clock_ns: float
     modules: dict[str, Module]
     memories: list[dict[str, Any]]
-    ports: dict[str, dict[str, Any]]  # top parameter -> bundle, bits, depth
+    ports: dict[str, dict[str, Any]]  # top parameter -> bundle, bits, depth, burst (max beats), outstanding
     latency: int
     unsafe: list[str]  # declared dependences the code breaks: the co-simulation fails
     log: list[str]
@@ -134,9 +135,12 @@ class Design:
         return out
 
     def totals(self) -> dict[str, int]:
-        # the control (s_axilite, handshakes) and one m_axi adapter a port, with its burst buffers
+        # the control (s_axilite, handshakes) and one m_axi adapter a port, with its burst buffer (the
+        # transactions in flight times the beats of a burst, a word each, in BRAM18K of 512 x 36)
         out = {"dsp": 0, "lut": 2500 + 1500 * len(self.ports), "ff": 3500 + 2000 * len(self.ports), "bram18k": 0,
                "uram": 0}
+        for port in self.ports.values():
+            out["bram18k"] += ceil(port["outstanding"] * port["burst"] / 512) * ceil(port["bits"] / 36)
         for name, n in self.instances().items():
             m = self.modules[name]
             for core in m.cores:
@@ -163,6 +167,9 @@ class Scheduler:
     def __init__(self, project: Path) -> None:
         self.top, self.part, self.clock_ns = read_project(project)
         self.clock_mhz = 1000.0 / self.clock_ns
+        config = project / "hls_config.tcl"
+        # config_interface -m_axi_<option> <value>: the m_axi settings every port takes unless its pragma says
+        self.config = dict(re.findall(r"-m_axi_(\w+)\s+(\d+)", config.read_text())) if config.is_file() else {}
         self.k: CFile = parse_kernel(project / "src" / "kernel.cpp", project / "sim" / "include")
         self.log: list[str] = []
         self.unsafe: list[str] = []
@@ -216,14 +223,19 @@ class Scheduler:
 
     def _ports(self, top: CFunction) -> dict[str, dict[str, Any]]:
         interfaces = {p.get("port"): p for p in top.all_pragmas if p.name == "INTERFACE" and p.get("mode") == "m_axi"}
+        config = self.config
         out = {}
         for name, node in top.params.items():
             m = re.match(r"^(?:const )?hls::vector<(.+), (\d+)(?:UL|U|L)?>\s*\*$", node.type)
             bits = _BITS.get(m.group(1), 32) * int(m.group(2)) if m else _BITS.get(
                 node.type.replace("const ", "").rstrip(" *"), 32)
             p = interfaces.get(name)
+            burst = min(int(p.get("max_read_burst_length") or config.get("max_read_burst_length", AXI_MAX_BEATS))
+                        if p else AXI_MAX_BEATS, max(1, 4096 // max(1, bits // 8)))
+            outstanding = int(p.get("num_read_outstanding") or config.get("num_read_outstanding", AXI_OUTSTANDING)) \
+                if p else AXI_OUTSTANDING
             out[name] = {"bundle": p.get("bundle") if p else f"gmem_{name}", "bits": bits,
-                         "depth": p.int("depth") if p else None}
+                         "depth": p.int("depth") if p else None, "burst": burst, "outstanding": outstanding}
         return out
 
     def _array(self, fn: CFunction, name: str) -> dict[str, Any] | None:
@@ -487,7 +499,7 @@ class Scheduler:
         total = prod(trips)
         latency = (total - 1) * ii + it["depth"]
         bursts = self._bursts(fn, lp, nest, trips, it, name)
-        transfer = sum(b["transactions"] * max(b["beats"], ceil(AXI_LATENCY / AXI_OUTSTANDING)) for b in bursts)
+        transfer = sum(b["transactions"] * max(b["beats"], ceil(AXI_LATENCY / b["outstanding"])) for b in bursts)
         latency = max(latency, transfer + it["depth"])
         sched = LoopSchedule(name, total, target, ii, it["depth"], latency, violations, bursts)
         return sched, it, nest
@@ -640,20 +652,21 @@ class Scheduler:
                 reason = reason or f"INFO: [HLS 214-230] Stride is incompatible for '{a['port']}' in loop '{name}'"
             if reason is None and (step != words or any(c != 1 for c in inner)):
                 reason = f"INFO: [HLS 214-230] Stride is incompatible for '{a['port']}' in loop '{name}'"
+            port = self.ports.get(self.aliases.get((fn.name, a["port"]), a["port"]), {})
             if reason is not None:
                 self.log.append(reason)
                 out.append({"port": a["port"], "bundle": bundle, "beats": 1, "transactions": total * words,
-                            "loop": name})
+                            "loop": name, "outstanding": port.get("outstanding", AXI_OUTSTANDING)})
                 continue
             run = (lp.trip_count({}, fn.defs) if word_loop else 1) * words
-            beats = min(run, AXI_MAX_BEATS)
+            beats = min(run, port.get("burst", AXI_MAX_BEATS))
             transactions = total * words // max(beats, 1)
             kind = "write" if _is_store(a["node"], fn.body) else "read"
             self.log.append(f"INFO: [HLS 214-115] Multiple burst {kind}s of length {beats} and bit width "
                             f"{self.ports.get(a['port'], {}).get('bits', 512)} in loop '{name}' has been inferred "
                             f"on bundle '{bundle}'.")
             out.append({"port": a["port"], "bundle": bundle, "beats": beats, "transactions": transactions,
-                        "loop": name})
+                        "loop": name, "outstanding": port.get("outstanding", AXI_OUTSTANDING)})
         return out
 
 

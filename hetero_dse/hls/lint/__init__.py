@@ -31,12 +31,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hetero_dse.hls.cparse import CFile, CFunction, LintError, parse_kernel
+from hetero_dse.hls.cparse import CFile, CFunction, CLoop, LintError, parse_kernel
 from hetero_dse.hls.lint.arith import count_arithmetic
 from hetero_dse.hls.lint.compute import check_bindings, check_compute, check_epilogue, pipeline_region
 from hetero_dse.hls.lint.processes import check_banks, check_ports, check_tile_loops, check_transfer
 from hetero_dse.hls.lint.record import DesignRecord, Finding, LintReport
-from hetero_dse.hls.lint.top import check_top
+from hetero_dse.hls.lint.top import check_config, check_top
 
 __all__ = ["Finding", "LintError", "LintReport", "lint"]
 
@@ -99,11 +99,25 @@ def lint(project: str | Path, record: dict[str, Any] | None = None) -> LintRepor
             bound.append(epilogue)
     check_bindings(bound, k, r, report)
     _check_loops(k, r, report)
+    check_config(project, r, report)
+    for p in k.pragmas:
+        unknown = sorted(set(p.args) - _OPTIONS.get(p.name, set()))
+        if p.name in _OPTIONS and unknown:
+            report.add("pragma", f"line {p.line}", f"'{p}' sets {', '.join(unknown)}, which the design does not: "
+                                                   "the model charges the pragma without it")
     for p in k.pragmas:
         if p.line not in report.verified:
             report.add("pragma", f"line {p.line}", f"'{p}' is not a pragma the design calls for")
     report.pragmas_checked = len(report.verified)
     return report
+
+
+#: The options each pragma the generator writes may carry (anything else changes what Vitis builds: PIPELINE off
+#: or style=, an interface's own burst length, a BIND_OP latency...).
+_OPTIONS = {"PIPELINE": {"ii"}, "UNROLL": {"factor"}, "ARRAY_PARTITION": {"variable", "type", "factor", "dim"},
+            "BIND_STORAGE": {"variable", "type", "impl", "latency"}, "BIND_OP": {"variable", "op", "impl"},
+            "DEPENDENCE": {"variable", "type", "direction", "dependent", "distance"}, "INLINE": {"off"},
+            "INTERFACE": {"mode", "port", "offset", "bundle", "depth"}, "DATAFLOW": set()}
 
 
 def _walks(info: dict[str, Any]) -> bool:
@@ -120,6 +134,22 @@ def _partitions(top: CFunction | None) -> dict[str, list[tuple[int, int | None]]
             factor = None if p.get("type") == "complete" else p.int("factor", 1)
             out.setdefault(var, []).append((p.int("dim", 1), factor))
     return out
+
+
+def _perfect(outer: CLoop, pipelined: CLoop) -> bool:
+    """Whether ``outer``'s body is the next loop towards ``pipelined`` and nothing else (integer constants
+    aside): a perfect nest, which Vitis flattens into one pipelined loop."""
+    body = outer.body
+    stmts = body.children if body.kind == "COMPOUND_STMT" else [body]
+    nested = [s for s in stmts if s.kind in ("FOR_STMT", "LABEL_STMT", "COMPOUND_STMT")]
+    constants = [s for s in stmts if s.kind == "DECL_STMT" and all(
+        d.type in ("const int", "const bool") for d in s.children if d.kind == "VAR_DECL")]
+    if len(nested) + len(constants) != len(stmts) or len(nested) != 1:
+        return False
+    inner = nested[0]
+    while inner.kind in ("LABEL_STMT", "COMPOUND_STMT") and len(inner.children) == 1:
+        inner = inner.children[0]
+    return inner.kind == "FOR_STMT" or inner is pipelined.node
 
 
 def _check_loops(k: CFile, r: DesignRecord, report: LintReport) -> None:
@@ -147,6 +177,13 @@ def _check_loops(k: CFile, r: DesignRecord, report: LintReport) -> None:
                     report.add("unroll", where, f"'{unroll}' is not a whole unroll")
             if lp.has("PIPELINE") and trips == 1:
                 report.add("pipeline", where, f"PIPELINE on loop {lp.name} of one iteration")
+            # the loops of a pipelined nest (the tile loops around it hold the locks: the model charges the
+            # pipeline's restart a block)
+            inner = next((reg for reg in regions if lp in reg.parents), None)
+            if inner is not None and not lp.label.startswith("tile_") and not _perfect(lp, inner):
+                report.add("pipeline", where, f"loop {lp.name} holds statements besides the loop nest it pipelines: "
+                                              "Vitis cannot flatten it, and the pipeline drains and refills every "
+                                              f"iteration of {lp.name}")
             covered = (lp.label.startswith("tile_") or pipelined_fn or lp.has("PIPELINE")
                        or any(reg in lp.parents or lp in reg.parents for reg in regions) or unroll is not None)
             if not covered and (trips is None or trips > 1):

@@ -42,37 +42,44 @@ def check_tile_loops(fn: CFunction, r: DesignRecord, runs: int, what: str, repor
 # ------------------------------------------------------------------------------------------- transfer
 def check_transfer(fn: CFunction, info: dict[str, Any], region: CLoop | None, report: LintReport) -> None:
     """A read or write process moves the words a block the model charges (the pipelined nest of ``box_*``
-    loops and the unrolled group of words an iteration: runs times words a run) at the word II it charges."""
+    loops: runs times words a run), one word an iteration, at the word II it charges."""
     if region is not None:
         report.mark(region.pragma("PIPELINE"))
         walked = [lp for lp in (*region.parents, region) if lp.label.startswith("box_")]
-        groups = [lp for lp in fn.loops if lp.label.endswith("_word_group") and region in lp.parents]
-    else:  # one word (or one group of words) a block: no loop to pipeline
+    else:  # one word a block: no loop to pipeline
         walked = [lp for lp in fn.loops if lp.label.startswith("box_") and not lp.label.endswith("_lane")
                   and not lp.has("UNROLL")]
-        groups = [lp for lp in fn.loops if lp.label.endswith("_word_group")]
     try:
-        beats = prod(lp.trip_count({}, fn.defs) for lp in walked + groups)
+        beats = prod(lp.trip_count({}, fn.defs) for lp in walked)
     except NotAffine:
         report.add("transfer", fn.name, "a loop bound of the process is not a constant")
         return
     if beats != info["beats_per_load"]:
         report.add("transfer", fn.name, f"the process moves {beats} words a block; the model charges "
                                         f"{info['beats_per_load']}")
-    # the elements of an iteration's words: the lanes of each word (of the run's dimension, with the whole
-    # dimensions inside it packed beside them), one per unrolled iteration inside the word loop
+    # the elements of an iteration's word: its lanes (of the run's dimension, with the whole dimensions inside
+    # it packed beside them), one per unrolled iteration inside the word loop
     shape, split = info["shape"], int(info["split"])
     layout = info.get("layout") or list(range(len(shape)))
     per_word = int(info["packed"]) * (min(int(shape[layout[split]]), int(info["lanes"])) if split >= 0 else 1)
     lanes = [lp for lp in fn.loops if not lp.label.startswith("tile_") and lp not in walked
              and (region is None or region in lp.parents)]
+    # a partition by sets of a word's lanes: one copy of the lanes a set, the one the word picks enabled
+    sets = [lp for lp in lanes if lp.label.endswith("_set")]
+    lanes = [lp for lp in lanes if lp not in sets]
+    try:
+        copies = prod(lp.trip_count({}, fn.defs) for lp in sets)
+    except NotAffine:
+        copies = None
+    if copies != int(info.get("bank_sets", 1)):
+        report.add("transfer", fn.name, f"the process has {copies} copies of a word's lanes; the model's banks "
+                                        f"come in {int(info.get('bank_sets', 1))} sets")
     try:
         moved = prod(lp.trip_count({}, fn.defs) for lp in lanes)
     except NotAffine:
         moved = None
-    if moved != per_word * int(info.get("words_per_iteration", 1)):
-        report.add("transfer", fn.name, f"an iteration moves {moved} elements; the model's words carry "
-                                        f"{per_word * int(info.get('words_per_iteration', 1))}")
+    if moved != per_word:
+        report.add("transfer", fn.name, f"an iteration moves {moved} elements; the model's word carries {per_word}")
     if region is None:
         for node, (array, _), conditions in _ddr_accesses(fn, fn.body):
             if conditions:
@@ -82,7 +89,7 @@ def check_transfer(fn: CFunction, info: dict[str, Any], region: CLoop | None, re
     if ii != info["word_ii"]:
         report.add("transfer", f"{fn.name}:{region.line}", f"the word loop asks for II={ii}; the model charges "
                                                            f"{info['word_ii']}")
-    _check_bursts(fn, info, region, groups, report)
+    _check_bursts(fn, info, region, report)
 
 
 def linear_in(n: Node, var: str, defs: dict[str, Node]) -> int:
@@ -135,37 +142,48 @@ def _ddr_accesses(fn: CFunction, node: Node, conditions: tuple[Node, ...] = ()):
         yield from _ddr_accesses(fn, c, conditions)
 
 
-def _check_bursts(fn: CFunction, info: dict[str, Any], region: CLoop, groups: list[CLoop],
-                  report: LintReport) -> None:
-    """Vitis infers a burst from a pipelined loop whose DDR accesses are unconditional and walk consecutive
-    words (UG1399, "Optimizing Burst Transfers"): each access here must, or the model's words a cycle and
-    its burst lengths do not hold."""
+def _check_bursts(fn: CFunction, info: dict[str, Any], region: CLoop, report: LintReport) -> None:
+    """Vitis infers a burst from a pipelined loop whose DDR access is one a port an iteration, unconditional,
+    and walks consecutive words (UG1399, "Optimizing Burst Transfers"; two accesses to one bundle in a
+    region defeat it, HLS 214-224): each port here must, or the model's words a cycle and its burst lengths do
+    not hold."""
     word_loop = region.label.endswith("_word")
-    group = prod(lp.trip_count({}, fn.defs) for lp in groups) if groups else 1
+    inside = {id(lp.node) for lp in fn.loops if region in lp.parents}
+    per_port: dict[str, int] = {}
     for node, (array, index), conditions in _ddr_accesses(fn, region.body):
         where = f"{fn.name}:{node.line}"
+        per_port[array] = per_port.get(array, 0) + 1
         if conditions:
             report.add("burst", where, f"the access to {array} is conditional: Vitis infers no burst from it "
                                        "(HLS 214-232), one transaction a word instead")
         try:
-            # a row loop pipelined (one word, or one group of words, a run) walks runs, not words
-            step = linear_in(index[0], region.var, fn.defs) if word_loop else group
-            lanes = [linear_in(index[0], g.var, fn.defs) for g in groups]
+            # a row loop pipelined (one word a run) walks runs, not words
+            step = linear_in(index[0], region.var, fn.defs) if word_loop else 1
         except NotAffine:
             report.add("burst", where, f"the word index of {array} is not linear in the pipelined loop "
                                        f"{region.name}: Vitis infers no burst from it")
             continue
-        if word_loop and step != group:
-            report.add("burst", where, f"{array}'s word index steps by {step} a pipeline iteration where "
-                                       f"{group} word{'s' if group > 1 else ''} are moved: the run is not sequential")
-        if any(lane != 1 for lane in lanes):
-            report.add("burst", where, f"the words of one iteration of {array} are not consecutive")
+        if word_loop and step != 1:
+            report.add("burst", where, f"{array}'s word index steps by {step} a pipeline iteration: the run is not "
+                                       "sequential (HLS 214-230)")
+        if any(id(lp.node) in inside for lp in _loops_around(fn, node)):
+            report.add("burst", where, f"{array} is accessed in a loop the pipeline unrolls: several accesses to one "
+                                       "port an iteration, which Vitis does not burst (HLS 214-224)")
+    for array, n in per_port.items():
+        if n > 1:
+            report.add("burst", f"{fn.name}:{region.line}", f"{n} accesses to {array} an iteration: Vitis does not "
+                                                            "burst several accesses to one port (HLS 214-224)")
     runs = info.get("run_words")
     if runs is not None:
-        words = (region.trip_count({}, fn.defs) if word_loop else 1) * group
+        words = region.trip_count({}, fn.defs) if word_loop else 1
         if words != runs:
             report.add("burst", f"{fn.name}:{region.line}", f"the process moves runs of {words} words; the model "
                                                             f"charges its bursts for runs of {runs}")
+
+
+def _loops_around(fn: CFunction, node: Node) -> list[CLoop]:
+    """The loops of ``fn`` whose body holds ``node``."""
+    return [lp for lp in fn.loops if any(x is node for x in lp.body.walk())]
 
 
 # ------------------------------------------------------------------------------------------------ banks
@@ -237,7 +255,7 @@ def check_banks(fn: CFunction, region: CLoop | None, partitions: dict[str, list[
         runtime = [x for x in runtime if x[2]]
         if name != "compute_tile":
             ii = region.pragma("PIPELINE").int("ii", 1)
-            load = _bank_load(forms, {d for d, _, _ in runtime}, lane_ranges)
+            load = _bank_load(forms, lane_ranges)
             if load is not None and load <= ii:
                 continue
             if load is not None:
@@ -252,20 +270,23 @@ def check_banks(fn: CFunction, region: CLoop | None, partitions: dict[str, list[
                                                 "run time")
 
 
-def _bank_load(forms: list[tuple[int, int, dict[str, int]]], runtime_dims: set[int],
-               lane_ranges: dict[str, list[int]]) -> int | None:
-    """The most unrolled lanes of one access that meet in one bank, or None where a dimension the pipeline
-    walks also depends on a lane (the lanes' banks then move apart at run time)."""
+def _bank_load(forms: list[tuple[int, int, dict[str, int]]], lane_ranges: dict[str, list[int]]) -> int | None:
+    """The most unrolled lanes of one access that may meet in one bank in one iteration, counted as a
+    scheduler does: a dimension whose bank the pipeline picks at run time (a variable other than a lane's
+    that steps by less than the factor) may put every lane in any of its banks, so only the dimensions whose
+    bank each lane names at compile time tell lanes apart. None where no dimension is partitioned."""
+    keys: list[int] = []
+    for at, (_, f, form) in enumerate(forms):
+        if f and all(v in lane_ranges or x % f == 0 for v, x in form.items() if v):
+            keys.append(at)
     lanes = sorted({v for _, _, form in forms for v in form if v in lane_ranges})
-    if any(v in lane_ranges for dim, _, form in forms if dim in runtime_dims for v in form):
+    if not any(f for _, f, _ in forms):
         return None
-    if not lanes:
-        return 1  # one access per iteration
-    fixed = [(f, form) for dim, f, form in forms if dim not in runtime_dims]
     counts: dict[tuple[int, ...], int] = {}
-    for values in itertools.product(*(lane_ranges[v] for v in lanes)):
-        env = dict(zip(lanes, values, strict=True))
-        key = tuple(sum(x * env.get(v, 0) for v, x in form.items() if v) % f for f, form in fixed)
+    for lane_values in itertools.product(*(lane_ranges[v] for v in lanes)) if lanes else [()]:
+        env = dict(zip(lanes, lane_values, strict=True))
+        key = tuple(sum(x * env.get(v, 0) for v, x in forms[at][2].items() if v in lane_ranges) % forms[at][1]
+                    for at in keys)
         counts[key] = counts.get(key, 0) + 1
     return max(counts.values())
 

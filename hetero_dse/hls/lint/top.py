@@ -4,11 +4,12 @@ each channel's blocks, box, banks (ARRAY_PARTITION) and memory (BIND_STORAGE) ag
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from hetero_dse.hls.cparse import CFile, CFunction, Pragma
 from hetero_dse.hls.lint.record import DesignRecord, LintReport
 
-__all__ = ["check_top"]
+__all__ = ["check_config", "check_top"]
 
 #: The storage design.json names and the BIND_STORAGE impl that makes it (registers: none, fully partitioned).
 _MEMORIES = ("bram", "uram", "lutram")
@@ -133,3 +134,37 @@ def _check_channels(top: CFunction, r: DesignRecord, report: LintReport) -> None
             report.mark(*ps)
             report.add("partition" if ps[0].name == "ARRAY_PARTITION" else "storage", f"{r.top}:{ps[0].line}",
                        f"{ps[0].name} on {var}, which the top function does not declare")
+
+
+def check_config(project: Path, r: DesignRecord, report: LintReport) -> None:
+    """``hls_config.tcl`` asks Vitis for the m_axi settings the model charges: whole aligned words of the
+    board's width, bursts of the model's length, the transactions in flight its floors and buffers assume;
+    nothing else."""
+    path = project / "hls_config.tcl"
+    axi = r.predicted.get("axi") or {}
+    bits = int(r.predicted.get("port_bits", 0))
+    if not path.is_file():
+        report.add("config", "hls_config.tcl", "the project has no hls_config.tcl: Vitis then bursts 16 beats at "
+                                               "most, shorter than the model's")
+        return
+    want = {"m_axi_alignment_byte_size": bits // 8, "m_axi_max_widen_bitwidth": bits,
+            "m_axi_max_read_burst_length": axi.get("max_burst_beats"),
+            "m_axi_max_write_burst_length": axi.get("max_burst_beats"),
+            "m_axi_num_read_outstanding": axi.get("outstanding"), "m_axi_num_write_outstanding": axi.get("outstanding")}
+    got: dict[str, str] = {}
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        if words[0] != "config_interface":
+            report.add("config", f"hls_config.tcl:{number}", f"'{line.strip()}' is not a setting the design calls for")
+            continue
+        for option, value in zip(words[1::2], words[2::2], strict=False):
+            got[option.lstrip("-")] = value
+    for option, value in got.items():
+        if option not in want:
+            report.add("config", "hls_config.tcl", f"-{option} {value} is not a setting the model charges")
+    for option, value in want.items():
+        if value is not None and got.get(option) != str(value):
+            report.add("config", "hls_config.tcl", f"-{option} is {got.get(option, 'not set')}; the model charges "
+                                                   f"{value}")
