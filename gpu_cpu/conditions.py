@@ -11,7 +11,9 @@ history measures that point again instead of answering with it.
 from __future__ import annotations
 
 import fcntl
+import math
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
@@ -19,9 +21,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["LOADED_CORES", "LOADED_ENV", "LOCK_ENV", "Conditions", "is_loaded", "loaded_cores", "lock_path", "timing"]
+from hetero_dse.errors import HeteroDSEError
 
-#: where the lock lives (one file for every user of the machine by default)
+__all__ = ["LOADED_CORES", "LOADED_ENV", "LOCK_ENV", "Conditions", "ConditionsError", "is_loaded", "loaded_cores",
+           "lock_path", "timing"]
+
+#: where the lock lives (by default a file in a directory of the user's own: a lock every user could write
+#: would let one user's symlink turn another's open into a write through it)
 LOCK_ENV = "HETERO_DSE_MEASURE_LOCK"
 #: foreign work, in cores busy on average, beyond which a timing is not trusted (an idle machine shows 0.0-0.05)
 LOADED_CORES = 0.3
@@ -34,12 +40,23 @@ def is_loaded(foreign_load: float | None) -> bool:
     return foreign_load is not None and foreign_load > loaded_cores()
 
 
+class ConditionsError(HeteroDSEError):
+    """A setting of the measurement conditions that cannot be used, in one sentence."""
+
+
 def loaded_cores() -> float:
     """The foreign load, in cores, beyond which a timing is flagged (``$HETERO_DSE_LOADED_CORES`` or 0.3)."""
-    try:
-        return float(os.environ.get(LOADED_ENV) or LOADED_CORES)
-    except ValueError:
+    text = os.environ.get(LOADED_ENV)
+    if not text:
         return LOADED_CORES
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        # NaN would compare False against every load and silently drop the UNDER LOAD flag
+        raise ConditionsError(f"${LOADED_ENV} must be a number of cores, 0 or more (such as 0.3), not {text!r}")
+    return value
 
 
 @dataclass
@@ -56,7 +73,13 @@ class Conditions:
 
 
 def lock_path() -> Path:
-    return Path(os.environ.get(LOCK_ENV) or Path(tempfile.gettempdir()) / "hetero_dse-measure.lock")
+    """``$HETERO_DSE_MEASURE_LOCK``, else ``measure.lock`` in ``$XDG_RUNTIME_DIR/hetero_dse`` or in
+    ``<tmp>/hetero_dse-<uid>``: directories only this user can write."""
+    if os.environ.get(LOCK_ENV):
+        return Path(os.environ[LOCK_ENV])
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    base = Path(runtime) / "hetero_dse" if runtime else Path(tempfile.gettempdir()) / f"hetero_dse-{os.getuid()}"
+    return base / "measure.lock"
 
 
 @contextmanager
@@ -85,17 +108,34 @@ def timing() -> Iterator[Conditions]:
 
 
 def _open_lock() -> int | None:
-    """The lock file's descriptor (None where it cannot be made: timings then go unserialised)."""
+    """The lock file's descriptor (None where it cannot be made safely: timings then go unserialised).
+
+    Never through a symlink (``O_NOFOLLOW``), never a file another user owns, never changing a mode: a
+    symlink planted at the lock's path cannot make the open write or chmod the file it points to."""
     path = lock_path()
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    except OSError:
+    if not os.environ.get(LOCK_ENV) and not _own_directory(path.parent):
         return None
     try:
-        os.fchmod(fd, 0o666)  # another user's search must be able to take it too
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError:
-        pass
+        return None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+        os.close(fd)
+        return None
     return fd
+
+
+def _own_directory(directory: Path) -> bool:
+    """``directory`` exists (made here, mode 0700, where it did not), is a real directory, is this user's and
+    no one else can write it."""
+    try:
+        directory.mkdir(mode=0o700, exist_ok=True)
+        info = os.lstat(directory)
+    except OSError:
+        return False
+    return (stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid()
+            and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
 
 
 def _busy_seconds() -> float | None:

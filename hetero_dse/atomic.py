@@ -1,6 +1,10 @@
 """Outputs that are whole or absent: a file written beside its place and renamed into it, a directory
 filled as ``<name>.partial`` and renamed into place when complete. An interrupted run never leaves a file
-cut short or a directory that looks finished."""
+cut short or a directory that looks finished.
+
+And outputs that are the files meant: nothing here writes through a symlink it did not make. A new file is
+created exclusively (``O_EXCL | O_NOFOLLOW``, a link planted at its name removed first, never followed); a
+rename replaces a link at the destination, never the file it points to."""
 
 from __future__ import annotations
 
@@ -10,17 +14,36 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO, Any
 
-__all__ = ["atomic_directory", "atomic_write_text"]
+__all__ = ["atomic_directory", "atomic_write_text", "open_new", "partial_path"]
+
+
+def open_new(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> IO[Any]:
+    """``path`` opened for writing as a new file of this process's own: whatever was at the name (a file of an
+    earlier run, or a symlink someone planted) is unlinked, never followed, and the file is created with
+    ``O_EXCL | O_NOFOLLOW``, so a link raced in meanwhile fails the open instead of being written through."""
+    path = Path(path)
+    if os.path.islink(path) or path.is_file():
+        path.unlink()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    return os.fdopen(fd, mode, encoding=None if "b" in mode else encoding)
+
+
+def partial_path(path: str | Path) -> Path:
+    """A name beside ``path`` for its unfinished contents, unique to this call."""
+    path = Path(path)
+    return path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.partial")
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
     """``text`` in ``path``, whole or not at all. Writers racing for one path (processes filling one cache)
     each rename a file of their own, the last rename winning."""
     path = Path(path)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp = partial_path(path)
     try:
-        tmp.write_text(text)
+        with open_new(tmp) as f:
+            f.write(text)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -33,11 +56,15 @@ def atomic_directory(directory: str | Path) -> Iterator[Path]:
     the block completes, and removed when it does not."""
     directory = Path(directory)
     partial = directory.with_name(directory.name + ".partial")
+    if os.path.islink(partial):
+        partial.unlink()  # a link is removed, never followed into (rmtree refuses one)
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     try:
         yield partial
-        if directory.exists():
+        if os.path.islink(directory):
+            directory.unlink()
+        elif directory.exists():
             shutil.rmtree(directory)
         partial.rename(directory)
     except BaseException:

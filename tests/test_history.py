@@ -263,7 +263,7 @@ def test_records_keyed_by_their_knobs_order_are_rekeyed_once_and_imported_twins_
         for i, (point, seconds) in enumerate(((as_searched, 1e-3), (other, 2e-3), (as_imported, 1e-3))):
             conn.execute(records.insert().values(workload_id=wid, point_key=unsorted_point_key(point),
                                                  point=point.dumps(), seconds=seconds, error=None, source="old",
-                                                 timestamp=float(i)))
+                                                 timestamp=1.7e9 + i))
     engine.dispose()
     db.close()
     again = HistoryDB(db_url)

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
+from hetero_dse.atomic import open_new, partial_path
 from hetero_dse.cli.app import cli, console
 from hetero_dse.errors import HeteroDSEError
 
@@ -79,10 +80,10 @@ def export_command(file: Path, force: bool, db: str | None) -> None:
         raise HeteroDSEError(f"{file} is the database being exported; give the export another file name")
     if file.exists() and not force:
         raise HeteroDSEError(f"{file} exists; add --force to replace it or choose another file name")
-    partial = file.with_name(file.name + ".partial")
+    partial = partial_path(file)
     count = 0
     try:
-        with partial.open("w") as out:
+        with open_new(partial) as out:
             for line in store.export():
                 out.write(line + "\n")
                 count += 1

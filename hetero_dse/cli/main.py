@@ -69,12 +69,21 @@ def boards(board: str | None) -> None:
     console.print(board_detail(load_board(board)) if board else boards_table(list_boards()))
 
 
+def _check_environment() -> None:
+    """The environment variables that set numbers, read once up front: a bad one is one sentence before any
+    work starts, not a failure (or a silently ignored setting) in the middle of a search."""
+    from gpu_cpu.conditions import loaded_cores
+
+    loaded_cores()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry: run the CLI, turning user errors into one line and an exit code."""
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
+        _check_environment()
         code = cli.main(args=args, prog_name="hetero_dse", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("hetero_dse: interrupted", err=True)

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hetero_dse.atomic import atomic_write_text
+from hetero_dse.atomic import atomic_write_text, open_new, partial_path
 from hetero_dse.errors import HeteroDSEError
 
 __all__ = ["RECORD", "abandon", "finish", "prepare", "read_state"]
@@ -46,8 +46,8 @@ def prepare(out: Path, force: bool, command: Mapping[str, Any], directories: Seq
                              "with --out")
     try:
         out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".hetero_dse-write-test"
-        probe.write_text("")
+        probe = partial_path(out / ".hetero_dse-write-test")
+        open_new(probe).close()
         probe.unlink()
         earlier = set(directories) | set((record or {}).get("directories") or []) | _report_directories(report)
         for name in REPORTS:

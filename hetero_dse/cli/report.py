@@ -75,19 +75,35 @@ def report_command(directories: tuple[Path, ...], out: Path | None) -> None:
 
     if len(directories) > 1 and out is None:
         raise HeteroDSEError("several runs merge into a new directory: give it with --out")
-    report = merge([read_report(d) for d in directories])
     target = out or directories[0]
-    target.mkdir(parents=True, exist_ok=True)
+    if len(directories) > 1 and any(target.resolve() == d.resolve() for d in directories):
+        # the merge would replace that run's own report.json, and a second merge would count its rows twice
+        raise HeteroDSEError(f"--out {target} is one of the runs being merged; merge into a new directory")
+    if target.exists() and not target.is_dir():
+        raise HeteroDSEError(f"--out {target} is a file; give a directory for the report")
+    reports = [read_report(d) for d in directories]
+    try:
+        report = merge(reports)
+        html = render_html(report)
+        plan = plan_file(report["model"], report["model"]["devices"]) if report.get("model") else None
+        rows = across_markdown(report["across"])
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        # a report.json edited by hand, cut short or from another version: say which, not where it broke
+        raise HeteroDSEError(f"the report.json of {', '.join(map(str, directories))} is not one this hetero_dse "
+                             f"can render ({type(exc).__name__}: {exc}); run explore again to write it") from None
     written = [target / "report.html"]
-    atomic_write_text(written[0], render_html(report))
-    if len(directories) > 1:  # a single run's own report.json stays as explore wrote it
-        written.append(target / "report.json")
-        atomic_write_text(written[-1], json.dumps(report, indent=2) + "\n")
-    if report.get("model"):
-        written.append(target / "plan.json")
-        atomic_write_text(written[-1], json.dumps(plan_file(report["model"], report["model"]["devices"]), indent=2)
-                          + "\n")
-    for line in across_markdown(report["across"]):
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(written[0], html)
+        if len(directories) > 1:  # a single run's own report.json stays as explore wrote it
+            written.append(target / "report.json")
+            atomic_write_text(written[-1], json.dumps(report, indent=2) + "\n")
+        if plan is not None:
+            written.append(target / "plan.json")
+            atomic_write_text(written[-1], json.dumps(plan, indent=2) + "\n")
+    except OSError as exc:  # a full disk, a read-only directory: what was not written, nothing half-written
+        raise HeteroDSEError(f"cannot write {written[-1]}: {exc.strerror or exc}") from None
+    for line in rows:
         if line.startswith("|"):
             console.print(line, markup=False, highlight=False)
     for path in written:

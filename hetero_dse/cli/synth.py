@@ -114,21 +114,30 @@ def report_command(path: str, as_json: bool) -> None:
 def run_command(dirs: tuple[str, ...], steps: str, jobs: int, scheduler: str | None, timeout: float,
                 db: str | None, rerun: bool, strict: bool, threshold: float) -> None:
     """Synthesize HLS projects (or every project of an explore output) with Vitis, on Dask."""
+    import math
     import sys
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from hetero_dse.errors import HeteroDSEError
-    from hetero_dse.hls.synth import SynthJob, find_projects, find_tool, parse_steps, synthesize, validate_outcomes
+    from hetero_dse.hls.synth import (Outcome, SynthError, SynthJob, find_projects, find_tool, parse_steps, synthesize,
+                                      validate_outcomes)
     from hetero_dse.hls.validate import worst_error
     from hetero_dse.history import HistoryDB
 
     steps_run = parse_steps(steps)
-    if jobs < 1 or timeout <= 0:
-        raise HeteroDSEError("--jobs and --timeout must be positive")
+    if jobs < 1 or not (math.isfinite(timeout) and timeout > 0):
+        raise HeteroDSEError(f"--jobs and --timeout must be positive numbers (got {jobs} and {timeout})")
+    if not (math.isfinite(threshold) and threshold >= 0):
+        raise HeteroDSEError(f"--threshold must be a relative error, 0 or more (such as 0.25), not {threshold}")
     projects = find_projects(dirs)
     tool = find_tool()
-    work = [SynthJob.of(p, steps_run, timeout, tool) for p in projects]
+    work, bad = [], []
+    for p in projects:
+        try:
+            work.append(SynthJob.of(p, steps_run, timeout, tool))
+        except SynthError as exc:  # that project's error, not the run's
+            bad.append(Outcome(str(p), "failed", {"status": "failed", "reason": str(exc)}))
     store = HistoryDB(db)
     counts = {"done": 0, "running": 0, "failed": 0, "skipped": 0}
     with Progress(TextColumn("synthesis"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
@@ -149,11 +158,16 @@ def run_command(dirs: tuple[str, ...], steps: str, jobs: int, scheduler: str | N
             progress.update(task, description=f"{counts['done']} done, {counts['running']} running, "
                                               f"{counts['failed']} failed, {counts['skipped']} done before")
 
-        outcomes = synthesize(work, store=store, scheduler=scheduler, workers=jobs, rerun=rerun, on_event=event)
+        outcomes = bad + synthesize(work, store=store, scheduler=scheduler, workers=jobs, rerun=rerun,
+                                    on_event=event)
     store.close()
-    failed = missed = 0
+    failed = missed = busy = 0
     for summary in validate_outcomes(outcomes):
         project, check = summary["project"], summary["validation"]
+        if summary["status"] == "busy":
+            busy += 1
+            console.print(f"{project}: left to the other run: {summary['reason']}")
+            continue
         if check is None:
             failed += 1
             console.print(f"{project}: {summary['status']}: {summary['reason'] or summary['status']}")
@@ -164,8 +178,9 @@ def run_command(dirs: tuple[str, ...], steps: str, jobs: int, scheduler: str | N
         console.print(fidelity_table(project, check, summary["status"] == "skipped"))
         if worst_error(check, threshold):
             missed += 1
-    console.print(f"{len(outcomes)} project{'s' if len(outcomes) != 1 else ''}: {len(outcomes) - failed} "
-                  f"synthesized, {failed} failed"
+    done = len(outcomes) - failed - busy
+    console.print(f"{len(outcomes)} project{'s' if len(outcomes) != 1 else ''}: {done} synthesized, {failed} failed"
+                  + (f", {busy} being synthesized by another run" if busy else "")
                   + (f", {missed} off {'its' if missed == 1 else 'their'} prediction by more than {threshold:.0%}"
                      if missed else ""))
     if failed or (strict and missed):

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hetero_dse.atomic import open_new, partial_path
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.explore.directional import DirectionalExplorer
 
@@ -143,9 +144,14 @@ class QMethod(DirectionalExplorer):
                  "features": self.hood.num_features, "network": self.x.state_dict(),
                  "tuples": {"p": self.p_features, "e": self.e_features, "e_exists": self.e_exists,
                             "taken": self.taken, "reward": self.reward}}
-        partial = path.with_name(path.name + ".partial")
-        torch.save(state, partial)
-        partial.replace(path)
+        partial = partial_path(path)
+        try:
+            with open_new(partial, "wb") as f:
+                torch.save(state, f)
+            partial.replace(path)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
 
     def load(self, path: str | Path) -> None:
         """Start from a saved network and its tuples; the space must have the same directions."""

@@ -156,6 +156,13 @@ def _from_dict(raw: Any, path: Path) -> Board:
                     key=lambda e: (len(e.absolute_path), [str(p) for p in e.absolute_path]))
     if errors:
         raise BoardError(f"board file {path}: {_describe(errors[0])}")
+    for field in ("name", "description", "part", "platform"):
+        # these reach Tcl, the Makefile and comments of the C++: a line break would start a command of its own
+        # (the schema's patterns cannot see a trailing one: Python's $ matches before it)
+        value = raw.get(field)
+        if isinstance(value, str) and any(ord(c) < 32 or ord(c) == 127 for c in value):
+            raise BoardError(f"board file {path}: field {field} holds a line break or another control character "
+                             f"({value!r}); it must be one line of text")
     clock = raw["clock"]
     resources = raw["resources"]
     if resources["dsp"] <= 0 or resources["lut"] <= 0:
@@ -203,6 +210,9 @@ def _describe(error: Any) -> str:
         if not isinstance(expected, str):
             expected = " or ".join(expected)
         return f"field {field} must be of type {expected}, got {value!r}"
+    if error.validator == "pattern":
+        what = error.schema.get("description", f"a value matching {error.validator_value}")
+        return f"field {field} cannot be {value!r}: {what}"
     if error.validator == "enum":
         return f"field {field} must be one of {', '.join(map(str, error.validator_value))}, got {value!r}"
     return f"field {field or '(top level)'}: {error.message}"

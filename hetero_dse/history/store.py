@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import math
-from math import prod
 import os
+import re
+import time
 from collections.abc import Iterable, Iterator
+from math import prod
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -322,18 +324,48 @@ class HistoryDB:
 PEAK_FLOPS = 1e16
 
 
+#: the range a time (or a model's objective) of one run can have: below a nanosecond nothing is measured, above
+#: four months nothing is waited for
+MIN_SECONDS, MAX_SECONDS = 1e-10, 1e7
+#: timestamps from this project's first year to a day ahead of this machine's clock
+EARLIEST_TIMESTAMP = 1577836800.0  # 2020-01-01
+#: the most knobs a point has (the largest space has a few dozen) and the longest text a record carries
+MAX_KNOBS, MAX_TEXT = 256, 10_000
+#: characters no record's text has: controls (but tab and newline) and the bidirectional overrides that make
+#: text read differently from what it holds
+_BAD_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e\u2066-\u2069]")
+
+
 def check_record(workload: Workload, record: Record) -> str | None:
-    """Why ``record`` cannot be a result of ``workload`` (None: it can): a time that is not a positive finite
-    number, a failure without its error, an empty point, or a time faster than any device's peak."""
+    """Why ``record`` cannot be a result of ``workload`` (None: it can), whatever fields the line leaves out:
+    a time that is not a positive finite number in a plausible range, both a time and an error, a failure
+    without its error, an implausible timestamp, an empty point or one of too many knobs, text with control
+    or direction-override characters, knobs outside the workload's loops, or a time faster than any device's
+    peak."""
+    problem = _check_text(workload, record)
+    if problem:
+        return problem
+    stamp = record.timestamp
+    if isinstance(stamp, bool) or not isinstance(stamp, int | float) or not math.isfinite(stamp) \
+            or not EARLIEST_TIMESTAMP <= stamp <= time.time() + 86400:
+        return f"its timestamp {stamp!r} is not a time between 2020 and now"
+    if not len(record.point):
+        return "its point has no knob"
+    if len(record.point) > MAX_KNOBS:
+        return f"its point has {len(record.point):,} knobs; a space has at most {MAX_KNOBS}"
     seconds = record.seconds
     if seconds is None:
         if not record.error:
             return "a record without a time must carry the error that stopped it"
         return check_knobs(workload, record)
+    if record.error is not None:
+        return "it has both a time and an error; a record is one or the other"
     if isinstance(seconds, bool) or not isinstance(seconds, int | float):
         return f"its time {seconds!r} is not a number"
     if not math.isfinite(seconds) or seconds <= 0:
         return f"its time {seconds!r} is not a positive finite number of seconds"
+    if not MIN_SECONDS <= seconds <= MAX_SECONDS:
+        return f"its time {seconds!r} s is outside what a run can take ({MIN_SECONDS:g} to {MAX_SECONDS:g} s)"
     if not len(record.point):
         return "its point has no knob"
     problem = check_knobs(workload, record)
@@ -342,6 +374,24 @@ def check_record(workload: Workload, record: Record) -> str | None:
     if workload.flops and workload.flops / seconds > PEAK_FLOPS:
         return (f"{workload.flops / seconds / 1e15:,.0f} PFLOP/s for {workload.operator} is faster than any "
                 "device runs")
+    return None
+
+
+def _check_text(workload: Workload, record: Record) -> str | None:
+    texts = [("its operator", workload.operator), ("its signature", workload.signature),
+             ("its target", workload.target), ("its source", record.source), ("its error", record.error)]
+    texts += [(f"knob {name!r}", name) for name in record.point]
+    texts += [(f"knob {name}", value) for name, value in record.point.items() if isinstance(value, str)]
+    for what, text in texts:
+        if text is None:
+            continue
+        if not isinstance(text, str):
+            return f"{what} is not text"
+        if len(text) > MAX_TEXT:
+            return f"{what} is {len(text):,} characters long"
+        bad = _BAD_CHARS.search(text)
+        if bad:
+            return f"{what} holds the control character U+{ord(bad.group(0)):04X}"
     return None
 
 

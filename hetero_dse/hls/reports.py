@@ -14,8 +14,12 @@ tool's other reports (``csynth.rpt``, the log, co-simulation, implementation) ar
 
 from __future__ import annotations
 
+import math
 import re
 import xml.etree.ElementTree as ET
+
+import defusedxml.ElementTree as DefusedET
+from defusedxml import DefusedXmlException
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +29,10 @@ from hetero_dse.errors import HeteroDSEError
 __all__ = ["LoopReport", "ReportError", "SynthReport", "figure_range", "find_csynth", "read_csynth", "read_solution",
            "to_float"]
 
+#: The largest report read (the top's csynth.xml of a large design is a few MB) and the deepest nesting (a
+#: report nests loops in modules some ten levels deep)
+MAX_REPORT_BYTES = 256 * 2**20
+MAX_NESTING = 200
 #: Our resource names and the tags the report versions use for them (first found wins).
 RESOURCE_TAGS = {"dsp": ("DSP", "DSP48E"), "bram18k": ("BRAM_18K",), "uram": ("URAM",), "lut": ("LUT",),
                  "ff": ("FF",)}
@@ -44,12 +52,12 @@ def figure_range(text: str | None) -> tuple[int | None, int | None]:
     if text is None:
         return None, None
     text = text.strip()
-    m = re.fullmatch(r"(-?\d+)\s*~\s*(-?\d+)", text)
+    m = re.fullmatch(r"(\d{1,18})\s*~\s*(\d{1,18})", text)
     if m:
         return int(m.group(1)), int(m.group(2))
-    if re.fullmatch(r"-?\d+", text):
+    if re.fullmatch(r"\d{1,18}", text):
         return int(text), int(text)
-    return None, None
+    return None, None  # a negative count or one of 19 digits and more is not a figure a tool reports
 
 
 def _figure(element: ET.Element | None) -> tuple[int | None, int | None]:
@@ -65,10 +73,12 @@ def _figure(element: ET.Element | None) -> tuple[int | None, int | None]:
 
 
 def to_float(text: str | None) -> float | None:
+    """A positive, finite number (a clock period, a time), else None."""
     try:
-        return float(text) if text is not None else None
+        value = float(text) if text is not None else None
     except ValueError:
         return None
+    return value if value is not None and math.isfinite(value) and value > 0 else None
 
 
 # ------------------------------------------------------------------------------------------ loops
@@ -196,7 +206,7 @@ def _resources(parent: ET.Element | None, missing: list[str], what: str) -> dict
     return out
 
 
-def _parse_profile(root: ET.Element, path: str) -> SynthReport:
+def _parse_profile(root: ET.Element, path: str, modules: bool = True) -> SynthReport:
     missing: list[str] = []
     user = root.find("UserAssignments")
     perf = root.find("PerformanceEstimates")
@@ -243,10 +253,13 @@ def _parse_profile(root: ET.Element, path: str) -> SynthReport:
     hierarchy = root.find("RTLDesignHierarchy")
     if hierarchy is not None:
         report.hierarchy = {(m.text or "").strip() for m in hierarchy.iter("ModuleName") if (m.text or "").strip()}
-    for module in root.iter("Module"):
-        name = (module.findtext("Name") or "").strip()
-        if name and name != report.top:
-            report.modules[name] = _parse_profile(module, path)
+    if modules:
+        # every <Module> of the file once, however deeply nested (a module's own are among them): parsing
+        # each module's nested modules again would take time exponential in the nesting
+        for module in root.iter("Module"):
+            name = (module.findtext("Name") or "").strip()
+            if name and name != report.top:
+                report.modules[name] = _parse_profile(module, path, modules=False)
     return report
 
 
@@ -254,16 +267,40 @@ def read_csynth(path: str | Path) -> SynthReport:
     """One ``csynth.xml`` file."""
     path = Path(path)
     try:
-        root = ET.parse(path).getroot()
+        if path.stat().st_size > MAX_REPORT_BYTES:
+            raise ReportError(f"{path} is {path.stat().st_size / 2**20:,.0f} MB, more than a synthesis report's "
+                              f"{MAX_REPORT_BYTES / 2**20:,.0f} MB: not a report to read")
+        # as data: a DTD, an entity or an external reference is refused, never resolved (defusedxml)
+        root = DefusedET.parse(path, forbid_dtd=True).getroot()
     except FileNotFoundError:
         raise ReportError(f"{path} does not exist") from None
+    except DefusedXmlException as exc:
+        raise ReportError(f"{path} declares a DTD or entities ({type(exc).__name__}), which a synthesis report "
+                          "does not: not read") from None
     except ET.ParseError as exc:
         raise ReportError(f"{path} is not a complete XML report ({exc}): was the synthesis interrupted?") from None
+    except (LookupError, ValueError) as exc:  # an encoding Python does not know, a malformed declaration
+        raise ReportError(f"{path} cannot be decoded as XML ({exc})") from None
     except OSError as exc:
         raise ReportError(f"cannot read {path}: {exc.strerror}") from None
+    if _depth(root) > MAX_NESTING:
+        raise ReportError(f"{path} nests its elements more than {MAX_NESTING} deep, which no synthesis report "
+                          "does: not read")
     if root.find("PerformanceEstimates") is None and root.find("AreaEstimates") is None:
         raise ReportError(f"{path} is not a synthesis report (no PerformanceEstimates or AreaEstimates)")
     return _parse_profile(root, str(path))
+
+
+def _depth(root: ET.Element) -> int:
+    """How deeply ``root``'s elements nest (iteratively: a deep file must not exhaust the stack)."""
+    deepest, stack = 0, [(root, 1)]
+    while stack:
+        element, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if deepest > MAX_NESTING:
+            break
+        stack.extend((child, depth + 1) for child in element)
+    return deepest
 
 
 def find_csynth(path: str | Path) -> Path:

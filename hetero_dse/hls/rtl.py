@@ -55,6 +55,39 @@ def _width(node) -> int:
         raise RtlError(f"a port width is not a constant ({width})") from None
 
 
+#: the most Verilog read (a large design's syn/verilog is some tens of MB)
+MAX_RTL_BYTES = 512 * 2**20
+_INCLUDE = re.compile(r'`include\s+"([^"]*)"')
+_DEFINE = re.compile(r"`define\s+(\w+)(.*)")
+_MACRO_USE = re.compile(r"`(\w+)")
+_DIRECTIVES = {"include", "define", "undef", "ifdef", "ifndef", "else", "elsif", "endif", "timescale",
+               "default_nettype", "resetall", "celldefine", "endcelldefine", "line", "pragma"}
+
+
+def _check_directives(directory: Path, files: list[Path]) -> None:
+    """What the preprocessor would do with the files, bounded before it runs: every `` `include `` names a
+    file of ``directory`` itself (never an absolute path or one outside it: the RTL is data, and a path such
+    as ``/etc/shadow`` would be read into the results), no macro is defined in terms of another (a chain of
+    doubling macros expands beyond any memory), and the files are a Verilog design's size."""
+    if sum(f.stat().st_size for f in files) > MAX_RTL_BYTES:
+        raise RtlError(f"the Verilog in {directory} is more than {MAX_RTL_BYTES // 2**20} MB: not read")
+    root = directory.resolve()
+    for f in files:
+        with open(f, errors="replace") as lines:
+            for number, line in enumerate(lines, 1):
+                if "`" not in line:
+                    continue
+                for name in _INCLUDE.findall(line):
+                    target = (root / name).resolve()
+                    if Path(name).is_absolute() or root not in target.parents or not target.is_file():
+                        raise RtlError(f"{f.name}:{number} includes {name!r}, which is not a file of {directory}: "
+                                       "not read")
+                m = _DEFINE.search(line)
+                if m and any(use not in _DIRECTIVES for use in _MACRO_USE.findall(m.group(2))):
+                    raise RtlError(f"{f.name}:{number} defines the macro {m.group(1)} in terms of another, which "
+                                   "tool-written RTL does not: not read")
+
+
 def read_rtl(directory: str | Path, top: str | None = None) -> RtlSummary:
     """Read every ``*.v`` of ``directory`` (a ``syn/verilog`` folder); ``top``: the top module (the one
     no other module instantiates, by default)."""
@@ -65,11 +98,14 @@ def read_rtl(directory: str | Path, top: str | None = None) -> RtlSummary:
     files = sorted(str(p) for p in directory.glob("*.v"))
     if not files:
         raise RtlError(f"{directory} has no Verilog (*.v): was the design synthesized?")
+    _check_directives(directory, [Path(f) for f in files])
     with tempfile.TemporaryDirectory() as scratch:
         try:
             tree, _ = parse(files, preprocess_include=[str(directory)], outputdir=scratch, debug=False)
         except ParseError as exc:
             raise RtlError(f"the Verilog in {directory} does not parse: {exc}") from None
+        except RecursionError:
+            raise RtlError(f"the Verilog in {directory} nests deeper than the parser can follow: not read") from None
         except OSError as exc:  # iverilog (pyverilog's preprocessor) missing
             raise RtlError(f"pyverilog could not run its preprocessor (iverilog): {exc}") from None
     definitions = {d.name: d for d in tree.description.definitions if isinstance(d, vast.ModuleDef)}
@@ -131,5 +167,8 @@ def read_rtl(directory: str | Path, top: str | None = None) -> RtlSummary:
         memo[name] = (cores, memories)
         return memo[name]
 
-    cores, memories = count(top)
+    try:
+        cores, memories = count(top)
+    except RecursionError:
+        raise RtlError(f"the module hierarchy in {directory} is deeper than any design's: not read") from None
     return RtlSummary(top, port_bits, dict(cores), dict(memories), sorted(definitions))

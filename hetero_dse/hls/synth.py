@@ -16,7 +16,10 @@ crashed, a worker that died: each is recorded as failed with the log's tail, and
 from __future__ import annotations
 
 import atexit
+import contextlib
+import fcntl
 import json
+import math
 import os
 import re
 import shutil
@@ -28,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hetero_dse.atomic import atomic_write_text
+from hetero_dse.atomic import atomic_write_text, open_new
 from hetero_dse.errors import HeteroDSEError
 
 __all__ = ["JOB_TIMEOUT_S", "STEPS", "SynthError", "SynthJob", "SynthTool", "find_projects", "find_tool",
@@ -38,6 +41,9 @@ __all__ = ["JOB_TIMEOUT_S", "STEPS", "SynthError", "SynthJob", "SynthTool", "fin
 STEPS = ("csynth", "cosim", "impl")
 #: The wall-clock limit of one job unless the user gives another (place and route of a large part takes hours).
 JOB_TIMEOUT_S = 6 * 3600.0
+#: how much of a tool's log a failed job keeps: its last lines, from its last bytes, each line cut short
+LOG_TAIL_BYTES = 64 * 1024
+LOG_LINE_CHARS = 500
 LOG_TAIL_LINES = 40
 
 
@@ -137,10 +143,20 @@ class SynthJob:
             knobs = record["knobs"]
             part = record.get("part") or record["board"]
             clock = float(knobs["clock_mhz"])
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             raise SynthError(f"{project}/design.json is not a design record written by hetero_dse explore") from None
+        if not (math.isfinite(clock) and 0 < clock <= 2000):
+            raise SynthError(f"{project}/design.json asks for a clock of {knobs['clock_mhz']!r} MHz; a design's "
+                             "clock is a number of MHz above 0 (explore writes it)")
+        if not isinstance(part, str) or not _PART.fullmatch(part):
+            raise SynthError(f"{project}/design.json names the part {part!r}, which is not a part number "
+                             "(letters, digits and dashes, such as xcvu9p-flgb2104-2-i)")
         key = point_key(Point({"operator": record.get("signature", record.get("operator", "")), **knobs}))
         return cls(str(project), tuple(steps), float(timeout_s), tool, key, part, clock)
+
+
+#: a part number (or a board name, in older records) as it may reach the tool's Tcl
+_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
 
 #: The tools this process is running: a worker that is closed (Ctrl-C, the cluster shut down) takes them
@@ -163,7 +179,7 @@ def run_job(job: SynthJob) -> dict[str, Any]:
     env = {**os.environ, "HDSE_STEPS": " ".join(job.steps)}
     start = time.time()
     status = "ok"
-    with open(log_path, "w") as log:
+    with open_new(log_path) as log:  # never through a link left in the project
         try:
             proc = subprocess.Popen(_die_with_parent(job.tool.command()), cwd=project, stdout=log,
                                     stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -216,10 +232,14 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 def _tail(path: Path) -> str:
+    """The log's last lines, read from its last 64 KB (a tool's log can be hundreds of MB)."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:])
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
+            text = f.read().decode(errors="replace")
     except OSError:
         return ""
+    return "\n".join(line[:LOG_LINE_CHARS] for line in text.splitlines()[-LOG_TAIL_LINES:])
 
 
 def _read_back(project: Path) -> dict[str, Any]:
@@ -287,26 +307,60 @@ def synthesize(jobs: Sequence[SynthJob], *, store: Any = None, scheduler: str | 
     Ctrl-C cancels what is queued or running and is raised again; what finished is recorded already."""
     import logging
 
-    import dask
-    from distributed import as_completed
-
     if not logging.getLogger().isEnabledFor(logging.DEBUG):
         for name in ("distributed", "tornado"):
             logging.getLogger(name).setLevel(logging.ERROR)
     notify = on_event or (lambda *_: None)
     outcomes: list[Outcome] = []
     todo = []
-    for job in jobs:
-        known = store.synthesis(job.design_key, job.part, job.clock_mhz, job.tool.version,
-                                " ".join(job.steps)) if store is not None else None
-        if known is not None and known["status"] == "ok" and not rerun:
-            outcomes.append(Outcome(job.project, "skipped", known["result"]))
-            _write_project_record(job, known["result"])
-            notify("skipped", job, known["result"])
-        else:
-            todo.append(job)
-    if not todo:
-        return outcomes
+    locks: list[int] = []
+    try:
+        for job in jobs:
+            # a project another synth run is working on is its to finish: each job runs once
+            lock = _lock_project(Path(job.project))
+            if lock is None:
+                result = {"status": "skipped", "reason": "another hetero_dse synth run is synthesizing this project"}
+                outcomes.append(Outcome(job.project, "busy", result))
+                notify("skipped", job, result)
+                continue
+            locks.append(lock)
+            known = store.synthesis(job.design_key, job.part, job.clock_mhz, job.tool.version,
+                                    " ".join(job.steps)) if store is not None else None
+            if known is not None and known["status"] == "ok" and not rerun:
+                outcomes.append(Outcome(job.project, "skipped", known["result"]))
+                _write_project_record(job, known["result"])
+                notify("skipped", job, known["result"])
+            else:
+                todo.append(job)
+        if todo:
+            _run_jobs(todo, store, scheduler, min(workers, len(todo)), cluster_options, notify, outcomes)
+    finally:
+        for fd in locks:
+            os.close(fd)  # closing the descriptor releases its lock
+    return outcomes
+
+
+def _lock_project(project: Path) -> int | None:
+    """The project's synthesis lock (``.hetero_dse-synth.lock``, never through a link), or None where another
+    process holds it."""
+    try:
+        fd = os.open(project / ".hetero_dse-synth.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o644)
+    except OSError as exc:
+        raise SynthError(f"cannot lock {project} for synthesis: {exc.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _run_jobs(todo: list[SynthJob], store: Any, scheduler: str | None, workers: int,
+              cluster_options: dict[str, Any] | None, notify: Callable, outcomes: list[Outcome]) -> None:
+    import dask
+    from distributed import as_completed
+
     # a job whose tool takes its worker down is tried on one more worker, then recorded as failed
     with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
         client, cluster = _connect(scheduler, workers, cluster_options)
@@ -336,7 +390,6 @@ def synthesize(jobs: Sequence[SynthJob], *, store: Any = None, scheduler: str | 
             client.close()
             if cluster is not None:
                 cluster.close()
-    return outcomes
 
 
 def _connect(scheduler: str | None, workers: int, options: dict[str, Any] | None):
@@ -363,10 +416,21 @@ def _lost(exc: BaseException) -> str:
 
 
 def _record(store: Any, job: SynthJob, result: dict[str, Any]) -> None:
+    """The project's ``synth.json`` first (a file of its own), then the history database; a database that
+    refuses the row costs that row, said in the result, never the results still to come."""
+    try:
+        _write_project_record(job, result)
+    except OSError as exc:
+        result.setdefault("notes", []).append(f"synth.json could not be written: {exc.strerror or exc}")
     if store is not None:
-        store.add_synthesis(job.design_key, job.part, job.clock_mhz, job.tool.version, " ".join(job.steps),
-                            result["status"], result)
-    _write_project_record(job, result)
+        try:
+            store.add_synthesis(job.design_key, job.part, job.clock_mhz, job.tool.version, " ".join(job.steps),
+                                result["status"], result)
+        except Exception as exc:  # noqa: BLE001 - any database error: this row's, recorded in synth.json
+            note = f"not recorded in the history database: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+            result.setdefault("notes", []).append(note)
+            with contextlib.suppress(OSError):
+                _write_project_record(job, result)
 
 
 def _write_project_record(job: SynthJob, result: dict[str, Any]) -> None:
@@ -388,9 +452,13 @@ def validate_outcomes(outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
                                    "reason": outcome.result.get("reason"), "log_tail": outcome.result.get("log_tail"),
                                    "validation": None}
         if outcome.result.get("status") == "ok":
-            record = json.loads((project / "design.json").read_text())
-            check = validate(record, outcome.result)
-            atomic_write_text(project / "validation.json", json.dumps(check, indent=2))
-            summary["validation"] = check
+            try:
+                record = json.loads((project / "design.json").read_text())
+                check = validate(record, outcome.result)
+                atomic_write_text(project / "validation.json", json.dumps(check, indent=2))
+            except (OSError, ValueError, KeyError, TypeError) as exc:  # that project's, not the others'
+                summary.update(status="failed", reason=f"not validated: {type(exc).__name__}: {exc}")
+            else:
+                summary["validation"] = check
         summaries.append(summary)
     return summaries

@@ -83,28 +83,40 @@ _BURST = re.compile(r"[Bb]urst (?:read|write)s? of (?:length (\d+)|variable leng
 _WIDEN = re.compile(r"[Ww]idening.*?'([^']+)'.*?(\d+) bits")
 
 
+#: the most entries of each kind kept from a log, and the longest line read: a log of hundreds of MB keeps
+#: what a validation needs, not its size
+LOG_ENTRIES = 2000
+LOG_LINE_CHARS = 2000
+
+
 def read_log(path: str | Path) -> LogReport:
+    report = LogReport([], [], [], [], [])
+
+    def add(entries: list, entry: Any) -> None:
+        if len(entries) < LOG_ENTRIES:
+            entries.append(entry)
+
     try:
-        text = Path(path).read_text(errors="replace")
+        with open(path, errors="replace") as f:
+            for line in f:
+                line = line[:LOG_LINE_CHARS]
+                if m := _PIPELINE.search(line):
+                    add(report.pipelines, {"loop": m.group(4), "target_ii": figure_range(m.group(1))[0],
+                                           "final_ii": figure_range(m.group(2))[0], "depth": int(m.group(3))})
+                if m := _PORTS.search(line):
+                    add(report.port_limits, {"module": m.group(1), "loop": m.group(2), "array": m.group(3)})
+                if m := _CARRIED.search(line):
+                    add(report.carried, {"module": m.group(1), "loop": m.group(2), "array": m.group(4),
+                                         "distance": int(m.group(3)) if m.group(3) else None})
+                if m := _BURST.search(line):
+                    add(report.bursts, {"length": int(m.group(1)) if m.group(1) else None, "bits": int(m.group(2)),
+                                        "loop": m.group(3), "bundle": m.group(4)})
+                if m := _WIDEN.search(line):
+                    add(report.widened, {"variable": m.group(1), "bits": int(m.group(2))})
+                if line.startswith("ERROR:"):
+                    add(report.errors, line.strip())
     except OSError as exc:
         raise ReportError(f"cannot read {path}: {exc.strerror}") from None
-    report = LogReport([], [], [], [], [])
-    for line in text.splitlines():
-        if m := _PIPELINE.search(line):
-            report.pipelines.append({"loop": m.group(4), "target_ii": figure_range(m.group(1))[0],
-                                     "final_ii": figure_range(m.group(2))[0], "depth": int(m.group(3))})
-        if m := _PORTS.search(line):
-            report.port_limits.append({"module": m.group(1), "loop": m.group(2), "array": m.group(3)})
-        if m := _CARRIED.search(line):
-            report.carried.append({"module": m.group(1), "loop": m.group(2), "array": m.group(4),
-                                   "distance": int(m.group(3)) if m.group(3) else None})
-        if m := _BURST.search(line):
-            report.bursts.append({"length": int(m.group(1)) if m.group(1) else None, "bits": int(m.group(2)),
-                                  "loop": m.group(3), "bundle": m.group(4)})
-        if m := _WIDEN.search(line):
-            report.widened.append({"variable": m.group(1), "bits": int(m.group(2))})
-        if line.startswith("ERROR:"):
-            report.errors.append(line.strip())
     return report
 
 

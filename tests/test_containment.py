@@ -1,0 +1,344 @@
+"""Issue 36, the second reliability review: each hostile input or fault reproduced, and the tool's answer one
+sentence, in bounded time, with nothing written through a link it did not make and nothing lost.
+
+Anchors: SQLite's and git's promise that a file written is the file meant (never through a planted symlink),
+and every parser bounded in time and memory."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hetero_dse.atomic import atomic_directory, atomic_write_text, open_new
+
+DATA = Path(__file__).parent / "data" / "hls_reports"
+
+
+# ------------------------------------------------------------------------------------ containment
+def _victim(tmp_path: Path) -> Path:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    victim.chmod(0o600)
+    return victim
+
+
+def test_no_output_is_written_through_a_planted_symlink(tmp_path):
+    victim = _victim(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    # a new file (synth.log, an export's partial file): the link is replaced, never followed
+    (out / "synth.log").symlink_to(victim)
+    with open_new(out / "synth.log") as f:
+        f.write("tool output\n")
+    assert not (out / "synth.log").is_symlink() and (out / "synth.log").read_text() == "tool output\n"
+    # a file renamed into place: the rename replaces the link at the destination
+    (out / "report.json").symlink_to(victim)
+    atomic_write_text(out / "report.json", "{}\n")
+    assert not (out / "report.json").is_symlink()
+    # a directory filled as <name>.partial, where <name>.partial and <name> are links to a directory
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep").write_text("keep\n")
+    (out / "proj.partial").symlink_to(elsewhere)
+    (out / "proj").symlink_to(elsewhere)
+    with atomic_directory(out / "proj") as partial:
+        (partial / "design.json").write_text("{}")
+    assert (out / "proj").is_dir() and not (out / "proj").is_symlink()
+    assert (elsewhere / "keep").read_text() == "keep\n" and not (elsewhere / "design.json").exists()
+    assert victim.read_text() == "precious\n" and stat.S_IMODE(victim.stat().st_mode) == 0o600
+
+
+def test_the_measurement_lock_never_follows_a_link_nor_changes_a_mode(tmp_path, monkeypatch):
+    from gpu_cpu.conditions import lock_path, timing
+
+    victim = _victim(tmp_path)
+    monkeypatch.setenv("HETERO_DSE_MEASURE_LOCK", str(tmp_path / "lock"))
+    (tmp_path / "lock").symlink_to(victim)
+    with timing():  # unserialised, not written through the link
+        pass
+    assert victim.read_text() == "precious\n" and stat.S_IMODE(victim.stat().st_mode) == 0o600
+    # by default the lock is in a directory of this user's own that no one else can write
+    monkeypatch.delenv("HETERO_DSE_MEASURE_LOCK")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    (tmp_path / "run").mkdir()
+    with timing():
+        pass
+    info = os.lstat(lock_path().parent)
+    assert lock_path() == tmp_path / "run" / "hetero_dse" / "measure.lock"
+    assert stat.S_IMODE(info.st_mode) == 0o700 and info.st_uid == os.getuid()
+    assert stat.S_IMODE(lock_path().stat().st_mode) == 0o600
+
+
+def test_a_history_export_is_not_written_through_a_link(cli, tmp_path):
+    victim = _victim(tmp_path)
+    from hetero_dse.history import HistoryDB
+
+    db = tmp_path / "h.sqlite"
+    HistoryDB(str(db)).close()
+    export = tmp_path / "export.jsonl"
+    export.symlink_to(victim)
+    r = cli("history", "export", export, "--force", "--db", db)
+    assert r.code == 0, r.err
+    assert victim.read_text() == "precious\n" and not export.is_symlink()
+
+
+def test_board_strings_that_reach_tcl_and_make_are_refused(tmp_path):
+    from hetero_dse.hardware.board import BoardError, load_board
+
+    raw = yaml.safe_load((Path(__file__).parents[1] / "boards" / "vu9p.yaml").read_text())
+    for field, value, said in [("part", "xcvu9p-flgb2104-2-i\nexec touch /tmp/pwned", "part"),
+                               ("part", "xcvu9p; exec sh", "cannot be"), ("platform", "u280 $(rm -rf ~)", "cannot be"),
+                               ("description", "VU9P\n#include </etc/shadow>", "one line")]:
+        board = tmp_path / f"{field}.yaml"
+        board.write_text(yaml.safe_dump({**raw, field: value}))
+        with pytest.raises(BoardError, match=said) as info:
+            load_board(board)
+        assert "\n" not in str(info.value).replace(repr(value), "")
+
+
+def test_a_yaml_alias_bomb_is_one_sentence_under_a_memory_limit(tmp_path):
+    bomb = tmp_path / "cal.yaml"
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for prev, name in zip("abcdefgh", "bcdefghi", strict=True):
+        lines.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
+    bomb.write_text("\n".join(lines) + "\n")
+    assert bomb.stat().st_size < 600  # 9^9 = 387 million values
+    code = textwrap.dedent(f"""
+        import resource, sys
+        resource.setrlimit(resource.RLIMIT_AS, (2 * 2**30, 2 * 2**30))
+        from hetero_dse.hardware.board import BoardError, load_board
+        try:
+            load_board({str(bomb)!r})
+        except BoardError as exc:
+            print(exc)
+    """)
+    start = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "expands to more than 100,000 values through its aliases" in r.stdout
+    assert time.monotonic() - start < 60
+
+
+def test_numeric_settings_are_checked(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("HETERO_DSE_LOADED_CORES", "nan")
+    r = cli("boards")
+    assert r.code == 1 and "HETERO_DSE_LOADED_CORES must be a number of cores" in r.err
+    monkeypatch.delenv("HETERO_DSE_LOADED_CORES")
+    for option, value in (("--timeout", "nan"), ("--threshold", "nan"), ("--timeout", "-1")):
+        r = cli("synth", str(tmp_path), option, value)
+        assert r.code == 1 and option in r.err and "Traceback" not in r.err, (option, r.err)
+
+
+# ----------------------------------------------------------------------------------- bounded reading
+def _csynth(body: str) -> str:
+    return (f"<?xml version='1.0' encoding='UTF-8'?>\n<profile><ReportVersion><Version>2023.2</Version>"
+            f"</ReportVersion><PerformanceEstimates/>{body}</profile>")
+
+
+def test_nested_modules_read_in_linear_time(tmp_path):
+    from hetero_dse.hls.reports import read_csynth
+
+    nested = "".join(f"<ModuleInformation><Module><Name>m{i}</Name>" for i in range(24))
+    nested += "</Module></ModuleInformation>" * 24
+    report = tmp_path / "csynth.xml"
+    report.write_text(_csynth(nested))
+    assert report.stat().st_size < 2500
+    start = time.monotonic()
+    read = read_csynth(report)
+    assert time.monotonic() - start < 2.0  # 24 levels took hours before (exponential)
+    assert sorted(read.modules) == sorted(f"m{i}" for i in range(24))
+
+
+def test_reports_are_data_no_entities_no_depth_no_absurd_numbers(tmp_path):
+    from hetero_dse.hls.reports import ReportError, figure_range, read_csynth, to_float
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0\n")
+    xxe = tmp_path / "xxe.xml"
+    xxe.write_text(f'<?xml version="1.0"?>\n<!DOCTYPE p [<!ENTITY s SYSTEM "file://{secret}">]>\n'
+                   "<profile><PerformanceEstimates/><UserAssignments><Part>&s;</Part></UserAssignments></profile>")
+    with pytest.raises(ReportError, match="declares a DTD or entities"):
+        read_csynth(xxe)
+    laughs = tmp_path / "laughs.xml"
+    laughs.write_text('<?xml version="1.0"?>\n<!DOCTYPE p [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;">]>'
+                      "<profile><PerformanceEstimates/><Name>&b;</Name></profile>")
+    with pytest.raises(ReportError, match="DTD"):
+        read_csynth(laughs)
+    deep = tmp_path / "deep.xml"
+    deep.write_text(_csynth("<a>" * 5000 + "</a>" * 5000))
+    with pytest.raises(ReportError, match="nests its elements more than"):
+        read_csynth(deep)
+    encoding = tmp_path / "enc.xml"
+    encoding.write_text("<?xml version='1.0' encoding='no-such-codec'?><profile/>")
+    with pytest.raises(ReportError):
+        read_csynth(encoding)
+    # a count of 10^30, a negative trip count, a NaN or negative clock: not figures
+    assert figure_range("1" + "0" * 30) == (None, None) and figure_range("-1") == (None, None)
+    assert to_float("nan") is None and to_float("-5.0") is None and to_float("inf") is None
+    assert figure_range("12 ~ 40") == (12, 40) and to_float("3.33") == 3.33
+
+
+def test_rtl_includes_stay_in_the_report_and_macros_are_bounded(tmp_path):
+    from hetero_dse.hls.rtl import RtlError, read_rtl
+
+    rtl = tmp_path / "verilog"
+    rtl.mkdir()
+    (rtl / "top.v").write_text('`include "/etc/passwd"\nmodule top(input clk); endmodule\n')
+    with pytest.raises(RtlError, match="includes '/etc/passwd', which is not a file of"):
+        read_rtl(rtl)
+    (rtl / "top.v").write_text('`include "../secret.v"\nmodule top(input clk); endmodule\n')
+    (tmp_path / "secret.v").write_text("// secret\n")
+    with pytest.raises(RtlError, match="not a file of"):
+        read_rtl(rtl)
+    bomb = ["`define A0 x"] + [f"`define A{i} `A{i - 1} `A{i - 1}" for i in range(1, 40)]
+    (rtl / "top.v").write_text("\n".join(bomb) + "\nmodule top(input clk); wire w = `A39; endmodule\n")
+    with pytest.raises(RtlError, match="defines the macro A1 in terms of another"):
+        read_rtl(rtl)
+
+
+def test_a_huge_tool_log_keeps_a_bounded_record(tmp_path):
+    from hetero_dse.hls.synth import LOG_TAIL_LINES, _tail
+    from hetero_dse.hls.tool_reports import LOG_ENTRIES, read_log
+
+    log = tmp_path / "vitis_hls.log"
+    line = ("INFO: [HLS 214-115] Multiple burst reads of length 16 and bit width 512 in loop 'l' has been inferred "
+            "on bundle 'g'.\n")
+    with open(log, "w") as f:
+        for _ in range(60):
+            f.write(line * 5000)
+        f.write("ERROR: " + "x" * 10_000_000 + "\n")  # one line of 10 MB
+    read = read_log(log)
+    assert len(read.bursts) == LOG_ENTRIES and len(read.errors) == 1 and len(read.errors[0]) <= 2000
+    tail = _tail(log)
+    assert len(tail) < 64 * 1024 and len(tail.splitlines()) <= LOG_TAIL_LINES
+
+
+# ------------------------------------------------------------------------------------------- synth
+FAKE = Path(__file__).parent / "fake_vitis"
+
+
+@pytest.fixture
+def fake_tool(monkeypatch):
+    from hetero_dse.hls.synth import find_tool
+
+    monkeypatch.setenv("PATH", f"{FAKE}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_VITIS_PYTHON", sys.executable)
+    monkeypatch.delenv("FAKE_VITIS_MODE", raising=False)
+    return find_tool()
+
+
+@pytest.fixture(scope="module")
+def two_projects(tmp_path_factory):
+    from hetero_dse.cli.main import main
+
+    out = tmp_path_factory.mktemp("two")
+    for op in ("gemm", "gemv"):
+        try:
+            main(["explore", "--op", op, "--shape", "small:s1", "--board", "vu9p", "--budget", "100",
+                  "--out", str(out / op)])
+        except SystemExit as exc:
+            assert exc.code == 0
+    return out
+
+
+def test_one_bad_design_record_is_that_projects_error_and_the_rest_are_kept(cli, two_projects, fake_tool, tmp_path):
+    import shutil
+
+    from hetero_dse.hls.synth import find_projects
+
+    out = tmp_path / "out"
+    shutil.copytree(two_projects, out)
+    good, bad = find_projects([out])
+    record = json.loads((bad / "design.json").read_text())
+    record["knobs"]["clock_mhz"] = "nan"
+    (bad / "design.json").write_text(json.dumps(record))
+    victim = _victim(tmp_path)
+    (good / "synth.log").symlink_to(victim)
+    r = cli("synth", out, "--db", tmp_path / "h.sqlite", "--jobs", "8")
+    assert r.code == 1
+    assert "asks for a clock of 'nan' MHz" in r.out and "2 projects: 1 synthesized, 1 failed" in r.out
+    assert json.loads((good / "synth.json").read_text())["status"] == "ok"
+    assert not (bad / "synth.json").exists()
+    assert victim.read_text() == "precious\n"
+
+
+def test_concurrent_synth_runs_do_each_job_once(two_projects, fake_tool, tmp_path):
+    import fcntl
+    import shutil
+
+    from hetero_dse.hls.synth import SynthJob, find_projects, synthesize
+
+    out = tmp_path / "out"
+    shutil.copytree(two_projects, out)
+    first, second = find_projects([out])
+    # another run holds the first project
+    held = os.open(first / ".hetero_dse-synth.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    try:
+        outcomes = synthesize([SynthJob.of(p, ("csynth",), 300, fake_tool) for p in (first, second)], workers=8)
+    finally:
+        os.close(held)
+    status = {Path(o.project).name: o.status for o in outcomes}
+    assert status == {first.name: "busy", second.name: "ok"}
+    assert not (first / "synth.json").exists() and (second / "synth.json").is_file()
+
+
+# ------------------------------------------------------------------------------------------ report
+def test_report_never_overwrites_an_input_and_garbage_is_one_sentence(cli, tmp_path):
+    from test_crossdevice import MODEL, ROWS
+
+    from hetero_dse.crossdevice import system_plan
+
+    runs = []
+    for kind in ("cpu", "fpga"):
+        run = tmp_path / kind
+        run.mkdir()
+        rows = [r for r in ROWS if r["kind"] == kind]
+        (run / "report.json").write_text(json.dumps(
+            {"generator": "hetero_dse test", "complete": True, "rows": rows, "errors": [], "explorations": [],
+             "cpu": [], "gpu": [], "model": {**MODEL, "devices": system_plan(MODEL, rows)}}))
+        runs.append(run)
+    before = (runs[0] / "report.json").read_text()
+    r = cli("report", *runs, "--out", runs[0])
+    assert r.code == 1 and "is one of the runs being merged" in r.err
+    assert (runs[0] / "report.json").read_text() == before
+    (tmp_path / "a_file").write_text("")
+    r = cli("report", *runs, "--out", tmp_path / "a_file")
+    assert r.code == 1 and "is a file" in r.err
+    for garbage in ([1, 2, 3], [{"kind": "cpu"}], [{"kind": "fpga", "gops": "fast", "shape": None}]):
+        (runs[1] / "report.json").write_text(json.dumps({"rows": garbage}))
+        r = cli("report", runs[1])
+        assert r.code == 1 and "is not one this hetero_dse can render" in r.err, r.err
+        assert "internal error" not in r.err and len(r.err.strip().splitlines()) == 1
+
+
+# ----------------------------------------------------------------------------------------- history
+def test_history_import_checks_every_record_whatever_it_omits(tmp_path):
+    from hetero_dse.errors import HeteroDSEError
+    from hetero_dse.history import HistoryDB
+
+    base = {"workload": {"operator": "gemm", "signature": "gemm[64]", "target": "llvm"},  # no spec, no versions
+            "record": {"point": {"tile.i": 8}, "seconds": 1e-3, "source": "q", "timestamp": 1.7e9}}
+    cases = [({"seconds": 1e-15}, "outside what a run can take"), ({"seconds": 1e308}, "outside what a run"),
+             ({"timestamp": 1e308}, "timestamp"), ({"timestamp": -1e18}, "timestamp"),
+             ({"error": "boom"}, "both a time and an error"), ({"seconds": None}, "must carry the error"),
+             ({"point": {f"k{i}": i for i in range(20_000)}}, "20,000 knobs"),
+             ({"error": "x\x00y", "seconds": None}, "U+0000"), ({"source": "q\u202egnp.exe"}, "U+202E"),
+             ({"point": {"tile.i\x1b[2J": 8}}, "U+001B"), ({"seconds": float("nan")}, "not a positive finite")]
+    store = HistoryDB(str(tmp_path / "h.sqlite"))
+    for change, said in cases:
+        line = json.dumps({"workload": base["workload"], "record": {**base["record"], **change}})
+        with pytest.raises(HeteroDSEError, match=re.escape(said)):
+            store.import_lines([line])
+    assert store.import_lines([json.dumps(base)]) == (1, 0)
+    store.close()
