@@ -10,6 +10,7 @@ at 90 % of its target runs 10 % slower than the target says). Everything else ke
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -27,13 +28,42 @@ from hetero_dse.atomic import atomic_write_text
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.yamlfile import YamlFileError, load_yaml
 
-__all__ = ["ARITHMETIC_FIELDS", "DEFAULT_FIXED", "Calibration", "CalibrationError"]
+__all__ = ["ARITHMETIC_FIELDS", "DEFAULT_FIXED", "PLAUSIBLE", "Calibration", "CalibrationError", "check_constants"]
 
 #: The per-data-type constants a calibration may set.
 ARITHMETIC_FIELDS = ("dsp_mul", "dsp_add", "lut_mul", "lut_add", "ff_mul", "ff_add", "mul_latency", "add_latency")
 #: The design-wide constants, in the order the kernel takes them (``fpga_kernel.F_*``).
 DEFAULT_FIXED = {"lut_base": float(LUT_BASE), "lut_per_port": float(LUT_PER_PORT), "ff_base": float(FF_BASE),
                  "ff_per_port": float(FF_PER_PORT), "compute_overhead_cycles": float(COMPUTE_OVERHEAD_CYCLES)}
+
+
+#: What each constant can be: a fit that gives a value outside these is a broken fit or a hand-edited file
+#: (the largest sourced figures are a double-precision multiply's 11 DSPs, a kernel's base of some 10^4 LUTs)
+PLAUSIBLE = {"dsp_mul": (0, 16), "dsp_add": (0, 16), "lut_mul": (0, 5000), "lut_add": (0, 5000),
+             "ff_mul": (0, 5000), "ff_add": (0, 5000), "mul_latency": (0, 64), "add_latency": (0, 64),
+             "lut_base": (0, 500_000), "lut_per_port": (0, 100_000), "ff_base": (0, 500_000),
+             "ff_per_port": (0, 100_000), "compute_overhead_cycles": (0, 1000)}
+
+
+def _check_value(path: str | Path, name: str, value: float) -> float:
+    low, high = PLAUSIBLE[name]
+    if not (math.isfinite(value) and low <= value <= high):
+        raise CalibrationError(f"{path}: {name} is {value}, which no design has ({low} to {high}); recalibrate "
+                               "with hetero_dse calibrate")
+    return value
+
+
+def check_constants(where: str | Path, arithmetic: dict[str, dict[str, float]], fixed: dict[str, float],
+                    fmax_derate: float) -> None:
+    """Every constant finite and in its plausible range (:data:`PLAUSIBLE`), or :class:`CalibrationError`."""
+    for values in arithmetic.values():
+        for name, value in values.items():
+            _check_value(where, name, value)
+    for name, value in fixed.items():
+        _check_value(where, name, value)
+    if not (math.isfinite(fmax_derate) and 0.05 <= fmax_derate <= 1):
+        raise CalibrationError(f"{where}: fmax_derate is the share of the target clock designs achieve, between "
+                               f"0.05 and 1, not {fmax_derate}")
 
 
 class CalibrationError(HeteroDSEError):
@@ -108,8 +138,7 @@ class Calibration:
             if unknown:
                 raise CalibrationError(f"{path} has unknown constants {', '.join(sorted(unknown))}")
             derate = float(data.get("fmax_derate", 1.0))
-            if not 0 < derate <= 1:
-                raise CalibrationError(f"{path}: fmax_derate must be in (0, 1], not {derate}")
+            check_constants(path, arithmetic, fixed, derate)
             return cls(str(data["part"]), str(data["tool_version"]), int(data["designs"]), arithmetic, fixed, derate,
                        dict(data.get("quality") or {}))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:

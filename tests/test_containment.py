@@ -342,3 +342,178 @@ def test_history_import_checks_every_record_whatever_it_omits(tmp_path):
             store.import_lines([line])
     assert store.import_lines([json.dumps(base)]) == (1, 0)
     store.close()
+
+
+# -------------------------------------------------------------------------------------- calibration
+def test_calibration_constants_are_checked_when_read_and_when_fitted(cli, tmp_path):
+    from test_calibrate import synthetic_results
+
+    from cost_models.calibration import Calibration, CalibrationError
+
+    base = {"part": "xcvu9p-flgb2104-2-i", "tool_version": "2023.2", "designs": 4,
+            "arithmetic": {"float32": {"dsp_mul": 2.0, "lut_mul": 140.0}}, "fixed": {"lut_base": 3000.0},
+            "fmax_derate": 0.9}
+    for change, said in [({"arithmetic": {"float32": {"dsp_mul": -5.0}}}, "dsp_mul is -5.0"),
+                         ({"arithmetic": {"float32": {"lut_mul": float("nan")}}}, "lut_mul is nan"),
+                         ({"fixed": {"lut_base": 1e12}}, "lut_base is 1000000000000.0"),
+                         ({"fmax_derate": -4.0}, "fmax_derate"), ({"fmax_derate": "fast"}, "not a calibration"),
+                         ({"arithmetic": ["float32"]}, "not a calibration"), ({"designs": None}, "not a calibration")]:
+        path = tmp_path / "cal.yaml"
+        path.write_text(yaml.safe_dump({**base, **change}))
+        with pytest.raises(CalibrationError, match=re.escape(said)):
+            Calibration.load(path)
+    # results whose figures are strings, NaN, lists or missing: one sentence naming the project
+    root = synthetic_results(tmp_path / "r", count=4)
+    synth = root / "p1" / "synth.json"
+    good = synth.read_text()
+    for report in ({"resources": {"dsp": "many", "lut": float("nan"), "ff": [1]}, "estimated_clock_ns": -4.0},
+                   {"resources": None, "modules": {"compute_tile": {"loops": "x"}}}):
+        synth.write_text(json.dumps({**json.loads(good), "report": report}))
+        r = cli("calibrate", root, "-o", tmp_path / "out.yaml")
+        assert "internal error" not in r.err and "Traceback" not in r.err, r.err
+        if r.code == 0:  # the figures it could not use were left out, the others fitted
+            assert 0.05 <= yaml.safe_load((tmp_path / "out.yaml").read_text())["fmax_derate"] <= 1
+        else:
+            assert "p1" in r.err and len(r.err.strip().splitlines()) == 1
+    synth.write_text(good)
+    design = root / "p2" / "design.json"
+    record = json.loads(design.read_text())
+    del record["predicted"]["calibration_terms"]["mul_units"]
+    design.write_text(json.dumps(record))
+    r = cli("calibrate", root, "-o", tmp_path / "out2.yaml")
+    assert r.code == 1 and "p2" in r.err and "not what hetero_dse wrote" in r.err
+
+
+# --------------------------------------------------------------------------------------------- rpc
+def test_rpc_to_a_server_that_accepts_and_never_answers_is_one_sentence_in_seconds():
+    import socket
+    import threading
+
+    from gpu_cpu.remote import Remote
+    from hetero_dse.errors import HeteroDSEError
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    held = []
+    stop = threading.Event()
+
+    def accept_and_say_nothing():
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=accept_and_say_nothing, daemon=True)
+    thread.start()
+    port = listener.getsockname()[1]
+    try:
+        for key in (None, "v100"):
+            remote = Remote.parse(f"127.0.0.1:{port}", key)
+            start = time.monotonic()
+            with pytest.raises(HeteroDSEError, match="did not answer TVM's handshake in 5 s"):
+                remote.check()
+            assert time.monotonic() - start < 15
+    finally:
+        stop.set()
+        thread.join(5)
+        for conn in held:
+            conn.close()
+        listener.close()
+    with pytest.raises(HeteroDSEError, match="is not a host name"):
+        Remote.parse("a" * 300 + ":9190")
+    with pytest.raises(HeteroDSEError, match="is not a device key"):
+        Remote.parse("127.0.0.1:9190", "two words")
+
+
+# ------------------------------------------------------------------------------------------ model.py
+MODEL_HEAD = """
+import torch
+
+def model():
+    return Net()
+
+def example_input():
+    return torch.randn(1, 3, 8, 8)
+"""
+
+
+@pytest.mark.parametrize("body,said", [
+    ("import os\nos._exit(0)\n", "ended the interpreter (exit code 0)"),
+    ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", "was killed by signal 9"),
+    ("class Stop(BaseException):\n    pass\nraise Stop('no')\n", "failed: Stop: no"),
+    ("import signal, time\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
+     "class Net(torch.nn.Module):\n    def forward(self, x):\n        time.sleep(3600)\n        return x\n",
+     "did not finish loading and running its example in 3 s"),
+])
+def test_a_hostile_model_py_is_one_sentence(cli, tmp_path, monkeypatch, body, said):
+    from hetero_dse.model import zoo
+
+    monkeypatch.setattr(zoo, "LOAD_LIMIT_S", 3)
+    path = tmp_path / "model.py"
+    path.write_text(MODEL_HEAD + body)
+    start = time.monotonic()
+    r = cli("model", path)
+    assert r.code == 1 and said in r.err and len(r.err.strip().splitlines()) == 1, r.err
+    assert time.monotonic() - start < 60
+
+
+def test_a_float64_model_is_said_to_be_explored_in_float32(cli, tmp_path):
+    path = tmp_path / "m64.py"
+    path.write_text("import torch\ndef model():\n    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), "
+                    "torch.nn.ReLU()).double()\ndef example_input():\n    return torch.randn(1, 3, 8, 8, "
+                    "dtype=torch.float64)\n")
+    r = cli("model", path, "--json")
+    assert r.code == 0 and "computes in float64; its layers are explored as float32" in r.err
+    assert json.loads(r.out)["layers"][0]["op"] == "conv2d"
+
+
+def _gone(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except OSError:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
+def test_killing_synth_leaves_no_tool_process_behind(two_projects, fake_tool, tmp_path, how):
+    import shutil
+    import signal
+
+    from hetero_dse.hls.synth import find_projects
+
+    out = tmp_path / "out"
+    shutil.copytree(two_projects, out)
+    project = find_projects([out])[0]
+    env = {**os.environ, "FAKE_VITIS_MODE": "forkhang"}
+    synth = subprocess.Popen([sys.executable, "-m", "hetero_dse", "synth", str(project), "--db",
+                              str(tmp_path / "h.sqlite")], env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not ((project / "fake_child.pid").is_file() and (project / "fake.pid").is_file()):
+            assert time.monotonic() < deadline and synth.poll() is None, "the tool never started"
+            time.sleep(0.2)
+        time.sleep(0.5)
+        tool, child = int((project / "fake.pid").read_text()), int((project / "fake_child.pid").read_text())
+        synth.send_signal(getattr(signal, how))  # the synth process alone, not its group
+        synth.wait(60)
+        assert _gone(tool, 60), f"the tool (pid {tool}) still runs after {how} of synth"
+        assert _gone(child, 30), f"the tool's child (pid {child}) still runs after {how} of synth"
+    finally:
+        if synth.poll() is None:
+            synth.kill()
+        for name in ("fake.pid", "fake_child.pid"):
+            if (project / name).is_file():
+                try:
+                    os.kill(int((project / name).read_text()), 9)
+                except ProcessLookupError:
+                    pass

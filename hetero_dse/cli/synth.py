@@ -216,10 +216,14 @@ def calibrate_command(results: tuple[str, ...], output: str) -> None:
     RESULTS are projects or directories holding them (explore outputs). Prints the mean absolute
     percentage error of each figure before, after and leave-one-out.
     """
+    from hetero_dse.errors import HeteroDSEError
     from hetero_dse.hls.calibrate import fit, observations
 
     cal = fit(observations(list(results)))
-    cal.dump(output)
+    try:
+        cal.dump(output)
+    except OSError as exc:  # a full disk, a directory that is not there: nothing half-written is left
+        raise HeteroDSEError(f"cannot write the calibration to {output}: {exc.strerror or exc}") from None
     table = Table(title=f"calibration of {cal.part} (Vitis {cal.tool_version}) from {cal.designs} designs")
     for col in ("figure", "MAPE before", "after", "leave-one-out"):
         table.add_column(col, justify="left" if col == "figure" else "right")

@@ -22,6 +22,7 @@ all), and leave-one-out (each design predicted by a fit on the others: whether t
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
@@ -29,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from cost_models.calibration import ARITHMETIC_FIELDS, DEFAULT_FIXED, Calibration
+from cost_models.calibration import ARITHMETIC_FIELDS, DEFAULT_FIXED, Calibration, check_constants
 from cost_models.fpga_costs import ARITHMETIC, DEEPER_CORES_ABOVE_MHZ
 from hetero_dse.errors import HeteroDSEError
 
@@ -52,7 +53,6 @@ class Observation:
 def observations(paths: list[str | Path]) -> list[Observation]:
     """Every synthesized project among ``paths`` (projects, or directories holding them)."""
     from hetero_dse.hls.synth import find_projects
-    from hetero_dse.hls.validate import find_loop, module_report
 
     found = []
     for project in find_projects(paths):
@@ -62,29 +62,59 @@ def observations(paths: list[str | Path]) -> list[Observation]:
         try:
             record = json.loads((project / "design.json").read_text())
             result = json.loads(synth_path.read_text())
-        except ValueError:
+        except (ValueError, RecursionError):
             raise HeteroDSEError(f"{project}: design.json or synth.json is not JSON") from None
-        if result.get("status") != "ok":
+        except OSError as exc:
+            raise HeteroDSEError(f"{project}: cannot read its design.json or synth.json ({exc.strerror})") from None
+        if not isinstance(result, dict) or result.get("status") != "ok":
             continue
-        terms = record.get("predicted", {}).get("calibration_terms")
-        if terms is None:
-            raise HeteroDSEError(f"{project}/design.json has no calibration terms: it was written by an older "
-                                 "hetero_dse; explore again and synthesize the new project")
-        report = result.get("report") or {}
-        post = (result.get("impl") or {}).get("resources") or {}
-        res = {k: post.get(k) if post.get(k) is not None else (report.get("resources") or {}).get(k)
-               for k in ("dsp", "lut", "ff")}
-        compute = next((lp for lp in (record.get("expectations") or {}).get("loops", [])
-                        if lp["process"] == "compute_tile"), None)
-        loop = find_loop(module_report(report, "compute_tile"), compute["labels"]) if compute else None
-        achieved_ns = (result.get("impl") or {}).get("achieved_clock_ns") or report.get("estimated_clock_ns")
-        latencies = _core_latencies((result.get("bind") or {}).get("ops") or [])
-        found.append(Observation(
-            str(project), record.get("part") or record.get("board", ""), str(result.get("tool_version")), terms,
-            {**res, "depth": loop.get("depth") if loop else None,
-             "achieved_mhz": 1000.0 / achieved_ns if achieved_ns else None, **latencies},
-            float(record["knobs"]["clock_mhz"])))
+        try:
+            observation = _observation(project, record, result)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            # a hand-edited file, or one of another version: which project, not where the fit broke
+            raise HeteroDSEError(f"{project}: design.json or synth.json is not what hetero_dse wrote "
+                                 f"({type(exc).__name__}: {exc}); synthesize the project again") from None
+        if observation is not None:
+            found.append(observation)
     return found
+
+
+def _number(value: Any) -> float | None:
+    """A reported figure: a finite number, 0 or more (a string, NaN, a negative count: not a figure)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        return None
+    return float(value)
+
+
+def _observation(project: Path, record: dict[str, Any], result: dict[str, Any]) -> Observation | None:
+    from hetero_dse.hls.validate import find_loop, module_report
+
+    terms = record.get("predicted", {}).get("calibration_terms")
+    if terms is None:
+        raise HeteroDSEError(f"{project}/design.json has no calibration terms: it was written by an older "
+                             "hetero_dse; explore again and synthesize the new project")
+    if not isinstance(terms, dict) or terms.get("dtype") not in ARITHMETIC:
+        raise ValueError("its calibration terms name no data type the model knows")
+    for key in ("mul_units", "add_units", "ports", "depth_fixed"):
+        if _number(terms.get(key)) is None:
+            raise ValueError(f"calibration term {key} is {terms.get(key)!r}")
+    report = result.get("report") or {}
+    post = (result.get("impl") or {}).get("resources") or {}
+    res = {k: _number(post.get(k)) if _number(post.get(k)) is not None
+           else _number((report.get("resources") or {}).get(k)) for k in ("dsp", "lut", "ff")}
+    compute = next((lp for lp in (record.get("expectations") or {}).get("loops", [])
+                    if lp["process"] == "compute_tile"), None)
+    loop = find_loop(module_report(report, "compute_tile"), compute["labels"]) if compute else None
+    achieved_ns = _number((result.get("impl") or {}).get("achieved_clock_ns")) or _number(
+        report.get("estimated_clock_ns"))
+    latencies = _core_latencies((result.get("bind") or {}).get("ops") or [])
+    target = _number(float(record["knobs"]["clock_mhz"]))
+    if not target:
+        raise ValueError(f"its clock is {record['knobs']['clock_mhz']!r} MHz")
+    return Observation(
+        str(project), str(record.get("part") or record.get("board", "")), str(result.get("tool_version")), terms,
+        {**res, "depth": _number(loop.get("depth")) if loop else None,
+         "achieved_mhz": 1000.0 / achieved_ns if achieved_ns else None, **latencies}, target)
 
 
 #: Operator names of the bind op table, by the model's operator.
@@ -215,4 +245,7 @@ def fit(obs: list[Observation]) -> Calibration:
             arithmetic.setdefault(dt, {})[key] = value
         elif name in DEFAULT_FIXED:
             fixed[name] = value
-    return Calibration(parts[0], tools[0], len(obs), arithmetic, fixed, fitted.get("fmax_derate", 1.0), quality)
+    derate = fitted.get("fmax_derate", 1.0)
+    # the designs' figures may still be absurd (a report with a negative count): no such fit is written
+    check_constants("the fit of these designs", arithmetic, fixed, derate)
+    return Calibration(parts[0], tools[0], len(obs), arithmetic, fixed, derate, quality)

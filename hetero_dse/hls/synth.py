@@ -25,6 +25,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -210,12 +211,11 @@ def run_job(job: SynthJob) -> dict[str, Any]:
 
 
 def _die_with_parent(command: list[str]) -> list[str]:
-    """``command`` run so that it is sent SIGTERM when the worker that started it is gone (Linux's parent
-    death signal, set by util-linux's ``setpriv`` before it execs the tool; a ``preexec_fn`` would not be
-    safe in a Dask worker's threads): closing a cluster (Ctrl-C) or losing a worker never leaves a
-    synthesis running unowned. Without ``setpriv`` the tool is stopped when the worker exits normally."""
-    setpriv = shutil.which("setpriv")
-    return [setpriv, "--pdeathsig", "TERM", "--", *command] if setpriv else command
+    """``command`` run under :mod:`hetero_dse.hls.supervise`, which is sent SIGTERM when the worker that
+    started it is gone (Linux's parent death signal; a ``preexec_fn`` would not be safe in a Dask worker's
+    threads) and then ends every process of the tool's tree, orphans reparented to it included: closing a
+    cluster (Ctrl-C), losing a worker or kill -9 of ``synth`` never leaves a synthesis running unowned."""
+    return [sys.executable, "-m", "hetero_dse.hls.supervise", "--", *command]
 
 
 def _kill(proc: subprocess.Popen) -> None:

@@ -147,8 +147,9 @@ def _from_file(path: str) -> tuple[Any, Any]:
 
     if not Path(path).is_file():
         raise HeteroDSEError(f"model file {path} does not exist")
+    _probe(path)
     try:
-        with time_limit(120, f"model file {path} did not finish loading in 120 s"):
+        with time_limit(LOAD_LIMIT_S, f"model file {path} did not finish loading in {LOAD_LIMIT_S} s"):
             scope = runpy.run_path(path)
             factory, example = scope.get("model"), scope.get("example_input")
             if not callable(factory) or not callable(example):
@@ -159,9 +160,56 @@ def _from_file(path: str) -> tuple[Any, Any]:
         raise
     except SystemExit as exc:
         raise HeteroDSEError(f"model file {path} called sys.exit({exc.code!r})") from None
-    except Exception as exc:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - user code may raise anything, a BaseException subclass too
         raise HeteroDSEError(f"model file {path} failed: {type(exc).__name__}: {exc}") from None
     if not isinstance(module, torch.nn.Module) or not isinstance(tensor, torch.Tensor):
         raise HeteroDSEError(f"model file {path}: model() must return a torch.nn.Module and example_input() a "
                              f"tensor, got {type(module).__name__} and {type(tensor).__name__}")
     return module, tensor
+
+
+#: how long a model.py may take to load and run its example once, in a child process and then here
+LOAD_LIMIT_S = 120
+
+#: the child's script: load the file, build the model and its input, run it once; exit 0 only when all of it
+#: returned (a model.py that calls os._exit, is killed by a signal, or hangs never reaches the end)
+_PROBE = """
+import runpy, sys
+try:
+    scope = runpy.run_path(sys.argv[1])
+    factory, example = scope.get("model"), scope.get("example_input")
+    if callable(factory) and callable(example):
+        import torch
+        module, tensor = factory(), example()
+        if isinstance(module, torch.nn.Module) and isinstance(tensor, torch.Tensor):
+            with torch.no_grad():
+                module.eval()(tensor)
+except BaseException:
+    pass  # an exception, sys.exit too: the load in the tool's own process says it, with its type
+sys.stdout.write("HETERO_DSE_PROBE_DONE\\n")
+sys.stdout.flush()
+"""
+
+
+def _probe(path: str) -> None:
+    """Run the model.py once in a child process that can be killed: a file that hangs (a forward() that
+    sleeps, a handler that ignores SIGALRM), exits the interpreter (``os._exit``) or is killed is one
+    sentence here, before this process runs any of it. What it raises is left to the load here, which says
+    it with its type."""
+    import subprocess
+    import sys
+
+    try:
+        done = subprocess.run([sys.executable, "-c", _PROBE, path], capture_output=True, text=True,
+                              timeout=LOAD_LIMIT_S, stdin=subprocess.DEVNULL, start_new_session=True)
+    except subprocess.TimeoutExpired:
+        raise HeteroDSEError(f"model file {path} did not finish loading and running its example in "
+                             f"{LOAD_LIMIT_S} s (it was stopped)") from None
+    if "HETERO_DSE_PROBE_DONE" in done.stdout:
+        return
+    if done.returncode < 0:
+        raise HeteroDSEError(f"model file {path} was killed by signal {-done.returncode} while loading")
+    raise HeteroDSEError(f"model file {path} ended the interpreter (exit code {done.returncode}) while loading "
+                         "or running its example, without an error: it must return model() and example_input()")

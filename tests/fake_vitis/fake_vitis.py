@@ -10,7 +10,8 @@ implementation reports — all derived from the project's **code** (``src/kernel
 the model shows as a mismatch when the result is validated.
 
 ``FAKE_VITIS_MODE`` makes it misbehave: ``crash`` (exit 1), ``hang`` (sleep), ``garbage`` (a report cut short),
-``killworker`` (kills the process that started it: the Dask worker); ``FAKE_VITIS_MODE_FOR=<operator>``
+``killworker`` (kills the process that started it: the Dask worker), ``forkhang`` (starts a child that
+sleeps, then hangs); ``FAKE_VITIS_MODE_FOR=<operator>``
 limits that to one operator's projects. ``FAKE_VITIS_SCALE`` multiplies the LUT and FF it reports.
 """
 
@@ -210,6 +211,20 @@ def _write_verilog(design, verilog: Path) -> None:
         (verilog / f"{module}.v").write_text(head + "\n".join(lines) + "\nendmodule\n")
 
 
+def _worker() -> int:
+    """The process that started this job: the parent, or the parent of the supervisor between them."""
+    parent = os.getppid()
+    try:
+        with open(f"/proc/{parent}/cmdline", "rb") as f:
+            supervised = b"hetero_dse.hls.supervise" in f.read()
+        if supervised:
+            with open(f"/proc/{parent}/stat") as f:
+                return int(f.read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        pass
+    return parent
+
+
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] in ("-version", "--version"):
         print(f"Vitis HLS - High-Level Synthesis from C, C++ and OpenCL v{VERSION} (64-bit) [test double]")
@@ -226,11 +241,17 @@ def main() -> int:
         log.write("ERROR: [HLS 200-70] the test double crashed as asked\n")
         log.flush()
         return 1
+    if mode == "forkhang":  # a launcher's child left running, then the tool hangs
+        import subprocess
+
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+        Path("fake_child.pid").write_text(str(child.pid))
+        mode = "hang"
     if mode == "hang":
         Path("fake.pid").write_text(str(os.getpid()))
         time.sleep(3600)
     if mode == "killworker":
-        os.kill(os.getppid(), 9)  # the Dask worker running this job
+        os.kill(_worker(), 9)  # the Dask worker running this job
         return 1
     from hls_design import build
 
