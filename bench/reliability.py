@@ -13,7 +13,8 @@
   "looks complete but is not" when its report says complete and a project is missing or from another run,
   or when ``csim`` of it exits 0 without saying it is incomplete.
 
-Not part of the test suite: it takes minutes and its figures depend on the machine.
+Not part of the test suite: it takes minutes and its figures depend on the machine. The second review's
+surfaces (synth, reports, calibrate, model.py, history import, --rpc) are ``bench/hostile.py``'s.
 """
 
 from __future__ import annotations

@@ -137,6 +137,16 @@ def test_numeric_settings_are_checked(cli, tmp_path, monkeypatch):
     for option, value in (("--timeout", "nan"), ("--threshold", "nan"), ("--timeout", "-1")):
         r = cli("synth", str(tmp_path), option, value)
         assert r.code == 1 and option in r.err and "Traceback" not in r.err, (option, r.err)
+    # not an address at all: one sentence, not a ValueError from Dask
+    from hetero_dse.hls import synth
+
+    with pytest.raises(synth.SynthError, match="cannot reach the Dask scheduler at garbage"):
+        synth._connect("garbage", 1, None)
+    # a history import of something that is not a file of lines
+    (tmp_path / "zeros").write_bytes(b"\0" * 1_500_000)
+    for source, said in (("/dev/zero", "is not a regular file"), (tmp_path / "zeros", "longer than 1,000,000")):
+        r = cli("history", "import", source, "--db", tmp_path / "h.sqlite")
+        assert r.code == 1 and said in r.err, r.err
 
 
 # ----------------------------------------------------------------------------------- bounded reading

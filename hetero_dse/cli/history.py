@@ -100,10 +100,12 @@ def export_command(file: Path, force: bool, db: str | None) -> None:
 @db_option
 def import_command(file: Path, db: str | None) -> None:
     """Add the records of an exported JSON-lines file (points already there are kept as they are)."""
+    if not file.is_file():
+        raise HeteroDSEError(f"{file} is not a regular file; give a file written by 'hetero_dse history export'")
     store = open_db(db)
     try:
-        with file.open(encoding="utf-8") as lines:
-            added, known = store.import_lines(lines)
+        with file.open(encoding="utf-8") as f:
+            added, known = store.import_lines(_bounded_lines(f, file))
     except UnicodeDecodeError as exc:
         raise HeteroDSEError(f"{file} is not UTF-8 text (byte {exc.start}); give a file written by "
                              "'hetero_dse history export'") from None
@@ -120,3 +122,22 @@ def prune_command(keep: int, drop_failed: bool, db: str | None) -> None:
     if keep == 0 and not drop_failed and not click.confirm("Delete every successful record?", default=False):
         raise HeteroDSEError("nothing deleted")
     console.print(f"{store.prune(keep, drop_failed):,} records deleted")
+
+
+#: the longest line an export has (a record with its point and conditions is well under a kilobyte)
+MAX_LINE_CHARS = 1_000_000
+
+
+def _bounded_lines(f, file: Path):
+    """The file's lines, one at a time and none longer than :data:`MAX_LINE_CHARS` (a file of zeros or one
+    endless line is one sentence, not a process that reads until memory runs out)."""
+    number = 0
+    while True:
+        line = f.readline(MAX_LINE_CHARS + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > MAX_LINE_CHARS:
+            raise HeteroDSEError(f"{file}: line {number} is longer than {MAX_LINE_CHARS:,} characters: not an "
+                                 "export of hetero_dse's history")
+        yield line

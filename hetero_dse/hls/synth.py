@@ -399,7 +399,7 @@ def _connect(scheduler: str | None, workers: int, options: dict[str, Any] | None
     if scheduler:
         try:
             return Client(scheduler, timeout="20s"), None
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, ValueError) as exc:  # ValueError: not an address (no port, a bad scheme)
             raise SynthError(f"cannot reach the Dask scheduler at {scheduler} ({exc}); start it with 'dask "
                              "scheduler' and the workers with 'dask worker <address>' on the machines with "
                              "Vitis") from None

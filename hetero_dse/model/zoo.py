@@ -201,15 +201,26 @@ def _probe(path: str) -> None:
     import subprocess
     import sys
 
+    import os
+    import signal
+
+    probe = subprocess.Popen([sys.executable, "-c", _PROBE, path], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True, start_new_session=True)
     try:
-        done = subprocess.run([sys.executable, "-c", _PROBE, path], capture_output=True, text=True,
-                              timeout=LOAD_LIMIT_S, stdin=subprocess.DEVNULL, start_new_session=True)
+        out, _ = probe.communicate(timeout=LOAD_LIMIT_S)
     except subprocess.TimeoutExpired:
+        os.killpg(probe.pid, signal.SIGKILL)  # the probe and whatever the file started, its whole session
+        probe.communicate()
         raise HeteroDSEError(f"model file {path} did not finish loading and running its example in "
                              f"{LOAD_LIMIT_S} s (it was stopped)") from None
-    if "HETERO_DSE_PROBE_DONE" in done.stdout:
+    finally:
+        try:
+            os.killpg(probe.pid, signal.SIGKILL)  # a process the file left behind, even when it returned
+        except (ProcessLookupError, PermissionError):
+            pass
+    if "HETERO_DSE_PROBE_DONE" in out:
         return
-    if done.returncode < 0:
-        raise HeteroDSEError(f"model file {path} was killed by signal {-done.returncode} while loading")
-    raise HeteroDSEError(f"model file {path} ended the interpreter (exit code {done.returncode}) while loading "
+    if probe.returncode < 0:
+        raise HeteroDSEError(f"model file {path} was killed by signal {-probe.returncode} while loading")
+    raise HeteroDSEError(f"model file {path} ended the interpreter (exit code {probe.returncode}) while loading "
                          "or running its example, without an error: it must return model() and example_input()")
