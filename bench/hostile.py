@@ -210,6 +210,14 @@ def cases(project: Path, port: int) -> list[Case]:
         return ["history", "export", str(w / "e.jsonl"), "--force", "--db", str(w / "h.sqlite")], {}
     add("history export through a symlink", "history", export_through_link, refuse=False,
         after=lambda w, r: unchanged(w / "victim.txt")(w, r))
+
+    def export_partial_link(w):
+        v = victim(w)
+        (w / "h.sqlite").touch()
+        (w / "e.jsonl.partial").symlink_to(v)  # where an export used to write before renaming
+        return ["history", "export", str(w / "e.jsonl"), "--db", str(w / "h.sqlite")], {}
+    add("history export: its .partial a symlink", "history", export_partial_link, refuse=False,
+        after=lambda w, r: unchanged(w / "victim.txt")(w, r))
     # report
     add("report A B --out A", "report",
         lambda w: (["report", str(report_run(w, "a")), str(report_run(w, "b")), "--out", str(w / "a")], {}),
