@@ -8,6 +8,7 @@ rename replaces a link at the destination, never the file it points to."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import uuid
@@ -40,6 +41,9 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     """``text`` in ``path``, whole or not at all. Writers racing for one path (processes filling one cache)
     each rename a file of their own, the last rename winning."""
     path = Path(path)
+    if not os.path.islink(path) and os.path.exists(path) and not os.path.isfile(path):
+        # a device, a FIFO or a directory at the name: the rename would replace it (as root, /dev/full itself)
+        raise OSError(errno.EEXIST, "it is not a regular file (a device, a pipe or a directory)", str(path))
     tmp = partial_path(path)
     try:
         with open_new(tmp) as f:

@@ -527,3 +527,16 @@ def test_killing_synth_leaves_no_tool_process_behind(two_projects, fake_tool, tm
                     os.kill(int((project / name).read_text()), 9)
                 except ProcessLookupError:
                     pass
+
+
+def test_an_output_that_is_not_a_regular_file_is_never_replaced(cli, tmp_path):
+    from test_calibrate import synthetic_results
+
+    root = synthetic_results(tmp_path / "r", count=4)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    r = cli("calibrate", root, "-o", fifo)
+    assert r.code == 1 and "cannot write the calibration to" in r.err and "not a regular file" in r.err, r.err
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)  # still the pipe, not replaced by a file
+    with pytest.raises(OSError, match="not a regular file"):
+        atomic_write_text(tmp_path, "x")
