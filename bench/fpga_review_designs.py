@@ -36,6 +36,13 @@ LAYERS = {
 }
 
 
+def review_operator(op_name: str, params: dict, steps: list[str] | None):
+    """A layer of :data:`LAYERS` as its operator, its epilogue fused (the bias indexed by the convolution's
+    output channels, dimension 1)."""
+    op = get_builtin(op_name).instantiate(params)
+    return fuse(op, steps, tuple(range(1, len(op.output.shape) - 2))) if steps else op
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="also write the figures to this file")
@@ -45,9 +52,7 @@ def main() -> None:
           "| wall s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, (op_name, params, steps, board_name) in LAYERS.items():
-        op = get_builtin(op_name).instantiate(params)
-        if steps:
-            op = fuse(op, steps, tuple(range(1, len(op.output.shape) - 2)))
+        op = review_operator(op_name, params, steps)
         t0 = time.perf_counter()
         e = explore(op, FpgaTarget(load_board(board_name)))
         wall = time.perf_counter() - t0

@@ -20,17 +20,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hetero_dse.epilogue import fuse
 from hetero_dse.hardware.board import load_board
 from hetero_dse.hls.project import write_project
 from hetero_dse.hls.synth import _read_back
 from hetero_dse.hls.validate import validate
-from hetero_dse.ops import get_builtin
 from hetero_dse.targets.flow import explore
 from hetero_dse.targets.fpga import FpgaTarget
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fpga_review_designs import LAYERS  # noqa: E402
+from fpga_review_designs import LAYERS, review_operator  # noqa: E402
 
 DOUBLE = Path(__file__).resolve().parents[1] / "tests" / "fake_vitis" / "vitis_hls"
 
@@ -45,9 +43,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for name, (op_name, params, steps, board_name) in LAYERS.items():
-            op = get_builtin(op_name).instantiate(params)
-            if steps:
-                op = fuse(op, steps, tuple(range(1, len(op.output.shape) - 2)))
+            op = review_operator(op_name, params, steps)
             board = load_board(board_name)
             e = explore(op, FpgaTarget(board))
             op_d, analysis = e.best_operator()

@@ -24,7 +24,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from hetero_dse.epilogue import fuse
 from hetero_dse.hardware.board import load_board
 from hetero_dse.hls.lint import LintError, lint
 from hetero_dse.hls.project import write_project
@@ -44,18 +43,15 @@ except ImportError:  # an earlier tree (PYTHONPATH=<tree>) has no mutants of its
     _spec.loader.exec_module(_module)
     apply, mutants = _module.apply, _module.mutants
 
-REVIEW = {
-    "yolo_C8_vu9p": ("conv2d", {"C": 256, "H": 28, "W": 28, "K": 512, "kernel": 3, "padding": 1}, None, "vu9p"),
-    "yolo_C1_vu9p": ("conv2d", {"C": 3, "H": 448, "W": 448, "K": 64, "kernel": 7, "stride": 2, "padding": 3}, None,
-                     "vu9p"),
-    "gemm_int8_u280": ("gemm", {"M": 1024, "N": 1024, "K": 1024, "dtype": "int8"}, None, "u280"),
-    "depthwise_zcu104": ("depthwise_conv2d", {"C": 144, "H": 56, "W": 56, "kernel": 3, "padding": 1}, None,
-                         "zcu104"),
-    "resnet18_L12_vu9p": ("conv2d", {"C": 256, "H": 14, "W": 14, "K": 512, "kernel": 3, "stride": 2, "padding": 1},
-                          ["bias", "relu"], "vu9p"),
-    "resnet18_L13_vu9p": ("conv2d", {"C": 512, "H": 7, "W": 7, "K": 512, "kernel": 3, "padding": 1},
-                          ["bias", "add", "relu"], "vu9p"),
-}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fpga_review_designs import LAYERS, review_operator  # noqa: E402
+
+#: the review's layers (bench/fpga_review_designs.py), by the names of their project folders (which also seed
+#: --per-kind's sample)
+REVIEW = {slug: LAYERS[title] for slug, title in (
+    ("yolo_C8_vu9p", "YOLO-v1 C8 (vu9p)"), ("yolo_C1_vu9p", "YOLO-v1 C1 (vu9p)"),
+    ("gemm_int8_u280", "int8 GEMM 1024^3 (u280)"), ("depthwise_zcu104", "depthwise 144x56x56 (zcu104)"),
+    ("resnet18_L12_vu9p", "ResNet-18 L12 (vu9p)"), ("resnet18_L13_vu9p", "ResNet-18 L13 (vu9p)"))}
 
 
 def write(out: Path, name: str, op, board_name: str, budget: int | None = None) -> Path:
@@ -69,10 +65,7 @@ def write(out: Path, name: str, op, board_name: str, budget: int | None = None) 
 def projects(out: Path, builtins: bool) -> dict[str, Path]:
     written = {}
     for name, (op_name, params, steps, board) in REVIEW.items():
-        op = get_builtin(op_name).instantiate(params)
-        if steps:
-            op = fuse(op, steps, tuple(range(1, len(op.output.shape) - 2)))
-        written[name] = write(out, name, op, board)
+        written[name] = write(out, name, review_operator(op_name, params, steps), board)
     if builtins:
         for op_name in sorted(BUILTIN):
             for dtype in ("float32", "int8"):

@@ -76,9 +76,8 @@ def run_cycles(iterations, wii, floor, max_beats):
     """Cycles one run of a read or write process takes: its pipeline's iterations (a word each) at the word
     II, or, where the run is short, its AXI bursts (each at least ``floor`` cycles: the round trip over the
     transactions in flight, or the memory's least time a transaction)."""
-    words = iterations
-    full = math.floor(words / max_beats)
-    rest = words - full * max_beats
+    full = math.floor(iterations / max_beats)
+    rest = iterations - full * max_beats
     axi = full * max(max_beats, floor) + (max(rest, floor) if rest > 0 else 0.0)
     return max(iterations * wii, axi)
 
@@ -125,7 +124,6 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
     res = np.empty(5)
     chbytes = np.empty(n_channels)
     port_loads = np.empty(n_ports)
-    port_cycles = np.empty(n_ports)
     port_plan = np.empty((n_ports, 3))  # runs, iterations, word II: the transfer, timed at the clock achieved
     port_tile_bytes = np.empty(n_ports)
     max_beats = timing[T_MAX_BEATS]
@@ -332,7 +330,6 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                 wpb *= math.ceil(width[d] / fac[d])
                 elements *= clipped[d]
             tile_bytes = beats * port_bytes
-            port_cycles[p] = cycles
             port_plan[p, 0], port_plan[p, 1], port_plan[p, 2] = runs, iterations, wii
             port_tile_bytes[p] = tile_bytes
             traffic += loads * tile_bytes

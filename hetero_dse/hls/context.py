@@ -245,10 +245,9 @@ def build_context(op: Operator, analysis: Analysis, point: Point, design: dict[s
 
 def _word_address(x: dict[str, Any]) -> str:
     words = x["iterations"] > 1
-    index = "hdse_k"
     if x["run_start"] == "0":
-        return index if words else "0"
-    return f"({x['run_start']}) / {x['word']}" + (f" + {index}" if words else "")
+        return "hdse_k" if words else "0"
+    return f"({x['run_start']}) / {x['word']}" + (" + hdse_k" if words else "")
 
 
 def _epilogue(op: Operator, analysis: Analysis, nodes: list[Any], out_port: dict[str, Any], port_bits: int,

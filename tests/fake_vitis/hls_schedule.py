@@ -635,15 +635,16 @@ class Scheduler:
         out = []
         total = prod(trips)
         for a in it["ddr"]:
-            bundle = self.ports.get(self.aliases.get((fn.name, a["port"]), a["port"]), {}).get("bundle", a["port"])
+            port = self.ports.get(self.aliases.get((fn.name, a["port"]), a["port"]), {})
+            bundle = port.get("bundle", a["port"])
             reason = None
             if a["conditional"]:
                 reason = (f"INFO: [HLS 214-232] Access on '{a['port']}' is in the conditional branch: could not "
                           f"burst in loop '{name}'")
-            words = a["times"]  # words the access moves an iteration (an unrolled group)
+            words = a["times"]  # words the access moves an iteration (inside an unrolled loop: several)
             word_loop = lp.label.endswith("_word")
             try:
-                # a word loop's run steps a group of words an iteration; a row loop's iteration is a run
+                # a word loop's run steps its words an iteration; a row loop's iteration is a run
                 step = _linear(a["index"][0], lp.var, fn.defs) if word_loop else words
                 inner = [_linear(a["index"][0], x.var, fn.defs) for x in a["lanes"] if x.var in _names(
                     a["index"][0], fn.defs)]
@@ -652,7 +653,6 @@ class Scheduler:
                 reason = reason or f"INFO: [HLS 214-230] Stride is incompatible for '{a['port']}' in loop '{name}'"
             if reason is None and (step != words or any(c != 1 for c in inner)):
                 reason = f"INFO: [HLS 214-230] Stride is incompatible for '{a['port']}' in loop '{name}'"
-            port = self.ports.get(self.aliases.get((fn.name, a["port"]), a["port"]), {})
             if reason is not None:
                 self.log.append(reason)
                 out.append({"port": a["port"], "bundle": bundle, "beats": 1, "transactions": total * words,

@@ -121,7 +121,7 @@ _OPTIONS = {"PIPELINE": {"ii"}, "UNROLL": {"factor"}, "ARRAY_PARTITION": {"varia
 
 
 def _walks(info: dict[str, Any]) -> bool:
-    """Whether a read or write process walks more than one word (or group of words) a block: a loop to
+    """Whether a read or write process walks more than one word a block: a loop to
     pipeline."""
     return int(info["rows"]) * int(info["iterations_per_row"]) > 1
 
