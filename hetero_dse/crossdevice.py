@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hetero_dse.units import fmt_seconds
+from hetero_dse.units import fmt_seconds, fmt_speedup
 
 __all__ = ["across_devices", "across_markdown", "plan_file", "system_plan", "system_markdown"]
 
@@ -26,7 +26,7 @@ def across_devices(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         entry["devices"][r["device"]] = {
             "kind": r["kind"], "basis": r["basis"], "seconds": r["seconds"], "gflops": r["gflops"],
             "peak_fraction": r["peak_fraction"], "library_seconds": r["library_seconds"],
-            "speedup_over_library": r.get("speedup_over_library")}
+            "speedup_over_library": r.get("speedup_over_library"), "loaded": r.get("loaded", False)}
     for entry in table.values():
         timed = [(d["seconds"], name) for name, d in entry["devices"].items() if d["seconds"]]
         entry["winner"] = min(timed)[1] if timed else None
@@ -57,7 +57,7 @@ def across_markdown(across: Sequence[dict[str, Any]]) -> list[str]:
             if d["peak_fraction"] is not None:
                 text += f", {100 * d['peak_fraction']:.0f} % peak"
             if d["speedup_over_library"]:
-                text += f", {d['speedup_over_library']:.2f}× lib"
+                text += f", {fmt_speedup(d['speedup_over_library'], d.get('loaded', False))} lib"
             cells.append(text)
         winner = e["winner"] or "—"
         if e["winner_basis"] == "estimate" and "estimate" not in winner:
@@ -79,8 +79,9 @@ def system_plan(model: dict[str, Any], rows: Sequence[dict[str, Any]]) -> list[d
         if layer is None:
             continue
         d = devices.setdefault(r["device"], {"device": r["device"], "kind": r["kind"], "basis": r["basis"],
-                                             "layers": [], "missing": []})
+                                             "layers": [], "missing": [], "loaded": False})
         ours, library = r["seconds"], r["library_seconds"]
+        d["loaded"] = d["loaded"] or bool(r.get("loaded"))
         if ours is None and library is None:
             d["missing"].append(layer["label"])
             continue
@@ -160,7 +161,7 @@ def system_markdown(model: dict[str, Any], plan: Sequence[dict[str, Any]]) -> li
     for d in plan:
         rest = "—" if d["unmapped_torch_s"] is None else fmt_seconds(d["unmapped_torch_s"])
         eager = "—" if d["torch_eager_s"] is None else fmt_seconds(d["torch_eager_s"])
-        speedup = "—" if d["speedup_over_eager"] is None else f"{d['speedup_over_eager']:.2f}×"
+        speedup = fmt_speedup(d["speedup_over_eager"], d.get("loaded", False))
         done = "yes" if d["complete"] else f"no: {len(d['missing'])} layers without a time"
         basis = "**estimate**" if d["basis"] == "estimate" else d["basis"]
         fused = f" ({len(d['fused'])} pairs fused)" if d.get("fused") else ""

@@ -20,7 +20,7 @@ from hetero_dse.atomic import atomic_write_text
 from hetero_dse.crossdevice import across_devices, across_markdown, plan_file, system_markdown, system_plan
 from hetero_dse.report_html import render_html
 from hetero_dse.targets.base import Outcome, Row, Written
-from hetero_dse.units import fmt_seconds
+from hetero_dse.units import fmt_seconds, fmt_speedup
 
 __all__ = ["ROW_COLUMNS", "row_cells", "write_reports"]
 
@@ -41,7 +41,7 @@ def row_cells(row: Row) -> list[str]:
     library_gflops = "—" if not library or not row.gflops else f"{row.gflops * row.seconds / library:.1f}"
     return [operator, row.device, fmt_seconds(row.seconds), row.basis, gflops,
             f"{100 * row.peak_fraction:.1f}" if row.peak_fraction is not None else "—", row.bound or "—",
-            library_gflops, f"{row.speedup:.2f}×" if row.speedup else "—", _search(row),
+            library_gflops, fmt_speedup(row.speedup, row.loaded), _search(row),
             row.directory or f"not written: {row.why_unwritten}", row.check, row.detail]
 
 

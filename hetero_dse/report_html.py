@@ -17,7 +17,7 @@ from typing import Any
 
 from hetero_dse import __version__
 from hetero_dse.crossdevice import across_markdown, system_markdown
-from hetero_dse.units import fmt_seconds
+from hetero_dse.units import fmt_seconds, fmt_speedup
 
 __all__ = ["render_html"]
 
@@ -113,7 +113,7 @@ def _rows_table(rows: Sequence[dict[str, Any]]) -> str:
         body.append([operator, r["device"], fmt_seconds(r["seconds"]) if r["seconds"] else "—",
                      r["basis"], f"{r['gflops']:.1f}" if r["gflops"] is not None else "—",
                      f"{100 * r['peak_fraction']:.1f}" if r["peak_fraction"] is not None else "—",
-                     f"{r['speedup_over_library']:.2f}×" if r.get("speedup_over_library") else "—",
+                     fmt_speedup(r.get("speedup_over_library"), r.get("loaded", False)),
                      r["directory"] or f"not written: {r['why_unwritten']}"])
     return ("<h2>Best per operator and device</h2><table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"
             + "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in body)

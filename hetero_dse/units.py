@@ -22,6 +22,14 @@ def fmt_seconds(seconds: float | None) -> str:
     return f"{seconds / 1e-9:.3g} ns"
 
 
+def fmt_speedup(speedup: float | None, loaded: bool = False) -> str:
+    """``2.31×``; ``2.31× UNDER LOAD`` where either timing was taken while other work loaded the machine (a
+    second search at once gave 89.66× and 10.21× for one kernel): a ratio a person should not act on."""
+    if not speedup or not math.isfinite(speedup):
+        return "—"
+    return f"{speedup:.2f}×" + (" UNDER LOAD" if loaded else "")
+
+
 def fmt_ops(per_second: float) -> str:
     """Operations per second as GOPS (FLOPs for floats, integer ops otherwise)."""
     return f"{per_second / 1e9:.1f} GOPS"

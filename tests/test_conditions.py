@@ -77,3 +77,40 @@ def test_a_time_taken_under_load_is_measured_again_and_replaced(tmp_path):
     assert stored[point_key(loaded)].seconds == 3e-3 and not stored[point_key(loaded)].loaded
     assert stored[point_key(clean)].seconds == 2e-3
     db.close()
+
+
+def test_a_speedup_from_a_loaded_timing_is_never_printed_bare(monkeypatch):
+    """The second review's D4: two searches at once printed 89.66× and 10.21× for one kernel, the flag only in
+    the detail column. Every place the ratio is printed says UNDER LOAD when either timing was loaded."""
+    from hetero_dse.crossdevice import across_devices, across_markdown
+    from hetero_dse.explore.loop import LoopResult
+    from hetero_dse.report import ROW_COLUMNS, row_cells
+    from hetero_dse.report_html import _rows_table
+    from hetero_dse.targets.tuned import Tuned
+    from gpu_cpu.measure import MeasureResult
+    from hetero_dse.testing.contracts import toy_space
+
+    monkeypatch.setenv("HETERO_DSE_LOADED_CORES", str(LOADED_CORES))  # the host's own limit is not the test's
+    ours = MeasureResult(1e-3, repeats=(1e-3,) * 3, foreign_load=0.01)
+    space = toy_space()
+
+    def tuned(library: MeasureResult) -> Tuned:
+        t = Tuned(op=None, target=None, space=space, explorer="sa", loop=LoopResult(3, 1.0), retimed=ours,
+                  library=library, library_seconds=library.seconds)
+        t.best_seconds = ours.seconds
+        return t
+
+    calm, busy = MeasureResult(4e-3, foreign_load=0.02), MeasureResult(4e-3, foreign_load=1.5)
+    assert not tuned(calm).loaded and tuned(busy).loaded
+    assert tuned(busy).speedup == 4.0  # the ratio is kept (it is data), only never shown without its flag
+
+    from hetero_dse.targets.base import Row
+    speedup = ROW_COLUMNS.index("speedup")
+    rows = [Row("cpu", "gemm", s, "cpu", "measured", 1e-3, 2.0, 0.1, None, 4e-3, "sa", 3, 0, 0, 1.0, False,
+                "out", None, "—", "", loaded=loaded) for s, loaded in (("a", False), ("b", True))]
+    assert [row_cells(r)[speedup] for r in rows] == ["4.00×", "4.00× UNDER LOAD"]
+    as_json = [r.to_json() for r in rows]
+    assert "4.00× UNDER LOAD" in _rows_table(as_json) and _rows_table(as_json[:1]).count("UNDER LOAD") == 0
+    gpu = {**as_json[1], "kind": "gpu", "device": "gpu", "loaded": False}
+    text = "\n".join(across_markdown(across_devices([as_json[1], gpu])))
+    assert "4.00× UNDER LOAD lib" in text and text.count("UNDER LOAD") == 1

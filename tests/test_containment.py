@@ -233,6 +233,37 @@ def test_a_huge_tool_log_keeps_a_bounded_record(tmp_path):
     assert len(tail) < 64 * 1024 and len(tail.splitlines()) <= LOG_TAIL_LINES
 
 
+def test_reading_the_reports_is_bounded_by_the_timeout(tmp_path):
+    """``--timeout`` bounds reading what the tool wrote too: a module report planted as a named pipe (opened, it
+    blocks forever) is the job's failure reason in seconds, and the reader leaves no process behind."""
+    import shutil
+
+    from hetero_dse.hls.readback import read_back_within
+
+    project = tmp_path / "p"
+    shutil.copytree(DATA / "vitis_2023", project / "prj")
+    whole = read_back_within(project, 60)
+    assert "reason" not in whole and whole["report"]["top"] == "conv2d_kernel"
+    assert whole["rtl"]["cores"] and whole["cosim"]["status"] and whole["impl"]["resources"]
+    os.mkfifo(project / "prj" / "solution1" / "syn" / "report" / "zz_csynth.xml")
+    t0 = time.monotonic()
+    stuck = read_back_within(project, 3)
+    assert time.monotonic() - t0 < 20
+    assert stuck == {"reason": "reading the reports took longer than the 3 s limit: not read"}
+    assert not _procs_reading(project)
+
+
+def _procs_reading(project: Path) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and str(project).encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                found.append(int(entry))
+        except OSError:
+            pass
+    return found
+
+
 # ------------------------------------------------------------------------------------------- synth
 FAKE = Path(__file__).parent / "fake_vitis"
 

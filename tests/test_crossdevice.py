@@ -59,6 +59,17 @@ def test_the_system_plan_picks_the_faster_kernel_per_layer_and_sums_by_hand():
         ("net:L1", "hetero_dse", "net:L1/cpu"), ("net:L2", "library", None), ("net:L3", "library", None)]
 
 
+def test_the_network_speedup_says_when_a_layer_was_timed_under_load():
+    from hetero_dse.crossdevice import system_markdown
+
+    calm = system_markdown(MODEL, system_plan(MODEL, ROWS))
+    rows = [dict(r, loaded=r["shape"] == "net:L2" and r["kind"] == "cpu") for r in ROWS]
+    plan = system_plan(MODEL, rows)
+    busy = system_markdown(MODEL, plan)
+    assert [d["loaded"] for d in plan] == [True, False]
+    assert "UNDER LOAD" not in "\n".join(calm) and "1.49× UNDER LOAD" in "\n".join(busy)
+
+
 def test_across_devices_names_the_winner_and_its_basis():
     table = across_devices(ROWS + [row("net:L1", "h100 (estimate)", "gpu", 0.1e-3, basis="estimate")])
     first = next(e for e in table if e["shape"] == "net:L1")

@@ -105,7 +105,8 @@ def report_command(path: str, as_json: bool) -> None:
               help="Comma-separated: csynth, cosim (co-simulation), impl (Vivado place and route).")
 @click.option("--jobs", "-j", default=1, show_default=True, help="Local Dask workers (one synthesis each).")
 @click.option("--scheduler", metavar="ADDRESS", help="An existing Dask scheduler (tcp://host:8786) instead.")
-@click.option("--timeout", default=JOB_TIMEOUT_S, show_default=True, metavar="S", help="Wall-clock limit of one job.")
+@click.option("--timeout", default=JOB_TIMEOUT_S, show_default=True, metavar="S",
+              help="Wall-clock limit of one job's tool run, and again of reading what it wrote.")
 @click.option("--db", metavar="URL|FILE", help="History database (default: $HETERO_DSE_DB or the user's).")
 @click.option("--rerun", is_flag=True, help="Synthesize again designs the database has results for.")
 @click.option("--strict", is_flag=True, help="Exit non-zero when a figure misses its prediction by more "

@@ -31,6 +31,13 @@ PR_SET_CHILD_SUBREAPER = 36
 GRACE_S = 5.0
 
 
+def supervised(command: list[str]) -> list[str]:
+    """``command`` run under this supervisor (start it in a session of its own): sent SIGTERM when the
+    process that started it is gone (a ``preexec_fn`` would not be safe in a Dask worker's threads), it then
+    ends every process of the command's tree, orphans reparented to it included."""
+    return [sys.executable, "-m", "hetero_dse.hls.supervise", "--", *command]
+
+
 def _prctl(option: int, value: int) -> bool:
     try:
         libc = ctypes.CDLL(None, use_errno=True)

@@ -25,7 +25,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,6 +33,8 @@ from typing import Any
 
 from hetero_dse.atomic import atomic_write_text, open_new
 from hetero_dse.errors import HeteroDSEError
+from hetero_dse.hls.readback import read_back_within
+from hetero_dse.hls.supervise import supervised
 
 __all__ = ["JOB_TIMEOUT_S", "STEPS", "SynthError", "SynthJob", "SynthTool", "find_projects", "find_tool",
            "parse_steps", "run_job", "synthesize", "validate_outcomes"]
@@ -182,7 +183,7 @@ def run_job(job: SynthJob) -> dict[str, Any]:
     status = "ok"
     with open_new(log_path) as log:  # never through a link left in the project
         try:
-            proc = subprocess.Popen(_die_with_parent(job.tool.command()), cwd=project, stdout=log,
+            proc = subprocess.Popen(supervised(job.tool.command()), cwd=project, stdout=log,
                                     stderr=subprocess.STDOUT, env=env, start_new_session=True)
         except OSError as exc:
             return {"status": "failed", "reason": f"could not start {job.tool.path}: {exc.strerror}",
@@ -204,18 +205,10 @@ def run_job(job: SynthJob) -> dict[str, Any]:
     if code != 0:
         result.update(status="failed", reason=f"{job.tool.kind} exited with code {code}")
         return result
-    result.update(_read_back(project))
+    result.update(read_back_within(project, job.timeout_s))
     if result.get("reason"):
         result["status"] = "failed"
     return result
-
-
-def _die_with_parent(command: list[str]) -> list[str]:
-    """``command`` run under :mod:`hetero_dse.hls.supervise`, which is sent SIGTERM when the worker that
-    started it is gone (Linux's parent death signal; a ``preexec_fn`` would not be safe in a Dask worker's
-    threads) and then ends every process of the tool's tree, orphans reparented to it included: closing a
-    cluster (Ctrl-C), losing a worker or kill -9 of ``synth`` never leaves a synthesis running unowned."""
-    return [sys.executable, "-m", "hetero_dse.hls.supervise", "--", *command]
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -240,54 +233,6 @@ def _tail(path: Path) -> str:
     except OSError:
         return ""
     return "\n".join(line[:LOG_LINE_CHARS] for line in text.splitlines()[-LOG_TAIL_LINES:])
-
-
-def _read_back(project: Path) -> dict[str, Any]:
-    """What the run left in ``prj/solution1``: each part that is missing or unreadable is said, not fatal."""
-    from hetero_dse.hls.reports import ReportError, read_solution
-    from hetero_dse.hls.tool_reports import read_bind_tables, read_cosim, read_impl, read_log
-    from hetero_dse.hls.rtl import RtlError, read_rtl
-
-    solution = project / "prj" / "solution1"
-    out: dict[str, Any] = {}
-    try:
-        report = read_solution(solution)
-    except ReportError as exc:
-        return {"reason": f"no synthesis report: {exc}"}
-    out["report"] = report.to_json()
-    notes = []
-    try:
-        rtl = read_rtl(solution / "syn" / "verilog", report.top)
-        out["rtl"] = {"port_bits": rtl.port_bits, "cores": rtl.cores, "memories": rtl.memories}
-    except RtlError as exc:
-        notes.append(f"RTL not read: {exc}")
-    for log in (project / "vitis_hls.log", solution / "solution1.log", project / "synth.log"):
-        if log.is_file():
-            parsed = read_log(log)
-            out["log"] = {"pipelines": parsed.pipelines, "port_limits": parsed.port_limits, "carried": parsed.carried,
-                          "bursts": parsed.bursts, "widened": parsed.widened, "errors": parsed.errors}
-            break
-    rpt = solution / "syn" / "report" / "csynth.rpt"
-    if rpt.is_file():
-        out["bind"] = read_bind_tables(rpt)
-    cosim = next(iter(sorted((solution / "sim" / "report").glob("*_cosim.rpt"))), None)
-    if cosim is not None:
-        try:
-            c = read_cosim(cosim)
-            out["cosim"] = {"status": c.status, "latency_cycles": c.latency_cycles}
-        except ReportError as exc:
-            notes.append(str(exc))
-    impl = solution / "impl" / "report" / "verilog" / "export_impl.rpt"
-    if impl.is_file():
-        try:
-            i = read_impl(impl)
-            out["impl"] = {"resources": i.resources, "achieved_clock_ns": i.achieved_clock_ns,
-                           "target_clock_ns": i.target_clock_ns, "timing_met": i.timing_met}
-        except ReportError as exc:
-            notes.append(str(exc))
-    if notes:
-        out["notes"] = notes
-    return out
 
 
 # ----------------------------------------------------------------------------------------- farming

@@ -106,6 +106,9 @@ class Row:
     why_unwritten: str | None
     check: str  # "pass", "FAIL" or "—"
     detail: str = ""  # the target's own summary of the best point (FPGA: PE, II, resources)
+    #: our timing or the library's was taken while other work loaded the machine: the speedup is not to be
+    #: trusted, and every place that prints it says so
+    loaded: bool = False
 
     @property
     def speedup(self) -> float | None:

@@ -65,6 +65,12 @@ class Tuned(Outcome):
         return self.library_seconds / seconds if seconds and self.library_seconds else None
 
     @property
+    def loaded(self) -> bool:
+        """Whether the timing set beside the library's, or the library's, was taken under load."""
+        ours = self.retimed or (self.best_trial.result if self.best_trial is not None else None)
+        return any(r is not None and r.loaded for r in (ours, self.library)) and not self.estimate
+
+    @property
     def tune(self) -> TuneResult:
         return TuneResult(self.trials, self.explorer, self.answered, self.loop.wall_s, self.loop.interrupted)
 
@@ -92,7 +98,7 @@ class Tuned(Outcome):
             "torch": None if self.library is None else {"seconds": self.library_seconds,
                                                         "gflops": self.gflops(self.library_seconds),
                                                         "timing": self.library.timing()},
-            "speedup_over_torch": self.speedup,
+            "speedup_over_torch": self.speedup, "loaded": self.loaded,
             "directory": written.directory if written else None,
             "estimate": self.estimate,
         }
@@ -109,7 +115,7 @@ class Tuned(Outcome):
                    self.explorer, len(self.trials), self.answered, len(self.failures), self.loop.wall_s,
                    self.interrupted, written.directory if written else None, written.why if written else None,
                    "—" if written is None or written.passed is None else ("pass" if written.passed else "FAIL"),
-                   detail)
+                   detail, self.loaded)
 
     def why_nothing(self) -> str:
         if self.interrupted or not self.failures:
