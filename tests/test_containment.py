@@ -524,6 +524,18 @@ def _gone(pid: int, seconds: float) -> bool:
     return False
 
 
+def test_synth_says_its_own_words_only(two_projects, fake_tool, tmp_path):
+    """Dask's INFO lines (scheduler at, nanny closing, ...) leaked to the terminal at the end of every run."""
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(two_projects, out)
+    r = subprocess.run([sys.executable, "-m", "hetero_dse", "synth", str(out), "--jobs", "2", "--db",
+                        str(tmp_path / "h.sqlite")], capture_output=True, text=True, timeout=300)
+    assert "2 projects: 2 synthesized, 0 failed" in r.stdout
+    assert "distributed" not in r.stderr and "INFO" not in r.stderr, r.stderr[:2000]
+
+
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
 def test_killing_synth_leaves_no_tool_process_behind(two_projects, fake_tool, tmp_path, how):
     import shutil

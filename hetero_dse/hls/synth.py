@@ -339,8 +339,14 @@ def _run_jobs(todo: list[SynthJob], store: Any, scheduler: str | None, workers: 
 
 def _connect(scheduler: str | None, workers: int, options: dict[str, Any] | None):
     """A client of the scheduler given, or of a local cluster of ``workers`` processes (and that cluster)."""
+    import logging
+
     from distributed import Client, LocalCluster
 
+    # Dask's own INFO lines (scheduler at, nanny closing, ...) are not the user's business: warnings stay,
+    # and --debug (the root logger at DEBUG) shows everything
+    if not logging.getLogger().isEnabledFor(logging.DEBUG):
+        logging.getLogger("distributed").setLevel(logging.WARNING)
     if scheduler:
         try:
             return Client(scheduler, timeout="20s"), None
