@@ -382,6 +382,20 @@ def test_history_import_checks_every_record_whatever_it_omits(tmp_path):
         with pytest.raises(HeteroDSEError, match=re.escape(said)):
             store.import_lines([line])
     assert store.import_lines([json.dumps(base)]) == (1, 0)
+    # the line's knobs are held to the workload's: its other records' knobs, or the loops the database knows
+    other = {**base, "record": {**base["record"], "point": {"tile.x": 3, "evil": 1}}}
+    with pytest.raises(HeteroDSEError, match=re.escape("its knobs (evil, tile.x) are not those of the workload's "
+                                                       "other records (tile.i)")):
+        store.import_lines([json.dumps(other)])
+    for value, said in ((float("inf"), "inf"), ([[1, 2]], "(1, 2)"), ({"a": 1}, "not a record")):
+        line = json.dumps({**base, "record": {**base["record"], "point": {"tile.i": value}}})
+        with pytest.raises(HeteroDSEError, match=re.escape(said)):
+            store.import_lines([line])
+    spec = {"loops": {"i": 64, "j": 64}, "flops": 8192}
+    store.import_lines([json.dumps({**base, "workload": {**base["workload"], "spec": spec}})])  # now known
+    too_long = {**base, "record": {**base["record"], "point": {"tile.i": 128}}}
+    with pytest.raises(HeteroDSEError, match=re.escape("knob tile.i=128 is not a tile of loop i (1 to 64)")):
+        store.import_lines([json.dumps(too_long)])  # the line has no spec: the database's is used
     store.close()
 
 

@@ -14,8 +14,10 @@ import os
 import re
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from math import prod
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, OperationalError
@@ -289,16 +291,30 @@ class HistoryDB:
         nothing is added."""
         parsed: list[tuple[Workload, Record]] = []
         bad: list[str] = []
+        read: list[tuple[int, Workload, Record]] = []
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
                 data = json.loads(line)
-                workload = Workload.from_json(data["workload"])
-                record = Record.from_json(data["record"])
-                problem = check_record(workload, record)
+                read.append((number, Workload.from_json(data["workload"]), Record.from_json(data["record"])))
             except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
-                problem = f"not a record exported by hetero_dse ({exc})"
+                bad.append(f"line {number}: not a record exported by hetero_dse ({exc})")
+        # a line without its workload's loops is checked against the loops this database knows for it, and
+        # its knobs against those of the workload's other records (a space has one set of knobs)
+        known = self._known_workloads({w.key for _, w, _ in read})
+        for number, workload, record in read:
+            spec, knobs = known.get(workload.key, ({}, None))
+            checked = workload if workload.spec or not spec else replace(workload, spec=spec)
+            problem = check_record(checked, record)
+            if problem is None and not checked.extents:
+                names = tuple(sorted(record.point))
+                if knobs is None:  # the first record of a workload new to this database sets its knobs
+                    knobs = names
+                    known[workload.key] = (spec, knobs)
+                if names != knobs:
+                    problem = (f"its knobs ({', '.join(names)}) are not those of the workload's other records "
+                               f"({', '.join(knobs)})")
             if problem:
                 bad.append(f"line {number}: {problem}")
                 continue
@@ -317,6 +333,22 @@ class HistoryDB:
             for workload_id, batch in by_workload.items():
                 added += _add_many(conn, workload_id, batch)
         return added, len(parsed) - added
+
+    def _known_workloads(self, keys: set[str]) -> dict[str, tuple[dict[str, Any], tuple[str, ...] | None]]:
+        """For each workload of ``keys`` this database has: its spec, and the knob names of one of its records
+        (None: it has none)."""
+        found: dict[str, tuple[dict[str, Any], tuple[str, ...] | None]] = {}
+        ordered = sorted(keys)
+        with self.engine.connect() as conn:
+            for start in range(0, len(ordered), 500):
+                rows = conn.execute(sa.select(workloads.c.id, workloads.c.key, workloads.c.spec)
+                                    .where(workloads.c.key.in_(ordered[start:start + 500]))).all()
+                for row in rows:
+                    point = conn.execute(sa.select(records.c.point).where(records.c.workload_id == row.id)
+                                         .limit(1)).scalar()
+                    found[row.key] = (json.loads(row.spec) if row.spec else {},
+                                      tuple(sorted(json.loads(point))) if point else None)
+        return found
 
 
 #: no device runs faster than this (the fastest GPUs' tensor cores reach about 2 PFLOP/s dense FP8); a record
@@ -342,7 +374,7 @@ def check_record(workload: Workload, record: Record) -> str | None:
     without its error, an implausible timestamp, an empty point or one of too many knobs, text with control
     or direction-override characters, knobs outside the workload's loops, or a time faster than any device's
     peak."""
-    problem = _check_text(workload, record)
+    problem = _check_text(workload, record) or _check_values(record)
     if problem:
         return problem
     stamp = record.timestamp
@@ -374,6 +406,19 @@ def check_record(workload: Workload, record: Record) -> str | None:
     if workload.flops and workload.flops / seconds > PEAK_FLOPS:
         return (f"{workload.flops / seconds / 1e15:,.0f} PFLOP/s for {workload.operator} is faster than any "
                 "device runs")
+    return None
+
+
+def _check_values(record: Record) -> str | None:
+    """A knob's value is what a space's knob can hold: a finite number, a truth value, a name, or a short
+    list of numbers (a loop's split factors)."""
+    for name, value in record.point.items():
+        values = value if isinstance(value, tuple) else (value,)
+        if len(values) > MAX_KNOBS:
+            return f"knob {name} has {len(values):,} values"
+        for v in values:
+            if not isinstance(v, int | float | str | bool | None) or isinstance(v, float) and not math.isfinite(v):
+                return f"knob {name}={v!r} is not a value a knob can hold"
     return None
 
 
@@ -432,8 +477,9 @@ def check_knobs(workload: Workload, record: Record) -> str | None:
 def _workload_id(conn: sa.Connection, workload: Workload) -> int:
     found = conn.execute(sa.select(workloads.c.id).where(workloads.c.key == workload.key)).scalar()
     if found is not None:
-        if workload.spec:  # a workload stored by an older version has none
-            conn.execute(workloads.update().where(workloads.c.id == found, workloads.c.spec.is_(None))
+        if workload.spec:  # a workload stored by an older version, or imported from a line without it, has none
+            conn.execute(workloads.update().where(workloads.c.id == found,
+                                                  sa.or_(workloads.c.spec.is_(None), workloads.c.spec == "{}"))
                          .values(spec=json.dumps(workload.spec, sort_keys=True)))
         return int(found)
     try:
