@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+from hetero_dse.errors import storage_error
+
 __all__ = ["atomic_directory", "atomic_write_text", "open_new", "partial_path"]
 
 
@@ -49,6 +51,12 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         with open_new(tmp) as f:
             f.write(text)
         os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        said = storage_error(exc, str(path))
+        if said is None:
+            raise
+        raise said from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -63,14 +71,20 @@ def atomic_directory(directory: str | Path) -> Iterator[Path]:
     if os.path.islink(partial):
         partial.unlink()  # a link is removed, never followed into (rmtree refuses one)
     shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
     try:
+        partial.mkdir(parents=True)
         yield partial
         if os.path.islink(directory):
             directory.unlink()
         elif directory.exists():
             shutil.rmtree(directory)
         partial.rename(directory)
+    except OSError as exc:
+        shutil.rmtree(partial, ignore_errors=True)
+        said = storage_error(exc, f"{directory} (the output folder; nothing of it was kept)")
+        if said is None:
+            raise
+        raise said from None
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise

@@ -25,3 +25,24 @@ class AnalysisError(HeteroDSEError):
 
 class BoardError(HeteroDSEError):
     """A board name that is unknown, or a board file that is unreadable or does not match the schema."""
+
+
+class OutputError(HeteroDSEError):
+    """An output that could not be written (a full disk, a quota, a read-only file system), said with its path;
+    what was written of it is removed, so nothing half-written is left looking whole."""
+
+
+#: the errors of a write that say the storage, not the tool, is at fault
+_STORAGE = {"ENOSPC": "no space is left on its device", "EDQUOT": "the disk quota is used up",
+            "EFBIG": "it would be larger than the file system allows", "EROFS": "its file system is read-only"}
+
+
+def storage_error(exc: OSError, what: str | None = None) -> OutputError | None:
+    """The one sentence for ``exc`` when a full or read-only storage caused it (None: another error)."""
+    import errno
+
+    reason = next((text for name, text in _STORAGE.items() if getattr(errno, name, None) == exc.errno), None)
+    if reason is None:
+        return None
+    where = what or exc.filename or "an output"
+    return OutputError(f"could not write {where}: {reason}; free some space (or choose another place) and run again")

@@ -264,6 +264,65 @@ def _procs_reading(project: Path) -> list[int]:
     return found
 
 
+# ------------------------------------------------------------------------------------------ full disk
+def _private_mounts() -> bool:
+    """Whether this host lets a process mount a tmpfs of its own (a user and mount namespace: ``unshare -rm``)."""
+    try:
+        return subprocess.run(["unshare", "-rm", "true"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.mark.skipif(not _private_mounts(), reason="this host allows no private mount (unshare -rm) for a full tmpfs")
+def test_a_full_disk_is_one_sentence_and_leaves_nothing_half_written(tmp_path):
+    """Every writer on a tmpfs filled to its last byte (mounted in a private namespace, so nothing of the host
+    is touched): one sentence naming what could not be written, exit 1, and nothing left of the output."""
+    from test_calibrate import synthetic_results
+    from test_crossdevice import MODEL, ROWS
+
+    from hetero_dse.crossdevice import system_plan
+    from hetero_dse.history import HistoryDB
+
+    synthetic_results(tmp_path / "results", count=6)
+    for kind in ("cpu", "fpga"):
+        rows = [r for r in ROWS if r["kind"] == kind]
+        (tmp_path / kind).mkdir()
+        (tmp_path / kind / "report.json").write_text(json.dumps(
+            {"generator": "hetero_dse test", "complete": True, "rows": rows, "errors": [], "explorations": [],
+             "cpu": [], "gpu": [], "model": {**MODEL, "devices": system_plan(MODEL, rows)}}))
+    db = tmp_path / "h.sqlite"
+    line = {"workload": {"operator": "gemm", "signature": "gemm[64]", "target": "llvm"},
+            "record": {"point": {"tile.i": 8}, "seconds": 1e-3, "source": "q", "timestamp": 1.7e9}}
+    HistoryDB(str(db)).import_lines([json.dumps(line)])
+    full = tmp_path / "full"
+    full.mkdir()
+    commands = {
+        "export": f"history export {full}/x.jsonl --db {db}",
+        "calibrate": f"calibrate {tmp_path}/results -o {full}/c.yaml",
+        "report": f"report {tmp_path}/cpu {tmp_path}/fpga --out {full}/merged",
+        "explore": f"explore --op gemm --shape small:s1 --board vu9p --budget 20 --out {full}/g --db {db}",
+        "database": f"explore --op gemm --shape small:s1 --board vu9p --budget 20 --out {tmp_path}/g --db {full}/h.db",
+    }
+    script = [f"mount -t tmpfs -o size=64k tmpfs {full} || exit 99",
+              f"dd if=/dev/zero of={full}/fill bs=1k 2>/dev/null"]
+    for name, args in commands.items():
+        script.append(f"{sys.executable} -m hetero_dse {args} >/dev/null 2>{tmp_path}/{name}.err; "
+                      f"echo $? > {tmp_path}/{name}.rc")
+    script.append(f"ls -A {full} > {tmp_path}/left.txt")
+    r = subprocess.run(["unshare", "-rm", "sh", "-c", "\n".join(script)], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    for name in commands:
+        err = (tmp_path / f"{name}.err").read_text()
+        assert (tmp_path / f"{name}.rc").read_text().strip() == "1", (name, err)
+        assert len(err.strip().splitlines()) == 1 and "internal error" not in err, (name, err)
+        assert "no space is left on its device" in err or "disk is full" in err, (name, err)
+    assert "merged (the output folder; nothing of it was kept)" in (tmp_path / "report.err").read_text()
+    # what is left on the full disk: the filler, and the database file SQLite made before it filled
+    assert set((tmp_path / "left.txt").read_text().split()) <= {"fill", "h.db"}
+    assert not (tmp_path / "g").exists()
+
+
 # ------------------------------------------------------------------------------------------- synth
 FAKE = Path(__file__).parent / "fake_vitis"
 

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from hetero_dse.atomic import open_new, partial_path
 from hetero_dse.cli.app import cli, console
-from hetero_dse.errors import HeteroDSEError
+from hetero_dse.errors import HeteroDSEError, storage_error
 
 db_option = click.option("--db", metavar="PATH|URL",
                          help="History database: a SQLite file or a SQLAlchemy URL such as postgresql://host/db "
@@ -91,7 +91,7 @@ def export_command(file: Path, force: bool, db: str | None) -> None:
     except OSError as exc:
         with contextlib.suppress(OSError):  # nothing was made where nothing can be
             partial.unlink()
-        raise HeteroDSEError(f"cannot write {file}: {exc.strerror or exc}") from None
+        raise storage_error(exc, str(file)) or HeteroDSEError(f"cannot write {file}: {exc.strerror or exc}") from None
     console.print(f"{count:,} records written to {file}")
 
 

@@ -22,7 +22,7 @@ from hetero_dse.cli import model as _model  # noqa: F401
 from hetero_dse.cli import report as _report  # noqa: F401
 from hetero_dse.cli import synth as _synth  # noqa: F401
 from hetero_dse.cli.app import EXIT_ERROR, EXIT_INTERRUPTED, cli, console, operator_options
-from hetero_dse.errors import HeteroDSEError
+from hetero_dse.errors import HeteroDSEError, storage_error
 
 @cli.command()
 @click.argument("name", required=False)
@@ -101,6 +101,14 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("hetero_dse: interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
+    except OSError as exc:
+        if debug:
+            raise
+        said = storage_error(exc)  # a full disk met outside the writers that say what they were writing
+        click.echo(f"hetero_dse: error: {said}" if said else
+                   f"hetero_dse: error: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""),
+                   err=True)
+        sys.exit(EXIT_ERROR)
     except Exception as exc:  # a bug: say so in one line, keep the traceback for --debug
         if debug:
             raise

@@ -10,6 +10,7 @@ measurements come back from the history); another command needs ``--force``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import time
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hetero_dse.atomic import atomic_write_text, open_new, partial_path
-from hetero_dse.errors import HeteroDSEError
+from hetero_dse.errors import HeteroDSEError, storage_error
 
 __all__ = ["RECORD", "abandon", "finish", "prepare", "read_state"]
 
@@ -44,6 +45,7 @@ def prepare(out: Path, force: bool, command: Mapping[str, Any], directories: Seq
                                  "that command to finish it, or add --force to replace it")
         raise HeteroDSEError(f"output directory {out} is not empty; add --force to overwrite it or choose another "
                              "with --out")
+    created = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = partial_path(out / ".hetero_dse-write-test")
@@ -56,8 +58,14 @@ def prepare(out: Path, force: bool, command: Mapping[str, Any], directories: Seq
             _remove_inside(out, relative)
         atomic_write_text(out / RECORD, json.dumps({"command": dict(command), "directories": list(directories),
                                                     "complete": False, "started": time.time()}, indent=2) + "\n")
-    except OSError as exc:
-        raise HeteroDSEError(f"cannot write to output directory {out}: {exc.strerror or exc}") from None
+    except (OSError, HeteroDSEError) as exc:
+        if created:  # a full disk: the directory this run made goes too, nothing of the run is left
+            with contextlib.suppress(OSError):
+                out.rmdir()
+        if isinstance(exc, HeteroDSEError):
+            raise
+        raise storage_error(exc, f"output directory {out}") or HeteroDSEError(
+            f"cannot write to output directory {out}: {exc.strerror or exc}") from None
     return resuming
 
 

@@ -5,12 +5,13 @@ exploring again."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import click
 
-from hetero_dse.atomic import atomic_write_text
+from hetero_dse.atomic import atomic_directory, atomic_write_text, partial_path
 from hetero_dse.cli.app import cli, console
 from hetero_dse.errors import HeteroDSEError
 
@@ -57,6 +58,27 @@ def merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
+def _write_together(target: Path, files: dict[str, str]) -> None:
+    """``files`` in ``target``, all or none: a new directory is filled aside and renamed into place; in one
+    that exists (a run's own), every file is written aside first and renamed into place only once all are."""
+    if not target.exists():
+        with atomic_directory(target) as partial:  # a full disk says the folder, never its .partial
+            for name, text in files.items():
+                (partial / name).write_text(text)
+        return
+    aside: dict[Path, Path] = {}
+    try:
+        for name, text in files.items():
+            aside[target / name] = partial_path(target / name)
+            atomic_write_text(aside[target / name], text)
+    except BaseException:
+        for path in aside.values():
+            path.unlink(missing_ok=True)
+        raise
+    for path, written in aside.items():
+        os.replace(written, path)
+
+
 @cli.command("report")
 @click.argument("directories", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--out", type=click.Path(path_type=Path), default=None,
@@ -91,18 +113,13 @@ def report_command(directories: tuple[Path, ...], out: Path | None) -> None:
         # a report.json edited by hand, cut short or from another version: say which, not where it broke
         raise HeteroDSEError(f"the report.json of {', '.join(map(str, directories))} is not one this hetero_dse "
                              f"can render ({type(exc).__name__}: {exc}); run explore again to write it") from None
-    written = [target / "report.html"]
-    try:
-        target.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(written[0], html)
-        if len(directories) > 1:  # a single run's own report.json stays as explore wrote it
-            written.append(target / "report.json")
-            atomic_write_text(written[-1], json.dumps(report, indent=2) + "\n")
-        if plan is not None:
-            written.append(target / "plan.json")
-            atomic_write_text(written[-1], json.dumps(plan, indent=2) + "\n")
-    except OSError as exc:  # a full disk, a read-only directory: what was not written, nothing half-written
-        raise HeteroDSEError(f"cannot write {written[-1]}: {exc.strerror or exc}") from None
+    files = {"report.html": html}
+    if len(directories) > 1:  # a single run's own report.json stays as explore wrote it
+        files["report.json"] = json.dumps(report, indent=2) + "\n"
+    if plan is not None:
+        files["plan.json"] = json.dumps(plan, indent=2) + "\n"
+    _write_together(target, files)
+    written = [target / name for name in files]
     for line in rows:
         if line.startswith("|"):
             console.print(line, markup=False, highlight=False)
