@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from hetero_dse.errors import storage_error
 
-__all__ = ["atomic_directory", "atomic_write_text", "open_new", "partial_path"]
+__all__ = ["atomic_directory", "atomic_write_text", "open_new", "partial_path", "refuse_special"]
 
 
 def open_new(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> IO[Any]:
@@ -33,6 +33,13 @@ def open_new(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") 
     return os.fdopen(fd, mode, encoding=None if "b" in mode else encoding)
 
 
+def refuse_special(path: str | Path) -> None:
+    """Raise when a rename onto ``path`` would replace a device, a FIFO or a directory (as root, ``/dev/full``
+    itself): an output is a regular file or nothing yet (a link at the name is replaced, never followed)."""
+    if not os.path.islink(path) and os.path.exists(path) and not os.path.isfile(path):
+        raise OSError(errno.EEXIST, "it is not a regular file (a device, a pipe or a directory)", str(path))
+
+
 def partial_path(path: str | Path) -> Path:
     """A name beside ``path`` for its unfinished contents, unique to this call."""
     path = Path(path)
@@ -43,9 +50,7 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     """``text`` in ``path``, whole or not at all. Writers racing for one path (processes filling one cache)
     each rename a file of their own, the last rename winning."""
     path = Path(path)
-    if not os.path.islink(path) and os.path.exists(path) and not os.path.isfile(path):
-        # a device, a FIFO or a directory at the name: the rename would replace it (as root, /dev/full itself)
-        raise OSError(errno.EEXIST, "it is not a regular file (a device, a pipe or a directory)", str(path))
+    refuse_special(path)
     tmp = partial_path(path)
     try:
         with open_new(tmp) as f:

@@ -77,6 +77,29 @@ def test_save_and_load_round_trip(fpga_small, tmp_path):
         QMethod(space).load(tmp_path / "bad.pt")
 
 
+class _Payload:
+    """What a forged network file holds: unpickled, it runs a command (here: creates a file)."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        import os
+
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_a_network_file_that_would_run_code_is_refused(fpga_small, tmp_path):
+    import torch
+
+    space, _ = fpga_small
+    marker = tmp_path / "ran"
+    torch.save({"format": 2, "directions": [], "features": 0, "network": _Payload(marker)}, tmp_path / "evil.pt")
+    with pytest.raises(HeteroDSEError, match="could run code"):
+        QMethod(space).load(tmp_path / "evil.pt")
+    assert not marker.exists()
+
+
 def test_patience_stops_a_search_that_finds_nothing_better(fpga_small):
     space, model = fpga_small
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from hetero_dse.atomic import open_new, partial_path
+from hetero_dse.atomic import open_new, partial_path, refuse_special
 from hetero_dse.cli.app import cli, console
 from hetero_dse.errors import HeteroDSEError, storage_error
 
@@ -83,6 +83,7 @@ def export_command(file: Path, force: bool, db: str | None) -> None:
     partial = partial_path(file)
     count = 0
     try:
+        refuse_special(file)
         with open_new(partial) as out:
             for line in store.export():
                 out.write(line + "\n")

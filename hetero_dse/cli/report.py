@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from hetero_dse.atomic import atomic_directory, atomic_write_text, partial_path
+from hetero_dse.atomic import atomic_directory, atomic_write_text, partial_path, refuse_special
 from hetero_dse.cli.app import cli, console
 from hetero_dse.errors import HeteroDSEError
 
@@ -69,6 +69,7 @@ def _write_together(target: Path, files: dict[str, str]) -> None:
     aside: dict[Path, Path] = {}
     try:
         for name, text in files.items():
+            refuse_special(target / name)
             aside[target / name] = partial_path(target / name)
             atomic_write_text(aside[target / name], text)
     except BaseException:

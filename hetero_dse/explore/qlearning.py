@@ -17,16 +17,17 @@ knobs and directions, other shapes) starts warm.
 
 from __future__ import annotations
 
+import pickle
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
-from hetero_dse.atomic import open_new, partial_path
+from hetero_dse.atomic import open_new, partial_path, refuse_special
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.explore.directional import DirectionalExplorer
 
-FORMAT = 1
+FORMAT = 2
 
 
 def q_network(features: int, directions: int, hidden: int = 64):
@@ -142,8 +143,10 @@ class QMethod(DirectionalExplorer):
         path = Path(path)
         state = {"format": FORMAT, "directions": [d.label for d in self.hood.directions],
                  "features": self.hood.num_features, "network": self.x.state_dict(),
-                 "tuples": {"p": self.p_features, "e": self.e_features, "e_exists": self.e_exists,
-                            "taken": self.taken, "reward": self.reward}}
+                 "tuples": {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in (
+                     ("p", self.p_features), ("e", self.e_features), ("e_exists", self.e_exists),
+                     ("taken", self.taken), ("reward", self.reward))}}
+        refuse_special(path)
         partial = partial_path(path)
         try:
             with open_new(partial, "wb") as f:
@@ -157,18 +160,28 @@ class QMethod(DirectionalExplorer):
         """Start from a saved network and its tuples; the space must have the same directions."""
         torch = self._torch
         try:
-            state = torch.load(Path(path), weights_only=False)
+            # tensors and plain values only: a pickle may run any code it holds, and a network file is
+            # something a colleague sends
+            state = torch.load(Path(path), weights_only=True)
             directions, features = state["directions"], state["features"]
         except FileNotFoundError:
             raise HeteroDSEError(f"no Q-network at {path}") from None
+        except pickle.UnpicklingError as exc:
+            if "GLOBAL" not in str(exc):  # torch names the global it refused; anything else is not a pickle
+                raise HeteroDSEError(f"{path} is not a Q-network saved by hetero_dse (UnpicklingError)") from None
+            raise HeteroDSEError(f"{path} holds more than a Q-network's tensors (or was saved by a hetero_dse before "
+                                 "format 2): not loaded, as loading it could run code; train it again") from None
         except Exception as exc:  # a truncated or foreign file: say which, not how torch fails on it
             raise HeteroDSEError(f"{path} is not a Q-network saved by hetero_dse ({type(exc).__name__})") from None
+        if state.get("format") != FORMAT:
+            raise HeteroDSEError(f"{path} is a Q-network of format {state.get('format')!r}; this hetero_dse reads "
+                                 f"format {FORMAT}: train it again")
         if list(directions) != [d.label for d in self.hood.directions] or features != self.hood.num_features:
             raise HeteroDSEError(f"the Q-network in {path} was trained on a space with {len(directions)} directions "
                                  f"and {features} features; this one has {self.hood.num_directions} and "
                                  f"{self.hood.num_features} (a different operator or target)")
         self.x.load_state_dict(state["network"])
         self.y.load_state_dict(state["network"])
-        t = state["tuples"]
+        t = {k: v.numpy() for k, v in state["tuples"].items()}
         self.p_features, self.e_features, self.e_exists = t["p"], t["e"], t["e_exists"]
         self.taken, self.reward = t["taken"], t["reward"]

@@ -33,6 +33,7 @@ import numpy as np
 from cost_models.calibration import ARITHMETIC_FIELDS, DEFAULT_FIXED, Calibration, check_constants
 from cost_models.fpga_costs import ARITHMETIC, DEEPER_CORES_ABOVE_MHZ
 from hetero_dse.errors import HeteroDSEError
+from hetero_dse.hls.synth import SYNTH_STATUSES
 
 __all__ = ["Observation", "fit", "observations"]
 
@@ -66,7 +67,11 @@ def observations(paths: list[str | Path]) -> list[Observation]:
             raise HeteroDSEError(f"{project}: design.json or synth.json is not JSON") from None
         except OSError as exc:
             raise HeteroDSEError(f"{project}: cannot read its design.json or synth.json ({exc.strerror})") from None
-        if not isinstance(result, dict) or result.get("status") != "ok":
+        status = result.get("status") if isinstance(result, dict) else None
+        if status not in SYNTH_STATUSES:
+            raise HeteroDSEError(f"{project}: synth.json is not what hetero_dse wrote (its status is {status!r}); "
+                                 "synthesize the project again")
+        if status != "ok":
             continue
         try:
             observation = _observation(project, record, result)
@@ -86,6 +91,22 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
+def _figure(values: Any, key: str, where: str, positive: bool = False) -> float | None:
+    """``values[key]`` as a figure; None where the report leaves it out. A value that is there but is not a
+    figure (a string, NaN, a negative count, a zero clock) is a synth.json someone edited: said, not skipped."""
+    if values is None:
+        return None
+    if not isinstance(values, dict):
+        raise ValueError(f"its {where} is {values!r}, not a table of figures")
+    value = values.get(key)
+    if value is None:
+        return None
+    number = _number(value)
+    if number is None or (positive and number == 0):
+        raise ValueError(f"its {where} {key} is {value!r}, not a figure")
+    return number
+
+
 def _observation(project: Path, record: dict[str, Any], result: dict[str, Any]) -> Observation | None:
     from hetero_dse.hls.validate import find_loop, module_report
 
@@ -98,22 +119,27 @@ def _observation(project: Path, record: dict[str, Any], result: dict[str, Any]) 
     for key in ("mul_units", "add_units", "ports", "depth_fixed"):
         if _number(terms.get(key)) is None:
             raise ValueError(f"calibration term {key} is {terms.get(key)!r}")
-    report = result.get("report") or {}
-    post = (result.get("impl") or {}).get("resources") or {}
-    res = {k: _number(post.get(k)) if _number(post.get(k)) is not None
-           else _number((report.get("resources") or {}).get(k)) for k in ("dsp", "lut", "ff")}
+    report = result.get("report")
+    if not isinstance(report, dict) or not isinstance(report.get("resources"), dict):
+        raise ValueError("its synthesis report has no resources")
+    impl = result.get("impl") or {}
+    post = impl.get("resources") if isinstance(impl, dict) else impl
+    res = {}
+    for k in ("dsp", "lut", "ff"):
+        after = _figure(post, k, "implementation's resources")
+        res[k] = after if after is not None else _figure(report["resources"], k, "resources")
     compute = next((lp for lp in (record.get("expectations") or {}).get("loops", [])
                     if lp["process"] == "compute_tile"), None)
     loop = find_loop(module_report(report, "compute_tile"), compute["labels"]) if compute else None
-    achieved_ns = _number((result.get("impl") or {}).get("achieved_clock_ns")) or _number(
-        report.get("estimated_clock_ns"))
+    achieved_ns = (_figure(impl, "achieved_clock_ns", "implementation's", positive=True)
+                   or _figure(report, "estimated_clock_ns", "report's", positive=True))
     latencies = _core_latencies((result.get("bind") or {}).get("ops") or [])
     target = _number(float(record["knobs"]["clock_mhz"]))
     if not target:
         raise ValueError(f"its clock is {record['knobs']['clock_mhz']!r} MHz")
     return Observation(
         str(project), str(record.get("part") or record.get("board", "")), str(result.get("tool_version")), terms,
-        {**res, "depth": _number(loop.get("depth")) if loop else None,
+        {**res, "depth": _figure(loop, "depth", "compute loop's") if loop else None,
          "achieved_mhz": 1000.0 / achieved_ns if achieved_ns else None, **latencies}, target)
 
 

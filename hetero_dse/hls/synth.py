@@ -36,11 +36,13 @@ from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hls.readback import read_back_within
 from hetero_dse.hls.supervise import supervised
 
-__all__ = ["JOB_TIMEOUT_S", "STEPS", "SynthError", "SynthJob", "SynthTool", "find_projects", "find_tool",
-           "parse_steps", "run_job", "synthesize", "validate_outcomes"]
+__all__ = ["JOB_TIMEOUT_S", "STEPS", "SYNTH_STATUSES", "SynthError", "SynthJob", "SynthTool", "find_projects",
+           "find_tool", "parse_steps", "run_job", "synthesize", "validate_outcomes"]
 
 #: What a user may ask for, in the order the flow runs them; cosim and impl need csynth in the same run.
 STEPS = ("csynth", "cosim", "impl")
+#: what a job's synth.json can say of it: its tool ran through, failed (or was lost), or ran out of time
+SYNTH_STATUSES = ("ok", "failed", "timeout")
 #: The wall-clock limit of one job unless the user gives another (place and route of a large part takes hours).
 JOB_TIMEOUT_S = 6 * 3600.0
 #: how much of a tool's log a failed job keeps: its last lines, from its last bytes, each line cut short
