@@ -610,12 +610,22 @@ def test_synth_says_its_own_words_only(two_projects, fake_tool, tmp_path):
     """Dask's INFO lines (scheduler at, nanny closing, ...) leaked to the terminal at the end of every run."""
     import shutil
 
+    from hetero_dse.hls.synth import find_projects
+
     out = tmp_path / "out"
     shutil.copytree(two_projects, out)
     r = subprocess.run([sys.executable, "-m", "hetero_dse", "synth", str(out), "--jobs", "2", "--db",
                         str(tmp_path / "h.sqlite")], capture_output=True, text=True, timeout=300)
     assert "2 projects: 2 synthesized, 0 failed" in r.stdout
     assert "distributed" not in r.stderr and "INFO" not in r.stderr, r.stderr[:2000]
+    # a job that fails on its worker (its log cannot be made: a folder at the name) is that job's failure, said
+    # in the summary, not a worker's traceback on the terminal
+    (find_projects([out])[1] / "synth.log").unlink()
+    (find_projects([out])[1] / "synth.log").mkdir()
+    r = subprocess.run([sys.executable, "-m", "hetero_dse", "synth", str(out), "--jobs", "2", "--rerun", "--db",
+                        str(tmp_path / "h.sqlite")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and "2 projects: 1 synthesized, 1 failed" in r.stdout, r.stdout[-2000:]
+    assert "FileExistsError" in r.stdout and "Traceback" not in r.stderr, r.stderr[:2000]
 
 
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])

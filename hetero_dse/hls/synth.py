@@ -177,7 +177,17 @@ atexit.register(_kill_running)
 
 
 def run_job(job: SynthJob) -> dict[str, Any]:
-    """Run one synthesis (on a Dask worker or here) and read back what the tool wrote."""
+    """Run one synthesis (on a Dask worker or here) and read back what the tool wrote. Whatever goes wrong is
+    this job's failure, said in its result: an exception would leave the worker to print its traceback (and
+    the job's arguments) on the user's terminal."""
+    try:
+        return _run_job(job)
+    except Exception as exc:  # a project folder that cannot be written, a tool that cannot be waited for
+        return {"status": "failed", "reason": f"{type(exc).__name__}: {str(exc)[:LOG_LINE_CHARS]}", "wall_s": 0.0,
+                "log_tail": ""}
+
+
+def _run_job(job: SynthJob) -> dict[str, Any]:
     project = Path(job.project)
     log_path = project / "synth.log"
     env = {**os.environ, "HDSE_STEPS": " ".join(job.steps)}
