@@ -234,8 +234,9 @@ def test_a_huge_tool_log_keeps_a_bounded_record(tmp_path):
 
 
 def test_reading_the_reports_is_bounded_by_the_timeout(tmp_path):
-    """``--timeout`` bounds reading what the tool wrote too: a module report planted as a named pipe (opened, it
-    blocks forever) is the job's failure reason in seconds, and the reader leaves no process behind."""
+    """``--timeout`` bounds reading what the tool wrote too: Verilog that takes the parser longer than the limit
+    is the job's failure reason at the limit, and the reader leaves no process behind; a report planted as a
+    named pipe (opened, it would block forever) is refused without opening it."""
     import shutil
 
     from hetero_dse.hls.readback import read_back_within
@@ -246,10 +247,17 @@ def test_reading_the_reports_is_bounded_by_the_timeout(tmp_path):
     assert "reason" not in whole and whole["report"]["top"] == "conv2d_kernel"
     assert whole["rtl"]["cores"] and whole["cosim"]["status"] and whole["impl"]["resources"]
     os.mkfifo(project / "prj" / "solution1" / "syn" / "report" / "zz_csynth.xml")
+    os.mkfifo(project / "prj" / "solution1" / "syn" / "verilog" / "zz.v")
+    piped = read_back_within(project, 60)
+    assert piped["report"]["top"] == "conv2d_kernel" and "zz.v is not a regular file" in piped["notes"][0]
+    (project / "prj" / "solution1" / "syn" / "verilog" / "zz.v").unlink()
+    with open(project / "prj" / "solution1" / "syn" / "verilog" / "zz.v", "w") as f:  # some 10 s of parsing
+        for i in range(20_000):
+            f.write(f"module zz{i}(input [31:0] a, output [31:0] y);\n  assign y = a + 32'd{i};\nendmodule\n")
     t0 = time.monotonic()
-    stuck = read_back_within(project, 3)
-    assert time.monotonic() - t0 < 20
-    assert stuck == {"reason": "reading the reports took longer than the 3 s limit: not read"}
+    slow = read_back_within(project, 2)
+    assert time.monotonic() - t0 < 15
+    assert slow == {"reason": "reading the reports took longer than the 2 s limit: not read"}
     assert not _procs_reading(project)
 
 

@@ -43,14 +43,21 @@ def read_back(project: Path) -> dict[str, Any]:
     except RtlError as exc:
         notes.append(f"RTL not read: {exc}")
     for log in (project / "vitis_hls.log", solution / "solution1.log", project / "synth.log"):
-        if log.is_file():
-            parsed = read_log(log)
+        if log.exists():
+            try:
+                parsed = read_log(log)
+            except ReportError as exc:
+                notes.append(str(exc))
+                continue
             out["log"] = {"pipelines": parsed.pipelines, "port_limits": parsed.port_limits, "carried": parsed.carried,
                           "bursts": parsed.bursts, "widened": parsed.widened, "errors": parsed.errors}
             break
     rpt = solution / "syn" / "report" / "csynth.rpt"
-    if rpt.is_file():
-        out["bind"] = read_bind_tables(rpt)
+    if rpt.exists():
+        try:
+            out["bind"] = read_bind_tables(rpt)
+        except ReportError as exc:
+            notes.append(str(exc))
     cosim = next(iter(sorted((solution / "sim" / "report").glob("*_cosim.rpt"))), None)
     if cosim is not None:
         try:
@@ -59,7 +66,7 @@ def read_back(project: Path) -> dict[str, Any]:
         except ReportError as exc:
             notes.append(str(exc))
     impl = solution / "impl" / "report" / "verilog" / "export_impl.rpt"
-    if impl.is_file():
+    if impl.exists():
         try:
             i = read_impl(impl)
             out["impl"] = {"resources": i.resources, "achieved_clock_ns": i.achieved_clock_ns,

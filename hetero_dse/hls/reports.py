@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+import stat
 import xml.etree.ElementTree as ET
 
 import defusedxml.ElementTree as DefusedET
@@ -27,7 +28,7 @@ from typing import Any
 from hetero_dse.errors import HeteroDSEError
 
 __all__ = ["LoopReport", "ReportError", "SynthReport", "figure_range", "find_csynth", "read_csynth", "read_solution",
-           "to_float"]
+           "report_file", "to_float"]
 
 #: The largest report read (the top's csynth.xml of a large design is a few MB) and the deepest nesting (a
 #: report nests loops in modules some ten levels deep)
@@ -263,13 +264,28 @@ def _parse_profile(root: ET.Element, path: str, modules: bool = True) -> SynthRe
     return report
 
 
-def read_csynth(path: str | Path) -> SynthReport:
-    """One ``csynth.xml`` file."""
+def report_file(path: str | Path) -> Path:
+    """``path``, checked to be a report one can read: a regular file (a named pipe planted at a report's name
+    would block its reader forever, a device would never end) of a report's size."""
     path = Path(path)
     try:
-        if path.stat().st_size > MAX_REPORT_BYTES:
-            raise ReportError(f"{path} is {path.stat().st_size / 2**20:,.0f} MB, more than a synthesis report's "
-                              f"{MAX_REPORT_BYTES / 2**20:,.0f} MB: not a report to read")
+        info = path.stat()
+    except FileNotFoundError:
+        raise ReportError(f"{path} does not exist") from None
+    except OSError as exc:
+        raise ReportError(f"cannot read {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ReportError(f"{path} is not a regular file (a pipe, a device or a folder): not read")
+    if info.st_size > MAX_REPORT_BYTES:
+        raise ReportError(f"{path} is {info.st_size / 2**20:,.0f} MB, more than a synthesis report's "
+                          f"{MAX_REPORT_BYTES / 2**20:,.0f} MB: not a report to read")
+    return path
+
+
+def read_csynth(path: str | Path) -> SynthReport:
+    """One ``csynth.xml`` file."""
+    path = report_file(path)
+    try:
         # as data: a DTD, an entity or an external reference is refused, never resolved (defusedxml)
         root = DefusedET.parse(path, forbid_dtd=True).getroot()
     except FileNotFoundError:

@@ -69,6 +69,9 @@ def _check_directives(directory: Path, files: list[Path]) -> None:
     file of ``directory`` itself (never an absolute path or one outside it: the RTL is data, and a path such
     as ``/etc/shadow`` would be read into the results), no macro is defined in terms of another (a chain of
     doubling macros expands beyond any memory), and the files are a Verilog design's size."""
+    for f in files:
+        if not f.is_file():  # a named pipe would block the reader forever
+            raise RtlError(f"{f} is not a regular file (a pipe, a device or a folder): not read")
     if sum(f.stat().st_size for f in files) > MAX_RTL_BYTES:
         raise RtlError(f"the Verilog in {directory} is more than {MAX_RTL_BYTES // 2**20} MB: not read")
     root = directory.resolve()
@@ -120,8 +123,8 @@ def read_rtl(directory: str | Path, top: str | None = None) -> RtlSummary:
     if top is None:
         roots = [m for m in definitions if m not in instantiated]
         if len(roots) != 1:
-            raise RtlError(f"{directory} has {len(roots)} top modules ({', '.join(sorted(roots)) or 'none'}); "
-                           "name the top")
+            named = ", ".join(sorted(roots)[:5]) + (f" and {len(roots) - 5:,} more" if len(roots) > 5 else "")
+            raise RtlError(f"{directory} has {len(roots):,} top modules ({named or 'none'}); name the top")
         top = roots[0]
     if top not in definitions:
         raise RtlError(f"{directory} has no module {top}")

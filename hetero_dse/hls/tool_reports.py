@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hetero_dse.hls.reports import ReportError, figure_range, to_float
+from hetero_dse.hls.reports import ReportError, figure_range, report_file, to_float
 
 __all__ = ["CosimReport", "ImplReport", "LogReport", "read_bind_tables", "read_cosim", "read_impl", "read_log"]
 
@@ -53,7 +53,7 @@ def read_bind_tables(path: str | Path) -> dict[str, list[dict[str, str]]]:
     """``csynth.rpt``'s Bind Op and Bind Storage tables (Vitis 2021.2 and later), by table; empty lists
     where the report has none."""
     try:
-        text = Path(path).read_text(errors="replace")
+        text = report_file(path).read_text(errors="replace")
     except OSError as exc:
         raise ReportError(f"cannot read {path}: {exc.strerror}") from None
     return {"ops": _tables(text, "Bind Op Report"), "storage": _tables(text, "Bind Storage Report")}
@@ -97,7 +97,7 @@ def read_log(path: str | Path) -> LogReport:
             entries.append(entry)
 
     try:
-        with open(path, errors="replace") as f:
+        with open(report_file(path), errors="replace") as f:
             for line in f:
                 line = line[:LOG_LINE_CHARS]
                 if m := _PIPELINE.search(line):
@@ -131,7 +131,7 @@ class CosimReport:
 def read_cosim(path: str | Path) -> CosimReport:
     """``<top>_cosim.rpt``: the row of the RTL that ran (``| Verilog | Pass | min | avg | max | min | avg | max |``)."""
     try:
-        text = Path(path).read_text(errors="replace")
+        text = report_file(path).read_text(errors="replace")
     except OSError as exc:
         raise ReportError(f"cannot read {path}: {exc.strerror}") from None
     for line in text.splitlines():
@@ -162,7 +162,7 @@ _IMPL_KEYS = {"dsp": "DSP", "bram18k": "BRAM", "uram": "URAM", "lut": "LUT", "ff
 def read_impl(path: str | Path) -> ImplReport:
     """``export_impl.rpt`` (``export_design -flow impl``): post-route resources and the achieved clock."""
     try:
-        text = Path(path).read_text(errors="replace")
+        text = report_file(path).read_text(errors="replace")
     except OSError as exc:
         raise ReportError(f"cannot read {path}: {exc.strerror}") from None
     values: dict[str, str] = {}
