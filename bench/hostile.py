@@ -29,6 +29,7 @@ import resource
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -55,6 +56,8 @@ class Case:
     after: Callable[[Path, subprocess.CompletedProcess | None], str | None] | None = None
     python: bool = False
     victims: list[str] = field(default_factory=list)
+    #: run on a tmpfs (at ``full``) filled to its last byte, in a private mount namespace (``unshare -rm``)
+    full_disk: bool = False
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -287,7 +290,104 @@ def cases(project: Path, port: int) -> list[Case]:
         "try:\n    print(read_rtl(sys.argv[1]))\nexcept RtlError as e:\n    print('refused:', e); sys.exit(1)\n"),
         str(_rtl(w))], {}), python=True,
         after=lambda w, r: "escape: /etc/passwd reached the output" if r is not None and "root" in r.stdout else None)
+    _second_round(add, project)
     return out
+
+
+def _second_round(add, project: Path) -> None:
+    """Cases found after the first before/after runs (this file's second table): figures that are not figures
+    in a calibration's inputs, devices and pipes where outputs and reports go, a forged Q-network, a worker's
+    failure, knobs of another space, and a full disk under every writer."""
+    for label, change in (("dsp 'many'", {"dsp": "many"}), ("lut NaN", {"lut": float("nan")}),
+                          ("clock -4 ns", {"clock": -4.0}), ("status [1]", {"status": [1]})):
+        def setup(w, c=change):
+            root = _results(w)
+            synth = root / "p1" / "synth.json"
+            data = json.loads(synth.read_text())
+            if "status" in c:
+                data["status"] = c["status"]
+            elif "clock" in c:
+                data["report"]["estimated_clock_ns"] = c["clock"]
+            else:
+                data["report"]["resources"].update(c)
+            synth.write_text(json.dumps(data))
+            return ["calibrate", str(root), "-o", str(w / "c.yaml")], {}
+        add(f"calibrate: a synth.json with {label}", "calibration", setup)
+
+    def export_to_pipe(w):
+        (w / "h.sqlite").touch()
+        os.mkfifo(w / "pipe")  # what /dev/full is to root: a rename onto it replaces the device
+        return ["history", "export", str(w / "pipe"), "--force", "--db", str(w / "h.sqlite")], {}
+    add("history export --force onto a pipe", "history", export_to_pipe,
+        after=lambda w, r: None if stat.S_ISFIFO(os.lstat(w / "pipe").st_mode) else "escape: the pipe was replaced")
+    for label, point in (("knobs of another space", [{"tile.i": 8}, {"tile.x": 3, "evil": 1}]),
+                         ("a knob of infinity", [{"tile.i": float("inf")}]),
+                         ("a knob of nested lists", [{"tile.i": [[1, 2]]}])):
+        def setup(w, points=point):
+            (w / "in.jsonl").write_text("".join(history_line(point=p) + "\n" for p in points))
+            return ["history", "import", str(w / "in.jsonl"), "--db", str(w / "h.sqlite")], {}
+        add(f"history import: {label}", "history", setup)
+
+    def forged_network(w):
+        code = ("import os, sys, torch\nclass P:\n    def __reduce__(self):\n"
+                f"        return os.system, ('touch {w / 'ran'}',)\n"
+                "torch.save({'format': 2, 'directions': [], 'features': 0, 'network': P()}, sys.argv[1])\n")
+        subprocess.run([sys.executable, "-c", code, str(w / "q.pt")], check=True)
+        return ["explore", "--op", "gemm", "--shape", "small:s1", "--board", "vu9p", "--explorer", "q", "--budget",
+                "20", "--q-state", str(w / "q.pt"), "--out", str(w / "o")], {}
+    add("explore --q-state: a network file that runs a command", "model", forged_network, timeout=120,
+        after=lambda w, r: "escape: the file's command ran" if (w / "ran").exists() else None)
+
+    def piped_report(w):
+        solution = w / "s" / "solution1"
+        shutil.copytree(ROOT / "tests" / "data" / "hls_reports" / "vitis_2023" / "solution1", solution)
+        os.mkfifo(solution / "syn" / "report" / "zz_csynth.xml")
+        return ["synth", "report", str(solution)], {}
+    add("synth report: a module report that is a pipe", "report", piped_report, refuse=False, timeout=30)
+
+    def log_folder(w):
+        out = w / "p"
+        shutil.copytree(project, out)
+        (out / "synth.log").unlink(missing_ok=True)
+        (out / "synth.log").mkdir()
+        return ["synth", str(out), "--jobs", "2", "--db", str(w / "h.sqlite")], {}
+    add("synth: the job fails on its worker (synth.log a folder)", "synth", log_folder, timeout=180)
+    # a full disk (a tmpfs filled to its last byte, in a private mount namespace)
+    full = {"explore": lambda w: ["explore", "--op", "gemm", "--shape", "small:s1", "--board", "vu9p", "--budget",
+                                  "20", "--out", str(w / "full" / "o")],
+            "calibrate": lambda w: ["calibrate", str(_results(w)), "-o", str(w / "full" / "c.yaml")],
+            "report": lambda w: ["report", str(report_run(w, "a")), str(report_run(w, "b")), "--out",
+                                 str(w / "full" / "m")],
+            "history export": lambda w: ["history", "export", str(w / "full" / "e.jsonl"), "--db",
+                                         str(_history(w))],
+            "the history database": lambda w: ["explore", "--op", "gemm", "--shape", "small:s1", "--board", "vu9p",
+                                               "--budget", "20", "--out", str(w / "o"), "--db",
+                                               str(w / "full" / "h.sqlite")]}
+    for label, command in full.items():
+        add(f"full disk: {label}", "full disk", lambda w, c=command: (c(w), {}), full_disk=True, timeout=120,
+            after=_nothing_half_written)
+
+
+def _results(work: Path) -> Path:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_calibrate import synthetic_results
+
+    return synthetic_results(work / "results", count=4)
+
+
+def _history(work: Path) -> Path:
+    db = work / "export.sqlite"
+    code = ("import sys\nfrom hetero_dse.history import HistoryDB\n"
+            f"HistoryDB(sys.argv[1]).import_lines([{history_line()!r}])\n")
+    subprocess.run([sys.executable, "-c", code, str(db)], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return db
+
+
+def _nothing_half_written(work: Path, _r) -> str | None:
+    """What the command left on the full disk (read inside its namespace: the tmpfs is gone after it)."""
+    listed = (work / "left.txt").read_text().split() if (work / "left.txt").is_file() else []
+    left = sorted(name for name in listed if name not in ("fill", "h.sqlite"))
+    return f"data loss: left on the full disk: {', '.join(left)}" if left else None
 
 
 def _touch(path: Path) -> Path:
@@ -344,6 +444,11 @@ def run_case(case: Case, tree: Path, fake: Path, work: Path) -> dict:
            "FAKE_VITIS_PYTHON": sys.executable, "HOSTILE_CASE": work.name,
            "HETERO_DSE_DB": str(work / "default.sqlite"), **extra}  # never the user's own history
     argv = [sys.executable, *command] if case.python else [sys.executable, "-m", "hetero_dse", *command]
+    if case.full_disk:
+        (work / "full").mkdir(exist_ok=True)
+        argv = ["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=64k tmpfs {work / 'full'} && "
+                f"(dd if=/dev/zero of={work / 'full' / 'fill'} bs=1k 2>/dev/null; true) && \"$0\" \"$@\"; "
+                f"code=$?; ls -A {work / 'full'} > {work / 'left.txt'}; exit $code", *argv]
     start = time.monotonic()
     proc = subprocess.Popen(argv, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_limit_memory)
