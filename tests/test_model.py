@@ -136,16 +136,16 @@ def test_explore_a_whole_model_sums_its_layers_per_device(write, cli, tmp_path):
 
 
 def test_a_whole_model_time_budget_is_split_by_each_layers_share_of_the_flops(resnet18):
-    from hetero_dse.cli.explore import _layer_search
+    from hetero_dse.run.engine import layer_search
     from hetero_dse.targets.base import Search
 
     search = Search(time_budget_s=120.0)
-    budgets = {op.shape_name: _layer_search(search, resnet18, op, 2).time_budget_s for op in resnet18.operators()}
+    budgets = {op.shape_name: layer_search(search, resnet18, op, 2).time_budget_s for op in resnet18.operators()}
     assert sum(budgets.values()) == pytest.approx(60.0)  # each of two targets gets half of the network's seconds
     # by hand: layer 2 (3x3, 64 -> 64 at 56x56: 2 x 64 x 64 x 9 x 56 x 56 = 231.2 MFLOP, run twice) does
     # 462.4 MFLOP of the network's 3,628.2 MFLOP
     assert budgets["resnet18:L2"] == pytest.approx(60.0 * 2 * 231.21e6 / 3628.2e6, rel=1e-3)
-    assert _layer_search(Search(budget=8), resnet18, resnet18.operators()[0], 2).time_budget_s is None
+    assert layer_search(Search(budget=8), resnet18, resnet18.operators()[0], 2).time_budget_s is None
 
 
 def test_a_network_with_no_layer_to_explore_and_a_shape_that_does_not_fit_are_one_sentence(write, cli, tmp_path):

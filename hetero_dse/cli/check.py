@@ -101,7 +101,7 @@ def csim_command(directory: Path) -> None:
 def _check_output_is_whole(directory: Path) -> None:
     """Refuse an explore output whose run never wrote its report; warn about one whose report says it is
     incomplete, naming what has no project (``csim`` passing there says nothing of the rest)."""
-    from hetero_dse.cli.output import read_state
+    from hetero_dse.run.outdir import read_state
 
     record, report = read_state(directory)
     if record is not None and report is None:

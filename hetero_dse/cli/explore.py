@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
-from hetero_dse.cli import output
 from hetero_dse.cli.app import EXIT_INTERRUPTED, Finite, cli, console, operator_options, warn
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.cli.history import db_option, open_db
@@ -20,9 +17,6 @@ from hetero_dse.explore.settings import GGA_POPULATION, MODEL_STARTS, TL_BATCH, 
 from hetero_dse.history.match import MATCH_THRESHOLD
 from hetero_dse.targets.fpga import DEFAULT_BUDGET
 from hetero_dse.targets.measured import TVM_STARTS
-
-if TYPE_CHECKING:
-    from hetero_dse.targets.base import Search
 
 
 def _split_values(values: tuple[str, ...]) -> list[str]:
@@ -134,19 +128,17 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
       hetero_dse explore --op conv2d --shape yolo:C8 --target cpu --trials 64
       hetero_dse explore --op gemm --target gpu --gpu v100    (roofline estimate without a GPU)
     """
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
     from hetero_dse.cli.render import rows_table
     from hetero_dse.cli.targets import resolve_operators
     from hetero_dse.hardware.board import load_board
-    from hetero_dse.report import write_reports
+    from hetero_dse.run.engine import RunSettings, execute
+    from hetero_dse.run.synth import SynthSettings
     from hetero_dse.space.fpga import SpaceOptions
     from hetero_dse.targets.base import Search
-    from hetero_dse.targets.flow import explore as run_explore
     from hetero_dse.targets.fpga import FpgaTarget
     from hetero_dse.units import fmt_seconds
 
-    settings = ExplorerSettings(explorer, starts, gamma, patience, q_state, match_threshold)
+    explorer_settings = ExplorerSettings(explorer, starts, gamma, patience, q_state, match_threshold)
     if time_budget is not None and time_budget <= 0:
         raise HeteroDSEError(f"--time-budget must be positive, got {time_budget:g} seconds")
     wanted = set(targets) | ({"fpga"} if boards_ else set())
@@ -224,171 +216,91 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
                                  f"({', '.join(gpu_dtypes)}); several are for the FPGA's space")
         chosen.append(GpuTarget(gpu_name, trials=trials, source=source, dtype=gpu_dtypes[0] if gpu_dtypes else None,
                                 remote=remote))
-    owners: dict[str, str] = {}
-    for op in operators:  # every bad input is reported before any search starts
-        for target in chosen:
-            target.check(op)
-            directory, who = target.directory(op), f"{op.title} on {target.device}"
-            if directory in owners:
-                raise HeteroDSEError(f"{owners[directory]} and {who} would both be written to {out / directory}; "
-                                     "give each board once and operators names that differ in letters or digits")
-            owners[directory] = who
-    for target in chosen:  # work done once, said before it is done rather than stalling a search
-        if (preparation := target.preparation(operators)) is not None:
-            say, work = preparation
-            console.print(say)
-            work()
     store = None if no_history else open_db(db)
-    options = {k: (list(map(str, v)) if isinstance(v, tuple) else v if isinstance(v, int | float | bool | None)
+    command = {k: (list(map(str, v)) if isinstance(v, tuple) else v if isinstance(v, int | float | bool | None)
                    else str(v)) for k, v in click.get_current_context().params.items() if k != "force"}
-    if output.prepare(out, force, options, sorted(owners)):
-        console.print(f"Going on from the interrupted run in {out} (what it measured comes from the history)")
+    synth = None if synth_top is None else SynthSettings(synth_top, steps_run, synth_tool, synth_jobs, scheduler)
+    settings = RunSettings(out, Search(seed=seed, budget=budget, time_budget_s=time_budget, top_k=top_k),
+                           explorer_settings, force, command, synth)
+    result = execute(operators, chosen, settings, store, ConsoleEvents(), graph)
 
-    search = Search(seed=seed, budget=budget, time_budget_s=time_budget, top_k=top_k)
-    outcomes: list = []
-    errors: list[str] = []
-    stopped = False
-    with Progress(TextColumn("{task.description}"), BarColumn(),
-                  TextColumn("{task.completed:,.0f} {task.fields[unit]}"),
-                  TextColumn("best {task.fields[best]}"), TimeElapsedColumn(), console=console,
-                  transient=not console.is_terminal) as bar:
-        for number, op in enumerate(operators, 1):
-            layer = f" ({number}/{len(operators)})" if graph is not None else ""
-            for target in chosen:
-                task = bar.add_task(f"{op.title}{layer} on {target.device}", total=budget or target.defaults.budget,
-                                    best="—", unit=target.defaults.unit)
-
-                def progress(done: int, best: float | None, task: int = task) -> None:
-                    bar.update(task, completed=done, best=fmt_seconds(best) if best else "—")
-
-                try:
-                    outcome = run_explore(op, target, settings, _layer_search(search, graph, op, len(chosen)),
-                                          history=store, progress=progress)
-                except KeyboardInterrupt:  # outside a search loop (building a space, timing the library):
-                    stopped = True         # this search is lost, the ones before it are written
-                    break
-                except HeteroDSEError as exc:  # this search's problem: the others' results are still written
-                    if len(operators) * len(chosen) == 1:
-                        output.abandon(out)
-                        raise
-                    errors.append(f"{op.title} on {target.device}: {exc}")
-                    bar.update(task, description=f"{op.title} on {target.device}: failed")
-                    continue
-                bar.update(task, total=outcome.loop.evaluations, completed=outcome.loop.evaluations)
-                outcomes.append(outcome)
-                if outcome.interrupted:
-                    stopped = True
-                    break
-            if stopped:
-                break
-
-    interrupted = stopped
-    if not outcomes and not interrupted:
-        output.abandon(out)
-        raise HeteroDSEError("; ".join(errors))
-    results, fusions = _write_outputs(out, outcomes, seed, errors, interrupted, graph)
-    interrupted = interrupted or any(w is None for _, w in results)
-    if synth_top is not None and not interrupted:
-        from hetero_dse.cli.synth import synthesize_top
-
-        synthesis = synthesize_top(out, results, synth_top, steps_run, synth_tool, synth_jobs, scheduler, store, seed)
-        write_reports(out, results, interrupted, synthesis, errors, graph, fusions)
-    output.finish(out, complete=not interrupted)
-    console.print(rows_table([o.target.row(o, w) for o, w in results]))
-    for device in dict.fromkeys(f["device"] for f in fusions):
-        mine = [f for f in fusions if f["device"] == device]
+    console.print(rows_table(result.rows))
+    for device in dict.fromkeys(f["device"] for f in result.fusions):
+        mine = [f for f in result.fusions if f["device"] == device]
         fused = [f for f in mine if f["fuse"]]
         saved = sum(f["count"] * (sum(f["unfused_s"]) - f["fused_s"]) for f in fused)
         console.print(f"{device}: {len(fused)} of {len(mine)} back-to-back 1×1 convolution pairs fused into one "
                       f"kernel each" + (f", {fmt_seconds(saved)} off the network" if fused else "")
                       + " (report.md says why each one is or is not)")
     console.print(f"Report: {out / 'report.md'}")
-    if interrupted:
+    if result.interrupted:
         click.echo("hetero_dse: interrupted; the report holds what was found before the stop", err=True)
         sys.exit(EXIT_INTERRUPTED)
+    errors, unwritten = result.errors, result.unwritten
     if errors and graph is not None:  # a network: layers a target could not take are in the report, not an end
         warn(f"{len(errors)} layer searches failed (each reason is in report.md): " + "; ".join(errors))
     elif errors:
         raise HeteroDSEError("; ".join(errors) + "; the other results are in report.md")
-    unwritten = [f"no {o.target.artefact} for {o.op.title} on {o.target.device}: {w.why}" for o, w in results
-                 if o.found and w.directory is None]
     if unwritten and graph is not None:
         warn(f"{len(unwritten)} layers have no project (each reason is in report.md): " + "; ".join(unwritten))
     elif unwritten:
         raise HeteroDSEError("; ".join(unwritten) + "; what was found is in report.md (a smaller shape gets a "
-                         "project that C-simulates)")
-    failed = [f"{w.directory}" for _, w in results if w.passed is False]
-    if failed:
-        raise HeteroDSEError("C-simulation failed for " + ", ".join(failed) + " (see report.md)")
+                             "project that C-simulates)")
+    if result.failed_checks:
+        raise HeteroDSEError("C-simulation failed for " + ", ".join(result.failed_checks) + " (see report.md)")
 
 
-def _layer_search(search: Search, graph: Any, op: Any, n_targets: int) -> Search:
-    """A network's search for one of its layers on one target: a whole-model --time-budget split by the
-    layer's share of the network's FLOPs (its count included) and evenly over the targets."""
-    if graph is None or search.time_budget_s is None:
-        return search
-    layer = graph.layer_of(op.shape_name)
-    share = layer.flops * layer.count / graph.mapped_flops
-    return replace(search, time_budget_s=search.time_budget_s * share / n_targets)
+class ConsoleEvents:
+    """The run drawn on the terminal: a progress bar a search, a spinner for the work between, the fidelity
+    table of every design synthesized."""
+
+    def __init__(self) -> None:
+        self._bar: Any = None
+
+    @contextmanager
+    def searching(self) -> Iterator[None]:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(TextColumn("{task.description}"), BarColumn(),
+                      TextColumn("{task.completed:,.0f} {task.fields[unit]}"),
+                      TextColumn("best {task.fields[best]}"), TimeElapsedColumn(), console=console,
+                      transient=not console.is_terminal) as self._bar:
+            yield
+        self._bar = None
+
+    def search(self, title: str, total: int, unit: str) -> _SearchLine:
+        return _SearchLine(self._bar, title, total, unit)
+
+    def status(self, text: str):  # noqa: ANN201 -- rich's status context
+        return console.status(text)
+
+    def say(self, text: str) -> None:
+        console.print(text)
+
+    def warn(self, text: str) -> None:
+        warn(text)
+
+    def validated(self, project: str, validation: dict[str, Any], skipped: bool) -> None:
+        from hetero_dse.cli.synth import fidelity_table
+
+        console.print(fidelity_table(project, validation, skipped))
 
 
-def _write_outputs(out: Path, outcomes: list, seed: int, errors: list[str], stopped: bool,
-                   graph=None) -> tuple[list, list]:
-    """What each target writes for its outcome (an HLS project and its C-simulation, a TVM module), a network's
-    back-to-back pairs fused on the GPU, then the reports. Ctrl-C keeps what is done: the outcomes not written
-    yet have no output (None) and the report says it is incomplete."""
-    from hetero_dse.report import write_reports
-    from hetero_dse.targets.base import Written
+class _SearchLine:
+    def __init__(self, bar: Any, title: str, total: int, unit: str) -> None:
+        self.bar, self.title = bar, title
+        self.task = bar.add_task(title, total=total, best="—", unit=unit)
 
-    results: list = [(o, None) for o in outcomes]
-    fusions: list = []
-    try:
-        for i, o in enumerate(outcomes):
-            if not o.found:
-                written = Written(why=o.why_nothing())
-            else:
-                try:
-                    with console.status(f"writing {o.op.title} for {o.target.device}"):
-                        written = o.target.write(o, out, seed)
-                except HeteroDSEError as exc:  # one output that cannot be written costs none of the others
-                    errors.append(f"{o.op.title} on {o.target.device}: not written: {exc}")
-                    written = Written(why=f"not written: {exc}")
-            for warning in written.warnings:
-                warn(warning)
-            results[i] = (o, written)
-        if graph is not None and graph.pairs and not stopped:
-            fusions = _fuse_pairs(out, graph, results, errors)
-    except KeyboardInterrupt:
-        pass
-    incomplete = stopped or any(w is None for _, w in results)
-    with _uninterrupted():  # a second Ctrl-C must not cost the report of what was found
-        write_reports(out, results, incomplete, errors=errors, graph=graph, fusions=fusions)
-    return results, fusions
+    def update(self, done: int, best: float | None) -> None:
+        from hetero_dse.units import fmt_seconds
 
+        self.bar.update(self.task, completed=done, best=fmt_seconds(best) if best else "—")
 
-def _fuse_pairs(out: Path, graph: Any, results: list, errors: list[str]) -> list:
-    """Each GPU's fused back-to-back pairs of the network (``GpuTarget.back_to_back``)."""
-    from hetero_dse.targets.gpu import GpuTarget
+    def finished(self, evaluations: int) -> None:
+        self.bar.update(self.task, total=evaluations, completed=evaluations)
 
-    fusions: list = []
-    for target in dict.fromkeys(o.target for o, _ in results if isinstance(o.target, GpuTarget)):
-        try:
-            with console.status(f"fusing {len(graph.pairs)} back-to-back layer pairs on {target.device}"):
-                fusions += target.back_to_back(graph, [o for o, w in results if w is not None], out)
-        except HeteroDSEError as exc:  # the layers' own results stand
-            errors.append(f"back-to-back fusion on {target.device}: {exc}")
-    return fusions
-
-
-@contextmanager
-def _uninterrupted() -> Iterator[None]:
-    """Ctrl-C and SIGTERM held off for a moment (writing the reports takes well under a second)."""
-    held = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in held.items():
-            signal.signal(sig, handler)
+    def failed(self) -> None:
+        self.bar.update(self.task, description=f"{self.title}: failed")
 
 
 def _vitis_version() -> str | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import click
 from rich.table import Table
@@ -236,45 +235,3 @@ def calibrate_command(results: tuple[str, ...], output: str) -> None:
         table.add_row(figure.upper(), pct(q["mape_before"]), pct(q["mape_after"]), pct(q["mape_leave_one_out"]))
     console.print(table)
     console.print(f"calibrated: {', '.join(cal.calibrated) or 'nothing'}; written to {output}")
-
-
-def synthesize_top(out: Path, results: list, k: int, steps: tuple[str, ...], tool, jobs: int, scheduler: str | None,
-                   store, seed: int) -> dict[int, list[dict]]:
-    """``explore --synth K``: the K best designs of each FPGA exploration synthesized (the best one's project,
-    and ``hls_rank<N>`` projects for the others), validated against their predictions; by index in
-    ``results``, a summary a design."""
-    from hetero_dse.analysis import analyze
-    from hetero_dse.hls.project import TestBenchTooLarge, write_project
-    from hetero_dse.hls.synth import SynthJob, synthesize, validate_outcomes
-
-    ranked: list[tuple[int, int, Path]] = []
-    for i, (e, written) in enumerate(results):
-        if e.target.kind != "fpga" or written is None or written.directory is None:
-            continue
-        ranked.append((i, 1, out / written.directory))
-        for rank, (point, design) in enumerate(e.designs[1:k], start=2):
-            op = e.op.with_dtype(point["dtype"])
-            try:
-                directory = write_project(out / e.label / e.board.name / f"hls_rank{rank}", op, analyze(op), point,
-                                          design, e.board, seed=seed)
-            except TestBenchTooLarge:
-                continue
-            ranked.append((i, rank, directory))
-    jobs_ = [SynthJob.of(directory, steps, JOB_TIMEOUT_S, tool) for _, _, directory in ranked]
-    with console.status(f"synthesizing {len(jobs_)} design{'s' if len(jobs_) != 1 else ''} with Vitis "
-                        f"{tool.version}"):
-        outcomes = synthesize(jobs_, store=store, scheduler=scheduler, workers=jobs)
-    by_project = {str(Path(s["project"]).resolve()): s for s in validate_outcomes(outcomes)}
-    synthesis: dict[int, list[dict]] = {}
-    for i, rank, directory in ranked:
-        summary = by_project.get(str(Path(directory).resolve()))
-        if summary is None:
-            continue
-        if summary["validation"] is not None:
-            console.print(fidelity_table(str(Path(directory).relative_to(out)), summary["validation"],
-                                         summary["status"] == "skipped"))
-        synthesis.setdefault(i, []).append({"rank": rank, "project": str(Path(directory).relative_to(out)),
-                                            "status": summary["status"], "reason": summary["reason"],
-                                            "figures": (summary["validation"] or {}).get("figures")})
-    return synthesis
-
