@@ -12,14 +12,15 @@ import base64
 import html
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from hetero_dse import __version__
 from hetero_dse.crossdevice import across_markdown, system_markdown
 from hetero_dse.units import fmt_seconds, fmt_speedup
 
-__all__ = ["render_html"]
+__all__ = ["PLOTS", "Plot", "new_figure", "register_plot", "render_html"]
 
 _STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
 table{border-collapse:collapse;margin:1em 0;font-size:90%}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}
@@ -44,20 +45,11 @@ def render_html(report: dict[str, Any]) -> str:
     if report.get("model"):
         parts += _markdown_tables(system_markdown(report["model"], report["model"]["devices"]))
     parts.append(_rows_table(rows))
-    figures = [
-        (_per_operator(across), "Each operator's best latency on each device (log scale; hatched: a roofline "
-                                "estimate, not a measurement)."),
-        (_roofline(rows), "Roofline per device: each chosen design or schedule at its arithmetic intensity (FLOPs "
-                          "per compulsory DDR byte); the line is the device's peak for that data type."),
-        (_convergence(report), "Search convergence: the best objective found so far against points evaluated, "
-                               "relative to the search's final best."),
-        (_pareto(report.get("explorations", [])), "FPGA Pareto front of each search: predicted latency against "
-                                                  "DSPs, coloured by BRAM18K."),
-        (_synthesis(report.get("explorations", [])), "Predicted against synthesized (Vitis HLS reports)."),
-    ]
-    for png, caption in figures:
-        if png is None:
+    figures = [(plot.draw(report), plot.caption) for plot in PLOTS.values()]
+    for fig, caption in figures:
+        if fig is None:
             continue
+        png = _png(fig)
         parts.append(f"<figure><img alt='{html.escape(caption)}' src='data:image/png;base64,"
                      f"{base64.b64encode(png).decode()}'><figcaption>{html.escape(caption)}</figcaption></figure>")
     if not any(e.get("synthesis") for e in report.get("explorations", [])):
@@ -65,6 +57,25 @@ def render_html(report: dict[str, Any]) -> str:
                      "(<code>hetero_dse synth</code> runs Vitis where it is installed).</p>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+@dataclass(frozen=True)
+class Plot:
+    """One figure of the page: ``draw(report)`` returns a matplotlib figure (:func:`new_figure`), or None where
+    the report has nothing for it."""
+
+    name: str
+    draw: Callable[[dict[str, Any]], Any]
+    caption: str
+
+
+#: the page's figures, in order: a new plot is a function and one :func:`register_plot`
+PLOTS: dict[str, Plot] = {}
+
+
+def register_plot(name: str, draw: Callable[[dict[str, Any]], Any], caption: str) -> None:
+    """Add a figure to every report page from now on (a name registered again is replaced)."""
+    PLOTS[name] = Plot(name, draw, caption)
 
 
 def _markdown_tables(lines: Sequence[str]) -> list[str]:
@@ -120,7 +131,8 @@ def _rows_table(rows: Sequence[dict[str, Any]]) -> str:
             + "</table>")
 
 
-def _figure() -> tuple[Any, Any]:
+def new_figure() -> tuple[Any, Any]:
+    """A figure and its axes in the page's size (matplotlib, Agg)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -139,11 +151,12 @@ def _png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def _per_operator(across: Sequence[dict[str, Any]]) -> bytes | None:
+def _per_operator(report: dict[str, Any]) -> Any:
+    across = report.get("across", [])
     devices = list(dict.fromkeys(name for e in across for name in e["devices"]))
     if not across or not devices:
         return None
-    fig, ax = _figure()
+    fig, ax = new_figure()
     width = 0.8 / len(devices)
     for k, name in enumerate(devices):
         xs, ys, hatches = [], [], []
@@ -161,14 +174,15 @@ def _per_operator(across: Sequence[dict[str, Any]]) -> bytes | None:
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(across))])
     ax.set_xticklabels([e["shape"] or e["operator"] for e in across], rotation=45, ha="right", fontsize=8)
     ax.legend(fontsize=8)
-    return _png(fig)
+    return fig
 
 
-def _roofline(rows: Sequence[dict[str, Any]]) -> bytes | None:
+def _roofline(report: dict[str, Any]) -> Any:
+    rows = report.get("rows", [])
     points = [r for r in rows if r["gflops"] and r.get("intensity")]
     if not points:
         return None
-    fig, ax = _figure()
+    fig, ax = new_figure()
     devices = list(dict.fromkeys(r["device"] for r in points))
     roofs = {}
     for name in devices:
@@ -193,14 +207,14 @@ def _roofline(rows: Sequence[dict[str, Any]]) -> bytes | None:
     ax.set_xlabel("arithmetic intensity (FLOP / compulsory byte)")
     ax.set_ylabel("GFLOPS")
     ax.legend(fontsize=8)
-    return _png(fig)
+    return fig
 
 
-def _convergence(report: dict[str, Any]) -> bytes | None:
+def _convergence(report: dict[str, Any]) -> Any:
     records = [r for key in ("explorations", "cpu", "gpu") for r in report.get(key, []) if r.get("convergence")]
     if not records:
         return None
-    fig, ax = _figure()
+    fig, ax = new_figure()
     for r in records[:40]:  # a network's many layers: the first 40 keep the plot readable
         trace = r["convergence"]
         final = trace[-1][1]
@@ -216,14 +230,15 @@ def _convergence(report: dict[str, Any]) -> bytes | None:
     ax.set_ylabel("best so far / final best")
     if len(records) <= 12:
         ax.legend(fontsize=7)
-    return _png(fig)
+    return fig
 
 
-def _pareto(explorations: Sequence[dict[str, Any]]) -> bytes | None:
+def _pareto(report: dict[str, Any]) -> Any:
+    explorations = report.get("explorations", [])
     fronts = [e for e in explorations if e.get("pareto")]
     if not fronts:
         return None
-    fig, ax = _figure()
+    fig, ax = new_figure()
     scatter = None
     for i, e in enumerate(fronts[:20]):
         pts = [p for p in e["pareto"] if p.get("latency_s")]
@@ -237,15 +252,16 @@ def _pareto(explorations: Sequence[dict[str, Any]]) -> bytes | None:
     ax.set_ylabel("predicted latency (ms)")
     if len(fronts) <= 12:
         ax.legend(fontsize=7)
-    return _png(fig)
+    return fig
 
 
-def _synthesis(explorations: Sequence[dict[str, Any]]) -> bytes | None:
+def _synthesis(report: dict[str, Any]) -> Any:
+    explorations = report.get("explorations", [])
     pairs = [(f["figure"], f["predicted"], f["reported"]) for e in explorations for s in e.get("synthesis") or []
              for f in s.get("figures") or [] if f.get("predicted") and f.get("reported")]
     if not pairs:
         return None
-    fig, ax = _figure()
+    fig, ax = new_figure()
     kinds = list(dict.fromkeys(name.split(",")[0] for name, _, _ in pairs))
     for k, kind in enumerate(kinds):
         mine = [(p, r) for name, p, r in pairs if name.split(",")[0] == kind]
@@ -258,4 +274,15 @@ def _synthesis(explorations: Sequence[dict[str, Any]]) -> bytes | None:
     ax.set_xlabel("predicted")
     ax.set_ylabel("synthesized")
     ax.legend(fontsize=7)
-    return _png(fig)
+    return fig
+
+
+register_plot("per_operator", _per_operator, "Each operator's best latency on each device (log scale; hatched: a "
+              "roofline estimate, not a measurement).")
+register_plot("roofline", _roofline, "Roofline per device: each chosen design or schedule at its arithmetic "
+              "intensity (FLOPs per compulsory DDR byte); the line is the device's peak for that data type.")
+register_plot("convergence", _convergence, "Search convergence: the best objective found so far against points "
+              "evaluated, relative to the search's final best.")
+register_plot("pareto", _pareto, "FPGA Pareto front of each search: predicted latency against DSPs, coloured by "
+              "BRAM18K.")
+register_plot("synthesis", _synthesis, "Predicted against synthesized (Vitis HLS reports).")

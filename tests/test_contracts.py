@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hetero_dse.explore.registry import explorer_entry, explorer_names
 from hetero_dse.hardware.gpus import get_device
 from hetero_dse.space.cpu import CpuSpace
 from hetero_dse.space.gpu import GpuSpace
@@ -31,7 +32,8 @@ SPACES = {
     "gpu tensor cores conv2d": lambda: TensorCoreSpace(
         analyze(get_builtin("conv2d").instantiate({"dtype": "float16"}, shape="small:s2")), get_device("a100")),
 }
-EXPLORERS = ("q", "p", "sa", "random", "gga", "tl")
+#: every registered explorer that walks a space (the exhaustive one lists it: its own tests)
+EXPLORERS = tuple(n for n in explorer_names()[1:] if not explorer_entry(n).enumerates)
 
 
 @pytest.fixture(scope="module", params=sorted(SPACES))

@@ -102,6 +102,12 @@ class ToyDevice:
     def check(self, op):
         pass
 
+    def preparation(self, operators):
+        return None
+
+    def directory(self, op):
+        return f"{op.slug}/toy"
+
     def space(self, op):
         return SplitSpace(analyze(op), 3, 3, {})
 
@@ -110,12 +116,13 @@ class ToyDevice:
 
     def evaluator(self, op, space, history, progress=None):
         class Outer:
-            best_seconds = None
+            best_seconds = best_point = None
 
             def evaluate(self, rows, best, deadline, on_row=None):
                 seconds = np.array([float(sum(space.decode(r)[f"split.{n}"][0] for n in space.loop_names))
                                     for r in rows])
-                self.best_seconds = min([s for s in (self.best_seconds,) if s] + seconds.tolist())
+                if self.best_seconds is None or seconds.min() < self.best_seconds:
+                    self.best_seconds, self.best_point = float(seconds.min()), space.decode(rows[seconds.argmin()])
                 return Evaluation(seconds)
 
         return nullcontext(Outer())
@@ -124,10 +131,10 @@ class ToyDevice:
         return ()
 
     def finish(self, op, space, explorer, loop, evaluator, observers, history, search):
-        return Outcome(op, self, space, explorer, loop, best=None, best_seconds=evaluator.best_seconds)
+        return Outcome(op, self, space, explorer, loop, best=evaluator.best_point, best_seconds=evaluator.best_seconds)
 
     def write(self, outcome, out: Path, seed):
-        path = out / outcome.label / "toy.txt"
+        path = out / self.directory(outcome.op) / "toy.txt"
         path.parent.mkdir(parents=True)
         path.write_text(f"{outcome.best_seconds}\n")
         return Written(str(path.relative_to(out)), passed=True)
@@ -169,6 +176,61 @@ def test_a_new_kind_of_device_is_one_class(tmp_path):
     md = (tmp_path / "report.md").read_text()
     assert "| gemm | toy device | 3 s | model |" in md and "## The toy device" in md
     assert "toy: made up." in md
+
+
+class Sweep:
+    """A made-up explorer: the space's points in random batches of four, never one twice."""
+
+    name = "sweep"
+
+    def __init__(self, space, seed):
+        self.space, self.rng, self.seen = space, np.random.default_rng(seed), set()
+
+    def propose(self):
+        rows = self.space.sample(16, self.rng)
+        keys = self.space.keys(rows)
+        new = [i for i, k in enumerate(keys) if int(k) not in self.seen][:4]
+        self.seen.update(int(keys[i]) for i in new)
+        return rows[new] if new else None
+
+    def observe(self, rows, objective):
+        pass
+
+
+def test_a_target_an_explorer_and_a_plot_are_each_one_class_and_one_registration(cli, tmp_path):
+    """From outside the package: a kind of device, a search strategy and a figure of the report, each declared
+    once, and the whole run (CLI -> engine -> target -> report) takes them."""
+    from hetero_dse.explore.registry import _REGISTRY as explorers
+    from hetero_dse.explore.registry import register_explorer
+    from hetero_dse.report_html import PLOTS, new_figure, register_plot
+    from hetero_dse.targets.registry import _REGISTRY as targets
+    from hetero_dse.targets.registry import register_target
+
+    def evaluations(report):
+        rows = [r for r in report["rows"] if r["kind"] == "toy"]
+        if not rows:
+            return None
+        fig, ax = new_figure()
+        ax.bar([r["operator"] for r in rows], [r["evaluations"] for r in rows])
+        return fig
+
+    register_target("toy", lambda request: [ToyDevice()], "a made-up device")
+    register_explorer("sweep", lambda space, seed, starts, gamma, prior: Sweep(space, seed), "four at a time")
+    register_plot("toy_evaluations", evaluations, "Points each toy search evaluated.")
+    try:
+        r = cli("explore", "--op", "gemm", "--param", "M=16", "--param", "N=16", "--param", "K=16", "--target",
+                "toy", "--explorer", "sweep", "--budget", "40", "--out", tmp_path / "out", "--no-history")
+        assert r.code == 0, r.err
+        report = json.loads((tmp_path / "out" / "report.json").read_text())
+        (row,) = report["rows"]
+        assert (row["kind"], row["explorer"], row["evaluations"]) == ("toy", "sweep", 40), r.out
+        assert row["seconds"] >= 3.0 and row["directory"] and (tmp_path / "out" / row["directory"]).is_file(), \
+            (row, r.out)
+        assert "Points each toy search evaluated." in (tmp_path / "out" / "report.html").read_text()
+        assert "--explorer" in cli("explore", "--op", "gemm", "--target", "toy", "--explorer", "nope").err
+    finally:
+        targets.pop("toy"), explorers.pop("sweep"), PLOTS.pop("toy_evaluations")
+    assert "'toy' is not one of" in cli("explore", "--op", "gemm", "--target", "toy").err
 
 
 # ------------------------------------------------------------------ the built-in targets, one row type

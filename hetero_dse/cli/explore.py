@@ -13,10 +13,41 @@ import click
 from hetero_dse.cli.app import EXIT_INTERRUPTED, Finite, cli, console, operator_options, warn
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.cli.history import db_option, open_db
+from hetero_dse.explore.registry import explorer_entry, explorer_names
 from hetero_dse.explore.settings import GGA_POPULATION, MODEL_STARTS, TL_BATCH, ExplorerSettings
 from hetero_dse.history.match import MATCH_THRESHOLD
 from hetero_dse.targets.fpga import DEFAULT_BUDGET
+from hetero_dse.targets.registry import TargetRequest, build_targets, target_kinds
 from hetero_dse.targets.measured import TVM_STARTS
+
+
+class TargetKind(click.ParamType):
+    """A kind of device, checked against the registry when the option is read (a plugin's too)."""
+
+    name = "target"
+
+    def get_metavar(self, param, ctx=None):  # noqa: ANN001 -- click's signature
+        return "[" + "|".join(target_kinds()) + "]"
+
+    def convert(self, value, param, ctx):  # noqa: ANN001 -- click's signature
+        if value not in target_kinds():
+            self.fail(f"{value!r} is not one of {', '.join(target_kinds())}", param, ctx)
+        return value
+
+
+class ExplorerName(click.ParamType):
+    """An explorer's name, checked against the registry when the option is read (a plugin's explorer,
+    registered after this module was imported, is a choice too)."""
+
+    name = "explorer"
+
+    def get_metavar(self, param, ctx=None):  # noqa: ANN001 -- click's signature
+        return "[" + "|".join(explorer_names()) + "]"
+
+    def convert(self, value, param, ctx):  # noqa: ANN001 -- click's signature
+        if value not in explorer_names():
+            self.fail(f"{value!r} is not one of {', '.join(explorer_names())}", param, ctx)
+        return value
 
 
 def _split_values(values: tuple[str, ...]) -> list[str]:
@@ -42,7 +73,7 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
 @click.option("--input-shape", metavar="N,C,H,W", help="With --model: the example input's shape.")
 @click.option("--board", "boards_", metavar="NAME|PATH", multiple=True,
               help="FPGA board (see 'hetero_dse boards'), or a board YAML file; repeat for several.")
-@click.option("--target", "targets", multiple=True, type=click.Choice(["fpga", "cpu", "gpu"]),
+@click.option("--target", "targets", multiple=True, type=TargetKind(),
               help="What to explore for (repeatable); default: fpga. --board implies fpga.")
 @click.option("--trials", default=32, show_default=True, type=click.IntRange(min=1),
               help="CPU/GPU: schedules to measure when no --budget is given (each built, checked and timed in a "
@@ -59,13 +90,11 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
                    "bfloat16 and int8 on the tensor cores); default: the operator's.")
 @click.option("--clock", "clocks", multiple=True, metavar="MHZ[,MHZ]",
               help="Clock targets to explore; default: the board's default clock.")
-@click.option("--explorer", default="auto", show_default=True,
-              type=click.Choice(["auto", "exhaustive", "q", "p", "sa", "random", "gga", "tl"]),
-              help="q: FlexTensor's Q-learning walk; p: every direction from each start point; sa: simulated "
-                   "annealing; random: sampling; gga: guided GA seeded from the history; tl: XGBoost cost model "
-                   "trained on the filtered history and this run's measurements. auto: exhaustive for a small "
-                   "FPGA space; on measured CPU/GPU trials gga or tl by the history's match score, tl from "
-                   "scratch without history; sa where a model scores designs (BENCHMARKS.md).")
+@click.option("--explorer", default="auto", show_default=True, type=ExplorerName(),
+              help="; ".join(f"{e.name}: {e.summary}" for e in map(explorer_entry, explorer_names()[1:]))
+                   + ". auto: exhaustive for a small FPGA space; on measured CPU/GPU trials gga or tl by the "
+                     "history's match score, tl from scratch without history; sa where a model scores designs "
+                     "(BENCHMARKS.md).")
 @click.option("--match-threshold", default=MATCH_THRESHOLD, show_default=True, type=Finite(0, 1),
               help="auto with a history: the guided GA from this match score (seed 002, eq. 1), transfer "
                    "learning below it.")
@@ -130,12 +159,9 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
     """
     from hetero_dse.cli.render import rows_table
     from hetero_dse.cli.targets import resolve_operators
-    from hetero_dse.hardware.board import load_board
     from hetero_dse.run.engine import RunSettings, execute
     from hetero_dse.run.synth import SynthSettings
-    from hetero_dse.space.fpga import SpaceOptions
     from hetero_dse.targets.base import Search
-    from hetero_dse.targets.fpga import FpgaTarget
     from hetero_dse.units import fmt_seconds
 
     explorer_settings = ExplorerSettings(explorer, starts, gamma, patience, q_state, match_threshold)
@@ -150,9 +176,10 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
     if run_csim and "fpga" not in wanted:
         raise HeteroDSEError("--csim C-simulates FPGA designs: add --board NAME (CPU and GPU schedules are checked "
                              "against the reference as they are written)")
-    if explorer == "exhaustive" and wanted & {"cpu", "gpu"}:
-        raise HeteroDSEError("the exhaustive explorer enumerates FPGA spaces only; CPU and GPU schedules are "
-                             "measured one by one: choose --explorer q, p, sa, random, gga or tl")
+    if explorer != "auto" and explorer_entry(explorer).enumerates and wanted & {"cpu", "gpu"}:
+        others = [n for n in explorer_names()[1:] if not explorer_entry(n).enumerates]
+        raise HeteroDSEError(f"the {explorer} explorer enumerates FPGA spaces only; CPU and GPU schedules are "
+                             f"measured one by one: choose --explorer {', '.join(others)}")
     graph = None
     if model_name is not None:
         if op_file or builtin or shape or params or name:
@@ -195,27 +222,9 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
         if {"cpu", "gpu"} <= set(wanted):
             raise HeteroDSEError("--rpc reaches one device: give --target cpu or --target gpu, not both")
         remote = Remote.parse(rpc, rpc_key)
-    chosen: list = []
-    for board_name in boards_:
-        board = load_board(board_name)
-        if calibrated is not None:
-            calibrated.check_part(board.part, _vitis_version())
-        chosen.append(FpgaTarget(board, dtypes=_split_values(dtypes), clocks=_parse_clocks(clocks),
-                                 options=SpaceOptions(io_optimal=io_optimal), traffic_weight=traffic_weight,
-                                 calibration=calibrated, csim=run_csim))
-    if "cpu" in wanted:
-        from hetero_dse.targets.cpu import CpuTarget
-
-        chosen.append(CpuTarget(trials=trials, source=source, remote=remote))
-    if "gpu" in wanted:
-        from hetero_dse.targets.gpu import GpuTarget
-
-        gpu_dtypes = _split_values(dtypes)
-        if len(gpu_dtypes) > 1:
-            raise HeteroDSEError(f"the GPU computes in one data type a run, and --dtype gives {len(gpu_dtypes)} "
-                                 f"({', '.join(gpu_dtypes)}); several are for the FPGA's space")
-        chosen.append(GpuTarget(gpu_name, trials=trials, source=source, dtype=gpu_dtypes[0] if gpu_dtypes else None,
-                                remote=remote))
+    request = TargetRequest(boards_, tuple(_split_values(dtypes)), tuple(_parse_clocks(clocks)), trials, gpu_name,
+                            source, remote, calibrated, run_csim, io_optimal, traffic_weight)
+    chosen = build_targets(sorted(wanted), request)
     store = None if no_history else open_db(db)
     command = {k: (list(map(str, v)) if isinstance(v, tuple) else v if isinstance(v, int | float | bool | None)
                    else str(v)) for k, v in click.get_current_context().params.items() if k != "force"}
@@ -301,13 +310,3 @@ class _SearchLine:
 
     def failed(self) -> None:
         self.bar.update(self.task, description=f"{self.title}: failed")
-
-
-def _vitis_version() -> str | None:
-    """The version of the Vitis HLS found here, to hold a calibration to (None where there is none)."""
-    from hetero_dse.hls.synth import SynthError, find_tool
-
-    try:
-        return find_tool().version
-    except SynthError:
-        return None

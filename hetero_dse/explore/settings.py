@@ -7,17 +7,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from hetero_dse.errors import HeteroDSEError
-from hetero_dse.explore.annealing import SimulatedAnnealing
 from hetero_dse.explore.base import Explorer, Learner
-from hetero_dse.explore.directional import PMethod, RandomSearch
-from hetero_dse.explore.exhaustive import Exhaustive
+from hetero_dse.explore.registry import GGA_POPULATION, TL_BATCH, explorer_entry, explorer_names
 from hetero_dse.history.match import MATCH_THRESHOLD, Prior
 from hetero_dse.space.base import Enumerable
 
 #: Spaces with at most this many valid points (upper bound) are searched exhaustively by ``auto``.
 EXHAUSTIVE_LIMIT = 2_000_000
-EXPLORERS = ("auto", "exhaustive", "q", "p", "sa", "random", "gga", "tl")
 #: what ``auto`` runs on a space too large to enumerate, by how candidates are scored (BENCHMARKS.md, issue 5):
 #: on measured CPU/GPU trials without a history, transfer learning from scratch (XGBoost over the knobs) ended
 #: 1.29x above the Q-method over YOLO-v1 C2-C15 at 32 trials (4 of 5 layers) and ahead on all 6 pruned-layer
@@ -27,9 +23,8 @@ AUTO_MEASURED, AUTO_MODELLED = "tl", "sa"
 #: start points per round (chains for sa) when a model scores candidates (the FPGA model, the GPU roofline):
 #: a candidate costs microseconds, so rounds are wide
 MODEL_STARTS = {"q": 64, "p": 64, "sa": 512, "random": 512}
-#: the history-based tuners' rounds: the guided GA's population (seed 002: "P=16 is sufficient"), transfer
-#: learning's measurements per fit
-GGA_POPULATION, TL_BATCH = 16, 8
+__all__ = ["AUTO_MEASURED", "AUTO_MODELLED", "EXHAUSTIVE_LIMIT", "GGA_POPULATION", "MODEL_STARTS", "TL_BATCH",
+           "ExplorerSettings", "explorer_names", "make_explorer", "resolve_auto"]
 
 
 @dataclass(frozen=True)
@@ -75,10 +70,8 @@ def resolve_auto(name: str, space, exhaustive_limit: int | None = EXHAUSTIVE_LIM
     most); else, when the history holds related workloads (``prior``), the guided GA if their best match
     score reaches ``match_threshold`` and transfer learning below it (seed 002's flow); else ``auto``. Other
     names are themselves."""
-    if name not in EXPLORERS:
-        raise HeteroDSEError(f"unknown explorer {name!r}; choose one of {', '.join(EXPLORERS)}")
     if name != "auto":
-        return name
+        return explorer_entry(name).name
     small = exhaustive_limit is not None and isinstance(space, Enumerable) and space.pruned_size() <= exhaustive_limit
     if small:
         return "exhaustive"
@@ -95,27 +88,4 @@ def make_explorer(name: str, space, seed: int, *, starts: int | None = None, gam
     per fit for tl (None: the explorer's default);
     ``prior``: the history the guided GA starts from and transfer learning learns from (None: none)."""
     name = resolve_auto(name, space, exhaustive_limit, auto, prior)
-    if name == "exhaustive":
-        if not isinstance(space, Enumerable):
-            raise HeteroDSEError("the exhaustive explorer needs a space that can be enumerated (FPGA); "
-                                 "choose q, p, sa or random")
-        return Exhaustive(space)
-    if name == "sa":
-        return SimulatedAnnealing(space, seed=seed, chains=starts or 512, gamma=gamma)
-    if name == "random":
-        return RandomSearch(space, seed=seed, batch=starts or 64)
-    if name == "p":
-        return PMethod(space, seed=seed, starts=starts or 8, gamma=gamma)
-    if name == "gga":
-        from hetero_dse.explore.gga import GuidedGA
-
-        population = starts or GGA_POPULATION
-        candidates = prior.candidates(space, population) if prior is not None else None
-        return GuidedGA(space, seed=seed, candidates=candidates, population=population)
-    if name == "tl":
-        from hetero_dse.explore.transfer import TransferLearning  # imports xgboost
-
-        return TransferLearning(space, seed=seed, prior=prior, batch=starts or TL_BATCH)
-    from hetero_dse.explore.qlearning import QMethod  # imports torch
-
-    return QMethod(space, seed=seed, starts=starts or 8, gamma=gamma)
+    return explorer_entry(name).make(space, seed, starts, gamma, prior)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from hetero_dse.explore.exhaustive import Exhaustive
 from hetero_dse.explore.loop import run_search
+from hetero_dse.explore.registry import explorer_entry
 from hetero_dse.explore.settings import ExplorerSettings
 from hetero_dse.history import HistoryDB
 from hetero_dse.history.match import Prior
@@ -35,7 +36,8 @@ def explore(op: Operator, target: Target, settings: ExplorerSettings | str = "au
     space = target.space(op)
     workload = target.workload(op, space) if history is not None else None
     prior = None
-    if workload is not None and (target.defaults.auto_from_history or settings.name in ("gga", "tl")):
+    if workload is not None and (target.defaults.auto_from_history
+                                 or settings.name != "auto" and explorer_entry(settings.name).uses_history):
         prior = Prior.load(history, workload)
     explorer = settings.make(space, search.seed, default_starts=target.defaults.starts, auto=target.defaults.auto,
                              prior=prior)
