@@ -48,7 +48,7 @@ class GpuEstimate:
     figures: dict[str, float]
 
 
-def _occupancy(dev: GpuDevice, blocks: int, threads: int, registers: int, shared_bytes: int) -> tuple[int, int, float]:
+def occupancy(dev: GpuDevice, blocks: int, threads: int, registers: int, shared_bytes: int) -> tuple[int, int, float]:
     """Blocks resident per SM (threads, registers, shared memory), waves over the grid, and the share of the
     device's issue rate the resident warps reach: an SM issues from 4 schedulers and needs 4 resident warps to
     issue every cycle (latency is counted apart); an SM without a block does nothing."""
@@ -61,13 +61,13 @@ def _occupancy(dev: GpuDevice, blocks: int, threads: int, registers: int, shared
     return per_sm, waves, min(1.0, warps_per_sm / WARP_SCHEDULERS) * active / dev.sms
 
 
-def _shared_seconds(dev: GpuDevice, blocks: int, loaded_bytes: float) -> float:
+def shared_seconds(dev: GpuDevice, blocks: int, loaded_bytes: float) -> float:
     """Shared-memory reads at the bandwidth of the SMs a block runs on (fewer blocks than SMs leave the rest
     idle)."""
     return loaded_bytes / (min(blocks, dev.sms) * SHARED_BYTES_PER_CLOCK * dev.clock_ghz * 1e9)
 
 
-def _roof(parts: dict[str, float]) -> tuple[float, str]:
+def roof(parts: dict[str, float]) -> tuple[float, str]:
     """The slowest ceiling plus the launch, and what binds (``launch`` when the launch exceeds every ceiling)."""
     bound = max(parts, key=parts.__getitem__)
     if LAUNCH_S > parts[bound]:
@@ -95,7 +95,7 @@ def estimate(space: GpuSpace, point: Point, registers: int | None = None) -> Gpu
             inner_steps *= math.prod(f[1:])
             thread_tile[name] = 1  # one inner reduce step at a time
 
-    per_sm, waves, issue_eff = _occupancy(dev, blocks, threads, registers, shared_bytes)
+    per_sm, waves, issue_eff = occupancy(dev, blocks, threads, registers, shared_bytes)
     lane_eff = threads / (math.ceil(threads / 32) * 32)
     flops = analysis.flops
     throughput_s = flops / (dev.fp32_tflops * 1e12 * issue_eff * lane_eff)
@@ -110,10 +110,10 @@ def estimate(space: GpuSpace, point: Point, registers: int | None = None) -> Gpu
     l2_s = l2_bytes / (dev.l2_gbps * 1e9)
     per_thread = sum(math.prod(a.bounding_box(thread_tile)) * a.bytes_per_element for a in analysis.reads)
     shared_loads = blocks * threads * outer_steps * inner_steps * per_thread
-    shared_s = _shared_seconds(dev, blocks, shared_loads)
+    shared_s = shared_seconds(dev, blocks, shared_loads)
 
     parts = {"compute": compute_s, "dram": dram_s, "l2": l2_s, "shared": shared_s}
-    seconds, bound = _roof(parts)
+    seconds, bound = roof(parts)
     figures = {"blocks": blocks, "threads": threads, "vthreads": vthreads, "accumulators_per_thread": regs,
                "registers": registers,
                "shared_bytes": shared_bytes, "blocks_per_sm": per_sm, "waves": waves, "issue_efficiency": issue_eff,
@@ -136,7 +136,7 @@ def estimate_tensor_cores(space: TensorCoreSpace, point: Point, registers: int |
     registers = registers or lim["registers"]  # ptxas's count where the kernel was compiled
     blocks = space.grid(point)
     # one tensor core per SM sub-partition: fed as the schedulers are, by resident warps
-    per_sm, waves, issue_eff = _occupancy(dev, blocks, threads, registers, shared_bytes)
+    per_sm, waves, issue_eff = occupancy(dev, blocks, threads, registers, shared_bytes)
     padded_flops = 2 * padded["batch"] * padded["m"] * padded["n"] * padded["k"]
     peak = dev.tensor_tflops(space.arithmetic.name) * 1e12 * dev.warp_mma_fraction
     compute_s = padded_flops / (peak * issue_eff)
@@ -155,11 +155,11 @@ def estimate_tensor_cores(space: TensorCoreSpace, point: Point, registers: int |
     # per step of K, a warp loads its A fragments (fm rows each) and its B fragments (fn rows each)
     rows = point["frags_m"] * tiles["fm"] + point["frags_n"] * tiles["fn"]
     shared_loads = blocks * warps * steps * rows * space.arithmetic.k * in_bytes
-    shared_s = _shared_seconds(dev, blocks, shared_loads)
+    shared_s = shared_seconds(dev, blocks, shared_loads)
     overlapped = point["stages"] > 1 or per_sm > 1
     parts = {"compute": compute_s if overlapped else compute_s + max(l2_s, shared_s), "dram": dram_s, "l2": l2_s,
              "shared": shared_s}
-    seconds, bound = _roof(parts)
+    seconds, bound = roof(parts)
     # split-K's second kernel: a launch, and a pass over the partials in DRAM
     sum_s = LAUNCH_S + (partial_bytes + out_bytes) / (dev.memory_gbps * 1e9) if split > 1 else 0.0
     seconds += sum_s

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from cost_models.gpu_roofline import LAUNCH_S, GpuEstimate, _occupancy, _roof, _shared_seconds
+from cost_models.gpu_roofline import LAUNCH_S, GpuEstimate, occupancy, roof, shared_seconds
 from hetero_dse.analysis import analyze, dtype_bytes
 from hetero_dse.epilogue import apply_numpy, apply_te, check_steps, fuse, parse_step
 from hetero_dse.errors import HeteroDSEError
@@ -213,7 +213,7 @@ def apply_b2b(pair: GemmPair, point: Point, emulate: bool = False) -> Any:
     import tvm
     from tvm import s_tir, te
 
-    from gpu_cpu.schedule import ScheduleError, _rejected
+    from gpu_cpu.blocks import ScheduleError, rejected
 
     problems = [v for v in violations(pair, point, _ANY_DEVICE) if "shared memory" not in v]
     if problems:
@@ -271,7 +271,7 @@ def apply_b2b(pair: GemmPair, point: Point, emulate: bool = False) -> Any:
             _, ax = sch.split(one(inside_rows(staged_a)), [None, threads])
             sch.bind(ax, "threadIdx.x")
     except Exception as exc:  # TVM's ScheduleError and friends: the point fails, the search goes on
-        raise _rejected(point, exc) from exc
+        raise rejected(point, exc) from exc
     return sch.mod
 
 
@@ -285,7 +285,7 @@ def estimate_b2b(pair: GemmPair, point: Point, device: GpuDevice) -> GpuEstimate
     lim = limits(pair, point)
     threads, regs = lim["threads"], point["regs"]
     blocks = math.ceil(pair.m / point["rows"])
-    per_sm, waves, issue_eff = _occupancy(device, blocks, threads, lim["registers"], lim["shared_bytes"])
+    per_sm, waves, issue_eff = occupancy(device, blocks, threads, lim["registers"], lim["shared_bytes"])
     lane_eff = threads / (math.ceil(threads / 32) * 32)
     throughput_s = pair.flops / (device.fp32_tflops * 1e12 * issue_eff * lane_eff)
     fmas_per_thread = pair.flops / 2 / (blocks * threads)
@@ -298,9 +298,9 @@ def estimate_b2b(pair: GemmPair, point: Point, device: GpuDevice) -> GpuEstimate
     l2_bytes = blocks * (weights + biases) + pair.m * pair.k * word + residuals
     l2_s = l2_bytes / (device.l2_gbps * 1e9)
     shared_loads = pair.flops / 2 / 32 * word
-    shared_s = _shared_seconds(device, blocks, shared_loads)
+    shared_s = shared_seconds(device, blocks, shared_loads)
     parts = {"compute": compute_s, "dram": dram_s, "l2": l2_s, "shared": shared_s}
-    seconds, bound = _roof(parts)
+    seconds, bound = roof(parts)
     return GpuEstimate(seconds, bound, {"blocks": blocks, "threads": threads, "blocks_per_sm": per_sm,
                                         "waves": waves, "issue_efficiency": issue_eff, "l2_bytes": l2_bytes,
                                         "shared_bytes": lim["shared_bytes"], "launch_s": LAUNCH_S,

@@ -8,14 +8,11 @@ from typing import Any
 
 import numpy as np
 
+from gpu_cpu.blocks import ScheduleError, epilogue_blocks, inline_producers, main_tensor, rejected
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
 from hetero_dse.hardware.host import host_cores
-
-
-class ScheduleError(HeteroDSEError):
-    """A schedule point that TVM rejects for this operator."""
 
 
 def host_target() -> dict[str, Any]:
@@ -33,8 +30,8 @@ def _prepare(op: Operator, point: Point, inline: bool | None = True) -> tuple[An
     from tvm import s_tir
 
     sch = s_tir.Schedule(tvm.IRModule({"main": op.prim_func()}))
-    main_name = _main(op).op.name
-    after = set(_epilogue(op))
+    main_name = main_tensor(op).op.name
+    after = set(epilogue_blocks(op))
     for block in sch.get_child_blocks(sch.get_sblock("root")):
         if sch.get(block).name_hint == main_name or sch.get(block).name_hint in after:
             continue
@@ -52,22 +49,14 @@ def _prepare(op: Operator, point: Point, inline: bool | None = True) -> tuple[An
     return sch, block, keys
 
 
-def _main(op: Operator) -> Any:
-    from hetero_dse.analysis import split_epilogue
-
-    return split_epilogue(op.output)[0]
 
 
-def _epilogue(op: Operator) -> list[str]:
-    from hetero_dse.analysis import split_epilogue
-
-    return [str(node.name) for node in split_epilogue(op.output)[1]]
 
 
 def _fuse_epilogue(sch: Any, op: Operator) -> None:
     """The epilogue (bias, residual, activation) computed in the accumulator's write-back, first step first:
     each finished element goes through it on its way out, with no pass over the output of its own."""
-    for name in _epilogue(op):
+    for name in epilogue_blocks(op):
         sch.reverse_compute_inline(sch.get_sblock(name))
 
 
@@ -86,7 +75,7 @@ def _split(sch: Any, block: Any, op: Operator, point: Point,
     reduce loops' parts)."""
     parts = [list(sch.split(loop, factors=[int(f) for f in point[key]]))
              for loop, key in zip(sch.get_loops(block), keys, strict=True)]
-    spatial_n = len(_main(op).op.axis)
+    spatial_n = len(main_tensor(op).op.axis)
     return parts[:spatial_n], parts[spatial_n:]
 
 
@@ -96,9 +85,6 @@ def _unroll(sch: Any, loop: Any, point: Point) -> None:
         sch.annotate(loop, "pragma_unroll_explicit", 1)
 
 
-def _rejected(point: Point, exc: Exception) -> ScheduleError:
-    """TVM's ScheduleError and friends: a candidate failure, not a crash."""
-    return ScheduleError(f"TVM rejects {point}: {str(exc).splitlines()[0]}")
 
 
 def _cpu_order(spatial: list[list[Any]], reduce: list[list[Any]], order: int) -> tuple[list[Any], int]:
@@ -118,7 +104,7 @@ def _cpu_order(spatial: list[list[Any]], reduce: list[list[Any]], order: int) ->
 def apply_cpu(op: Operator, point: Point) -> Any:
     """The scheduled IRModule of ``op`` for ``point`` (see ``hetero_dse/space/cpu.py`` for the schedule's shape)."""
     sch, block, keys = _prepare(op, point, inline=bool(point.get("inline", 1)))
-    spatial_names = [iv.var.name for iv in _main(op).op.axis]
+    spatial_names = [iv.var.name for iv in main_tensor(op).op.axis]
     try:
         vector = spatial_names.index(point["vector"]) if point.get("vector") in spatial_names else -1
         vector %= len(spatial_names)
@@ -148,7 +134,7 @@ def apply_cpu(op: Operator, point: Point) -> Any:
             # the zeroing of the accumulator once per tile, not a test in the innermost loop
             sch.decompose_reduction(block, reduce[0][0])
     except Exception as exc:
-        raise _rejected(point, exc) from exc
+        raise rejected(point, exc) from exc
     return sch.mod
 
 
@@ -184,7 +170,7 @@ def _permute(order: list[int]) -> Any:
 
 
 def reduce_loops(op: Operator) -> int:
-    return len(_main(op).op.reduce_axis)
+    return len(main_tensor(op).op.reduce_axis)
 
 
 def build_cpu(mod: Any, target: dict[str, Any] | None = None) -> Any:
@@ -245,7 +231,7 @@ def apply_gpu(op: Operator, point: Point, emulate: bool = False) -> Any:
             for i in range(n_inputs):
                 shared = sch.cache_read(block, i, shared_scope)
                 sch.compute_at(shared, anchor)
-                _inline_producers(sch, shared)
+                inline_producers(sch, shared)
                 own = sch.get_loops(shared)[depth:]
                 if own:
                     fetch = sch.fuse(*own) if len(own) > 1 else own[0]
@@ -254,14 +240,10 @@ def apply_gpu(op: Operator, point: Point, emulate: bool = False) -> Any:
         if not emulate:
             _unroll(sch, tx, point)
     except Exception as exc:
-        raise _rejected(point, exc) from exc
+        raise rejected(point, exc) from exc
     return sch.mod
 
 
-def _inline_producers(sch: Any, block: Any) -> None:
-    """Every block that feeds ``block`` (a padding, a gather) computed where ``block`` reads it."""
-    while producers := sch.get_producers(block):
-        sch.compute_inline(producers[0])
 
 
 def build_cuda(mod: Any, device: Any, compile_here: bool = True) -> tuple[Any, str]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpu_cpu.intrinsics import SHARED, wmma_intrinsics
-from gpu_cpu.schedule import ScheduleError, _epilogue, _inline_producers, _main, _rejected
+from gpu_cpu.blocks import ScheduleError, epilogue_blocks, inline_producers, main_tensor, rejected
 from hetero_dse.analysis import analyze
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
@@ -40,8 +40,8 @@ def apply_tensorcore(op: Operator, point: Point, emulate: bool = False) -> Any:
     from tvm.s_tir.dlight.gpu.matmul import get_index_map
 
     sch = s_tir.Schedule(tvm.IRModule({"main": op.prim_func()}))
-    main_name = _main(op).op.name
-    after = set(_epilogue(op))
+    main_name = main_tensor(op).op.name
+    after = set(epilogue_blocks(op))
     block = sch.get_sblock(main_name)
     try:
         # 1. the implicit GEMM: A, B and C re-laid as [s, i, k], [s, j, k], [s, i, j] (the gathers are blocks
@@ -101,7 +101,7 @@ def apply_tensorcore(op: Operator, point: Point, emulate: bool = False) -> Any:
     except ScheduleError:
         raise
     except Exception as exc:
-        raise _rejected(point, exc) from exc
+        raise rejected(point, exc) from exc
     # build_cuda reads them: the tensor cores' module is lowered with a pass of its own left out, and one in
     main = sch.mod["main"].with_attr("hetero_dse.tensor_cores", 1)
     if async_copy(point):
@@ -197,7 +197,7 @@ def _stage(sch: Any, outer: Any, index: int, k0: Any, scope: str) -> Any:
     of A (im2col) and the padding computed in the copy."""
     staged = sch.cache_read(outer, index, scope)
     sch.compute_at(staged, k0)
-    _inline_producers(sch, staged)
+    inline_producers(sch, staged)
     return staged
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -62,7 +63,8 @@ def fuse(op: Operator, steps: Sequence[str], channel_axes: Sequence[int]) -> Ope
     extras, fused = apply_te(op.output, steps, channel_axes)
     return replace(op, inputs=(*op.inputs, *extras), output=fused, epilogue=steps,
                    epilogue_axes=tuple(channel_axes), epilogue_inputs=len(extras),
-                   epilogue_reference=lambda value, given: apply_numpy(steps, value, given, channel_axes))
+                   epilogue_reference=lambda value, given: apply_numpy(steps, value, given, channel_axes),
+                   epilogue_rebuild=partial(fuse, steps=steps, channel_axes=tuple(channel_axes)))
 
 
 def apply_te(out: Any, steps: Sequence[str], channel_axes: Sequence[int], name: str = "E",

@@ -230,6 +230,9 @@ class Operator:
     epilogue_axes: tuple[int, ...] = ()  # the output dimensions a bias step is indexed by
     epilogue_inputs: int = 0
     epilogue_reference: Callable[[np.ndarray, list[np.ndarray]], np.ndarray] | None = field(default=None, repr=False)
+    #: the same steps fused after another instance of the operator (``with_dtype``), set by the epilogue: the
+    #: operator never imports the module that builds on it
+    epilogue_rebuild: Callable[[Operator], Operator] | None = field(default=None, repr=False, compare=False)
 
     @property
     def tensors(self) -> list[Any]:
@@ -281,10 +284,8 @@ class Operator:
             raise HeteroDSEError(f"operator {self.name} cannot use data type {dtype}: its dtype is one of "
                                  f"{', '.join(map(str, param.choices))}")
         rebuilt = self.definition.instantiate({**dict(self.params), "dtype": dtype})
-        if self.epilogue:
-            from hetero_dse.epilogue import fuse  # the epilogue builds on operators: imported when used
-
-            rebuilt = fuse(rebuilt, self.epilogue, self.epilogue_axes)
+        if self.epilogue_rebuild is not None:
+            rebuilt = self.epilogue_rebuild(rebuilt)
         return dataclasses.replace(rebuilt, shape_name=self.shape_name)
 
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:

@@ -78,6 +78,55 @@ def test_no_module_level_import_cycle():
             visit(node)
 
 
+def test_no_import_cycle_at_any_level():
+    """Imports inside functions and under TYPE_CHECKING count too: a circle hidden in a function-level import is
+    still two modules that cannot be understood (or moved) one without the other."""
+    graph = _graph(top_only=False)
+    for name in graph:
+        is_package = (ROOT / name.replace(".", "/")).is_dir()
+        graph[name] = {t for t in graph[name] if not (is_package and t.startswith(name + "."))}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def connect(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                connect(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    assert circles == []
+
+
+def test_no_private_name_is_imported_across_modules():
+    """A name with a leading underscore is its module's own: another module that needs it gets it public."""
+    found = []
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in PACKAGES:
+                    found += [f"{path.relative_to(ROOT)}:{node.lineno} imports {node.module}.{a.name}"
+                              for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+    assert found == []
+
+
 def _violations(source_prefixes: tuple[str, ...], forbidden: tuple[str, ...]) -> list[str]:
     graph = _graph(top_only=False)
     return [f"{m} imports {t}" for m, targets in sorted(graph.items()) if m.startswith(source_prefixes)

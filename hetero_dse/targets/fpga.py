@@ -8,7 +8,6 @@ import math
 from collections.abc import Sequence
 from math import prod
 from contextlib import nullcontext
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +26,9 @@ from hetero_dse.history import Record, Workload, workload_spec
 from hetero_dse.history.store import WorkloadHistory
 from hetero_dse.operator import Operator
 from hetero_dse.space.fpga import FpgaSpace, SpaceOptions
-from hetero_dse.space.point import Point
-from hetero_dse.targets.base import Defaults, Outcome, Row, Search, Written
+from hetero_dse.targets.base import Defaults, Row, Search, Written
 from hetero_dse.targets.fpga_report import design_row, fpga_markdown, fpga_record
-from hetero_dse.targets.fpga_search import Designs, ModelEvaluator, SearchResult
+from hetero_dse.targets.fpga_search import Designs, Exploration, ModelEvaluator
 
 __all__ = ["DEFAULT_BUDGET", "Exploration", "FpgaTarget", "check_clocks", "check_dtypes", "fpga_workload"]
 
@@ -41,27 +39,6 @@ MAX_ITERATIONS = 2**53
 
 #: designs of each FPGA search kept in the history database (the guided GA's population is 16)
 HISTORY_DESIGNS = 64
-
-
-@dataclass
-class Exploration(Outcome):
-    """The outcome of exploring one operator on one board: the top-k designs (best first) and the Pareto
-    front, each a point with the model's description of it."""
-
-    board: Board | None = None
-    model: FpgaModel | None = None
-    result: SearchResult | None = None
-    designs: list[tuple[Point, dict[str, Any]]] = field(default_factory=list)
-    pareto: list[tuple[Point, dict[str, Any]]] = field(default_factory=list)
-
-    @property
-    def best_design(self) -> tuple[Point, dict[str, Any]]:
-        return self.designs[0]
-
-    def best_operator(self) -> tuple[Operator, Analysis]:
-        """The operator instantiated at the best design's data type, with its analysis."""
-        op = self.op.with_dtype(self.best_design[0]["dtype"])
-        return op, analyze(op)
 
 
 class FpgaTarget:

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 from hetero_dse.hardware.board import RESOURCE_KINDS
 from hetero_dse.units import fmt_bytes, fmt_seconds
 
-if TYPE_CHECKING:  # the FPGA target imports this module
+if TYPE_CHECKING:
     from hetero_dse.targets.base import Written
-    from hetero_dse.targets.fpga import Exploration
+    from hetero_dse.targets.fpga_search import Exploration
 
 __all__ = ["design_row", "fpga_markdown", "fpga_record"]
 

@@ -1,21 +1,28 @@
 """The FPGA model as an evaluator of the one search loop, and what a model search keeps: the top-k distinct
 feasible designs and the Pareto front of latency vs DSP vs BRAM18K, so a user who cannot afford the fastest
-design sees the cheapest one for each latency."""
+design sees the cheapest one for each latency; and the outcome of an FPGA exploration (``Exploration``), which
+the target and its report both read."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from cost_models.fpga import FpgaModel
+from hetero_dse.analysis import Analysis, analyze
 from hetero_dse.explore.base import Explorer
 from hetero_dse.explore.exhaustive import Exhaustive
 from hetero_dse.explore.loop import Evaluation, LoopResult, OnRow, run_search
+from hetero_dse.hardware.board import Board
+from hetero_dse.operator import Operator
 from hetero_dse.space.fpga import FpgaSpace
+from hetero_dse.space.point import Point
+from hetero_dse.targets.base import Outcome
 
-__all__ = ["Designs", "ModelEvaluator", "SearchResult", "search"]
+__all__ = ["Designs", "Exploration", "ModelEvaluator", "SearchResult", "search"]
 
 
 @dataclass
@@ -156,3 +163,24 @@ def _pareto(rows: np.ndarray, objs: np.ndarray) -> tuple[np.ndarray, np.ndarray]
         dominated = (objs[later, 1] >= objs[i, 1]) & (objs[later, 2] >= objs[i, 2])
         keep[later] &= ~dominated
     return rows[keep], objs[keep]
+
+
+@dataclass
+class Exploration(Outcome):
+    """The outcome of exploring one operator on one board: the top-k designs (best first) and the Pareto
+    front, each a point with the model's description of it."""
+
+    board: Board | None = None
+    model: FpgaModel | None = None
+    result: SearchResult | None = None
+    designs: list[tuple[Point, dict[str, Any]]] = field(default_factory=list)
+    pareto: list[tuple[Point, dict[str, Any]]] = field(default_factory=list)
+
+    @property
+    def best_design(self) -> tuple[Point, dict[str, Any]]:
+        return self.designs[0]
+
+    def best_operator(self) -> tuple[Operator, Analysis]:
+        """The operator instantiated at the best design's data type, with its analysis."""
+        op = self.op.with_dtype(self.best_design[0]["dtype"])
+        return op, analyze(op)
