@@ -38,7 +38,7 @@ def db_url(request, tmp_path, postgres_url):
         pytest.skip("PostgreSQL is not installed here (scripts/bootstrap.sh installs it)")
     import sqlalchemy as sa
 
-    from hetero_dse.history.store import metadata
+    from hetero_dse.history.schema import metadata
 
     engine = sa.create_engine(postgres_url)
     metadata.drop_all(engine)
@@ -251,7 +251,8 @@ def test_records_keyed_by_their_knobs_order_are_rekeyed_once_and_imported_twins_
     import sqlalchemy as sa
 
     from hetero_dse.history.records import unsorted_point_key
-    from hetero_dse.history.store import as_url, meta, records
+    from hetero_dse.history.schema import meta, records
+    from hetero_dse.history.store import as_url
 
     db = HistoryDB(db_url)
     wid = db.workload_id(WORKLOAD)

@@ -9,13 +9,10 @@ generous busy timeout, so several explorations can write to one file at once.
 from __future__ import annotations
 
 import json
-import math
 import os
-import re
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
-from math import prod
 from pathlib import Path
 from typing import Any
 
@@ -23,64 +20,12 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from hetero_dse.errors import HeteroDSEError
+from hetero_dse.history.checks import check_record
 from hetero_dse.history.records import Record, Workload, point_key
+from hetero_dse.history.schema import create_tables, migrate, records, syntheses, workloads
 from hetero_dse.space.point import Point
 
 ENV = "HETERO_DSE_DB"
-
-metadata = sa.MetaData()
-workloads = sa.Table(
-    "workloads", metadata,
-    sa.Column("id", sa.Integer, primary_key=True),
-    sa.Column("key", sa.String(32), nullable=False, unique=True),
-    sa.Column("operator", sa.String(200), nullable=False),
-    sa.Column("signature", sa.Text, nullable=False),
-    sa.Column("target", sa.Text, nullable=False),
-    sa.Column("versions", sa.Text, nullable=False),
-    sa.Column("spec", sa.Text, nullable=True),  # added after the first release: see _migrate
-)
-records = sa.Table(
-    "records", metadata,
-    sa.Column("id", sa.Integer, primary_key=True),
-    sa.Column("workload_id", sa.Integer, sa.ForeignKey("workloads.id", ondelete="CASCADE"), nullable=False),
-    sa.Column("point_key", sa.String(32), nullable=False),
-    sa.Column("point", sa.Text, nullable=False),
-    sa.Column("seconds", sa.Float, nullable=True),
-    sa.Column("error", sa.Text, nullable=True),
-    sa.Column("source", sa.String(50), nullable=False),
-    sa.Column("timestamp", sa.Float, nullable=False),
-    # how a time was taken (JSON: repeats, foreign load, loaded); added after the first release: see _migrate
-    sa.Column("conditions", sa.Text, nullable=True),
-    sa.UniqueConstraint("workload_id", "point_key", name="one_record_per_point"),
-)
-
-
-#: Facts about the database itself: ``point_keys`` = ``sorted`` once every record's key is independent of
-#: the order of its point's knobs (databases from before are re-keyed when opened, see _migrate).
-meta = sa.Table(
-    "meta", metadata,
-    sa.Column("name", sa.String(50), primary_key=True),
-    sa.Column("value", sa.Text, nullable=False),
-)
-
-
-#: FPGA synthesis runs: one row per design (operator, knobs), part, clock, tool version and steps. A team
-#: sharing one database never synthesizes a design twice; a failed run is kept with its log tail and run
-#: again on request.
-syntheses = sa.Table(
-    "syntheses", metadata,
-    sa.Column("id", sa.Integer, primary_key=True),
-    sa.Column("design_key", sa.String(32), nullable=False),
-    sa.Column("part", sa.String(100), nullable=False),
-    sa.Column("clock_mhz", sa.Float, nullable=False),
-    sa.Column("tool_version", sa.String(50), nullable=False),
-    sa.Column("steps", sa.String(100), nullable=False),
-    sa.Column("status", sa.String(20), nullable=False),
-    sa.Column("result", sa.Text, nullable=False),
-    sa.Column("timestamp", sa.Float, nullable=False),
-    sa.UniqueConstraint("design_key", "part", "clock_mhz", "tool_version", "steps", name="one_synthesis_per_design"),
-)
-
 
 def default_url() -> str:
     """``$HETERO_DSE_DB`` if set, else a SQLite file in the user's data directory."""
@@ -119,8 +64,8 @@ class HistoryDB:
                 sa.event.listen(self.engine, "connect", _sqlite_pragmas)
             else:
                 self.engine = sa.create_engine(url, pool_pre_ping=True)
-            _create_tables(self.engine)
-            _migrate(self.engine)
+            create_tables(self.engine)
+            migrate(self.engine)
         except (OperationalError, OSError, sa.exc.DatabaseError) as exc:
             reason = " ".join(str(getattr(exc, "orig", exc)).split())  # drivers' messages span lines
             raise HeteroDSEError(f"cannot open the history database {db or url}: {reason}") from None
@@ -147,7 +92,6 @@ class HistoryDB:
                       status: str, result: dict) -> None:
         """Store a synthesis run, replacing an earlier one of the same design, part, clock, tool and steps
         (a failed run done again)."""
-        import time
 
         s = syntheses.c
         key = (s.design_key == design_key, s.part == part, s.clock_mhz == clock_mhz,
@@ -351,129 +295,6 @@ class HistoryDB:
         return found
 
 
-#: no device runs faster than this (the fastest GPUs' tensor cores reach about 2 PFLOP/s dense FP8); a record
-#: that claims more is a wrong measurement or a forged line
-PEAK_FLOPS = 1e16
-
-
-#: the range a time (or a model's objective) of one run can have: below a nanosecond nothing is measured, above
-#: four months nothing is waited for
-MIN_SECONDS, MAX_SECONDS = 1e-10, 1e7
-#: timestamps from this project's first year to a day ahead of this machine's clock
-EARLIEST_TIMESTAMP = 1577836800.0  # 2020-01-01
-#: the most knobs a point has (the largest space has a few dozen) and the longest text a record carries
-MAX_KNOBS, MAX_TEXT = 256, 10_000
-#: characters no record's text has: controls (but tab and newline) and the bidirectional overrides that make
-#: text read differently from what it holds
-_BAD_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e\u2066-\u2069]")
-
-
-def check_record(workload: Workload, record: Record) -> str | None:
-    """Why ``record`` cannot be a result of ``workload`` (None: it can), whatever fields the line leaves out:
-    a time that is not a positive finite number in a plausible range, both a time and an error, a failure
-    without its error, an implausible timestamp, an empty point or one of too many knobs, text with control
-    or direction-override characters, knobs outside the workload's loops, or a time faster than any device's
-    peak."""
-    problem = _check_text(workload, record) or _check_values(record)
-    if problem:
-        return problem
-    stamp = record.timestamp
-    if isinstance(stamp, bool) or not isinstance(stamp, int | float) or not math.isfinite(stamp) \
-            or not EARLIEST_TIMESTAMP <= stamp <= time.time() + 86400:
-        return f"its timestamp {stamp!r} is not a time between 2020 and now"
-    if not len(record.point):
-        return "its point has no knob"
-    if len(record.point) > MAX_KNOBS:
-        return f"its point has {len(record.point):,} knobs; a space has at most {MAX_KNOBS}"
-    seconds = record.seconds
-    if seconds is None:
-        if not record.error:
-            return "a record without a time must carry the error that stopped it"
-        return check_knobs(workload, record)
-    if record.error is not None:
-        return "it has both a time and an error; a record is one or the other"
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
-        return f"its time {seconds!r} is not a number"
-    if not math.isfinite(seconds) or seconds <= 0:
-        return f"its time {seconds!r} is not a positive finite number of seconds"
-    if not MIN_SECONDS <= seconds <= MAX_SECONDS:
-        return f"its time {seconds!r} s is outside what a run can take ({MIN_SECONDS:g} to {MAX_SECONDS:g} s)"
-    if not len(record.point):
-        return "its point has no knob"
-    problem = check_knobs(workload, record)
-    if problem:
-        return problem
-    if workload.flops and workload.flops / seconds > PEAK_FLOPS:
-        return (f"{workload.flops / seconds / 1e15:,.0f} PFLOP/s for {workload.operator} is faster than any "
-                "device runs")
-    return None
-
-
-def _check_values(record: Record) -> str | None:
-    """A knob's value is what a space's knob can hold: a finite number, a truth value, a name, or a short
-    list of numbers (a loop's split factors)."""
-    for name, value in record.point.items():
-        values = value if isinstance(value, tuple) else (value,)
-        if len(values) > MAX_KNOBS:
-            return f"knob {name} has {len(values):,} values"
-        for v in values:
-            if not isinstance(v, int | float | str | bool | None) or isinstance(v, float) and not math.isfinite(v):
-                return f"knob {name}={v!r} is not a value a knob can hold"
-    return None
-
-
-def _check_text(workload: Workload, record: Record) -> str | None:
-    texts = [("its operator", workload.operator), ("its signature", workload.signature),
-             ("its target", workload.target), ("its source", record.source), ("its error", record.error)]
-    texts += [(f"knob {name!r}", name) for name in record.point]
-    texts += [(f"knob {name}", value) for name, value in record.point.items() if isinstance(value, str)]
-    for what, text in texts:
-        if text is None:
-            continue
-        if not isinstance(text, str):
-            return f"{what} is not text"
-        if len(text) > MAX_TEXT:
-            return f"{what} is {len(text):,} characters long"
-        bad = _BAD_CHARS.search(text)
-        if bad:
-            return f"{what} holds the control character U+{ord(bad.group(0)):04X}"
-    return None
-
-
-def check_knobs(workload: Workload, record: Record) -> str | None:
-    """Why ``record``'s knobs cannot be a point of ``workload``'s space, as far as its loops (``spec``) tell
-    (None: they can, or the workload carries no loops): a split or tile of a loop it does not have, splits
-    whose factors do not make the loop's extent, a tile longer than its loop or an unroll that does not
-    divide its tile, an unroll step a CPU/GPU space does not have."""
-    from hetero_dse.space.cpu import UNROLL_STEPS
-
-    extents = workload.extents
-    if not extents:
-        return None
-    knobs = record.point
-    for name, value in knobs.items():
-        kind, _, loop = name.partition(".")
-        if loop:
-            if kind in ("split", "tile", "unroll") and loop not in extents:
-                return f"knob {name}: the workload has no loop {loop} (its loops: {', '.join(extents)})"
-            if kind == "split":
-                factors = value if isinstance(value, tuple) else ()
-                if not factors or not all(isinstance(f, int) and f > 0 for f in factors) \
-                        or prod(factors) != extents[loop]:
-                    return f"knob {name}={value!r} does not split loop {loop} of {extents[loop]} iterations"
-            elif kind == "tile" and not (isinstance(value, int) and 1 <= value <= extents[loop]):
-                return f"knob {name}={value!r} is not a tile of loop {loop} (1 to {extents[loop]})"
-            elif kind == "unroll":
-                tile = knobs.get(f"tile.{loop}")
-                if not isinstance(value, int) or value < 1 or (isinstance(tile, int) and tile % value):
-                    return f"knob {name}={value!r} does not divide its tile ({tile})"
-        elif name == "unroll" and value not in UNROLL_STEPS:
-            return f"knob unroll={value!r} is not one of {', '.join(map(str, UNROLL_STEPS))}"
-        elif name == "vector" and value not in extents:
-            return f"knob vector={value!r} is not a loop of the workload"
-    return None
-
-
 def _workload_id(conn: sa.Connection, workload: Workload) -> int:
     found = conn.execute(sa.select(workloads.c.id).where(workloads.c.key == workload.key)).scalar()
     if found is not None:
@@ -510,77 +331,6 @@ def _workload(row) -> Workload:
     spec = row.get("spec")
     return Workload(row["operator"], row["signature"], row["target"], json.loads(row["versions"]),
                     json.loads(spec) if spec else {})
-
-
-def _create_tables(engine: sa.Engine, attempts: int = 3) -> None:
-    """The tables, made once even when several processes open a new database at the same moment (SQLAlchemy
-    checks, then creates: another process may create a table in between)."""
-    for attempt in range(attempts):
-        try:
-            metadata.create_all(engine)
-            return
-        except OperationalError as exc:
-            if "already exists" not in str(exc) or attempt == attempts - 1:
-                raise
-
-
-def _migrate(engine: sa.Engine) -> None:
-    """Columns added since a database was created (create_all makes missing tables, never missing columns),
-    and record keys made independent of the knobs' order."""
-    _add_column(engine, "workloads", "spec")
-    _add_column(engine, "records", "conditions")
-    _rekey_once(engine)
-
-
-def _add_column(engine: sa.Engine, table: str, column: str) -> None:
-    """``ALTER TABLE table ADD COLUMN column TEXT`` unless it is there (another process may add it first)."""
-    if column in {c["name"] for c in sa.inspect(engine).get_columns(table)}:
-        return
-    try:
-        with engine.begin() as conn:
-            conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN {column} TEXT"))
-    except sa.exc.DBAPIError:
-        if column not in {c["name"] for c in sa.inspect(engine).get_columns(table)}:
-            raise
-
-
-def _rekey(engine: sa.Engine) -> None:
-    """Key every record by :func:`point_key` (knobs sorted) in one transaction, keeping the first record of a
-    point stored twice under two knob orders (what importing an export did before); once per database."""
-    with engine.begin() as conn:
-        if conn.execute(sa.select(meta.c.value).where(meta.c.name == "point_keys")).scalar() == "sorted":
-            return
-        seen: set[tuple[int, str]] = set()
-        doomed: list[int] = []
-        changed: list[dict[str, object]] = []
-        rows = conn.execute(sa.select(records.c.id, records.c.workload_id, records.c.point_key, records.c.point)
-                            .order_by(records.c.id))
-        for row in rows.mappings():
-            key = point_key(Point.from_json(row["point"]))
-            if (row["workload_id"], key) in seen:
-                doomed.append(row["id"])
-                continue
-            seen.add((row["workload_id"], key))
-            if key != row["point_key"]:
-                changed.append({"row_id": row["id"], "new_key": key, "temporary": "~" + key[1:]})
-        for start in range(0, len(doomed), 500):
-            conn.execute(records.delete().where(records.c.id.in_(doomed[start:start + 500])))
-        if changed:  # through a temporary key (not hex) first: a new key may be another record's old one
-            conn.execute(records.update().where(records.c.id == sa.bindparam("row_id"))
-                         .values(point_key=sa.bindparam("temporary")), changed)
-            conn.execute(records.update().where(records.c.id == sa.bindparam("row_id"))
-                         .values(point_key=sa.bindparam("new_key")), changed)
-        conn.execute(meta.insert().values(name="point_keys", value="sorted"))
-
-
-def _rekey_once(engine: sa.Engine) -> None:
-    """:func:`_rekey`, where another process opening the same database may do it at the same moment."""
-    try:
-        _rekey(engine)
-    except sa.exc.IntegrityError:  # the other process finished first; its keys are the same
-        with engine.connect() as conn:
-            if conn.execute(sa.select(meta.c.value).where(meta.c.name == "point_keys")).scalar() != "sorted":
-                raise
 
 
 def _is_sqlite(path: Path) -> bool:
