@@ -18,7 +18,7 @@ import pandas as pd
 from hetero_dse import __version__
 from hetero_dse.atomic import atomic_write_text
 from hetero_dse.crossdevice import across_devices, across_markdown, plan_file, system_markdown, system_plan
-from hetero_dse.report_html import render_html
+from hetero_dse.report_html import LEGACY_SECTIONS, render_html
 from hetero_dse.targets.base import Outcome, Row, Written
 from hetero_dse.units import fmt_seconds, fmt_speedup
 
@@ -66,13 +66,17 @@ def write_reports(out: Path, results: Sequence[tuple[Outcome, Written | None]], 
                               "rows": [{**r.to_json(), **_roofline_figures(o)} for r, (o, _) in zip(rows, results,
                                                                                                   strict=True)],
                               "errors": list(errors),
-                              "explorations": [], "cpu": [], "gpu": []}
+                              # every section a reader expects, those of this run's targets after the built-ins
+                              "sections": list(dict.fromkeys([*LEGACY_SECTIONS,
+                                                              *(o.target.report_key for o, _ in results)]))}
+    for key in report["sections"]:
+        report[key] = []
     for i, (o, w) in enumerate(results):
         record = o.target.record(o, w)
         record["convergence"] = [[n, best] for n, best in o.loop.convergence if math.isfinite(best)]
         if i in synthesis:
             record["synthesis"] = synthesis[i]
-        report.setdefault(o.target.report_key, []).append(record)
+        report[o.target.report_key].append(record)
     report["across"] = across_devices(report["rows"])
     if graph is not None:
         report["model"] = whole_model(graph, report["rows"], fusions)

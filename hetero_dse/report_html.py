@@ -20,7 +20,7 @@ from hetero_dse import __version__
 from hetero_dse.crossdevice import across_markdown, system_markdown
 from hetero_dse.units import fmt_seconds, fmt_speedup
 
-__all__ = ["PLOTS", "Plot", "new_figure", "register_plot", "render_html"]
+__all__ = ["LEGACY_SECTIONS", "PLOTS", "Plot", "new_figure", "record_sections", "register_plot", "render_html"]
 
 _STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
 table{border-collapse:collapse;margin:1em 0;font-size:90%}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}
@@ -210,8 +210,19 @@ def _roofline(report: dict[str, Any]) -> Any:
     return fig
 
 
+def record_sections(report: dict[str, Any]) -> list[str]:
+    """The keys of report.json that hold the targets' records (each target's ``report_key``), as the report
+    lists them; a report from before the list holds the three built-in ones."""
+    sections = report.get("sections")
+    return list(sections) if isinstance(sections, list) else list(LEGACY_SECTIONS)
+
+
+#: the record lists of a report.json written before ``sections`` was
+LEGACY_SECTIONS = ("explorations", "cpu", "gpu")
+
+
 def _convergence(report: dict[str, Any]) -> Any:
-    records = [r for key in ("explorations", "cpu", "gpu") for r in report.get(key, []) if r.get("convergence")]
+    records = [r for key in record_sections(report) for r in report.get(key, []) if r.get("convergence")]
     if not records:
         return None
     fig, ax = new_figure()

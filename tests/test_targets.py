@@ -226,7 +226,13 @@ def test_a_target_an_explorer_and_a_plot_are_each_one_class_and_one_registration
         assert (row["kind"], row["explorer"], row["evaluations"]) == ("toy", "sweep", 40), r.out
         assert row["seconds"] >= 3.0 and row["directory"] and (tmp_path / "out" / row["directory"]).is_file(), \
             (row, r.out)
-        assert "Points each toy search evaluated." in (tmp_path / "out" / "report.html").read_text()
+        page = (tmp_path / "out" / "report.html").read_text()
+        assert "Points each toy search evaluated." in page
+        # the device's own section of report.json is listed, so every reader finds its records
+        assert "toy" in report["sections"] and report["toy"][0]["convergence"] and "Search convergence" in page
+        merged = cli("report", tmp_path / "out", tmp_path / "out", "--out", tmp_path / "both")
+        assert merged.code == 0, merged.err
+        assert len(json.loads((tmp_path / "both" / "report.json").read_text())["toy"]) == 2
         assert "--explorer" in cli("explore", "--op", "gemm", "--target", "toy", "--explorer", "nope").err
     finally:
         targets.pop("toy"), explorers.pop("sweep"), PLOTS.pop("toy_evaluations")

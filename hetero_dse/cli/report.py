@@ -35,12 +35,14 @@ def merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
     """One report of several runs: their rows and records side by side, the cross-device table and a
     network's plan computed again over all of them."""
     from hetero_dse.crossdevice import across_devices, system_plan
+    from hetero_dse.report_html import record_sections
 
     merged: dict[str, Any] = {"generator": reports[0].get("generator", "hetero_dse"),
                               "complete": all(r.get("complete", True) for r in reports),
                               "rows": [row for r in reports for row in r["rows"]],
                               "errors": [e for r in reports for e in r.get("errors", [])]}
-    for key in ("explorations", "cpu", "gpu"):
+    merged["sections"] = list(dict.fromkeys(key for r in reports for key in record_sections(r)))
+    for key in merged["sections"]:
         merged[key] = [record for r in reports for record in r.get(key, [])]
     merged["across"] = across_devices(merged["rows"])
     models = [r["model"] for r in reports if r.get("model")]
