@@ -22,10 +22,11 @@ def test_operators_without_a_library_call():
 
 
 def test_timing_is_positive_and_scales_with_work():
-    # the least of three timings each: a small call shares two cores with whatever else runs, and torch's
-    # threads waiting on a busy core can make one timing 100x too slow (seen when other tests ran beside it)
-    small = min(time_torch_cpu(get_builtin("gemm").instantiate({"M": 64, "N": 64, "K": 64}), repeat=3,
+    # the least of three timings each, of two products 32,768x apart in work: a small call shares the cores
+    # with whatever else runs (the suite's other worker), and torch's threads waiting on a busy core made one
+    # timing of a 64^3 product 6x slower than a 512^3 one; no load makes a call a thousand times slower
+    small = min(time_torch_cpu(get_builtin("gemm").instantiate({"M": 32, "N": 32, "K": 32}), repeat=3,
                                min_seconds=0.05) for _ in range(3))
-    large = min(time_torch_cpu(get_builtin("gemm").instantiate({"M": 512, "N": 512, "K": 512}), repeat=3,
+    large = min(time_torch_cpu(get_builtin("gemm").instantiate({"M": 1024, "N": 1024, "K": 1024}), repeat=3,
                                min_seconds=0.05) for _ in range(3))
     assert 0 < small < large
