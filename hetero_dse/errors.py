@@ -27,22 +27,35 @@ class BoardError(HeteroDSEError):
     """A board name that is unknown, or a board file that is unreadable or does not match the schema."""
 
 
-class OutputError(HeteroDSEError):
+class OutputError(HeteroDSEError, OSError):
     """An output that could not be written (a full disk, a quota, a read-only file system), said with its path;
-    what was written of it is removed, so nothing half-written is left looking whole."""
+    what was written of it is removed, so nothing half-written is left looking whole. Still an ``OSError`` (its
+    ``errno`` kept): a caller that makes a failed write harmless (a cache, one project's record) catches it."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        OSError.__init__(self, code, message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
 
 
-#: the errors of a write that say the storage, not the tool, is at fault
-_STORAGE = {"ENOSPC": "no space is left on its device", "EDQUOT": "the disk quota is used up",
-            "EFBIG": "it would be larger than the file system allows", "EROFS": "its file system is read-only"}
+#: the errors of a write that say the storage, not the tool, is at fault: (why, what to do)
+_STORAGE = {"ENOSPC": ("no space is left on its device", "free some space or choose another place"),
+            "EDQUOT": ("the disk quota is used up", "free some space or choose another place"),
+            "EFBIG": ("it would be larger than the file system allows", "choose another place"),
+            "EROFS": ("its file system is read-only", "choose a writable place")}
 
 
 def storage_error(exc: OSError, what: str | None = None) -> OutputError | None:
     """The one sentence for ``exc`` when a full or read-only storage caused it (None: another error)."""
     import errno
 
-    reason = next((text for name, text in _STORAGE.items() if getattr(errno, name, None) == exc.errno), None)
-    if reason is None:
+    if isinstance(exc, OutputError) and what is None:
+        return exc  # said already, with its path
+    found = next((text for name, text in _STORAGE.items() if getattr(errno, name, None) == exc.errno), None)
+    if found is None:
         return None
+    reason, advice = found
     where = what or exc.filename or "an output"
-    return OutputError(f"could not write {where}: {reason}; free some space (or choose another place) and run again")
+    return OutputError(f"could not write {where}: {reason}; {advice}, and run again", exc.errno)

@@ -45,7 +45,16 @@ def render_html(report: dict[str, Any]) -> str:
     if report.get("model"):
         parts += _markdown_tables(system_markdown(report["model"], report["model"]["devices"]))
     parts.append(_rows_table(rows))
-    figures = [(plot.draw(report), plot.caption) for plot in PLOTS.values()]
+    figures = []
+    for plot in PLOTS.values():
+        try:
+            figures.append((plot.draw(report), plot.caption))
+        except Exception as exc:  # a plugin's figure that fails costs that figure, never the report
+            import matplotlib.pyplot as plt
+
+            plt.close("all")
+            parts.append(f"<p class='warn'><b>Figure {html.escape(plot.name)} not drawn</b>: "
+                         f"{html.escape(type(exc).__name__)}: {html.escape(str(exc)[:300])}</p>")
     for fig, caption in figures:
         if fig is None:
             continue

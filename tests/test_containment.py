@@ -273,6 +273,21 @@ def _procs_reading(project: Path) -> list[int]:
 
 
 # ------------------------------------------------------------------------------------------ full disk
+def test_a_storage_error_is_still_an_os_error_and_says_what_to_do():
+    """Callers that make a failed write harmless (a cache, one project's record) catch OSError: the sentence
+    for a full disk must still be one, its errno kept."""
+    import errno
+
+    from hetero_dse.errors import HeteroDSEError, storage_error
+
+    full = storage_error(OSError(errno.ENOSPC, "No space left on device", "/x/y"))
+    assert isinstance(full, OSError) and isinstance(full, HeteroDSEError) and full.errno == errno.ENOSPC
+    assert str(full) == ("could not write /x/y: no space is left on its device; free some space or choose another "
+                         "place, and run again")
+    assert storage_error(full) is full and "choose a writable place" in str(storage_error(OSError(errno.EROFS, "")))
+    assert storage_error(OSError(errno.EACCES, "Permission denied")) is None
+
+
 def _private_mounts() -> bool:
     """Whether this host lets a process mount a tmpfs of its own (a user and mount namespace: ``unshare -rm``)."""
     try:
@@ -463,6 +478,20 @@ def test_history_import_checks_every_record_whatever_it_omits(tmp_path):
     too_long = {**base, "record": {**base["record"], "point": {"tile.i": 128}}}
     with pytest.raises(HeteroDSEError, match=re.escape("knob tile.i=128 is not a tile of loop i (1 to 64)")):
         store.import_lines([json.dumps(too_long)])  # the line has no spec: the database's is used
+    # the database's loops win over a line's own, a malformed spec is the line's error, and a knob of another
+    # space is refused even where the loops say nothing of it
+    forged = {"workload": {**base["workload"], "spec": {"loops": {"i": 1024, "j": 64}}},
+              "record": {**base["record"], "point": {"tile.i": 512}}}
+    foreign = {**base, "record": {**base["record"], "point": {"tile.i": 8, "pe": 3}}}
+    for line, said in ((forged, "not those this database holds"), (foreign, "not those of the workload's other"),
+                       ({**base, "workload": {**base["workload"], "signature": "g2", "spec": {"loops": {"i": "abc"}}}},
+                        "are not names with positive extents"),
+                       ({**base, "workload": {**base["workload"], "signature": "g3", "spec": {"loops": [1]}}},
+                        "are not names with positive extents"),
+                       ({**base, "workload": {**base["workload"], "signature": "g4",
+                                              "spec": {"loops": {"i": 8}, "flops": 1e400}}}, "FLOPs")):
+        with pytest.raises(HeteroDSEError, match=re.escape(said)):
+            store.import_lines([json.dumps(line)])
     store.close()
 
 

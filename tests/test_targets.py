@@ -217,6 +217,7 @@ def test_a_target_an_explorer_and_a_plot_are_each_one_class_and_one_registration
     register_target("toy", lambda request: [ToyDevice()], "a made-up device")
     register_explorer("sweep", lambda space, seed, starts, gamma, prior: Sweep(space, seed), "four at a time")
     register_plot("toy_evaluations", evaluations, "Points each toy search evaluated.")
+    register_plot("broken", lambda report: 1 / 0, "A plugin's figure that fails.")
     try:
         r = cli("explore", "--op", "gemm", "--param", "M=16", "--param", "N=16", "--param", "K=16", "--target",
                 "toy", "--explorer", "sweep", "--budget", "40", "--out", tmp_path / "out", "--no-history")
@@ -228,6 +229,7 @@ def test_a_target_an_explorer_and_a_plot_are_each_one_class_and_one_registration
             (row, r.out)
         page = (tmp_path / "out" / "report.html").read_text()
         assert "Points each toy search evaluated." in page
+        assert "Figure broken not drawn</b>: ZeroDivisionError" in page  # costs that figure, not the report
         # the device's own section of report.json is listed, so every reader finds its records
         assert "toy" in report["sections"] and report["toy"][0]["convergence"] and "Search convergence" in page
         merged = cli("report", tmp_path / "out", tmp_path / "out", "--out", tmp_path / "both")
@@ -235,8 +237,30 @@ def test_a_target_an_explorer_and_a_plot_are_each_one_class_and_one_registration
         assert len(json.loads((tmp_path / "both" / "report.json").read_text())["toy"]) == 2
         assert "--explorer" in cli("explore", "--op", "gemm", "--target", "toy", "--explorer", "nope").err
     finally:
-        targets.pop("toy"), explorers.pop("sweep"), PLOTS.pop("toy_evaluations")
+        targets.pop("toy"), explorers.pop("sweep"), PLOTS.pop("toy_evaluations"), PLOTS.pop("broken")
     assert "'toy' is not one of" in cli("explore", "--op", "gemm", "--target", "toy").err
+
+
+def test_a_script_runs_the_engine_from_any_thread(tmp_path):
+    """``execute`` from a script's worker thread (where signals cannot be held while the report is written);
+    the same script run again into the same folder goes on from it only if it is the same run."""
+    import threading
+
+    from hetero_dse.errors import HeteroDSEError
+    from hetero_dse.run.engine import RunSettings, execute
+
+    found = {}
+    settings = RunSettings(tmp_path / "out", Search(budget=30))
+    worker = threading.Thread(target=lambda: found.setdefault("r", execute([GEMM16], [ToyDevice()], settings)))
+    worker.start()
+    worker.join(120)
+    result = found["r"]
+    assert not result.interrupted and result.rows[0].seconds >= 3.0
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["complete"]
+    with pytest.raises(HeteroDSEError, match="not empty"):  # another run's folder is not taken over silently
+        execute([GEMM], [ToyDevice()], settings)
+    with pytest.raises(HeteroDSEError, match="at least one operator"):
+        execute([], [ToyDevice()], RunSettings(tmp_path / "none"))
 
 
 # ------------------------------------------------------------------ the built-in targets, one row type

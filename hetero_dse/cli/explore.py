@@ -1,4 +1,5 @@
-"""``hetero_dse explore``, ``csim`` and ``replay``: searching, writing what was found, checking it again."""
+"""``hetero_dse explore``: its options parsed into operators, targets and settings, the run (``hetero_dse.run``)
+drawn on the terminal, and what it found printed."""
 
 from __future__ import annotations
 
@@ -159,7 +160,7 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
     """
     from hetero_dse.cli.render import rows_table
     from hetero_dse.cli.targets import resolve_operators
-    from hetero_dse.run.engine import RunSettings, execute
+    from hetero_dse.run.engine import RunSettings, check_run, execute
     from hetero_dse.run.synth import SynthSettings
     from hetero_dse.targets.base import Search
     from hetero_dse.units import fmt_seconds
@@ -225,6 +226,7 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
     request = TargetRequest(boards_, tuple(_split_values(dtypes)), tuple(_parse_clocks(clocks)), trials, gpu_name,
                             source, remote, calibrated, run_csim, io_optimal, traffic_weight)
     chosen = build_targets(sorted(wanted), request)
+    check_run(operators, chosen, out)  # bad input said before a history database is opened (or made)
     store = None if no_history else open_db(db)
     command = {k: (list(map(str, v)) if isinstance(v, tuple) else v if isinstance(v, int | float | bool | None)
                    else str(v)) for k, v in click.get_current_context().params.items() if k != "force"}
@@ -277,7 +279,7 @@ class ConsoleEvents:
             yield
         self._bar = None
 
-    def search(self, title: str, total: int, unit: str) -> _SearchLine:
+    def search(self, title: str, total: int | None, unit: str) -> _SearchLine:
         return _SearchLine(self._bar, title, total, unit)
 
     def status(self, text: str):  # noqa: ANN201 -- rich's status context
@@ -296,7 +298,7 @@ class ConsoleEvents:
 
 
 class _SearchLine:
-    def __init__(self, bar: Any, title: str, total: int, unit: str) -> None:
+    def __init__(self, bar: Any, title: str, total: int | None, unit: str) -> None:
         self.bar, self.title = bar, title
         self.task = bar.add_task(title, total=total, best="—", unit=unit)
 

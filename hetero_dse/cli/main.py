@@ -105,9 +105,12 @@ def main(argv: list[str] | None = None) -> None:
         if debug:
             raise
         said = storage_error(exc)  # a full disk met outside the writers that say what they were writing
-        click.echo(f"hetero_dse: error: {said}" if said else
-                   f"hetero_dse: error: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""),
-                   err=True)
+        if said is None and not exc.filename:  # no file to name: a bug, said as one
+            click.echo(f"hetero_dse: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the "
+                       "traceback)", err=True)
+            sys.exit(EXIT_ERROR)
+        click.echo(f"hetero_dse: error: {said}" if said else f"hetero_dse: error: {exc.strerror or exc}: "
+                   f"{exc.filename}", err=True)
         sys.exit(EXIT_ERROR)
     except Exception as exc:  # a bug: say so in one line, keep the traceback for --debug
         if debug:

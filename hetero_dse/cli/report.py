@@ -11,9 +11,9 @@ from typing import Any
 
 import click
 
-from hetero_dse.atomic import atomic_directory, atomic_write_text, partial_path, refuse_special
+from hetero_dse.atomic import atomic_directory, open_new, partial_path, refuse_special
 from hetero_dse.cli.app import cli, console
-from hetero_dse.errors import HeteroDSEError
+from hetero_dse.errors import HeteroDSEError, storage_error
 
 
 def read_report(directory: Path) -> dict[str, Any]:
@@ -73,13 +73,18 @@ def _write_together(target: Path, files: dict[str, str]) -> None:
         for name, text in files.items():
             refuse_special(target / name)
             aside[target / name] = partial_path(target / name)
-            atomic_write_text(aside[target / name], text)
+            with open_new(aside[target / name]) as f:
+                f.write(text)
+        for path, written in aside.items():  # renames: no space taken, all but never a half-written one
+            os.replace(written, path)
+    except OSError as exc:
+        for written in aside.values():
+            written.unlink(missing_ok=True)
+        raise storage_error(exc, f"the report in {target}") or exc from None
     except BaseException:
-        for path in aside.values():
-            path.unlink(missing_ok=True)
+        for written in aside.values():
+            written.unlink(missing_ok=True)
         raise
-    for path, written in aside.items():
-        os.replace(written, path)
 
 
 @cli.command("report")

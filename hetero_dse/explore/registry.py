@@ -64,8 +64,9 @@ def _exhaustive(space, seed, starts, gamma, prior):
     from hetero_dse.space.base import Enumerable
 
     if not isinstance(space, Enumerable):
-        raise HeteroDSEError("the exhaustive explorer needs a space that can be enumerated (FPGA); choose q, p, sa "
-                             "or random")
+        walkers = [n for n in explorer_names()[1:] if not _REGISTRY[n].enumerates]
+        raise HeteroDSEError("the exhaustive explorer needs a space that can be enumerated (FPGA); choose "
+                             + ", ".join(walkers))
     return Exhaustive(space)
 
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from hetero_dse.errors import HeteroDSEError, storage_error
 from hetero_dse.explore.base import Explorer, Learner
 from hetero_dse.explore.registry import GGA_POPULATION, TL_BATCH, explorer_entry, explorer_names
 from hetero_dse.history.match import MATCH_THRESHOLD, Prior
@@ -51,6 +52,9 @@ class ExplorerSettings:
         """The explorer on ``space``; ``default_starts``: the target's start points per explorer name, used
         when the user set none; ``auto``: what ``auto`` means beyond exhaustive without a history;
         ``prior``: what the history holds for this workload (for gga, tl and auto)."""
+        if self.q_state is not None and self.q_state.exists() and not self.q_state.is_file():
+            raise HeteroDSEError(f"--q-state {self.q_state} is not a regular file (a folder, a pipe or a device); "
+                                 "give a file to load the Q-network from and save it to")
         name = resolve_auto(self.name, space, exhaustive_limit, auto, prior, self.match_threshold)
         starts = self.starts or (default_starts or {}).get(name)
         explorer = make_explorer(name, space, seed, starts=starts, gamma=self.gamma, prior=prior)
@@ -61,7 +65,11 @@ class ExplorerSettings:
     def keep(self, explorer: Explorer) -> None:
         """Save what the explorer learned, if asked to (after the search, interrupted or not)."""
         if self.q_state is not None and isinstance(explorer, Learner):
-            explorer.save(self.q_state)
+            try:
+                explorer.save(self.q_state)
+            except OSError as exc:  # a full disk, a folder made meanwhile: one sentence, the search's own error
+                raise storage_error(exc, f"the Q-network to {self.q_state}") or HeteroDSEError(
+                    f"cannot save the Q-network to {self.q_state}: {exc.strerror or exc}") from None
 
 
 def resolve_auto(name: str, space, exhaustive_limit: int | None = EXHAUSTIVE_LIMIT, auto: str = AUTO_MODELLED,

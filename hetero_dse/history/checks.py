@@ -8,11 +8,12 @@ import math
 import re
 import time
 from math import prod
+from typing import Any
 
 from hetero_dse.history.records import Record, Workload
 
 __all__ = ["EARLIEST_TIMESTAMP", "MAX_KNOBS", "MAX_SECONDS", "MAX_TEXT", "MIN_SECONDS", "PEAK_FLOPS", "check_knobs",
-           "check_record"]
+           "check_record", "check_spec"]
 
 #: no device runs faster than this (the fastest GPUs' tensor cores reach about 2 PFLOP/s dense FP8); a record
 #: that claims more is a wrong measurement or a forged line
@@ -29,6 +30,24 @@ MAX_KNOBS, MAX_TEXT = 256, 10_000
 #: characters no record's text has: controls (but tab and newline) and the bidirectional overrides that make
 #: text read differently from what it holds
 _BAD_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e\u2066-\u2069]")
+
+
+def check_spec(spec: Any) -> str | None:
+    """Why ``spec`` cannot be a workload's (None: it can, or it is empty): its loops a table of names to
+    positive extents, its FLOPs a positive number."""
+    if not spec:
+        return None
+    if not isinstance(spec, dict):
+        return f"its workload's spec {spec!r} is not a table"
+    loops, flops = spec.get("loops") or {}, spec.get("flops")
+    if not isinstance(loops, dict) or len(loops) > MAX_KNOBS or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and 0 < v < 2**62
+            for k, v in loops.items()):
+        return f"its workload's loops {loops!r} are not names with positive extents"
+    if flops is not None and (isinstance(flops, bool) or not isinstance(flops, int | float)
+                              or not math.isfinite(flops) or flops <= 0):
+        return f"its workload's FLOPs {flops!r} are not a positive number"
+    return None
 
 
 def check_record(workload: Workload, record: Record) -> str | None:

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from hetero_dse.errors import HeteroDSEError
-from hetero_dse.history.checks import check_record
+from hetero_dse.history.checks import check_record, check_spec
 from hetero_dse.history.records import Record, Workload, point_key
 from hetero_dse.history.schema import create_tables, migrate, records, syntheses, workloads
 from hetero_dse.space.point import Point
@@ -244,18 +244,24 @@ class HistoryDB:
                 read.append((number, Workload.from_json(data["workload"]), Record.from_json(data["record"])))
             except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
                 bad.append(f"line {number}: not a record exported by hetero_dse ({exc})")
-        # a line without its workload's loops is checked against the loops this database knows for it, and
-        # its knobs against those of the workload's other records (a space has one set of knobs)
+        # a line is checked against the loops this database knows for its workload (they win over the line's
+        # own), and its knobs against those of the workload's other records (a space has one set of knobs)
         known = self._known_workloads({w.key for _, w, _ in read})
         for number, workload, record in read:
             spec, knobs = known.get(workload.key, ({}, None))
-            checked = workload if workload.spec or not spec else replace(workload, spec=spec)
-            problem = check_record(checked, record)
-            if problem is None and not checked.extents:
+            problem = check_spec(workload.spec)
+            if problem is None and spec and workload.spec and workload.spec != spec:
+                problem = "its workload's loops are not those this database holds for it"
+            if problem is None:
+                try:
+                    problem = check_record(replace(workload, spec=spec) if spec else workload, record)
+                except (TypeError, ValueError, AttributeError, OverflowError) as exc:
+                    problem = f"not a record exported by hetero_dse ({type(exc).__name__}: {exc})"
+            if problem is None:
                 names = tuple(sorted(record.point))
                 if knobs is None:  # the first record of a workload new to this database sets its knobs
                     knobs = names
-                    known[workload.key] = (spec, knobs)
+                    known[workload.key] = (spec or workload.spec, knobs)
                 if names != knobs:
                     problem = (f"its knobs ({', '.join(names)}) are not those of the workload's other records "
                                f"({', '.join(knobs)})")

@@ -96,4 +96,10 @@ def read_back_within(project: Path, limit_s: float) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    json.dump(read_back(Path(sys.argv[1])), sys.stdout)
+    # standard output carries the JSON alone: whatever the readers or the preprocessor they start print goes
+    # to standard error (at the descriptor, so a child process's output too)
+    answer = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    json.dump(read_back(Path(sys.argv[1])), answer)
+    answer.close()

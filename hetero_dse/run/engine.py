@@ -5,13 +5,14 @@ reports — in an output directory that is never two runs mixed nor an incomplet
 
 The CLI parses its options into operators, targets and :class:`RunSettings`, calls :func:`execute` and prints
 the :class:`RunResult`; what happens meanwhile reaches it through :class:`~hetero_dse.run.events.RunEvents`.
-Ctrl-C (or SIGTERM) stops the run where it is and keeps what it found: the searches done are written, the
-report says it is incomplete.
+Ctrl-C (KeyboardInterrupt; the CLI turns SIGTERM into one too) stops the run where it is and keeps what it
+found: the searches done are written, the report says it is incomplete.
 """
 
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -27,7 +28,7 @@ from hetero_dse.run.synth import SynthSettings, synthesize_best
 from hetero_dse.targets.base import Outcome, Row, Search, Target, Written
 from hetero_dse.targets.flow import explore
 
-__all__ = ["RunResult", "RunSettings", "execute", "layer_search"]
+__all__ = ["RunResult", "RunSettings", "check_run", "execute", "layer_search"]
 
 
 @dataclass(frozen=True)
@@ -90,13 +91,18 @@ def execute(operators: Sequence[Any], targets: Sequence[Target], settings: RunSe
     database (None: none); ``graph``: the network whose layers the operators are (``--model``)."""
     events = events or Quiet()
     out = settings.out
-    directories = _check(operators, targets, out)
+    if not operators or not targets:
+        raise HeteroDSEError("a run needs at least one operator and one target")
+    directories = check_run(operators, targets, out)
     for target in targets:  # work done once, said before it is done rather than stalling a search
         if (preparation := target.preparation(operators)) is not None:
             say, work = preparation
             events.say(say)
             work()
-    resumed = outdir.prepare(out, settings.force, settings.command, sorted(directories))
+    # what makes two runs the same command: the options given, or for a script the operators and devices
+    command = settings.command or {"operators": [op.title for op in operators],
+                                   "targets": [t.device for t in targets]}
+    resumed = outdir.prepare(out, settings.force, command, sorted(directories))
     if resumed:
         events.say(f"Going on from the interrupted run in {out} (what it measured comes from the history)")
     outcomes, errors, stopped = _search_all(operators, targets, settings, store, events, graph)
@@ -113,8 +119,9 @@ def execute(operators: Sequence[Any], targets: Sequence[Target], settings: RunSe
     return result
 
 
-def _check(operators: Sequence[Any], targets: Sequence[Target], out: Path) -> dict[str, str]:
-    """Every bad input said before any search starts; the directory each (operator, target) writes, and whose."""
+def check_run(operators: Sequence[Any], targets: Sequence[Target], out: Path) -> dict[str, str]:
+    """Every bad input said before any search starts; the directory each (operator, target) writes, and whose
+    (the CLI calls it before it opens the history database, :func:`execute` again)."""
     owners: dict[str, str] = {}
     for op in operators:
         for target in targets:
@@ -206,7 +213,11 @@ def _fuse_pairs(out: Path, graph: Any, results: list, errors: list[str], events:
 
 @contextmanager
 def _uninterrupted() -> Iterator[None]:
-    """Ctrl-C and SIGTERM held off for a moment (writing the reports takes well under a second)."""
+    """Ctrl-C and SIGTERM held off for a moment (writing the reports takes well under a second); only Python's
+    main thread can hold signals, and a run started from another thread of a script writes as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     held = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield

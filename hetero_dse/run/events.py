@@ -26,8 +26,9 @@ class RunEvents(Protocol):
     def searching(self) -> Iterator[None]:
         """Around every search of the run (a progress display lives this long)."""
 
-    def search(self, title: str, total: int, unit: str) -> SearchProgress:
-        """A search starts: ``title`` (operator, layer number, device), at most ``total`` ``unit``."""
+    def search(self, title: str, total: int | None, unit: str) -> SearchProgress:
+        """A search starts: ``title`` (operator, layer number, device), at most ``total`` ``unit`` (None: not
+        known ahead, an exhaustive search)."""
 
     @contextmanager
     def status(self, text: str) -> Iterator[None]:
@@ -64,7 +65,7 @@ class Quiet:
     def searching(self) -> Iterator[None]:
         yield
 
-    def search(self, title: str, total: int, unit: str) -> SearchProgress:
+    def search(self, title: str, total: int | None, unit: str) -> SearchProgress:
         return _QuietSearch()
 
     @contextmanager
