@@ -8,6 +8,9 @@ import pytest
 from gpu_cpu.baselines import LIBRARY, time_torch_cpu, torch_output
 from hetero_dse.ops import BUILTIN, get_builtin
 
+#: timings: run in the suite's serial pass, with no other test beside them (scripts/test.sh)
+pytestmark = pytest.mark.timing
+
 
 @pytest.mark.parametrize("name", sorted(LIBRARY))
 def test_torch_call_equals_the_reference(name):

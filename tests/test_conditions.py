@@ -8,12 +8,16 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 from gpu_cpu.conditions import LOADED_CORES, Conditions, timing
 from hetero_dse.explore.cached import HistoryEvaluator
 from hetero_dse.history import HistoryDB, Workload, point_key
 from hetero_dse.history.store import WorkloadHistory
 from hetero_dse.testing.contracts import toy_space
+
+#: timings: run in the suite's serial pass, with no other test beside them (scripts/test.sh)
+pytestmark = pytest.mark.timing
 
 
 def _hold_lock(seconds: float) -> subprocess.Popen:

@@ -10,6 +10,9 @@ import pytest
 
 from hetero_dse.ops import get_builtin
 
+#: timings: run in the suite's serial pass, with no other test beside them (scripts/test.sh)
+pytestmark = pytest.mark.timing
+
 
 @pytest.fixture(scope="module")
 def gpu():

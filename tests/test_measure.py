@@ -13,6 +13,9 @@ from hetero_dse.space.cpu import CpuSpace
 from hetero_dse.analysis import analyze
 from hetero_dse.ops import get_builtin
 
+#: timings: run in the suite's serial pass, with no other test beside them (scripts/test.sh)
+pytestmark = pytest.mark.timing
+
 
 def crash(_payload):
     os.kill(os.getpid(), signal.SIGSEGV)
