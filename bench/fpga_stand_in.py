@@ -22,7 +22,7 @@ from pathlib import Path
 
 from hetero_dse.hardware.board import load_board
 from hetero_dse.hls.project import write_project
-from hetero_dse.hls.synth import _read_back
+from hetero_dse.hls.readback import read_back
 from hetero_dse.hls.validate import validate
 from hetero_dse.targets.flow import explore
 from hetero_dse.targets.fpga import FpgaTarget
@@ -53,7 +53,7 @@ def main() -> None:
             subprocess.run([str(DOUBLE), "-f", "run_hls.tcl"], cwd=project, env=env, check=True,
                            capture_output=True, timeout=600)
             check = validate(json.loads((project / "design.json").read_text()), {"status": "ok",
-                                                                                  **_read_back(project)})
+                                                                                  **read_back(project)})
             rows = {row["figure"]: row for row in check["figures"]}
             latency = next(r for k, r in rows.items() if k.startswith("latency (cycles)"))
             exact = [r for r in check["figures"] if r.get("exact")]

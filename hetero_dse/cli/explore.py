@@ -201,7 +201,7 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
     source = str(Path(op_file).resolve()) if op_file else "builtin"
     synth_tool = steps_run = None
     if synth_top is not None:
-        from hetero_dse.hls.synth import find_tool, parse_steps
+        from hetero_dse.hls.vitis import find_tool, parse_steps
 
         if "fpga" not in wanted:
             raise HeteroDSEError("--synth synthesizes FPGA designs: add --board NAME")

@@ -22,7 +22,6 @@ import json
 import math
 import os
 import re
-import shutil
 import signal
 import subprocess
 import time
@@ -32,15 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from hetero_dse.atomic import atomic_write_text, open_new
-from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hls.readback import read_back_within
 from hetero_dse.hls.supervise import supervised
+from hetero_dse.hls.vitis import STEPS, SynthError, SynthTool, find_tool, parse_steps
 
 __all__ = ["JOB_TIMEOUT_S", "STEPS", "SYNTH_STATUSES", "SynthError", "SynthJob", "SynthTool", "find_projects",
            "find_tool", "parse_steps", "run_job", "synthesize", "validate_outcomes"]
 
-#: What a user may ask for, in the order the flow runs them; cosim and impl need csynth in the same run.
-STEPS = ("csynth", "cosim", "impl")
 #: what a job's synth.json can say of it: its tool ran through, failed (or was lost), or ran out of time
 SYNTH_STATUSES = ("ok", "failed", "timeout")
 #: The wall-clock limit of one job unless the user gives another (place and route of a large part takes hours).
@@ -49,60 +46,6 @@ JOB_TIMEOUT_S = 6 * 3600.0
 LOG_TAIL_BYTES = 64 * 1024
 LOG_LINE_CHARS = 500
 LOG_TAIL_LINES = 40
-
-
-class SynthError(HeteroDSEError):
-    """Synthesis cannot start: no tool, no project, no scheduler."""
-
-
-# ------------------------------------------------------------------------------------------- tools
-@dataclass(frozen=True)
-class SynthTool:
-    """The launcher found and the tool version it reports."""
-
-    path: str
-    kind: str  # "vitis-run" or "vitis_hls"
-    version: str
-
-    def command(self, script: str = "run_hls.tcl") -> list[str]:
-        if self.kind == "vitis-run":
-            return [self.path, "--mode", "hls", "--tcl", script]
-        return [self.path, "-f", script]
-
-
-def find_tool(env: dict[str, str] | None = None) -> SynthTool:
-    """``vitis-run`` or ``vitis_hls`` on PATH, else under ``$XILINX_HLS/bin`` or ``$XILINX_VITIS/bin``."""
-    env = dict(os.environ if env is None else env)
-    search = [env.get("PATH", "")]
-    for var in ("XILINX_HLS", "XILINX_VITIS"):
-        if env.get(var):
-            search.append(str(Path(env[var]) / "bin"))
-    path = os.pathsep.join(search)
-    for kind in ("vitis-run", "vitis_hls"):
-        found = shutil.which(kind, path=path)
-        if found:
-            return SynthTool(found, kind, _version(found, kind))
-    raise SynthError("Vitis HLS was not found: put vitis_hls (or vitis-run, 2023.2 and later) on PATH, or set "
-                     "XILINX_HLS or XILINX_VITIS to the installation (source its settings64.sh)")
-
-
-def _version(path: str, kind: str) -> str:
-    try:
-        out = subprocess.run([path, "--version" if kind == "vitis-run" else "-version"], capture_output=True,
-                             text=True, timeout=120).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        out = ""
-    m = re.search(r"v(\d{4}\.\d(?:\.\d)?)", out)
-    return m.group(1) if m else "unknown"
-
-
-def parse_steps(text: str) -> tuple[str, ...]:
-    """``csynth,cosim`` -> the steps to run, in flow order, csynth always among them."""
-    asked = [s.strip() for s in text.split(",") if s.strip()]
-    unknown = [s for s in asked if s not in STEPS]
-    if unknown:
-        raise SynthError(f"unknown step {unknown[0]!r}: choose among {', '.join(STEPS)}")
-    return tuple(s for s in STEPS if s in asked or s == "csynth")
 
 
 # -------------------------------------------------------------------------------------------- jobs
@@ -366,8 +309,10 @@ def _connect(scheduler: str | None, workers: int, options: dict[str, Any] | None
             raise SynthError(f"cannot reach the Dask scheduler at {scheduler} ({exc}); start it with 'dask "
                              "scheduler' and the workers with 'dask worker <address>' on the machines with "
                              "Vitis") from None
-    cluster = LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True, dashboard_address=None,
-                           **(options or {}))
+    # the scheduler's web server always starts: on a free loopback port, never the fixed 8787 another cluster
+    # (another synth run, a second test worker) may hold
+    cluster = LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True,
+                           dashboard_address="127.0.0.1:0", **(options or {}))
     return Client(cluster), cluster
 
 

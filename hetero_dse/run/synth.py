@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hetero_dse.hls.synth import JOB_TIMEOUT_S, SynthTool
+from hetero_dse.hls.synth import JOB_TIMEOUT_S
+from hetero_dse.hls.vitis import SynthTool
 from hetero_dse.run.events import RunEvents
 
 __all__ = ["SynthSettings", "synthesize_best"]

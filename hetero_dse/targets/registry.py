@@ -82,7 +82,7 @@ def _fpga(request: TargetRequest) -> list[Target]:
 
 def _vitis_version() -> str | None:
     """The version of the Vitis HLS found here, to hold a calibration to (None where there is none)."""
-    from hetero_dse.hls.synth import SynthError, find_tool
+    from hetero_dse.hls.vitis import SynthError, find_tool
 
     try:
         return find_tool().version
