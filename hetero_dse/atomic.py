@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from hetero_dse.errors import storage_error
 
-__all__ = ["atomic_directory", "atomic_write_text", "open_new", "partial_path", "refuse_special"]
+__all__ = ["atomic_directory", "atomic_open", "atomic_write_text", "open_new", "partial_path", "refuse_special"]
 
 
 def open_new(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> IO[Any]:
@@ -46,15 +46,18 @@ def partial_path(path: str | Path) -> Path:
     return path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.partial")
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """``text`` in ``path``, whole or not at all. Writers racing for one path (processes filling one cache)
-    each rename a file of their own, the last rename winning."""
+@contextmanager
+def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
+    """A new file to fill, in ``path`` whole or not at all: written beside it (:func:`partial_path`, never
+    through a link) and renamed into place when the block completes, removed when it does not. Writers racing
+    for one path (processes filling one cache) each rename a file of their own, the last rename winning. A
+    full or read-only storage is an :class:`~hetero_dse.errors.OutputError` naming ``path``."""
     path = Path(path)
     refuse_special(path)
     tmp = partial_path(path)
     try:
-        with open_new(tmp) as f:
-            f.write(text)
+        with open_new(tmp, mode, encoding) as f:
+            yield f
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
@@ -65,6 +68,12 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """``text`` in ``path``, whole or not at all (:func:`atomic_open`)."""
+    with atomic_open(path) as f:
+        f.write(text)
 
 
 @contextmanager

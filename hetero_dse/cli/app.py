@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import sys
+from collections.abc import Callable, Sequence
 
 import click
 from rich.console import Console
@@ -50,6 +51,22 @@ class Finite(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
+
+
+class Registered(click.ParamType):
+    """A name from a registry (the kinds of device, the explorers), checked when the option is read: a plugin's,
+    registered after the CLI was imported, is a choice too."""
+
+    def __init__(self, name: str, names: Callable[[], Sequence[str]]) -> None:
+        self.name, self.names = name, names
+
+    def get_metavar(self, param, ctx=None):  # noqa: ANN001 -- click's signature
+        return "[" + "|".join(self.names()) + "]"
+
+    def convert(self, value, param, ctx):  # noqa: ANN001 -- click's signature
+        if value not in self.names():
+            self.fail(f"{value!r} is not one of {', '.join(self.names())}", param, ctx)
+        return value
 
 
 def operator_options(fn):

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from hetero_dse.cli.app import EXIT_INTERRUPTED, Finite, cli, console, operator_options, warn
+from hetero_dse.cli.app import EXIT_INTERRUPTED, Finite, Registered, cli, console, operator_options, warn
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.cli.history import db_option, open_db
 from hetero_dse.explore.registry import explorer_entry, explorer_names
@@ -20,35 +20,6 @@ from hetero_dse.history.match import MATCH_THRESHOLD
 from hetero_dse.targets.fpga import DEFAULT_BUDGET
 from hetero_dse.targets.registry import TargetRequest, build_targets, target_kinds
 from hetero_dse.targets.measured import TVM_STARTS
-
-
-class TargetKind(click.ParamType):
-    """A kind of device, checked against the registry when the option is read (a plugin's too)."""
-
-    name = "target"
-
-    def get_metavar(self, param, ctx=None):  # noqa: ANN001 -- click's signature
-        return "[" + "|".join(target_kinds()) + "]"
-
-    def convert(self, value, param, ctx):  # noqa: ANN001 -- click's signature
-        if value not in target_kinds():
-            self.fail(f"{value!r} is not one of {', '.join(target_kinds())}", param, ctx)
-        return value
-
-
-class ExplorerName(click.ParamType):
-    """An explorer's name, checked against the registry when the option is read (a plugin's explorer,
-    registered after this module was imported, is a choice too)."""
-
-    name = "explorer"
-
-    def get_metavar(self, param, ctx=None):  # noqa: ANN001 -- click's signature
-        return "[" + "|".join(explorer_names()) + "]"
-
-    def convert(self, value, param, ctx):  # noqa: ANN001 -- click's signature
-        if value not in explorer_names():
-            self.fail(f"{value!r} is not one of {', '.join(explorer_names())}", param, ctx)
-        return value
 
 
 def _split_values(values: tuple[str, ...]) -> list[str]:
@@ -74,7 +45,7 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
 @click.option("--input-shape", metavar="N,C,H,W", help="With --model: the example input's shape.")
 @click.option("--board", "boards_", metavar="NAME|PATH", multiple=True,
               help="FPGA board (see 'hetero_dse boards'), or a board YAML file; repeat for several.")
-@click.option("--target", "targets", multiple=True, type=TargetKind(),
+@click.option("--target", "targets", multiple=True, type=Registered("target", target_kinds),
               help="What to explore for (repeatable); default: fpga. --board implies fpga.")
 @click.option("--trials", default=32, show_default=True, type=click.IntRange(min=1),
               help="CPU/GPU: schedules to measure when no --budget is given (each built, checked and timed in a "
@@ -91,7 +62,7 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
                    "bfloat16 and int8 on the tensor cores); default: the operator's.")
 @click.option("--clock", "clocks", multiple=True, metavar="MHZ[,MHZ]",
               help="Clock targets to explore; default: the board's default clock.")
-@click.option("--explorer", default="auto", show_default=True, type=ExplorerName(),
+@click.option("--explorer", default="auto", show_default=True, type=Registered("explorer", explorer_names),
               help="; ".join(f"{e.name}: {e.summary}" for e in map(explorer_entry, explorer_names()[1:]))
                    + ". auto: exhaustive for a small FPGA space; on measured CPU/GPU trials gga or tl by the "
                      "history's match score, tl from scratch without history; sa where a model scores designs "

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from pathlib import Path
 
 import click
 from rich.table import Table
 
-from hetero_dse.atomic import open_new, partial_path, refuse_special
+from hetero_dse.atomic import atomic_open
 from hetero_dse.cli.app import cli, console
 from hetero_dse.errors import HeteroDSEError, storage_error
 
@@ -80,19 +79,14 @@ def export_command(file: Path, force: bool, db: str | None) -> None:
         raise HeteroDSEError(f"{file} is the database being exported; give the export another file name")
     if file.exists() and not force:
         raise HeteroDSEError(f"{file} exists; add --force to replace it or choose another file name")
-    partial = partial_path(file)
     count = 0
     try:
-        refuse_special(file)
-        with open_new(partial) as out:
+        with atomic_open(file) as out:  # whole or absent, never through a link, never onto a device
             for line in store.export():
                 out.write(line + "\n")
                 count += 1
-        partial.replace(file)
     except OSError as exc:
-        with contextlib.suppress(OSError):  # nothing was made where nothing can be
-            partial.unlink()
-        raise storage_error(exc, str(file)) or HeteroDSEError(f"cannot write {file}: {exc.strerror or exc}") from None
+        raise storage_error(exc) or HeteroDSEError(f"cannot write {file}: {exc.strerror or exc}") from None
     console.print(f"{count:,} records written to {file}")
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hetero_dse.atomic import open_new, partial_path, refuse_special
+from hetero_dse.atomic import atomic_open
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.explore.directional import DirectionalExplorer
 
@@ -146,15 +146,8 @@ class QMethod(DirectionalExplorer):
                  "tuples": {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in (
                      ("p", self.p_features), ("e", self.e_features), ("e_exists", self.e_exists),
                      ("taken", self.taken), ("reward", self.reward))}}
-        refuse_special(path)
-        partial = partial_path(path)
-        try:
-            with open_new(partial, "wb") as f:
-                torch.save(state, f)
-            partial.replace(path)
-        except BaseException:
-            partial.unlink(missing_ok=True)
-            raise
+        with atomic_open(path, "wb", encoding=None) as f:
+            torch.save(state, f)
 
     def load(self, path: str | Path) -> None:
         """Start from a saved network and its tuples; the space must have the same directions."""
