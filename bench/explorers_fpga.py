@@ -37,7 +37,7 @@ DATA = Path(__file__).parent / "data"
 def layer_space(layer: str, board) -> tuple[FpgaSpace, FpgaModel]:
     op = get_builtin("conv2d").instantiate(shape=f"yolo:{layer}")
     space = FpgaSpace(analyze(op), board, ["float32"], [board.default_clock_mhz])
-    return space, FpgaModel(space, traffic_weight=0.01)
+    return space, FpgaModel(space.tables, traffic_weight=0.01)
 
 
 def optima(board, layers: list[str], recompute: bool) -> dict:

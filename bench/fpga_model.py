@@ -40,7 +40,7 @@ def throughput(board, points: int = 1 << 16, chunk: int = 1 << 13, scalar: int =
     for layer in LAYERS:
         op = get_builtin("conv2d").instantiate(shape=f"yolo:{layer}")
         space = FpgaSpace(analyze(op), board, ["float32"], [board.default_clock_mhz])
-        model = FpgaModel(space)
+        model = FpgaModel(space.tables)
         rows = space.sample(points, np.random.default_rng(0))
         model.evaluate(rows[:chunk])  # compile or load the kernel, warm caches
         for name, fn in (("kernel", model.evaluate),):

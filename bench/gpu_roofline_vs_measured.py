@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cost_models.gpu_roofline import estimate_any  # noqa: E402
+from cost_models.gpu_roofline import estimate, estimate_tensor_cores  # noqa: E402
 from hetero_dse.analysis import analyze  # noqa: E402
 from hetero_dse.hardware.gpus import get_device  # noqa: E402
 from hetero_dse.ops import get_builtin  # noqa: E402
@@ -44,15 +44,15 @@ def compare(row: dict, device_name: str, ptxas: bool = False) -> dict:
     analysis, device = analyze(op), get_device(device_name)
     if tensor_cores:
         knobs.setdefault("split_k", 1)  # recorded before split-K was a knob
-        space = TensorCoreSpace(analysis, device)
+        space, roofline = TensorCoreSpace(analysis, device), estimate_tensor_cores
     else:
-        space = GpuSpace(analysis, device)
+        space, roofline = GpuSpace(analysis, device), estimate
     point = Point(knobs)
-    estimate = estimate_any(space, point)
-    estimated_gflops = analysis.flops / estimate.seconds / 1e9
+    figures = roofline(space, point)
+    estimated_gflops = analysis.flops / figures.seconds / 1e9
     out = {"file": row["file"], "layer": row["layer"], "dtype": dtype, "trials": row.get("trials"),
            "measured_gflops": row["ours_gflops"], "estimated_gflops": estimated_gflops,
-           "estimate_over_measured": estimated_gflops / row["ours_gflops"], "bound": estimate.bound,
+           "estimate_over_measured": estimated_gflops / row["ours_gflops"], "bound": figures.bound,
            "model_registers": space.limits(point)["registers"]}
     if ptxas:
         from gpu_cpu.schedule import apply_gpu, build_cuda, ptxas_usage
@@ -60,7 +60,7 @@ def compare(row: dict, device_name: str, ptxas: bool = False) -> dict:
         _, source = build_cuda(apply_gpu(op, point), device, compile_here=False)
         usage = ptxas_usage(source, device.arch)
         if usage is not None:
-            with_ptxas = estimate_any(space, point, usage["registers"])
+            with_ptxas = roofline(space, point, usage["registers"])
             out.update(ptxas_registers=usage["registers"], ptxas_spill_bytes=usage["spill_bytes"],
                        estimate_over_measured_ptxas=analysis.flops / with_ptxas.seconds / 1e9 / row["ours_gflops"])
     return out

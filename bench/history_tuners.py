@@ -101,7 +101,7 @@ def geomean(values: list[float]) -> float:
 # --------------------------------------------------------------------------------------------- FPGA
 def fpga_space(op, board):
     space = FpgaSpace(analyze(op), board, ["float32"], [board.default_clock_mhz])
-    return space, FpgaModel(space, traffic_weight=0.01)
+    return space, FpgaModel(space.tables, traffic_weight=0.01)
 
 
 def fpga_history(board, layers: list[str]) -> tuple:

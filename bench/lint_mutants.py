@@ -36,11 +36,18 @@ try:
 except ImportError:  # an earlier tree (PYTHONPATH=<tree>) has no mutants of its own: this tree's (standard library)
     import importlib.util
 
-    _spec = importlib.util.spec_from_file_location(
-        "mutants", Path(__file__).resolve().parents[1] / "hetero_dse" / "testing" / "mutants.py")
-    _module = importlib.util.module_from_spec(_spec)
-    sys.modules["mutants"] = _module  # dataclasses look their module up
-    _spec.loader.exec_module(_module)
+    def _load(name: str):
+        spec = importlib.util.spec_from_file_location(
+            f"hetero_dse.testing.{name}", Path(__file__).resolve().parents[1] / "hetero_dse" / "testing" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        # dataclasses look their module up, and the modules loaded after it import from it by this name
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    for _name in ("mutant_source", "pragma_mutants", "datapath_mutants"):  # what mutants.py imports, first
+        _load(_name)
+    _module = _load("mutants")
     apply, mutants = _module.apply, _module.mutants
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

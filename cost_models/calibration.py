@@ -1,5 +1,5 @@
 """A calibration of the FPGA model: the constants of ``fpga_costs.py`` fitted to designs a Vitis version
-synthesized for one part (``hetero_dse calibrate``), applied by ``FpgaModel(space, calibration=...)``.
+synthesized for one part (``hetero_dse calibrate``), applied by ``FpgaModel(space.tables, calibration=...)``.
 
 What it may set: per data type the DSP, LUT and FF of one multiply and one add, and their latencies (at
 or below the clock where floating-point cores get one stage deeper); the LUT and FF of the

@@ -1,7 +1,8 @@
 """The analytical model of the three-stage read/compute/write accelerator (FlexTensor §5.2, Figure 4c).
 
-``FpgaModel(space).evaluate(rows)`` scores any number of encoded points at once; ``describe(row)`` gives
-every figure of one. Both run the one compiled implementation in ``cost_models/fpga_kernel.py``.
+``FpgaModel(space.tables).evaluate(rows)`` scores any number of encoded points at once (it reads the space's
+value tables, ``hetero_dse/space/fpga_tables.py``, never the space); ``fpga_describe.describe(model, row)``
+gives every figure of one. Both run the one compiled implementation in ``cost_models/fpga_kernel.py``.
 
 Architecture being modelled (it is what ``hls_templates/kernel.cpp.j2`` generates, and what
 ``hetero_dse.hls.lint`` checks the generated code against):
@@ -36,8 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from cost_models.calibration import ARITHMETIC_FIELDS, DEFAULT_FIXED, Calibration
-from cost_models.fpga_blocks import IMPL_NAMES
+from cost_models.calibration import DEFAULT_FIXED, Calibration
 from cost_models.fpga_costs import (
     ARITHMETIC,
     AXI_MAX_BURST_BEATS,
@@ -106,9 +106,6 @@ from cost_models.fpga_kernel import (
     D_FANOUT,
     D_SLRS,
     D_MUX_LUTS,
-    E_ADDS,
-    E_CMPS,
-    E_MULS,
     E_PORTS,
     DESIGN_FIELDS,
     evaluate_kernel,
@@ -117,7 +114,7 @@ from cost_models.io_bounds import IOBound, compulsory_bytes, io_lower_bound
 from hetero_dse.analysis import dtype_bytes
 from hetero_dse.hardware.board import RESOURCE_KINDS
 from hetero_dse.errors import HeteroDSEError
-from hetero_dse.space.fpga import FpgaSpace
+from hetero_dse.space.fpga_tables import FpgaTables
 
 __all__ = ["FpgaModel", "accumulator_dtype"]
 
@@ -167,13 +164,15 @@ class _DtypeConstants:
 
 
 class FpgaModel:
-    """Scores points of one :class:`FpgaSpace` (see the module docstring for the architecture)."""
+    """Scores the encoded points of one FPGA space from its value tables (see the module docstring for the
+    architecture)."""
 
-    def __init__(self, space: FpgaSpace, traffic_weight: float = 0.01, calibration: Calibration | None = None) -> None:
-        self.space = space
+    def __init__(self, tables: FpgaTables, traffic_weight: float = 0.01,
+                 calibration: Calibration | None = None) -> None:
+        self.tables = tables
         self.traffic_weight = traffic_weight
-        board = space.board
-        for dtype in space.dtypes:
+        board = tables.board
+        for dtype in tables.dtypes:
             if dtype not in ARITHMETIC:
                 raise HeteroDSEError(f"the FPGA model has no costs for data type {dtype}; "
                                      f"use one of {', '.join(ARITHMETIC)}")
@@ -182,7 +181,7 @@ class FpgaModel:
         self.calibration = calibration
         self.consts = [_DtypeConstants(dtype_bytes(d), dtype_bytes(accumulator_dtype(d)),
                                        calibration.cost(d) if calibration else ARITHMETIC[d])
-                       for d in space.dtypes]
+                       for d in tables.dtypes]
         self.fixed = np.array(calibration.fixed_values() if calibration else list(DEFAULT_FIXED.values()))
         # the clock a design runs at: its target, derated by what synthesis achieves where calibrated
         self.derate = calibration.fmax_derate if calibration else 1.0
@@ -193,32 +192,31 @@ class FpgaModel:
         self.port_bits = memory.port_bits
         self.caps = np.array([board.cap(r) for r in RESOURCE_KINDS], dtype=np.float64)
         self.uram_available = board.cap("uram") > 0
-        main = space.analysis.main
+        main = tables.analysis.main
         self.muls = main.multiplies_per_iteration
         self.adds = main.additions_per_iteration
         self.reduction = bool(main.reduce)
         self.ops_per_iteration = main.arithmetic_per_iteration
-        self.total_ops = space.analysis.flops
-        self.ports = [*space.reads, space.write]
-        self.epilogue = epilogue_counts(space.analysis)
+        self.total_ops = tables.analysis.flops
+        self.ports = [*tables.reads, tables.write]
+        self.epilogue = epilogue_counts(tables.analysis)
         self.max_dims = max(g.coef.shape[0] for g in self.ports)
-        self.compulsory = np.array([compulsory_bytes(space.analysis, c.in_bytes, c.acc_bytes) for c in self.consts],
+        self.compulsory = np.array([compulsory_bytes(tables.analysis, c.in_bytes, c.acc_bytes) for c in self.consts],
                                    dtype=np.float64)
-        self.peak_table = np.array([[self.peak_ops(i, c) for c in space.clocks_mhz] for i in range(len(self.consts))])
-        self.stage_names = ([f"read {g.name}" for g in space.reads] + [f"write {space.write.name}", "compute"]
+        self.peak_table = np.array([[self.peak_ops(i, c) for c in tables.clocks_mhz] for i in range(len(self.consts))])
+        self.stage_names = ([f"read {g.name}" for g in tables.reads] + [f"write {tables.write.name}", "compute"]
                             + [f"ddr channel {c}" for c in
                                range(min(self.channels, len(self.ports) + int(self.epilogue[E_PORTS])))])
+        #: the AXI and clock constants of the kernel (``fpga_kernel.T_*``)
+        self.timing = self._timing()
         self._kernel_args = self._pack()
 
     def _pack(self) -> tuple:
         """The space and model as plain arrays for the compiled kernel (cost_models/fpga_kernel.py)."""
-        sp = self.space
-        nl = len(sp.loops)
-        tile_tab = np.ones((nl, max(len(v) for v in sp.tile_f)))
-        unroll_tab = np.ones((nl, max(len(v) for v in sp.unroll_f)))
-        for i in range(nl):
-            tile_tab[i, : len(sp.tile_f[i])] = sp.tile_f[i]
-            unroll_tab[i, : len(sp.unroll_f[i])] = sp.unroll_f[i]
+        sp = self.tables
+        nl = sp.loops
+        # float copies (exact for these small integers, and faster in the kernel)
+        tile_tab, unroll_tab = sp.tile_table.astype(np.float64), sp.unroll_table.astype(np.float64)
         max_dims = self.max_dims
         shape = np.ones((len(self.ports), max_dims))
         # The DDR tensor behind each buffer, in each layout it may have (see ``layouts``): its extents in DDR
@@ -278,11 +276,11 @@ class FpgaModel:
                 float(self.muls), float(body_adds), self.reduction, self.compulsory, clocks, self.peak_table,
                 self.caps, float(self.channel_bw), len(self.stage_names) - len(self.ports) - 1,
                 bool(self.uram_available), float(self.traffic_weight), float(self.total_ops), self.port_bits // 8,
-                self.fixed, self.epilogue, self._timing(), self._slr_resources())
+                self.fixed, self.epilogue, self.timing, self._slr_resources())
 
     def _timing(self) -> np.ndarray:
         """The AXI and clock constants of the kernel (``fpga_kernel.T_*``)."""
-        memory = self.space.board.memory
+        memory = self.tables.board.memory
         timing = np.zeros(10)
         beats = min(AXI_MAX_BURST_BEATS, AXI_MAX_BURST_BYTES // (self.port_bits // 8))
         timing[T_MAX_BEATS] = beats
@@ -299,7 +297,7 @@ class FpgaModel:
 
     def _slr_resources(self) -> np.ndarray:
         """One SLR's share of the part's resources (zeros on a single-die part: nothing to span)."""
-        board = self.space.board
+        board = self.tables.board
         if board.slrs <= 1:
             return np.zeros(len(RESOURCE_KINDS))
         return np.array([board.resources[r] / board.slrs for r in RESOURCE_KINDS], dtype=np.float64)
@@ -355,7 +353,7 @@ class FpgaModel:
                 accumulate=dd[:, D_ACCUMULATE] > 0, mul_units=dd[:, D_MUL_UNITS],
                 add_units=dd[:, D_ADD_UNITS], spatial_lanes=dd[:, D_SPATIAL_LANES],
                 reduce_lanes=dd[:, D_REDUCE_LANES],
-                trips=-(-self.space.extents // self.space.tiles(rows)))
+                trips=-(-self.tables.extents // self.tables.tiles(rows)))
         return result
 
     # ---------------------------------------------------------------------------------------- helpers
@@ -374,127 +372,6 @@ class FpgaModel:
         """The I/O lower bound at the board's whole usable on-chip memory, in bytes."""
         c = self.consts[dtype_index]
         bits = 8 * c.in_bytes
-        onchip_bits = self.space.board.cap("bram18k") * 18 * 1024 + self.space.board.cap("uram") * 288 * 1024
-        return io_lower_bound(self.space.analysis, onchip_bits / bits, c.in_bytes,
-                              compulsory_bytes(self.space.analysis, c.in_bytes, c.acc_bytes))
-
-    def _extents(self, g: Any, p: int, b: dict[str, Any]) -> list[int]:
-        """The output's layout extents in DDR order: each dimension padded to whole tiles, the innermost (the
-        row) to whole words."""
-        perm = self.layouts[p][int(b["layout"][0])]
-        out = [-(-int(g.shape[d]) // int(b["width"][0][d])) * int(b["width"][0][d]) for d in perm]
-        out[-1] = int(b["pitch"][0])
-        return out
-
-    def _terms(self, dt: int, r: dict[str, Any]) -> dict[str, Any]:
-        cost = self.consts[dt].cost
-        base, per_port, ff_base, ff_port, overhead = (float(x) for x in self.fixed)
-        mul, add, ports = float(r["mul_units"][0]), float(r["add_units"][0]), float(len(self.ports))
-        return {
-            "dtype": self.space.dtypes[dt], "mul_units": mul, "add_units": add, "ports": ports,
-            "lut_fixed": float(r["lut"][0]) - (mul * cost.lut_mul + add * cost.lut_add + base + per_port * ports),
-            "ff_fixed": float(r["ff"][0]) - (mul * cost.ff_mul + add * cost.ff_add + ff_base + ff_port * ports),
-            "depth_fixed": float(r["depth"][0]) - overhead,
-            "constants": {**{k: float(getattr(cost, k)) for k in ARITHMETIC_FIELDS},
-                          **dict(zip(DEFAULT_FIXED, (float(x) for x in self.fixed), strict=True)),
-                          "fmax_derate": self.derate},
-        }
-
-    # ---------------------------------------------------------------------------------------- report
-    def describe(self, row: np.ndarray) -> dict[str, Any]:
-        """Every predicted figure of one point, JSON-ready (what design.json and the report hold)."""
-        sp = self.space
-        row = np.asarray(row, dtype=np.int64)[None, :]
-        r = self.evaluate(row, detail=True)
-        dt = int(row[0, sp.col_dtype])
-        clock = sp.clocks_mhz[int(row[0, sp.col_clock])]
-        bound = self.io_bound(dt)
-        usage = {k: float(r["usage"][0, i]) for i, k in enumerate(RESOURCE_KINDS)}
-        over = {k: v for k, v in usage.items() if v > 1.0}
-        buffers = []
-        for p, (g, b) in enumerate(zip(self.ports, r["buffers"], strict=True)):
-            buffers.append({
-                "tensor": g.name, "role": "write" if g is sp.write else "read",
-                "shape": [int(x) for x in b["width"][0]], "partition": [int(x) for x in b["factor"][0]],
-                "banks": int(b["banks"][0]), "words_per_bank": int(b["words_per_bank"][0]),
-                "storage": IMPL_NAMES[int(np.asarray(b["impl"])[0])], "loads": int(b["loads"][0]),
-                "tile_bytes": int(b["tile_bytes"][0]), "lanes": int(b["lanes"][0]), "split": int(b["split"][0]),
-                "cycles_per_load": int(b["cycles"][0]), "blocks": int(b["blocks"][0]),
-                "seconds_per_load": float(b["one_s"][0]),
-                # how the process moves the box in port words (see fpga_blocks.plan_transfer)
-                "packed": int(b["packed"][0]), "word_ii": int(b["word_ii"][0]), "rows": int(b["rows"][0]),
-                "iterations_per_row": int(b["iterations"][0]),
-                "beats_per_load": int(b["rows"][0] * b["iterations"][0]),
-                # the sets of banks a run's words rotate through (a partition factor a multiple of the lanes)
-                "bank_sets": int(b["sets"][0]),
-                # the DDR runs: words a run (a burst of at most the AXI limit each), the bursts a load, and how
-                # many banks a lane of a word picks among at run time (the rows walk them)
-                "run_words": int(b["iterations"][0]),
-                "bursts_per_load": int(b["bursts"][0]), "runtime_banks": int(b["choices"][0]),
-                "funnel": bool(b["funnel"][0]), "static_offset": bool(b["static"][0]),
-                "word_offset": int(b["offset"][0]), "transfer_ok": bool(b["ok"][0]),
-                # the output's layout in DDR (in its DDR order): every dimension padded to whole tiles, its rows
-                # to whole words
-                **({"pitch": int(b["pitch"][0]), "extents": self._extents(g, p, b)} if g is sp.write else {}),
-                # DDR order of the buffer's dimensions, outermost first; not the natural order: the host
-                # transposes the tensor before the run
-                "layout": list(self.layouts[p][int(b["layout"][0])]),
-                # dimensions read whole into registers each iteration, each lane picking its element
-                "window": [d for d in range(len(b["width"][0])) if int(b["window"][0]) >> d & 1],
-            })
-        stages = {name: float(r["stages"][0, i]) for i, name in enumerate(self.stage_names)}
-        latency = float(r["latency_s"][0])
-        bound_stage = self.stage_names[int(r["bound"][0])]
-        return {
-            "latency_s": latency if np.isfinite(latency) else None,
-            "gops": float(r["gops"][0]) if np.isfinite(latency) else 0.0,
-            "ops": int(self.total_ops),
-            "roofline": float(r["roofline"][0]) if np.isfinite(latency) else 0.0,
-            "peak_gops": self.peak_ops(dt, clock) / 1e9,
-            "bound": bound_stage,
-            "stages_s": stages,
-            # what the run takes besides the bounding process's own total: waiting for its first input
-            # and the processes after it finishing the last tile
-            "fill_drain_s": latency - stages[bound_stage] if np.isfinite(latency) else None,
-            "compute_start_s": float(r["compute_start"][0]), "write_start_s": float(r["write_start"][0]),
-            "tiles": int(r["n_tiles"][0]), "trips": [int(x) for x in r["trips"][0]],
-            "pe": int(r["pe"][0]), "ii": int(r["ii"][0]), "pipeline_depth": int(r["depth"][0]),
-            "compute_cycles_per_tile": int(r["compute_cycles"][0]),
-            "accumulation_distance": int(r["spatial_iters"][0]), "add_latency": int(r["add_latency"][0]),
-            "mul_latency": int(r["mul_latency"][0]), "recurrence": int(r["recurrence"][0]),
-            "accumulate": bool(r["accumulate"][0]),
-            "spatial_lanes": int(r["spatial_lanes"][0]), "reduce_lanes": int(r["reduce_lanes"][0]),
-            # operator instances of the PE array, as the generated code has them (checked by the HLS lint)
-            "units": {"mul": int(r["mul_units"][0]), "add": int(r["add_units"][0])},
-            # the operator cores those instances are (the code binds each with BIND_OP; the lint checks it)
-            "cores": self.consts[dt].cost.cores(),
-            # the epilogue in the write process: its lanes (elements a word iteration) and each lane's operators
-            "epilogue": {"steps": list(self.space.analysis.epilogue_steps), "lanes": int(r["epilogue_units"][0]),
-                         "ports": int(self.epilogue[E_PORTS]), "adds": int(self.epilogue[E_ADDS]),
-                         "muls": int(self.epilogue[E_MULS]), "compares": int(self.epilogue[E_CMPS])},
-            "port_bits": int(self.port_bits),
-            # the m_axi settings the model charges (hls_config.tcl asks Vitis for them; the lint checks it does)
-            "axi": {"max_burst_beats": int(self._kernel_args[-2][T_MAX_BEATS]), "outstanding": AXI_OUTSTANDING,
-                    "buffer_bram18k_per_port": int(self._kernel_args[-2][T_PORT_BRAM])},
-            "resources": {k: float(r[k][0]) for k in RESOURCE_KINDS},
-            "caps": {k: float(self.caps[i]) for i, k in enumerate(RESOURCE_KINDS)},
-            "utilisation": usage, "feasible": bool(r["feasible"][0]),
-            "slrs": sp.board.slrs, "slrs_spanned": sp.board.slrs_spanned({k: float(r[k][0]) for k in RESOURCE_KINDS}),
-            # the clock the time figures are at: the target, derated by the PEs' broadcast fan-out and the SLRs the
-            # design spans (estimates: fpga_costs), or by what a calibration measured
-            "clock": {"target_mhz": clock, "achieved_mhz": float(r["clock"][0]) / 1e6,
-                      "fanout": float(r["fanout"][0]), "slrs_spanned": int(r["slrs"][0]),
-                      "basis": "calibrated" if self.calibration is not None else "estimate"},
-            # the LUTs of the read and write processes' run-time bank selection
-            "bank_mux_luts": float(r["mux_luts"][0]),
-            "over_cap": over,
-            "traffic_bytes": float(r["traffic_bytes"][0]),
-            "io_lower_bound_bytes": bound.bytes, "io_bound_kind": bound.kind,
-            "traffic_over_bound": float(r["traffic_bytes"][0]) / bound.bytes,
-            "buffers": buffers,
-            # what a calibration fits (hetero_dse calibrate): each figure as the part that depends on a
-            # calibrated constant, by its count, plus what does not
-            "calibration_terms": self._terms(dt, r),
-            **({"calibration": {"designs": self.calibration.designs, "tool_version": self.calibration.tool_version,
-                                "calibrated": self.calibration.calibrated}} if self.calibration else {}),
-        }
+        onchip_bits = self.tables.board.cap("bram18k") * 18 * 1024 + self.tables.board.cap("uram") * 288 * 1024
+        return io_lower_bound(self.tables.analysis, onchip_bits / bits, c.in_bytes,
+                              compulsory_bytes(self.tables.analysis, c.in_bytes, c.acc_bytes))

@@ -1,7 +1,7 @@
 """The small compiled functions the FPGA model is made of: how a read or write process moves a box in
 port words (``plan_transfer``, also used by ``describe`` and the code generator through
-``cost_models.transfer``), and what a buffer's banks cost in storage (``storage_cost``). The batch kernel
-(``cost_models.fpga_kernel``) inlines them.
+``cost_models.transfer``), the cycles a run of those words takes (``run_cycles``), and what a buffer's banks
+cost in storage (``storage_cost``). The batch kernel (``cost_models.fpga_kernel``) inlines them.
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ from cost_models.fpga_costs import (
     URAM_DEPTH,
     URAM_WIDTH,
 )
+from cost_models.kernel_cache import drop_stale
 
-__all__ = ["IMPL_BRAM", "IMPL_LUTRAM", "IMPL_NAMES", "IMPL_REGISTERS", "IMPL_URAM", "plan_transfer", "storage_cost"]
+__all__ = ["IMPL_BRAM", "IMPL_LUTRAM", "IMPL_NAMES", "IMPL_REGISTERS", "IMPL_URAM", "plan_transfer", "run_cycles",
+           "storage_cost"]
 
 _BRAM_WIDTHS = np.array([w for w, _ in BRAM18K_CONFIGS], dtype=np.float64)
 _BRAM_DEPTHS = np.array([d for _, d in BRAM18K_CONFIGS], dtype=np.float64)
@@ -27,6 +29,9 @@ _BRAM_DEPTHS = np.array([d for _, d in BRAM18K_CONFIGS], dtype=np.float64)
 #: Storage kinds, as ``B_IMPL`` codes, and their names in design.json and the generated pragmas.
 IMPL_REGISTERS, IMPL_LUTRAM, IMPL_BRAM, IMPL_URAM = 0, 1, 2, 3
 IMPL_NAMES = {IMPL_REGISTERS: "registers", IMPL_LUTRAM: "lutram", IMPL_BRAM: "bram", IMPL_URAM: "uram"}
+
+# every cached kernel imports this module first, and none has been called yet: the one place to drop a stale cache
+drop_stale()
 
 
 @njit(cache=True, inline="always", error_model="numpy")
@@ -93,6 +98,17 @@ def plan_transfer(widths: np.ndarray, ddr_shape: np.ndarray, factors: np.ndarray
         ii *= math.ceil(min(w, lanes) / factors[q])
     iterations = words + (1.0 if funnel else 0.0)
     return q, lanes, packed, ii, iterations, rows, funnel, ok, static, sets
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def run_cycles(iterations, wii, floor, max_beats):
+    """Cycles one run of a read or write process takes: its pipeline's iterations (a word each) at the word
+    II, or, where the run is short, its AXI bursts (each at least ``floor`` cycles: the round trip over the
+    transactions in flight, or the memory's least time a transaction)."""
+    full = math.floor(iterations / max_beats)
+    rest = iterations - full * max_beats
+    axi = full * max(max_beats, floor) + (max(rest, floor) if rest > 0 else 0.0)
+    return max(iterations * wii, axi)
 
 
 @njit(cache=True, inline="always", error_model="numpy")

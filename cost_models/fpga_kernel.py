@@ -1,32 +1,27 @@
 """The FPGA model: the one implementation of the per-design arithmetic, compiled with numba.
 
 Everything a figure of a design depends on is computed here, once: the batch search scores millions of
-designs through :func:`evaluate_kernel`; ``FpgaModel.describe`` runs the same kernel on one row with the
-detail arrays switched on; the code generator asks :func:`plan_transfer` how a read or write process walks
-its box. A formula changed here changes the search, the report and the generated code together.
+designs through :func:`evaluate_kernel`; ``fpga_describe.describe`` runs the same kernel on one row with the
+detail arrays switched on; the code generator asks ``fpga_blocks.plan_transfer`` how a read or write process
+walks its box. A formula changed here, or in the functions the kernel inlines, changes the search, the report
+and the generated code together.
 
-What is modelled is what ``hls_templates/kernel.cpp.j2`` emits (see ``cost_models/fpga.py`` for the prose):
+What is modelled is what ``hls_templates/kernel.cpp.j2`` emits (see ``cost_models/fpga.py`` for the prose). The
+kernel assembles each design here from parts modelled in modules of their own, which it inlines:
 
-* **Transfer** (read and write processes): a box moves in whole port words (``hls::vector`` over the
-  m_axi port), one word a pipeline iteration, as runs contiguous in DDR (see ``cost_models/transfer.py``):
-  the lanes of a word land in banks fixed at compile time, at an II of the most lanes one bank takes; a
-  run that does not start on a word boundary at compile time is realigned through a funnel (one more
-  word a run); a partition factor that is a multiple ``g`` of the lanes puts each word's lanes in one of ``g``
-  sets of banks, picked by the word at run time (a multiplexer charged in LUTs), still one word a cycle; a
-  run is bursts of up to 4 KB, each at least the port's floor, and a read waits a round trip a block; DDR
-  traffic is the words moved, not the elements used.
-* **Compute**: the PE array is the unrolled loops. An input that slides along its one unrolled dimension
-  (``j + ry``, ``j`` unrolled, ``ry`` walked by the pipeline) is partitioned completely along it and read whole
-  into registers each iteration, each lane picking its element through a multiplexer of the positions it can
-  take (a register window: banks fixed, one more pipeline stage, the mux LUTs). Each spatial lane multiplies
-  its ``U`` reduce lanes, sums the products with a balanced adder tree (``U − 1`` adders, seeded with the
-  first product, not 0), and adds the tree's result to its output element only where the reduction continues
-  across pipeline iterations or tiles. The read-modify-write of that element recurs every ``D`` iterations
-  (the spatial iterations per tile); its loop-carried path is the add plus the buffer's read and write, so
-  ``II = ceil(recurrence / D)`` for every data type.
-* **Latency**: the processes run concurrently; each starts when its first input is complete, and a
-  buffer loaded once must be loaded whole before the first compute. The run ends when the last process
-  ends: ``max over processes of (start + total) + what follows it``.
+* **Transfer** (read and write processes; the DDR layouts in ``fpga_layout.py``, the walk in words and the
+  storage in ``fpga_blocks.py``, the choice of layout here): a box moves in whole port words (``hls::vector``
+  over the m_axi port), one word a pipeline iteration, as runs contiguous in DDR (see
+  ``cost_models/transfer.py``): the lanes of a word land in banks fixed at compile time, at an II of the most
+  lanes one bank takes; a run that does not start on a word boundary at compile time is realigned through a
+  funnel (one more word a run); a partition factor that is a multiple ``g`` of the lanes puts each word's lanes
+  in one of ``g`` sets of banks, picked by the word at run time (a multiplexer charged in LUTs), still one word
+  a cycle; a run is bursts of up to 4 KB, each at least the port's floor, and a read waits a round trip a
+  block; DDR traffic is the words moved, not the elements used.
+* **Compute** (``fpga_pe_array.py``): the PE array is the unrolled loops: how its lanes read each buffer (the
+  partition factors, the register windows), its pipeline's II and depth, and its arithmetic units.
+* **Latency** (``fpga_clock.py``, ``fpga_schedule.py``): the clock the design closes at, and when each of the
+  concurrent processes ends; the run ends when the last one does.
 """
 
 from __future__ import annotations
@@ -39,13 +34,17 @@ from numba import njit
 from cost_models.fpga_blocks import (
     IMPL_REGISTERS,
     plan_transfer,
+    run_cycles,
     storage_cost,
 )
 from cost_models.fpga_costs import (
     DEEPER_CORES_ABOVE_MHZ,
-    RMW_EXTRA_CYCLES,
     FUNNEL_INPUTS_PER_LUT,
 )
+from cost_models.fpga_clock import achieved_clock
+from cost_models.fpga_layout import box_in_layout, box_moves, pad_output_layout
+from cost_models.fpga_pe_array import arithmetic_units, partition_box, pipeline
+from cost_models.fpga_schedule import process_ends
 
 # Per-buffer detail (``buf_detail[i, port, field]``); widths and partition factors follow at WIDTH0 and
 # WIDTH0 + max_dims.
@@ -69,17 +68,6 @@ E_PORTS, E_ADDS, E_MULS, E_CMPS, E_CMP_LUTS_PER_BIT = range(5)
 # estimate Fmax at all (not where a calibration measured it); the BRAM18K of one m_axi port's burst buffer.
 (T_MAX_BEATS, T_READ_FLOOR_NS, T_WRITE_FLOOR_NS, T_READ_LATENCY_NS, T_FANOUT_NS, T_FANOUT_FREE, T_SLR2, T_SLR3,
  T_ESTIMATE, T_PORT_BRAM) = range(10)
-
-
-@njit(cache=True, inline="always", error_model="numpy")
-def run_cycles(iterations, wii, floor, max_beats):
-    """Cycles one run of a read or write process takes: its pipeline's iterations (a word each) at the word
-    II, or, where the run is short, its AXI bursts (each at least ``floor`` cycles: the round trip over the
-    transactions in flight, or the memory's least time a transaction)."""
-    full = math.floor(iterations / max_beats)
-    rest = iterations - full * max_beats
-    axi = full * max(max_beats, floor) + (max(rest, floor) if rest > 0 else 0.0)
-    return max(iterations * wii, axi)
 
 
 @njit(cache=True, error_model="numpy")
@@ -169,40 +157,10 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
             elem = acc_bytes[dt] if is_write else in_bytes[dt]
             word = float(port_bytes // int(elem))
             dims = ndims[p]
-            # box widths and the compute's partition factors: an unrolled loop of coefficient c and
-            # unroll u puts its lanes c apart, so a cyclic factor of c·u gives each lane its own bank
-            windows = 0
-            distinct = 1.0  # the elements of the buffer one iteration reads: the PEs share each
-            for d in range(dims):
-                w = 1.0
-                f = 1.0
-                lane_span = 0.0
-                lane_u = 1.0
-                for e in range(entry_start[p, d], entry_start[p, d + 1]):
-                    lp = entry_loop[e]
-                    c = entry_coef[e]
-                    w += c * (t[lp] - 1)
-                    if u[lp] > 1:
-                        f *= c * u[lp]
-                        lane_span += c * (u[lp] - 1)
-                        lane_u *= u[lp]
-                width[d] = w
-                clipped[d] = min(w, shape[p, d])
-                fac[d] = min(f, w)
-                distinct *= lane_u
-                if not is_write and f > 1:
-                    for e in range(entry_start[p, d], entry_start[p, d + 1]):
-                        lp = entry_loop[e]
-                        if u[lp] == 1 and t[lp] > 1 and entry_coef[e] % fac[d] != 0:
-                            # a sliding window (i + rx, i unrolled, rx walked by the pipeline): the dimension
-                            # is partitioned completely, each iteration reads it whole (one element a bank,
-                            # banks fixed) into registers, and each lane picks its element there through a
-                            # multiplexer of the positions its offset can take
-                            fac[d] = w
-                            windows |= 1 << d
-                            window_stage = 1.0
-                            res[3] += lane_u * 8.0 * in_bytes[dt] * math.ceil((w - lane_span) / FUNNEL_INPUTS_PER_LUT)
-                            break
+            windows, distinct = partition_box(p, dims, is_write, t, u, shape, entry_start, entry_loop,
+                                              entry_coef, in_bytes, dt, width, clipped, fac, res)
+            if windows != 0:
+                window_stage = 1.0
             if not is_write:
                 # one register read fans out to every PE that shares the element: the broadcast a clock closes over
                 fanout = max(fanout, all_lanes / distinct)
@@ -232,15 +190,8 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
             pitch = 0.0
             q, lanes, packed, wii, iterations, runs, funnel, ok, static, offset, sets = (
                 -1, 1.0, 1.0, 1.0, 1.0, 1.0, False, False, False, 0.0, 1.0)
-            # the steps by which the tile loops move the box, per dimension
-            n_moves = 0
-            for d in range(dims):
-                for e in range(entry_start[p, d], entry_start[p, d + 1]):
-                    lp = entry_loop[e]
-                    if trips[lp] > 1 and pos[lp] <= level:
-                        move_step[n_moves] = entry_coef[e] * t[lp]
-                        move_dim[n_moves] = d
-                        n_moves += 1
+            n_moves = box_moves(p, dims, level, entry_start, entry_loop, entry_coef, t, trips, pos, move_step,
+                                move_dim)
             # no layout moves the box in fewer cycles than its elements fill words, nor, where its
             # innermost dimension is not a whole row in DDR (nothing packs), than its runs take words
             box = 1.0
@@ -260,28 +211,10 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                         if chosen_cycles <= fewest or (ddr_shape[p, lay, dims - 1] != inner
                                                        and box / inner * least >= chosen_cycles):
                             continue
-                for at in range(dims):
-                    d = layout_perm[p, lay, at]
-                    wd[at] = width[d]
-                    fd[at] = fac[d]
-                    dshape[at] = ddr_shape[p, lay, at]
-                    strides[at] = ddr_strides[p, lay, at]
-                    inv[d] = at
+                box_in_layout(p, lay, dims, layout_perm, width, fac, ddr_shape, ddr_strides, wd, fd, dshape, strides,
+                              inv)
                 if is_write:
-                    # the output is laid out in DDR (as the operator has it, or with one dimension moved
-                    # innermost, which the host undoes after the run) padded to whole tiles along every dimension
-                    # and its rows to whole words (the host reads the tensor out of that layout), so that a tile
-                    # that starts on a word boundary writes whole words of its own, and the rows of a partial
-                    # tile past the tensor land in the padding: every write is unconditional (a burst)
-                    last = dims - 1
-                    for at in range(dims):
-                        d = layout_perm[p, lay, at]
-                        dshape[at] = math.ceil(shape[p, d] / width[d]) * width[d]
-                    l_pitch = math.ceil(dshape[last] / word) * word
-                    dshape[last] = l_pitch
-                    strides[last] = 1.0
-                    for at in range(last - 1, -1, -1):
-                        strides[at] = strides[at + 1] * dshape[at + 1]
+                    l_pitch = pad_output_layout(p, lay, dims, layout_perm, shape, width, word, dshape, strides)
                 # a run starts at the same offset within a word for every tile when each tile loop that
                 # moves the box moves it by whole words
                 l_static = not negative[p]
@@ -365,42 +298,13 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                     bd[B_WIDTH0 + d] = width[d]
                     bd[B_WIDTH0 + max_dims + d] = fac[d]
         # compute
-        per_tile = 1.0
-        spatial_iters = 1.0
-        reduce_outer = 1.0
-        spatial_lanes = 1.0
-        reduce_lanes = 1.0
-        for lp in range(nl):
-            r = t[lp] / u[lp]
-            per_tile *= r
-            if lp < ns:
-                spatial_iters *= r
-                spatial_lanes *= u[lp]
-            else:
-                reduce_outer *= r
-                reduce_lanes *= u[lp]
-        pe = spatial_lanes * reduce_lanes
-        # the output element is read, added to and written back only where the reduction goes on past
-        # one pipeline iteration of one tile; the read-modify-write recurs every spatial_iters iterations
-        accumulate = 1.0 if reduction and (reduce_outer > 1 or reduce_tiles > 1) else 0.0
-        recurrence = addl + (RMW_EXTRA_CYCLES if out_impl != IMPL_REGISTERS else 0.0)
-        ii = 1.0
-        if reduction and reduce_outer > 1:
-            ii = math.ceil(recurrence / max(spatial_iters, 1.0))
-        tree = math.ceil(math.log2(max(reduce_lanes, 1.0)))
-        # a window's multiplexer is one more stage between the buffer's read and the multiply
-        depth = mull + addl * (tree + accumulate) + fixed[F_OVERHEAD] + window_stage
-        c_cycles = per_tile * ii + depth
+        (spatial_iters, reduce_outer, spatial_lanes, reduce_lanes, pe, accumulate, recurrence, ii, depth,
+         c_cycles) = pipeline(t, u, nl, ns, reduction, reduce_tiles, addl, mull, out_impl, fixed[F_OVERHEAD],
+                              window_stage)
         # each m_axi port's burst buffer (the transactions in flight times the beats of a burst, a word each)
         res[1] += (n_ports + epilogue[E_PORTS]) * timing[T_PORT_BRAM]
-        # arithmetic units, exactly as the code instantiates them: per spatial lane, U products (each
-        # with the body's other multiplies and adds), a tree of U - 1 adders and the accumulation
-        if reduction:
-            mul_units = spatial_lanes * reduce_lanes * body_muls
-            add_units = spatial_lanes * (reduce_lanes * body_adds + reduce_lanes - 1 + accumulate)
-        else:
-            mul_units = pe * body_muls
-            add_units = pe * body_adds
+        mul_units, add_units = arithmetic_units(reduction, pe, spatial_lanes, reduce_lanes, body_muls, body_adds,
+                                                accumulate)
         res[0] += mul_units * dsp_mul[dt] + add_units * dsp_add[dt]
         res[3] += mul_units * lut_mul[dt] + add_units * lut_add[dt] + fixed[F_LUT_BASE] + fixed[F_LUT_PORT] * n_ports
         res[4] += mul_units * ff_mul[dt] + add_units * ff_add[dt] + fixed[F_FF_BASE] + fixed[F_FF_PORT] * n_ports
@@ -410,24 +314,10 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
             res[3] += (e_mul * lut_mul[dt] + e_add * lut_add[dt] + fixed[F_LUT_PORT] * epilogue[E_PORTS]
                        + epi_units * epilogue[E_CMPS] * epilogue[E_CMP_LUTS_PER_BIT] * 8.0 * acc_bytes[dt])
             res[4] += e_mul * ff_mul[dt] + e_add * ff_add[dt] + fixed[F_FF_PORT] * epilogue[E_PORTS]
-        # The clock the design closes at: where no calibration measured it, the target derated by the broadcast
-        # of one register to the PEs that share an element (a wire delay a doubling of the fan-out past a free
-        # one) and by the SLRs the design spans (crossings the code does not register)
         res[3] += mux_luts
-        eff = clock
-        slrs = 1.0
-        if timing[T_ESTIMATE] > 0:
-            need = 0.0
-            for k in range(5):
-                if slr_res[k] > 0:
-                    need = max(need, res[k] / slr_res[k])
-            slrs = max(1.0, math.ceil(need - 1e-9))
-            extra_ns = timing[T_FANOUT_NS] * max(0.0, math.log2(max(fanout, 1.0) / timing[T_FANOUT_FREE]))
-            eff = clock / (1.0 + clock * extra_ns * 1e-9)
-            if slrs >= 3:
-                eff *= timing[T_SLR3]
-            elif slrs >= 2:
-                eff *= timing[T_SLR2]
+        # the SLRs the design spans follow from its resources, so the clock is estimated once they are all counted
+        eff, slrs = achieved_clock(clock, res, slr_res, fanout, timing[T_ESTIMATE], timing[T_FANOUT_NS],
+                                   timing[T_FANOUT_FREE], timing[T_SLR2], timing[T_SLR3])
         compute_start = 0.0
         first_write = 0.0
         for p in range(n_ports):
@@ -446,26 +336,9 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                 compute_start = one
             if detail:
                 buf_detail[i, p, B_ONE] = one
-        c_one = c_cycles / eff
-        stages[n_ports] = n_tiles * c_one
-        for ch in range(n_channels):
-            stages[n_ports + 1 + ch] = chbytes[ch] / channel_bw
-        # When each process ends: a read process runs ahead of the compute, so its end bounds the run
-        # with, after its last block, the compute of every tile that block serves (the tiles a load) and the
-        # last tile's write; the compute starts once every buffer's first block is whole; the write starts
-        # after the first tile's compute.
-        write_start = compute_start + c_one
-        for s in range(n_stages):
-            ends[s] = stages[s] + c_one + first_write
-        for s in range(n_ports - 1):
-            ends[s] = stages[s] + (n_tiles / port_loads[s]) * c_one + first_write
-        ends[n_ports - 1] = write_start + stages[n_ports - 1]
-        ends[n_ports] = compute_start + stages[n_ports] + first_write
-        best = n_ports  # the compute, where another process ends with it (a read that gates its start)
-        for s in range(n_stages):
-            if ends[s] > ends[best] * (1.0 + 1e-12):
-                best = s
-        latency = ends[best]
+        c_one, write_start, best, latency = process_ends(stages, ends, chbytes, port_loads, n_ports, n_stages,
+                                                         n_channels, channel_bw, n_tiles, c_cycles, eff,
+                                                         compute_start, first_write)
         worst = 0.0
         for k in range(5):
             if caps[k] > 0:

@@ -170,10 +170,3 @@ def estimate_tensor_cores(space: TensorCoreSpace, point: Point, registers: int |
                "tensor_peak_tflops": peak / 1e12, "overlapped": float(overlapped), "l2_bytes": l2_bytes,
                "shared_load_bytes": shared_loads, "launch_s": LAUNCH_S, **{f"{k}_s": v for k, v in parts.items()}}
     return GpuEstimate(seconds, bound, figures)
-
-
-def estimate_any(space: GpuSpace | TensorCoreSpace, point: Point, registers: int | None = None) -> GpuEstimate:
-    """The estimate of a point of either GPU space (``registers``: ptxas's count, where known)."""
-    if isinstance(space, TensorCoreSpace):
-        return estimate_tensor_cores(space, point, registers)
-    return estimate(space, point, registers)

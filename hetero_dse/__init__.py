@@ -19,6 +19,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from hetero_dse.errors import HeteroDSEError
-from hetero_dse.operator import Operator, OperatorDef, Param, operator
+from hetero_dse.operator import Operator, OperatorDef, operator
+from hetero_dse.operator_params import Param
 
 __all__ = ["HeteroDSEError", "Operator", "OperatorDef", "Param", "operator", "__version__"]

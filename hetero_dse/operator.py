@@ -3,7 +3,8 @@
 An :class:`OperatorDef` is the marked builder (parameters, defaults, named shape sets, an optional
 numerical reference); :meth:`OperatorDef.instantiate` runs it for concrete parameter values and returns
 an :class:`Operator`: the input placeholders, the one output tensor and a stable signature that keys the
-history database.
+history database. The parameters themselves (:class:`Param`, :class:`ShapeSet`) are declared in
+``hetero_dse.operator_params``.
 """
 
 from __future__ import annotations
@@ -21,43 +22,7 @@ import numpy as np
 
 from hetero_dse.errors import HeteroDSEError, OperatorError, ShapeError
 from hetero_dse.guard import time_limit
-
-#: Data types an operator may be built for; integer types accumulate in int32.
-DTYPES = ("float32", "float16", "bfloat16", "int8", "int16", "int32")
-
-ParamValue = int | str
-
-
-@dataclass(frozen=True)
-class Param:
-    """One parameter of an operator builder.
-
-    Args:
-        default: value used when the user gives none; its type (int or str) is the parameter's type.
-        minimum: smallest allowed value of an integer parameter (1 for a shape, 0 for a padding).
-        choices: allowed values of a string parameter.
-        help: one line shown by ``hetero_dse ops``.
-    """
-
-    default: ParamValue
-    minimum: int | None = 1
-    choices: tuple[str, ...] | None = None
-    help: str = ""
-
-    def parse(self, name: str, raw: Any, where: str) -> ParamValue:
-        """Convert a user-given value (``"256"`` from the command line, or a Python value) and check it."""
-        if isinstance(self.default, str):
-            value = str(raw)
-            if self.choices is not None and value not in self.choices:
-                raise ShapeError(f"{where}: parameter {name} must be one of {', '.join(self.choices)}, got {value!r}")
-            return value
-        value = _as_int(raw)
-        if value is None:
-            raise ShapeError(f"{where}: parameter {name} must be an integer, got {raw!r}")
-        if self.minimum is not None and value < self.minimum:
-            kind = "a positive integer" if self.minimum == 1 else f"an integer >= {self.minimum}"
-            raise ShapeError(f"{where}: parameter {name} must be {kind}, got {value}")
-        return value
+from hetero_dse.operator_params import Param, ParamValue, ShapeSet, as_param
 
 
 def numpy_dtype(name: str) -> np.dtype:
@@ -74,18 +39,6 @@ def nbytes(tensor: Any) -> int:
     return math.prod(int(d) for d in tensor.shape) * numpy_dtype(str(tensor.dtype)).itemsize
 
 
-def _as_int(raw: Any) -> int | None:
-    if isinstance(raw, bool):
-        return None
-    if isinstance(raw, (int, np.integer)):
-        return int(raw)
-    if isinstance(raw, str):
-        text = raw.strip()
-        if text.lstrip("+-").isdigit():
-            return int(text)
-    return None
-
-
 #: seconds an operator's builder may take (a TE builder takes milliseconds; more is a loop that never ends)
 BUILD_TIMEOUT_S = 60
 
@@ -100,15 +53,6 @@ def check_name(name: str, what: str) -> str:
         raise OperatorError(f"{what} must start with a letter or _ and hold only letters, digits and _ . + -; "
                             f"got {name!r}")
     return name
-
-
-@dataclass(frozen=True)
-class ShapeSet:
-    """Named parameter sets of one operator, e.g. the 15 YOLO-v1 conv layers as ``yolo:C1``…``yolo:C15``."""
-
-    name: str
-    shapes: Mapping[str, Mapping[str, ParamValue]]
-    description: str = ""
 
 
 class OperatorDef:
@@ -342,7 +286,7 @@ def operator(_builder: Callable[..., Any] | None = None, *, name: str | None = N
             if given is inspect.Parameter.empty:
                 raise OperatorError(f"operator {op_name}: parameter {pname} has no default; "
                                     f"give one, e.g. @operator({pname}=64)")
-            specs[pname] = _as_param(pname, given)
+            specs[pname] = as_param(pname, given)
         extra = set(params) - set(specs)
         if extra:
             raise OperatorError(f"operator {op_name}: @operator names {', '.join(sorted(extra))}, "
@@ -354,16 +298,6 @@ def operator(_builder: Callable[..., Any] | None = None, *, name: str | None = N
     if _builder is not None:
         return mark(_builder)
     return mark
-
-
-def _as_param(name: str, given: Any) -> Param:
-    if isinstance(given, Param):
-        return given
-    if name == "dtype":
-        return Param(str(given), choices=DTYPES, help="data type of the inputs")
-    if isinstance(given, bool) or not isinstance(given, (int, str)):
-        raise OperatorError(f"parameter {name}: default must be an int or a str, got {given!r}")
-    return Param(given)
 
 
 def _split_tensors(op_name: str, result: Any) -> tuple[tuple[Any, ...], Any]:

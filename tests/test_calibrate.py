@@ -10,6 +10,7 @@ import pytest
 
 from cost_models.calibration import Calibration, CalibrationError
 from cost_models.fpga import FpgaModel
+from cost_models.fpga_describe import describe
 from hetero_dse.analysis import analyze
 from hetero_dse.hardware.board import load_board
 from hetero_dse.hls.calibrate import fit, observations
@@ -25,14 +26,14 @@ def synthetic_results(root, count=14, seed=0, noise=0.01):
     root.mkdir(parents=True, exist_ok=True)
     op = get_builtin("gemm").instantiate({"M": 64, "N": 64, "K": 64})
     space = FpgaSpace(analyze(op), VU9P, ["float32"], [250.0])
-    model = FpgaModel(space)
+    model = FpgaModel(space.tables)
     rng = np.random.default_rng(seed)
     rows = space.sample(4000, rng)
     feasible = rows[model.evaluate(rows)["feasible"]]
     terms_seen = set()
     made = 0
     for row in feasible:
-        d = model.describe(row)
+        d = describe(model, row)
         t = d["calibration_terms"]
         key = (t["mul_units"], t["add_units"])
         if key in terms_seen:
@@ -91,9 +92,9 @@ def test_a_calibrated_model_predicts_the_synthesized_figures(tmp_path):
     assert loaded.to_json() == cal.to_json()
     op = get_builtin("gemm").instantiate({"M": 64, "N": 64, "K": 64})
     space = FpgaSpace(analyze(op), VU9P, ["float32"], [250.0])
-    plain, calibrated = FpgaModel(space), FpgaModel(space, calibration=loaded)
+    plain, calibrated = FpgaModel(space.tables), FpgaModel(space.tables, calibration=loaded)
     row = space.sample(50, np.random.default_rng(3))[0]
-    before, after = plain.describe(row), calibrated.describe(row)
+    before, after = describe(plain, row), describe(calibrated, row)
     t = before["calibration_terms"]
     want = (t["lut_fixed"] + TRUE["lut_mul"] * t["mul_units"] + TRUE["lut_add"] * t["add_units"] + 3000
             + 1600 * t["ports"])

@@ -271,7 +271,7 @@ def test_explored_best_matches_exhaustive_optimum():
     op = get_builtin("conv1d").instantiate(shape="small:s2")
     e = explore(op, FpgaTarget(load_board("vu9p")))
     space = FpgaSpace(analyze(op), load_board("vu9p"), ["float32"], [250.0])
-    model = FpgaModel(space)
+    model = FpgaModel(space.tables)
     objective = np.concatenate([model.evaluate(r)["objective"] for r in space.enumerate()])
     best = model.evaluate(space.encode(e.best)[None, :])["objective"][0]
     assert best == pytest.approx(objective.min())

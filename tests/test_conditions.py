@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from gpu_cpu.conditions import LOADED_CORES, Conditions, timing
-from hetero_dse.explore.cached import HistoryEvaluator
+from hetero_dse.evaluate.cached import HistoryEvaluator
 from hetero_dse.history import HistoryDB, Workload, point_key
 from hetero_dse.history.store import WorkloadHistory
 from hetero_dse.testing.contracts import toy_space

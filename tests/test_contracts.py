@@ -68,7 +68,7 @@ def _model_objective(name):
         from cost_models.fpga import FpgaModel
 
         space = SPACES[name]()
-        model = FpgaModel(space)
+        model = FpgaModel(space.tables)
         return space, lambda rows: model.evaluate(rows)["objective"]
     from cost_models.gpu_roofline import estimate
 

@@ -175,7 +175,7 @@ def test_the_epilogue_costs_traffic_and_operators_in_the_model():
     for op in (plain, fused("conv2d+bias+add+relu")):
         space = FpgaSpace(analyze(op), load_board("vu9p"), ["float32"], [300.0])
         rows = space.sample(64, np.random.default_rng(0)) if rows is None else rows
-        figures.append(FpgaModel(space).evaluate(rows, detail=True))
+        figures.append(FpgaModel(space.tables).evaluate(rows, detail=True))
     base, epi = figures
     # per output word written, a word of each operand read: the write's bytes twice more
     out = base["buffers"][-1]

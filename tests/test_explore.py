@@ -31,7 +31,7 @@ SEEDED = sorted(set(EXPLORERS) - {"exhaustive"})
 def small():
     op = get_builtin("gemm").instantiate(shape="small:s2")
     space = FpgaSpace(analyze(op), load_board("vu9p"), ["float32"], [250.0])
-    return space, FpgaModel(space)
+    return space, FpgaModel(space.tables)
 
 
 def optimum(space, model):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from cost_models.fpga import FpgaModel
+from cost_models.fpga_describe import describe
 from cost_models.io_bounds import io_lower_bound
 from hetero_dse.analysis.window import conv_window
 from hetero_dse.analysis import analyze
@@ -22,8 +23,8 @@ NS = 1e-9
 def design(op_name: str, params: dict, knobs: dict) -> tuple[FpgaSpace, FpgaModel, dict]:
     op = get_builtin(op_name).instantiate(params)
     space = FpgaSpace(analyze(op), load_board("vu9p"), ["float32"], [250.0])
-    model = FpgaModel(space)
-    return space, model, model.describe(space.encode(Point(knobs)))
+    model = FpgaModel(space.tables)
+    return space, model, describe(model, space.encode(Point(knobs)))
 
 
 def test_gemm_design_by_hand():
@@ -151,8 +152,8 @@ def test_a_buffer_loaded_once_delays_the_first_compute():
     GEMM 64x64x1024 int8 with all of B (1024x64) on chip, loaded once; A and O stream per row tile."""
     op = get_builtin("gemm").instantiate({"M": 64, "N": 64, "K": 1024, "dtype": "int8"})
     space = FpgaSpace(analyze(op), load_board("vu9p"), ["int8"], [250.0])
-    model = FpgaModel(space)
-    d = model.describe(space.encode(Point({
+    model = FpgaModel(space.tables)
+    d = describe(model, space.encode(Point({
         "tile.i": 1, "tile.j": 64, "tile.k": 1024, "unroll.i": 1, "unroll.j": 64, "unroll.k": 1,
         "order": ("i", "j"), "dtype": "int8", "clock_mhz": 250.0})))
     a, b, o = d["buffers"]
@@ -181,7 +182,7 @@ def test_integer_multiplies_take_one_dsp_each():
     for dtype in ("int8", "int16"):
         op = get_builtin("gemm").instantiate({"M": 16, "N": 16, "K": 16, "dtype": dtype})
         space = FpgaSpace(analyze(op), load_board("vu9p"), [dtype], [250.0])
-        d = FpgaModel(space).describe(space.encode(Point({
+        d = describe(FpgaModel(space.tables), space.encode(Point({
             "tile.i": 16, "tile.j": 16, "tile.k": 16, "unroll.i": 1, "unroll.j": 8, "unroll.k": 4,
             "order": ("i", "j"), "dtype": dtype, "clock_mhz": 250.0})))
         # 32 multiplies at 1 DSP; the 8 x (3 + 1) int32 adds are fabric
@@ -196,7 +197,7 @@ def test_transfers_move_whole_words_into_banks_fixed_at_compile_time():
 
     op = get_builtin("conv_transpose2d").instantiate(shape="small:s2")
     space = FpgaSpace(analyze(op), load_board("vu9p"), ["float32", "int8"], [250.0])
-    model = FpgaModel(space)
+    model = FpgaModel(space.tables)
     rows = space.sample(300, np.random.default_rng(4))
     r = model.evaluate(rows, detail=True)
     checked = 0
@@ -236,7 +237,7 @@ def test_accumulation_too_close_raises_the_ii():
     space = FpgaSpace(analyze(op), load_board("vu9p"), ["int8"], [250.0])
     row = space.encode(Point({"tile.i": 1, "tile.j": 2, "tile.k": 64, "unroll.i": 1, "unroll.j": 1, "unroll.k": 1,
                               "order": ("i", "j"), "dtype": "int8", "clock_mhz": 250.0}))
-    d = FpgaModel(space).describe(row)
+    d = describe(FpgaModel(space.tables), row)
     assert (d["recurrence"], d["ii"]) == (3, 2)
 
 
@@ -244,7 +245,7 @@ def test_every_design_meets_its_ii():
     """The rule the generated code relies on: distance x II >= the recurrence whenever the sum is carried."""
     op = get_builtin("conv2d").instantiate(shape="small:s2")
     space = FpgaSpace(analyze(op), load_board("vu9p"), ["float32", "int8"], [250.0, 300.0])
-    model = FpgaModel(space)
+    model = FpgaModel(space.tables)
     rows = space.sample(5000, np.random.default_rng(0))
     r = model.evaluate(rows, detail=True)
     carried = r["reduce_outer"] > 1
@@ -342,7 +343,7 @@ def test_a_depthwise_layer_writes_its_channels_innermost():
     the channels moved innermost (the host moves them back after the run) a word's lanes come from 4 banks."""
     op = get_builtin("depthwise_conv2d").instantiate({"C": 16, "H": 8, "W": 8, "kernel": 3, "padding": 1})
     space = FpgaSpace(analyze(op), load_board("zcu104"), ["float32"], [200.0])
-    d = FpgaModel(space).describe(space.encode(Point({
+    d = describe(FpgaModel(space.tables), space.encode(Point({
         "tile.b": 1, "tile.c": 16, "tile.i": 8, "tile.j": 8, "tile.rx": 3, "tile.ry": 3, "unroll.b": 1, "unroll.c": 16,
         "unroll.i": 1, "unroll.j": 1, "unroll.rx": 1, "unroll.ry": 1, "order": ("b", "c", "i", "j"),
         "dtype": "float32", "clock_mhz": 200.0})))

@@ -98,6 +98,7 @@ def test_an_estimated_rows_occupancy_uses_the_registers_ptxas_gives_its_kernel(m
     from hetero_dse.targets.base import Search
     from hetero_dse.targets.flow import explore
     from hetero_dse.targets.gpu import GpuTarget
+    from hetero_dse.targets.gpu_report import estimate_of
 
     monkeypatch.setattr("hetero_dse.targets.gpu.present_gpu", lambda: None)
     op = get_builtin("conv2d").instantiate(shape="small:s2")
@@ -106,7 +107,7 @@ def test_an_estimated_rows_occupancy_uses_the_registers_ptxas_gives_its_kernel(m
     _, source = build_cuda(apply_gpu(op, t.best), target.gpu, compile_here=False)
     usage = ptxas_usage(source, "sm_90")
     space = target.space(op)
-    figures = target._estimate(t).figures
+    figures = estimate_of(target, t).figures
     assert figures["registers"] == usage["registers"] != space.limits(t.best)["registers"]
     threads = space.limits(t.best)["threads"]
     assert figures["blocks_per_sm"] == min(32, MAX_THREADS_PER_SM // threads,
@@ -130,7 +131,7 @@ def test_an_estimated_best_that_nvcc_rejects_fails_and_the_next_best_is_written(
     from hetero_dse.targets.base import Search
     from hetero_dse.targets.flow import explore
     from hetero_dse.targets.gpu import GpuTarget
-    from hetero_dse.targets.measured import Trial
+    from hetero_dse.evaluate.measured import Trial
 
     monkeypatch.setattr("hetero_dse.targets.gpu.present_gpu", lambda: None)
     op = get_builtin("depthwise_conv2d").instantiate({"batch": 1, "C": 32, "H": 112, "W": 112, "kernel": 3,

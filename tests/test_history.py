@@ -17,7 +17,7 @@ import pytest
 
 from gpu_cpu.measure import MeasureResult
 from hetero_dse.space.cpu import CpuSpace
-from hetero_dse.targets.measured import tune
+from hetero_dse.evaluate.measured import tune
 from hetero_dse.analysis import analyze
 from hetero_dse.explore import make_explorer
 from hetero_dse.history import HistoryDB, Record, Workload, WorkloadHistory, point_key

@@ -33,7 +33,7 @@ def board():
 
 def fpga(board, **params):
     space = FpgaSpace(analyze(conv(**params)), board, ["float32"], [250.0])
-    return space, FpgaModel(space)
+    return space, FpgaModel(space.tables)
 
 
 # --------------------------------------------------------------------------------- equations 1–3
@@ -284,7 +284,7 @@ def _prior_two_shapes(board):
     related = []
     for name, space in (("near", near), ("far", far)):
         rows = space.sample(40, rng)
-        seconds = FpgaModel(space).evaluate(rows)["latency_s"]
+        seconds = FpgaModel(space.tables).evaluate(rows)["latency_s"]
         ok = np.isfinite(seconds)
         workload = Workload("conv2d", name, "fpga vu9p", {}, {"loops": space.loop_extents, "flops": 1})
         records = tuple(Record(space.decode(r), float(s)) for r, s in zip(rows[ok], seconds[ok], strict=True))

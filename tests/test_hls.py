@@ -6,6 +6,7 @@ exactly, floats within a tolerance growing with the reduction length) and fails 
 
 from __future__ import annotations
 
+from cost_models.fpga_describe import describe
 import json
 import re
 import shutil
@@ -34,7 +35,7 @@ def build(op, tmp_path, budget=4000, knobs=None):
     point, design = e.best_design
     if knobs is not None:
         row = e.space.encode(point.replace(**knobs))
-        point, design = e.space.decode(row), e.model.describe(row)
+        point, design = e.space.decode(row), describe(e.model, row)
     project = write_project(tmp_path / e.label / "hls", op_d, analysis, point, design, VU9P)
     return project, point, design
 
@@ -144,7 +145,7 @@ def test_an_output_written_channels_innermost_passes_csim(dtype, steps, tmp_path
     op_d, analysis = e.best_operator()
     row = e.space.encode(e.best_design[0].replace(**{"tile.c": 16, "tile.i": 8, "tile.j": 8, "unroll.c": 16,
                                                      "unroll.i": 1, "unroll.j": 1}))
-    design = e.model.describe(row)
+    design = describe(e.model, row)
     project = write_project(tmp_path / "hls", op_d, analysis, e.space.decode(row), design, board)
     out = design["buffers"][-1]
     assert out["layout"] == [0, 2, 3, 1] and out["extents"] == [1, 16, 16, 16]

@@ -178,6 +178,7 @@ LAYERS = (
     ("cost_models",),
     ("hetero_dse.explore", "hetero_dse.testing", "hetero_dse.hls"),
     ("gpu_cpu",),
+    ("hetero_dse.evaluate",),
     ("hetero_dse.targets",),
     ("hetero_dse.crossdevice", "hetero_dse.report_html", "hetero_dse.report"),
     ("hetero_dse.run",),
@@ -197,7 +198,8 @@ def _layer(module: str) -> int:
 
 def test_imports_flow_one_way_through_the_layers():
     """Operators, hardware, analysis, spaces and history at the bottom; cost models; explorers, the search loop
-    and the HLS generator; the TVM backend; the targets; the report; the CLI. No module imports upwards."""
+    and the HLS generator; the TVM backend; the evaluators; the targets; the report; the CLI. No module imports
+    upwards."""
     graph = _graph(top_only=False)
     # a package presenting its submodules (``hetero_dse`` re-exporting the operator decorator) is not a layer's import
     upward = [f"{m} (layer {_layer(m)}) imports {t} (layer {_layer(t)})" for m, targets in sorted(graph.items())
@@ -223,3 +225,14 @@ def test_every_bench_script_imports():
                 del sys.modules[spec.name]
     finally:
         sys.path.remove(str(ROOT / "bench"))
+
+
+#: one job per module: past this a module is two that have not been told apart yet
+MAX_MODULE_LINES = 400
+
+
+def test_no_module_is_over_400_lines():
+    paths = sorted(path for package in PACKAGES for path in (ROOT / package).rglob("*.py"))
+    long = [f"{path.relative_to(ROOT)}: {n} lines" for path in paths
+            if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES]
+    assert long == []

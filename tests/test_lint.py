@@ -8,6 +8,7 @@ these tests do not see."""
 
 from __future__ import annotations
 
+from cost_models.fpga_describe import describe
 import json
 import random
 import shutil
@@ -72,7 +73,7 @@ def projects(tmp_path_factory):
         point, design = e.best_design
         if knobs is not None:
             row = e.space.encode(point.replace(**knobs))
-            point, design = e.space.decode(row), e.model.describe(row)
+            point, design = e.space.decode(row), describe(e.model, row)
         written[name] = write_project(out / name, op_d, analysis, point, design, board)
     return written
 

@@ -9,7 +9,7 @@ import pytest
 from cost_models.fpga import FpgaModel
 from gpu_cpu.measure import MeasureResult
 from hetero_dse.space.cpu import CpuSpace
-from hetero_dse.targets.measured import tune
+from hetero_dse.evaluate.measured import tune
 from hetero_dse.analysis import analyze
 from hetero_dse.hardware.board import load_board
 from hetero_dse.errors import HeteroDSEError
@@ -24,7 +24,7 @@ from hetero_dse.space.fpga import FpgaSpace
 def fpga_small():
     op = get_builtin("gemm").instantiate(shape="small:s2")
     space = FpgaSpace(analyze(op), load_board("vu9p"), ["float32"], [250.0])
-    return space, FpgaModel(space)
+    return space, FpgaModel(space.tables)
 
 
 def test_network_learns_the_rewarding_direction(fpga_small):

@@ -5,6 +5,7 @@ shows in the validation as the mismatch a real synthesis would give."""
 
 from __future__ import annotations
 
+from cost_models.fpga_describe import describe
 import json
 import os
 import sys
@@ -141,7 +142,7 @@ def _gemm(out, params, knobs):
     e = explore(get_builtin("gemm").instantiate(params), FpgaTarget(board), search=Search(budget=300, top_k=1))
     op, analysis = e.best_operator()
     row = e.space.encode(e.best_design[0].replace(**knobs))
-    return write_project(out, op, analysis, e.space.decode(row), e.model.describe(row), board)
+    return write_project(out, op, analysis, e.space.decode(row), describe(e.model, row), board)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from hetero_dse.analysis import analyze
-from hetero_dse.explore.cached import HistoryEvaluator
+from hetero_dse.evaluate.cached import HistoryEvaluator
 from hetero_dse.explore.loop import Evaluation
 from hetero_dse.hardware.board import load_board
 from hetero_dse.history import HistoryDB, Record, Workload, point_key
@@ -309,3 +309,30 @@ def test_fpga_designs_the_history_holds_seed_a_history_based_tuner(tmp_path):
     assert e.explorer == "gga" and e.found
     assert isinstance(db.records(db.workload_id(target.workload(small, target.space(small))))[0], Record)
     db.close()
+
+
+def test_a_model_search_ends_on_the_targets_patience_and_says_why(monkeypatch):
+    """Annealing on the FPGA model finds its best design early and then walks designs already scored: the
+    target's default patience ends it (report.json says so); a user's --patience replaces it; an exhaustive
+    search always runs to its end."""
+    from hetero_dse.explore.loop import ENDS
+    from hetero_dse.explore.settings import ExplorerSettings
+    from hetero_dse.targets.fpga import DEFAULT_BUDGET, MODEL_PATIENCE
+
+    target = FpgaTarget(load_board("vu9p"))
+    op = get_builtin("conv2d").instantiate(shape="yolo:C12")
+    e = explore(op, target, "sa", Search(seed=0))
+    assert e.loop.ended == "patience" and e.loop.evaluations < DEFAULT_BUDGET
+    assert target.record(e, None)["search"]["ended"] == ENDS["patience"]
+    improved = [used for used, _ in e.loop.convergence]
+    assert improved and improved[-1] < e.loop.evaluations
+    patient = explore(op, target, ExplorerSettings("sa", patience=3 * MODEL_PATIENCE), Search(seed=0))
+    assert patient.loop.evaluations > e.loop.evaluations and patient.best_design[1]["latency_s"] == \
+        e.best_design[1]["latency_s"]
+    import hetero_dse.targets.flow as flow
+
+    given = []
+    run_search = flow.run_search
+    monkeypatch.setattr(flow, "run_search", lambda *a, **k: given.append(k["patience"]) or run_search(*a, **k))
+    whole = explore(get_builtin("gemm").instantiate(shape="small:s1"), target, "exhaustive", Search())
+    assert given == [None] and whole.loop.ended == "explorer"  # an enumeration is never cut short

@@ -1,4 +1,4 @@
-"""The measured search loop (hetero_dse.targets.measured.tune) and what it tells the explorer, without TVM: a toy
+"""The measured search loop (hetero_dse.evaluate.measured.tune) and what it tells the explorer, without TVM: a toy
 space and an evaluator that makes up seconds."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpu_cpu.measure import MeasureResult
-from hetero_dse.targets.measured import tune
+from hetero_dse.evaluate.measured import tune
 from hetero_dse.space.point import Point
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from hetero_dse.explore.settings import GGA_POPULATION, MODEL_STARTS, TL_BATCH, 
 from hetero_dse.history.match import MATCH_THRESHOLD
 from hetero_dse.targets.fpga import DEFAULT_BUDGET
 from hetero_dse.targets.registry import TargetRequest, build_targets, target_kinds
-from hetero_dse.targets.measured import TVM_STARTS
+from hetero_dse.targets.tuned import TVM_STARTS
 
 
 def _split_values(values: tuple[str, ...]) -> list[str]:
@@ -78,7 +79,7 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
 @click.option("--gamma", default=2.0, show_default=True, type=Finite(min=0),
               help="Start-point rule: a point is picked with probability exp(-gamma (E* - E) / E*).")
 @click.option("--patience", type=click.IntRange(min=1), metavar="ROUNDS",
-              help="Stop a search when this many rounds in a row find nothing better.")
+              help="Stop a search when this many rounds in a row find nothing better (FPGA model: 150 unless given).")
 @click.option("--q-state", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="Q-network to start from when FILE exists, saved there after the search (warm starts on "
                    "similar operators).")
@@ -131,7 +132,7 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
     """
     from hetero_dse.cli.render import rows_table
     from hetero_dse.cli.targets import resolve_operators
-    from hetero_dse.run.engine import RunSettings, check_run, execute
+    from hetero_dse.run.engine import RunSettings, execute
     from hetero_dse.run.synth import SynthSettings
     from hetero_dse.targets.base import Search
     from hetero_dse.units import fmt_seconds
@@ -197,14 +198,14 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
     request = TargetRequest(boards_, tuple(_split_values(dtypes)), tuple(_parse_clocks(clocks)), trials, gpu_name,
                             source, remote, calibrated, run_csim, io_optimal, traffic_weight)
     chosen = build_targets(sorted(wanted), request)
-    check_run(operators, chosen, out)  # bad input said before a history database is opened (or made)
-    store = None if no_history else open_db(db)
     command = {k: (list(map(str, v)) if isinstance(v, tuple) else v if isinstance(v, int | float | bool | None)
                    else str(v)) for k, v in click.get_current_context().params.items() if k != "force"}
     synth = None if synth_top is None else SynthSettings(synth_top, steps_run, synth_tool, synth_jobs, scheduler)
     settings = RunSettings(out, Search(seed=seed, budget=budget, time_budget_s=time_budget, top_k=top_k),
                            explorer_settings, force, command, synth)
-    result = execute(operators, chosen, settings, store, ConsoleEvents(), graph)
+    # the database is opened (or made) by the engine once every bad input has been said
+    result = execute(operators, chosen, settings, None if no_history else partial(open_db, db), ConsoleEvents(),
+                     graph)
 
     console.print(rows_table(result.rows))
     for device in dict.fromkeys(f["device"] for f in result.fusions):

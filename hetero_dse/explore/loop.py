@@ -2,10 +2,10 @@
 evaluator → what the observers keep, and one rule for what the explorer is told.
 
 * **Evaluator** (:class:`Evaluator`): rows in, an :class:`Evaluation` out — the objective of each row it
-  evaluated (``inf``: a failed or infeasible point), in order, and what else it knows (``figures``). It may
-  stop before the end at the deadline (a measured trial takes seconds): the rows it did not reach are not
-  spent. The FPGA model, measured TVM trials (with the history database answering what it knows) and the
-  GPU roofline estimate are evaluators.
+  evaluated (``inf``: a failed or infeasible point), in order, why each failed row failed (``errors``), and
+  what else it knows (``figures``). It may stop before the end at the deadline (a measured trial takes
+  seconds): the rows it did not reach are not spent. The evaluators are ``hetero_dse.evaluate``'s: the FPGA
+  model, measured TVM trials, the GPU roofline estimate, and the history database in front of any of them.
 * **Budget** is distinct points evaluated (answers from a history count: they are points of this search);
   **time** is checked between rounds and, by an evaluator that takes long, between points.
 * **Patience**: rounds that evaluate something without improving the best objective. **Stale rounds**: rounds
@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["STALE_ROUNDS", "Evaluation", "Evaluator", "LoopResult", "Observer", "OnRow", "run_search"]
+__all__ = ["ENDS", "STALE_ROUNDS", "Evaluation", "Evaluator", "LoopResult", "Observer", "OnRow", "run_search"]
 
 #: Proposals in a row that bring nothing new before a search is declared converged.
 STALE_ROUNDS = 64
@@ -33,10 +33,16 @@ STALE_ROUNDS = 64
 
 @dataclass
 class Evaluation:
-    """The objective of the first ``len(objective)`` rows asked for, and the evaluator's other figures."""
+    """The objective of the first ``len(objective)`` rows asked for; for each, the reason it has no time (None:
+    it has one; ``errors`` None: no row failed), and the evaluator's other figures."""
 
     objective: np.ndarray
     figures: Any = None
+    errors: Sequence[str | None] | None = None
+
+    def error(self, i: int) -> str | None:
+        """Why row ``i`` has no time (None: it has one)."""
+        return None if self.errors is None else self.errors[i]
 
 
 #: told as each row is evaluated: its index in the rows asked for, its time in seconds (None: failed), the
@@ -66,6 +72,15 @@ class LoopResult:
     best: float = float("inf")
     #: (points evaluated, best objective so far) each time the best improved: the search's convergence
     convergence: list[tuple[int, float]] = field(default_factory=list)
+    #: why the search ended, as a person reads it (``ENDS``)
+    ended: str = ""
+
+
+#: why a search ends
+ENDS = {"budget": "the budget of points was spent", "time": "the time budget was spent",
+        "patience": "rounds in a row brought no better point (patience)",
+        "converged": "the explorer proposed nothing new for many rounds", "explorer": "the explorer ended",
+        "interrupted": "interrupted"}
 
 
 class _Gate:
@@ -135,17 +150,21 @@ def run_search(space: Any, explorer: Any, evaluator: Evaluator, *, budget: int |
     start = time.perf_counter()
     deadline = start + time_budget_s if time_budget_s is not None else None
     stale = since_better = 0
+    ended = "budget"
     try:
         while not gate.exhausted:
             if deadline is not None and time.perf_counter() >= deadline:
+                ended = "time"
                 break
             proposal = explorer.propose()
             if proposal is None:
+                ended = "explorer"
                 break
             proposal = np.atleast_2d(np.asarray(proposal, dtype=np.int64))
             rows = gate.admit(proposal)
             stale = stale + 1 if len(rows) == 0 else 0
             if stale >= STALE_ROUNDS:
+                ended = "converged"
                 break
             evaluation = None
             if len(rows):
@@ -164,7 +183,10 @@ def run_search(space: Any, explorer: Any, evaluator: Evaluator, *, budget: int |
             result.evaluations = gate.used
             if on_round is not None:
                 on_round(gate.used)
-            if gate.exhausted or (patience is not None and since_better >= patience):
+            if gate.exhausted:
+                break
+            if patience is not None and since_better >= patience:
+                ended = "patience"
                 break
             # one rule: the explorer hears about every row it proposed, or, where the round was cut, nothing
             if dedupe:
@@ -174,10 +196,13 @@ def run_search(space: Any, explorer: Any, evaluator: Evaluator, *, budget: int |
             else:
                 told = None
             if told is None:
+                ended = "time" if deadline is not None and time.perf_counter() >= deadline else "budget"
                 break
             explorer.observe(proposal, told)
     except KeyboardInterrupt:
         result.interrupted = True
+        ended = "interrupted"
+    result.ended = ended
     result.evaluations = gate.used
     result.wall_s = time.perf_counter() - start
     return result

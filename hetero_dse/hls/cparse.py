@@ -1,16 +1,14 @@
-"""Reading the generated ``kernel.cpp`` back with libclang, for the HLS lint.
+"""Reading the generated ``kernel.cpp`` back with libclang, for the HLS lint: its functions, loops and pragmas.
 
 libclang parses the file (with the project's own ``hls_vector.h``/``hls_streamofblocks.h`` stand-ins);
-each function defined in it is copied once into a small tree of :class:`Node` (kind, name, operator,
-type, lines, children), because every call into libclang crosses a foreign-function boundary and the
-lint walks the PE array's loops many times. On that tree: the ``#pragma HLS`` lines, each in the scope
-(function body or loop body) it is written in; every loop with its label and pragmas; ``const int``
-definitions; and integer expressions evaluated or read as affine functions of loop variables.
+each function defined in it is copied once into a tree of :class:`~hetero_dse.hls.ctree.Node`
+(``ctree.py``). On that tree: the ``#pragma HLS`` lines, each in the scope (function body or loop body) it
+is written in; every loop with its label, pragmas and the loops around it; ``const int`` definitions and
+arrays. The integer expressions themselves are read in ``cvalues.py``.
 """
 
 from __future__ import annotations
 
-import bisect
 import re
 import shutil
 import subprocess
@@ -20,94 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from hetero_dse.errors import HeteroDSEError
+from hetero_dse.hls.ctree import Node, NodeCopier
+from hetero_dse.hls.cvalues import NotAffine, c_eval
 
-__all__ = ["Affine", "CFile", "CFunction", "CLoop", "LintError", "Node", "NotAffine", "Pragma", "array_access",
-           "c_affine", "c_eval", "parse_kernel", "strip"]
+__all__ = ["CFile", "CFunction", "CLoop", "LintError", "Pragma", "parse_kernel"]
 
 _PRAGMA = re.compile(r"^\s*#pragma\s+HLS\s+(\w+)(.*)$", re.IGNORECASE)
 
 
 class LintError(HeteroDSEError):
     """The kernel could not be read (no libclang, a parse error)."""
-
-
-class NotAffine(Exception):
-    """An expression the reader cannot evaluate (or read as affine) where it needs to."""
-
-
-# ---------------------------------------------------------------------------------------- the tree
-class Node:
-    """One AST node of a function in the kernel file, copied out of libclang."""
-
-    __slots__ = ("kind", "name", "op", "type", "line", "end_line", "children", "value")
-
-    def __init__(self, kind: str, name: str, op: str, type_: str, line: int, end_line: int,
-                 children: list[Node], value: int | None) -> None:
-        self.kind, self.name, self.op, self.type = kind, name, op, type_
-        self.line, self.end_line, self.children, self.value = line, end_line, children, value
-
-    def walk(self):
-        """This node and every node below it, depth first."""
-        stack = [self]
-        while stack:
-            node = stack.pop()
-            yield node
-            stack.extend(reversed(node.children))
-
-    def __repr__(self) -> str:
-        return f"Node({self.kind} {self.name or self.op} @{self.line})"
-
-
-#: Node kinds whose type the lint reads (declarations, casts, calls); asking libclang for every node's type
-#: would double the copying time for nothing.
-_TYPED = {"VAR_DECL", "PARM_DECL", "CSTYLE_CAST_EXPR", "CXX_STATIC_CAST_EXPR", "CXX_REINTERPRET_CAST_EXPR",
-          "CALL_EXPR", "FUNCTION_DECL"}
-_NAMED = {"VAR_DECL", "PARM_DECL", "DECL_REF_EXPR", "LABEL_STMT", "FUNCTION_DECL", "CALL_EXPR", "MEMBER_REF_EXPR",
-          "TYPE_REF"}
-
-
-class _Copier:
-    def __init__(self, tu: Any, path: Path) -> None:
-        from clang import cindex
-
-        size = path.stat().st_size
-        extent = tu.get_extent(str(path), (0, size))
-        toks = [(t.extent.start.offset, t.spelling) for t in tu.get_tokens(extent=extent)]
-        self.offsets = [o for o, _ in toks]
-        self.spellings = [s for _, s in toks]
-        self.cindex = cindex
-
-    def token_at_or_after(self, offset: int) -> str:
-        i = bisect.bisect_left(self.offsets, offset)
-        return self.spellings[i] if i < len(self.spellings) else "?"
-
-    def token_before(self, offset: int) -> str:
-        i = bisect.bisect_left(self.offsets, offset) - 1
-        return self.spellings[i] if i >= 0 else "?"
-
-    def copy(self, c: Any) -> Node:
-        kind = c.kind.name
-        kids = [self.copy(k) for k in c.get_children()]
-        op = ""
-        value = None
-        if kind in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR") and kids:
-            lhs_end = next(iter(c.get_children())).extent.end.offset
-            op = self.token_at_or_after(lhs_end)
-        elif kind == "UNARY_OPERATOR":
-            first = self.token_at_or_after(c.extent.start.offset)
-            prefix = first in ("-", "+", "!", "~", "++", "--", "*", "&")
-            op = first if prefix else self.token_before(c.extent.end.offset)
-            if op in ("++", "--") and first not in ("++", "--"):
-                op += "post"
-        elif kind == "INTEGER_LITERAL":
-            value = int(self.token_at_or_after(c.extent.start.offset).rstrip("uUlL"), 0)
-        elif kind == "CXX_BOOL_LITERAL_EXPR":
-            value = int(self.token_at_or_after(c.extent.start.offset) == "true")
-        elif kind == "FLOATING_LITERAL":
-            op = self.token_at_or_after(c.extent.start.offset)
-        name = c.spelling if kind in _NAMED else ""
-        type_ = c.type.get_canonical().spelling if kind in _TYPED else ""
-        return Node(kind, name, op, type_, c.extent.start.line, c.extent.end.line, kids, value)
 
 
 @cache
@@ -298,7 +218,7 @@ def parse_kernel(kernel: Path, include: Path) -> CFile:
     errors = [d for d in tu.diagnostics if d.severity >= cindex.Diagnostic.Error]
     if errors:
         raise LintError(f"{kernel} does not parse: {errors[0].spelling} (line {errors[0].location.line})")
-    copier = _Copier(tu, kernel)
+    copier = NodeCopier(tu, kernel)
     lines = kernel.read_text().splitlines()
     pragmas = [p for i, text in enumerate(lines) if (p := _pragma(i + 1, text))]
     functions = {}
@@ -360,107 +280,3 @@ def _function(node: Node, pragmas: list[Pragma]) -> CFunction:
                 if kids:
                     defs[n.name] = kids[-1]
     return CFunction(node.name, node, params, loops, top, inside, defs, arrays)
-
-
-# --------------------------------------------------------------------------------- integer values
-Affine = dict[str, int]  # variable -> coefficient, "" -> constant
-
-_STRIPPED = {"UNEXPOSED_EXPR", "PAREN_EXPR", "CSTYLE_CAST_EXPR", "CXX_STATIC_CAST_EXPR", "CXX_FUNCTIONAL_CAST_EXPR"}
-
-
-def strip(n: Node) -> Node:
-    """Through implicit conversions, parentheses and casts."""
-    while n.kind in _STRIPPED and n.children:
-        n = n.children[-1]
-    return n
-
-
-def c_eval(n: Node, env: dict[str, int], defs: dict[str, Node]) -> int:
-    """An integer expression's value where the variables of ``env`` have theirs."""
-    n = strip(n)
-    k = n.kind
-    if k in ("INTEGER_LITERAL", "CXX_BOOL_LITERAL_EXPR"):
-        return n.value
-    if k == "DECL_REF_EXPR":
-        if n.name in env:
-            return env[n.name]
-        if n.name in defs:
-            return c_eval(defs[n.name], env, defs)
-        raise NotAffine(n.name)
-    if k == "BINARY_OPERATOR":
-        a, b = (c_eval(x, env, defs) for x in n.children)
-        op = n.op
-        if op == "+":
-            return a + b
-        if op == "-":
-            return a - b
-        if op == "*":
-            return a * b
-        if op in ("/", "%") and b:
-            q = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)  # C truncates toward zero
-            return q if op == "/" else a - q * b
-        cmp = {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b,
-               "&&": bool(a) and bool(b), "||": bool(a) or bool(b)}
-        if op in cmp:
-            return int(cmp[op])
-    if k == "UNARY_OPERATOR" and n.children:
-        v = c_eval(n.children[0], env, defs)
-        if n.op == "-":
-            return -v
-        if n.op == "+":
-            return v
-        if n.op == "!":
-            return int(not v)
-    if k == "CONDITIONAL_OPERATOR":
-        test, a, b = n.children
-        return c_eval(a if c_eval(test, env, defs) else b, env, defs)
-    raise NotAffine(f"{k} at line {n.line}")
-
-
-def c_affine(n: Node, defs: dict[str, Node]) -> Affine:
-    """``n`` as an affine function of the variables it reads, local constants substituted."""
-    n = strip(n)
-    k = n.kind
-    if k == "INTEGER_LITERAL":
-        return {"": n.value}
-    if k == "DECL_REF_EXPR":
-        if n.name in defs:
-            return c_affine(defs[n.name], defs)
-        return {n.name: 1}
-    if k == "BINARY_OPERATOR" and n.op in ("+", "-", "*"):
-        a, b = (c_affine(x, defs) for x in n.children)
-        if n.op in ("+", "-"):
-            sign = 1 if n.op == "+" else -1
-            out = dict(a)
-            for v, x in b.items():
-                out[v] = out.get(v, 0) + sign * x
-            return {v: x for v, x in out.items() if x or v == ""}
-        if set(a) <= {""}:
-            a, b = b, a
-        if set(b) <= {""}:
-            return {v: x * b.get("", 0) for v, x in a.items()}
-    if k == "BINARY_OPERATOR" and n.op == "/":
-        # a quotient by a constant is a term of its own (the set of banks' word index, ports.word_loops): its
-        # multiples of a partition factor leave the bank alone
-        a, b = (c_affine(x, defs) for x in n.children)
-        if set(b) <= {""} and b.get("", 0) > 0:
-            if set(a) <= {""}:
-                return {"": int(a.get("", 0) / b[""])}  # C truncates
-            name = " + ".join(f"{x}*{v}" if v else str(x) for v, x in sorted(a.items()))
-            return {f"({name})/{b['']}": 1}
-    if k == "UNARY_OPERATOR" and n.op in ("-", "+") and n.children:
-        inner = c_affine(n.children[0], defs)
-        return {v: -x for v, x in inner.items()} if n.op == "-" else inner
-    raise NotAffine(f"{k} at line {n.line}")
-
-
-def array_access(n: Node) -> tuple[str, list[Node]] | None:
-    """``name[i][j]`` -> (name, [i, j]) for an outermost array subscript."""
-    indices = []
-    while n.kind == "ARRAY_SUBSCRIPT_EXPR":
-        base, index = n.children
-        indices.append(index)
-        n = strip(base)
-    if n.kind == "DECL_REF_EXPR":
-        return n.name, indices[::-1]
-    return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hetero_dse.operator import DTYPES, Param
+from hetero_dse.operator_params import DTYPES, Param
 
 DTYPE = Param("float32", choices=DTYPES, help="data type of the inputs (integers accumulate in int32, float16 and "
               "bfloat16 in float32)")

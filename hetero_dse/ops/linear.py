@@ -6,7 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from hetero_dse.operator import Param, operator
+from hetero_dse.operator import operator
+from hetero_dse.operator_params import Param
 from hetero_dse.ops._common import DTYPE, accumulator, mac
 from hetero_dse.ops.shapes import BCM_SMALL, BILINEAR_SMALL, GEMM_SMALL, GEMV_SMALL
 

@@ -6,7 +6,7 @@ splits, padding and expansion go wrong first.
 
 from __future__ import annotations
 
-from hetero_dse.operator import ShapeSet
+from hetero_dse.operator_params import ShapeSet
 
 # FlexTensor Table 4: (C, K, H=W, kernel, stride); padding keeps "same" size as in YOLO-v1 (kernel // 2).
 _YOLO_TABLE = {

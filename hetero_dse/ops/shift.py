@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 
 from hetero_dse.errors import ShapeError
-from hetero_dse.operator import Param, operator
+from hetero_dse.operator import operator
+from hetero_dse.operator_params import Param
 from hetero_dse.ops._common import DTYPE, accumulator, mac, pad
 from hetero_dse.ops.shapes import SHIFT_SMALL
 

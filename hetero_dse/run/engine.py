@@ -88,12 +88,15 @@ def layer_search(search: Search, graph: Any, op: Any, n_targets: int) -> Search:
 def execute(operators: Sequence[Any], targets: Sequence[Target], settings: RunSettings, store: Any = None,
             events: RunEvents | None = None, graph: Any = None) -> RunResult:
     """Search every operator on every target, write, fuse, synthesize and report; ``store``: the history
-    database (None: none); ``graph``: the network whose layers the operators are (``--model``)."""
+    database, or what opens it once every bad input has been said (so a refused run makes no database; None:
+    none); ``graph``: the network whose layers the operators are (``--model``)."""
     events = events or Quiet()
     out = settings.out
     if not operators or not targets:
         raise HeteroDSEError("a run needs at least one operator and one target")
     directories = check_run(operators, targets, out)
+    if callable(store):
+        store = store()
     for target in targets:  # work done once, said before it is done rather than stalling a search
         if (preparation := target.preparation(operators)) is not None:
             say, work = preparation
@@ -120,8 +123,7 @@ def execute(operators: Sequence[Any], targets: Sequence[Target], settings: RunSe
 
 
 def check_run(operators: Sequence[Any], targets: Sequence[Target], out: Path) -> dict[str, str]:
-    """Every bad input said before any search starts; the directory each (operator, target) writes, and whose
-    (the CLI calls it before it opens the history database, :func:`execute` again)."""
+    """Every bad input said before any search starts; the directory each (operator, target) writes, and whose."""
     owners: dict[str, str] = {}
     for op in operators:
         for target in targets:

@@ -47,6 +47,7 @@ from hetero_dse.ops._common import accumulator
 from hetero_dse.space.base import SpaceError, divisors
 from hetero_dse.space.encoding import row_keys
 from hetero_dse.space.fpga_knobs import AccessGeometry, SpaceOptions, tile_candidates
+from hetero_dse.space.fpga_tables import FpgaTables, padded_table
 from hetero_dse.space.point import Point
 from hetero_dse.space.rearrange import Knob, Neighbourhood, nearest_factors, nearest_valid, random_neighbours
 
@@ -89,9 +90,6 @@ class FpgaSpace:
             self.tile_values.append(np.array(tiles, dtype=np.int64))
             self.unroll_values.append(np.array(sorted({d for t in tiles for d in divisors(t)}), dtype=np.int64))
 
-        # float copies for the model (exact for these small integers, and faster in numpy)
-        self.tile_f = [v.astype(np.float64) for v in self.tile_values]
-        self.unroll_f = [v.astype(np.float64) for v in self.unroll_values]
         # Orders permute only the spatial loops that can have more than one tile; the others keep their place.
         movable = [i for i in range(self.num_spatial) if self.extents[i] > 1]
         self.orders: list[tuple[str, ...]] = []
@@ -123,6 +121,13 @@ class FpgaSpace:
         inner_tiles = self.tile_values[self._out_inner]
         self._out_whole = [np.flatnonzero((inner_tiles % w == 0) | (inner_tiles >= self.extents[self._out_inner]))
                            for w in self._out_word]
+
+    @cached_property
+    def tables(self) -> FpgaTables:
+        """The space as the value tables a cost model scores rows from."""
+        return FpgaTables(self.analysis, self.board, self.dtypes, self.clocks_mhz, self.loop_names, self.num_spatial,
+                          self.extents, padded_table(self.tile_values), padded_table(self.unroll_values),
+                          self.order_positions, self.reads, self.write)
 
     # ----------------------------------------------------------------------------------------- geometry
     def _geometry(self, access: Access) -> AccessGeometry:

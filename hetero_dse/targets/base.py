@@ -27,14 +27,16 @@ __all__ = ["Defaults", "Outcome", "Row", "Target", "Written"]
 class Defaults:
     """A target's search defaults: start points per round for each explorer (when the user gives none), what
     ``auto`` becomes beyond exhaustive without a history, the points searched when the user gives no budget
-    (None: the explorer's own end), what one point is called on the progress bar, and whether ``auto`` may
-    switch to a history-based tuner when the history holds related workloads."""
+    (None: the explorer's own end), what one point is called on the progress bar, whether ``auto`` may
+    switch to a history-based tuner when the history holds related workloads, and the rounds without a better
+    point that end a sampling search when the user gives no ``--patience`` (None: none)."""
 
     starts: Mapping[str, int]
     auto: str
     budget: int | None
     unit: str
     auto_from_history: bool
+    patience: int | None = None
 
 
 @dataclass

@@ -26,7 +26,8 @@ from hetero_dse.history.store import WorkloadHistory
 from hetero_dse.operator import Operator
 from hetero_dse.space.cpu import CpuSpace
 from hetero_dse.targets.base import Defaults, Row, Search, Written
-from hetero_dse.targets.measured import TVM_STARTS, TrialLog, TuneResult, candidate_job, fastest, measured_evaluator
+from hetero_dse.evaluate.measured import TrialLog, TuneResult, candidate_job, fastest, measured_evaluator
+from hetero_dse.targets.tuned import TVM_STARTS
 from hetero_dse.targets.tuned import Tuned, schedule_json, tvm_workload
 
 __all__ = ["CpuTarget", "tune_cpu"]

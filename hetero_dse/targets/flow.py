@@ -41,9 +41,10 @@ def explore(op: Operator, target: Target, settings: ExplorerSettings | str = "au
         prior = Prior.load(history, workload)
     explorer = settings.make(space, search.seed, default_starts=target.defaults.starts, auto=target.defaults.auto,
                              prior=prior)
-    budget = search.budget
-    if budget is None and not isinstance(explorer, Exhaustive):
-        budget = target.defaults.budget
+    budget, patience = search.budget, settings.patience
+    if not isinstance(explorer, Exhaustive):  # an enumeration runs to its end
+        budget = target.defaults.budget if budget is None else budget
+        patience = target.defaults.patience if patience is None else patience
     memo = None if workload is None else WorkloadHistory(history, workload, explorer.name)
     observers = target.observers(space, search)
     with target.evaluator(op, space, memo, progress) as evaluator:
@@ -53,7 +54,7 @@ def explore(op: Operator, target: Target, settings: ExplorerSettings | str = "au
                 progress(used, evaluator.best_seconds)
 
         loop = run_search(space, explorer, evaluator, budget=budget, time_budget_s=search.time_budget_s,
-                          patience=settings.patience, dedupe=not isinstance(explorer, Exhaustive),
+                          patience=patience, dedupe=not isinstance(explorer, Exhaustive),
                           observers=observers, on_round=on_round)
     settings.keep(explorer)
     return target.finish(op, space, explorer.name, loop, evaluator, observers, memo, search)

@@ -15,10 +15,12 @@ import numpy as np
 
 from cost_models.calibration import Calibration
 from cost_models.fpga import FpgaModel
+from cost_models.fpga_describe import describe
 from cost_models.fpga_costs import ARITHMETIC
 from hetero_dse import __version__
 from hetero_dse.analysis import Analysis, analyze
 from hetero_dse.errors import HeteroDSEError
+from hetero_dse.evaluate.model import ModelEvaluator
 from hetero_dse.explore.loop import LoopResult
 from hetero_dse.explore.settings import AUTO_MODELLED, MODEL_STARTS
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
@@ -28,12 +30,19 @@ from hetero_dse.operator import Operator
 from hetero_dse.space.fpga import FpgaSpace, SpaceOptions
 from hetero_dse.targets.base import Defaults, Row, Search, Written
 from hetero_dse.targets.fpga_report import design_row, fpga_markdown, fpga_record
-from hetero_dse.targets.fpga_search import Designs, Exploration, ModelEvaluator
+from hetero_dse.targets.fpga_search import Designs, Exploration
 
-__all__ = ["DEFAULT_BUDGET", "Exploration", "FpgaTarget", "check_clocks", "check_dtypes", "fpga_workload"]
+__all__ = ["DEFAULT_BUDGET", "MODEL_PATIENCE", "Exploration", "FpgaTarget", "check_clocks", "check_dtypes",
+           "fpga_workload"]
 
 #: designs scored when the user gives no budget to a sampling explorer (they converge well before; BENCHMARKS.md)
 DEFAULT_BUDGET = 30_000
+#: rounds without a better design that end a sampling search when the user gives no --patience. Annealing's
+#: 512 chains found their last better design by round 92 on the 62 layers of YOLO-v1, ResNet-18 and
+#: MobileNet-V2 (3 seeds each), never more than 56 rounds after the one before, and then walked up to 3,000
+#: rounds over designs already scored (``bench/sa_patience.py``, BENCHMARKS.md): 2.7 times the longest gap
+#: seen ends every one of them with the same best design
+MODEL_PATIENCE = 150
 #: loop iterations of an operator past which the model's 64-bit counts (cycles, bytes) could overflow
 MAX_ITERATIONS = 2**53
 
@@ -62,7 +71,8 @@ class FpgaTarget:
         self.traffic_weight, self.calibration, self.csim = traffic_weight, calibration, csim
         self.device = board.name
         # auto stays simulated annealing with a history: the model makes the default 30,000 designs cheap
-        self.defaults = Defaults(MODEL_STARTS, AUTO_MODELLED, budget, "designs", auto_from_history=False)
+        self.defaults = Defaults(MODEL_STARTS, AUTO_MODELLED, budget, "designs", auto_from_history=False,
+                                 patience=MODEL_PATIENCE)
 
     def preparation(self, operators: Sequence[Operator]) -> None:
         return None
@@ -84,7 +94,7 @@ class FpgaTarget:
     def evaluator(self, op: Operator, space: FpgaSpace, history: WorkloadHistory | None, progress=None):
         # Not read through the history: the model scores a design in a microsecond, less than a lookup, and
         # the history holds its latency, not the objective it ranks by. Its best designs are written after.
-        return nullcontext(ModelEvaluator(FpgaModel(space, traffic_weight=self.traffic_weight,
+        return nullcontext(ModelEvaluator(FpgaModel(space.tables, traffic_weight=self.traffic_weight,
                                                     calibration=self.calibration)))
 
     def observers(self, space: FpgaSpace, search: Search) -> list[Designs]:
@@ -104,8 +114,8 @@ class FpgaTarget:
             if loop.interrupted:
                 return e
             raise HeteroDSEError(nothing_fits(e))
-        e.designs = [(space.decode(r), model.describe(r)) for r in result.top_rows]
-        e.pareto = [(space.decode(r), model.describe(r)) for r in result.pareto_rows]
+        e.designs = [(space.decode(r), describe(model, r)) for r in result.top_rows]
+        e.pareto = [(space.decode(r), describe(model, r)) for r in result.pareto_rows]
         e.best, e.best_seconds = e.designs[0][0], e.designs[0][1]["latency_s"]
         return e
 

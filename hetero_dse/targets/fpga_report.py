@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from hetero_dse.explore.loop import ENDS
 from hetero_dse.hardware.board import RESOURCE_KINDS
 from hetero_dse.units import fmt_bytes, fmt_seconds
 
@@ -39,7 +40,7 @@ def fpga_record(e: Exploration, written: Written | None) -> dict[str, Any]:
     return {
         "operator": e.op.name, "shape": e.op.shape_name, "signature": e.op.signature(), "board": e.board.name,
         "search": {"explorer": r.explorer, "evaluations": r.evaluations, "wall_s": r.wall_s,
-                   "interrupted": r.interrupted, "space_size": e.space.size,
+                   "interrupted": r.interrupted, "ended": ENDS.get(r.ended, r.ended), "space_size": e.space.size,
                    "pruned_size_bound": e.space.pruned_size()},
         "best": {"knobs": e.designs[0][0].to_json(), **e.designs[0][1]} if e.designs else None,
         "top": [{"knobs": p.to_json(), **d} for p, d in e.designs],
@@ -75,7 +76,8 @@ def fpga_markdown(e: Exploration, written: Written | None) -> list[str]:
         f" C-simulation: {'pass' if check['passed'] else 'FAIL'} (max error {check['max_abs_error']:.2g})."
     lines = [f"## {e.op.signature()} on {e.board.name}", "",
              f"Search: {r.explorer}, {r.evaluations:,} designs scored in {r.wall_s:.2f} s"
-             f"{' (interrupted)' if r.interrupted else ''}; HLS project: {project}.{csim}",
+             f"{' (interrupted)' if r.interrupted else f' (ended: {ENDS[r.ended]})' if r.ended in ENDS else ''}; "
+             f"HLS project: {project}.{csim}",
              *_calibration_line(e), "",
              f"Best design: {p['dtype']} at {p['clock_mhz']:g} MHz{_clock(d)}, {100 * d['roofline']:.1f} % of the DSP "
              f"roofline, bound by {d['bound']}; DSP {res['dsp']:,.0f} ({100 * util['dsp']:.0f} %), BRAM18K "

@@ -1,7 +1,6 @@
-"""The FPGA model as an evaluator of the one search loop, and what a model search keeps: the top-k distinct
-feasible designs and the Pareto front of latency vs DSP vs BRAM18K, so a user who cannot afford the fastest
-design sees the cheapest one for each latency; and the outcome of an FPGA exploration (``Exploration``), which
-the target and its report both read."""
+"""What a search of the FPGA model keeps: the top-k distinct feasible designs and the Pareto front of latency
+vs DSP vs BRAM18K, so a user who cannot afford the fastest design sees the cheapest one for each latency; and
+the outcome of an FPGA exploration (``Exploration``), which the target and its report both read."""
 
 from __future__ import annotations
 
@@ -14,15 +13,16 @@ import numpy as np
 from cost_models.fpga import FpgaModel
 from hetero_dse.analysis import Analysis, analyze
 from hetero_dse.explore.base import Explorer
+from hetero_dse.evaluate.model import ModelEvaluator
 from hetero_dse.explore.exhaustive import Exhaustive
-from hetero_dse.explore.loop import Evaluation, LoopResult, OnRow, run_search
+from hetero_dse.explore.loop import Evaluation, LoopResult, run_search
 from hetero_dse.hardware.board import Board
 from hetero_dse.operator import Operator
 from hetero_dse.space.fpga import FpgaSpace
 from hetero_dse.space.point import Point
 from hetero_dse.targets.base import Outcome
 
-__all__ = ["Designs", "Exploration", "ModelEvaluator", "SearchResult", "search"]
+__all__ = ["Designs", "Exploration", "SearchResult", "search"]
 
 
 @dataclass
@@ -34,6 +34,7 @@ class SearchResult:
     evaluations: int = 0
     wall_s: float = 0.0
     interrupted: bool = False
+    ended: str = ""  # why the search ended (``explore.loop.ENDS``)
     top_rows: np.ndarray = field(default_factory=lambda: np.empty((0, 0), dtype=np.int64))
     top_objective: np.ndarray = field(default_factory=lambda: np.empty(0))  # the model's objective, best first
     pareto_rows: np.ndarray = field(default_factory=lambda: np.empty((0, 0), dtype=np.int64))
@@ -44,29 +45,6 @@ class SearchResult:
     @property
     def found(self) -> bool:
         return len(self.top_rows) > 0
-
-
-class ModelEvaluator:
-    """The FPGA model as an evaluator: its objective, and every score as figures. ``best_seconds``: the
-    fastest feasible latency it has scored."""
-
-    def __init__(self, model: FpgaModel) -> None:
-        self.model = model
-        self.best_seconds: float | None = None
-
-    def evaluate(self, rows: np.ndarray, best: float | None, deadline: float | None,
-                 on_row: OnRow | None = None) -> Evaluation:
-        scores = self.model.evaluate(rows)
-        latency = scores["latency_s"]
-        feasible = np.isfinite(latency)
-        if feasible.any():
-            fastest = float(latency[feasible].min())
-            self.best_seconds = fastest if self.best_seconds is None else min(self.best_seconds, fastest)
-        if on_row is not None:  # a Python call a row: only when someone listens
-            for i, seconds in enumerate(latency.tolist()):
-                on_row(i, seconds if np.isfinite(seconds) else None,
-                       None if np.isfinite(seconds) else "exceeds the board's usable resources", None)
-        return Evaluation(scores["objective"], scores)
 
 
 class Designs:
@@ -103,7 +81,7 @@ class Designs:
     def result(self, space: FpgaSpace, explorer: str, run: LoopResult) -> SearchResult:
         """What the search found, Pareto front sorted by latency."""
         result = SearchResult(space=space, explorer=explorer, evaluations=run.evaluations, wall_s=run.wall_s,
-                              interrupted=run.interrupted)
+                              interrupted=run.interrupted, ended=run.ended)
         result.top_rows, result.top_objective = self.best_rows, self.best_objective
         order = (np.argsort(self.front_obj[:, 0], kind="stable") if len(self.front_obj)
                  else np.empty(0, dtype=np.int64))

@@ -11,7 +11,7 @@ from gpu_cpu.pipeline import Pipeline
 from hetero_dse.analysis import analyze
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.gpus import get_device, present_gpu
-from hetero_dse.targets.gpu import rebuild_gpu
+from hetero_dse.targets.gpu_write import rebuild_gpu
 from hetero_dse.targets.tuned import read_schedule, recorded_point, recorded_seconds
 
 __all__ = ["replay"]

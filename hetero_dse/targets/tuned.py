@@ -13,16 +13,21 @@ from typing import Any
 from hetero_dse import __version__
 from hetero_dse.analysis import Analysis, analyze
 from hetero_dse.errors import HeteroDSEError
-from hetero_dse.explore.loop import LoopResult
+from hetero_dse.explore.loop import ENDS, LoopResult
 from hetero_dse.hardware.host import host_cores
 from hetero_dse.history import Workload, workload_spec
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
 from hetero_dse.targets.base import Outcome, Row, Written
 from gpu_cpu.measure import MeasureResult
-from hetero_dse.targets.measured import Trial, TrialLog, TuneResult, fastest
+from hetero_dse.evaluate.measured import Trial, TrialLog, TuneResult, fastest
 
-__all__ = ["Tuned", "read_schedule", "schedule_json", "tvm_workload"]
+__all__ = ["TVM_STARTS", "Tuned", "read_schedule", "schedule_json", "tvm_workload"]
+
+#: start points per round on CPU and GPU: a round's candidates are built and measured one by one, so a
+#: round is short and the explorer learns from each before the next (8 start points would spend a quarter
+#: of a 32-trial budget on the random first round)
+TVM_STARTS = dict.fromkeys(("q", "p", "sa", "random"), 4)
 
 
 @dataclass
@@ -91,6 +96,7 @@ class Tuned(Outcome):
             "explorer": self.explorer, "trials": len(self.trials), "answered_from_history": self.answered,
             "failures": len(self.failures), "failure_messages": sorted(set(self.failures))[:5],
             "wall_s": self.loop.wall_s, "interrupted": self.interrupted,
+            "ended": ENDS.get(self.loop.ended, self.loop.ended),
             "best": None if self.best is None else {
                 "knobs": self.best.to_json(), "seconds": self.best_seconds, "gflops": self.gflops(self.best_seconds),
                 "timing": self.best_trial.result.timing() if not self.estimate else None,

@@ -14,7 +14,9 @@ from typing import Any
 
 from hls_schedule import Design, Module, Scheduler
 
-from hetero_dse.hls.cparse import CFunction, Node, NotAffine, c_affine
+from hetero_dse.hls.cparse import CFunction
+from hetero_dse.hls.ctree import Node
+from hetero_dse.hls.cvalues import NotAffine, c_affine
 
 
 def build(project: Path) -> Design:

@@ -32,8 +32,9 @@ from math import ceil, prod
 from pathlib import Path
 from typing import Any
 
-from hetero_dse.hls.cparse import (CFile, CFunction, CLoop, Node, NotAffine, array_access, c_affine, c_eval,
-                                   parse_kernel, strip)
+from hetero_dse.hls.cparse import CFile, CFunction, CLoop, parse_kernel
+from hetero_dse.hls.ctree import Node
+from hetero_dse.hls.cvalues import NotAffine, array_access, c_affine, c_eval, strip
 
 # ------------------------------------------------------------------------------- the tool's tables
 #: (op, impl) -> (DSP, LUT, FF, latency in cycles at <= 200 MHz; floating point one more above)

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from hetero_dse.hls.cparse import CFile, CFunction, CLoop, Node, NotAffine, strip
+from hetero_dse.hls.cparse import CFile, CFunction, CLoop
+from hetero_dse.hls.ctree import Node
+from hetero_dse.hls.cvalues import NotAffine, strip
 
 __all__ = ["Arithmetic", "BoundValue", "count_arithmetic", "data_names"]
 

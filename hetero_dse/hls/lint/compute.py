@@ -8,7 +8,9 @@ from __future__ import annotations
 from math import ceil, prod
 
 from cost_models.fpga_costs import RMW_EXTRA_CYCLES
-from hetero_dse.hls.cparse import CFile, CFunction, CLoop, Node, NotAffine, array_access, c_affine, strip
+from hetero_dse.hls.cparse import CFile, CFunction, CLoop
+from hetero_dse.hls.ctree import Node
+from hetero_dse.hls.cvalues import NotAffine, array_access, c_affine, strip
 from hetero_dse.hls.lint.arith import Arithmetic, count_arithmetic
 from hetero_dse.hls.lint.record import DesignRecord, LintReport
 

@@ -10,7 +10,9 @@ import re
 from math import prod
 from typing import Any
 
-from hetero_dse.hls.cparse import CFile, CFunction, CLoop, Node, NotAffine, array_access, c_affine, c_eval, strip
+from hetero_dse.hls.cparse import CFile, CFunction, CLoop
+from hetero_dse.hls.ctree import Node
+from hetero_dse.hls.cvalues import NotAffine, array_access, c_affine, c_eval, strip
 from hetero_dse.hls.lint.record import DesignRecord, LintReport
 
 __all__ = ["check_banks", "check_ports", "check_tile_loops", "check_transfer", "linear_in"]

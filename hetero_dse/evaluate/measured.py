@@ -16,19 +16,15 @@ from typing import Any
 import numpy as np
 
 from gpu_cpu.measure import MeasureJob, MeasureResult
-from hetero_dse.explore.cached import HistoryEvaluator
+from hetero_dse.evaluate.cached import HistoryEvaluator
 from hetero_dse.explore.loop import Evaluation, Evaluator, OnRow, run_search
 from hetero_dse.history.store import WorkloadHistory
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
 
-__all__ = ["CUTOFF", "TVM_STARTS", "MeasuredEvaluator", "Trial", "TrialLog", "TuneResult", "candidate_job", "fastest",
-           "tune"]
+__all__ = ["CUTOFF", "MeasuredEvaluator", "Trial", "TrialLog", "TuneResult", "candidate_job", "fastest",
+           "measured_evaluator", "tune"]
 
-#: start points per round on CPU and GPU: a round's candidates are built and measured one by one, so a
-#: round is short and the explorer learns from each before the next (8 start points would spend a quarter
-#: of a 32-trial budget on the random first round)
-TVM_STARTS = dict.fromkeys(("q", "p", "sa", "random"), 4)
 #: candidates whose first run is this many times slower than the best so far are not timed further
 CUTOFF = 4.0
 
@@ -69,7 +65,8 @@ def candidate_job(op: Operator, source: str, point: Point, best: float | None, t
 
 class MeasuredEvaluator:
     """``measure`` as an evaluator: the results of the rows in order, each told through ``on_row`` the moment
-    it exists; it stops between rows at the deadline."""
+    it exists; it stops between rows at the deadline. Its figures are the measurements (spread, load), its
+    errors each failed trial's reason (a build error, a crash, a timeout, a wrong result)."""
 
     def __init__(self, space: Any, measure: Measure) -> None:
         self.space, self.measure = space, measure
@@ -77,15 +74,18 @@ class MeasuredEvaluator:
     def evaluate(self, rows: np.ndarray, best: float | None, deadline: float | None,
                  on_row: OnRow | None = None) -> Evaluation:
         results = iter(self.measure([self.space.decode(row) for row in rows], best))
-        objective = []
+        objective, errors, figures = [], [], []
         for i in range(len(rows)):
             measured = next(results)
             objective.append(measured.seconds if measured.ok else float("inf"))
+            errors.append(measured.error if not measured.ok else None)
+            figures.append(measured)
             if on_row is not None:
                 on_row(i, measured.seconds, measured.error, measured.timing() if measured.ok else None)
             if deadline is not None and time.perf_counter() >= deadline:
                 break
-        return Evaluation(np.array(objective, dtype=np.float64))
+        return Evaluation(np.array(objective, dtype=np.float64), figures,
+                          errors if any(e is not None for e in errors) else None)
 
 
 class TrialLog:

@@ -17,8 +17,8 @@ __all__ = ["HistoryEvaluator"]
 class HistoryEvaluator:
     """``inner`` behind ``history``: read-through and write-through, per row.
 
-    The objective of an answered row is its stored time (``inf`` for a stored failure), so this fits
-    evaluators whose objective is the time they record (measured trials, the GPU roofline). Answered rows
+    The objective of an answered row is its stored time (``inf`` for a stored failure, its stored error the
+    row's), so this fits evaluators whose objective is the time they record (measured trials). Answered rows
     carry no figures of ``inner``: ``figures`` is the inner evaluation's, for the rows it evaluated, or None.
     ``answered`` counts the rows the history answered.
     """
@@ -36,6 +36,7 @@ class HistoryEvaluator:
                     if k in stored and not stored[k].loaded} if stored else {}
         fresh = [i for i in range(len(rows)) if i not in answered]
         objective = np.full(len(rows), np.inf)
+        errors: list[str | None] = [None] * len(rows)
         told = 0  # rows told so far, in order: answered rows are told as the fresh rows around them finish
 
         def tell_until(stop: int) -> None:
@@ -45,6 +46,8 @@ class HistoryEvaluator:
                 self.answered += 1
                 if record.ok:
                     objective[i] = record.seconds
+                else:
+                    errors[i] = record.error or "failed"
                 if on_row is not None:
                     on_row(i, record.seconds, record.error, record.conditions)
             told = max(told, stop)
@@ -56,6 +59,8 @@ class HistoryEvaluator:
             self.history.add(points[i], seconds, error, timing)
             if seconds is not None and error is None:
                 objective[i] = seconds
+            else:
+                errors[i] = error or "failed"
             if on_row is not None:
                 on_row(i, seconds, error, timing)
             told = i + 1
@@ -70,4 +75,6 @@ class HistoryEvaluator:
             if count < len(fresh):  # stopped at the deadline: rows from the first it did not reach are not spent
                 end = fresh[count]
         tell_until(end)
-        return Evaluation(objective[:end], None if evaluation is None else evaluation.figures)
+        failed = errors[:end]
+        return Evaluation(objective[:end], None if evaluation is None else evaluation.figures,
+                          failed if any(e is not None for e in failed) else None)
