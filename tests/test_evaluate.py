@@ -131,3 +131,40 @@ def test_a_cached_kernel_is_dropped_when_a_source_it_inlines_changes(tmp_path):
     assert not drop_stale(tmp_path) and all(f.exists() for f in cached)  # the same sources: the cache stays
     (tmp_path / "fpga_pe_array.py").write_text("# the pipeline's II changed\n")
     assert drop_stale(tmp_path) and not any(f.exists() for f in cached)
+
+
+def test_a_measured_gpu_never_builds_a_point_beyond_its_limits(monkeypatch):
+    """The device's limits are checked where the trial is made, not by rebuilding a space in the builder: a
+    point beyond them is a failed trial with the space's sentence, and no job is sent to the builders."""
+    import hetero_dse.targets.gpu as gpu_target
+    from gpu_cpu.measure import MeasureResult
+    from hetero_dse.space.point import Point
+
+    sent = []
+
+    class Builders:  # stands in for the build-and-measure pipeline: every job "runs" in a millisecond
+        def __init__(self, **_):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def evaluate(self, jobs):
+            sent.extend(jobs)
+            return iter([MeasureResult(1e-3)] * len(jobs))
+
+    monkeypatch.setattr(gpu_target, "present_gpu", lambda: get_device("h100"))
+    monkeypatch.setattr(gpu_target, "Pipeline", Builders)
+    target = gpu_target.GpuTarget("h100")
+    op = get_builtin("gemm").instantiate({"M": 2048, "N": 2048, "K": 64})
+    space = target.space(op)
+    too_wide = Point({"split.i": (2, 1, 1024, 1), "split.j": (1, 1, 2048, 1), "split.k": (1, 64, 1), "unroll": 16})
+    fits = space.decode(space.sample(1, np.random.default_rng(0))[0])
+    with target.evaluator(op, space, None) as evaluator:
+        evaluation = evaluator.evaluate(np.vstack([space.encode(too_wide), space.encode(fits)]), None, None)
+    assert evaluation.error(0) == space.beyond_limits(too_wide) and evaluation.objective[1] == 1e-3
+    assert [job.point for job in sent] == [fits.to_json()]
+    assert [t.result.error for t in evaluator.trials] == [space.beyond_limits(too_wide), None]

@@ -5,7 +5,7 @@ rows are ``gpu_report``'s, a network's fused pairs ``gpu_fusion``'s."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
@@ -14,7 +14,7 @@ from typing import Any
 from cost_models.gpu_roofline import estimate, estimate_tensor_cores
 from gpu_cpu import intrinsics
 from gpu_cpu.baselines import time_torch_cuda
-from gpu_cpu.measure import check_fits_in_memory
+from gpu_cpu.measure import MeasureResult, check_fits_in_memory
 from gpu_cpu.pipeline import Pipeline
 from gpu_cpu.remote import Remote, measure_remote_job
 from hetero_dse.analysis import analyze
@@ -28,6 +28,7 @@ from hetero_dse.history import Workload
 from hetero_dse.history.store import WorkloadHistory
 from hetero_dse.operator import Operator
 from hetero_dse.space.gpu import GpuSpace
+from hetero_dse.space.point import Point
 from hetero_dse.space.tensorcore import ARITHMETIC, TensorCoreSpace, tensor_core_arithmetic
 from hetero_dse.targets.base import Defaults, Row, Search, Written
 from hetero_dse.targets.gpu_fusion import back_to_back
@@ -133,9 +134,16 @@ class GpuTarget:
         if self.measured:
             measure = {} if self.remote is None else {"measure": partial(measure_remote_job, remote=self.remote)}
             with Pipeline(timeout_s=self.timeout_s, **measure) as pipeline:
-                yield measured_evaluator(space, lambda points, best: pipeline.evaluate(
-                    [candidate_job(op, self.source, p, best, target="cuda", device=self.gpu.name) for p in points]),
-                    history, progress)
+                def built_and_timed(points: list[Point], best: float | None) -> Iterator[MeasureResult]:
+                    # a point beyond the device's limits is a failed trial with the space's reason, never built
+                    problems = [space.beyond_limits(p) for p in points]
+                    results = pipeline.evaluate([candidate_job(op, self.source, p, best, target="cuda",
+                                                               device=self.gpu.name)
+                                                 for p, problem in zip(points, problems, strict=True) if not problem])
+                    for problem in problems:
+                        yield MeasureResult(None, problem) if problem else next(results)
+
+                yield measured_evaluator(space, built_and_timed, history, progress)
             return
 
         yield TrialLog(RooflineEvaluator(op, space, self.gpu, self.roofline(op)), space, progress)
