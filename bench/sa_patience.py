@@ -27,7 +27,7 @@ from hetero_dse.explore.loop import run_search  # noqa: E402
 from hetero_dse.explore.settings import MODEL_STARTS, ExplorerSettings  # noqa: E402
 from hetero_dse.hardware.board import load_board  # noqa: E402
 from hetero_dse.ops import get_builtin  # noqa: E402
-from hetero_dse.targets.fpga import DEFAULT_BUDGET, MODEL_PATIENCE, FpgaTarget  # noqa: E402
+from hetero_dse.targets.fpga import DEFAULT_BUDGET, SA_PATIENCE, FpgaTarget  # noqa: E402
 
 
 class Rounds:
@@ -64,7 +64,7 @@ def main() -> None:
     parser.add_argument("--nets", default="yolo,resnet18,mobilenet_v2")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--board", default="vu9p")
-    parser.add_argument("--patience", type=int, default=3 * MODEL_PATIENCE)
+    parser.add_argument("--patience", type=int, default=3 * SA_PATIENCE)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     target = FpgaTarget(load_board(args.board))
@@ -87,7 +87,7 @@ def main() -> None:
                   f"{r['last_better_round']}, longest gap {r['longest_gap']}", flush=True)
     worst = max(runs, key=lambda r: r["longest_gap"])
     print(f"{len(runs)} searches: longest gap {worst['longest_gap']} rounds ({worst['layer']} seed {worst['seed']}), "
-          f"last better design by round {max(r['last_better_round'] for r in runs)}; default patience {MODEL_PATIENCE}")
+          f"last better design by round {max(r['last_better_round'] for r in runs)}; default patience {SA_PATIENCE}")
     if args.json:
         record = {"board": args.board, "patience": args.patience, "runs": runs}
         args.json.write_text(json.dumps(record, indent=1) + "\n")

@@ -30,7 +30,7 @@ _BRAM_DEPTHS = np.array([d for _, d in BRAM18K_CONFIGS], dtype=np.float64)
 IMPL_REGISTERS, IMPL_LUTRAM, IMPL_BRAM, IMPL_URAM = 0, 1, 2, 3
 IMPL_NAMES = {IMPL_REGISTERS: "registers", IMPL_LUTRAM: "lutram", IMPL_BRAM: "bram", IMPL_URAM: "uram"}
 
-# every cached kernel imports this module first, and none has been called yet: the one place to drop a stale cache
+# the two cached kernels (plan_transfer here, evaluate_kernel importing it) cannot have been called yet
 drop_stale()
 
 

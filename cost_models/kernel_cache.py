@@ -9,36 +9,54 @@ every source is kept beside the cache; when it differs, the cached kernels are r
 from __future__ import annotations
 
 import hashlib
+import os
+from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["KERNEL_SOURCES", "drop_stale"]
+__all__ = ["KERNEL_SOURCES", "cache_directories", "drop_stale"]
 
-#: the modules whose code or constants end up in a cached kernel
+#: the modules whose code or constants end up in a cached kernel (tests/test_evaluate.py derives them from the
+#: kernel's imports and checks this list holds them all)
 KERNEL_SOURCES = ("fpga_kernel", "fpga_blocks", "fpga_costs", "fpga_pe_array", "fpga_layout", "fpga_clock",
                   "fpga_schedule")
 STAMP = "fpga_kernel_sources.sha256"
+PACKAGE = Path(__file__).parent
 
 
-def drop_stale(package: Path = Path(__file__).parent) -> bool:
-    """Remove the cached kernels under ``package/__pycache__`` if their sources changed since they were cached;
-    whether any were removed. Must run before a kernel is first called (numba loads its cache then)."""
+def cache_directories(package: Path = PACKAGE) -> list[Path]:
+    """Where numba keeps this package's cached kernels: beside the sources, and under ``NUMBA_CACHE_DIR``
+    where one is set (numba's first choice then)."""
+    from numba.core import config
+
+    return [package / "__pycache__"] + ([Path(config.CACHE_DIR)] if config.CACHE_DIR else [])
+
+
+def drop_stale(package: Path = PACKAGE, caches: Sequence[Path] | None = None) -> bool:
+    """Remove the cached kernels of ``package`` if their sources changed since they were cached; whether any
+    were removed. Must run before a kernel is first called (numba loads its cache then)."""
     digest = hashlib.sha256()
     for name in KERNEL_SOURCES:
         source = package / f"{name}.py"
         digest.update(source.read_bytes() if source.is_file() else b"")
-    cache, value = package / "__pycache__", digest.hexdigest()
-    stamp = cache / STAMP
+    value = digest.hexdigest()
+    caches = cache_directories(package) if caches is None else list(caches)
+    stamp = caches[0] / STAMP
     try:
         if stamp.read_text() == value:
             return False
     except OSError:
         pass
+    removed = False
     try:
-        stale = [f for f in cache.glob("*.nb[ic]") if f.name.split(".")[0] in KERNEL_SOURCES]
-        for f in stale:
-            f.unlink(missing_ok=True)
-        cache.mkdir(exist_ok=True)
-        stamp.write_text(value)
-    except OSError:  # a read-only install: numba caches elsewhere, and an install replaces every source at once
-        return False
-    return bool(stale)
+        for cache in caches:
+            for f in cache.rglob("*.nb[ic]") if cache.is_dir() else ():
+                if f.name.split(".")[0] in KERNEL_SOURCES:
+                    f.unlink(missing_ok=True)
+                    removed = True
+        caches[0].mkdir(exist_ok=True)
+        partial = stamp.with_name(f"{STAMP}.{os.getpid()}")  # two processes starting at once write it whole
+        partial.write_text(value)
+        os.replace(partial, stamp)
+    except OSError:  # a read-only install: an install replaces every source at once
+        return removed
+    return removed

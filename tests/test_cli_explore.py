@@ -59,9 +59,11 @@ def test_non_empty_output_needs_force(cli, tmp_path):
     out = tmp_path / "o"
     out.mkdir()
     (out / "mine.txt").write_text("keep")
-    r = cli("explore", "--op", "gemv", "--shape", "small:s1", "--board", "vu9p", "--out", out)
+    db = tmp_path / "history.sqlite"
+    r = cli("explore", "--op", "gemv", "--shape", "small:s1", "--board", "vu9p", "--out", out, "--db", db)
     assert r.code == 1 and r.err.startswith("hetero_dse: error: output directory") and "--force" in r.err
     assert sorted(p.name for p in out.iterdir()) == ["mine.txt"]
+    assert not db.exists()  # a refused run makes no history database
     r = cli("explore", "--op", "gemv", "--shape", "small:s1", "--board", "vu9p", "--out", out, "--force")
     assert r.code == 0 and (out / "report.md").is_file() and (out / "mine.txt").read_text() == "keep"
 

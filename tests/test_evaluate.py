@@ -84,11 +84,13 @@ def test_the_history_in_front_keeps_the_reason_a_stored_point_failed(tmp_path):
             def evaluate(self, rows, best, deadline, on_row=None):
                 for i in range(len(rows)):
                     on_row(i, None if i == 0 else 1.0, "timed out" if i == 0 else None, None)
-                return Evaluation(np.array([np.inf] + [1.0] * (len(rows) - 1)), None,
+                return Evaluation(np.array([np.inf] + [1.0] * (len(rows) - 1)), [f"f{r[0]}" for r in rows],
                                   ["timed out"] + [None] * (len(rows) - 1))
 
         evaluation = HistoryEvaluator(Failing(), space, memo).evaluate(rows, None, None, on_row=lambda *a: None)
         assert [evaluation.error(i) for i in range(4)] == ["timed out", "build failed", None, None]
+        # each figure stays with its row; the row the history answered has none
+        assert evaluation.figures == [f"f{rows[0, 0]}", None, f"f{rows[2, 0]}", f"f{rows[3, 0]}"]
     finally:
         db.close()
 
@@ -124,13 +126,37 @@ def test_a_cached_kernel_is_dropped_when_a_source_it_inlines_changes(tmp_path):
     other = cache / "learned.fit-10.py311.nbi"  # not the FPGA model's: left alone
     for f in (*cached, other):
         f.write_bytes(b"x")
-    assert drop_stale(tmp_path) and not any(f.exists() for f in cached) and other.exists()
+    assert drop_stale(tmp_path, [cache]) and not any(f.exists() for f in cached) and other.exists()
     assert (cache / STAMP).is_file()
     for f in cached:
         f.write_bytes(b"x")
-    assert not drop_stale(tmp_path) and all(f.exists() for f in cached)  # the same sources: the cache stays
+    assert not drop_stale(tmp_path, [cache]) and all(f.exists() for f in cached)  # the same sources: kept
     (tmp_path / "fpga_pe_array.py").write_text("# the pipeline's II changed\n")
-    assert drop_stale(tmp_path) and not any(f.exists() for f in cached)
+    elsewhere = tmp_path / "numba_cache_dir" / "some" / "path"  # NUMBA_CACHE_DIR: numba's first choice
+    elsewhere.mkdir(parents=True)
+    (elsewhere / cached[0].name).write_bytes(b"x")
+    assert drop_stale(tmp_path, [cache, tmp_path / "numba_cache_dir"])
+    assert not any(f.exists() for f in cached) and not (elsewhere / cached[0].name).exists()
+
+
+def test_the_kernel_cache_knows_every_module_the_kernels_compile_in():
+    """The modules the cached kernels import from, read from their source, are all in KERNEL_SOURCES: a new
+    helper module left out would be served stale after an edit."""
+    import ast
+    from pathlib import Path
+
+    from cost_models.kernel_cache import KERNEL_SOURCES, PACKAGE
+
+    seen, todo = set(), ["fpga_kernel", "fpga_blocks"]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for node in ast.walk(ast.parse((PACKAGE / f"{name}.py").read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("cost_models."):
+                todo.append(node.module.split(".", 1)[1])
+    assert seen - {"kernel_cache"} <= set(KERNEL_SOURCES) and Path(PACKAGE / "fpga_kernel.py").is_file()
 
 
 def test_a_measured_gpu_never_builds_a_point_beyond_its_limits(monkeypatch):

@@ -317,18 +317,22 @@ def test_a_model_search_ends_on_the_targets_patience_and_says_why(monkeypatch):
     search always runs to its end."""
     from hetero_dse.explore.loop import ENDS
     from hetero_dse.explore.settings import ExplorerSettings
-    from hetero_dse.targets.fpga import DEFAULT_BUDGET, MODEL_PATIENCE
+    from hetero_dse.targets.fpga import DEFAULT_BUDGET, SA_PATIENCE
 
     target = FpgaTarget(load_board("vu9p"))
     op = get_builtin("conv2d").instantiate(shape="yolo:C12")
     e = explore(op, target, "sa", Search(seed=0))
     assert e.loop.ended == "patience" and e.loop.evaluations < DEFAULT_BUDGET
-    assert target.record(e, None)["search"]["ended"] == ENDS["patience"]
+    record = target.record(e, None)["search"]
+    assert record["ended"] == "patience" and record["ended_reason"] == ENDS["patience"]
     improved = [used for used, _ in e.loop.convergence]
     assert improved and improved[-1] < e.loop.evaluations
-    patient = explore(op, target, ExplorerSettings("sa", patience=3 * MODEL_PATIENCE), Search(seed=0))
+    patient = explore(op, target, ExplorerSettings("sa", patience=3 * SA_PATIENCE), Search(seed=0))
     assert patient.loop.evaluations > e.loop.evaluations and patient.best_design[1]["latency_s"] == \
         e.best_design[1]["latency_s"]
+    # a budget the user gives is spent, and another explorer's search is not cut by annealing's patience
+    assert explore(op, target, "sa", Search(seed=0, budget=20_000)).loop.ended == "budget"
+    assert explore(op, target, "random", Search(seed=0)).loop.ended == "budget"
     import hetero_dse.targets.flow as flow
 
     given = []

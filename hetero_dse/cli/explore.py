@@ -204,8 +204,8 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
     settings = RunSettings(out, Search(seed=seed, budget=budget, time_budget_s=time_budget, top_k=top_k),
                            explorer_settings, force, command, synth)
     # the database is opened (or made) by the engine once every bad input has been said
-    result = execute(operators, chosen, settings, None if no_history else partial(open_db, db), ConsoleEvents(),
-                     graph)
+    result = execute(operators, chosen, settings, events=ConsoleEvents(), graph=graph,
+                     open_store=None if no_history else partial(open_db, db))
 
     console.print(rows_table(result.rows))
     for device in dict.fromkeys(f["device"] for f in result.fusions):

@@ -19,7 +19,8 @@ class HistoryEvaluator:
 
     The objective of an answered row is its stored time (``inf`` for a stored failure, its stored error the
     row's), so this fits evaluators whose objective is the time they record (measured trials). Answered rows
-    carry no figures of ``inner``: ``figures`` is the inner evaluation's, for the rows it evaluated, or None.
+    carry no figures of ``inner``: ``figures`` holds the inner evaluation's figure of each row it evaluated and
+    None for the rows answered (None in all where the inner evaluator gives no figure a row).
     ``answered`` counts the rows the history answered.
     """
 
@@ -76,5 +77,17 @@ class HistoryEvaluator:
                 end = fresh[count]
         tell_until(end)
         failed = errors[:end]
-        return Evaluation(objective[:end], None if evaluation is None else evaluation.figures,
+        return Evaluation(objective[:end], self._figures(evaluation, fresh, end),
                           failed if any(e is not None for e in failed) else None)
+
+    @staticmethod
+    def _figures(evaluation: Evaluation | None, fresh: list[int], end: int) -> list | None:
+        """The inner evaluation's figures of each row (None for a row the history answered), where the inner
+        evaluator gives one a row; else None."""
+        figures = None if evaluation is None else evaluation.figures
+        if not isinstance(figures, list) or len(figures) != len(evaluation.objective):
+            return None
+        out: list = [None] * end
+        for j, value in enumerate(figures):
+            out[fresh[j]] = value
+        return out

@@ -78,7 +78,7 @@ class MeasuredEvaluator:
         for i in range(len(rows)):
             measured = next(results)
             objective.append(measured.seconds if measured.ok else float("inf"))
-            errors.append(measured.error if not measured.ok else None)
+            errors.append(None if measured.ok else measured.error or "failed")
             figures.append(measured)
             if on_row is not None:
                 on_row(i, measured.seconds, measured.error, measured.timing() if measured.ok else None)

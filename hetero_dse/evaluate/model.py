@@ -34,6 +34,8 @@ class InfeasibleReasons(Sequence):
         if np.isfinite(self.latency[i]):
             return None
         worst = int(np.argmax(self.usage[i]))
+        if np.isinf(self.usage[i, worst]):
+            return f"needs {RESOURCE_KINDS[worst]}, which the board does not have"
         if self.usage[i, worst] > 1.0:
             return f"needs {self.usage[i, worst]:.0%} of the board's usable {RESOURCE_KINDS[worst]}"
         return UNEMITTED_TRANSFER

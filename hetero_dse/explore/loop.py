@@ -186,7 +186,7 @@ def run_search(space: Any, explorer: Any, evaluator: Evaluator, *, budget: int |
             if gate.exhausted:
                 break
             if patience is not None and since_better >= patience:
-                ended = "patience"
+                ended = "time" if deadline is not None and time.perf_counter() >= deadline else "patience"
                 break
             # one rule: the explorer hears about every row it proposed, or, where the round was cut, nothing
             if dedupe:

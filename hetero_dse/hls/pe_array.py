@@ -3,8 +3,8 @@
 The PE is a function of its own (INLINE off) whose operands are arrays of one element a reduce lane,
 unless its body reads a loop index outside its loads; a buffer that slides along its one unrolled
 dimension is read whole into registers along it and picked from one lane at a time (the model's
-``window``, ``cost_models.fpga_kernel``). The rest of the compute (its loops, the adder tree, the accumulation) is
-printed from the kernel's context (``context.py``).
+``window``, ``cost_models.fpga_pe_array.partition_box``). The rest of the compute (its loops, the adder tree,
+the accumulation) is printed from the kernel's context (``context.py``).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def pe_function(value: Any, loop_vars: list[tuple[Any, str]], ids: dict[str, str
 def buffer_window(b: dict[str, Any], access: Access, info: dict[str, Any], loops: dict[str, TileLoop],
                   ids: dict[str, str]) -> dict[str, Any] | None:
     """How the compute reads a buffer that slides along its one unrolled dimension (``info["window"]``,
-    see ``cost_models.fpga_kernel``): that dimension whole into registers, then one pick a lane."""
+    see ``cost_models.fpga_pe_array.partition_box``): that dimension whole into registers, then one pick a lane."""
     window = info.get("window") or []
     if not window:
         return None

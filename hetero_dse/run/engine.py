@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -86,17 +86,17 @@ def layer_search(search: Search, graph: Any, op: Any, n_targets: int) -> Search:
 
 
 def execute(operators: Sequence[Any], targets: Sequence[Target], settings: RunSettings, store: Any = None,
-            events: RunEvents | None = None, graph: Any = None) -> RunResult:
+            events: RunEvents | None = None, graph: Any = None,
+            open_store: Callable[[], Any] | None = None) -> RunResult:
     """Search every operator on every target, write, fuse, synthesize and report; ``store``: the history
-    database, or what opens it once every bad input has been said (so a refused run makes no database; None:
-    none); ``graph``: the network whose layers the operators are (``--model``)."""
+    database (None: none), or ``open_store`` what opens it once every bad input has been said and the output
+    directory accepted (a refused run makes no database); ``graph``: the network whose layers the operators
+    are (``--model``)."""
     events = events or Quiet()
     out = settings.out
     if not operators or not targets:
         raise HeteroDSEError("a run needs at least one operator and one target")
     directories = check_run(operators, targets, out)
-    if callable(store):
-        store = store()
     for target in targets:  # work done once, said before it is done rather than stalling a search
         if (preparation := target.preparation(operators)) is not None:
             say, work = preparation
@@ -106,6 +106,13 @@ def execute(operators: Sequence[Any], targets: Sequence[Target], settings: RunSe
     command = settings.command or {"operators": [op.title for op in operators],
                                    "targets": [t.device for t in targets]}
     resumed = outdir.prepare(out, settings.force, command, sorted(directories))
+    if open_store is not None:
+        try:
+            store = open_store()
+        except BaseException:
+            if not resumed:  # an interrupted run's record stays: it is what the next try goes on from
+                outdir.abandon(out)
+            raise
     if resumed:
         events.say(f"Going on from the interrupted run in {out} (what it measured comes from the history)")
     outcomes, errors, stopped = _search_all(operators, targets, settings, store, events, graph)

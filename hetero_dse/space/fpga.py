@@ -182,7 +182,7 @@ class FpgaSpace:
         unrolled loop, lane ``l_u`` reads bank ``(c·l_u + Σ c_l'·l'_local) mod f``: fixed when every other
         loop ``l'`` that moves inside the tile (tile > 1) has ``c_l'`` a multiple of ``f``. Otherwise (a
         sliding window) an input whose only unrolled dimension this is reads it whole into registers each
-        iteration (see ``cost_models.fpga_kernel``); any other buffer is refused.
+        iteration (see ``cost_models.fpga_pe_array.partition_box``); any other buffer is refused.
         """
         ok = np.ones(len(t), dtype=bool)
         unrolled = u > 1

@@ -28,15 +28,15 @@ class Defaults:
     """A target's search defaults: start points per round for each explorer (when the user gives none), what
     ``auto`` becomes beyond exhaustive without a history, the points searched when the user gives no budget
     (None: the explorer's own end), what one point is called on the progress bar, whether ``auto`` may
-    switch to a history-based tuner when the history holds related workloads, and the rounds without a better
-    point that end a sampling search when the user gives no ``--patience`` (None: none)."""
+    switch to a history-based tuner when the history holds related workloads, and, per explorer, the rounds
+    without a better point that end its search when the user gives neither ``--patience`` nor a budget."""
 
     starts: Mapping[str, int]
     auto: str
     budget: int | None
     unit: str
     auto_from_history: bool
-    patience: int | None = None
+    patience: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass

@@ -27,8 +27,7 @@ from hetero_dse.operator import Operator
 from hetero_dse.space.cpu import CpuSpace
 from hetero_dse.targets.base import Defaults, Row, Search, Written
 from hetero_dse.evaluate.measured import TrialLog, TuneResult, candidate_job, fastest, measured_evaluator
-from hetero_dse.targets.tuned import TVM_STARTS
-from hetero_dse.targets.tuned import Tuned, schedule_json, tvm_workload
+from hetero_dse.targets.tuned import TVM_STARTS, Tuned, schedule_json, tvm_workload
 
 __all__ = ["CpuTarget", "tune_cpu"]
 

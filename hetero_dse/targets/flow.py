@@ -42,9 +42,10 @@ def explore(op: Operator, target: Target, settings: ExplorerSettings | str = "au
     explorer = settings.make(space, search.seed, default_starts=target.defaults.starts, auto=target.defaults.auto,
                              prior=prior)
     budget, patience = search.budget, settings.patience
-    if not isinstance(explorer, Exhaustive):  # an enumeration runs to its end
-        budget = target.defaults.budget if budget is None else budget
-        patience = target.defaults.patience if patience is None else patience
+    if budget is None and not isinstance(explorer, Exhaustive):  # an enumeration runs to its end
+        budget = target.defaults.budget
+        # the target's patience for this explorer, measured where it was set: a budget the user gives is spent
+        patience = target.defaults.patience.get(explorer.name) if patience is None else patience
     memo = None if workload is None else WorkloadHistory(history, workload, explorer.name)
     observers = target.observers(space, search)
     with target.evaluator(op, space, memo, progress) as evaluator:

@@ -32,17 +32,17 @@ from hetero_dse.targets.base import Defaults, Row, Search, Written
 from hetero_dse.targets.fpga_report import design_row, fpga_markdown, fpga_record
 from hetero_dse.targets.fpga_search import Designs, Exploration
 
-__all__ = ["DEFAULT_BUDGET", "MODEL_PATIENCE", "Exploration", "FpgaTarget", "check_clocks", "check_dtypes",
+__all__ = ["DEFAULT_BUDGET", "SA_PATIENCE", "Exploration", "FpgaTarget", "check_clocks", "check_dtypes",
            "fpga_workload"]
 
 #: designs scored when the user gives no budget to a sampling explorer (they converge well before; BENCHMARKS.md)
 DEFAULT_BUDGET = 30_000
-#: rounds without a better design that end a sampling search when the user gives no --patience. Annealing's
+#: rounds without a better design that end annealing's search when the user gives no --patience or --budget. Its
 #: 512 chains found their last better design by round 92 on the 62 layers of YOLO-v1, ResNet-18 and
 #: MobileNet-V2 (3 seeds each), never more than 56 rounds after the one before, and then walked up to 3,000
 #: rounds over designs already scored (``bench/sa_patience.py``, BENCHMARKS.md): 2.7 times the longest gap
 #: seen ends every one of them with the same best design
-MODEL_PATIENCE = 150
+SA_PATIENCE = 150
 #: loop iterations of an operator past which the model's 64-bit counts (cycles, bytes) could overflow
 MAX_ITERATIONS = 2**53
 
@@ -72,7 +72,7 @@ class FpgaTarget:
         self.device = board.name
         # auto stays simulated annealing with a history: the model makes the default 30,000 designs cheap
         self.defaults = Defaults(MODEL_STARTS, AUTO_MODELLED, budget, "designs", auto_from_history=False,
-                                 patience=MODEL_PATIENCE)
+                                 patience={"sa": SA_PATIENCE})
 
     def preparation(self, operators: Sequence[Operator]) -> None:
         return None

@@ -40,7 +40,8 @@ def fpga_record(e: Exploration, written: Written | None) -> dict[str, Any]:
     return {
         "operator": e.op.name, "shape": e.op.shape_name, "signature": e.op.signature(), "board": e.board.name,
         "search": {"explorer": r.explorer, "evaluations": r.evaluations, "wall_s": r.wall_s,
-                   "interrupted": r.interrupted, "ended": ENDS.get(r.ended, r.ended), "space_size": e.space.size,
+                   "interrupted": r.interrupted, "ended": r.ended, "ended_reason": ENDS.get(r.ended),
+                   "space_size": e.space.size,
                    "pruned_size_bound": e.space.pruned_size()},
         "best": {"knobs": e.designs[0][0].to_json(), **e.designs[0][1]} if e.designs else None,
         "top": [{"knobs": p.to_json(), **d} for p, d in e.designs],

@@ -23,12 +23,12 @@ __all__ = ["back_to_back"]
 
 
 def back_to_back(graph: Any, outcomes: Sequence[Tuned], out: Path, gpu: GpuDevice, device: str,
-                 typed: Callable[[Operator], Operator], measured: bool) -> list[dict[str, Any]]:
+                 typed: Callable[[Operator], Operator], on_gpu: bool) -> list[dict[str, Any]]:
     """The network's back-to-back 1×1 convolutions (``graph.pairs``) on ``gpu`` (``device``: as the report names
-    it; ``typed``: a layer in the type the GPU computes in): each pair's fused kernel against its two layers' best
-    schedules (``outcomes``: this GPU's), chosen where its estimate beats their sum. Estimates only: where the
-    layers were ``measured`` the fused kernel is not yet, so they stay two kernels. One dict per pair (``why``:
-    the reason it is not fused)."""
+    it; ``typed``: a layer in the type the GPU computes in): each pair's fused kernel against its two layers'
+    best schedules (``outcomes``: this GPU's), chosen where its estimate beats their sum. Estimates only: where
+    the layers were measured ``on_gpu`` here the fused kernel is not yet, so they stay two kernels. One dict
+    per pair (``why``: the reason it is not fused)."""
     operators = graph.operators()
     best = {o.op.shape_name: o for o in outcomes if o.found}
     entries = []
@@ -38,7 +38,7 @@ def back_to_back(graph: Any, outcomes: Sequence[Tuned], out: Path, gpu: GpuDevic
                                  "count": pair_of.count, "fuse": False}
         entries.append(entry)
         found = [best.get(op.shape_name) for op in (first, second)]
-        if measured:
+        if on_gpu:
             entry["why"] = "measured on the GPU: the fused kernel is not measured yet, the layers stay two kernels"
             continue
         if None in found:

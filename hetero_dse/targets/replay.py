@@ -37,6 +37,9 @@ def _check_knobs(directory: Path, record: dict[str, Any]) -> None:
             point = recorded_point(record)
             space = TensorCoreSpace(analysis, device) if "mma" in point else GpuSpace(analysis, device, domain=False)
             space.encode(point)
+            # a schedule estimated for a larger device is refused here, before TVM builds and launches it
+            if problem := space.beyond_limits(point):
+                raise HeteroDSEError(f"{directory / 'schedule.json'} cannot run here: {problem}")
         else:
             CpuSpace(analysis).encode(recorded_point(record))
     except (SpaceError, TypeError, ValueError) as exc:

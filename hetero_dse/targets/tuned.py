@@ -96,7 +96,7 @@ class Tuned(Outcome):
             "explorer": self.explorer, "trials": len(self.trials), "answered_from_history": self.answered,
             "failures": len(self.failures), "failure_messages": sorted(set(self.failures))[:5],
             "wall_s": self.loop.wall_s, "interrupted": self.interrupted,
-            "ended": ENDS.get(self.loop.ended, self.loop.ended),
+            "ended": self.loop.ended, "ended_reason": ENDS.get(self.loop.ended),
             "best": None if self.best is None else {
                 "knobs": self.best.to_json(), "seconds": self.best_seconds, "gflops": self.gflops(self.best_seconds),
                 "timing": self.best_trial.result.timing() if not self.estimate else None,
