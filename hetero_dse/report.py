@@ -54,12 +54,14 @@ def _search(row: Row) -> str:
 
 def write_reports(out: Path, results: Sequence[tuple[Outcome, Written | None]], interrupted: bool,
                   synthesis: dict[int, list[dict[str, Any]]] | None = None,
-                  errors: Sequence[str] = (), graph: Any = None, fusions: Sequence[dict[str, Any]] = ()) -> list[Path]:
+                  errors: Sequence[str] = (), graph: Any = None, fusions: Sequence[dict[str, Any]] = (),
+                  networks: Sequence[dict[str, Any]] = ()) -> list[Path]:
     """Write report.json, report.md and designs.csv under ``out``; returns their paths. ``results``: each
     outcome with what its target wrote for it (None: nothing yet); ``synthesis``: by index in ``results``, its
     synthesized designs against their predictions (``explore --synth``); ``errors``: the searches that ended
     in an error, one sentence each; ``graph``: the network whose layers the operators are (``--model``);
-    ``fusions``: its back-to-back pairs on each GPU (``GpuTarget.back_to_back``)."""
+    ``fusions``: its back-to-back pairs on each GPU (``GpuTarget.back_to_back``); ``networks``: one design for
+    the whole network per device that makes one (``FpgaTarget.network``)."""
     synthesis = synthesis or {}
     rows = [o.target.row(o, w) for o, w in results]
     report: dict[str, Any] = {"generator": f"hetero_dse {__version__}", "complete": not interrupted,
@@ -79,7 +81,7 @@ def write_reports(out: Path, results: Sequence[tuple[Outcome, Written | None]], 
         report[o.target.report_key].append(record)
     report["across"] = across_devices(report["rows"])
     if graph is not None:
-        report["model"] = whole_model(graph, report["rows"], fusions)
+        report["model"] = whole_model(graph, report["rows"], fusions, networks)
     designs = [row for o, _ in results for row in o.target.csv_rows(o)]
     paths = [out / "report.json", out / "report.md", out / "designs.csv", out / "report.html"]
     atomic_write_text(paths[0], json.dumps(report, indent=2) + "\n")
@@ -165,9 +167,10 @@ def synthesis_markdown(outcomes: Sequence[Outcome], synthesis: dict[int, list[di
     return "\n".join(lines) + "\n"
 
 
-def whole_model(graph: Any, rows: Sequence[dict[str, Any]], fusions: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
-    """The network's layers, its back-to-back pairs on each GPU, and per device the system-level plan
-    (``crossdevice.system_plan``)."""
+def whole_model(graph: Any, rows: Sequence[dict[str, Any]], fusions: Sequence[dict[str, Any]] = (),
+                networks: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """The network's layers, its back-to-back pairs on each GPU, one design for the whole network where a device
+    makes one, and per device the system-level plan (``crossdevice.system_plan``)."""
     model = {"name": graph.name, "input_shape": list(graph.input_shape), "distinct_layers": len(graph.layers),
              "layers": sum(layer.count for layer in graph.layers), "mapped_flops": graph.mapped_flops,
              "unmapped": [{"op": u.op, "count": u.count, "torch_s": u.torch_seconds} for u in graph.unmapped],
@@ -175,6 +178,6 @@ def whole_model(graph: Any, rows: Sequence[dict[str, Any]], fusions: Sequence[di
              "layer_table": [{"label": f"{graph.label}:L{i}", "operator": layer.op, "params": layer.params,
                               "count": layer.count, "epilogue": list(layer.epilogue), "flops": layer.flops}
                              for i, layer in enumerate(graph.layers, 1)],
-             "b2b": list(fusions)}
+             "b2b": list(fusions), "networks": list(networks)}
     model["devices"] = system_plan(model, rows)
     return model

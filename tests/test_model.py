@@ -98,7 +98,7 @@ def test_a_model_file_and_bad_ones(write, cli):
     assert r.code == 1 and "--input-shape expects positive integers" in r.err
 
 
-def test_explore_a_whole_model_sums_its_layers_per_device(write, cli, tmp_path):
+def test_explore_a_whole_model_runs_it_on_one_fpga_accelerator_beside_its_layers_sum(write, cli, tmp_path):
     path = write("tiny.py", """
         import torch
 
@@ -119,10 +119,18 @@ def test_explore_a_whole_model_sums_its_layers_per_device(write, cli, tmp_path):
     assert set(rows) == {"tiny:L1", "tiny:L2", "tiny:L3"}  # the two 8->8 convolutions are one layer run twice
     (device,) = report["model"]["devices"]
     by_hand = rows["tiny:L1"]["seconds"] + 2 * rows["tiny:L2"]["seconds"] + rows["tiny:L3"]["seconds"]
-    assert device["plan_s"] == pytest.approx(by_hand) and device["complete"] is True
+    # the layers' own designs, each alone on the device, are only summed beside the one accelerator that runs
+    # the whole network, whose latency is the FPGA's figure
+    (shared,) = report["model"]["networks"]
+    on_grid = {layer["layer"]: layer["latency_s"] for layer in shared["layers"]}
+    assert shared["latency_s"] == pytest.approx(on_grid["tiny:L1"] + 2 * on_grid["tiny:L2"] + on_grid["tiny:L3"])
+    assert device["per_layer_bound_s"] == pytest.approx(by_hand) == pytest.approx(shared["per_layer_sum_s"])
+    assert device["plan_s"] == shared["latency_s"] and device["complete"] is True
+    assert all(u <= 1.0 for u in shared["utilisation"].values())
     assert device["chosen"] == {"hetero_dse": 3, "library": 0}  # an FPGA has no library to choose
     (pool,) = report["model"]["unmapped"]
-    assert pool["op"] == "max_pool2d" and device["total_s"] == pytest.approx(by_hand + pool["torch_s"])
+    assert pool["op"] == "max_pool2d" and device["total_s"] == pytest.approx(shared["latency_s"] + pool["torch_s"])
+    assert "one accelerator for the network" in (out / "report.md").read_text()
     assert report["model"]["torch_eager_s"] > 0
     assert device["torch_eager_s"] is None  # torch eager ran on the CPU, not on the board
     assert "## Whole model: " in (out / "report.md").read_text()

@@ -79,7 +79,8 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
 @click.option("--gamma", default=2.0, show_default=True, type=Finite(min=0),
               help="Start-point rule: a point is picked with probability exp(-gamma (E* - E) / E*).")
 @click.option("--patience", type=click.IntRange(min=1), metavar="ROUNDS",
-              help="Stop a search when this many rounds in a row find nothing better (FPGA model: 150 unless given).")
+              help="Stop a search when this many rounds in a row find nothing better (annealing on the FPGA model "
+                   "without --budget: 150).")
 @click.option("--q-state", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="Q-network to start from when FILE exists, saved there after the search (warm starts on "
                    "similar operators).")

@@ -58,6 +58,8 @@ class RunResult:
     interrupted: bool
     graph: Any = None
     resumed: bool = False
+    #: a network's one design per device that builds one for it (the FPGA's shared accelerator)
+    networks: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def rows(self) -> list[Row]:
@@ -181,6 +183,7 @@ def _write_outputs(out: Path, outcomes: list[Outcome], seed: int, errors: list[s
     incomplete."""
     results: list[tuple[Outcome, Written | None]] = [(o, None) for o in outcomes]
     fusions: list[dict[str, Any]] = []
+    networks: list[dict[str, Any]] = []
     try:
         for i, o in enumerate(outcomes):
             if not o.found:
@@ -197,12 +200,30 @@ def _write_outputs(out: Path, outcomes: list[Outcome], seed: int, errors: list[s
             results[i] = (o, written)
         if graph is not None and graph.pairs and not stopped:
             fusions = _fuse_pairs(out, graph, results, errors, events)
+        if graph is not None and not stopped:
+            networks = _network_designs(graph, results, errors, events)
     except KeyboardInterrupt:
         pass
     incomplete = stopped or any(w is None for _, w in results)
     with _uninterrupted():  # a second Ctrl-C must not cost the report of what was found
-        write_reports(out, results, incomplete, errors=errors, graph=graph, fusions=fusions)
-    return RunResult(out, results, fusions, errors, incomplete, graph)
+        write_reports(out, results, incomplete, errors=errors, graph=graph, fusions=fusions, networks=networks)
+    return RunResult(out, results, fusions, errors, incomplete, graph, networks=networks)
+
+
+def _network_designs(graph: Any, results: list, errors: list[str], events: RunEvents) -> list[dict[str, Any]]:
+    """Each target's one design for the whole network (the targets that make one: ``network``)."""
+    designs: list[dict[str, Any]] = []
+    for target in dict.fromkeys(o.target for o, _ in results):
+        design = getattr(target, "network", None)
+        if design is None:
+            continue
+        try:
+            with events.status(f"designing one accelerator for the network's {len(graph.layers)} layers on "
+                               f"{target.device}"):
+                designs.append(design(graph, [o for o, w in results if w is not None and o.target is target]))
+        except HeteroDSEError as exc:  # the layers' own results stand
+            errors.append(f"one design for the network on {target.device}: {exc}")
+    return designs
 
 
 def _fuse_pairs(out: Path, graph: Any, results: list, errors: list[str], events: RunEvents) -> list[dict[str, Any]]:

@@ -46,7 +46,7 @@ from hetero_dse.hardware.board import Board
 from hetero_dse.ops._common import accumulator
 from hetero_dse.space.base import SpaceError, divisors
 from hetero_dse.space.encoding import row_keys
-from hetero_dse.space.fpga_knobs import AccessGeometry, SpaceOptions, tile_candidates
+from hetero_dse.space.fpga_knobs import AccessGeometry, SpaceOptions, fixed_lane_tiles, tile_candidates
 from hetero_dse.space.fpga_tables import FpgaTables, padded_table
 from hetero_dse.space.point import Point
 from hetero_dse.space.rearrange import Knob, Neighbourhood, nearest_factors, nearest_valid, random_neighbours
@@ -80,15 +80,22 @@ class FpgaSpace:
         self.write = self._geometry(analysis.write)
 
         window_loops = set(self.window.window_loops) if self.window else set()
+        pe = dict(self.options.pe)
+        if unknown := set(pe) - set(self.loop_names):
+            raise SpaceError(f"the PE array unrolls {', '.join(sorted(unknown))}, which {analysis.main.name} "
+                             f"does not have (its loops: {', '.join(self.loop_names)})")
         self.tile_values: list[np.ndarray] = []
         self.unroll_values: list[np.ndarray] = []
         for lp in self.loops:
-            if lp.name in window_loops and lp.extent <= self.options.window_limit:
+            if lp.name in pe:
+                tiles = fixed_lane_tiles(lp.extent, pe[lp.name], self.options.padding_waste)
+            elif lp.name in window_loops and lp.extent <= self.options.window_limit:
                 tiles = [lp.extent]
             else:
                 tiles = tile_candidates(lp.extent, self.options.padding_waste)
             self.tile_values.append(np.array(tiles, dtype=np.int64))
-            self.unroll_values.append(np.array(sorted({d for t in tiles for d in divisors(t)}), dtype=np.int64))
+            unrolls = [pe[lp.name]] if lp.name in pe else [1] if pe else sorted({d for t in tiles for d in divisors(t)})
+            self.unroll_values.append(np.array(unrolls, dtype=np.int64))
 
         # Orders permute only the spatial loops that can have more than one tile; the others keep their place.
         movable = [i for i in range(self.num_spatial) if self.extents[i] > 1]

@@ -10,7 +10,7 @@ import numpy as np
 from hetero_dse.analysis import Access
 from hetero_dse.space.base import divisors
 
-__all__ = ["AccessGeometry", "SpaceOptions", "tile_candidates"]
+__all__ = ["AccessGeometry", "SpaceOptions", "fixed_lane_tiles", "tile_candidates"]
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,17 @@ class SpaceOptions:
     padding_waste: float = 0.25
     io_optimal: bool = False  # keep conv tiles with x·y within a factor io_slack of R·z
     io_slack: float = 4.0
+    #: a PE array fixed beforehand (one shared by a network's layers): each named loop unrolled by its factor,
+    #: no other loop unrolled, and the named loops' tiles whole multiples of their factor (the loop padded up
+    #: to one where none of its tile extents is)
+    pe: tuple[tuple[str, int], ...] = ()
+
+
+def fixed_lane_tiles(extent: int, lanes: int, padding_waste: float) -> list[int]:
+    """The tiles of a loop a fixed PE array unrolls by ``lanes``: the candidates that are whole multiples of
+    it, or else the loop padded up to one (a 3-channel image on 64 channel lanes: one tile of 64, 61 zero)."""
+    tiles = [t for t in tile_candidates(extent, padding_waste) if t % lanes == 0]
+    return tiles or [-(-extent // lanes) * lanes]
 
 
 def tile_candidates(extent: int, padding_waste: float) -> list[int]:

@@ -31,6 +31,7 @@ from hetero_dse.space.fpga import FpgaSpace, SpaceOptions
 from hetero_dse.targets.base import Defaults, Row, Search, Written
 from hetero_dse.targets.fpga_report import design_row, fpga_markdown, fpga_record
 from hetero_dse.targets.fpga_search import Designs, Exploration
+from hetero_dse.targets.fpga_shared import explore_shared
 
 __all__ = ["DEFAULT_BUDGET", "SA_PATIENCE", "Exploration", "FpgaTarget", "check_clocks", "check_dtypes",
            "fpga_workload"]
@@ -168,6 +169,21 @@ class FpgaTarget:
         return ("FPGA: the analytical read/compute/write model under the board's usable caps (percentages of "
                 "resources are of those caps). The I/O bound is seed 001's Theorem 4.9 for direct convolutions and "
                 "a matmul-style bound otherwise (raised to the compulsory traffic); the kind used is in report.json.")
+
+    def network(self, graph: Any, outcomes: Sequence[Exploration]) -> dict[str, Any]:
+        """One accelerator for the whole network on this board (``fpga_shared``), beside the sum of the layers'
+        own designs (``outcomes``), which is a bound and not a design."""
+        layers = list(zip(graph.operators(), (layer.count for layer in graph.layers), strict=True))
+        dtype = check_dtypes(layers[0][0], self.dtypes)[0]
+        try:
+            shared = explore_shared(layers, self.board, dtype, self.clocks[0]).to_json()
+        except HeteroDSEError as exc:
+            return {"board": self.board.name, "why": str(exc)}
+        counts = {op.shape_name: count for op, count in layers}
+        found = [e for e in outcomes if e.found]
+        if len(found) == len(layers):
+            shared["per_layer_sum_s"] = sum(counts[e.op.shape_name] * e.best_design[1]["latency_s"] for e in found)
+        return shared
 
     def csv_rows(self, e: Exploration) -> list[dict[str, Any]]:
         return [design_row(e, rank, p, d) for rank, (p, d) in enumerate(e.designs, start=1)]
