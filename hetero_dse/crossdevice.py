@@ -197,12 +197,13 @@ def _network_markdown(model: dict[str, Any]) -> list[str]:
         if n.get("why"):
             lines += ["", f"### {n['board']}: one accelerator for the network", "", f"None: {n['why']}"]
             continue
-        pe = n["pe"]
         bound = n.get("per_layer_sum_s")
+        arrays = " and ".join(f"a {e['kind']} engine of " + " × ".join(f"{v} {k}" for k, v in e["lanes"].items())
+                              + " lanes" for e in n["engines"])
         lines += ["", f"### {n['board']}: one accelerator for the network ({n['dtype']}, {n['clock_mhz']:g} MHz)", "",
-                  f"A PE grid of {pe['out_lanes']} output-channel × {pe['red_lanes']} input-channel lanes, fixed at "
-                  "synthesis, runs every layer one after the other, each layer's tiles and loop order chosen for it by "
-                  "the model; its buffers are sized for the largest tile any layer puts in them. **Network latency "
+                  f"PE arrays fixed at synthesis — {arrays} — run every layer one after the other, each layer's "
+                  "tiles and loop order chosen for it by the model; each array's buffers are sized for the largest "
+                  "tile any of its layers puts in them, and the arrays' resources add up. **Network latency "
                   f"{fmt_seconds(n['latency_s'])}** at batch 1 ({n['basis']}). "
                   + ("" if bound is None else
                      f"The layers' own designs above sum to {fmt_seconds(bound)}: each uses the whole device alone, "
@@ -211,13 +212,11 @@ def _network_markdown(model: dict[str, Any]) -> list[str]:
                   + "Resources, counted once: " + ", ".join(
                       f"{k.upper() if k != 'bram18k' else 'BRAM18K'} {v:,.0f} ({100 * n['utilisation'][k]:.0f} %)"
                       for k, v in n["resources"].items() if v) + ".", "",
-                  "| layer | count | latency on the grid | PE used | bound |", "|---" * 5 + "|"]
-        for layer in n["layers"]:
-            lines.append(f"| {layer['layer']} | {layer['count']} | {fmt_seconds(layer['latency_s'])} | {layer['pe']} | "
-                         f"{layer['bound']} |")
-        if n["second_engine"]:
-            lines += ["", "Not on the grid (no input-channel reduction: a second engine would run them): "
-                      + ", ".join(n["second_engine"]) + "."]
+                  "| layer | count | engine | latency on it | PE used | bound |", "|---" * 6 + "|"]
+        for engine in n["engines"]:
+            for layer in engine["layers"]:
+                lines.append(f"| {layer['layer']} | {layer['count']} | {engine['kind']} | "
+                             f"{fmt_seconds(layer['latency_s'])} | {layer['pe']} | {layer['bound']} |")
     return lines
 
 

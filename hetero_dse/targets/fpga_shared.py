@@ -1,27 +1,28 @@
-"""One FPGA accelerator for a whole network, by the model (issue 38, first part): a PE array fixed at synthesis
-that every layer runs on, one after the other, instead of one accelerator per layer that could never share
-the device.
+"""One FPGA accelerator for a whole network, by the model (issue 38, first part): PE arrays fixed at synthesis
+that every layer runs on, one layer after the other, instead of one accelerator per layer that could never
+share the device.
 
-The array is a GEMM-like grid: ``out`` lanes over the layer's output channels (a convolution's ``k``, a linear
-layer's output features) times ``red`` lanes over its input channels (the reduction loop both operands index
-alone: a convolution's ``rc``, a linear layer's ``k``). Each layer is then scheduled on it by the same model
-that scores single layers: its tiles and loop order searched exhaustively with the lanes fixed
-(``SpaceOptions.pe``; a loop shorter than its lanes padded, as a 3-channel image on 64 channel lanes). A
-layer with no such reduction (a depthwise convolution: each channel its own) cannot run on the grid and is
-listed as needing a second engine.
+The main engine is a GEMM-like grid: ``out`` lanes over the layer's output channels (a convolution's ``k``, a
+linear layer's output features) times ``red`` lanes over its input channels (the reduction loop both operands
+index alone: a convolution's ``rc``, a linear layer's ``k``). A layer with no such reduction (a depthwise
+convolution: each channel its own) runs on a second engine beside it: lanes over its channels times lanes
+along its output rows. Each layer is scheduled on its engine by the same model that scores single layers:
+its tiles and loop order searched exhaustively with the lanes fixed (``SpaceOptions.pe``; a loop shorter
+than its lanes padded, as a 3-channel image on 64 channel lanes).
 
-The design's resources are counted once: the array's DSPs; each on-chip buffer (input, weights, output) sized
-for the largest tile any layer puts in it; the rest (ports, control) the largest any layer's design needs.
-Not charged yet: what run-time loop bounds and strides cost the generated code (loop overhead, bank
-multiplexers, the per-layer descriptor reads): there is no shared HLS kernel yet, so these latencies are the
-model's for a design the code does not build.
+Each engine's resources are counted once: its array's DSPs; each on-chip buffer (input, weights, output) sized
+for the largest tile any of its layers puts in it; the rest (ports, control) the most any of its layers'
+designs needs. The engines share the device: their resources add up, and the pair of arrays chosen is the
+one with the lowest network latency whose sum fits. Not charged yet: what run-time loop bounds and strides
+cost the generated code (loop overhead, bank multiplexers, the per-layer descriptor reads): there is no
+shared HLS kernel yet, so these latencies are the model's for a design the code does not build.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -37,37 +38,77 @@ from hetero_dse.operator import Operator
 from hetero_dse.space.fpga import FpgaSpace, SpaceOptions
 from hetero_dse.targets.fpga_search import search
 
-__all__ = ["LANES", "SharedAccelerator", "SharedLayer", "explore_shared", "grid_lanes"]
+__all__ = ["ENGINES", "LANES", "MEMORY_SHARES", "Engine", "SharedAccelerator", "SharedLayer", "channel_lanes",
+           "explore_shared", "grid_lanes", "weight_tensors", "with_memory_share"]
 
-#: lane counts each side of the grid may take (powers of two: every layer's channels pad to few of them)
+#: lane counts each side of an engine may take (powers of two: every layer's channels pad to few of them)
 LANES = (4, 8, 16, 32, 64, 128)
+#: lanes along a depthwise layer's output rows (its window slides along them: a few, read as a register window)
+ROW_LANES = (1, 2, 4, 8)
+#: the shares of the board's on-chip memory each layer's schedule may fill on its own: its best schedule alone
+#: fills most of it, and the engine's buffers take, role by role, the largest any of its layers asks for, so
+#: layers that each fit can together ask for more than the board has (YOLO-v1 on zcu102: 1.4-2.6 times)
+MEMORY_SHARES = (1.0, 0.5, 0.34, 0.25)
+
+
+def _alone(analysis: Analysis) -> dict[str, set[str]]:
+    """Each loop, and the tensors (reads and the write) with a dimension indexed by it alone."""
+    alone: dict[str, set[str]] = {}
+    for access in (*analysis.reads, analysis.write):
+        for index in access.indices:
+            if len(index.terms) == 1 and index.terms[0][1] == 1:
+                alone.setdefault(index.terms[0][0], set()).add(access.tensor)
+    return alone
 
 
 def grid_lanes(analysis: Analysis) -> tuple[str, str] | None:
     """The layer's loops on the grid's two sides: (output channels, input channels), or None where it has no
     reduction loop that two operands index alone (a depthwise convolution)."""
-    main = analysis.main
-    alone: dict[str, list[str]] = {}  # loop -> the reads that index a dimension with it alone
-    for read in analysis.reads:
-        for index in read.indices:
-            if len(index.terms) == 1 and index.terms[0][1] == 1:
-                alone.setdefault(index.terms[0][0], []).append(read.tensor)
-    reduce = [lp for lp in main.reduce if len(set(alone.get(lp.name, ()))) >= 2]
+    main, alone = analysis.main, _alone(analysis)
+    reads = {r.tensor for r in analysis.reads}
+    reduce = [lp for lp in main.reduce if len(alone.get(lp.name, set()) & reads) >= 2]
     if not reduce:
         return None
     red = max(reduce, key=lambda lp: lp.extent).name
-    weights = {r for r in analysis.reads if any(i.terms == ((red, 1),) for i in r.indices)}
-    written = {i.terms[0][0] for i in analysis.write.indices if len(i.terms) == 1}
-    out = [lp for lp in main.spatial if lp.name in written and sum(
-        any(i.terms == ((lp.name, 1),) for i in r.indices) for r in weights) == 1]
+    weights = {r.tensor for r in analysis.reads if r.tensor in alone[red]}
+    out = [lp for lp in main.spatial if analysis.write.tensor in alone.get(lp.name, set())
+           and len(alone.get(lp.name, set()) & weights) == 1]
     if not out:
         return None
     return max(out, key=lambda lp: lp.extent).name, red
 
 
+def channel_lanes(analysis: Analysis) -> tuple[str, str] | None:
+    """A depthwise layer's loops on the second engine: (its channels: every tensor indexes them alone, its
+    output's innermost loop), or None where it has none."""
+    main, alone = analysis.main, _alone(analysis)
+    every = {r.tensor for r in analysis.reads} | {analysis.write.tensor}
+    channels = [lp for lp in main.spatial if alone.get(lp.name, set()) >= every and lp.extent > 1]
+    inner = analysis.write.indices[-1].terms
+    if not channels or len(inner) != 1 or inner[0][0] == channels[0].name:
+        return None
+    return max(channels, key=lambda lp: lp.extent).name, inner[0][0]
+
+
+@dataclass(frozen=True)
+class EngineKind:
+    """A kind of PE array: which loops of a layer its two sides take, and the lanes each side may have."""
+
+    name: str
+    lanes_of: Callable[[Analysis], tuple[str, str] | None]
+    first: tuple[int, ...]
+    second: tuple[int, ...]
+    sides: tuple[str, str]  # what the two sides are called in the report
+
+
+#: the engines a network may get, in the order a layer is offered to them
+ENGINES = (EngineKind("grid", grid_lanes, LANES, LANES, ("output-channel", "input-channel")),
+           EngineKind("depthwise", channel_lanes, LANES, ROW_LANES, ("channel", "row")))
+
+
 @dataclass
 class SharedLayer:
-    """One layer on the shared array: its schedule (``point``) and the model's figures of it (``design``)."""
+    """One layer on its engine: its schedule (``point``) and the model's figures of it (``design``)."""
 
     op: Operator
     count: int
@@ -80,39 +121,75 @@ class SharedLayer:
 
 
 @dataclass
+class Engine:
+    """One PE array of the design: its lanes, the layers it runs, its resources counted once."""
+
+    kind: EngineKind
+    lanes: tuple[int, int]
+    layers: list[SharedLayer]
+    resources: dict[str, float]
+    memory_share: float = 1.0  # of the board's on-chip memory each layer's schedule was held to
+
+    @property
+    def latency_s(self) -> float:
+        return sum(layer.count * layer.latency_s for layer in self.layers)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind.name, "lanes": dict(zip(self.kind.sides, self.lanes, strict=True)),
+                "memory_share": self.memory_share, "latency_s": self.latency_s, "resources": self.resources,
+                "layers": [{"layer": layer.op.shape_name, "count": layer.count, "knobs": layer.point.to_json(),
+                            "latency_s": layer.latency_s, "pe": layer.design["pe"],
+                            "bound": layer.design["bound"]} for layer in self.layers]}
+
+
+@dataclass
 class SharedAccelerator:
-    """The network's shared design: its lanes, each layer on it, its resources counted once."""
+    """The network's design: its engines, each layer on one, their resources added up on the device."""
 
     board: Board
     dtype: str
     clock_mhz: float
-    out_lanes: int
-    red_lanes: int
-    layers: list[SharedLayer]
-    resources: dict[str, float]
-    second_engine: list[str] = field(default_factory=list)  # layers the grid cannot take
-    candidates: list[dict[str, Any]] = field(default_factory=list)  # every grid tried, for the report
+    engines: list[Engine]
+    candidates: list[dict[str, Any]] = field(default_factory=list)  # every array tried, for the report
+
+    @property
+    def layers(self) -> list[SharedLayer]:
+        return [layer for engine in self.engines for layer in engine.layers]
 
     @property
     def latency_s(self) -> float:
         """The network at batch 1: every layer, as often as it occurs, one after the other."""
-        return sum(layer.count * layer.latency_s for layer in self.layers)
+        return sum(engine.latency_s for engine in self.engines)
+
+    @property
+    def resources(self) -> dict[str, float]:
+        return {k: sum(engine.resources[k] for engine in self.engines) for k in RESOURCE_KINDS}
 
     @property
     def utilisation(self) -> dict[str, float]:
-        return {k: float(self.resources[k] / self.board.cap(k)) if self.board.cap(k) else 0.0 for k in RESOURCE_KINDS}
+        return _utilisation(self.board, self.resources)
 
     def to_json(self) -> dict[str, Any]:
         return {"board": self.board.name, "dtype": self.dtype, "clock_mhz": self.clock_mhz,
-                "pe": {"out_lanes": self.out_lanes, "red_lanes": self.red_lanes},
                 "latency_s": self.latency_s, "resources": self.resources, "utilisation": self.utilisation,
-                "layers": [{"layer": layer.op.shape_name, "count": layer.count, "knobs": layer.point.to_json(),
-                            "latency_s": layer.latency_s, "pe": layer.design["pe"],
-                            "bound": layer.design["bound"]} for layer in self.layers],
-                "second_engine": self.second_engine,
+                "engines": [engine.to_json() for engine in self.engines],
+                "layers": [layer for engine in self.engines for layer in engine.to_json()["layers"]],
                 "basis": "the model's: the shared HLS kernel is not generated yet, and what its run-time loop "
                          "bounds cost is not charged",
                 "candidates": self.candidates}
+
+
+def _utilisation(board: Board, resources: dict[str, float]) -> dict[str, float]:
+    return {k: float(resources[k] / board.cap(k)) if board.cap(k) else (0.0 if not resources[k] else float("inf"))
+            for k in RESOURCE_KINDS}
+
+
+def with_memory_share(board: Board, share: float) -> Board:
+    """``board`` with ``share`` of its usable BRAM and URAM (what one layer's schedule may fill)."""
+    if share >= 1.0:
+        return board
+    usable = {**board.usable, "bram18k": board.usable["bram18k"] * share, "uram": board.usable["uram"] * share}
+    return replace(board, usable=usable)
 
 
 def _layer_on(op: Operator, board: Board, dtype: str, clock: float, pe: tuple[tuple[str, int], ...]
@@ -126,10 +203,18 @@ def _layer_on(op: Operator, board: Board, dtype: str, clock: float, pe: tuple[tu
     return model, space.decode(found.top_rows[0]), describe(model, found.top_rows[0])
 
 
-def _buffer_bram(model: FpgaModel, design: dict[str, Any], weights: set[str]
-                 ) -> tuple[dict[str, tuple[float, float, float]], float]:
-    """Each buffer's (words a bank, bits a word, banks × blocks) by its role on the array (``weights``: the
-    tensors indexed by the output-channel lanes), and the BRAM18K they take in this layer's own design."""
+def weight_tensors(analysis: Analysis, first: str) -> set[str]:
+    """The reads that are a layer's weights on an engine whose first side runs over ``first``: they depend on
+    no other output loop (a convolution's W, a linear layer's matrix), where its input does (the image)."""
+    spatial = {lp.name for lp in analysis.main.spatial}
+    return {r.tensor for r in analysis.reads
+            if {name for index in r.indices for name, _ in index.terms} & spatial <= {first}}
+
+
+def _buffers(model: FpgaModel, design: dict[str, Any], weights: set[str]
+             ) -> tuple[dict[str, tuple[float, float, float]], float]:
+    """Each buffer's (words a bank, bits a word, banks × blocks) by its role on the array (``weights``: see
+    ``weight_tensors``), and the BRAM18K they take in this layer's own design."""
     shapes: dict[str, tuple[float, float, float]] = {}
     total = 0.0
     consts = model.consts[0]  # a space here has one data type
@@ -146,15 +231,15 @@ def _buffer_bram(model: FpgaModel, design: dict[str, Any], weights: set[str]
     return shapes, total
 
 
-def _shared_resources(board: Board, placed: Sequence[tuple[FpgaModel, dict[str, Any], set[str]]]
+def _engine_resources(board: Board, placed: Sequence[tuple[FpgaModel, dict[str, Any], set[str]]]
                       ) -> dict[str, float]:
-    """The shared design's resources: per resource the most any layer's design needs, except the buffers'
+    """An engine's resources: per resource the most any of its layers' designs needs, except the buffers'
     BRAM18K and URAM, counted once per buffer at the largest shape any layer gives it."""
     resources = {k: max(d["resources"][k] for _, d, _ in placed) for k in RESOURCE_KINDS}
     shapes: dict[str, tuple[float, float, float]] = {}
     rest_bram = 0.0
     for model, design, weights in placed:
-        own, buffers_bram = _buffer_bram(model, design, weights)
+        own, buffers_bram = _buffers(model, design, weights)
         rest_bram = max(rest_bram, design["resources"]["bram18k"] - buffers_bram)
         for role, (wpb, bits, copies) in own.items():
             w0, b0, c0 = shapes.get(role, (0.0, 0.0, 0.0))
@@ -167,46 +252,64 @@ def _shared_resources(board: Board, placed: Sequence[tuple[FpgaModel, dict[str, 
     return {k: float(v) for k, v in resources.items()}
 
 
-def explore_shared(layers: Sequence[tuple[Operator, int]], board: Board, dtype: str = "float32",
-                   clock_mhz: float | None = None, lanes: Sequence[int] = LANES) -> SharedAccelerator:
-    """The grid (out lanes × red lanes) whose network latency at batch 1 is lowest among those whose design,
-    counted once, fits ``board``; each layer (operator, how often the network runs it) scheduled on it."""
-    clock = clock_mhz or board.default_clock_mhz
-    on_grid, second = [], []
-    for op, count in layers:
-        sides = grid_lanes(analyze(op))
-        (on_grid if sides else second).append((op, count, sides))
-    if not on_grid:
-        raise HeteroDSEError("no layer of the network has a channel reduction a shared PE grid can take")
-    best: SharedAccelerator | None = None
-    candidates = []
-    for out_lanes, red_lanes in itertools.product(lanes, lanes):
+def _engines(kind: EngineKind, layers: Sequence[tuple[Operator, int, tuple[str, str]]], board: Board, dtype: str,
+             clock: float, candidates: list[dict[str, Any]]) -> list[Engine]:
+    """Every array of ``kind`` on which each of ``layers`` has a schedule that fits the board alone, with each
+    layer's schedule held to each share of the on-chip memory (``MEMORY_SHARES``)."""
+    out = []
+    for first, second, share in itertools.product(kind.first, kind.second, MEMORY_SHARES):
         placed, failed = [], None
-        for op, count, (out, red) in on_grid:
-            found = _layer_on(op, board, dtype, clock, ((out, out_lanes), (red, red_lanes)))
+        held = with_memory_share(board, share)
+        for op, count, (a, b) in layers:
+            found = _layer_on(op, held, dtype, clock, ((a, first), (b, second)) if second > 1 else ((a, first),))
             if found is None:
                 failed = op.shape_name or op.name
                 break
-            weights = {r.tensor for r in analyze(op).reads if any(i.terms == ((out, 1),) for i in r.indices)}
-            placed.append((op, count, *found, weights))
-        entry: dict[str, Any] = {"out_lanes": out_lanes, "red_lanes": red_lanes}
+            placed.append((op, count, *found, weight_tensors(analyze(op), a)))
+        entry: dict[str, Any] = {"engine": kind.name, "lanes": [first, second], "memory_share": share}
         candidates.append(entry)
         if failed is not None:
-            entry["why"] = f"{failed} has no schedule on it that fits the board"
+            entry["why"] = f"{failed} has no schedule on it that fits {share:.0%} of the board's memory"
             continue
-        resources = _shared_resources(board, [(model, d, weights) for _, _, model, _, d, weights in placed])
-        design = SharedAccelerator(board, dtype, clock, out_lanes, red_lanes,
-                                   [SharedLayer(op, count, point, d) for op, count, _, point, d, _ in placed],
-                                   resources, [op.shape_name or op.name for op, _, _ in second])
-        over = [k for k, u in design.utilisation.items() if u > 1.0]
-        entry.update(latency_s=design.latency_s, utilisation=design.utilisation)
-        if over:
-            entry["why"] = f"the shared design exceeds the board's usable {', '.join(over)}"
-            continue
-        if best is None or design.latency_s < best.latency_s:
+        on_it = [SharedLayer(op, count, point, d) for op, count, _, point, d, _ in placed]
+        engine = Engine(kind, (first, second), on_it,
+                        _engine_resources(board, [(model, d, weights) for _, _, model, _, d, weights in placed]),
+                        share)
+        entry.update(latency_s=engine.latency_s, utilisation=_utilisation(board, engine.resources))
+        out.append(engine)
+    return out
+
+
+def explore_shared(layers: Sequence[tuple[Operator, int]], board: Board, dtype: str = "float32",
+                   clock_mhz: float | None = None, lanes: Sequence[int] | None = None) -> SharedAccelerator:
+    """The engines (one array per kind the network's layers need) whose network latency at batch 1 is lowest
+    among those whose resources, added up, fit ``board``; each layer (operator, how often the network runs it)
+    scheduled on its engine. ``lanes``: the lane counts each side may take (default ``LANES``, and
+    ``ROW_LANES`` along a depthwise layer's rows)."""
+    clock = clock_mhz or board.default_clock_mhz
+    kinds = [kind if lanes is None else EngineKind(kind.name, kind.lanes_of, tuple(lanes),
+                                                   tuple(lanes) if kind.second == LANES else kind.second, kind.sides)
+             for kind in ENGINES]
+    groups: dict[str, list[tuple[Operator, int, tuple[str, str]]]] = {}
+    for op, count in layers:
+        analysis = analyze(op)
+        for kind in kinds:
+            if (sides := kind.lanes_of(analysis)) is not None:
+                groups.setdefault(kind.name, []).append((op, count, sides))
+                break
+        else:
+            raise HeteroDSEError(f"{op.shape_name or op.name} ({op.name}) fits no engine of a shared accelerator "
+                                 "(a grid over its channels, or one over a depthwise layer's)")
+    candidates: list[dict[str, Any]] = []
+    options = [_engines(kind, groups[kind.name], board, dtype, clock, candidates)
+               for kind in kinds if kind.name in groups]
+    best: SharedAccelerator | None = None
+    for engines in itertools.product(*options):
+        design = SharedAccelerator(board, dtype, clock, list(engines))
+        if all(u <= 1.0 for u in design.utilisation.values()) and (best is None or design.latency_s < best.latency_s):
             best = design
     if best is None:
-        raise HeteroDSEError(f"no shared PE grid of {min(lanes)}–{max(lanes)} lanes a side fits {board.name} for "
-                             "every layer at once")
+        raise HeteroDSEError(f"no set of PE arrays of {min(kinds[0].first)}–{max(kinds[0].first)} lanes a side fits "
+                             f"{board.name} with every layer on it")
     best.candidates = candidates
     return best
