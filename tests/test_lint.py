@@ -38,6 +38,11 @@ PROJECTS = {
     # a padded convolution with a register window and an epilogue reading two operand ports
     "conv_epilogue": ("conv2d", {"C": 8, "K": 16, "H": 10, "W": 10, "kernel": 3, "padding": 1}, ["bias", "add", "relu"],
                       None, "vu9p"),
+    # a linear layer whose output tile is one port word: the write pipelines no loop, its epilogue is still
+    # charged and bound (a network's classifier; its BIND_OP was once left unchecked)
+    "linear_one_word": ("gemm", {"M": 1, "N": 10, "K": 64}, ["bias"],
+                        {"tile.i": 1, "tile.j": 10, "tile.k": 64, "unroll.i": 1, "unroll.j": 1, "unroll.k": 16},
+                        "vu9p"),
     # an int8 depthwise layer with a bias and a clip on a Zynq board (128-bit ports)
     "depthwise_i8": ("depthwise_conv2d", {"C": 16, "H": 12, "W": 12, "kernel": 3, "padding": 1, "dtype": "int8"},
                      ["bias", "relu"], None, "zcu104"),
@@ -65,8 +70,8 @@ def projects(tmp_path_factory):
     written = {}
     for name, (op_name, params, steps, knobs, board_name) in PROJECTS.items():
         op = get_builtin(op_name).instantiate(params)
-        if steps:
-            op = fuse(op, steps, tuple(range(1, len(op.output.shape) - 2)))
+        if steps:  # per output channel: a convolution's axis 1, a matrix product's columns
+            op = fuse(op, steps, tuple(range(1, len(op.output.shape) - 2)) or (len(op.output.shape) - 1,))
         board = load_board(board_name)
         e = explore(op, FpgaTarget(board), search=Search(budget=3000, top_k=1))
         op_d, analysis = e.best_operator()

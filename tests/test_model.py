@@ -172,3 +172,30 @@ def test_a_network_with_no_layer_to_explore_and_a_shape_that_does_not_fit_are_on
     r = cli("explore", "--model", "resnet18", "--input-shape", "1,5,64,64", "--board", "vu9p", "--out", tmp_path / "b")
     assert r.code == 1 and "on an input of shape 1x5x64x64" in r.err and "3 channels" in r.err
     assert len(r.err.strip().splitlines()) == 1
+
+
+def test_a_failure_designing_the_network_costs_not_the_layers_report(write, cli, tmp_path, monkeypatch):
+    """The whole-network design runs after every layer was searched and written: whatever goes wrong in it is a
+    line of the report, and the layers' results and the report are all there."""
+    from hetero_dse.targets.fpga import FpgaTarget
+
+    def broken(self, graph, outcomes):
+        raise ZeroDivisionError("planted")
+
+    monkeypatch.setattr(FpgaTarget, "network", broken)
+    path = write("two.py", """
+        import torch
+
+        def model():
+            return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(),
+                                       torch.nn.Linear(8 * 8 * 8, 10))
+
+        def example_input():
+            return torch.randn(1, 3, 8, 8)
+    """)
+    out = tmp_path / "o"
+    r = cli("explore", "--model", path, "--board", "vu9p", "--budget", "200", "--out", out)
+    assert r.code == 0, r.err
+    report = json.loads((out / "report.json").read_text())
+    assert report["complete"] and len(report["rows"]) == 2 and report["model"]["networks"] == []
+    assert any("ZeroDivisionError: planted" in e for e in report["errors"]) and "planted" in r.out + r.err

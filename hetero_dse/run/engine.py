@@ -223,6 +223,9 @@ def _network_designs(graph: Any, results: list, errors: list[str], events: RunEv
                 designs.append(design(graph, [o for o, w in results if w is not None and o.target is target]))
         except HeteroDSEError as exc:  # the layers' own results stand
             errors.append(f"one design for the network on {target.device}: {exc}")
+        except Exception as exc:  # noqa: BLE001 -- a step after the searches must not cost their report
+            errors.append(f"one design for the network on {target.device} failed ({type(exc).__name__}: {exc}); "
+                          "the layers' own results stand (please report this)")
     return designs
 
 

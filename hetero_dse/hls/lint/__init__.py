@@ -94,7 +94,7 @@ def lint(project: str | Path, record: dict[str, Any] | None = None) -> LintRepor
         check_tile_loops(write, r, int(r.write["loads"]), "output tiles", report)
         check_transfer(write, r.write, region, report)
         check_banks(write, region, partitions, report)
-        epilogue = check_epilogue(k, r, report, region)
+        epilogue = check_epilogue(k, r, report, region, one_word=not _walks(r.write))
         if epilogue is not None:
             bound.append(epilogue)
     check_bindings(bound, k, r, report)

@@ -264,18 +264,25 @@ def _check_local_arrays(fn: CFunction, report: LintReport) -> None:
 
 
 # ------------------------------------------------------------------------------------ write process
-def check_epilogue(k: CFile, r: DesignRecord, report: LintReport, region: CLoop | None) -> Arithmetic | None:
-    """The write process's operators: the epilogue's, one set a lane of the word, as charged."""
+def check_epilogue(k: CFile, r: DesignRecord, report: LintReport, region: CLoop | None,
+                   one_word: bool = False) -> Arithmetic | None:
+    """The write process's operators: the epilogue's, one set a lane of the word, as charged. ``one_word``: the
+    process writes one word a tile and pipelines no loop; that word is the body inside its tile loops."""
     fn = k.functions.get("write_out")
-    if fn is None or region is None:
+    if fn is None or (region is None and not one_word):
         return None
     epilogue = r.predicted.get("epilogue") or {}
     lanes = int(epilogue.get("lanes", 0)) if epilogue.get("steps") else 0
-    arithmetic = count_arithmetic(k, fn, region.body)
+    if region is not None:
+        body, where = region.body, f"write_out:{region.line}"
+    else:
+        tiles = [lp for lp in fn.loops if not lp.has("UNROLL")]
+        inner = max(tiles, key=lambda lp: len(lp.parents)) if tiles else None
+        body, where = (inner.body, f"write_out:{inner.line}") if inner else (fn.body, f"write_out:{fn.node.line}")
+    arithmetic = count_arithmetic(k, fn, body)
     counts = arithmetic.counts
     want = {"mul": lanes * int(epilogue.get("muls", 0)), "add": lanes * int(epilogue.get("adds", 0)),
             "cmp": lanes * int(epilogue.get("compares", 0)), "div": 0}
-    where = f"write_out:{region.line}"
     for unit, n in want.items():
         if counts[unit] != n:
             report.add("arithmetic", where, f"one pipeline iteration of write_out performs {counts[unit]} data "
