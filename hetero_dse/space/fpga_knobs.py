@@ -30,9 +30,17 @@ class SpaceOptions:
 
 def fixed_lane_tiles(extent: int, lanes: int, padding_waste: float) -> list[int]:
     """The tiles of a loop a fixed PE array unrolls by ``lanes``: the candidates that are whole multiples of
-    it, or else the loop padded up to one (a 3-channel image on 64 channel lanes: one tile of 64, 61 zero)."""
-    tiles = [t for t in tile_candidates(extent, padding_waste) if t % lanes == 0]
-    return tiles or [-(-extent // lanes) * lanes]
+    it, the lanes' powers-of-two multiples whose padded last tile wastes little, and the whole loop padded up to
+    a multiple (a 3-channel image on 64 channel lanes: one tile of 64, 61 zero)."""
+    padded = -(-extent // lanes) * lanes
+    tiles = {t for t in tile_candidates(extent, padding_waste) if t % lanes == 0} | {padded}
+    # the lanes and their powers-of-two multiples too, their last tile padded as the padding rule allows
+    multiple = lanes
+    while multiple < padded:
+        if -(-extent // multiple) * multiple - extent <= max(padding_waste * extent, lanes - 1):
+            tiles.add(multiple)
+        multiple *= 2
+    return sorted(tiles)
 
 
 def tile_candidates(extent: int, padding_waste: float) -> list[int]:

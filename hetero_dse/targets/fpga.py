@@ -31,7 +31,7 @@ from hetero_dse.space.fpga import FpgaSpace, SpaceOptions
 from hetero_dse.targets.base import Defaults, Row, Search, Written
 from hetero_dse.targets.fpga_report import design_row, fpga_markdown, fpga_record
 from hetero_dse.targets.fpga_search import Designs, Exploration
-from hetero_dse.targets.fpga_shared import explore_shared
+from hetero_dse.targets.fpga_shared import ModelSettings, explore_shared
 
 __all__ = ["DEFAULT_BUDGET", "SA_PATIENCE", "Exploration", "FpgaTarget", "check_clocks", "check_dtypes",
            "fpga_workload"]
@@ -174,13 +174,16 @@ class FpgaTarget:
         """One accelerator for the whole network on this board (``fpga_shared``), beside the sum of the layers'
         own designs (``outcomes``), which is a bound and not a design."""
         layers = list(zip(graph.operators(), (layer.count for layer in graph.layers), strict=True))
-        dtype = check_dtypes(layers[0][0], self.dtypes)[0]
+        dtype, clock = check_dtypes(layers[0][0], self.dtypes)[0], self.clocks[0]
+        settings = ModelSettings(self.options or SpaceOptions(), self.traffic_weight, self.calibration)
         try:
-            shared = explore_shared(layers, self.board, dtype, self.clocks[0]).to_json()
+            shared = explore_shared(layers, self.board, dtype, clock, settings=settings).to_json()
         except HeteroDSEError as exc:
             return {"board": self.board.name, "why": str(exc)}
         counts = {op.shape_name: count for op, count in layers}
-        found = [e for e in outcomes if e.found]
+        # the layers' own best designs, where each is of the same type and clock target as the shared one
+        found = [e for e in outcomes if e.found and e.best_design[0]["dtype"] == dtype
+                 and e.best_design[0]["clock_mhz"] == clock]
         if len(found) == len(layers):
             shared["per_layer_sum_s"] = sum(counts[e.op.shape_name] * e.best_design[1]["latency_s"] for e in found)
         return shared
