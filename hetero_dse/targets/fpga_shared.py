@@ -298,12 +298,19 @@ def _engines(kind: EngineKind, layers: Sequence[tuple[Operator, int, tuple[str, 
     """Every array of ``kind`` on which each of ``layers`` has a schedule that fits the board alone, with each
     layer's schedule held to each share of the on-chip memory (``MEMORY_SHARES``)."""
     out = []
+    whole: dict[tuple[int, int, int], Any] = {}  # each layer's schedule on the whole board, by array
     for first, second, share in itertools.product(kind.first, kind.second, MEMORY_SHARES):
         placed, failed = [], None
         held = with_memory_share(board, share)
-        for op, count, (a, b) in layers:
-            found = _layer_on(op, held, dtype, clock, ((a, first), (b, second)) if second > 1 else ((a, first),),
-                              settings)
+        for i, (op, count, (a, b)) in enumerate(layers):
+            pe = ((a, first), (b, second)) if second > 1 else ((a, first),)
+            unheld = whole.get((i, first, second))
+            if unheld is not None and all(unheld[2]["resources"][k] <= held.cap(k) for k in ("bram18k", "uram")):
+                found = unheld  # its best schedule already fits the share: holding it there changes nothing
+            else:
+                found = _layer_on(op, held, dtype, clock, pe, settings)
+                if share >= 1.0:
+                    whole[(i, first, second)] = found
             if found is None:
                 failed = op.shape_name or op.name
                 break
