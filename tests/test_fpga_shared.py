@@ -26,6 +26,9 @@ DEPTHWISE = dict(batch=1, C=32, H=14, W=14, kernel=3, padding=1)
 def test_each_layer_maps_its_channels_to_the_grids_two_sides():
     assert grid_lanes(analyze(get_builtin("conv2d").instantiate(CONV))) == ("k", "rc")
     assert grid_lanes(analyze(get_builtin("gemm").instantiate({"M": 1, "N": 10, "K": 64}))) == ("j", "k")
+    # a batch larger than the output channels stays off the grid's output side: the image, not the weights,
+    # is indexed by it
+    assert grid_lanes(analyze(get_builtin("conv2d").instantiate({**CONV, "batch": 64}))) == ("k", "rc")
     # each channel its own: no reduction two operands index alone, so the second engine's: channels × rows
     depthwise = analyze(get_builtin("depthwise_conv2d").instantiate(DEPTHWISE))
     assert grid_lanes(depthwise) is None and channel_lanes(depthwise) == ("c", "j")

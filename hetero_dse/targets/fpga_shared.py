@@ -78,9 +78,10 @@ def grid_lanes(analysis: Analysis) -> tuple[str, str] | None:
     if not reduce:
         return None
     red = max(reduce, key=lambda lp: lp.extent).name
-    weights = {r.tensor for r in analysis.reads if r.tensor in alone[red]}
+    # the output side: a loop of the output that an operand of the reduction indexes alone and with no other
+    # output loop (a convolution's k in W[k, rc, ry, rx]; not its batch, which the image indexes with its rows)
     out = [lp for lp in main.spatial if analysis.write.tensor in alone.get(lp.name, set())
-           and len(alone.get(lp.name, set()) & weights) == 1]
+           and any(t in alone[red] and t in alone[lp.name] for t in weight_tensors(analysis, lp.name))]
     if not out:
         return None
     return max(out, key=lambda lp: lp.extent).name, red
