@@ -112,11 +112,11 @@ from cost_models.fpga_kernel import (
 )
 from cost_models.io_bounds import IOBound, compulsory_bytes, io_lower_bound
 from hetero_dse.analysis import dtype_bytes
-from hetero_dse.hardware.board import RESOURCE_KINDS
+from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.space.fpga_tables import FpgaTables
 
-__all__ = ["FpgaModel", "accumulator_dtype"]
+__all__ = ["FpgaModel", "accumulator_dtype", "slr_resources"]
 
 
 def ddr_strides_of(shape: tuple[int, ...] | list[int]) -> list[int]:
@@ -149,6 +149,13 @@ def epilogue_counts(analysis: Any) -> np.ndarray:
     ops = [dict(n.operations) for n in analysis.epilogue]
     return np.array([len(analysis.epilogue_reads), sum(o["add"] for o in ops), sum(o["mul"] for o in ops),
                      sum(o["compare"] for o in ops), CMP_LUTS_PER_BIT], dtype=np.float64)
+
+
+def slr_resources(board: Board) -> np.ndarray:
+    """One SLR's share of the part's resources (zeros on a single-die part: nothing to span)."""
+    if board.slrs <= 1:
+        return np.zeros(len(RESOURCE_KINDS))
+    return np.array([board.resources[r] / board.slrs for r in RESOURCE_KINDS], dtype=np.float64)
 
 
 def accumulator_dtype(dtype: str) -> str:
@@ -276,7 +283,7 @@ class FpgaModel:
                 float(self.muls), float(body_adds), self.reduction, self.compulsory, clocks, self.peak_table,
                 self.caps, float(self.channel_bw), len(self.stage_names) - len(self.ports) - 1,
                 bool(self.uram_available), float(self.traffic_weight), float(self.total_ops), self.port_bits // 8,
-                self.fixed, self.epilogue, self.timing, self._slr_resources())
+                self.fixed, self.epilogue, self.timing, slr_resources(self.tables.board))
 
     def _timing(self) -> np.ndarray:
         """The AXI and clock constants of the kernel (``fpga_kernel.T_*``)."""
@@ -294,13 +301,6 @@ class FpgaModel:
         # a calibration measured the clock the designs close at: its derating replaces the estimate
         timing[T_ESTIMATE] = 0.0 if self.calibration is not None else 1.0
         return timing
-
-    def _slr_resources(self) -> np.ndarray:
-        """One SLR's share of the part's resources (zeros on a single-die part: nothing to span)."""
-        board = self.tables.board
-        if board.slrs <= 1:
-            return np.zeros(len(RESOURCE_KINDS))
-        return np.array([board.resources[r] / board.slrs for r in RESOURCE_KINDS], dtype=np.float64)
 
     def evaluate(self, rows: np.ndarray, detail: bool = False) -> dict[str, Any]:
         """Score encoded points. Returns arrays keyed by figure; ``latency_s`` is inf where infeasible.

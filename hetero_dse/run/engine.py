@@ -216,36 +216,38 @@ def _write_outputs(out: Path, outcomes: list[Outcome], seed: int, errors: list[s
 
 def _network_designs(graph: Any, results: list, errors: list[str], events: RunEvents) -> list[dict[str, Any]]:
     """Each target's one design for the whole network (the targets that make one: ``network``)."""
-    designs: list[dict[str, Any]] = []
-    for target in dict.fromkeys(o.target for o, _ in results):
-        design = getattr(target, "network", None)
-        if design is None:
-            continue
-        try:
-            with events.status(f"designing one accelerator for the network's {len(graph.layers)} layers on "
-                               f"{target.device}"):
-                designs.append(design(graph, [o for o, w in results if w is not None and o.target is target]))
-        except HeteroDSEError as exc:  # the layers' own results stand
-            errors.append(f"one design for the network on {target.device}: {exc}")
-        except Exception as exc:  # noqa: BLE001 -- a step after the searches must not cost their report
-            errors.append(f"one design for the network on {target.device} failed ({type(exc).__name__}: {exc}); "
-                          "the layers' own results stand (please report this)")
-    return designs
+    return _after_searches(results, errors, events, "network", "one design for the network",
+                           f"designing one accelerator for the network's {len(graph.layers)} layers",
+                           lambda design, target, written: [design(graph, [o for o in written if o.target is target])])
 
 
 def _fuse_pairs(out: Path, graph: Any, results: list, errors: list[str], events: RunEvents) -> list[dict[str, Any]]:
     """Each target's fused back-to-back pairs of the network (the targets that fuse: ``back_to_back``)."""
-    fusions: list[dict[str, Any]] = []
+    return _after_searches(results, errors, events, "back_to_back", "back-to-back fusion",
+                           f"fusing {len(graph.pairs)} back-to-back layer pairs",
+                           lambda fuse, _target, written: fuse(graph, written, out))
+
+
+def _after_searches(results: list, errors: list[str], events: RunEvents, hook: str, name: str, doing: str,
+                    call: Callable[[Callable, Target, list[Outcome]], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """A network step after every search, on each target that has it (its method ``hook``), given the outcomes
+    written: ``call(step, target, written)``. Its failure, whatever it is, is a line of the report (``name``) and
+    never costs the layers' own results or their report."""
+    found: list[dict[str, Any]] = []
+    written = [o for o, w in results if w is not None]
     for target in dict.fromkeys(o.target for o, _ in results):
-        fuse = getattr(target, "back_to_back", None)
-        if fuse is None:
+        step = getattr(target, hook, None)
+        if step is None:
             continue
         try:
-            with events.status(f"fusing {len(graph.pairs)} back-to-back layer pairs on {target.device}"):
-                fusions += fuse(graph, [o for o, w in results if w is not None], out)
-        except HeteroDSEError as exc:  # the layers' own results stand
-            errors.append(f"back-to-back fusion on {target.device}: {exc}")
-    return fusions
+            with events.status(f"{doing} on {target.device}"):
+                found += call(step, target, written)
+        except HeteroDSEError as exc:
+            errors.append(f"{name} on {target.device}: {exc}")
+        except Exception as exc:  # noqa: BLE001 -- a step after the searches must not cost their report
+            errors.append(f"{name} on {target.device} failed ({type(exc).__name__}: {exc}); the layers' own "
+                          "results stand (please report this)")
+    return found
 
 
 @contextmanager

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from cost_models.calibration import Calibration
-from cost_models.fpga import FpgaModel
+from cost_models.fpga import FpgaModel, slr_resources
 from cost_models.fpga_blocks import storage_cost
 from cost_models.fpga_clock import achieved_clock
 from cost_models.fpga_describe import describe
@@ -335,10 +335,8 @@ def shared_clock(board: Board, design: SharedAccelerator, target_mhz: float, der
     derated by the largest PE broadcast fan-out of any layer and by the SLRs its engines' resources span."""
     timing = design.engines[0].timing
     fanout = max(layer.design["clock"].get("fanout", 1.0) for layer in design.layers)
-    slr = (np.zeros(len(RESOURCE_KINDS)) if board.slrs <= 1 else
-           np.array([board.resources[k] / board.slrs for k in RESOURCE_KINDS], dtype=np.float64))
     used = np.array([design.resources[k] for k in RESOURCE_KINDS], dtype=np.float64)
-    hz, _ = achieved_clock(target_mhz * 1e6 * derate, used, slr, float(fanout), timing[T_ESTIMATE],
+    hz, _ = achieved_clock(target_mhz * 1e6 * derate, used, slr_resources(board), float(fanout), timing[T_ESTIMATE],
                            timing[T_FANOUT_NS], timing[T_FANOUT_FREE], timing[T_SLR2], timing[T_SLR3])
     return min(float(hz) / 1e6, min(layer.clock_mhz for layer in design.layers))
 

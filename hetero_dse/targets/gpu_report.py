@@ -54,8 +54,6 @@ class ReportedGpu(Protocol):
 
     def roofline(self, op: Operator) -> Roofline: ...
 
-    def space(self, op: Operator) -> Any: ...
-
 
 def estimate_of(target: ReportedGpu, t: Tuned) -> GpuEstimate | None:
     """The row's estimate, its occupancy from the registers ptxas gives the written kernel (the model counts
@@ -64,7 +62,7 @@ def estimate_of(target: ReportedGpu, t: Tuned) -> GpuEstimate | None:
     busy in the model either way)."""
     if t.best is None or not t.estimate:
         return None
-    return target.roofline(t.op)(target.space(t.op), t.best, target.registers(t.op, t.best))
+    return target.roofline(t.op)(t.space, t.best, target.registers(t.op, t.best))
 
 
 def arithmetic(target: ReportedGpu, op: Operator, point: Point | None = None) -> str:
