@@ -190,7 +190,7 @@ def system_markdown(model: dict[str, Any], plan: Sequence[dict[str, Any]]) -> li
 
 
 def _network_markdown(model: dict[str, Any]) -> list[str]:
-    """Each one-design-for-the-network a device made (the FPGA's shared accelerator), against the sum of its
+    """Each one-design-for-the-network a device made (the FPGA's shared network kernel), against the sum of its
     per-layer designs, which is a bound and not a design."""
     lines = []
     for n in model.get("networks", []):
@@ -200,26 +200,32 @@ def _network_markdown(model: dict[str, Any]) -> list[str]:
         bound = n.get("per_layer_sum_s")
         arrays = " and ".join(f"a {e['kind']} engine of " + " × ".join(f"{v} {k}" for k, v in e["lanes"].items())
                               + " lanes" for e in n["engines"])
-        clock = (f"{n['achieved_mhz']:.0f} of {n['clock_mhz']:g} MHz" if n.get("achieved_mhz")
+        clock = (f"{n['achieved_mhz']:.0f} of {n['clock_mhz']:g} MHz" if n["achieved_mhz"] < n["clock_mhz"]
                  else f"{n['clock_mhz']:g} MHz")
+        check = n.get("check")
+        verdict = ("" if not check else f" C-simulation not run: {check['why']}." if check.get("why") else
+                   f" C-simulation of every layer: {'passed' if check['passed'] else 'FAILED'} "
+                   f"({check['mismatches']} of {check['elements']} elements off; trips: {check['trips']}).")
+        if n.get("project_why"):
+            verdict += f" {n['project_why']}."
         lines += ["", f"### {n['board']}: one accelerator for the network ({n['dtype']}, {clock})", "",
-                  f"PE arrays fixed at synthesis — {arrays} — run every layer one after the other, each layer's "
-                  "tiles and loop order chosen for it by the model; each array's buffers are sized for the largest "
-                  "tile any of its layers puts in them, the arrays' resources add up, and the whole design runs at "
-                  "the one clock the model expects of it. **Network latency "
-                  f"{fmt_seconds(n['latency_s'])}** at batch 1 ({n['basis']}). "
+                  f"One kernel — {arrays} — runs every layer one after the other from a descriptor table, each "
+                  "layer's tiles chosen for it; activations stay in DDR in one layout. **Network latency "
+                  f"{fmt_seconds(n['latency_s'])}** at batch 1 ({n['fps']:.0f} fps, {n['gops']:.0f} GOPS of "
+                  f"{n['peak_gops']:.0f} peak), by {n['basis']}. "
                   + ("" if bound is None else
                      f"The layers' own designs above sum to {fmt_seconds(bound)}: each uses the whole device alone, "
-                     "so the sum is no design the device can hold (a lower bound where each layer's search found "
-                     "its best). ")
+                     "so the sum is a bound, not a design the device can hold. ")
                   + "Resources, counted once: " + ", ".join(
                       f"{k.upper() if k != 'bram18k' else 'BRAM18K'} {v:,.0f} ({100 * n['utilisation'][k]:.0f} %)"
-                      for k, v in n["resources"].items() if v) + ".", "",
-                  "| layer | count | engine | latency on it | PE used | bound |", "|---" * 6 + "|"]
-        for engine in n["engines"]:
-            for layer in engine["layers"]:
-                lines.append(f"| {layer['layer']} | {layer['count']} | {engine['kind']} | "
-                             f"{fmt_seconds(layer['latency_s'])} | {layer['pe']} | {layer['bound']} |")
+                      for k, v in n["resources"].items() if v) + "."
+                  + (f" Project: `{n['directory']}`." if n.get("directory") else "") + verdict, "",
+                  "| layer | count | engine | tiles (K × C × rows × columns) | latency | im2col |", "|---" * 6 + "|"]
+        for layer in n["layers"]:
+            t = layer["tiles"]
+            lines.append(f"| {layer['layer']} | {layer['count']} | {layer['engine']} | "
+                         f"{t['tk']} × {t['tc']} × {t['th']} × {t['tw']} | {fmt_seconds(layer['latency_s'])} | "
+                         f"{'yes' if layer['im2col'] else ''} |")
     return lines
 
 

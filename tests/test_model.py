@@ -131,6 +131,10 @@ def test_explore_a_whole_model_runs_it_on_one_fpga_accelerator_beside_its_layers
     (pool,) = report["model"]["unmapped"]
     assert pool["op"] == "max_pool2d" and device["total_s"] == pytest.approx(shared["latency_s"] + pool["torch_s"])
     assert "one accelerator for the network" in (out / "report.md").read_text()
+    # and its project: one kernel, every distinct layer in its table, the lint holding the code to the design
+    project = out / shared["directory"]
+    assert len(json.loads((project / "design.json").read_text())["table"]) == 3
+    assert cli("lint", project).code == 0
     assert report["model"]["torch_eager_s"] > 0
     assert device["torch_eager_s"] is None  # torch eager ran on the CPU, not on the board
     assert "## Whole model: " in (out / "report.md").read_text()
@@ -179,7 +183,7 @@ def test_a_failure_designing_the_network_costs_not_the_layers_report(write, cli,
     line of the report, and the layers' results and the report are all there."""
     from hetero_dse.targets.fpga import FpgaTarget
 
-    def broken(self, graph, outcomes):
+    def broken(self, graph, outcomes, out=None):
         raise ZeroDivisionError("planted")
 
     monkeypatch.setattr(FpgaTarget, "network", broken)

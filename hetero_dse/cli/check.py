@@ -76,6 +76,7 @@ def csim_command(directory: Path) -> None:
         with console.status(f"C-simulating {project}"):
             result = run_csim_on(project)
             checked = lint(project)
+        trips = _trip_problems(project, result.output)
         verdict = "PASS" if result.passed else "FAIL"
         console.print(f"{verdict}  {project}  elements={result.elements:,} mismatches={result.mismatches:,} "
                       f"max_abs_error={result.max_abs_error:.3g} (headers: {result.headers})")
@@ -86,7 +87,11 @@ def csim_command(directory: Path) -> None:
             console.print(f"      {finding}")
         for warning in result.warnings:
             console.print(f"      g++: {warning}")
-        if not result.passed:
+        if trips is not None:
+            console.print(f"{'FAIL' if trips else 'PASS'}  trip counts of every process against the model's")
+            for problem in trips:
+                console.print(f"      {problem}")
+        if not result.passed or trips:
             failed.append(str(project))
         if not checked.ok:
             lint_failed.append(str(project))
@@ -96,6 +101,15 @@ def csim_command(directory: Path) -> None:
         raise HeteroDSEError(f"the generated code and design.json disagree (HLS lint) in {', '.join(lint_failed)}")
 
 
+
+
+def _trip_problems(project: Path, output: str) -> list[str] | None:
+    """A network project's trip counts against the model's (None: a single-layer project, which the lint's
+    static trip counts cover)."""
+    from hetero_dse.hls.network_lint import is_network_project
+    from hetero_dse.hls.network_project import check_trips
+
+    return check_trips(project, output) if is_network_project(project) else None
 
 
 def _check_output_is_whole(directory: Path) -> None:

@@ -52,6 +52,24 @@ def find_compiler() -> str:
                          "or run 'bash scripts/bootstrap.sh'")
 
 
+def _check_csim_memory(project: Path) -> None:
+    """Refuse, in one sentence, a network project whose C-simulation would hold more blocks than the limit."""
+    import json
+
+    from hetero_dse.hls.network_project import MAX_CSIM_BYTES
+    from hetero_dse.units import fmt_bytes
+
+    try:
+        held = int(json.loads((project / "design.json").read_text()).get("csim_bytes", 0))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return
+    if held > MAX_CSIM_BYTES:
+        raise HeteroDSEError(f"C-simulation of {project} would hold {fmt_bytes(held)} of blocks at once (a "
+                             "C-simulation runs a layer's processes one after the other, so its streams keep every "
+                             f"block of the layer; limit {fmt_bytes(MAX_CSIM_BYTES)}): synthesise it, or C-simulate "
+                             "a smaller input")
+
+
 def csim(directory: str | Path) -> CsimResult:
     """Compile and run the testbench of the project in ``directory``."""
     project = Path(directory)
@@ -61,6 +79,7 @@ def csim(directory: str | Path) -> CsimResult:
                                  "run explore again")
         raise HeteroDSEError(f"{project} is not a hetero_dse HLS project (no src/kernel.cpp and tb/tb.cpp); "
                              "give the 'hls' directory that explore wrote")
+    _check_csim_memory(project)
     vitis = os.environ.get("XILINX_HLS")
     has_vitis = bool(vitis) and (Path(vitis) / "include").is_dir()
     include = Path(vitis) / "include" if has_vitis else project / "sim" / "include"
@@ -89,7 +108,8 @@ def csim(directory: str | Path) -> CsimResult:
         raise HeteroDSEError(f"C-simulation of {project} ran for more than {limit:.0f} s (its operator takes "
                              "far less: a loop of the generated code does not end)") from None
     text = ran.stdout + ran.stderr
-    m = re.search(r"elements=(\d+) mismatches=(\d+) max_abs_error=(\S+)", text)
+    # the test bench's verdict: its last such line (a network's bench prints one a layer before its total)
+    m = ([*re.finditer(r"^elements=(\d+) mismatches=(\d+) max_abs_error=(\S+)", text, re.M)] or [None])[-1]
     if m is None:
         raise HeteroDSEError(f"C-simulation of {project} stopped before comparing (exit {ran.returncode}): "
                              f"{text.strip().splitlines()[-1] if text.strip() else 'no output'}")

@@ -205,7 +205,7 @@ def _write_outputs(out: Path, outcomes: list[Outcome], seed: int, errors: list[s
         if graph is not None and graph.pairs and not stopped:
             fusions = _fuse_pairs(out, graph, results, errors, events)
         if graph is not None and not stopped:
-            networks = _network_designs(graph, results, errors, events)
+            networks = _network_designs(out, graph, results, errors, events)
     except KeyboardInterrupt:
         pass
     incomplete = stopped or any(w is None for _, w in results)
@@ -214,11 +214,14 @@ def _write_outputs(out: Path, outcomes: list[Outcome], seed: int, errors: list[s
     return RunResult(out, results, fusions, errors, incomplete, graph, networks=networks)
 
 
-def _network_designs(graph: Any, results: list, errors: list[str], events: RunEvents) -> list[dict[str, Any]]:
-    """Each target's one design for the whole network (the targets that make one: ``network``)."""
+def _network_designs(out: Path, graph: Any, results: list, errors: list[str], events: RunEvents
+                     ) -> list[dict[str, Any]]:
+    """Each target's one design for the whole network (the targets that make one: ``network``), its project
+    written under ``out``."""
     return _after_searches(results, errors, events, "network", "one design for the network",
                            f"designing one accelerator for the network's {len(graph.layers)} layers",
-                           lambda design, target, written: [design(graph, [o for o in written if o.target is target])])
+                           lambda design, target, written: [design(graph, [o for o in written if o.target is target],
+                                                                   out)])
 
 
 def _fuse_pairs(out: Path, graph: Any, results: list, errors: list[str], events: RunEvents) -> list[dict[str, Any]]:

@@ -31,7 +31,7 @@ from hetero_dse.space.fpga import FpgaSpace, SpaceOptions
 from hetero_dse.targets.base import Defaults, Row, Search, Written
 from hetero_dse.targets.fpga_report import design_row, fpga_markdown, fpga_record
 from hetero_dse.targets.fpga_search import Designs, Exploration
-from hetero_dse.targets.fpga_shared import ModelSettings, explore_shared
+from cost_models.fpga_network_design import explore_network
 
 __all__ = ["DEFAULT_BUDGET", "SA_PATIENCE", "Exploration", "FpgaTarget", "check_clocks", "check_dtypes",
            "fpga_workload"]
@@ -170,23 +170,32 @@ class FpgaTarget:
                 "resources are of those caps). The I/O bound is seed 001's Theorem 4.9 for direct convolutions and "
                 "a matmul-style bound otherwise (raised to the compulsory traffic); the kind used is in report.json.")
 
-    def network(self, graph: Any, outcomes: Sequence[Exploration]) -> dict[str, Any]:
-        """One accelerator for the whole network on this board (``fpga_shared``), beside the sum of the layers'
-        own designs (``outcomes``), which is a bound and not a design."""
-        layers = list(zip(graph.operators(), (layer.count for layer in graph.layers), strict=True))
-        dtype, clock = check_dtypes(layers[0][0], self.dtypes)[0], self.clocks[0]
-        settings = ModelSettings(self.options or SpaceOptions(), self.traffic_weight, self.calibration)
+    def network(self, graph: Any, outcomes: Sequence[Exploration], out: Path | None = None) -> dict[str, Any]:
+        """One accelerator for the whole network on this board: the shared network kernel
+        (``cost_models/fpga_network_design``) explored for the network's layers, its HLS project written (every
+        distinct layer on random data of its shape, checked against torch) under ``out``; beside it the sum of
+        the layers' own designs (``outcomes``), which is a bound and not a design."""
+        from hetero_dse.model.layer_shape import shape_of
+
+        ops = graph.operators()
+        dtype, clock = check_dtypes(ops[0], self.dtypes)[0], self.clocks[0]
         try:
-            shared = explore_shared(layers, self.board, dtype, clock, settings=settings).to_json()
+            shapes = [(shape_of(op, from_host=_reads_network_input(op, graph)), layer.count)
+                      for op, layer in zip(ops, graph.layers, strict=True)]
+            design = explore_network(shapes, self.board, dtype, clock)
         except HeteroDSEError as exc:
-            return {"board": self.board.name, "why": str(exc)}
-        counts = {op.shape_name: count for op, count in layers}
+            return {"board": self.board.name, "dtype": dtype, "why": str(exc)}
+        record = design.to_json()
+        counts = {op.shape_name: layer.count for op, layer in zip(ops, graph.layers, strict=True)}
         # the layers' own best designs, where each is of the same type and clock target as the shared one
         found = [e for e in outcomes if e.found and e.best_design[0]["dtype"] == dtype
                  and e.best_design[0]["clock_mhz"] == clock]
-        if len(found) == len(layers):
-            shared["per_layer_sum_s"] = sum(counts[e.op.shape_name] * e.best_design[1]["latency_s"] for e in found)
-        return shared
+        if len(found) == len(ops):
+            record["per_layer_sum_s"] = sum(counts[e.op.shape_name] * e.best_design[1]["latency_s"] for e in found)
+        if out is not None:
+            record.update(_write_network(design, ops, out / f"network-{graph.label}" / self.board.name / "hls",
+                                         out, self.csim))
+        return record
 
     def csv_rows(self, e: Exploration) -> list[dict[str, Any]]:
         return [design_row(e, rank, p, d) for rank, (p, d) in enumerate(e.designs, start=1)]
@@ -263,3 +272,36 @@ def nothing_fits(e: Exploration) -> str:
     return (f"nothing fits on {e.board.name}: the smallest design of {name} found needs {used:,.0f} "
             f"{kind.upper()}, {r.closest_usage[i]:.2f}x the usable {cap:,} "
             f"({e.board.usable[kind]:.0%} of {e.board.resources[kind]:,}); try a larger board or smaller shapes")
+
+
+def _reads_network_input(op: Operator, graph: Any) -> bool:
+    """Whether a layer's input is the network's own (its image: the host may lay it out as the layer wants)."""
+    p = op.params
+    return op.name == "conv2d" and (p.get("batch"), p.get("C"), p.get("H"), p.get("W")) == tuple(graph.input_shape)
+
+
+def _write_network(design: Any, ops: Sequence[Operator], directory: Path, out: Path, run_csim: bool
+                   ) -> dict[str, Any]:
+    """The network's HLS project (every distinct layer on random data) and, where asked, its C-simulation with
+    the trip counts of every process set beside the model's."""
+    from hetero_dse.hls.csim import csim
+    from hetero_dse.hls.network_project import check_trips, random_run, write_network_project
+
+    from hetero_dse.hls.project import TestBenchTooLarge
+
+    try:
+        written = write_network_project(directory, design, random_run(design, ops))
+    except TestBenchTooLarge as exc:  # the design's figures still go into the report
+        return {"project_why": f"no project written: {exc}"}
+    record: dict[str, Any] = {"directory": str(written.relative_to(out))}
+    if run_csim:
+        try:
+            result = csim(written)
+        except HeteroDSEError as exc:  # too large to C-simulate here: said in the report, the project stands
+            record["check"] = {"passed": None, "why": str(exc)}
+            return record
+        problems = check_trips(written, result.output)
+        record["check"] = {"passed": result.passed and not problems, "mismatches": result.mismatches,
+                           "max_abs_error": result.max_abs_error, "elements": result.elements,
+                           "trips": problems or "every process ran the trips the model charges"}
+    return record

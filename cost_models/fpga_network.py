@@ -1,0 +1,239 @@
+"""The figures of the shared network kernel (``hls_templates/network/kernel.cpp.j2``): every layer of a network
+run, one after the other, on PE arrays fixed at synthesis, its loop bounds read at run time from a descriptor.
+
+Unlike the single-layer model, which scores a kernel specialised to one shape, this one scores the code that
+exists for the network: each process is one pipelined loop (II=1) whose trip count is a function of the layer
+and its tiles, and those trip counts are exactly what the C-simulation of the kernel counts
+(``network_trips`` is checked against it in the suite). Time is the trips, the DDR bursts each process issues
+(a run of contiguous words is one burst, at least the memory's floor) and the DATAFLOW overlap of the three
+stages; resources are the arrays' operator cores and the buffers sized for the largest tile any layer asks for.
+
+Two engines:
+
+- ``grid``: ``out_lanes`` output channels × ``in_lanes`` input channels of multiply-adds a cycle (each output
+  lane sums its input lanes with an adder tree, then accumulates into its output tile). Convolutions, 1×1
+  convolutions and linear layers (a 1×1 convolution on a 1×1 image) run on it.
+- ``depthwise``: ``out_lanes`` channels, one multiply-add each a cycle.
+
+Activations are in DDR as ``[H][W][C padded to the network's channel block]``: the layout every layer reads and
+writes, so no layer pays a relayout. Loop order per layer: output-channel tiles, output-row tiles, output-column
+tiles, input-channel tiles (the sum is held on chip across them); within a step, the compute loop runs
+output-channel groups, kernel taps, input-channel groups, then the tile's pixels innermost, so that an output
+element recurs no sooner than ``accumulation_distance`` iterations (a tile of fewer pixels idles up to that).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from cost_models.fpga_costs import (
+    ARITHMETIC,
+    AXI_MAX_BURST_BYTES,
+    COMPUTE_OVERHEAD_CYCLES,
+    DEEPER_CORES_ABOVE_MHZ,
+    RMW_EXTRA_CYCLES,
+)
+
+__all__ = ["ENGINE_KINDS", "DESCRIPTOR_WORDS", "EngineShape", "NetLayer", "Tiles", "accumulation_distance",
+           "best_tiles", "layer_cycles", "network_trips", "tile_options"]
+
+ENGINE_KINDS = ("grid", "depthwise")
+#: int32 words of one layer's descriptor in the table the kernel reads (``kernel.h``'s layer_t)
+DESCRIPTOR_WORDS = 32
+
+
+@dataclass(frozen=True)
+class NetLayer:
+    """One layer as the shared kernel runs it. ``C`` and ``K`` are padded to the network's channel block;
+    a linear layer is a 1×1 convolution on a 1×1 image (``H = W = R = S = 1``)."""
+
+    engine: str  # "grid" or "depthwise"
+    C: int
+    K: int
+    H: int
+    W: int
+    R: int
+    S: int
+    stride: int = 1
+    pad: int = 0
+
+    @property
+    def OH(self) -> int:
+        return (self.H + 2 * self.pad - self.R) // self.stride + 1
+
+    @property
+    def OW(self) -> int:
+        return (self.W + 2 * self.pad - self.S) // self.stride + 1
+
+    @property
+    def macs(self) -> int:
+        """Multiply-adds of the padded layer (what the array runs)."""
+        per_out = self.R * self.S * (self.C if self.engine == "grid" else 1)
+        return self.K * self.OH * self.OW * per_out
+
+
+@dataclass(frozen=True)
+class EngineShape:
+    """An engine fixed at synthesis: its lanes, the DDR word it moves, the rows of its three on-chip buffers
+    (an input row is ``in_lanes`` elements, a weight row ``out_lanes × in_lanes``, an output row ``out_lanes``)."""
+
+    kind: str
+    out_lanes: int
+    in_lanes: int  # 1 for the depthwise engine
+    word: int  # elements a DDR word (one m_axi beat)
+    in_rows: int
+    w_rows: int
+    out_rows: int
+    distance: int  # the least iterations between two updates of one output element
+
+
+@dataclass(frozen=True)
+class Tiles:
+    """A layer's tiles: output channels (``tk``), input channels (``tc``; the channel tile on the depthwise
+    engine), output rows and columns."""
+
+    tk: int
+    tc: int
+    th: int
+    tw: int
+
+
+def accumulation_distance(dtype: str, clock_mhz: float) -> int:
+    """Iterations between two updates of one output element so that the add and the buffer's read and write
+    of the last finish first (the loop-carried path of the accumulation)."""
+    a = ARITHMETIC[dtype]
+    deeper = 1 if a.floating and clock_mhz > DEEPER_CORES_ABOVE_MHZ else 0
+    return a.add_latency + deeper + RMW_EXTRA_CYCLES
+
+
+def _steps(layer: NetLayer, t: dict[str, Any]) -> dict[str, Any]:
+    """Tile counts and per-step trip counts; ``t`` holds arrays (or ints) tk, tc, th, tw."""
+    tk, tc, th, tw = t["tk"], t["tc"], t["th"], t["tw"]
+    grid = layer.engine == "grid"
+    n_k = -(-layer.K // tk) if grid else 1
+    n_c = -(-layer.C // tc)
+    n_y, n_x = -(-layer.OH // th), -(-layer.OW // tw)
+    box_h, box_w = (th - 1) * layer.stride + layer.R, (tw - 1) * layer.stride + layer.S
+    return {"n_k": n_k, "n_c": n_c, "n_y": n_y, "n_x": n_x, "box_h": box_h, "box_w": box_w, "pixels": th * tw}
+
+
+def network_trips(engine: EngineShape, layer: NetLayer, tiles: Tiles) -> dict[str, int]:
+    """Iterations of each process's pipelined loop over the whole layer, as the kernel runs them (and as the
+    C-simulation counts them): ``read_in``, ``read_w``, ``compute``, ``write``; and the buffer rows the layer's
+    tiles fill."""
+    t = tiles.__dict__
+    s = _steps(layer, t)
+    rs = layer.R * layer.S
+    if engine.kind == "grid":
+        kg, cg = tiles.tk // engine.out_lanes, tiles.tc // engine.in_lanes
+        steps = s["n_k"] * s["n_y"] * s["n_x"] * s["n_c"]
+        per_in = s["box_h"] * s["box_w"] * cg * (engine.in_lanes // engine.word)
+        per_w = kg * rs * cg * (engine.out_lanes * engine.in_lanes // engine.word)
+        per_c = kg * rs * cg * np.maximum(s["pixels"], engine.distance)
+        out_tiles = s["n_k"] * s["n_y"] * s["n_x"]
+        per_o = s["pixels"] * kg * (engine.out_lanes // engine.word)
+        rows = {"in_rows": cg * s["box_h"] * s["box_w"], "w_rows": kg * rs * cg, "out_rows": kg * s["pixels"]}
+    else:
+        cg = tiles.tc // engine.out_lanes
+        steps = s["n_c"] * s["n_y"] * s["n_x"]
+        per_in = s["box_h"] * s["box_w"] * cg * (engine.out_lanes // engine.word)
+        per_w = cg * rs * (engine.out_lanes // engine.word)
+        per_c = cg * rs * np.maximum(s["pixels"], engine.distance)
+        out_tiles = steps
+        per_o = s["pixels"] * cg * (engine.out_lanes // engine.word)
+        rows = {"in_rows": cg * s["box_h"] * s["box_w"], "w_rows": cg * rs, "out_rows": cg * s["pixels"]}
+    bias = out_tiles * (tiles.tk if engine.kind == "grid" else tiles.tc) // engine.word
+    return {"steps": steps, "out_tiles": out_tiles, "read_in": steps * per_in, "read_w": steps * per_w,
+            "compute": steps * per_c, "write": out_tiles * per_o, "bias": bias, **rows}
+
+
+def tile_options(extent: int, lanes: int | None = None, cap: int = 24) -> list[int]:
+    """Candidate tiles of a loop: for channels (``lanes`` given) the lane count times powers of two up to the
+    extent, and the extent; for rows and columns every ``ceil(extent / n)`` (a tile that wastes least)."""
+    if lanes is not None:
+        out = {lanes * 2 ** i for i in range(12) if lanes * 2 ** i <= extent} | {extent}
+        return sorted(v for v in out if v % lanes == 0)
+    return sorted({-(-extent // n) for n in range(1, extent + 1)})[:cap] + ([extent] if extent > cap else [])
+
+
+def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clock_hz: float, elem_bytes: int,
+                 read_floor_ns: float, write_floor_ns: float, latency_ns: float, port_gbps: float,
+                 depth: int) -> Any:
+    """Cycles of the layer for tiles ``t`` (arrays broadcast together): per step the slowest of its two reads
+    and its compute (each read's DDR bursts at least the memory's floor, and no faster than the port's
+    bandwidth), the write of each output tile overlapping the next tile's steps; plus the first step's reads,
+    the last tile's write, a pipeline's fill per step and the descriptor's read."""
+    s = _steps(layer, t)
+    word_bytes = engine.word * elem_bytes
+    per_cycle = port_gbps * 1e9 / clock_hz / word_bytes  # words a cycle one port sustains
+    r_floor = max(1.0, read_floor_ns * 1e-9 * clock_hz)
+    w_floor = max(1.0, write_floor_ns * 1e-9 * clock_hz)
+    beats = AXI_MAX_BURST_BYTES // word_bytes
+
+    def runs(n_runs: Any, words: Any, floor: float) -> Any:
+        bursts = np.ceil(words / beats)
+        return n_runs * np.maximum(np.maximum(words, bursts * floor), words / per_cycle)
+
+    rs = layer.R * layer.S
+    grid = engine.kind == "grid"
+    lanes_in = engine.in_lanes if grid else engine.out_lanes
+    cg = t["tc"] // lanes_in
+    kg = t["tk"] // engine.out_lanes if grid else 1
+    chan_words = t["tc"] // engine.word
+    whole = t["tc"] == layer.C  # a row of the box is one run when the tile takes every channel
+    row_runs = np.where(whole, s["box_h"], s["box_h"] * s["box_w"])
+    row_words = np.where(whole, s["box_w"] * chan_words, chan_words)
+    read_in = runs(row_runs, row_words, r_floor)
+    w_words = (kg * rs * cg * engine.out_lanes * lanes_in if grid else cg * rs * engine.out_lanes) // engine.word
+    read_w = runs(1, w_words, r_floor)
+    compute = kg * rs * cg * np.maximum(s["pixels"], engine.distance) + depth
+    step = np.maximum(np.maximum(read_in, read_w), compute)
+    out_chan = t["tk"] if grid else t["tc"]
+    out_whole = out_chan == layer.K if grid else whole
+    o_runs = np.where(out_whole, t["th"], s["pixels"])
+    o_words = np.where(out_whole, t["tw"] * out_chan // engine.word, out_chan // engine.word)
+    write = runs(o_runs, o_words, w_floor) + runs(1, out_chan // engine.word, r_floor)  # and the tile's bias
+    n_out = s["n_k"] * s["n_y"] * s["n_x"] if grid else s["n_c"] * s["n_y"] * s["n_x"]
+    n_c = s["n_c"] if grid else 1
+    descriptor = latency_ns * 1e-9 * clock_hz + DESCRIPTOR_WORDS
+    return (n_out * np.maximum(n_c * step, write) + np.maximum(read_in, read_w) + write
+            + latency_ns * 1e-9 * clock_hz + descriptor)
+
+
+def compute_depth(dtype: str, clock_mhz: float, in_lanes: int) -> int:
+    """The compute loop's pipeline depth: buffer reads, the multiply, the adder tree, the accumulation."""
+    a = ARITHMETIC[dtype]
+    deeper = 1 if a.floating and clock_mhz > DEEPER_CORES_ABOVE_MHZ else 0
+    tree = math.ceil(math.log2(in_lanes)) if in_lanes > 1 else 0
+    return COMPUTE_OVERHEAD_CYCLES + a.mul_latency + deeper + (tree + 1) * (a.add_latency + deeper)
+
+
+def best_tiles(engine: EngineShape, layer: NetLayer, **timing: Any) -> tuple[Tiles, float] | None:
+    """The layer's tiles of least cycles that fit the engine's buffers (None: none fits), and those cycles."""
+    grid = engine.kind == "grid"
+    tk = tile_options(layer.K, engine.out_lanes) if grid else [0]
+    tc = tile_options(layer.C, engine.in_lanes if grid else engine.out_lanes)
+    th, tw = tile_options(layer.OH), tile_options(layer.OW)
+    g = np.meshgrid(np.array(tk), np.array(tc), np.array(th), np.array(tw), indexing="ij")
+    t = {k: v.ravel() for k, v in zip(("tk", "tc", "th", "tw"), g, strict=True)}
+    if not grid:
+        t["tk"] = t["tc"]
+    s = _steps(layer, t)
+    rs = layer.R * layer.S
+    if grid:
+        cg, kg = t["tc"] // engine.in_lanes, t["tk"] // engine.out_lanes
+        rows = (cg * s["box_h"] * s["box_w"], kg * rs * cg, kg * s["pixels"])
+    else:
+        cg = t["tc"] // engine.out_lanes
+        rows = (cg * s["box_h"] * s["box_w"], cg * rs, cg * s["pixels"])
+    fits = (rows[0] <= engine.in_rows) & (rows[1] <= engine.w_rows) & (rows[2] <= engine.out_rows)
+    if not fits.any():
+        return None
+    cycles = np.where(fits, layer_cycles(engine, layer, t, **timing), np.inf)
+    i = int(np.argmin(cycles))
+    return Tiles(int(t["tk"][i]) if grid else int(t["tc"][i]), int(t["tc"][i]), int(t["th"][i]),
+                 int(t["tw"][i])), float(cycles[i])

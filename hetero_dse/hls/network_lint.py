@@ -1,0 +1,204 @@
+"""The lint of a network project (``network_project.py``): reads the generated shared kernel back (libclang, as
+the single-layer lint does) and holds it, and the descriptor table the host passes it, to design.json.
+
+What it checks:
+
+* per engine: its buffers' shapes (the rows the model sized, a bank a lane), their ARRAY_PARTITION (complete
+  on every lane dimension) and BIND_STORAGE; its processes' pipelined loops at the model's II of 1, each
+  word's lanes unrolled V times; the PE array's lanes (the ``lane`` loop unrolled over the output lanes, the
+  ``mul`` loop over the input lanes), every multiply and add bound to the core the model charges, and the
+  accumulation's DEPENDENCE distance the model's; the write process's pipelined loops;
+* the top: one m_axi bundle a port; the word of V elements the model moves;
+* the table: each layer's descriptor is design.json's, its tiles whole multiples of the engine's lanes, and
+  the rows its tiles fill within the buffers the code declares (a tile past them would write outside the
+  buffer on the device, which C-simulation does not always show).
+
+What runs is checked by the C-simulation: every layer's output against torch, and every process's trip count
+against the model's (``check_trips``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cost_models.fpga_costs import ARITHMETIC
+from cost_models.fpga_network import EngineShape, NetLayer, Tiles, network_trips
+from hetero_dse.hls.cparse import CFile, LintError, parse_kernel
+from hetero_dse.hls.lint.record import Finding, LintReport
+
+__all__ = ["is_network_project", "lint_network"]
+
+_NAMES = {"grid": "grid", "depthwise": "dw"}
+
+
+def is_network_project(project: Path) -> bool:
+    try:
+        return "network" in json.loads((Path(project) / "design.json").read_text())
+    except (OSError, ValueError):
+        return False
+
+
+def lint_network(project: str | Path) -> LintReport:
+    project = Path(project)
+    try:
+        record = json.loads((project / "design.json").read_text())
+        design = record["design"]
+    except (OSError, ValueError, KeyError):
+        raise LintError(f"{project}/design.json is not a network design record written by hetero_dse") from None
+    source = (project / "src" / "kernel.cpp").read_text()
+    header = (project / "src" / "kernel.h").read_text()
+    k = parse_kernel(project / "src" / "kernel.cpp", project / "sim" / "include")
+    report = LintReport()
+
+    def add(check: str, where: str, message: str) -> None:
+        report.findings.append(Finding(check, where, message))
+
+    word = _constant(header, "V")
+    if word != design["word"]:
+        add("word", "kernel.h", f"a DDR word holds {word} elements; the model moves {design['word']}")
+    a = ARITHMETIC[design["dtype"]]
+    cores = {"mul": (a.mul_core[0], a.mul_core[1]), "add": (a.add_core[0], a.add_core[1])}
+    engines = {}
+    for e in design["engines"]:
+        kind, name = e["kind"], _NAMES[e["kind"]]
+        lanes = list(e["lanes"].values())
+        out_l, in_l = lanes[0], lanes[1] if len(lanes) > 1 else 1
+        rows = e["buffer_rows"]
+        engines[kind] = EngineShape(kind, out_l, in_l, design["word"], rows["input"], rows["weights"], rows["output"],
+                                    e["accumulation_distance"])
+        want = {"in": [rows["input"], in_l if kind == "grid" else out_l],
+                "w": [rows["weights"], out_l, in_l] if kind == "grid" else [rows["weights"], out_l],
+                "out": [rows["output"], out_l]}
+        for buf, dims in want.items():
+            got = _typedef(source, f"{name}_{buf}_t")
+            if got != dims:
+                add("buffer", f"{name}_{buf}_t", f"declared {got}; the model sizes it {dims}")
+            report.pragmas_checked += _check_partition(k, f"{name}_layer", f"{buf}_s", len(dims), add)
+        _check_compute(k, f"{name}_compute", out_l, in_l if kind == "grid" else 1, e["accumulation_distance"], cores,
+                       add, report)
+        for proc, loop in ((f"{name}_read_in", "read_in"), (f"{name}_read_w", "read_w")):
+            _check_pipelined(k, proc, loop, word, add, report)
+    for loop in ("write", "bias_in"):
+        if not re.search(rf"\b{loop}: for \(.*\) {{\n\s*#pragma HLS PIPELINE II=1\n", source):
+            add("ii", "write_out", f"its {loop} loop is not pipelined at II 1 as the model charges")
+        report.pragmas_checked += 1
+    bundles = [p.get("bundle") for p in k.pragmas if p.name == "INTERFACE" and p.get("mode") == "m_axi"]
+    if len(bundles) != len(set(bundles)) or len(bundles) != 6:
+        add("interface", "top", f"m_axi bundles {bundles}: one a port, six ports")
+    report.pragmas_checked += len(bundles)
+    _check_table(project, record, design, engines, header, add)
+    return report
+
+
+def _constant(text: str, name: str) -> int | None:
+    m = re.search(rf"static const int {name} = (\d+);", text)
+    return int(m.group(1)) if m else None
+
+
+def _typedef(text: str, name: str) -> list[int] | None:
+    m = re.search(rf"typedef \w+ {name}((?:\[\d+\])+);", text)
+    return [int(d) for d in re.findall(r"\d+", m.group(1))] if m else None
+
+
+def _check_partition(k: CFile, fn_name: str, variable: str, dims: int, add: Any) -> int:
+    fn = k.functions.get(fn_name)
+    if fn is None:
+        add("process", fn_name, "missing")
+        return 0
+    parts = {p.get("dim") for p in fn.pragmas if p.name == "ARRAY_PARTITION" and p.get("variable") == variable
+             and p.get("type") == "complete"}
+    want = {str(d) for d in range(2, dims + 1)}  # every lane dimension (dimension 1: the rows, a bank's depth)
+    if parts != want:
+        add("partition", fn_name, f"{variable} is partitioned complete on dimensions {sorted(parts)}; its banks, a "
+                                  f"lane each, need {sorted(want)}")
+    if not any(p.name == "DATAFLOW" for p in fn.pragmas):
+        add("dataflow", fn_name, "no DATAFLOW: its processes would run one after the other")
+    return len(parts) + 1
+
+
+def _check_pipelined(k: CFile, fn_name: str, label: str, word: int | None, add: Any, report: LintReport) -> None:
+    fn = k.functions.get(fn_name)
+    loop = fn.loop(label) if fn else None
+    if loop is None:
+        add("process", fn_name, f"no {label} loop")
+        return
+    ii = loop.pragma("PIPELINE")
+    if ii is None or ii.int("ii") != 1:
+        add("ii", fn_name, f"{label} is not pipelined at II 1 as the model charges")
+    inner = [lp for lp in fn.loops if loop in lp.parents]
+    lanes = [lp.trip_count({"V": word or 0}) for lp in inner]
+    if lanes != [word] or not all(lp.has("UNROLL") for lp in inner):
+        add("unroll", fn_name, f"{label} moves {lanes} lanes a word, unrolled; a word is {word}")
+    report.pragmas_checked += 1 + len(inner)
+
+
+def _check_compute(k: CFile, fn_name: str, out_l: int, in_l: int, distance: int, cores: dict[str, tuple[str, str]],
+                   add: Any, report: LintReport) -> None:
+    fn = k.functions.get(fn_name)
+    pe = fn.loop("pe") if fn else None
+    if pe is None:
+        add("process", fn_name, "no pe loop")
+        return
+    pipe = pe.pragma("PIPELINE")
+    if pipe is None or pipe.int("ii") != 1:
+        add("ii", fn_name, "the PE loop is not pipelined at II 1 as the model charges")
+    dep = pe.pragma("DEPENDENCE")
+    if dep is None or dep.int("distance") != distance or dep.get("variable") != "obuf":
+        add("dependence", fn_name, f"the accumulation's DEPENDENCE is {dep}; the model's distance is {distance}")
+    lane, mul = fn.loop("lane"), fn.loop("mul")
+    if lane is None or lane.trip_count() != out_l or not lane.has("UNROLL"):
+        add("lanes", fn_name, f"the lane loop runs {lane.trip_count() if lane else None} lanes; the model {out_l}")
+    if in_l > 1 and (mul is None or mul.trip_count() != in_l or not mul.has("UNROLL")):
+        add("lanes", fn_name, f"the mul loop runs {mul.trip_count() if mul else None} lanes; the model {in_l}")
+    # multiply-adds an iteration, as the code's unrolled loops give them
+    macs = (lane.trip_count() if lane else 0) * (mul.trip_count() if in_l > 1 and mul else 1)
+    report.mul_per_iteration += macs
+    report.add_per_iteration += macs  # an adder tree of in_l - 1 and one accumulation a lane
+    binds = [p for lp in fn.loops for p in lp.pragmas if p.name == "BIND_OP"]
+    for p in binds:
+        unit = "mul" if p.get("op", "").endswith("mul") else "add"
+        if (p.get("op"), p.get("impl")) != cores[unit]:
+            add("bind_op", fn_name, f"{p} binds {p.get('op')}/{p.get('impl')}; the model charges {cores[unit]}")
+    if len({p.get("variable") for p in binds}) < (3 if in_l > 1 else 2):
+        add("bind_op", fn_name, "a multiply or add of the PE is bound to no core")
+    report.pragmas_checked += 3 + len(binds)
+
+
+def _check_table(project: Path, record: dict[str, Any], design: dict[str, Any], engines: dict[str, EngineShape],
+                 header: str, add: Any) -> None:
+    from hetero_dse.hls.network_project import ENGINE_IDS, FIELDS
+
+    by_id = {v: k for k, v in ENGINE_IDS.items()}
+    try:
+        words = _constant(header, "DESCRIPTOR_WORDS")
+        table = np.fromfile(project / "data" / "table.bin", dtype=np.int32).reshape(-1, words)
+    except (OSError, ValueError, TypeError):
+        add("table", "data/table.bin", "unreadable, or not whole descriptors")
+        return
+    tch = _constant(header, "TCH_MAX") or 0
+    if len(table) != len(record["table"]):
+        add("table", "data/table.bin", f"{len(table)} descriptors; design.json has {len(record['table'])}")
+    for i, (row, want) in enumerate(zip(table, record["table"], strict=False)):
+        d = dict(zip(FIELDS, (int(v) for v in row), strict=False))
+        if d != want:
+            add("table", f"layer {i}", "its descriptor differs from design.json's")
+        kind = by_id.get(d["engine"])
+        if kind not in engines:
+            add("table", f"layer {i}", f"engine {d['engine']} is not in the kernel")
+            continue
+        e = engines[kind]
+        lanes_c = e.in_lanes if kind == "grid" else e.out_lanes
+        if (kind == "grid" and d["tk"] % e.out_lanes) or d["tc"] % lanes_c:
+            add("table", f"layer {i}", f"tiles {d['tk']} × {d['tc']} are not whole multiples of the lanes")
+        layer = NetLayer(kind, d["C"], d["K"], d["H"], d["W"], d["R"], d["S"], d["stride"], d["pad"])
+        rows = network_trips(e, layer, Tiles(d["tk"], d["tc"], d["th"], d["tw"]))
+        for key, cap in (("in_rows", e.in_rows), ("w_rows", e.w_rows), ("out_rows", e.out_rows)):
+            if rows[key] > cap:
+                add("table", f"layer {i}", f"its tiles fill {rows[key]} {key.replace('_', ' ')}; the buffer has {cap}")
+        if (d["tk"] if kind == "grid" else d["tc"]) > tch:
+            add("table", f"layer {i}", f"its output tile of {d['tk']} channels passes the bias array's {tch}")

@@ -1,0 +1,183 @@
+"""One FPGA kernel for a whole network (issue 38): the shared kernel's model against a hand count, a small
+network traced from torch and C-simulated end to end through the generated kernel (every layer's output
+against torch's, every process's trip count against the model's, the lint on the code), ResNet-18's layers
+through the kernel, and each check broken on purpose to show it fails."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from cost_models.fpga_network import EngineShape, NetLayer, Tiles, layer_cycles, network_trips
+from cost_models.fpga_network_design import explore_network
+from hetero_dse.errors import HeteroDSEError
+from hetero_dse.hardware.board import load_board
+from hetero_dse.hls.csim import csim
+from hetero_dse.hls.network_lint import lint_network
+from hetero_dse.hls.network_project import NetworkRun, RunLayer, check_trips, random_run, write_network_project
+from hetero_dse.model.chain import NETWORK_INPUT, trace_chain
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="C-simulation needs g++")
+
+
+def test_the_models_trip_counts_and_buffer_rows_are_the_loops_counted_by_hand():
+    # 16 -> 16 channels, 8x8 image, 3x3 taps, pad 1, on 8 x 8 lanes, 4-element words; tiles 8 x 16 x 4 x 8
+    engine = EngineShape("grid", 8, 8, 4, 1000, 1000, 1000, 6)
+    layer = NetLayer("grid", 16, 16, 8, 8, 3, 3, 1, 1)
+    trips = network_trips(engine, layer, Tiles(8, 16, 4, 8))
+    # 2 output-channel tiles x 2 row tiles x 1 column tile x 1 input-channel tile = 4 steps; the input box is
+    # (4-1+3) x (8-1+3) = 60 pixels of 2 channel groups of 2 words
+    assert trips["steps"] == 4 and trips["in_rows"] == 2 * 60 and trips["read_in"] == 4 * 60 * 2 * 2
+    # weights: 1 group x 9 taps x 2 channel groups, a row of 8x8 lanes is 16 words
+    assert trips["w_rows"] == 18 and trips["read_w"] == 4 * 18 * 16
+    # the PE loop: 1 x 9 x 2 slots of max(32 pixels, distance 6); the write: 32 pixels x 2 words a tile
+    assert trips["compute"] == 4 * 18 * 32 and trips["write"] == 4 * 32 * 2 and trips["bias"] == 4 * 2
+    assert trips["out_rows"] == 32
+    # a tile of fewer pixels than the accumulation's distance idles up to it, and the model charges it
+    small = network_trips(engine, layer, Tiles(8, 16, 1, 2))
+    assert small["compute"] == small["steps"] * 18 * 6
+    # cycles: per step the slowest of its reads and compute, here the compute (18 x 32 + depth 10) with no
+    # DDR floor or bandwidth to speak of
+    t = {k: np.array([v]) for k, v in Tiles(8, 16, 4, 8).__dict__.items()}
+    cycles = layer_cycles(engine, layer, t, clock_hz=100e6, elem_bytes=4, read_floor_ns=0.0, write_floor_ns=0.0,
+                          latency_ns=0.0, port_gbps=1e3, depth=10)
+    write = 32 * 2 + 2  # a tile's words and its bias
+    assert cycles[0] == pytest.approx(4 * (18 * 32 + 10) + max(240, 288) + write + 32)
+
+
+class Small(nn.Module):
+    """Conv (the image: im2col on the host), depthwise, pointwise, a residual block, leaky ReLU, linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(3, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16)
+        self.dw, self.b2 = nn.Conv2d(16, 16, 3, 1, 1, groups=16, bias=False), nn.BatchNorm2d(16)
+        self.pw, self.b3 = nn.Conv2d(16, 32, 1), nn.BatchNorm2d(32)
+        self.c4, self.b4 = nn.Conv2d(32, 32, 3, 1, 1), nn.BatchNorm2d(32)
+        self.c5 = nn.Conv2d(32, 16, 3, 2, 1)
+        self.fc = nn.Linear(16 * 4 * 4, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.b1(self.c1(x)))
+        x = nn.functional.relu6(self.b2(self.dw(x)))
+        y = self.b3(self.pw(x))
+        x = torch.relu(self.b4(self.c4(y)) + y)
+        x = nn.functional.leaky_relu(self.c5(x), 0.1)
+        return self.fc(torch.flatten(x, 1))
+
+
+def _small_run(tmp_path):
+    torch.manual_seed(0)
+    model = Small().eval()
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):  # statistics that fold into something other than the identity
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+            m.weight.data.uniform_(0.5, 1.5)
+            m.bias.data.uniform_(-0.2, 0.2)
+    x = torch.randn(1, 3, 16, 16)
+    layers, image = trace_chain(model, x)
+    design = explore_network([(layer.shape, 1) for layer in layers], load_board("zcu102"), lanes=(4, 8))
+
+    def tensor(i):
+        return None if i is None else ("input:x" if i == NETWORK_INPUT else f"layer:{i}")
+
+    run = NetworkRun("small", [RunLayer(p, layer.weight, layer.bias, tensor(layer.source), tensor(layer.residual),
+                                        layer.activation, layer.reference, layer.flatten)
+                               for p, layer in zip(design.layers, layers, strict=True)], {"x": image}, "torch")
+    return model, x, layers, design, write_network_project(tmp_path / "small", design, run)
+
+
+def test_a_small_network_runs_end_to_end_through_the_kernel_against_torch(tmp_path):
+    model, x, layers, design, project = _small_run(tmp_path)
+    assert [layer.shape.engine for layer in layers] == ["grid", "depthwise", "grid", "grid", "grid", "grid"]
+    assert layers[3].residual == 2 and layers[4].activation == (-np.inf, np.inf, 0.1)
+    assert layers[5].flatten == (16, 4, 4)
+    assert design.layers[0].im2col  # 3 channels on the image: the host lays it out as 27-channel windows
+    result = csim(project)
+    assert result.passed, result.output[-2000:]
+    # every layer's output checked, its padded channels too (they must be zero: the next layer reads them)
+    assert result.elements == sum(p.layer.OH * p.layer.OW * p.layer.K for p in design.layers)
+    assert not result.warnings
+    # the last layer's output is the network's: torch's, within float32 rounding
+    with torch.no_grad():
+        final = model(x).numpy()
+    assert np.allclose(layers[-1].reference, final)
+    assert check_trips(project, result.output) == []
+    report = lint_network(project)
+    assert report.ok, [str(f) for f in report.findings]
+    assert report.mul_per_iteration == 8 * 8 + 8  # the grid's 8 x 8 lanes and the depthwise engine's 8
+
+
+def _mutate(project, old, new, path="src/kernel.cpp"):
+    file = project / path
+    text = file.read_text()
+    assert old in text, old
+    file.write_text(text.replace(old, new, 1))
+
+
+@pytest.mark.parametrize("mutant, check", [
+    # no idle slots: the PE loop would read a sum still in the adder; C-simulation cannot see it, the trips can
+    (("slots = pixels > 6 ? pixels : 6", "slots = pixels"), "trips"),
+    # the weights read from the wrong row: the output is wrong
+    (("const int wrow = (o * taps + tap) * groups_c + g,", "const int wrow = (o * taps + tap) * groups_c,"), "csim"),
+    # the accumulation's dependence distance shorter than the model's
+    (("dependent=true distance=6", "dependent=true distance=3"), "lint"),
+    # one input lane fewer in the PE array than the model charges
+    (("mul: for (int q = 0; q < 8; ++q)", "mul: for (int q = 0; q < 4; ++q)"), "lint"),
+])
+def test_each_check_fails_when_the_code_is_broken_on_purpose(tmp_path, mutant, check):
+    *_, project = _small_run(tmp_path)
+    _mutate(project, *mutant)
+    if check == "lint":
+        assert not lint_network(project).ok
+        return
+    result = csim(project)
+    if check == "csim":
+        assert not result.passed
+    else:
+        assert result.passed and check_trips(project, result.output)
+
+
+def test_a_table_whose_tiles_overflow_the_buffers_fails_the_lint(tmp_path):
+    *_, project = _small_run(tmp_path)
+    record = json.loads((project / "design.json").read_text())
+    table = np.fromfile(project / "data" / "table.bin", dtype=np.int32).reshape(len(record["table"]), -1)
+    table[3, 13] *= 8  # layer 3's row tile eight times taller: its boxes pass the input buffer
+    table.tofile(project / "data" / "table.bin")
+    findings = [str(f) for f in lint_network(project).findings]
+    assert any("layer 3" in f and "the buffer has" in f for f in findings), findings
+
+
+def test_resnet18s_layers_each_run_through_the_shared_kernel(tmp_path):
+    from hetero_dse.model.capture import capture
+    from hetero_dse.model.layer_shape import shape_of
+    from hetero_dse.model.zoo import build
+
+    model, example = build("resnet18", (1, 3, 64, 64))  # reduced image: every layer kind, 1/12 of the work
+    graph = capture(model, example, "resnet18", profile=False)
+    ops = graph.operators()
+    shapes = [(shape_of(op, from_host=i == 0), layer.count)
+              for i, (op, layer) in enumerate(zip(ops, graph.layers, strict=True))]
+    design = explore_network(shapes, load_board("vu9p"))
+    project = write_network_project(tmp_path / "resnet18", design, random_run(design, ops))
+    result = csim(project)
+    assert result.passed, result.output[-2000:]
+    assert check_trips(project, result.output) == [] and lint_network(project).ok
+    assert len(json.loads((project / "design.json").read_text())["table"]) == 16
+
+
+@pytest.mark.parametrize("module, words", [
+    (nn.Sequential(nn.Conv2d(4, 8, 3, groups=2)), "grouped convolution"),
+    (nn.Sequential(nn.Conv2d(3, 8, 3), nn.MaxPool2d(2)), "not something the network kernel runs"),
+    (nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.BatchNorm2d(8)), "cannot be folded"),
+])
+def test_what_the_kernel_cannot_run_is_one_sentence(module, words):
+    with pytest.raises(HeteroDSEError, match=words):
+        trace_chain(module.eval(), torch.randn(1, 4 if "grouped" in words else 3, 8, 8))
