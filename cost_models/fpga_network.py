@@ -89,6 +89,24 @@ class EngineShape:
     w_rows: int
     out_rows: int
     distance: int  # the least iterations between two updates of one output element
+    #: the epilogue's per-channel parameters a channel (float: its bias; int8: its bias and requantising
+    #: multiplier), read per output tile
+    params: int = 1
+    #: two int8 multiplies of neighbouring output lanes share one DSP48E2 (their activation is the same)
+    packed: bool = False
+    #: elements a word of the weights' port (0: ``word``): a weight block's rows are whole lane grids, so its
+    #: words may be as wide as the port where activations' words are held to the lanes
+    wword: int = 0
+    #: 32-bit parameters a word of the parameters' port (0: ``word``)
+    pword: int = 0
+
+    @property
+    def w_word(self) -> int:
+        return self.wword or self.word
+
+    @property
+    def p_word(self) -> int:
+        return self.pword or self.word
 
 
 @dataclass(frozen=True)
@@ -132,7 +150,7 @@ def network_trips(engine: EngineShape, layer: NetLayer, tiles: Tiles) -> dict[st
         kg, cg = tiles.tk // engine.out_lanes, tiles.tc // engine.in_lanes
         steps = s["n_k"] * s["n_y"] * s["n_x"] * s["n_c"]
         per_in = s["box_h"] * s["box_w"] * cg * (engine.in_lanes // engine.word)
-        per_w = kg * rs * cg * (engine.out_lanes * engine.in_lanes // engine.word)
+        per_w = kg * rs * cg * (engine.out_lanes * engine.in_lanes // engine.w_word)
         per_c = kg * rs * cg * np.maximum(s["pixels"], engine.distance)
         out_tiles = s["n_k"] * s["n_y"] * s["n_x"]
         per_o = s["pixels"] * kg * (engine.out_lanes // engine.word)
@@ -141,12 +159,12 @@ def network_trips(engine: EngineShape, layer: NetLayer, tiles: Tiles) -> dict[st
         cg = tiles.tc // engine.out_lanes
         steps = s["n_c"] * s["n_y"] * s["n_x"]
         per_in = s["box_h"] * s["box_w"] * cg * (engine.out_lanes // engine.word)
-        per_w = cg * rs * (engine.out_lanes // engine.word)
+        per_w = cg * rs * (engine.out_lanes // engine.w_word)
         per_c = cg * rs * np.maximum(s["pixels"], engine.distance)
         out_tiles = steps
         per_o = s["pixels"] * cg * (engine.out_lanes // engine.word)
         rows = {"in_rows": cg * s["box_h"] * s["box_w"], "w_rows": cg * rs, "out_rows": cg * s["pixels"]}
-    bias = out_tiles * (tiles.tk if engine.kind == "grid" else tiles.tc) // engine.word
+    bias = out_tiles * (engine.params * (tiles.tk if engine.kind == "grid" else tiles.tc) // engine.p_word)
     return {"steps": steps, "out_tiles": out_tiles, "read_in": steps * per_in, "read_w": steps * per_w,
             "compute": steps * per_c, "write": out_tiles * per_o, "bias": bias, **rows}
 
@@ -168,14 +186,14 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     bandwidth), the write of each output tile overlapping the next tile's steps; plus the first step's reads,
     the last tile's write, a pipeline's fill per step and the descriptor's read."""
     s = _steps(layer, t)
-    word_bytes = engine.word * elem_bytes
-    per_cycle = port_gbps * 1e9 / clock_hz / word_bytes  # words a cycle one port sustains
     r_floor = max(1.0, read_floor_ns * 1e-9 * clock_hz)
     w_floor = max(1.0, write_floor_ns * 1e-9 * clock_hz)
-    beats = AXI_MAX_BURST_BYTES // word_bytes
 
-    def runs(n_runs: Any, words: Any, floor: float) -> Any:
-        bursts = np.ceil(words / beats)
+    def runs(n_runs: Any, words: Any, floor: float, word_bytes: int = engine.word * elem_bytes) -> Any:
+        """Cycles of ``n_runs`` runs of ``words`` words: a word a cycle, each burst (4 KB at most) at least the
+        memory's floor, and no faster than one port's bandwidth."""
+        bursts = np.ceil(words / (AXI_MAX_BURST_BYTES // word_bytes))
+        per_cycle = port_gbps * 1e9 / clock_hz / word_bytes  # words a cycle one port sustains
         return n_runs * np.maximum(np.maximum(words, bursts * floor), words / per_cycle)
 
     rs = layer.R * layer.S
@@ -188,15 +206,17 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     row_runs = np.where(whole, s["box_h"], s["box_h"] * s["box_w"])
     row_words = np.where(whole, s["box_w"] * chan_words, chan_words)
     read_in = runs(row_runs, row_words, r_floor)
-    w_words = (kg * rs * cg * engine.out_lanes * lanes_in if grid else cg * rs * engine.out_lanes) // engine.word
-    read_w = runs(1, w_words, r_floor)
+    w_words = (kg * rs * cg * engine.out_lanes * lanes_in if grid else cg * rs * engine.out_lanes) // engine.w_word
+    read_w = runs(1, w_words, r_floor, engine.w_word * elem_bytes)
     compute = kg * rs * cg * np.maximum(s["pixels"], engine.distance) + depth
     step = np.maximum(np.maximum(read_in, read_w), compute)
     out_chan = t["tk"] if grid else t["tc"]
     out_whole = out_chan == layer.K if grid else whole
     o_runs = np.where(out_whole, t["th"], s["pixels"])
     o_words = np.where(out_whole, t["tw"] * out_chan // engine.word, out_chan // engine.word)
-    write = runs(o_runs, o_words, w_floor) + runs(1, out_chan // engine.word, r_floor)  # and the tile's bias
+    # and the tile's epilogue parameters, one burst before its words
+    write = runs(o_runs, o_words, w_floor) + runs(1, engine.params * out_chan // engine.p_word, r_floor,
+                                                  4 * engine.p_word)
     n_out = s["n_k"] * s["n_y"] * s["n_x"] if grid else s["n_c"] * s["n_y"] * s["n_x"]
     n_c = s["n_c"] if grid else 1
     descriptor = latency_ns * 1e-9 * clock_hz + DESCRIPTOR_WORDS

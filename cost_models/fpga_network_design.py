@@ -110,6 +110,15 @@ class NetworkDesign:
         return sum(p.count * p.cycles for p in self.layers) / (self.achieved_mhz * 1e6)
 
     @property
+    def wword(self) -> int:
+        """Elements a word of the weights' port (every engine's the same: one port)."""
+        return next(iter(self.engines.values())).w_word
+
+    @property
+    def pword(self) -> int:
+        return next(iter(self.engines.values())).p_word
+
+    @property
     def macs(self) -> int:
         return sum(p.count * p.shape.macs for p in self.layers)
 
@@ -125,9 +134,11 @@ class NetworkDesign:
         sides = {"grid": ("output-channel", "input-channel"), "depthwise": ("channel",)}
         engines = [{"kind": kind, "lanes": dict(zip(sides[kind], (e.out_lanes, e.in_lanes), strict=False)),
                     "buffer_rows": {"input": e.in_rows, "weights": e.w_rows, "output": e.out_rows},
-                    "accumulation_distance": e.distance} for kind, e in self.engines.items()]
+                    "accumulation_distance": e.distance, "params": e.params, "packed": e.packed}
+                   for kind, e in self.engines.items()]
         macs_peak = sum(e.out_lanes * e.in_lanes for e in self.engines.values())
         return {"board": self.board.name, "dtype": self.dtype, "block": self.block, "word": self.word,
+                "wword": self.wword, "pword": self.pword,
                 "engines": engines, "clock_mhz": self.clock_mhz, "achieved_mhz": self.achieved_mhz,
                 "latency_s": self.latency_s, "fps": 1.0 / self.latency_s, "gops": 2 * self.macs / self.latency_s / 1e9,
                 "peak_gops": 2 * macs_peak * hz / 1e9, "resources": self.resources, "utilisation": self.utilisation,
@@ -156,8 +167,10 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
     res = np.zeros(len(RESOURCE_KINDS))
     macs = engine.out_lanes * engine.in_lanes
     adds = macs  # a tree of in_lanes - 1 adders and one accumulation a lane
-    res[RESOURCE_KINDS.index("dsp")] += macs * a.dsp_mul + adds * a.dsp_add
-    res[RESOURCE_KINDS.index("lut")] += macs * a.lut_mul + adds * a.lut_add
+    # packed: two int8 products of neighbouring output lanes in one DSP48E2 (27 x 18), split by fabric logic
+    muls = macs / 2 if engine.packed else macs
+    res[RESOURCE_KINDS.index("dsp")] += muls * a.dsp_mul + adds * a.dsp_add
+    res[RESOURCE_KINDS.index("lut")] += muls * a.lut_mul + adds * a.lut_add + (macs / 2 * 40 if engine.packed else 0)
     res[RESOURCE_KINDS.index("ff")] += macs * a.ff_mul + adds * a.ff_add
     bits, acc_bits = 8.0 * _elem_bytes(dtype), 32.0
     lanes_in = engine.in_lanes if engine.kind == "grid" else engine.out_lanes
@@ -167,8 +180,12 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
     # a word's V lanes go to one of lanes/V sets of banks: a LUT6 is a 4:1 multiplexer
     sets = max(1, lanes_in // engine.word)
     res[RESOURCE_KINDS.index("lut")] += lanes_in * bits * math.ceil(sets / 4)
-    res[RESOURCE_KINDS.index("dsp")] += engine.word * (3 * a.dsp_add + a.dsp_mul)  # bias, residual, slope
-    res[RESOURCE_KINDS.index("lut")] += engine.word * (3 * a.lut_add + a.lut_mul + 2 * acc_bits)
+    if a.floating:  # a lane: the bias and residual adds, the slope's multiply, the clamp's compares
+        res[RESOURCE_KINDS.index("dsp")] += engine.word * (2 * a.dsp_add + a.dsp_mul)
+        res[RESOURCE_KINDS.index("lut")] += engine.word * (2 * a.lut_add + a.lut_mul + 2 * acc_bits)
+    else:  # a lane: the requantising 32 x 16 multiply (2 DSPs), the residual's and the slope's (1 each), adds
+        res[RESOURCE_KINDS.index("dsp")] += engine.word * 4
+        res[RESOURCE_KINDS.index("lut")] += engine.word * (3 * acc_bits + 2 * acc_bits)
     return res
 
 
@@ -193,12 +210,14 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
     """The network kernel of least latency at batch 1 that fits ``board`` (see the module doc)."""
     if not layers:
         raise HeteroDSEError("a network needs at least one layer to design an accelerator for")
-    if dtype not in ("float32",):
-        raise HeteroDSEError(f"the network kernel is generated for float32 so far, not {dtype}")
+    if dtype not in ("float32", "int8"):
+        raise HeteroDSEError(f"the network kernel is generated for float32 and int8, not {dtype}")
     clock = float(clock_mhz or board.default_clock_mhz)
     hz = clock * 1e6
     uram = board.cap("uram") > 0
     port_elems = board.memory.port_bits // (8 * _elem_bytes(dtype))
+    param_elems = min(16, board.memory.port_bits // 32)  # 32-bit parameters a word of the parameters' port
+    params, pack = (2, True) if dtype == "int8" else (1, False)
     kinds = sorted({s.engine for s, _ in layers}, key=["grid", "depthwise"].index)
     distance = accumulation_distance(dtype, clock)
     caps = np.array([board.cap(k) for k in RESOURCE_KINDS], dtype=float)
@@ -210,8 +229,8 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
     lane_sets = {"grid": list(itertools.product(lanes, lanes)), "depthwise": [(c, 1) for c in lanes]}
     cache: dict[tuple[Any, ...], list[tuple[float, EngineShape, list[PlacedLayer], np.ndarray]]] = {}
 
-    def engine_options(kind: str, out_l: int, in_l: int, block: int, word: int, timing: dict[str, Any]
-                       ) -> list[tuple[float, EngineShape, list[PlacedLayer], np.ndarray]]:
+    def engine_options(kind: str, out_l: int, in_l: int, block: int, word: tuple[int, int, int],
+                       timing: dict[str, Any]) -> list[tuple[float, EngineShape, list[PlacedLayer], np.ndarray]]:
         """The engine's buffer sizes worth building with these lanes: each layer's best tiles in them, the
         buffers shrunk to what some layer fills, none slower and larger than another (cached: the lanes of
         the other engine change only the channel block)."""
@@ -219,7 +238,9 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
         key = (kind, out_l, in_l, block, word)
         if key in cache:
             return cache[key]
-        probe = EngineShape(kind, out_l, in_l, word, IN_ROWS[0], W_ROWS[0], OUT_ROWS[0], distance)
+        packed = pack and kind == "grid" and out_l % 2 == 0
+        probe = EngineShape(kind, out_l, in_l, word[0], IN_ROWS[0], W_ROWS[0], OUT_ROWS[0], distance, params, packed,
+                            word[1], word[2])
         found: dict[EngineShape, tuple[float, EngineShape, list[PlacedLayer], np.ndarray]] = {}
         if not np.any(engine_resources(probe, dtype, uram) + fixed > caps):  # the arrays alone must fit
             mine = [(i, padded(s, block, in_l)) for i, (s, _) in enumerate(layers) if s.engine == kind]
@@ -239,7 +260,7 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
                     # rows no layer fills are not built: the buffers shrink to the most any layer uses
                     used = [max(int(network_trips(probe, p.layer, p.tiles)[r]) for p in placed)
                             for r in ("in_rows", "w_rows", "out_rows")]
-                    engine = EngineShape(kind, out_l, in_l, word, *used, distance)
+                    engine = EngineShape(kind, out_l, in_l, word[0], *used, distance, params, packed, word[1], word[2])
                     found.setdefault(engine, (total, engine, placed, engine_resources(engine, dtype, uram)))
         options = sorted(found.values(), key=lambda o: o[0])
         # keep an option only where it needs less of some resource than every faster one
@@ -253,9 +274,12 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
     for lane_choice in itertools.product(*(lane_sets[k] for k in kinds)):
         by_kind = dict(zip(kinds, lane_choice, strict=True))
         block = max(max(v) for v in by_kind.values())
+        # the activations' word no wider than any engine's lanes; the weights' as wide as a lane grid allows
         word = min(port_elems, min(min(v for v in pair if v > 1) for pair in by_kind.values()))
+        wword = min(port_elems, min(o * i for o, i in by_kind.values()))
+        pword = min(param_elems, word)
         timing = {"dtype": dtype, **_timing(board, dtype, hz, word)}
-        options = [engine_options(kind, *by_kind[kind], block, word, timing) for kind in kinds]
+        options = [engine_options(kind, *by_kind[kind], block, (word, wword, pword), timing) for kind in kinds]
         for combo in itertools.product(*options):
             res = fixed + sum(c[3] for c in combo)
             if np.any(res > caps):

@@ -17,7 +17,8 @@ from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import load_board
 from hetero_dse.hls.csim import csim
 from hetero_dse.hls.network_lint import lint_network
-from hetero_dse.hls.network_project import NetworkRun, RunLayer, check_trips, random_run, write_network_project
+from hetero_dse.hls.network_project import (NetworkRun, RunLayer, check_trips, quantized, random_run,
+                                            write_network_project)
 from hetero_dse.model.chain import NETWORK_INPUT, trace_chain
 
 torch = pytest.importorskip("torch")
@@ -72,7 +73,7 @@ class Small(nn.Module):
         return self.fc(torch.flatten(x, 1))
 
 
-def _small_run(tmp_path):
+def _small_run(tmp_path, dtype="float32"):
     torch.manual_seed(0)
     model = Small().eval()
     for m in model.modules():
@@ -83,7 +84,7 @@ def _small_run(tmp_path):
             m.bias.data.uniform_(-0.2, 0.2)
     x = torch.randn(1, 3, 16, 16)
     layers, image = trace_chain(model, x)
-    design = explore_network([(layer.shape, 1) for layer in layers], load_board("zcu102"), lanes=(4, 8))
+    design = explore_network([(layer.shape, 1) for layer in layers], load_board("zcu102"), dtype, lanes=(4, 8))
 
     def tensor(i):
         return None if i is None else ("input:x" if i == NETWORK_INPUT else f"layer:{i}")
@@ -91,11 +92,12 @@ def _small_run(tmp_path):
     run = NetworkRun("small", [RunLayer(p, layer.weight, layer.bias, tensor(layer.source), tensor(layer.residual),
                                         layer.activation, layer.reference, layer.flatten)
                                for p, layer in zip(design.layers, layers, strict=True)], {"x": image}, "torch")
-    return model, x, layers, design, write_network_project(tmp_path / "small", design, run)
+    run = quantized(run, design)
+    return model, x, layers, design, write_network_project(tmp_path / "small", design, run), run
 
 
 def test_a_small_network_runs_end_to_end_through_the_kernel_against_torch(tmp_path):
-    model, x, layers, design, project = _small_run(tmp_path)
+    model, x, layers, design, project, _ = _small_run(tmp_path)
     assert [layer.shape.engine for layer in layers] == ["grid", "depthwise", "grid", "grid", "grid", "grid"]
     assert layers[3].residual == 2 and layers[4].activation == (-np.inf, np.inf, 0.1)
     assert layers[5].flatten == (16, 4, 4)
@@ -113,6 +115,50 @@ def test_a_small_network_runs_end_to_end_through_the_kernel_against_torch(tmp_pa
     report = lint_network(project)
     assert report.ok, [str(f) for f in report.findings]
     assert report.mul_per_iteration == 8 * 8 + 8  # the grid's 8 x 8 lanes and the depthwise engine's 8
+
+
+def test_the_small_network_in_int8_runs_bit_exact_with_two_products_a_dsp(tmp_path):
+    """int8 as deployed: per-channel weight scales, int32 sums, requantised in the epilogue; two int8 multiplies
+    of neighbouring output lanes in one DSP48E2. The reference is the same integer arithmetic: bit for bit."""
+    *_, design, project, run = _small_run(tmp_path, "int8")
+    assert design.engines["grid"].packed and not design.engines["depthwise"].packed
+    result = csim(project)
+    assert result.passed and result.mismatches == 0 and result.max_abs_error == 0.0, result.output[-2000:]
+    assert check_trips(project, result.output) == []
+    report = lint_network(project)
+    assert report.ok and report.mul_per_iteration == 8 * 8 // 2 + 8  # the grid's DSPs take two products each
+    # the quantisation's own error against torch's float network: each layer within 2 % of its largest value
+    for layer in run.layers:
+        dequantised = layer.reference.astype(np.float64) * layer.quant["scale"]
+        assert np.abs(dequantised - layer.float_reference).max() < 0.02 * np.abs(layer.float_reference).max()
+    table = json.loads((project / "design.json").read_text())["table"]
+    assert all(row["qlo"] >= -128 and row["qhi"] <= 127 and row["shift"] > 0 for row in table)
+    assert table[1]["qlo"] == 0 and table[0]["qlo"] == -128  # ReLU6 clamps at 0; ReLU's slope of 0 does it
+    assert table[0]["slope_mult"] == 0 and table[4]["slope_mult"] == round(0.1 * 2 ** 15)
+
+
+def test_the_host_program_runs_the_network_through_an_xrt_test_double(tmp_path):
+    """host/host.cpp (XRT's native API) compiled against the project's XRT test double, whose kernel run calls
+    the kernel's C model: the buffers, their groups and the argument order the host passes are the kernel's,
+    and it checks every layer. Says nothing about a card (there is none here)."""
+    import subprocess
+
+    project = _small_run(tmp_path, "int8")[4]
+    binary = tmp_path / "host.exe"
+    subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-Wno-unknown-pragmas",
+                    "-Wno-unused-label", f"-I{project / 'sim' / 'include'}", f"-I{project / 'src'}",
+                    "-DHDSE_XRT_KERNEL=network_kernel", str(project / "host" / "host.cpp"),
+                    str(project / "src" / "kernel.cpp"), "-o", str(binary)], check=True, capture_output=True)
+    ran = subprocess.run([str(binary), "test_double.xclbin", str(project / "data")], capture_output=True, text=True)
+    assert ran.returncode == 0 and "mismatches=0" in ran.stdout and "PASS" in ran.stdout, ran.stdout + ran.stderr
+    readme = (project / "README.md").read_text()
+    assert "two int8 products a DSP48E2" in readme and "make ip" in readme  # zcu102: no platform, an IP
+
+
+def test_breaking_the_dsp_packings_signed_correction_fails_the_c_simulation(tmp_path):
+    project = _small_run(tmp_path, "int8")[4]
+    _mutate(project, "if (low & 0x20000) low -= 0x40000;", "")
+    assert not csim(project).passed
 
 
 def _mutate(project, old, new, path="src/kernel.cpp"):
@@ -133,7 +179,7 @@ def _mutate(project, old, new, path="src/kernel.cpp"):
     (("mul: for (int q = 0; q < 8; ++q)", "mul: for (int q = 0; q < 4; ++q)"), "lint"),
 ])
 def test_each_check_fails_when_the_code_is_broken_on_purpose(tmp_path, mutant, check):
-    *_, project = _small_run(tmp_path)
+    project = _small_run(tmp_path)[4]
     _mutate(project, *mutant)
     if check == "lint":
         assert not lint_network(project).ok
@@ -146,7 +192,7 @@ def test_each_check_fails_when_the_code_is_broken_on_purpose(tmp_path, mutant, c
 
 
 def test_a_table_whose_tiles_overflow_the_buffers_fails_the_lint(tmp_path):
-    *_, project = _small_run(tmp_path)
+    project = _small_run(tmp_path)[4]
     record = json.loads((project / "design.json").read_text())
     table = np.fromfile(project / "data" / "table.bin", dtype=np.int32).reshape(len(record["table"]), -1)
     table[3, 13] *= 8  # layer 3's row tile eight times taller: its boxes pass the input buffer

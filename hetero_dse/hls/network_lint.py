@@ -59,8 +59,10 @@ def lint_network(project: str | Path) -> LintReport:
         report.findings.append(Finding(check, where, message))
 
     word = _constant(header, "V")
-    if word != design["word"]:
-        add("word", "kernel.h", f"a DDR word holds {word} elements; the model moves {design['word']}")
+    for name, key in (("V", "word"), ("WV", "wword"), ("PV", "pword")):
+        if _constant(header, name) != design[key]:
+            add("word", "kernel.h", f"{name}: a port's word holds {_constant(header, name)} elements; the model moves "
+                                    f"{design[key]}")
     a = ARITHMETIC[design["dtype"]]
     cores = {"mul": (a.mul_core[0], a.mul_core[1]), "add": (a.add_core[0], a.add_core[1])}
     engines = {}
@@ -70,7 +72,8 @@ def lint_network(project: str | Path) -> LintReport:
         out_l, in_l = lanes[0], lanes[1] if len(lanes) > 1 else 1
         rows = e["buffer_rows"]
         engines[kind] = EngineShape(kind, out_l, in_l, design["word"], rows["input"], rows["weights"], rows["output"],
-                                    e["accumulation_distance"])
+                                    e["accumulation_distance"], e.get("params", 1), e.get("packed", False),
+                                    design["wword"], design["pword"])
         want = {"in": [rows["input"], in_l if kind == "grid" else out_l],
                 "w": [rows["weights"], out_l, in_l] if kind == "grid" else [rows["weights"], out_l],
                 "out": [rows["output"], out_l]}
@@ -80,9 +83,9 @@ def lint_network(project: str | Path) -> LintReport:
                 add("buffer", f"{name}_{buf}_t", f"declared {got}; the model sizes it {dims}")
             report.pragmas_checked += _check_partition(k, f"{name}_layer", f"{buf}_s", len(dims), add)
         _check_compute(k, f"{name}_compute", out_l, in_l if kind == "grid" else 1, e["accumulation_distance"], cores,
-                       add, report)
-        for proc, loop in ((f"{name}_read_in", "read_in"), (f"{name}_read_w", "read_w")):
-            _check_pipelined(k, proc, loop, word, add, report)
+                       add, report, packed=e.get("packed", False))
+        _check_pipelined(k, f"{name}_read_in", "read_in", word, add, report)
+        _check_pipelined(k, f"{name}_read_w", "read_w", design["wword"], add, report, name="WV")
     for loop in ("write", "bias_in"):
         if not re.search(rf"\b{loop}: for \(.*\) {{\n\s*#pragma HLS PIPELINE II=1\n", source):
             add("ii", "write_out", f"its {loop} loop is not pipelined at II 1 as the model charges")
@@ -121,7 +124,8 @@ def _check_partition(k: CFile, fn_name: str, variable: str, dims: int, add: Any)
     return len(parts) + 1
 
 
-def _check_pipelined(k: CFile, fn_name: str, label: str, word: int | None, add: Any, report: LintReport) -> None:
+def _check_pipelined(k: CFile, fn_name: str, label: str, word: int | None, add: Any, report: LintReport,
+                     name: str = "V") -> None:
     fn = k.functions.get(fn_name)
     loop = fn.loop(label) if fn else None
     if loop is None:
@@ -131,14 +135,15 @@ def _check_pipelined(k: CFile, fn_name: str, label: str, word: int | None, add: 
     if ii is None or ii.int("ii") != 1:
         add("ii", fn_name, f"{label} is not pipelined at II 1 as the model charges")
     inner = [lp for lp in fn.loops if loop in lp.parents]
-    lanes = [lp.trip_count({"V": word or 0}) for lp in inner]
+    lanes = [lp.trip_count({name: word or 0}) for lp in inner]
     if lanes != [word] or not all(lp.has("UNROLL") for lp in inner):
         add("unroll", fn_name, f"{label} moves {lanes} lanes a word, unrolled; a word is {word}")
     report.pragmas_checked += 1 + len(inner)
 
 
 def _check_compute(k: CFile, fn_name: str, out_l: int, in_l: int, distance: int, cores: dict[str, tuple[str, str]],
-                   add: Any, report: LintReport) -> None:
+                   add: Any, report: LintReport, packed: bool = False) -> None:
+    """``packed``: two output lanes a multiply (a DSP48E2 for two int8 products), so the lane loop steps by two."""
     fn = k.functions.get(fn_name)
     pe = fn.loop("pe") if fn else None
     if pe is None:
@@ -151,14 +156,16 @@ def _check_compute(k: CFile, fn_name: str, out_l: int, in_l: int, distance: int,
     if dep is None or dep.int("distance") != distance or dep.get("variable") != "obuf":
         add("dependence", fn_name, f"the accumulation's DEPENDENCE is {dep}; the model's distance is {distance}")
     lane, mul = fn.loop("lane"), fn.loop("mul")
-    if lane is None or lane.trip_count() != out_l or not lane.has("UNROLL"):
-        add("lanes", fn_name, f"the lane loop runs {lane.trip_count() if lane else None} lanes; the model {out_l}")
+    want = out_l // 2 if packed else out_l
+    if lane is None or lane.trip_count() != want or not lane.has("UNROLL"):
+        add("lanes", fn_name, f"the lane loop runs {lane.trip_count() if lane else None} times; the model {want}"
+                              + (" (two output lanes a multiply)" if packed else ""))
     if in_l > 1 and (mul is None or mul.trip_count() != in_l or not mul.has("UNROLL")):
         add("lanes", fn_name, f"the mul loop runs {mul.trip_count() if mul else None} lanes; the model {in_l}")
     # multiply-adds an iteration, as the code's unrolled loops give them
-    macs = (lane.trip_count() if lane else 0) * (mul.trip_count() if in_l > 1 and mul else 1)
-    report.mul_per_iteration += macs
-    report.add_per_iteration += macs  # an adder tree of in_l - 1 and one accumulation a lane
+    muls = (lane.trip_count() if lane else 0) * (mul.trip_count() if in_l > 1 and mul else 1)
+    report.mul_per_iteration += muls  # DSP multiplies: packed, each two products
+    report.add_per_iteration += muls * (2 if packed else 1)  # an adder tree of in_l - 1 and one accumulation a lane
     binds = [p for lp in fn.loops for p in lp.pragmas if p.name == "BIND_OP"]
     for p in binds:
         unit = "mul" if p.get("op", "").endswith("mul") else "add"

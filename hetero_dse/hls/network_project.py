@@ -31,12 +31,21 @@ __all__ = ["ENGINE_IDS", "FIELDS", "NetworkRun", "RunLayer", "random_run", "writ
 
 #: the descriptor's fields, in the table's order (``kernel.h``'s layer_t); floats stored as their bits
 FIELDS = ("engine", "C", "K", "H", "W", "OH", "OW", "R", "S", "stride", "pad", "tk", "tc", "th", "tw", "in_off",
-          "w_off", "bias_off", "out_off", "res_off", "lo", "hi", "slope")
+          "w_off", "bias_off", "out_off", "res_off", "lo", "hi", "slope", "shift", "res_mult", "res_shift",
+          "slope_mult", "qlo", "qhi")
 FLOAT_FIELDS = ("lo", "hi", "slope")
 ENGINE_IDS = {"grid": 0, "depthwise": 1}
 NAMES = {"grid": "grid", "depthwise": "dw"}
 NETWORK_TEMPLATES = {"network/kernel.cpp.j2": "src/kernel.cpp", "network/kernel.h.j2": "src/kernel.h",
-                     "network/tb.cpp.j2": "tb/tb.cpp"}
+                     "network/tb.cpp.j2": "tb/tb.cpp", "network/host.cpp.j2": "host/host.cpp",
+                     "network/Makefile.j2": "Makefile", "network/README.md.j2": "README.md",
+                     "project.tcl.j2": "project.tcl", "hls_config.tcl.j2": "hls_config.tcl"}
+#: the Vitis (v++) flow's files, for boards with an acceleration platform
+PLATFORM_TEMPLATES = {"network/connectivity.cfg.j2": "connectivity.cfg", "vpp_compile.cfg.j2": "vpp_compile.cfg"}
+#: copied as they are: the HLS build script, the headers' stand-ins for C-simulation without Vitis, and the
+#: test double of XRT the host program is compiled against here
+STATIC = {"run_hls.tcl": "run_hls.tcl", **{f"include/{h}": f"sim/include/{h}" for h in (
+    "hls_streamofblocks.h", "hls_vector.h", "xrt/xrt_device.h", "xrt/xrt_bo.h", "xrt/xrt_kernel.h")}}
 
 
 @dataclass
@@ -52,6 +61,8 @@ class RunLayer:
     activation: tuple[float, float, float]
     reference: np.ndarray  # [1, K, OH, OW] (a linear layer's [1, K] or [M, N])
     flatten: tuple[int, int, int] | None = None
+    quant: dict[str, Any] | None = None  # int8: the epilogue's integers (``network_quant``)
+    float_reference: np.ndarray | None = None  # int8: torch's float output, for the quantisation's error
 
 
 @dataclass
@@ -64,11 +75,11 @@ class NetworkRun:
 
 def _nhwc(x: np.ndarray, block: int) -> tuple[np.ndarray, tuple[int, int, int]]:
     """A tensor as the arena holds it: [H][W][C padded to ``block``] (a matrix [M, K] as H=1, W=M)."""
-    x = np.asarray(x, dtype=np.float32)
+    x = np.asarray(x)
     if x.ndim == 2:
         x = x.T[None, :, None, :]  # [M, K] -> [1, K, 1, M]
     c, h, w = x.shape[1:]
-    out = np.zeros((h, w, -(-c // block) * block), dtype=np.float32)
+    out = np.zeros((h, w, -(-c // block) * block), dtype=x.dtype)
     out[:, :, :c] = x[0].transpose(1, 2, 0)
     return out, out.shape
 
@@ -78,11 +89,11 @@ def _im2col(x: np.ndarray, r: int, s: int, stride: int, pad: int, block: int) ->
     c, h, w = x.shape[1:]
     xp = np.pad(x[0], ((0, 0), (pad, pad), (pad, pad)))
     oh, ow = (h + 2 * pad - r) // stride + 1, (w + 2 * pad - s) // stride + 1
-    cols = np.zeros((oh, ow, c, r, s), dtype=np.float32)
+    cols = np.zeros((oh, ow, c, r, s), dtype=x.dtype)
     for i in range(r):
         for j in range(s):
             cols[:, :, :, i, j] = xp[:, i:i + stride * oh:stride, j:j + stride * ow:stride].transpose(1, 2, 0)
-    out = np.zeros((oh, ow, -(-c * r * s // block) * block), dtype=np.float32)
+    out = np.zeros((oh, ow, -(-c * r * s // block) * block), dtype=x.dtype)
     out[:, :, :c * r * s] = cols.reshape(oh, ow, -1)
     return out
 
@@ -92,33 +103,41 @@ def _weight_blocks(run: RunLayer, design: NetworkDesign) -> tuple[np.ndarray, np
     whole tiles."""
     p, engine = run.placed, design.engines[run.placed.layer.engine]
     layer, t = p.layer, p.tiles
-    w = np.asarray(run.weight, dtype=np.float32)
+    w = np.asarray(run.weight)
     if p.layer.engine == "depthwise":
         n_c = -(-layer.C // t.tc)
-        wp = np.zeros((n_c * t.tc, layer.R, layer.S), dtype=np.float32)
+        wp = np.zeros((n_c * t.tc, layer.R, layer.S), dtype=w.dtype)
         wp[:w.shape[0]] = w[:, 0]
         blocks = wp.reshape(n_c, t.tc // engine.out_lanes, engine.out_lanes, layer.R, layer.S).transpose(0, 1, 3, 4, 2)
-        bias = np.zeros(n_c * t.tc, dtype=np.float32)
+        tch = t.tc
     else:
         if w.ndim == 2:  # a linear layer: [K, features] as a 1×1 convolution, features in the arena's order
             if run.flatten is not None:
                 c, h, wd = run.flatten
                 cp = -(-c // design.block) * design.block
-                w4 = np.zeros((w.shape[0], h, wd, cp), dtype=np.float32)
+                w4 = np.zeros((w.shape[0], h, wd, cp), dtype=w.dtype)
                 w4[..., :c] = w.reshape(w.shape[0], c, h, wd).transpose(0, 2, 3, 1)
                 w = w4.reshape(w.shape[0], -1)
             w = w[:, :, None, None]
         if p.im2col:
             w = w.reshape(w.shape[0], -1, 1, 1)
         n_k, n_c = -(-layer.K // t.tk), -(-layer.C // t.tc)
-        wp = np.zeros((n_k * t.tk, n_c * t.tc, layer.R, layer.S), dtype=np.float32)
+        wp = np.zeros((n_k * t.tk, n_c * t.tc, layer.R, layer.S), dtype=w.dtype)
         wp[:w.shape[0], :w.shape[1]] = w
         kl, cl = engine.out_lanes, engine.in_lanes
         blocks = wp.reshape(n_k, t.tk // kl, kl, n_c, t.tc // cl, cl, layer.R, layer.S)
         blocks = blocks.transpose(0, 3, 1, 6, 7, 4, 2, 5)  # (kt, ct, group, r, s, channel group, lane, lane)
-        bias = np.zeros(n_k * t.tk, dtype=np.float32)
-    bias[:run.bias.shape[0]] = run.bias
-    return blocks.ravel(), bias
+        tch = t.tk
+    # the epilogue's parameters, a tile's in one burst: its biases (int8: then its requantising multipliers)
+    n_o = -(-layer.K // tch)
+    integer = run.quant is not None
+    rows = [run.bias] + ([run.quant["mult"]] if integer else [])
+    params = np.zeros((n_o, len(rows), tch), dtype=np.int32 if integer else np.float32)
+    for j, row in enumerate(rows):
+        padded_row = np.zeros(n_o * tch, dtype=params.dtype)
+        padded_row[:len(row)] = row
+        params[:, j, :] = padded_row.reshape(n_o, tch)
+    return blocks.ravel(), params.ravel()
 
 
 def _float_bits(v: float) -> int:
@@ -141,7 +160,8 @@ def lay_out(run: NetworkRun, design: NetworkDesign) -> dict[str, Any]:
     for name, x in run.inputs.items():
         place(f"input:{name}", _nhwc(x, block)[0])
     weights: list[np.ndarray] = []
-    weight_words = 0
+    params: list[np.ndarray] = []
+    weight_words = param_words = 0
     table = np.zeros((len(run.layers), DESCRIPTOR_WORDS), dtype=np.int32)
     for i, r in enumerate(run.layers):
         layer, t = r.placed.layer, r.placed.tiles
@@ -152,9 +172,10 @@ def lay_out(run: NetworkRun, design: NetworkDesign) -> dict[str, Any]:
             src = f"im2col:{i}"
             place(src, _im2col(x, s.R, s.S, s.stride, s.pad, block))
         blocks, bias = _weight_blocks(r, design)
-        w_off, weight_words = weight_words, weight_words + blocks.size // word
-        b_off, weight_words = weight_words, weight_words + bias.size // word
-        weights += [blocks, bias]
+        w_off, weight_words = weight_words, weight_words + blocks.size // design.wword
+        b_off, param_words = param_words, param_words + bias.size // design.pword
+        weights.append(blocks)
+        params.append(bias)
         expected = _nhwc(r.reference, block)[0]
         out_off = place(f"layer:{i}", expected)
         values = {"engine": ENGINE_IDS[layer.engine], "C": layer.C, "K": layer.K, "H": layer.H, "W": layer.W,
@@ -164,19 +185,23 @@ def lay_out(run: NetworkRun, design: NetworkDesign) -> dict[str, Any]:
                   "res_off": regions[r.residual][0] if r.residual else -1}
         lo, hi, slope = r.activation
         values.update(lo=_float_bits(lo), hi=_float_bits(hi), slope=_float_bits(slope))
+        q = r.quant or {}
+        values.update({k: int(q.get(k, 0)) for k in ("shift", "res_mult", "res_shift", "slope_mult", "qlo", "qhi")})
         table[i, :len(FIELDS)] = [values[f] for f in FIELDS]
         if expected.size != layer.OH * layer.OW * layer.K:
             raise HeteroDSEError(f"layer {i} ({r.placed.shape.name}): torch's output has {expected.size} elements "
                                  f"as laid out, the kernel writes {layer.OH * layer.OW * layer.K} (a bug: please "
                                  "report it)")
-    arena = np.zeros(arena_words * word, dtype=np.float32)
+    dtype = np.int8 if design.dtype == "int8" else np.float32
+    arena = np.zeros(arena_words * word, dtype=dtype)
     done = arena.copy()
     for tid, (off, array) in regions.items():
         done[off * word: off * word + array.size] = array.ravel()
         if not tid.startswith("layer:"):
             arena[off * word: off * word + array.size] = array.ravel()
-    return {"arena": arena, "expected": done, "weights": np.concatenate(weights), "table": table,
-            "arena_words": arena_words, "weight_words": weight_words}
+    return {"arena": arena, "expected": done, "weights": np.concatenate(weights).astype(dtype), "table": table,
+            "params": np.concatenate(params), "arena_words": arena_words, "weight_words": weight_words,
+            "param_words": param_words}
 
 
 def random_run(design: NetworkDesign, ops: Sequence[Any], seed: int = 0) -> NetworkRun:
@@ -214,7 +239,15 @@ def random_run(design: NetworkDesign, ops: Sequence[Any], seed: int = 0) -> Netw
         lo, hi, slope = activation
         ref = torch.where(ref < 0, ref * slope, ref).clamp(lo, hi)
         layers.append(RunLayer(p, w, b, f"input:x{i}", residual, activation, ref.numpy()))
-    return NetworkRun(design_name(design), layers, inputs, "torch.nn.functional on random data, layer by layer")
+    run = NetworkRun(design_name(design), layers, inputs, "torch.nn.functional on random data, layer by layer")
+    return quantized(run, design)
+
+
+def quantized(run: NetworkRun, design: NetworkDesign) -> NetworkRun:
+    """``run`` as the design's data type runs it (int8: ``network_quant``)."""
+    from hetero_dse.hls.network_quant import quantize_run
+
+    return quantize_run(run) if design.dtype == "int8" else run
 
 
 def design_name(design: NetworkDesign) -> str:
@@ -248,11 +281,12 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
     from cost_models.fpga_network import network_trips
 
     a = ARITHMETIC[design.dtype]
+    integer = design.dtype == "int8"
     engines = []
     for kind, e in design.engines.items():
         engines.append({"kind": kind, "name": NAMES[kind], "id": ENGINE_IDS[kind], "lanes": e.out_lanes,
                         "in_lanes": e.in_lanes, "in_rows": e.in_rows, "w_rows": e.w_rows, "out_rows": e.out_rows,
-                        "tree_depth": (e.in_lanes - 1).bit_length(),
+                        "tree_depth": (e.in_lanes - 1).bit_length(), "packed": e.packed,
                         "storage": {"in": "bram", "w": "bram" if e.w_rows > 64 else "lutram", "out": "bram"}})
     tch = max(p.tiles.tk if p.layer.engine == "grid" else p.tiles.tc for p in design.layers)
     elements = data["arena"].size + data["weights"].size
@@ -261,16 +295,32 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
              {"name": "act_res", "bundle": "gmem1", "depth": data["arena_words"]},
              {"name": "act_out", "bundle": "gmem2", "depth": data["arena_words"]},
              {"name": "wgt", "bundle": "gmem3", "depth": data["weight_words"]},
-             {"name": "bias", "bundle": "gmem4", "depth": data["weight_words"]}]
+             {"name": "params", "bundle": "gmem4", "depth": data["param_words"]}]
     atol, rtol = [], []
-    for r in run.layers:
+    for r in run.layers:  # int8: exact, the reference being the same integer arithmetic
         red = r.placed.layer.C * r.placed.layer.R * r.placed.layer.S
         scale = max(1.0, float(np.abs(r.reference).max()) if r.reference.size else 1.0)
-        atol.append(repr(1e-5 * scale * max(1.0, red) ** 0.5))
-        rtol.append(repr(1e-4))
-    return {"top": top, "network": run.name, "layers": len(run.layers), "board": design.board.name,
-            "part": design.board.part, "clock_mhz": design.clock_mhz, "ctype": "float", "acc_ctype": "float",
-            "word": design.word, "port_bits": design.word * 32, "block": design.block,
+        atol.append("0.0" if integer else repr(1e-5 * scale * max(1.0, red) ** 0.5))
+        rtol.append("0.0" if integer else repr(1e-4))
+    from cost_models.fpga_costs import AXI_MAX_BURST_BYTES, AXI_OUTSTANDING
+
+    board = design.board
+    port_bits = design.word * (8 if integer else 32)
+    build = {"version": __version__, "dtype": design.dtype, "achieved_mhz": f"{design.achieved_mhz:.0f}",
+             "model_ms": f"{1e3 * design.latency_s:.3f}", "platform": board.platform,
+             "clock_period_ns": round(1000.0 / design.clock_mhz, 3),
+             "flow_target": "vitis" if board.platform else "vivado",
+             "export_format": "xo" if board.platform else "ip_catalog",
+             "axi": {"max_burst_beats": AXI_MAX_BURST_BYTES // (board.memory.port_bits // 8),
+                     "outstanding": AXI_OUTSTANDING},
+             "memory_channels": board.memory.channels, "connectivity": board.memory.connectivity or "DDR",
+             "host_atol": "0.0" if integer else "1e-3", "host_rtol": "0.0" if integer else "1e-3"}
+    return {**build, "top": top, "network": run.name, "layers": len(run.layers), "board": design.board.name,
+            "part": design.board.part, "clock_mhz": design.clock_mhz, "integer": integer,
+            "ctype": "signed char" if integer else "float", "acc_ctype": "int" if integer else "float",
+            "params": 2 if integer else 1, "param_words": data["param_words"],
+            "word": design.word, "wword": design.wword, "pword": design.pword,
+            "port_bits": board.memory.port_bits, "act_bits": port_bits, "block": design.block,
             "descriptor_words": DESCRIPTOR_WORDS, "descriptor_fields": FIELDS, "float_fields": FLOAT_FIELDS,
             "engine_ids": list(ENGINE_IDS), "max_layers": len(run.layers), "engines": engines, "tch_max": tch,
             "distance": next(iter(design.engines.values())).distance, "ports": ports,
@@ -322,18 +372,20 @@ def write_network_project(directory: Path, design: NetworkDesign, run: NetworkRu
     try:
         with atomic_directory(directory) as partial:
             env = _environment()
-            for template, target in NETWORK_TEMPLATES.items():
+            templates = {**NETWORK_TEMPLATES, **(PLATFORM_TEMPLATES if design.board.platform else {})}
+            for template, target in templates.items():
                 path = partial / target
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(env.get_template(template).render(**ctx))
-            for name in ("hls_streamofblocks.h", "hls_vector.h"):
-                (partial / "sim" / "include").mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(data_dir("hls_templates") / "include" / name, partial / "sim" / "include" / name)
+            for source, target in STATIC.items():
+                (partial / target).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(data_dir("hls_templates") / source, partial / target)
             (partial / "data").mkdir()
             data["table"].tofile(partial / "data" / "table.bin")
             data["arena"].tofile(partial / "data" / "arena.bin")
             data["expected"].tofile(partial / "data" / "expected.bin")
-            data["weights"].astype(np.float32).tofile(partial / "data" / "weights.bin")
+            data["weights"].tofile(partial / "data" / "weights.bin")
+            data["params"].tofile(partial / "data" / "params.bin")
             macs = sum(r.placed.layer.macs for r in run.layers)
             record = {"network": run.name, "board": design.board.name, "part": design.board.part, "top": top,
                       "generator": f"hetero_dse {__version__}", "design": design.to_json(),

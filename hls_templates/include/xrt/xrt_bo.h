@@ -1,0 +1,1 @@
+#include "xrt_device.h"
