@@ -10,7 +10,8 @@ C-simulation checks), frames a second, GOPS over the network's mapped layers (tw
 unpadded layers'), GOPS per DSP used, and the share of the DSP roofline (every usable DSP in a multiply-add a
 cycle at the target clock, as many DSPs a multiply-add as the data type's cores take). ``--csim`` also writes
 each design's project (every distinct layer on random data) and C-simulates it: the verdict and the trip-count
-check go into the row.
+check go into the row. Beside it, the throughput design at batch > 1: as many compute units as raise the images
+a second (``explore_throughput``), each an image.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cost_models.fpga_costs import ARITHMETIC  # noqa: E402
-from cost_models.fpga_network_design import explore_network  # noqa: E402
+from cost_models.fpga_network_design import explore_network, explore_throughput  # noqa: E402
 from hetero_dse.errors import HeteroDSEError  # noqa: E402
 from hetero_dse.hardware.board import load_board  # noqa: E402
 from hetero_dse.model.capture import capture  # noqa: E402
@@ -68,6 +69,9 @@ def main() -> None:
                        "gops_per_dsp": gops / design.resources["dsp"], "dsp_roofline": gops * 1e9 / peak,
                        "achieved_mhz": design.achieved_mhz, "engines": design.to_json()["engines"],
                        "utilisation": design.utilisation, "wall_s": round(wall, 1)}
+                units = explore_throughput(shapes, board, dtype)
+                row["throughput"] = {"compute_units": units.compute_units, "fps": units.compute_units / units.latency_s,
+                                     "dsp": units.resources["dsp"]}
                 if args.csim:
                     row["csim"] = _csim(design, ops)
                 rows.append(row)
@@ -77,7 +81,8 @@ def main() -> None:
                       f"{row['fps']:.0f} | {gops:.1f} | {row['gops_per_dsp']:.3f} | "
                       f"{100 * row['dsp_roofline']:.0f} % | "
                       f"{100 * design.utilisation['dsp']:.0f} % / {100 * design.utilisation['bram18k']:.0f} % | "
-                      f"{design.achieved_mhz:.0f} | {wall:.1f} s |" + (f" {row['csim']} |" if args.csim else ""),
+                      f"{design.achieved_mhz:.0f} | {units.compute_units} × → {row['throughput']['fps']:.0f} fps | "
+                      f"{wall:.1f} s |" + (f" {row['csim']} |" if args.csim else ""),
                       flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n")

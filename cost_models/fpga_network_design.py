@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -50,7 +50,8 @@ from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 from hetero_dse.model.layer_shape import LayerShape
 
-__all__ = ["LANES", "NetworkDesign", "PlacedLayer", "engine_resources", "explore_network", "padded"]
+__all__ = ["LANES", "NetworkDesign", "PlacedLayer", "engine_resources", "explore_network", "explore_throughput",
+           "padded"]
 
 #: lanes each side of an engine may take (powers of two: channels pad to few of them)
 LANES = (4, 8, 16, 32, 64)
@@ -104,6 +105,8 @@ class NetworkDesign:
     achieved_mhz: float
     candidates: int = 0
     timing: dict[str, Any] = field(default_factory=dict)
+    #: kernels of this design side by side on the device (seed 000's pipelines), each on its own image
+    compute_units: int = 1
 
     @property
     def latency_s(self) -> float:
@@ -140,7 +143,8 @@ class NetworkDesign:
         return {"board": self.board.name, "dtype": self.dtype, "block": self.block, "word": self.word,
                 "wword": self.wword, "pword": self.pword,
                 "engines": engines, "clock_mhz": self.clock_mhz, "achieved_mhz": self.achieved_mhz,
-                "latency_s": self.latency_s, "fps": 1.0 / self.latency_s, "gops": 2 * self.macs / self.latency_s / 1e9,
+                "latency_s": self.latency_s, "fps": self.compute_units / self.latency_s,
+                "compute_units": self.compute_units, "gops": 2 * self.macs * self.compute_units / self.latency_s / 1e9,
                 "peak_gops": 2 * macs_peak * hz / 1e9, "resources": self.resources, "utilisation": self.utilisation,
                 "candidates": self.candidates, "layers": [p.to_json(hz) for p in self.layers],
                 "basis": "the model of the generated network kernel (cost_models/fpga_network.py): the trip counts of "
@@ -148,11 +152,11 @@ class NetworkDesign:
                          "DATAFLOW overlap of its stages"}
 
 
-def _timing(board: Board, dtype: str, clock_hz: float, word: int) -> dict[str, Any]:
+def _timing(board: Board, dtype: str, clock_hz: float, word: int, bandwidth_share: float = 1.0) -> dict[str, Any]:
     m = board.memory
     return {"clock_hz": clock_hz, "elem_bytes": _elem_bytes(dtype), "read_floor_ns": m.read_burst_ns,
             "write_floor_ns": m.write_burst_ns, "latency_ns": m.latency_ns,
-            "port_gbps": m.sustained_gbps_per_channel}
+            "port_gbps": m.sustained_gbps_per_channel * bandwidth_share}
 
 
 def _elem_bytes(dtype: str) -> int:
@@ -206,8 +210,10 @@ def _tile_table(engine: EngineShape, layer: NetLayer, timing: dict[str, Any]) ->
 
 
 def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtype: str = "float32",
-                    clock_mhz: float | None = None, lanes: Sequence[int] = LANES) -> NetworkDesign:
-    """The network kernel of least latency at batch 1 that fits ``board`` (see the module doc)."""
+                    clock_mhz: float | None = None, lanes: Sequence[int] = LANES,
+                    bandwidth_share: float = 1.0) -> NetworkDesign:
+    """The network kernel of least latency at batch 1 that fits ``board`` (see the module doc);
+    ``bandwidth_share``: of a memory channel's bandwidth each port gets (several compute units on too few)."""
     if not layers:
         raise HeteroDSEError("a network needs at least one layer to design an accelerator for")
     if dtype not in ("float32", "int8"):
@@ -278,7 +284,7 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
         word = min(port_elems, min(min(v for v in pair if v > 1) for pair in by_kind.values()))
         wword = min(port_elems, min(o * i for o, i in by_kind.values()))
         pword = min(param_elems, word)
-        timing = {"dtype": dtype, **_timing(board, dtype, hz, word)}
+        timing = {"dtype": dtype, **_timing(board, dtype, hz, word, bandwidth_share)}
         options = [engine_options(kind, *by_kind[kind], block, (word, wword, pword), timing) for kind in kinds]
         for combo in itertools.product(*options):
             res = fixed + sum(c[3] for c in combo)
@@ -320,3 +326,32 @@ def _design(board: Board, dtype: str, block: int, word: int, engines: dict[str, 
     return NetworkDesign(board, dtype, block, word, engines, layers,
                          {k: float(v) for k, v in zip(RESOURCE_KINDS, res, strict=True)}, clock, achieved,
                          timing=timing)
+
+
+#: at most this many compute units are tried (each takes an even share of the device)
+MAX_COMPUTE_UNITS = 8
+
+
+def explore_throughput(layers: Sequence[tuple[LayerShape, int]], board: Board, dtype: str = "float32",
+                       clock_mhz: float | None = None, lanes: Sequence[int] = LANES) -> NetworkDesign:
+    """The design of most images a second at batch > 1: ``n`` compute units, each a network kernel explored for
+    ``1/n`` of the device's resources, each with its own two memory channels (its arena, its weights) where the
+    board has them, sharing them where it has not (each port then gets ``channels / 2n`` of a channel). ``n``
+    goes up while the throughput rises: a design whose units no longer fit is where it stops."""
+    best: NetworkDesign | None = None
+    channels = board.memory.channels
+    for n in range(1, MAX_COMPUTE_UNITS + 1):
+        share = {k: v / n for k, v in board.usable.items()}
+        try:
+            design = explore_network(layers, replace(board, usable=share), dtype, clock_mhz, lanes,
+                                     bandwidth_share=min(1.0, channels / (2.0 * n)))
+        except HeteroDSEError:
+            break
+        design.board, design.compute_units = board, n
+        design.resources = {k: v * n for k, v in design.resources.items()}
+        if best is not None and n / design.latency_s <= best.compute_units / best.latency_s:
+            break
+        best = design
+    if best is None:
+        raise HeteroDSEError(f"no network kernel fits {board.name}")
+    return best

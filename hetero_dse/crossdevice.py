@@ -219,7 +219,8 @@ def _network_markdown(model: dict[str, Any]) -> list[str]:
                   + "Resources, counted once: " + ", ".join(
                       f"{k.upper() if k != 'bram18k' else 'BRAM18K'} {v:,.0f} ({100 * n['utilisation'][k]:.0f} %)"
                       for k, v in n["resources"].items() if v) + "."
-                  + (f" Project: `{n['directory']}`." if n.get("directory") else "") + verdict, "",
+                  + (f" Project: `{n['directory']}`." if n.get("directory") else "") + verdict
+                  + _throughput_note(n), "",
                   "| layer | count | engine | tiles (K × C × rows × columns) | latency | im2col |", "|---" * 6 + "|"]
         for layer in n["layers"]:
             t = layer["tiles"]
@@ -227,6 +228,18 @@ def _network_markdown(model: dict[str, Any]) -> list[str]:
                          f"{t['tk']} × {t['tc']} × {t['th']} × {t['tw']} | {fmt_seconds(layer['latency_s'])} | "
                          f"{'yes' if layer['im2col'] else ''} |")
     return lines
+
+
+def _throughput_note(n: dict[str, Any]) -> str:
+    """What the device does at batch > 1 with several compute units (seed 000's pipelines), where it explored it."""
+    t = n.get("throughput")
+    if not t:
+        return ""
+    if t["compute_units"] == 1:
+        return " At batch > 1 a second compute unit raises no throughput (the device or its memory is full)."
+    arrays = " and ".join(f"{e['kind']} " + " × ".join(str(v) for v in e["lanes"].values()) for e in t["engines"])
+    return (f" At batch > 1, **{t['compute_units']} compute units** ({arrays} lanes each, each image on one, "
+            f"{fmt_seconds(t['latency_s'])} each) run {t['fps']:.0f} images a second.")
 
 
 def _fusion_markdown(model: dict[str, Any], device: dict[str, Any]) -> list[str]:

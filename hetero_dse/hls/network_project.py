@@ -343,14 +343,14 @@ def csim_bytes(design: NetworkDesign) -> int:
     """The most memory the C-simulation of one layer holds in its streams of blocks."""
     from cost_models.fpga_network import network_trips
 
-    worst = 0
+    worst, elem = 0, 1 if design.dtype == "int8" else 4
     for p in design.layers:
         e = design.engines[p.layer.engine]
         t = network_trips(e, p.layer, p.tiles)
         lanes_in = e.in_lanes if e.kind == "grid" else e.out_lanes
         weights = e.w_rows * e.out_lanes * (e.in_lanes if e.kind == "grid" else 1)
-        held = t["steps"] * (e.in_rows * lanes_in + weights) + t["out_tiles"] * e.out_rows * e.out_lanes
-        worst = max(worst, int(held) * 4)
+        held = elem * t["steps"] * (e.in_rows * lanes_in + weights) + 4 * t["out_tiles"] * e.out_rows * e.out_lanes
+        worst = max(worst, int(held))
     return worst
 
 

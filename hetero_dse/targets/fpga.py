@@ -31,7 +31,7 @@ from hetero_dse.space.fpga import FpgaSpace, SpaceOptions
 from hetero_dse.targets.base import Defaults, Row, Search, Written
 from hetero_dse.targets.fpga_report import design_row, fpga_markdown, fpga_record
 from hetero_dse.targets.fpga_search import Designs, Exploration
-from cost_models.fpga_network_design import explore_network
+from cost_models.fpga_network_design import explore_network, explore_throughput
 
 __all__ = ["DEFAULT_BUDGET", "SA_PATIENCE", "Exploration", "FpgaTarget", "check_clocks", "check_dtypes",
            "fpga_workload"]
@@ -186,6 +186,10 @@ class FpgaTarget:
         except HeteroDSEError as exc:
             return {"board": self.board.name, "dtype": dtype, "why": str(exc)}
         record = design.to_json()
+        # at batch > 1: as many compute units, each on its own image, as raise the images a second
+        units = explore_throughput(shapes, self.board, dtype, clock)
+        record["throughput"] = {k: units.to_json()[k] for k in ("compute_units", "fps", "latency_s", "engines",
+                                                                "utilisation")}
         counts = {op.shape_name: layer.count for op, layer in zip(ops, graph.layers, strict=True)}
         # the layers' own best designs, where each is of the same type and clock target as the shared one
         found = [e for e in outcomes if e.found and e.best_design[0]["dtype"] == dtype
