@@ -4,9 +4,10 @@ run, one after the other, on PE arrays fixed at synthesis, its loop bounds read 
 Unlike the single-layer model, which scores a kernel specialised to one shape, this one scores the code that
 exists for the network: each process is one pipelined loop (II=1) whose trip count is a function of the layer
 and its tiles, and those trip counts are exactly what the C-simulation of the kernel counts
-(``network_trips`` is checked against it in the suite). Time is the trips, the DDR bursts each process issues
-(a run of contiguous words is one burst, at least the memory's floor) and the DATAFLOW overlap of the three
-stages; resources are the arrays' operator cores and the buffers sized for the largest tile any layer asks for.
+(``network_trips`` is checked against it in the suite). Time is the trips, the DDR transfers each process
+issues (a burst where the code's accesses make one, a transaction a word where they do not) and the DATAFLOW
+overlap of the stages; resources are the arrays' operator cores and the buffers sized for the largest tile any
+layer asks for.
 
 Two engines:
 
@@ -86,7 +87,7 @@ class EngineShape:
     in_lanes: int  # 1 for the depthwise engine
     word: int  # elements a DDR word (one m_axi beat)
     in_rows: int
-    w_rows: int
+    w_rows: int  # the most weight rows one step streams (no buffer: the PE array takes them from a FIFO)
     out_rows: int
     distance: int  # the least iterations between two updates of one output element
     #: the epilogue's per-channel parameters a channel (float: its bias; int8: its bias and requantising
@@ -164,7 +165,9 @@ def network_trips(engine: EngineShape, layer: NetLayer, tiles: Tiles) -> dict[st
         out_tiles = steps
         per_o = s["pixels"] * cg * (engine.out_lanes // engine.word)
         rows = {"in_rows": cg * s["box_h"] * s["box_w"], "w_rows": cg * rs, "out_rows": cg * s["pixels"]}
-    bias = out_tiles * (engine.params * (tiles.tk if engine.kind == "grid" else tiles.tc) // engine.p_word)
+    # the epilogue's parameters, once for each output-channel tile
+    n_o = s["n_k"] if engine.kind == "grid" else s["n_c"]
+    bias = n_o * (engine.params * (tiles.tk if engine.kind == "grid" else tiles.tc) // engine.p_word)
     return {"steps": steps, "out_tiles": out_tiles, "read_in": steps * per_in, "read_w": steps * per_w,
             "compute": steps * per_c, "write": out_tiles * per_o, "bias": bias, **rows}
 
@@ -180,11 +183,14 @@ def tile_options(extent: int, lanes: int | None = None, cap: int = 24) -> list[i
 
 def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clock_hz: float, elem_bytes: int,
                  read_floor_ns: float, write_floor_ns: float, latency_ns: float, port_gbps: float,
-                 depth: int) -> Any:
+                 depth: int, residual: bool = False) -> Any:
     """Cycles of the layer for tiles ``t`` (arrays broadcast together): per step the slowest of its two reads
-    and its compute (each read's DDR bursts at least the memory's floor, and no faster than the port's
-    bandwidth), the write of each output tile overlapping the next tile's steps; plus the first step's reads,
-    the last tile's write, a pipeline's fill per step and the descriptor's read."""
+    and its compute, the write of each output tile overlapping the next tile's steps; plus the first step's
+    reads, the last tile's write, the parameters of each output-channel tile and the descriptor. A read process
+    restarts its loop every step and pays a round trip; the weights come in bursts (each at least the memory's
+    floor, no faster than the port's bandwidth), the activations and the output word by word (the code's
+    accesses are conditional: a transaction a word, each at least the floor); ``residual``: the layer's
+    epilogue reads one beside each output word."""
     s = _steps(layer, t)
     r_floor = max(1.0, read_floor_ns * 1e-9 * clock_hz)
     w_floor = max(1.0, write_floor_ns * 1e-9 * clock_hz)
@@ -201,27 +207,27 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     lanes_in = engine.in_lanes if grid else engine.out_lanes
     cg = t["tc"] // lanes_in
     kg = t["tk"] // engine.out_lanes if grid else 1
-    chan_words = t["tc"] // engine.word
-    whole = t["tc"] == layer.C  # a row of the box is one run when the tile takes every channel
-    row_runs = np.where(whole, s["box_h"], s["box_h"] * s["box_w"])
-    row_words = np.where(whole, s["box_w"] * chan_words, chan_words)
-    read_in = runs(row_runs, row_words, r_floor)
+    latency = latency_ns * 1e-9 * clock_hz  # a read's round trip: paid again where a process restarts its loop
+    # the input box: its reads are conditional (zeros outside the image and the channels) at addresses the
+    # loop's counters make, so Vitis infers no burst (HLS 214-232): each word is a transaction of its own
+    in_words = s["box_h"] * s["box_w"] * cg * (lanes_in // engine.word)
+    read_in = runs(in_words, 1, r_floor) + latency
     w_words = (kg * rs * cg * engine.out_lanes * lanes_in if grid else cg * rs * engine.out_lanes) // engine.w_word
-    read_w = runs(1, w_words, r_floor, engine.w_word * elem_bytes)
+    read_w = runs(1, w_words, r_floor, engine.w_word * elem_bytes) + latency
     compute = kg * rs * cg * np.maximum(s["pixels"], engine.distance) + depth
     step = np.maximum(np.maximum(read_in, read_w), compute)
     out_chan = t["tk"] if grid else t["tc"]
-    out_whole = out_chan == layer.K if grid else whole
-    o_runs = np.where(out_whole, t["th"], s["pixels"])
-    o_words = np.where(out_whole, t["tw"] * out_chan // engine.word, out_chan // engine.word)
-    # and the tile's epilogue parameters, one burst before its words
-    write = runs(o_runs, o_words, w_floor) + runs(1, engine.params * out_chan // engine.p_word, r_floor,
-                                                  4 * engine.p_word)
+    # the output tile, word by word: its writes are conditional too (not past the layer's pixels), and where the
+    # layer adds a residual a read beside each; both ports on the arena's one memory channel
+    o_words = s["pixels"] * out_chan // engine.word
+    write = runs(o_words, 1, w_floor) + (runs(o_words, 1, r_floor) if residual else 0.0)
     n_out = s["n_k"] * s["n_y"] * s["n_x"] if grid else s["n_c"] * s["n_y"] * s["n_x"]
     n_c = s["n_c"] if grid else 1
-    descriptor = latency_ns * 1e-9 * clock_hz + DESCRIPTOR_WORDS
-    return (n_out * np.maximum(n_c * step, write) + np.maximum(read_in, read_w) + write
-            + latency_ns * 1e-9 * clock_hz + descriptor)
+    n_o = s["n_k"] if grid else s["n_c"]
+    # the epilogue's parameters: one burst for each output-channel tile, before its first tile's writes
+    params = n_o * (runs(1, engine.params * out_chan // engine.p_word, r_floor, 4 * engine.p_word) + latency)
+    descriptor = latency + DESCRIPTOR_WORDS
+    return (n_out * np.maximum(n_c * step, write) + np.maximum(read_in, read_w) + write + params + descriptor)
 
 
 def compute_depth(dtype: str, clock_mhz: float, in_lanes: int) -> int:

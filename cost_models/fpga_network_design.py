@@ -16,7 +16,6 @@ convolution on an RGB image) is run as a 1×1 convolution over its windows (the 
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -24,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from cost_models.fpga import slr_resources
-from cost_models.fpga_blocks import storage_cost
+from cost_models.fpga_blocks import IMPL_NAMES, storage_cost
 from cost_models.fpga_clock import achieved_clock
 from cost_models.fpga_costs import (
     ARITHMETIC,
@@ -50,14 +49,15 @@ from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 from hetero_dse.model.layer_shape import LayerShape
 
-__all__ = ["LANES", "NetworkDesign", "PlacedLayer", "engine_resources", "explore_network", "explore_throughput",
-           "padded"]
+__all__ = ["LANES", "NetworkDesign", "PlacedLayer", "engine_resources", "engine_storage", "explore_network",
+           "explore_throughput", "padded"]
 
 #: lanes each side of an engine may take (powers of two: channels pad to few of them)
 LANES = (4, 8, 16, 32, 64)
-#: rows each buffer may have (a BRAM18K is 512 deep at 32 bits: fewer rows waste its depth)
+#: rows each buffer may have (a BRAM18K is 512 deep at 32 bits: fewer rows waste its depth); the weights are no
+#: buffer (a FIFO of rows), so any number of weight rows a step fits
 IN_ROWS = (512, 1024, 2048, 4096, 8192)
-W_ROWS = (16, 64, 256, 1024)
+W_ROWS = (1 << 30,)
 OUT_ROWS = (256, 512, 1024, 2048, 4096)
 #: the m_axi ports of the kernel: the table, activations in, residual, out, weights, biases
 PORTS = 6
@@ -137,7 +137,8 @@ class NetworkDesign:
         sides = {"grid": ("output-channel", "input-channel"), "depthwise": ("channel",)}
         engines = [{"kind": kind, "lanes": dict(zip(sides[kind], (e.out_lanes, e.in_lanes), strict=False)),
                     "buffer_rows": {"input": e.in_rows, "weights": e.w_rows, "output": e.out_rows},
-                    "accumulation_distance": e.distance, "params": e.params, "packed": e.packed}
+                    "accumulation_distance": e.distance, "params": e.params, "packed": e.packed,
+                    "storage": engine_storage(e, self.dtype, self.board.cap("uram") > 0)}
                    for kind, e in self.engines.items()]
         macs_peak = sum(e.out_lanes * e.in_lanes for e in self.engines.values())
         return {"board": self.board.name, "dtype": self.dtype, "block": self.block, "word": self.word,
@@ -163,37 +164,59 @@ def _elem_bytes(dtype: str) -> int:
     return {"float32": 4, "int8": 1, "int16": 2}[dtype]
 
 
+#: 32-bit multiplies of run-time values an engine's processes make a cycle (addresses, buffer rows, the output
+#: word's place): Vitis builds each from DSP48E2s, about three for 32 × 32 bits (*estimate*)
+ADDRESS_MULTIPLIES, DSP_PER_ADDRESS_MULTIPLY = 14, 3
+
+
+def engine_storage(engine: EngineShape, dtype: str, uram: bool) -> dict[str, str]:
+    """Where each of the engine's two buffers lives (``bram``, ``uram``, ``lutram``): what the model charges and
+    the code binds (BIND_STORAGE), from one decision. A row is one wide word (its lanes side by side)."""
+    bits, acc_bits = 8.0 * _elem_bytes(dtype), 32.0
+    lanes_in = engine.in_lanes if engine.kind == "grid" else engine.out_lanes
+    scratch = np.zeros(len(RESOURCE_KINDS))
+    kinds = {}
+    for name, rows, width in (("in", engine.in_rows, lanes_in * bits), ("out", engine.out_rows,
+                                                                         engine.out_lanes * acc_bits)):
+        kind = storage_cost(float(rows), width, uram, scratch, 2.0)
+        kinds[name] = IMPL_NAMES[kind] if IMPL_NAMES[kind] != "registers" else "lutram"
+    return kinds
+
+
 def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
     """One engine in ``RESOURCE_KINDS`` order: its multipliers and adders (the grid's adder trees and
-    accumulators), its buffers (two blocks each, a bank a lane), the demultiplexers that put a word's lanes
-    into the banks a run-time index picks, and the epilogue of its write process."""
+    accumulators), its two buffers (two blocks each, a row one wide word), the weight rows in registers (the row
+    in use, the two the FIFO holds, the one being gathered), the shift registers that gather and scatter a
+    row V lanes a cycle, the run-time address arithmetic, and the epilogue of its write process."""
     a = ARITHMETIC[dtype]
     res = np.zeros(len(RESOURCE_KINDS))
+    lut, ff, dsp = (RESOURCE_KINDS.index(k) for k in ("lut", "ff", "dsp"))
     macs = engine.out_lanes * engine.in_lanes
     adds = macs  # a tree of in_lanes - 1 adders and one accumulation a lane
     # packed: two int8 products of neighbouring output lanes in one DSP48E2 (27 x 18), split by fabric logic
     muls = macs / 2 if engine.packed else macs
-    res[RESOURCE_KINDS.index("dsp")] += muls * a.dsp_mul + adds * a.dsp_add
-    res[RESOURCE_KINDS.index("lut")] += muls * a.lut_mul + adds * a.lut_add + (macs / 2 * 40 if engine.packed else 0)
-    res[RESOURCE_KINDS.index("ff")] += macs * a.ff_mul + adds * a.ff_add
+    res[dsp] += muls * a.dsp_mul + adds * a.dsp_add
+    res[lut] += muls * a.lut_mul + adds * a.lut_add + (macs / 2 * 40 if engine.packed else 0)
+    res[ff] += macs * a.ff_mul + adds * a.ff_add
     bits, acc_bits = 8.0 * _elem_bytes(dtype), 32.0
     lanes_in = engine.in_lanes if engine.kind == "grid" else engine.out_lanes
-    storage_cost(float(engine.in_rows), bits, uram, res, 2.0 * lanes_in)
-    storage_cost(float(engine.w_rows), bits, uram, res, 2.0 * macs)
-    storage_cost(float(engine.out_rows), acc_bits, uram, res, 2.0 * engine.out_lanes)
-    # a word's V lanes go to one of lanes/V sets of banks: a LUT6 is a 4:1 multiplexer
-    sets = max(1, lanes_in // engine.word)
-    res[RESOURCE_KINDS.index("lut")] += lanes_in * bits * math.ceil(sets / 4)
+    storage_cost(float(engine.in_rows), lanes_in * bits, uram, res, 2.0)
+    storage_cost(float(engine.out_rows), engine.out_lanes * acc_bits, uram, res, 2.0)
+    w_bits = macs * bits if engine.kind == "grid" else engine.out_lanes * bits
+    res[ff] += 4 * w_bits + lanes_in * bits + engine.out_lanes * acc_bits
+    res[lut] += (w_bits + lanes_in * bits + engine.out_lanes * acc_bits) / 2  # a 2:1 multiplexer a bit, two a LUT6
+    res[dsp] += ADDRESS_MULTIPLIES * DSP_PER_ADDRESS_MULTIPLY
     if a.floating:  # a lane: the bias and residual adds, the slope's multiply, the clamp's compares
-        res[RESOURCE_KINDS.index("dsp")] += engine.word * (2 * a.dsp_add + a.dsp_mul)
-        res[RESOURCE_KINDS.index("lut")] += engine.word * (2 * a.lut_add + a.lut_mul + 2 * acc_bits)
+        res[dsp] += engine.word * (2 * a.dsp_add + a.dsp_mul)
+        res[lut] += engine.word * (2 * a.lut_add + a.lut_mul + 2 * acc_bits)
     else:  # a lane: the requantising 32 x 16 multiply (2 DSPs), the residual's and the slope's (1 each), adds
-        res[RESOURCE_KINDS.index("dsp")] += engine.word * 4
-        res[RESOURCE_KINDS.index("lut")] += engine.word * (3 * acc_bits + 2 * acc_bits)
+        res[dsp] += engine.word * 4
+        res[lut] += engine.word * (3 * acc_bits + 2 * acc_bits)
     return res
 
 
-def _tile_table(engine: EngineShape, layer: NetLayer, timing: dict[str, Any]) -> dict[str, np.ndarray]:
+def _tile_table(engine: EngineShape, layer: NetLayer, timing: dict[str, Any], residual: bool = False
+                ) -> dict[str, np.ndarray]:
     """Every tile of ``layer`` on the engine's lanes: its cycles and the rows of each buffer it fills."""
     grid = engine.kind == "grid"
     tk = tile_options(layer.K, engine.out_lanes) if grid else [0]
@@ -205,7 +228,8 @@ def _tile_table(engine: EngineShape, layer: NetLayer, timing: dict[str, Any]) ->
         t["tk"] = t["tc"]
     rows = network_trips(engine, layer, Tiles(t["tk"], t["tc"], t["th"], t["tw"]))
     depth = compute_depth(timing["dtype"], timing["clock_hz"] / 1e6, engine.in_lanes)
-    cycles = layer_cycles(engine, layer, t, depth=depth, **{k: v for k, v in timing.items() if k != "dtype"})
+    cycles = layer_cycles(engine, layer, t, depth=depth, residual=residual,
+                          **{k: v for k, v in timing.items() if k != "dtype"})
     return {**t, "cycles": cycles, "in_rows": rows["in_rows"], "w_rows": rows["w_rows"], "out_rows": rows["out_rows"]}
 
 
@@ -250,7 +274,8 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
         found: dict[EngineShape, tuple[float, EngineShape, list[PlacedLayer], np.ndarray]] = {}
         if not np.any(engine_resources(probe, dtype, uram) + fixed > caps):  # the arrays alone must fit
             mine = [(i, padded(s, block, in_l)) for i, (s, _) in enumerate(layers) if s.engine == kind]
-            tables = [(i, net, im2col, _tile_table(probe, net, timing)) for i, (net, im2col) in mine]
+            tables = [(i, net, im2col, _tile_table(probe, net, timing, layers[i][0].residual))
+                      for i, (net, im2col) in mine]
             for rows in itertools.product(IN_ROWS, W_ROWS, OUT_ROWS):
                 tried += 1
                 placed, total = [], 0.0
@@ -320,7 +345,7 @@ def _design(board: Board, dtype: str, block: int, word: int, engines: dict[str, 
         engine = engines[p.layer.engine]
         depth = compute_depth(dtype, achieved, engine.in_lanes)
         t = {k: np.array([v]) for k, v in p.tiles.__dict__.items()}
-        cycles = float(layer_cycles(engine, p.layer, t, depth=depth,
+        cycles = float(layer_cycles(engine, p.layer, t, depth=depth, residual=p.shape.residual,
                                     **{k: v for k, v in again.items() if k != "dtype"})[0])
         layers.append(PlacedLayer(p.shape, p.count, p.layer, p.im2col, p.tiles, cycles))
     return NetworkDesign(board, dtype, block, word, engines, layers,

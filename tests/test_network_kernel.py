@@ -38,18 +38,26 @@ def test_the_models_trip_counts_and_buffer_rows_are_the_loops_counted_by_hand():
     # weights: 1 group x 9 taps x 2 channel groups, a row of 8x8 lanes is 16 words
     assert trips["w_rows"] == 18 and trips["read_w"] == 4 * 18 * 16
     # the PE loop: 1 x 9 x 2 slots of max(32 pixels, distance 6); the write: 32 pixels x 2 words a tile
-    assert trips["compute"] == 4 * 18 * 32 and trips["write"] == 4 * 32 * 2 and trips["bias"] == 4 * 2
+    assert trips["compute"] == 4 * 18 * 32 and trips["write"] == 4 * 32 * 2
+    assert trips["bias"] == 2 * 2  # the parameters once for each of the 2 output-channel tiles: 8 / 4 words
     assert trips["out_rows"] == 32
     # a tile of fewer pixels than the accumulation's distance idles up to it, and the model charges it
     small = network_trips(engine, layer, Tiles(8, 16, 1, 2))
     assert small["compute"] == small["steps"] * 18 * 6
-    # cycles: per step the slowest of its reads and compute, here the compute (18 x 32 + depth 10) with no
-    # DDR floor or bandwidth to speak of
+    # cycles: per step the slowest of its reads and compute, here the compute (18 x 32 + depth 10), with no DDR
+    # floor, latency or bandwidth to speak of; then the first step's reads (the weights' 288 words), the last
+    # tile's 64 words, the parameters of 2 output-channel tiles (2 words each) and the 32-word descriptor
     t = {k: np.array([v]) for k, v in Tiles(8, 16, 4, 8).__dict__.items()}
-    cycles = layer_cycles(engine, layer, t, clock_hz=100e6, elem_bytes=4, read_floor_ns=0.0, write_floor_ns=0.0,
-                          latency_ns=0.0, port_gbps=1e3, depth=10)
-    write = 32 * 2 + 2  # a tile's words and its bias
-    assert cycles[0] == pytest.approx(4 * (18 * 32 + 10) + max(240, 288) + write + 32)
+    timing = dict(clock_hz=100e6, elem_bytes=4, read_floor_ns=0.0, write_floor_ns=0.0, port_gbps=1e3, depth=10)
+    cycles = layer_cycles(engine, layer, t, latency_ns=0.0, **timing)
+    assert cycles[0] == pytest.approx(4 * (18 * 32 + 10) + 288 + 64 + 2 * 2 + 32)
+    # a round trip of 1 us (100 cycles) is paid by each read process every step, by each parameters' burst and
+    # by the descriptor; the input's 240 words are a transaction each, at least the 2-cycle floor (480 + 100:
+    # still under the compute's 586 a step, but the first step's reads are now the input's)
+    slow = layer_cycles(engine, layer, t, latency_ns=1000.0, **{**timing, "read_floor_ns": 20.0})
+    assert slow[0] == pytest.approx(4 * (18 * 32 + 10) + (240 * 2 + 100) + 64 + 2 * (2 + 100) + 100 + 32)
+    with_residual = layer_cycles(engine, layer, t, latency_ns=0.0, residual=True, **timing)
+    assert with_residual[0] == pytest.approx(cycles[0] + 64)  # a residual word read beside each word written
 
 
 class Small(nn.Module):
@@ -171,8 +179,8 @@ def _mutate(project, old, new, path="src/kernel.cpp"):
 @pytest.mark.parametrize("mutant, check", [
     # no idle slots: the PE loop would read a sum still in the adder; C-simulation cannot see it, the trips can
     (("slots = pixels > 6 ? pixels : 6", "slots = pixels"), "trips"),
-    # the weights read from the wrong row: the output is wrong
-    (("const int wrow = (o * taps + tap) * groups_c + g,", "const int wrow = (o * taps + tap) * groups_c,"), "csim"),
+    # a weight word's lanes gathered in the wrong order: the output is wrong
+    (("row[64 - WV + j] = v[j];", "row[64 - WV + j] = v[WV - 1 - j];"), "csim"),
     # the accumulation's dependence distance shorter than the model's
     (("dependent=true distance=6", "dependent=true distance=3"), "lint"),
     # one input lane fewer in the PE array than the model charges
@@ -201,6 +209,24 @@ def test_a_table_whose_tiles_overflow_the_buffers_fails_the_lint(tmp_path):
     assert any("layer 3" in f and "the buffer has" in f for f in findings), findings
 
 
+@pytest.mark.parametrize("field, change, words", [
+    # a 3x3 layer written over its own input: the C-simulation (processes one after the other) cannot see it
+    ("out_off", lambda row: row["in_off"], "overlaps its input"),
+    ("OH", lambda row: row["OH"] + 2, "its input, kernel, stride and padding give"),
+    ("out_off", lambda row: 10**9, "leaves the arena"),
+])
+def test_a_table_that_misplaces_a_tensor_fails_the_lint(tmp_path, field, change, words):
+    from hetero_dse.hls.network_project import FIELDS
+
+    project = _small_run(tmp_path)[4]
+    rows = json.loads((project / "design.json").read_text())["table"]
+    table = np.fromfile(project / "data" / "table.bin", dtype=np.int32).reshape(len(rows), -1)
+    table[3, FIELDS.index(field)] = change(rows[3])
+    table.tofile(project / "data" / "table.bin")
+    findings = [str(f) for f in lint_network(project).findings]
+    assert any("layer 3" in f and words in f for f in findings), findings
+
+
 def test_resnet18s_layers_each_run_through_the_shared_kernel(tmp_path):
     from hetero_dse.model.capture import capture
     from hetero_dse.model.layer_shape import shape_of
@@ -219,8 +245,42 @@ def test_resnet18s_layers_each_run_through_the_shared_kernel(tmp_path):
     assert len(json.loads((project / "design.json").read_text())["table"]) == 16
 
 
+class _Twice(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x):
+        y = self.c(x)
+        return y + y
+
+
+class _Reshaped(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc, self.c = nn.Linear(3 * 8 * 8, 32), nn.Conv2d(8, 8, 1)
+
+    def forward(self, x):
+        return self.c(self.fc(torch.flatten(x, 1)).view(1, 8, 2, 2))
+
+
+def test_a_functional_hardtanh_takes_its_keyword_bounds():
+    class Clipped(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c = nn.Conv2d(3, 8, 3)
+
+        def forward(self, x):
+            return nn.functional.hardtanh(self.c(x), min_val=0.0, max_val=6.0)
+
+    (layer,), _ = trace_chain(Clipped().eval(), torch.randn(1, 3, 8, 8))
+    assert layer.activation == (0.0, 6.0, 1.0)
+
+
 @pytest.mark.parametrize("module, words", [
     (nn.Sequential(nn.Conv2d(4, 8, 3, groups=2)), "grouped convolution"),
+    (_Twice(), "to itself"),
+    (_Reshaped(), "keeps every tensor in one layout"),
     (nn.Sequential(nn.Conv2d(3, 8, 3), nn.MaxPool2d(2)), "not something the network kernel runs"),
     (nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.BatchNorm2d(8)), "cannot be folded"),
 ])

@@ -74,18 +74,21 @@ def lint_network(project: str | Path) -> LintReport:
         engines[kind] = EngineShape(kind, out_l, in_l, design["word"], rows["input"], rows["weights"], rows["output"],
                                     e["accumulation_distance"], e.get("params", 1), e.get("packed", False),
                                     design["wword"], design["pword"])
-        want = {"in": [rows["input"], in_l if kind == "grid" else out_l],
-                "w": [rows["weights"], out_l, in_l] if kind == "grid" else [rows["weights"], out_l],
-                "out": [rows["output"], out_l]}
-        for buf, dims in want.items():
-            got = _typedef(source, f"{name}_{buf}_t")
-            if got != dims:
-                add("buffer", f"{name}_{buf}_t", f"declared {got}; the model sizes it {dims}")
-            report.pragmas_checked += _check_partition(k, f"{name}_layer", f"{buf}_s", len(dims), add)
+        lanes_in = in_l if kind == "grid" else out_l
+        want = {f"{name}_irow_t": lanes_in, f"{name}_wrow_t": out_l * in_l, f"{name}_orow_t": out_l}
+        for row, width in want.items():
+            got = _vector(source, row)
+            if got != width:
+                add("buffer", row, f"a row of {got} lanes; the model's is {width}")
+        for buf, depth in ((f"{name}_in_t", rows["input"]), (f"{name}_out_t", rows["output"])):
+            got = _typedef(source, buf)
+            if got != [depth]:
+                add("buffer", buf, f"declared {got} rows; the model sizes it {depth}")
+        report.pragmas_checked += _check_streams(k, f"{name}_layer", e.get("storage", {}), add)
         _check_compute(k, f"{name}_compute", out_l, in_l if kind == "grid" else 1, e["accumulation_distance"], cores,
                        add, report, packed=e.get("packed", False))
-        _check_pipelined(k, f"{name}_read_in", "read_in", word, add, report)
-        _check_pipelined(k, f"{name}_read_w", "read_w", design["wword"], add, report, name="WV")
+        _check_pipelined(k, f"{name}_read_in", "read_in", "word_in", word, add, report)
+        _check_pipelined(k, f"{name}_read_w", "read_w", "word_w", design["wword"], add, report, name="WV")
     for loop in ("write", "bias_in"):
         if not re.search(rf"\b{loop}: for \(.*\) {{\n\s*#pragma HLS PIPELINE II=1\n", source):
             add("ii", "write_out", f"its {loop} loop is not pipelined at II 1 as the model charges")
@@ -108,24 +111,37 @@ def _typedef(text: str, name: str) -> list[int] | None:
     return [int(d) for d in re.findall(r"\d+", m.group(1))] if m else None
 
 
-def _check_partition(k: CFile, fn_name: str, variable: str, dims: int, add: Any) -> int:
+def _vector(text: str, name: str) -> int | None:
+    m = re.search(rf"typedef hls::vector<\w+, (\d+)> {name};", text)
+    return int(m.group(1)) if m else None
+
+
+def _check_streams(k: CFile, fn_name: str, storage: dict[str, str], add: Any) -> int:
+    """The layer's DATAFLOW region: its two buffers (streams of blocks) bound to the memory the model charges at
+    read latency 1, and never partitioned (Vitis does not partition a stream of blocks: a row is a wide word)."""
     fn = k.functions.get(fn_name)
     if fn is None:
         add("process", fn_name, "missing")
         return 0
-    parts = {p.get("dim") for p in fn.pragmas if p.name == "ARRAY_PARTITION" and p.get("variable") == variable
-             and p.get("type") == "complete"}
-    want = {str(d) for d in range(2, dims + 1)}  # every lane dimension (dimension 1: the rows, a bank's depth)
-    if parts != want:
-        add("partition", fn_name, f"{variable} is partitioned complete on dimensions {sorted(parts)}; its banks, a "
-                                  f"lane each, need {sorted(want)}")
     if not any(p.name == "DATAFLOW" for p in fn.pragmas):
         add("dataflow", fn_name, "no DATAFLOW: its processes would run one after the other")
-    return len(parts) + 1
+    for p in fn.pragmas:
+        if p.name == "ARRAY_PARTITION":
+            add("partition", fn_name, f"{p}: a stream of blocks is not partitioned by Vitis (UG1399); a row is one "
+                                      "wide word instead")
+    for buf in ("in", "out"):
+        binds = [p for p in fn.pragmas if p.name == "BIND_STORAGE" and p.get("variable") == f"{buf}_s"]
+        want = storage.get(buf)
+        if (len(binds) != 1 or binds[0].get("impl") != want or binds[0].get("latency") != "1"
+                or binds[0].get("type") != "ram_2p"):
+            add("storage", fn_name, f"{buf}_s is bound {[str(b) for b in binds]}; the model charges ram_2p {want} "
+                                    "read at latency 1 (the accumulation's distance assumes it)")
+    return 3
 
 
-def _check_pipelined(k: CFile, fn_name: str, label: str, word: int | None, add: Any, report: LintReport,
-                     name: str = "V") -> None:
+def _check_pipelined(k: CFile, fn_name: str, label: str, lanes_label: str, word: int | None, add: Any,
+                     report: LintReport, name: str = "V") -> None:
+    """A read process's loop pipelined at II 1, every loop inside it unrolled, and its word's lanes V (WV)."""
     fn = k.functions.get(fn_name)
     loop = fn.loop(label) if fn else None
     if loop is None:
@@ -135,9 +151,10 @@ def _check_pipelined(k: CFile, fn_name: str, label: str, word: int | None, add: 
     if ii is None or ii.int("ii") != 1:
         add("ii", fn_name, f"{label} is not pipelined at II 1 as the model charges")
     inner = [lp for lp in fn.loops if loop in lp.parents]
-    lanes = [lp.trip_count({name: word or 0}) for lp in inner]
-    if lanes != [word] or not all(lp.has("UNROLL") for lp in inner):
-        add("unroll", fn_name, f"{label} moves {lanes} lanes a word, unrolled; a word is {word}")
+    lanes = fn.loop(lanes_label)
+    got = lanes.trip_count({name: word or 0}) if lanes is not None else None
+    if got != word or not all(lp.has("UNROLL") for lp in inner):
+        add("unroll", fn_name, f"{label} moves {got} lanes a word, unrolled; a word is {word}")
     report.pragmas_checked += 1 + len(inner)
 
 
@@ -188,6 +205,7 @@ def _check_table(project: Path, record: dict[str, Any], design: dict[str, Any], 
         add("table", "data/table.bin", "unreadable, or not whole descriptors")
         return
     tch = _constant(header, "TCH_MAX") or 0
+    depth = {p["name"]: p["depth"] for p in record.get("ports", [])}
     if len(table) != len(record["table"]):
         add("table", "data/table.bin", f"{len(table)} descriptors; design.json has {len(record['table'])}")
     for i, (row, want) in enumerate(zip(table, record["table"], strict=False)):
@@ -209,3 +227,38 @@ def _check_table(project: Path, record: dict[str, Any], design: dict[str, Any], 
                 add("table", f"layer {i}", f"its tiles fill {rows[key]} {key.replace('_', ' ')}; the buffer has {cap}")
         if (d["tk"] if kind == "grid" else d["tc"]) > tch:
             add("table", f"layer {i}", f"its output tile of {d['tk']} channels passes the bias array's {tch}")
+        _check_regions(i, d, kind, e, depth, add)
+
+
+def _check_regions(i: int, d: dict[str, int], kind: str, e: EngineShape, depth: dict[str, int], add: Any) -> None:
+    """A descriptor's shape consistent, and its tensors where the kernel may read and write them: the output
+    apart from the input and the residual (the read process would read what the write process overwrote on the
+    device, whatever the C-simulation, which runs them one after the other, shows), and all within the arena."""
+    if min(d["tk"], d["tc"], d["th"], d["tw"], d["stride"], d["R"], d["S"]) <= 0:
+        add("table", f"layer {i}", "a tile, stride or kernel of zero or less")
+        return
+    oh = (d["H"] + 2 * d["pad"] - d["R"]) // d["stride"] + 1
+    ow = (d["W"] + 2 * d["pad"] - d["S"]) // d["stride"] + 1
+    if (d["OH"], d["OW"]) != (oh, ow):
+        add("table", f"layer {i}", f"output {d['OH']} × {d['OW']}; its input, kernel, stride and padding give "
+                                   f"{oh} × {ow}")
+    if kind == "depthwise" and d["K"] != d["C"]:
+        add("table", f"layer {i}", f"a depthwise layer of {d['C']} channels writing {d['K']}")
+    if d["C"] % e.word or d["K"] % e.word:
+        add("table", f"layer {i}", f"{d['C']} or {d['K']} channels is not whole words of {e.word}")
+    regions = {"input": (d["in_off"], d["H"] * d["W"] * d["C"] // e.word),
+               "output": (d["out_off"], d["OH"] * d["OW"] * d["K"] // e.word)}
+    if d["res_off"] >= 0:
+        regions["residual"] = (d["res_off"], d["OH"] * d["OW"] * d["K"] // e.word)
+    arena = depth.get("act_in")
+    for name, (start, words) in regions.items():
+        if start < 0 or (arena is not None and start + words > arena):
+            add("table", f"layer {i}", f"its {name} [{start}, {start + words}) leaves the arena of {arena} words")
+    out0, out_words = regions["output"]
+    for name in ("input", "residual"):
+        if name in regions:
+            start, words = regions[name]
+            if start < out0 + out_words and out0 < start + words:
+                add("table", f"layer {i}", f"its output overlaps its {name}: on the device the write process "
+                                           f"overwrites what the {'read process' if name == 'input' else 'epilogue'}"
+                                           " still reads")

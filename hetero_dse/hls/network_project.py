@@ -45,7 +45,7 @@ PLATFORM_TEMPLATES = {"network/connectivity.cfg.j2": "connectivity.cfg", "vpp_co
 #: copied as they are: the HLS build script, the headers' stand-ins for C-simulation without Vitis, and the
 #: test double of XRT the host program is compiled against here
 STATIC = {"run_hls.tcl": "run_hls.tcl", **{f"include/{h}": f"sim/include/{h}" for h in (
-    "hls_streamofblocks.h", "hls_vector.h", "xrt/xrt_device.h", "xrt/xrt_bo.h", "xrt/xrt_kernel.h")}}
+    "hls_stream.h", "hls_streamofblocks.h", "hls_vector.h", "xrt/xrt_device.h", "xrt/xrt_bo.h", "xrt/xrt_kernel.h")}}
 
 
 @dataclass
@@ -280,14 +280,17 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
     from cost_models.fpga_costs import ARITHMETIC
     from cost_models.fpga_network import network_trips
 
+    from cost_models.fpga_network_design import engine_storage
+
     a = ARITHMETIC[design.dtype]
     integer = design.dtype == "int8"
+    board = design.board
     engines = []
     for kind, e in design.engines.items():
         engines.append({"kind": kind, "name": NAMES[kind], "id": ENGINE_IDS[kind], "lanes": e.out_lanes,
                         "in_lanes": e.in_lanes, "in_rows": e.in_rows, "w_rows": e.w_rows, "out_rows": e.out_rows,
                         "tree_depth": (e.in_lanes - 1).bit_length(), "packed": e.packed,
-                        "storage": {"in": "bram", "w": "bram" if e.w_rows > 64 else "lutram", "out": "bram"}})
+                        "storage": engine_storage(e, design.dtype, board.cap("uram") > 0)})
     tch = max(p.tiles.tk if p.layer.engine == "grid" else p.tiles.tc for p in design.layers)
     elements = data["arena"].size + data["weights"].size
     ports = [{"name": "table", "bundle": "gmem_table", "depth": data["table"].size},
@@ -304,7 +307,6 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
         rtol.append("0.0" if integer else repr(1e-4))
     from cost_models.fpga_costs import AXI_MAX_BURST_BYTES, AXI_OUTSTANDING
 
-    board = design.board
     port_bits = design.word * (8 if integer else 32)
     build = {"version": __version__, "dtype": design.dtype, "achieved_mhz": f"{design.achieved_mhz:.0f}",
              "model_ms": f"{1e3 * design.latency_s:.3f}", "platform": board.platform,
@@ -390,7 +392,8 @@ def write_network_project(directory: Path, design: NetworkDesign, run: NetworkRu
             record = {"network": run.name, "board": design.board.name, "part": design.board.part, "top": top,
                       "generator": f"hetero_dse {__version__}", "design": design.to_json(),
                       "table": [dict(zip(FIELDS, (int(v) for v in row), strict=False)) for row in data["table"]],
-                      "trips": ctx["trips"], "predicted": {"ops": 2 * macs}, "csim_bytes": csim_bytes(design)}
+                      "trips": ctx["trips"], "predicted": {"ops": 2 * macs}, "csim_bytes": csim_bytes(design),
+                      "ports": ctx["ports"]}
             (partial / "design.json").write_text(json.dumps(record, indent=2, default=float) + "\n")
     except OSError as exc:
         raise HeteroDSEError(f"cannot write the network project to {directory}: {exc.strerror or exc}") from exc

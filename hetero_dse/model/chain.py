@@ -131,6 +131,9 @@ def trace_chain(model: Any, example: Any) -> tuple[list[ChainLayer], np.ndarray]
                 if not all(hasattr(n, "name") and n.name in owner for n in (a, b)):
                     raise HeteroDSEError(f"{node.name}: an add of something other than two layers' outputs")
                 later = max((a, b), key=lambda n: owner[n.name])
+                if a is b or owner[a.name] == owner[b.name]:
+                    raise HeteroDSEError(f"{node.name}: an add of a layer's result to itself (the network kernel adds "
+                                         "another layer's output as a residual)")
                 i = owner[later.name]
                 layer = layers[i] if i != NETWORK_INPUT else None
                 if layer is None or layer.residual is not None or layer.has_activation or len(later.users) != 1:
@@ -140,14 +143,15 @@ def trace_chain(model: Any, example: Any) -> tuple[list[ChainLayer], np.ndarray]
                 owner[node.name] = i
             elif kind in ("flatten", "view", "reshape", "dropout", "identity"):
                 owner[node.name] = owned(arg(node), kind, node)
-                shape = tuple(values[arg(node).name].shape)
-                if kind != "dropout" and kind != "identity":
-                    if len(shape) == 4:
-                        flat[node.name] = (shape[1], shape[2], shape[3])
-                    elif arg(node).name in flat:
-                        flat[node.name] = flat[arg(node).name]
-                elif arg(node).name in flat:
+                before, after = tuple(values[arg(node).name].shape), tuple(value.shape)
+                if arg(node).name in flat and after == before:
                     flat[node.name] = flat[arg(node).name]
+                elif len(before) == 4 and after == (before[0], before[1] * before[2] * before[3]):
+                    flat[node.name] = (before[1], before[2], before[3])  # a flatten: the linear layer's features
+                elif after != before:
+                    raise HeteroDSEError(f"{node.name} ({kind}) turns {list(before)} into {list(after)}: the network "
+                                         "kernel keeps every tensor in one layout, and only a flatten before a linear "
+                                         "layer reads it as another shape")
                 continue
             else:
                 raise HeteroDSEError(f"{node.name} ({kind}) is not something the network kernel runs: it runs "
@@ -201,7 +205,11 @@ def _activation(node: Any, kind: str, modules: dict[str, Any]) -> tuple[float, f
     if kind == "relu6":
         return (0.0, 6.0, 0.0)
     if kind == "hardtanh":
-        lo, hi = (mod.min_val, mod.max_val) if mod is not None else (node.args[1:3] or (-1.0, 1.0))
+        if mod is not None:
+            lo, hi = mod.min_val, mod.max_val
+        else:
+            given = dict(zip(("min_val", "max_val"), node.args[1:3], strict=False)) | dict(node.kwargs)
+            lo, hi = given.get("min_val", -1.0), given.get("max_val", 1.0)
         return (float(lo), float(hi), 1.0)
     slope = mod.negative_slope if mod is not None else (node.args[1] if len(node.args) > 1 else
                                                          node.kwargs.get("negative_slope", 0.01))

@@ -9,7 +9,8 @@
 //     real header leaves it uninitialised, so an element read before it was written shows in the output;
 //   - acquiring a second lock of the same kind on one stream before releasing the first aborts, as the
 //     real header does ("acquiring ... more than once before releasing", a UG1399 limitation);
-//   - a consumer that takes more blocks than its producer made aborts.
+//   - a consumer that takes more blocks than its producer made aborts, and so does a stream left holding blocks
+//     (on the device its producer would stall the region).
 #ifndef HETERO_DSE_HLS_STREAMOFBLOCKS_H
 #define HETERO_DSE_HLS_STREAMOFBLOCKS_H
 
@@ -18,6 +19,7 @@
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <new>
 
 namespace hls {
 
@@ -26,11 +28,32 @@ struct block_holder {
   T data;
 };
 
+// Blocks of hls::vector are aligned to their size, more than C++14's new guarantees: allocate them aligned.
+template <typename T>
+struct aligned_delete {
+  void operator()(T *p) const {
+    p->~T();
+    std::free(p);
+  }
+};
+template <typename T>
+using aligned_ptr = std::unique_ptr<T, aligned_delete<T>>;
+template <typename T>
+aligned_ptr<T> make_aligned() {
+  void *p = nullptr;
+  const std::size_t align = alignof(T) < sizeof(void *) ? sizeof(void *) : alignof(T);
+  if (posix_memalign(&p, align, sizeof(T)) != 0) std::abort();
+  return aligned_ptr<T>(new (p) T);
+}
+
 // The depth-independent part of a stream of blocks, so that locks work with any depth.
 template <typename T>
 class stream_of_blocks_base {
  public:
-  virtual ~stream_of_blocks_base() = default;
+  virtual ~stream_of_blocks_base() {
+    // on the device a producer that makes more blocks than its consumer takes stalls the DATAFLOW region forever
+    if (!blocks_.empty()) fail("blocks left in the stream: its producer made more than its consumer took");
+  }
   bool empty() const { return blocks_.empty(); }
   bool full() const { return false; }
   std::size_t size() const { return blocks_.size(); }
@@ -38,7 +61,7 @@ class stream_of_blocks_base {
   block_holder<T> *acquire_write() {
     if (writing_) fail("acquiring a write_lock more than once before releasing it");
     writing_ = true;
-    pending_.reset(new block_holder<T>);
+    pending_ = make_aligned<block_holder<T>>();
     std::memset(static_cast<void *>(&pending_->data), 0xFF, sizeof(T));  // poison, see above
     return pending_.get();
   }
@@ -62,8 +85,8 @@ class stream_of_blocks_base {
     std::fprintf(stderr, "stream_of_blocks: %s\n", what);
     std::abort();
   }
-  std::deque<std::unique_ptr<block_holder<T>>> blocks_;
-  std::unique_ptr<block_holder<T>> pending_;
+  std::deque<aligned_ptr<block_holder<T>>> blocks_;
+  aligned_ptr<block_holder<T>> pending_;
   bool writing_ = false;
   bool reading_ = false;
 };
