@@ -91,7 +91,8 @@ def main() -> None:
 def _csim(design, ops) -> str:
     from hetero_dse.hls.csim import csim
     from hetero_dse.hls.network_lint import lint_network
-    from hetero_dse.hls.network_project import check_trips, random_run, write_network_project
+    from hetero_dse.hls.network_project import check_trips, write_network_project
+    from hetero_dse.hls.network_run import random_run
 
     from hetero_dse.errors import HeteroDSEError
 

@@ -4,8 +4,8 @@ run, one after the other, on PE arrays fixed at synthesis, its loop bounds read 
 Unlike the single-layer model, which scores a kernel specialised to one shape, this one scores the code that
 exists for the network: each process is one pipelined loop (II=1) whose trip count is a function of the layer
 and its tiles, and those trip counts are exactly what the C-simulation of the kernel counts
-(``network_trips`` is checked against it in the suite). Time is the trips, the DDR transfers each process
-issues (a burst where the code's accesses make one, a transaction a word where they do not) and the DATAFLOW
+(``network_trips`` is checked against it in the suite). Time is the trips, the DDR bursts each process issues
+(runs of consecutive words: the tensors lie in a zero halo, so no access is conditional) and the DATAFLOW
 overlap of the stages; resources are the arrays' operator cores and the buffers sized for the largest tile any
 layer asks for.
 
@@ -40,7 +40,7 @@ from cost_models.fpga_costs import (
 )
 
 __all__ = ["ENGINE_KINDS", "DESCRIPTOR_WORDS", "EngineShape", "NetLayer", "Tiles", "accumulation_distance",
-           "best_tiles", "layer_cycles", "network_trips", "tile_options"]
+           "layer_cycles", "network_trips", "tile_options"]
 
 ENGINE_KINDS = ("grid", "depthwise")
 #: int32 words of one layer's descriptor in the table the kernel reads (``kernel.h``'s layer_t)
@@ -154,7 +154,6 @@ def network_trips(engine: EngineShape, layer: NetLayer, tiles: Tiles) -> dict[st
         per_w = kg * rs * cg * (engine.out_lanes * engine.in_lanes // engine.w_word)
         per_c = kg * rs * cg * np.maximum(s["pixels"], engine.distance)
         out_tiles = s["n_k"] * s["n_y"] * s["n_x"]
-        per_o = s["pixels"] * kg * (engine.out_lanes // engine.word)
         rows = {"in_rows": cg * s["box_h"] * s["box_w"], "w_rows": kg * rs * cg, "out_rows": kg * s["pixels"]}
     else:
         cg = tiles.tc // engine.out_lanes
@@ -163,21 +162,22 @@ def network_trips(engine: EngineShape, layer: NetLayer, tiles: Tiles) -> dict[st
         per_w = cg * rs * (engine.out_lanes // engine.w_word)
         per_c = cg * rs * np.maximum(s["pixels"], engine.distance)
         out_tiles = steps
-        per_o = s["pixels"] * cg * (engine.out_lanes // engine.word)
         rows = {"in_rows": cg * s["box_h"] * s["box_w"], "w_rows": cg * rs, "out_rows": cg * s["pixels"]}
     # the epilogue's parameters, once for each output-channel tile
     n_o = s["n_k"] if engine.kind == "grid" else s["n_c"]
     bias = n_o * (engine.params * (tiles.tk if engine.kind == "grid" else tiles.tc) // engine.p_word)
+    # the write: only the pixels inside the image, every output channel once (a channel tile divides them)
+    write = layer.OH * layer.OW * (layer.K // engine.word)
     return {"steps": steps, "out_tiles": out_tiles, "read_in": steps * per_in, "read_w": steps * per_w,
-            "compute": steps * per_c, "write": out_tiles * per_o, "bias": bias, **rows}
+            "compute": steps * per_c, "write": write, "bias": bias, **rows}
 
 
 def tile_options(extent: int, lanes: int | None = None, cap: int = 24) -> list[int]:
-    """Candidate tiles of a loop: for channels (``lanes`` given) the lane count times powers of two up to the
-    extent, and the extent; for rows and columns every ``ceil(extent / n)`` (a tile that wastes least)."""
-    if lanes is not None:
+    """Candidate tiles of a loop: for channels (``lanes`` given) the lane count times powers of two that divide
+    the extent, and the extent; for rows and columns every ``ceil(extent / n)`` (a tile that wastes least)."""
+    if lanes is not None:  # whole multiples of the lanes that divide the channels (a tile never passes their end)
         out = {lanes * 2 ** i for i in range(12) if lanes * 2 ** i <= extent} | {extent}
-        return sorted(v for v in out if v % lanes == 0)
+        return sorted(v for v in out if v % lanes == 0 and extent % v == 0)
     return sorted({-(-extent // n) for n in range(1, extent + 1)})[:cap] + ([extent] if extent > cap else [])
 
 
@@ -187,19 +187,19 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     """Cycles of the layer for tiles ``t`` (arrays broadcast together): per step the slowest of its two reads
     and its compute, the write of each output tile overlapping the next tile's steps; plus the first step's
     reads, the last tile's write, the parameters of each output-channel tile and the descriptor. A read process
-    restarts its loop every step and pays a round trip; the weights come in bursts (each at least the memory's
-    floor, no faster than the port's bandwidth), the activations and the output word by word (the code's
-    accesses are conditional: a transaction a word, each at least the floor); ``residual``: the layer's
-    epilogue reads one beside each output word."""
+    restarts its loop every step and pays a round trip; every transfer is runs of consecutive words (bursts,
+    each at least the memory's floor, no faster than the bandwidth); ``residual``: the layer's epilogue reads a
+    word beside each output word."""
     s = _steps(layer, t)
     r_floor = max(1.0, read_floor_ns * 1e-9 * clock_hz)
     w_floor = max(1.0, write_floor_ns * 1e-9 * clock_hz)
 
-    def runs(n_runs: Any, words: Any, floor: float, word_bytes: int = engine.word * elem_bytes) -> Any:
+    def runs(n_runs: Any, words: Any, floor: float, word_bytes: int = engine.word * elem_bytes, ports: int = 1
+             ) -> Any:
         """Cycles of ``n_runs`` runs of ``words`` words: a word a cycle, each burst (4 KB at most) at least the
-        memory's floor, and no faster than one port's bandwidth."""
+        memory's floor, and no faster than a channel's bandwidth shared by ``ports`` streams."""
         bursts = np.ceil(words / (AXI_MAX_BURST_BYTES // word_bytes))
-        per_cycle = port_gbps * 1e9 / clock_hz / word_bytes  # words a cycle one port sustains
+        per_cycle = port_gbps * 1e9 / clock_hz / word_bytes / ports  # words a cycle a stream gets
         return n_runs * np.maximum(np.maximum(words, bursts * floor), words / per_cycle)
 
     rs = layer.R * layer.S
@@ -208,19 +208,24 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     cg = t["tc"] // lanes_in
     kg = t["tk"] // engine.out_lanes if grid else 1
     latency = latency_ns * 1e-9 * clock_hz  # a read's round trip: paid again where a process restarts its loop
-    # the input box: its reads are conditional (zeros outside the image and the channels) at addresses the
-    # loop's counters make, so Vitis infers no burst (HLS 214-232): each word is a transaction of its own
-    in_words = s["box_h"] * s["box_w"] * cg * (lanes_in // engine.word)
-    read_in = runs(in_words, 1, r_floor) + latency
+    # the input box: a run a box row where the tile takes every channel (consecutive words), else a pixel
+    chan_words = t["tc"] // engine.word
+    whole = t["tc"] == layer.C
+    read_in = runs(np.where(whole, s["box_h"], s["box_h"] * s["box_w"]),
+                   np.where(whole, s["box_w"] * layer.C // engine.word, chan_words), r_floor) + latency
     w_words = (kg * rs * cg * engine.out_lanes * lanes_in if grid else cg * rs * engine.out_lanes) // engine.w_word
     read_w = runs(1, w_words, r_floor, engine.w_word * elem_bytes) + latency
     compute = kg * rs * cg * np.maximum(s["pixels"], engine.distance) + depth
     step = np.maximum(np.maximum(read_in, read_w), compute)
     out_chan = t["tk"] if grid else t["tc"]
-    # the output tile, word by word: its writes are conditional too (not past the layer's pixels), and where the
-    # layer adds a residual a read beside each; both ports on the arena's one memory channel
-    o_words = s["pixels"] * out_chan // engine.word
-    write = runs(o_words, 1, w_floor) + (runs(o_words, 1, r_floor) if residual else 0.0)
+    # a whole tile's write: a run a tile row where the tile takes every channel, else a pixel; a residual read
+    # beside each word, on the arena's memory channel too (a tile past the image's end writes less: not counted)
+    out_whole = out_chan == layer.K
+    o_runs = np.where(out_whole, t["th"], s["pixels"])
+    o_words = np.where(out_whole, t["tw"] * layer.K // engine.word, out_chan // engine.word)
+    write = runs(o_runs, o_words, w_floor, ports=2 if residual else 1)
+    if residual:
+        write = np.maximum(write, runs(o_runs, o_words, r_floor, ports=2))
     n_out = s["n_k"] * s["n_y"] * s["n_x"] if grid else s["n_c"] * s["n_y"] * s["n_x"]
     n_c = s["n_c"] if grid else 1
     n_o = s["n_k"] if grid else s["n_c"]
@@ -236,30 +241,3 @@ def compute_depth(dtype: str, clock_mhz: float, in_lanes: int) -> int:
     deeper = 1 if a.floating and clock_mhz > DEEPER_CORES_ABOVE_MHZ else 0
     tree = math.ceil(math.log2(in_lanes)) if in_lanes > 1 else 0
     return COMPUTE_OVERHEAD_CYCLES + a.mul_latency + deeper + (tree + 1) * (a.add_latency + deeper)
-
-
-def best_tiles(engine: EngineShape, layer: NetLayer, **timing: Any) -> tuple[Tiles, float] | None:
-    """The layer's tiles of least cycles that fit the engine's buffers (None: none fits), and those cycles."""
-    grid = engine.kind == "grid"
-    tk = tile_options(layer.K, engine.out_lanes) if grid else [0]
-    tc = tile_options(layer.C, engine.in_lanes if grid else engine.out_lanes)
-    th, tw = tile_options(layer.OH), tile_options(layer.OW)
-    g = np.meshgrid(np.array(tk), np.array(tc), np.array(th), np.array(tw), indexing="ij")
-    t = {k: v.ravel() for k, v in zip(("tk", "tc", "th", "tw"), g, strict=True)}
-    if not grid:
-        t["tk"] = t["tc"]
-    s = _steps(layer, t)
-    rs = layer.R * layer.S
-    if grid:
-        cg, kg = t["tc"] // engine.in_lanes, t["tk"] // engine.out_lanes
-        rows = (cg * s["box_h"] * s["box_w"], kg * rs * cg, kg * s["pixels"])
-    else:
-        cg = t["tc"] // engine.out_lanes
-        rows = (cg * s["box_h"] * s["box_w"], cg * rs, cg * s["pixels"])
-    fits = (rows[0] <= engine.in_rows) & (rows[1] <= engine.w_rows) & (rows[2] <= engine.out_rows)
-    if not fits.any():
-        return None
-    cycles = np.where(fits, layer_cycles(engine, layer, t, **timing), np.inf)
-    i = int(np.argmin(cycles))
-    return Tiles(int(t["tk"][i]) if grid else int(t["tc"][i]), int(t["tc"][i]), int(t["th"][i]),
-                 int(t["tw"][i])), float(cycles[i])

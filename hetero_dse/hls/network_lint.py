@@ -89,16 +89,34 @@ def lint_network(project: str | Path) -> LintReport:
                        add, report, packed=e.get("packed", False))
         _check_pipelined(k, f"{name}_read_in", "read_in", "word_in", word, add, report)
         _check_pipelined(k, f"{name}_read_w", "read_w", "word_w", design["wword"], add, report, name="WV")
-    for loop in ("write", "bias_in"):
+    for loop in ("write", "write_res", "bias_in"):
         if not re.search(rf"\b{loop}: for \(.*\) {{\n\s*#pragma HLS PIPELINE II=1\n", source):
             add("ii", "write_out", f"its {loop} loop is not pipelined at II 1 as the model charges")
         report.pragmas_checked += 1
+    _check_bursts(source, add)
     bundles = [p.get("bundle") for p in k.pragmas if p.name == "INTERFACE" and p.get("mode") == "m_axi"]
     if len(bundles) != len(set(bundles)) or len(bundles) != 6:
         add("interface", "top", f"m_axi bundles {bundles}: one a port, six ports")
     report.pragmas_checked += len(bundles)
     _check_table(project, record, design, engines, header, add)
     return report
+
+
+#: every DDR access the kernel makes, as the model charges it: consecutive words from a base the loop does not
+#: change, with no condition, so that Vitis makes each loop's run one burst
+BURSTS = {"act": r"act\[base \+ i\]", "wgt": r"wgt\[base \+ it\]", "act_out": r"act_out\[d\.out_off \+ out_base \+ i\]",
+          "act_res": r"act_res\[d\.res_off \+ res_base \+ i\]",
+          "params": r"params\[d\.bias_off \+ kt \* param_words \+ i\]", "table": r"table\[l \* DESCRIPTOR_WORDS \+ i\]"}
+
+
+def _check_bursts(source: str, add: Any) -> None:
+    """Each port's accesses are the model's bursts: the one form above, in a statement with no condition."""
+    for port, form in BURSTS.items():
+        for m in re.finditer(rf"(?<![\w.]){port}\[[^\]]*\]", source):
+            line = source[source.rfind("\n", 0, m.start()) + 1:source.find("\n", m.end())]
+            if not re.fullmatch(form, m.group(0)) or "?" in line or re.match(r"\s*if\b", line):
+                add("burst", port, f"`{line.strip()}`: not a run of consecutive words read or written with no "
+                                   "condition, so Vitis makes no burst of it (the model charges one)")
 
 
 def _constant(text: str, name: str) -> int | None:
@@ -195,7 +213,7 @@ def _check_compute(k: CFile, fn_name: str, out_l: int, in_l: int, distance: int,
 
 def _check_table(project: Path, record: dict[str, Any], design: dict[str, Any], engines: dict[str, EngineShape],
                  header: str, add: Any) -> None:
-    from hetero_dse.hls.network_project import ENGINE_IDS, FIELDS
+    from hetero_dse.hls.network_run import ENGINE_IDS, FIELDS
 
     by_id = {v: k for k, v in ENGINE_IDS.items()}
     try:
@@ -246,10 +264,20 @@ def _check_regions(i: int, d: dict[str, int], kind: str, e: EngineShape, depth: 
         add("table", f"layer {i}", f"a depthwise layer of {d['C']} channels writing {d['K']}")
     if d["C"] % e.word or d["K"] % e.word:
         add("table", f"layer {i}", f"{d['C']} or {d['K']} channels is not whole words of {e.word}")
-    regions = {"input": (d["in_off"], d["H"] * d["W"] * d["C"] // e.word),
-               "output": (d["out_off"], d["OH"] * d["OW"] * d["K"] // e.word)}
+    # what the layer reads and writes of each tensor (rows a pitch of pixels apart): the input box's rows and
+    # columns from the padding's halo to its last tile's end, the output's and residual's image
+    n_y, n_x = -(-d["OH"] // d["th"]), -(-d["OW"] // d["tw"])
+    last_y = (n_y * d["th"] - 1) * d["stride"] + d["R"] - 1 - d["pad"]
+    last_x = (n_x * d["tw"] - 1) * d["stride"] + d["S"] - 1 - d["pad"]
+    c_in, c_out = d["C"] // e.word, d["K"] // e.word
+    regions = {"input": (d["in_off"] + (-d["pad"] * d["in_pitch"] - d["pad"]) * c_in,
+                         ((last_y + d["pad"]) * d["in_pitch"] + last_x + d["pad"] + 1) * c_in),
+               "output": (d["out_off"], ((d["OH"] - 1) * d["out_pitch"] + d["OW"]) * c_out)}
     if d["res_off"] >= 0:
-        regions["residual"] = (d["res_off"], d["OH"] * d["OW"] * d["K"] // e.word)
+        regions["residual"] = (d["res_off"], ((d["OH"] - 1) * d["res_pitch"] + d["OW"]) * c_out)
+    if d["in_pitch"] < d["W"] + 2 * d["pad"] and d["pad"]:
+        add("table", f"layer {i}", f"its input's rows are {d['in_pitch']} pixels apart, fewer than its image and "
+                                   "the halo its padding reads")
     arena = depth.get("act_in")
     for name, (start, words) in regions.items():
         if start < 0 or (arena is not None and start + words > arena):

@@ -289,7 +289,8 @@ def _write_network(design: Any, ops: Sequence[Operator], directory: Path, out: P
     """The network's HLS project (every distinct layer on random data) and, where asked, its C-simulation with
     the trip counts of every process set beside the model's."""
     from hetero_dse.hls.csim import csim
-    from hetero_dse.hls.network_project import check_trips, random_run, write_network_project
+    from hetero_dse.hls.network_project import check_trips, write_network_project
+    from hetero_dse.hls.network_run import random_run
 
     from hetero_dse.hls.project import TestBenchTooLarge
 

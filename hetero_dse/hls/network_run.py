@@ -1,0 +1,118 @@
+"""A run of the network kernel: the layers of its descriptor table with their weights, where each reads its
+input and residual, and the reference each must produce; the descriptor's fields. Made from a traced network
+(``model/chain.py``) or, where only a network's distinct layers are known, from random data of their shapes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from cost_models.fpga_network_design import NetworkDesign, PlacedLayer
+
+__all__ = ["ENGINE_IDS", "FIELDS", "FLOAT_FIELDS", "NAMES", "NetworkRun", "RunLayer", "design_name", "quantized",
+           "random_run"]
+
+#: the descriptor's fields, in the table's order (``kernel.h``'s layer_t); floats stored as their bits. Offsets
+#: are in words, each tensor's at its pixel (0, 0); a pitch is the pixels of a row of its tensor as laid out (the
+#: image and the zero halo and guard around it: ``network_layout``)
+FIELDS = ("engine", "C", "K", "H", "W", "OH", "OW", "R", "S", "stride", "pad", "tk", "tc", "th", "tw", "in_off",
+          "w_off", "bias_off", "out_off", "res_off", "lo", "hi", "slope", "shift", "res_mult", "res_shift",
+          "slope_mult", "qlo", "qhi", "in_pitch", "out_pitch", "res_pitch")
+FLOAT_FIELDS = ("lo", "hi", "slope")
+ENGINE_IDS = {"grid": 0, "depthwise": 1}
+NAMES = {"grid": "grid", "depthwise": "dw"}
+
+
+@dataclass
+class RunLayer:
+    """One layer of the table: its design, weights and bias (torch's layout), where its input and residual come
+    from (a tensor id: ``input:<name>`` or ``layer:<index>``), its activation and torch's output."""
+
+    placed: PlacedLayer
+    weight: np.ndarray
+    bias: np.ndarray
+    source: str
+    residual: str | None
+    activation: tuple[float, float, float]
+    reference: np.ndarray  # [1, K, OH, OW] (a linear layer's [1, K] or [M, N])
+    flatten: tuple[int, int, int] | None = None
+    quant: dict[str, Any] | None = None  # int8: the epilogue's integers (``network_quant``)
+    float_reference: np.ndarray | None = None  # int8: torch's float output, for the quantisation's error
+
+
+@dataclass
+class NetworkRun:
+    name: str
+    layers: list[RunLayer]
+    inputs: dict[str, np.ndarray]  # the network's inputs, NCHW (a linear layer's [M, K])
+    reference_source: str
+
+
+def random_run(design: NetworkDesign, ops: Sequence[Any], seed: int = 0) -> NetworkRun:
+    """Each distinct layer of ``design`` on random data of its shape (its input, weights and a residual where
+    its epilogue adds one), torch's output of it as the reference."""
+    import torch
+
+    rng = np.random.default_rng(seed)
+    layers, inputs = [], {}
+    for i, (p, op) in enumerate(zip(design.layers, ops, strict=True)):
+        s = p.shape
+        red = s.C * s.R * s.S if s.engine == "grid" else s.R * s.S
+        if op.name == "gemm":
+            x = rng.uniform(-1, 1, (s.W, s.C)).astype(np.float32)
+        else:
+            x = rng.uniform(-1, 1, (1, s.C, s.H, s.W)).astype(np.float32)
+        shape = (s.K, s.C, s.R, s.S) if s.engine == "grid" else (s.C, 1, s.R, s.S)
+        w = (rng.uniform(-1, 1, shape) / np.sqrt(red)).astype(np.float32)
+        b = rng.uniform(-1, 1, s.K if s.engine == "grid" else s.C).astype(np.float32)
+        if op.name == "gemm":
+            ref = torch.nn.functional.linear(torch.from_numpy(x), torch.from_numpy(w[:, :, 0, 0]), torch.from_numpy(b))
+            w = w[:, :, 0, 0]
+        else:
+            ref = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b), s.stride,
+                                             s.pad, groups=1 if s.engine == "grid" else s.C)
+        inputs[f"x{i}"] = x
+        residual = None
+        steps = [st.split("(")[0] for st in op.epilogue]
+        if "add" in steps:
+            res = rng.uniform(-1, 1, tuple(ref.shape)).astype(np.float32)
+            inputs[f"r{i}"] = res
+            residual = f"input:r{i}"
+            ref = ref + torch.from_numpy(res)
+        activation = _activation_of(op.epilogue)
+        lo, hi, slope = activation
+        ref = torch.where(ref < 0, ref * slope, ref).clamp(lo, hi)
+        layers.append(RunLayer(p, w, b, f"input:x{i}", residual, activation, ref.numpy()))
+    run = NetworkRun(design_name(design), layers, inputs, "torch.nn.functional on random data, layer by layer")
+    return quantized(run, design)
+
+
+def quantized(run: NetworkRun, design: NetworkDesign) -> NetworkRun:
+    """``run`` as the design's data type runs it (int8: ``network_quant``)."""
+    from hetero_dse.hls.network_quant import quantize_run
+
+    return quantize_run(run) if design.dtype == "int8" else run
+
+
+def design_name(design: NetworkDesign) -> str:
+    return (design.layers[0].shape.name.split(":")[0] if design.layers else "network") or "network"
+
+
+def _activation_of(steps: Sequence[str]) -> tuple[float, float, float]:
+    from hetero_dse.epilogue import parse_step
+
+    inf = float("inf")
+    for step in steps:
+        kind, args = parse_step(step)
+        if kind == "relu":
+            return (-inf, inf, 0.0)
+        if kind == "relu6":
+            return (0.0, 6.0, 0.0)
+        if kind == "leaky_relu":
+            return (-inf, inf, args[0] if args else 0.01)
+        if kind == "clip":
+            return (args[0], args[1], 1.0)
+    return (-inf, inf, 1.0)
