@@ -275,9 +275,9 @@ def _check_regions(i: int, d: dict[str, int], kind: str, e: EngineShape, depth: 
                "output": (d["out_off"], ((d["OH"] - 1) * d["out_pitch"] + d["OW"]) * c_out)}
     if d["res_off"] >= 0:
         regions["residual"] = (d["res_off"], ((d["OH"] - 1) * d["res_pitch"] + d["OW"]) * c_out)
-    if d["in_pitch"] < d["W"] + 2 * d["pad"] and d["pad"]:
-        add("table", f"layer {i}", f"its input's rows are {d['in_pitch']} pixels apart, fewer than its image and "
-                                   "the halo its padding reads")
+    if d["in_pitch"] < d["pad"] + max(d["W"], last_x + 1):
+        add("table", f"layer {i}", f"its input's rows are {d['in_pitch']} pixels apart, fewer than the columns its "
+                                   f"boxes read ({d['pad']} of halo to column {max(d['W'], last_x + 1) - 1})")
     arena = depth.get("act_in")
     for name, (start, words) in regions.items():
         if start < 0 or (arena is not None and start + words > arena):
