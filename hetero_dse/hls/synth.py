@@ -87,6 +87,10 @@ class SynthJob:
 
         try:
             record = json.loads((project / "design.json").read_text())
+            if isinstance(record, dict) and "network" in record:
+                raise SynthError(f"{project} is a whole network's kernel: synthesise it with its own `make csynth`; "
+                                 "`hetero_dse synth` reads back single-layer designs only, and does not yet set a "
+                                 "network kernel's report beside its model")
             knobs = record["knobs"]
             part = record.get("part") or record["board"]
             clock = float(knobs["clock_mhz"])
