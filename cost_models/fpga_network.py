@@ -187,12 +187,13 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     """Cycles of the layer for tiles ``t`` (arrays broadcast together): per step the slowest of its two reads
     and its compute, the write of each output tile overlapping the next tile's steps; plus the first step's
     reads, the last tile's write, the parameters of each output-channel tile and the descriptor. A read process
-    restarts its loop every step and pays a round trip; every transfer is runs of consecutive words (bursts,
-    each at least the memory's floor, no faster than the bandwidth); ``residual``: the layer's epilogue reads a
-    word beside each output word."""
+    restarts its loop every step and pays a round trip; every transfer is runs of consecutive words (bursts, no
+    faster than the bandwidth), and the runs of the input box and of the output, entered one after the other
+    from a loop that is not pipelined, each wait their round trip; the arena's ports share its channel;
+    ``residual``: the layer's epilogue reads a word beside each output word."""
     s = _steps(layer, t)
     r_floor = max(1.0, read_floor_ns * 1e-9 * clock_hz)
-    w_floor = max(1.0, write_floor_ns * 1e-9 * clock_hz)
+    del write_floor_ns  # the output's runs each wait a whole round trip (``one_by_one``), longer than the floor
 
     def runs(n_runs: Any, words: Any, floor: float, word_bytes: int = engine.word * elem_bytes, ports: int = 1
              ) -> Any:
@@ -208,11 +209,19 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     cg = t["tc"] // lanes_in
     kg = t["tk"] // engine.out_lanes if grid else 1
     latency = latency_ns * 1e-9 * clock_hz  # a read's round trip: paid again where a process restarts its loop
-    # the input box: a run a box row where the tile takes every channel (consecutive words), else a pixel
+    def one_by_one(n_runs: Any, words: Any, word_bytes: int = engine.word * elem_bytes, ports: int = 1) -> Any:
+        """Runs a loop that is not pipelined enters one after the other: each a burst that waits its round trip
+        (the next run's request goes out only when the last run's loop has drained), at most the bandwidth a
+        stream gets of a channel shared by ``ports``."""
+        per_cycle = port_gbps * 1e9 / clock_hz / word_bytes / ports
+        return n_runs * (latency + np.maximum(words, words / per_cycle))
+
+    # the input box: a run a box row where the tile takes every channel (consecutive words), else a pixel; its
+    # port shares the arena's channel with the write's
     chan_words = t["tc"] // engine.word
     whole = t["tc"] == layer.C
-    read_in = runs(np.where(whole, s["box_h"], s["box_h"] * s["box_w"]),
-                   np.where(whole, s["box_w"] * layer.C // engine.word, chan_words), r_floor) + latency
+    read_in = one_by_one(np.where(whole, s["box_h"], s["box_h"] * s["box_w"]),
+                         np.where(whole, s["box_w"] * layer.C // engine.word, chan_words), ports=2)
     w_words = (kg * rs * cg * engine.out_lanes * lanes_in if grid else cg * rs * engine.out_lanes) // engine.w_word
     read_w = runs(1, w_words, r_floor, engine.w_word * elem_bytes) + latency
     compute = kg * rs * cg * np.maximum(s["pixels"], engine.distance) + depth
@@ -223,9 +232,7 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     out_whole = out_chan == layer.K
     o_runs = np.where(out_whole, t["th"], s["pixels"])
     o_words = np.where(out_whole, t["tw"] * layer.K // engine.word, out_chan // engine.word)
-    write = runs(o_runs, o_words, w_floor, ports=2 if residual else 1)
-    if residual:
-        write = np.maximum(write, runs(o_runs, o_words, r_floor, ports=2))
+    write = one_by_one(o_runs, o_words, ports=3 if residual else 2)
     n_out = s["n_k"] * s["n_y"] * s["n_x"] if grid else s["n_c"] * s["n_y"] * s["n_x"]
     n_c = s["n_c"] if grid else 1
     n_o = s["n_k"] if grid else s["n_c"]

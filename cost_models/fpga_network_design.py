@@ -203,15 +203,17 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
     storage_cost(float(engine.in_rows), lanes_in * bits, uram, res, 2.0)
     storage_cost(float(engine.out_rows), engine.out_lanes * acc_bits, uram, res, 2.0)
     w_bits = macs * bits if engine.kind == "grid" else engine.out_lanes * bits
-    res[ff] += 4 * w_bits + lanes_in * bits + engine.out_lanes * acc_bits
-    res[lut] += (w_bits + lanes_in * bits + engine.out_lanes * acc_bits) / 2  # a 2:1 multiplexer a bit, two a LUT6
+    # the weight row in use and the one being gathered in registers; the FIFO's two rows in LUTs (SRLs)
+    res[ff] += 2 * w_bits + lanes_in * bits + engine.out_lanes * acc_bits
+    res[lut] += 2 * w_bits + (w_bits + lanes_in * bits + engine.out_lanes * acc_bits) / 2  # 2:1 muxes, two a LUT6
     res[dsp] += ADDRESS_MULTIPLIES * DSP_PER_ADDRESS_MULTIPLY
-    if a.floating:  # a lane: the bias and residual adds, the slope's multiply, the clamp's compares
-        res[dsp] += engine.word * (2 * a.dsp_add + a.dsp_mul)
-        res[lut] += engine.word * (2 * a.lut_add + a.lut_mul + 2 * acc_bits)
-    else:  # a lane: the requantising 32 x 16 multiply (2 DSPs), the residual's and the slope's (1 each), adds
-        res[dsp] += engine.word * 4
-        res[lut] += engine.word * (3 * acc_bits + 2 * acc_bits)
+    # the epilogue, built twice (the write loop with a residual and the one without), a lane each
+    if a.floating:  # the bias add, the slope's multiply, the clamp's compares; the residual's add in one copy
+        res[dsp] += engine.word * (2 * (a.dsp_add + a.dsp_mul) + a.dsp_add)
+        res[lut] += engine.word * (2 * (a.lut_add + a.lut_mul + 2 * acc_bits) + a.lut_add)
+    else:  # the requantising and the slope's 32 x 16 multiplies (2 DSPs each), the residual's 8 x 16 (1)
+        res[dsp] += engine.word * (2 * 4 + 1)
+        res[lut] += engine.word * 2 * (3 * acc_bits + 2 * acc_bits)
     return res
 
 

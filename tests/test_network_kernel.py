@@ -51,10 +51,13 @@ def test_the_models_trip_counts_and_buffer_rows_are_the_loops_counted_by_hand():
     timing = dict(clock_hz=100e6, elem_bytes=4, read_floor_ns=0.0, write_floor_ns=0.0, port_gbps=1e3, depth=10)
     cycles = layer_cycles(engine, layer, t, latency_ns=0.0, **timing)
     assert cycles[0] == pytest.approx(4 * (18 * 32 + 10) + 288 + 64 + 2 * 2 + 32)
-    # a round trip of 1 us (100 cycles) is paid by each read process every step, by each parameters' burst and
-    # by the descriptor; the input box is 6 bursts of 40 words (a box row: the tile takes every channel)
+    # a round trip of 1 us (100 cycles): the input box's 6 runs of 40 words (a box row: the tile takes every
+    # channel) and the output tile's 32 runs of 2 words (a pixel: the tile takes 8 of 16 channels) each wait
+    # theirs, entered one after the other (840 and 3,264 cycles: the write bounds every tile); the weights' one
+    # burst a step, each output-channel tile's parameters and the descriptor wait one each
     slow = layer_cycles(engine, layer, t, latency_ns=1000.0, **{**timing, "read_floor_ns": 20.0})
-    assert slow[0] == pytest.approx(4 * (18 * 32 + 10) + (288 + 100) + 64 + 2 * (2 + 100) + 100 + 32)
+    read_in, write = 6 * (100 + 40), 32 * (100 + 2)
+    assert slow[0] == pytest.approx(4 * write + read_in + write + 2 * (2 + 100) + 100 + 32)
     # a residual read beside each word written shares the arena's channel: at one word a cycle (1.6 GB/s of
     # 16-byte words at 100 MHz) the last tile's 64 words take 128 cycles
     narrow = {**timing, "port_gbps": 1.6}
@@ -137,14 +140,15 @@ def test_the_small_network_in_int8_runs_bit_exact_with_two_products_a_dsp(tmp_pa
     assert check_trips(project, result.output) == []
     report = lint_network(project)
     assert report.ok and report.mul_per_iteration == 8 * 8 // 2 + 8  # the grid's DSPs take two products each
-    # the quantisation's own error against torch's float network: each layer within 2 % of its largest value
+    # the quantisation's own error against torch's float network, each layer's input its producer's int8 output:
+    # within 3 % of the layer's largest value (a few steps of 1/127 of it, accumulated over the chain)
     for layer in run.layers:
         dequantised = layer.reference.astype(np.float64) * layer.quant["scale"]
-        assert np.abs(dequantised - layer.float_reference).max() < 0.02 * np.abs(layer.float_reference).max()
+        assert np.abs(dequantised - layer.float_reference).max() < 0.03 * np.abs(layer.float_reference).max()
     table = json.loads((project / "design.json").read_text())["table"]
     assert all(row["qlo"] >= -128 and row["qhi"] <= 127 and row["shift"] > 0 for row in table)
     assert table[1]["qlo"] == 0 and table[0]["qlo"] == -128  # ReLU6 clamps at 0; ReLU's slope of 0 does it
-    assert table[0]["slope_mult"] == 0 and table[4]["slope_mult"] == round(0.1 * 2 ** 15)
+    assert table[0]["slope_mult"] == 0 and table[4]["slope_mult"] == round(0.1 * 2 ** 14)
 
 
 def test_the_host_program_runs_the_network_through_an_xrt_test_double(tmp_path):
@@ -219,6 +223,9 @@ def test_a_table_whose_tiles_overflow_the_buffers_fails_the_lint(tmp_path):
     ("out_off", lambda row: row["in_off"], "overlaps its input"),
     ("OH", lambda row: row["OH"] + 2, "its input, kernel, stride and padding give"),
     ("out_off", lambda row: 10**9, "leaves the arena"),
+    # an output-channel tile of 3 groups of 8 lanes on 32 channels: its last tile would write the next pixel's
+    ("tk", lambda row: 24, "does not divide its channels"),
+    ("w_off", lambda row: 10**8, "leave that buffer"),
 ])
 def test_a_table_that_misplaces_a_tensor_fails_the_lint(tmp_path, field, change, words):
     from hetero_dse.hls.network_run import FIELDS

@@ -264,6 +264,21 @@ def _check_regions(i: int, d: dict[str, int], kind: str, e: EngineShape, depth: 
         add("table", f"layer {i}", f"a depthwise layer of {d['C']} channels writing {d['K']}")
     if d["C"] % e.word or d["K"] % e.word:
         add("table", f"layer {i}", f"{d['C']} or {d['K']} channels is not whole words of {e.word}")
+    if d["C"] % d["tc"] or (kind == "grid" and d["K"] % d["tk"]):
+        add("table", f"layer {i}", f"a channel tile ({d['tk']} × {d['tc']}) that does not divide its channels "
+                                   f"({d['K']} × {d['C']}): its last tile would write into the next pixel's")
+    # the weights and parameters it reads, within their buffers
+    n_c = -(-d["C"] // d["tc"])
+    if kind == "grid":
+        blocks, rows = -(-d["K"] // d["tk"]) * n_c, (d["tk"] // e.out_lanes) * d["R"] * d["S"] * (d["tc"] // e.in_lanes)
+        tch = d["tk"]
+    else:
+        blocks, rows, tch = n_c, (d["tc"] // e.out_lanes) * d["R"] * d["S"], d["tc"]
+    for port, start, words in (("wgt", d["w_off"], blocks * rows * e.out_lanes * e.in_lanes // e.w_word),
+                               ("params", d["bias_off"], -(-d["K"] // tch) * e.params * tch // e.p_word)):
+        if start < 0 or (port in depth and start + words > depth[port]):
+            add("table", f"layer {i}", f"its {port} [{start}, {start + words}) leave that buffer of "
+                                       f"{depth.get(port)} words")
     # what the layer reads and writes of each tensor (rows a pitch of pixels apart): the input box's rows and
     # columns from the padding's halo to its last tile's end, the output's and residual's image
     n_y, n_x = -(-d["OH"] // d["th"]), -(-d["OW"] // d["tw"])

@@ -2,7 +2,7 @@
 int8 activations with a scale per tensor (calibrated on the run's own input: the largest magnitude torch's
 float layer produces maps to 127), int32 sums, and requantisation in the write process's epilogue by integer
 arithmetic only: ``(sum + bias) × multiplier >> shift`` per channel (rounded half up), the residual rescaled to
-the output's scale the same way, a leaky slope in Q15, the activation's clamp in the output's integers.
+the output's scale the same way, a leaky slope in Q14, the activation's clamp in the output's integers.
 
 The reference is that same arithmetic on the same integers: each layer's convolution summed exactly (int8
 products in float64, exact below 2^53) from the integer output its producer's reference made, so the kernel's
@@ -20,12 +20,12 @@ import numpy as np
 
 from hetero_dse.errors import HeteroDSEError
 
-__all__ = ["Q15", "quantize_run"]
+__all__ = ["Q14", "quantize_run"]
 
-#: the slope's fixed point: 2^15 is a slope of 1
-Q15 = 1 << 15
-#: the requantising multipliers are below 2^15 (a 32 × 16 multiply a lane), the shift chosen for that
-MULT_BITS = 15
+#: the slope's fixed point: 2^14 is a slope of 1 (a signed 16-bit operand)
+Q14 = 1 << 14
+#: the requantising and residual multipliers are below 2^14, signed 16-bit operands (a 32 × 16 multiply a lane)
+MULT_BITS = 14
 
 
 def _scale(x: np.ndarray) -> float:
@@ -96,8 +96,8 @@ def quantize_run(run: Any) -> Any:
             res_mult = int(rm)
             v = v + _requant(values[r.residual].astype(np.int64).reshape(v.shape), res_mult, res_shift)
         lo, hi, slope = r.activation
-        slope_mult = int(round(slope * Q15))
-        v = np.where(v < 0, (v * slope_mult + (Q15 >> 1)) >> 15, v)
+        slope_mult = int(round(slope * Q14))
+        v = np.where(v < 0, (v * slope_mult + (Q14 >> 1)) >> 14, v)
         qlo = -128 if not np.isfinite(lo) else int(max(-128, round(lo / s_y)))
         qhi = 127 if not np.isfinite(hi) else int(min(127, round(hi / s_y)))
         y = np.clip(v, qlo, qhi).astype(np.int8)
