@@ -97,6 +97,10 @@ def lint_network(project: str | Path) -> LintReport:
     bundles = [p.get("bundle") for p in k.pragmas if p.name == "INTERFACE" and p.get("mode") == "m_axi"]
     if len(bundles) != len(set(bundles)) or len(bundles) != 6:
         add("interface", "top", f"m_axi bundles {bundles}: one a port, six ports")
+    alias = [p for p in k.pragmas if p.name == "ALIAS"]
+    if [sorted((p.get("ports") or "").split(",")) for p in alias] != [["act_in", "act_out", "act_res"]]:
+        add("interface", "top", "the three activation ports share one buffer and no ALIAS pragma says so (C/RTL "
+                                "co-simulation would give each its own memory)")
     report.pragmas_checked += len(bundles)
     _check_table(project, record, design, engines, header, add)
     return report
