@@ -210,7 +210,8 @@ def _network_markdown(model: dict[str, Any]) -> list[str]:
             verdict += f" {n['project_why']}."
         lines += ["", f"### {n['board']}: one accelerator for the network ({n['dtype']}, {clock})", "",
                   f"One kernel — {arrays} — runs every layer one after the other from a descriptor table, each "
-                  "layer's tiles chosen for it; activations stay in the board's memory in one layout. **Network latency "
+                  "layer's tiles chosen for it; activations stay in the board's memory in one layout. **Network "
+                  "latency "
                   f"{fmt_seconds(n['latency_s'])}** at batch 1 ({n['fps']:.0f} fps, {n['gops']:.0f} GOPS of "
                   f"{n['peak_gops']:.0f} peak), by {n['basis']}. "
                   + ("" if bound is None else

@@ -112,7 +112,7 @@ def test_explore_a_whole_model_runs_it_on_one_fpga_accelerator_beside_its_layers
             return torch.randn(1, 3, 16, 16)
     """)
     out = tmp_path / "o"
-    r = cli("explore", "--model", path, "--board", "vu9p", "--budget", "500", "--out", out)
+    r = cli("explore", "--model", path, "--board", "vu9p", "--budget", "500", "--out", out, "--csim")
     assert r.code == 0, r.err
     report = json.loads((out / "report.json").read_text())
     rows = {row["shape"]: row for row in report["rows"]}
@@ -135,6 +135,9 @@ def test_explore_a_whole_model_runs_it_on_one_fpga_accelerator_beside_its_layers
     project = out / shared["directory"]
     assert len(json.loads((project / "design.json").read_text())["table"]) == 3
     assert cli("lint", project).code == 0
+    # --csim: every layer through the kernel against torch, and every process's trips the model's
+    assert shared["check"]["passed"] is True and shared["check"]["mismatches"] == 0
+    assert shared["check"]["trips"] == "every process ran the trips the model charges"
     assert report["model"]["torch_eager_s"] > 0
     assert device["torch_eager_s"] is None  # torch eager ran on the CPU, not on the board
     assert "## Whole model: " in (out / "report.md").read_text()
