@@ -3,15 +3,16 @@ the single-layer lint does) and holds it, and the descriptor table the host pass
 
 What it checks:
 
-* per engine: its buffers' shapes (the rows the model sized, a bank a lane), their ARRAY_PARTITION (complete
-  on every lane dimension) and BIND_STORAGE; its processes' pipelined loops at the model's II of 1, each
-  word's lanes unrolled V times; the PE array's lanes (the ``lane`` loop unrolled over the output lanes, the
-  ``mul`` loop over the input lanes), every multiply and add bound to the core the model charges, and the
-  accumulation's DEPENDENCE distance the model's; the write process's pipelined loops;
-* the top: one m_axi bundle a port; the word of V elements the model moves;
-* the table: each layer's descriptor is design.json's, its tiles whole multiples of the engine's lanes, and
-  the rows its tiles fill within the buffers the code declares (a tile past them would write outside the
-  buffer on the device, which C-simulation does not always show).
+* per engine: each buffer's row one wide word of the lanes the model sizes and its rows, never partitioned
+  (Vitis does not partition a stream of blocks), bound to the memory the model charges at read latency 1; the
+  read processes' loops pipelined at II 1 with a word's lanes unrolled; the PE array's lanes (the ``lane`` loop
+  over the output lanes, two a multiply where int8 packs, the ``mul`` loop over the input lanes), every
+  multiply and add bound to the core the model charges, and the accumulation's DEPENDENCE distance the model's;
+* the write process's loops pipelined; every DDR access of every port in its burst form (consecutive words,
+  no condition); one m_axi bundle a port, and the ALIAS pragma of the arena's three ports;
+* the table: each descriptor design.json's; its shape consistent; tiles whole multiples of the lanes that
+  divide the channels and fill no more rows than the buffers have; its tensors inside the arena with the output
+  apart from its input and residual, and its weights and parameters inside their buffers.
 
 What runs is checked by the C-simulation: every layer's output against torch, and every process's trip count
 against the model's (``check_trips``).
