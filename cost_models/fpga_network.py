@@ -16,9 +16,10 @@ Two engines:
   convolutions and linear layers (a 1×1 convolution on a 1×1 image) run on it.
 - ``depthwise``: ``out_lanes`` channels, one multiply-add each a cycle.
 
-Activations are in DDR as ``[H][W][C padded to the network's channel block]``: the layout every layer reads and
-writes, so no layer pays a relayout. Loop order per layer: output-channel tiles, output-row tiles, output-column
-tiles, input-channel tiles (the sum is held on chip across them); within a step, the compute loop runs
+Activations are in DDR as ``[H][W][C padded to the network's channel block]`` inside a zero halo: the layout
+every layer reads and writes, so no layer pays a relayout. Loop order per layer: output-channel tiles,
+output-row tiles, output-column tiles, input-channel tiles (the sum is held on chip across them); within a
+step, the compute loop runs
 output-channel groups, kernel taps, input-channel groups, then the tile's pixels innermost, so that an output
 element recurs no sooner than ``accumulation_distance`` iterations (a tile of fewer pixels idles up to that).
 """
@@ -79,8 +80,9 @@ class NetLayer:
 
 @dataclass(frozen=True)
 class EngineShape:
-    """An engine fixed at synthesis: its lanes, the DDR word it moves, the rows of its three on-chip buffers
-    (an input row is ``in_lanes`` elements, a weight row ``out_lanes × in_lanes``, an output row ``out_lanes``)."""
+    """An engine fixed at synthesis: its lanes, the DDR word it moves, the rows of its two on-chip buffers (an
+    input row is ``in_lanes`` elements, an output row ``out_lanes``: each one wide word) and of the weights a step
+    streams (a row ``out_lanes × in_lanes``)."""
 
     kind: str
     out_lanes: int

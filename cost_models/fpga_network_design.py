@@ -3,10 +3,10 @@ kernel's engines (``hls_templates/network/``), their lanes and buffers chosen fo
 tiles chosen for them, scored by ``cost_models/fpga_network.py``, the model of that kernel's loops.
 
 The space is the hardware fixed at synthesis: the grid's output × input channel lanes, the depthwise engine's
-channel lanes, and the rows of each engine's three buffers. For every candidate each layer takes its tiles of
-least time that fit the buffers; the network's latency at batch 1 is the sum over its layers (each as often
-as the network runs it) at the one clock the design closes at; the resources are counted once for the design
-and must fit the board. The lowest latency wins.
+channel lanes, and the rows of each engine's two buffers (input and output; the weights are a FIFO of rows).
+For every candidate each layer takes its tiles of least time that fit the buffers; the network's latency at
+batch 1 is the sum over its layers (each as often as the network runs it) at the one clock the design closes
+at; the resources are counted once for the design and must fit the board. The lowest latency wins.
 
 A layer whose input comes from the host with fewer channels than the grid's input lanes (a network's first
 convolution on an RGB image) is run as a 1×1 convolution over its windows (the host lays the image out as
