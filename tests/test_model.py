@@ -138,6 +138,8 @@ def test_explore_a_whole_model_runs_it_on_one_fpga_accelerator_beside_its_layers
     # --csim: every layer through the kernel against torch, and every process's trips the model's
     assert shared["check"]["passed"] is True and shared["check"]["mismatches"] == 0
     assert shared["check"]["trips"] == "every process ran the trips the model charges"
+    # and the command says it on its last lines, beside the report's path
+    assert "vu9p: one accelerator for the network (float32): " in r.out and shared["directory"] in r.out
     assert report["model"]["torch_eager_s"] > 0
     assert device["torch_eager_s"] is None  # torch eager ran on the CPU, not on the board
     assert "## Whole model: " in (out / "report.md").read_text()

@@ -216,6 +216,8 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
         console.print(f"{device}: {len(fused)} of {len(mine)} back-to-back 1×1 convolution pairs fused into one "
                       f"kernel each" + (f", {fmt_seconds(saved)} off the network" if fused else "")
                       + " (report.md says why each one is or is not)")
+    for n in result.networks:
+        console.print(_network_line(n), soft_wrap=True)  # one line, a path in it unbroken
     console.print(f"Report: {out / 'report.md'}")
     if result.interrupted:
         click.echo("hetero_dse: interrupted; the report holds what was found before the stop", err=True)
@@ -285,3 +287,21 @@ class _SearchLine:
 
     def failed(self) -> None:
         self.bar.update(self.task, description=f"{self.title}: failed")
+
+
+def _network_line(n: dict) -> str:
+    """One line for a device's one design for the whole network: its latency, what it runs at, where its project
+    is and what its C-simulation said; or why there is none."""
+    from hetero_dse.units import fmt_seconds
+
+    if n.get("why"):
+        return f"{n['board']}: no one accelerator for the network: {n['why']}"
+    check = n.get("check")
+    verdict = ("" if not check else f"; C-simulation not run: {check['why']}" if check.get("why") else
+               f"; C-simulation of every layer {'passed' if check['passed'] else 'FAILED'}")
+    bound = n.get("per_layer_sum_s")
+    return (f"{n['board']}: one accelerator for the network ({n['dtype']}): {fmt_seconds(n['latency_s'])} at "
+            f"batch 1, {n['fps']:.0f} fps, {n['gops']:.0f} GOPS"
+            + (f" (the layers' own designs sum to {fmt_seconds(bound)}: a bound, not a design)" if bound else "")
+            + (f", project {n['directory']}" if n.get("directory") else f"; {n['project_why']}"
+               if n.get("project_why") else "") + verdict)
