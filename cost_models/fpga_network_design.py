@@ -155,13 +155,9 @@ class NetworkDesign:
 
 def _timing(board: Board, dtype: str, clock_hz: float, word: int, bandwidth_share: float = 1.0) -> dict[str, Any]:
     m = board.memory
-    return {"clock_hz": clock_hz, "elem_bytes": _elem_bytes(dtype), "read_floor_ns": m.read_burst_ns,
+    return {"clock_hz": clock_hz, "elem_bytes": np.dtype(dtype).itemsize, "read_floor_ns": m.read_burst_ns,
             "write_floor_ns": m.write_burst_ns, "latency_ns": m.latency_ns,
             "port_gbps": m.sustained_gbps_per_channel * bandwidth_share}
-
-
-def _elem_bytes(dtype: str) -> int:
-    return {"float32": 4, "int8": 1, "int16": 2}[dtype]
 
 
 #: 32-bit multiplies of run-time values an engine's processes make a cycle (addresses, buffer rows, the output
@@ -172,7 +168,7 @@ ADDRESS_MULTIPLIES, DSP_PER_ADDRESS_MULTIPLY = 14, 3
 def engine_storage(engine: EngineShape, dtype: str, uram: bool) -> dict[str, str]:
     """Where each of the engine's two buffers lives (``bram``, ``uram``, ``lutram``): what the model charges and
     the code binds (BIND_STORAGE), from one decision. A row is one wide word (its lanes side by side)."""
-    bits, acc_bits = 8.0 * _elem_bytes(dtype), 32.0
+    bits, acc_bits = 8.0 * np.dtype(dtype).itemsize, 32.0
     lanes_in = engine.in_lanes if engine.kind == "grid" else engine.out_lanes
     scratch = np.zeros(len(RESOURCE_KINDS))
     kinds = {}
@@ -198,7 +194,7 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
     res[dsp] += muls * a.dsp_mul + adds * a.dsp_add
     res[lut] += muls * a.lut_mul + adds * a.lut_add + (macs / 2 * 40 if engine.packed else 0)
     res[ff] += macs * a.ff_mul + adds * a.ff_add
-    bits, acc_bits = 8.0 * _elem_bytes(dtype), 32.0
+    bits, acc_bits = 8.0 * np.dtype(dtype).itemsize, 32.0
     lanes_in = engine.in_lanes if engine.kind == "grid" else engine.out_lanes
     storage_cost(float(engine.in_rows), lanes_in * bits, uram, res, 2.0)
     storage_cost(float(engine.out_rows), engine.out_lanes * acc_bits, uram, res, 2.0)
@@ -247,7 +243,7 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
     clock = float(clock_mhz or board.default_clock_mhz)
     hz = clock * 1e6
     uram = board.cap("uram") > 0
-    port_elems = board.memory.port_bits // (8 * _elem_bytes(dtype))
+    port_elems = board.memory.port_bits // (8 * np.dtype(dtype).itemsize)
     param_elems = min(16, board.memory.port_bits // 32)  # 32-bit parameters a word of the parameters' port
     params, pack = (2, True) if dtype == "int8" else (1, False)
     kinds = sorted({s.engine for s, _ in layers}, key=["grid", "depthwise"].index)

@@ -24,7 +24,7 @@ import numpy as np
 from hetero_dse.errors import OperatorError
 from hetero_dse.operator import Operator
 
-__all__ = ["ACTIVATIONS", "apply_numpy", "apply_te", "check_steps", "fuse", "parse_step"]
+__all__ = ["ACTIVATIONS", "activation_clamp", "apply_numpy", "apply_te", "check_steps", "fuse", "parse_step"]
 
 ACTIVATIONS = ("relu", "relu6", "leaky_relu", "clip")
 _STEP = re.compile(r"(bias|add|relu6|relu|leaky_relu|clip)(?:\(([^)]*)\))?")
@@ -44,6 +44,23 @@ def parse_step(step: str) -> tuple[str, tuple[float, ...]]:
         raise OperatorError(f"{step!r} is not an epilogue step; the steps are bias, add, relu, relu6, "
                             "leaky_relu(ALPHA) and clip(LO,HI)")
     return m.group(1), args
+
+
+def activation_clamp(steps: Sequence[str]) -> tuple[float, float, float]:
+    """The activation among ``steps`` as (low, high, slope): a value below zero times the slope, then clamped to
+    [low, high] (the form a generated epilogue applies); no activation is (-inf, inf, 1)."""
+    inf = float("inf")
+    for step in steps:
+        kind, args = parse_step(step)
+        if kind == "relu":
+            return (-inf, inf, 0.0)
+        if kind == "relu6":
+            return (0.0, 6.0, 0.0)
+        if kind == "leaky_relu":
+            return (-inf, inf, args[0] if args else 0.01)
+        if kind == "clip":
+            return (args[0], args[1], 1.0)
+    return (-inf, inf, 1.0)
 
 
 def check_steps(steps: Sequence[str]) -> tuple[str, ...]:

@@ -115,10 +115,6 @@ class Region:
     def pitch(self) -> int:
         return self.halo + self.cols + self.right
 
-    @property
-    def words_per_pixel(self) -> int:
-        return self.channels
-
     def size(self, word: int) -> int:
         return (self.halo + self.rows + self.bottom) * self.pitch * self.channels // word
 

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from cost_models.fpga_network import DESCRIPTOR_WORDS
 from hetero_dse import __version__
@@ -41,11 +40,6 @@ STATIC = {"run_hls.tcl": "run_hls.tcl", **{f"include/{h}": f"sim/include/{h}" fo
     "hls_stream.h", "hls_streamofblocks.h", "hls_vector.h", "xrt/xrt_device.h", "xrt/xrt_bo.h", "xrt/xrt_kernel.h")}}
 
 
-def _environment() -> Environment:
-    return Environment(loader=FileSystemLoader(str(data_dir("hls_templates"))), undefined=StrictUndefined,
-                       keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
-
-
 def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: str) -> dict[str, Any]:
     from cost_models.fpga_costs import ARITHMETIC
     from cost_models.fpga_network import network_trips
@@ -62,7 +56,6 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
                         "tree_depth": (e.in_lanes - 1).bit_length(), "packed": e.packed,
                         "storage": engine_storage(e, design.dtype, board.cap("uram") > 0)})
     tch = max(p.tiles.tk if p.layer.engine == "grid" else p.tiles.tc for p in design.layers)
-    elements = data["arena"].size + data["weights"].size
     ports = [{"name": "table", "bundle": "gmem_table", "depth": data["table"].size},
              {"name": "act_in", "bundle": "gmem0", "depth": data["arena_words"]},
              {"name": "act_res", "bundle": "gmem1", "depth": data["arena_words"]},
@@ -99,7 +92,7 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
             "ops": {"mul": a.mul_core[0], "mul_impl": a.mul_core[1], "add": a.add_core[0],
                     "add_impl": a.add_core[1]},
             "arena_words": data["arena_words"], "weight_words": data["weight_words"], "atol": atol, "rtol": rtol,
-            "reference_source": run.reference_source, "elements": elements,
+            "reference_source": run.reference_source,
             "trips": [network_trips(design.engines[r.placed.layer.engine], r.placed.layer, r.placed.tiles)
                       for r in run.layers]}
 
@@ -130,7 +123,7 @@ def write_network_project(directory: Path, design: NetworkDesign, run: NetworkRu
                           ) -> Path:
     """Render ``design`` with the layers of ``run`` into ``directory`` (replacing it, published at once); raises
     :class:`TestBenchTooLarge` before laying out data past ``MAX_DATA_BYTES``."""
-    from hetero_dse.hls.project import TestBenchTooLarge
+    from hetero_dse.hls.project import TestBenchTooLarge, environment
     from hetero_dse.units import fmt_bytes
 
     size = sum(r.weight.nbytes + 2 * r.reference.nbytes for r in run.layers) + sum(
@@ -143,7 +136,7 @@ def write_network_project(directory: Path, design: NetworkDesign, run: NetworkRu
     directory = Path(directory)
     try:
         with atomic_directory(directory) as partial:
-            env = _environment()
+            env = environment()
             templates = {**NETWORK_TEMPLATES, **(PLATFORM_TEMPLATES if design.board.platform else {})}
             for template, target in templates.items():
                 path = partial / target

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from cost_models.fpga_network_design import NetworkDesign, PlacedLayer
+from hetero_dse.epilogue import activation_clamp
 
 __all__ = ["ENGINE_IDS", "FIELDS", "FLOAT_FIELDS", "NAMES", "NetworkRun", "RunLayer", "design_name", "quantized",
            "random_run"]
@@ -82,7 +83,7 @@ def random_run(design: NetworkDesign, ops: Sequence[Any], seed: int = 0) -> Netw
             inputs[f"r{i}"] = res
             residual = f"input:r{i}"
             ref = ref + torch.from_numpy(res)
-        activation = _activation_of(op.epilogue)
+        activation = activation_clamp(op.epilogue)
         lo, hi, slope = activation
         ref = torch.where(ref < 0, ref * slope, ref).clamp(lo, hi)
         layers.append(RunLayer(p, w, b, f"input:x{i}", residual, activation, ref.numpy()))
@@ -99,20 +100,3 @@ def quantized(run: NetworkRun, design: NetworkDesign) -> NetworkRun:
 
 def design_name(design: NetworkDesign) -> str:
     return (design.layers[0].shape.name.split(":")[0] if design.layers else "network") or "network"
-
-
-def _activation_of(steps: Sequence[str]) -> tuple[float, float, float]:
-    from hetero_dse.epilogue import parse_step
-
-    inf = float("inf")
-    for step in steps:
-        kind, args = parse_step(step)
-        if kind == "relu":
-            return (-inf, inf, 0.0)
-        if kind == "relu6":
-            return (0.0, 6.0, 0.0)
-        if kind == "leaky_relu":
-            return (-inf, inf, args[0] if args else 0.01)
-        if kind == "clip":
-            return (args[0], args[1], 1.0)
-    return (-inf, inf, 1.0)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from hetero_dse.epilogue import activation_clamp
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.model.layer_shape import LayerShape
 
@@ -199,19 +200,17 @@ def _fold(layer: ChainLayer, bn: Any, name: str) -> None:
 
 
 def _activation(node: Any, kind: str, modules: dict[str, Any]) -> tuple[float, float, float]:
+    """The activation ``node`` applies, as the epilogue step it is, in the kernel's slope-and-clamp form."""
     mod = modules.get(node.target) if node.op == "call_module" else None
-    if kind == "relu":
-        return (-INF, INF, 0.0)
-    if kind == "relu6":
-        return (0.0, 6.0, 0.0)
+    if kind in ("relu", "relu6"):
+        return activation_clamp([kind])
     if kind == "hardtanh":
         if mod is not None:
             lo, hi = mod.min_val, mod.max_val
         else:
             given = dict(zip(("min_val", "max_val"), node.args[1:3], strict=False)) | dict(node.kwargs)
             lo, hi = given.get("min_val", -1.0), given.get("max_val", 1.0)
-        return (float(lo), float(hi), 1.0)
+        return activation_clamp([f"clip({float(lo)!r},{float(hi)!r})"])
     slope = mod.negative_slope if mod is not None else (node.args[1] if len(node.args) > 1 else
                                                          node.kwargs.get("negative_slope", 0.01))
-    return (-INF, INF, float(slope))
-
+    return activation_clamp([f"leaky_relu({float(slope)!r})"])

@@ -187,9 +187,8 @@ class FpgaTarget:
             return {"board": self.board.name, "dtype": dtype, "why": str(exc)}
         record = design.to_json()
         # at batch > 1: as many compute units, each on its own image, as raise the images a second
-        units = explore_throughput(shapes, self.board, dtype, clock)
-        record["throughput"] = {k: units.to_json()[k] for k in ("compute_units", "fps", "latency_s", "engines",
-                                                                "utilisation")}
+        units = explore_throughput(shapes, self.board, dtype, clock).to_json()
+        record["throughput"] = {k: units[k] for k in ("compute_units", "fps", "latency_s", "engines", "utilisation")}
         counts = {op.shape_name: layer.count for op, layer in zip(ops, graph.layers, strict=True)}
         # the layers' own best designs, where each is of the same type and clock target as the shared one
         found = [e for e in outcomes if e.found and e.best_design[0]["dtype"] == dtype
