@@ -237,10 +237,26 @@ def _throughput_note(n: dict[str, Any]) -> str:
     if not t:
         return ""
     if t["compute_units"] == 1:
-        return " At batch > 1 a second compute unit raises no throughput (the device or its memory is full)."
-    arrays = " and ".join(f"{e['kind']} " + " × ".join(str(v) for v in e["lanes"].values()) for e in t["engines"])
-    return (f" At batch > 1, **{t['compute_units']} compute units** ({arrays} lanes each, each image on one, "
-            f"{fmt_seconds(t['latency_s'])} each) run {t['fps']:.0f} images a second.")
+        note = " At batch > 1 a second compute unit raises no throughput (the device or its memory is full)."
+    else:
+        arrays = " and ".join(f"{e['kind']} " + " × ".join(str(v) for v in e["lanes"].values())
+                              for e in t["engines"])
+        note = (f" At batch > 1, **{t['compute_units']} compute units** ({arrays} lanes each, each image on one, "
+                f"{fmt_seconds(t['latency_s'])} each) run {t['fps']:.0f} images a second.")
+    return note + _pipeline_note(n.get("pipeline"), t["fps"])
+
+
+def _pipeline_note(p: dict[str, Any] | None, units_fps: float) -> str:
+    """Which architecture serves throughput: the shared kernel's compute units, whose code is written, or a
+    layer-pipelined design, which is modelled only."""
+    if not p:
+        return ""
+    if "why" in p:
+        return f" A layer-pipelined design (one stage a layer, weights on chip; modelled only): {p['why']}."
+    verdict = ("would serve throughput better" if p["fps"] > units_fps else "would not serve throughput better")
+    return (f" A layer-pipelined design ({p['stages']} stages, weights on chip; **modelled only, no code is "
+            f"generated for it**) would run {p['fps']:.0f} images a second at {p['achieved_mhz']:.0f} MHz, its "
+            f"slowest stage {p['bottleneck']}: it {verdict} than the compute units above.")
 
 
 def _fusion_markdown(model: dict[str, Any], device: dict[str, Any]) -> list[str]:

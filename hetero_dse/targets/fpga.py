@@ -32,6 +32,7 @@ from hetero_dse.targets.base import Defaults, Row, Search, Written
 from hetero_dse.targets.fpga_report import design_row, fpga_markdown, fpga_record
 from hetero_dse.targets.fpga_search import Designs, Exploration
 from cost_models.fpga_network_design import explore_network, explore_throughput
+from cost_models.fpga_pipeline import explore_pipeline
 
 __all__ = ["DEFAULT_BUDGET", "SA_PATIENCE", "Exploration", "FpgaTarget", "check_clocks", "check_dtypes",
            "fpga_workload"]
@@ -189,6 +190,13 @@ class FpgaTarget:
         # at batch > 1: as many compute units, each on its own image, as raise the images a second
         units = explore_throughput(shapes, self.board, dtype, clock).to_json()
         record["throughput"] = {k: units[k] for k in ("compute_units", "fps", "latency_s", "engines", "utilisation")}
+        # the second architecture, one stage a layer: modelled only, to say where it would serve batch > 1 better
+        try:
+            pipeline = explore_pipeline(shapes, self.board, dtype, clock).to_json()
+            record["pipeline"] = {k: pipeline[k] for k in ("architecture", "fps", "latency_s", "gops", "stages",
+                                                           "bottleneck", "achieved_mhz", "utilisation", "basis")}
+        except HeteroDSEError as exc:
+            record["pipeline"] = {"why": str(exc)}
         counts = {op.shape_name: layer.count for op, layer in zip(ops, graph.layers, strict=True)}
         # the layers' own best designs, where each is of the same type and clock target as the shared one
         found = [e for e in outcomes if e.found and e.best_design[0]["dtype"] == dtype

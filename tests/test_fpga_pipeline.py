@@ -1,0 +1,94 @@
+"""The layer-pipelined architecture's model (``cost_models/fpga_pipeline.py``, issue 38 item 5): a stage's
+cycles and layout by hand, the folding's stopping rule, the one-sentence refusal where the weights do not fit,
+and the report's sentence on which architecture serves throughput."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cost_models.fpga_network import NetLayer
+from cost_models.fpga_pipeline import explore_pipeline, stage_cycles, stage_layer, stage_resources
+from hetero_dse.crossdevice import _pipeline_note
+from hetero_dse.errors import HeteroDSEError
+from hetero_dse.hardware.board import RESOURCE_KINDS, load_board
+from hetero_dse.model.layer_shape import LayerShape
+
+SMALL = [(LayerShape("grid", 3, 16, 32, 32, 3, 3, 1, 1, from_host=True, name="stem"), 1),
+         (LayerShape("depthwise", 16, 16, 32, 32, 3, 3, 2, 1, name="dw"), 1),
+         (LayerShape("grid", 16, 32, 16, 16, 1, 1, name="pw"), 2),
+         (LayerShape("grid", 32, 10, 1, 16 * 16, name="fc"), 1)]
+
+
+def test_stage_cycles_by_hand():
+    conv = NetLayer("grid", 16, 32, 8, 8, 3, 3, 1, 1)  # 8 × 8 outputs, 9 taps
+    assert stage_cycles(conv, 4, 8) == 64 * 9 * (16 // 4) * (32 // 8)
+    assert stage_cycles(conv, 5, 8) == 64 * 9 * 4 * 4  # a partial fold costs a whole one
+    dw = NetLayer("depthwise", 32, 32, 8, 8, 3, 3, 1, 1)
+    assert stage_cycles(dw, 4, 8) == 64 * 3 * 4  # ⌈9 / 4⌉ window folds × ⌈32 / 8⌉ channel folds
+    assert stage_cycles(dw, 16, 32) == 64
+
+
+def test_host_image_runs_as_im2col():
+    stem = stage_layer(LayerShape("grid", 3, 64, 224, 224, 7, 7, 2, 3, from_host=True))
+    assert (stem.C, stem.K, stem.H, stem.W, stem.R, stem.S) == (147, 64, 112, 112, 1, 1)
+    inner = stage_layer(LayerShape("grid", 64, 64, 56, 56, 3, 3, 1, 1))
+    assert (inner.C, inner.H, inner.R, inner.pad) == (64, 56, 3, 1)
+
+
+def test_packing_halves_the_multipliers():
+    conv = NetLayer("grid", 64, 64, 8, 8, 1, 1)
+    dsp = RESOURCE_KINDS.index("dsp")
+    int8 = stage_resources(conv, 8, 8, "int8", uram=True)[dsp]
+    odd = stage_resources(conv, 8, 7, "int8", uram=True)[dsp]
+    assert int8 == 64 / 2 + 8 * 4  # 64 products two a DSP, the requantising multiplies of 8 lanes
+    assert odd == 56 + 7 * 4  # 7 output lanes do not pair: one a DSP
+
+
+def test_pipeline_rate_is_its_slowest_stage_and_fits():
+    board = load_board("vu9p")
+    design = explore_pipeline(SMALL, board, "int8")
+    assert len(design.stages) == 5  # the pointwise layer twice: a stage each
+    for s in design.stages:
+        assert s.cycles == stage_cycles(s.layer, s.in_lanes, s.out_lanes)
+    slowest = max(s.cycles for s in design.stages)
+    assert design.interval_cycles == max(slowest, design.io_cycles)
+    assert design.fps == pytest.approx(design.achieved_mhz * 1e6 / design.interval_cycles)
+    caps = board.caps
+    assert all(design.resources[k] <= caps[k] for k in RESOURCE_KINDS)
+
+
+def test_folding_stops_only_where_the_slowest_stage_cannot_gain():
+    board = load_board("zcu102")  # one SLR: one budget
+    design = explore_pipeline(SMALL, board, "int8")
+    s = design.bottleneck
+    caps = np.array([board.caps[k] for k in RESOURCE_KINDS], dtype=float)
+    total = np.array([design.resources[k] for k in RESOURCE_KINDS])
+    grid = s.layer.engine == "grid"
+    widths = (s.layer.C if grid else s.layer.R * s.layer.S, s.layer.K if grid else s.layer.C)
+    for side in (0, 1):
+        lanes = [s.in_lanes, s.out_lanes]
+        lanes[side] *= 2
+        if lanes[side] > min(64, 1 << int(np.ceil(np.log2(widths[side])))):
+            continue
+        faster = stage_cycles(s.layer, *lanes) < s.cycles
+        grown = stage_resources(s.layer, *lanes, "int8", True, s.shape.residual, s.skip_pixels)
+        fits = np.all(total - s.resources + grown <= caps)
+        assert not (faster and fits), f"the folding stopped although {s.shape.name} could take {lanes}"
+
+
+def test_weights_that_do_not_fit_are_one_sentence():
+    big = [(LayerShape("grid", 25088, 4096, 1, 1, name="fc6"), 1)]
+    with pytest.raises(HeteroDSEError, match=r"98\.0 MiB of weights.*shared network kernel"):
+        explore_pipeline(big, load_board("zcu102"), "int8")
+    with pytest.raises(HeteroDSEError, match="float32 and int8"):
+        explore_pipeline(SMALL, load_board("vu9p"), "float16")
+
+
+def test_report_says_which_architecture_serves_throughput():
+    p = {"fps": 900.0, "stages": 5, "achieved_mhz": 200.0, "bottleneck": "dw"}
+    assert "would serve throughput better" in _pipeline_note(p, 500.0)
+    assert "would not serve throughput better" in _pipeline_note(p, 1000.0)
+    assert "modelled only, no code is generated" in _pipeline_note(p, 500.0)
+    assert "MiB" in _pipeline_note({"why": "no layer-pipelined design fits: 11.1 MiB of weights"}, 1.0)
+    assert _pipeline_note(None, 1.0) == ""
