@@ -1,6 +1,6 @@
 """Which FPGA architecture serves a network's throughput (issue 38, item 5): the shared network kernel's compute
 units (``explore_throughput``, code generated and checked) against a layer-pipelined design, one stage a layer
-with its weights on chip (``cost_models/fpga_pipeline.py``, **modelled only**: no code is generated for it).
+with its weights on chip (``cost_models/fpga_pipeline.py``, the model of ``hls_templates/pipeline/``).
 
     python bench/fpga_pipeline.py --nets resnet18,mobilenet_v2,yolo_v1 --boards vu9p,zcu102,u280,zcu104 \\
         --dtypes int8,float32 --json bench/data/fpga_pipeline.json

@@ -1,15 +1,18 @@
-"""A layer-pipelined accelerator for a whole network (issue 38, item 5), as a model: one stage per layer, each
-its own PE array with its weights on chip, the stages connected by FIFOs of pixels, every image streaming
-through all of them (FINN's and DNNBuilder's architecture). **No code is generated for it yet**: these figures
-are the model's, for choosing between it and the shared network kernel (``fpga_network_design``), whose code
-exists and is checked. Where the two disagree on a number, the shared kernel's is the one a user can build.
+"""A layer-pipelined accelerator for a whole network (issue 38, item 5): one stage per layer, each its own PE
+array with its weights on chip, the stages connected by FIFOs of pixels, every image streaming through all of
+them (FINN's and DNNBuilder's architecture). This is the model of the code ``hls_templates/pipeline/`` builds
+(``hetero_dse/hls/pipeline_project.py`` writes it for a traced network; its C-simulation counts the trips
+charged here). ``explore --model`` reports it beside the shared network kernel's compute units but writes no
+project for it yet.
 
-A stage of a convolution holds ``in_lanes × out_lanes`` multiply-adds (a depthwise stage ``out_lanes``), and
-runs each output pixel as ``R·S·⌈C/in_lanes⌉·⌈K/out_lanes⌉`` cycles (a fold, in FINN's word); its weights sit
-in on-chip memory a lane grid a word, its input in a line buffer of ``R`` rows. The pipeline takes a new image
-every ``max(stage cycles)`` cycles; an image's latency is that interval plus the rows each stage waits for
-before its first output row (an estimate). The folding is chosen greedily, as FINN's optimiser does: the
-slowest stage's lanes double while the design fits the board, so every stage ends near the bottleneck's rate.
+A stage is two processes. The window process reads each input pixel into a line buffer of ``R`` rows (a pixel
+one wide word; a 1×1 convolution needs none), then sends each output pixel's window a word a trip. The PE
+array holds ``in_lanes × out_lanes`` multiply-adds (a depthwise stage: ``in_lanes`` taps × ``out_lanes``
+channels) and runs each output pixel in ``R·S·⌈C/in_lanes⌉·⌈K/out_lanes⌉`` trips (its folds, in FINN's word),
+its weights in on-chip memory a lane grid a row. The two overlap, so a stage takes the slower one's trips; the
+pipeline takes a new image every ``max(stage cycles)``. An image's latency is that interval plus the rows each
+stage waits for before its first output row (an estimate). The folding is chosen greedily, as FINN's optimiser
+does: the slowest stage's lanes double while the design fits, and every step is scored at the clock it closes at.
 
 The design exists only where every stage's weights fit on the chip: there is no DDR traffic but the image in
 and the result out. A network whose weights do not fit is refused in one sentence (a design that streams them
@@ -26,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from cost_models.fpga import slr_resources
-from cost_models.fpga_blocks import storage_cost
+from cost_models.fpga_blocks import IMPL_NAMES, storage_cost
 from cost_models.fpga_clock import achieved_clock
 from cost_models.fpga_costs import (
     ARITHMETIC,
@@ -37,20 +40,21 @@ from cost_models.fpga_costs import (
     LUT_BASE,
     LUT_PER_PORT,
     SLR_DERATE,
+    URAM_DEPTH,
+    URAM_WIDTH,
 )
-from cost_models.fpga_network import NetLayer
+from cost_models.fpga_network import NetLayer, accumulation_distance
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 from hetero_dse.model.layer_shape import LayerShape
 
-__all__ = ["PipelineDesign", "Stage", "explore_pipeline", "stage_cycles", "stage_layer", "stage_resources"]
+__all__ = ["PipelineDesign", "Stage", "explore_pipeline", "io_trips", "pointwise", "stage_cycles", "stage_layer",
+           "stage_resources", "stage_time", "window_trips"]
 
 #: the most lanes a side of one stage may take
 MAX_LANES = 64
 #: a stage's counters, FIFO handshakes and line-buffer addressing (*estimate*, no synthesis behind it)
 STAGE_CONTROL_LUT, STAGE_CONTROL_FF = 400, 600
-#: the widest word of the on-chip memory the weights are kept in: a URAM's 72 bits, a BRAM36's 36
-MEMORY_WORD_BITS = {True: 72, False: 36}
 #: the m_axi ports: the image in, the result out
 PIPELINE_PORTS = 2
 _LUT, _FF, _DSP = (RESOURCE_KINDS.index(k) for k in ("lut", "ff", "dsp"))
@@ -58,17 +62,21 @@ _LUT, _FF, _DSP = (RESOURCE_KINDS.index(k) for k in ("lut", "ff", "dsp"))
 
 def stage_layer(shape: LayerShape) -> NetLayer:
     """The layer as its stage runs it: a convolution on the network's image as a 1×1 convolution over its
-    windows (the host lays the image out as im2col, so 3 channels do not leave the lanes idle)."""
+    windows (the host lays the image out as im2col, so 3 channels do not leave the lanes idle); a linear layer
+    after a flatten as one window over its input's pixels, which arrive as one row."""
     if shape.engine == "grid" and shape.from_host and shape.R * shape.S > 1:
         oh = (shape.H + 2 * shape.pad - shape.R) // shape.stride + 1
         ow = (shape.W + 2 * shape.pad - shape.S) // shape.stride + 1
         return NetLayer("grid", shape.C * shape.R * shape.S, shape.K, oh, ow, 1, 1)
+    if shape.pixels_in > 1:
+        per = shape.C // shape.pixels_in
+        return NetLayer("grid", per, shape.K, 1, shape.pixels_in, 1, shape.pixels_in)
     return NetLayer(shape.engine, shape.C, shape.K, shape.H, shape.W, shape.R, shape.S, shape.stride, shape.pad)
 
 
 def stage_cycles(layer: NetLayer, in_lanes: int, out_lanes: int) -> int:
-    """Cycles the stage takes for one image: a cycle for each (output pixel, tap, input-channel fold,
-    output-channel fold); on the depthwise engine for each (output pixel, window fold, channel fold), its
+    """Trips of the stage's PE array for one image: one for each (output pixel, output-channel fold, tap,
+    input-channel fold); on the depthwise engine for each (output pixel, channel fold, window fold), its
     ``in_lanes`` the window's taps taken at once."""
     pixels = layer.OH * layer.OW
     if layer.engine == "depthwise":
@@ -76,14 +84,48 @@ def stage_cycles(layer: NetLayer, in_lanes: int, out_lanes: int) -> int:
     return pixels * layer.R * layer.S * math.ceil(layer.C / in_lanes) * math.ceil(layer.K / out_lanes)
 
 
-def _line_pixels(layer: NetLayer) -> int:
-    """Input pixels the stage holds: ``R`` rows of its image for a window, one pixel for a 1×1 convolution
-    (re-read for each output-channel fold)."""
-    return layer.R * layer.W if layer.R > 1 else 1
+def stage_time(layer: NetLayer, in_lanes: int, out_lanes: int) -> int:
+    """Cycles the stage takes an image: its two processes overlap (DATAFLOW), so the slower one's trips."""
+    return max(stage_cycles(layer, in_lanes, out_lanes), window_trips(layer, in_lanes, out_lanes))
+
+
+def pointwise(layer: NetLayer) -> bool:
+    """A 1×1 convolution of stride 1: its window process passes pixels on, with no line buffer."""
+    return layer.R == layer.S == layer.stride == 1 and layer.pad == 0
+
+
+def window_trips(layer: NetLayer, in_lanes: int, out_lanes: int) -> int:
+    """Trips of the stage's window process for one image: every input pixel read into the line buffer, then
+    each output pixel's window sent, a word a trip (a 1×1 convolution's: each pixel's channel folds)."""
+    if pointwise(layer):
+        return layer.H * layer.W * math.ceil(layer.C / in_lanes)
+    if layer.engine == "depthwise":
+        per_pixel = math.ceil(layer.C / out_lanes) * math.ceil(layer.R * layer.S / in_lanes)
+    else:
+        per_pixel = layer.R * layer.S * math.ceil(layer.C / in_lanes)
+    return layer.H * layer.W + layer.OH * layer.OW * per_pixel
+
+
+def weights_storage(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, impl: str = "bram",
+                    res: np.ndarray | None = None) -> str:
+    """Where a stage's weights live (a lane grid a row, in the order its PE array reads them) and what that
+    costs, added to ``res``: ``impl`` "uram" binds them to UltraRAM (4096 rows × 72 bits a block); otherwise
+    block RAM, or LUTs where the ROM is small. Returns the storage's name, as the code's BIND_STORAGE gives it."""
+    res = np.zeros(len(RESOURCE_KINDS)) if res is None else res
+    grid = layer.engine == "grid"
+    folds_c = math.ceil(layer.C / (in_lanes if grid else out_lanes))
+    folds_k = math.ceil(layer.K / out_lanes) if grid else 1
+    rows = folds_k * folds_c * (layer.R * layer.S if grid else math.ceil(layer.R * layer.S / in_lanes))
+    width = in_lanes * out_lanes * 8.0 * np.dtype(dtype).itemsize
+    if impl == "uram":
+        res[RESOURCE_KINDS.index("uram")] += math.ceil(rows / URAM_DEPTH) * math.ceil(width / URAM_WIDTH)
+        return "uram"
+    return IMPL_NAMES[storage_cost(float(rows), width, False, res, 1.0)]
 
 
 def stage_resources(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, uram: bool,
-                    residual: bool = False, skip_pixels: int = 0) -> np.ndarray:
+                    residual: bool = False, skip_pixels: int = 0, leaky: bool = False,
+                    weights_impl: str = "bram") -> np.ndarray:
     """One stage in ``RESOURCE_KINDS`` order: its multiply-adds (int8: two a DSP48E2 where the output lanes
     pair; the depthwise engine's window taps × channels), its weights on chip (a lane grid a word), its line
     buffer (a word ``in_lanes`` wide; banked for the depthwise window), the FIFO that
@@ -99,23 +141,23 @@ def stage_resources(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, 
     res[_LUT] += muls * a.lut_mul + macs * a.lut_add + (macs / 2 * 40 if packed else 0)
     res[_FF] += macs * (a.ff_mul + a.ff_add)
     folds_c = math.ceil(layer.C / (in_lanes if grid else out_lanes))
-    folds_k = math.ceil(layer.K / out_lanes) if grid else 1
-    w_words = folds_k * folds_c * (layer.R * layer.S if grid else math.ceil(layer.R * layer.S / in_lanes))
-    # a lane grid narrower than the memory's word shares it with the next grids (read once, held in a register)
-    pack = max(1, MEMORY_WORD_BITS[uram] // int(macs * bits))
-    storage_cost(float(math.ceil(w_words / pack)), pack * macs * bits, uram, res, 1.0)
-    if grid:
-        storage_cost(float(_line_pixels(layer) * folds_c), in_lanes * bits, uram, res, 1.0)
-    else:  # the window's taps read at once: the rows banked ``in_lanes`` ways
-        storage_cost(float(math.ceil(_line_pixels(layer) * folds_c / in_lanes)), out_lanes * bits, uram, res,
-                     float(in_lanes))
+    weights_storage(layer, in_lanes, out_lanes, dtype, weights_impl, res)
+    # the line buffer: R rows of pixels, a pixel one wide word (a 1×1 convolution holds the pixel in registers)
+    channels = folds_c * (in_lanes if grid else out_lanes)
+    if pointwise(layer):
+        res[_FF] += channels * bits
+    else:
+        storage_cost(float(layer.R * layer.W), channels * bits, uram, res, 1.0)
+    if grid:  # the pixel's window, kept for its output-channel folds after the first
+        storage_cost(float(layer.R * layer.S * folds_c), in_lanes * bits, uram, res, 1.0)
     if residual and skip_pixels:
         storage_cost(float(skip_pixels * math.ceil(layer.K / out_lanes)), out_lanes * bits, uram, res, 1.0)
-    if a.floating:  # the bias add, the slope's multiply, the residual's add
-        res[_DSP] += out_lanes * (2 * a.dsp_add + a.dsp_mul)
-        res[_LUT] += out_lanes * (2 * a.lut_add + a.lut_mul + 64)
-    else:  # the requantising 32 x 16 multiply (two DSPs), the slope's, the residual's 8 x 16
-        res[_DSP] += out_lanes * (4 + (1 if residual else 0))
+    # the epilogue, a lane each: the slope's multiply only for a leaky activation (ReLU and its clamps compare)
+    if a.floating:  # the bias add, the residual's add, the slope's multiply
+        res[_DSP] += out_lanes * (a.dsp_add * (2 if residual else 1) + (a.dsp_mul if leaky else 0))
+        res[_LUT] += out_lanes * (a.lut_add * (2 if residual else 1) + (a.lut_mul if leaky else 0) + 64)
+    else:  # the requantising 32 x 16 multiply (two DSPs), the residual's 8 x 16 (one), the slope's 32 x 16 (two)
+        res[_DSP] += out_lanes * (2 + (1 if residual else 0) + (2 if leaky else 0))
         res[_LUT] += out_lanes * 160
     res[_LUT] += STAGE_CONTROL_LUT
     res[_FF] += STAGE_CONTROL_FF + macs * bits  # the input pixel's lanes broadcast to the output lanes
@@ -131,11 +173,12 @@ class Stage:
     cycles: int
     resources: np.ndarray
     skip_pixels: int = 0
+    weights: str = "bram"  # where its weights live: bram, uram, lutram (the code's BIND_STORAGE)
 
     def to_json(self, clock_hz: float) -> dict[str, Any]:
         return {"layer": self.shape.name, "engine": self.layer.engine, "in_lanes": self.in_lanes,
                 "out_lanes": self.out_lanes, "cycles": self.cycles, "seconds": self.cycles / clock_hz,
-                "dsp": float(self.resources[_DSP]), "skip_pixels": self.skip_pixels}
+                "dsp": float(self.resources[_DSP]), "skip_pixels": self.skip_pixels, "weights": self.weights}
 
 
 @dataclass
@@ -171,48 +214,118 @@ class PipelineDesign:
         return sum(s.shape.macs for s in self.stages)
 
     @property
+    def distance(self) -> int:
+        """Partial sums each PE array rotates over: an int32 add takes a cycle, a float add its latency."""
+        return 1 if self.dtype == "int8" else accumulation_distance(self.dtype, self.achieved_mhz)
+
+    @property
     def bottleneck(self) -> Stage:
         return max(self.stages, key=lambda s: s.cycles)
 
     def to_json(self) -> dict[str, Any]:
         hz = self.achieved_mhz * 1e6
         caps = self.board.caps
-        return {"architecture": "layer-pipelined (modelled; no code generated)", "board": self.board.name,
+        return {"architecture": "layer-pipelined", "board": self.board.name,
                 "dtype": self.dtype, "stages": len(self.stages), "clock_mhz": self.clock_mhz,
                 "achieved_mhz": self.achieved_mhz, "fps": self.fps, "latency_s": self.latency_s,
                 "gops": 2 * self.macs * self.fps / 1e9, "interval_cycles": self.interval_cycles,
                 "bottleneck": self.bottleneck.shape.name, "weights_bytes": self.weights_bytes,
                 "resources": self.resources,
                 "utilisation": {k: self.resources[k] / caps[k] if caps[k] else 0.0 for k in RESOURCE_KINDS},
-                "per_stage": [s.to_json(hz) for s in self.stages],
+                "per_stage": [{**s.to_json(hz), "distance": self.distance} for s in self.stages],
                 "basis": "model only (cost_models/fpga_pipeline.py): one stage per layer, weights on chip, "
                          "folds chosen greedily; the latency's fill is an estimate"}
 
 
+def io_trips(stages: Sequence[Stage], port_elems: int) -> dict[str, int]:
+    """Trips of the image reader and the result writer for one image: a port word a trip, a pixel's channels
+    padded to the lanes of the stage that reads (or writes) them, a word no wider than those lanes."""
+    first, last = stages[0], stages[-1]
+    lanes_in = first.in_lanes if first.layer.engine == "grid" else first.out_lanes
+    img_v, out_v = min(port_elems, lanes_in), min(port_elems, last.out_lanes)
+    c_in = -(-first.layer.C // lanes_in) * lanes_in
+    k_out = -(-last.layer.K // last.out_lanes) * last.out_lanes
+    return {"read": first.layer.H * first.layer.W * c_in // img_v,
+            "write": last.layer.OH * last.layer.OW * k_out // out_v}
+
+
 def _skip_pixels(stages: Sequence[tuple[LayerShape, NetLayer]], i: int) -> int:
-    """Pixels a residual waits in its FIFO at stage ``i``: the rows every stage since the last one that added
-    a residual (the block's start) holds before it answers (*estimate*: the branch is not traced)."""
+    """Pixels a residual waits in its FIFO at stage ``i``: the rows each stage of its block holds before it
+    answers. The block is taken as the stages since the last one that added a residual, at most three and of
+    this stage's resolution (a bottleneck's or a basic block's; *estimate*: the branch is not traced)."""
     j = i
-    while j > 0 and not stages[j - 1][0].residual:
+    while j > 0 and i - j < 2 and not stages[j - 1][0].residual and (stages[j - 1][1].OH, stages[j - 1][1].OW) == (
+            stages[i][1].OH, stages[i][1].OW):
         j -= 1
     return sum(max(n.R - n.pad, 1) * n.W for _, n in stages[j:i + 1])
 
 
-def _fold(flat: Sequence[tuple[LayerShape, NetLayer]], skips: Sequence[int], caps: np.ndarray, fixed: np.ndarray,
-          dtype: str, uram: bool) -> tuple[list[Stage], np.ndarray] | None:
-    """FINN's folding, greedily: every stage starts at one lane a side; the slowest takes twice the lanes on the
-    side that helps it most while the design fits ``caps``. None if one lane a stage does not fit."""
-    lanes = [[1, 1] for _ in flat]
+def _design(board: Board, dtype: str, stages: list[Stage], total: np.ndarray, clock: float, weights: int,
+            image: int) -> PipelineDesign:
+    """The pipeline at the clock it closes at (derated by the lanes' fan-out and the SLRs it spans)."""
+    fanout = float(max(s.out_lanes for s in stages))
+    eff, _ = achieved_clock(clock * 1e6, total, slr_resources(board), fanout, 1.0, FANOUT_NS_PER_DOUBLING,
+                            FANOUT_FREE, SLR_DERATE[2], SLR_DERATE[3])
+    achieved = float(eff) / 1e6
+    port_bytes_per_cycle = board.memory.sustained_gbps_per_channel * 1e9 / (achieved * 1e6)
+    io = io_trips(stages, board.memory.port_bits // (8 * np.dtype(dtype).itemsize))
+    return PipelineDesign(board, dtype, list(stages), {r: float(v) for r, v in zip(RESOURCE_KINDS, total, strict=True)},
+                          clock, achieved, weights, image, max(*io.values(), image / port_bytes_per_cycle),
+                          timing={"port_gbps": board.memory.sustained_gbps_per_channel})
 
-    def build(i: int) -> Stage:
+
+def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dtype: str = "float32",
+                     clock_mhz: float | None = None) -> PipelineDesign:
+    """The layer-pipelined design of most images a second that fits ``board`` (see the module doc): each
+    occurrence of a layer (its count) a stage of its own. FINN's folding, greedily: every stage starts at one
+    lane a side; the slowest takes twice the lanes on the side that helps it most while the design fits. Every
+    step of that path is scored at the clock it closes at, and the best kept: a design that spans more SLRs
+    closes slower, which can cost more than its lanes gain."""
+    if not layers:
+        raise HeteroDSEError("a network needs at least one layer to design a pipeline for")
+    if dtype not in ("float32", "int8"):
+        raise HeteroDSEError(f"the pipeline is modelled for float32 and int8, not {dtype}")
+    clock = float(clock_mhz or board.default_clock_mhz)
+    uram = board.cap("uram") > 0
+    caps = np.array([board.cap(k) for k in RESOURCE_KINDS], dtype=float)
+    itemsize = np.dtype(dtype).itemsize
+    flat = [(s, stage_layer(s)) for s, count in layers for _ in range(count)]
+    weights = sum(n.K * n.R * n.S * (n.C if n.engine == "grid" else 1) for _, n in flat) * itemsize
+    first, last = flat[0][1], flat[-1][1]
+    image = (first.C * first.H * first.W + last.K * last.OH * last.OW) * itemsize
+    fixed = np.zeros(len(RESOURCE_KINDS))
+    fixed[_LUT] = LUT_BASE + PIPELINE_PORTS * LUT_PER_PORT
+    fixed[_FF] = FF_BASE + PIPELINE_PORTS * FF_PER_PORT
+    skips = [_skip_pixels(flat, i) if s.residual else 0 for i, (s, _) in enumerate(flat)]
+    # a stage starts with its weight rows as wide as UltraRAM's 72-bit word (narrower ones would waste it): the
+    # input channels of a grid, the channels of a depthwise stage, up to what the layer has
+    start = 1 << math.ceil(math.log2(math.ceil(URAM_WIDTH / (8 * itemsize))))
+    lanes = [[min(start, 1 << math.ceil(math.log2(n.C))), 1] if n.engine == "grid" else
+             [1, min(start, 1 << math.ceil(math.log2(n.C)))] for _, n in flat]
+
+    def build(i: int, rest: np.ndarray) -> Stage:
+        """Stage ``i`` at its lanes, its weights in whichever memory leaves the most headroom beside ``rest``."""
         s, n = flat[i]
-        return Stage(s, n, *lanes[i], stage_cycles(n, *lanes[i]),
-                     stage_resources(n, *lanes[i], dtype, uram, s.residual, skips[i]), skips[i])
+        best_stage: Stage | None = None
+        for impl in ("bram", "uram") if uram else ("bram",):
+            res = stage_resources(n, *lanes[i], dtype, uram, s.residual, skips[i], s.leaky, impl)
+            stage = Stage(s, n, *lanes[i], stage_time(n, *lanes[i]), res, skips[i],
+                          weights_storage(n, *lanes[i], dtype, impl))
+            if best_stage is None or np.max((rest + res) / caps) < np.max((rest + best_stage.resources) / caps):
+                best_stage = stage
+        return best_stage
 
-    stages = [build(i) for i in range(len(flat))]
-    total = fixed + sum(s.resources for s in stages)
+    stages: list[Stage] = []
+    total = fixed.copy()
+    for i in range(len(flat)):
+        stages.append(build(i, total))
+        total = total + stages[-1].resources
     if np.any(total > caps):
-        return None
+        raise HeteroDSEError(f"no layer-pipelined design fits {board.name} in {dtype}: the network's "
+                             f"{weights / 2**20:.1f} MiB of weights, with one stage a layer at its fewest lanes, need "
+                             "more on-chip memory or logic than it has (streaming the weights from DDR is a design "
+                             "not modelled; the shared network kernel serves it)")
+    best = _design(board, dtype, stages, total, clock, weights, image)
     while True:
         i = max(range(len(stages)), key=lambda k: stages[k].cycles)
         s = stages[i]
@@ -224,65 +337,20 @@ def _fold(flat: Sequence[tuple[LayerShape, NetLayer]], skips: Sequence[int], cap
             if lanes[i][side] * 2 <= min(MAX_LANES, 1 << math.ceil(math.log2(width))):
                 trial = list(lanes[i])
                 trial[side] *= 2
-                options.append((stage_cycles(s.layer, *trial), side))
+                options.append((stage_time(s.layer, *trial), side))
         grew = False
         for cycles, side in sorted(options):
             if cycles >= s.cycles:
                 break
             lanes[i][side] *= 2
-            grown = build(i)
+            grown = build(i, total - s.resources)
             trial_total = total - s.resources + grown.resources
             if np.all(trial_total <= caps):
                 stages[i], total, grew = grown, trial_total, True
                 break
             lanes[i][side] //= 2
         if not grew:
-            return stages, total  # the pipeline's rate is this stage's: more lanes do not help it or do not fit
-
-
-def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dtype: str = "float32",
-                     clock_mhz: float | None = None) -> PipelineDesign:
-    """The layer-pipelined design of most images a second that fits ``board`` (see the module doc): each
-    occurrence of a layer (its count) a stage of its own. On a part of several SLRs the folding is tried within
-    one, two, ... SLRs' resources: a design that spans more closes at a lower clock, which can cost more than
-    its lanes gain."""
-    if not layers:
-        raise HeteroDSEError("a network needs at least one layer to design a pipeline for")
-    if dtype not in ("float32", "int8"):
-        raise HeteroDSEError(f"the pipeline is modelled for float32 and int8, not {dtype}")
-    clock = float(clock_mhz or board.default_clock_mhz)
-    uram = board.cap("uram") > 0
-    caps = np.array([board.cap(k) for k in RESOURCE_KINDS], dtype=float)
-    itemsize = np.dtype(dtype).itemsize
-    flat = [(s, stage_layer(s)) for s, count in layers for _ in range(count)]
-    weights = sum(n.K * n.R * n.S * (n.C if n.engine == "grid" else 1) for _, n in flat) * itemsize
-    fixed = np.zeros(len(RESOURCE_KINDS))
-    fixed[_LUT] = LUT_BASE + PIPELINE_PORTS * LUT_PER_PORT
-    fixed[_FF] = FF_BASE + PIPELINE_PORTS * FF_PER_PORT
-    skips = [_skip_pixels(flat, i) if s.residual else 0 for i, (s, _) in enumerate(flat)]
-    first, last = flat[0][1], flat[-1][1]
-    image = (first.C * first.H * first.W + last.K * last.OH * last.OW) * itemsize
-    best: PipelineDesign | None = None
-    slrs = max(1, board.slrs)
-    for k in range(1, slrs + 1):
-        folded = _fold(flat, skips, caps * k / slrs, fixed, dtype, uram)
-        if folded is None:
-            continue
-        stages, total = folded
-        fanout = float(max(s.out_lanes for s in stages))
-        eff, _ = achieved_clock(clock * 1e6, total, slr_resources(board), fanout, 1.0, FANOUT_NS_PER_DOUBLING,
-                                FANOUT_FREE, SLR_DERATE[2], SLR_DERATE[3])
-        achieved = float(eff) / 1e6
-        port_bytes_per_cycle = board.memory.sustained_gbps_per_channel * 1e9 / (achieved * 1e6)
-        design = PipelineDesign(board, dtype, stages,
-                                {r: float(v) for r, v in zip(RESOURCE_KINDS, total, strict=True)}, clock, achieved,
-                                weights, image, image / port_bytes_per_cycle,
-                                timing={"port_gbps": board.memory.sustained_gbps_per_channel, "slr_budget": k})
-        if best is None or design.fps > best.fps:
+            return best  # the slowest stage's lanes do not make it faster, or do not fit
+        design = _design(board, dtype, stages, total, clock, weights, image)
+        if design.fps > best.fps:
             best = design
-    if best is None:
-        raise HeteroDSEError(f"no layer-pipelined design fits {board.name} in {dtype}: the network's "
-                             f"{weights / 2**20:.1f} MiB of weights, with one stage a layer at one lane each, need "
-                             "more on-chip memory or logic than it has (streaming the weights from DDR is a design "
-                             "not modelled; the shared network kernel serves it)")
-    return best

@@ -252,11 +252,11 @@ def _pipeline_note(p: dict[str, Any] | None, units_fps: float) -> str:
     if not p:
         return ""
     if "why" in p:
-        return f" A layer-pipelined design (one stage a layer, weights on chip; modelled only): {p['why']}."
+        return f" A layer-pipelined design (one stage a layer, weights on chip, by the model): {p['why']}."
     verdict = ("would serve throughput better" if p["fps"] > units_fps else "would not serve throughput better")
-    return (f" A layer-pipelined design ({p['stages']} stages, weights on chip; **modelled only, no code is "
-            f"generated for it**) would run {p['fps']:.0f} images a second at {p['achieved_mhz']:.0f} MHz, its "
-            f"slowest stage {p['bottleneck']}: it {verdict} than the compute units above.")
+    return (f" A layer-pipelined design ({p['stages']} stages, weights on chip; **by the model only: explore "
+            f"writes no project for it**) would run {p['fps']:.0f} images a second at {p['achieved_mhz']:.0f} MHz, "
+            f"its slowest stage {p['bottleneck']}: it {verdict} than the compute units above.")
 
 
 def _fusion_markdown(model: dict[str, Any], device: dict[str, Any]) -> list[str]:

@@ -4,11 +4,23 @@ and the report's sentence on which architecture serves throughput."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
+from cost_models.fpga import slr_resources
+from cost_models.fpga_clock import achieved_clock
+from cost_models.fpga_costs import FANOUT_FREE, FANOUT_NS_PER_DOUBLING, SLR_DERATE
 from cost_models.fpga_network import NetLayer
-from cost_models.fpga_pipeline import explore_pipeline, stage_cycles, stage_layer, stage_resources
+from cost_models.fpga_pipeline import (
+    explore_pipeline,
+    stage_cycles,
+    stage_layer,
+    stage_resources,
+    stage_time,
+    window_trips,
+)
 from hetero_dse.crossdevice import _pipeline_note
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, load_board
@@ -27,6 +39,12 @@ def test_stage_cycles_by_hand():
     dw = NetLayer("depthwise", 32, 32, 8, 8, 3, 3, 1, 1)
     assert stage_cycles(dw, 4, 8) == 64 * 3 * 4  # ⌈9 / 4⌉ window folds × ⌈32 / 8⌉ channel folds
     assert stage_cycles(dw, 16, 32) == 64
+    # the window process: every input pixel read, then each output pixel's window a word a trip
+    assert window_trips(conv, 4, 8) == 64 + 64 * 9 * 4
+    assert window_trips(dw, 4, 8) == 64 + 64 * 4 * 3
+    pw = NetLayer("grid", 16, 32, 8, 8, 1, 1)
+    assert window_trips(pw, 4, 8) == 64 * 4  # a 1×1 convolution's pixels pass, fold by fold
+    assert stage_time(pw, 4, 32) == 64 * 4  # one output fold: the window process is as slow as the array
 
 
 def test_host_image_runs_as_im2col():
@@ -41,8 +59,8 @@ def test_packing_halves_the_multipliers():
     dsp = RESOURCE_KINDS.index("dsp")
     int8 = stage_resources(conv, 8, 8, "int8", uram=True)[dsp]
     odd = stage_resources(conv, 8, 7, "int8", uram=True)[dsp]
-    assert int8 == 64 / 2 + 8 * 4  # 64 products two a DSP, the requantising multiplies of 8 lanes
-    assert odd == 56 + 7 * 4  # 7 output lanes do not pair: one a DSP
+    assert int8 == 64 / 2 + 8 * 2  # 64 products two a DSP, the requantising multiplies of 8 lanes
+    assert odd == 56 + 7 * 2  # 7 output lanes do not pair: one a DSP
 
 
 def test_pipeline_rate_is_its_slowest_stage_and_fits():
@@ -50,7 +68,7 @@ def test_pipeline_rate_is_its_slowest_stage_and_fits():
     design = explore_pipeline(SMALL, board, "int8")
     assert len(design.stages) == 5  # the pointwise layer twice: a stage each
     for s in design.stages:
-        assert s.cycles == stage_cycles(s.layer, s.in_lanes, s.out_lanes)
+        assert s.cycles == stage_time(s.layer, s.in_lanes, s.out_lanes)
     slowest = max(s.cycles for s in design.stages)
     assert design.interval_cycles == max(slowest, design.io_cycles)
     assert design.fps == pytest.approx(design.achieved_mhz * 1e6 / design.interval_cycles)
@@ -58,23 +76,30 @@ def test_pipeline_rate_is_its_slowest_stage_and_fits():
     assert all(design.resources[k] <= caps[k] for k in RESOURCE_KINDS)
 
 
-def test_folding_stops_only_where_the_slowest_stage_cannot_gain():
-    board = load_board("zcu102")  # one SLR: one budget
+def test_the_next_step_of_the_folding_is_no_faster_than_the_design_kept():
+    board = load_board("zcu102")
     design = explore_pipeline(SMALL, board, "int8")
     s = design.bottleneck
     caps = np.array([board.caps[k] for k in RESOURCE_KINDS], dtype=float)
     total = np.array([design.resources[k] for k in RESOURCE_KINDS])
     grid = s.layer.engine == "grid"
     widths = (s.layer.C if grid else s.layer.R * s.layer.S, s.layer.K if grid else s.layer.C)
+    steps = []
     for side in (0, 1):
         lanes = [s.in_lanes, s.out_lanes]
         lanes[side] *= 2
-        if lanes[side] > min(64, 1 << int(np.ceil(np.log2(widths[side])))):
-            continue
-        faster = stage_cycles(s.layer, *lanes) < s.cycles
-        grown = stage_resources(s.layer, *lanes, "int8", True, s.shape.residual, s.skip_pixels)
-        fits = np.all(total - s.resources + grown <= caps)
-        assert not (faster and fits), f"the folding stopped although {s.shape.name} could take {lanes}"
+        if lanes[side] <= min(64, 1 << int(np.ceil(np.log2(widths[side])))):
+            steps.append((stage_time(s.layer, *lanes), lanes))
+    for cycles, lanes in sorted(steps):  # the greedy's next step: the first that is faster and fits
+        grown = stage_resources(s.layer, *lanes, "int8", True, s.shape.residual, s.skip_pixels, s.shape.leaky)
+        if cycles < s.cycles and np.all(total - s.resources + grown <= caps):
+            after = total - s.resources + grown
+            fanout = max([x.out_lanes for x in design.stages if x is not s] + [lanes[1]])
+            eff, _ = achieved_clock(board.default_clock_mhz * 1e6, after, slr_resources(board), float(fanout), 1.0,
+                                    FANOUT_NS_PER_DOUBLING, FANOUT_FREE, SLR_DERATE[2], SLR_DERATE[3])
+            interval = max([x.cycles for x in design.stages if x is not s] + [cycles])
+            assert eff / interval <= design.fps * (1 + 1e-9), f"{s.shape.name} at {lanes} would be faster"
+            break
 
 
 def test_weights_that_do_not_fit_are_one_sentence():
@@ -89,6 +114,27 @@ def test_report_says_which_architecture_serves_throughput():
     p = {"fps": 900.0, "stages": 5, "achieved_mhz": 200.0, "bottleneck": "dw"}
     assert "would serve throughput better" in _pipeline_note(p, 500.0)
     assert "would not serve throughput better" in _pipeline_note(p, 1000.0)
-    assert "modelled only, no code is generated" in _pipeline_note(p, 500.0)
+    assert "explore writes no project for it" in _pipeline_note(p, 500.0)
     assert "MiB" in _pipeline_note({"why": "no layer-pipelined design fits: 11.1 MiB of weights"}, 1.0)
     assert _pipeline_note(None, 1.0) == ""
+
+
+def test_the_best_point_of_the_folding_path_is_kept_across_slrs():
+    # eight 3 × 3 convolutions of 128 channels on 28 × 28: int8 weights that fit a VU9P, lanes that span its SLRs
+    layers = [(LayerShape("grid", 128, 128, 28, 28, 3, 3, 1, 1, name=f"c{i}"), 1) for i in range(8)]
+    board = load_board("vu9p")
+    best = explore_pipeline(layers, board, "int8")
+    # a design folded within less of the part is a point on the same greedy path: never better than the one kept
+    for share in (0.3, 0.45, 0.6, 0.8):
+        smaller = explore_pipeline(layers, replace(board, usable={k: v * share for k, v in board.usable.items()}),
+                                   "int8")
+        assert best.fps >= smaller.fps * (1 - 1e-9), share
+    assert best.achieved_mhz < board.default_clock_mhz  # here the kept point spans SLRs: its lanes pay for it
+
+
+def test_the_slope_is_charged_only_where_the_activation_is_leaky():
+    conv = NetLayer("grid", 64, 64, 8, 8, 1, 1)
+    dsp = RESOURCE_KINDS.index("dsp")
+    relu = stage_resources(conv, 8, 8, "int8", uram=True)[dsp]
+    leaky = stage_resources(conv, 8, 8, "int8", uram=True, leaky=True)[dsp]
+    assert leaky - relu == 8 * 2  # a 32 × 16 multiply a lane

@@ -20,6 +20,7 @@ from hetero_dse.hls.network_lint import lint_network
 from hetero_dse.hls.network_project import check_trips, write_network_project
 from hetero_dse.hls.network_run import NetworkRun, RunLayer, quantized, random_run
 from hetero_dse.model.chain import NETWORK_INPUT, trace_chain
+from small_net import traced
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -65,38 +66,8 @@ def test_the_models_trip_counts_and_buffer_rows_are_the_loops_counted_by_hand():
     assert layer_cycles(engine, layer, t, latency_ns=0.0, residual=True, **narrow)[0] == pytest.approx(alone[0] + 64)
 
 
-class Small(nn.Module):
-    """Conv (the image: im2col on the host), depthwise, pointwise, a residual block, leaky ReLU, linear."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.c1, self.b1 = nn.Conv2d(3, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16)
-        self.dw, self.b2 = nn.Conv2d(16, 16, 3, 1, 1, groups=16, bias=False), nn.BatchNorm2d(16)
-        self.pw, self.b3 = nn.Conv2d(16, 32, 1), nn.BatchNorm2d(32)
-        self.c4, self.b4 = nn.Conv2d(32, 32, 3, 1, 1), nn.BatchNorm2d(32)
-        self.c5 = nn.Conv2d(32, 16, 3, 2, 1)
-        self.fc = nn.Linear(16 * 4 * 4, 10)
-
-    def forward(self, x):
-        x = torch.relu(self.b1(self.c1(x)))
-        x = nn.functional.relu6(self.b2(self.dw(x)))
-        y = self.b3(self.pw(x))
-        x = torch.relu(self.b4(self.c4(y)) + y)
-        x = nn.functional.leaky_relu(self.c5(x), 0.1)
-        return self.fc(torch.flatten(x, 1))
-
-
 def _small_run(tmp_path, dtype="float32"):
-    torch.manual_seed(0)
-    model = Small().eval()
-    for m in model.modules():
-        if isinstance(m, nn.BatchNorm2d):  # statistics that fold into something other than the identity
-            m.running_mean.uniform_(-0.5, 0.5)
-            m.running_var.uniform_(0.5, 2.0)
-            m.weight.data.uniform_(0.5, 1.5)
-            m.bias.data.uniform_(-0.2, 0.2)
-    x = torch.randn(1, 3, 16, 16)
-    layers, image = trace_chain(model, x)
+    layers, image, model, x = traced()
     design = explore_network([(layer.shape, 1) for layer in layers], load_board("zcu102"), dtype, lanes=(4, 8))
 
     def tensor(i):

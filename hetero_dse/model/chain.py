@@ -126,6 +126,7 @@ def trace_chain(model: Any, example: Any) -> tuple[list[ChainLayer], np.ndarray]
                 if layer.has_activation:
                     raise HeteroDSEError(f"{node.name}: a second activation after one layer")
                 layer.activation = _activation(node, kind, modules)
+                layer.shape = replace(layer.shape, leaky=layer.activation[2] not in (0.0, 1.0))
                 owner[node.name] = owner[arg(node).name]
             elif kind in ("add", "iadd"):
                 a, b = node.args[:2]
@@ -141,6 +142,7 @@ def trace_chain(model: Any, example: Any) -> tuple[list[ChainLayer], np.ndarray]
                     raise HeteroDSEError(f"{node.name}: a residual add the network kernel cannot fuse (it adds into "
                                          "the later layer's result, before its activation)")
                 layer.residual = owner[(b if later is a else a).name]
+                layer.shape = replace(layer.shape, residual=True)  # its epilogue's extra read, in the models
                 owner[node.name] = i
             elif kind in ("flatten", "view", "reshape", "dropout", "identity"):
                 owner[node.name] = owned(arg(node), kind, node)

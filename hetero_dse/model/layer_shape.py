@@ -29,6 +29,7 @@ class LayerShape:
     name: str = ""
     pixels_in: int = 1  # a linear layer after a flatten: its C features are this many pixels of C / pixels_in
     residual: bool = False  # its epilogue adds a residual (read beside each output word)
+    leaky: bool = False  # its activation multiplies below zero (a leaky ReLU), where ReLU and clamps compare
 
     @property
     def macs(self) -> int:
@@ -52,8 +53,10 @@ def shape_of(op: Any, from_host: bool = False) -> LayerShape:
                                  "channel per depthwise channel)")
         engine = "grid" if op.name == "conv2d" else "depthwise"
         return LayerShape(engine, p["C"], p.get("K", p["C"]), p["H"], p["W"], p["kernel"], p["kernel"],
-                          p["stride"], p["padding"], from_host, name, residual="add" in steps)
+                          p["stride"], p["padding"], from_host, name, residual="add" in steps,
+                          leaky="leaky_relu" in steps)
     if op.name == "gemm":  # rows of A as the pixels of a 1-row image
-        return LayerShape("grid", p["K"], p["N"], 1, p["M"], name=name, residual="add" in steps)
+        return LayerShape("grid", p["K"], p["N"], 1, p["M"], name=name, residual="add" in steps,
+                          leaky="leaky_relu" in steps)
     raise HeteroDSEError(f"{name}: the network kernel runs convolutions, depthwise convolutions and linear layers, "
                          f"not {op.name}")

@@ -190,7 +190,7 @@ class FpgaTarget:
         # at batch > 1: as many compute units, each on its own image, as raise the images a second
         units = explore_throughput(shapes, self.board, dtype, clock).to_json()
         record["throughput"] = {k: units[k] for k in ("compute_units", "fps", "latency_s", "engines", "utilisation")}
-        # the second architecture, one stage a layer: modelled only, to say where it would serve batch > 1 better
+        # the second architecture, one stage a layer: by its model, to say where it would serve batch > 1 better
         try:
             pipeline = explore_pipeline(shapes, self.board, dtype, clock).to_json()
             record["pipeline"] = {k: pipeline[k] for k in ("architecture", "fps", "latency_s", "gops", "stages",

@@ -48,7 +48,10 @@ def lint(project: str | Path, record: dict[str, Any] | None = None) -> LintRepor
     kernel = project / "src" / "kernel.cpp"
     record_path = project / "design.json"
     from hetero_dse.hls.network_lint import is_network_project, lint_network
+    from hetero_dse.hls.pipeline_lint import is_pipeline_project, lint_pipeline
 
+    if record is None and is_pipeline_project(project):
+        return lint_pipeline(project)  # a layer-pipelined network: one stage a layer
     if record is None and is_network_project(project):
         return lint_network(project)  # the shared kernel of a whole network: its own checks
     if not kernel.is_file() or (record is None and not record_path.is_file()):

@@ -1,0 +1,82 @@
+"""The lint of a layer-pipelined project (``pipeline_project``): its code held to its design.json, so that the
+lanes, FIFOs and accumulation the model charges are the ones the code builds. The C-simulation checks the trip
+counts (``check_pipeline_trips``); this checks what a C-simulation cannot see:
+
+- ``dataflow``: the top function is one DATAFLOW region (else the stages run one after the other);
+- ``fifo``: every FIFO has the depth the design gives it (a residual's holds the pixels its block keeps back;
+  too shallow and the pipeline deadlocks on the device, which no C-simulation shows), and no other;
+- ``lanes``: each stage's weight rows and window words are as wide as its lanes;
+- ``storage``: each stage's weights are one ROM, a row one word, in the memory the model charges;
+- ``dependence``: each PE array's partial sums rotate over the accumulation distance the pragma declares.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from hetero_dse.hls.lint.record import LintError, LintReport
+
+__all__ = ["is_pipeline_project", "lint_pipeline"]
+
+
+def is_pipeline_project(project: Path) -> bool:
+    try:
+        return json.loads((Path(project) / "design.json").read_text()).get("architecture") == "pipeline"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def lint_pipeline(project: str | Path) -> LintReport:
+    project = Path(project)
+    try:
+        record = json.loads((project / "design.json").read_text())
+        stages, fifos = record["design"]["per_stage"], record["fifos"]
+        source = (project / "src" / "kernel.cpp").read_text()
+        weights = (project / "src" / "weights.h").read_text()
+    except (OSError, ValueError, KeyError) as exc:
+        raise LintError(f"{project} is not a pipeline project written by hetero_dse ({exc})") from None
+    report = LintReport()
+    top = source[source.find(f'extern "C" void {record["top"]}('):]
+    if "#pragma HLS DATAFLOW" not in top:
+        report.add("dataflow", "kernel.cpp", f"{record['top']} is not a DATAFLOW region: its stages would run one "
+                                             "after the other, not at the rate the model gives")
+    declared = {m.group(1): int(m.group(2)) for m in re.finditer(r"#pragma HLS STREAM variable=(\w+) depth=(\d+)",
+                                                                  source)}
+    for f in fifos:
+        got = declared.pop(f["stream"], None)
+        if got != f["depth"]:
+            report.add("fifo", "kernel.cpp", f"FIFO {f['stream']}: depth {got} in the code, {f['depth']} in the "
+                                             "design")
+    for name in declared:
+        if not name.endswith("_win"):
+            report.add("fifo", "kernel.cpp", f"FIFO {name} is not in the design")
+    for i, s in enumerate(stages):
+        p, q = s["in_lanes"], s["out_lanes"]
+        m = re.search(rf"static const data_t W{i}\[(\d+)\]\[(\d+)\]", weights)
+        if m is None or int(m.group(2)) != p * q:
+            report.add("lanes", "weights.h", f"stage {i}: its weight rows hold {m and m.group(2)} weights, its "
+                                             f"{p} × {q} lanes take {p * q}")
+        win = re.search(rf"typedef hls::vector<data_t, (\d+)> s{i}_win_t;", source)
+        want = p if s["engine"] == "grid" else p * q
+        if win is None or int(win.group(1)) != want:
+            report.add("lanes", "kernel.cpp", f"stage {i}: its window words hold {win and win.group(1)} elements, "
+                                              f"its lanes take {want}")
+        body = source[source.find(f"static void s{i}_mac("):]
+        body = body[:body.find("\n}\n")]
+        bound = re.search(rf"BIND_STORAGE variable=W{i} type=rom_1p impl=(\w+)", body)
+        if (bound.group(1) if bound else "registers") != s["weights"] or \
+                f"ARRAY_RESHAPE variable=W{i} type=complete dim=2" not in body:
+            report.add("storage", "kernel.cpp", f"stage {i}: its weights are bound to "
+                                                f"{bound.group(1) if bound else 'no memory'} (a row one word: "
+                                                f"{'ARRAY_RESHAPE' in body}), the model keeps them in "
+                                                f"{s['weights']}, a row one word")
+        dep = re.search(r"DEPENDENCE variable=acc .*distance=(\d+)", body)
+        rot = re.search(r"acc\[t % (\d+)\]", body)
+        if dep is None or rot is None or int(dep.group(1)) != int(rot.group(1)) or int(dep.group(1)) != s[
+                "distance"]:
+            report.add("dependence", "kernel.cpp", f"stage {i}: the partial sums rotate over "
+                                                   f"{rot and rot.group(1)}, the pragma declares "
+                                                   f"{dep and dep.group(1)}, the model's distance is {s['distance']}")
+    return report

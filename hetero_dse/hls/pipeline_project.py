@@ -1,0 +1,277 @@
+"""Writing a layer-pipelined accelerator (``cost_models/fpga_pipeline.py``) as a Vitis HLS project: one stage a
+layer of a traced network (``model/chain.py``), each with its lanes from the design and its weights on chip
+(``src/weights.h``), FIFOs of whole pixels between the stages, and a test bench that streams images through the
+whole pipeline in one kernel call and checks the network's output against torch (int8: bit for bit against
+the same integer arithmetic, ``network_quant``).
+
+A tensor's pixel is padded with zeros to a multiple of every lane count that touches it (its producer's output
+lanes, each consumer's input lanes), so every stage reads and writes whole words with no condition.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from cost_models.fpga_costs import AXI_MAX_BURST_BYTES, AXI_OUTSTANDING
+from cost_models.fpga_pipeline import PipelineDesign, io_trips, pointwise, stage_cycles, window_trips
+from hetero_dse import __version__
+from hetero_dse.atomic import atomic_directory
+from hetero_dse.errors import HeteroDSEError
+from hetero_dse.resources import data_dir
+
+__all__ = ["check_pipeline_trips", "write_pipeline_project"]
+
+TEMPLATES = {"pipeline/kernel.cpp.j2": "src/kernel.cpp", "pipeline/kernel.h.j2": "src/kernel.h",
+             "pipeline/tb.cpp.j2": "tb/tb.cpp", "pipeline/README.md.j2": "README.md", "project.tcl.j2": "project.tcl",
+             "hls_config.tcl.j2": "hls_config.tcl"}
+STATIC = {"run_hls.tcl": "run_hls.tcl", **{f"include/{h}": f"sim/include/{h}" for h in ("hls_stream.h",
+                                                                                          "hls_vector.h")}}
+FLOAT_MAX = "3.40282347e+38f"
+
+
+def _c_float(v: float) -> str:
+    if not math.isfinite(v):
+        return ("-" if v < 0 else "") + FLOAT_MAX
+    text = format(float(np.float32(v)), ".9g")
+    return text + ("" if any(ch in text for ch in ".e") else ".0") + "f"
+
+
+def _conv_weight(layer: Any, im2col: bool) -> np.ndarray:
+    """The layer's weights as its stage's convolution reads them: [K, C, R, S] (depthwise [C, 1, R, S])."""
+    w = np.asarray(layer.weight)
+    if w.ndim == 4:
+        if im2col:  # the host's windows: channel (r·S + s)·C + c
+            return w.transpose(0, 2, 3, 1).reshape(w.shape[0], -1)[:, :, None, None]
+        return w
+    if layer.flatten is not None:  # features c·H·W + y·W + x, arriving as one row of H·W pixels of C channels
+        c, h, wd = layer.flatten
+        return w.reshape(w.shape[0], c, h * wd)[:, :, None, :]
+    return w[:, :, None, None]
+
+
+def _im2col(x: np.ndarray, R: int, S: int, stride: int, pad: int) -> np.ndarray:
+    """``x`` [1, C, H, W] as [OH·OW, R·S·C], channel (r·S + s)·C + c, zeros over the padding."""
+    _, c, h, w = x.shape
+    xp = np.pad(x[0], ((0, 0), (pad, pad), (pad, pad)))
+    oh, ow = (h + 2 * pad - R) // stride + 1, (w + 2 * pad - S) // stride + 1
+    cols = np.stack([xp[:, r:r + stride * oh:stride, s:s + stride * ow:stride] for r in range(R) for s in range(S)])
+    return cols.transpose(2, 3, 0, 1).reshape(oh * ow, R * S * c)
+
+
+def _plan(design: PipelineDesign, layers: Sequence[Any]) -> tuple[list[dict], list[dict]]:
+    """The tensors (0: the image, i + 1: stage i's output) with their padded channels and consumers' FIFOs, and
+    the stages' template values."""
+    stages = design.stages
+    lanes_in = [s.in_lanes if s.layer.engine == "grid" else s.out_lanes for s in stages]
+    tensors = [{"index": 0, "name": "img", "what": "the image", "lanes": 0, "true": stages[0].layer.C,
+                "pixels": stages[0].layer.H * stages[0].layer.W, "consumers": []}]
+    for i, s in enumerate(stages):
+        tensors.append({"index": i + 1, "name": f"t{i}", "what": f"stage {i}'s output ({s.shape.name})",
+                        "lanes": s.out_lanes, "true": s.layer.K if s.layer.engine == "grid" else s.layer.C,
+                        "pixels": s.layer.OH * s.layer.OW, "consumers": []})
+    for i, layer in enumerate(layers):
+        src = layer.source + 1
+        tensors[src]["lanes"] = max(tensors[src]["lanes"], lanes_in[i])
+        tensors[src]["consumers"].append({"stream": f"t{src}_to_s{i}", "depth": 2, "why": f"stage {i}'s input"})
+        if layer.residual is not None:
+            res = layer.residual + 1
+            tensors[res]["lanes"] = max(tensors[res]["lanes"], stages[i].out_lanes)
+            depth = max(2, stages[i].skip_pixels)
+            tensors[res]["consumers"].append({"stream": f"t{res}_skip_s{i}", "depth": depth,
+                                              "why": f"the residual stage {i} adds: {depth} pixels, the model's"})
+    tensors[-1]["consumers"].append({"stream": f"t{len(stages)}_result", "depth": 2, "why": "the result"})
+    for t in tensors:
+        t["channels"] = -(-t["true"] // t["lanes"]) * t["lanes"]
+    ctx = []
+    integer = design.dtype == "int8"
+    distance = design.distance
+    for i, (s, layer) in enumerate(zip(stages, layers, strict=True)):
+        n, p, q, grid = s.layer, s.in_lanes, s.out_lanes, s.layer.engine == "grid"
+        cf = math.ceil(n.C / (p if grid else q))
+        tg = math.ceil(n.R * n.S / p)
+        t = n.R * n.S * cf
+        lo, hi, slope = layer.activation
+        stage = {"index": i, "name": s.shape.name, "kind": "grid" if grid else "dw", "input": layer.source + 1,
+                 "residual": None if layer.residual is None else layer.residual + 1, "p": p, "q": q,
+                 "win_lanes": p if grid else p * q, "H": n.H, "W": n.W, "OH": n.OH, "OW": n.OW, "R": n.R, "S": n.S,
+                 "stride": n.stride, "pad": n.pad, "cf": cf, "tg": tg, "T": t,
+                 "folds": math.ceil(n.K / q) if grid else cf, "steps": t if grid else tg,
+                 "per_pixel": t if grid else cf * tg, "pointwise": grid and pointwise(n), "distance": distance,
+                 "packed": integer and grid and q % 2 == 0, "weights": s.weights,
+                 "in_stream": f"t{layer.source + 1}_to_s{i}",
+                 "skip_stream": None if layer.residual is None else f"t{layer.residual + 1}_skip_s{i}",
+                 "lo": _c_float(lo), "hi": _c_float(hi), "slope": _c_float(slope),
+                 # below zero: a multiply only for a leaky activation (what the model charges), else a compare
+                 "slope_kind": "none" if slope == 1.0 else "zero" if slope == 0.0 else "leaky"}
+        if integer:
+            qz = layer.quant
+            stage.update({k: int(qz[k]) for k in ("shift", "res_mult", "res_shift", "slope_mult", "qlo", "qhi")})
+        ctx.append(stage)
+    return tensors, ctx
+
+
+def _weights_header(design: PipelineDesign, layers: Sequence[Any], tensors: list[dict], stages: list[dict],
+                    im2col: bool) -> str:
+    """``src/weights.h``: each stage's weights a row a lane grid (the order its PE array reads them), its biases
+    and (int8) its requantising multipliers, padded with zeros."""
+    integer = design.dtype == "int8"
+    lit = (lambda v: str(int(v))) if integer else _c_float  # noqa: E731
+    out = ["// The weights of every stage, on chip (ROM): generated by hetero_dse with the project.",
+           "#ifndef WEIGHTS_H", "#define WEIGHTS_H", '#include "kernel.h"', ""]
+    for st, layer in zip(stages, layers, strict=True):
+        i, p, q = st["index"], st["p"], st["q"]
+        w = _conv_weight(layer, im2col and i == 0)
+        rows = np.zeros((st["folds"] * st["steps"], p * q), dtype=np.float64)
+        if st["kind"] == "grid":
+            k, c = w.shape[0], w.shape[1]
+            for kf in range(st["folds"]):
+                for r in range(st["R"]):
+                    for s in range(st["S"]):
+                        for cf in range(st["cf"]):
+                            row = kf * st["T"] + (r * st["S"] + s) * st["cf"] + cf
+                            for lane in range(q):
+                                kk = kf * q + lane
+                                if kk < k:
+                                    chans = w[kk, cf * p:min(c, cf * p + p), r, s]
+                                    rows[row, lane * p:lane * p + chans.size] = chans
+        else:
+            taps = w.reshape(w.shape[0], -1)  # [C, R·S]
+            for cf in range(st["cf"]):
+                for tg in range(st["tg"]):
+                    for lane in range(q):
+                        ch = cf * q + lane
+                        for j in range(p):
+                            tap = tg * p + j
+                            if ch < taps.shape[0] and tap < taps.shape[1]:
+                                rows[cf * st["tg"] + tg, lane * p + j] = taps[ch, tap]
+        body = ",\n".join("  {" + ", ".join(lit(v) for v in row) + "}" for row in rows)
+        out.append(f"static const data_t W{i}[{rows.shape[0]}][{p * q}] = {{\n{body}}};")
+        channels = tensors[i + 1]["channels"]
+        bias = np.zeros(channels)
+        bias[:len(layer.bias)] = layer.bias
+        out.append(f"static const acc_t B{i}[{channels}] = {{{', '.join(lit(v) for v in bias)}}};")
+        if integer:
+            mult = np.zeros(channels, dtype=np.int64)
+            mult[:len(layer.quant["mult"])] = layer.quant["mult"]
+            out.append(f"static const int M{i}[{channels}] = {{{', '.join(str(int(v)) for v in mult)}}};")
+        out.append("")
+    out.append("#endif")
+    return "\n".join(out) + "\n"
+
+
+def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequence[Any], image: np.ndarray,
+                           frames: int = 2, top: str = "pipeline_kernel", network: str = "network") -> Path:
+    """The project of ``design`` for the traced ``layers`` (``trace_chain``, one stage each, in order) on
+    ``image`` [1, C, H, W], its test bench streaming it ``frames`` times; replaces ``directory`` at once."""
+    from hetero_dse.hls.network_quant import quantize_run
+    from hetero_dse.hls.network_run import NetworkRun, RunLayer
+    from hetero_dse.hls.project import environment
+
+    if len(layers) != len(design.stages) or any(s.shape != c.shape for s, c in zip(design.stages, layers,
+                                                                                   strict=False)):
+        raise HeteroDSEError("the pipeline's stages are not the traced network's layers, one each in order")
+    integer = design.dtype == "int8"
+    if integer:  # the same integers as the shared kernel's int8 (per-channel weights, requantised epilogue)
+        tensor = lambda i: None if i is None else ("input:x" if i < 0 else f"layer:{i}")  # noqa: E731
+        run = NetworkRun(network, [RunLayer(SimpleNamespace(shape=c.shape), c.weight, c.bias, tensor(c.source),
+                                            tensor(c.residual), c.activation, c.reference, c.flatten)
+                                   for c in layers], {"x": np.asarray(image, dtype=np.float32)}, "torch")
+        run = quantize_run(run)
+        image = run.inputs["x"]
+        layers = [SimpleNamespace(**{**c.__dict__, "weight": r.weight, "bias": r.bias, "reference": r.reference,
+                                     "quant": r.quant}) for c, r in zip(layers, run.layers, strict=True)]
+    first = layers[0].shape
+    im2col = first.engine == "grid" and first.from_host and first.R * first.S > 1
+    tensors, stages = _plan(design, layers)
+    dtype = np.int8 if integer else np.float32
+    port_elems = design.board.memory.port_bits // (8 * np.dtype(dtype).itemsize)
+    img_v = min(port_elems, tensors[0]["lanes"])
+    out_v = min(port_elems, tensors[-1]["lanes"])
+    pixels = _im2col(image, first.R, first.S, first.stride, first.pad) if im2col else \
+        np.asarray(image)[0].transpose(1, 2, 0).reshape(-1, first.C)
+    img = np.zeros((tensors[0]["pixels"], tensors[0]["channels"]), dtype=dtype)
+    img[:, :pixels.shape[1]] = pixels
+    ref = np.asarray(layers[-1].reference)
+    ref = ref.reshape(ref.shape[0], ref.shape[1], -1)[0].T if ref.ndim == 4 else ref.reshape(1, -1)
+    expected = np.zeros((tensors[-1]["pixels"], tensors[-1]["channels"]), dtype=dtype)
+    expected[:, :ref.shape[1]] = ref
+    scale = max(1.0, float(np.abs(ref).max()) if ref.size else 1.0)
+    model = {"read": io_trips(design.stages, port_elems)["read"] * frames,
+             "write": io_trips(design.stages, port_elems)["write"] * frames,
+             "stages": [{"window": window_trips(s.layer, s.in_lanes, s.out_lanes) * frames,
+                         "mac": stage_cycles(s.layer, s.in_lanes, s.out_lanes) * frames} for s in design.stages]}
+    ctx = {"top": top, "network": network, "board": design.board.name, "part": design.board.part,
+           "clock_mhz": design.clock_mhz, "ctype": "signed char" if integer else "float",
+           "acc_ctype": "int" if integer else "float", "integer": integer, "tensors": tensors, "stages": stages,
+           "img_v": img_v, "out_v": out_v, "image_words": img.size // img_v, "result_words": expected.size // out_v,
+           "im2col": im2col, "frames": frames, "atol": "0.0" if integer else repr(1e-4 * scale),
+           "rtol": "0.0" if integer else "1e-3",
+           "reference_source": "the same integer arithmetic" if integer else "torch, the whole network in float",
+           # what the build scripts and the README take
+           "version": __version__, "dtype": design.dtype,
+           "clock_period_ns": round(1000.0 / design.clock_mhz, 3),
+           "flow_target": "vitis" if design.board.platform else "vivado",
+           "export_format": "xo" if design.board.platform else "ip_catalog",
+           "port_bits": min(img_v, out_v) * 8 * np.dtype(dtype).itemsize,
+           # AXI4 bursts: at most 4 KB and 256 beats (a port of narrow words reaches the beats first)
+           "axi": {"max_burst_beats": min(256, AXI_MAX_BURST_BYTES // (min(img_v, out_v) * np.dtype(dtype).itemsize)),
+                   "outstanding": AXI_OUTSTANDING},
+           "interval": f"{design.interval_cycles:,.0f}", "fps": f"{design.fps:,.0f}",
+           "achieved_mhz": f"{design.achieved_mhz:.0f}"}
+    for st, s in zip(stages, design.stages, strict=True):
+        st["cycles"] = f"{s.cycles:,}"
+    try:
+        with atomic_directory(Path(directory)) as partial:
+            env = environment()
+            for template, target in TEMPLATES.items():
+                (partial / target).parent.mkdir(parents=True, exist_ok=True)
+                (partial / target).write_text(env.get_template(template).render(**ctx))
+            (partial / "src" / "weights.h").write_text(_weights_header(design, layers, tensors, stages, im2col))
+            for source, target in STATIC.items():
+                (partial / target).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(data_dir("hls_templates") / source, partial / target)
+            (partial / "data").mkdir()
+            np.tile(img.reshape(-1), frames).tofile(partial / "data" / "image.bin")
+            np.tile(expected.reshape(-1), frames).tofile(partial / "data" / "expected.bin")
+            record = {"network": network, "board": design.board.name, "top": top, "architecture": "pipeline",
+                      "generator": f"hetero_dse {__version__}", "design": design.to_json(), "frames": frames,
+                      "trips": model, "predicted": {"ops": 2 * design.macs * frames},
+                      "fifos": [{"stream": c["stream"], "depth": c["depth"], "tensor": t["name"]}
+                                for t in tensors for c in t["consumers"]]}
+            (partial / "design.json").write_text(json.dumps(record, indent=2, default=float) + "\n")
+    except OSError as exc:
+        raise HeteroDSEError(f"cannot write the pipeline project to {directory}: {exc.strerror or exc}") from exc
+    return Path(directory)
+
+
+def check_pipeline_trips(directory: Path, output: str) -> list[str]:
+    """Where the C-simulation's trip counts (the test bench's ``output``) differ from the model's in the
+    project's design.json: one line each (none: the code runs the loops the model charges)."""
+    model = json.loads((Path(directory) / "design.json").read_text())["trips"]
+    problems = []
+    io = re.search(r"trips read=(\d+) write=(\d+)", output)
+    if io is None:
+        return ["the C-simulation printed no trip counts"]
+    for kind, got in zip(("read", "write"), io.groups(), strict=True):
+        if int(got) != model[kind]:
+            problems.append(f"the {kind} process ran {got} iterations, the model charges {model[kind]}")
+    ran = {int(m.group(1)): (int(m.group(2)), int(m.group(3)))
+           for m in re.finditer(r"stage (\d+) trips window=(\d+) mac=(\d+)", output)}
+    for i, m in enumerate(model["stages"]):
+        got = ran.get(i)
+        if got is None:
+            problems.append(f"stage {i}: the C-simulation printed no trip counts")
+            continue
+        for kind, value in zip(("window", "mac"), got, strict=True):
+            if value != m[kind]:
+                problems.append(f"stage {i}: its {kind} process ran {value} iterations, the model charges {m[kind]}")
+    return problems

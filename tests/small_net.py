@@ -1,0 +1,46 @@
+"""A small network for the whole-network FPGA tests (the shared kernel's and the pipeline's): conv on the image,
+depthwise, pointwise, a residual block, a leaky ReLU and a linear layer, with batch norms whose statistics fold
+into something other than the identity."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from hetero_dse.model.chain import trace_chain
+
+
+class Small(nn.Module):
+    """Conv (the image: im2col on the host), depthwise, pointwise, a residual block, leaky ReLU, linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(3, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16)
+        self.dw, self.b2 = nn.Conv2d(16, 16, 3, 1, 1, groups=16, bias=False), nn.BatchNorm2d(16)
+        self.pw, self.b3 = nn.Conv2d(16, 32, 1), nn.BatchNorm2d(32)
+        self.c4, self.b4 = nn.Conv2d(32, 32, 3, 1, 1), nn.BatchNorm2d(32)
+        self.c5 = nn.Conv2d(32, 16, 3, 2, 1)
+        self.fc = nn.Linear(16 * 4 * 4, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.b1(self.c1(x)))
+        x = nn.functional.relu6(self.b2(self.dw(x)))
+        y = self.b3(self.pw(x))
+        x = torch.relu(self.b4(self.c4(y)) + y)
+        x = nn.functional.leaky_relu(self.c5(x), 0.1)
+        return self.fc(torch.flatten(x, 1))
+
+
+def traced():
+    """The small network's layers traced (BN folded), its input as an array, the model and its input."""
+    torch.manual_seed(0)
+    model = Small().eval()
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):  # statistics that fold into something other than the identity
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+            m.weight.data.uniform_(0.5, 1.5)
+            m.bias.data.uniform_(-0.2, 0.2)
+    x = torch.randn(1, 3, 16, 16)
+    layers, image = trace_chain(model, x)
+    return layers, image, model, x

@@ -1,0 +1,121 @@
+"""The layer-pipelined accelerator's code (issue 38, item 5): a small network traced from torch, one stage a
+layer, C-simulated end to end (two images streamed through one kernel call; float32 against torch, int8 bit
+for bit against the same integer arithmetic), every process's trip count against the model's, the lint on the
+code, and each check broken on purpose to show it fails."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+
+from cost_models.fpga_pipeline import explore_pipeline
+from hetero_dse.hardware.board import load_board
+from hetero_dse.hls.csim import csim
+from hetero_dse.hls.lint import lint
+from hetero_dse.hls.pipeline_project import check_pipeline_trips, write_pipeline_project
+from small_net import traced
+
+pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="C-simulation needs g++")
+
+
+@pytest.fixture(scope="module", params=["float32", "int8"])
+def project(request, tmp_path_factory):
+    layers, image, _, _ = traced()
+    design = explore_pipeline([(layer.shape, 1) for layer in layers], load_board("zcu102"), request.param)
+    directory = write_pipeline_project(tmp_path_factory.mktemp(request.param) / "hls", design, layers, image,
+                                       network="small")
+    return request.param, design, directory
+
+
+def _mutated(project, tmp_path, old: str, new: str, count: int = 1):
+    """A copy of the project with ``old`` replaced by ``new`` in its kernel (broken on purpose)."""
+    copy = tmp_path / "mutant"
+    shutil.copytree(project, copy)
+    src = copy / "src" / "kernel.cpp"
+    text = src.read_text()
+    assert old in text, f"the mutation's target {old!r} is not in the generated kernel"
+    src.write_text(text.replace(old, new, count))
+    return copy
+
+
+def test_the_network_streams_through_the_pipeline_as_torch_computes_it(project):
+    dtype, design, directory = project
+    result = csim(directory)
+    assert result.passed, result.output[-800:]
+    q = design.stages[-1].out_lanes
+    assert result.elements == 2 * -(-10 // q) * q  # two images, ten logits padded to the last stage's lanes
+    if dtype == "int8":
+        assert result.max_abs_error == 0.0
+    assert not result.warnings
+    assert check_pipeline_trips(directory, result.output) == []
+    report = lint(directory)
+    assert report.ok, [str(f) for f in report.findings]
+    record = json.loads((directory / "design.json").read_text())
+    # the residual waits in a FIFO as deep as the model charges; every other FIFO holds two pixels
+    skips = [f for f in record["fifos"] if "_skip_" in f["stream"]]
+    assert [f["depth"] for f in skips] == [s.skip_pixels for s in design.stages if s.shape.residual]
+
+
+def test_a_window_that_reads_the_edge_for_the_padding_fails_the_csim(project, tmp_path):
+    _, _, directory = project
+    mutant = _mutated(directory, tmp_path, "w[j] = inside ?", "w[j] = true ?")
+    assert not csim(mutant).passed
+
+
+def test_a_missing_residual_add_fails_the_csim(project, tmp_path):
+    dtype, _, directory = project
+    if dtype == "int8":
+        mutant = _mutated(directory, tmp_path, "o += (int)(((int)res.c[k]", "o -= (int)(((int)res.c[k]")
+    else:
+        mutant = _mutated(directory, tmp_path, "v = v + (acc_t)res.c[k];", "v = v - (acc_t)res.c[k];")
+    assert not csim(mutant).passed
+
+
+def test_a_loop_the_model_does_not_charge_fails_the_trip_check(project, tmp_path):
+    _, _, directory = project
+    mutant = _mutated(directory, tmp_path, "HDSE_COUNT(hdse_mac_trips[2]);",
+                      "HDSE_COUNT(hdse_mac_trips[2]); HDSE_COUNT(hdse_mac_trips[2]);")
+    result = csim(mutant)
+    assert result.passed  # the arithmetic is right: only the trip check sees the extra iteration
+    problems = check_pipeline_trips(mutant, result.output)
+    assert len(problems) == 1 and "stage 2: its mac process ran" in problems[0]
+
+
+def test_the_lint_holds_the_fifos_lanes_and_accumulation_to_the_design(project, tmp_path):
+    _, design, directory = project
+    skip = next(f for f in json.loads((directory / "design.json").read_text())["fifos"] if "_skip_" in f["stream"])
+    shallow = _mutated(directory, tmp_path, f"variable={skip['stream']} depth={skip['depth']}",
+                       f"variable={skip['stream']} depth=2")
+    assert [f.check for f in lint(shallow).findings] == ["fifo"]
+    shutil.rmtree(shallow)
+    serial = _mutated(directory, tmp_path, "  #pragma HLS DATAFLOW\n", "")
+    assert [f.check for f in lint(serial).findings] == ["dataflow"]
+    shutil.rmtree(serial)
+    d = design.distance
+    text = (directory / "src" / "kernel.cpp").read_text()
+    first = re.search(r"acc\[t % \d+\]\[l\] \+= sum", text).group(0)
+    rotated = _mutated(directory, tmp_path, first, first.replace(f"t % {d}]", f"t % {d + 1}]"))
+    assert "dependence" in [f.check for f in lint(rotated).findings]
+
+
+def test_a_stage_whose_lanes_differ_from_the_design_is_found(project, tmp_path):
+    _, design, directory = project
+    copy = tmp_path / "lanes"
+    shutil.copytree(directory, copy)
+    record = json.loads((copy / "design.json").read_text())
+    record["design"]["per_stage"][1]["out_lanes"] *= 2  # the design says twice the lanes the code has
+    (copy / "design.json").write_text(json.dumps(record))
+    assert {f.check for f in lint(copy).findings} == {"lanes"}
+
+
+def test_weights_bound_to_another_memory_are_found(project, tmp_path):
+    _, design, directory = project
+    text = (directory / "src" / "kernel.cpp").read_text()
+    bound = re.search(r"BIND_STORAGE variable=W(\d+) type=rom_1p impl=(\w+)", text)
+    other = "lutram" if bound.group(2) != "lutram" else "bram"
+    mutant = _mutated(directory, tmp_path, bound.group(0), bound.group(0).replace(bound.group(2), other))
+    assert [f.check for f in lint(mutant).findings] == ["storage"]
