@@ -47,8 +47,10 @@ ARITHMETIC: dict[str, ArithmeticCost] = {
     "int16": ArithmeticCost(1, 0, 20, 32, 40, 32, 3, 1, floating=False, mul_core=("mul", "dsp"),
                             add_core=("add", "fabric")),
     # int8: one DSP48E2 per multiply. Vitis does not pack two 8-bit products into one DSP on its own
-    # (review-hls.md §3.2), and the generated code does not pack them by hand (yet), so none is assumed;
-    # without the binding Vitis often puts an 8x8 multiply in LUTs (impl auto), which the model does not charge.
+    # (review-hls.md §3.2): the single-layer kernels do not pack, so none is assumed there; the network kernel and
+    # the pipeline pack two products sharing an activation by hand and charge half a DSP each where they do
+    # (fpga_network_design.engine_resources, fpga_pipeline.stage_resources). Without the binding Vitis often puts
+    # an 8x8 multiply in LUTs (impl auto), which the model does not charge.
     "int8": ArithmeticCost(1, 0, 30, 32, 40, 32, 3, 1, floating=False, mul_core=("mul", "dsp"),
                            add_core=("add", "fabric")),
 }

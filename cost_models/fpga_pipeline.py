@@ -29,16 +29,18 @@ from typing import Any
 import numpy as np
 
 from cost_models.fpga import slr_resources
-from cost_models.fpga_blocks import IMPL_NAMES, storage_cost
+from cost_models.fpga_blocks import storage_cost
 from cost_models.fpga_clock import achieved_clock
 from cost_models.fpga_costs import (
     ARITHMETIC,
+    BRAM18K_CONFIGS,
     FANOUT_FREE,
     FANOUT_NS_PER_DOUBLING,
     FF_BASE,
     FF_PER_PORT,
     LUT_BASE,
     LUT_PER_PORT,
+    LUTRAM_WORDS_PER_LUT_PAIR,
     SLR_DERATE,
     URAM_DEPTH,
     URAM_WIDTH,
@@ -48,8 +50,8 @@ from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 from hetero_dse.model.layer_shape import LayerShape
 
-__all__ = ["PipelineDesign", "Stage", "explore_pipeline", "io_trips", "pointwise", "stage_cycles", "stage_layer",
-           "stage_resources", "stage_time", "window_trips"]
+__all__ = ["PipelineDesign", "Stage", "explore_pipeline", "io_trips", "line_storage", "memory", "pointwise",
+           "stage_cycles", "stage_layer", "stage_resources", "stage_time", "weights_storage", "window_trips"]
 
 #: the most lanes a side of one stage may take
 MAX_LANES = 64
@@ -74,19 +76,20 @@ def stage_layer(shape: LayerShape) -> NetLayer:
     return NetLayer(shape.engine, shape.C, shape.K, shape.H, shape.W, shape.R, shape.S, shape.stride, shape.pad)
 
 
-def stage_cycles(layer: NetLayer, in_lanes: int, out_lanes: int) -> int:
-    """Trips of the stage's PE array for one image: one for each (output pixel, output-channel fold, tap,
-    input-channel fold); on the depthwise engine for each (output pixel, channel fold, window fold), its
-    ``in_lanes`` the window's taps taken at once."""
+def stage_cycles(layer: NetLayer, in_lanes: int, out_lanes: int, distance: int = 1) -> int:
+    """Trips of the stage's PE array for one image: one loop over (output pixel, output-channel fold, step), a
+    step for each (tap, input-channel fold); on the depthwise engine over (output pixel, channel fold, tap
+    group of ``in_lanes`` taps). A fold of fewer steps than the accumulation ``distance`` idles up to it (the
+    partial sums rotate over that many)."""
     pixels = layer.OH * layer.OW
     if layer.engine == "depthwise":
-        return pixels * math.ceil(layer.R * layer.S / in_lanes) * math.ceil(layer.C / out_lanes)
-    return pixels * layer.R * layer.S * math.ceil(layer.C / in_lanes) * math.ceil(layer.K / out_lanes)
+        return pixels * math.ceil(layer.C / out_lanes) * max(math.ceil(layer.R * layer.S / in_lanes), distance)
+    return pixels * math.ceil(layer.K / out_lanes) * max(layer.R * layer.S * math.ceil(layer.C / in_lanes), distance)
 
 
-def stage_time(layer: NetLayer, in_lanes: int, out_lanes: int) -> int:
+def stage_time(layer: NetLayer, in_lanes: int, out_lanes: int, distance: int = 1) -> int:
     """Cycles the stage takes an image: its two processes overlap (DATAFLOW), so the slower one's trips."""
-    return max(stage_cycles(layer, in_lanes, out_lanes), window_trips(layer, in_lanes, out_lanes))
+    return max(stage_cycles(layer, in_lanes, out_lanes, distance), window_trips(layer, in_lanes, out_lanes))
 
 
 def pointwise(layer: NetLayer) -> bool:
@@ -106,29 +109,64 @@ def window_trips(layer: NetLayer, in_lanes: int, out_lanes: int) -> int:
     return layer.H * layer.W + layer.OH * layer.OW * per_pixel
 
 
-def weights_storage(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, impl: str = "bram",
+def memory(words: float, bits: float, caps: dict[str, float], rom: bool = False) -> tuple[str, np.ndarray]:
+    """The on-chip memory of ``words`` × ``bits`` that takes the least of its kind's share of the device, and
+    its cost in ``RESOURCE_KINDS`` order: block RAM (18 Kb blocks in their width × depth shapes), UltraRAM
+    (4096 × 72 bits a block; not for a ROM: it has no initial contents on these parts) or LUTs (64 words a
+    pair of LUTs a bit). Its name is the code's BIND_STORAGE impl."""
+    options = []
+    bram = np.zeros(len(RESOURCE_KINDS))
+    width, depth = next(((w, d) for w, d in BRAM18K_CONFIGS if bits <= w), BRAM18K_CONFIGS[-1])
+    bram[RESOURCE_KINDS.index("bram18k")] = math.ceil(words / depth) * math.ceil(bits / width)
+    options.append(("bram", bram))
+    lutram = np.zeros(len(RESOURCE_KINDS))
+    lutram[_LUT] = 2 * bits * math.ceil(words / LUTRAM_WORDS_PER_LUT_PAIR)
+    options.append(("lutram", lutram))
+    if not rom and caps.get("uram", 0) > 0:
+        uram = np.zeros(len(RESOURCE_KINDS))
+        uram[RESOURCE_KINDS.index("uram")] = math.ceil(words / URAM_DEPTH) * math.ceil(bits / URAM_WIDTH)
+        options.append(("uram", uram))
+    share = lambda r: max(r[k] / caps[name] for k, name in enumerate(RESOURCE_KINDS) if r[k])  # noqa: E731
+    return min(options, key=lambda o: share(o[1]))
+
+
+def weights_storage(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, caps: dict[str, float],
                     res: np.ndarray | None = None) -> str:
-    """Where a stage's weights live (a lane grid a row, in the order its PE array reads them) and what that
-    costs, added to ``res``: ``impl`` "uram" binds them to UltraRAM (4096 rows × 72 bits a block); otherwise
-    block RAM, or LUTs where the ROM is small. Returns the storage's name, as the code's BIND_STORAGE gives it."""
-    res = np.zeros(len(RESOURCE_KINDS)) if res is None else res
+    """Where a stage's weights live, a ROM of a lane grid a row in the order its PE array reads them (block RAM
+    or LUTs, whichever takes less of the device), its cost added to ``res``; returns the memory's name."""
     grid = layer.engine == "grid"
     folds_c = math.ceil(layer.C / (in_lanes if grid else out_lanes))
     folds_k = math.ceil(layer.K / out_lanes) if grid else 1
     rows = folds_k * folds_c * (layer.R * layer.S if grid else math.ceil(layer.R * layer.S / in_lanes))
-    width = in_lanes * out_lanes * 8.0 * np.dtype(dtype).itemsize
-    if impl == "uram":
-        res[RESOURCE_KINDS.index("uram")] += math.ceil(rows / URAM_DEPTH) * math.ceil(width / URAM_WIDTH)
-        return "uram"
-    return IMPL_NAMES[storage_cost(float(rows), width, False, res, 1.0)]
+    name, cost = memory(rows, in_lanes * out_lanes * 8.0 * np.dtype(dtype).itemsize, caps, rom=True)
+    if res is not None:
+        res += cost
+    return name
 
 
-def stage_resources(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, uram: bool,
+def line_storage(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, caps: dict[str, float],
+                 res: np.ndarray | None = None) -> str:
+    """Where a stage's line buffer lives (``R`` rows of its image, a pixel one wide word; none for a 1×1
+    convolution, whose pixel is a register), its cost added to ``res``; returns the memory's name."""
+    grid = layer.engine == "grid"
+    channels = math.ceil(layer.C / (in_lanes if grid else out_lanes)) * (in_lanes if grid else out_lanes)
+    bits = channels * 8.0 * np.dtype(dtype).itemsize
+    if pointwise(layer):
+        if res is not None:
+            res[_FF] += bits
+        return "registers"
+    name, cost = memory(layer.R * layer.W, bits, caps)
+    if res is not None:
+        res += cost
+    return name
+
+
+def stage_resources(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, caps: dict[str, float],
                     residual: bool = False, skip_pixels: int = 0, leaky: bool = False,
-                    weights_impl: str = "bram") -> np.ndarray:
+                    distance: int = 1) -> np.ndarray:
     """One stage in ``RESOURCE_KINDS`` order: its multiply-adds (int8: two a DSP48E2 where the output lanes
     pair; the depthwise engine's window taps × channels), its weights on chip (a lane grid a word), its line
-    buffer (a word ``in_lanes`` wide; banked for the depthwise window), the FIFO that
+    buffer (a pixel a word), the FIFO that
     holds a residual's pixels until the stage adds them, its epilogue (a lane each) and its control."""
     a = ARITHMETIC[dtype]
     bits = 8.0 * np.dtype(dtype).itemsize
@@ -141,21 +179,18 @@ def stage_resources(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, 
     res[_LUT] += muls * a.lut_mul + macs * a.lut_add + (macs / 2 * 40 if packed else 0)
     res[_FF] += macs * (a.ff_mul + a.ff_add)
     folds_c = math.ceil(layer.C / (in_lanes if grid else out_lanes))
-    weights_storage(layer, in_lanes, out_lanes, dtype, weights_impl, res)
-    # the line buffer: R rows of pixels, a pixel one wide word (a 1×1 convolution holds the pixel in registers)
-    channels = folds_c * (in_lanes if grid else out_lanes)
-    if pointwise(layer):
-        res[_FF] += channels * bits
-    else:
-        storage_cost(float(layer.R * layer.W), channels * bits, uram, res, 1.0)
+    weights_storage(layer, in_lanes, out_lanes, dtype, caps, res)
+    line_storage(layer, in_lanes, out_lanes, dtype, caps, res)
     if grid:  # the pixel's window, kept for its output-channel folds after the first
-        storage_cost(float(layer.R * layer.S * folds_c), in_lanes * bits, uram, res, 1.0)
+        storage_cost(float(layer.R * layer.S * folds_c), in_lanes * bits, caps.get("uram", 0) > 0, res, 1.0)
     if residual and skip_pixels:
-        storage_cost(float(skip_pixels * math.ceil(layer.K / out_lanes)), out_lanes * bits, uram, res, 1.0)
+        storage_cost(float(skip_pixels * math.ceil(layer.K / out_lanes)), out_lanes * bits, caps.get("uram", 0) > 0,
+                     res, 1.0)
     # the epilogue, a lane each: the slope's multiply only for a leaky activation (ReLU and its clamps compare)
-    if a.floating:  # the bias add, the residual's add, the slope's multiply
-        res[_DSP] += out_lanes * (a.dsp_add * (2 if residual else 1) + (a.dsp_mul if leaky else 0))
-        res[_LUT] += out_lanes * (a.lut_add * (2 if residual else 1) + (a.lut_mul if leaky else 0) + 64)
+    if a.floating:  # the partial sums' adds, the bias add, the residual's add, the slope's multiply
+        adds = distance - 1 + (2 if residual else 1)
+        res[_DSP] += out_lanes * (a.dsp_add * adds + (a.dsp_mul if leaky else 0))
+        res[_LUT] += out_lanes * (a.lut_add * adds + (a.lut_mul if leaky else 0) + 64)
     else:  # the requantising 32 x 16 multiply (two DSPs), the residual's 8 x 16 (one), the slope's 32 x 16 (two)
         res[_DSP] += out_lanes * (2 + (1 if residual else 0) + (2 if leaky else 0))
         res[_LUT] += out_lanes * 160
@@ -173,12 +208,14 @@ class Stage:
     cycles: int
     resources: np.ndarray
     skip_pixels: int = 0
-    weights: str = "bram"  # where its weights live: bram, uram, lutram (the code's BIND_STORAGE)
+    weights: str = "bram"  # where its weights live: bram or lutram (the code's BIND_STORAGE)
+    line: str = "registers"  # where its line buffer lives: bram, uram, lutram, or registers (a 1×1 convolution)
 
     def to_json(self, clock_hz: float) -> dict[str, Any]:
         return {"layer": self.shape.name, "engine": self.layer.engine, "in_lanes": self.in_lanes,
                 "out_lanes": self.out_lanes, "cycles": self.cycles, "seconds": self.cycles / clock_hz,
-                "dsp": float(self.resources[_DSP]), "skip_pixels": self.skip_pixels, "weights": self.weights}
+                "dsp": float(self.resources[_DSP]), "skip_pixels": self.skip_pixels, "weights": self.weights,
+                "line": self.line}
 
 
 @dataclass
@@ -216,7 +253,7 @@ class PipelineDesign:
     @property
     def distance(self) -> int:
         """Partial sums each PE array rotates over: an int32 add takes a cycle, a float add its latency."""
-        return 1 if self.dtype == "int8" else accumulation_distance(self.dtype, self.achieved_mhz)
+        return 1 if self.dtype == "int8" else accumulation_distance(self.dtype, self.clock_mhz)
 
     @property
     def bottleneck(self) -> Stage:
@@ -286,8 +323,8 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
     if dtype not in ("float32", "int8"):
         raise HeteroDSEError(f"the pipeline is modelled for float32 and int8, not {dtype}")
     clock = float(clock_mhz or board.default_clock_mhz)
-    uram = board.cap("uram") > 0
     caps = np.array([board.cap(k) for k in RESOURCE_KINDS], dtype=float)
+    cap = {k: float(board.cap(k)) for k in RESOURCE_KINDS}
     itemsize = np.dtype(dtype).itemsize
     flat = [(s, stage_layer(s)) for s, count in layers for _ in range(count)]
     weights = sum(n.K * n.R * n.S * (n.C if n.engine == "grid" else 1) for _, n in flat) * itemsize
@@ -297,32 +334,24 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
     fixed[_LUT] = LUT_BASE + PIPELINE_PORTS * LUT_PER_PORT
     fixed[_FF] = FF_BASE + PIPELINE_PORTS * FF_PER_PORT
     skips = [_skip_pixels(flat, i) if s.residual else 0 for i, (s, _) in enumerate(flat)]
-    # a stage starts with its weight rows as wide as UltraRAM's 72-bit word (narrower ones would waste it): the
-    # input channels of a grid, the channels of a depthwise stage, up to what the layer has
-    start = 1 << math.ceil(math.log2(math.ceil(URAM_WIDTH / (8 * itemsize))))
-    lanes = [[min(start, 1 << math.ceil(math.log2(n.C))), 1] if n.engine == "grid" else
-             [1, min(start, 1 << math.ceil(math.log2(n.C)))] for _, n in flat]
+    distance = 1 if dtype == "int8" else accumulation_distance(dtype, clock)
+    lanes = [[1, 1] for _ in flat]
 
-    def build(i: int, rest: np.ndarray) -> Stage:
-        """Stage ``i`` at its lanes, its weights in whichever memory leaves the most headroom beside ``rest``."""
+    def build(i: int) -> Stage:
+        """Stage ``i`` at its lanes, each memory where it takes the least of the device."""
         s, n = flat[i]
-        best_stage: Stage | None = None
-        for impl in ("bram", "uram") if uram else ("bram",):
-            res = stage_resources(n, *lanes[i], dtype, uram, s.residual, skips[i], s.leaky, impl)
-            stage = Stage(s, n, *lanes[i], stage_time(n, *lanes[i]), res, skips[i],
-                          weights_storage(n, *lanes[i], dtype, impl))
-            if best_stage is None or np.max((rest + res) / caps) < np.max((rest + best_stage.resources) / caps):
-                best_stage = stage
-        return best_stage
+        res = stage_resources(n, *lanes[i], dtype, cap, s.residual, skips[i], s.leaky, distance)
+        return Stage(s, n, *lanes[i], stage_time(n, *lanes[i], distance), res, skips[i],
+                     weights_storage(n, *lanes[i], dtype, cap), line_storage(n, *lanes[i], dtype, cap))
 
     stages: list[Stage] = []
     total = fixed.copy()
     for i in range(len(flat)):
-        stages.append(build(i, total))
+        stages.append(build(i))
         total = total + stages[-1].resources
     if np.any(total > caps):
         raise HeteroDSEError(f"no layer-pipelined design fits {board.name} in {dtype}: the network's "
-                             f"{weights / 2**20:.1f} MiB of weights, with one stage a layer at its fewest lanes, need "
+                             f"{weights / 2**20:.1f} MiB of weights, with one stage a layer at one lane each, need "
                              "more on-chip memory or logic than it has (streaming the weights from DDR is a design "
                              "not modelled; the shared network kernel serves it)")
     best = _design(board, dtype, stages, total, clock, weights, image)
@@ -331,19 +360,20 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
         s = stages[i]
         # the sides' widths: input and output channels; on the depthwise engine its window's taps and channels
         grid = s.layer.engine == "grid"
-        sides = {0: s.layer.C if grid else s.layer.R * s.layer.S, 1: s.layer.K if grid else s.layer.C}
+        # (a depthwise stage takes its window's taps one at a time: its line buffer gives one pixel a cycle)
+        sides = {0: s.layer.C, 1: s.layer.K} if grid else {1: s.layer.C}
         options = []
         for side, width in sides.items():
             if lanes[i][side] * 2 <= min(MAX_LANES, 1 << math.ceil(math.log2(width))):
                 trial = list(lanes[i])
                 trial[side] *= 2
-                options.append((stage_time(s.layer, *trial), side))
+                options.append((stage_time(s.layer, *trial, distance), side))
         grew = False
         for cycles, side in sorted(options):
             if cycles >= s.cycles:
                 break
             lanes[i][side] *= 2
-            grown = build(i, total - s.resources)
+            grown = build(i)
             trial_total = total - s.resources + grown.resources
             if np.all(trial_total <= caps):
                 stages[i], total, grew = grown, trial_total, True

@@ -26,6 +26,7 @@ from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, load_board
 from hetero_dse.model.layer_shape import LayerShape
 
+VU9P_CAPS = {k: float(v) for k, v in load_board("vu9p").caps.items()}
 SMALL = [(LayerShape("grid", 3, 16, 32, 32, 3, 3, 1, 1, from_host=True, name="stem"), 1),
          (LayerShape("depthwise", 16, 16, 32, 32, 3, 3, 2, 1, name="dw"), 1),
          (LayerShape("grid", 16, 32, 16, 16, 1, 1, name="pw"), 2),
@@ -45,6 +46,9 @@ def test_stage_cycles_by_hand():
     pw = NetLayer("grid", 16, 32, 8, 8, 1, 1)
     assert window_trips(pw, 4, 8) == 64 * 4  # a 1×1 convolution's pixels pass, fold by fold
     assert stage_time(pw, 4, 32) == 64 * 4  # one output fold: the window process is as slow as the array
+    # float: a fold of fewer steps than the adder's latency idles up to it (its partial sums rotate over that many)
+    assert stage_cycles(pw, 16, 32, distance=5) == 64 * 1 * 5
+    assert stage_cycles(conv, 4, 8, distance=5) == stage_cycles(conv, 4, 8)  # 36 steps a fold: no idling
 
 
 def test_host_image_runs_as_im2col():
@@ -57,8 +61,8 @@ def test_host_image_runs_as_im2col():
 def test_packing_halves_the_multipliers():
     conv = NetLayer("grid", 64, 64, 8, 8, 1, 1)
     dsp = RESOURCE_KINDS.index("dsp")
-    int8 = stage_resources(conv, 8, 8, "int8", uram=True)[dsp]
-    odd = stage_resources(conv, 8, 7, "int8", uram=True)[dsp]
+    int8 = stage_resources(conv, 8, 8, "int8", VU9P_CAPS)[dsp]
+    odd = stage_resources(conv, 8, 7, "int8", VU9P_CAPS)[dsp]
     assert int8 == 64 / 2 + 8 * 2  # 64 products two a DSP, the requantising multiplies of 8 lanes
     assert odd == 56 + 7 * 2  # 7 output lanes do not pair: one a DSP
 
@@ -83,15 +87,16 @@ def test_the_next_step_of_the_folding_is_no_faster_than_the_design_kept():
     caps = np.array([board.caps[k] for k in RESOURCE_KINDS], dtype=float)
     total = np.array([design.resources[k] for k in RESOURCE_KINDS])
     grid = s.layer.engine == "grid"
-    widths = (s.layer.C if grid else s.layer.R * s.layer.S, s.layer.K if grid else s.layer.C)
+    widths = (s.layer.C, s.layer.K if grid else s.layer.C)
     steps = []
-    for side in (0, 1):
+    for side in (0, 1) if grid else (1,):  # a depthwise stage takes its taps one at a time
         lanes = [s.in_lanes, s.out_lanes]
         lanes[side] *= 2
         if lanes[side] <= min(64, 1 << int(np.ceil(np.log2(widths[side])))):
             steps.append((stage_time(s.layer, *lanes), lanes))
     for cycles, lanes in sorted(steps):  # the greedy's next step: the first that is faster and fits
-        grown = stage_resources(s.layer, *lanes, "int8", True, s.shape.residual, s.skip_pixels, s.shape.leaky)
+        grown = stage_resources(s.layer, *lanes, "int8", {k: float(v) for k, v in board.caps.items()},
+                                s.shape.residual, s.skip_pixels, s.shape.leaky)
         if cycles < s.cycles and np.all(total - s.resources + grown <= caps):
             after = total - s.resources + grown
             fanout = max([x.out_lanes for x in design.stages if x is not s] + [lanes[1]])
@@ -120,8 +125,8 @@ def test_report_says_which_architecture_serves_throughput():
 
 
 def test_the_best_point_of_the_folding_path_is_kept_across_slrs():
-    # eight 3 × 3 convolutions of 128 channels on 28 × 28: int8 weights that fit a VU9P, lanes that span its SLRs
-    layers = [(LayerShape("grid", 128, 128, 28, 28, 3, 3, 1, 1, name=f"c{i}"), 1) for i in range(8)]
+    # twelve 3 × 3 convolutions of 128 channels on 28 × 28: int8 weights that fit a VU9P, lanes that span its SLRs
+    layers = [(LayerShape("grid", 128, 128, 28, 28, 3, 3, 1, 1, name=f"c{i}"), 1) for i in range(12)]
     board = load_board("vu9p")
     best = explore_pipeline(layers, board, "int8")
     # a design folded within less of the part is a point on the same greedy path: never better than the one kept
@@ -135,6 +140,6 @@ def test_the_best_point_of_the_folding_path_is_kept_across_slrs():
 def test_the_slope_is_charged_only_where_the_activation_is_leaky():
     conv = NetLayer("grid", 64, 64, 8, 8, 1, 1)
     dsp = RESOURCE_KINDS.index("dsp")
-    relu = stage_resources(conv, 8, 8, "int8", uram=True)[dsp]
-    leaky = stage_resources(conv, 8, 8, "int8", uram=True, leaky=True)[dsp]
+    relu = stage_resources(conv, 8, 8, "int8", VU9P_CAPS)[dsp]
+    leaky = stage_resources(conv, 8, 8, "int8", VU9P_CAPS, leaky=True)[dsp]
     assert leaky - relu == 8 * 2  # a 32 × 16 multiply a lane

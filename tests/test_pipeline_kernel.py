@@ -97,8 +97,9 @@ def test_the_lint_holds_the_fifos_lanes_and_accumulation_to_the_design(project, 
     shutil.rmtree(serial)
     d = design.distance
     text = (directory / "src" / "kernel.cpp").read_text()
-    first = re.search(r"acc\[t % \d+\]\[l\] \+= sum", text).group(0)
-    rotated = _mutated(directory, tmp_path, first, first.replace(f"t % {d}]", f"t % {d + 1}]"))
+    first = f"acc[t % {d}][l] = (t < {d} ?"
+    assert first in text
+    rotated = _mutated(directory, tmp_path, first, f"acc[t % {d + 1}][l] = (t < {d} ?")
     assert "dependence" in [f.check for f in lint(rotated).findings]
 
 

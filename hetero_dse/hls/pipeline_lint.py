@@ -6,7 +6,8 @@ counts (``check_pipeline_trips``); this checks what a C-simulation cannot see:
 - ``fifo``: every FIFO has the depth the design gives it (a residual's holds the pixels its block keeps back;
   too shallow and the pipeline deadlocks on the device, which no C-simulation shows), and no other;
 - ``lanes``: each stage's weight rows and window words are as wide as its lanes;
-- ``storage``: each stage's weights are one ROM, a row one word, in the memory the model charges;
+- ``storage``: each stage's weights are one ROM, a row one word, and its line buffer one RAM, in the memories
+  the model charges;
 - ``dependence``: each PE array's partial sums rotate over the accumulation distance the pragma declares.
 """
 
@@ -63,6 +64,13 @@ def lint_pipeline(project: str | Path) -> LintReport:
         if win is None or int(win.group(1)) != want:
             report.add("lanes", "kernel.cpp", f"stage {i}: its window words hold {win and win.group(1)} elements, "
                                               f"its lanes take {want}")
+        window = source[source.find(f"static void s{i}_window("):]
+        window = window[:window.find("\n}\n")]
+        line = re.search(r"BIND_STORAGE variable=lb type=ram_1p impl=(\w+)", window)
+        if (line.group(1) if line else "registers") != s["line"]:
+            report.add("storage", "kernel.cpp", f"stage {i}: its line buffer is bound to "
+                                                f"{line.group(1) if line else 'no memory'}, the model keeps it in "
+                                                f"{s['line']}")
         body = source[source.find(f"static void s{i}_mac("):]
         body = body[:body.find("\n}\n")]
         bound = re.search(rf"BIND_STORAGE variable=W{i} type=rom_1p impl=(\w+)", body)

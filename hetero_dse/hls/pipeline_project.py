@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from cost_models.fpga_costs import AXI_MAX_BURST_BYTES, AXI_OUTSTANDING
+from cost_models.fpga_costs import ARITHMETIC, AXI_MAX_BURST_BYTES, AXI_OUTSTANDING
 from cost_models.fpga_pipeline import PipelineDesign, io_trips, pointwise, stage_cycles, window_trips
 from hetero_dse import __version__
 from hetero_dse.atomic import atomic_directory
@@ -106,7 +106,7 @@ def _plan(design: PipelineDesign, layers: Sequence[Any]) -> tuple[list[dict], li
                  "stride": n.stride, "pad": n.pad, "cf": cf, "tg": tg, "T": t,
                  "folds": math.ceil(n.K / q) if grid else cf, "steps": t if grid else tg,
                  "per_pixel": t if grid else cf * tg, "pointwise": grid and pointwise(n), "distance": distance,
-                 "packed": integer and grid and q % 2 == 0, "weights": s.weights,
+                 "packed": integer and grid and q % 2 == 0, "weights": s.weights, "line": s.line,
                  "in_stream": f"t{layer.source + 1}_to_s{i}",
                  "skip_stream": None if layer.residual is None else f"t{layer.residual + 1}_skip_s{i}",
                  "lo": _c_float(lo), "hi": _c_float(hi), "slope": _c_float(slope),
@@ -205,10 +205,12 @@ def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequ
     expected = np.zeros((tensors[-1]["pixels"], tensors[-1]["channels"]), dtype=dtype)
     expected[:, :ref.shape[1]] = ref
     scale = max(1.0, float(np.abs(ref).max()) if ref.size else 1.0)
+    a = ARITHMETIC[design.dtype]
     model = {"read": io_trips(design.stages, port_elems)["read"] * frames,
              "write": io_trips(design.stages, port_elems)["write"] * frames,
              "stages": [{"window": window_trips(s.layer, s.in_lanes, s.out_lanes) * frames,
-                         "mac": stage_cycles(s.layer, s.in_lanes, s.out_lanes) * frames} for s in design.stages]}
+                         "mac": stage_cycles(s.layer, s.in_lanes, s.out_lanes, design.distance) * frames}
+                        for s in design.stages]}
     ctx = {"top": top, "network": network, "board": design.board.name, "part": design.board.part,
            "clock_mhz": design.clock_mhz, "ctype": "signed char" if integer else "float",
            "acc_ctype": "int" if integer else "float", "integer": integer, "tensors": tensors, "stages": stages,
@@ -225,6 +227,7 @@ def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequ
            # AXI4 bursts: at most 4 KB and 256 beats (a port of narrow words reaches the beats first)
            "axi": {"max_burst_beats": min(256, AXI_MAX_BURST_BYTES // (min(img_v, out_v) * np.dtype(dtype).itemsize)),
                    "outstanding": AXI_OUTSTANDING},
+           "ops": {"mul": a.mul_core[0], "mul_impl": a.mul_core[1]},
            "interval": f"{design.interval_cycles:,.0f}", "fps": f"{design.fps:,.0f}",
            "achieved_mhz": f"{design.achieved_mhz:.0f}"}
     for st, s in zip(stages, design.stages, strict=True):

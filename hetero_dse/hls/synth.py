@@ -317,7 +317,19 @@ def _connect(scheduler: str | None, workers: int, options: dict[str, Any] | None
     # (another synth run, a second test worker) may hold
     cluster = LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True,
                            dashboard_address="127.0.0.1:0", **(options or {}))
-    return Client(cluster), cluster
+    client = Client(cluster)
+    if not logging.getLogger().isEnabledFor(logging.DEBUG):
+        client.run(_quiet_worker)
+    return client, cluster
+
+
+def _quiet_worker() -> None:
+    """On each local worker: at the end of a run a worker whose scheduler closed first logs its heartbeat's
+    traceback (seen on a loaded machine). A job's own failure reaches the summary; --debug shows all."""
+    import logging
+
+    for name in ("distributed", "tornado"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def _lost(exc: BaseException) -> str:
