@@ -7,16 +7,17 @@ project for it yet.
 
 A stage is two processes. The window process reads each input pixel into a line buffer of ``R`` rows (a pixel
 one wide word; a 1×1 convolution needs none), then sends each output pixel's window a word a trip. The PE
-array holds ``in_lanes × out_lanes`` multiply-adds (a depthwise stage: ``in_lanes`` taps × ``out_lanes``
-channels) and runs each output pixel in ``R·S·⌈C/in_lanes⌉·⌈K/out_lanes⌉`` trips (its folds, in FINN's word),
-its weights in on-chip memory a lane grid a row. The two overlap, so a stage takes the slower one's trips; the
-pipeline takes a new image every ``max(stage cycles)``. An image's latency is that interval plus the rows each
-stage waits for before its first output row (an estimate). The folding is chosen greedily, as FINN's optimiser
-does: the slowest stage's lanes double while the design fits, and every step is scored at the clock it closes at.
+array holds ``in_lanes × out_lanes`` multiply-adds (a depthwise stage: one tap × ``out_lanes`` channels) and
+runs one flattened loop over (output pixel, fold, step), ``R·S·⌈C/in_lanes⌉`` steps a fold (folds, in FINN's
+word). Its weights sit in a RAM a lane grid a row, loaded once from DDR, so UltraRAM may hold them. The two
+processes overlap, so a stage takes the slower one's trips; the pipeline takes a new image every
+``max(stage cycles)``. An image's latency is that interval plus the rows each stage waits for before its first
+output row (an estimate). The folding is chosen greedily, as FINN's optimiser does: the slowest stage's lanes
+double while the design fits, and every step is scored at the clock it closes at.
 
-The design exists only where every stage's weights fit on the chip: there is no DDR traffic but the image in
-and the result out. A network whose weights do not fit is refused in one sentence (a design that streams them
-from DDR is a third architecture, not modelled).
+The design exists only where every stage's weights fit on the chip: there is no DDR traffic but the image in,
+the result out, and the weights once before the first image. A network whose weights do not fit is refused in
+one sentence (a design that streams them from DDR per image is a third architecture, not modelled).
 """
 
 from __future__ import annotations
@@ -57,8 +58,8 @@ __all__ = ["PipelineDesign", "Stage", "explore_pipeline", "io_trips", "line_stor
 MAX_LANES = 64
 #: a stage's counters, FIFO handshakes and line-buffer addressing (*estimate*, no synthesis behind it)
 STAGE_CONTROL_LUT, STAGE_CONTROL_FF = 400, 600
-#: the m_axi ports: the image in, the result out
-PIPELINE_PORTS = 2
+#: the m_axi ports: the image in, the result out, the weights (read once, by the load)
+PIPELINE_PORTS = 3
 _LUT, _FF, _DSP = (RESOURCE_KINDS.index(k) for k in ("lut", "ff", "dsp"))
 
 
@@ -132,13 +133,13 @@ def memory(words: float, bits: float, caps: dict[str, float], rom: bool = False)
 
 def weights_storage(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, caps: dict[str, float],
                     res: np.ndarray | None = None) -> str:
-    """Where a stage's weights live, a ROM of a lane grid a row in the order its PE array reads them (block RAM
-    or LUTs, whichever takes less of the device), its cost added to ``res``; returns the memory's name."""
+    """Where a stage's weights live: a RAM the load writes once, a lane grid a row in the order the PE array
+    reads them, in whichever memory takes least of the device; its cost added to ``res``; returns its name."""
     grid = layer.engine == "grid"
     folds_c = math.ceil(layer.C / (in_lanes if grid else out_lanes))
     folds_k = math.ceil(layer.K / out_lanes) if grid else 1
     rows = folds_k * folds_c * (layer.R * layer.S if grid else math.ceil(layer.R * layer.S / in_lanes))
-    name, cost = memory(rows, in_lanes * out_lanes * 8.0 * np.dtype(dtype).itemsize, caps, rom=True)
+    name, cost = memory(rows, in_lanes * out_lanes * 8.0 * np.dtype(dtype).itemsize, caps)
     if res is not None:
         res += cost
     return name
@@ -335,7 +336,11 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
     fixed[_FF] = FF_BASE + PIPELINE_PORTS * FF_PER_PORT
     skips = [_skip_pixels(flat, i) if s.residual else 0 for i, (s, _) in enumerate(flat)]
     distance = 1 if dtype == "int8" else accumulation_distance(dtype, clock)
-    lanes = [[1, 1] for _ in flat]
+    # where the part has UltraRAM a stage starts with its weight rows as wide as its 72-bit word (narrower rows
+    # would waste it): a grid's input channels, a depthwise stage's channels, up to what the layer has
+    start = 1 << math.ceil(math.log2(math.ceil(URAM_WIDTH / (8 * itemsize)))) if cap["uram"] > 0 else 1
+    lanes = [[min(start, 1 << math.ceil(math.log2(n.C))), 1] if n.engine == "grid" else
+             [1, min(start, 1 << math.ceil(math.log2(n.C)))] for _, n in flat]
 
     def build(i: int) -> Stage:
         """Stage ``i`` at its lanes, each memory where it takes the least of the device."""
@@ -351,7 +356,7 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
         total = total + stages[-1].resources
     if np.any(total > caps):
         raise HeteroDSEError(f"no layer-pipelined design fits {board.name} in {dtype}: the network's "
-                             f"{weights / 2**20:.1f} MiB of weights, with one stage a layer at one lane each, need "
+                             f"{weights / 2**20:.1f} MiB of weights, with one stage a layer at its fewest lanes, need "
                              "more on-chip memory or logic than it has (streaming the weights from DDR is a design "
                              "not modelled; the shared network kernel serves it)")
     best = _design(board, dtype, stages, total, clock, weights, image)

@@ -22,13 +22,16 @@ pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="C-simulation needs g++")
 
 
-@pytest.fixture(scope="module", params=["float32", "int8"])
+@pytest.fixture(scope="module", params=[("float32", "zcu102"), ("int8", "zcu102"), ("int8", "vu9p")],
+                ids=["float32", "int8", "int8-vu9p"])
 def project(request, tmp_path_factory):
+    """The small network's pipeline; on vu9p, a part with UltraRAM, its stages start with wider weight rows."""
+    dtype, board = request.param
     layers, image, _, _ = traced()
-    design = explore_pipeline([(layer.shape, 1) for layer in layers], load_board("zcu102"), request.param)
-    directory = write_pipeline_project(tmp_path_factory.mktemp(request.param) / "hls", design, layers, image,
+    design = explore_pipeline([(layer.shape, 1) for layer in layers], load_board(board), dtype)
+    directory = write_pipeline_project(tmp_path_factory.mktemp(dtype) / "hls", design, layers, image,
                                        network="small")
-    return request.param, design, directory
+    return dtype, design, directory
 
 
 def _mutated(project, tmp_path, old: str, new: str, count: int = 1):
@@ -116,7 +119,13 @@ def test_a_stage_whose_lanes_differ_from_the_design_is_found(project, tmp_path):
 def test_weights_bound_to_another_memory_are_found(project, tmp_path):
     _, design, directory = project
     text = (directory / "src" / "kernel.cpp").read_text()
-    bound = re.search(r"BIND_STORAGE variable=W(\d+) type=rom_1p impl=(\w+)", text)
+    bound = re.search(r"BIND_STORAGE variable=W(\d+) type=ram_1p impl=(\w+)", text)
     other = "lutram" if bound.group(2) != "lutram" else "bram"
     mutant = _mutated(directory, tmp_path, bound.group(0), bound.group(0).replace(bound.group(2), other))
     assert [f.check for f in lint(mutant).findings] == ["storage"]
+
+
+def test_weights_loaded_into_the_wrong_rows_fail_the_csim(project, tmp_path):
+    _, _, directory = project
+    mutant = _mutated(directory, tmp_path, "W3[r][j] = row[j];", "W3[r == 0 ? 1 : r][j] = row[j];")
+    assert not csim(mutant).passed

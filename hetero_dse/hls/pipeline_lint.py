@@ -6,7 +6,7 @@ counts (``check_pipeline_trips``); this checks what a C-simulation cannot see:
 - ``fifo``: every FIFO has the depth the design gives it (a residual's holds the pixels its block keeps back;
   too shallow and the pipeline deadlocks on the device, which no C-simulation shows), and no other;
 - ``lanes``: each stage's weight rows and window words are as wide as its lanes;
-- ``storage``: each stage's weights are one ROM, a row one word, and its line buffer one RAM, in the memories
+- ``storage``: each stage's weights are one RAM, a row one word, and its line buffer one RAM, in the memories
   the model charges;
 - ``dependence``: each PE array's partial sums rotate over the accumulation distance the pragma declares.
 """
@@ -35,7 +35,6 @@ def lint_pipeline(project: str | Path) -> LintReport:
         record = json.loads((project / "design.json").read_text())
         stages, fifos = record["design"]["per_stage"], record["fifos"]
         source = (project / "src" / "kernel.cpp").read_text()
-        weights = (project / "src" / "weights.h").read_text()
     except (OSError, ValueError, KeyError) as exc:
         raise LintError(f"{project} is not a pipeline project written by hetero_dse ({exc})") from None
     report = LintReport()
@@ -51,13 +50,13 @@ def lint_pipeline(project: str | Path) -> LintReport:
             report.add("fifo", "kernel.cpp", f"FIFO {f['stream']}: depth {got} in the code, {f['depth']} in the "
                                              "design")
     for name in declared:
-        if not name.endswith("_win"):
+        if not name.endswith(("_win", "_wload")):  # a window or weight-load FIFO: two words, fixed
             report.add("fifo", "kernel.cpp", f"FIFO {name} is not in the design")
     for i, s in enumerate(stages):
         p, q = s["in_lanes"], s["out_lanes"]
-        m = re.search(rf"static const data_t W{i}\[(\d+)\]\[(\d+)\]", weights)
+        m = re.search(rf"static data_t W{i}\[(\d+)\]\[(\d+)\]", source)
         if m is None or int(m.group(2)) != p * q:
-            report.add("lanes", "weights.h", f"stage {i}: its weight rows hold {m and m.group(2)} weights, its "
+            report.add("lanes", "kernel.cpp", f"stage {i}: its weight rows hold {m and m.group(2)} weights, its "
                                              f"{p} × {q} lanes take {p * q}")
         win = re.search(rf"typedef hls::vector<data_t, (\d+)> s{i}_win_t;", source)
         want = p if s["engine"] == "grid" else p * q
@@ -73,7 +72,7 @@ def lint_pipeline(project: str | Path) -> LintReport:
                                                 f"{s['line']}")
         body = source[source.find(f"static void s{i}_mac("):]
         body = body[:body.find("\n}\n")]
-        bound = re.search(rf"BIND_STORAGE variable=W{i} type=rom_1p impl=(\w+)", body)
+        bound = re.search(rf"BIND_STORAGE variable=W{i} type=ram_1p impl=(\w+)", body)
         if (bound.group(1) if bound else "registers") != s["weights"] or \
                 f"ARRAY_RESHAPE variable=W{i} type=complete dim=2" not in body:
             report.add("storage", "kernel.cpp", f"stage {i}: its weights are bound to "
