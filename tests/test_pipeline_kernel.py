@@ -129,3 +129,34 @@ def test_weights_loaded_into_the_wrong_rows_fail_the_csim(project, tmp_path):
     _, _, directory = project
     mutant = _mutated(directory, tmp_path, "W3[r][j] = row[j];", "W3[r == 0 ? 1 : r][j] = row[j];")
     assert not csim(mutant).passed
+
+
+def test_the_host_program_runs_the_pipeline_through_an_xrt_test_double(project, tmp_path):
+    """host/host.cpp (XRT's native API: the weights loaded in one run, the images streamed in the next) compiled
+    against the project's XRT test double, whose runs call the kernel's C model. Says nothing about a card."""
+    import subprocess
+
+    _, design, directory = project
+    binary = tmp_path / "host.exe"
+    subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-Wno-unknown-pragmas",
+                    "-Wno-unused-label", f"-I{directory / 'sim' / 'include'}", f"-I{directory / 'src'}",
+                    "-DHDSE_XRT_KERNEL=pipeline_kernel", str(directory / "host" / "host.cpp"),
+                    str(directory / "src" / "kernel.cpp"), "-o", str(binary)], check=True, capture_output=True)
+    ran = subprocess.run([str(binary), "test_double.xclbin", str(directory / "data")], capture_output=True,
+                         text=True)
+    assert ran.returncode == 0 and "mismatches=0" in ran.stdout and "PASS" in ran.stdout, ran.stdout + ran.stderr
+    # a board with an acceleration platform gets the v++ flow's files, one without an IP to drive
+    platform = design.board.platform
+    assert (directory / "connectivity.cfg").exists() == bool(platform)
+    makefile = (directory / "Makefile").read_text()
+    assert ("xclbin:" in makefile) == bool(platform) and ("ip:" in makefile) != bool(platform)
+
+
+def test_the_csim_command_checks_the_pipelines_trips(project):
+    import subprocess
+    import sys
+
+    _, _, directory = project
+    ran = subprocess.run([sys.executable, "-m", "hetero_dse", "csim", str(directory)], capture_output=True, text=True,
+                         timeout=300)
+    assert ran.returncode == 0 and "trip counts of every process against the model's" in ran.stdout, ran.stdout

@@ -108,7 +108,11 @@ def _trip_problems(project: Path, output: str) -> list[str] | None:
     static trip counts cover)."""
     from hetero_dse.hls.network_lint import is_network_project
     from hetero_dse.hls.network_project import check_trips
+    from hetero_dse.hls.pipeline_lint import is_pipeline_project
+    from hetero_dse.hls.pipeline_project import check_pipeline_trips
 
+    if is_pipeline_project(project):
+        return check_pipeline_trips(project, output)
     return check_trips(project, output) if is_network_project(project) else None
 
 

@@ -31,10 +31,15 @@ from hetero_dse.resources import data_dir
 __all__ = ["check_pipeline_trips", "write_pipeline_project"]
 
 TEMPLATES = {"pipeline/kernel.cpp.j2": "src/kernel.cpp", "pipeline/kernel.h.j2": "src/kernel.h",
-             "pipeline/tb.cpp.j2": "tb/tb.cpp", "pipeline/README.md.j2": "README.md", "project.tcl.j2": "project.tcl",
+             "pipeline/tb.cpp.j2": "tb/tb.cpp", "pipeline/host.cpp.j2": "host/host.cpp",
+             "pipeline/Makefile.j2": "Makefile", "pipeline/README.md.j2": "README.md", "project.tcl.j2": "project.tcl",
              "hls_config.tcl.j2": "hls_config.tcl"}
-STATIC = {"run_hls.tcl": "run_hls.tcl", **{f"include/{h}": f"sim/include/{h}" for h in ("hls_stream.h",
-                                                                                          "hls_vector.h")}}
+#: the Vitis (v++) flow's files, for boards with an acceleration platform
+PLATFORM_TEMPLATES = {"pipeline/connectivity.cfg.j2": "connectivity.cfg", "vpp_compile.cfg.j2": "vpp_compile.cfg"}
+#: copied as they are: the HLS build script, the headers' stand-ins for C-simulation without Vitis, and the
+#: test double of XRT the host program is compiled against here
+STATIC = {"run_hls.tcl": "run_hls.tcl", **{f"include/{h}": f"sim/include/{h}" for h in (
+    "hls_stream.h", "hls_vector.h", "xrt/xrt_device.h", "xrt/xrt_bo.h", "xrt/xrt_kernel.h")}}
 FLOAT_MAX = "3.40282347e+38f"
 
 
@@ -244,6 +249,8 @@ def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequ
            "axi": {"max_burst_beats": min(256, AXI_MAX_BURST_BYTES // (min(img_v, out_v) * np.dtype(dtype).itemsize)),
                    "outstanding": AXI_OUTSTANDING},
            "ops": {"mul": a.mul_core[0], "mul_impl": a.mul_core[1]}, "wgt_v": wgt_v, "weight_words": offset,
+           "platform": design.board.platform, "memory_channels": design.board.memory.channels,
+           "connectivity": design.board.memory.connectivity or "DDR",
            "interval": f"{design.interval_cycles:,.0f}", "fps": f"{design.fps:,.0f}",
            "achieved_mhz": f"{design.achieved_mhz:.0f}"}
     for st, s in zip(stages, design.stages, strict=True):
@@ -251,7 +258,7 @@ def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequ
     try:
         with atomic_directory(Path(directory)) as partial:
             env = environment()
-            for template, target in TEMPLATES.items():
+            for template, target in {**TEMPLATES, **(PLATFORM_TEMPLATES if design.board.platform else {})}.items():
                 (partial / target).parent.mkdir(parents=True, exist_ok=True)
                 (partial / target).write_text(env.get_template(template).render(**ctx))
             (partial / "src" / "weights.h").write_text(_params_header(design, layers, tensors))

@@ -1,6 +1,6 @@
-// Test double of xrt/xrt_kernel.h: see xrt_device.h. Only the network kernel's arguments (its kernel.h, included
-// before this header: table, first, count, the arena three times, weights, parameters); a buffer object is
-// passed as its host memory.
+// Test double of xrt/xrt_kernel.h: see xrt_device.h. A run passes each buffer object as its host memory (typed as
+// the kernel's parameter asks) and each scalar as it is, to the function HDSE_XRT_KERNEL names: the network
+// kernel's and the pipeline's arguments alike.
 #ifndef HDSE_STANDIN_XRT_KERNEL_H
 #define HDSE_STANDIN_XRT_KERNEL_H
 
@@ -8,14 +8,24 @@
 
 namespace xrt {
 
+namespace detail {
+// a buffer object's memory, converted to whatever pointer type the kernel's parameter is
+struct memory {
+  void *data;
+  template <typename T>
+  operator T *() const { return static_cast<T *>(data); }
+};
+inline memory pass(bo &b) { return memory{b.map<void *>()}; }
+inline int pass(int value) { return value; }
+}  // namespace detail
+
 class kernel {
  public:
   kernel(const device &, const uuid &, const std::string &) {}
   int group_id(int argument) const { return argument; }
-  xrt::run operator()(bo &table, int first, int count, bo &act_in, bo &act_res, bo &act_out, bo &wgt, bo &params) {
-    HDSE_XRT_KERNEL(table.map<const int *>(), first, count, act_in.map<const word_t *>(),
-                    act_res.map<const word_t *>(), act_out.map<word_t *>(), wgt.map<const wword_t *>(),
-                    params.map<const pword_t *>());
+  template <typename... Args>
+  xrt::run operator()(Args &&...args) {
+    HDSE_XRT_KERNEL(detail::pass(args)...);
     return xrt::run();
   }
 };
