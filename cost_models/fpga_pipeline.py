@@ -2,8 +2,8 @@
 array with its weights on chip, the stages connected by FIFOs of pixels, every image streaming through all of
 them (FINN's and DNNBuilder's architecture). This is the model of the code ``hls_templates/pipeline/`` builds
 (``hetero_dse/hls/pipeline_project.py`` writes it for a traced network; its C-simulation counts the trips
-charged here). ``explore --model`` reports it beside the shared network kernel's compute units but writes no
-project for it yet.
+charged here). ``explore --model`` reports it beside the shared network kernel's compute units, and writes its
+project where the network traces as a chain of layers.
 
 A stage is two processes. The window process reads each input pixel into a line buffer of ``R`` rows (a pixel
 one wide word; a 1×1 convolution needs none), then sends each output pixel's window a word a trip. The PE

@@ -254,9 +254,15 @@ def _pipeline_note(p: dict[str, Any] | None, units_fps: float) -> str:
     if "why" in p:
         return f" A layer-pipelined design (one stage a layer, weights on chip, by the model): {p['why']}."
     verdict = ("would serve throughput better" if p["fps"] > units_fps else "would not serve throughput better")
-    return (f" A layer-pipelined design ({p['stages']} stages, weights on chip; **by the model only: explore "
-            f"writes no project for it**) would run {p['fps']:.0f} images a second at {p['achieved_mhz']:.0f} MHz, "
-            f"its slowest stage {p['bottleneck']}: it {verdict} than the compute units above.")
+    check = p.get("check")
+    if p.get("directory"):
+        project = f"its project `{p['directory']}`" + (
+            "" if not check else f", C-simulated against torch: {'passed' if check['passed'] else '**FAILED**'}")
+    else:
+        project = f"**by the model only**: {p.get('project_why', 'explore writes no project for it')}"
+    return (f" A layer-pipelined design ({p['stages']} stages, weights on chip; {project}) would run "
+            f"{p['fps']:.0f} images a second at {p['achieved_mhz']:.0f} MHz, its slowest stage {p['bottleneck']}: "
+            f"it {verdict} than the compute units above.")
 
 
 def _fusion_markdown(model: dict[str, Any], device: dict[str, Any]) -> list[str]:

@@ -119,7 +119,9 @@ def test_report_says_which_architecture_serves_throughput():
     p = {"fps": 900.0, "stages": 5, "achieved_mhz": 200.0, "bottleneck": "dw"}
     assert "would serve throughput better" in _pipeline_note(p, 500.0)
     assert "would not serve throughput better" in _pipeline_note(p, 1000.0)
-    assert "explore writes no project for it" in _pipeline_note(p, 500.0)
+    assert "by the model only" in _pipeline_note(p, 500.0)
+    written = {**p, "directory": "network-x/vu9p/pipeline", "check": {"passed": True}}
+    assert "its project `network-x/vu9p/pipeline`, C-simulated against torch: passed" in _pipeline_note(written, 1.0)
     assert "MiB" in _pipeline_note({"why": "no layer-pipelined design fits: 11.1 MiB of weights"}, 1.0)
     assert _pipeline_note(None, 1.0) == ""
 

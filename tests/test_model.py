@@ -148,8 +148,38 @@ def test_explore_a_whole_model_runs_it_on_one_fpga_accelerator_beside_its_layers
     assert record["predicted"]["epilogue"]["steps"] == ["bias", "relu"]
     assert (out / "report.html").is_file() and (out / "plan.json").is_file()
     assert (out / "conv2d_tiny_L2" / "vu9p" / "hls" / "design.json").is_file()
+    # the layer-pipelined design's figure is there; its project is not, in one sentence: the pool is no layer
+    assert shared["pipeline"]["fps"] > 0
+    assert "no project written" in shared["pipeline"]["project_why"]
+    assert "not something the network kernel runs" in shared["pipeline"]["project_why"]
     r = cli("explore", "--model", path, "--op", "gemm", "--board", "vu9p", "--out", tmp_path / "x")
     assert r.code == 1 and "--model explores a whole network" in r.err
+
+
+def test_a_network_that_traces_as_a_chain_gets_its_pipeline_project_c_simulated(write, cli, tmp_path):
+    path = write("chain.py", """
+        import torch
+
+        def model():
+            return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+                                       torch.nn.Conv2d(8, 16, 1), torch.nn.ReLU(), torch.nn.Flatten(),
+                                       torch.nn.Linear(16 * 8 * 8, 10))
+
+        def example_input():
+            return torch.randn(1, 3, 8, 8)
+    """)
+    out = tmp_path / "o"
+    r = cli("explore", "--model", path, "--board", "vu9p", "--budget", "200", "--out", out, "--csim")
+    assert r.code == 0, r.err
+    (shared,) = json.loads((out / "report.json").read_text())["model"]["networks"]
+    pipeline = shared["pipeline"]
+    assert pipeline["stages"] == 3 and pipeline["directory"] == "network-chain/vu9p/pipeline"
+    assert pipeline["check"]["passed"] is True and pipeline["check"]["mismatches"] == 0
+    assert pipeline["check"]["trips"] == "every process ran the trips the model charges"
+    assert cli("lint", out / pipeline["directory"]).code == 0
+    assert "its project `network-chain/vu9p/pipeline`, C-simulated against torch: passed" in (
+        out / "report.md").read_text()
+    assert "vu9p: layer-pipelined (3 stages): " in r.out and "network-chain/vu9p/pipeline; C-simulation passed" in r.out
 
 
 def test_a_whole_model_time_budget_is_split_by_each_layers_share_of_the_flops(resnet18):

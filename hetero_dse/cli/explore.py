@@ -218,6 +218,8 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
                       + " (report.md says why each one is or is not)")
     for n in result.networks:
         console.print(_network_line(n), soft_wrap=True)  # one line, a path in it unbroken
+        if n.get("pipeline", {}).get("directory"):
+            console.print(_pipeline_line(n), soft_wrap=True)
     console.print(f"Report: {out / 'report.md'}")
     if result.interrupted:
         click.echo("hetero_dse: interrupted; the report holds what was found before the stop", err=True)
@@ -287,6 +289,15 @@ class _SearchLine:
 
     def failed(self) -> None:
         self.bar.update(self.task, description=f"{self.title}: failed")
+
+
+def _pipeline_line(n: dict) -> str:
+    """The layer-pipelined design's line, where explore wrote its project: images a second, project, verdict."""
+    p = n["pipeline"]
+    check = p.get("check")
+    verdict = "" if not check else f"; C-simulation {'passed' if check['passed'] else 'FAILED'}"
+    return (f"{n['board']}: layer-pipelined ({p['stages']} stages): {p['fps']:.0f} images a second at batch > 1, "
+            f"project {p['directory']}{verdict}")
 
 
 def _network_line(n: dict) -> str:

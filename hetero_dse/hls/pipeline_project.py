@@ -188,6 +188,13 @@ def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequ
     if len(layers) != len(design.stages) or any(s.shape != c.shape for s, c in zip(design.stages, layers,
                                                                                    strict=False)):
         raise HeteroDSEError("the pipeline's stages are not the traced network's layers, one each in order")
+    from hetero_dse.hls.network_project import MAX_DATA_BYTES
+    from hetero_dse.units import fmt_bytes
+
+    size = sum(np.asarray(c.weight).nbytes for c in layers) + np.asarray(image).nbytes * frames
+    if size > MAX_DATA_BYTES:
+        raise HeteroDSEError(f"no pipeline project written: its data would hold {fmt_bytes(size)} of weights and "
+                             f"images (limit {fmt_bytes(MAX_DATA_BYTES)})")
     integer = design.dtype == "int8"
     if integer:  # the same integers as the shared kernel's int8 (per-channel weights, requantised epilogue)
         tensor = lambda i: None if i is None else ("input:x" if i < 0 else f"layer:{i}")  # noqa: E731

@@ -87,6 +87,9 @@ class ModelGraph:
     torch_seconds: float | None = None  # the whole network in torch eager (median of runs), batch as given
     program: Any = field(default=None, repr=False)  # the torch.export program the layers were found in
     pairs: list[LayerPair] = field(default_factory=list)  # back-to-back pointwise convolutions
+    #: the module and its input as given (``model/chain.py`` traces them into a chain of layers, in order)
+    model: Any = field(default=None, repr=False)
+    example: Any = field(default=None, repr=False)
 
     @property
     def mapped_flops(self) -> int:
@@ -141,7 +144,8 @@ def capture(model: Any, example: Any, name: str = "model", profile: bool = True)
         key = (index[first.key], index[second.key])
         pairs[key] = pairs.get(key, 0) + first.repeats
     result = ModelGraph(name, tuple(example.shape), list(layers.values()), list(unmapped.values()),
-                        program=program, pairs=[LayerPair(a, b, n) for (a, b), n in pairs.items()])
+                        program=program, pairs=[LayerPair(a, b, n) for (a, b), n in pairs.items()], model=model,
+                        example=example)
     if profile:
         if result.unmapped:
             _time_shares(model, example, result.unmapped)

@@ -190,13 +190,8 @@ class FpgaTarget:
         # at batch > 1: as many compute units, each on its own image, as raise the images a second
         units = explore_throughput(shapes, self.board, dtype, clock).to_json()
         record["throughput"] = {k: units[k] for k in ("compute_units", "fps", "latency_s", "engines", "utilisation")}
-        # the second architecture, one stage a layer: by its model, to say where it would serve batch > 1 better
-        try:
-            pipeline = explore_pipeline(shapes, self.board, dtype, clock).to_json()
-            record["pipeline"] = {k: pipeline[k] for k in ("architecture", "fps", "latency_s", "gops", "stages",
-                                                           "bottleneck", "achieved_mhz", "utilisation", "basis")}
-        except HeteroDSEError as exc:
-            record["pipeline"] = {"why": str(exc)}
+        # the second architecture, one stage a layer, to say where it would serve batch > 1 better
+        record["pipeline"] = _pipeline(graph, shapes, self.board, dtype, clock, out, self.csim)
         counts = {op.shape_name: layer.count for op, layer in zip(ops, graph.layers, strict=True)}
         # the layers' own best designs, where each is of the same type and clock target as the shared one
         found = [e for e in outcomes if e.found and e.best_design[0]["dtype"] == dtype
@@ -289,6 +284,48 @@ def _reads_network_input(op: Operator, graph: Any) -> bool:
     """Whether a layer's input is the network's own (its image: the host may lay it out as the layer wants)."""
     p = op.params
     return op.name == "conv2d" and (p.get("batch"), p.get("C"), p.get("H"), p.get("W")) == tuple(graph.input_shape)
+
+
+def _pipeline(graph: Any, shapes: list, board: Any, dtype: str, clock: float, out: Path | None, run_csim: bool
+              ) -> dict[str, Any]:
+    """The layer-pipelined design: where the network traces as a chain of layers (``model/chain.py``), that
+    chain's design and its project (C-simulated where asked); else its figure for the network's distinct layers
+    and the sentence on why no project is written."""
+    from hetero_dse.hls.csim import csim
+    from hetero_dse.hls.pipeline_project import check_pipeline_trips, write_pipeline_project
+    from hetero_dse.model.chain import trace_chain
+
+    layers, image, why = None, None, "the network was not given as a module"
+    if getattr(graph, "model", None) is not None:
+        try:
+            layers, image = trace_chain(graph.model, graph.example)
+        except HeteroDSEError as exc:
+            why = str(exc)
+    try:
+        design = explore_pipeline([(layer.shape, 1) for layer in layers] if layers else shapes, board, dtype, clock)
+    except HeteroDSEError as exc:
+        return {"why": str(exc)}
+    p = design.to_json()
+    record = {k: p[k] for k in ("architecture", "fps", "latency_s", "gops", "stages", "bottleneck", "achieved_mhz",
+                                "utilisation", "basis")}
+    if out is None:
+        return record
+    if not layers:
+        record["project_why"] = f"no project written: {why}"
+        return record
+    try:
+        written = write_pipeline_project(out / f"network-{graph.label}" / board.name / "pipeline", design, layers,
+                                         image, network=graph.label)
+        record["directory"] = str(written.relative_to(out))
+        if run_csim:
+            result = csim(written)
+            problems = check_pipeline_trips(written, result.output)
+            record["check"] = {"passed": result.passed and not problems, "mismatches": result.mismatches,
+                               "max_abs_error": result.max_abs_error,
+                               "trips": problems or "every process ran the trips the model charges"}
+    except HeteroDSEError as exc:  # the figure stands; what failed is said beside it
+        record["project_why"] = str(exc)
+    return record
 
 
 def _write_network(design: Any, ops: Sequence[Operator], directory: Path, out: Path, run_csim: bool
