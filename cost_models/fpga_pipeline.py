@@ -51,7 +51,8 @@ from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 from hetero_dse.model.layer_shape import LayerShape
 
-__all__ = ["PipelineDesign", "Stage", "explore_pipeline", "io_trips", "line_storage", "memory", "pointwise",
+__all__ = ["PipelineDesign", "Stage", "explore_pipeline", "io_trips", "line_storage", "load_trips", "memory",
+           "pointwise",
            "stage_cycles", "stage_layer", "stage_resources", "stage_time", "weights_storage", "window_trips"]
 
 #: the most lanes a side of one stage may take
@@ -195,6 +196,10 @@ def stage_resources(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, 
     else:  # the requantising 32 x 16 multiply (two DSPs), the residual's 8 x 16 (one), the slope's 32 x 16 (two)
         res[_DSP] += out_lanes * (2 + (1 if residual else 0) + (2 if leaky else 0))
         res[_LUT] += out_lanes * 160
+    # the weight load: the row register read_weights gathers, and the two-row FIFO to this stage (shift-register
+    # LUTs, a bit each): built once, used once before the first image
+    res[_FF] += macs * bits
+    res[_LUT] += macs * bits
     res[_LUT] += STAGE_CONTROL_LUT
     res[_FF] += STAGE_CONTROL_FF + macs * bits  # the input pixel's lanes broadcast to the output lanes
     return res
@@ -285,6 +290,19 @@ def io_trips(stages: Sequence[Stage], port_elems: int) -> dict[str, int]:
     k_out = -(-last.layer.K // last.out_lanes) * last.out_lanes
     return {"read": first.layer.H * first.layer.W * c_in // img_v,
             "write": last.layer.OH * last.layer.OW * k_out // out_v}
+
+
+def load_trips(stages: Sequence[Stage], port_elems: int) -> int:
+    """Trips of the weight load (once, before the first image): each stage's weight rows in whole words of the
+    weights' port, a row of ``in_lanes × out_lanes`` weights taking ``⌈in_lanes · out_lanes / word⌉``."""
+    total = 0
+    for s in stages:
+        grid = s.layer.engine == "grid"
+        folds = (math.ceil(s.layer.K / s.out_lanes) if grid else 1) * math.ceil(
+            s.layer.C / (s.in_lanes if grid else s.out_lanes))
+        steps = s.layer.R * s.layer.S if grid else math.ceil(s.layer.R * s.layer.S / s.in_lanes)
+        total += folds * steps * math.ceil(s.in_lanes * s.out_lanes / port_elems)
+    return total
 
 
 def _skip_pixels(stages: Sequence[tuple[LayerShape, NetLayer]], i: int) -> int:

@@ -246,6 +246,17 @@ def _throughput_note(n: dict[str, Any]) -> str:
     return note + _pipeline_note(n.get("pipeline"), t["fps"])
 
 
+def _csim_verdict(check: dict[str, Any]) -> str:
+    """A C-simulation's verdict in a few words: passed, failed (on the outputs or on the trip counts), not run."""
+    if check.get("passed") is None:
+        return f"C-simulation not run: {check.get('why')}"
+    if check["passed"]:
+        return "C-simulated against its reference: passed"
+    return ("C-simulated against its reference: **FAILED** ("
+            + ("trip counts off the model's" if not check.get("mismatches") else f"{check['mismatches']} mismatches")
+            + ")")
+
+
 def _pipeline_note(p: dict[str, Any] | None, units_fps: float) -> str:
     """Which architecture serves throughput: the shared kernel's compute units, whose code is written, or a
     layer-pipelined design, which is modelled only."""
@@ -256,8 +267,7 @@ def _pipeline_note(p: dict[str, Any] | None, units_fps: float) -> str:
     verdict = ("would serve throughput better" if p["fps"] > units_fps else "would not serve throughput better")
     check = p.get("check")
     if p.get("directory"):
-        project = f"its project `{p['directory']}`" + (
-            "" if not check else f", C-simulated against torch: {'passed' if check['passed'] else '**FAILED**'}")
+        project = f"its project `{p['directory']}`" + ("" if not check else f", {_csim_verdict(check)}")
     else:
         project = f"**by the model only**: {p.get('project_why', 'explore writes no project for it')}"
     return (f" A layer-pipelined design ({p['stages']} stages, weights on chip; {project}) would run "

@@ -121,7 +121,13 @@ def test_report_says_which_architecture_serves_throughput():
     assert "would not serve throughput better" in _pipeline_note(p, 1000.0)
     assert "by the model only" in _pipeline_note(p, 500.0)
     written = {**p, "directory": "network-x/vu9p/pipeline", "check": {"passed": True}}
-    assert "its project `network-x/vu9p/pipeline`, C-simulated against torch: passed" in _pipeline_note(written, 1.0)
+    assert "its project `network-x/vu9p/pipeline`, C-simulated against its reference: passed" in _pipeline_note(
+        written, 1.0)
+    # a C-simulation that could not run, or whose trips were off, is said so: never a bare project path
+    timed_out = {**written, "check": {"passed": None, "why": "ran for more than 60 s"}}
+    assert "C-simulation not run: ran for more than 60 s" in _pipeline_note(timed_out, 1.0)
+    off = {**written, "check": {"passed": False, "mismatches": 0}}
+    assert "**FAILED** (trip counts off the model's)" in _pipeline_note(off, 1.0)
     assert "MiB" in _pipeline_note({"why": "no layer-pipelined design fits: 11.1 MiB of weights"}, 1.0)
     assert _pipeline_note(None, 1.0) == ""
 

@@ -177,7 +177,7 @@ def test_a_network_that_traces_as_a_chain_gets_its_pipeline_project_c_simulated(
     assert pipeline["check"]["passed"] is True and pipeline["check"]["mismatches"] == 0
     assert pipeline["check"]["trips"] == "every process ran the trips the model charges"
     assert cli("lint", out / pipeline["directory"]).code == 0
-    assert "its project `network-chain/vu9p/pipeline`, C-simulated against torch: passed" in (
+    assert "its project `network-chain/vu9p/pipeline`, C-simulated against its reference: passed" in (
         out / "report.md").read_text()
     assert "vu9p: layer-pipelined (3 stages): " in r.out and "network-chain/vu9p/pipeline; C-simulation passed" in r.out
 

@@ -295,7 +295,8 @@ def _pipeline_line(n: dict) -> str:
     """The layer-pipelined design's line, where explore wrote its project: images a second, project, verdict."""
     p = n["pipeline"]
     check = p.get("check")
-    verdict = "" if not check else f"; C-simulation {'passed' if check['passed'] else 'FAILED'}"
+    verdict = ("" if not check else f"; C-simulation not run: {check['why']}" if check.get("passed") is None else
+               f"; C-simulation {'passed' if check['passed'] else 'FAILED'}")
     return (f"{n['board']}: layer-pipelined ({p['stages']} stages): {p['fps']:.0f} images a second at batch > 1, "
             f"project {p['directory']}{verdict}")
 

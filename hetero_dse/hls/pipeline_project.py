@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from cost_models.fpga_costs import ARITHMETIC, AXI_MAX_BURST_BYTES, AXI_OUTSTANDING
-from cost_models.fpga_pipeline import PipelineDesign, io_trips, pointwise, stage_cycles, window_trips
+from cost_models.fpga_pipeline import PipelineDesign, io_trips, load_trips, pointwise, stage_cycles, window_trips
 from hetero_dse import __version__
 from hetero_dse.atomic import atomic_directory
 from hetero_dse.errors import HeteroDSEError
@@ -234,7 +234,7 @@ def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequ
         flat = np.zeros((st["w_rows"], st["w_words"] * wgt_v))
         flat[:, :rows.shape[1]] = rows
         words[st["w_offset"]:st["w_offset"] + st["w_rows"] * st["w_words"]] = flat.reshape(-1, wgt_v)
-    model = {"read": io_trips(design.stages, port_elems)["read"] * frames, "load": offset,
+    model = {"read": io_trips(design.stages, port_elems)["read"] * frames, "load": load_trips(design.stages, wgt_v),
              "write": io_trips(design.stages, port_elems)["write"] * frames,
              "stages": [{"window": window_trips(s.layer, s.in_lanes, s.out_lanes) * frames,
                          "mac": stage_cycles(s.layer, s.in_lanes, s.out_lanes, design.distance) * frames}

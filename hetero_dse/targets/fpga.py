@@ -301,6 +301,8 @@ def _pipeline(graph: Any, shapes: list, board: Any, dtype: str, clock: float, ou
             layers, image = trace_chain(graph.model, graph.example)
         except HeteroDSEError as exc:
             why = str(exc)
+        except Exception as exc:  # noqa: BLE001 - the user's forward, run again by the tracer: said, not raised
+            why = f"tracing the network into a chain of layers failed: {type(exc).__name__}: {exc}"
     try:
         design = explore_pipeline([(layer.shape, 1) for layer in layers] if layers else shapes, board, dtype, clock)
     except HeteroDSEError as exc:
@@ -316,15 +318,20 @@ def _pipeline(graph: Any, shapes: list, board: Any, dtype: str, clock: float, ou
     try:
         written = write_pipeline_project(out / f"network-{graph.label}" / board.name / "pipeline", design, layers,
                                          image, network=graph.label)
-        record["directory"] = str(written.relative_to(out))
-        if run_csim:
-            result = csim(written)
-            problems = check_pipeline_trips(written, result.output)
-            record["check"] = {"passed": result.passed and not problems, "mismatches": result.mismatches,
-                               "max_abs_error": result.max_abs_error,
-                               "trips": problems or "every process ran the trips the model charges"}
     except HeteroDSEError as exc:  # the figure stands; what failed is said beside it
         record["project_why"] = str(exc)
+        return record
+    record["directory"] = str(written.relative_to(out))
+    if run_csim:
+        try:
+            result = csim(written)
+        except HeteroDSEError as exc:  # did not compile, ran too long: the project stands, the verdict says why
+            record["check"] = {"passed": None, "why": str(exc)}
+            return record
+        problems = check_pipeline_trips(written, result.output)
+        record["check"] = {"passed": result.passed and not problems, "mismatches": result.mismatches,
+                           "max_abs_error": result.max_abs_error,
+                           "trips": problems or "every process ran the trips the model charges"}
     return record
 
 
