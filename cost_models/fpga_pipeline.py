@@ -34,19 +34,17 @@ from cost_models.fpga_blocks import storage_cost
 from cost_models.fpga_clock import achieved_clock
 from cost_models.fpga_costs import (
     ARITHMETIC,
-    BRAM18K_CONFIGS,
     FANOUT_FREE,
     FANOUT_NS_PER_DOUBLING,
     FF_BASE,
     FF_PER_PORT,
     LUT_BASE,
     LUT_PER_PORT,
-    LUTRAM_WORDS_PER_LUT_PAIR,
     SLR_DERATE,
-    URAM_DEPTH,
     URAM_WIDTH,
 )
 from cost_models.fpga_network import NetLayer, accumulation_distance
+from cost_models.fpga_pipeline_storage import line_storage, memory, pointwise, weights_storage
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 from hetero_dse.model.layer_shape import LayerShape
@@ -94,11 +92,6 @@ def stage_time(layer: NetLayer, in_lanes: int, out_lanes: int, distance: int = 1
     return max(stage_cycles(layer, in_lanes, out_lanes, distance), window_trips(layer, in_lanes, out_lanes))
 
 
-def pointwise(layer: NetLayer) -> bool:
-    """A 1×1 convolution of stride 1: its window process passes pixels on, with no line buffer."""
-    return layer.R == layer.S == layer.stride == 1 and layer.pad == 0
-
-
 def window_trips(layer: NetLayer, in_lanes: int, out_lanes: int) -> int:
     """Trips of the stage's window process for one image: every input pixel read into the line buffer, then
     each output pixel's window sent, a word a trip (a 1×1 convolution's: each pixel's channel folds)."""
@@ -109,58 +102,6 @@ def window_trips(layer: NetLayer, in_lanes: int, out_lanes: int) -> int:
     else:
         per_pixel = layer.R * layer.S * math.ceil(layer.C / in_lanes)
     return layer.H * layer.W + layer.OH * layer.OW * per_pixel
-
-
-def memory(words: float, bits: float, caps: dict[str, float], rom: bool = False) -> tuple[str, np.ndarray]:
-    """The on-chip memory of ``words`` × ``bits`` that takes the least of its kind's share of the device, and
-    its cost in ``RESOURCE_KINDS`` order: block RAM (18 Kb blocks in their width × depth shapes), UltraRAM
-    (4096 × 72 bits a block; not for a ROM: it has no initial contents on these parts) or LUTs (64 words a
-    pair of LUTs a bit). Its name is the code's BIND_STORAGE impl."""
-    options = []
-    bram = np.zeros(len(RESOURCE_KINDS))
-    width, depth = next(((w, d) for w, d in BRAM18K_CONFIGS if bits <= w), BRAM18K_CONFIGS[-1])
-    bram[RESOURCE_KINDS.index("bram18k")] = math.ceil(words / depth) * math.ceil(bits / width)
-    options.append(("bram", bram))
-    lutram = np.zeros(len(RESOURCE_KINDS))
-    lutram[_LUT] = 2 * bits * math.ceil(words / LUTRAM_WORDS_PER_LUT_PAIR)
-    options.append(("lutram", lutram))
-    if not rom and caps.get("uram", 0) > 0:
-        uram = np.zeros(len(RESOURCE_KINDS))
-        uram[RESOURCE_KINDS.index("uram")] = math.ceil(words / URAM_DEPTH) * math.ceil(bits / URAM_WIDTH)
-        options.append(("uram", uram))
-    share = lambda r: max(r[k] / caps[name] for k, name in enumerate(RESOURCE_KINDS) if r[k])  # noqa: E731
-    return min(options, key=lambda o: share(o[1]))
-
-
-def weights_storage(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, caps: dict[str, float],
-                    res: np.ndarray | None = None) -> str:
-    """Where a stage's weights live: a RAM the load writes once, a lane grid a row in the order the PE array
-    reads them, in whichever memory takes least of the device; its cost added to ``res``; returns its name."""
-    grid = layer.engine == "grid"
-    folds_c = math.ceil(layer.C / (in_lanes if grid else out_lanes))
-    folds_k = math.ceil(layer.K / out_lanes) if grid else 1
-    rows = folds_k * folds_c * (layer.R * layer.S if grid else math.ceil(layer.R * layer.S / in_lanes))
-    name, cost = memory(rows, in_lanes * out_lanes * 8.0 * np.dtype(dtype).itemsize, caps)
-    if res is not None:
-        res += cost
-    return name
-
-
-def line_storage(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, caps: dict[str, float],
-                 res: np.ndarray | None = None) -> str:
-    """Where a stage's line buffer lives (``R`` rows of its image, a pixel one wide word; none for a 1×1
-    convolution, whose pixel is a register), its cost added to ``res``; returns the memory's name."""
-    grid = layer.engine == "grid"
-    channels = math.ceil(layer.C / (in_lanes if grid else out_lanes)) * (in_lanes if grid else out_lanes)
-    bits = channels * 8.0 * np.dtype(dtype).itemsize
-    if pointwise(layer):
-        if res is not None:
-            res[_FF] += bits
-        return "registers"
-    name, cost = memory(layer.R * layer.W, bits, caps)
-    if res is not None:
-        res += cost
-    return name
 
 
 def stage_resources(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, caps: dict[str, float],
