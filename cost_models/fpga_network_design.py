@@ -49,8 +49,8 @@ from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 from hetero_dse.model.layer_shape import LayerShape
 
-__all__ = ["LANES", "NetworkDesign", "PlacedLayer", "engine_resources", "engine_storage", "explore_network",
-           "explore_throughput", "padded"]
+__all__ = ["LANES", "NetworkDesign", "PlacedLayer", "design_clock_mhz", "engine_resources", "engine_storage",
+           "explore_network", "explore_throughput", "kernel_base", "padded"]
 
 #: lanes each side of an engine may take (powers of two: channels pad to few of them)
 LANES = (4, 8, 16, 32, 64)
@@ -249,9 +249,7 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
     kinds = sorted({s.engine for s, _ in layers}, key=["grid", "depthwise"].index)
     distance = accumulation_distance(dtype, clock)
     caps = np.array([board.cap(k) for k in RESOURCE_KINDS], dtype=float)
-    fixed = np.zeros(len(RESOURCE_KINDS))
-    fixed[RESOURCE_KINDS.index("lut")] = LUT_BASE + PORTS * LUT_PER_PORT
-    fixed[RESOURCE_KINDS.index("ff")] = FF_BASE + PORTS * FF_PER_PORT
+    fixed = kernel_base(PORTS)
     best: NetworkDesign | None = None
     tried = 0
     lane_sets = {"grid": list(itertools.product(lanes, lanes)), "depthwise": [(c, 1) for c in lanes]}
@@ -328,15 +326,29 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
     return best
 
 
+def kernel_base(ports: int) -> np.ndarray:
+    """What a whole-network kernel takes before its engines, in ``RESOURCE_KINDS`` order: its control and
+    AXI-Lite interface, and an m_axi adapter for each of its ``ports``."""
+    base = np.zeros(len(RESOURCE_KINDS))
+    base[RESOURCE_KINDS.index("lut")] = LUT_BASE + ports * LUT_PER_PORT
+    base[RESOURCE_KINDS.index("ff")] = FF_BASE + ports * FF_PER_PORT
+    return base
+
+
+def design_clock_mhz(board: Board, clock_mhz: float, res: np.ndarray, fanout: float) -> float:
+    """The clock (MHz) a whole-network design of resources ``res`` closes at for a target ``clock_mhz``:
+    derated by its widest broadcast (``fanout`` lanes an element reaches) and the SLRs it spans."""
+    eff, _ = achieved_clock(clock_mhz * 1e6, res, slr_resources(board), float(fanout), 1.0, FANOUT_NS_PER_DOUBLING,
+                            FANOUT_FREE, SLR_DERATE[2], SLR_DERATE[3])
+    return float(eff) / 1e6
+
+
 def _design(board: Board, dtype: str, block: int, word: int, engines: dict[str, EngineShape],
             placed: list[PlacedLayer], res: np.ndarray, clock: float, timing: dict[str, Any]) -> NetworkDesign:
     """The design at the clock it closes at: derated by the input broadcast's fan-out (an input element goes
     to every output lane) and the SLRs it spans; each layer's cycles again at that clock (DDR floors are
     times)."""
-    fanout = float(max(e.out_lanes for e in engines.values()))
-    eff, _ = achieved_clock(clock * 1e6, res, slr_resources(board), fanout, 1.0, FANOUT_NS_PER_DOUBLING,
-                            FANOUT_FREE, SLR_DERATE[2], SLR_DERATE[3])
-    achieved = float(eff) / 1e6
+    achieved = design_clock_mhz(board, clock, res, max(e.out_lanes for e in engines.values()))
     again = {**timing, "clock_hz": achieved * 1e6}
     layers = []
     for p in placed:

@@ -29,21 +29,13 @@ from typing import Any
 
 import numpy as np
 
-from cost_models.fpga import slr_resources
 from cost_models.fpga_blocks import storage_cost
-from cost_models.fpga_clock import achieved_clock
 from cost_models.fpga_costs import (
     ARITHMETIC,
-    FANOUT_FREE,
-    FANOUT_NS_PER_DOUBLING,
-    FF_BASE,
-    FF_PER_PORT,
-    LUT_BASE,
-    LUT_PER_PORT,
-    SLR_DERATE,
     URAM_WIDTH,
 )
 from cost_models.fpga_network import NetLayer, accumulation_distance
+from cost_models.fpga_network_design import design_clock_mhz, kernel_base
 from cost_models.fpga_pipeline_storage import line_storage, memory, pointwise, weights_storage
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
@@ -260,10 +252,7 @@ def _skip_pixels(stages: Sequence[tuple[LayerShape, NetLayer]], i: int) -> int:
 def _design(board: Board, dtype: str, stages: list[Stage], total: np.ndarray, clock: float, weights: int,
             image: int) -> PipelineDesign:
     """The pipeline at the clock it closes at (derated by the lanes' fan-out and the SLRs it spans)."""
-    fanout = float(max(s.out_lanes for s in stages))
-    eff, _ = achieved_clock(clock * 1e6, total, slr_resources(board), fanout, 1.0, FANOUT_NS_PER_DOUBLING,
-                            FANOUT_FREE, SLR_DERATE[2], SLR_DERATE[3])
-    achieved = float(eff) / 1e6
+    achieved = design_clock_mhz(board, clock, total, max(s.out_lanes for s in stages))
     port_bytes_per_cycle = board.memory.sustained_gbps_per_channel * 1e9 / (achieved * 1e6)
     io = io_trips(stages, board.memory.port_bits // (8 * np.dtype(dtype).itemsize))
     return PipelineDesign(board, dtype, list(stages), {r: float(v) for r, v in zip(RESOURCE_KINDS, total, strict=True)},
@@ -290,9 +279,7 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
     weights = sum(n.K * n.R * n.S * (n.C if n.engine == "grid" else 1) for _, n in flat) * itemsize
     first, last = flat[0][1], flat[-1][1]
     image = (first.C * first.H * first.W + last.K * last.OH * last.OW) * itemsize
-    fixed = np.zeros(len(RESOURCE_KINDS))
-    fixed[_LUT] = LUT_BASE + PIPELINE_PORTS * LUT_PER_PORT
-    fixed[_FF] = FF_BASE + PIPELINE_PORTS * FF_PER_PORT
+    fixed = kernel_base(PIPELINE_PORTS)
     skips = [_skip_pixels(flat, i) if s.residual else 0 for i, (s, _) in enumerate(flat)]
     distance = 1 if dtype == "int8" else accumulation_distance(dtype, clock)
     # where the part has UltraRAM a stage starts with its weight rows as wide as its 72-bit word (narrower rows

@@ -9,10 +9,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from cost_models.fpga import slr_resources
-from cost_models.fpga_clock import achieved_clock
-from cost_models.fpga_costs import FANOUT_FREE, FANOUT_NS_PER_DOUBLING, SLR_DERATE
 from cost_models.fpga_network import NetLayer
+from cost_models.fpga_network_design import design_clock_mhz
 from cost_models.fpga_pipeline import (
     explore_pipeline,
     stage_cycles,
@@ -100,10 +98,9 @@ def test_the_next_step_of_the_folding_is_no_faster_than_the_design_kept():
         if cycles < s.cycles and np.all(total - s.resources + grown <= caps):
             after = total - s.resources + grown
             fanout = max([x.out_lanes for x in design.stages if x is not s] + [lanes[1]])
-            eff, _ = achieved_clock(board.default_clock_mhz * 1e6, after, slr_resources(board), float(fanout), 1.0,
-                                    FANOUT_NS_PER_DOUBLING, FANOUT_FREE, SLR_DERATE[2], SLR_DERATE[3])
+            mhz = design_clock_mhz(board, board.default_clock_mhz, after, fanout)
             interval = max([x.cycles for x in design.stages if x is not s] + [cycles])
-            assert eff / interval <= design.fps * (1 + 1e-9), f"{s.shape.name} at {lanes} would be faster"
+            assert mhz * 1e6 / interval <= design.fps * (1 + 1e-9), f"{s.shape.name} at {lanes} would be faster"
             break
 
 

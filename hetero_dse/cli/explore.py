@@ -294,11 +294,17 @@ class _SearchLine:
 def _pipeline_line(n: dict) -> str:
     """The layer-pipelined design's line, where explore wrote its project: images a second, project, verdict."""
     p = n["pipeline"]
-    check = p.get("check")
-    verdict = ("" if not check else f"; C-simulation not run: {check['why']}" if check.get("passed") is None else
-               f"; C-simulation {'passed' if check['passed'] else 'FAILED'}")
     return (f"{n['board']}: layer-pipelined ({p['stages']} stages): {p['fps']:.0f} images a second at batch > 1, "
-            f"project {p['directory']}{verdict}")
+            f"project {p['directory']}{_csim_words(p.get('check'), 'C-simulation')}")
+
+
+def _csim_words(check: dict | None, what: str) -> str:
+    """``; <what> passed`` (or FAILED, or not run and why) for a C-simulation's record; nothing without one."""
+    if not check:
+        return ""
+    if check.get("passed") is None:
+        return f"; C-simulation not run: {check.get('why')}"
+    return f"; {what} {'passed' if check['passed'] else 'FAILED'}"
 
 
 def _network_line(n: dict) -> str:
@@ -308,9 +314,7 @@ def _network_line(n: dict) -> str:
 
     if n.get("why"):
         return f"{n['board']}: no one accelerator for the network: {n['why']}"
-    check = n.get("check")
-    verdict = ("" if not check else f"; C-simulation not run: {check['why']}" if check.get("why") else
-               f"; C-simulation of every layer {'passed' if check['passed'] else 'FAILED'}")
+    verdict = _csim_words(n.get("check"), "C-simulation of every layer")
     bound = n.get("per_layer_sum_s")
     return (f"{n['board']}: one accelerator for the network ({n['dtype']}): {fmt_seconds(n['latency_s'])} at "
             f"batch 1, {n['fps']:.0f} fps, {n['gops']:.0f} GOPS"

@@ -68,17 +68,11 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
         scale = max(1.0, float(np.abs(r.reference).max()) if r.reference.size else 1.0)
         atol.append("0.0" if integer else repr(1e-5 * scale * max(1.0, red) ** 0.5))
         rtol.append("0.0" if integer else repr(1e-4))
-    from cost_models.fpga_costs import AXI_MAX_BURST_BYTES, AXI_OUTSTANDING
+    from hetero_dse.hls.project import network_flow
 
     port_bits = design.word * (8 if integer else 32)
-    build = {"version": __version__, "dtype": design.dtype, "achieved_mhz": f"{design.achieved_mhz:.0f}",
-             "model_ms": f"{1e3 * design.latency_s:.3f}", "platform": board.platform,
-             "clock_period_ns": round(1000.0 / design.clock_mhz, 3),
-             "flow_target": "vitis" if board.platform else "vivado",
-             "export_format": "xo" if board.platform else "ip_catalog",
-             "axi": {"max_burst_beats": AXI_MAX_BURST_BYTES // (board.memory.port_bits // 8),
-                     "outstanding": AXI_OUTSTANDING},
-             "memory_channels": board.memory.channels, "connectivity": board.memory.connectivity or "DDR",
+    build = {**network_flow(board, design.clock_mhz, board.memory.port_bits // 8), "dtype": design.dtype,
+             "achieved_mhz": f"{design.achieved_mhz:.0f}", "model_ms": f"{1e3 * design.latency_s:.3f}",
              "host_atol": "0.0" if integer else "1e-3", "host_rtol": "0.0" if integer else "1e-3"}
     return {**build, "top": top, "network": run.name, "layers": len(run.layers), "board": design.board.name,
             "part": design.board.part, "clock_mhz": design.clock_mhz, "integer": integer,

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from cost_models.fpga_costs import ARITHMETIC, AXI_MAX_BURST_BYTES, AXI_OUTSTANDING
+from cost_models.fpga_costs import ARITHMETIC
 from cost_models.fpga_pipeline import PipelineDesign, io_trips, load_trips, pointwise, stage_cycles, window_trips
 from hetero_dse import __version__
 from hetero_dse.atomic import atomic_directory
@@ -183,7 +183,7 @@ def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequ
     ``image`` [1, C, H, W], its test bench streaming it ``frames`` times; replaces ``directory`` at once."""
     from hetero_dse.hls.network_quant import quantize_run
     from hetero_dse.hls.network_run import NetworkRun, RunLayer
-    from hetero_dse.hls.project import environment
+    from hetero_dse.hls.project import environment, network_flow
 
     if len(layers) != len(design.stages) or any(s.shape != c.shape for s, c in zip(design.stages, layers,
                                                                                    strict=False)):
@@ -234,8 +234,8 @@ def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequ
         flat = np.zeros((st["w_rows"], st["w_words"] * wgt_v))
         flat[:, :rows.shape[1]] = rows
         words[st["w_offset"]:st["w_offset"] + st["w_rows"] * st["w_words"]] = flat.reshape(-1, wgt_v)
-    model = {"read": io_trips(design.stages, port_elems)["read"] * frames, "load": load_trips(design.stages, wgt_v),
-             "write": io_trips(design.stages, port_elems)["write"] * frames,
+    io = io_trips(design.stages, port_elems)
+    model = {"read": io["read"] * frames, "load": load_trips(design.stages, wgt_v), "write": io["write"] * frames,
              "stages": [{"window": window_trips(s.layer, s.in_lanes, s.out_lanes) * frames,
                          "mac": stage_cycles(s.layer, s.in_lanes, s.out_lanes, design.distance) * frames}
                         for s in design.stages]}
@@ -246,18 +246,10 @@ def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequ
            "im2col": im2col, "frames": frames, "atol": "0.0" if integer else repr(1e-4 * scale),
            "rtol": "0.0" if integer else "1e-3",
            "reference_source": "the same integer arithmetic" if integer else "torch, the whole network in float",
-           # what the build scripts and the README take
-           "version": __version__, "dtype": design.dtype,
-           "clock_period_ns": round(1000.0 / design.clock_mhz, 3),
-           "flow_target": "vitis" if design.board.platform else "vivado",
-           "export_format": "xo" if design.board.platform else "ip_catalog",
-           "port_bits": min(img_v, out_v) * 8 * np.dtype(dtype).itemsize,
-           # AXI4 bursts: at most 4 KB and 256 beats (a port of narrow words reaches the beats first)
-           "axi": {"max_burst_beats": min(256, AXI_MAX_BURST_BYTES // (min(img_v, out_v) * np.dtype(dtype).itemsize)),
-                   "outstanding": AXI_OUTSTANDING},
+           # what the build scripts and the README take (a port of narrow words reaches AXI4's 256 beats first)
+           **network_flow(design.board, design.clock_mhz, min(img_v, out_v) * np.dtype(dtype).itemsize),
+           "dtype": design.dtype, "port_bits": min(img_v, out_v) * 8 * np.dtype(dtype).itemsize,
            "ops": {"mul": a.mul_core[0], "mul_impl": a.mul_core[1]}, "wgt_v": wgt_v, "weight_words": offset,
-           "platform": design.board.platform, "memory_channels": design.board.memory.channels,
-           "connectivity": design.board.memory.connectivity or "DDR",
            "interval": f"{design.interval_cycles:,.0f}", "fps": f"{design.fps:,.0f}",
            "achieved_mhz": f"{design.achieved_mhz:.0f}"}
     for st, s in zip(stages, design.stages, strict=True):

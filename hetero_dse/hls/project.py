@@ -72,6 +72,25 @@ def environment() -> Environment:
                        keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
 
 
+def flow(board: Board) -> dict[str, str]:
+    """The Vitis flow a board's project takes: an .xo kernel for v++ where it has an acceleration platform
+    (Alveo, AWS F1), else an IP for a Vivado block design (Zynq boards)."""
+    return {"flow_target": "vitis" if board.platform else "vivado",
+            "export_format": "xo" if board.platform else "ip_catalog"}
+
+
+def network_flow(board: Board, clock_mhz: float, word_bytes: int) -> dict[str, Any]:
+    """What a whole-network project's build scripts take (project.tcl, hls_config.tcl, the Makefile, the v++
+    files): the flow, the clock, and the m_axi settings for words of ``word_bytes``: bursts of AXI4's most,
+    4 KB and 256 beats, as the model charges a run of words."""
+    from cost_models.fpga_costs import AXI_MAX_BURST_BYTES, AXI_OUTSTANDING
+
+    return {"version": __version__, "platform": board.platform, "clock_period_ns": round(1000.0 / clock_mhz, 3),
+            **flow(board), "memory_channels": board.memory.channels,
+            "connectivity": board.memory.connectivity or "DDR",
+            "axi": {"max_burst_beats": min(256, AXI_MAX_BURST_BYTES // word_bytes), "outstanding": AXI_OUTSTANDING}}
+
+
 def tolerance(dtype: str, reduce_length: int) -> tuple[float, float]:
     """(atol, rtol) of the testbench: exact for integers; for floats, error growing with the reduction."""
     if dtype.startswith("int") or dtype.startswith("uint"):
@@ -100,8 +119,7 @@ def write_project(directory: Path, op: Operator, analysis: Analysis, point: Poin
     output, source = reference_output(op, inputs)
     atol, rtol = tolerance(str(op.dtype), prod(lp.extent for lp in analysis.main.reduce))
     context.update(
-        version=__version__, reference_source=source, atol=repr(atol), rtol=repr(rtol), design=design,
-        flow_target="vitis" if board.platform else "vivado", export_format="xo" if board.platform else "ip_catalog",
+        version=__version__, reference_source=source, atol=repr(atol), rtol=repr(rtol), design=design, **flow(board),
         fig=_figures(design, point), search_interrupted=search_interrupted,
     )
     directory = Path(directory)
