@@ -147,9 +147,10 @@ def time_torch_cpu(op: Operator, repeat: int = 10, min_seconds: float = 0.2,
     return float(np.median(runs_s))
 
 
-def time_torch_cuda(op: Operator, repeat: int = 10, number: int = 20, tf32: bool = False) -> float | None:
+def time_torch_cuda(op: Operator, repeat: int = 10, number: int = 20, tf32: bool = False,
+                    samples: list[float] | None = None) -> float | None:
     """Median seconds of ``op``'s torch call (cuDNN/cuBLAS) on the CUDA device, timed with CUDA events; None
-    when torch has no such call or sees no GPU.
+    when torch has no such call or sees no GPU. ``samples`` (when given) receives each repeat's seconds per run.
 
     Strict FP32 by default, the arithmetic the explored schedules do: torch lets cuDNN convolutions round
     their inputs to TF32 on tensor cores unless told otherwise, a different (less exact) computation.
@@ -168,7 +169,7 @@ def time_torch_cuda(op: Operator, repeat: int = 10, number: int = 20, tf32: bool
     args = [torch.from_numpy(np.ascontiguousarray(a.astype(np.float32))).to(types[op.dtype] if i < main else
                                                                               torch.float32).cuda()
             for i, a in enumerate(op.random_inputs(0))]
-    samples = []
+    samples = samples if samples is not None else []
     cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
     saved = cudnn.allow_tf32, matmul.allow_tf32, cudnn.benchmark
     # benchmark: cuDNN times its algorithms on the first call and keeps the fastest, the library at its best

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from gpu_cpu.conditions import is_loaded, timing
+from gpu_cpu.stability import instability
 from hetero_dse.hardware.host import use_host_cores
 from hetero_dse.process import worker_init
 
@@ -60,12 +61,17 @@ class MeasureResult:
     def loaded(self) -> bool:
         return is_loaded(self.foreign_load)
 
+    @property
+    def unstable(self) -> str | None:
+        """Why the repeats are not one figure (two clusters, or spread wide), or None."""
+        return instability(self.repeats)
+
     def timing(self) -> dict[str, Any]:
         """The figure with its spread and conditions, for schedule.json, the report and the history."""
         return {"median_s": self.seconds, "min_s": min(self.repeats) if self.repeats else self.seconds,
                 "max_s": max(self.repeats) if self.repeats else self.seconds, "repeats": list(self.repeats),
                 "foreign_load": None if self.foreign_load is None else round(self.foreign_load, 3),
-                "loaded": self.loaded}
+                "loaded": self.loaded, "unstable": self.unstable}
 
     @classmethod
     def of(cls, value: float | dict[str, Any], wall_s: float = 0.0) -> MeasureResult:

@@ -3,13 +3,16 @@ convolution or linear layer, its batch norm folded, its epilogue fused) replaced
 — our TVM module rebuilt from its schedule.json, or torch's call — and every other op left as torch runs it.
 
 This is the plan executed, not summed: one forward pass, layer after layer, checked against torch eager on the
-same input and timed against it in interleaved rounds (``bench/whole_model.py``).
+same input and timed against it in interleaved rounds (``bench/whole_model.py``, ``explore --model``). Our
+kernels run their parallel loops on torch's OpenMP team (``gpu_cpu/one_pool.py``): with a pool each, the two
+sides' spinning threads took turns on the cores and the executed plan was slower than eager.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +22,7 @@ import torch
 
 from hetero_dse.errors import HeteroDSEError
 
-__all__ = ["PlannedNetwork", "time_against_eager"]
+__all__ = ["PlannedNetwork", "layer_times", "time_against_eager", "time_variants"]
 
 #: the exported ops the executed plan replaces; a planned layer of another kind runs as torch runs it
 _RUNS = ("conv2d", "linear")
@@ -27,15 +30,30 @@ _RUNS = ("conv2d", "linear")
 
 class PlannedNetwork:
     """``graph`` (``capture``'s, its torch.export program kept) run with ``plan`` (one device of plan.json),
-    the modules under ``out`` (the explore run's output directory)."""
+    the modules under ``out`` (the explore run's output directory), our kernels' parallel loops on ``pool``'s
+    threads ("torch": torch's OpenMP team; "tvm": TVM's own pool, kept for comparison). ``self.pool`` says
+    which they got."""
 
-    def __init__(self, graph: Any, plan: dict[str, Any], out: Path) -> None:
+    def __init__(self, graph: Any, plan: dict[str, Any], out: Path, pool: str = "torch") -> None:
+        from gpu_cpu.one_pool import thread_pool
         from hetero_dse.hardware.host import use_host_cores
-        from hetero_dse.model.capture import layer_groups
 
         # TVM's pool is sized when its first parallel loop runs: at half the logical CPUs unless told, which
         # on a machine without SMT ran every layer of ours on one core of two (2x slower than in the workers)
         use_host_cores()
+        threads = torch.get_num_threads()
+        torch.set_num_threads(_host_cores())
+        try:
+            # a module binds its parallel loops to the pool registered when it first runs (each _Layer runs its
+            # kernel once when made), so the choice holds for this network whatever is registered later
+            with thread_pool(pool) as self.pool:
+                self._replace(graph, plan, out)
+        finally:
+            torch.set_num_threads(threads)
+
+    def _replace(self, graph: Any, plan: dict[str, Any], out: Path) -> None:
+        from hetero_dse.model.capture import layer_groups
+
         program = graph.program
         self.module = copy.deepcopy(program.graph_module)
         # the copy's nodes by the original's (in graph order: a copy may rename one, e.g. 'input' → 'input_1')
@@ -59,8 +77,12 @@ class PlannedNetwork:
             layer = graph.layers[int(labels[g.key].rsplit("L", 1)[1]) - 1]
             op = layer.operator()
             weight, bias = _folded(g, by_placeholder)
+            if entry["call"] == "hetero_dse" and not entry.get("module"):
+                raise HeteroDSEError(f"the plan calls our kernel for {entry['layer']}, but no module was written "
+                                     "for it (see report.md)")
             kernel = (_ours(op, out / entry["module"]) if entry["call"] == "hetero_dse" else _library(op))
             wrapper = _Layer(op, g.kind, kernel, weight, bias, entry["call"] == "hetero_dse")
+            wrapper.label = labels[g.key]
             name = f"hdse_{k}"
             self.module.add_submodule(name, wrapper)
             tail = nodes[g.tail]
@@ -139,6 +161,9 @@ class _Layer(torch.nn.Module):
         self.bias = bias.reshape(shapes[2]).contiguous() if "bias" in steps else None
         self.residual_shape = shapes[-1] if "add" in steps else None
         self.params = dict(op.params)
+        if ours:  # bind the module to the pool registered now (see PlannedNetwork), on zeros of its shapes
+            zeros = [torch.zeros(shape, dtype=self.weight.dtype) for shape in (shapes[0], self.residual_shape) if shape]
+            self.forward(*zeros)
 
     def forward(self, x: Any, residual: Any = None) -> Any:
         rows = x.reshape(-1, x.shape[-1]) if self.kind == "linear" else x
@@ -156,30 +181,119 @@ class _Layer(torch.nn.Module):
         return out.reshape(x.shape[0], -1, *self.out_shape[-2:])
 
 
+def layer_times(planned: PlannedNetwork, example: Any, runs: int = 10) -> dict[str, float]:
+    """Seconds each planned layer (by label, its repeats together) takes inside the network, the median over
+    ``runs`` forward passes: its inputs as the layer before left them, its weights as the layers before left the
+    caches. Alone, timed again and again, a layer's weights stay in cache; inside ResNet-18 our deeper layers
+    took 1.5-3x their time alone (BENCHMARKS.md, issue 39)."""
+    spent: dict[str, float] = {}
+    starts: dict[int, float] = {}
+
+    def before(layer: Any, _args: Any) -> None:
+        starts[id(layer)] = time.perf_counter()
+
+    def after(layer: Any, _args: Any, _out: Any) -> None:
+        spent[layer.label] = spent.get(layer.label, 0.0) + time.perf_counter() - starts[id(layer)]
+
+    layers = [m for m in planned.module.modules() if isinstance(m, _Layer)]
+    handles = [h for m in layers for h in (m.register_forward_pre_hook(before), m.register_forward_hook(after))]
+    samples: dict[str, list[float]] = {}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(_host_cores())
+    try:
+        with torch.no_grad():
+            planned(example)
+            for _ in range(runs):
+                spent.clear()
+                planned(example)
+                for label, seconds in spent.items():
+                    samples.setdefault(label, []).append(seconds)
+    finally:
+        torch.set_num_threads(threads)
+        for handle in handles:
+            handle.remove()
+    return {label: float(np.median(values)) for label, values in samples.items()}
+
+
 def time_against_eager(model: Any, planned: PlannedNetwork, example: Any, rounds: int = 5,
                        repeat: int = 10) -> dict[str, Any]:
     """Both on ``example``: the planned network's output against torch eager's, then each timed in
     alternating rounds (median of ``repeat`` runs a round); the medians over rounds and their ratio."""
+    timed = time_variants(model, {"plan": planned}, example, rounds, repeat)
+    plan = timed["variants"]["plan"]
+    return {"eager_s": timed["eager_s"], "plan_s": plan["seconds"], "speedup": plan["speedup"],
+            "max_error": plan["max_error"], "scale": timed["scale"], "eager_rounds_s": timed["eager_rounds_s"],
+            "plan_rounds_s": plan["rounds_s"], "pool": planned.pool.kind, "pool_why": planned.pool.why}
+
+
+def time_variants(model: Any, variants: dict[str, PlannedNetwork], example: Any, rounds: int = 5,
+                  repeat: int = 10) -> dict[str, Any]:
+    """Torch eager and each planned network of ``variants`` (by name) on ``example``: each one's output checked
+    against eager's, then all timed in alternating rounds, each round in another order, under the machine's
+    measurement lock (median of ``repeat`` runs a round); per variant the median over rounds and its speedup
+    over eager's, and the foreign load during the rounds. A variant whose output differs is an error where it is
+    the first (the plan), and dropped with its reason otherwise."""
+    from gpu_cpu.conditions import timing
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(_host_cores())
+    try:
+        with torch.no_grad():
+            want = _first_tensor(model(example))
+            if not torch.equal(want, _first_tensor(model(example))):
+                raise HeteroDSEError("the model computes another result each time it runs on the same input (is "
+                                     "something random in its forward?): the plan run as one network cannot be "
+                                     "checked against it")
+            scale = float(want.abs().max())
+            errors, dropped = {}, {}
+            for name, planned in variants.items():
+                got = _first_tensor(planned(example))
+                error = float((want - got).abs().max()) if got.shape == want.shape else math.inf
+                if not error <= 1e-3 * max(scale, 1.0):
+                    why = (f"the planned network ({name}) computes another result than torch (max error {error:.3g} "
+                           f"at scale {scale:.3g})")
+                    if not errors and not dropped:  # the plan itself
+                        raise HeteroDSEError(why)
+                    dropped[name] = why
+                    continue
+                errors[name] = error
+            runs = {"eager": model, **{name: v for name, v in variants.items() if name in errors}}
+            samples: dict[str, list[float]] = {name: [] for name in runs}
+            with timing() as conditions:
+                for k in range(rounds):
+                    order = list(runs)[k % len(runs):] + list(runs)[:k % len(runs)]  # none always first
+                    for name in order:
+                        run = runs[name]
+                        run(example)
+                        times = []
+                        for _ in range(repeat):
+                            start = time.perf_counter()
+                            run(example)
+                            times.append(time.perf_counter() - start)
+                        samples[name].append(float(np.median(times)))
+    finally:
+        torch.set_num_threads(threads)
+    eager = float(np.median(samples["eager"]))
+    return {"eager_s": eager, "eager_rounds_s": samples["eager"], "scale": scale,
+            "foreign_load": conditions.foreign_load, "dropped": dropped,
+            "variants": {name: {"seconds": float(np.median(samples[name])),
+                                "speedup": eager / float(np.median(samples[name])), "max_error": errors[name],
+                                "rounds_s": samples[name]} for name in errors}}
+
+
+def _first_tensor(out: Any) -> Any:
+    """A network's result, or the first tensor of a tuple, list or dict of them."""
+    while isinstance(out, (tuple, list, dict)):
+        if not out:
+            raise HeteroDSEError("the model returns an empty result: there is nothing to check the plan against")
+        out = next(iter(out.values())) if isinstance(out, dict) else out[0]
+    if not isinstance(out, torch.Tensor):
+        raise HeteroDSEError(f"the model returns {type(out).__name__}, not a tensor: the plan run as one network "
+                             "cannot be checked against it")
+    return out
+
+
+def _host_cores() -> int:
     from hetero_dse.hardware.host import host_cores
 
-    torch.set_num_threads(host_cores())
-    with torch.no_grad():
-        want, got = model(example), planned(example)
-        scale = float(want.abs().max())
-        error = float((want - got).abs().max())
-        if not error <= 1e-3 * max(scale, 1.0):
-            raise HeteroDSEError(f"the planned network computes another result than torch (max error {error:.3g} "
-                                 f"at scale {scale:.3g})")
-        eager, plan = [], []
-        for _ in range(rounds):
-            for run, samples in ((model, eager), (planned, plan)):
-                run(example)
-                times = []
-                for _ in range(repeat):
-                    start = time.perf_counter()
-                    run(example)
-                    times.append(time.perf_counter() - start)
-                samples.append(float(np.median(times)))
-    return {"eager_s": float(np.median(eager)), "plan_s": float(np.median(plan)),
-            "speedup": float(np.median(eager) / np.median(plan)), "max_error": error, "scale": scale,
-            "eager_rounds_s": eager, "plan_rounds_s": plan}
+    return host_cores()

@@ -11,14 +11,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from hetero_dse.network_run import apply_network_run
 from hetero_dse.units import fmt_seconds, fmt_speedup
 
 __all__ = ["across_devices", "across_markdown", "plan_file", "system_plan", "system_markdown"]
 
 
 def across_devices(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One entry per operator (and shape): each device's best, and the fastest device with the basis of its
-    time (a GPU estimate can win; the report then says the winner's time is an estimate)."""
+    """One entry per operator (and shape): each device's best, and the winner: the fastest of the measured times
+    where any device was measured, never ranked against a model's prediction (the FPGA) or a roofline estimate
+    (a GPU that is not here) as their equal; ``unmeasured_faster`` names those that predict a shorter time.
+    Where nothing was measured the fastest prediction wins, its basis said."""
     table: dict[tuple[str, str | None], dict[str, Any]] = {}
     for r in rows:
         entry = table.setdefault((r["operator"], r["shape"]), {"operator": r["operator"], "shape": r["shape"],
@@ -26,12 +29,39 @@ def across_devices(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         entry["devices"][r["device"]] = {
             "kind": r["kind"], "basis": r["basis"], "seconds": r["seconds"], "gflops": r["gflops"],
             "peak_fraction": r["peak_fraction"], "library_seconds": r["library_seconds"],
-            "speedup_over_library": r.get("speedup_over_library"), "loaded": r.get("loaded", False)}
+            "speedup_over_library": r.get("speedup_over_library"), "loaded": r.get("loaded", False),
+            "unstable": r.get("unstable", False)}
     for entry in table.values():
         timed = [(d["seconds"], name) for name, d in entry["devices"].items() if d["seconds"]]
-        entry["winner"] = min(timed)[1] if timed else None
-        entry["winner_basis"] = entry["devices"][entry["winner"]]["basis"] if timed else None
+        measured = [(seconds, name) for seconds, name in timed if entry["devices"][name]["basis"] == "measured"]
+        winner = min(measured or timed)[1] if timed else None
+        entry["winner"] = winner
+        entry["winner_basis"] = entry["devices"][winner]["basis"] if winner else None
+        entry["unmeasured_faster"] = [name for seconds, name in sorted(timed) if measured and
+                                      entry["devices"][name]["basis"] != "measured" and
+                                      seconds < entry["devices"][winner]["seconds"]]
     return list(table.values())
+
+
+#: how the table names a time's basis
+BASIS = {"estimate": "est.", "measured": "meas.", "model": "model"}
+
+
+def _winner_cell(e: dict[str, Any]) -> str:
+    """``**cpu0**``, or with what predicts faster but was not measured (``**cpu0**; faster unmeasured: vu9p
+    (model)``); where nothing was measured, the winner with its basis (``**vu9p** (model, nothing measured)``)."""
+    winner = e["winner"]
+    if winner is None:
+        return "**—**"
+    if e["winner_basis"] != "measured":
+        basis = e["winner_basis"]
+        # a device named "h100 (estimate)" says its basis already
+        return f"**{winner}** ({'' if basis in winner else basis + ', '}nothing measured)"
+    others = []
+    for name in e.get("unmeasured_faster") or []:
+        basis = BASIS.get(e["devices"][name]["basis"], e["devices"][name]["basis"])
+        others.append(name if "estimate" in name else f"{name} ({basis})")
+    return f"**{winner}**" + ("; faster unmeasured: " + ", ".join(others) if others else "")
 
 
 def across_markdown(across: Sequence[dict[str, Any]]) -> list[str]:
@@ -41,7 +71,9 @@ def across_markdown(across: Sequence[dict[str, Any]]) -> list[str]:
     lines = ["## Across devices", "",
              "Each operator's best on every device: latency (basis), GFLOPS, % of that device's peak, speedup over "
              "that device's library (torch, timed on it in the same run). *est.*: a roofline estimate where the "
-             "device is absent, never a measurement; *model*: the FPGA model's prediction.", "",
+             "device is absent, never a measurement; *model*: the FPGA model's prediction. The winner is the "
+             "fastest measured device; predictions and estimates are not ranked with measurements as their "
+             "equals, and those that promise a shorter time are named beside it.", "",
              "| operator | " + " | ".join(devices) + " | winner |", "|---" * (len(devices) + 2) + "|"]
     for e in across:
         cells = []
@@ -50,20 +82,18 @@ def across_markdown(across: Sequence[dict[str, Any]]) -> list[str]:
             if d is None or d["seconds"] is None:
                 cells.append("—")
                 continue
-            basis = {"estimate": "est.", "measured": "meas."}.get(d["basis"], d["basis"])
+            basis = BASIS.get(d["basis"], d["basis"])
             text = f"{fmt_seconds(d['seconds'])} ({basis})"
             if d["gflops"] is not None:
                 text += f", {d['gflops']:.1f} GFLOPS"
             if d["peak_fraction"] is not None:
                 text += f", {100 * d['peak_fraction']:.0f} % peak"
             if d["speedup_over_library"]:
-                text += f", {fmt_speedup(d['speedup_over_library'], d.get('loaded', False))} lib"
+                text += (f", {fmt_speedup(d['speedup_over_library'], d.get('loaded', False))} lib"
+                         + (" (unstable timing)" if d.get("unstable") else ""))
             cells.append(text)
-        winner = e["winner"] or "—"
-        if e["winner_basis"] == "estimate" and "estimate" not in winner:
-            winner += " (estimate)"
         operator = e["operator"] + (f" {e['shape']}" if e["shape"] else "")
-        lines.append(f"| {operator} | " + " | ".join(cells) + f" | **{winner}** |")
+        lines.append(f"| {operator} | " + " | ".join(cells) + f" | {_winner_cell(e)} |")
     return [*lines, ""]
 
 
@@ -85,7 +115,9 @@ def system_plan(model: dict[str, Any], rows: Sequence[dict[str, Any]]) -> list[d
         if ours is None and library is None:
             d["missing"].append(layer["label"])
             continue
-        choice = "library" if library is not None and (ours is None or library < ours) else "hetero_dse"
+        # ours only where it was written: a plan must not call a module that is not there
+        unwritten = r["kind"] in ("cpu", "gpu") and not r.get("directory")
+        choice = "library" if library is not None and (ours is None or library < ours or unwritten) else "hetero_dse"
         d["layers"].append({"layer": layer["label"], "operator": layer["operator"], "count": layer["count"],
                             "epilogue": layer["epilogue"], "ours_s": ours, "library_s": library, "choice": choice,
                             "chosen_s": library if choice == "library" else ours, "directory": r["directory"]})
@@ -109,9 +141,10 @@ def system_plan(model: dict[str, Any], rows: Sequence[dict[str, Any]]) -> list[d
             d["shared_accelerator"] = True
         d["total_s"] = d["plan_s"] + (rest or 0.0)
         # torch eager ran the whole network on this machine's CPU when it was captured
-        eager = model.get("torch_eager_s") if d["kind"] == "cpu" else None
-        d["torch_eager_s"] = eager
-        d["speedup_over_eager"] = eager / d["total_s"] if eager and d["complete"] and d["total_s"] else None
+        d["torch_eager_s"] = model.get("torch_eager_s") if d["kind"] == "cpu" else None
+        # a sum of kernels timed alone is not a speedup anyone gets: only the plan run as one network is
+        d["speedup_over_eager"] = None
+        apply_network_run(d, (model.get("executed") or {}).get(d["device"]))
         d["chosen"] = {k: sum(e["choice"] == k for e in d["layers"]) for k in ("hetero_dse", "library")}
     return list(devices.values())
 
@@ -140,9 +173,16 @@ def plan_file(model: dict[str, Any], plan: Sequence[dict[str, Any]]) -> dict[str
     return {"model": model["name"], "input_shape": model["input_shape"],
             "devices": [{"device": d["device"], "kind": d["kind"], "basis": d["basis"],
                          "latency_s": d["total_s"], "complete": d["complete"],
+                         # the layers without a kernel yet (an interrupted run): a deployment runs torch's there
+                         "missing": list(d["missing"]),
+                         # "plan": the layers' calls below; "torch eager": the plan ran slower than eager (why)
+                         **({"run": d["run"], "executed": d["executed"]} if "run" in d else {}),
+                         **({"fallback": d["fallback"]} if "fallback" in d else {}),
                          "layers": [{"layer": e["layer"], "operator": e["operator"], "count": e["count"],
                                      "epilogue": e["epilogue"], "call": e["choice"],
                                      "module": e["directory"] if e["choice"] == "hetero_dse" else None,
+                                     # our kernel for the layer, called or not (the network run tries it)
+                                     "our_module": e["directory"],
                                      "seconds": e["chosen_s"]} for e in d["layers"]],
                          # each run of these two layers back to back is one call of the fused kernel instead
                          "fused": [{"layers": [f["first"], f["second"]], "count": f["count"],
@@ -158,18 +198,26 @@ def system_markdown(model: dict[str, Any], plan: Sequence[dict[str, Any]]) -> li
              "chosen kernels times their counts plus the ops no built-in covers as torch runs them. On an FPGA "
              "these are per-layer accelerators, each using the whole device: their sum is a bound, not a design; "
              "the one accelerator for the network is below. plan.json lists each layer's call.", "",
-             "The CPU total is a sum of timings each taken alone in a worker process, not one network run: executed "
-             "in one process, our kernels (TVM's thread pool) and torch's ops (its OpenMP pool) take turns on the "
-             "same cores, and on a 2-core machine the executed plan was measured slower than torch eager "
-             "(`bench/whole_model.py`, BENCHMARKS.md). Treat the speedup as the kernels' sum, not a promise.", "",
+             "A CPU's total, where its plan is complete, is the plan run as one network in this process (our "
+             "kernels on torch's OpenMP threads, each layer checked against torch eager's output) and timed against "
+             "torch eager in alternating rounds; the speedup is that ratio. A plan that ran slower than eager falls "
+             "back to eager and says why. A sum of kernels each timed alone is a bound, never shown as a speedup: "
+             "executed, calls between runtimes cost what no kernel's own timing shows.", "",
              "| device | basis | chosen kernels | ours / library | ops left to torch | total | torch eager | speedup "
              "| complete |", "|---" * 9 + "|"]
     for d in plan:
         rest = "—" if d["unmapped_torch_s"] is None else fmt_seconds(d["unmapped_torch_s"])
         eager = "—" if d["torch_eager_s"] is None else fmt_seconds(d["torch_eager_s"])
         speedup = fmt_speedup(d["speedup_over_eager"], d.get("loaded", False))
+        if d["speedup_over_eager"] is None and d["torch_eager_s"] is not None:
+            speedup = "— (a sum of kernels, not run)"
         done = "yes" if d["complete"] else f"no: {len(d['missing'])} layers without a time"
         basis = "**estimate**" if d["basis"] == "estimate" else d["basis"]
+        if "run" in d:
+            basis += (f": the plan run as one network (its kernels summed: {fmt_seconds(d['summed_s'])})"
+                      if d["run"] == "plan" else f": **{d['run']}**: {d['fallback']}")
+            if d.get("noise"):
+                basis += f"; {d['noise']}"
         if d.get("shared_accelerator"):
             bound = fmt_seconds(d["per_layer_bound_s"])
             basis += f": one shared accelerator (the layers' own designs, each alone on the device: {bound})"

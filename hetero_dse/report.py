@@ -41,7 +41,7 @@ def row_cells(row: Row) -> list[str]:
     library_gflops = "—" if not library or not row.gflops else f"{row.gflops * row.seconds / library:.1f}"
     return [operator, row.device, fmt_seconds(row.seconds), row.basis, gflops,
             f"{100 * row.peak_fraction:.1f}" if row.peak_fraction is not None else "—", row.bound or "—",
-            library_gflops, fmt_speedup(row.speedup, row.loaded), _search(row),
+            library_gflops, fmt_speedup(row.speedup, row.loaded, row.unstable), _search(row),
             row.directory or f"not written: {row.why_unwritten}", row.check, row.detail]
 
 
@@ -55,13 +55,15 @@ def _search(row: Row) -> str:
 def write_reports(out: Path, results: Sequence[tuple[Outcome, Written | None]], interrupted: bool,
                   synthesis: dict[int, list[dict[str, Any]]] | None = None,
                   errors: Sequence[str] = (), graph: Any = None, fusions: Sequence[dict[str, Any]] = (),
-                  networks: Sequence[dict[str, Any]] = ()) -> list[Path]:
+                  networks: Sequence[dict[str, Any]] = (), executed: dict[str, dict[str, Any]] | None = None
+                  ) -> list[Path]:
     """Write report.json, report.md and designs.csv under ``out``; returns their paths. ``results``: each
     outcome with what its target wrote for it (None: nothing yet); ``synthesis``: by index in ``results``, its
     synthesized designs against their predictions (``explore --synth``); ``errors``: the searches that ended
     in an error, one sentence each; ``graph``: the network whose layers the operators are (``--model``);
     ``fusions``: its back-to-back pairs on each GPU (``GpuTarget.back_to_back``); ``networks``: one design for
-    the whole network per device that makes one (``FpgaTarget.network``)."""
+    the whole network per device that makes one (``FpgaTarget.network``); ``executed``: by device, the plan run as
+    one network against torch eager (``CpuTarget.execute_plan``)."""
     synthesis = synthesis or {}
     rows = [o.target.row(o, w) for o, w in results]
     report: dict[str, Any] = {"generator": f"hetero_dse {__version__}", "complete": not interrupted,
@@ -81,7 +83,7 @@ def write_reports(out: Path, results: Sequence[tuple[Outcome, Written | None]], 
         report[o.target.report_key].append(record)
     report["across"] = across_devices(report["rows"])
     if graph is not None:
-        report["model"] = whole_model(graph, report["rows"], fusions, networks)
+        report["model"] = whole_model(graph, report["rows"], fusions, networks, executed)
     designs = [row for o, _ in results for row in o.target.csv_rows(o)]
     paths = [out / "report.json", out / "report.md", out / "designs.csv", out / "report.html"]
     atomic_write_text(paths[0], json.dumps(report, indent=2) + "\n")
@@ -123,9 +125,10 @@ def markdown(results: Sequence[tuple[Outcome, Written | None]], rows: Sequence[R
             cells[3] = "**estimate** (roofline)"
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     lines += ["", "basis: *measured* on this machine; *model*: the FPGA analytical model's prediction; *estimate*: "
-              "a roofline model where the device is absent. % peak: of the FPGA's DSP roofline, or of the GPU's peak "
-              "for the row's arithmetic (FP32, or its tensor cores' for float16, bfloat16 and int8); none for a "
-              "CPU. Speedup: over the library call (torch) timed on the same device in the same run."]
+              "a roofline model where the device is absent. % peak: of the FPGA's DSP roofline, of the GPU's peak "
+              "for the row's arithmetic (FP32, or its tensor cores' for float16, bfloat16 and int8), or of the CPU's "
+              "FP32 peak from its ISA, cores and clock (its footnote). Speedup: over the library call (torch) timed on "
+              "the same device in the same run."]
     footnotes: list[str] = []
     for o, _ in results:
         note = o.target.footnote()
@@ -167,10 +170,20 @@ def synthesis_markdown(outcomes: Sequence[Outcome], synthesis: dict[int, list[di
     return "\n".join(lines) + "\n"
 
 
+def network_plan(results: Sequence[tuple[Outcome, Written | None]], graph: Any,
+                 fusions: Sequence[dict[str, Any]] = (), networks: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """plan.json's content as the reports will give it before the plan is run as one network."""
+    rows = [{**o.target.row(o, w).to_json(), **_roofline_figures(o)} for o, w in results]
+    model = whole_model(graph, rows, fusions, networks)
+    return plan_file(model, model["devices"])
+
+
 def whole_model(graph: Any, rows: Sequence[dict[str, Any]], fusions: Sequence[dict[str, Any]] = (),
-                networks: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+                networks: Sequence[dict[str, Any]] = (), executed: dict[str, dict[str, Any]] | None = None
+                ) -> dict[str, Any]:
     """The network's layers, its back-to-back pairs on each GPU, one design for the whole network where a device
-    makes one, and per device the system-level plan (``crossdevice.system_plan``)."""
+    makes one, the plan run as one network where it was (``executed``, by device), and per device the
+    system-level plan (``crossdevice.system_plan``)."""
     model = {"name": graph.name, "input_shape": list(graph.input_shape), "distinct_layers": len(graph.layers),
              "layers": sum(layer.count for layer in graph.layers), "mapped_flops": graph.mapped_flops,
              "unmapped": [{"op": u.op, "count": u.count, "torch_s": u.torch_seconds} for u in graph.unmapped],
@@ -178,6 +191,6 @@ def whole_model(graph: Any, rows: Sequence[dict[str, Any]], fusions: Sequence[di
              "layer_table": [{"label": f"{graph.label}:L{i}", "operator": layer.op, "params": layer.params,
                               "count": layer.count, "epilogue": list(layer.epilogue), "flops": layer.flops}
                              for i, layer in enumerate(graph.layers, 1)],
-             "b2b": list(fusions), "networks": list(networks)}
+             "b2b": list(fusions), "networks": list(networks), "executed": dict(executed or {})}
     model["devices"] = system_plan(model, rows)
     return model

@@ -133,7 +133,7 @@ def _rows_table(rows: Sequence[dict[str, Any]]) -> str:
         body.append([operator, r["device"], fmt_seconds(r["seconds"]) if r["seconds"] else "—",
                      r["basis"], f"{r['gflops']:.1f}" if r["gflops"] is not None else "—",
                      f"{100 * r['peak_fraction']:.1f}" if r["peak_fraction"] is not None else "—",
-                     fmt_speedup(r.get("speedup_over_library"), r.get("loaded", False)),
+                     fmt_speedup(r.get("speedup_over_library"), r.get("loaded", False), r.get("unstable", False)),
                      r["directory"] or f"not written: {r['why_unwritten']}"])
     return ("<h2>Best per operator and device</h2><table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"
             + "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in body)
@@ -210,7 +210,7 @@ def _roofline(report: dict[str, Any]) -> Any:
         if peak:
             ax.plot(xs, [min(peak, bandwidth * x) if bandwidth else peak for x in xs], color=f"C{i}", linewidth=1)
         ax.scatter([r["intensity"] for r in mine], [r["gflops"] for r in mine], color=f"C{i}", s=18,
-                   label=name + ("" if peak else " (no peak known: no roof)"))
+                   label=name + (f" (peak {peak:,.0f} GFLOPS)" if peak else " (no peak known: no roof)"))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP / compulsory byte)")

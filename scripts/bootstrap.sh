@@ -2,6 +2,7 @@
 # Make the environment hetero_dse runs in, installing only what is missing:
 #   system packages  g++ (C-simulation of generated HLS code), iverilog (RTL checks with pyverilog),
 #                    postgresql (the history database's tests start a throwaway server on loopback),
+#                    chromium (the tests load report.html in it headless and keep a screenshot),
 #                    python3-venv where the interpreter lacks it;
 #   .venv/           a virtual environment with hetero_dse installed editable, its dependencies pinned by
 #                    constraints.txt (TVM 0.27 with the ffi that does not segfault, the CPU build of torch).
@@ -28,6 +29,8 @@ missing=()
 command -v g++ >/dev/null 2>&1 || missing+=(g++)
 command -v iverilog >/dev/null 2>&1 || missing+=(iverilog)
 command -v initdb >/dev/null 2>&1 || compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
+command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 ||
+  command -v google-chrome >/dev/null 2>&1 || missing+=(chromium)
 PYTHON="$(pick_python || true)"
 [ -n "$PYTHON" ] || missing+=(python3 python3-venv)
 if [ -n "$PYTHON" ] && ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then missing+=(python3-venv); fi
@@ -43,6 +46,10 @@ if [ "${#missing[@]}" -gt 0 ]; then
   fi
   log "installing system packages: ${missing[*]}"
   $SUDO apt-get update -qq
+  # Debian's package is chromium; an archive without one (Ubuntu's) has chromium-browser
+  if [[ " ${missing[*]} " == *" chromium "* ]] && ! apt-cache show chromium >/dev/null 2>&1; then
+    missing=("${missing[@]/#chromium/chromium-browser}")
+  fi
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   PYTHON="$(pick_python)" || { log "no Python 3.10-3.12 found after installing python3"; exit 1; }
 fi

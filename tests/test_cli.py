@@ -55,6 +55,28 @@ def test_analyze_example_file_with_param(cli):
     assert r.code == 0 and "X[i, k, l]" in r.out
 
 
+def test_analyze_a_networks_layer_shows_its_epilogue_and_tensors(cli):
+    """Issue 39 item 4: analyze showed neither a layer's epilogue (bias, residual, activation) nor its tensors."""
+    r = cli("analyze", "--model", "resnet18", "--layer", "3", "--json")
+    assert r.code == 0, r.err
+    (a,) = json.loads(r.out)
+    # ResNet-18's L3: the second 3x3 convolution of a basic block, its batch norm folded into a bias, then the
+    # block's residual add and the ReLU
+    assert a["shape"] == "resnet18:L3" and a["epilogue"] == ["bias", "add", "relu"]
+    assert [(t["name"], t["shape"], t["role"]) for t in a["tensors"]] == [
+        ("I", "1x64x56x56", "input"), ("W", "64x64x3x3", "input"), ("bias", "64", "epilogue input"),
+        ("residual1", "1x64x56x56", "epilogue input"), ("E", "1x64x56x56", "output")]
+    r = cli("analyze", "--model", "resnet18", "--layer", "3")
+    assert "epilogue: bias + add + relu, element-wise after O's reduction, reading bias, residual1" in r.out
+    assert "bias 64 float32 (epilogue input)" in r.out
+    r = cli("analyze", "--op", "conv2d", "--shape", "yolo:C8")
+    assert "tensors: I 1x256x28x28 float32 (input)" in r.out and "epilogue:" not in r.out
+    r = cli("analyze", "--model", "resnet18", "--layer", "17")
+    assert r.code == 1 and "resnet18 has 16 distinct layers; there is no layer 17" in r.err
+    r = cli("analyze", "--op", "gemm", "--layer", "2")
+    assert r.code == 1 and "give the network with --model" in r.err
+
+
 def test_boards_table_and_detail(cli):
     r = cli("boards")
     assert r.code == 0 and "xcvu9p-flgb2104-2-i" in r.out and "32×hbm2" in r.out

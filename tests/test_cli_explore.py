@@ -29,7 +29,7 @@ def test_explore_writes_project_and_reports_that_agree(cli, tmp_path):
     (e,) = report["explorations"]
     assert e["csim"]["passed"] and e["csim"]["mismatches"] == 0
     assert e["project"] == "gemm_small_s2/vu9p/hls" and (out / e["project"] / "src" / "kernel.cpp").is_file()
-    assert len(e["top"]) == 3 and e["top"][0]["latency_s"] <= e["top"][1]["latency_s"]
+    assert len(e["top"]) == 3 and e["top"][0]["score_s"] <= e["top"][1]["score_s"] <= e["top"][2]["score_s"]
     assert {t["knobs"]["dtype"] for t in e["top"]} <= {"float32", "int8"}
     # the report's figures are the model's for the best knobs
     best = e["best"]
@@ -355,3 +355,25 @@ def test_a_shape_too_large_to_measure_is_refused_before_any_search(cli, tmp_path
             "--target", "cpu", "--board", "vu9p", "--out", tmp_path / "o")
     assert r.code == 1 and "tensors take 360.63 GB: too large to measure on the CPU" in r.err
     assert not (tmp_path / "o").exists()
+
+
+def test_a_run_into_a_log_file_prints_progress_lines(cli, tmp_path, monkeypatch):
+    """Issue 39 item 4: a 15-minute ``explore --model resnet18`` whose output went to a log printed nothing until
+    its end. Not on a terminal, each search says when it starts, how far it is every EVERY_S seconds, and how
+    it ended; each step between says when it starts."""
+    import re
+
+    from hetero_dse.cli import progress_log
+
+    monkeypatch.setattr(progress_log, "EVERY_S", 0.0)  # a line at every update of the search
+    monkeypatch.setattr(progress_log, "START_S", 0.0)  # and its start said at its first
+    out = tmp_path / "o"
+    r = cli("explore", "--op", "gemm", "--shape", "small", "--board", "vu9p", "--budget", "300", "--out", out)
+    assert r.code == 0, r.err
+    lines = [line for line in r.err.splitlines() if re.match(r"\[\d\d:\d\d:\d\d\] ", line)]
+    for shape in ("s1", "s2"):
+        mine = [line[11:] for line in lines if f"gemm small:{shape} on vu9p" in line]
+        assert mine[0] == f"gemm small:{shape} on vu9p: searching, at most 300 designs"
+        assert re.fullmatch(rf"gemm small:{shape} on vu9p: done, 300 designs, best [\d.]+ µs, \d+ s", mine[-1])
+        assert any(re.fullmatch(rf"gemm small:{shape} on vu9p: [\d,]+/300 designs, best .+, \d+ s", m) for m in mine)
+    assert any(line.endswith("writing gemm small:s1 for vu9p") for line in lines)

@@ -102,3 +102,106 @@ def test_a_schedule_for_another_layer_is_refused(explored):
             planned(path, out, "hetero_dse")
     finally:
         other.write_text(saved)
+
+
+def test_explore_runs_the_plan_as_one_network_and_reports_that_figure(explored):
+    """Issue 39: the report's CPU whole-model figure is the plan run as one network against torch eager, not a
+    sum of kernels each timed alone; plan.json says what to run (the plan, or eager where the plan is slower)."""
+    _, out = explored
+    report = json.loads((out / "report.json").read_text())
+    (cpu,) = report["model"]["devices"]
+    run = report["model"]["executed"][cpu["device"]]
+    assert run["max_error"] <= 1e-4 * max(run["scale"], 1.0) and run["pool"] == "torch"
+    assert cpu["executed"]["plan_s"] == run["plan_s"] and cpu["torch_eager_s"] == run["eager_s"]
+    # what runs is the fastest of the plan, every layer the library's (the plan calls ours), and eager
+    ran = {"plan": run["plan_s"], "plan timed in the network": run.get("context_s"), "library calls": run["library_s"],
+           "torch eager": run["eager_s"]}
+    ran = {k: v for k, v in ran.items() if v is not None}
+    assert run["library_s"] is not None and cpu["run"] == min(ran, key=ran.get)
+    # each layer's kernel by its time inside the network: ours where it was faster there, and timed both ways
+    assert set(run["context_calls"]) == set(run["layer_times"]) == {e["layer"] for e in cpu["layers"]}
+    for label, call in run["context_calls"].items():
+        mine, theirs = run["layer_times"][label]["hetero_dse"], run["layer_times"][label]["library"]
+        assert call == ("hetero_dse" if mine < theirs else "library") and mine > 0 and theirs > 0
+    assert cpu["total_s"] == ran[cpu["run"]] and cpu["speedup_over_eager"] == run["eager_s"] / cpu["total_s"] >= 1
+    (device,) = json.loads((out / "plan.json").read_text())["devices"]
+    assert device["run"] == cpu["run"] and device["latency_s"] == cpu["total_s"]
+
+
+def test_our_kernels_run_their_parallel_loops_on_torchs_openmp_team():
+    """One pool: a kernel loaded after ``use_pool("torch")`` forks its parallel loop through the bridge on
+    torch's libgomp, even with another libgomp in the process (xgboost's wheel brings its own, and the search's
+    cost model loads it); one loaded after ``use_pool("tvm")`` does not."""
+    import os
+
+    import numpy as np
+    import xgboost  # noqa: F401  (its libgomp beside torch's)
+
+    from gpu_cpu import one_pool
+    from gpu_cpu.one_pool import pool_launches, use_pool
+    from gpu_cpu.schedule import apply_cpu, build_cpu, run_cpu
+    from hetero_dse.analysis import analyze
+    from hetero_dse.ops import get_builtin
+    from hetero_dse.space.cpu import CpuSpace
+
+    op = get_builtin("gemm").instantiate({}, shape="small:s2")
+    point = CpuSpace(analyze(op)).default_point()
+    inputs = op.random_inputs(0)
+
+    def launches(kind):
+        pool = use_pool(kind)
+        executable = build_cpu(apply_cpu(op, point))
+        before = pool_launches()
+        np.testing.assert_allclose(run_cpu(executable, op, inputs), op.reference(inputs), rtol=1e-4, atol=1e-4)
+        return pool, pool_launches() - before
+
+    pool, n = launches("torch")
+    assert pool.kind == "torch" and n >= 1, pool.why
+    bound = one_pool._library_of(one_pool._bridge.hdse_openmp_symbol())
+    assert os.path.realpath(bound) == one_pool._torch_runtime() and "torch" in bound  # torch's libgomp
+    pool, n = launches("tvm")
+    assert pool.kind == "tvm" and n == 0
+    with pytest.raises(ValueError, match="no thread pool named"):
+        use_pool("openmp")
+
+
+def test_without_a_compiler_the_bridge_falls_back_to_tvms_pool_and_says_why(tmp_path):
+    import subprocess
+    import sys
+
+    code = "from gpu_cpu.one_pool import use_pool; print(use_pool('torch').why)"
+    env = {**__import__("os").environ, "XDG_CACHE_HOME": str(tmp_path), "CXX": "/bin/false"}
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().startswith("TVM's own pool: the OpenMP bridge did not compile")
+
+
+def test_an_interrupted_whole_model_run_writes_a_plan_that_says_what_is_known(tmp_path, monkeypatch):
+    """Issue 39 item 4: a whole-model run stopped after its first layer still writes plan.json: the layer it
+    searched with its call, the others named as missing, the device marked incomplete; the plan is not run."""
+    import textwrap
+
+    from hetero_dse.cli.main import main
+    from hetero_dse.run import engine
+
+    searched = []
+
+    def first_only(op, *args, **kwargs):
+        if searched:
+            raise KeyboardInterrupt
+        searched.append(op.title)
+        return explore(op, *args, **kwargs)
+
+    explore = engine.explore
+    monkeypatch.setattr(engine, "explore", first_only)
+    path = tmp_path / "net.py"
+    path.write_text(textwrap.dedent(MODEL))
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as stop:
+        main(["explore", "--model", str(path), "--target", "gpu", "--budget", "16", "--no-history", "--out", str(out)])
+    assert stop.value.code == 130
+    (device,) = json.loads((out / "plan.json").read_text())["devices"]
+    assert device["complete"] is False and "run" not in device
+    assert [e["layer"] for e in device["layers"]] == ["net:L1"]
+    assert device["missing"] == ["net:L2", "net:L3", "net:L4"]
+    assert json.loads((out / "report.json").read_text())["complete"] is False

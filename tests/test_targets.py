@@ -340,3 +340,37 @@ def test_a_model_search_ends_on_the_targets_patience_and_says_why(monkeypatch):
     monkeypatch.setattr(flow, "run_search", lambda *a, **k: given.append(k["patience"]) or run_search(*a, **k))
     whole = explore(get_builtin("gemm").instantiate(shape="small:s1"), target, "exhaustive", Search())
     assert given == [None] and whole.loop.ended == "explorer"  # an enumeration is never cut short
+
+
+def _figure(text: str) -> float:
+    """``4.866 ms`` or ``13.70 MB`` as the number it prints (seconds, bytes)."""
+    value, unit = text.split()
+    scale = {"s": 1.0, "ms": 1e-3, "µs": 1e-6, "ns": 1e-9, "B": 1.0, "kB": 1e3, "MB": 1e6, "GB": 1e9}
+    return float(value) * scale[unit]
+
+
+def test_the_fpga_top_k_is_printed_in_the_order_of_the_score_it_is_ranked_by():
+    """Issue 39 item 4: the top-k of yolo:C8 on the VU9P listed a 5.589 ms design above a 5.542 ms one under a
+    latency column, ranked in fact by the model's objective (latency charged for DDR traffic). The table names
+    and prints the score it is ranked by, and the traffic that puts a slower design first."""
+    target = FpgaTarget(load_board("vu9p"))
+    op = get_builtin("conv2d").instantiate(shape="yolo:C8")
+    e = explore(op, target, "sa", Search(budget=2000, top_k=10))
+    lines = target.markdown(e, None)
+    header = next(i for i, line in enumerate(lines) if line.startswith("| rank |"))
+    assert lines[header].startswith("| rank | score | latency | DDR traffic (× I/O bound) |")
+    assert "ranked by score" in lines[header - 2]
+    table = [line.strip("|").split(" | ") for line in lines[header + 2:header + 2 + len(e.designs)]]
+    ranks = [int(cells[0]) for cells in table]
+    scores = [_figure(cells[1]) for cells in table]
+    latencies = [_figure(cells[2]) for cells in table]
+    traffic = [_figure(cells[3].split(" (")[0]) for cells in table]
+    assert ranks == list(range(1, len(e.designs) + 1)) == list(range(1, 11))
+    assert scores == sorted(scores)  # the printed order follows the printed score
+    inversions = [r for r in range(len(table) - 1) if latencies[r + 1] < latencies[r]]
+    assert inversions, "no design ranked above a faster one: the case this test reproduces is gone"
+    for r in inversions:  # a slower design first moves less data
+        assert traffic[r] < traffic[r + 1], (r + 1, latencies[r:r + 2], traffic[r:r + 2])
+    top = target.record(e, None)["top"]
+    assert [t["score_s"] for t in top] == sorted(t["score_s"] for t in top)
+    assert all(t["score_s"] >= t["latency_s"] for t in top)  # the charge only adds

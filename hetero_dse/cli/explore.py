@@ -15,6 +15,7 @@ import click
 from hetero_dse.cli.app import EXIT_INTERRUPTED, Finite, Registered, cli, console, operator_options, warn
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.cli.history import db_option, open_db
+from hetero_dse.cli.progress_log import LoggedSearch, logged_step
 from hetero_dse.explore.registry import explorer_entry, explorer_names
 from hetero_dse.explore.settings import GGA_POPULATION, MODEL_STARTS, TL_BATCH, ExplorerSettings
 from hetero_dse.history.match import MATCH_THRESHOLD
@@ -249,6 +250,9 @@ class ConsoleEvents:
     def searching(self) -> Iterator[None]:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+        if not console.is_terminal:  # a log file or a pipe: lines it keeps (a bar draws nothing there)
+            yield
+            return
         with Progress(TextColumn("{task.description}"), BarColumn(),
                       TextColumn("{task.completed:,.0f} {task.fields[unit]}"),
                       TextColumn("best {task.fields[best]}"), TimeElapsedColumn(), console=console,
@@ -256,11 +260,13 @@ class ConsoleEvents:
             yield
         self._bar = None
 
-    def search(self, title: str, total: int | None, unit: str) -> _SearchLine:
+    def search(self, title: str, total: int | None, unit: str) -> _SearchLine | LoggedSearch:
+        if self._bar is None:
+            return LoggedSearch(title, total, unit)
         return _SearchLine(self._bar, title, total, unit)
 
     def status(self, text: str):  # noqa: ANN201 -- rich's status context
-        return console.status(text)
+        return console.status(text) if console.is_terminal else logged_step(text)
 
     def say(self, text: str) -> None:
         console.print(text)

@@ -36,27 +36,62 @@ def ops(name: str | None) -> None:
 
 @cli.command()
 @operator_options
+@click.option("--model", "model_name", default=None, metavar="NAME|model.py",
+              help="A network's distinct layers instead (a built-in: resnet18, yolo_v1, mobilenet_v2; or a model.py), "
+                   "each with its epilogue.")
+@click.option("--layer", "layers", type=click.IntRange(min=1), multiple=True, metavar="N",
+              help="Only the network's layer N (as 'hetero_dse model' numbers them; repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON instead of tables.")
 def analyze(op_file: str | None, builtin: str | None, shape: str | None, params: tuple[str, ...], name: str | None,
-            as_json: bool) -> None:
-    """Static analysis (FlexTensor §4.1): loops, mini-graph, affine accesses, FLOPs and traffic.
+            model_name: str | None, layers: tuple[int, ...], as_json: bool) -> None:
+    """Static analysis (FlexTensor §4.1): loops, mini-graph, affine accesses, FLOPs and traffic; an operator's
+    tensors and the epilogue fused after its reduction (bias, residual add, activation).
 
     OP_FILE is a Python file whose operators are marked with @hetero_dse.operator.
+
+    \b
+    Examples:
+      hetero_dse analyze --op conv2d --shape yolo:C8
+      hetero_dse analyze --model resnet18 --layer 3
     """
     from hetero_dse.analysis import analyze as run_analysis
-    from hetero_dse.cli.render import accesses_table, analysis_header, nodes_table
+    from hetero_dse.cli.render import accesses_table, analysis_header, nodes_table, tensors_json
     from hetero_dse.cli.targets import resolve_operators
 
-    operators = resolve_operators(op_file, builtin, shape, params, name)
+    if model_name is not None:
+        operators = _network_layers(model_name, layers, op_file or builtin or shape or params or name)
+    elif layers:
+        raise HeteroDSEError("--layer picks a network's layer: give the network with --model")
+    else:
+        operators = resolve_operators(op_file, builtin, shape, params, name)
     analyses = [(op, run_analysis(op)) for op in operators]
     if as_json:
-        click.echo(json.dumps([{"shape": op.shape_name, **a.to_dict()} for op, a in analyses], indent=2))
+        click.echo(json.dumps([{"shape": op.shape_name, **a.to_dict(), "epilogue": list(op.epilogue),
+                                "tensors": tensors_json(op)} for op, a in analyses], indent=2))
         return
     for op, a in analyses:
-        console.print(analysis_header(a, op.shape_name))
+        console.print(analysis_header(a, op.shape_name, op))
         console.print(nodes_table(a))
         console.print(accesses_table(a))
         console.print()
+
+
+def _network_layers(model_name: str, layers: tuple[int, ...], operator_given: object) -> list:
+    """The distinct layers of a network (``--model``) as operators with their epilogues; ``layers`` (1-based)
+    picks some."""
+    from hetero_dse.model.capture import capture
+    from hetero_dse.model.zoo import build
+
+    if operator_given:
+        raise HeteroDSEError("--model analyses a network's layers: give it without an operator (--op, an op.py, "
+                             "--shape, --param, --name)")
+    model, example = build(model_name)
+    operators = capture(model, example, model_name, profile=False).operators()
+    wrong = [n for n in layers if n > len(operators)]
+    if wrong:
+        raise HeteroDSEError(f"{model_name} has {len(operators)} distinct layers; there is no layer {wrong[0]} "
+                             "(see 'hetero_dse model')")
+    return [operators[n - 1] for n in layers] if layers else operators
 
 
 @cli.command()

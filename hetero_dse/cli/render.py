@@ -7,7 +7,7 @@ from rich.text import Text
 
 from hetero_dse.analysis import Analysis
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
-from hetero_dse.operator import OperatorDef
+from hetero_dse.operator import Operator, OperatorDef
 from hetero_dse.ops import ABBREVIATIONS
 from hetero_dse.report import ROW_COLUMNS, row_cells
 from hetero_dse.targets.base import Row
@@ -40,15 +40,31 @@ def operator_detail(d: OperatorDef) -> Table:
     return table
 
 
-def analysis_header(a: Analysis, shape_name: str | None) -> Text:
+def analysis_header(a: Analysis, shape_name: str | None, op: Operator | None = None) -> Text:
     title = Text(a.operator, style="bold")
     if shape_name:
         title.append(f"  {shape_name}", style="cyan")
     title.append(f"\n{a.signature}\n", style="dim")
+    if op is not None:
+        title.append("tensors: " + " · ".join(f"{t['name']} {t['shape']} {t['dtype']} ({t['role']})"
+                                              for t in tensors_json(op)) + "\n")
+        if op.epilogue:
+            extras = [t["name"] for t in tensors_json(op) if t["role"] == "epilogue input"]
+            title.append(f"epilogue: {' + '.join(op.epilogue)}, element-wise after {a.main.name}'s reduction"
+                         + (f", reading {', '.join(extras)}" if extras else "") + "\n")
     title.append(f"FLOPs {si(a.flops)} · compulsory traffic {si(a.compulsory_bytes, 'B')} · "
                  f"intensity {a.arithmetic_intensity:.1f} FLOP/B · #sl/#rl {a.num_spatial_loops}/"
                  f"{a.num_reduce_loops} · #node {len(a.nodes)}")
     return title
+
+
+def tensors_json(op: Operator) -> list[dict[str, str]]:
+    """The operator's tensors in order, each with its shape, dtype and role: the reduction's inputs, the
+    epilogue's inputs (a bias, a residual), the output."""
+    main = len(op.inputs) - op.epilogue_inputs
+    return [{"name": t.op.name, "shape": "x".join(str(int(d)) for d in t.shape), "dtype": str(t.dtype),
+             "role": "output" if t is op.output else "input" if i < main else "epilogue input"}
+            for i, t in enumerate([*op.inputs, op.output])]
 
 
 def nodes_table(a: Analysis) -> Table:

@@ -64,7 +64,7 @@ class Unmapped:
     count: int
     share_of_torch_time: float | None = None
     why: str = ""
-    torch_seconds: float | None = None  # its self CPU time in one profiled run of the network
+    torch_seconds: float | None = None  # its self CPU time in a profiled run of the network (the median of several)
 
 
 @dataclass(frozen=True)
@@ -352,19 +352,33 @@ def _quiet_stderr() -> Iterator[None]:
         os.close(saved)
 
 
+#: profiled forward passes whose median gives each unmapped op's time: one pass caught under a moment's foreign
+#: load gave ResNet-18's ops left to torch 19.8 ms in one run where they take 2.5 ms
+SHARE_RUNS = 5
+
+
 def _time_shares(model: Any, example: Any, unmapped: list[Unmapped]) -> None:
-    """Each unmapped op's share of the network's time in torch (its self CPU time over the total)."""
+    """Each unmapped op's time in torch and its share of the network's time (its self CPU time over the total):
+    the median over ``SHARE_RUNS`` profiled passes, on the threads ``time_eager`` gives torch."""
+    import statistics
+
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    from hetero_dse.hardware.host import host_cores
+
+    torch.set_num_threads(host_cores())
+    runs = []
     with torch.no_grad():
         model(example)  # warm-up: oneDNN picks its kernels
-        with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
-            model(example)
-    times = {e.key: e.self_cpu_time_total for e in prof.key_averages() if e.key.startswith("aten::")}
-    total = sum(times.values())
+        for _ in range(SHARE_RUNS):
+            with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
+                model(example)
+            runs.append({e.key: e.self_cpu_time_total for e in prof.key_averages() if e.key.startswith("aten::")})
     for entry in unmapped:
         # max_pool2d runs as max_pool2d_with_indices, relu_ as relu: an op's time is that of its aten calls
-        spent = sum(t for key, t in times.items() if key.removeprefix("aten::").startswith(entry.op.rstrip("_")))
-        entry.share_of_torch_time = spent / total if total else None
-        entry.torch_seconds = spent / 1e6  # the profiler counts microseconds
+        spent = [sum(t for key, t in times.items() if key.removeprefix("aten::").startswith(entry.op.rstrip("_")))
+                 for times in runs]
+        shares = [s / sum(times.values()) for s, times in zip(spent, runs, strict=True) if sum(times.values())]
+        entry.share_of_torch_time = statistics.median(shares) if shares else None
+        entry.torch_seconds = statistics.median(spent) / 1e6  # the profiler counts microseconds

@@ -188,6 +188,7 @@ def _write_outputs(out: Path, outcomes: list[Outcome], seed: int, errors: list[s
     results: list[tuple[Outcome, Written | None]] = [(o, None) for o in outcomes]
     fusions: list[dict[str, Any]] = []
     networks: list[dict[str, Any]] = []
+    executed: dict[str, dict[str, Any]] = {}
     try:
         for i, o in enumerate(outcomes):
             if not o.found:
@@ -206,11 +207,13 @@ def _write_outputs(out: Path, outcomes: list[Outcome], seed: int, errors: list[s
             fusions = _fuse_pairs(out, graph, results, errors, events)
         if graph is not None and not stopped:
             networks = _network_designs(out, graph, results, errors, events)
+            executed = _execute_plans(out, graph, results, fusions, networks, errors, events)
     except KeyboardInterrupt:
         pass
     incomplete = stopped or any(w is None for _, w in results)
     with _uninterrupted():  # a second Ctrl-C must not cost the report of what was found
-        write_reports(out, results, incomplete, errors=errors, graph=graph, fusions=fusions, networks=networks)
+        write_reports(out, results, incomplete, errors=errors, graph=graph, fusions=fusions, networks=networks,
+                      executed=executed)
     return RunResult(out, results, fusions, errors, incomplete, graph, networks=networks)
 
 
@@ -222,6 +225,33 @@ def _network_designs(out: Path, graph: Any, results: list, errors: list[str], ev
                            f"designing one accelerator for the network's {len(graph.layers)} layers",
                            lambda design, target, written: [design(graph, [o for o in written if o.target is target],
                                                                    out)])
+
+
+def _execute_plans(out: Path, graph: Any, results: list, fusions: list[dict[str, Any]],
+                   networks: list[dict[str, Any]], errors: list[str], events: RunEvents) -> dict[str, dict[str, Any]]:
+    """Per device whose target runs a network (``execute_plan``: this machine's CPU), its complete plan run as
+    one network against torch eager: the figure the report gives, where the summed kernels only bound it."""
+    from hetero_dse.report import network_plan
+
+    targets = {o.target.row(o, w).device: o.target for o, w in results}  # by the plan's (the rows') names
+    executed = {}
+    for device in network_plan(results, graph, fusions, networks)["devices"]:
+        step = getattr(targets.get(device["device"]), "execute_plan", None)
+        if step is None or not device["complete"] or not device["layers"]:
+            continue
+        try:
+            with events.status(f"running the plan as one network on {device['device']}, against torch eager"):
+                found = step(graph, device, out)
+        except HeteroDSEError as exc:
+            errors.append(f"the plan run as one network on {device['device']}: {exc}")
+            continue
+        except Exception as exc:  # noqa: BLE001 -- the layers' results and the summed plan still stand
+            errors.append(f"the plan run as one network on {device['device']} failed ({type(exc).__name__}: "
+                          f"{exc}); the summed plan stands (please report this)")
+            continue
+        if found is not None:
+            executed[device["device"]] = found
+    return executed
 
 
 def _fuse_pairs(out: Path, graph: Any, results: list, errors: list[str], events: RunEvents) -> list[dict[str, Any]]:

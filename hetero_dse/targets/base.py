@@ -111,6 +111,9 @@ class Row:
     #: our timing or the library's was taken while other work loaded the machine: the speedup is not to be
     #: trusted, and every place that prints it says so
     loaded: bool = False
+    #: our timing's repeats or the library's still disagreed after timing them again (``gpu_cpu.stability``):
+    #: likewise never printed bare
+    unstable: bool = False
 
     @property
     def speedup(self) -> float | None:

@@ -12,15 +12,17 @@ from typing import Any
 
 import numpy as np
 
-from gpu_cpu.measure import Measurer, check_fits_in_memory, measure_cpu_job, time_torch_isolated
+from gpu_cpu.measure import MeasureResult, Measurer, check_fits_in_memory, measure_cpu_job, time_torch_isolated
 from gpu_cpu.pipeline import Pipeline
 from gpu_cpu.remote import Remote, measure_remote_job
 from gpu_cpu.schedule import apply_cpu, build_cpu, host_target, run_cpu
+from gpu_cpu.stability import retime_until_stable
 from hetero_dse.analysis import analyze
 from hetero_dse.atomic import atomic_directory
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.explore.loop import LoopResult, run_search
 from hetero_dse.explore.settings import AUTO_MEASURED
+from hetero_dse.hardware.cpu_peak import host_cpu_peak
 from hetero_dse.history import Workload
 from hetero_dse.history.store import WorkloadHistory
 from hetero_dse.operator import Operator
@@ -87,11 +89,17 @@ class CpuTarget:
         retimed = library = None
         if not loop.interrupted:
             best = fastest(evaluator.trials)
-            if best is not None:  # ours, then the library's, one right after the other, in fresh workers
-                with self._pipeline() as pipeline:
-                    (retimed,) = pipeline.evaluate([candidate_job(op, self.source, best.point, None)])
-            # torch does not run through TVM's RPC: a remote device has no library figure
-            library = time_torch_isolated(op, self.source) if self.remote is None else None
+
+            def ours_then_library() -> tuple[MeasureResult | None, MeasureResult | None]:
+                ours = None
+                if best is not None:  # ours, then the library's, one right after the other, in fresh workers
+                    with self._pipeline() as pipeline:
+                        (ours,) = pipeline.evaluate([candidate_job(op, self.source, best.point, None)])
+                # torch does not run through TVM's RPC: a remote device has no library figure
+                return ours, time_torch_isolated(op, self.source) if self.remote is None else None
+
+            # both again while either's repeats disagree (foreign work during part of a timing)
+            retimed, library = retime_until_stable(ours_then_library)
         return Tuned.of(op, self, space, explorer, loop, evaluator, self.source, library, estimate=False,
                         retimed=retimed)
 
@@ -124,13 +132,22 @@ class CpuTarget:
         target = host_target()
         if self.remote is not None:
             return t.row("cpu", f"{target['mcpu']} over RPC ({self.remote})", None, written)
-        return t.row("cpu", f"{target['mcpu']} ({target['num-cores']} cores)", None, written)
+        return t.row("cpu", f"{target['mcpu']} ({target['num-cores']} cores)", self.peak_flops(t.op), written)
+
+    def peak_flops(self, op: Operator) -> float | None:
+        """This CPU's FP32 peak (FLOP/s) for an FP32 operator; None for other arithmetic (its peak is another
+        instruction's) and for a remote CPU (its cores and clock are not read here)."""
+        peak = host_cpu_peak() if self.remote is None and op.dtype == "float32" else None
+        return peak.gflops * 1e9 if peak else None
 
     def footnote(self) -> str:
         if self.remote is not None:
             return (f"CPU over TVM's RPC: each schedule was built here for `{host_target()}` and checked and timed "
                     f"on {self.remote}; torch does not run through RPC, so there is no library figure.")
-        return (f"CPU: `{host_target()}`. Each schedule was built, checked against the reference and timed in a "
+        peak = host_cpu_peak()
+        peak_text = peak.describe() if peak else "no FP32 peak known (no AVX2 with FMA, no AVX-512, or no clock)"
+        return (f"CPU: `{host_target()}`; {peak_text}, the % peak of its FP32 rows. Each schedule was built, "
+                "checked against the reference and timed in a "
                 "worker process under the machine's measurement lock; the best was timed again right before torch, "
                 "each in a fresh worker, and the speedup and latency are those two timings. Failures are counted, "
                 "with their messages in report.json.")
@@ -138,11 +155,75 @@ class CpuTarget:
     def record(self, t: Tuned, written: Written | None) -> dict[str, Any]:
         return {**t.record(written), "target": host_target()}
 
+    def execute_plan(self, graph: Any, plan: dict[str, Any], out: Path) -> dict[str, Any] | None:
+        """The network run as one forward pass in this process, our kernels on torch's OpenMP team
+        (``gpu_cpu/network.py``), in up to three variants: ``plan`` (its device in plan.json: each layer's
+        faster kernel timed alone), every layer the library's call, and ``context``: each layer's faster kernel
+        timed inside the network (a layer's weights stay in cache when it is timed alone; inside the network
+        they come from memory). Each is checked against torch eager and timed against it in alternating rounds.
+        None for a remote CPU, whose network does not run here."""
+        if self.remote is not None:
+            return None
+        from gpu_cpu.conditions import is_loaded
+        from gpu_cpu.network import PlannedNetwork, time_variants
+
+        variants = {"plan": PlannedNetwork(graph, plan, out)}
+        dropped: dict[str, str] = {}
+        context: dict[str, Any] = {}
+        if any(e.get("our_module") for e in plan["layers"]):
+            try:
+                variants["library"] = PlannedNetwork(graph, _with_calls(plan, {}), out)
+            except HeteroDSEError as exc:  # a layer torch has no call for: no library variant, no context
+                dropped["library"] = str(exc)
+            else:
+                context = _in_context(graph, plan, out, variants["library"])
+                calls = context["calls"]
+                if any(calls[e["layer"]] != e["call"] for e in plan["layers"]) and "hetero_dse" in calls.values():
+                    variants["context"] = PlannedNetwork(graph, _with_calls(plan, calls), out)
+        timed = time_variants(graph.model, variants, graph.example, rounds=5, repeat=5)
+        pool = variants["plan"].pool
+        rounds = [timed["eager_rounds_s"], *(v["rounds_s"] for v in timed["variants"].values())]
+        return {"eager_s": timed["eager_s"], "scale": timed["scale"], "pool": pool.kind, "pool_why": pool.why,
+                **{f"{name}_s": v["seconds"] for name, v in timed["variants"].items()},
+                **{f"{name}_speedup": v["speedup"] for name, v in timed["variants"].items()},
+                # the spread of each one's rounds (slowest / fastest): how far apart two figures must be to differ
+                "spread": max(max(r) / min(r) for r in rounds),
+                "max_error": max(v["max_error"] for v in timed["variants"].values()),
+                "foreign_load": timed["foreign_load"], "loaded": is_loaded(timed["foreign_load"]),
+                "dropped": {**dropped, **timed["dropped"]}, "context_calls": context.get("calls"),
+                "layer_times": context.get("times")}
+
     def markdown(self, t: Tuned, written: Written | None) -> list[str]:
         return []
 
     def csv_rows(self, t: Tuned) -> list[dict[str, Any]]:
         return []
+
+
+def _with_calls(plan: dict[str, Any], calls: dict[str, str]) -> dict[str, Any]:
+    """``plan`` with each layer's call from ``calls`` (by label; the library's where it names none), our
+    module where the call is ours."""
+    layers = []
+    for e in plan["layers"]:
+        call = calls.get(e["layer"], "library")
+        layers.append({**e, "call": call, "module": e.get("our_module") if call == "hetero_dse" else None})
+    return {**plan, "layers": layers}
+
+
+def _in_context(graph: Any, plan: dict[str, Any], out: Path, library: Any) -> dict[str, Any]:
+    """Each layer's faster kernel as timed inside the network: ours (every layer that has a module) against the
+    library's call, each layer's time read in a forward pass of its own network (``layer_times``)."""
+    from gpu_cpu.network import PlannedNetwork, layer_times
+
+    ours = PlannedNetwork(graph, _with_calls(plan, {e["layer"]: "hetero_dse" for e in plan["layers"]
+                                                    if e.get("our_module")}), out)
+    inside = {"hetero_dse": layer_times(ours, graph.example), "library": layer_times(library, graph.example)}
+    calls = {}
+    for e in plan["layers"]:
+        mine, theirs = inside["hetero_dse"].get(e["layer"]), inside["library"][e["layer"]]
+        calls[e["layer"]] = "hetero_dse" if e.get("our_module") and mine is not None and mine < theirs else "library"
+    times = {label: {call: inside[call].get(label) for call in inside} for label in calls}
+    return {"calls": calls, "times": times}
 
 
 def tune_cpu(op: Operator, space: CpuSpace, explorer: Any, *, source: str = "builtin", trials: int = 32,

@@ -116,7 +116,9 @@ class FpgaTarget:
             if loop.interrupted:
                 return e
             raise HeteroDSEError(nothing_fits(e))
-        e.designs = [(space.decode(r), describe(model, r)) for r in result.top_rows]
+        # each with the score it is ranked by (the objective), which the report prints beside its latency
+        e.designs = [(space.decode(r), {**describe(model, r), "score_s": float(score)})
+                     for r, score in zip(result.top_rows, result.top_objective, strict=True)]
         e.pareto = [(space.decode(r), describe(model, r)) for r in result.pareto_rows]
         e.best, e.best_seconds = e.designs[0][0], e.designs[0][1]["latency_s"]
         return e

@@ -17,6 +17,7 @@ from gpu_cpu.baselines import time_torch_cuda
 from gpu_cpu.measure import MeasureResult, check_fits_in_memory
 from gpu_cpu.pipeline import Pipeline
 from gpu_cpu.remote import Remote, measure_remote_job
+from gpu_cpu.stability import retime_until_stable
 from hetero_dse.analysis import analyze
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.evaluate.estimate import Roofline, RooflineEvaluator
@@ -156,7 +157,10 @@ class GpuTarget:
         op = self.typed(op)
         # CUDA events: its own timing, not in a worker; the GPU is the device measured, and our kernels' times are
         # on it too. Torch does not run through RPC: a remote GPU has no library figure
-        library = time_torch_cuda(op) if self.present is not None and not loop.interrupted else None
+        library = None
+        if self.present is not None and not loop.interrupted:
+            # again while its repeats disagree; ours are the search's own repeats, their flag carried as timed
+            (library,) = retime_until_stable(lambda: (_torch_cuda_timing(op),))
         return Tuned.of(op, self, space, explorer, loop, evaluator, self.source, library, estimate=not self.measured)
 
     def directory(self, op: Operator) -> str:
@@ -184,3 +188,10 @@ class GpuTarget:
 
     def footnote(self) -> str:
         return gpu_footnote(self)
+
+
+def _torch_cuda_timing(op: Operator) -> MeasureResult | None:
+    """The library's time on the GPU with its repeats (None where torch has no call for ``op``)."""
+    samples: list[float] = []
+    seconds = time_torch_cuda(op, samples=samples)
+    return None if seconds is None else MeasureResult(seconds, repeats=tuple(samples))

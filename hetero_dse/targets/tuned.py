@@ -76,6 +76,13 @@ class Tuned(Outcome):
         return any(r is not None and r.loaded for r in (ours, self.library)) and not self.estimate
 
     @property
+    def unstable(self) -> bool:
+        """Whether the timing set beside the library's, or the library's, still had repeats that disagree
+        (``gpu_cpu.stability``) after it was timed again: the speedup is then not one to act on."""
+        ours = self.retimed or (self.best_trial.result if self.best_trial is not None else None)
+        return any(r is not None and r.unstable for r in (ours, self.library)) and not self.estimate
+
+    @property
     def tune(self) -> TuneResult:
         return TuneResult(self.trials, self.explorer, self.answered, self.loop.wall_s, self.loop.interrupted)
 
@@ -104,7 +111,7 @@ class Tuned(Outcome):
             "torch": None if self.library is None else {"seconds": self.library_seconds,
                                                         "gflops": self.gflops(self.library_seconds),
                                                         "timing": self.library.timing()},
-            "speedup_over_torch": self.speedup, "loaded": self.loaded,
+            "speedup_over_torch": self.speedup, "loaded": self.loaded, "unstable": self.unstable,
             "directory": written.directory if written else None,
             "estimate": self.estimate,
         }
@@ -121,7 +128,7 @@ class Tuned(Outcome):
                    self.explorer, len(self.trials), self.answered, len(self.failures), self.loop.wall_s,
                    self.interrupted, written.directory if written else None, written.why if written else None,
                    "—" if written is None or written.passed is None else ("pass" if written.passed else "FAIL"),
-                   detail, self.loaded)
+                   detail, self.loaded, self.unstable)
 
     def why_nothing(self) -> str:
         if self.interrupted or not self.failures:
@@ -142,6 +149,8 @@ def timing_note(ours: MeasureResult, library: MeasureResult | None) -> str:
             text += f", {100 * low:+.0f}/{100 * high:+.0f} %"
         if result.foreign_load is not None:
             text += f", load {result.foreign_load:.2f}" + (" UNDER LOAD" if result.loaded else "")
+        if result.unstable:
+            text += f", UNSTABLE ({result.unstable})"
         return text
 
     return f"ours {one(ours)}" + (f"; library {one(library)}" if library is not None else "")
