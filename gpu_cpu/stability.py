@@ -42,7 +42,7 @@ def instability(repeats: Sequence[float]) -> str | None:
     # the widest gap between neighbours, as a ratio: where the repeats split if they split anywhere
     gap, split = max((times[i + 1] / times[i], i + 1) for i in range(len(times) - 1))
     slow = len(times) - split
-    if gap >= BIMODAL_GAP and slow > SLOW_SHARE * len(times):
+    if gap >= BIMODAL_GAP and slow > SLOW_SHARE * len(times) and slow >= 2:  # one slow repeat is an outlier
         return f"bimodal: {slow} of {len(times)} repeats {times[-1] / times[0]:.1f}× the fastest"
     if median / times[0] > SPREAD:
         return f"spread: median {median / times[0]:.2f}× the fastest repeat"

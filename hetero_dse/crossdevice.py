@@ -178,6 +178,8 @@ def plan_file(model: dict[str, Any], plan: Sequence[dict[str, Any]]) -> dict[str
                          # "plan": the layers' calls below; "torch eager": the plan ran slower than eager (why)
                          **({"run": d["run"], "executed": d["executed"]} if "run" in d else {}),
                          **({"fallback": d["fallback"]} if "fallback" in d else {}),
+                         **({"noise": d["noise"]} if "noise" in d else {}),
+                         **({"loaded": d["loaded"]} if "run" in d else {}),
                          "layers": [{"layer": e["layer"], "operator": e["operator"], "count": e["count"],
                                      "epilogue": e["epilogue"], "call": e["choice"],
                                      "module": e["directory"] if e["choice"] == "hetero_dse" else None,

@@ -15,7 +15,8 @@ def apply_network_run(device: dict[str, Any], run: dict[str, Any] | None) -> Non
     """The device's latency from its plan run as one network (``run``: ``CpuTarget.execute_plan``'s figures)
     where it was: the summed kernels become a bound. What runs is the fastest of the plan and, where it was
     timed, every layer the library's call (the plan on a tie); where neither beats torch eager, eager, and the
-    plan says why. A difference within the rounds' spread is said to be one."""
+    plan says why (then no layer calls a kernel: ``choice`` "torch eager"). A ratio against eager within the
+    rounds' spread is said to be one (``noise``)."""
     if run is None or not device["complete"]:
         return
     device["summed_s"] = device["total_s"]
@@ -36,18 +37,18 @@ def apply_network_run(device: dict[str, Any], run: dict[str, Any] | None) -> Non
     if run.get("pool") != "torch":
         said.append(f"our kernels on {run.get('pool_why', 'another pool than torch')}")
     spread = run.get("spread", 1.0)
-    noise = f" (within the rounds' spread, {100 * (spread - 1):.0f} %)"
     if seconds >= eager:
         device["run"], device["total_s"] = "torch eager", eager
-        device["fallback"] = "; ".join(said) + ": run torch eager" + (noise if eager * spread > seconds else "")
+        device["fallback"] = "; ".join(said) + ": run torch eager"
+        # the network as torch eager runs it: no layer calls a kernel of ours or the library's with BN folded
+        for e in device["layers"]:
+            e["choice"] = "torch eager"
     elif best == "library":
         device["run"], device["total_s"] = "library calls", seconds
-        close = noise if seconds * spread > run["plan_s"] else ""
         device["fallback"] = ("; ".join(said) + ": our kernels cost more inside the network than alone; call the "
-                              "library" + close)
+                              "library")
         for e in device["layers"]:
             e["choice"], e["chosen_s"] = "library", e["library_s"]
-        device["plan_s"] = sum(e["chosen_s"] * e["count"] for e in device["layers"])
     elif best == "context":
         device["run"], device["total_s"] = "plan timed in the network", seconds
         device["fallback"] = ("; ".join(said) + ": a layer's kernel is chosen by its time inside the network, where "
@@ -55,9 +56,15 @@ def apply_network_run(device: dict[str, Any], run: dict[str, Any] | None) -> Non
         for e in device["layers"]:
             e["choice"] = run["context_calls"][e["layer"]]
             e["chosen_s"] = e["ours_s"] if e["choice"] == "hetero_dse" else e["library_s"]
-        device["plan_s"] = sum(e["chosen_s"] * e["count"] for e in device["layers"])
     else:
         device["run"], device["total_s"] = "plan", seconds
-        if seconds * spread > eager:
-            device["noise"] = "; ".join(said) + noise
+    if best != "plan" or device["run"] == "torch eager":
+        device["plan_s"] = sum((e["chosen_s"] or 0.0) * e["count"] for e in device["layers"])
+    # what runs against eager, within the rounds' spread (each one's middle rounds: an outlier round is not it)
+    if device["run"] != "torch eager" and seconds * spread > eager:
+        device["noise"] = (f"{device['run']} at {eager / seconds:.2f}× torch eager is within the rounds' spread "
+                           f"({100 * (spread - 1):.0f} %)")
+    elif device["run"] == "torch eager" and eager * spread > seconds:
+        device["noise"] = (f"the fastest variant at {eager / seconds:.2f}× torch eager is within the rounds' spread "
+                           f"({100 * (spread - 1):.0f} %)")
     device["speedup_over_eager"] = eager / device["total_s"]

@@ -94,6 +94,10 @@ def test_where_our_kernels_lose_inside_the_network_the_plan_calls_the_library():
     assert device["fallback"] == ("the plan run as one network took 9.5 ms, 1.05× torch eager (10 ms); with every "
                                   "layer the library's call 9 ms, 1.11×: our kernels cost more inside the network "
                                   "than alone; call the library")
+    assert "noise" not in device and not device["loaded"]
+    # the same, its rounds spread 15 %: a 1.11x against eager is said to be within it
+    (noisy,) = plan_file(MODEL, system_plan({**MODEL, "executed": {"cpu0": {**run, "spread": 1.15}}}, ROWS))["devices"]
+    assert noisy["noise"] == "library calls at 1.11× torch eager is within the rounds' spread (15 %)"
 
 
 def test_where_layers_choose_by_their_time_inside_the_network_the_plan_says_so():
@@ -123,6 +127,9 @@ def test_a_plan_that_runs_slower_than_eager_falls_back_to_eager_and_says_so():
                                "layer the library's call 10.5 ms, 0.95×: run torch eager")
     (device,) = plan_file(MODEL, [cpu])["devices"]
     assert device["run"] == "torch eager" and device["fallback"] == cpu["fallback"]
+    # a deployment that reads the layers runs none of ours (the bench ran 11 of our kernels from such a plan)
+    assert [(e["call"], e["module"]) for e in device["layers"]] == [("torch eager", None)] * 3
+    assert cpu["chosen"] == {"hetero_dse": 0, "library": 0}
     text = "\n".join(system_markdown(MODEL, [cpu]))
     assert "**torch eager**: the plan run as one network took 12.5 ms" in text
 

@@ -126,6 +126,11 @@ def test_explore_runs_the_plan_as_one_network_and_reports_that_figure(explored):
     assert cpu["total_s"] == ran[cpu["run"]] and cpu["speedup_over_eager"] == run["eager_s"] / cpu["total_s"] >= 1
     (device,) = json.loads((out / "plan.json").read_text())["devices"]
     assert device["run"] == cpu["run"] and device["latency_s"] == cpu["total_s"]
+    from hetero_dse.cli.explore import _executed_line  # the line explore prints for it
+
+    line = _executed_line("net", device)
+    assert line.startswith(f"{device['device']}: net run as one network: {device['run']}, ")
+    assert f"({run['eager_s'] / cpu['total_s']:.2f}×)" in line and line.endswith("plan.json says what to call")
 
 
 def test_our_kernels_run_their_parallel_loops_on_torchs_openmp_team():

@@ -3,6 +3,7 @@ drawn on the terminal, and what it found printed."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -221,6 +222,10 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
         console.print(_network_line(n), soft_wrap=True)  # one line, a path in it unbroken
         if n.get("pipeline", {}).get("directory"):
             console.print(_pipeline_line(n), soft_wrap=True)
+    if graph is not None and (out / "plan.json").is_file():
+        for device in json.loads((out / "plan.json").read_text())["devices"]:
+            if device.get("run"):
+                console.print(_executed_line(graph.name, device), soft_wrap=True)
     console.print(f"Report: {out / 'report.md'}")
     if result.interrupted:
         click.echo("hetero_dse: interrupted; the report holds what was found before the stop", err=True)
@@ -311,6 +316,18 @@ def _csim_words(check: dict | None, what: str) -> str:
     if check.get("passed") is None:
         return f"; C-simulation not run: {check.get('why')}"
     return f"; {what} {'passed' if check['passed'] else 'FAILED'}"
+
+
+def _executed_line(name: str, device: dict) -> str:
+    """One line for a device's plan run as one network: what runs (plan.json's ``run``), its time against torch
+    eager's in the same rounds, and why where it is not the plan."""
+    from hetero_dse.units import fmt_seconds, fmt_speedup
+
+    eager = device["executed"]["eager_s"]
+    why = "".join(f"; {device[k]}" for k in ("fallback", "noise") if device.get(k))
+    return (f"{device['device']}: {name} run as one network: {device['run']}, {fmt_seconds(device['latency_s'])} "
+            f"against torch eager's {fmt_seconds(eager)} ({fmt_speedup(eager / device['latency_s'], device['loaded'])})"
+            f"{why}; plan.json says what to call")
 
 
 def _network_line(n: dict) -> str:

@@ -63,6 +63,10 @@ def logged_step(text: str) -> Iterator[None]:
     when it ends if it took more than a few seconds."""
     line(text)
     start = time.monotonic()
-    yield
+    try:
+        yield
+    except BaseException:
+        line(f"{text}: stopped, {time.monotonic() - start:.0f} s")
+        raise
     if time.monotonic() - start > 5.0:
         line(f"{text}: done, {time.monotonic() - start:.0f} s")

@@ -60,6 +60,8 @@ class RunResult:
     resumed: bool = False
     #: a network's one design per device that builds one for it (the FPGA's shared accelerator)
     networks: list[dict[str, Any]] = field(default_factory=list)
+    #: by device, the network run with its plan (``CpuTarget.execute_plan``)
+    executed: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def rows(self) -> list[Row]:
@@ -130,7 +132,8 @@ def execute(operators: Sequence[Any], targets: Sequence[Target], settings: RunSe
     result.interrupted = stopped or any(w is None for _, w in result.results)
     if settings.synth is not None and not result.interrupted:
         synthesis = synthesize_best(out, result.results, settings.synth, store, settings.search.seed, events)
-        write_reports(out, result.results, result.interrupted, synthesis, errors, graph, result.fusions)
+        write_reports(out, result.results, result.interrupted, synthesis, errors, graph, result.fusions,
+                      result.networks, result.executed)
     outdir.finish(out, complete=not result.interrupted)
     return result
 
@@ -207,6 +210,12 @@ def _write_outputs(out: Path, outcomes: list[Outcome], seed: int, errors: list[s
             fusions = _fuse_pairs(out, graph, results, errors, events)
         if graph is not None and not stopped:
             networks = _network_designs(out, graph, results, errors, events)
+            if any(hasattr(o.target, "execute_plan") for o in outcomes):
+                # the reports with the summed plan first: running the network runs native code in this process,
+                # and a crash there must not cost the searches' reports
+                with _uninterrupted():
+                    write_reports(out, results, True, errors=errors, graph=graph, fusions=fusions,
+                                  networks=networks)
             executed = _execute_plans(out, graph, results, fusions, networks, errors, events)
     except KeyboardInterrupt:
         pass
@@ -214,7 +223,7 @@ def _write_outputs(out: Path, outcomes: list[Outcome], seed: int, errors: list[s
     with _uninterrupted():  # a second Ctrl-C must not cost the report of what was found
         write_reports(out, results, incomplete, errors=errors, graph=graph, fusions=fusions, networks=networks,
                       executed=executed)
-    return RunResult(out, results, fusions, errors, incomplete, graph, networks=networks)
+    return RunResult(out, results, fusions, errors, incomplete, graph, networks=networks, executed=executed)
 
 
 def _network_designs(out: Path, graph: Any, results: list, errors: list[str], events: RunEvents
