@@ -89,8 +89,9 @@ def across_markdown(across: Sequence[dict[str, Any]]) -> list[str]:
             if d["peak_fraction"] is not None:
                 text += f", {100 * d['peak_fraction']:.0f} % peak"
             if d["speedup_over_library"]:
-                text += (f", {fmt_speedup(d['speedup_over_library'], d.get('loaded', False))} lib"
-                         + (" (unstable timing)" if d.get("unstable") else ""))
+                # "lib" names the ratio; the flags follow it ("12.10× lib UNDER LOAD (unstable timing)")
+                flags = fmt_speedup(1.0, d.get("loaded", False), bool(d.get("unstable"))).removeprefix("1.00×")
+                text += f", {fmt_speedup(d['speedup_over_library'])} lib{flags}"
             cells.append(text)
         operator = e["operator"] + (f" {e['shape']}" if e["shape"] else "")
         lines.append(f"| {operator} | " + " | ".join(cells) + f" | {_winner_cell(e)} |")

@@ -117,4 +117,4 @@ def test_a_speedup_from_a_loaded_timing_is_never_printed_bare(monkeypatch):
     assert "4.00× UNDER LOAD" in _rows_table(as_json) and _rows_table(as_json[:1]).count("UNDER LOAD") == 0
     gpu = {**as_json[1], "kind": "gpu", "device": "gpu", "loaded": False}
     text = "\n".join(across_markdown(across_devices([as_json[1], gpu])))
-    assert "4.00× UNDER LOAD lib" in text and text.count("UNDER LOAD") == 1
+    assert "4.00× lib UNDER LOAD" in text and text.count("UNDER LOAD") == 1

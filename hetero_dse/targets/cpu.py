@@ -149,7 +149,8 @@ class CpuTarget:
         return (f"CPU: `{host_target()}`; {peak_text}, the % peak of its FP32 rows. Each schedule was built, "
                 "checked against the reference and timed in a "
                 "worker process under the machine's measurement lock; the best was timed again right before torch, "
-                "each in a fresh worker, and the speedup and latency are those two timings. Failures are counted, "
+                "each in a fresh worker (both again, up to three times, while either's repeats disagree), and the "
+                "speedup and latency are those two timings. Failures are counted, "
                 "with their messages in report.json.")
 
     def record(self, t: Tuned, written: Written | None) -> dict[str, Any]:
