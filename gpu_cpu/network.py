@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from hetero_dse.errors import HeteroDSEError
+from hetero_dse.hardware.host import torch_on_host_cores, use_host_cores
 
 __all__ = ["PlannedNetwork", "layer_times", "time_against_eager", "time_variants"]
 
@@ -36,20 +37,14 @@ class PlannedNetwork:
 
     def __init__(self, graph: Any, plan: dict[str, Any], out: Path, pool: str = "torch") -> None:
         from gpu_cpu.one_pool import thread_pool
-        from hetero_dse.hardware.host import use_host_cores
 
         # TVM's pool is sized when its first parallel loop runs: at half the logical CPUs unless told, which
         # on a machine without SMT ran every layer of ours on one core of two (2x slower than in the workers)
         use_host_cores()
-        threads = torch.get_num_threads()
-        torch.set_num_threads(_host_cores())
-        try:
-            # a module binds its parallel loops to the pool registered when it first runs (each _Layer runs its
-            # kernel once when made), so the choice holds for this network whatever is registered later
-            with thread_pool(pool) as self.pool:
-                self._replace(graph, plan, out)
-        finally:
-            torch.set_num_threads(threads)
+        # a module binds its parallel loops to the pool registered when it first runs (each _Layer runs its
+        # kernel once when made), so the choice holds for this network whatever is registered later
+        with torch_on_host_cores(), thread_pool(pool) as self.pool:
+            self._replace(graph, plan, out)
 
     def _replace(self, graph: Any, plan: dict[str, Any], out: Path) -> None:
         from hetero_dse.model.capture import layer_groups
@@ -198,10 +193,8 @@ def layer_times(planned: PlannedNetwork, example: Any, runs: int = 10) -> dict[s
     layers = [m for m in planned.module.modules() if isinstance(m, _Layer)]
     handles = [h for m in layers for h in (m.register_forward_pre_hook(before), m.register_forward_hook(after))]
     samples: dict[str, list[float]] = {}
-    threads = torch.get_num_threads()
-    torch.set_num_threads(_host_cores())
     try:
-        with torch.no_grad():
+        with torch_on_host_cores(), torch.no_grad():
             planned(example)
             for _ in range(runs):
                 spent.clear()
@@ -209,7 +202,6 @@ def layer_times(planned: PlannedNetwork, example: Any, runs: int = 10) -> dict[s
                 for label, seconds in spent.items():
                     samples.setdefault(label, []).append(seconds)
     finally:
-        torch.set_num_threads(threads)
         for handle in handles:
             handle.remove()
     return {label: float(np.median(values)) for label, values in samples.items()}
@@ -235,44 +227,39 @@ def time_variants(model: Any, variants: dict[str, PlannedNetwork], example: Any,
     the first (the plan), and dropped with its reason otherwise."""
     from gpu_cpu.conditions import timing
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(_host_cores())
-    try:
-        with torch.no_grad():
-            want = _first_tensor(model(example))
-            if not torch.equal(want, _first_tensor(model(example))):
-                raise HeteroDSEError("the model computes another result each time it runs on the same input (is "
-                                     "something random in its forward?): the plan run as one network cannot be "
-                                     "checked against it")
-            scale = float(want.abs().max())
-            errors, dropped = {}, {}
-            for name, planned in variants.items():
-                got = _first_tensor(planned(example))
-                error = float((want - got).abs().max()) if got.shape == want.shape else math.inf
-                if not error <= 1e-3 * max(scale, 1.0):
-                    why = (f"the planned network ({name}) computes another result than torch (max error {error:.3g} "
-                           f"at scale {scale:.3g})")
-                    if not errors and not dropped:  # the plan itself
-                        raise HeteroDSEError(why)
-                    dropped[name] = why
-                    continue
-                errors[name] = error
-            runs = {"eager": model, **{name: v for name, v in variants.items() if name in errors}}
-            samples: dict[str, list[float]] = {name: [] for name in runs}
-            with timing() as conditions:
-                for k in range(rounds):
-                    order = list(runs)[k % len(runs):] + list(runs)[:k % len(runs)]  # none always first
-                    for name in order:
-                        run = runs[name]
+    with torch_on_host_cores(), torch.no_grad():
+        want = _first_tensor(model(example))
+        if not torch.equal(want, _first_tensor(model(example))):
+            raise HeteroDSEError("the model computes another result each time it runs on the same input (is "
+                                 "something random in its forward?): the plan run as one network cannot be "
+                                 "checked against it")
+        scale = float(want.abs().max())
+        errors, dropped = {}, {}
+        for name, planned in variants.items():
+            got = _first_tensor(planned(example))
+            error = float((want - got).abs().max()) if got.shape == want.shape else math.inf
+            if not error <= 1e-3 * max(scale, 1.0):
+                why = (f"the planned network ({name}) computes another result than torch (max error {error:.3g} "
+                       f"at scale {scale:.3g})")
+                if not errors and not dropped:  # the plan itself
+                    raise HeteroDSEError(why)
+                dropped[name] = why
+                continue
+            errors[name] = error
+        runs = {"eager": model, **{name: v for name, v in variants.items() if name in errors}}
+        samples: dict[str, list[float]] = {name: [] for name in runs}
+        with timing() as conditions:
+            for k in range(rounds):
+                order = list(runs)[k % len(runs):] + list(runs)[:k % len(runs)]  # none always first
+                for name in order:
+                    run = runs[name]
+                    run(example)
+                    times = []
+                    for _ in range(repeat):
+                        start = time.perf_counter()
                         run(example)
-                        times = []
-                        for _ in range(repeat):
-                            start = time.perf_counter()
-                            run(example)
-                            times.append(time.perf_counter() - start)
-                        samples[name].append(float(np.median(times)))
-    finally:
-        torch.set_num_threads(threads)
+                        times.append(time.perf_counter() - start)
+                    samples[name].append(float(np.median(times)))
     eager = float(np.median(samples["eager"]))
     return {"eager_s": eager, "eager_rounds_s": samples["eager"], "scale": scale,
             "foreign_load": conditions.foreign_load, "dropped": dropped,
@@ -291,9 +278,3 @@ def _first_tensor(out: Any) -> Any:
         raise HeteroDSEError(f"the model returns {type(out).__name__}, not a tensor: the plan run as one network "
                              "cannot be checked against it")
     return out
-
-
-def _host_cores() -> int:
-    from hetero_dse.hardware.host import host_cores
-
-    return host_cores()

@@ -30,6 +30,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 __all__ = ["Pool", "pool_launches", "thread_pool", "use_pool"]
@@ -135,10 +136,10 @@ def _compiled(fresh: bool = False) -> Path:
     if not compiler or shutil.which(compiler[0]) is None:
         raise _NoBridge(f"no C++ compiler ({' '.join(compiler) or 'CXX is empty'}) to build the OpenMP bridge")
     key = hashlib.sha256(_SOURCE.read_bytes() + " ".join([*compiler, platform.machine()]).encode()).hexdigest()
-    for cache in (_cache_directory(), Path(tempfile.gettempdir()) / f"hetero_dse-{os.getuid()}"):
+    for directory in (_cache_directory(), Path(tempfile.gettempdir()) / f"hetero_dse-{os.getuid()}"):
         try:
-            cache.mkdir(parents=True, exist_ok=True)
-            library = cache / f"omp_pool-{key[:12]}.so"
+            directory.mkdir(parents=True, exist_ok=True)
+            library = directory / f"omp_pool-{key[:12]}.so"
             if fresh:
                 library.unlink(missing_ok=True)
             if library.is_file():
@@ -207,6 +208,7 @@ def _torch_runtime() -> str | None:
     return os.path.realpath(found) if found else None
 
 
+@cache
 def _tvm_functions() -> dict[str, ctypes._CFuncPtr]:
     (path,) = {p for p in _mapped() if Path(p).name in ("libtvm.so", "libtvm_runtime.so")} or {None}
     if path is None:
@@ -215,6 +217,7 @@ def _tvm_functions() -> dict[str, ctypes._CFuncPtr]:
     return {name: getattr(library, f"TVMBackendParallel{name}") for name in _SYMBOLS}
 
 
+@cache
 def _ffi() -> ctypes.CDLL:
     (path,) = {p for p in _mapped() if Path(p).name == "libtvm_ffi.so"} or {None}
     if path is None:

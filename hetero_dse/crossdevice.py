@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hetero_dse.network_run import apply_network_run
-from hetero_dse.units import fmt_seconds, fmt_speedup
+from hetero_dse.units import fmt_seconds, fmt_speedup, speedup_flags
 
 __all__ = ["across_devices", "across_markdown", "plan_file", "system_plan", "system_markdown"]
 
@@ -90,7 +90,7 @@ def across_markdown(across: Sequence[dict[str, Any]]) -> list[str]:
                 text += f", {100 * d['peak_fraction']:.0f} % peak"
             if d["speedup_over_library"]:
                 # "lib" names the ratio; the flags follow it ("12.10× lib UNDER LOAD (unstable timing)")
-                flags = fmt_speedup(1.0, d.get("loaded", False), bool(d.get("unstable"))).removeprefix("1.00×")
+                flags = speedup_flags(d.get("loaded", False), bool(d.get("unstable")))
                 text += f", {fmt_speedup(d['speedup_over_library'])} lib{flags}"
             cells.append(text)
         operator = e["operator"] + (f" {e['shape']}" if e["shape"] else "")

@@ -58,7 +58,7 @@ def apply_network_run(device: dict[str, Any], run: dict[str, Any] | None) -> Non
             e["chosen_s"] = e["ours_s"] if e["choice"] == "hetero_dse" else e["library_s"]
     else:
         device["run"], device["total_s"] = "plan", seconds
-    if best != "plan" or device["run"] == "torch eager":
+    if device["run"] in ("library calls", "plan timed in the network"):  # the layers' chosen kernels changed
         device["plan_s"] = sum((e["chosen_s"] or 0.0) * e["count"] for e in device["layers"])
     # what runs against eager, within the rounds' spread (each one's middle rounds: an outlier round is not it)
     if device["run"] != "torch eager" and seconds * spread > eager:

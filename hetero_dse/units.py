@@ -30,7 +30,12 @@ def fmt_speedup(speedup: float | None, loaded: bool = False, unstable: bool = Fa
     12.10×): ratios a person should not act on."""
     if not speedup or not math.isfinite(speedup):
         return "—"
-    return f"{speedup:.2f}×" + (" UNDER LOAD" if loaded else "") + (" (unstable timing)" if unstable else "")
+    return f"{speedup:.2f}×" + speedup_flags(loaded, unstable)
+
+
+def speedup_flags(loaded: bool = False, unstable: bool = False) -> str:
+    """What ``fmt_speedup`` puts after a ratio a person should not act on (empty for one they can)."""
+    return (" UNDER LOAD" if loaded else "") + (" (unstable timing)" if unstable else "")
 
 
 def fmt_ops(per_second: float) -> str:

@@ -9,6 +9,8 @@ on all of it (C4 of YOLO-v1: 78 GFLOPS with the default, 122 with two threads, t
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
@@ -36,3 +38,17 @@ def use_host_cores() -> None:
     """Size TVM's thread pool (read when it starts, at the first parallel loop of the process and of each
     worker, which inherit the environment) at the host's physical cores, unless the user chose a size."""
     os.environ.setdefault("TVM_NUM_THREADS", str(host_cores()))
+
+
+@contextmanager
+def torch_on_host_cores() -> Iterator[None]:
+    """torch's intra-op threads at the host's physical cores for the block (as ``time_eager`` times eager), the
+    count before it restored after: a network run or a profile inside explore leaves later work as it found it."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(host_cores())
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)

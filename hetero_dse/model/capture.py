@@ -365,21 +365,15 @@ def _time_shares(model: Any, example: Any, unmapped: list[Unmapped]) -> None:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from hetero_dse.hardware.host import host_cores
+    from hetero_dse.hardware.host import torch_on_host_cores
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(host_cores())
     runs = []
-    try:
-        with torch.no_grad():
-            model(example)  # warm-up: oneDNN picks its kernels
-            for _ in range(SHARE_RUNS):
-                with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
-                    model(example)
-                runs.append({e.key: e.self_cpu_time_total for e in prof.key_averages()
-                             if e.key.startswith("aten::")})
-    finally:
-        torch.set_num_threads(threads)
+    with torch_on_host_cores(), torch.no_grad():
+        model(example)  # warm-up: oneDNN picks its kernels
+        for _ in range(SHARE_RUNS):
+            with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
+                model(example)
+            runs.append({e.key: e.self_cpu_time_total for e in prof.key_averages() if e.key.startswith("aten::")})
     for entry in unmapped:
         # max_pool2d runs as max_pool2d_with_indices, relu_ as relu: an op's time is that of its aten calls
         spent = [sum(t for key, t in times.items() if key.removeprefix("aten::").startswith(entry.op.rstrip("_")))
