@@ -128,8 +128,9 @@ def _ours(op: Any, directory: Path) -> Any:
     record = json.loads(path.read_text())
     if record.get("signature") != op.signature():
         raise HeteroDSEError(f"{path} was written for another layer ({record.get('signature')})")
-    executable = build_cpu(apply_cpu(op, Point(record["knobs"])))
-    return executable, tvm
+    point = Point(record["knobs"])
+    executable = build_cpu(apply_cpu(op, point))
+    return executable, tvm, point
 
 
 def _library(op: Any) -> Any:
@@ -152,6 +153,10 @@ class _Layer(torch.nn.Module):
         self.out_shape = tuple(int(d) for d in op.output.shape)
         # our gemm multiplies A (M×K) by B (K×N): a linear layer's weight is N×K, transposed once here
         self.weight = (weight.t().contiguous() if kind == "linear" else weight).reshape(shapes[1])
+        if ours:  # packed once here, in the layout our kernel reads (gpu_cpu.schedule.weight_layouts)
+            from gpu_cpu.schedule import pack_weights
+
+            self.weight = pack_weights(op, kernel[2], [None, self.weight, *[None] * (len(op.inputs) - 2)])[1]
         steps = list(op.epilogue)
         self.bias = bias.reshape(shapes[2]).contiguous() if "bias" in steps else None
         self.residual_shape = shapes[-1] if "add" in steps else None
@@ -165,7 +170,7 @@ class _Layer(torch.nn.Module):
         extras = ([self.bias] if self.bias is not None else []) + (
             [residual.reshape(self.residual_shape)] if residual is not None else [])
         if self.ours:
-            executable, tvm = self.kernel
+            executable, tvm, _ = self.kernel
             out = torch.empty(self.out_shape, dtype=x.dtype)
             args = [rows.contiguous(), self.weight, *[e.contiguous() for e in extras], out]
             executable(*[tvm.runtime.from_dlpack(a) for a in args])

@@ -15,6 +15,11 @@ from hetero_dse.space.point import Point
 from hetero_dse.hardware.host import host_cores
 
 
+#: the revision of the code ``apply_cpu`` generates for a point: a time in the history measured for the same
+#: point under another revision is not this point's (2: weights packed once ahead, ``weight_layouts``)
+CPU_CODEGEN = "2"
+
+
 def host_target() -> dict[str, Any]:
     """The LLVM target of this machine: its CPU name (TVM rejects ``native``) and core count."""
     import tvm
@@ -113,6 +118,11 @@ def apply_cpu(op: Operator, point: Point) -> Any:
         cache = sch.cache_write(block, 0, "global") if reduce_loops(op) else None
         if cache is not None:
             _fuse_epilogue(sch, op)
+        prepacked = weight_layouts(op, point)
+        for i, region in enumerate(sch.get(block).reads):  # the weights read in the packed layout, as given
+            index = _input_index(op, region.source.name)
+            if index in prepacked:
+                sch.transform_layout(block, ("read", i), _permute(list(prepacked[index])))
         packs = _packed_reads(sch, block, vector) if cache is not None else []
         spatial, reduce = _split(sch, block, op, point, keys)
         order, write_level = _cpu_order(spatial, reduce, int(point.get("order", 0)))
@@ -138,9 +148,50 @@ def apply_cpu(op: Operator, point: Point) -> Any:
     return sch.mod
 
 
+def weight_layouts(op: Operator, point: Point | dict[str, Any]) -> dict[int, tuple[int, ...]]:
+    """The weights (``op.weights``: inputs constant at inference) the CPU kernel of ``point`` takes in a
+    layout of its own: input index -> the order of its dimensions (numpy's ``transpose``), the dimension the
+    vectorised loop indexes moved innermost. Packed once where the kernel is loaded (``pack_weights``), as
+    TVM's layout-free buffers and oneDNN's prepacked weights are, instead of each tile packing its part on
+    every run: weights ``W[k, c, r, s]`` of a convolution vectorised over ``k`` are taken as ``[c, r, s, k]``.
+    Empty for a point that is not of the CPU space, an operator without weights or reduction."""
+    if not op.weights or not reduce_loops(op) or not any(str(k).startswith("split.") for k in point):
+        return {}
+    from hetero_dse.analysis import analyze
+
+    analysis = analyze(op)
+    spatial = [lp.name for lp in analysis.main.spatial]
+    vector = point.get("vector") if point.get("vector") in spatial else spatial[-1]
+    layouts = {}
+    for access in analysis.reads:
+        if not access.from_input or access.tensor not in op.weights:
+            continue
+        dims = [d for d, index in enumerate(access.indices) if index.coefficient(vector)]
+        if len(dims) == 1 and dims[0] != len(access.indices) - 1:
+            layouts[_input_index(op, access.tensor)] = tuple(_last(len(access.indices), dims[0]))
+    return layouts
+
+
+def pack_weights(op: Operator, point: Point | dict[str, Any], inputs: list[Any]) -> list[Any]:
+    """``inputs`` (numpy arrays or torch tensors, in the operator's order) as the kernel of ``point`` takes
+    them: each weight of ``weight_layouts`` transposed and made contiguous, the others as they are."""
+    layouts = weight_layouts(op, point)
+    out = list(inputs)
+    for index, order in layouts.items():
+        a = inputs[index]
+        out[index] = a.permute(*order).contiguous() if hasattr(a, "permute") else \
+            np.ascontiguousarray(a.transpose(order))
+    return out
+
+
+def _input_index(op: Operator, name: str) -> int | None:
+    names = [t.op.name for t in op.inputs]
+    return names.index(name) if name in names else None
+
+
 def _packed_reads(sch: Any, block: Any, vector: int) -> list[tuple[Any, list[int]]]:
     """Cache blocks for the inputs whose dimension indexed by the vectorised loop is not their innermost,
-    with the permutation that makes it so."""
+    with the permutation that makes it so (a weight already given so is not packed again)."""
     block_stmt = sch.get(block)
     var = block_stmt.iter_vars[vector].var
     packs = []
@@ -179,12 +230,16 @@ def build_cpu(mod: Any, target: dict[str, Any] | None = None) -> Any:
     return tvm.compile(mod, target=target or host_target())
 
 
-def run_cpu(executable: Any, op: Operator, inputs: list[np.ndarray]) -> np.ndarray:
+def run_cpu(executable: Any, op: Operator, inputs: list[np.ndarray], point: Point | None = None) -> np.ndarray:
+    """The output of ``executable`` (built from ``apply_cpu(op, point)``) on the operator's ``inputs``, its
+    weights packed as the point's kernel takes them. ``point`` None: a module taking every input as it is
+    (a GPU schedule emulated on the CPU)."""
     import tvm
 
     dev = tvm.cpu(0)
     out = tvm.runtime.tensor(np.zeros([int(d) for d in op.output.shape], dtype=str(op.output.dtype)), dev)
-    executable(*[tvm.runtime.tensor(a, dev) for a in inputs], out)
+    packed = pack_weights(op, point, inputs) if point is not None else inputs
+    executable(*[tvm.runtime.tensor(a, dev) for a in packed], out)
     return out.numpy()
 
 

@@ -67,6 +67,7 @@ class OperatorDef:
         shape_sets: Iterable[ShapeSet] = (),
         reference: Callable[..., np.ndarray] | None = None,
         origin: str = "built-in",
+        weights: Iterable[str] = (),
     ) -> None:
         self.builder = builder
         self.name = check_name(name, "an operator name")
@@ -79,6 +80,7 @@ class OperatorDef:
                 check_name(shape, f"a shape name of {name}'s set {s.name}")
         self.reference = reference
         self.origin = origin
+        self.weights = tuple(weights)
 
     def __repr__(self) -> str:
         return f"OperatorDef({self.name!r}, params={list(self.params)})"
@@ -155,6 +157,10 @@ class OperatorDef:
             raise OperatorError(f"operator {self.name} ({self.origin}) failed to build with {_fmt_params(params)}: "
                                 f"{type(exc).__name__}: {_first_line(exc)}") from exc
         inputs, output = _split_tensors(self.name, result)
+        unknown = [w for w in self.weights if w not in [t.op.name for t in inputs]]
+        if unknown:
+            raise OperatorError(f"operator {self.name} declares weights={list(self.weights)}, but it has no input "
+                                f"named {unknown[0]!r} (its inputs: {', '.join(t.op.name for t in inputs)})")
         return Operator(name=self.name, params=MappingProxyType(params), inputs=inputs, output=output,
                         definition=self, shape_name=shape)
 
@@ -192,6 +198,12 @@ class Operator:
     def title(self) -> str:
         """The operator as the user named it: ``conv2d yolo:C8[C=179,K=359]``, or its name alone."""
         return f"{self.name} {self.shape_name}" if self.shape_name else self.name
+
+    @property
+    def weights(self) -> tuple[str, ...]:
+        """The inputs constant at inference (a layer's weights), by name: a CPU kernel may take them in a
+        layout of its own, packed once where it is loaded (``gpu_cpu.schedule.weight_layouts``)."""
+        return self.definition.weights
 
     @property
     def slug(self) -> str:
@@ -259,7 +271,7 @@ class Operator:
 
 def operator(_builder: Callable[..., Any] | None = None, *, name: str | None = None, description: str | None = None,
              shape_sets: Iterable[ShapeSet] = (), reference: Callable[..., np.ndarray] | None = None,
-             **params: ParamValue | Param) -> Any:
+             weights: Iterable[str] = (), **params: ParamValue | Param) -> Any:
     """Mark a function that builds a tensor-expression operator.
 
     The function takes the shape parameters as keyword arguments and returns a list of ``tvm.te.Tensor``:
@@ -272,6 +284,8 @@ def operator(_builder: Callable[..., Any] | None = None, *, name: str | None = N
         description: one line for ``hetero_dse ops`` (defaults to the docstring's first line).
         shape_sets: named parameter sets.
         reference: ``f(params, *inputs) -> output`` computing the result with numpy or torch.
+        weights: the names of the inputs that are constant at inference, a layer's weights (e.g. ``("W",)``):
+            the CPU kernel may take them in the layout its loops read, packed once where it is loaded.
         **params: parameter defaults (int, str, or :class:`Param`).
     """
 
@@ -293,7 +307,7 @@ def operator(_builder: Callable[..., Any] | None = None, *, name: str | None = N
                                 f"which the function {builder.__name__} does not take")
         doc = description if description is not None else (inspect.getdoc(builder) or "").split("\n", 1)[0]
         origin = inspect.getsourcefile(builder) or "built-in"
-        return OperatorDef(builder, op_name, specs, doc, shape_sets, reference, origin)
+        return OperatorDef(builder, op_name, specs, doc, shape_sets, reference, origin, tuple(weights))
 
     if _builder is not None:
         return mark(_builder)

@@ -8,7 +8,7 @@ import zlib
 import numpy as np
 import pytest
 
-from gpu_cpu.schedule import apply_cpu, build_cpu, run_cpu
+from gpu_cpu.schedule import apply_cpu, build_cpu, pack_weights, run_cpu, weight_layouts
 from hetero_dse.space.cpu import CpuSpace
 from hetero_dse.space.splits import factorizations
 from hetero_dse.analysis import analyze
@@ -41,7 +41,7 @@ def test_sampled_schedules_build_and_match_the_reference(name, dtype):
                 row[column] = i % space.cardinalities[column]
         point = space.decode(row)
         assert np.array_equal(space.encode(point), row)
-        got = run_cpu(build_cpu(apply_cpu(op, point)), op, inputs).astype(np.float64)
+        got = run_cpu(build_cpu(apply_cpu(op, point)), op, inputs, point).astype(np.float64)
         if dtype == "int8":
             assert np.array_equal(got, want), point
         else:
@@ -57,18 +57,38 @@ def test_points_outside_the_space_are_refused():
         space.decode([99] * space.num_knobs)
 
 
-def test_vectorising_over_output_channels_packs_the_weights_and_transposes_the_tile():
+def test_vectorising_over_output_channels_takes_the_weights_packed_and_transposes_the_tile():
     op = get_builtin("conv2d").instantiate(shape="small:s1")
     space = CpuSpace(analyze(op))
     assert space.choices["vector"] == ("j", "i", "k")  # b has extent 1
     point = space.decode(np.zeros(space.num_knobs, dtype=int)).replace(
         **{"split.k": (2, 1, 1, 4), "vector": "k", "order": 0, "inline": 0})
+    # W[k, c, r, s] is a weight: the kernel takes it as [c, r, s, k], packed once ahead, not per tile
+    assert weight_layouts(op, point) == {1: (1, 2, 3, 0)}
     script = apply_cpu(op, point).script()
-    assert "W_global = T.sblock_alloc_buffer((4, 3, 3, 8))" in script  # W[k, c, r, s] packed as [c, r, s, k]
+    assert 'W: T.Buffer((4, 3, 3, 8), "float32")' in script and "W_global" not in script
     assert "O_global[v_b, v_i, v_j, v_k]" in script  # the accumulated tile with k innermost
     assert "T.vectorized(4)" in script
     inputs = op.random_inputs(0)
-    np.testing.assert_allclose(run_cpu(build_cpu(apply_cpu(op, point)), op, inputs), op.reference(inputs),
+    packed = pack_weights(op, point, inputs)
+    assert packed[0] is inputs[0] and packed[1].shape == (4, 3, 3, 8) and packed[1].flags.c_contiguous
+    np.testing.assert_allclose(run_cpu(build_cpu(apply_cpu(op, point)), op, inputs, point), op.reference(inputs),
+                               rtol=1e-4, atol=1e-5)
+    # vectorised along j, W's dimensions are read as they are: nothing to pack
+    assert weight_layouts(op, point.replace(vector="j", **{"split.k": (2, 1, 4, 1), "split.j": (1, 2, 1, 4)})) == {}
+
+
+def test_an_input_that_is_not_a_weight_is_packed_per_tile_at_run_time():
+    op = get_builtin("gemm").instantiate(shape="small:s1")  # A[i, k] · B[k, j]: no input declared a weight
+    assert op.weights == ()
+    space = CpuSpace(analyze(op))
+    point = space.decode(np.zeros(space.num_knobs, dtype=int)).replace(
+        **{"split.i": (2, 1, 1, 8), "vector": "i", "order": 0})
+    assert weight_layouts(op, point) == {}
+    script = apply_cpu(op, point).script()
+    assert "A_global = T.sblock_alloc_buffer((16, 16))" in script  # A's tile packed with i innermost
+    inputs = op.random_inputs(0)
+    np.testing.assert_allclose(run_cpu(build_cpu(apply_cpu(op, point)), op, inputs, point), op.reference(inputs),
                                rtol=1e-4, atol=1e-5)
 
 
@@ -142,7 +162,7 @@ def test_the_default_point_computes_the_reference(name, vector_bits):
     point = CpuSpace(analyze(op), vector_bits=vector_bits).default_point()
     assert point is not None
     inputs = op.random_inputs(0)
-    np.testing.assert_allclose(run_cpu(build_cpu(apply_cpu(op, point)), op, inputs), op.reference(inputs),
+    np.testing.assert_allclose(run_cpu(build_cpu(apply_cpu(op, point)), op, inputs, point), op.reference(inputs),
                                rtol=1e-4, atol=1e-5, err_msg=str(point))
 
 

@@ -120,3 +120,33 @@ def test_ctrl_c_keeps_what_was_measured_and_writes_the_report(cli, tmp_path, mon
     saved = out / record["directory"]
     assert json.loads((saved / "schedule.json").read_text())["knobs"] == record["best"]["knobs"]
     assert not list(out.glob("**/*.partial"))
+
+
+def test_a_written_module_computes_the_reference_with_the_weights_packed_as_its_schedule_json_says(cli, tmp_path):
+    import json
+
+    import tvm
+
+    from hetero_dse.targets.cpu import packed_weights
+
+    out = tmp_path / "o"
+    r = cli("explore", "--op", "conv2d", "--shape", "small:s1", "--target", "cpu", "--trials", "4", "--out", out)
+    assert r.code == 0, r.err
+    (record,) = json.loads((out / "report.json").read_text())["cpu"]
+    saved = out / record["directory"]
+    schedule = json.loads((saved / "schedule.json").read_text())
+    op = get_builtin("conv2d").instantiate(shape="small:s1")
+    inputs = op.random_inputs(3)
+    names = [t.op.name for t in op.inputs]
+    args = [np.ascontiguousarray(a.transpose(schedule["packed_weights"][n]["transpose"]))
+            if n in schedule["packed_weights"] else a for n, a in zip(names, inputs, strict=True)]
+    module = tvm.runtime.load_module(str(saved / "module.so"))
+    dev = tvm.cpu(0)
+    got = tvm.runtime.tensor(np.zeros([int(d) for d in op.output.shape], dtype="float32"), dev)
+    module[module.entry_name](*[tvm.runtime.tensor(a, dev) for a in args], got)
+    np.testing.assert_allclose(got.numpy(), op.reference(inputs), rtol=1e-4, atol=1e-4)
+    # vectorised over the output channels, W[k, c, r, s] is taken as [c, r, s, k]
+    space = CpuSpace(analyze(op))
+    point = space.decode(np.zeros(space.num_knobs, dtype=int)).replace(**{"split.k": (2, 1, 1, 4), "vector": "k"})
+    assert packed_weights(op, point) == {"W": {"transpose": [1, 2, 3, 0], "shape": [4, 3, 3, 8],
+                                               "how": "numpy.ascontiguousarray(W.transpose((1, 2, 3, 0)))"}}

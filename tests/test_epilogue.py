@@ -86,12 +86,13 @@ def test_cpu_schedules_compute_the_epilogue_in_the_write_back(case):
     inputs = op.random_inputs(5)
     want = torch_eager(op, inputs)
     for row in space.sample(4, np.random.default_rng(0)):
-        mod = apply_cpu(op, space.decode(row))
+        point = space.decode(row)
+        mod = apply_cpu(op, point)
         # one pass: no block of its own for the epilogue, and no whole intermediate output (only the tile's
         # accumulator, whose write-back computes the epilogue)
         assert "E" not in [b.name_hint for b in _blocks(mod)]
         assert re.search(r"\bO = T\.\w*alloc_buffer", mod.script()) is None
-        np.testing.assert_allclose(run_cpu(build_cpu(mod), op, inputs), want, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(run_cpu(build_cpu(mod), op, inputs, point), want, rtol=1e-4, atol=1e-4)
 
 
 def _blocks(mod):

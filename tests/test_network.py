@@ -157,7 +157,8 @@ def test_our_kernels_run_their_parallel_loops_on_torchs_openmp_team():
         pool = use_pool(kind)
         executable = build_cpu(apply_cpu(op, point))
         before = pool_launches()
-        np.testing.assert_allclose(run_cpu(executable, op, inputs), op.reference(inputs), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(run_cpu(executable, op, inputs, point), op.reference(inputs), rtol=1e-4,
+                                   atol=1e-4)
         return pool, pool_launches() - before
 
     pool, n = launches("torch")

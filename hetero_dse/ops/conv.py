@@ -149,14 +149,14 @@ _CONV_PARAMS = dict(K=Param(64, help="output channels"), kernel=Param(3, help="k
 
 
 @operator(batch=1, C=Param(64, help="input channels"), L=Param(128, help="input length"), **_CONV_PARAMS,
-          shape_sets=[CONV1D_SMALL], reference=_reference(1, False))
+          shape_sets=[CONV1D_SMALL], weights=("W",), reference=_reference(1, False))
 def conv1d(batch, C, L, K, kernel, stride, padding, dilation, groups, dtype):
     """1-D sliding-window convolution O[b,k,i] = I[b,rc,i*st+rx] * W[k,rc,rx]."""
     return conv_nd((batch, C, L), K, kernel, stride, padding, dilation, groups, dtype)
 
 
 @operator(batch=1, C=Param(64, help="input channels"), L=Param(128, help="input length"), **_CONV_PARAMS,
-          shape_sets=[CONV1D_SMALL], reference=_reference(1, True))
+          shape_sets=[CONV1D_SMALL], weights=("W",), reference=_reference(1, True))
 def conv_transpose1d(batch, C, L, K, kernel, stride, padding, dilation, groups, dtype):
     """Transposed 1-D convolution (PyTorch's conv_transpose1d, weight layout C x K/G x k)."""
     return conv_nd((batch, C, L), K, kernel, stride, padding, dilation, groups, dtype, transposed=True)
@@ -167,13 +167,13 @@ _CONV2D_DEFAULTS = dict(batch=1, C=Param(64, help="input channels"), H=Param(56,
 
 
 @operator(**_CONV2D_DEFAULTS, **{**_CONV_PARAMS, "padding": Param(1, minimum=0, help="zero padding on each side")},
-          shape_sets=[YOLO_V1, CONV2D_SMALL], reference=_reference(2, False))
+          shape_sets=[YOLO_V1, CONV2D_SMALL], weights=("W",), reference=_reference(2, False))
 def conv2d(batch, C, H, W, K, kernel, stride, padding, dilation, groups, dtype):
     """2-D convolution O[b,k,i,j] = I[b,rc,i*st+rx,j*st+ry] * W[k,rc,rx,ry] (NCHW)."""
     return conv_nd((batch, C, H, W), K, kernel, stride, padding, dilation, groups, dtype)
 
 
-@operator(**_CONV2D_DEFAULTS, **_CONV_PARAMS, shape_sets=[CONV2D_SMALL], reference=_reference(2, True))
+@operator(**_CONV2D_DEFAULTS, **_CONV_PARAMS, shape_sets=[CONV2D_SMALL], weights=("W",), reference=_reference(2, True))
 def conv_transpose2d(batch, C, H, W, K, kernel, stride, padding, dilation, groups, dtype):
     """Transposed 2-D convolution (PyTorch's conv_transpose2d, weight layout C x K/G x k x k)."""
     return conv_nd((batch, C, H, W), K, kernel, stride, padding, dilation, groups, dtype, transposed=True)
@@ -184,14 +184,14 @@ _CONV3D_DEFAULTS = dict(batch=1, C=Param(16, help="input channels"), D=Param(8, 
 
 
 @operator(**_CONV3D_DEFAULTS, **{**_CONV_PARAMS, "K": Param(32, help="output channels")},
-          shape_sets=[CONV3D_SMALL], reference=_reference(3, False))
+          shape_sets=[CONV3D_SMALL], weights=("W",), reference=_reference(3, False))
 def conv3d(batch, C, D, H, W, K, kernel, stride, padding, dilation, groups, dtype):
     """3-D convolution O[b,k,d,i,j] = I[b,rc,d+rd,i+rx,j+ry] * W[k,rc,rd,rx,ry] (NCDHW)."""
     return conv_nd((batch, C, D, H, W), K, kernel, stride, padding, dilation, groups, dtype)
 
 
 @operator(**_CONV3D_DEFAULTS, **{**_CONV_PARAMS, "K": Param(32, help="output channels")},
-          shape_sets=[CONV3D_SMALL], reference=_reference(3, True))
+          shape_sets=[CONV3D_SMALL], weights=("W",), reference=_reference(3, True))
 def conv_transpose3d(batch, C, D, H, W, K, kernel, stride, padding, dilation, groups, dtype):
     """Transposed 3-D convolution (PyTorch's conv_transpose3d)."""
     return conv_nd((batch, C, D, H, W), K, kernel, stride, padding, dilation, groups, dtype, transposed=True)
@@ -199,7 +199,7 @@ def conv_transpose3d(batch, C, D, H, W, K, kernel, stride, padding, dilation, gr
 
 @operator(**_CONV2D_DEFAULTS, **{**_CONV_PARAMS, "padding": Param(1, minimum=0, help="zero padding on each side"),
                                  "groups": Param(4, help="number of channel groups")},
-          shape_sets=[GROUP_SMALL], reference=_reference(2, False))
+          shape_sets=[GROUP_SMALL], weights=("W",), reference=_reference(2, False))
 def group_conv2d(batch, C, H, W, K, kernel, stride, padding, dilation, groups, dtype):
     """Group convolution: C and K split into G groups, output laid out (batch, G, K/G, H, W)."""
     return conv_nd((batch, C, H, W), K, kernel, stride, padding, dilation, groups, dtype)
@@ -207,7 +207,7 @@ def group_conv2d(batch, C, H, W, K, kernel, stride, padding, dilation, groups, d
 
 @operator(**_CONV2D_DEFAULTS, **{**_CONV_PARAMS, "padding": Param(2, minimum=0, help="zero padding on each side"),
                                  "dilation": Param(2, help="spacing between kernel taps")},
-          shape_sets=[CONV2D_SMALL], reference=_reference(2, False))
+          shape_sets=[CONV2D_SMALL], weights=("W",), reference=_reference(2, False))
 def dilated_conv2d(batch, C, H, W, K, kernel, stride, padding, dilation, groups, dtype):
     """Dilated 2-D convolution O[b,k,i,j] = I[b,rc,i+rx*dx,j+ry*dy] * W[k,rc,rx,ry]."""
     return conv_nd((batch, C, H, W), K, kernel, stride, padding, dilation, groups, dtype)
@@ -215,7 +215,7 @@ def dilated_conv2d(batch, C, H, W, K, kernel, stride, padding, dilation, groups,
 
 @operator(**_CONV2D_DEFAULTS, multiplier=Param(1, help="output channels per input channel"),
           kernel=Param(3, help="kernel size"), stride=STRIDE, padding=Param(1, minimum=0, help="zero padding"),
-          dilation=DILATION, dtype=DTYPE, shape_sets=[DEPTHWISE_SMALL])
+          dilation=DILATION, dtype=DTYPE, shape_sets=[DEPTHWISE_SMALL], weights=("W",))
 def depthwise_conv2d(batch, C, H, W, multiplier, kernel, stride, padding, dilation, dtype):
     """Depthwise convolution: each input channel convolved with its own M filters."""
     from tvm import te

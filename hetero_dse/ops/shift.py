@@ -28,7 +28,7 @@ def _shift_reference(params: dict[str, Any], x: np.ndarray, w: np.ndarray) -> np
 @operator(batch=1, C=Param(72, help="input channels (a multiple of kernel**2)"), H=Param(28, help="height"),
           W=Param(28, help="width"), K=Param(64, help="output channels"),
           kernel=Param(3, help="shift window: channels split into kernel**2 groups"), dtype=DTYPE,
-          shape_sets=[SHIFT_SMALL], reference=_shift_reference)
+          shape_sets=[SHIFT_SMALL], reference=_shift_reference, weights=("W",))
 def shift_conv2d(batch, C, H, W, K, kernel, dtype):
     """Shift convolution: channel group (gh, gw) moved by (gh - k//2, gw - k//2), then a 1x1 convolution.
 

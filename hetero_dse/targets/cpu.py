@@ -15,7 +15,7 @@ import numpy as np
 from gpu_cpu.measure import MeasureResult, Measurer, check_fits_in_memory, measure_cpu_job, time_torch_isolated
 from gpu_cpu.pipeline import Pipeline
 from gpu_cpu.remote import Remote, measure_remote_job
-from gpu_cpu.schedule import apply_cpu, build_cpu, host_target, run_cpu
+from gpu_cpu.schedule import apply_cpu, build_cpu, host_target, run_cpu, weight_layouts
 from gpu_cpu.stability import retime_until_stable
 from hetero_dse.analysis import analyze
 from hetero_dse.atomic import atomic_directory
@@ -117,7 +117,7 @@ class CpuTarget:
         want = t.op.reference(inputs)
         passed = None
         if want is not None:
-            passed = bool(np.allclose(run_cpu(executable, t.op, inputs), want, rtol=1e-3, atol=1e-3))
+            passed = bool(np.allclose(run_cpu(executable, t.op, inputs, t.best), want, rtol=1e-3, atol=1e-3))
             if not passed:
                 raise HeteroDSEError(f"the best schedule of {t.op.name} computes a wrong result; not written")
         directory = out / self.directory(t.op)
@@ -125,7 +125,8 @@ class CpuTarget:
             executable.export_library(str(partial / "module.so"))
             (partial / "lowered_tir.py").write_text(mod.script())
             (partial / "llvm.ll").write_text(executable.mod.inspect_source("ll"))
-            (partial / "schedule.json").write_text(schedule_json(t, host_target()))
+            (partial / "schedule.json").write_text(schedule_json(t, host_target(),
+                                                                 packed_weights=packed_weights(t.op, t.best)))
         return Written(str(directory.relative_to(out)), passed=passed)
 
     def row(self, t: Tuned, written: Written | None) -> Row:
@@ -202,6 +203,18 @@ class CpuTarget:
 
     def csv_rows(self, t: Tuned) -> list[dict[str, Any]]:
         return []
+
+
+def packed_weights(op: Operator, point: Any) -> dict[str, Any]:
+    """What ``module.so`` takes in place of each weight it reads packed: the operator's tensor transposed
+    (numpy's order) once, where it is loaded. Written into ``schedule.json`` for whoever calls the module."""
+    out = {}
+    for index, order in weight_layouts(op, point).items():
+        tensor = op.inputs[index]
+        shape = [int(d) for d in tensor.shape]
+        out[tensor.op.name] = {"transpose": list(order), "shape": [shape[d] for d in order],
+                               "how": f"numpy.ascontiguousarray({tensor.op.name}.transpose({tuple(order)}))"}
+    return out
 
 
 def _with_calls(plan: dict[str, Any], calls: dict[str, str]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
 from hetero_dse.targets.base import Outcome, Row, Written
 from gpu_cpu.measure import MeasureResult
+from gpu_cpu.schedule import CPU_CODEGEN
 from hetero_dse.evaluate.measured import Trial, TrialLog, TuneResult, fastest
 
 __all__ = ["TVM_STARTS", "Tuned", "read_schedule", "schedule_json", "tvm_workload"]
@@ -166,6 +167,7 @@ def tvm_workload(op: Operator, target: dict[str, Any], analysis: Analysis) -> Wo
         # the count its workers run with (use_host_cores sets it when the first measurer starts, so reading the
         # variable alone keyed a process's first search apart from its later ones)
         versions["tvm_threads"] = os.environ.get("TVM_NUM_THREADS") or str(host_cores())
+        versions["cpu_codegen"] = CPU_CODEGEN
     return Workload(op.name, op.signature(), json.dumps(target, sort_keys=True), versions, workload_spec(analysis))
 
 
