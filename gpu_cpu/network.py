@@ -154,8 +154,10 @@ class _Layer(torch.nn.Module):
         # our gemm multiplies A (M×K) by B (K×N): a linear layer's weight is N×K, transposed once here
         self.weight = (weight.t().contiguous() if kind == "linear" else weight).reshape(shapes[1])
         if ours:  # packed once here, in the layout our kernel reads (gpu_cpu.schedule.weight_layouts)
-            from gpu_cpu.schedule import pack_weights
+            from gpu_cpu.schedule import pack_weights, weight_layouts
 
+            if not set(weight_layouts(op, kernel[2])) <= {1}:
+                raise HeteroDSEError(f"{op.title}: the plan's kernel takes a weight other than input 1 packed")
             self.weight = pack_weights(op, kernel[2], [None, self.weight, *[None] * (len(op.inputs) - 2)])[1]
         steps = list(op.epilogue)
         self.bias = bias.reshape(shapes[2]).contiguous() if "bias" in steps else None

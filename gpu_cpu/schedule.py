@@ -119,10 +119,14 @@ def apply_cpu(op: Operator, point: Point) -> Any:
         if cache is not None:
             _fuse_epilogue(sch, op)
         prepacked = weight_layouts(op, point)
+        taken = set()
         for i, region in enumerate(sch.get(block).reads):  # the weights read in the packed layout, as given
             index = _input_index(op, region.source.name)
             if index in prepacked:
                 sch.transform_layout(block, ("read", i), _permute(list(prepacked[index])))
+                taken.add(index)
+        if taken != set(prepacked):  # every caller packs what weight_layouts says: a weight left out is wrong
+            raise ScheduleError(f"the main block does not read weight input(s) {sorted(set(prepacked) - taken)}")
         packs = _packed_reads(sch, block, vector) if cache is not None else []
         spatial, reduce = _split(sch, block, op, point, keys)
         order, write_level = _cpu_order(spatial, reduce, int(point.get("order", 0)))
@@ -145,7 +149,13 @@ def apply_cpu(op: Operator, point: Point) -> Any:
             sch.decompose_reduction(block, reduce[0][0])
     except Exception as exc:
         raise rejected(point, exc) from exc
-    return sch.mod
+    if not prepacked:
+        return sch.mod
+    # said in the module too (lowered_tir.py shows it): whoever calls it passes these weights transposed
+    mod = sch.mod
+    mod["main"] = mod["main"].with_attr("hetero_dse.packed_weights",
+                                        {op.inputs[i].op.name: list(order) for i, order in prepacked.items()})
+    return mod
 
 
 def weight_layouts(op: Operator, point: Point | dict[str, Any]) -> dict[int, tuple[int, ...]]:
@@ -154,8 +164,9 @@ def weight_layouts(op: Operator, point: Point | dict[str, Any]) -> dict[int, tup
     vectorised loop indexes moved innermost. Packed once where the kernel is loaded (``pack_weights``), as
     TVM's layout-free buffers and oneDNN's prepacked weights are, instead of each tile packing its part on
     every run: weights ``W[k, c, r, s]`` of a convolution vectorised over ``k`` are taken as ``[c, r, s, k]``.
-    Empty for a point that is not of the CPU space, an operator without weights or reduction."""
-    if not op.weights or not reduce_loops(op) or not any(str(k).startswith("split.") for k in point):
+    Only a weight the main node reads directly (not through a producer) is taken so. Empty for an operator
+    without weights or reduction, a point without splits (another tuner's module) and a tensor-core point."""
+    if not op.weights or not reduce_loops(op) or "mma" in point or not any(str(k).startswith("split.") for k in point):
         return {}
     from hetero_dse.analysis import analyze
 

@@ -307,6 +307,9 @@ def operator(_builder: Callable[..., Any] | None = None, *, name: str | None = N
                                 f"which the function {builder.__name__} does not take")
         doc = description if description is not None else (inspect.getdoc(builder) or "").split("\n", 1)[0]
         origin = inspect.getsourcefile(builder) or "built-in"
+        if isinstance(weights, str):  # weights="W" would be read as its letters
+            raise OperatorError(f"operator {op_name}: weights= takes a tuple of input names, e.g. "
+                                f"weights=({weights!r},)")
         return OperatorDef(builder, op_name, specs, doc, shape_sets, reference, origin, tuple(weights))
 
     if _builder is not None:

@@ -67,6 +67,7 @@ def test_vectorising_over_output_channels_takes_the_weights_packed_and_transpose
     assert weight_layouts(op, point) == {1: (1, 2, 3, 0)}
     script = apply_cpu(op, point).script()
     assert 'W: T.Buffer((4, 3, 3, 8), "float32")' in script and "W_global" not in script
+    assert '"hetero_dse.packed_weights": {"W": [1, 2, 3, 0]}' in script  # the module says so itself
     assert "O_global[v_b, v_i, v_j, v_k]" in script  # the accumulated tile with k innermost
     assert "T.vectorized(4)" in script
     inputs = op.random_inputs(0)

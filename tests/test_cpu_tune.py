@@ -150,3 +150,11 @@ def test_a_written_module_computes_the_reference_with_the_weights_packed_as_its_
     point = space.decode(np.zeros(space.num_knobs, dtype=int)).replace(**{"split.k": (2, 1, 1, 4), "vector": "k"})
     assert packed_weights(op, point) == {"W": {"transpose": [1, 2, 3, 0], "shape": [4, 3, 3, 8],
                                                "how": "numpy.ascontiguousarray(W.transpose((1, 2, 3, 0)))"}}
+    # a schedule.json written before the weights were packed ahead: its time was another kernel's, and replay
+    # says so beside it
+    r = cli("replay", saved)
+    assert r.code == 0 and "another code generation" not in r.out, r.err
+    old = {k: v for k, v in schedule.items() if k not in ("cpu_codegen", "packed_weights")}
+    (saved / "schedule.json").write_text(json.dumps({**old, "knobs": point.to_json()}))
+    r = cli("replay", saved)
+    assert r.code == 0 and "another code generation: revision 1, this is 2" in r.out, (r.out, r.err)

@@ -138,3 +138,19 @@ def test_decorator_requires_defaults():
         @hd.operator(X=3)
         def f(N=2):
             return []
+
+
+def test_weights_name_inputs_of_the_operator():
+    from tvm import te
+
+    def scale(N=8, dtype="float32"):
+        X = te.placeholder((N,), name="X", dtype=dtype)
+        S = te.placeholder((N,), name="S", dtype=dtype)
+        return [X, S, te.compute((N,), lambda i: X[i] * S[i], name="O")]
+
+    assert hd.operator(weights=("S",))(scale).instantiate().weights == ("S",)
+    with pytest.raises(OperatorError, match=r"weights=\['T'\], but it has no input named 'T' \(its inputs: X, S\)"):
+        hd.operator(weights=("T",))(scale).instantiate()
+    with pytest.raises(OperatorError, match=r"weights= takes a tuple of input names, e.g. weights=\('S',\)"):
+        hd.operator(weights="S")(scale)
+    assert get_builtin("conv2d").instantiate(shape="small:s1").weights == ("W",)

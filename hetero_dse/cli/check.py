@@ -155,4 +155,7 @@ def _recorded_note(result: dict) -> str:
     recorded = result["recorded_seconds"]
     if not recorded:
         return ""
-    return f" (recorded {recorded * 1e3:.3f} ms" + (", a roofline estimate)" if result["recorded_is_estimate"] else ")")
+    note = ", a roofline estimate" if result["recorded_is_estimate"] else ""
+    if result.get("other_codegen"):
+        note += f", by {result['other_codegen']}"
+    return f" (recorded {recorded * 1e3:.3f} ms{note})"

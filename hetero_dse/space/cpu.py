@@ -11,8 +11,9 @@ producer nodes (padding, expansion) are inlined into the main node or computed o
   input, that input's tile is packed at the outer reduce level into a layout where it is (weights
   ``W[k, c, r, s]`` read as ``[c, r, s, k]`` when vectorising over ``k``), and the accumulated tile is kept
   with it innermost too: every load and FMA in the register tile is then a whole vector. A weight (an input
-  the operator declares constant at inference) is not packed per tile: the kernel takes it in that layout,
-  packed once where it is loaded (``gpu_cpu.schedule.weight_layouts``; ``schedule.json`` says how).
+  the operator declares constant at inference) that the main node reads directly is not packed per tile: the
+  kernel takes it in that layout, packed once where it is loaded (``gpu_cpu.schedule.weight_layouts``;
+  ``schedule.json`` says how).
 
 Fixed decisions for CPU (§4.2): the outermost spatial level is fused and parallelised, the innermost
 spatial loop vectorised, the reduction's initialisation hoisted out of the reduce loops. Inlining a padding

@@ -15,7 +15,7 @@ import numpy as np
 from gpu_cpu.measure import MeasureResult, Measurer, check_fits_in_memory, measure_cpu_job, time_torch_isolated
 from gpu_cpu.pipeline import Pipeline
 from gpu_cpu.remote import Remote, measure_remote_job
-from gpu_cpu.schedule import apply_cpu, build_cpu, host_target, run_cpu, weight_layouts
+from gpu_cpu.schedule import CPU_CODEGEN, apply_cpu, build_cpu, host_target, run_cpu, weight_layouts
 from gpu_cpu.stability import retime_until_stable
 from hetero_dse.analysis import analyze
 from hetero_dse.atomic import atomic_directory
@@ -125,7 +125,7 @@ class CpuTarget:
             executable.export_library(str(partial / "module.so"))
             (partial / "lowered_tir.py").write_text(mod.script())
             (partial / "llvm.ll").write_text(executable.mod.inspect_source("ll"))
-            (partial / "schedule.json").write_text(schedule_json(t, host_target(),
+            (partial / "schedule.json").write_text(schedule_json(t, host_target(), cpu_codegen=CPU_CODEGEN,
                                                                  packed_weights=packed_weights(t.op, t.best)))
         return Written(str(directory.relative_to(out)), passed=passed)
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from gpu_cpu.measure import MeasureJob, rebuild_operator
 from gpu_cpu.pipeline import Pipeline
+from gpu_cpu.schedule import CPU_CODEGEN, weight_layouts
 from hetero_dse.analysis import analyze
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.gpus import get_device, present_gpu
@@ -47,13 +48,24 @@ def _check_knobs(directory: Path, record: dict[str, Any]) -> None:
                              f"{exc}") from None
 
 
+def _other_codegen(record: dict[str, Any]) -> str | None:
+    """Why a CPU schedule's recorded time was another kernel's than the one rebuilt now (None: the same)."""
+    if record["target"]["kind"] != "llvm" or record.get("cpu_codegen") == CPU_CODEGEN:
+        return None
+    op = rebuild_operator(record["source"], record["operator"], record["params"])
+    if not weight_layouts(op, recorded_point(record)):
+        return None  # no weight packed ahead: the same code then as now
+    return (f"another code generation: revision {record.get('cpu_codegen', '1')}, this is {CPU_CODEGEN}, "
+            "whose kernels take their weights packed ahead")
+
+
 def replay(directory: Path) -> dict[str, Any]:
     """Rebuild the module of ``directory/schedule.json`` and check and time it: the same schedule, again."""
     record = read_schedule(directory)
     kind = record["target"]["kind"]
     _check_knobs(directory, record)
     recorded = {"recorded_seconds": recorded_seconds(record), "recorded_is_estimate": bool(record.get("estimate")),
-                "point": recorded_point(record)}
+                "point": recorded_point(record), "other_codegen": _other_codegen(record)}
     if kind == "cuda" and present_gpu() is None:
         written = directory / "kernel.cu"
         same = written.is_file() and rebuild_gpu(record) == written.read_text()

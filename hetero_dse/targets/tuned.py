@@ -167,7 +167,9 @@ def tvm_workload(op: Operator, target: dict[str, Any], analysis: Analysis) -> Wo
         # the count its workers run with (use_host_cores sets it when the first measurer starts, so reading the
         # variable alone keyed a process's first search apart from its later ones)
         versions["tvm_threads"] = os.environ.get("TVM_NUM_THREADS") or str(host_cores())
-        versions["cpu_codegen"] = CPU_CODEGEN
+        if op.weights:  # the kernel takes its declared weights packed ahead: another kernel than without
+            versions["cpu_codegen"] = CPU_CODEGEN
+            versions["cpu_weights"] = ",".join(op.weights)
     return Workload(op.name, op.signature(), json.dumps(target, sort_keys=True), versions, workload_spec(analysis))
 
 
