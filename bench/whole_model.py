@@ -22,6 +22,7 @@ import argparse
 import json
 import subprocess
 import sys
+import math
 import tempfile
 import time
 from pathlib import Path
@@ -70,6 +71,40 @@ def executed(name: str, out: Path, rounds: int) -> dict:
     return result
 
 
+def retime_layers(out: Path, rounds: int) -> list[dict]:
+    """Each distinct layer's kernel (its ``schedule.json``, epilogue fused) and torch's call for it, timed one
+    right after the other in fresh workers, ``rounds`` times: the per-layer figure against oneDNN with the
+    machine's noise shared by both sides (as ``bench/cpu_retime.py`` does for single operators)."""
+    import statistics
+
+    from gpu_cpu.measure import MeasureJob, Measurer, measure_cpu_job, rebuild_operator, time_torch_isolated
+
+    rows = []
+    for path in sorted(out.glob("*/cpu/schedule.json")):
+        record = json.loads(path.read_text())
+        job = MeasureJob(record["source"], record["operator"], record["params"], record["knobs"],
+                         epilogue=tuple(record.get("epilogue", ())),
+                         epilogue_axes=tuple(record.get("epilogue_axes", ())))
+        op = rebuild_operator(job.source, job.name, job.params, job.epilogue, job.epilogue_axes)
+        ours, torch = [], []
+        for _ in range(rounds):
+            with Measurer(timeout_s=300) as measurer:
+                result = measurer.run(measure_cpu_job, job)
+            library = time_torch_isolated(op, job.source)
+            if result.ok and library is not None:
+                ours.append(result.seconds)
+                torch.append(library.seconds)
+        if not ours:
+            continue
+        ratios = [t / o for o, t in zip(ours, torch, strict=True)]
+        rows.append({"layer": record.get("shape") or record["operator"], "ours_s": ours, "torch_s": torch,
+                     "median_ratio": statistics.median(ratios)})
+        print(f"    re-timed {rows[-1]['layer']:>16}: ours {min(ours) * 1e3:.3f}-{max(ours) * 1e3:.3f} ms, torch "
+              f"{min(torch) * 1e3:.3f}-{max(torch) * 1e3:.3f} ms, median of the rounds' ratios "
+              f"{rows[-1]['median_ratio']:.2f}x", flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="resnet18,yolo_v1,mobilenet_v2")
@@ -78,6 +113,9 @@ def main() -> None:
     parser.add_argument("--fpga-budget", type=int, default=20000)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--rounds", type=int, default=7, help="alternating rounds of the executed comparison")
+    parser.add_argument("--retime", type=int, default=0, metavar="ROUNDS",
+                        help="re-time each distinct layer's kernel against torch's call, one after the other in "
+                             "fresh workers, this many rounds (0: not)")
     args = parser.parse_args()
     results = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -134,6 +172,12 @@ def main() -> None:
                 lib = f"{e['library_s'] * 1e3:.3f}" if e["library_s"] else "—"
                 print(f"  {e['layer']:>14} x{e['count']} {'+'.join(e['epilogue']):>22}  ours {ours} ms  torch {lib} ms"
                       f"  -> {e['choice']}")
+            if args.retime:
+                row["retimed"] = retime_layers(cpu_out, args.retime)
+                ratios = [r["median_ratio"] for r in row["retimed"]]
+                geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else float("nan")
+                print(f"  per layer, re-timed against torch: geometric mean {geomean:.2f}x over {len(ratios)} "
+                      f"layers, lowest {min(ratios, default=float('nan')):.2f}x", flush=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
 
