@@ -335,6 +335,23 @@ def test_transfer_learning_proposes_what_the_history_says_is_fast(board):
     assert with_history.top_objective[0] < np.median(random_pick[np.isfinite(random_pick)]) / 2
 
 
+def test_a_warm_transfer_learning_measures_the_default_point_first_as_a_cold_one_does():
+    def space_of(**params):
+        op = get_builtin("conv2d").instantiate({"C": 16, "K": 32, "H": 14, "W": 14, **params})
+        return CpuSpace(analyze(op), vector_bits=256)
+
+    related, target = space_of(K=64), space_of()
+    rows = related.sample(24, np.random.default_rng(1))
+    workload = Workload("conv2d", "related", "llvm", {}, {"loops": related.loop_extents, "flops": 1})
+    prior = Prior(target.loop_extents, ((workload, tuple(Record(related.decode(r), 1e-3 * (1 + i))
+                                                          for i, r in enumerate(rows))),))
+    default = target.encode(target.default_point())
+    for warm in (TransferLearning(target, seed=0, prior=prior), TransferLearning(target, seed=0)):
+        first = warm.propose()
+        assert len(first) == warm.batch and (first[0] == default).all()
+        assert len({tuple(r) for r in first}) == len(first)  # and never twice
+
+
 # ------------------------------------------------------------------------------------------- auto
 def test_auto_picks_gga_or_tl_by_the_match_score(board):
     space, _ = fpga(board, C=16, K=30)
