@@ -53,12 +53,10 @@ def build(C, K, H, W, m):
     # input transform: parallel over p, c vectorised innermost, e1 e2 i j unrolled (constants fold)
     v = sch.get_sblock("V")
     e1, e2, p, c, ii, jj = sch.get_loops(v)
-    co, ci = sch.split(c, [None, 16])
-    sch.reorder(p, co, e1, e2, ii, jj, ci)
-    sch.parallel(p)
+    sch.reorder(c, p, e1, e2, ii, jj)  # one tile's α² values at a time, from α² loads of its channel
+    sch.parallel(c)
     for lp in (e1, e2, ii, jj):
         sch.unroll(lp)
-    sch.vectorize(ci)
     # product: e1 e2 fused batch, tile p x k with k vectorised, accumulate in a local tile
     mb = sch.get_sblock("M")
     e1, e2, p, k, rc = sch.get_loops(mb)
@@ -80,9 +78,12 @@ def build(C, K, H, W, m):
     # output transform: parallel over k, unrolled r1 r2
     yb = sch.get_sblock("Y")
     k, y, x, r1_, r2_ = sch.get_loops(yb)
+    ty, yi = sch.split(y, [None, m])  # y % m becomes yi: the unrolled constants fold
+    tx, xi = sch.split(x, [None, m])
+    sch.reorder(k, ty, tx, yi, xi, r1_, r2_)
     sch.parallel(k)
-    sch.unroll(r1_)
-    sch.unroll(r2_)
+    for lp in (yi, xi, r1_, r2_):
+        sch.unroll(lp)
     from gpu_cpu.schedule import host_target
 
     ex = tvm.compile(sch.mod, target=host_target())
