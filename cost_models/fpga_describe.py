@@ -108,6 +108,8 @@ def describe(model: FpgaModel, row: np.ndarray) -> dict[str, Any]:
         "traffic_bytes": float(r["traffic_bytes"][0]),
         "io_lower_bound_bytes": bound.bytes, "io_bound_kind": bound.kind,
         "traffic_over_bound": float(r["traffic_bytes"][0]) / bound.bytes,
+        # what the score charges: the traffic in units of the operator's tensors moved once
+        "traffic_over_compulsory": float(r["traffic_bytes"][0]) / float(model.compulsory[dt]),
         "buffers": buffers,
         # what a calibration fits (hetero_dse calibrate): each figure as the part that depends on a
         # calibrated constant, by its count, plus what does not

@@ -358,7 +358,7 @@ def test_the_fpga_top_k_is_printed_in_the_order_of_the_score_it_is_ranked_by():
     e = explore(op, target, "sa", Search(budget=2000, top_k=10))
     lines = target.markdown(e, None)
     header = next(i for i, line in enumerate(lines) if line.startswith("| rank |"))
-    assert lines[header].startswith("| rank | score | latency | DDR traffic (× I/O bound) |")
+    assert lines[header].startswith("| rank | score | latency | DDR traffic (× tensors, × I/O bound) |")
     assert "ranked by score" in lines[header - 2]
     table = [line.strip("|").split(" | ") for line in lines[header + 2:header + 2 + len(e.designs)]]
     ranks = [int(cells[0]) for cells in table]
@@ -374,3 +374,10 @@ def test_the_fpga_top_k_is_printed_in_the_order_of_the_score_it_is_ranked_by():
     top = target.record(e, None)["top"]
     assert [t["score_s"] for t in top] == sorted(t["score_s"] for t in top)
     assert all(t["score_s"] >= t["latency_s"] for t in top)  # the charge only adds
+    # the score is what the header says, from the columns printed: latency × (1 + w × traffic in tensors), to
+    # the millionth the fullest resource adds and the columns' rounding
+    weight = e.model.traffic_weight
+    for cells, (_, d) in zip(table, e.designs, strict=True):
+        tensors = float(cells[3].split(" (")[1].split("×")[0])
+        assert _figure(cells[1]) == pytest.approx(_figure(cells[2]) * (1 + weight * tensors), rel=2e-3)
+        assert d["score_s"] == pytest.approx(d["latency_s"] * (1 + weight * d["traffic_over_compulsory"]), rel=2e-6)

@@ -25,6 +25,7 @@ def design_row(e: Exploration, rank: int, point: Any, d: dict[str, Any]) -> dict
         "roofline": d["roofline"], "bound": d["bound"], "pe": d["pe"], "ii": d["ii"], "tiles": d["tiles"],
         "traffic_bytes": d["traffic_bytes"], "io_lower_bound_bytes": d["io_lower_bound_bytes"],
         "traffic_over_bound": d["traffic_over_bound"], "io_bound_kind": d["io_bound_kind"],
+        "traffic_over_compulsory": d["traffic_over_compulsory"],
     }
     for k in RESOURCE_KINDS:
         row[k] = d["resources"][k]
@@ -88,17 +89,20 @@ def fpga_markdown(e: Exploration, written: Written | None) -> list[str]:
              f"{d['traffic_over_bound']:.2f}× the I/O lower bound ({d['io_bound_kind']}).",
              "", f"Top {len(e.designs)}, ranked by score: the model's latency charged "
              f"{100 * e.model.traffic_weight:g} % for each time the design's DDR traffic moves the operator's "
-             "tensors once (and a millionth for its fullest resource's share), so a design a little faster "
-             "that moves more data ranks below one that moves less: the DDR traffic column shows it.", "",
-             "| rank | score | latency | DDR traffic (× I/O bound) | GOPS | bound | PE | II | DSP | BRAM18K | tiles "
-             "| unrolled | order |", "|---" * 13 + "|"]
+             "tensors once (× tensors: score = latency × (1 + "
+             f"{e.model.traffic_weight:g} × that), and a millionth for its fullest resource's share), so a design "
+             "a little faster that moves more data ranks below one that moves less: the DDR traffic column shows "
+             "it, and how far it is from the I/O lower bound.", "",
+             "| rank | score | latency | DDR traffic (× tensors, × I/O bound) | GOPS | bound | PE | II | DSP | BRAM18K "
+             "| tiles | unrolled | order |", "|---" * 13 + "|"]
     for rank, (p, d) in enumerate(e.designs, start=1):
         tiles = " ".join(f"{k[5:]}={v}" for k, v in p.items() if k.startswith("tile."))
         unrolled = " ".join(f"{k[7:]}×{v}" for k, v in p.items() if k.startswith("unroll.") and v > 1)
         # four digits: neighbours in the ranking often differ in the third
         score = fmt_seconds(d["score_s"], digits=4) if d.get("score_s") is not None else "—"
         lines.append(f"| {rank} | {score} | {fmt_seconds(d['latency_s'], digits=4)} | "
-                     f"{fmt_bytes(d['traffic_bytes'])} ({d['traffic_over_bound']:.2f}×) | {d['gops']:.1f} | "
+                     f"{fmt_bytes(d['traffic_bytes'])} ({d['traffic_over_compulsory']:.2f}×, "
+                     f"{d['traffic_over_bound']:.2f}×) | {d['gops']:.1f} | "
                      f"{d['bound']} | {d['pe']} | {d['ii']} | {d['resources']['dsp']:,.0f} | "
                      f"{d['resources']['bram18k']:,.0f} | {tiles} | {unrolled or '—'} | {' '.join(p['order'])} |")
     lines += ["", f"Pareto front (latency vs DSP vs BRAM18K): {len(e.pareto)} designs.", "",
