@@ -234,12 +234,12 @@ def check_and_time(module: Any, op: Any, dev: Any, job: MeasureJob) -> float | d
     import tvm
 
     inputs = op.random_inputs(0)
+    given = inputs
     if job.target == "llvm":  # our CPU kernels take the weights packed once, ahead (gpu_cpu.schedule)
         from gpu_cpu.schedule import pack_weights
 
-        args = [tvm.runtime.tensor(a, dev) for a in pack_weights(op, job.point, inputs)]
-    else:
-        args = [tvm.runtime.tensor(a, dev) for a in inputs]
+        given = pack_weights(op, job.point, inputs)
+    args = [tvm.runtime.tensor(a, dev) for a in given]
     out = tvm.runtime.tensor(np.zeros([int(d) for d in op.output.shape], dtype=str(op.output.dtype)), dev)
     start = time.perf_counter()
     module[module.entry_name](*args, out)

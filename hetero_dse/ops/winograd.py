@@ -14,7 +14,7 @@ integer multiples, as in the transforms people use (F(2×2, 3×3)'s Bᵀ is ±1 
 
 The points are the usual ones (0, ±1, ±2, ±½, ±3, ...): the larger the tile, the larger the transforms'
 entries and the rounding error in floating point, and the wider the integers of an int8 pipeline
-(``precision`` and ``integer_bits`` say how much, per tile size).
+(``measured_error`` and ``integer_bits`` say how much, per tile size).
 """
 
 from __future__ import annotations
@@ -112,20 +112,8 @@ def winograd_conv2d(x: np.ndarray, w: np.ndarray, m: int, dtype: str = "float32"
     """A stride-1 convolution without padding (``x``: C×H×W, ``w``: K×C×r×r) by F(m×m, r×r), every stage in
     ``dtype`` (float32, float16): the numbers a kernel in that type computes. The output is K×(H−r+1)×(W−r+1);
     the input is padded at the bottom right to whole tiles and the extra outputs dropped."""
-    K, C, r, _ = w.shape
-    t = transforms(m, r)
-    at, g, bt = (a.astype(dtype) for a in t.arrays())
-    out_h, out_w = x.shape[1] - r + 1, x.shape[2] - r + 1
-    tiles_h, tiles_w = ceil(out_h / m), ceil(out_w / m)
-    padded = np.zeros((C, tiles_h * m + r - 1, tiles_w * m + r - 1), dtype=dtype)
-    padded[:, : x.shape[1], : x.shape[2]] = x
-    # the input's tiles, overlapping by r − 1: C × tiles_h × tiles_w × α × α
-    d = np.lib.stride_tricks.sliding_window_view(padded, (t.alpha, t.alpha), axis=(1, 2))[:, ::m, ::m]
-    u = np.einsum("ai,kcij,bj->kcab", g, w.astype(dtype), g).astype(dtype)  # G g Gᵀ: K × C × α × α
-    v = np.einsum("ai,cxyij,bj->cxyab", bt, d, bt).astype(dtype)  # Bᵀ d B
-    mm = np.einsum("kcab,cxyab->kxyab", u, v).astype(dtype)  # the channel sum, element by element
-    y = np.einsum("ia,kxyab,jb->kxiyj", at, mm, at).astype(dtype)  # Aᵀ M A, tiles laid side by side
-    return y.reshape(K, tiles_h * m, tiles_w * m)[:, :out_h, :out_w]
+    at, g, bt = (a.astype(dtype) for a in transforms(m, w.shape[-1]).arrays())
+    return _tiled(x, w, m, at, g, bt, dtype)
 
 
 def winograd_conv2d_int8(x: np.ndarray, w: np.ndarray, m: int) -> np.ndarray:
@@ -133,21 +121,32 @@ def winograd_conv2d_int8(x: np.ndarray, w: np.ndarray, m: int) -> np.ndarray:
     (``Transforms.weight_scale``) and the output with L'·Aᵀ (``output_scale``), every stage in int64, the
     output divided by (L·L')² at the end (exact).
     ``integer_bits`` gives the width each stage actually needs."""
-    K, C, r, _ = w.shape
-    t = transforms(m, r)
+    t = transforms(m, w.shape[-1])
     scale = t.weight_scale * t.output_scale
     at, g, bt = (np.array([[int(v * f) for v in row] for row in mat], dtype=np.int64)
                  for mat, f in ((t.AT, t.output_scale), (t.G, t.weight_scale), (t.BT, 1)))
+    y = _tiled(x, w, m, at, g, bt, "int64")
+    assert not (y % (scale * scale)).any()  # L² divides every output: the integer pipeline is exact
+    return y // (scale * scale)
+
+
+def _tiled(x: np.ndarray, w: np.ndarray, m: int, at: np.ndarray, g: np.ndarray, bt: np.ndarray,
+           dtype: str) -> np.ndarray:
+    """Aᵀ [Σ_c (G g Gᵀ) ⊙ (Bᵀ d B)] A over the input's m-strided α×α tiles, each stage rounded to ``dtype``;
+    the output cropped to the convolution's."""
+    K, C, r, _ = w.shape
+    alpha = m + r - 1
     out_h, out_w = x.shape[1] - r + 1, x.shape[2] - r + 1
     tiles_h, tiles_w = ceil(out_h / m), ceil(out_w / m)
-    padded = np.zeros((C, tiles_h * m + r - 1, tiles_w * m + r - 1), dtype=np.int64)
+    padded = np.zeros((C, tiles_h * m + r - 1, tiles_w * m + r - 1), dtype=dtype)
     padded[:, : x.shape[1], : x.shape[2]] = x
-    d = np.lib.stride_tricks.sliding_window_view(padded, (t.alpha, t.alpha), axis=(1, 2))[:, ::m, ::m]
-    u = np.einsum("ai,kcij,bj->kcab", g, w.astype(np.int64), g)
-    v = np.einsum("ai,cxyij,bj->cxyab", bt, d, bt)
-    y = np.einsum("ia,kxyab,jb->kxiyj", at, np.einsum("kcab,cxyab->kxyab", u, v), at)
-    assert not (y % (scale * scale)).any()  # L² divides every output: the integer pipeline is exact
-    return (y // (scale * scale)).reshape(K, tiles_h * m, tiles_w * m)[:, :out_h, :out_w]
+    # the input's tiles, overlapping by r − 1: C × tiles_h × tiles_w × α × α
+    d = np.lib.stride_tricks.sliding_window_view(padded, (alpha, alpha), axis=(1, 2))[:, ::m, ::m]
+    u = np.einsum("ai,kcij,bj->kcab", g, w.astype(dtype), g).astype(dtype)  # G g Gᵀ: K × C × α × α
+    v = np.einsum("ai,cxyij,bj->cxyab", bt, d, bt).astype(dtype)  # Bᵀ d B
+    mm = np.einsum("kcab,cxyab->kxyab", u, v).astype(dtype)  # the channel sum, element by element
+    y = np.einsum("ia,kxyab,jb->kxiyj", at, mm, at).astype(dtype)  # Aᵀ M A, tiles laid side by side
+    return y.reshape(K, tiles_h * m, tiles_w * m)[:, :out_h, :out_w]
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from hetero_dse.targets.tuned import read_schedule, recorded_point, recorded_sec
 __all__ = ["replay"]
 
 
-def _check_knobs(directory: Path, record: dict[str, Any]) -> None:
+def _check_knobs(directory: Path, record: dict[str, Any], op: Any) -> None:
     """Refuse a schedule.json whose operator or knobs are not what the tool wrote: another signature, or a
     knob value outside the operator's space (a replay must run what the file says, or nothing)."""
     from hetero_dse.space.base import SpaceError
@@ -26,8 +26,6 @@ def _check_knobs(directory: Path, record: dict[str, Any]) -> None:
     from hetero_dse.space.gpu import GpuSpace
     from hetero_dse.space.tensorcore import TensorCoreSpace
 
-    op = rebuild_operator(record["source"], record["operator"], record["params"],
-                          record.get("epilogue", ()), record.get("epilogue_axes", ()))
     if record.get("signature") not in (None, op.signature()):
         raise HeteroDSEError(f"{directory / 'schedule.json'} was written for {record['signature']}, but its "
                              f"operator and parameters build {op.signature()}")
@@ -48,11 +46,10 @@ def _check_knobs(directory: Path, record: dict[str, Any]) -> None:
                              f"{exc}") from None
 
 
-def _other_codegen(record: dict[str, Any]) -> str | None:
+def _other_codegen(record: dict[str, Any], op: Any) -> str | None:
     """Why a CPU schedule's recorded time was another kernel's than the one rebuilt now (None: the same)."""
     if record["target"]["kind"] != "llvm" or record.get("cpu_codegen") == CPU_CODEGEN:
         return None
-    op = rebuild_operator(record["source"], record["operator"], record["params"])
     if not weight_layouts(op, recorded_point(record)):
         return None  # no weight packed ahead: the same code then as now
     return (f"another code generation: revision {record.get('cpu_codegen', '1')}, this is {CPU_CODEGEN}, "
@@ -63,9 +60,11 @@ def replay(directory: Path) -> dict[str, Any]:
     """Rebuild the module of ``directory/schedule.json`` and check and time it: the same schedule, again."""
     record = read_schedule(directory)
     kind = record["target"]["kind"]
-    _check_knobs(directory, record)
+    op = rebuild_operator(record["source"], record["operator"], record["params"],
+                          record.get("epilogue", ()), record.get("epilogue_axes", ()))
+    _check_knobs(directory, record, op)
     recorded = {"recorded_seconds": recorded_seconds(record), "recorded_is_estimate": bool(record.get("estimate")),
-                "point": recorded_point(record), "other_codegen": _other_codegen(record)}
+                "point": recorded_point(record), "other_codegen": _other_codegen(record, op)}
     if kind == "cuda" and present_gpu() is None:
         written = directory / "kernel.cu"
         same = written.is_file() and rebuild_gpu(record) == written.read_text()
@@ -77,6 +76,4 @@ def replay(directory: Path) -> dict[str, Any]:
                                                   epilogue_axes=tuple(record.get("epilogue_axes", ())))])
     if not result.ok:
         raise HeteroDSEError(f"replaying {directory / 'schedule.json'} failed: {result.error}")
-    op = rebuild_operator(record["source"], record["operator"], record["params"],
-                          record.get("epilogue", ()), record.get("epilogue_axes", ()))
     return {"seconds": result.seconds, "gflops": analyze(op).flops / result.seconds / 1e9, **recorded}
