@@ -15,6 +15,12 @@ Two engines:
   lane sums its input lanes with an adder tree, then accumulates into its output tile). Convolutions, 1×1
   convolutions and linear layers (a 1×1 convolution on a 1×1 image) run on it.
 - ``depthwise``: ``out_lanes`` channels, one multiply-add each a cycle.
+- ``winograd``: F(m×m, 3×3) for 3×3 stride-1 convolutions (``cost_models/fpga_winograd.py``): the read process
+  transforms each α×α input patch (α = m + 2) after the box arrives, a cycle a patch and channel group; the PE
+  array multiplies ``α² × out_lanes × in_lanes`` a cycle (an output lane sums its input lanes for each of the α²
+  elements, then accumulates) for one patch, against weights the host transformed ahead; a process before the
+  write turns each patch's sums into its m×m outputs, a pixel a cycle. Per step its loops run output-channel
+  groups, input-channel groups, then the tile's patches innermost (at least ``accumulation_distance``).
 
 Activations are in DDR as ``[H][W][C padded to the network's channel block]`` inside a zero halo: the layout
 every layer reads and writes, so no layer pays a relayout. Loop order per layer: output-channel tiles,
@@ -43,7 +49,7 @@ from cost_models.fpga_costs import (
 __all__ = ["ENGINE_KINDS", "DESCRIPTOR_WORDS", "EngineShape", "NetLayer", "Tiles", "accumulation_distance",
            "layer_cycles", "network_trips", "tile_options"]
 
-ENGINE_KINDS = ("grid", "depthwise")
+ENGINE_KINDS = ("grid", "depthwise", "winograd")
 #: int32 words of one layer's descriptor in the table the kernel reads (``kernel.h``'s layer_t)
 DESCRIPTOR_WORDS = 32
 
@@ -74,7 +80,7 @@ class NetLayer:
     @property
     def macs(self) -> int:
         """Multiply-adds of the padded layer (what the array runs)."""
-        per_out = self.R * self.S * (self.C if self.engine == "grid" else 1)
+        per_out = self.R * self.S * (1 if self.engine == "depthwise" else self.C)
         return self.K * self.OH * self.OW * per_out
 
 
@@ -102,6 +108,16 @@ class EngineShape:
     wword: int = 0
     #: 32-bit parameters a word of the parameters' port (0: ``word``)
     pword: int = 0
+    #: the Winograd engine's output tile m (F(m×m, 3×3)); 0 for the others
+    tile: int = 0
+    #: elements of the weights' port a weight takes (the int8 Winograd engine's transformed weights are 16-bit:
+    #: two elements, low byte first)
+    w_span: int = 1
+
+    @property
+    def alpha(self) -> int:
+        """The Winograd engine's input patch side (m + 2), 1 for the others (a weight row is α² lane grids)."""
+        return self.tile + 2 if self.tile else 1
 
     @property
     def w_word(self) -> int:
@@ -134,7 +150,7 @@ def accumulation_distance(dtype: str, clock_mhz: float) -> int:
 def _steps(layer: NetLayer, t: dict[str, Any]) -> dict[str, Any]:
     """Tile counts and per-step trip counts; ``t`` holds arrays (or ints) tk, tc, th, tw."""
     tk, tc, th, tw = t["tk"], t["tc"], t["th"], t["tw"]
-    grid = layer.engine == "grid"
+    grid = layer.engine != "depthwise"
     n_k = -(-layer.K // tk) if grid else 1
     n_c = -(-layer.C // tc)
     n_y, n_x = -(-layer.OH // th), -(-layer.OW // tw)
@@ -144,12 +160,26 @@ def _steps(layer: NetLayer, t: dict[str, Any]) -> dict[str, Any]:
 
 def network_trips(engine: EngineShape, layer: NetLayer, tiles: Tiles) -> dict[str, int]:
     """Iterations of each process's pipelined loop over the whole layer, as the kernel runs them (and as the
-    C-simulation counts them): ``read_in``, ``read_w``, ``compute``, ``write``; and the buffer rows the layer's
-    tiles fill."""
+    C-simulation counts them): ``read_in``, ``read_w``, ``compute``, ``write``, ``bias`` and the Winograd
+    engine's ``transform_in`` and ``transform_out`` (0 on the others); and the buffer rows the layer's tiles
+    fill (the Winograd engine's ``in_rows`` a patch's transformed inputs, ``out_rows`` a patch's sums, and
+    ``tile_rows`` the output tile a pixel a row)."""
     t = tiles.__dict__
     s = _steps(layer, t)
     rs = layer.R * layer.S
-    if engine.kind == "grid":
+    transform_in = transform_out = 0
+    if engine.kind == "winograd":
+        m, a2 = engine.tile, engine.alpha ** 2
+        kg, cg = tiles.tk // engine.out_lanes, tiles.tc // engine.in_lanes
+        patches = (tiles.th // m) * (tiles.tw // m)
+        steps = s["n_k"] * s["n_y"] * s["n_x"] * s["n_c"]
+        per_in = s["box_h"] * s["box_w"] * cg * (engine.in_lanes // engine.word)
+        per_w = kg * cg * (a2 * engine.out_lanes * engine.in_lanes * engine.w_span // engine.w_word)
+        per_c = kg * cg * np.maximum(patches, engine.distance)
+        out_tiles = s["n_k"] * s["n_y"] * s["n_x"]
+        transform_in, transform_out = steps * cg * patches, out_tiles * kg * s["pixels"]
+        rows = {"in_rows": cg * patches, "w_rows": kg * cg, "out_rows": kg * patches, "tile_rows": kg * s["pixels"]}
+    elif engine.kind == "grid":
         kg, cg = tiles.tk // engine.out_lanes, tiles.tc // engine.in_lanes
         steps = s["n_k"] * s["n_y"] * s["n_x"] * s["n_c"]
         per_in = s["box_h"] * s["box_w"] * cg * (engine.in_lanes // engine.word)
@@ -166,33 +196,40 @@ def network_trips(engine: EngineShape, layer: NetLayer, tiles: Tiles) -> dict[st
         out_tiles = steps
         rows = {"in_rows": cg * s["box_h"] * s["box_w"], "w_rows": cg * rs, "out_rows": cg * s["pixels"]}
     # the epilogue's parameters, once for each output-channel tile
-    n_o = s["n_k"] if engine.kind == "grid" else s["n_c"]
-    bias = n_o * (engine.params * (tiles.tk if engine.kind == "grid" else tiles.tc) // engine.p_word)
+    dw = engine.kind == "depthwise"
+    n_o = s["n_c"] if dw else s["n_k"]
+    bias = n_o * (engine.params * (tiles.tc if dw else tiles.tk) // engine.p_word)
     # the write: only the pixels inside the image, every output channel once (a channel tile divides them)
     write = layer.OH * layer.OW * (layer.K // engine.word)
     return {"steps": steps, "out_tiles": out_tiles, "read_in": steps * per_in, "read_w": steps * per_w,
-            "compute": steps * per_c, "write": write, "bias": bias, **rows}
+            "compute": steps * per_c, "write": write, "bias": bias, "transform_in": transform_in,
+            "transform_out": transform_out, **rows}
 
 
-def tile_options(extent: int, lanes: int | None = None, cap: int = 24) -> list[int]:
+def tile_options(extent: int, lanes: int | None = None, cap: int = 24, multiple: int = 1) -> list[int]:
     """Candidate tiles of a loop: for channels (``lanes`` given) the lane count times powers of two that divide
-    the extent, and the extent; for rows and columns every ``ceil(extent / n)`` (a tile that wastes least)."""
+    the extent, and the extent; for rows and columns every ``ceil(extent / n)`` (a tile that wastes least),
+    rounded up to a ``multiple`` (the Winograd engine's tiles are whole patches)."""
     if lanes is not None:  # whole multiples of the lanes that divide the channels (a tile never passes their end)
         out = {lanes * 2 ** i for i in range(12) if lanes * 2 ** i <= extent} | {extent}
         return sorted(v for v in out if v % lanes == 0 and extent % v == 0)
-    return sorted({-(-extent // n) for n in range(1, extent + 1)})[:cap] + ([extent] if extent > cap else [])
+    up = lambda v: -(-v // multiple) * multiple  # noqa: E731
+    options = sorted({up(-(-extent // n)) for n in range(1, extent + 1)})
+    return options[:cap] + ([up(extent)] if len(options) > cap else [])
 
 
 def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clock_hz: float, elem_bytes: int,
                  read_floor_ns: float, write_floor_ns: float, latency_ns: float, port_gbps: float,
-                 depth: int, residual: bool = False) -> Any:
+                 depth: int, residual: bool = False, transform_depth: int = 0) -> Any:
     """Cycles of the layer for tiles ``t`` (arrays broadcast together): per step the slowest of its two reads
     and its compute, the write of each output tile overlapping the next tile's steps; plus the first step's
     reads, the last tile's write, the parameters of each output-channel tile and the descriptor. A read process
     restarts its loop every step and pays a round trip; every transfer is runs of consecutive words (bursts, no
     faster than the bandwidth), and the runs of the input box and of the output, entered one after the other
     from a loop that is not pipelined, each wait their round trip; the arena's ports share its channel;
-    ``residual``: the layer's epilogue reads a word beside each output word."""
+    ``residual``: the layer's epilogue reads a word beside each output word. The Winograd engine's read process
+    transforms the box's patches after the box arrives (``transform_depth``: that loop's pipeline), and its
+    output transform, a pixel a cycle, runs beside the write as a stage of its own."""
     s = _steps(layer, t)
     r_floor = max(1.0, read_floor_ns * 1e-9 * clock_hz)
     del write_floor_ns  # the output's runs each wait a whole round trip (``one_by_one``), longer than the floor
@@ -206,10 +243,12 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
         return n_runs * np.maximum(np.maximum(words, bursts * floor), words / per_cycle)
 
     rs = layer.R * layer.S
-    grid = engine.kind == "grid"
+    grid = engine.kind != "depthwise"
+    wino = engine.kind == "winograd"
     lanes_in = engine.in_lanes if grid else engine.out_lanes
     cg = t["tc"] // lanes_in
     kg = t["tk"] // engine.out_lanes if grid else 1
+    patches = (t["th"] // max(1, engine.tile)) * (t["tw"] // max(1, engine.tile))
     latency = latency_ns * 1e-9 * clock_hz  # a read's round trip: paid again where a process restarts its loop
     def one_by_one(n_runs: Any, words: Any, word_bytes: int = engine.word * elem_bytes, ports: int = 1) -> Any:
         """Runs a loop that is not pipelined enters one after the other: each a burst that waits its round trip
@@ -224,9 +263,14 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     whole = t["tc"] == layer.C
     read_in = one_by_one(np.where(whole, s["box_h"], s["box_h"] * s["box_w"]),
                          np.where(whole, s["box_w"] * layer.C // engine.word, chan_words), ports=2)
-    w_words = (kg * rs * cg * engine.out_lanes * lanes_in if grid else cg * rs * engine.out_lanes) // engine.w_word
+    if wino:  # then the box's patches transformed, one a cycle and channel group
+        read_in = read_in + cg * patches + transform_depth
+        w_words = kg * cg * engine.alpha ** 2 * engine.out_lanes * lanes_in * engine.w_span // engine.w_word
+        compute = kg * cg * np.maximum(patches, engine.distance) + depth
+    else:
+        w_words = (kg * rs * cg * engine.out_lanes * lanes_in if grid else cg * rs * engine.out_lanes) // engine.w_word
+        compute = kg * rs * cg * np.maximum(s["pixels"], engine.distance) + depth
     read_w = runs(1, w_words, r_floor, engine.w_word * elem_bytes) + latency
-    compute = kg * rs * cg * np.maximum(s["pixels"], engine.distance) + depth
     step = np.maximum(np.maximum(read_in, read_w), compute)
     out_chan = t["tk"] if grid else t["tc"]
     # a whole tile's write: a run a tile row where the tile takes every channel, else a pixel; a residual read
@@ -235,13 +279,16 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     o_runs = np.where(out_whole, t["th"], s["pixels"])
     o_words = np.where(out_whole, t["tw"] * layer.K // engine.word, out_chan // engine.word)
     write = one_by_one(o_runs, o_words, ports=3 if residual else 2)
+    # the Winograd engine's output transform: a pixel of a channel group a cycle, a stage beside the write
+    transform_out = kg * s["pixels"] + transform_depth if wino else 0
     n_out = s["n_k"] * s["n_y"] * s["n_x"] if grid else s["n_c"] * s["n_y"] * s["n_x"]
     n_c = s["n_c"] if grid else 1
     n_o = s["n_k"] if grid else s["n_c"]
     # the epilogue's parameters: one burst for each output-channel tile, before its first tile's writes
     params = n_o * (runs(1, engine.params * out_chan // engine.p_word, r_floor, 4 * engine.p_word) + latency)
     descriptor = latency + DESCRIPTOR_WORDS
-    return (n_out * np.maximum(n_c * step, write) + np.maximum(read_in, read_w) + write + params + descriptor)
+    return (n_out * np.maximum(n_c * step, np.maximum(write, transform_out)) + np.maximum(read_in, read_w) + write
+            + transform_out + params + descriptor)
 
 
 def compute_depth(dtype: str, clock_mhz: float, in_lanes: int) -> int:

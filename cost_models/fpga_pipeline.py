@@ -35,7 +35,8 @@ from cost_models.fpga_costs import (
     URAM_WIDTH,
 )
 from cost_models.fpga_network import NetLayer, accumulation_distance
-from cost_models.fpga_network_design import design_clock_mhz, kernel_base
+from cost_models.fpga_network_design import design_clock_mhz
+from cost_models.fpga_network_resources import kernel_base
 from cost_models.fpga_pipeline_storage import line_storage, memory, pointwise, weights_storage
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board

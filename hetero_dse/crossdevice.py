@@ -249,8 +249,7 @@ def _network_markdown(model: dict[str, Any]) -> list[str]:
             lines += ["", f"### {n['board']}: one accelerator for the network", "", f"None: {n['why']}"]
             continue
         bound = n.get("per_layer_sum_s")
-        arrays = " and ".join(f"a {e['kind']} engine of " + " × ".join(f"{v} {k}" for k, v in e["lanes"].items())
-                              + " lanes" for e in n["engines"])
+        arrays = " and ".join(_engine_words(e) for e in n["engines"])
         clock = (f"{n['achieved_mhz']:.0f} of {n['clock_mhz']:g} MHz" if n["achieved_mhz"] < n["clock_mhz"]
                  else f"{n['clock_mhz']:g} MHz")
         check = n.get("check")
@@ -280,6 +279,18 @@ def _network_markdown(model: dict[str, Any]) -> list[str]:
                          f"{t['tk']} × {t['tc']} × {t['th']} × {t['tw']} | {fmt_seconds(layer['latency_s'])} | "
                          f"{'yes' if layer['im2col'] else ''} |")
     return lines
+
+
+def _engine_words(e: dict[str, Any]) -> str:
+    """``a grid engine of 16 output-channel × 64 input-channel lanes``; a Winograd engine with its tile, the
+    multiplies it saves and its error against direct convolution."""
+    lanes = " × ".join(f"{v} {k}" for k, v in e["lanes"].items()) + " lanes"
+    if e["kind"] != "winograd":
+        return f"a {e['kind']} engine of {lanes}"
+    m = e["tile"]
+    error = "exact" if not e["error"] else f"error {e['error']:.1e} of the output's magnitude"
+    return (f"a Winograd F({m}×{m}, 3×3) engine of {lanes} for the 3×3 stride-1 layers ({e['multiply_saving']:.2f}× "
+            f"fewer multiplies than direct; {error}: {e['error_basis']})")
 
 
 def _throughput_note(n: dict[str, Any]) -> str:

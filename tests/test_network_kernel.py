@@ -66,9 +66,10 @@ def test_the_models_trip_counts_and_buffer_rows_are_the_loops_counted_by_hand():
     assert layer_cycles(engine, layer, t, latency_ns=0.0, residual=True, **narrow)[0] == pytest.approx(alone[0] + 64)
 
 
-def _small_run(tmp_path, dtype="float32"):
+def _small_run(tmp_path, dtype="float32", algorithm="direct", board="zcu102", lanes=(4, 8), tile=None):
     layers, image, model, x = traced()
-    design = explore_network([(layer.shape, 1) for layer in layers], load_board("zcu102"), dtype, lanes=(4, 8))
+    design = explore_network([(layer.shape, 1) for layer in layers], load_board(board), dtype, lanes=lanes,
+                             algorithm=algorithm, winograd_tile=tile)
 
     def tensor(i):
         return None if i is None else ("input:x" if i == NETWORK_INPUT else f"layer:{i}")

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from cost_models.fpga_network import DESCRIPTOR_WORDS
-from cost_models.fpga_network_design import NetworkDesign
+from cost_models.fpga_network_placed import NetworkDesign
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hls.network_run import ENGINE_IDS, FIELDS, NetworkRun, RunLayer
 
@@ -60,6 +60,8 @@ def _weight_blocks(run: RunLayer, design: NetworkDesign) -> tuple[np.ndarray, np
         wp[:w.shape[0]] = w[:, 0]
         blocks = wp.reshape(n_c, t.tc // engine.out_lanes, engine.out_lanes, layer.R, layer.S).transpose(0, 1, 3, 4, 2)
         tch = t.tc
+    elif p.layer.engine == "winograd":
+        blocks, tch = _winograd_blocks(w, layer, t, engine), t.tk
     else:
         if w.ndim == 2:  # a linear layer: [K, features] as a 1×1 convolution, features in the arena's order
             if run.flatten is not None:
@@ -90,8 +92,31 @@ def _weight_blocks(run: RunLayer, design: NetworkDesign) -> tuple[np.ndarray, np
     return blocks.ravel(), params.ravel()
 
 
-def _float_bits(v: float) -> int:
-    return int(np.array([v], dtype=np.float32).view(np.int32)[0])
+def _winograd_blocks(w: np.ndarray, layer: Any, t: Any, engine: Any) -> np.ndarray:
+    """The Winograd engine's weights, transformed ahead (G g Gᵀ: α×α a pair of channels) and laid out as its
+    weight rows are taken: (output-channel tile, input-channel tile, output group, input group, element, output
+    lane, input lane). int8: with L·G (``Transforms.weight_scale``), integers exactly, 16 bits each as two bytes,
+    low first (the engine divides its output by L² again)."""
+    from hetero_dse.ops.winograd import transforms
+
+    tr = transforms(engine.tile, 3)
+    a = tr.alpha
+    if w.dtype == np.int8:
+        g = np.array([[int(v * tr.weight_scale) for v in row] for row in tr.G], dtype=np.int64)
+        u = np.einsum("ai,kcij,bj->kcab", g, w.astype(np.int64), g)
+        if np.abs(u).max(initial=0) >= 2 ** 15:
+            raise HeteroDSEError(f"a transformed weight of {int(np.abs(u).max())} does not fit the Winograd engine's "
+                                 "16 bits (a bug: please report it)")
+        u = u.astype("<i2")
+    else:
+        u = np.einsum("ai,kcij,bj->kcab", tr.arrays()[1], w.astype(np.float64), tr.arrays()[1]).astype(np.float32)
+    n_k, n_c = -(-layer.K // t.tk), -(-layer.C // t.tc)
+    up = np.zeros((n_k * t.tk, n_c * t.tc, a, a), dtype=u.dtype)
+    up[:u.shape[0], :u.shape[1]] = u
+    kl, cl = engine.out_lanes, engine.in_lanes
+    blocks = up.reshape(n_k, t.tk // kl, kl, n_c, t.tc // cl, cl, a, a)
+    blocks = np.ascontiguousarray(blocks.transpose(0, 3, 1, 4, 6, 7, 2, 5)).reshape(-1)
+    return blocks.view(np.int8) if w.dtype == np.int8 else blocks
 
 
 def _float_bits(v: float) -> int:

@@ -31,10 +31,12 @@ from cost_models.fpga_costs import ARITHMETIC
 from cost_models.fpga_network import EngineShape, NetLayer, Tiles, network_trips
 from hetero_dse.hls.cparse import CFile, LintError, parse_kernel
 from hetero_dse.hls.lint.record import Finding, LintReport
+from hetero_dse.hls.network_lint_parts import check_pipelined, constant, typedef_rows, vector_lanes
+from hetero_dse.hls.network_lint_winograd import check_winograd
 
 __all__ = ["is_network_project", "lint_network"]
 
-_NAMES = {"grid": "grid", "depthwise": "dw"}
+_NAMES = {"grid": "grid", "depthwise": "dw", "winograd": "wino"}
 
 
 def is_network_project(project: Path) -> bool:
@@ -59,10 +61,10 @@ def lint_network(project: str | Path) -> LintReport:
     def add(check: str, where: str, message: str) -> None:
         report.findings.append(Finding(check, where, message))
 
-    word = _constant(header, "V")
+    word = constant(header, "V")
     for name, key in (("V", "word"), ("WV", "wword"), ("PV", "pword")):
-        if _constant(header, name) != design[key]:
-            add("word", "kernel.h", f"{name}: a port's word holds {_constant(header, name)} elements; the model moves "
+        if constant(header, name) != design[key]:
+            add("word", "kernel.h", f"{name}: a port's word holds {constant(header, name)} elements; the model moves "
                                     f"{design[key]}")
     a = ARITHMETIC[design["dtype"]]
     cores = {"mul": (a.mul_core[0], a.mul_core[1]), "add": (a.add_core[0], a.add_core[1])}
@@ -74,22 +76,25 @@ def lint_network(project: str | Path) -> LintReport:
         rows = e["buffer_rows"]
         engines[kind] = EngineShape(kind, out_l, in_l, design["word"], rows["input"], rows["weights"], rows["output"],
                                     e["accumulation_distance"], e.get("params", 1), e.get("packed", False),
-                                    design["wword"], design["pword"])
+                                    design["wword"], design["pword"], e.get("tile", 0), e.get("w_span", 1))
+        if kind == "winograd":
+            check_winograd(k, source, engines[kind], e.get("storage", {}), cores, add, report)
+            continue
         lanes_in = in_l if kind == "grid" else out_l
         want = {f"{name}_irow_t": lanes_in, f"{name}_wrow_t": out_l * in_l, f"{name}_orow_t": out_l}
         for row, width in want.items():
-            got = _vector(source, row)
+            got = vector_lanes(source, row)
             if got != width:
                 add("buffer", row, f"a row of {got} lanes; the model's is {width}")
         for buf, depth in ((f"{name}_in_t", rows["input"]), (f"{name}_out_t", rows["output"])):
-            got = _typedef(source, buf)
+            got = typedef_rows(source, buf)
             if got != [depth]:
                 add("buffer", buf, f"declared {got} rows; the model sizes it {depth}")
         report.pragmas_checked += _check_streams(k, f"{name}_layer", e.get("storage", {}), add)
         _check_compute(k, f"{name}_compute", out_l, in_l if kind == "grid" else 1, e["accumulation_distance"], cores,
                        add, report, packed=e.get("packed", False))
-        _check_pipelined(k, f"{name}_read_in", "read_in", "word_in", word, add, report)
-        _check_pipelined(k, f"{name}_read_w", "read_w", "word_w", design["wword"], add, report, name="WV")
+        check_pipelined(k, f"{name}_read_in", "read_in", "word_in", word, add, report)
+        check_pipelined(k, f"{name}_read_w", "read_w", "word_w", design["wword"], add, report, name="WV")
     for loop in ("write", "write_res", "bias_in"):
         if not re.search(rf"\b{loop}: for \(.*\) {{\n\s*#pragma HLS PIPELINE II=1\n", source):
             add("ii", "write_out", f"its {loop} loop is not pipelined at II 1 as the model charges")
@@ -124,21 +129,6 @@ def _check_bursts(source: str, add: Any) -> None:
                                    "condition, so Vitis makes no burst of it (the model charges one)")
 
 
-def _constant(text: str, name: str) -> int | None:
-    m = re.search(rf"static const int {name} = (\d+);", text)
-    return int(m.group(1)) if m else None
-
-
-def _typedef(text: str, name: str) -> list[int] | None:
-    m = re.search(rf"typedef \w+ {name}((?:\[\d+\])+);", text)
-    return [int(d) for d in re.findall(r"\d+", m.group(1))] if m else None
-
-
-def _vector(text: str, name: str) -> int | None:
-    m = re.search(rf"typedef hls::vector<\w+, (\d+)> {name};", text)
-    return int(m.group(1)) if m else None
-
-
 def _check_streams(k: CFile, fn_name: str, storage: dict[str, str], add: Any) -> int:
     """The layer's DATAFLOW region: its two buffers (streams of blocks) bound to the memory the model charges at
     read latency 1, and never partitioned (Vitis does not partition a stream of blocks: a row is a wide word)."""
@@ -160,25 +150,6 @@ def _check_streams(k: CFile, fn_name: str, storage: dict[str, str], add: Any) ->
             add("storage", fn_name, f"{buf}_s is bound {[str(b) for b in binds]}; the model charges ram_2p {want} "
                                     "read at latency 1 (the accumulation's distance assumes it)")
     return 3
-
-
-def _check_pipelined(k: CFile, fn_name: str, label: str, lanes_label: str, word: int | None, add: Any,
-                     report: LintReport, name: str = "V") -> None:
-    """A read process's loop pipelined at II 1, every loop inside it unrolled, and its word's lanes V (WV)."""
-    fn = k.functions.get(fn_name)
-    loop = fn.loop(label) if fn else None
-    if loop is None:
-        add("process", fn_name, f"no {label} loop")
-        return
-    ii = loop.pragma("PIPELINE")
-    if ii is None or ii.int("ii") != 1:
-        add("ii", fn_name, f"{label} is not pipelined at II 1 as the model charges")
-    inner = [lp for lp in fn.loops if loop in lp.parents]
-    lanes = fn.loop(lanes_label)
-    got = lanes.trip_count({name: word or 0}) if lanes is not None else None
-    if got != word or not all(lp.has("UNROLL") for lp in inner):
-        add("unroll", fn_name, f"{label} moves {got} lanes a word, unrolled; a word is {word}")
-    report.pragmas_checked += 1 + len(inner)
 
 
 def _check_compute(k: CFile, fn_name: str, out_l: int, in_l: int, distance: int, cores: dict[str, tuple[str, str]],
@@ -222,12 +193,12 @@ def _check_table(project: Path, record: dict[str, Any], design: dict[str, Any], 
 
     by_id = {v: k for k, v in ENGINE_IDS.items()}
     try:
-        words = _constant(header, "DESCRIPTOR_WORDS")
+        words = constant(header, "DESCRIPTOR_WORDS")
         table = np.fromfile(project / "data" / "table.bin", dtype=np.int32).reshape(-1, words)
     except (OSError, ValueError, TypeError):
         add("table", "data/table.bin", "unreadable, or not whole descriptors")
         return
-    tch = _constant(header, "TCH_MAX") or 0
+    tch = constant(header, "TCH_MAX") or 0
     depth = {p["name"]: p["depth"] for p in record.get("ports", [])}
     if len(table) != len(record["table"]):
         add("table", "data/table.bin", f"{len(table)} descriptors; design.json has {len(record['table'])}")
@@ -240,15 +211,21 @@ def _check_table(project: Path, record: dict[str, Any], design: dict[str, Any], 
             add("table", f"layer {i}", f"engine {d['engine']} is not in the kernel")
             continue
         e = engines[kind]
-        lanes_c = e.in_lanes if kind == "grid" else e.out_lanes
-        if (kind == "grid" and d["tk"] % e.out_lanes) or d["tc"] % lanes_c:
+        grid = kind != "depthwise"
+        lanes_c = e.in_lanes if grid else e.out_lanes
+        taps = (d["R"], d["S"], d["stride"])
+        if kind == "winograd" and (d["th"] % e.tile or d["tw"] % e.tile or taps != (3, 3, 1)):
+            add("table", f"layer {i}", f"tiles {d['th']} × {d['tw']} of a {d['R']}×{d['S']} stride-{d['stride']} "
+                                       "layer: the Winograd engine runs 3×3 stride-1 layers in whole "
+                                       f"{e.tile}×{e.tile} patches")
+        if (grid and d["tk"] % e.out_lanes) or d["tc"] % lanes_c:
             add("table", f"layer {i}", f"tiles {d['tk']} × {d['tc']} are not whole multiples of the lanes")
         layer = NetLayer(kind, d["C"], d["K"], d["H"], d["W"], d["R"], d["S"], d["stride"], d["pad"])
         rows = network_trips(e, layer, Tiles(d["tk"], d["tc"], d["th"], d["tw"]))
         for key, cap in (("in_rows", e.in_rows), ("w_rows", e.w_rows), ("out_rows", e.out_rows)):
             if rows[key] > cap:
                 add("table", f"layer {i}", f"its tiles fill {rows[key]} {key.replace('_', ' ')}; the buffer has {cap}")
-        if (d["tk"] if kind == "grid" else d["tc"]) > tch:
+        if (d["tk"] if grid else d["tc"]) > tch:
             add("table", f"layer {i}", f"its output tile of {d['tk']} channels passes the bias array's {tch}")
         _check_regions(i, d, kind, e, depth, add)
 
@@ -269,17 +246,20 @@ def _check_regions(i: int, d: dict[str, int], kind: str, e: EngineShape, depth: 
         add("table", f"layer {i}", f"a depthwise layer of {d['C']} channels writing {d['K']}")
     if d["C"] % e.word or d["K"] % e.word:
         add("table", f"layer {i}", f"{d['C']} or {d['K']} channels is not whole words of {e.word}")
-    if d["C"] % d["tc"] or (kind == "grid" and d["K"] % d["tk"]):
+    if d["C"] % d["tc"] or (kind != "depthwise" and d["K"] % d["tk"]):
         add("table", f"layer {i}", f"a channel tile ({d['tk']} × {d['tc']}) that does not divide its channels "
                                    f"({d['K']} × {d['C']}): its last tile would write into the next pixel's")
     # the weights and parameters it reads, within their buffers
     n_c = -(-d["C"] // d["tc"])
-    if kind == "grid":
+    if kind == "winograd":  # a row (output group, input group) of α² lane grids
+        blocks, rows = -(-d["K"] // d["tk"]) * n_c, (d["tk"] // e.out_lanes) * (d["tc"] // e.in_lanes) * e.alpha ** 2
+        tch = d["tk"]
+    elif kind == "grid":
         blocks, rows = -(-d["K"] // d["tk"]) * n_c, (d["tk"] // e.out_lanes) * d["R"] * d["S"] * (d["tc"] // e.in_lanes)
         tch = d["tk"]
     else:
         blocks, rows, tch = n_c, (d["tc"] // e.out_lanes) * d["R"] * d["S"], d["tc"]
-    for port, start, words in (("wgt", d["w_off"], blocks * rows * e.out_lanes * e.in_lanes // e.w_word),
+    for port, start, words in (("wgt", d["w_off"], blocks * rows * e.out_lanes * e.in_lanes * e.w_span // e.w_word),
                                ("params", d["bias_off"], -(-d["K"] // tch) * e.params * tch // e.p_word)):
         if start < 0 or (port in depth and start + words > depth[port]):
             add("table", f"layer {i}", f"its {port} [{start}, {start + words}) leave that buffer of "

@@ -22,7 +22,7 @@ from hetero_dse import __version__
 from hetero_dse.atomic import atomic_directory
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.resources import data_dir
-from cost_models.fpga_network_design import NetworkDesign
+from cost_models.fpga_network_placed import NetworkDesign
 from hetero_dse.hls.network_layout import lay_out
 from hetero_dse.hls.network_run import ENGINE_IDS, FIELDS, FLOAT_FIELDS, NAMES, NetworkRun
 
@@ -44,7 +44,7 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
     from cost_models.fpga_costs import ARITHMETIC
     from cost_models.fpga_network import network_trips
 
-    from cost_models.fpga_network_design import engine_storage
+    from cost_models.fpga_network_resources import engine_storage
 
     a = ARITHMETIC[design.dtype]
     integer = design.dtype == "int8"
@@ -54,8 +54,9 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
         engines.append({"kind": kind, "name": NAMES[kind], "id": ENGINE_IDS[kind], "lanes": e.out_lanes,
                         "in_lanes": e.in_lanes, "in_rows": e.in_rows, "w_rows": e.w_rows, "out_rows": e.out_rows,
                         "tree_depth": (e.in_lanes - 1).bit_length(), "packed": e.packed,
-                        "storage": engine_storage(e, design.dtype, board.cap("uram") > 0)})
-    tch = max(p.tiles.tk if p.layer.engine == "grid" else p.tiles.tc for p in design.layers)
+                        "storage": engine_storage(e, design.dtype, board.cap("uram") > 0),
+                        **(winograd_context(e, design.dtype) if kind == "winograd" else {})})
+    tch = max(p.tiles.tc if p.layer.engine == "depthwise" else p.tiles.tk for p in design.layers)
     ports = [{"name": "table", "bundle": "gmem_table", "depth": data["table"].size},
              {"name": "act_in", "bundle": "gmem0", "depth": data["arena_words"]},
              {"name": "act_res", "bundle": "gmem1", "depth": data["arena_words"]},
@@ -106,9 +107,15 @@ def csim_bytes(design: NetworkDesign) -> int:
     for p in design.layers:
         e = design.engines[p.layer.engine]
         t = network_trips(e, p.layer, p.tiles)
-        lanes_in = e.in_lanes if e.kind == "grid" else e.out_lanes
-        weights = e.w_rows * e.out_lanes * (e.in_lanes if e.kind == "grid" else 1)
-        held = elem * t["steps"] * (e.in_rows * lanes_in + weights) + 4 * t["out_tiles"] * e.out_rows * e.out_lanes
+        if e.kind == "winograd":  # transformed inputs (int8: int16), weights, the patches' sums, the output tile
+            a2 = e.alpha ** 2
+            held = (t["steps"] * (e.in_rows * a2 * e.in_lanes * min(4, 2 * elem) + e.w_rows * a2 * e.out_lanes
+                                  * e.in_lanes * e.w_span * elem)
+                    + 4 * t["out_tiles"] * e.out_lanes * (e.out_rows * a2 + e.out_rows * e.tile ** 2))
+        else:
+            lanes_in = e.in_lanes if e.kind == "grid" else e.out_lanes
+            weights = e.w_rows * e.out_lanes * (e.in_lanes if e.kind == "grid" else 1)
+            held = elem * t["steps"] * (e.in_rows * lanes_in + weights) + 4 * t["out_tiles"] * e.out_rows * e.out_lanes
         worst = max(worst, int(held))
     return worst
 
@@ -171,7 +178,27 @@ def check_trips(directory: Path, output: str) -> list[str]:
         if got is None:
             problems.append(f"layer {i}: the C-simulation printed no trip counts")
             continue
-        for kind in ("read_in", "read_w", "compute", "write", "bias"):
+        for kind in ("read_in", "read_w", "compute", "write", "bias", "transform_in", "transform_out"):
             if got.get(kind) != model[kind]:
                 problems.append(f"layer {i}: {kind} ran {got.get(kind)} iterations, the model charges {model[kind]}")
     return problems
+
+
+def winograd_context(engine: Any, dtype: str) -> dict[str, Any]:
+    """The Winograd engine's template values: its tile, types, transforms (``winograd_code``) and the exact
+    division of an integer engine's output (its weights carry the weight transform's scale, squared)."""
+    from hetero_dse.hls.winograd_code import transform_functions
+    from hetero_dse.ops.winograd import transforms
+
+    t = transforms(engine.tile, 3)
+    integer = dtype == "int8"
+    divisor = (t.weight_scale * t.output_scale) ** 2 if integer else 1
+    if divisor & (divisor - 1):
+        raise HeteroDSEError(f"F({engine.tile}×{engine.tile}, 3×3) in int8 divides its output by {divisor}, which is "
+                             "not a shift (the engine offers F(2×2) in int8)")
+    return {"tile": engine.tile, "alpha": t.alpha, "span": engine.w_span,
+            "tile_rows": engine.out_rows * engine.tile ** 2,
+            "weight_scale": t.weight_scale, "divisor": divisor, "divisor_shift": divisor.bit_length() - 1,
+            "tr_ctype": "short" if integer else "float", "u_ctype": "short" if integer else "float",
+            "m_ctype": "int" if integer else "float", "y_ctype": "long long" if integer else "float",
+            "transforms": transform_functions(engine.tile, dtype)}

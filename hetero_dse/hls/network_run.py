@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from cost_models.fpga_network_design import NetworkDesign, PlacedLayer
+from cost_models.fpga_network_placed import NetworkDesign, PlacedLayer
 from hetero_dse.epilogue import activation_clamp
 
 __all__ = ["ENGINE_IDS", "FIELDS", "FLOAT_FIELDS", "NAMES", "NetworkRun", "RunLayer", "design_name", "quantized",
@@ -23,8 +23,8 @@ FIELDS = ("engine", "C", "K", "H", "W", "OH", "OW", "R", "S", "stride", "pad", "
           "w_off", "bias_off", "out_off", "res_off", "lo", "hi", "slope", "shift", "res_mult", "res_shift",
           "slope_mult", "qlo", "qhi", "in_pitch", "out_pitch", "res_pitch")
 FLOAT_FIELDS = ("lo", "hi", "slope")
-ENGINE_IDS = {"grid": 0, "depthwise": 1}
-NAMES = {"grid": "grid", "depthwise": "dw"}
+ENGINE_IDS = {"grid": 0, "depthwise": 1, "winograd": 2}
+NAMES = {"grid": "grid", "depthwise": "dw", "winograd": "wino"}
 
 
 @dataclass

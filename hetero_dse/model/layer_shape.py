@@ -35,7 +35,7 @@ class LayerShape:
     def macs(self) -> int:
         oh = (self.H + 2 * self.pad - self.R) // self.stride + 1
         ow = (self.W + 2 * self.pad - self.S) // self.stride + 1
-        return self.K * oh * ow * self.R * self.S * (self.C if self.engine == "grid" else 1)
+        return self.K * oh * ow * self.R * self.S * (1 if self.engine == "depthwise" else self.C)
 
 
 def shape_of(op: Any, from_host: bool = False) -> LayerShape:

@@ -190,7 +190,9 @@ class FpgaTarget:
             return {"board": self.board.name, "dtype": dtype, "why": str(exc)}
         record = design.to_json()
         # at batch > 1: as many compute units, each on its own image, as raise the images a second
-        units = explore_throughput(shapes, self.board, dtype, clock).to_json()
+        # each unit with the batch-1 design's algorithm: a Winograd engine where that design has one
+        algorithm = "auto" if "winograd" in design.engines else "direct"
+        units = explore_throughput(shapes, self.board, dtype, clock, algorithm=algorithm).to_json()
         record["throughput"] = {k: units[k] for k in ("compute_units", "fps", "latency_s", "engines", "utilisation")}
         # the second architecture, one stage a layer, to say where it would serve batch > 1 better
         record["pipeline"] = _pipeline(graph, shapes, self.board, dtype, clock, out, self.csim)

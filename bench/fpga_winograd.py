@@ -1,0 +1,97 @@
+"""Winograd on the FPGA (issue 40, item 4): the network kernel's Winograd engine against its direct grid, by the
+model of the generated code (``cost_models/fpga_network.py``; the C-simulation checks its trip counts).
+
+    python bench/fpga_winograd.py --nets resnet18,yolo_v1 --boards vu9p,zcu102 --dtypes float32,int8 \\
+        --json bench/data/fpga_winograd.json
+
+Per layer: every distinct 3×3 stride-1 convolution of each network (its image's layer excepted: it stays on the
+grid), a kernel for that layer alone, direct (``algorithm="direct"``) and Winograd (``"winograd"``): latency, GOPS
+(two operations a multiply-add of direct convolution, whatever the algorithm), GOPS per DSP used, and the share of
+the DSP roofline (every usable DSP in a multiply-add a cycle at the target clock), which Winograd may pass by the
+multiplies it saves. Per network: the design ``explore --model`` makes (``auto``: the faster of a design with a
+Winograd engine beside the grid and one without) against the direct one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from cost_models.fpga_costs import ARITHMETIC  # noqa: E402
+from cost_models.fpga_network_design import explore_network, winograd_tiles  # noqa: E402
+from hetero_dse.errors import HeteroDSEError  # noqa: E402
+from hetero_dse.hardware.board import load_board  # noqa: E402
+from hetero_dse.model.capture import capture  # noqa: E402
+from hetero_dse.model.layer_shape import shape_of  # noqa: E402
+from hetero_dse.model.zoo import build  # noqa: E402
+
+
+def _figures(design, board, dtype) -> dict:
+    a = ARITHMETIC[dtype]
+    peak = 2 * board.cap("dsp") / (a.dsp_mul + a.dsp_add) * design.clock_mhz * 1e6
+    gops = 2 * design.macs / design.latency_s / 1e9
+    wino = next((e for e in design.to_json()["engines"] if e["kind"] == "winograd"), None)
+    return {"latency_s": design.latency_s, "gops": gops, "dsp": design.resources["dsp"],
+            "lut": design.resources["lut"], "gops_per_dsp": gops / design.resources["dsp"],
+            "dsp_roofline": gops * 1e9 / peak, "mhz": design.achieved_mhz,
+            "engines": " + ".join(f"{e['kind']} " + "×".join(str(v) for v in e["lanes"].values())
+                                  + (f" F({e['tile']})" if e.get("tile") else "") for e in design.to_json()["engines"]),
+            "winograd_layers": sum(p.layer.engine == "winograd" for p in design.layers),
+            "error": wino["error"] if wino else None}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nets", default="resnet18,yolo_v1")
+    parser.add_argument("--boards", default="vu9p,zcu102")
+    parser.add_argument("--dtypes", default="float32,int8")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    rows = []
+    for net in args.nets.split(","):
+        model, example = build(net)
+        graph = capture(model, example, net, profile=False)
+        ops = graph.operators()
+        shapes = [(shape_of(op, from_host=i == 0 and op.name == "conv2d"), layer.count)
+                  for i, (op, layer) in enumerate(zip(ops, graph.layers, strict=True))]
+        for board_name in args.boards.split(","):
+            board = load_board(board_name)
+            for dtype in args.dtypes.split(","):
+                for scope, layers in [("network", shapes)] + [(s.name, [(s, n)]) for s, n in shapes
+                                                             if winograd_tiles(s, dtype)]:
+                    row = {"net": net, "board": board_name, "dtype": dtype, "scope": scope}
+                    start = time.perf_counter()
+                    for algorithm in ("direct", "winograd" if scope != "network" else "auto"):
+                        try:
+                            row[algorithm] = _figures(explore_network(layers, board, dtype, algorithm=algorithm),
+                                                      board, dtype)
+                        except HeteroDSEError as exc:
+                            row[algorithm] = {"why": str(exc)}
+                    row["wall_s"] = round(time.perf_counter() - start, 1)
+                    rows.append(row)
+                    _print(row)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1) + "\n")
+
+
+def _print(row: dict) -> None:
+    other = "winograd" if "winograd" in row else "auto"
+    d, w = row["direct"], row[other]
+    if "why" in d or "why" in w:
+        print(f"| {row['net']} | {row['scope']} | {row['board']} | {row['dtype']} | "
+              f"{d.get('why', '')} {w.get('why', '')} |", flush=True)
+        return
+    print(f"| {row['net']} | {row['scope']} | {row['board']} | {row['dtype']} | {d['engines']} | "
+          f"{1e3 * d['latency_s']:.3f} ms | {d['gops']:.0f} | {d['gops_per_dsp']:.3f} | "
+          f"{100 * d['dsp_roofline']:.0f} % | {w['engines']} ({w['winograd_layers']} on Winograd) | "
+          f"{1e3 * w['latency_s']:.3f} ms | {w['gops']:.0f} | {w['gops_per_dsp']:.3f} | "
+          f"{100 * w['dsp_roofline']:.0f} % | **{d['latency_s'] / w['latency_s']:.2f}×** |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""A network kernel's design as explored (``fpga_network_design``): each layer's engine, tiles and cycles, and the
+design's engines, resources and clock, with the figures a report and the code generator read of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from cost_models.fpga_network import EngineShape, NetLayer, Tiles, network_trips
+from cost_models.fpga_network_resources import engine_storage
+from cost_models.fpga_winograd import winograd_record
+from hetero_dse.hardware.board import RESOURCE_KINDS, Board
+from hetero_dse.model.layer_shape import LayerShape
+
+__all__ = ["NetworkDesign", "PlacedLayer"]
+
+
+@dataclass
+class PlacedLayer:
+    shape: LayerShape
+    count: int
+    layer: NetLayer  # as the kernel runs it
+    im2col: bool
+    tiles: Tiles
+    cycles: float
+
+    def to_json(self, clock_hz: float) -> dict[str, Any]:
+        return {"layer": self.shape.name, "count": self.count, "engine": self.layer.engine,
+                "shape": self.layer.__dict__, "im2col": self.im2col, "tiles": self.tiles.__dict__,
+                "cycles": self.cycles, "latency_s": self.cycles / clock_hz}
+
+
+@dataclass
+class NetworkDesign:
+    """The network's accelerator: its engines, each layer's tiles and cycles, resources, the one clock."""
+
+    board: Board
+    dtype: str
+    block: int  # channels of every activation padded to this
+    word: int  # elements a DDR word
+    engines: dict[str, EngineShape]
+    layers: list[PlacedLayer]
+    resources: dict[str, float]
+    clock_mhz: float  # the target
+    achieved_mhz: float
+    candidates: int = 0
+    timing: dict[str, Any] = field(default_factory=dict)
+    #: kernels of this design side by side on the device (seed 000's pipelines), each on its own image
+    compute_units: int = 1
+
+    @property
+    def latency_s(self) -> float:
+        return sum(p.count * p.cycles for p in self.layers) / (self.achieved_mhz * 1e6)
+
+    @property
+    def wword(self) -> int:
+        """Elements a word of the weights' port (every engine's the same: one port)."""
+        return next(iter(self.engines.values())).w_word
+
+    @property
+    def pword(self) -> int:
+        return next(iter(self.engines.values())).p_word
+
+    @property
+    def macs(self) -> int:
+        return sum(p.count * p.shape.macs for p in self.layers)
+
+    @property
+    def utilisation(self) -> dict[str, float]:
+        return {k: self.resources[k] / self.board.cap(k) if self.board.cap(k) else 0.0 for k in RESOURCE_KINDS}
+
+    def trips(self) -> list[dict[str, int]]:
+        return [network_trips(self.engines[p.layer.engine], p.layer, p.tiles) for p in self.layers]
+
+    def to_json(self) -> dict[str, Any]:
+        hz = self.achieved_mhz * 1e6
+        sides = {"grid": ("output-channel", "input-channel"), "depthwise": ("channel",),
+                 "winograd": ("output-channel", "input-channel")}
+        engines = [{"kind": kind, "lanes": dict(zip(sides[kind], (e.out_lanes, e.in_lanes), strict=False)),
+                    "buffer_rows": {"input": e.in_rows, "weights": e.w_rows, "output": e.out_rows},
+                    "accumulation_distance": e.distance, "params": e.params, "packed": e.packed,
+                    "storage": engine_storage(e, self.dtype, self.board.cap("uram") > 0),
+                    **(winograd_record(e.tile, self.dtype) | {"w_span": e.w_span} if e.tile else {})}
+                   for kind, e in self.engines.items()]
+        # the multiply-adds a cycle of direct convolution each engine stands for (Winograd's m²·9 per α² products)
+        macs_peak = sum(e.out_lanes * e.in_lanes * (9 * e.tile ** 2 if e.tile else 1) for e in self.engines.values())
+        return {"board": self.board.name, "dtype": self.dtype, "block": self.block, "word": self.word,
+                "wword": self.wword, "pword": self.pword,
+                "engines": engines, "clock_mhz": self.clock_mhz, "achieved_mhz": self.achieved_mhz,
+                "latency_s": self.latency_s, "fps": self.compute_units / self.latency_s,
+                "compute_units": self.compute_units, "gops": 2 * self.macs * self.compute_units / self.latency_s / 1e9,
+                "peak_gops": 2 * macs_peak * hz / 1e9, "resources": self.resources, "utilisation": self.utilisation,
+                "candidates": self.candidates, "layers": [p.to_json(hz) for p in self.layers],
+                "basis": "the model of the generated network kernel (cost_models/fpga_network.py): the trip counts of "
+                         "its loops, which its C-simulation counts, the DDR bursts each process issues and the "
+                         "DATAFLOW overlap of its stages"}

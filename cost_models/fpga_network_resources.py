@@ -1,0 +1,116 @@
+"""What an engine of the network kernel takes of the device (``hls_templates/network/``): its PE array, its
+buffers (the same decision binds them in the code: ``engine_storage``), the Winograd engine's transforms, the
+registers and address arithmetic around them, the epilogue of its write; and what the kernel takes before its
+engines (``kernel_base``)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from cost_models.fpga_blocks import IMPL_NAMES, storage_cost
+from cost_models.fpga_costs import ARITHMETIC, FF_BASE, FF_PER_PORT, FUNNEL_INPUTS_PER_LUT, LUT_BASE, LUT_PER_PORT
+from cost_models.fpga_network import EngineShape
+from cost_models.fpga_winograd import FABRIC_FADD, FABRIC_FMUL, transform_ops
+from hetero_dse.hardware.board import RESOURCE_KINDS
+
+__all__ = ["engine_resources", "engine_storage", "kernel_base"]
+
+
+#: 32-bit multiplies of run-time values an engine's processes make a cycle (addresses, buffer rows, the output
+#: word's place): Vitis builds each from DSP48E2s, about three for 32 × 32 bits (*estimate*)
+ADDRESS_MULTIPLIES, DSP_PER_ADDRESS_MULTIPLY = 14, 3
+
+
+def _buffers(engine: EngineShape, dtype: str) -> list[tuple[str, float, float, float]]:
+    """The engine's buffers: (name, rows, bits a row, copies). A row is one wide word (its lanes side by side);
+    the streams of blocks have two copies. The Winograd engine's: its transformed patches (``in``), their sums
+    (``out``), the output tile a pixel a row (``tile``), and the read process's box, each element in every patch
+    that holds it, in α² banks (``box``)."""
+    bits, acc_bits = 8.0 * np.dtype(dtype).itemsize, 32.0
+    if engine.kind == "winograd":
+        a2, tr_bits = engine.alpha ** 2, (16.0 if dtype == "int8" else bits)
+        return [("in", engine.in_rows, a2 * engine.in_lanes * tr_bits, 2.0),
+                ("out", engine.out_rows, a2 * engine.out_lanes * acc_bits, 2.0),
+                ("tile", engine.out_rows * engine.tile ** 2, engine.out_lanes * acc_bits, 2.0),
+                ("box", engine.in_rows, engine.in_lanes * bits, float(a2))]
+    lanes_in = engine.in_lanes if engine.kind == "grid" else engine.out_lanes
+    return [("in", engine.in_rows, lanes_in * bits, 2.0), ("out", engine.out_rows, engine.out_lanes * acc_bits, 2.0)]
+
+
+def engine_storage(engine: EngineShape, dtype: str, uram: bool) -> dict[str, str]:
+    """Where each of the engine's buffers lives (``bram``, ``uram``, ``lutram``): what the model charges and
+    the code binds (BIND_STORAGE), from one decision."""
+    scratch = np.zeros(len(RESOURCE_KINDS))
+    kinds = {}
+    for name, rows, width, copies in _buffers(engine, dtype):
+        kind = storage_cost(float(rows), width, uram, scratch, copies)
+        kinds[name] = IMPL_NAMES[kind] if IMPL_NAMES[kind] != "registers" else "lutram"
+    return kinds
+
+
+def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
+    """One engine in ``RESOURCE_KINDS`` order: its multipliers and adders (the grid's adder trees and
+    accumulators), its two buffers (two blocks each, a row one wide word), the weight rows in registers (the row
+    in use, the two the FIFO holds, the one being gathered), the shift registers that gather and scatter a
+    row V lanes a cycle, the run-time address arithmetic, and the epilogue of its write process."""
+    a = ARITHMETIC[dtype]
+    res = np.zeros(len(RESOURCE_KINDS))
+    lut, ff, dsp = (RESOURCE_KINDS.index(k) for k in ("lut", "ff", "dsp"))
+    # a Winograd engine's PE array is α² grids: a product for each element of the patch
+    macs = engine.out_lanes * engine.in_lanes * engine.alpha ** 2
+    adds = macs  # a tree of in_lanes - 1 adders and one accumulation a lane
+    # packed: two int8 products of neighbouring output lanes in one DSP48E2 (27 x 18), split by fabric logic
+    muls = macs / 2 if engine.packed else macs
+    res[dsp] += muls * a.dsp_mul + adds * a.dsp_add
+    res[lut] += muls * a.lut_mul + adds * a.lut_add + (macs / 2 * 40 if engine.packed else 0)
+    res[ff] += macs * a.ff_mul + adds * a.ff_add
+    bits, acc_bits = 8.0 * np.dtype(dtype).itemsize, 32.0
+    lanes_in = engine.in_lanes if engine.kind != "depthwise" else engine.out_lanes
+    for _, rows, width, copies in _buffers(engine, dtype):
+        storage_cost(float(rows), width, uram, res, copies)
+    w_bits = (macs * bits * engine.w_span if engine.kind != "depthwise" else engine.out_lanes * bits)
+    if engine.kind == "winograd":
+        _transform_resources(engine, dtype, res)
+    # the weight row in use and the one being gathered in registers; the FIFO's two rows in LUTs (SRLs)
+    res[ff] += 2 * w_bits + lanes_in * bits + engine.out_lanes * acc_bits
+    res[lut] += 2 * w_bits + (w_bits + lanes_in * bits + engine.out_lanes * acc_bits) / 2  # 2:1 muxes, two a LUT6
+    res[dsp] += ADDRESS_MULTIPLIES * DSP_PER_ADDRESS_MULTIPLY
+    # the epilogue, built twice (the write loop with a residual and the one without), a lane each
+    if a.floating:  # the bias add, the slope's multiply, the clamp's compares; the residual's add in one copy
+        res[dsp] += engine.word * (2 * (a.dsp_add + a.dsp_mul) + a.dsp_add)
+        res[lut] += engine.word * (2 * (a.lut_add + a.lut_mul + 2 * acc_bits) + a.lut_add)
+    else:  # the requantising and the slope's 32 x 16 multiplies (2 DSPs each), the residual's 8 x 16 (1)
+        res[dsp] += engine.word * (2 * 4 + 1)
+        res[lut] += engine.word * 2 * (3 * acc_bits + 2 * acc_bits)
+    return res
+
+
+def _transform_resources(engine: EngineShape, dtype: str, res: np.ndarray) -> None:
+    """The Winograd engine's transforms on the fabric (``fpga_winograd.transform_ops``: the input's on each
+    input lane, the output's on each output lane), and the registers of the output transform's m×m results and
+    the patch sum it reads."""
+    lut, ff = RESOURCE_KINDS.index("lut"), RESOURCE_KINDS.index("ff")
+    ops = transform_ops(engine.tile)
+    if ARITHMETIC[dtype].floating:
+        adds = ops.in_adds * engine.in_lanes + ops.out_adds * engine.out_lanes
+        muls = ops.in_muls * engine.in_lanes + ops.out_muls * engine.out_lanes
+        res[lut] += adds * FABRIC_FADD[0] + muls * FABRIC_FMUL[0]
+        res[ff] += adds * FABRIC_FADD[1] + muls * FABRIC_FMUL[1]
+    else:  # carry chains a LUT a bit: the input's 16-bit adds, the output's 64-bit ones (then >> 2)
+        bits = ops.in_adds * engine.in_lanes * 16 + ops.out_adds * engine.out_lanes * 64
+        res[lut] += bits
+        res[ff] += bits
+    res[ff] += (engine.tile ** 2 + engine.alpha ** 2) * engine.out_lanes * 32
+    # the output transform's m² pixels leave a cycle each through an m²:1 multiplexer a bit (4:1 a LUT6)
+    res[lut] += engine.out_lanes * 32 * math.ceil(engine.tile ** 2 / FUNNEL_INPUTS_PER_LUT)
+
+
+def kernel_base(ports: int) -> np.ndarray:
+    """What a whole-network kernel takes before its engines, in ``RESOURCE_KINDS`` order: its control and
+    AXI-Lite interface, and an m_axi adapter for each of its ``ports``."""
+    base = np.zeros(len(RESOURCE_KINDS))
+    base[RESOURCE_KINDS.index("lut")] = LUT_BASE + ports * LUT_PER_PORT
+    base[RESOURCE_KINDS.index("ff")] = FF_BASE + ports * FF_PER_PORT
+    return base

@@ -1,0 +1,148 @@
+"""The lint of a network kernel's Winograd engine (``hls_templates/network/winograd.cpp.j2``) against the model
+(``cost_models/fpga_network.py``, ``fpga_winograd.py``): what ``network_lint`` checks of every engine, for this
+one's buffers and processes, and what it alone has:
+
+* its rows: a transformed patch of α² × the input lanes, a weight row of α² lane grids (two bytes a weight in
+  int8), a patch's sums of α² × the output lanes, the output tile a pixel a row, each buffer the rows the model
+  sizes (the output tile m² rows a patch's);
+* the read process's box in α² banks (partitioned completely along both of a patch's sides) bound to the memory
+  the model charges, and its box and transform loops pipelined at II 1, the transform over every input lane;
+* the PE array: α² elements × the output lanes × the input lanes unrolled, each product and add bound to the core
+  the model charges, the accumulation's DEPENDENCE distance the model's;
+* the two transforms: as many adds and multiplies, each bound to a fabric core, as ``transform_ops`` charges a
+  lane, and the output transform over every output lane in a loop pipelined at II 1.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from cost_models.fpga_network import EngineShape
+from cost_models.fpga_winograd import transform_ops
+from hetero_dse.hls.cparse import CFile
+from hetero_dse.hls.lint.record import LintReport
+from hetero_dse.hls.network_lint_parts import check_pipelined, typedef_rows, vector_lanes
+
+__all__ = ["check_winograd"]
+
+
+def check_winograd(k: CFile, source: str, e: EngineShape, storage: dict[str, str], cores: dict[str, tuple[str, str]],
+                   add: Any, report: LintReport) -> None:
+    a2, L, I = e.alpha ** 2, e.out_lanes, e.in_lanes  # noqa: E741
+    rows = {"wino_irow_t": I, "wino_vrow_t": a2 * I, "wino_wrow_t": a2 * L * I * e.w_span, "wino_mrow_t": a2 * L,
+            "wino_orow_t": L}
+    for row, width in rows.items():
+        if vector_lanes(source, row) != width:
+            add("buffer", row, f"a row of {vector_lanes(source, row)} lanes; the model's is {width}")
+    for buf, depth in (("wino_in_t", e.in_rows), ("wino_mid_t", e.out_rows), ("wino_out_t", e.out_rows * e.tile ** 2)):
+        if typedef_rows(source, buf) != [depth]:
+            add("buffer", buf, f"declared {typedef_rows(source, buf)} rows; the model sizes it {depth}")
+    _check_layer(k, storage, add, report)
+    _check_box(k, e, storage, add, report)
+    _check_pe(k, e, cores, add, report)
+    ops = transform_ops(e.tile)
+    for fn_name, adds, muls in (("wino_in_transform", ops.in_adds, ops.in_muls),
+                                ("wino_out_transform", ops.out_adds, ops.out_muls)):
+        _check_transform(k, fn_name, adds, muls, add, report)
+    for fn_name, loop, lanes_loop, lanes in (("wino_read_in", "transform", "transform_lane", I),
+                                             ("wino_out", "inverse", "inverse_lane", L)):
+        fn = k.functions.get(fn_name)
+        lp, lanes_lp = (fn.loop(loop), fn.loop(lanes_loop)) if fn else (None, None)
+        if lp is None or lp.pragma("PIPELINE") is None or lp.pragma("PIPELINE").int("ii") != 1:
+            add("ii", fn_name, f"its {loop} loop is not pipelined at II 1 as the model charges (a patch a cycle)")
+        if lanes_lp is None or lanes_lp.trip_count() != lanes or not lanes_lp.has("UNROLL"):
+            add("lanes", fn_name, f"the {lanes_loop} loop transforms {lanes_lp.trip_count() if lanes_lp else None} "
+                                  f"lanes at once; the model {lanes}")
+        report.pragmas_checked += 2
+    check_pipelined(k, "wino_read_in", "read_in", "word_in", e.word, add, report)
+    check_pipelined(k, "wino_read_w", "read_w", "word_w", e.w_word, add, report, name="WV")
+
+
+def _check_layer(k: CFile, storage: dict[str, str], add: Any, report: LintReport) -> None:
+    fn = k.functions.get("wino_layer")
+    if fn is None:
+        add("process", "wino_layer", "missing")
+        return
+    if not any(p.name == "DATAFLOW" for p in fn.pragmas):
+        add("dataflow", "wino_layer", "no DATAFLOW: its processes would run one after the other")
+    for var, key in (("in_s", "in"), ("mid_s", "out"), ("out_s", "tile")):
+        binds = [p for p in fn.pragmas if p.name == "BIND_STORAGE" and p.get("variable") == var]
+        if len(binds) != 1 or binds[0].get("impl") != storage.get(key) or binds[0].get("latency") != "1":
+            add("storage", "wino_layer", f"{var} is bound {[str(b) for b in binds]}; the model charges "
+                                         f"{storage.get(key)} read at latency 1")
+    report.pragmas_checked += 4
+
+
+def _check_box(k: CFile, e: EngineShape, storage: dict[str, str], add: Any, report: LintReport) -> None:
+    fn = k.functions.get("wino_read_in")
+    if fn is None:
+        add("process", "wino_read_in", "missing")
+        return
+    if fn.arrays.get("box") != [e.alpha, e.alpha, e.in_rows]:
+        add("buffer", "wino_read_in", f"its box is {fn.arrays.get('box')}; the model's is α × α banks of "
+                                      f"{e.in_rows} rows ({[e.alpha, e.alpha, e.in_rows]})")
+    parts = {p.get("dim") for p in fn.all_pragmas if p.name == "ARRAY_PARTITION" and p.get("variable") == "box"
+             and p.get("type") == "complete"}
+    if parts != {"1", "2"}:
+        add("partition", "wino_read_in", f"its box is partitioned completely along dims {sorted(parts)}; the model "
+                                         "reads a patch's α² elements a cycle from α² banks (dims 1 and 2)")
+    binds = [p for p in fn.all_pragmas if p.name == "BIND_STORAGE" and p.get("variable") == "box"]
+    if len(binds) != 1 or binds[0].get("impl") != storage.get("box"):
+        add("storage", "wino_read_in", f"its box is bound {[str(b) for b in binds]}; the model charges "
+                                       f"{storage.get('box')}")
+    report.pragmas_checked += 3
+
+
+def _check_pe(k: CFile, e: EngineShape, cores: dict[str, tuple[str, str]], add: Any, report: LintReport) -> None:
+    fn = k.functions.get("wino_compute")
+    pe = fn.loop("pe") if fn else None
+    if pe is None:
+        add("process", "wino_compute", "no pe loop")
+        return
+    if pe.pragma("PIPELINE") is None or pe.pragma("PIPELINE").int("ii") != 1:
+        add("ii", "wino_compute", "the PE loop is not pipelined at II 1 as the model charges")
+    dep = pe.pragma("DEPENDENCE")
+    if dep is None or dep.int("distance") != e.distance or dep.get("variable") != "obuf":
+        add("dependence", "wino_compute", f"the accumulation's DEPENDENCE is {dep}; the model's distance is "
+                                          f"{e.distance}")
+    counts = {}
+    for label, want in (("element", e.alpha ** 2), ("lane", e.out_lanes), ("mul", e.in_lanes)):
+        lp = fn.loop(label)
+        counts[label] = lp.trip_count() if lp is not None else None
+        if counts[label] != want or not lp.has("UNROLL"):
+            add("lanes", "wino_compute", f"the {label} loop runs {counts[label]} times unrolled; the model {want}")
+    muls = 1
+    for v in counts.values():
+        muls *= v or 0
+    report.mul_per_iteration += muls
+    report.add_per_iteration += muls
+    binds = [p for lp in fn.loops for p in lp.pragmas if p.name == "BIND_OP"]
+    for p in binds:
+        unit = "mul" if p.get("op", "").endswith("mul") else "add"
+        if (p.get("op"), p.get("impl")) != cores[unit]:
+            add("bind_op", "wino_compute", f"{p} binds {p.get('op')}/{p.get('impl')}; the model charges {cores[unit]}")
+    if len({p.get("variable") for p in binds}) < 3:
+        add("bind_op", "wino_compute", "a multiply or add of the PE is bound to no core")
+    report.pragmas_checked += 5 + len(binds)
+
+
+def _check_transform(k: CFile, fn_name: str, adds: int, muls: int, add: Any, report: LintReport) -> None:
+    fn = k.functions.get(fn_name)
+    if fn is None:
+        add("process", fn_name, "missing")
+        return
+    binds = [p for p in fn.all_pragmas if p.name == "BIND_OP"]
+    got_adds = sum(1 for p in binds if re.fullmatch(r"f?(add|sub)", p.get("op", "")))
+    got_muls = sum(1 for p in binds if re.fullmatch(r"f?mul", p.get("op", "")))
+    if (got_adds, got_muls) != (adds, muls):
+        add("transform", fn_name, f"{got_adds} adds and {got_muls} multiplies a lane; the model charges {adds} and "
+                                  f"{muls} (fpga_winograd.transform_ops)")
+    if any(p.get("impl") != "fabric" for p in binds):
+        add("bind_op", fn_name, "a transform's operation is bound off the fabric; the model charges fabric cores")
+    # every statement of the transform is bound: an operation with no BIND_OP is one the model does not see
+    unbound = len(re.findall(r"const [\w ]+ s\d+ = [^;]*[-+*] [^;]*;", "\n".join(
+        line for line in k.path.read_text().splitlines()[fn.node.line:fn.node.end_line]))) - len(binds)
+    if unbound > 0:
+        add("bind_op", fn_name, f"{unbound} of its operations bound to no core")
+    report.pragmas_checked += len(binds)

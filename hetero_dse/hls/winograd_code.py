@@ -1,0 +1,82 @@
+"""The Winograd engine's two transforms as C++ (``hls_templates/network/kernel.cpp.j2`` includes them): Bᵀ d B
+of one input lane's α×α patch and Aᵀ M A of one output lane's sums, written from the exact matrices of
+``hetero_dse/ops/winograd.py`` as one binary operation a statement, each bound to a fabric core, so that the
+lint counts in the code what ``cost_models/fpga_winograd.transform_ops`` charges: a 1-D transform is, for each
+output element, its first non-zero term, then an add or subtract a further term, a term whose coefficient is not
+±1 first multiplied by it (floating point only: the integer engine's coefficients are all ±1).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+__all__ = ["transform_functions"]
+
+
+class _Writer:
+    def __init__(self, ctype: str, floating: bool) -> None:
+        self.ctype, self.floating, self.lines, self.count = ctype, floating, [], 0
+
+    def _bind(self, name: str, op: str) -> None:
+        core = {"add": "fadd", "sub": "fsub", "mul": "fmul"}[op] if self.floating else op
+        self.lines.append(f"  #pragma HLS BIND_OP variable={name} op={core} impl=fabric")
+
+    def value(self, expr: str, op: str | None) -> str:
+        self.count += 1
+        name = f"s{self.count}"
+        self.lines.append(f"  const {self.ctype} {name} = {expr};")
+        if op is not None:
+            self._bind(name, op)
+        return name
+
+    def combination(self, terms: list[tuple[Fraction, str]]) -> str:
+        """Σ c·x as binary operations; returns the C expression of the result (a name, or a source unchanged)."""
+        terms = sorted(terms, key=lambda t: t[0] < 0)  # a positive term first: no negation where one is
+        scaled = []
+        for c, x in terms:
+            if abs(c) != 1:
+                if not self.floating:
+                    raise ValueError(f"the integer engine's transforms take coefficients ±1, not {c}")
+                x = self.value(f"({self.ctype}){float(abs(c))!r}f * {x}", "mul")
+            scaled.append((1 if c > 0 else -1, x))
+        sign, acc = scaled[0]
+        if sign < 0:  # every coefficient negative: a sign flip, no operation
+            acc = self.value(f"-{acc}", None)
+        for sign, x in scaled[1:]:
+            acc = self.value(f"{acc} {'+' if sign > 0 else '-'} {x}", "add" if sign > 0 else "sub")
+        return acc
+
+
+def _transform(name: str, mat: tuple[tuple[Fraction, ...], ...], n_in: int, ctype: str, floating: bool,
+               what: str) -> str:
+    """``out = mat · x · matᵀ`` for one lane: ``x`` n_in × n_in, ``out`` rows(mat) × rows(mat)."""
+    rows = len(mat)
+    w = _Writer(ctype, floating)
+    # mat · x: down each column of x
+    t = [[w.combination([(c, f"x[{k}][{j}]") for k, c in enumerate(mat[i]) if c]) for j in range(n_in)]
+         for i in range(rows)]
+    # (mat · x) · matᵀ: along each row
+    outs = []
+    for i in range(rows):
+        for j in range(rows):
+            res = w.combination([(c, t[i][k]) for k, c in enumerate(mat[j]) if c])
+            outs.append(f"  y[{i}][{j}] = {res};")
+    head = [f"// {what}: one lane, {sum('BIND_OP' in line and 'mul' not in line for line in w.lines)} adds and "
+            f"{sum('BIND_OP' in line and 'mul' in line for line in w.lines)} multiplies, each on the fabric",
+            f"static void {name}(const {ctype} x[{n_in}][{n_in}], {ctype} y[{rows}][{rows}]) {{",
+            "  #pragma HLS INLINE"]
+    return "\n".join([*head, *w.lines, *outs, "}"])
+
+
+def transform_functions(m: int, dtype: str) -> str:
+    """``wino_in_transform`` (Bᵀ d B) and ``wino_out_transform`` (Aᵀ M A) of F(m×m, 3×3) in ``dtype``'s types
+    (float32: float; int8: the input's in int16, the output's in int64)."""
+    from hetero_dse.ops.winograd import transforms
+
+    t = transforms(m, 3)
+    floating = dtype != "int8"
+    tr, y = ("float", "float") if floating else ("short", "long long")
+    return "\n\n".join([
+        _transform("wino_in_transform", t.BT, t.alpha, tr, floating, "Bᵀ d B of a patch"),
+        _transform("wino_out_transform", t.AT, t.alpha, y, floating, "Aᵀ M A of a patch's sums"),
+    ])

@@ -1,0 +1,173 @@
+"""The network kernel's Winograd engine (issue 40, item 4): its model against a hand count, the transforms' operations
+against the matrices, the small network's 3×3 stride-1 layer run through F(2×2, 3×3) and F(4×4, 3×3) in
+C-simulation against torch (float32) and bit for bit (int8), the lint on the code, each check broken on purpose,
+and the explorer's choice of the algorithm."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from cost_models.fpga_network import EngineShape, NetLayer, Tiles, layer_cycles, network_trips
+from cost_models.fpga_network_design import explore_network, winograd_tiles
+from cost_models.fpga_winograd import TransformOps, transform_ops
+from hetero_dse.errors import HeteroDSEError
+from hetero_dse.hardware.board import load_board
+from hetero_dse.hls.csim import csim
+from hetero_dse.hls.network_lint import lint_network
+from hetero_dse.hls.network_project import check_trips
+from hetero_dse.model.layer_shape import LayerShape
+from test_network_kernel import _mutate, _small_run
+
+pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="C-simulation needs g++")
+
+
+def test_the_transforms_operations_are_the_matrices_counted_by_hand():
+    # F(2x2): each row of Bᵀ has two non-zeros (one add); 4 columns then 4 rows of 4 outputs: 2 x 16 adds. Each
+    # row of Aᵀ has three (two adds): Aᵀ M is 4 columns of 2 outputs (16), then 2 rows of 2 (8). No multiplies.
+    assert transform_ops(2) == TransformOps(32, 0, 24, 0)
+    # F(4x4) in float: Bᵀ's rows hold 3, 4, 4, 4, 4, 3 non-zeros (16 adds a column), two of each row's
+    # coefficients other than ±1 (12 multiplies a column)
+    ops = transform_ops(4)
+    assert (ops.in_adds, ops.in_muls) == (2 * 6 * 16, 2 * 6 * 12)
+
+
+def test_the_models_trip_counts_and_cycles_are_the_loops_counted_by_hand():
+    # 8 -> 8 channels, 8x8 image, pad 1, F(2x2) on 4 x 4 lanes, 4-element words; tiles 4 x 8 x 4 x 8
+    engine = EngineShape("winograd", 4, 4, 4, 1000, 1000, 1000, 6, tile=2)
+    layer = NetLayer("winograd", 8, 8, 8, 8, 3, 3, 1, 1)
+    trips = network_trips(engine, layer, Tiles(4, 8, 4, 8))
+    # 2 output-channel tiles x 2 row tiles = 4 steps; the box (4+2) x (8+2) pixels of 2 channel groups, a word each
+    assert trips["steps"] == 4 and trips["read_in"] == 4 * 60 * 2
+    # 8 patches of 2x2 a tile, each of 2 channel groups transformed once a step
+    assert trips["transform_in"] == 4 * 2 * 8 and trips["in_rows"] == 16
+    # a weight row is 16 elements x 4 x 4 lanes = 64 words; 1 output group x 2 input groups a step
+    assert trips["read_w"] == 4 * 2 * 64 and trips["w_rows"] == 2
+    # the PE loop: 1 x 2 groups of max(8 patches, distance 6); the output transform a pixel a cycle
+    assert trips["compute"] == 4 * 2 * 8 and trips["transform_out"] == 4 * 32 and trips["out_rows"] == 8
+    assert trips["tile_rows"] == 32 and trips["write"] == 64 * 2 and trips["bias"] == 2
+    # cycles with no latency: a step is its read (6 box rows of 20 words, then 16 patches and the transform's
+    # 5 stages: 141), against the weights' 128 words and the PE's 2 x 8 + 10; the output tile's write (32 pixels
+    # of a word) against its transform (32 + 5); then the first reads, the last tile, 2 parameter words and the
+    # 32-word descriptor
+    t = {k: np.array([v]) for k, v in Tiles(4, 8, 4, 8).__dict__.items()}
+    cycles = layer_cycles(engine, layer, t, clock_hz=100e6, elem_bytes=4, read_floor_ns=0.0, write_floor_ns=0.0,
+                          latency_ns=0.0, port_gbps=1e3, depth=10, transform_depth=5)
+    assert cycles[0] == pytest.approx(4 * 141 + 141 + 32 + 37 + 2 + 32)
+
+
+def test_the_small_networks_3x3_layer_runs_through_winograd_against_torch(tmp_path):
+    model, x, layers, design, project, _ = _small_run(tmp_path, algorithm="winograd", board="vu9p")
+    engines = [p.layer.engine for p in design.layers]
+    # the one 3x3 stride-1 layer past the image (c4, with its residual) on the Winograd engine; the image's
+    # layer (im2col on the host), the stride-2 layer and the others stay where they were
+    assert engines == ["grid", "depthwise", "grid", "winograd", "grid", "grid"]
+    assert design.engines["winograd"].tile == 2 and design.layers[3].shape.engine == "grid"
+    result = csim(project)
+    assert result.passed and result.mismatches == 0, result.output[-2000:]
+    assert check_trips(project, result.output) == []
+    report = lint_network(project)
+    assert report.ok, [str(f) for f in report.findings]
+    e = design.engines["winograd"]
+    # the grid's lanes, the depthwise engine's, and 16 grids of the Winograd engine's
+    grid = design.engines["grid"]
+    assert report.mul_per_iteration == grid.out_lanes * grid.in_lanes + design.engines["depthwise"].out_lanes + \
+        16 * e.out_lanes * e.in_lanes
+    record = json.loads((project / "design.json").read_text())["design"]
+    wino = next(e for e in record["engines"] if e["kind"] == "winograd")
+    assert wino["multiply_saving"] == 2.25 and 0 < wino["error"] < 1e-5
+
+
+def test_the_small_network_in_int8_runs_bit_exact_through_winograd(tmp_path):
+    """int8 F(2x2): int16 transforms, the weights times 2² to be integers, int32 sums, the output divided by 4
+    exactly (a shift), then the same requantisation as direct: the direct integer reference, bit for bit."""
+    *_, design, project, run = _small_run(tmp_path, "int8", algorithm="winograd")
+    assert design.engines["winograd"].w_span == 2
+    result = csim(project)
+    assert result.passed and result.max_abs_error == 0.0, result.output[-2000:]
+    assert check_trips(project, result.output) == [] and lint_network(project).ok
+    assert json.loads((project / "design.json").read_text())["design"]["engines"][-1]["error"] == 0.0
+
+
+def test_f4x4_runs_in_float_against_torch(tmp_path):
+    # F(4x4)'s transforms take constant multiplies; 2 x 2 lanes, for its transforms fill a device at more
+    *_, design, project, _ = _small_run(tmp_path, algorithm="winograd", board="vu9p", lanes=(2,), tile=4)
+    assert design.engines["winograd"].tile == 4
+    result = csim(project)
+    assert result.passed, result.output[-2000:]
+    assert check_trips(project, result.output) == [] and lint_network(project).ok
+
+
+@pytest.mark.parametrize("mutant, check", [
+    # a sign of the input transform flipped: the output is wrong
+    (("const short s1 = x[0][0] - x[2][0];", "const short s1 = x[0][0] + x[2][0];"), "csim"),
+    # the output divided by 2 instead of 4: wrong by twice
+    (("(acc_t)(y[i][j] >> 2)", "(acc_t)(y[i][j] >> 1)"), "csim"),
+    # a 16-bit weight's bytes taken high first: the products are wrong
+    (("(((int)wt[2 * at + 1] << 8) | (unsigned char)wt[2 * at])",
+      "(((int)wt[2 * at] << 8) | (unsigned char)wt[2 * at + 1])"), "csim"),
+    # an operation of the output transform bound to no core
+    (("  #pragma HLS BIND_OP variable=s24 op=sub impl=fabric\n", ""), "lint"),
+    # the box in one bank along a patch's rows: a patch would take four cycles to read
+    (("  #pragma HLS ARRAY_PARTITION variable=box type=complete dim=2\n", ""), "lint"),
+    # the accumulation's dependence distance shorter than the model's
+    (("type=inter direction=RAW dependent=true distance=3", "type=inter direction=RAW dependent=true distance=2"),
+     "lint"),
+])
+def test_each_winograd_check_fails_when_the_code_is_broken_on_purpose(tmp_path, mutant, check):
+    project = _small_run(tmp_path, "int8", algorithm="winograd")[4]
+    source = (project / "src" / "kernel.cpp").read_text()
+    if mutant[0].startswith("type=inter"):  # the Winograd engine's pe loop, not the grid's
+        at = source.index("static void wino_compute")
+        head, tail = source[:at], source[at:]
+        assert mutant[0] in tail
+        (project / "src" / "kernel.cpp").write_text(head + tail.replace(mutant[0], mutant[1], 1))
+    else:
+        _mutate(project, *mutant)
+    if check == "lint":
+        assert not lint_network(project).ok
+        return
+    assert not csim(project).passed
+
+
+def test_a_winograd_tile_that_is_not_whole_patches_fails_the_lint(tmp_path):
+    from hetero_dse.hls.network_run import FIELDS
+
+    project = _small_run(tmp_path, "int8", algorithm="winograd")[4]
+    rows = json.loads((project / "design.json").read_text())["table"]
+    table = np.fromfile(project / "data" / "table.bin", dtype=np.int32).reshape(len(rows), -1)
+    table[3, FIELDS.index("th")] -= 1
+    table.tofile(project / "data" / "table.bin")
+    findings = [str(f) for f in lint_network(project).findings]
+    assert any("layer 3" in f and "whole 2×2 patches" in f for f in findings), findings
+
+
+def test_which_layers_the_winograd_engine_runs():
+    conv = LayerShape("grid", 64, 64, 28, 28, 3, 3, 1, 1)
+    assert winograd_tiles(conv, "float32") == (2, 4) and winograd_tiles(conv, "int8") == (2,)
+    for other in (LayerShape("grid", 64, 64, 28, 28, 3, 3, 2, 1),  # strided
+                  LayerShape("grid", 64, 64, 28, 28, 1, 1),  # 1x1
+                  LayerShape("depthwise", 64, 64, 28, 28, 3, 3, 1, 1),
+                  LayerShape("grid", 3, 64, 28, 28, 3, 3, 1, 1, from_host=True)):  # the image: im2col
+        assert winograd_tiles(other, "float32") == ()
+    # int8 sums of 2^23 channels pass int32: refused
+    assert winograd_tiles(LayerShape("grid", 2 ** 23, 64, 8, 8, 3, 3, 1, 1), "int8") == ()
+
+
+def test_the_algorithm_is_chosen_by_latency_and_bad_choices_are_one_sentence():
+    layers = [(LayerShape("grid", 64, 64, 28, 28, 3, 3, 1, 1, name="c"), 3),
+              (LayerShape("grid", 64, 10, 1, 1, name="fc"), 1)]
+    board = load_board("zcu102")
+    direct = explore_network(layers, board, "int8", algorithm="direct")
+    wino = explore_network(layers, board, "int8", algorithm="winograd")
+    auto = explore_network(layers, board, "int8")
+    assert "winograd" not in direct.engines and wino.layers[0].layer.engine == "winograd"
+    assert auto.latency_s == min(direct.latency_s, wino.latency_s)
+    with pytest.raises(HeteroDSEError, match="unknown algorithm 'fft'"):
+        explore_network(layers, board, "int8", algorithm="fft")
+    with pytest.raises(HeteroDSEError, match="no layer of this network is a 3×3 stride-1 convolution"):
+        explore_network(layers[1:], board, "int8", algorithm="winograd")
