@@ -15,7 +15,8 @@ Two engines:
   lane sums its input lanes with an adder tree, then accumulates into its output tile). Convolutions, 1×1
   convolutions and linear layers (a 1×1 convolution on a 1×1 image) run on it.
 - ``depthwise``: ``out_lanes`` channels, one multiply-add each a cycle.
-- ``winograd``: F(m×m, 3×3) for 3×3 stride-1 convolutions (``cost_models/fpga_winograd.py``): the read process
+- ``winograd``: F(m×m, 3×3) for 3×3 stride-1 convolutions (``cost_models/fpga_winograd.py``), and with
+  ``pointwise`` 1×1 stride-1 ones, its α² grids on the α² pixels of an α×α block (no transform): the read process
   transforms each α×α input patch (α = m + 2) after the box arrives, a cycle a patch and channel group; the PE
   array multiplies ``α² × out_lanes × in_lanes`` a cycle (an output lane sums its input lanes for each of the α²
   elements, then accumulates) for one patch, against weights the host transformed ahead; a process before the
@@ -114,10 +115,29 @@ class EngineShape:
     #: two elements, low byte first)
     w_span: int = 1
 
+    #: the Winograd engine also runs 1×1 stride-1 layers (HybridDNN's second mode): the transforms bypassed, each
+    #: of its α² lane grids on one pixel of an α×α block, every grid with the same weights
+    pointwise: bool = False
+    #: the Winograd engine's output tile buffer, a pixel a row (its sums' buffer, ``out_rows``, a patch a row)
+    tile_rows: int = 0
+
     @property
     def alpha(self) -> int:
         """The Winograd engine's input patch side (m + 2), 1 for the others (a weight row is α² lane grids)."""
         return self.tile + 2 if self.tile else 1
+
+    def patch_side(self, layer: NetLayer) -> int:
+        """The side of the blocks a layer's tiles are made of on this engine: a 3×3 layer's outputs m×m a patch
+        (its tiles whole patches), a 1×1 layer's α×α pixels (the Winograd engine; a tile may end in part of a
+        block), 1 on the others."""
+        if self.kind != "winograd":
+            return 1
+        return self.alpha if layer.R == 1 else self.tile
+
+    def row_weights(self, layer: NetLayer) -> int:
+        """Weights a weight row of the Winograd engine holds for ``layer``: α² lane grids, one for a 1×1 layer."""
+        grid = self.out_lanes * self.in_lanes
+        return grid if layer.R == 1 else self.alpha ** 2 * grid
 
     @property
     def w_word(self) -> int:
@@ -169,15 +189,16 @@ def network_trips(engine: EngineShape, layer: NetLayer, tiles: Tiles) -> dict[st
     rs = layer.R * layer.S
     transform_in = transform_out = 0
     if engine.kind == "winograd":
-        m, a2 = engine.tile, engine.alpha ** 2
+        side = engine.patch_side(layer)
         kg, cg = tiles.tk // engine.out_lanes, tiles.tc // engine.in_lanes
-        patches = (tiles.th // m) * (tiles.tw // m)
+        patches = -(-tiles.th // side) * -(-tiles.tw // side)
         steps = s["n_k"] * s["n_y"] * s["n_x"] * s["n_c"]
         per_in = s["box_h"] * s["box_w"] * cg * (engine.in_lanes // engine.word)
-        per_w = kg * cg * (a2 * engine.out_lanes * engine.in_lanes * engine.w_span // engine.w_word)
+        per_w = kg * cg * (engine.row_weights(layer) * engine.w_span // engine.w_word)
         per_c = kg * cg * np.maximum(patches, engine.distance)
         out_tiles = s["n_k"] * s["n_y"] * s["n_x"]
-        transform_in, transform_out = steps * cg * patches, out_tiles * kg * s["pixels"]
+        # the output transform a pixel of a whole patch or block a cycle (a pointwise tile may end in part of one)
+        transform_in, transform_out = steps * cg * patches, out_tiles * kg * patches * side ** 2
         rows = {"in_rows": cg * patches, "w_rows": kg * cg, "out_rows": kg * patches, "tile_rows": kg * s["pixels"]}
     elif engine.kind == "grid":
         kg, cg = tiles.tk // engine.out_lanes, tiles.tc // engine.in_lanes
@@ -248,7 +269,8 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     lanes_in = engine.in_lanes if grid else engine.out_lanes
     cg = t["tc"] // lanes_in
     kg = t["tk"] // engine.out_lanes if grid else 1
-    patches = (t["th"] // max(1, engine.tile)) * (t["tw"] // max(1, engine.tile))
+    side = engine.patch_side(layer)
+    patches = -(-t["th"] // side) * -(-t["tw"] // side)
     latency = latency_ns * 1e-9 * clock_hz  # a read's round trip: paid again where a process restarts its loop
     def one_by_one(n_runs: Any, words: Any, word_bytes: int = engine.word * elem_bytes, ports: int = 1) -> Any:
         """Runs a loop that is not pipelined enters one after the other: each a burst that waits its round trip
@@ -265,7 +287,7 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
                          np.where(whole, s["box_w"] * layer.C // engine.word, chan_words), ports=2)
     if wino:  # then the box's patches transformed, one a cycle and channel group
         read_in = read_in + cg * patches + transform_depth
-        w_words = kg * cg * engine.alpha ** 2 * engine.out_lanes * lanes_in * engine.w_span // engine.w_word
+        w_words = kg * cg * engine.row_weights(layer) * engine.w_span // engine.w_word
         compute = kg * cg * np.maximum(patches, engine.distance) + depth
     else:
         w_words = (kg * rs * cg * engine.out_lanes * lanes_in if grid else cg * rs * engine.out_lanes) // engine.w_word
@@ -280,7 +302,7 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     o_words = np.where(out_whole, t["tw"] * layer.K // engine.word, out_chan // engine.word)
     write = one_by_one(o_runs, o_words, ports=3 if residual else 2)
     # the Winograd engine's output transform: a pixel of a channel group a cycle, a stage beside the write
-    transform_out = kg * s["pixels"] + transform_depth if wino else 0
+    transform_out = kg * patches * side ** 2 + transform_depth if wino else 0
     n_out = s["n_k"] * s["n_y"] * s["n_x"] if grid else s["n_c"] * s["n_y"] * s["n_x"]
     n_c = s["n_c"] if grid else 1
     n_o = s["n_k"] if grid else s["n_c"]

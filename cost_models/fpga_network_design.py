@@ -61,10 +61,10 @@ PORTS = 6
 def padded(shape: LayerShape, block: int, in_lanes: int) -> tuple[NetLayer, bool]:
     """``shape`` as the kernel runs it for a channel ``block``: (the layer, whether the host gives it im2col)."""
     pad = lambda n: -(-n // block) * block  # noqa: E731
-    if shape.engine == "grid" and shape.from_host and shape.C < in_lanes and shape.R * shape.S > 1:
+    if shape.engine != "depthwise" and shape.from_host and shape.C < in_lanes and shape.R * shape.S > 1:
         oh = (shape.H + 2 * shape.pad - shape.R) // shape.stride + 1
         ow = (shape.W + 2 * shape.pad - shape.S) // shape.stride + 1
-        return NetLayer("grid", pad(shape.C * shape.R * shape.S), pad(shape.K), oh, ow, 1, 1), True
+        return NetLayer(shape.engine, pad(shape.C * shape.R * shape.S), pad(shape.K), oh, ow, 1, 1), True
     k = pad(shape.C) if shape.engine == "depthwise" else pad(shape.K)
     c = shape.pixels_in * pad(shape.C // shape.pixels_in)  # each pixel's channels padded, as the layout keeps them
     return NetLayer(shape.engine, c, k, shape.H, shape.W, shape.R, shape.S, shape.stride, shape.pad), False
@@ -90,7 +90,7 @@ def _tile_table(engine: EngineShape, layer: NetLayer, timing: dict[str, Any], re
     grid = engine.kind != "depthwise"
     tk = tile_options(layer.K, engine.out_lanes) if grid else [0]
     tc = tile_options(layer.C, engine.in_lanes if grid else engine.out_lanes)
-    m = max(1, engine.tile)  # the Winograd engine's tiles are whole patches
+    m = engine.tile if engine.kind == "winograd" and layer.R > 1 else 1  # Winograd's tiles are whole patches
     g = np.meshgrid(np.array(tk), np.array(tc), np.array(tile_options(layer.OH, multiple=m)),
                     np.array(tile_options(layer.OW, multiple=m)), indexing="ij")
     t = {k: v.ravel() for k, v in zip(("tk", "tc", "th", "tw"), g, strict=True)}
@@ -100,7 +100,8 @@ def _tile_table(engine: EngineShape, layer: NetLayer, timing: dict[str, Any], re
     cycles = layer_cycles(engine, layer, t, residual=residual, **pipeline_depths(engine, timing["dtype"],
                                                                                   timing["clock_hz"] / 1e6),
                           **{k: v for k, v in timing.items() if k != "dtype"})
-    return {**t, "cycles": cycles, "in_rows": rows["in_rows"], "w_rows": rows["w_rows"], "out_rows": rows["out_rows"]}
+    return {**t, "cycles": cycles, **{k: rows.get(k, rows["out_rows"]) for k in ("in_rows", "w_rows", "out_rows",
+                                                                                 "tile_rows")}}
 
 
 #: how the network kernel convolves its 3×3 stride-1 layers: the lower latency of both (``auto``), always the
@@ -108,12 +109,20 @@ def _tile_table(engine: EngineShape, layer: NetLayer, timing: dict[str, Any], re
 ALGORITHMS = ("auto", "direct", "winograd")
 
 
-def winograd_tiles(shape: LayerShape, dtype: str) -> tuple[int, ...]:
-    """The Winograd engine's tiles that run ``shape`` (none: it stays on the grid). A layer whose input the host
-    gives (the image: few channels, im2col) or a linear layer stays on the grid."""
-    if shape.engine != "grid" or shape.from_host or shape.pixels_in != 1:
+def winograd_tiles(shape: LayerShape, dtype: str, min_lanes: int = LANES[0]) -> tuple[int, ...]:
+    """The Winograd engine's tiles that run ``shape`` (none: it stays on the grid): a 3×3 stride-1 convolution by
+    F(m×m, 3×3) where its numbers allow (``fpga_winograd.refusal``); in the engine's pointwise mode, a 1×1
+    stride-1 convolution, a linear layer (one pixel: all but one of the α² grids idle, which a layer bound by its
+    weights does not feel) and the image's layer where the host gives it as im2col (fewer channels than the
+    engine's fewest lanes, ``min_lanes``): any tile."""
+    tiles = TILES.get(dtype, ())
+    if shape.engine != "grid":
         return ()
-    return tuple(m for m in TILES.get(dtype, ()) if refusal(m, dtype, shape.C, shape.R, shape.S, shape.stride) is None)
+    if (shape.R, shape.S, shape.stride) == (1, 1, 1) or (shape.from_host and shape.C < min_lanes):
+        return tiles
+    if shape.from_host or shape.pixels_in != 1:
+        return ()
+    return tuple(m for m in tiles if refusal(m, dtype, shape.C, shape.R, shape.S, shape.stride) is None)
 
 
 def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtype: str = "float32",
@@ -131,12 +140,12 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
         raise HeteroDSEError(f"the network kernel is generated for float32 and int8, not {dtype}")
     if algorithm not in ALGORITHMS:
         raise HeteroDSEError(f"unknown algorithm {algorithm!r}: the network kernel offers {', '.join(ALGORITHMS)}")
-    tiles = [winograd_tiles(s, dtype) for s, _ in layers]
+    tiles = [winograd_tiles(s, dtype, min(lanes)) for s, _ in layers]
     common = tuple(m for m in TILES.get(dtype, ()) if all(m in t for t in tiles if t)
                    and winograd_tile in (None, m))
     if algorithm == "winograd" and not (any(tiles) and common):
-        raise HeteroDSEError("no layer of this network is a 3×3 stride-1 convolution the Winograd engine runs in "
-                             f"{dtype} (its first layer, on the image, stays on the grid)")
+        raise HeteroDSEError("no layer of this network runs on the Winograd engine in "
+                             f"{dtype} (it takes 3×3 and 1×1 stride-1 convolutions and linear layers)")
     designs = []
     if algorithm != "direct" and any(tiles) and common:
         moved = [(replace(s, engine="winograd") if t else s, n) for (s, n), t in zip(layers, tiles, strict=True)]
@@ -145,7 +154,7 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
                               choose=algorithm == "auto")
         except HeteroDSEError as exc:
             if algorithm == "winograd":
-                raise HeteroDSEError(f"no network kernel with a Winograd engine for its 3×3 stride-1 layers fits "
+                raise HeteroDSEError(f"no network kernel with a Winograd engine fits "
                                      f"{board.name} in {dtype} ({exc}); the direct design may") from None
         else:
             # each layer keeps its own shape (a convolution, as torch has it); its NetLayer says the engine
@@ -178,6 +187,8 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
     param_elems = min(16, board.memory.port_bits // 32)  # 32-bit parameters a word of the parameters' port
     params, pack = (2, True) if dtype == "int8" else (1, False)
     kinds = sorted({s.engine for s, _ in layers}, key=ENGINE_KINDS.index)
+    # the Winograd engine's pointwise mode, where it takes a 1×1 layer (or the image's, as im2col)
+    point = any(s.engine == "winograd" and (s.R * s.S == 1 or s.from_host) for s, _ in layers)
     distance = accumulation_distance(dtype, clock)
     caps = np.array([board.cap(k) for k in RESOURCE_KINDS], dtype=float)
     fixed = kernel_base(PORTS)
@@ -201,7 +212,7 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
         packed = pack and kind == "grid" and out_l % 2 == 0
         span = 2 if kind == "winograd" and dtype == "int8" else 1  # int8 Winograd weights are 16-bit
         probe = EngineShape(kind, out_l, in_l, word[0], IN_ROWS[0], W_ROWS[0], OUT_ROWS[0], distance, params, packed,
-                            word[1], word[2], tile, span)
+                            word[1], word[2], tile, span, kind == "winograd" and point)
         found: dict[EngineShape, _Option] = {}
         if not np.any(engine_resources(probe, dtype, uram) + fixed > caps):  # the arrays alone must fit
             # choosing, the grid takes the Winograd engine's layers too, and each such layer runs where it is faster
@@ -221,11 +232,12 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
                     placed.append((i, PlacedLayer(layers[i][0], layers[i][1], net, im2col, tiles,
                                                   float(tab["cycles"][j]))))
                     total += layers[i][1] * float(tab["cycles"][j])
-                    fill.append([int(tab[r][j]) for r in ("in_rows", "w_rows", "out_rows")])
+                    fill.append([int(tab[r][j]) for r in ("in_rows", "w_rows", "out_rows", "tile_rows")])
                 else:
                     # rows no layer fills are not built: the buffers shrink to the most any layer uses
                     used = np.max(fill, axis=0).tolist()
-                    engine = replace(probe, in_rows=used[0], w_rows=used[1], out_rows=used[2])
+                    engine = replace(probe, in_rows=used[0], w_rows=used[1], out_rows=used[2],
+                                     tile_rows=used[3] if kind == "winograd" else 0)
                     found.setdefault(engine, (total, engine, placed, engine_resources(engine, dtype, uram)))
         options = sorted(found.values(), key=lambda o: o[0])
         # keep an option only where it needs less of some resource than every faster one
@@ -242,7 +254,7 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
         o, i, m = lanes3
         probe = EngineShape(kind, o, i, min(v for v in (o, i) if v > 1), IN_ROWS[0], W_ROWS[0], OUT_ROWS[0],
                             distance, params, pack and kind == "grid" and o % 2 == 0, 1, 1, m,
-                            2 if kind == "winograd" and dtype == "int8" else 1)
+                            2 if kind == "winograd" and dtype == "int8" else 1, kind == "winograd" and point)
         return not np.any(engine_resources(probe, dtype, uram) + fixed > caps)
 
     lane_sets = {k: [v for v in lane_sets[k] if alone(k, v)] for k in kinds}

@@ -77,10 +77,12 @@ class NetworkDesign:
         sides = {"grid": ("output-channel", "input-channel"), "depthwise": ("channel",),
                  "winograd": ("output-channel", "input-channel")}
         engines = [{"kind": kind, "lanes": dict(zip(sides[kind], (e.out_lanes, e.in_lanes), strict=False)),
-                    "buffer_rows": {"input": e.in_rows, "weights": e.w_rows, "output": e.out_rows},
+                    "buffer_rows": {"input": e.in_rows, "weights": e.w_rows, "output": e.out_rows,
+                                    **({"tile": e.tile_rows} if e.tile else {})},
                     "accumulation_distance": e.distance, "params": e.params, "packed": e.packed,
                     "storage": engine_storage(e, self.dtype, self.board.cap("uram") > 0),
-                    **(winograd_record(e.tile, self.dtype) | {"w_span": e.w_span} if e.tile else {})}
+                    **(winograd_record(e.tile, self.dtype) | {"w_span": e.w_span, "pointwise": e.pointwise}
+                       if e.tile else {})}
                    for kind, e in self.engines.items()]
         # the multiply-adds a cycle of direct convolution each engine stands for (Winograd's m²·9 per α² products)
         macs_peak = sum(e.out_lanes * e.in_lanes * (9 * e.tile ** 2 if e.tile else 1) for e in self.engines.values())

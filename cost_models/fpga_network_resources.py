@@ -33,7 +33,7 @@ def _buffers(engine: EngineShape, dtype: str) -> list[tuple[str, float, float, f
         a2, tr_bits = engine.alpha ** 2, (16.0 if dtype == "int8" else bits)
         return [("in", engine.in_rows, a2 * engine.in_lanes * tr_bits, 2.0),
                 ("out", engine.out_rows, a2 * engine.out_lanes * acc_bits, 2.0),
-                ("tile", engine.out_rows * engine.tile ** 2, engine.out_lanes * acc_bits, 2.0),
+                ("tile", engine.tile_rows, engine.out_lanes * acc_bits, 2.0),
                 ("box", engine.in_rows, engine.in_lanes * bits, float(a2))]
     lanes_in = engine.in_lanes if engine.kind == "grid" else engine.out_lanes
     return [("in", engine.in_rows, lanes_in * bits, 2.0), ("out", engine.out_rows, engine.out_lanes * acc_bits, 2.0)]
@@ -103,8 +103,13 @@ def _transform_resources(engine: EngineShape, dtype: str, res: np.ndarray) -> No
         res[lut] += bits
         res[ff] += bits
     res[ff] += (engine.tile ** 2 + engine.alpha ** 2) * engine.out_lanes * 32
-    # the output transform's m² pixels leave a cycle each through an m²:1 multiplexer a bit (4:1 a LUT6)
-    res[lut] += engine.out_lanes * 32 * math.ceil(engine.tile ** 2 / FUNNEL_INPUTS_PER_LUT)
+    # the output transform's m² pixels (the pointwise mode's α²) leave a cycle each through a multiplexer a bit
+    # (4:1 a LUT6)
+    pixels = engine.alpha ** 2 if engine.pointwise else engine.tile ** 2
+    res[lut] += engine.out_lanes * 32 * math.ceil(pixels / FUNNEL_INPUTS_PER_LUT)
+    if engine.pointwise:  # 2:1 selects (two a LUT6): each product's weight, each transformed input or its bypass
+        w_bits = 16 if engine.w_span == 2 else 32
+        res[lut] += engine.alpha ** 2 * (engine.out_lanes * engine.in_lanes * w_bits + engine.in_lanes * w_bits) / 2
 
 
 def kernel_base(ports: int) -> np.ndarray:

@@ -60,13 +60,17 @@ def test_the_models_trip_counts_and_cycles_are_the_loops_counted_by_hand():
     assert cycles[0] == pytest.approx(4 * 141 + 141 + 32 + 37 + 2 + 32)
 
 
-def test_the_small_networks_3x3_layer_runs_through_winograd_against_torch(tmp_path):
+def test_the_small_networks_layers_run_through_the_winograd_engine_against_torch(tmp_path):
     model, x, layers, design, project, _ = _small_run(tmp_path, algorithm="winograd", board="vu9p")
-    engines = [p.layer.engine for p in design.layers]
-    # the one 3x3 stride-1 layer past the image (c4, with its residual) on the Winograd engine; the image's
-    # layer (im2col on the host), the stride-2 layer and the others stay where they were
-    assert engines == ["grid", "depthwise", "grid", "winograd", "grid", "grid"]
-    assert design.engines["winograd"].tile == 2 and design.layers[3].shape.engine == "grid"
+    engines = [(p.layer.engine, p.layer.R) for p in design.layers]
+    # the 3x3 stride-1 layer (c4, with its residual) by F(2x2); in the pointwise mode the image's layer (im2col
+    # on the host), the 1x1 layer and the linear layer (one pixel: a tile of part of a block); the stride-2
+    # layer stays on the grid, the depthwise on its engine
+    assert engines == [("winograd", 1), ("depthwise", 3), ("winograd", 1), ("winograd", 3), ("grid", 3),
+                       ("winograd", 1)]
+    assert design.layers[5].tiles.th == design.layers[5].tiles.tw == 1
+    assert design.engines["winograd"].tile == 2 and design.engines["winograd"].pointwise
+    assert design.layers[3].shape.engine == "grid"  # each layer keeps its own shape
     result = csim(project)
     assert result.passed and result.mismatches == 0, result.output[-2000:]
     assert check_trips(project, result.output) == []
@@ -108,8 +112,8 @@ def test_f4x4_runs_in_float_against_torch(tmp_path):
     # the output divided by 2 instead of 4: wrong by twice
     (("(acc_t)(y[i][j] >> 2)", "(acc_t)(y[i][j] >> 1)"), "csim"),
     # a 16-bit weight's bytes taken high first: the products are wrong
-    (("(((int)wt[2 * at + 1] << 8) | (unsigned char)wt[2 * at])",
-      "(((int)wt[2 * at] << 8) | (unsigned char)wt[2 * at + 1])"), "csim"),
+    (("(((int)wt[at + 1] << 8) | (unsigned char)wt[at])", "(((int)wt[at] << 8) | (unsigned char)wt[at + 1])"),
+     "csim"),
     # an operation of the output transform bound to no core
     (("  #pragma HLS BIND_OP variable=s24 op=sub impl=fabric\n", ""), "lint"),
     # the box in one bank along a patch's rows: a patch would take four cycles to read
@@ -149,10 +153,15 @@ def test_a_winograd_tile_that_is_not_whole_patches_fails_the_lint(tmp_path):
 def test_which_layers_the_winograd_engine_runs():
     conv = LayerShape("grid", 64, 64, 28, 28, 3, 3, 1, 1)
     assert winograd_tiles(conv, "float32") == (2, 4) and winograd_tiles(conv, "int8") == (2,)
+    # in the pointwise mode, any tile: a 1x1 layer, a linear layer, the image's layer as im2col
+    for pointwise in (LayerShape("grid", 64, 64, 28, 28, 1, 1), LayerShape("grid", 512, 10, 1, 1),
+                      LayerShape("grid", 3, 64, 224, 224, 7, 7, 2, 3, from_host=True)):
+        assert winograd_tiles(pointwise, "int8") == (2,)
     for other in (LayerShape("grid", 64, 64, 28, 28, 3, 3, 2, 1),  # strided
-                  LayerShape("grid", 64, 64, 28, 28, 1, 1),  # 1x1
+                  LayerShape("grid", 64, 64, 28, 28, 1, 1, 2),  # a strided 1x1
+                  LayerShape("grid", 64, 64, 28, 28, 5, 5, 1, 2),
                   LayerShape("depthwise", 64, 64, 28, 28, 3, 3, 1, 1),
-                  LayerShape("grid", 3, 64, 28, 28, 3, 3, 1, 1, from_host=True)):  # the image: im2col
+                  LayerShape("grid", 16, 64, 28, 28, 3, 3, 1, 1, from_host=True)):  # from the host, not im2col
         assert winograd_tiles(other, "float32") == ()
     # int8 sums of 2^23 channels pass int32: refused
     assert winograd_tiles(LayerShape("grid", 2 ** 23, 64, 8, 8, 3, 3, 1, 1), "int8") == ()
@@ -169,5 +178,5 @@ def test_the_algorithm_is_chosen_by_latency_and_bad_choices_are_one_sentence():
     assert auto.latency_s == min(direct.latency_s, wino.latency_s)
     with pytest.raises(HeteroDSEError, match="unknown algorithm 'fft'"):
         explore_network(layers, board, "int8", algorithm="fft")
-    with pytest.raises(HeteroDSEError, match="no layer of this network is a 3×3 stride-1 convolution"):
-        explore_network(layers[1:], board, "int8", algorithm="winograd")
+    with pytest.raises(HeteroDSEError, match="no layer of this network runs on the Winograd engine"):
+        explore_network([(LayerShape("grid", 64, 64, 28, 28, 3, 3, 2, 1), 1)], board, "int8", algorithm="winograd")

@@ -60,8 +60,6 @@ def _weight_blocks(run: RunLayer, design: NetworkDesign) -> tuple[np.ndarray, np
         wp[:w.shape[0]] = w[:, 0]
         blocks = wp.reshape(n_c, t.tc // engine.out_lanes, engine.out_lanes, layer.R, layer.S).transpose(0, 1, 3, 4, 2)
         tch = t.tc
-    elif p.layer.engine == "winograd":
-        blocks, tch = _winograd_blocks(w, layer, t, engine), t.tk
     else:
         if w.ndim == 2:  # a linear layer: [K, features] as a 1×1 convolution, features in the arena's order
             if run.flatten is not None:
@@ -73,6 +71,8 @@ def _weight_blocks(run: RunLayer, design: NetworkDesign) -> tuple[np.ndarray, np
             w = w[:, :, None, None]
         if p.im2col:
             w = w.reshape(w.shape[0], -1, 1, 1)
+        if p.layer.engine == "winograd":
+            return _winograd_blocks(w, layer, t, engine), _params(run, layer, t.tk)
         n_k, n_c = -(-layer.K // t.tk), -(-layer.C // t.tc)
         wp = np.zeros((n_k * t.tk, n_c * t.tc, layer.R, layer.S), dtype=w.dtype)
         wp[:w.shape[0], :w.shape[1]] = w
@@ -80,7 +80,11 @@ def _weight_blocks(run: RunLayer, design: NetworkDesign) -> tuple[np.ndarray, np
         blocks = wp.reshape(n_k, t.tk // kl, kl, n_c, t.tc // cl, cl, layer.R, layer.S)
         blocks = blocks.transpose(0, 3, 1, 6, 7, 4, 2, 5)  # (kt, ct, group, r, s, channel group, lane, lane)
         tch = t.tk
-    # the epilogue's parameters, a tile's in one burst: its biases (int8: then its requantising multipliers)
+    return blocks.ravel(), _params(run, layer, tch)
+
+
+def _params(run: RunLayer, layer: Any, tch: int) -> np.ndarray:
+    """The epilogue's parameters, a tile's in one burst: its biases (int8: then its requantising multipliers)."""
     n_o = -(-layer.K // tch)
     integer = run.quant is not None
     rows = [run.bias] + ([run.quant["mult"]] if integer else [])
@@ -89,7 +93,7 @@ def _weight_blocks(run: RunLayer, design: NetworkDesign) -> tuple[np.ndarray, np
         padded_row = np.zeros(n_o * tch, dtype=params.dtype)
         padded_row[:len(row)] = row
         params[:, j, :] = padded_row.reshape(n_o, tch)
-    return blocks.ravel(), params.ravel()
+    return params.ravel()
 
 
 def _winograd_blocks(w: np.ndarray, layer: Any, t: Any, engine: Any) -> np.ndarray:
@@ -101,6 +105,15 @@ def _winograd_blocks(w: np.ndarray, layer: Any, t: Any, engine: Any) -> np.ndarr
 
     tr = transforms(engine.tile, 3)
     a = tr.alpha
+    if layer.R == 1:  # the pointwise mode: the weights as they are, a lane grid a row (int8: 16 bits still)
+        u = w[:, :, 0, 0].astype("<i2" if w.dtype == np.int8 else np.float32)
+        n_k, n_c = -(-layer.K // t.tk), -(-layer.C // t.tc)
+        up = np.zeros((n_k * t.tk, n_c * t.tc), dtype=u.dtype)
+        up[:u.shape[0], :u.shape[1]] = u
+        kl, cl = engine.out_lanes, engine.in_lanes
+        blocks = up.reshape(n_k, t.tk // kl, kl, n_c, t.tc // cl, cl).transpose(0, 3, 1, 4, 2, 5)
+        blocks = np.ascontiguousarray(blocks).reshape(-1)
+        return blocks.view(np.int8) if w.dtype == np.int8 else blocks
     if w.dtype == np.int8:
         g = np.array([[int(v * tr.weight_scale) for v in row] for row in tr.G], dtype=np.int64)
         u = np.einsum("ai,kcij,bj->kcab", g, w.astype(np.int64), g)

@@ -76,7 +76,8 @@ def lint_network(project: str | Path) -> LintReport:
         rows = e["buffer_rows"]
         engines[kind] = EngineShape(kind, out_l, in_l, design["word"], rows["input"], rows["weights"], rows["output"],
                                     e["accumulation_distance"], e.get("params", 1), e.get("packed", False),
-                                    design["wword"], design["pword"], e.get("tile", 0), e.get("w_span", 1))
+                                    design["wword"], design["pword"], e.get("tile", 0), e.get("w_span", 1),
+                                    e.get("pointwise", False), rows.get("tile", 0))
         if kind == "winograd":
             check_winograd(k, source, engines[kind], e.get("storage", {}), cores, add, report)
             continue
@@ -214,15 +215,18 @@ def _check_table(project: Path, record: dict[str, Any], design: dict[str, Any], 
         grid = kind != "depthwise"
         lanes_c = e.in_lanes if grid else e.out_lanes
         taps = (d["R"], d["S"], d["stride"])
-        if kind == "winograd" and (d["th"] % e.tile or d["tw"] % e.tile or taps != (3, 3, 1)):
+        side = 1 if taps == (1, 1, 1) else e.tile
+        if kind == "winograd" and (d["th"] % side or d["tw"] % side or taps not in
+                                   ((3, 3, 1), *([(1, 1, 1)] if e.pointwise else []))):
             add("table", f"layer {i}", f"tiles {d['th']} × {d['tw']} of a {d['R']}×{d['S']} stride-{d['stride']} "
                                        "layer: the Winograd engine runs 3×3 stride-1 layers in whole "
-                                       f"{e.tile}×{e.tile} patches")
+                                       f"{e.tile}×{e.tile} patches" + (" and 1×1 ones" if e.pointwise else ""))
         if (grid and d["tk"] % e.out_lanes) or d["tc"] % lanes_c:
             add("table", f"layer {i}", f"tiles {d['tk']} × {d['tc']} are not whole multiples of the lanes")
         layer = NetLayer(kind, d["C"], d["K"], d["H"], d["W"], d["R"], d["S"], d["stride"], d["pad"])
         rows = network_trips(e, layer, Tiles(d["tk"], d["tc"], d["th"], d["tw"]))
-        for key, cap in (("in_rows", e.in_rows), ("w_rows", e.w_rows), ("out_rows", e.out_rows)):
+        caps = [("in_rows", e.in_rows), ("w_rows", e.w_rows), ("out_rows", e.out_rows)]
+        for key, cap in caps + ([("tile_rows", e.tile_rows)] if kind == "winograd" else []):
             if rows[key] > cap:
                 add("table", f"layer {i}", f"its tiles fill {rows[key]} {key.replace('_', ' ')}; the buffer has {cap}")
         if (d["tk"] if grid else d["tc"]) > tch:
@@ -251,8 +255,9 @@ def _check_regions(i: int, d: dict[str, int], kind: str, e: EngineShape, depth: 
                                    f"({d['K']} × {d['C']}): its last tile would write into the next pixel's")
     # the weights and parameters it reads, within their buffers
     n_c = -(-d["C"] // d["tc"])
-    if kind == "winograd":  # a row (output group, input group) of α² lane grids
-        blocks, rows = -(-d["K"] // d["tk"]) * n_c, (d["tk"] // e.out_lanes) * (d["tc"] // e.in_lanes) * e.alpha ** 2
+    if kind == "winograd":  # a row (output group, input group) of α² lane grids (one: a 1×1 layer's)
+        grids = 1 if d["R"] == 1 else e.alpha ** 2
+        blocks, rows = -(-d["K"] // d["tk"]) * n_c, (d["tk"] // e.out_lanes) * (d["tc"] // e.in_lanes) * grids
         tch = d["tk"]
     elif kind == "grid":
         blocks, rows = -(-d["K"] // d["tk"]) * n_c, (d["tk"] // e.out_lanes) * d["R"] * d["S"] * (d["tc"] // e.in_lanes)

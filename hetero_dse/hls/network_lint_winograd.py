@@ -35,7 +35,7 @@ def check_winograd(k: CFile, source: str, e: EngineShape, storage: dict[str, str
     for row, width in rows.items():
         if vector_lanes(source, row) != width:
             add("buffer", row, f"a row of {vector_lanes(source, row)} lanes; the model's is {width}")
-    for buf, depth in (("wino_in_t", e.in_rows), ("wino_mid_t", e.out_rows), ("wino_out_t", e.out_rows * e.tile ** 2)):
+    for buf, depth in (("wino_in_t", e.in_rows), ("wino_mid_t", e.out_rows), ("wino_out_t", e.tile_rows)):
         if typedef_rows(source, buf) != [depth]:
             add("buffer", buf, f"declared {typedef_rows(source, buf)} rows; the model sizes it {depth}")
     _check_layer(k, storage, add, report)
