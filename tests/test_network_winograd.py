@@ -180,3 +180,33 @@ def test_the_algorithm_is_chosen_by_latency_and_bad_choices_are_one_sentence():
         explore_network(layers, board, "int8", algorithm="fft")
     with pytest.raises(HeteroDSEError, match="no layer of this network runs on the Winograd engine"):
         explore_network([(LayerShape("grid", 64, 64, 28, 28, 3, 3, 2, 1), 1)], board, "int8", algorithm="winograd")
+
+
+def test_explore_a_model_with_winograd_on_runs_every_layer_on_one_winograd_array(write, cli, tmp_path):
+    path = write("tiny.py", """
+        import torch
+
+        def model():
+            conv = lambda: torch.nn.Conv2d(8, 8, 3, padding=1)
+            return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), conv(), torch.nn.ReLU(),
+                                       conv(), torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
+                                       torch.nn.Linear(8 * 8 * 8, 10))
+
+        def example_input():
+            return torch.randn(1, 3, 16, 16)
+    """)
+    out = tmp_path / "o"
+    r = cli("explore", "--model", path, "--board", "vu9p", "--budget", "200", "--out", out, "--csim",
+            "--winograd", "on", "--no-history")
+    assert r.code == 0, r.err
+    (shared,) = json.loads((out / "report.json").read_text())["model"]["networks"]
+    # the image's layer (im2col: pointwise), the 3x3 layer and the linear layer (pointwise): no grid at all
+    assert [e["kind"] for e in shared["engines"]] == ["winograd"]
+    assert [layer["engine"] for layer in shared["layers"]] == ["winograd"] * 3
+    assert shared["check"]["passed"] is True and shared["check"]["mismatches"] == 0
+    assert shared["check"]["trips"] == "every process ran the trips the model charges"
+    assert cli("lint", out / shared["directory"]).code == 0
+    assert "3 layer(s) on a Winograd F(2×2) engine" in r.out
+    assert "a Winograd F(2×2, 3×3) engine of" in (out / "report.md").read_text()
+    r = cli("explore", "--op", "gemm", "--board", "vu9p", "--winograd", "on", "--out", tmp_path / "x")
+    assert r.code == 1 and "--winograd chooses the algorithm of the FPGA network kernel" in r.err

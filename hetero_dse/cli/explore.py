@@ -111,6 +111,10 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
               help="Measure --target cpu/gpu on a device over TVM's RPC: the tracker's address with --rpc-key, or "
                    "one RPC server's without. Built here (the GPU for --gpu's architecture), timed there.")
 @click.option("--rpc-key", "rpc_key", metavar="KEY", help="The device's key at the RPC tracker.")
+@click.option("--winograd", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
+              help="With --model on a board: run the network kernel's 3×3 stride-1 layers by Winograd F(m×m, 3×3) "
+                   "on an engine of their own (its second mode takes 1×1 and linear layers): on, off, or auto, the "
+                   "faster design by the model.")
 @db_option
 @click.option("--no-history", is_flag=True,
               help="Neither read nor write the history database (measured CPU/GPU trials, FPGA best designs).")
@@ -123,7 +127,7 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
             q_state: Path | None, budget: int | None, time_budget: float | None, io_optimal: bool,
             traffic_weight: float, run_csim: bool, synth_top: int | None, synth_steps: str, synth_jobs: int,
             scheduler: str | None, calibration: Path | None, rpc: str | None, rpc_key: str | None, db: str | None,
-            no_history: bool) -> None:
+            winograd: str, no_history: bool) -> None:
     """Find the best FPGA accelerator (Vitis HLS project) and/or CPU schedule (TVM module) for an operator.
 
     \b
@@ -152,6 +156,9 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
     if run_csim and "fpga" not in wanted:
         raise HeteroDSEError("--csim C-simulates FPGA designs: add --board NAME (CPU and GPU schedules are checked "
                              "against the reference as they are written)")
+    if winograd != "auto" and (model_name is None or "fpga" not in wanted):
+        raise HeteroDSEError("--winograd chooses the algorithm of the FPGA network kernel: give it with --model and "
+                             "--board (one operator's FPGA design convolves directly)")
     if explorer != "auto" and explorer_entry(explorer).enumerates and wanted & {"cpu", "gpu"}:
         others = [n for n in explorer_names()[1:] if not explorer_entry(n).enumerates]
         raise HeteroDSEError(f"the {explorer} explorer enumerates FPGA spaces only; CPU and GPU schedules are "
@@ -199,7 +206,8 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
             raise HeteroDSEError("--rpc reaches one device: give --target cpu or --target gpu, not both")
         remote = Remote.parse(rpc, rpc_key)
     request = TargetRequest(boards_, tuple(_split_values(dtypes)), tuple(_parse_clocks(clocks)), trials, gpu_name,
-                            source, remote, calibrated, run_csim, io_optimal, traffic_weight)
+                            source, remote, calibrated, run_csim, io_optimal, traffic_weight,
+                            algorithm={"on": "winograd", "off": "direct"}.get(winograd, "auto"))
     chosen = build_targets(sorted(wanted), request)
     command = {k: (list(map(str, v)) if isinstance(v, tuple) else v if isinstance(v, int | float | bool | None)
                    else str(v)) for k, v in click.get_current_context().params.items() if k != "force"}
@@ -339,8 +347,11 @@ def _network_line(n: dict) -> str:
         return f"{n['board']}: no one accelerator for the network: {n['why']}"
     verdict = _csim_words(n.get("check"), "C-simulation of every layer")
     bound = n.get("per_layer_sum_s")
+    wino = next((e for e in n.get("engines", []) if e["kind"] == "winograd"), None)
+    layers = sum(layer["engine"] == "winograd" for layer in n.get("layers", []))
     return (f"{n['board']}: one accelerator for the network ({n['dtype']}): {fmt_seconds(n['latency_s'])} at "
             f"batch 1, {n['fps']:.0f} fps, {n['gops']:.0f} GOPS"
+            + (f", {layers} layer(s) on a Winograd F({wino['tile']}×{wino['tile']}) engine" if wino else "")
             + (f" (the layers' own designs sum to {fmt_seconds(bound)}: a bound, not a design)" if bound else "")
             + (f", project {n['directory']}" if n.get("directory") else f"; {n['project_why']}"
                if n.get("project_why") else "") + verdict)

@@ -67,8 +67,10 @@ class FpgaTarget:
 
     def __init__(self, board: Board, *, dtypes: Sequence[str] = (), clocks: Sequence[float] = (),
                  options: SpaceOptions | None = None, traffic_weight: float = 0.01,
-                 calibration: Calibration | None = None, budget: int = DEFAULT_BUDGET, csim: bool = False) -> None:
+                 calibration: Calibration | None = None, budget: int = DEFAULT_BUDGET, csim: bool = False,
+                 algorithm: str = "auto") -> None:
         self.board, self.dtypes, self.options = board, list(dtypes), options
+        self.algorithm = algorithm  # the network kernel's (``fpga_network_design.ALGORITHMS``)
         self.clocks = check_clocks(board, clocks)
         self.traffic_weight, self.calibration, self.csim = traffic_weight, calibration, csim
         self.device = board.name
@@ -185,7 +187,7 @@ class FpgaTarget:
         try:
             shapes = [(shape_of(op, from_host=_reads_network_input(op, graph)), layer.count)
                       for op, layer in zip(ops, graph.layers, strict=True)]
-            design = explore_network(shapes, self.board, dtype, clock)
+            design = explore_network(shapes, self.board, dtype, clock, algorithm=self.algorithm)
         except HeteroDSEError as exc:
             return {"board": self.board.name, "dtype": dtype, "why": str(exc)}
         record = design.to_json()

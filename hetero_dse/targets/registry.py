@@ -30,6 +30,7 @@ class TargetRequest:
     io_optimal: bool = False
     traffic_weight: float = 0.01
     extra: dict[str, Any] = field(default_factory=dict)  # a plugin's own settings
+    algorithm: str = "auto"  # the FPGA network kernel's: auto, direct or winograd
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def _fpga(request: TargetRequest) -> list[Target]:
         targets.append(FpgaTarget(board, dtypes=list(request.dtypes), clocks=list(request.clocks),
                                   options=SpaceOptions(io_optimal=request.io_optimal),
                                   traffic_weight=request.traffic_weight, calibration=request.calibration,
-                                  csim=request.csim))
+                                  csim=request.csim, algorithm=request.algorithm))
     return targets
 
 
