@@ -102,6 +102,12 @@ def _gga(space, seed, starts, gamma, prior):
     return GuidedGA(space, seed=seed, candidates=candidates, population=population)
 
 
+def _ga(space, seed, starts, gamma, prior):
+    from hetero_dse.explore.genetic import GASettings, GeneticAlgorithm
+
+    return GeneticAlgorithm(space, seed=seed, settings=GASettings(population=starts or GASettings.population))
+
+
 def _tl(space, seed, starts, gamma, prior):
     from hetero_dse.explore.transfer import TransferLearning  # imports xgboost
 
@@ -114,5 +120,7 @@ register_explorer("p", _p, "every direction from each start point")
 register_explorer("sa", _sa, "simulated annealing")
 register_explorer("random", _random, "sampling")
 register_explorer("gga", _gga, "guided GA seeded from the history", uses_history=True)
+register_explorer("ga", _ga, "a plain genetic algorithm (seed 004): tournaments, crossover per knob, mutation "
+                              "as a neighbour move, elitism")
 register_explorer("tl", _tl, "XGBoost cost model trained on the filtered history and this run's measurements",
                   uses_history=True)
