@@ -308,7 +308,9 @@ def _design(board: Board, dtype: str, block: int, word: int, engines: dict[str, 
     """The design at the clock it closes at: derated by the input broadcast's fan-out (an input element goes
     to every output lane) and the SLRs it spans; each layer's cycles again at that clock (DDR floors are
     times)."""
-    achieved = design_clock_mhz(board, clock, res, max(e.out_lanes for e in engines.values()))
+    # the widest broadcast: an input element to every output lane; a pointwise Winograd weight to its α² grids
+    fanout = max(max(e.out_lanes, e.alpha ** 2 if e.pointwise else 1) for e in engines.values())
+    achieved = design_clock_mhz(board, clock, res, fanout)
     again = {**timing, "clock_hz": achieved * 1e6}
     layers = []
     for p in placed:

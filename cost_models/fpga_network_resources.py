@@ -21,6 +21,8 @@ __all__ = ["engine_resources", "engine_storage", "kernel_base"]
 #: 32-bit multiplies of run-time values an engine's processes make a cycle (addresses, buffer rows, the output
 #: word's place): Vitis builds each from DSP48E2s, about three for 32 × 32 bits (*estimate*)
 ADDRESS_MULTIPLIES, DSP_PER_ADDRESS_MULTIPLY = 14, 3
+#: the Winograd engine's further run-time multiplies (*estimate*, counted in ``winograd.cpp.j2``)
+WINOGRAD_ADDRESS_MULTIPLIES = 26
 
 
 def _buffers(engine: EngineShape, dtype: str) -> list[tuple[str, float, float, float]]:
@@ -73,6 +75,9 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
     w_bits = (macs * bits * engine.w_span if engine.kind != "depthwise" else engine.out_lanes * bits)
     if engine.kind == "winograd":
         _transform_resources(engine, dtype, res)
+        # its run-time addresses besides the grid's: the banks' rows as the box arrives, the transform's rows, the
+        # output tile's pixel (a reviewer's count from the code: some 40 32-bit multiplies in all, *estimate*)
+        res[dsp] += WINOGRAD_ADDRESS_MULTIPLIES * DSP_PER_ADDRESS_MULTIPLY
     # the weight row in use and the one being gathered in registers; the FIFO's two rows in LUTs (SRLs)
     res[ff] += 2 * w_bits + lanes_in * bits + engine.out_lanes * acc_bits
     res[lut] += 2 * w_bits + (w_bits + lanes_in * bits + engine.out_lanes * acc_bits) / 2  # 2:1 muxes, two a LUT6
@@ -102,10 +107,10 @@ def _transform_resources(engine: EngineShape, dtype: str, res: np.ndarray) -> No
         bits = ops.in_adds * engine.in_lanes * 16 + ops.out_adds * engine.out_lanes * 64
         res[lut] += bits
         res[ff] += bits
-    res[ff] += (engine.tile ** 2 + engine.alpha ** 2) * engine.out_lanes * 32
-    # the output transform's m² pixels (the pointwise mode's α²) leave a cycle each through a multiplexer a bit
-    # (4:1 a LUT6)
+    # the output transform's m² pixels (the pointwise mode's α²), in registers, leave a cycle each through a
+    # multiplexer a bit (4:1 a LUT6); the patch's sums it read beside them
     pixels = engine.alpha ** 2 if engine.pointwise else engine.tile ** 2
+    res[ff] += (pixels + engine.alpha ** 2) * engine.out_lanes * 32
     res[lut] += engine.out_lanes * 32 * math.ceil(pixels / FUNNEL_INPUTS_PER_LUT)
     if engine.pointwise:  # 2:1 selects (two a LUT6): each product's weight, each transformed input or its bypass
         w_bits = 16 if engine.w_span == 2 else 32

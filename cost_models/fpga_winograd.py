@@ -27,8 +27,8 @@ __all__ = ["FABRIC_FADD", "FABRIC_FMUL", "TILES", "TransformOps", "refusal", "tr
 TILES = {"float32": (2, 4), "int8": (2,)}
 #: a float add or subtract on the fabric (BIND_OP impl=fabric): LUTs and FFs (*estimate*: no fabric fadd in the
 #: reports of ``shared/notes/fpga.md``; Xilinx's floating-point operator datasheet puts a no-DSP single-precision
-#: adder at some 400 LUTs)
-FABRIC_FADD = (430.0, 550.0)
+#: adder at some 400 LUTs; a 3–4-stage core registers some 300 bits, an FPGA reviewer's reading)
+FABRIC_FADD = (430.0, 300.0)
 #: a float multiply on the fabric (*estimate*, as above: some 650 LUTs without DSPs)
 FABRIC_FMUL = (650.0, 600.0)
 

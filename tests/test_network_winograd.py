@@ -121,6 +121,11 @@ def test_f4x4_runs_in_float_against_torch(tmp_path):
     # the accumulation's dependence distance shorter than the model's
     (("type=inter direction=RAW dependent=true distance=3", "type=inter direction=RAW dependent=true distance=2"),
      "lint"),
+    # the dependence declared false: Vitis would drop the read-modify-write hazard, which no C-simulation sees
+    (("type=inter direction=RAW dependent=true distance=3", "type=inter direction=RAW dependent=false distance=3"),
+     "lint"),
+    # the output transform's pixels in a RAM: m² writes an iteration on two ports, II 1 lost
+    (("    #pragma HLS ARRAY_PARTITION variable=pix type=complete\n", ""), "lint"),
 ])
 def test_each_winograd_check_fails_when_the_code_is_broken_on_purpose(tmp_path, mutant, check):
     project = _small_run(tmp_path, "int8", algorithm="winograd")[4]

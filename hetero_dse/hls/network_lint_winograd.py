@@ -55,6 +55,9 @@ def check_winograd(k: CFile, source: str, e: EngineShape, storage: dict[str, str
             add("lanes", fn_name, f"the {lanes_loop} loop transforms {lanes_lp.trip_count() if lanes_lp else None} "
                                   f"lanes at once; the model {lanes}")
         report.pragmas_checked += 2
+    # the arrays a pipelined iteration reads or writes whole: in registers, or II 1 does not hold
+    for fn_name, arrays in (("wino_read_in", ("x", "y")), ("wino_compute", ("prod",)), ("wino_out", ("pix", "x", "y"))):
+        _check_registers(k, fn_name, arrays, add, report)
     check_pipelined(k, "wino_read_in", "read_in", "word_in", e.word, add, report)
     check_pipelined(k, "wino_read_w", "read_w", "word_w", e.w_word, add, report, name="WV")
 
@@ -103,9 +106,11 @@ def _check_pe(k: CFile, e: EngineShape, cores: dict[str, tuple[str, str]], add: 
     if pe.pragma("PIPELINE") is None or pe.pragma("PIPELINE").int("ii") != 1:
         add("ii", "wino_compute", "the PE loop is not pipelined at II 1 as the model charges")
     dep = pe.pragma("DEPENDENCE")
-    if dep is None or dep.int("distance") != e.distance or dep.get("variable") != "obuf":
-        add("dependence", "wino_compute", f"the accumulation's DEPENDENCE is {dep}; the model's distance is "
-                                          f"{e.distance}")
+    if (dep is None or dep.int("distance") != e.distance or dep.get("variable") != "obuf"
+            or dep.get("dependent") != "true" or dep.get("type") != "inter"):
+        # dependent=false would let Vitis drop the read-modify-write dependence: stale sums no C-simulation sees
+        add("dependence", "wino_compute", f"the accumulation's DEPENDENCE is {dep}; the model's is inter, dependent, "
+                                          f"distance {e.distance}")
     counts = {}
     for label, want in (("element", e.alpha ** 2), ("lane", e.out_lanes), ("mul", e.in_lanes)):
         lp = fn.loop(label)
@@ -125,6 +130,20 @@ def _check_pe(k: CFile, e: EngineShape, cores: dict[str, tuple[str, str]], add: 
     if len({p.get("variable") for p in binds}) < 3:
         add("bind_op", "wino_compute", "a multiply or add of the PE is bound to no core")
     report.pragmas_checked += 5 + len(binds)
+
+
+def _check_registers(k: CFile, fn_name: str, arrays: tuple[str, ...], add: Any, report: LintReport) -> None:
+    fn = k.functions.get(fn_name)
+    if fn is None:
+        return
+    for name in arrays:
+        parts = [p for p in fn.all_pragmas if p.name == "ARRAY_PARTITION" and p.get("variable") == name
+                 and p.get("type") == "complete"]
+        dims = len(fn.arrays.get(name, []))
+        if not any(p.get("dim") == "0" or (dims == 1 and p.get("dim") in (None, "1")) for p in parts):
+            add("partition", fn_name, f"{name} is not partitioned completely: its elements, read or written "
+                                      "together in one pipelined iteration, would share a RAM's two ports")
+        report.pragmas_checked += 1
 
 
 def _check_transform(k: CFile, fn_name: str, adds: int, muls: int, add: Any, report: LintReport) -> None:
