@@ -94,7 +94,7 @@ def test_every_explorer_keeps_the_budget_with_every_targets_model(pair, name):
 
 # random sampling is the baseline and the P-method the greedy control of FlexTensor's Q-method: neither is
 # meant to find an optimum (the P-method stalls on one of three seeds here)
-@pytest.mark.parametrize("name", ["q", "sa", "gga", "tl", "ga"])
+@pytest.mark.parametrize("name", ["q", "sa", "gga", "tl", "ga", "ppo"])
 def test_every_searching_explorer_finds_the_optimum_of_a_toy_space(name):
     optimum_contract(lambda s, seed: make_explorer(name, s, seed, starts=8))
 

@@ -108,6 +108,12 @@ def _ga(space, seed, starts, gamma, prior):
     return GeneticAlgorithm(space, seed=seed, settings=GASettings(population=starts or GASettings.population))
 
 
+def _ppo(space, seed, starts, gamma, prior):
+    from hetero_dse.explore.ppo import PPO, PPOSettings  # imports torch
+
+    return PPO(space, seed=seed, settings=PPOSettings(walkers=starts or PPOSettings.walkers, start_gamma=gamma))
+
+
 def _tl(space, seed, starts, gamma, prior):
     from hetero_dse.explore.transfer import TransferLearning  # imports xgboost
 
@@ -122,5 +128,7 @@ register_explorer("random", _random, "sampling")
 register_explorer("gga", _gga, "guided GA seeded from the history", uses_history=True)
 register_explorer("ga", _ga, "a plain genetic algorithm (seed 004): tournaments, crossover per knob, mutation "
                               "as a neighbour move, elitism")
+register_explorer("ppo", _ppo, "reinforcement learning of the moves by PPO (seed 004), its policy kept with "
+                                "--q-state")
 register_explorer("tl", _tl, "XGBoost cost model trained on the filtered history and this run's measurements",
                   uses_history=True)

@@ -23,7 +23,7 @@ EXHAUSTIVE_LIMIT = 2_000_000
 AUTO_MEASURED, AUTO_MODELLED = "tl", "sa"
 #: start points per round (chains for sa) when a model scores candidates (the FPGA model, the GPU roofline):
 #: a candidate costs microseconds, so rounds are wide
-MODEL_STARTS = {"q": 64, "p": 64, "sa": 512, "random": 512, "ga": 256}
+MODEL_STARTS = {"q": 64, "p": 64, "sa": 512, "random": 512, "ga": 256, "ppo": 64}
 __all__ = ["AUTO_MEASURED", "AUTO_MODELLED", "EXHAUSTIVE_LIMIT", "GGA_POPULATION", "MODEL_STARTS", "TL_BATCH",
            "ExplorerSettings", "explorer_names", "make_explorer", "resolve_auto"]
 
