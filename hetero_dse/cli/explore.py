@@ -84,8 +84,8 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
               help="Stop a search when this many rounds in a row find nothing better (annealing on the FPGA model "
                    "without --budget: 150).")
 @click.option("--q-state", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
-              help="Q-network to start from when FILE exists, saved there after the search (warm starts on "
-                   "similar operators).")
+              help="Learned state to start from when FILE exists (--explorer q: the Q-network; ppo: the "
+                   "policy), saved there after the search (warm starts on similar operators).")
 @click.option("--budget", type=click.IntRange(min=1), metavar="N",
               help=f"Distinct points to evaluate at most on every target: FPGA designs scored, CPU/GPU schedules "
                    f"measured or estimated (default: all for exhaustive, {DEFAULT_BUDGET:,} FPGA designs, "

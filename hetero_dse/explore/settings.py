@@ -54,7 +54,7 @@ class ExplorerSettings:
         ``prior``: what the history holds for this workload (for gga, tl and auto)."""
         if self.q_state is not None and self.q_state.exists() and not self.q_state.is_file():
             raise HeteroDSEError(f"--q-state {self.q_state} is not a regular file (a folder, a pipe or a device); "
-                                 "give a file to load the Q-network from and save it to")
+                                 "give a file to load the learned state (Q-network or policy) from and save it to")
         name = resolve_auto(self.name, space, exhaustive_limit, auto, prior, self.match_threshold)
         starts = self.starts or (default_starts or {}).get(name)
         explorer = make_explorer(name, space, seed, starts=starts, gamma=self.gamma, prior=prior)
@@ -68,8 +68,8 @@ class ExplorerSettings:
             try:
                 explorer.save(self.q_state)
             except OSError as exc:  # a full disk, a folder made meanwhile: one sentence, the search's own error
-                raise storage_error(exc, f"the Q-network to {self.q_state}") or HeteroDSEError(
-                    f"cannot save the Q-network to {self.q_state}: {exc.strerror or exc}") from None
+                raise storage_error(exc, f"the learned state to {self.q_state}") or HeteroDSEError(
+                    f"cannot save the learned state to {self.q_state}: {exc.strerror or exc}") from None
 
 
 def resolve_auto(name: str, space, exhaustive_limit: int | None = EXHAUSTIVE_LIMIT, auto: str = AUTO_MODELLED,
