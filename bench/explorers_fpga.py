@@ -119,6 +119,16 @@ def against_best_known(rows: list[dict], layers: list[str]) -> None:
                 r[key] = next((n for n, obj in r["improvements"] if obj <= best * slack), None)
 
 
+def walls(rows: list[dict], explorers: tuple[str, ...]) -> str:
+    """Markdown: each explorer's median wall time a run and median final gap to the best known."""
+    lines = ["| explorer | wall time a run (median) | final gap to the best known (median) |", "|---|---|---|"]
+    for e in explorers:
+        mine = [r for r in rows if r["explorer"] == e]
+        lines.append(f"| {e} | {np.median([r['wall_s'] for r in mine]):.1f} s | "
+                     f"{100 * np.median([r['final_gap'] for r in mine]):.2f} % |")
+    return "\n".join(lines)
+
+
 def versus(rows: list[dict], layers: list[str], first: str, second: str) -> str:
     """Markdown: per layer, evaluations ``first`` needed to reach ``second``'s final objective (same seed), as
     a fraction of the evaluations ``second`` ran and of those it needed to reach its own final."""
@@ -183,7 +193,21 @@ def main() -> None:
                         help="measure against the best design any run of this command found for the layer (not the "
                              "cached exhaustive optimum: the model has changed since it was computed)")
     parser.add_argument("--json", help="also write every run's figures to this file")
+    parser.add_argument("--merge", metavar="A.json,B.json",
+                        help="no search: the runs of earlier --json files together, each against the best design any "
+                             "of them found for its layer, summarised")
     args = parser.parse_args()
+    if args.merge:
+        merged = [json.loads(Path(p).read_text()) for p in args.merge.split(",")]
+        rows = [r for m in merged for r in m["runs"]]
+        layers = list(dict.fromkeys(r["layer"] for r in rows))
+        explorers = tuple(dict.fromkeys(r["explorer"] for r in rows))
+        against_best_known(rows, layers)
+        budget = merged[0]["budget"]
+        print(summary(rows, layers, explorers, budget))
+        print()
+        print(walls(rows, explorers))
+        return
     board = load_board(args.board)
     layers = args.layers.split(",")
     explorers = tuple(args.explorers.split(","))
