@@ -19,6 +19,7 @@ from cost_models.io_bounds import (
 from hetero_dse.ops import get_builtin
 from hetero_dse.ops.winograd import (
     TILES_3X3,
+    TOLERANCE,
     direct_conv2d,
     integer_bits,
     measured_error,
@@ -107,3 +108,36 @@ def test_seed_001_winograd_bound_by_hand():
     # the tile: 2·4²/2²·x·y·z = 32,768 -> x·y·z = 4,096, and x·y = 9·z -> z = 64/3, x·y = 192
     xy, z = winograd_optimal_tile(2, 3, 32768)
     assert xy == pytest.approx(192) and z == pytest.approx(64 / 3)
+
+
+def _three_by_three_shapes():
+    """Every built-in shape set's 3×3 stride-1 convolutions: the small conv2d, group and depthwise shapes, and
+    YOLO-v1's 3×3 stride-1 layers with their channels divided by 32 and their image cut to 10×10 (the
+    arithmetic of a tile does not depend on the extents)."""
+    from hetero_dse.ops.shapes import _YOLO_TABLE, CONV2D_SMALL, DEPTHWISE_SMALL, GROUP_SMALL
+
+    out = [("conv2d small:s1", CONV2D_SMALL.shapes["s1"]["C"], CONV2D_SMALL.shapes["s1"]["K"], 8, 1),
+           ("group small:s1", 8, 8, 8, GROUP_SMALL.shapes["s1"]["groups"]),
+           ("depthwise small:s1", DEPTHWISE_SMALL.shapes["s1"]["C"], DEPTHWISE_SMALL.shapes["s1"]["C"], 8,
+            DEPTHWISE_SMALL.shapes["s1"]["C"])]
+    out += [(f"yolo:{name}", c // 32 or 1, k // 32, min(hw, 10), 1)
+            for name, (c, k, hw, ks, st) in _YOLO_TABLE.items() if (ks, st) == (3, 1)]
+    return out
+
+
+@pytest.mark.parametrize("m", TILES_3X3)
+@pytest.mark.parametrize("name, C, K, H, groups", _three_by_three_shapes())
+def test_every_tile_on_every_built_in_3x3_shape_against_torch_float32_and_int8(name, C, K, H, groups, m):
+    import torch
+
+    rng = np.random.default_rng(H + C + m)
+    x = rng.standard_normal((C, H + 2, H + 2))  # padded by 1 around an H×H image
+    w = rng.standard_normal((K, C // groups, 3, 3)) / np.sqrt(9 * C // groups)
+    want = torch.nn.functional.conv2d(torch.from_numpy(x[None]), torch.from_numpy(w), groups=groups).numpy()[0]
+    got = winograd_conv2d(x.astype(np.float32), w.astype(np.float32), m, "float32", groups=groups)
+    assert got.shape == want.shape
+    assert np.abs(got - want).max() <= TOLERANCE["float32"] * np.abs(want).max(), name
+    xq, wq = rng.integers(-128, 128, x.shape), rng.integers(-128, 128, w.shape)
+    exact = torch.nn.functional.conv2d(torch.from_numpy(xq[None]).double(), torch.from_numpy(wq).double(),
+                                       groups=groups).numpy()[0]
+    assert (winograd_conv2d_int8(xq, wq, m, groups=groups) == exact).all(), name

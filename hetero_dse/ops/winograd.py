@@ -108,15 +108,16 @@ def transforms(m: int, r: int) -> Transforms:
     return Transforms(m, r, exact(at), exact(g), exact(bt))
 
 
-def winograd_conv2d(x: np.ndarray, w: np.ndarray, m: int, dtype: str = "float32") -> np.ndarray:
-    """A stride-1 convolution without padding (``x``: C×H×W, ``w``: K×C×r×r) by F(m×m, r×r), every stage in
-    ``dtype`` (float32, float16): the numbers a kernel in that type computes. The output is K×(H−r+1)×(W−r+1);
-    the input is padded at the bottom right to whole tiles and the extra outputs dropped."""
+def winograd_conv2d(x: np.ndarray, w: np.ndarray, m: int, dtype: str = "float32", groups: int = 1) -> np.ndarray:
+    """A stride-1 convolution without padding (``x``: C×H×W, ``w``: K×(C/groups)×r×r) by F(m×m, r×r), every
+    stage in ``dtype`` (float32, float16): the numbers a kernel in that type computes. The output is
+    K×(H−r+1)×(W−r+1); the input is padded at the bottom right to whole tiles and the extra outputs dropped. A
+    grouped convolution (a depthwise one: ``groups`` = C) is one Winograd convolution a group."""
     at, g, bt = (a.astype(dtype) for a in transforms(m, w.shape[-1]).arrays())
-    return _tiled(x, w, m, at, g, bt, dtype)
+    return _grouped(x, w, groups, lambda xg, wg: _tiled(xg, wg, m, at, g, bt, dtype))
 
 
-def winograd_conv2d_int8(x: np.ndarray, w: np.ndarray, m: int) -> np.ndarray:
+def winograd_conv2d_int8(x: np.ndarray, w: np.ndarray, m: int, groups: int = 1) -> np.ndarray:
     """The same convolution of int8 ``x`` and ``w`` in integers, exactly: weights transformed with L·G
     (``Transforms.weight_scale``) and the output with L'·Aᵀ (``output_scale``), every stage in int64, the
     output divided by (L·L')² at the end (exact).
@@ -125,9 +126,18 @@ def winograd_conv2d_int8(x: np.ndarray, w: np.ndarray, m: int) -> np.ndarray:
     scale = t.weight_scale * t.output_scale
     at, g, bt = (np.array([[int(v * f) for v in row] for row in mat], dtype=np.int64)
                  for mat, f in ((t.AT, t.output_scale), (t.G, t.weight_scale), (t.BT, 1)))
-    y = _tiled(x, w, m, at, g, bt, "int64")
+    y = _grouped(x, w, groups, lambda xg, wg: _tiled(xg, wg, m, at, g, bt, "int64"))
     assert not (y % (scale * scale)).any()  # L² divides every output: the integer pipeline is exact
     return y // (scale * scale)
+
+
+def _grouped(x: np.ndarray, w: np.ndarray, groups: int, conv) -> np.ndarray:
+    """``conv`` on each group's input channels and filters, the outputs side by side."""
+    if groups == 1:
+        return conv(x, w)
+    per_in, per_out = x.shape[0] // groups, w.shape[0] // groups
+    return np.concatenate([conv(x[i * per_in:(i + 1) * per_in], w[i * per_out:(i + 1) * per_out])
+                           for i in range(groups)])
 
 
 def _tiled(x: np.ndarray, w: np.ndarray, m: int, at: np.ndarray, g: np.ndarray, bt: np.ndarray,
