@@ -2,7 +2,9 @@
 2017), as an ask/tell explorer over the rearranged space of any target.
 
 ``walkers`` agents each stand on a point; the state is the point's features (``Neighbourhood.features``, what
-the Q-method's network sees), the actions the space's directions, masked to those that reach a valid point not
+the Q-method's network sees: log2 of each split factor) each divided by log2 of its loop's extent, beside log2 of
+every loop's extent — the operator's shape, so that a policy learned on one layer can tell another apart — and
+the actions the space's directions, masked to those that reach a valid point not
 evaluated yet. Every round each agent samples a move from the policy, all moves are proposed as one batch (so a
 measured target builds them in parallel), and the reward is the normalised improvement of the objective,
 ``(E_new − E_old) / E_old`` with ``E = 1 / objective`` clipped to [−1, 1] (a failed point is −1), as the
@@ -73,6 +75,20 @@ def policy_network(features: int, directions: int, hidden: int):
     return Net()
 
 
+def _shape_features(hood) -> tuple[np.ndarray, np.ndarray]:
+    """Per column of ``Neighbourhood.features``, log2 of its loop's extent (1 for a choice), and log2 of each
+    split loop's extent (the largest product of its factors: a padded FPGA tile may pass the extent)."""
+    scale, extents = [], []
+    for knob in hood.knobs:
+        if knob.factors is None:
+            scale.append(1.0)
+            continue
+        extent = float(np.log2(np.prod(np.asarray(knob.factors, dtype=np.float64), axis=1).max()))
+        scale += [max(extent, 1.0)] * knob.factors.shape[1]
+        extents.append(extent)
+    return np.array(scale, dtype=np.float32), np.array(extents, dtype=np.float32)
+
+
 class PPO:
     name = "ppo"
 
@@ -86,7 +102,9 @@ class PPO:
         self.rng = np.random.default_rng(seed)
         with torch.random.fork_rng():  # the same seed gives the same network, whatever else uses torch
             torch.manual_seed(seed)
-            self.net = policy_network(self.hood.num_features, self.hood.num_directions, settings.hidden)
+            self._scale, self._extents = _shape_features(self.hood)
+            self.num_features = self.hood.num_features + len(self._extents)
+            self.net = policy_network(self.num_features, self.hood.num_directions, settings.hidden)
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=settings.learning_rate)
         self.history = History(space)
         self.seen: set[int] = set()
@@ -127,7 +145,7 @@ class PPO:
         alive = usable.any(axis=1)
         if not alive.any():
             return None
-        features = self.hood.features(self.current[alive])
+        features = self.features(self.current[alive])
         mask = usable[alive]
         logits, value = self._forward(features)
         logits = np.where(mask, logits, -np.inf)
@@ -190,7 +208,7 @@ class PPO:
         self.age[w] += 1
         done = ~np.isfinite(objective) | (self.age[w] >= self.settings.horizon)
         self._rollout.append({**pending, "reward": reward.astype(np.float32), "done": done,
-                              "next_features": self.hood.features(self.current[w])})  # where each walker now is
+                              "next_features": self.features(self.current[w])})  # where each walker now is
         if len(self._rollout) >= self.settings.horizon:
             self.update()
             self._rollout = []
@@ -202,6 +220,13 @@ class PPO:
             if len(fresh) == ended.sum():
                 self.current[ended], self.current_obj[ended] = fresh, self._objective_of(fresh)
                 self.age[ended] = 0
+
+    def features(self, rows: np.ndarray) -> np.ndarray:
+        """The state: each split factor's log2 relative to its loop's, each choice's position, then the loops'
+        extents (log2, over 16)."""
+        point = self.hood.features(rows) / self._scale
+        return np.concatenate([point, np.broadcast_to(self._extents / 16.0, (len(point), len(self._extents)))],
+                              axis=1).astype(np.float32)
 
     # ------------------------------------------------------------------------------------------ learn
     def _forward(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -276,7 +301,7 @@ class PPO:
     def save(self, path: str | Path) -> None:
         """The policy and value networks, for a later run on a similar operator (written whole or not at all)."""
         state = {"format": FORMAT, "kind": "ppo", "directions": [d.label for d in self.hood.directions],
-                 "features": self.hood.num_features, "network": self.net.state_dict()}
+                 "features": self.num_features, "network": self.net.state_dict()}
         with atomic_open(Path(path), "wb", encoding=None) as f:
             self._torch.save(state, f)
 
@@ -296,8 +321,8 @@ class PPO:
             raise HeteroDSEError(f"{path} is not a policy saved by hetero_dse ({type(exc).__name__})") from None
         if state.get("kind") != "ppo" or state.get("format") != FORMAT:
             raise HeteroDSEError(f"{path} is not a PPO policy of format {FORMAT} (a Q-network is --explorer q's)")
-        if list(directions) != [d.label for d in self.hood.directions] or features != self.hood.num_features:
+        if list(directions) != [d.label for d in self.hood.directions] or features != self.num_features:
             raise HeteroDSEError(f"the policy in {path} was trained on a space with {len(directions)} directions and "
                                  f"{features} features; this one has {self.hood.num_directions} and "
-                                 f"{self.hood.num_features} (a different operator or target)")
+                                 f"{self.num_features} (a different operator or target)")
         self.net.load_state_dict(state["network"])
