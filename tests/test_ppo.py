@@ -84,7 +84,9 @@ def test_the_policy_is_saved_and_loaded_and_a_foreign_file_is_one_sentence(tmp_p
     again = make_explorer("ppo", space, 1, starts=8)
     again.load(tmp_path / "policy.pt")
     features = ppo.features(space.sample(4, np.random.default_rng(2)))
-    assert np.allclose(ppo._forward(features)[0], again._forward(features)[0])
+    # the trunk and the value carry over; the policy head starts again, every direction alike
+    assert np.allclose(ppo._forward(features)[1], again._forward(features)[1])
+    assert not np.allclose(ppo._forward(features)[0], 0.0) and np.allclose(again._forward(features)[0], 0.0)
     q = make_explorer("q", space, 0, starts=8)
     q.save(tmp_path / "q.pt")
     with pytest.raises(HeteroDSEError, match="not a PPO policy"):

@@ -16,8 +16,9 @@ start-point rule.
 After every ``horizon`` rounds the policy and value networks (one trunk, two heads) are trained on the rollout:
 advantages by generalised advantage estimation (``gae_gamma``, ``gae_lambda``), then ``epochs`` passes of
 minibatches on the clipped surrogate (``clip``), the value's squared error (``value_coef``) and an entropy bonus
-(``entropy``), Adam. The networks are saved and loaded like the Q-network (``--q-state``), so a policy learned on
-one layer starts warm on another of the same knobs.
+(``entropy``), Adam. The networks are saved and loaded like the Q-network (``--q-state``); a loaded policy keeps
+its trunk and value and starts its policy head again (loaded whole, it walked an unseen layer the way of the
+layers it learned on and was 2–7× slower than a fresh one; BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -326,3 +327,9 @@ class PPO:
                                  f"{features} features; this one has {self.hood.num_directions} and "
                                  f"{self.num_features} (a different operator or target)")
         self.net.load_state_dict(state["network"])
+        # the trunk and the value carry over; the policy head starts again near uniform, so that a policy sure of
+        # where another layer's best designs lie explores this one afresh on what the trunk learned to see
+        torch = self._torch
+        with torch.no_grad():
+            self.net.policy.weight.mul_(0.0)
+            self.net.policy.bias.zero_()
