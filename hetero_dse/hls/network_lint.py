@@ -31,7 +31,14 @@ from cost_models.fpga_costs import ARITHMETIC
 from cost_models.fpga_network import EngineShape, NetLayer, Tiles, network_trips
 from hetero_dse.hls.cparse import CFile, LintError, parse_kernel
 from hetero_dse.hls.lint.record import Finding, LintReport
-from hetero_dse.hls.network_lint_parts import check_pipelined, constant, typedef_rows, vector_lanes
+from hetero_dse.hls.network_lint_parts import (
+    check_pe_loop,
+    check_pipelined,
+    check_streams,
+    constant,
+    typedef_rows,
+    vector_lanes,
+)
 from hetero_dse.hls.network_lint_winograd import check_winograd
 
 __all__ = ["is_network_project", "lint_network"]
@@ -91,7 +98,7 @@ def lint_network(project: str | Path) -> LintReport:
             got = typedef_rows(source, buf)
             if got != [depth]:
                 add("buffer", buf, f"declared {got} rows; the model sizes it {depth}")
-        report.pragmas_checked += _check_streams(k, f"{name}_layer", e.get("storage", {}), add)
+        report.pragmas_checked += check_streams(k, f"{name}_layer", e.get("storage", {}), add)
         _check_compute(k, f"{name}_compute", out_l, in_l if kind == "grid" else 1, e["accumulation_distance"], cores,
                        add, report, packed=e.get("packed", False))
         check_pipelined(k, f"{name}_read_in", "read_in", "word_in", word, add, report)
@@ -130,43 +137,12 @@ def _check_bursts(source: str, add: Any) -> None:
                                    "condition, so Vitis makes no burst of it (the model charges one)")
 
 
-def _check_streams(k: CFile, fn_name: str, storage: dict[str, str], add: Any) -> int:
-    """The layer's DATAFLOW region: its two buffers (streams of blocks) bound to the memory the model charges at
-    read latency 1, and never partitioned (Vitis does not partition a stream of blocks: a row is a wide word)."""
-    fn = k.functions.get(fn_name)
-    if fn is None:
-        add("process", fn_name, "missing")
-        return 0
-    if not any(p.name == "DATAFLOW" for p in fn.pragmas):
-        add("dataflow", fn_name, "no DATAFLOW: its processes would run one after the other")
-    for p in fn.pragmas:
-        if p.name == "ARRAY_PARTITION":
-            add("partition", fn_name, f"{p}: a stream of blocks is not partitioned by Vitis (UG1399); a row is one "
-                                      "wide word instead")
-    for buf in ("in", "out"):
-        binds = [p for p in fn.pragmas if p.name == "BIND_STORAGE" and p.get("variable") == f"{buf}_s"]
-        want = storage.get(buf)
-        if (len(binds) != 1 or binds[0].get("impl") != want or binds[0].get("latency") != "1"
-                or binds[0].get("type") != "ram_2p"):
-            add("storage", fn_name, f"{buf}_s is bound {[str(b) for b in binds]}; the model charges ram_2p {want} "
-                                    "read at latency 1 (the accumulation's distance assumes it)")
-    return 3
-
-
 def _check_compute(k: CFile, fn_name: str, out_l: int, in_l: int, distance: int, cores: dict[str, tuple[str, str]],
                    add: Any, report: LintReport, packed: bool = False) -> None:
     """``packed``: two output lanes a multiply (a DSP48E2 for two int8 products), so the lane loop steps by two."""
     fn = k.functions.get(fn_name)
-    pe = fn.loop("pe") if fn else None
-    if pe is None:
-        add("process", fn_name, "no pe loop")
+    if not check_pe_loop(fn, fn_name, distance, cores, 3 if in_l > 1 else 2, add, report):
         return
-    pipe = pe.pragma("PIPELINE")
-    if pipe is None or pipe.int("ii") != 1:
-        add("ii", fn_name, "the PE loop is not pipelined at II 1 as the model charges")
-    dep = pe.pragma("DEPENDENCE")
-    if dep is None or dep.int("distance") != distance or dep.get("variable") != "obuf":
-        add("dependence", fn_name, f"the accumulation's DEPENDENCE is {dep}; the model's distance is {distance}")
     lane, mul = fn.loop("lane"), fn.loop("mul")
     want = out_l // 2 if packed else out_l
     if lane is None or lane.trip_count() != want or not lane.has("UNROLL"):
@@ -178,14 +154,6 @@ def _check_compute(k: CFile, fn_name: str, out_l: int, in_l: int, distance: int,
     muls = (lane.trip_count() if lane else 0) * (mul.trip_count() if in_l > 1 and mul else 1)
     report.mul_per_iteration += muls  # DSP multiplies: packed, each two products
     report.add_per_iteration += muls * (2 if packed else 1)  # an adder tree of in_l - 1 and one accumulation a lane
-    binds = [p for lp in fn.loops for p in lp.pragmas if p.name == "BIND_OP"]
-    for p in binds:
-        unit = "mul" if p.get("op", "").endswith("mul") else "add"
-        if (p.get("op"), p.get("impl")) != cores[unit]:
-            add("bind_op", fn_name, f"{p} binds {p.get('op')}/{p.get('impl')}; the model charges {cores[unit]}")
-    if len({p.get("variable") for p in binds}) < (3 if in_l > 1 else 2):
-        add("bind_op", fn_name, "a multiply or add of the PE is bound to no core")
-    report.pragmas_checked += 3 + len(binds)
 
 
 def _check_table(project: Path, record: dict[str, Any], design: dict[str, Any], engines: dict[str, EngineShape],

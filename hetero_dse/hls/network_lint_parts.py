@@ -1,15 +1,16 @@
 """What the lint of a network project reads of the generated code, for every engine alike: a constant, a buffer's
-declared rows, a vector's lanes, and a read process's pipelined loop."""
+declared rows, a vector's lanes, a read process's pipelined loop, a layer's DATAFLOW region and its streams of
+blocks, and the PE array's pipelined loop."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from hetero_dse.hls.cparse import CFile
+from hetero_dse.hls.cparse import CFile, CFunction
 from hetero_dse.hls.lint.record import LintReport
 
-__all__ = ["check_pipelined", "constant", "typedef_rows", "vector_lanes"]
+__all__ = ["check_pe_loop", "check_pipelined", "check_streams", "constant", "typedef_rows", "vector_lanes"]
 
 
 def constant(text: str, name: str) -> int | None:
@@ -44,3 +45,61 @@ def check_pipelined(k: CFile, fn_name: str, label: str, lanes_label: str, word: 
     if got != word or not all(lp.has("UNROLL") for lp in inner):
         add("unroll", fn_name, f"{label} moves {got} lanes a word, unrolled; a word is {word}")
     report.pragmas_checked += 1 + len(inner)
+
+
+#: the streams of blocks of the grid's and the depthwise engine's layer, by the storage key the model gives each
+TWO_STREAMS = {"in_s": "in", "out_s": "out"}
+
+
+def check_streams(k: CFile, fn_name: str, storage: dict[str, str], add: Any,
+                  streams: dict[str, str] = TWO_STREAMS) -> int:
+    """The layer's DATAFLOW region: each of its ``streams`` (variable -> storage key) bound to the memory the model
+    charges at read latency 1, and none partitioned (Vitis does not partition a stream of blocks: a row is a wide
+    word). Returns the pragmas checked."""
+    fn = k.functions.get(fn_name)
+    if fn is None:
+        add("process", fn_name, "missing")
+        return 0
+    if not any(p.name == "DATAFLOW" for p in fn.pragmas):
+        add("dataflow", fn_name, "no DATAFLOW: its processes would run one after the other")
+    for p in fn.pragmas:
+        if p.name == "ARRAY_PARTITION":
+            add("partition", fn_name, f"{p}: a stream of blocks is not partitioned by Vitis (UG1399); a row is one "
+                                      "wide word instead")
+    for var, key in streams.items():
+        binds = [p for p in fn.pragmas if p.name == "BIND_STORAGE" and p.get("variable") == var]
+        want = storage.get(key)
+        if (len(binds) != 1 or binds[0].get("impl") != want or binds[0].get("latency") != "1"
+                or binds[0].get("type") != "ram_2p"):
+            add("storage", fn_name, f"{var} is bound {[str(b) for b in binds]}; the model charges ram_2p {want} "
+                                    "read at latency 1 (the accumulation's distance assumes it)")
+    return 1 + len(streams)
+
+
+def check_pe_loop(fn: CFunction | None, fn_name: str, distance: int, cores: dict[str, tuple[str, str]],
+                  bound: int, add: Any, report: LintReport) -> bool:
+    """The PE array's ``pe`` loop pipelined at II 1; its accumulation's DEPENDENCE on ``obuf`` inter-iteration,
+    dependent (``dependent=false`` would let Vitis drop the read-modify-write hazard: stale sums no C-simulation
+    sees) at the model's ``distance``; every multiply and add bound to the core the model charges, at least
+    ``bound`` of them. False where there is no ``pe`` loop (said)."""
+    pe = fn.loop("pe") if fn else None
+    if pe is None:
+        add("process", fn_name, "no pe loop")
+        return False
+    pipe = pe.pragma("PIPELINE")
+    if pipe is None or pipe.int("ii") != 1:
+        add("ii", fn_name, "the PE loop is not pipelined at II 1 as the model charges")
+    dep = pe.pragma("DEPENDENCE")
+    if (dep is None or dep.int("distance") != distance or dep.get("variable") != "obuf"
+            or dep.get("dependent") != "true" or dep.get("type") != "inter"):
+        add("dependence", fn_name, f"the accumulation's DEPENDENCE is {dep}; the model's is inter, dependent, "
+                                   f"distance {distance}")
+    binds = [p for lp in fn.loops for p in lp.pragmas if p.name == "BIND_OP"]
+    for p in binds:
+        unit = "mul" if p.get("op", "").endswith("mul") else "add"
+        if (p.get("op"), p.get("impl")) != cores[unit]:
+            add("bind_op", fn_name, f"{p} binds {p.get('op')}/{p.get('impl')}; the model charges {cores[unit]}")
+    if len({p.get("variable") for p in binds}) < bound:
+        add("bind_op", fn_name, "a multiply or add of the PE is bound to no core")
+    report.pragmas_checked += 3 + len(binds)
+    return True

@@ -22,7 +22,7 @@ from cost_models.fpga_network import EngineShape
 from cost_models.fpga_winograd import transform_ops
 from hetero_dse.hls.cparse import CFile
 from hetero_dse.hls.lint.record import LintReport
-from hetero_dse.hls.network_lint_parts import check_pipelined, typedef_rows, vector_lanes
+from hetero_dse.hls.network_lint_parts import check_pe_loop, check_pipelined, check_streams, typedef_rows, vector_lanes
 
 __all__ = ["check_winograd"]
 
@@ -38,7 +38,8 @@ def check_winograd(k: CFile, source: str, e: EngineShape, storage: dict[str, str
     for buf, depth in (("wino_in_t", e.in_rows), ("wino_mid_t", e.out_rows), ("wino_out_t", e.tile_rows)):
         if typedef_rows(source, buf) != [depth]:
             add("buffer", buf, f"declared {typedef_rows(source, buf)} rows; the model sizes it {depth}")
-    _check_layer(k, storage, add, report)
+    report.pragmas_checked += check_streams(k, "wino_layer", storage, add,
+                                            {"in_s": "in", "mid_s": "out", "out_s": "tile"})
     _check_box(k, e, storage, add, report)
     _check_pe(k, e, cores, add, report)
     ops = transform_ops(e.tile)
@@ -60,21 +61,6 @@ def check_winograd(k: CFile, source: str, e: EngineShape, storage: dict[str, str
         _check_registers(k, fn_name, arrays, add, report)
     check_pipelined(k, "wino_read_in", "read_in", "word_in", e.word, add, report)
     check_pipelined(k, "wino_read_w", "read_w", "word_w", e.w_word, add, report, name="WV")
-
-
-def _check_layer(k: CFile, storage: dict[str, str], add: Any, report: LintReport) -> None:
-    fn = k.functions.get("wino_layer")
-    if fn is None:
-        add("process", "wino_layer", "missing")
-        return
-    if not any(p.name == "DATAFLOW" for p in fn.pragmas):
-        add("dataflow", "wino_layer", "no DATAFLOW: its processes would run one after the other")
-    for var, key in (("in_s", "in"), ("mid_s", "out"), ("out_s", "tile")):
-        binds = [p for p in fn.pragmas if p.name == "BIND_STORAGE" and p.get("variable") == var]
-        if len(binds) != 1 or binds[0].get("impl") != storage.get(key) or binds[0].get("latency") != "1":
-            add("storage", "wino_layer", f"{var} is bound {[str(b) for b in binds]}; the model charges "
-                                         f"{storage.get(key)} read at latency 1")
-    report.pragmas_checked += 4
 
 
 def _check_box(k: CFile, e: EngineShape, storage: dict[str, str], add: Any, report: LintReport) -> None:
@@ -99,18 +85,8 @@ def _check_box(k: CFile, e: EngineShape, storage: dict[str, str], add: Any, repo
 
 def _check_pe(k: CFile, e: EngineShape, cores: dict[str, tuple[str, str]], add: Any, report: LintReport) -> None:
     fn = k.functions.get("wino_compute")
-    pe = fn.loop("pe") if fn else None
-    if pe is None:
-        add("process", "wino_compute", "no pe loop")
+    if not check_pe_loop(fn, "wino_compute", e.distance, cores, 3, add, report):
         return
-    if pe.pragma("PIPELINE") is None or pe.pragma("PIPELINE").int("ii") != 1:
-        add("ii", "wino_compute", "the PE loop is not pipelined at II 1 as the model charges")
-    dep = pe.pragma("DEPENDENCE")
-    if (dep is None or dep.int("distance") != e.distance or dep.get("variable") != "obuf"
-            or dep.get("dependent") != "true" or dep.get("type") != "inter"):
-        # dependent=false would let Vitis drop the read-modify-write dependence: stale sums no C-simulation sees
-        add("dependence", "wino_compute", f"the accumulation's DEPENDENCE is {dep}; the model's is inter, dependent, "
-                                          f"distance {e.distance}")
     counts = {}
     for label, want in (("element", e.alpha ** 2), ("lane", e.out_lanes), ("mul", e.in_lanes)):
         lp = fn.loop(label)
@@ -122,14 +98,6 @@ def _check_pe(k: CFile, e: EngineShape, cores: dict[str, tuple[str, str]], add: 
         muls *= v or 0
     report.mul_per_iteration += muls
     report.add_per_iteration += muls
-    binds = [p for lp in fn.loops for p in lp.pragmas if p.name == "BIND_OP"]
-    for p in binds:
-        unit = "mul" if p.get("op", "").endswith("mul") else "add"
-        if (p.get("op"), p.get("impl")) != cores[unit]:
-            add("bind_op", "wino_compute", f"{p} binds {p.get('op')}/{p.get('impl')}; the model charges {cores[unit]}")
-    if len({p.get("variable") for p in binds}) < 3:
-        add("bind_op", "wino_compute", "a multiply or add of the PE is bound to no core")
-    report.pragmas_checked += 5 + len(binds)
 
 
 def _check_registers(k: CFile, fn_name: str, arrays: tuple[str, ...], add: Any, report: LintReport) -> None:
