@@ -23,7 +23,6 @@ layers it learned on and was 2–7× slower than a fresh one; BENCHMARKS.md).
 
 from __future__ import annotations
 
-import pickle
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +32,7 @@ from hetero_dse.atomic import atomic_open
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.explore.base import first_round
 from hetero_dse.explore.history import History
-from hetero_dse.explore.qlearning import one_thread
+from hetero_dse.explore.qlearning import load_learned_state, one_thread
 
 __all__ = ["PPO", "PPOSettings"]
 
@@ -308,18 +307,8 @@ class PPO:
 
     def load(self, path: str | Path) -> None:
         """Start from a saved policy; the space must have the same directions and features."""
-        try:
-            state = self._torch.load(Path(path), weights_only=True)  # tensors and plain values: no code
-            directions, features = state["directions"], state["features"]
-        except FileNotFoundError:
-            raise HeteroDSEError(f"no policy at {path}") from None
-        except pickle.UnpicklingError as exc:
-            if "GLOBAL" not in str(exc):  # torch names the global it refused; anything else is not a pickle
-                raise HeteroDSEError(f"{path} is not a policy saved by hetero_dse (UnpicklingError)") from None
-            raise HeteroDSEError(f"{path} holds more than a policy's tensors: not loaded, as loading it could run "
-                                 "code") from None
-        except Exception as exc:
-            raise HeteroDSEError(f"{path} is not a policy saved by hetero_dse ({type(exc).__name__})") from None
+        state = load_learned_state(self._torch, path, "policy")
+        directions, features = state["directions"], state["features"]
         if state.get("kind") != "ppo" or state.get("format") != FORMAT:
             raise HeteroDSEError(f"{path} is not a PPO policy of format {FORMAT} (a Q-network is --explorer q's)")
         if list(directions) != [d.label for d in self.hood.directions] or features != self.num_features:

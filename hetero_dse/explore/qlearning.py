@@ -50,6 +50,25 @@ def one_thread(torch):
         torch.set_num_threads(before)
 
 
+def load_learned_state(torch, path: str | Path, what: str, older: str = "") -> dict:
+    """A learned state saved by ``torch.save`` (a Q-network, a PPO policy), read as tensors and plain values only: a
+    pickle may run any code it holds, and such a file is something a colleague sends. Whatever is wrong with the
+    file is one sentence naming ``what`` was expected (``older``: a note on files this format refuses)."""
+    try:
+        state = torch.load(Path(path), weights_only=True)
+        state["directions"], state["features"]  # noqa: B018 - a file without them is not a learned state
+        return state
+    except FileNotFoundError:
+        raise HeteroDSEError(f"no {what} at {path}") from None
+    except pickle.UnpicklingError as exc:
+        if "GLOBAL" not in str(exc):  # torch names the global it refused; anything else is not a pickle
+            raise HeteroDSEError(f"{path} is not a {what} saved by hetero_dse (UnpicklingError)") from None
+        raise HeteroDSEError(f"{path} holds more than a {what}'s tensors{older}: not loaded, as loading it could "
+                             "run code; train it again") from None
+    except Exception as exc:  # a truncated or foreign file: say which, not how torch fails on it
+        raise HeteroDSEError(f"{path} is not a {what} saved by hetero_dse ({type(exc).__name__})") from None
+
+
 class QMethod(DirectionalExplorer):
     """Start points by the heuristic rule, one direction per start point by Q-learning."""
 
@@ -151,21 +170,8 @@ class QMethod(DirectionalExplorer):
 
     def load(self, path: str | Path) -> None:
         """Start from a saved network and its tuples; the space must have the same directions."""
-        torch = self._torch
-        try:
-            # tensors and plain values only: a pickle may run any code it holds, and a network file is
-            # something a colleague sends
-            state = torch.load(Path(path), weights_only=True)
-            directions, features = state["directions"], state["features"]
-        except FileNotFoundError:
-            raise HeteroDSEError(f"no Q-network at {path}") from None
-        except pickle.UnpicklingError as exc:
-            if "GLOBAL" not in str(exc):  # torch names the global it refused; anything else is not a pickle
-                raise HeteroDSEError(f"{path} is not a Q-network saved by hetero_dse (UnpicklingError)") from None
-            raise HeteroDSEError(f"{path} holds more than a Q-network's tensors (or was saved by a hetero_dse before "
-                                 "format 2): not loaded, as loading it could run code; train it again") from None
-        except Exception as exc:  # a truncated or foreign file: say which, not how torch fails on it
-            raise HeteroDSEError(f"{path} is not a Q-network saved by hetero_dse ({type(exc).__name__})") from None
+        state = load_learned_state(self._torch, path, "Q-network", " (or was saved by a hetero_dse before format 2)")
+        directions, features = state["directions"], state["features"]
         if state.get("format") != FORMAT:
             raise HeteroDSEError(f"{path} is a Q-network of format {state.get('format')!r}; this hetero_dse reads "
                                  f"format {FORMAT}: train it again")
