@@ -73,12 +73,8 @@ def _weight_blocks(run: RunLayer, design: NetworkDesign) -> tuple[np.ndarray, np
             w = w.reshape(w.shape[0], -1, 1, 1)
         if p.layer.engine == "winograd":
             return _winograd_blocks(w, layer, t, engine), _params(run, layer, t.tk)
-        n_k, n_c = -(-layer.K // t.tk), -(-layer.C // t.tc)
-        wp = np.zeros((n_k * t.tk, n_c * t.tc, layer.R, layer.S), dtype=w.dtype)
-        wp[:w.shape[0], :w.shape[1]] = w
-        kl, cl = engine.out_lanes, engine.in_lanes
-        blocks = wp.reshape(n_k, t.tk // kl, kl, n_c, t.tc // cl, cl, layer.R, layer.S)
-        blocks = blocks.transpose(0, 3, 1, 6, 7, 4, 2, 5)  # (kt, ct, group, r, s, channel group, lane, lane)
+        # (kt, ct, group, r, s, channel group, lane, lane)
+        blocks = _lane_tiles(w, layer, t, engine).transpose(0, 3, 1, 6, 7, 4, 2, 5)
         tch = t.tk
     return blocks.ravel(), _params(run, layer, tch)
 
@@ -96,6 +92,16 @@ def _params(run: RunLayer, layer: Any, tch: int) -> np.ndarray:
     return params.ravel()
 
 
+def _lane_tiles(w: np.ndarray, layer: Any, t: Any, engine: Any) -> np.ndarray:
+    """``w`` ([K, C, a, b]) padded to whole channel tiles, as (output-channel tile, output group, output lane,
+    input-channel tile, input group, input lane, a, b)."""
+    n_k, n_c = -(-layer.K // t.tk), -(-layer.C // t.tc)
+    wp = np.zeros((n_k * t.tk, n_c * t.tc, *w.shape[2:]), dtype=w.dtype)
+    wp[:w.shape[0], :w.shape[1]] = w
+    kl, cl = engine.out_lanes, engine.in_lanes
+    return wp.reshape(n_k, t.tk // kl, kl, n_c, t.tc // cl, cl, *w.shape[2:])
+
+
 def _winograd_blocks(w: np.ndarray, layer: Any, t: Any, engine: Any) -> np.ndarray:
     """The Winograd engine's weights, transformed ahead (G g Gᵀ: α×α a pair of channels) and laid out as its
     weight rows are taken: (output-channel tile, input-channel tile, output group, input group, element, output
@@ -104,17 +110,9 @@ def _winograd_blocks(w: np.ndarray, layer: Any, t: Any, engine: Any) -> np.ndarr
     from hetero_dse.ops.winograd import transforms
 
     tr = transforms(engine.tile, 3)
-    a = tr.alpha
-    if layer.R == 1:  # the pointwise mode: the weights as they are, a lane grid a row (int8: 16 bits still)
-        u = w[:, :, 0, 0].astype("<i2" if w.dtype == np.int8 else np.float32)
-        n_k, n_c = -(-layer.K // t.tk), -(-layer.C // t.tc)
-        up = np.zeros((n_k * t.tk, n_c * t.tc), dtype=u.dtype)
-        up[:u.shape[0], :u.shape[1]] = u
-        kl, cl = engine.out_lanes, engine.in_lanes
-        blocks = up.reshape(n_k, t.tk // kl, kl, n_c, t.tc // cl, cl).transpose(0, 3, 1, 4, 2, 5)
-        blocks = np.ascontiguousarray(blocks).reshape(-1)
-        return blocks.view(np.int8) if w.dtype == np.int8 else blocks
-    if w.dtype == np.int8:
+    if layer.R == 1:  # the pointwise mode: the weights as they are, one lane grid a row (int8: 16 bits still)
+        u = w.astype("<i2" if w.dtype == np.int8 else np.float32)
+    elif w.dtype == np.int8:
         g = np.array([[int(v * tr.weight_scale) for v in row] for row in tr.G], dtype=np.int64)
         u = np.einsum("ai,kcij,bj->kcab", g, w.astype(np.int64), g)
         if np.abs(u).max(initial=0) >= 2 ** 15:
@@ -123,12 +121,8 @@ def _winograd_blocks(w: np.ndarray, layer: Any, t: Any, engine: Any) -> np.ndarr
         u = u.astype("<i2")
     else:
         u = np.einsum("ai,kcij,bj->kcab", tr.arrays()[1], w.astype(np.float64), tr.arrays()[1]).astype(np.float32)
-    n_k, n_c = -(-layer.K // t.tk), -(-layer.C // t.tc)
-    up = np.zeros((n_k * t.tk, n_c * t.tc, a, a), dtype=u.dtype)
-    up[:u.shape[0], :u.shape[1]] = u
-    kl, cl = engine.out_lanes, engine.in_lanes
-    blocks = up.reshape(n_k, t.tk // kl, kl, n_c, t.tc // cl, cl, a, a)
-    blocks = np.ascontiguousarray(blocks.transpose(0, 3, 1, 4, 6, 7, 2, 5)).reshape(-1)
+    # (kt, ct, group, channel group, element's row, element's column, lane, lane)
+    blocks = np.ascontiguousarray(_lane_tiles(u, layer, t, engine).transpose(0, 3, 1, 4, 6, 7, 2, 5)).reshape(-1)
     return blocks.view(np.int8) if w.dtype == np.int8 else blocks
 
 
