@@ -19,14 +19,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cost_models.fpga_network_design import explore_network, explore_throughput  # noqa: E402
 from cost_models.fpga_pipeline import explore_pipeline  # noqa: E402
 from hetero_dse.errors import HeteroDSEError  # noqa: E402
 from hetero_dse.hardware.board import load_board  # noqa: E402
-from hetero_dse.model.capture import capture  # noqa: E402
-from hetero_dse.model.layer_shape import shape_of  # noqa: E402
-from hetero_dse.model.zoo import build  # noqa: E402
+from network_shapes import network_shapes  # noqa: E402
 
 
 def main() -> None:
@@ -40,11 +39,7 @@ def main() -> None:
     print("| network | board | type | shared kernel, batch 1 | compute units, batch > 1 | layer-pipelined "
           "(modelled) | its clock | slowest stage | DSP / BRAM | wins at batch > 1 | s |\n" + "|---" * 11 + "|")
     for net in args.nets.split(","):
-        model, example = build(net)
-        graph = capture(model, example, net, profile=False)
-        ops = graph.operators()
-        shapes = [(shape_of(op, from_host=i == 0 and op.name == "conv2d"), layer.count)
-                  for i, (op, layer) in enumerate(zip(ops, graph.layers, strict=True))]
+        _, shapes = network_shapes(net)
         for board_name in args.boards.split(","):
             board = load_board(board_name)
             for dtype in args.dtypes.split(","):

@@ -21,14 +21,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cost_models.fpga_costs import ARITHMETIC  # noqa: E402
 from cost_models.fpga_network_design import explore_network, winograd_tiles  # noqa: E402
 from hetero_dse.errors import HeteroDSEError  # noqa: E402
 from hetero_dse.hardware.board import load_board  # noqa: E402
-from hetero_dse.model.capture import capture  # noqa: E402
-from hetero_dse.model.layer_shape import shape_of  # noqa: E402
-from hetero_dse.model.zoo import build  # noqa: E402
+from network_shapes import network_shapes  # noqa: E402
 
 
 def _figures(design, board, dtype) -> dict:
@@ -54,11 +53,7 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     for net in args.nets.split(","):
-        model, example = build(net)
-        graph = capture(model, example, net, profile=False)
-        ops = graph.operators()
-        shapes = [(shape_of(op, from_host=i == 0 and op.name == "conv2d"), layer.count)
-                  for i, (op, layer) in enumerate(zip(ops, graph.layers, strict=True))]
+        _, shapes = network_shapes(net)
         for board_name in args.boards.split(","):
             board = load_board(board_name)
             for dtype in args.dtypes.split(","):
