@@ -31,6 +31,22 @@ class Small(nn.Module):
         return self.fc(torch.flatten(x, 1))
 
 
+#: a model.py (as ``explore --model`` loads one, dedented by the ``write`` fixture): a convolution on the image, two
+#: 8 -> 8 3x3 convolutions (one layer run twice), a pool and a linear layer
+TINY_MODEL = """
+        import torch
+
+        def model():
+            conv = lambda: torch.nn.Conv2d(8, 8, 3, padding=1)
+            return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), conv(), torch.nn.ReLU(),
+                                       conv(), torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
+                                       torch.nn.Linear(8 * 8 * 8, 10))
+
+        def example_input():
+            return torch.randn(1, 3, 16, 16)
+    """
+
+
 def traced():
     """The small network's layers traced (BN folded), its input as an array, the model and its input."""
     torch.manual_seed(0)

@@ -10,6 +10,7 @@ import pytest
 from hetero_dse.model.capture import capture
 from hetero_dse.model.zoo import build
 from hetero_dse.ops import get_builtin
+from small_net import TINY_MODEL
 
 
 @pytest.fixture(scope="module")
@@ -128,18 +129,7 @@ def test_a_model_file_and_bad_ones(write, cli):
 
 
 def test_explore_a_whole_model_runs_it_on_one_fpga_accelerator_beside_its_layers_sum(write, cli, tmp_path):
-    path = write("tiny.py", """
-        import torch
-
-        def model():
-            conv = lambda: torch.nn.Conv2d(8, 8, 3, padding=1)
-            return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), conv(), torch.nn.ReLU(),
-                                       conv(), torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
-                                       torch.nn.Linear(8 * 8 * 8, 10))
-
-        def example_input():
-            return torch.randn(1, 3, 16, 16)
-    """)
+    path = write("tiny.py", TINY_MODEL)
     out = tmp_path / "o"
     r = cli("explore", "--model", path, "--board", "vu9p", "--budget", "500", "--out", out, "--csim")
     assert r.code == 0, r.err

@@ -20,6 +20,7 @@ from hetero_dse.hls.csim import csim
 from hetero_dse.hls.network_lint import lint_network
 from hetero_dse.hls.network_project import check_trips
 from hetero_dse.model.layer_shape import LayerShape
+from small_net import TINY_MODEL
 from test_network_kernel import _mutate, _small_run
 
 pytest.importorskip("torch")
@@ -188,18 +189,7 @@ def test_the_algorithm_is_chosen_by_latency_and_bad_choices_are_one_sentence():
 
 
 def test_explore_a_model_with_winograd_on_runs_every_layer_on_one_winograd_array(write, cli, tmp_path):
-    path = write("tiny.py", """
-        import torch
-
-        def model():
-            conv = lambda: torch.nn.Conv2d(8, 8, 3, padding=1)
-            return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), conv(), torch.nn.ReLU(),
-                                       conv(), torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
-                                       torch.nn.Linear(8 * 8 * 8, 10))
-
-        def example_input():
-            return torch.randn(1, 3, 16, 16)
-    """)
+    path = write("tiny.py", TINY_MODEL)
     out = tmp_path / "o"
     r = cli("explore", "--model", path, "--board", "vu9p", "--budget", "200", "--out", out, "--csim",
             "--winograd", "on", "--no-history")
