@@ -200,6 +200,13 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
                  "winograd": [(o, i, m) for o, i in pairs for m in wino_tiles]}
     cache: dict[tuple[Any, ...], list[_Option]] = {}
 
+    def probe_of(kind: str, out_l: int, in_l: int, tile: int, word: tuple[int, int, int]) -> EngineShape:
+        """The engine with these lanes and words, its buffers at their fewest rows: two int8 products a DSP on the
+        grid, 16-bit weights on an int8 Winograd engine, its pointwise mode where a layer needs it."""
+        return EngineShape(kind, out_l, in_l, word[0], IN_ROWS[0], W_ROWS[0], OUT_ROWS[0], distance, params,
+                           pack and kind == "grid" and out_l % 2 == 0, word[1], word[2], tile,
+                           2 if kind == "winograd" and dtype == "int8" else 1, kind == "winograd" and point)
+
     def engine_options(kind: str, out_l: int, in_l: int, tile: int, block: int, word: tuple[int, int, int],
                        timing: dict[str, Any]) -> list[_Option]:
         """The engine's buffer sizes worth building with these lanes: each layer's best tiles in them, the
@@ -209,10 +216,7 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
         key = (kind, out_l, in_l, tile, block, word)
         if key in cache:
             return cache[key]
-        packed = pack and kind == "grid" and out_l % 2 == 0
-        span = 2 if kind == "winograd" and dtype == "int8" else 1  # int8 Winograd weights are 16-bit
-        probe = EngineShape(kind, out_l, in_l, word[0], IN_ROWS[0], W_ROWS[0], OUT_ROWS[0], distance, params, packed,
-                            word[1], word[2], tile, span, kind == "winograd" and point)
+        probe = probe_of(kind, out_l, in_l, tile, word)
         found: dict[EngineShape, _Option] = {}
         if not np.any(engine_resources(probe, dtype, uram) + fixed > caps):  # the arrays alone must fit
             # choosing, the grid takes the Winograd engine's layers too, and each such layer runs where it is faster
@@ -252,9 +256,7 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
         """Whether the engine's arrays alone fit (its buffers at their fewest rows): no other choice helps one that
         does not."""
         o, i, m = lanes3
-        probe = EngineShape(kind, o, i, min(v for v in (o, i) if v > 1), IN_ROWS[0], W_ROWS[0], OUT_ROWS[0],
-                            distance, params, pack and kind == "grid" and o % 2 == 0, 1, 1, m,
-                            2 if kind == "winograd" and dtype == "int8" else 1, kind == "winograd" and point)
+        probe = probe_of(kind, o, i, m, (min(v for v in (o, i) if v > 1), 1, 1))
         return not np.any(engine_resources(probe, dtype, uram) + fixed > caps)
 
     lane_sets = {k: [v for v in lane_sets[k] if alone(k, v)] for k in kinds}
