@@ -32,6 +32,21 @@ class Learner(Protocol):
     def save(self, path: Path) -> None: ...
 
 
+def fresh_points(space, count: int, rng: np.random.Generator, seen: set[int], first: bool) -> np.ndarray | None:
+    """Up to ``count`` points whose keys are not in ``seen`` (they are added to it), in the order drawn: the first
+    round's (:func:`first_round`) where ``first``, else random ones; None where eight draws find none new."""
+    for _ in range(8):
+        rows = first_round(space, count, rng) if first else space.sample(count, rng)
+        new = []
+        for i, key in enumerate(space.keys(rows).tolist()):
+            if key not in seen:
+                seen.add(key)
+                new.append(i)
+        if new:
+            return rows[new]
+    return None
+
+
 def first_round(space, count: int, rng: np.random.Generator) -> np.ndarray:
     """An explorer's first ``count`` points: the space's default point where it has one (the schedule an
     engineer writes first, ``CpuSpace.default_point``), then random points of the space. Every explorer

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hetero_dse.explore.base import first_round
+from hetero_dse.explore.base import first_round, fresh_points
 from hetero_dse.explore.history import History
 
 
@@ -80,19 +80,10 @@ class DirectionalExplorer:
 
     def _fresh(self) -> np.ndarray | None:
         """Random points not visited yet (the first round, or a restart); None when none can be found."""
-        for _ in range(8):
-            rows = first_round(self.space, self.starts, self.rng) if not self.rounds else \
-                self.space.sample(self.starts, self.rng)
-            new = []
-            for row in rows:
-                key = self._key(row)
-                if key not in self.visited:
-                    self.visited.add(key)
-                    new.append(row)
-            if new:
-                self._moves = [None] * len(new)
-                return np.array(new)
-        return None
+        rows = fresh_points(self.space, self.starts, self.rng, self.visited, first=not self.rounds)
+        if rows is not None:
+            self._moves = [None] * len(rows)
+        return rows
 
     def _key(self, row: np.ndarray) -> int:
         return int(self.space.keys(row[None, :])[0])

@@ -30,7 +30,7 @@ import numpy as np
 
 from hetero_dse.atomic import atomic_open
 from hetero_dse.errors import HeteroDSEError
-from hetero_dse.explore.base import first_round
+from hetero_dse.explore.base import fresh_points
 from hetero_dse.explore.history import History
 from hetero_dse.explore.qlearning import load_learned_state, one_thread
 
@@ -166,17 +166,10 @@ class PPO:
     def _fresh(self) -> np.ndarray | None:
         """Points not evaluated yet: the first round's (the default point, then random), or random ones where the
         walkers have nowhere new to go; None where none can be found."""
-        s = self.settings
-        for _ in range(8):
-            rows = first_round(self.space, s.walkers, self.rng) if not self.seen else \
-                self.space.sample(s.walkers, self.rng)
-            keys = self.space.keys(rows).tolist()
-            new = [i for i, k in enumerate(keys) if k not in self.seen and k not in keys[:i]]
-            if new:
-                self.seen.update(keys[i] for i in new)
-                self._pending = {"fresh": True}
-                return rows[new]
-        return None
+        rows = fresh_points(self.space, self.settings.walkers, self.rng, self.seen, first=not self.seen)
+        if rows is not None:
+            self._pending = {"fresh": True}
+        return rows
 
     def _restart(self, starts: np.ndarray) -> None:
         """Walkers set on ``starts`` (rows of the history)."""
