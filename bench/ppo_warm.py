@@ -8,8 +8,10 @@ within 5 % and 1 % of the best design either found.
 The layers are YOLO-v1's on vu9p in float32 at the board's default clock, scored by the analytical model (as
 ``bench/explorers_fpga.py``); the policy carries over because every conv2d layer has the same knobs and
 directions. Training runs each training layer once for ``--budget`` evaluations, in order, one policy through
-them; the warm runs load it (and do not save back), the cold ones start from a fresh network; both with the
-explorer's default walkers on the model.
+them; the warm runs load it (and do not save back), the cold ones start from a fresh network; all with the
+explorer's default walkers on the model. Three kinds a layer and seed: ``cold``; ``warm``, the saved state whole
+(the trunk and value, and the last training layer's best designs adapted to the layer as the first proposals);
+``policy``, the networks loaded but no designs carried (what the policy alone brings).
 """
 
 from __future__ import annotations
@@ -32,11 +34,16 @@ from hetero_dse.hardware.board import load_board  # noqa: E402
 from hetero_dse.targets.fpga_search import search  # noqa: E402
 
 
-def run(space, model, seed: int, budget: int, policy: Path | None) -> tuple[list[float], float]:
+KINDS = ("cold", "warm", "policy")
+
+
+def run(space, model, seed: int, budget: int, policy: Path, kind: str) -> tuple[list[float], float]:
     traced = Tracing(model)
     explorer = make_explorer("ppo", space, seed, starts=MODEL_STARTS["ppo"])
-    if policy is not None:
+    if kind != "cold":
         explorer.load(policy)
+    if kind == "policy":
+        explorer.carried = explorer.carried[:0]
     t0 = time.perf_counter()
     search(space, traced, explorer, budget=budget)
     return traced.curve, time.perf_counter() - t0
@@ -65,14 +72,14 @@ def main() -> None:
             print(f"trained on {layer}: {explorer.updates} updates", flush=True)
         for layer in args.unseen.split(","):
             space, model = layer_space(layer, board)
-            runs = {(kind, seed): run(space, model, seed, args.budget, policy if kind == "warm" else None)
-                    for kind in ("cold", "warm") for seed in range(args.seeds)}
+            runs = {(kind, seed): run(space, model, seed, args.budget, policy, kind)
+                    for kind in KINDS for seed in range(args.seeds)}
             best = min(curve[-1] for curve, _ in runs.values())
             for (kind, seed), (curve, wall) in runs.items():
                 rows.append({"layer": layer, "kind": kind, "seed": seed, "wall_s": wall,
                              "final_gap": curve[-1] / best - 1, "to_5pct": evaluations_to(curve, best * 1.05),
                              "to_1pct": evaluations_to(curve, best * 1.01)})
-            for kind in ("cold", "warm"):
+            for kind in KINDS:
                 mine = [r for r in rows if r["layer"] == layer and r["kind"] == kind]
                 med = {k: float(np.median([args.budget if r[k] is None else r[k] for r in mine]))
                        for k in ("to_5pct", "to_1pct")}

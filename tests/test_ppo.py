@@ -96,3 +96,40 @@ def test_the_policy_is_saved_and_loaded_and_a_foreign_file_is_one_sentence(tmp_p
         again.load(tmp_path / "junk.pt")
     with pytest.raises(HeteroDSEError, match="PPO needs at least one walker"):
         PPO(space, settings=PPOSettings(walkers=0))
+
+
+def test_a_loaded_state_proposes_the_best_designs_it_carries_first_adapted_to_the_new_extents(tmp_path):
+    from hetero_dse.analysis import analyze
+    from hetero_dse.ops import get_builtin
+    from hetero_dse.space.splits import SplitSpace
+
+    space, objective = _toy()
+    ppo = make_explorer("ppo", space, 0, starts=8)
+    for _ in range(12):
+        rows = ppo.propose()
+        ppo.observe(rows, objective(rows))
+    ppo.save(tmp_path / "policy.pt")
+    order = np.argsort(ppo.history.objective, kind="stable")[:PPOSettings().carry]
+    best = ppo.history.rows[order]
+    # another layer: the same operator at other extents, so every design is adapted to it
+    other = SplitSpace(analyze(get_builtin("gemm").instantiate({"M": 32, "N": 24, "K": 64})), 3, 3, {})
+    warm = make_explorer("ppo", other, 1, starts=20)
+    warm.load(tmp_path / "policy.pt")
+    wanted, keys = [], set()
+    for row in best:
+        adapted = other.adapt(space.decode(row))
+        key = int(other.keys(adapted[None, :])[0])
+        if key not in keys:
+            keys.add(key)
+            wanted.append(adapted)
+    first = warm.propose()
+    assert len(wanted) >= 4 and len(first) == 20
+    np.testing.assert_array_equal(first[:len(wanted)], np.array(wanted))
+    assert len(set(other.keys(first).tolist())) == 20  # the rest of the round: new points, none repeated
+    # a format-1 state (networks only) still loads, and carries nothing
+    state = torch.load(tmp_path / "policy.pt", weights_only=True)
+    del state["designs"]
+    torch.save({**state, "format": 1}, tmp_path / "old.pt")
+    old = make_explorer("ppo", other, 1, starts=20)
+    old.load(tmp_path / "old.pt")
+    assert len(old.carried) == 0

@@ -18,11 +18,15 @@ advantages by generalised advantage estimation (``gae_gamma``, ``gae_lambda``), 
 minibatches on the clipped surrogate (``clip``), the value's squared error (``value_coef``) and an entropy bonus
 (``entropy``), Adam. The networks are saved and loaded like the Q-network (``--q-state``); a loaded policy keeps
 its trunk and value and starts its policy head again (loaded whole, it walked an unseen layer the way of the
-layers it learned on and was 2–7× slower than a fresh one; BENCHMARKS.md).
+layers it learned on and was 2–7× slower than a fresh one; BENCHMARKS.md). Saved beside the networks are the
+``carry`` best designs the run found, as points (knob values, not rows); a run that loads them proposes each
+adapted to its own operator's extents (``space.adapt``, as the history tuners do) in its first round, before
+the default and random points: what a learned search knows of where good designs lie, carried to a new layer.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,10 +37,11 @@ from hetero_dse.errors import HeteroDSEError
 from hetero_dse.explore.base import fresh_points
 from hetero_dse.explore.history import History
 from hetero_dse.explore.qlearning import load_learned_state, one_thread
+from hetero_dse.space.point import Point
 
 __all__ = ["PPO", "PPOSettings"]
 
-FORMAT = 1
+FORMAT = 2  # 2: the best designs carried beside the networks (a format-1 file loads without them)
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,7 @@ class PPOSettings:
     learning_rate: float = 3e-3
     hidden: int = 64
     start_gamma: float = 2.0  # the start-point rule's γ (--gamma)
+    carry: int = 16  # best designs saved with the policy, a loading run's first proposals
 
 
 def policy_network(features: int, directions: int, hidden: int):
@@ -114,6 +120,7 @@ class PPO:
         self._pending: dict | None = None
         self._rollout: list[dict] = []
         self.updates = 0
+        self.carried = np.empty((0, space.num_knobs), dtype=np.int64)  # a loaded state's designs, adapted
 
     # ------------------------------------------------------------------------------------------ ask
     def propose(self) -> np.ndarray | None:
@@ -164,11 +171,17 @@ class PPO:
         return rows[keep]
 
     def _fresh(self) -> np.ndarray | None:
-        """Points not evaluated yet: the first round's (the default point, then random), or random ones where the
-        walkers have nowhere new to go; None where none can be found."""
-        rows = fresh_points(self.space, self.settings.walkers, self.rng, self.seen, first=not self.seen)
-        if rows is not None:
-            self._pending = {"fresh": True}
+        """Points not evaluated yet: the first round's (a loaded state's carried designs, then the default point,
+        then random), or random ones where the walkers have nowhere new to go; None where none can be found."""
+        first = not self.seen
+        carried = self.carried[:self.settings.walkers] if first else self.carried[:0]
+        self.seen.update(self.space.keys(carried).tolist())
+        wanted = self.settings.walkers - len(carried)
+        rows = fresh_points(self.space, wanted, self.rng, self.seen, first=first) if wanted else None
+        rows = carried if rows is None else np.concatenate([carried, rows])
+        if not len(rows):
+            return None
+        self._pending = {"fresh": True}
         return rows
 
     def _restart(self, starts: np.ndarray) -> None:
@@ -294,7 +307,7 @@ class PPO:
     def save(self, path: str | Path) -> None:
         """The policy and value networks, for a later run on a similar operator (written whole or not at all)."""
         state = {"format": FORMAT, "kind": "ppo", "directions": [d.label for d in self.hood.directions],
-                 "features": self.num_features, "network": self.net.state_dict()}
+                 "features": self.num_features, "network": self.net.state_dict(), "designs": self._best_designs()}
         with atomic_open(Path(path), "wb", encoding=None) as f:
             self._torch.save(state, f)
 
@@ -302,7 +315,7 @@ class PPO:
         """Start from a saved policy; the space must have the same directions and features."""
         state = load_learned_state(self._torch, path, "policy")
         directions, features = state["directions"], state["features"]
-        if state.get("kind") != "ppo" or state.get("format") != FORMAT:
+        if state.get("kind") != "ppo" or state.get("format") not in (1, FORMAT):
             raise HeteroDSEError(f"{path} is not a PPO policy of format {FORMAT} (a Q-network is --explorer q's)")
         if list(directions) != [d.label for d in self.hood.directions] or features != self.num_features:
             raise HeteroDSEError(f"the policy in {path} was trained on a space with {len(directions)} directions and "
@@ -315,3 +328,25 @@ class PPO:
         with torch.no_grad():
             self.net.policy.weight.mul_(0.0)
             self.net.policy.bias.zero_()
+        self.carried = self._adapted(json.loads(state.get("designs", "[]")))
+
+    def _best_designs(self) -> str:
+        """The ``carry`` best designs evaluated, best first, as JSON points (a string: plain data for
+        ``weights_only``)."""
+        finite = np.flatnonzero(np.isfinite(self.history.objective))
+        best = finite[np.argsort(self.history.objective[finite], kind="stable")[:self.settings.carry]]
+        return json.dumps([self.space.decode(row).to_json() for row in self.history.rows[best]])
+
+    def _adapted(self, designs: list) -> np.ndarray:
+        """Carried designs as rows of this space, each nearest its point at this operator's extents, duplicates
+        and those with no valid design near left out."""
+        rows, keys = [], set()
+        for data in designs:
+            row = self.space.adapt(Point.from_json(data))
+            if row is None:
+                continue
+            key = int(self.space.keys(row[None, :])[0])
+            if key not in keys:
+                keys.add(key)
+                rows.append(row)
+        return np.array(rows, dtype=np.int64).reshape(-1, self.space.num_knobs)
