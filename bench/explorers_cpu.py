@@ -7,8 +7,9 @@ The layers are convolutions of YOLO-v1 and ResNet-18 (``--layers NAME=C-K-HW-ker
 on both cores as ``explore --target cpu`` measures them. The explorers that start from scratch (sa, q, p,
 random, ga, ppo) run with no history. The history tuners (gga, tl) get what a user would have: the Q-method's
 runs of the *other* layers in the same seed (leave one out, so no layer is answered from its own records).
-Seeds are the outer loop and the JSON is written after every run, so a stopped run keeps whole seeds'
-figures. A run that never comes within 95 % counts as the whole budget (reported as missed).
+Seeds are the outer loop and the JSON is written after every run; ``--resume`` keeps the seeds a stopped run
+finished (a seed cut short is run again whole: its history tuners need its Q-method runs) and runs the rest. A
+run that never comes within 95 % counts as the whole budget (reported as missed).
 """
 
 from __future__ import annotations
@@ -101,12 +102,21 @@ def main() -> None:
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--trials", type=int, default=64)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--resume", action="store_true", help="keep the whole seeds already in --json")
     args = parser.parse_args()
     from gpu_cpu.schedule import host_target
 
     layers = dict(layer_op(spec) for spec in args.layers.split(","))
     wanted = args.explorers.split(",")
     runs: list[dict] = []
+    order = [e for e in SCRATCH if e in wanted] + [e for e in FROM_HISTORY if e in wanted]
+    if any(e in FROM_HISTORY for e in order) and "q" not in order:
+        order.insert(0, "q")  # the history tuners' history is the Q-method's runs
+    if args.resume and args.json and args.json.is_file():
+        kept = json.loads(args.json.read_text())["runs"]
+        whole = {s for s in {r["seed"] for r in kept} if sum(r["seed"] == s for r in kept) == len(order) * len(layers)}
+        runs = [r for r in kept if r["seed"] in whole]
+        print(f"kept seeds {sorted(whole)} from {args.json}", flush=True)
 
     def save() -> None:
         if args.json:
@@ -115,10 +125,9 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="hetero_dse_explorers_") as tmp:
         for seed in (int(s) for s in args.seeds.split(",")):
+            if any(r["seed"] == seed for r in runs):
+                continue
             q_dbs = {name: Path(tmp) / f"q-{seed}-{name}.sqlite" for name in layers}
-            order = [e for e in SCRATCH if e in wanted] + [e for e in FROM_HISTORY if e in wanted]
-            if any(e in FROM_HISTORY for e in order) and "q" not in order:
-                order.insert(0, "q")  # the history tuners' history is the Q-method's runs
             for explorer in order:
                 for name, op in layers.items():
                     if explorer in FROM_HISTORY:

@@ -332,6 +332,13 @@ def test_a_guided_ga_of_one_is_refused(cli, tmp_path):
     r = cli("explore", "--op", "gemm", "--shape", "small:s2", "--board", "vu9p", "--explorer", "gga", "--starts", "1",
             "--out", tmp_path / "o")
     assert r.code == 1 and "population of at least 2" in r.err and "Traceback" not in r.err
+    # the refused run leaves nothing: not the directory it made, nor one the user made (kept, still empty)
+    assert not (tmp_path / "o").exists()
+    (tmp_path / "mine").mkdir()
+    r = cli("explore", "--op", "gemm", "--shape", "small:s2", "--board", "vu9p", "--explorer", "ga", "--starts", "1",
+            "--out", tmp_path / "mine")
+    assert r.code == 1 and "population of at least 2" in r.err
+    assert (tmp_path / "mine").is_dir() and not any((tmp_path / "mine").iterdir())
 
 
 def test_a_shape_too_large_for_a_test_bench_is_reported_without_a_project(cli, tmp_path):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -109,7 +109,6 @@ def execute(operators: Sequence[Any], targets: Sequence[Target], settings: RunSe
     # what makes two runs the same command: the options given, or for a script the operators and devices
     command = settings.command or {"operators": [op.title for op in operators],
                                    "targets": [t.device for t in targets]}
-    existed = out.exists()
     resumed = outdir.prepare(out, settings.force, command, sorted(directories))
     if open_store is not None:
         try:
@@ -117,9 +116,6 @@ def execute(operators: Sequence[Any], targets: Sequence[Target], settings: RunSe
         except BaseException:
             if not resumed:  # an interrupted run's record stays: it is what the next try goes on from
                 outdir.abandon(out)
-                if not existed:  # nor does a folder this run made and wrote nothing to
-                    with suppress(OSError):
-                        out.rmdir()
             raise
     if resumed:
         events.say(f"Going on from the interrupted run in {out} (what it measured comes from the history)")

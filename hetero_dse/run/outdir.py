@@ -57,7 +57,8 @@ def prepare(out: Path, force: bool, command: Mapping[str, Any], directories: Seq
         for relative in sorted(earlier):
             _remove_inside(out, relative)
         atomic_write_text(out / RECORD, json.dumps({"command": dict(command), "directories": list(directories),
-                                                    "complete": False, "started": time.time()}, indent=2) + "\n")
+                                                    "complete": False, "started": time.time(),
+                                                    "created": created}, indent=2) + "\n")
     except (OSError, HeteroDSEError) as exc:
         if created:  # a full disk: the directory this run made goes too, nothing of the run is left
             with contextlib.suppress(OSError):
@@ -70,9 +71,14 @@ def prepare(out: Path, force: bool, command: Mapping[str, Any], directories: Seq
 
 
 def abandon(out: Path) -> None:
-    """A run that ends in an error before writing anything leaves no record behind (nothing to go on from)."""
+    """A run that ends in an error before writing anything leaves no record behind (nothing to go on from), nor
+    the directory it made, where nothing else was written to it."""
     if not (out / "report.json").exists():
+        record = _json(out / RECORD) or {}
         (out / RECORD).unlink(missing_ok=True)
+        if record.get("created"):
+            with contextlib.suppress(OSError):  # not empty: something is in it, and it stays
+                out.rmdir()
 
 
 def finish(out: Path, complete: bool) -> None:
