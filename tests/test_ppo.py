@@ -98,7 +98,7 @@ def test_the_policy_is_saved_and_loaded_and_a_foreign_file_is_one_sentence(tmp_p
         PPO(space, settings=PPOSettings(walkers=0))
 
 
-def test_a_loaded_state_proposes_the_best_designs_it_carries_first_adapted_to_the_new_extents(tmp_path):
+def test_a_loaded_state_proposes_the_best_designs_it_carries_first_adapted_to_the_new_extents(tmp_path, monkeypatch):
     from hetero_dse.analysis import analyze
     from hetero_dse.ops import get_builtin
     from hetero_dse.space.splits import SplitSpace
@@ -109,27 +109,47 @@ def test_a_loaded_state_proposes_the_best_designs_it_carries_first_adapted_to_th
         rows = ppo.propose()
         ppo.observe(rows, objective(rows))
     ppo.save(tmp_path / "policy.pt")
-    order = np.argsort(ppo.history.objective, kind="stable")[:PPOSettings().carry]
-    best = ppo.history.rows[order]
+    best = ppo.history.rows[np.argsort(ppo.history.objective, kind="stable")[:PPOSettings().carry]]
     # another layer: the same operator at other extents, so every design is adapted to it
     other = SplitSpace(analyze(get_builtin("gemm").instantiate({"M": 32, "N": 24, "K": 64})), 3, 3, {})
-    warm = make_explorer("ppo", other, 1, starts=20)
+    adapted = np.array([other.adapt(space.decode(row)) for row in best])
+    _, first_seen = np.unique(other.keys(adapted), return_index=True)
+    wanted = adapted[np.sort(first_seen)]  # in order, duplicates left out
+    default = other.sample(1, np.random.default_rng(9))[0]  # the space's default point, as a CPU space has one
+    monkeypatch.setattr(other, "default_point", lambda: other.decode(default))
+
+    # fewer walkers than designs: every design is proposed, then the default point
+    warm = make_explorer("ppo", other, 1, starts=4)
     warm.load(tmp_path / "policy.pt")
-    wanted, keys = [], set()
-    for row in best:
-        adapted = other.adapt(space.decode(row))
-        key = int(other.keys(adapted[None, :])[0])
-        if key not in keys:
-            keys.add(key)
-            wanted.append(adapted)
     first = warm.propose()
-    assert len(wanted) >= 4 and len(first) == 20
-    np.testing.assert_array_equal(first[:len(wanted)], np.array(wanted))
-    assert len(set(other.keys(first).tolist())) == 20  # the rest of the round: new points, none repeated
-    # a format-1 state (networks only) still loads, and carries nothing
+    assert len(wanted) >= 4
+    np.testing.assert_array_equal(first[:len(wanted)], wanted)
+    np.testing.assert_array_equal(first[len(wanted):], default[None, :])
+    # more walkers: the designs, the default point, then random ones up to the walkers, none repeated
+    wide = make_explorer("ppo", other, 1, starts=len(wanted) + 6)
+    wide.load(tmp_path / "policy.pt")
+    first = wide.propose()
+    assert len(first) == len(wanted) + 6 and len(set(other.keys(first).tolist())) == len(first)
+    np.testing.assert_array_equal(first[:len(wanted) + 1], np.concatenate([wanted, default[None, :]]))
+
+    # a run that finds nothing keeps the designs it was given when it saves
+    failed = make_explorer("ppo", other, 2, starts=4)
+    failed.load(tmp_path / "policy.pt")
+    rows = failed.propose()
+    failed.observe(rows, np.full(len(rows), np.inf))
+    failed.save(tmp_path / "again.pt")
+    again = make_explorer("ppo", other, 3, starts=4)
+    again.load(tmp_path / "again.pt")
+    np.testing.assert_array_equal(again.carried, warm.carried)
+
     state = torch.load(tmp_path / "policy.pt", weights_only=True)
+    # a damaged designs field is one sentence, before anything is loaded
+    torch.save({**state, "designs": "[{\"split.i\": "}, tmp_path / "damaged.pt")
+    with pytest.raises(HeteroDSEError, match="its designs are unreadable"):
+        make_explorer("ppo", other, 1, starts=4).load(tmp_path / "damaged.pt")
+    # a format-1 state (networks only) still loads, and carries nothing
     del state["designs"]
     torch.save({**state, "format": 1}, tmp_path / "old.pt")
-    old = make_explorer("ppo", other, 1, starts=20)
+    old = make_explorer("ppo", other, 1, starts=4)
     old.load(tmp_path / "old.pt")
     assert len(old.carried) == 0

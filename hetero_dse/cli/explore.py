@@ -85,7 +85,8 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
                    "without --budget: 150).")
 @click.option("--q-state", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="Learned state to start from when FILE exists (--explorer q: the Q-network; ppo: the "
-                   "policy), saved there after the search (warm starts on similar operators).")
+                   "policy and the best designs found, proposed first), saved there after the search (warm starts "
+                   "on similar operators).")
 @click.option("--budget", type=click.IntRange(min=1), metavar="N",
               help=f"Distinct points to evaluate at most on every target: FPGA designs scored, CPU/GPU schedules "
                    f"measured or estimated (default: all for exhaustive, {DEFAULT_BUDGET:,} FPGA designs, "

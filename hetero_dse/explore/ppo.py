@@ -20,8 +20,9 @@ minibatches on the clipped surrogate (``clip``), the value's squared error (``va
 its trunk and value and starts its policy head again (loaded whole, it walked an unseen layer the way of the
 layers it learned on and was 2–7× slower than a fresh one; BENCHMARKS.md). Saved beside the networks are the
 ``carry`` best designs the run found, as points (knob values, not rows); a run that loads them proposes each
-adapted to its own operator's extents (``space.adapt``, as the history tuners do) in its first round, before
-the default and random points: what a learned search knows of where good designs lie, carried to a new layer.
+adapted to its own operator's extents (``space.adapt``, as the history tuners do) in its first round, with the
+default point, then random points up to the walkers: what a learned search knows of where good designs lie,
+carried to a new layer (BENCHMARKS.md: that, not the networks, is what makes a warm start pay).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class PPOSettings:
     learning_rate: float = 3e-3
     hidden: int = 64
     start_gamma: float = 2.0  # the start-point rule's γ (--gamma)
-    carry: int = 16  # best designs saved with the policy, a loading run's first proposals
+    carry: int = 16  # best designs saved with the policy, proposed in a loading run's first round
 
 
 def policy_network(features: int, directions: int, hidden: int):
@@ -121,6 +122,7 @@ class PPO:
         self._rollout: list[dict] = []
         self.updates = 0
         self.carried = np.empty((0, space.num_knobs), dtype=np.int64)  # a loaded state's designs, adapted
+        self._loaded_designs: list[dict] = []  # as loaded: saved again where this run finds fewer
 
     # ------------------------------------------------------------------------------------------ ask
     def propose(self) -> np.ndarray | None:
@@ -171,12 +173,14 @@ class PPO:
         return rows[keep]
 
     def _fresh(self) -> np.ndarray | None:
-        """Points not evaluated yet: the first round's (a loaded state's carried designs, then the default point,
-        then random), or random ones where the walkers have nowhere new to go; None where none can be found."""
+        """Points not evaluated yet: the first round's (a loaded state's carried designs, then the default point
+        and random ones up to the walkers), or random ones where the walkers have nowhere new to go; None where
+        none can be found."""
         first = not self.seen
-        carried = self.carried[:self.settings.walkers] if first else self.carried[:0]
+        carried = self.carried if first else self.carried[:0]
         self.seen.update(self.space.keys(carried).tolist())
-        wanted = self.settings.walkers - len(carried)
+        # the default point (first_round's first) is proposed whatever is carried: one more row at least
+        wanted = max(self.settings.walkers - len(carried), 1 if first else 0)
         rows = fresh_points(self.space, wanted, self.rng, self.seen, first=first) if wanted else None
         rows = carried if rows is None else np.concatenate([carried, rows])
         if not len(rows):
@@ -305,7 +309,8 @@ class PPO:
 
     # --------------------------------------------------------------------------------- warm starts
     def save(self, path: str | Path) -> None:
-        """The policy and value networks, for a later run on a similar operator (written whole or not at all)."""
+        """The policy and value networks and the best designs, for a later run on a similar operator (written
+        whole or not at all)."""
         state = {"format": FORMAT, "kind": "ppo", "directions": [d.label for d in self.hood.directions],
                  "features": self.num_features, "network": self.net.state_dict(), "designs": self._best_designs()}
         with atomic_open(Path(path), "wb", encoding=None) as f:
@@ -316,11 +321,17 @@ class PPO:
         state = load_learned_state(self._torch, path, "policy")
         directions, features = state["directions"], state["features"]
         if state.get("kind") != "ppo" or state.get("format") not in (1, FORMAT):
-            raise HeteroDSEError(f"{path} is not a PPO policy of format {FORMAT} (a Q-network is --explorer q's)")
+            raise HeteroDSEError(f"{path} is not a PPO policy of format 1 or {FORMAT} (a Q-network is --explorer q's)")
         if list(directions) != [d.label for d in self.hood.directions] or features != self.num_features:
             raise HeteroDSEError(f"the policy in {path} was trained on a space with {len(directions)} directions and "
                                  f"{features} features; this one has {self.hood.num_directions} and "
                                  f"{self.num_features} (a different operator or target)")
+        try:  # a file a colleague sends: its designs read before anything is loaded
+            designs = json.loads(state.get("designs", "[]"))
+            carried = self._adapted(designs)
+        except (ValueError, TypeError, KeyError, AttributeError):
+            raise HeteroDSEError(f"{path} is not a PPO policy saved by hetero_dse (its designs are unreadable)") \
+                from None
         self.net.load_state_dict(state["network"])
         # the trunk and the value carry over; the policy head starts again near uniform, so that a policy sure of
         # where another layer's best designs lie explores this one afresh on what the trunk learned to see
@@ -328,14 +339,16 @@ class PPO:
         with torch.no_grad():
             self.net.policy.weight.mul_(0.0)
             self.net.policy.bias.zero_()
-        self.carried = self._adapted(json.loads(state.get("designs", "[]")))
+        self.carried, self._loaded_designs = carried, list(designs)
 
     def _best_designs(self) -> str:
-        """The ``carry`` best designs evaluated, best first, as JSON points (a string: plain data for
-        ``weights_only``)."""
+        """The ``carry`` best designs evaluated, best first, then those loaded where this run found fewer (a run
+        that measured nothing keeps what it was given), as JSON points in a string."""
         finite = np.flatnonzero(np.isfinite(self.history.objective))
         best = finite[np.argsort(self.history.objective[finite], kind="stable")[:self.settings.carry]]
-        return json.dumps([self.space.decode(row).to_json() for row in self.history.rows[best]])
+        designs = [self.space.decode(row).to_json() for row in self.history.rows[best]]
+        designs += [d for d in self._loaded_designs if d not in designs][:self.settings.carry - len(designs)]
+        return json.dumps(designs)
 
     def _adapted(self, designs: list) -> np.ndarray:
         """Carried designs as rows of this space, each nearest its point at this operator's extents, duplicates
