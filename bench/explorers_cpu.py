@@ -95,6 +95,25 @@ def summarise(runs: list[dict], layers: dict, trials: int) -> dict:
     return out
 
 
+def table(summary: dict, trials: int) -> str:
+    """One row an explorer: per layer the median measurements to 95 % (✗ a seed that missed) and GFLOPS, then
+    the geometric means and the wall time."""
+    names = list(summary["layers"])
+    lines = ["| explorer | " + " | ".join(f"{n}: to 95 %, GFLOPS" for n in names)
+             + " | geomean to 95 % | geomean GFLOPS | wall a run (geomean) |",
+             "|---|" + "---|" * (len(names) + 3)]
+    for explorer, mean in summary["geomean"].items():
+        cells = []
+        for n in names:
+            v = summary["layers"][n]["explorers"].get(explorer)
+            cells.append("—" if v is None else f"{v['to_95']:.0f}{' ✗' * v['missed']}, {v['gflops']:.0f}")
+        lines.append(f"| {explorer} | " + " | ".join(cells)
+                     + f" | {mean['to_95']:.1f} | {mean['gflops']:.0f} | {mean['wall_s']:.0f} s |")
+    lines.append("| best found | " + " | ".join(f"{summary['layers'][n]['best_gflops']:.0f} GFLOPS" for n in names)
+                 + f" | (budget {trials}) | | |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", default=LAYERS, help="NAME=C-K-HW-kernel-stride, comma-separated")
@@ -103,10 +122,15 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=64)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--resume", action="store_true", help="keep the whole seeds already in --json")
+    parser.add_argument("--table", action="store_true", help="print --json's figures as a markdown table, run nothing")
     args = parser.parse_args()
     from gpu_cpu.schedule import host_target
 
     layers = dict(layer_op(spec) for spec in args.layers.split(","))
+    if args.table:
+        data = json.loads(args.json.read_text())
+        print(table(summarise(data["runs"], layers, data["trials"]), data["trials"]))
+        return
     wanted = args.explorers.split(",")
     runs: list[dict] = []
     order = [e for e in SCRATCH if e in wanted] + [e for e in FROM_HISTORY if e in wanted]

@@ -76,7 +76,8 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
 @click.option("--starts", type=click.IntRange(min=1), metavar="N",
               help=f"Start points per round (q, p; chains for sa; points per round for random; the population "
                    f"for gga, {GGA_POPULATION} by default; measurements per fit for tl, {TL_BATCH}). Default: "
-                   f"{MODEL_STARTS['q']} on FPGA and GPU estimates ({MODEL_STARTS['sa']} chains for sa), "
+                   f"{MODEL_STARTS['q']} on FPGA and GPU estimates ({MODEL_STARTS['sa']} chains for sa, "
+                   f"{MODEL_STARTS['tl']} a fit for tl), "
                    f"{TVM_STARTS['q']} when measured.")
 @click.option("--gamma", default=2.0, show_default=True, type=Finite(min=0),
               help="Start-point rule: a point is picked with probability exp(-gamma (E* - E) / E*).")
