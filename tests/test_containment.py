@@ -389,7 +389,7 @@ def test_one_bad_design_record_is_that_projects_error_and_the_rest_are_kept(cli,
     (good / "synth.log").symlink_to(victim)
     r = cli("synth", out, "--db", tmp_path / "h.sqlite", "--jobs", "8")
     assert r.code == 1
-    assert "asks for a clock of 'nan' MHz" in r.out and "2 projects: 1 synthesized, 1 failed" in r.out
+    assert "asks for a clock of 'nan' MHz" in r.out and "2 projects: 1 synthesized, 0 done before, 1 failed" in r.out
     assert json.loads((good / "synth.json").read_text())["status"] == "ok"
     assert not (bad / "synth.json").exists()
     assert victim.read_text() == "precious\n"
@@ -653,7 +653,7 @@ def test_synth_says_its_own_words_only(two_projects, fake_tool, tmp_path):
     shutil.copytree(two_projects, out)
     r = subprocess.run([sys.executable, "-m", "hetero_dse", "synth", str(out), "--jobs", "2", "--db",
                         str(tmp_path / "h.sqlite")], capture_output=True, text=True, timeout=300)
-    assert "2 projects: 2 synthesized, 0 failed" in r.stdout
+    assert "2 projects: 2 synthesized, 0 done before, 0 failed" in r.stdout
     assert "distributed" not in r.stderr and "INFO" not in r.stderr, r.stderr[:2000]
     # a job that fails on its worker (its log cannot be made: a folder at the name) is that job's failure, said
     # in the summary, not a worker's traceback on the terminal
@@ -661,7 +661,7 @@ def test_synth_says_its_own_words_only(two_projects, fake_tool, tmp_path):
     (find_projects([out])[1] / "synth.log").mkdir()
     r = subprocess.run([sys.executable, "-m", "hetero_dse", "synth", str(out), "--jobs", "2", "--rerun", "--db",
                         str(tmp_path / "h.sqlite")], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 1 and "2 projects: 1 synthesized, 1 failed" in r.stdout, r.stdout[-2000:]
+    assert r.returncode == 1 and "2 projects: 1 synthesized, 0 done before, 1 failed" in r.stdout, r.stdout[-2000:]
     assert "FileExistsError" in r.stdout and "Traceback" not in r.stderr, r.stderr[:2000]
 
 

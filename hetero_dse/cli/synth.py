@@ -178,8 +178,11 @@ def run_command(dirs: tuple[str, ...], steps: str, jobs: int, scheduler: str | N
         console.print(fidelity_table(project, check, summary["status"] == "skipped"))
         if worst_error(check, threshold):
             missed += 1
-    done = len(outcomes) - failed - busy
-    console.print(f"{len(outcomes)} project{'s' if len(outcomes) != 1 else ''}: {done} synthesized, {failed} failed"
+    skipped = sum(o.status == "skipped" for o in outcomes)
+    done = len(outcomes) - failed - busy - skipped
+    # the count of those done before is said here too: the table titles that say it wrap with a long path
+    console.print(f"{len(outcomes)} project{'s' if len(outcomes) != 1 else ''}: {done} synthesized, "
+                  f"{skipped} done before, {failed} failed"
                   + (f", {busy} being synthesized by another run" if busy else "")
                   + (f", {missed} off {'its' if missed == 1 else 'their'} prediction by more than {threshold:.0%}"
                      if missed else ""))
