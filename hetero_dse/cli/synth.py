@@ -161,7 +161,7 @@ def run_command(dirs: tuple[str, ...], steps: str, jobs: int, scheduler: str | N
         outcomes = bad + synthesize(work, store=store, scheduler=scheduler, workers=jobs, rerun=rerun,
                                     on_event=event)
     store.close()
-    failed = missed = busy = 0
+    failed = missed = busy = skipped = 0
     for summary in validate_outcomes(outcomes):
         project, check = summary["project"], summary["validation"]
         if summary["status"] == "busy":
@@ -175,10 +175,10 @@ def run_command(dirs: tuple[str, ...], steps: str, jobs: int, scheduler: str | N
             if tail:
                 console.print("  " + "\n  ".join(tail.splitlines()[-5:]))
             continue
+        skipped += summary["status"] == "skipped"
         console.print(fidelity_table(project, check, summary["status"] == "skipped"))
         if worst_error(check, threshold):
             missed += 1
-    skipped = sum(o.status == "skipped" for o in outcomes)
     done = len(outcomes) - failed - busy - skipped
     # the count of those done before is said here too: the table titles that say it wrap with a long path
     console.print(f"{len(outcomes)} project{'s' if len(outcomes) != 1 else ''}: {done} synthesized, "

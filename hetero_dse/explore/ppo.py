@@ -38,6 +38,7 @@ from hetero_dse.errors import HeteroDSEError
 from hetero_dse.explore.base import fresh_points
 from hetero_dse.explore.history import History
 from hetero_dse.explore.qlearning import load_learned_state, one_thread
+from hetero_dse.space.base import adapt_points
 from hetero_dse.space.point import Point
 
 __all__ = ["PPO", "PPOSettings"]
@@ -328,7 +329,7 @@ class PPO:
                                  f"{self.num_features} (a different operator or target)")
         try:  # a file a colleague sends: its designs read before anything is loaded
             designs = json.loads(state.get("designs", "[]"))
-            carried = self._adapted(designs)
+            carried = adapt_points(self.space, (Point.from_json(d) for d in designs))
         except (ValueError, TypeError, KeyError, AttributeError):
             raise HeteroDSEError(f"{path} is not a PPO policy saved by hetero_dse (its designs are unreadable)") \
                 from None
@@ -349,17 +350,3 @@ class PPO:
         designs = [self.space.decode(row).to_json() for row in self.history.rows[best]]
         designs += [d for d in self._loaded_designs if d not in designs][:self.settings.carry - len(designs)]
         return json.dumps(designs)
-
-    def _adapted(self, designs: list) -> np.ndarray:
-        """Carried designs as rows of this space, each nearest its point at this operator's extents, duplicates
-        and those with no valid design near left out."""
-        rows, keys = [], set()
-        for data in designs:
-            row = self.space.adapt(Point.from_json(data))
-            if row is None:
-                continue
-            key = int(self.space.keys(row[None, :])[0])
-            if key not in keys:
-                keys.add(key)
-                rows.append(row)
-        return np.array(rows, dtype=np.int64).reshape(-1, self.space.num_knobs)

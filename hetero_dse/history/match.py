@@ -21,6 +21,7 @@ from math import ceil
 import numpy as np
 
 from hetero_dse.history.records import Record, Workload
+from hetero_dse.space.base import adapt_points
 from hetero_dse.space.point import Point
 
 #: the paper's ω: how much more the match counts than the throughput (it found 2 "preferable in practice")
@@ -102,18 +103,7 @@ class Prior:
 
     def candidates(self, space, count: int, omega: float = OMEGA) -> np.ndarray:
         """Up to ``count`` distinct rows of ``space``: the best-ranked history points adapted to it."""
-        rows, keys = [], set()
-        for _, point in self.ranked(space, omega):
-            row = space.adapt(point)
-            if row is None:
-                continue
-            key = int(space.keys(row[None, :])[0])
-            if key not in keys:
-                keys.add(key)
-                rows.append(row)
-                if len(rows) == count:
-                    break
-        return np.array(rows, dtype=np.int64).reshape(-1, space.num_knobs)
+        return adapt_points(space, (point for _, point in self.ranked(space, omega)), count)
 
     def training_set(self, space) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The history as transfer learning's training data: rows adapted to ``space``, the extents of the

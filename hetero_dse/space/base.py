@@ -4,7 +4,7 @@ FPGA and CPU/GPU spaces share."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -12,7 +12,7 @@ import numpy as np
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.space.point import Point
 
-__all__ = ["Enumerable", "Space", "SpaceError", "divisors"]
+__all__ = ["Enumerable", "Space", "SpaceError", "adapt_points", "divisors"]
 
 
 class SpaceError(HeteroDSEError):
@@ -31,6 +31,23 @@ def divisors(n: int) -> list[int]:
                 large.append(n // d)
         d += 1
     return small + large[::-1]
+
+
+def adapt_points(space: Space, points: Iterable[Point], count: int | None = None) -> np.ndarray:
+    """Points of the same operator at other extents as distinct rows of ``space`` (``Space.adapt``), in order, at
+    most ``count``: one with no valid row near, or adapting to a row already taken, is left out."""
+    rows, keys = [], set()
+    for point in points:
+        if count is not None and len(rows) == count:
+            break
+        row = space.adapt(point)
+        if row is None:
+            continue
+        key = int(space.keys(row[None, :])[0])
+        if key not in keys:
+            keys.add(key)
+            rows.append(row)
+    return np.array(rows, dtype=np.int64).reshape(-1, space.num_knobs)
 
 
 class Space(Protocol):
