@@ -55,6 +55,15 @@ ARITHMETIC: dict[str, ArithmeticCost] = {
                            add_core=("add", "fabric")),
 }
 
+#: Input lanes whose packed int8 products (two output lanes a DSP48E2, ``EngineShape.packed``) a chain of DSPs sums
+#: in their post-adders, a multiply-add each, before the fabric splits the two lanes' sums apart. The low lane's sum
+#: must stay inside its 18-bit field: |a * w| <= 2^14, so at most 7 products (Xilinx WP486 packs the same way); 4
+#: divides every lane count of the network kernel. The fabric then adds a tree over in_lanes / 4 such sums where it
+#: added one over every product, and splits a quarter as many.
+PACKED_CHAIN = 4
+#: the core the chain's adds bind (``BIND_OP op=add impl=dsp``: the DSP48E2's post-adder, no fabric)
+PACKED_CHAIN_ADD = ("add", "dsp")
+
 #: Above this clock the floating-point cores need one more pipeline stage each (*estimate*; Vitis picks
 #: deeper cores as the target period shrinks).
 DEEPER_CORES_ABOVE_MHZ = 200.0

@@ -44,6 +44,7 @@ from cost_models.fpga_costs import (
     AXI_MAX_BURST_BYTES,
     COMPUTE_OVERHEAD_CYCLES,
     DEEPER_CORES_ABOVE_MHZ,
+    PACKED_CHAIN,
     RMW_EXTRA_CYCLES,
 )
 
@@ -120,6 +121,12 @@ class EngineShape:
     pointwise: bool = False
     #: the Winograd engine's output tile buffer, a pixel a row (its sums' buffer, ``out_rows``, a patch a row)
     tile_rows: int = 0
+
+    @property
+    def chain(self) -> int:
+        """Input lanes a chain of DSPs sums in their post-adders before the fabric's adder tree (packed int8:
+        ``PACKED_CHAIN``), 1 where each product enters the tree alone."""
+        return PACKED_CHAIN if self.packed else 1
 
     @property
     def alpha(self) -> int:
@@ -313,9 +320,13 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
             + transform_out + params + descriptor)
 
 
-def compute_depth(dtype: str, clock_mhz: float, in_lanes: int) -> int:
-    """The compute loop's pipeline depth: buffer reads, the multiply, the adder tree, the accumulation."""
+def compute_depth(dtype: str, clock_mhz: float, in_lanes: int, chain: int = 1) -> int:
+    """The compute loop's pipeline depth: buffer reads, the multiply, the adder tree, the accumulation; with a
+    ``chain`` of DSPs before the tree, a post-add a DSP after the first and the split of the packed sums (a cycle
+    each, *estimate*)."""
     a = ARITHMETIC[dtype]
     deeper = 1 if a.floating and clock_mhz > DEEPER_CORES_ABOVE_MHZ else 0
-    tree = math.ceil(math.log2(in_lanes)) if in_lanes > 1 else 0
-    return COMPUTE_OVERHEAD_CYCLES + a.mul_latency + deeper + (tree + 1) * (a.add_latency + deeper)
+    sums = in_lanes // chain
+    tree = math.ceil(math.log2(sums)) if sums > 1 else 0
+    chained = chain if chain > 1 else 0
+    return COMPUTE_OVERHEAD_CYCLES + a.mul_latency + deeper + chained + (tree + 1) * (a.add_latency + deeper)

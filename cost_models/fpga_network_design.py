@@ -80,7 +80,7 @@ def _timing(board: Board, dtype: str, clock_hz: float, word: int, bandwidth_shar
 @functools.cache
 def pipeline_depths(engine: EngineShape, dtype: str, clock_mhz: float) -> dict[str, int]:
     """The depths of the engine's compute loop and (Winograd) transform loops, as ``layer_cycles`` takes them."""
-    return {"depth": compute_depth(dtype, clock_mhz, engine.in_lanes),
+    return {"depth": compute_depth(dtype, clock_mhz, engine.in_lanes, engine.chain),
             "transform_depth": transform_depth(engine.tile, dtype, clock_mhz) if engine.tile else 0}
 
 

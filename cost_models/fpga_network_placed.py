@@ -80,6 +80,7 @@ class NetworkDesign:
                     "buffer_rows": {"input": e.in_rows, "weights": e.w_rows, "output": e.out_rows,
                                     **({"tile": e.tile_rows} if e.tile else {})},
                     "accumulation_distance": e.distance, "params": e.params, "packed": e.packed,
+                    **({"chain": e.chain} if e.packed else {}),
                     "storage": engine_storage(e, self.dtype, self.board.cap("uram") > 0),
                     **(winograd_record(e.tile, self.dtype) | {"w_span": e.w_span, "pointwise": e.pointwise}
                        if e.tile else {})}

@@ -62,11 +62,14 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
     lut, ff, dsp = (RESOURCE_KINDS.index(k) for k in ("lut", "ff", "dsp"))
     # a Winograd engine's PE array is α² grids: a product for each element of the patch
     macs = engine.out_lanes * engine.in_lanes * engine.alpha ** 2
-    adds = macs  # a tree of in_lanes - 1 adders and one accumulation a lane
-    # packed: two int8 products of neighbouring output lanes in one DSP48E2 (27 x 18), split by fabric logic
+    # the fabric's adds: a lane's tree of in_lanes / chain - 1 adders and its accumulation; a chain's adds are in
+    # its DSPs' post-adders
+    adds = macs // engine.chain
+    # packed: two int8 products of neighbouring output lanes in one DSP48E2 (27 x 18), their chain's sums split
+    # by fabric logic once a chain
     muls = macs / 2 if engine.packed else macs
     res[dsp] += muls * a.dsp_mul + adds * a.dsp_add
-    res[lut] += muls * a.lut_mul + adds * a.lut_add + (macs / 2 * 40 if engine.packed else 0)
+    res[lut] += muls * a.lut_mul + adds * a.lut_add + (muls / engine.chain * 40 if engine.packed else 0)
     res[ff] += macs * a.ff_mul + adds * a.ff_add
     bits, acc_bits = 8.0 * np.dtype(dtype).itemsize, 32.0
     lanes_in = engine.in_lanes if engine.kind != "depthwise" else engine.out_lanes

@@ -81,6 +81,29 @@ def _small_run(tmp_path, dtype="float32", algorithm="direct", board="zcu102", la
     return model, x, layers, design, write_network_project(tmp_path / "small", design, run), run
 
 
+def test_the_packed_grids_dsp_chains_are_charged_by_hand():
+    """int8 on a 16 x 64 grid: 512 DSPs of two products each (30 LUTs a multiply's wrapper); a chain of 4 DSPs sums
+    4 input lanes in their post-adders, so each output lane's fabric tree adds 16 chains' sums (15 adders and the
+    accumulation, 32 LUTs each) and the fabric splits 512 / 4 packed sums (40 LUTs each). Unpacked: 1,024 DSPs and
+    every product in the fabric's tree. The rest of the engine is the same."""
+    from dataclasses import replace
+
+    from cost_models.fpga_network import compute_depth
+    from cost_models.fpga_network_resources import engine_resources
+    from hetero_dse.hardware.board import RESOURCE_KINDS
+
+    packed = EngineShape("grid", 16, 64, 16, 900, 144, 1568, 3, 2, True)
+    plain = replace(packed, packed=False)
+    assert (packed.chain, plain.chain) == (4, 1)
+    lut, dsp = RESOURCE_KINDS.index("lut"), RESOURCE_KINDS.index("dsp")
+    ours, theirs = engine_resources(packed, "int8", False), engine_resources(plain, "int8", False)
+    assert ours[lut] - theirs[lut] == pytest.approx((512 * 30 + 16 * 16 * 32 + 128 * 40) - (1024 * 30 + 1024 * 32))
+    assert theirs[dsp] - ours[dsp] == 512
+    # the pipeline: 4 buffer stages, the multiply's 3, the chain's 3 post-adds and the split, then a tree of 4
+    # levels over 16 sums and the accumulation, an int add a cycle each
+    assert compute_depth("int8", 200, 64, 4) == 4 + 3 + 4 + 5 and compute_depth("int8", 200, 64) == 4 + 3 + 7
+
+
 def test_a_small_network_runs_end_to_end_through_the_kernel_against_torch(tmp_path):
     model, x, layers, design, project, _ = _small_run(tmp_path)
     assert [layer.shape.engine for layer in layers] == ["grid", "depthwise", "grid", "grid", "grid", "grid"]
@@ -145,6 +168,45 @@ def test_breaking_the_dsp_packings_signed_correction_fails_the_c_simulation(tmp_
     project = _small_run(tmp_path, "int8")[4]
     _mutate(project, "if (low & 0x20000) low -= 0x40000;", "")
     assert not csim(project).passed
+
+
+def _packed_chain(a, w0, w1):
+    """The int8 grid's DSP chain as kernel.cpp.j2 writes it: (w1 * 2^18 + w0) * a summed over the chain, the
+    low 18 bits sign-extended for the sum of a * w0, the rest for that of a * w1."""
+    p = sum((int(h) * 2 ** 18 + int(lo)) * int(x) for x, lo, h in zip(a, w0, w1, strict=True))
+    low = p & 0x3FFFF
+    low -= 0x40000 if low & 0x20000 else 0
+    return low, (p - low) // 2 ** 18
+
+
+@pytest.mark.parametrize("a, w0, w1", [(-128, -128, 127), (-128, 127, -128), (127, -128, -128), (-128, -128, -128)])
+def test_a_chain_of_packed_products_is_exact_at_the_extremes_up_to_seven_and_not_at_eight(a, w0, w1):
+    """Why the chain is PACKED_CHAIN long (at most 7): each |a * w| <= 2^14, so seven products' sum stays inside the
+    low lane's 18-bit field and eight of -128 * -128 pass it."""
+    from cost_models.fpga_costs import PACKED_CHAIN
+
+    for n in (PACKED_CHAIN, 7):
+        assert _packed_chain([a] * n, [w0] * n, [w1] * n) == (n * a * w0, n * a * w1)
+    if a * w0 == 2 ** 14:
+        assert _packed_chain([a] * 8, [w0] * 8, [w1] * 8) != (8 * a * w0, 8 * a * w1)
+
+
+@pytest.mark.parametrize("changes, words", [
+    # the chain's adds put in the fabric: the LUTs the model no longer charges come back
+    ([("op=add impl=dsp", "op=add impl=fabric")], "the model charges ('add', 'dsp')"),
+    # no core bound to them: Vitis chooses (often the fabric)
+    ([("#pragma HLS BIND_OP variable=mac op=add impl=dsp\n", "")], "the chain's adds are bound to no core"),
+    # one chain of eight products: -128 * -128 eight times passes the low lane's 18 bits (random data may not)
+    ([("c < 2; ++c", "c < 1; ++c"), ("k < 4; ++k", "k < 8; ++k"), ("c * 4 + k", "c * 8 + k")],
+     "the model's chain is 4"),
+])
+def test_each_change_to_the_packed_dsp_chain_fails_the_lint(tmp_path, changes, words):
+    project = _small_run(tmp_path, "int8")[4]
+    assert lint_network(project).ok
+    for old, new in changes:
+        _mutate(project, old, new)
+    findings = [str(f) for f in lint_network(project).findings]
+    assert any(words in f for f in findings), findings
 
 
 def _mutate(project, old, new, path="src/kernel.cpp"):

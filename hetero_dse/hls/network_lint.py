@@ -6,8 +6,9 @@ What it checks:
 * per engine: each buffer's row one wide word of the lanes the model sizes and its rows, never partitioned
   (Vitis does not partition a stream of blocks), bound to the memory the model charges at read latency 1; the
   read processes' loops pipelined at II 1 with a word's lanes unrolled; the PE array's lanes (the ``lane`` loop
-  over the output lanes, two a multiply where int8 packs, the ``mul`` loop over the input lanes), every
-  multiply and add bound to the core the model charges, and the accumulation's DEPENDENCE distance the model's;
+  over the output lanes, two a multiply where int8 packs, the ``mul`` loop over the input lanes, where int8
+  packs in ``chain`` loops of the model's length whose adds bind the DSPs' post-adders), every multiply and add
+  bound to the core the model charges, and the accumulation's DEPENDENCE distance the model's;
 * the write process's loops pipelined; every DDR access of every port in its burst form (consecutive words,
   no condition); one m_axi bundle a port, and the ALIAS pragma of the arena's three ports;
 * the table: each descriptor design.json's; its shape consistent; tiles whole multiples of the lanes that
@@ -27,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from cost_models.fpga_costs import ARITHMETIC
+from cost_models.fpga_costs import ARITHMETIC, PACKED_CHAIN_ADD
 from cost_models.fpga_network import EngineShape, NetLayer, Tiles, network_trips
 from hetero_dse.hls.cparse import CFile, LintError, parse_kernel
 from hetero_dse.hls.lint.record import Finding, LintReport
@@ -100,7 +101,7 @@ def lint_network(project: str | Path) -> LintReport:
                 add("buffer", buf, f"declared {got} rows; the model sizes it {depth}")
         report.pragmas_checked += check_streams(k, f"{name}_layer", e.get("storage", {}), add)
         _check_compute(k, f"{name}_compute", out_l, in_l if kind == "grid" else 1, e["accumulation_distance"], cores,
-                       add, report, packed=e.get("packed", False))
+                       add, report, chain=engines[kind].chain)
         check_pipelined(k, f"{name}_read_in", "read_in", "word_in", word, add, report)
         check_pipelined(k, f"{name}_read_w", "read_w", "word_w", design["wword"], add, report, name="WV")
     for loop in ("write", "write_res", "bias_in"):
@@ -138,20 +139,32 @@ def _check_bursts(source: str, add: Any) -> None:
 
 
 def _check_compute(k: CFile, fn_name: str, out_l: int, in_l: int, distance: int, cores: dict[str, tuple[str, str]],
-                   add: Any, report: LintReport, packed: bool = False) -> None:
-    """``packed``: two output lanes a multiply (a DSP48E2 for two int8 products), so the lane loop steps by two."""
+                   add: Any, report: LintReport, chain: int = 1) -> None:
+    """``chain`` > 1: packed int8, two output lanes a multiply (a DSP48E2 for two int8 products), so the lane loop
+    steps by two; each ``chain`` loop's ``mul`` loop sums ``chain`` input lanes in the DSPs' post-adders (its
+    ``mac`` bound to ``PACKED_CHAIN_ADD``), which keeps the low lane's sum inside its 18-bit field only up to the
+    model's chain."""
+    packed = chain > 1
     fn = k.functions.get(fn_name)
-    if not check_pe_loop(fn, fn_name, distance, cores, 3 if in_l > 1 else 2, add, report):
+    if not check_pe_loop(fn, fn_name, distance, {**cores, **({"mac": PACKED_CHAIN_ADD} if packed else {})},
+                         3 if in_l > 1 else 2, add, report):
         return
-    lane, mul = fn.loop("lane"), fn.loop("mul")
+    lane, mul, chains = fn.loop("lane"), fn.loop("mul"), fn.loop("chain")
     want = out_l // 2 if packed else out_l
     if lane is None or lane.trip_count() != want or not lane.has("UNROLL"):
         add("lanes", fn_name, f"the lane loop runs {lane.trip_count() if lane else None} times; the model {want}"
                               + (" (two output lanes a multiply)" if packed else ""))
-    if in_l > 1 and (mul is None or mul.trip_count() != in_l or not mul.has("UNROLL")):
+    runs = chains.trip_count() if packed and chains is not None and chains.has("UNROLL") else 1
+    if packed and (mul is None or mul.trip_count() != chain or runs * chain != in_l or not mul.has("UNROLL")):
+        add("lanes", fn_name, f"the chains sum {mul.trip_count() if mul else None} input lanes each, "
+                              f"{runs} chains; the model's chain is {chain} of {in_l} lanes (more than 7 products "
+                              "overflow the low lane's 18 bits)")
+    elif not packed and in_l > 1 and (mul is None or mul.trip_count() != in_l or not mul.has("UNROLL")):
         add("lanes", fn_name, f"the mul loop runs {mul.trip_count() if mul else None} lanes; the model {in_l}")
+    if packed and not any(p.get("variable") == "mac" for lp in fn.loops for p in lp.pragmas if p.name == "BIND_OP"):
+        add("bind_op", fn_name, f"the chain's adds are bound to no core; the model charges {PACKED_CHAIN_ADD}")
     # multiply-adds an iteration, as the code's unrolled loops give them
-    muls = (lane.trip_count() if lane else 0) * (mul.trip_count() if in_l > 1 and mul else 1)
+    muls = (lane.trip_count() if lane else 0) * (runs * mul.trip_count() if in_l > 1 and mul else 1)
     report.mul_per_iteration += muls  # DSP multiplies: packed, each two products
     report.add_per_iteration += muls * (2 if packed else 1)  # an adder tree of in_l - 1 and one accumulation a lane
 

@@ -41,7 +41,7 @@ STATIC = {"run_hls.tcl": "run_hls.tcl", **{f"include/{h}": f"sim/include/{h}" fo
 
 
 def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: str) -> dict[str, Any]:
-    from cost_models.fpga_costs import ARITHMETIC
+    from cost_models.fpga_costs import ARITHMETIC, PACKED_CHAIN_ADD
     from cost_models.fpga_network import network_trips
 
     from cost_models.fpga_network_resources import engine_storage
@@ -53,7 +53,7 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
     for kind, e in design.engines.items():
         engines.append({"kind": kind, "name": NAMES[kind], "id": ENGINE_IDS[kind], "lanes": e.out_lanes,
                         "in_lanes": e.in_lanes, "in_rows": e.in_rows, "w_rows": e.w_rows, "out_rows": e.out_rows,
-                        "tree_depth": (e.in_lanes - 1).bit_length(), "packed": e.packed,
+                        "tree_depth": (e.in_lanes - 1).bit_length(), "packed": e.packed, "chain": e.chain,
                         "storage": engine_storage(e, design.dtype, board.cap("uram") > 0),
                         **(winograd_context(e, design.dtype) if kind == "winograd" else {})})
     tch = max(p.tiles.tc if p.layer.engine == "depthwise" else p.tiles.tk for p in design.layers)
@@ -85,7 +85,7 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
             "engine_ids": list(ENGINE_IDS), "max_layers": len(run.layers), "engines": engines, "tch_max": tch,
             "distance": next(iter(design.engines.values())).distance, "ports": ports,
             "ops": {"mul": a.mul_core[0], "mul_impl": a.mul_core[1], "add": a.add_core[0],
-                    "add_impl": a.add_core[1]},
+                    "add_impl": a.add_core[1], "mac": PACKED_CHAIN_ADD[0], "mac_impl": PACKED_CHAIN_ADD[1]},
             "arena_words": data["arena_words"], "weight_words": data["weight_words"], "atol": atol, "rtol": rtol,
             "reference_source": run.reference_source,
             "trips": [network_trips(design.engines[r.placed.layer.engine], r.placed.layer, r.placed.tiles)
