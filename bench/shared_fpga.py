@@ -77,6 +77,8 @@ def main() -> None:
                 rows.append(row)
                 engines = " + ".join(f"{e['kind']} " + "×".join(str(v) for v in e["lanes"].values())
                                      for e in row["engines"])
+                if design.w_ports > 1:
+                    engines += f", weights on {design.w_ports} ports"
                 print(f"| {net} | {board_name} | {dtype} | {engines} | {1e3 * row['latency_s']:.2f} ms | "
                       f"{row['fps']:.0f} | {gops:.1f} | {row['gops_per_dsp']:.3f} | "
                       f"{100 * row['dsp_roofline']:.0f} % | "

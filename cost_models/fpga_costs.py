@@ -59,10 +59,10 @@ ARITHMETIC: dict[str, ArithmeticCost] = {
 #: in their post-adders, a multiply-add each, before the fabric splits the two lanes' sums apart. The low lane's sum
 #: must stay inside its 18-bit field: |a * w| <= 2^14, so at most 7 products (Xilinx WP486 packs the same way); 4
 #: divides every lane count of the network kernel. The fabric then adds a tree over in_lanes / 4 such sums where it
-#: added one over every product, and splits a quarter as many.
+#: added one over every product, and splits a quarter as many. The code binds no core to the chain (a BIND_OP stops
+#: Vitis matching a multiply and its add into one DSP, UG1399 "DSP Multi-Operation Matching"): that each add lands
+#: in its multiply's DSP is an *estimate* until a csynth report shows the mac_muladd instances.
 PACKED_CHAIN = 4
-#: the core the chain's adds bind (``BIND_OP op=add impl=dsp``: the DSP48E2's post-adder, no fabric)
-PACKED_CHAIN_ADD = ("add", "dsp")
 
 #: Above this clock the floating-point cores need one more pipeline stage each (*estimate*; Vitis picks
 #: deeper cores as the target period shrinks).

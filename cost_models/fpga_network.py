@@ -121,6 +121,9 @@ class EngineShape:
     pointwise: bool = False
     #: the Winograd engine's output tile buffer, a pixel a row (its sums' buffer, ``out_rows``, a patch a row)
     tile_rows: int = 0
+    #: the weights' ports its weight process reads at once, a word from each a cycle (the host deals a layer's
+    #: words out to them in turn): where one port's word a cycle starves the PE array of weight rows
+    w_ports: int = 1
 
     @property
     def chain(self) -> int:
@@ -229,9 +232,9 @@ def network_trips(engine: EngineShape, layer: NetLayer, tiles: Tiles) -> dict[st
     bias = n_o * (engine.params * (tiles.tc if dw else tiles.tk) // engine.p_word)
     # the write: only the pixels inside the image, every output channel once (a channel tile divides them)
     write = layer.OH * layer.OW * (layer.K // engine.word)
-    return {"steps": steps, "out_tiles": out_tiles, "read_in": steps * per_in, "read_w": steps * per_w,
-            "compute": steps * per_c, "write": write, "bias": bias, "transform_in": transform_in,
-            "transform_out": transform_out, **rows}
+    return {"steps": steps, "out_tiles": out_tiles, "read_in": steps * per_in,
+            "read_w": steps * per_w // engine.w_ports, "compute": steps * per_c, "write": write, "bias": bias,
+            "transform_in": transform_in, "transform_out": transform_out, **rows}
 
 
 def tile_options(extent: int, lanes: int | None = None, cap: int = 24, multiple: int = 1) -> list[int]:
@@ -248,7 +251,8 @@ def tile_options(extent: int, lanes: int | None = None, cap: int = 24, multiple:
 
 def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clock_hz: float, elem_bytes: int,
                  read_floor_ns: float, write_floor_ns: float, latency_ns: float, port_gbps: float,
-                 depth: int, residual: bool = False, transform_depth: int = 0) -> Any:
+                 depth: int, residual: bool = False, transform_depth: int = 0, w_channels: int = 1,
+                 one_channel: bool = False) -> Any:
     """Cycles of the layer for tiles ``t`` (arrays broadcast together): per step the slowest of its two reads
     and its compute, the write of each output tile overlapping the next tile's steps; plus the first step's
     reads, the last tile's write, the parameters of each output-channel tile and the descriptor. A read process
@@ -257,7 +261,9 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     from a loop that is not pipelined, each wait their round trip; the arena's ports share its channel;
     ``residual``: the layer's epilogue reads a word beside each output word. The Winograd engine's read process
     transforms the box's patches after the box arrives (``transform_depth``: that loop's pipeline), and its
-    output transform, a pixel a cycle, runs beside the write as a stage of its own."""
+    output transform, a pixel a cycle, runs beside the write as a stage of its own. The weights come over the
+    engine's ``w_ports``, spread over ``w_channels`` memory channels (ports on one channel share it);
+    ``one_channel``: the arena and the weights are on the board's one channel, every stream sharing it."""
     s = _steps(layer, t)
     r_floor = max(1.0, read_floor_ns * 1e-9 * clock_hz)
     del write_floor_ns  # the output's runs each wait a whole round trip (``one_by_one``), longer than the floor
@@ -286,12 +292,16 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
         per_cycle = port_gbps * 1e9 / clock_hz / word_bytes / ports
         return n_runs * (latency + np.maximum(words, words / per_cycle))
 
+    # the weights: a word from each weight port a cycle; the streams on one memory channel share its bandwidth
+    arena = 3 if residual else 2  # the input box's stream and the write's (and the residual's beside it)
+    w_share = -(-engine.w_ports // max(1, w_channels)) + (arena if one_channel else 0)
+    w_on_arena = engine.w_ports if one_channel else 0
     # the input box: a run a box row where the tile takes every channel (consecutive words), else a pixel; its
     # port shares the arena's channel with the write's
     chan_words = t["tc"] // engine.word
     whole = t["tc"] == layer.C
     read_in = one_by_one(np.where(whole, s["box_h"], s["box_h"] * s["box_w"]),
-                         np.where(whole, s["box_w"] * layer.C // engine.word, chan_words), ports=2)
+                         np.where(whole, s["box_w"] * layer.C // engine.word, chan_words), ports=2 + w_on_arena)
     if wino:  # then the box's patches transformed, one a cycle and channel group
         read_in = read_in + cg * patches + transform_depth
         w_words = kg * cg * engine.row_weights(layer) * engine.w_span // engine.w_word
@@ -299,7 +309,7 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     else:
         w_words = (kg * rs * cg * engine.out_lanes * lanes_in if grid else cg * rs * engine.out_lanes) // engine.w_word
         compute = kg * rs * cg * np.maximum(s["pixels"], engine.distance) + depth
-    read_w = runs(1, w_words, r_floor, engine.w_word * elem_bytes) + latency
+    read_w = runs(1, w_words / engine.w_ports, r_floor, engine.w_word * elem_bytes, w_share) + latency
     step = np.maximum(np.maximum(read_in, read_w), compute)
     out_chan = t["tk"] if grid else t["tc"]
     # a whole tile's write: a run a tile row where the tile takes every channel, else a pixel; a residual read
@@ -307,7 +317,7 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     out_whole = out_chan == layer.K
     o_runs = np.where(out_whole, t["th"], s["pixels"])
     o_words = np.where(out_whole, t["tw"] * layer.K // engine.word, out_chan // engine.word)
-    write = one_by_one(o_runs, o_words, ports=3 if residual else 2)
+    write = one_by_one(o_runs, o_words, ports=arena + w_on_arena)
     # the Winograd engine's output transform: a pixel of a channel group a cycle, a stage beside the write
     transform_out = kg * patches * side ** 2 + transform_depth if wino else 0
     n_out = s["n_k"] * s["n_y"] * s["n_x"] if grid else s["n_c"] * s["n_y"] * s["n_x"]
@@ -322,11 +332,11 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
 
 def compute_depth(dtype: str, clock_mhz: float, in_lanes: int, chain: int = 1) -> int:
     """The compute loop's pipeline depth: buffer reads, the multiply, the adder tree, the accumulation; with a
-    ``chain`` of DSPs before the tree, a post-add a DSP after the first and the split of the packed sums (a cycle
-    each, *estimate*)."""
+    ``chain`` of multiply-adds before the tree, each a DSP's stages one after the other (the sum passes through
+    them) and a cycle to split the packed sums (*estimate*: Vitis schedules a matched multiply-add whole)."""
     a = ARITHMETIC[dtype]
     deeper = 1 if a.floating and clock_mhz > DEEPER_CORES_ABOVE_MHZ else 0
     sums = in_lanes // chain
     tree = math.ceil(math.log2(sums)) if sums > 1 else 0
-    chained = chain if chain > 1 else 0
-    return COMPUTE_OVERHEAD_CYCLES + a.mul_latency + deeper + chained + (tree + 1) * (a.add_latency + deeper)
+    multiply = chain * a.mul_latency + 1 if chain > 1 else a.mul_latency
+    return COMPUTE_OVERHEAD_CYCLES + multiply + deeper + (tree + 1) * (a.add_latency + deeper)

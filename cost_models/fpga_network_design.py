@@ -3,7 +3,9 @@ kernel's engines (``hls_templates/network/``), their lanes and buffers chosen fo
 tiles chosen for them, scored by ``cost_models/fpga_network.py``, the model of that kernel's loops.
 
 The space is the hardware fixed at synthesis: the grid's output × input channel lanes, the depthwise engine's
-channel lanes, and the rows of each engine's two buffers (input and output; the weights are a FIFO of rows).
+channel lanes, the rows of each engine's two buffers (input and output; the weights are a FIFO of rows), and
+the weights' ports read at once (one or two, a word from each a cycle: on a board of narrow ports, ZCU102's
+128-bit HP ports, one starves a large grid of weight rows on the small maps of a network's last layers).
 For every candidate each layer takes its tiles of least time that fit the buffers; the network's latency at
 batch 1 is the sum over its layers (each as often as the network runs it) at the one clock the design closes
 at; the resources are counted once for the design and must fit the board. The lowest latency wins.
@@ -56,6 +58,8 @@ W_ROWS = (1 << 30,)
 OUT_ROWS = (256, 512, 1024, 2048, 4096)
 #: the m_axi ports of the kernel: the table, activations in, residual, out, weights, biases
 PORTS = 6
+#: the weights' ports a design may read at once (a second is a seventh m_axi port)
+WEIGHT_PORTS = (1, 2)
 
 
 def padded(shape: LayerShape, block: int, in_lanes: int) -> tuple[NetLayer, bool]:
@@ -74,7 +78,14 @@ def _timing(board: Board, dtype: str, clock_hz: float, word: int, bandwidth_shar
     m = board.memory
     return {"clock_hz": clock_hz, "elem_bytes": np.dtype(dtype).itemsize, "read_floor_ns": m.read_burst_ns,
             "write_floor_ns": m.write_burst_ns, "latency_ns": m.latency_ns,
-            "port_gbps": m.sustained_gbps_per_channel * bandwidth_share}
+            "port_gbps": m.sustained_gbps_per_channel * bandwidth_share, "w_channels": weight_channels(m.channels),
+            "one_channel": m.channels == 1}
+
+
+def weight_channels(channels: int) -> int:
+    """The memory channels the weights' ports spread over: the arena has the first, the weights the next two
+    where the board has them (``connectivity.cfg``), else they share what there is."""
+    return max(1, min(WEIGHT_PORTS[-1], channels - 1))
 
 
 @functools.cache
@@ -127,13 +138,15 @@ def winograd_tiles(shape: LayerShape, dtype: str, min_lanes: int = LANES[0]) -> 
 
 def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtype: str = "float32",
                     clock_mhz: float | None = None, lanes: Sequence[int] = LANES,
-                    bandwidth_share: float = 1.0, algorithm: str = "auto", winograd_tile: int | None = None
-                    ) -> NetworkDesign:
+                    bandwidth_share: float = 1.0, algorithm: str = "auto", winograd_tile: int | None = None,
+                    weight_ports: Sequence[int] = WEIGHT_PORTS) -> NetworkDesign:
     """The network kernel of least latency at batch 1 that fits ``board`` (see the module doc);
     ``bandwidth_share``: of a memory channel's bandwidth each port gets (several compute units on too few);
     ``algorithm`` (``ALGORITHMS``): with ``auto`` both designs are explored, one whose 3×3 stride-1 layers run
     on a Winograd engine beside the grid and one without, and the faster kept; ``winograd_tile``: that engine's
-    output tile m (F(m×m, 3×3)) instead of the best of those its data type offers (``fpga_winograd.TILES``)."""
+    output tile m (F(m×m, 3×3)) instead of the best of those its data type offers (``fpga_winograd.TILES``);
+    ``weight_ports``: how many weight ports the grid and depthwise engines may read at once (each where its
+    weight rows are an even number of port words)."""
     if not layers:
         raise HeteroDSEError("a network needs at least one layer to design an accelerator for")
     if dtype not in ("float32", "int8"):
@@ -151,7 +164,7 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
         moved = [(replace(s, engine="winograd") if t else s, n) for (s, n), t in zip(layers, tiles, strict=True)]
         try:
             design = _explore(moved, board, dtype, clock_mhz, lanes, bandwidth_share, common,
-                              choose=algorithm == "auto")
+                              choose=algorithm == "auto", weight_ports=weight_ports)
         except HeteroDSEError as exc:
             if algorithm == "winograd":
                 raise HeteroDSEError(f"no network kernel with a Winograd engine fits "
@@ -164,7 +177,8 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
             designs.append(design)
     if algorithm != "winograd":
         try:
-            designs.append(_explore(list(layers), board, dtype, clock_mhz, lanes, bandwidth_share, ()))
+            designs.append(_explore(list(layers), board, dtype, clock_mhz, lanes, bandwidth_share, (),
+                                    weight_ports=weight_ports))
         except HeteroDSEError:
             if not designs:
                 raise
@@ -176,8 +190,8 @@ _Option = tuple[float, EngineShape, list[tuple[int, PlacedLayer]], np.ndarray]
 
 
 def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clock_mhz: float | None,
-             lanes: Sequence[int], bandwidth_share: float, wino_tiles: tuple[int, ...], choose: bool = False
-             ) -> NetworkDesign:
+             lanes: Sequence[int], bandwidth_share: float, wino_tiles: tuple[int, ...], choose: bool = False,
+             weight_ports: Sequence[int] = WEIGHT_PORTS) -> NetworkDesign:
     """The design of least latency with an engine for each kind of layer in ``layers`` (a Winograd engine of
     the ``wino_tiles`` for those moved to it); ``choose``: each of those runs on the grid where that is faster."""
     clock = float(clock_mhz or board.default_clock_mhz)
@@ -200,23 +214,25 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
                  "winograd": [(o, i, m) for o, i in pairs for m in wino_tiles]}
     cache: dict[tuple[Any, ...], list[_Option]] = {}
 
-    def probe_of(kind: str, out_l: int, in_l: int, tile: int, word: tuple[int, int, int]) -> EngineShape:
+    def probe_of(kind: str, out_l: int, in_l: int, tile: int, word: tuple[int, int, int], w_ports: int = 1
+                 ) -> EngineShape:
         """The engine with these lanes and words, its buffers at their fewest rows: two int8 products a DSP on the
         grid, 16-bit weights on an int8 Winograd engine, its pointwise mode where a layer needs it."""
         return EngineShape(kind, out_l, in_l, word[0], IN_ROWS[0], W_ROWS[0], OUT_ROWS[0], distance, params,
                            pack and kind == "grid" and out_l % 2 == 0, word[1], word[2], tile,
-                           2 if kind == "winograd" and dtype == "int8" else 1, kind == "winograd" and point)
+                           2 if kind == "winograd" and dtype == "int8" else 1, kind == "winograd" and point,
+                           w_ports=w_ports)
 
     def engine_options(kind: str, out_l: int, in_l: int, tile: int, block: int, word: tuple[int, int, int],
-                       timing: dict[str, Any]) -> list[_Option]:
+                       timing: dict[str, Any], w_ports: int = 1) -> list[_Option]:
         """The engine's buffer sizes worth building with these lanes: each layer's best tiles in them, the
         buffers shrunk to what some layer fills, none slower and larger than another (cached: the lanes of
         the other engine change only the channel block)."""
         nonlocal tried
-        key = (kind, out_l, in_l, tile, block, word)
+        key = (kind, out_l, in_l, tile, block, word, w_ports)
         if key in cache:
             return cache[key]
-        probe = probe_of(kind, out_l, in_l, tile, word)
+        probe = probe_of(kind, out_l, in_l, tile, word, w_ports)
         found: dict[EngineShape, _Option] = {}
         if not np.any(engine_resources(probe, dtype, uram) + fixed > caps):  # the arrays alone must fit
             # choosing, the grid takes the Winograd engine's layers too, and each such layer runs where it is faster
@@ -269,18 +285,16 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
         wword = min(port_elems, min(o * i for o, i, _ in by_kind.values()))
         pword = min(param_elems, word)
         timing = {"dtype": dtype, **_timing(board, dtype, hz, word, bandwidth_share)}
-        options = [engine_options(kind, *by_kind[kind], block, (word, wword, pword), timing) for kind in kinds]
-        for combo in itertools.product(*options):
-            res = fixed + sum(c[3] for c in combo)
-            if np.any(res > caps):
+        for wp in weight_ports:
+            # an engine reads wp ports where its weight rows are an even number of words of them (not Winograd's)
+            ports = {k: wp if k != "winograd" and (by_kind[k][0] * by_kind[k][1]) // wword % wp == 0 else 1
+                     for k in kinds}
+            if wp > 1 and max(ports.values()) == 1:
                 continue
-            chosen: dict[int, PlacedLayer] = {}  # each layer on its fastest engine (one, unless choosing)
-            for c in combo:
-                for i, p in c[2]:
-                    if i not in chosen or p.cycles < chosen[i].cycles:
-                        chosen[i] = p
-            cycles = sum(p.count * p.cycles for p in chosen.values())
-            candidates.append((cycles, len(candidates), block, word, combo, chosen, res, timing))
+            options = [engine_options(kind, *by_kind[kind], block, (word, wword, pword), timing, ports[kind])
+                       for kind in kinds]
+            candidates += _combinations(options, kernel_base(PORTS + wp - 1), caps, block, word, timing,
+                                        len(candidates))
     candidates.sort(key=lambda c: c[:2])
     for cycles, _, block, word, combo, chosen, res, timing in candidates:
         if best is not None and cycles / hz >= best.latency_s:  # the clock only falls from the target: no later
@@ -295,6 +309,25 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
     best.candidates = tried
     best.layers.sort(key=lambda p: [s for s, _ in layers].index(p.shape))
     return best
+
+
+def _combinations(options: list[list[_Option]], fixed: np.ndarray, caps: np.ndarray, block: int, word: int,
+                  timing: dict[str, Any], first: int) -> list[tuple[Any, ...]]:
+    """Every combination of the engines' options that fits with the kernel's ``fixed`` part: its cycles at the
+    target clock, an index from ``first`` (ties keep the order found), and what ``_design`` takes of it."""
+    found = []
+    for combo in itertools.product(*options):
+        res = fixed + sum(c[3] for c in combo)
+        if np.any(res > caps):
+            continue
+        chosen: dict[int, PlacedLayer] = {}  # each layer on its fastest engine (one, unless choosing)
+        for c in combo:
+            for i, p in c[2]:
+                if i not in chosen or p.cycles < chosen[i].cycles:
+                    chosen[i] = p
+        cycles = sum(p.count * p.cycles for p in chosen.values())
+        found.append((cycles, first + len(found), block, word, combo, chosen, res, timing))
+    return found
 
 
 def design_clock_mhz(board: Board, clock_mhz: float, res: np.ndarray, fanout: float) -> float:

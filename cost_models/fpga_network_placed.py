@@ -53,6 +53,11 @@ class NetworkDesign:
         return sum(p.count * p.cycles for p in self.layers) / (self.achieved_mhz * 1e6)
 
     @property
+    def w_ports(self) -> int:
+        """The weights' ports the kernel has: the most any engine reads at once."""
+        return max(e.w_ports for e in self.engines.values())
+
+    @property
     def wword(self) -> int:
         """Elements a word of the weights' port (every engine's the same: one port)."""
         return next(iter(self.engines.values())).w_word
@@ -80,7 +85,7 @@ class NetworkDesign:
                     "buffer_rows": {"input": e.in_rows, "weights": e.w_rows, "output": e.out_rows,
                                     **({"tile": e.tile_rows} if e.tile else {})},
                     "accumulation_distance": e.distance, "params": e.params, "packed": e.packed,
-                    **({"chain": e.chain} if e.packed else {}),
+                    **({"chain": e.chain} if e.packed else {}), "weight_ports": e.w_ports,
                     "storage": engine_storage(e, self.dtype, self.board.cap("uram") > 0),
                     **(winograd_record(e.tile, self.dtype) | {"w_span": e.w_span, "pointwise": e.pointwise}
                        if e.tile else {})}
@@ -88,7 +93,7 @@ class NetworkDesign:
         # the multiply-adds a cycle of direct convolution each engine stands for (Winograd's m²·9 per α² products)
         macs_peak = sum(e.out_lanes * e.in_lanes * (9 * e.tile ** 2 if e.tile else 1) for e in self.engines.values())
         return {"board": self.board.name, "dtype": self.dtype, "block": self.block, "word": self.word,
-                "wword": self.wword, "pword": self.pword,
+                "wword": self.wword, "pword": self.pword, "weight_ports": self.w_ports,
                 "engines": engines, "clock_mhz": self.clock_mhz, "achieved_mhz": self.achieved_mhz,
                 "latency_s": self.latency_s, "fps": self.compute_units / self.latency_s,
                 "compute_units": self.compute_units, "gops": 2 * self.macs * self.compute_units / self.latency_s / 1e9,

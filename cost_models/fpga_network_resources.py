@@ -21,6 +21,9 @@ __all__ = ["engine_resources", "engine_storage", "kernel_base"]
 #: 32-bit multiplies of run-time values an engine's processes make a cycle (addresses, buffer rows, the output
 #: word's place): Vitis builds each from DSP48E2s, about three for 32 × 32 bits (*estimate*)
 ADDRESS_MULTIPLIES, DSP_PER_ADDRESS_MULTIPLY = 14, 3
+#: registers delaying the operands of a chain's later multiply-adds until the sum reaches them, a chain (a
+#: reviewer's count, *estimate*)
+CHAIN_DELAY_FF = 200
 #: the Winograd engine's further run-time multiplies (*estimate*, counted in ``winograd.cpp.j2``)
 WINOGRAD_ADDRESS_MULTIPLIES = 26
 
@@ -71,6 +74,8 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
     res[dsp] += muls * a.dsp_mul + adds * a.dsp_add
     res[lut] += muls * a.lut_mul + adds * a.lut_add + (muls / engine.chain * 40 if engine.packed else 0)
     res[ff] += macs * a.ff_mul + adds * a.ff_add
+    if engine.packed:  # a chain's later multiply-adds wait for the sum: their operands delayed in registers
+        res[ff] += muls / engine.chain * CHAIN_DELAY_FF
     bits, acc_bits = 8.0 * np.dtype(dtype).itemsize, 32.0
     lanes_in = engine.in_lanes if engine.kind != "depthwise" else engine.out_lanes
     for _, rows, width, copies in _buffers(engine, dtype):

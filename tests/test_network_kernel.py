@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -66,10 +67,11 @@ def test_the_models_trip_counts_and_buffer_rows_are_the_loops_counted_by_hand():
     assert layer_cycles(engine, layer, t, latency_ns=0.0, residual=True, **narrow)[0] == pytest.approx(alone[0] + 64)
 
 
-def _small_run(tmp_path, dtype="float32", algorithm="direct", board="zcu102", lanes=(4, 8), tile=None):
+def _small_run(tmp_path, dtype="float32", algorithm="direct", board="zcu102", lanes=(4, 8), tile=None,
+               weight_ports=(1, 2)):
     layers, image, model, x = traced()
     design = explore_network([(layer.shape, 1) for layer in layers], load_board(board), dtype, lanes=lanes,
-                             algorithm=algorithm, winograd_tile=tile)
+                             algorithm=algorithm, winograd_tile=tile, weight_ports=weight_ports)
 
     def tensor(i):
         return None if i is None else ("input:x" if i == NETWORK_INPUT else f"layer:{i}")
@@ -79,6 +81,26 @@ def _small_run(tmp_path, dtype="float32", algorithm="direct", board="zcu102", la
                                for p, layer in zip(design.layers, layers, strict=True)], {"x": image}, "torch")
     run = quantized(run, design)
     return model, x, layers, design, write_network_project(tmp_path / "small", design, run), run
+
+
+def test_two_weight_ports_halve_the_weight_process_by_hand_where_their_channels_allow():
+    # the layer and tiles of the test above: 4 steps of 18 weight rows of 16 words, 288 words a step
+    engine = EngineShape("grid", 8, 8, 4, 1000, 1000, 1000, 6, w_ports=2)
+    layer = NetLayer("grid", 16, 16, 8, 8, 3, 3, 1, 1)
+    assert network_trips(engine, layer, Tiles(8, 16, 4, 8))["read_w"] == 4 * 288 // 2  # two words an iteration
+    t = {k: np.array([v]) for k, v in Tiles(8, 16, 4, 8).__dict__.items()}
+    timing = dict(clock_hz=100e6, elem_bytes=4, read_floor_ns=0.0, write_floor_ns=0.0, latency_ns=0.0, depth=10)
+    # the first step's reads: the input box's 240 words now outlast the weights' 144 (one port: 288)
+    fast = layer_cycles(engine, layer, t, port_gbps=1e3, **timing)
+    assert fast[0] == pytest.approx(4 * (18 * 32 + 10) + 240 + 64 + 2 * 2 + 32)
+    # tiles of 1 x 2 pixels (64 steps): the weights bound each step. At a word a cycle of bandwidth (1.6 GB/s),
+    # two ports on one channel share it: no faster than one port (288 cycles a step); on two channels each
+    # moves its word a cycle (144), every step and the first one's reads
+    t = {k: np.array([v]) for k, v in Tiles(8, 16, 1, 2).__dict__.items()}
+    one = layer_cycles(replace(engine, w_ports=1), layer, t, port_gbps=1.6, **timing)
+    assert layer_cycles(engine, layer, t, port_gbps=1.6, **timing)[0] == pytest.approx(one[0])
+    two = layer_cycles(engine, layer, t, port_gbps=1.6, w_channels=2, **timing)
+    assert one[0] - two[0] == pytest.approx(64 * (288 - 144) + (288 - 144))
 
 
 def test_the_packed_grids_dsp_chains_are_charged_by_hand():
@@ -99,9 +121,9 @@ def test_the_packed_grids_dsp_chains_are_charged_by_hand():
     ours, theirs = engine_resources(packed, "int8", False), engine_resources(plain, "int8", False)
     assert ours[lut] - theirs[lut] == pytest.approx((512 * 30 + 16 * 16 * 32 + 128 * 40) - (1024 * 30 + 1024 * 32))
     assert theirs[dsp] - ours[dsp] == 512
-    # the pipeline: 4 buffer stages, the multiply's 3, the chain's 3 post-adds and the split, then a tree of 4
-    # levels over 16 sums and the accumulation, an int add a cycle each
-    assert compute_depth("int8", 200, 64, 4) == 4 + 3 + 4 + 5 and compute_depth("int8", 200, 64) == 4 + 3 + 7
+    # the pipeline: 4 buffer stages, the chain's 4 multiply-adds of 3 stages each one after the other and the
+    # split, then a tree of 4 levels over 16 sums and the accumulation, an int add a cycle each
+    assert compute_depth("int8", 200, 64, 4) == 4 + 4 * 3 + 1 + 5 and compute_depth("int8", 200, 64) == 4 + 3 + 7
 
 
 def test_a_small_network_runs_end_to_end_through_the_kernel_against_torch(tmp_path):
@@ -146,13 +168,16 @@ def test_the_small_network_in_int8_runs_bit_exact_with_two_products_a_dsp(tmp_pa
     assert table[0]["slope_mult"] == 0 and table[4]["slope_mult"] == round(0.1 * 2 ** 14)
 
 
-def test_the_host_program_runs_the_network_through_an_xrt_test_double(tmp_path):
+@pytest.mark.parametrize("ports", [1, 2])
+def test_the_host_program_runs_the_network_through_an_xrt_test_double(tmp_path, ports):
     """host/host.cpp (XRT's native API) compiled against the project's XRT test double, whose kernel run calls
-    the kernel's C model: the buffers, their groups and the argument order the host passes are the kernel's,
-    and it checks every layer. Says nothing about a card (there is none here)."""
+    the kernel's C model: the buffers, their groups and the argument order the host passes are the kernel's
+    (with one weight port and with two, each its half of weights.bin), and it checks every layer. Says nothing
+    about a card (there is none here)."""
     import subprocess
 
-    project = _small_run(tmp_path, "int8")[4]
+    _, _, _, design, project, _ = _small_run(tmp_path, "int8", weight_ports=(ports,))
+    assert design.w_ports == ports
     binary = tmp_path / "host.exe"
     subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-Wno-unknown-pragmas",
                     "-Wno-unused-label", f"-I{project / 'sim' / 'include'}", f"-I{project / 'src'}",
@@ -162,6 +187,33 @@ def test_the_host_program_runs_the_network_through_an_xrt_test_double(tmp_path):
     assert ran.returncode == 0 and "mismatches=0" in ran.stdout and "PASS" in ran.stdout, ran.stdout + ran.stderr
     readme = (project / "README.md").read_text()
     assert "two int8 products a DSP48E2" in readme and "make ip" in readme  # zcu102: no platform, an IP
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+def test_two_weight_ports_deal_the_rows_words_out_and_run_bit_for_bit(tmp_path, dtype):
+    """The weight process reads a word from each of two ports a cycle (the host deals a layer's words out to them
+    in turn): the same outputs, the read_w loop half the trips (the C-simulation counts them, the model says
+    so), the lint clean; each change below is caught."""
+    _, _, _, design, project, _ = _small_run(tmp_path, dtype, weight_ports=(2,))
+    grid = design.engines["grid"]
+    assert grid.w_ports == 2 and design.w_ports == 2
+    result = csim(project)
+    assert result.passed and check_trips(project, result.output) == [] and lint_network(project).ok
+    for p in design.layers:  # what the C-simulation counted (check_trips): half a port's trips on each engine
+        e = design.engines[p.layer.engine]
+        alone = network_trips(replace(e, w_ports=1), p.layer, p.tiles)["read_w"]
+        assert network_trips(e, p.layer, p.tiles)["read_w"] * e.w_ports == alone
+    # one port read twice where the model has two: the lint says so, and the rows are wrong
+    _mutate(project, "const wword_t v1 = wgt1[base + it];", "const wword_t v1 = wgt[base + it];")
+    assert any("weight port" in str(f) for f in lint_network(project).findings)
+    assert not csim(project).passed
+
+
+def test_two_weight_ports_words_taken_in_the_wrong_order_fail_the_c_simulation(tmp_path):
+    project = _small_run(tmp_path, "int8", weight_ports=(2,))[4]
+    _mutate(project, "row[64 - 2 * WV + j] = v[j];", "row[64 - 2 * WV + j] = v1[j];")
+    _mutate(project, "row[64 - WV + j] = v1[j];", "row[64 - WV + j] = v[j];")
+    assert not csim(project).passed
 
 
 def test_breaking_the_dsp_packings_signed_correction_fails_the_c_simulation(tmp_path):
@@ -192,10 +244,12 @@ def test_a_chain_of_packed_products_is_exact_at_the_extremes_up_to_seven_and_not
 
 
 @pytest.mark.parametrize("changes, words", [
-    # the chain's adds put in the fabric: the LUTs the model no longer charges come back
-    ([("op=add impl=dsp", "op=add impl=fabric")], "the model charges ('add', 'dsp')"),
-    # no core bound to them: Vitis chooses (often the fabric)
-    ([("#pragma HLS BIND_OP variable=mac op=add impl=dsp\n", "")], "the chain's adds are bound to no core"),
+    # a core bound to the chain's multiply-add: Vitis would no longer match it into one DSP (UG1399)
+    ([("sum += (long long)pair * a[q];", "sum += (long long)pair * a[q];\n#pragma HLS BIND_OP variable=sum op=add "
+       "impl=dsp")], "stops Vitis matching"),
+    # the sum started once for every chain: it runs on over all eight lanes' products
+    ([("              long long sum = 0;\n", ""), ("chain: for (int c", "long long sum = 0;\nchain: for (int c")],
+     "does not start afresh"),
     # one chain of eight products: -128 * -128 eight times passes the low lane's 18 bits (random data may not)
     ([("c < 2; ++c", "c < 1; ++c"), ("k < 4; ++k", "k < 8; ++k"), ("c * 4 + k", "c * 8 + k")],
      "the model's chain is 4"),
@@ -236,7 +290,7 @@ def _mutate(project, old, new, path="src/kernel.cpp"):
      "lint"),
 ])
 def test_each_check_fails_when_the_code_is_broken_on_purpose(tmp_path, mutant, check):
-    project = _small_run(tmp_path)[4]
+    project = _small_run(tmp_path, weight_ports=(1,))[4]  # one weight port: the code the mutants name
     _mutate(project, *mutant)
     if check == "lint":
         assert not lint_network(project).ok

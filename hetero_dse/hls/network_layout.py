@@ -1,7 +1,8 @@
 """The network kernel's DDR layout: one arena of activations, each tensor ``[rows][pitch][C padded]`` with a zero
 halo around its image as wide as the largest padding a layer reading it uses, and a guard past its last row and
 column as deep as a tile that does not divide the image reads; the weights in the order the weight FIFO takes
-them; the epilogue's parameters a tile's in one burst; and the descriptor table.
+them, dealt out a word at a time to the weights' ports an engine reads at once; the epilogue's parameters a
+tile's in one burst; and the descriptor table.
 
 With the halo in memory, every read of a box is a run of whole words at consecutive addresses, with no
 condition (a burst), and a layer writes only its image's pixels, so the halo a later layer reads stays zero.
@@ -77,6 +78,19 @@ def _weight_blocks(run: RunLayer, design: NetworkDesign) -> tuple[np.ndarray, np
         blocks = _lane_tiles(w, layer, t, engine).transpose(0, 3, 1, 6, 7, 4, 2, 5)
         tch = t.tk
     return blocks.ravel(), _params(run, layer, tch)
+
+
+def _dealt(blocks: np.ndarray, wword: int, reads: int, ports: int) -> list[np.ndarray]:
+    """A layer's weight words dealt out to the kernel's ``ports``: word j to port j % ``reads`` (its engine reads
+    that many at once, a word from each, in turn), each port's at the same offset; a port the engine does not
+    read holds zeros there."""
+    words = blocks.reshape(-1, wword)
+    if len(words) % reads:
+        raise HeteroDSEError(f"{len(words)} weight words cannot be dealt evenly to {reads} ports (a bug: please "
+                             "report it)")
+    dealt = [words[p::reads] for p in range(reads)]
+    dealt += [np.zeros_like(dealt[0])] * (ports - reads)
+    return [d.ravel() for d in dealt]
 
 
 def _params(run: RunLayer, layer: Any, tch: int) -> np.ndarray:
@@ -200,16 +214,18 @@ def lay_out(run: NetworkRun, design: NetworkDesign) -> dict[str, Any]:
     arena_words = 0
     for region in regions.values():
         region.start, arena_words = arena_words, arena_words + region.size(word)
-    weights: list[np.ndarray] = []
+    ports = design.w_ports
+    weights: list[list[np.ndarray]] = [[] for _ in range(ports)]  # each weight port's words
     params: list[np.ndarray] = []
     weight_words = param_words = 0
     table = np.zeros((len(run.layers), DESCRIPTOR_WORDS), dtype=np.int32)
     for i, r in enumerate(run.layers):
         layer, t = r.placed.layer, r.placed.tiles
         blocks, bias = _weight_blocks(r, design)
-        w_off, weight_words = weight_words, weight_words + blocks.size // design.wword
+        for port, words in enumerate(_dealt(blocks, design.wword, design.engines[layer.engine].w_ports, ports)):
+            weights[port].append(words)
+        w_off, weight_words = weight_words, weight_words + weights[0][-1].size // design.wword
         b_off, param_words = param_words, param_words + bias.size // design.pword
-        weights.append(blocks)
         params.append(bias)
         src, out = regions[sources[i]], regions[f"layer:{i}"]
         res = regions[r.residual] if r.residual else None
@@ -237,6 +253,8 @@ def lay_out(run: NetworkRun, design: NetworkDesign) -> dict[str, Any]:
         done[at:at + laid.size] = laid
         if not tid.startswith("layer:"):
             arena[at:at + laid.size] = laid
-    return {"arena": arena, "expected": done, "weights": np.concatenate(weights).astype(dtype), "table": table,
+    # the ports' words one after the other: port p's at p * weight_words (the test bench and host split them)
+    return {"arena": arena, "expected": done, "weights": np.concatenate(sum(weights, [])).astype(dtype),
+            "table": table,
             "params": np.concatenate(params), "arena_words": arena_words, "weight_words": weight_words,
             "param_words": param_words, "regions": regions}

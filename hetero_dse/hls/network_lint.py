@@ -7,8 +7,9 @@ What it checks:
   (Vitis does not partition a stream of blocks), bound to the memory the model charges at read latency 1; the
   read processes' loops pipelined at II 1 with a word's lanes unrolled; the PE array's lanes (the ``lane`` loop
   over the output lanes, two a multiply where int8 packs, the ``mul`` loop over the input lanes, where int8
-  packs in ``chain`` loops of the model's length whose adds bind the DSPs' post-adders), every multiply and add
-  bound to the core the model charges, and the accumulation's DEPENDENCE distance the model's;
+  packs in ``chain`` loops of the model's length, multiply-adds bound to no core so Vitis matches each into one
+  DSP), every other multiply and add bound to the core the model charges, and the accumulation's DEPENDENCE
+  distance the model's;
 * the write process's loops pipelined; every DDR access of every port in its burst form (consecutive words,
   no condition); one m_axi bundle a port, and the ALIAS pragma of the arena's three ports;
 * the table: each descriptor design.json's; its shape consistent; tiles whole multiples of the lanes that
@@ -28,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from cost_models.fpga_costs import ARITHMETIC, PACKED_CHAIN_ADD
+from cost_models.fpga_costs import ARITHMETIC
 from cost_models.fpga_network import EngineShape, NetLayer, Tiles, network_trips
+from cost_models.fpga_network_design import PORTS
 from hetero_dse.hls.cparse import CFile, LintError, parse_kernel
 from hetero_dse.hls.lint.record import Finding, LintReport
 from hetero_dse.hls.network_lint_parts import (
@@ -85,7 +87,7 @@ def lint_network(project: str | Path) -> LintReport:
         engines[kind] = EngineShape(kind, out_l, in_l, design["word"], rows["input"], rows["weights"], rows["output"],
                                     e["accumulation_distance"], e.get("params", 1), e.get("packed", False),
                                     design["wword"], design["pword"], e.get("tile", 0), e.get("w_span", 1),
-                                    e.get("pointwise", False), rows.get("tile", 0))
+                                    e.get("pointwise", False), rows.get("tile", 0), e.get("weight_ports", 1))
         if kind == "winograd":
             check_winograd(k, source, engines[kind], e.get("storage", {}), cores, add, report)
             continue
@@ -101,17 +103,22 @@ def lint_network(project: str | Path) -> LintReport:
                 add("buffer", buf, f"declared {got} rows; the model sizes it {depth}")
         report.pragmas_checked += check_streams(k, f"{name}_layer", e.get("storage", {}), add)
         _check_compute(k, f"{name}_compute", out_l, in_l if kind == "grid" else 1, e["accumulation_distance"], cores,
-                       add, report, chain=engines[kind].chain)
+                       add, report, chain=engines[kind].chain, source=source)
         check_pipelined(k, f"{name}_read_in", "read_in", "word_in", word, add, report)
         check_pipelined(k, f"{name}_read_w", "read_w", "word_w", design["wword"], add, report, name="WV")
+        reads = 1 + bool(re.search(r"\bwgt1\[", _function_text(source, f"{name}_read_w")))
+        if reads != engines[kind].w_ports:
+            add("ports", f"{name}_read_w", f"reads {reads} weight port(s) at once; the model's weight rows come "
+                                           f"over {engines[kind].w_ports}")
     for loop in ("write", "write_res", "bias_in"):
         if not re.search(rf"\b{loop}: for \(.*\) {{\n\s*#pragma HLS PIPELINE II=1\n", source):
             add("ii", "write_out", f"its {loop} loop is not pipelined at II 1 as the model charges")
         report.pragmas_checked += 1
     _check_bursts(source, add)
     bundles = [p.get("bundle") for p in k.pragmas if p.name == "INTERFACE" and p.get("mode") == "m_axi"]
-    if len(bundles) != len(set(bundles)) or len(bundles) != 6:
-        add("interface", "top", f"m_axi bundles {bundles}: one a port, six ports")
+    want_ports = PORTS + design.get("weight_ports", 1) - 1
+    if len(bundles) != len(set(bundles)) or len(bundles) != want_ports:
+        add("interface", "top", f"m_axi bundles {bundles}: one a port, {want_ports} ports")
     alias = [p for p in k.pragmas if p.name == "ALIAS"]
     if [sorted((p.get("ports") or "").split(",")) for p in alias] != [["act_in", "act_out", "act_res"]]:
         add("interface", "top", "the three activation ports share one buffer and no ALIAS pragma says so (C/RTL "
@@ -123,9 +130,16 @@ def lint_network(project: str | Path) -> LintReport:
 
 #: every DDR access the kernel makes, as the model charges it: consecutive words from a base the loop does not
 #: change, with no condition, so that Vitis makes each loop's run one burst
-BURSTS = {"act": r"act\[base \+ i\]", "wgt": r"wgt\[base \+ it\]", "act_out": r"act_out\[d\.out_off \+ out_base \+ i\]",
+BURSTS = {"act": r"act\[base \+ i\]", "wgt": r"wgt\[base \+ it\]", "wgt1": r"wgt1\[base \+ it\]",
+          "act_out": r"act_out\[d\.out_off \+ out_base \+ i\]",
           "act_res": r"act_res\[d\.res_off \+ res_base \+ i\]",
           "params": r"params\[d\.bias_off \+ kt \* param_words \+ i\]", "table": r"table\[l \* DESCRIPTOR_WORDS \+ i\]"}
+
+
+def _function_text(source: str, name: str) -> str:
+    """The text of the function ``name`` in the generated source (to its closing brace at column 0)."""
+    start = source.find(f"static void {name}(")
+    return source[start:source.find("\n}\n", start)] if start >= 0 else ""
 
 
 def _check_bursts(source: str, add: Any) -> None:
@@ -139,15 +153,14 @@ def _check_bursts(source: str, add: Any) -> None:
 
 
 def _check_compute(k: CFile, fn_name: str, out_l: int, in_l: int, distance: int, cores: dict[str, tuple[str, str]],
-                   add: Any, report: LintReport, chain: int = 1) -> None:
+                   add: Any, report: LintReport, chain: int = 1, source: str = "") -> None:
     """``chain`` > 1: packed int8, two output lanes a multiply (a DSP48E2 for two int8 products), so the lane loop
-    steps by two; each ``chain`` loop's ``mul`` loop sums ``chain`` input lanes in the DSPs' post-adders (its
-    ``mac`` bound to ``PACKED_CHAIN_ADD``), which keeps the low lane's sum inside its 18-bit field only up to the
-    model's chain."""
+    steps by two; each ``chain`` loop sums ``chain`` input lanes in its ``mul`` loop, a multiply-add each with no
+    core bound (a BIND_OP would stop Vitis matching the multiply and its add into one DSP), into a ``sum`` the
+    chain starts afresh: only up to the model's chain does the low lane's sum stay inside its 18 bits."""
     packed = chain > 1
     fn = k.functions.get(fn_name)
-    if not check_pe_loop(fn, fn_name, distance, {**cores, **({"mac": PACKED_CHAIN_ADD} if packed else {})},
-                         3 if in_l > 1 else 2, add, report):
+    if not check_pe_loop(fn, fn_name, distance, cores, 2 if packed else 3 if in_l > 1 else 2, add, report):
         return
     lane, mul, chains = fn.loop("lane"), fn.loop("mul"), fn.loop("chain")
     want = out_l // 2 if packed else out_l
@@ -161,12 +174,17 @@ def _check_compute(k: CFile, fn_name: str, out_l: int, in_l: int, distance: int,
                               "overflow the low lane's 18 bits)")
     elif not packed and in_l > 1 and (mul is None or mul.trip_count() != in_l or not mul.has("UNROLL")):
         add("lanes", fn_name, f"the mul loop runs {mul.trip_count() if mul else None} lanes; the model {in_l}")
-    if packed and not any(p.get("variable") == "mac" for lp in fn.loops for p in lp.pragmas if p.name == "BIND_OP"):
-        add("bind_op", fn_name, f"the chain's adds are bound to no core; the model charges {PACKED_CHAIN_ADD}")
+    if packed and mul is not None and any(p.name == "BIND_OP" for p in mul.pragmas):
+        add("bind_op", fn_name, "the chain's multiply-adds bind a core: that stops Vitis matching each multiply and "
+                                "its add into one DSP48E2, which the model charges")
+    if packed and not re.search(r"chain: for \(.*\) \{\n\s*#pragma HLS UNROLL\n\s*long long sum = 0;\n\s*mul: for",
+                                _function_text(source, fn_name)):
+        add("lanes", fn_name, "a chain's sum does not start afresh in the chain loop: it would run on over more "
+                              f"than the model's {chain} products, past the low lane's 18 bits")
     # multiply-adds an iteration, as the code's unrolled loops give them
     muls = (lane.trip_count() if lane else 0) * (runs * mul.trip_count() if in_l > 1 and mul else 1)
     report.mul_per_iteration += muls  # DSP multiplies: packed, each two products
-    report.add_per_iteration += muls * (2 if packed else 1)  # an adder tree of in_l - 1 and one accumulation a lane
+    report.add_per_iteration += muls * (2 if packed else 1)  # a multiply-add each product (in a DSP or the fabric)
 
 
 def _check_table(project: Path, record: dict[str, Any], design: dict[str, Any], engines: dict[str, EngineShape],
@@ -245,7 +263,8 @@ def _check_regions(i: int, d: dict[str, int], kind: str, e: EngineShape, depth: 
         tch = d["tk"]
     else:
         blocks, rows, tch = n_c, (d["tc"] // e.out_lanes) * d["R"] * d["S"], d["tc"]
-    for port, start, words in (("wgt", d["w_off"], blocks * rows * e.out_lanes * e.in_lanes * e.w_span // e.w_word),
+    w_words = blocks * rows * e.out_lanes * e.in_lanes * e.w_span // e.w_word // e.w_ports  # each port's
+    for port, start, words in (("wgt", d["w_off"], w_words),
                                ("params", d["bias_off"], -(-d["K"] // tch) * e.params * tch // e.p_word)):
         if start < 0 or (port in depth and start + words > depth[port]):
             add("table", f"layer {i}", f"its {port} [{start}, {start + words}) leave that buffer of "

@@ -96,9 +96,7 @@ def check_pe_loop(fn: CFunction | None, fn_name: str, distance: int, cores: dict
                                    f"distance {distance}")
     binds = [p for lp in fn.loops for p in lp.pragmas if p.name == "BIND_OP"]
     for p in binds:
-        # a packed chain's adds (``mac``) bind the DSPs' post-adders where the model chains them (``cores["mac"]``)
-        unit = ("mul" if p.get("op", "").endswith("mul") else
-                "mac" if p.get("variable") == "mac" and "mac" in cores else "add")
+        unit = "mul" if p.get("op", "").endswith("mul") else "add"
         if (p.get("op"), p.get("impl")) != cores[unit]:
             add("bind_op", fn_name, f"{p} binds {p.get('op')}/{p.get('impl')}; the model charges {cores[unit]}")
     if len({p.get("variable") for p in binds}) < bound:

@@ -41,7 +41,7 @@ STATIC = {"run_hls.tcl": "run_hls.tcl", **{f"include/{h}": f"sim/include/{h}" fo
 
 
 def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: str) -> dict[str, Any]:
-    from cost_models.fpga_costs import ARITHMETIC, PACKED_CHAIN_ADD
+    from cost_models.fpga_costs import ARITHMETIC
     from cost_models.fpga_network import network_trips
 
     from cost_models.fpga_network_resources import engine_storage
@@ -54,6 +54,7 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
         engines.append({"kind": kind, "name": NAMES[kind], "id": ENGINE_IDS[kind], "lanes": e.out_lanes,
                         "in_lanes": e.in_lanes, "in_rows": e.in_rows, "w_rows": e.w_rows, "out_rows": e.out_rows,
                         "tree_depth": (e.in_lanes - 1).bit_length(), "packed": e.packed, "chain": e.chain,
+                        "w_ports": e.w_ports,
                         "storage": engine_storage(e, design.dtype, board.cap("uram") > 0),
                         **(winograd_context(e, design.dtype) if kind == "winograd" else {})})
     tch = max(p.tiles.tc if p.layer.engine == "depthwise" else p.tiles.tk for p in design.layers)
@@ -63,6 +64,8 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
              {"name": "act_out", "bundle": "gmem2", "depth": data["arena_words"]},
              {"name": "wgt", "bundle": "gmem3", "depth": data["weight_words"]},
              {"name": "params", "bundle": "gmem4", "depth": data["param_words"]}]
+    if design.w_ports > 1:  # the weights' second port, on a memory channel of its own where the board has one
+        ports.insert(5, {"name": "wgt1", "bundle": "gmem5", "depth": data["weight_words"]})
     atol, rtol = [], []
     for r in run.layers:  # int8: exact, the reference being the same integer arithmetic
         red = r.placed.layer.C * r.placed.layer.R * r.placed.layer.S
@@ -83,9 +86,10 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
             "port_bits": board.memory.port_bits, "act_bits": port_bits, "block": design.block,
             "descriptor_words": DESCRIPTOR_WORDS, "descriptor_fields": FIELDS, "float_fields": FLOAT_FIELDS,
             "engine_ids": list(ENGINE_IDS), "max_layers": len(run.layers), "engines": engines, "tch_max": tch,
+            "weight_ports": design.w_ports,
             "distance": next(iter(design.engines.values())).distance, "ports": ports,
             "ops": {"mul": a.mul_core[0], "mul_impl": a.mul_core[1], "add": a.add_core[0],
-                    "add_impl": a.add_core[1], "mac": PACKED_CHAIN_ADD[0], "mac_impl": PACKED_CHAIN_ADD[1]},
+                    "add_impl": a.add_core[1]},
             "arena_words": data["arena_words"], "weight_words": data["weight_words"], "atol": atol, "rtol": rtol,
             "reference_source": run.reference_source,
             "trips": [network_trips(design.engines[r.placed.layer.engine], r.placed.layer, r.placed.tiles)
