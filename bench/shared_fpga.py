@@ -40,9 +40,11 @@ def main() -> None:
     parser.add_argument("--boards", default="vu9p,zcu102")
     parser.add_argument("--dtypes", default="float32,int8")
     parser.add_argument("--csim", action="store_true", help="write each project and C-simulate it")
+    parser.add_argument("--weight-ports", default="1,2", help="the weights' ports a design may read at once")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     rows = []
+    ports = tuple(int(v) for v in args.weight_ports.split(","))
     for net in args.nets.split(","):
         model, example = build(net)
         graph = capture(model, example, net, profile=False)
@@ -54,7 +56,7 @@ def main() -> None:
                 try:
                     shapes = [(shape_of(op, from_host=i == 0 and op.name == "conv2d"), layer.count)
                               for i, (op, layer) in enumerate(zip(ops, graph.layers, strict=True))]
-                    design = explore_network(shapes, board, dtype)
+                    design = explore_network(shapes, board, dtype, weight_ports=ports)
                 except HeteroDSEError as exc:  # a network the data type or the board cannot take: said, not a row
                     print(f"| {net} | {board_name} | {dtype} | none: {exc} |", flush=True)
                     rows.append({"net": net, "board": board_name, "dtype": dtype, "why": str(exc)})
@@ -64,12 +66,13 @@ def main() -> None:
                 per_mac = a.dsp_mul + a.dsp_add
                 peak = 2 * board.cap("dsp") / per_mac * design.clock_mhz * 1e6
                 gops = 2 * design.macs / design.latency_s / 1e9
-                row = {"net": net, "board": board_name, "dtype": dtype, "latency_s": design.latency_s,
+                row = {"net": net, "board": board_name, "dtype": dtype, "weight_ports": design.w_ports,
+                       "latency_s": design.latency_s,
                        "fps": 1.0 / design.latency_s, "gops": gops, "dsp": design.resources["dsp"],
                        "gops_per_dsp": gops / design.resources["dsp"], "dsp_roofline": gops * 1e9 / peak,
                        "achieved_mhz": design.achieved_mhz, "engines": design.to_json()["engines"],
                        "utilisation": design.utilisation, "wall_s": round(wall, 1)}
-                units = explore_throughput(shapes, board, dtype)
+                units = explore_throughput(shapes, board, dtype, weight_ports=ports)
                 row["throughput"] = {"compute_units": units.compute_units, "fps": units.compute_units / units.latency_s,
                                      "dsp": units.resources["dsp"]}
                 if args.csim:

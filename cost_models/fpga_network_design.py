@@ -365,19 +365,22 @@ MAX_COMPUTE_UNITS = 8
 
 
 def explore_throughput(layers: Sequence[tuple[LayerShape, int]], board: Board, dtype: str = "float32",
-                       clock_mhz: float | None = None, lanes: Sequence[int] = LANES, algorithm: str = "auto"
-                       ) -> NetworkDesign:
+                       clock_mhz: float | None = None, lanes: Sequence[int] = LANES, algorithm: str = "auto",
+                       weight_ports: Sequence[int] = WEIGHT_PORTS) -> NetworkDesign:
     """The design of most images a second at batch > 1: ``n`` compute units, each a network kernel explored for
     ``1/n`` of the device's resources, each with its own two memory channels (its arena, its weights) where the
-    board has them, sharing them where it has not (each port then gets ``channels / 2n`` of a channel). ``n``
-    goes up while the throughput rises: a design whose units no longer fit is where it stops."""
+    board has them, sharing them where it has not (each port then gets ``channels / 2n`` of a channel; on a board
+    of one channel each unit gets ``1/n`` of it, which the model shares among the unit's streams). ``n`` goes up
+    while the throughput rises: a design whose units no longer fit is where it stops."""
     best: NetworkDesign | None = None
     channels = board.memory.channels
     for n in range(1, MAX_COMPUTE_UNITS + 1):
         share = {k: v / n for k, v in board.usable.items()}
         try:
             design = explore_network(layers, replace(board, usable=share), dtype, clock_mhz, lanes,
-                                     bandwidth_share=min(1.0, channels / (2.0 * n)), algorithm=algorithm)
+                                     bandwidth_share=1.0 / n if channels == 1 else min(1.0, channels / (2.0 * n)),
+                                     algorithm=algorithm,
+                                     weight_ports=weight_ports)
         except HeteroDSEError:
             break
         design.board, design.compute_units = board, n
