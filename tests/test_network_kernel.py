@@ -393,3 +393,24 @@ def test_a_functional_hardtanh_takes_its_keyword_bounds():
 def test_what_the_kernel_cannot_run_is_one_sentence(module, words):
     with pytest.raises(HeteroDSEError, match=words):
         trace_chain(module.eval(), torch.randn(1, 4 if "grouped" in words else 3, 8, 8))
+
+
+def test_the_throughput_design_looks_past_a_dip_in_the_units(monkeypatch):
+    """Compute units: a count whose share of the device halves the lanes can dip, and the next rise past it
+    (ResNet-18 int8 on u280: 2 units 854 fps, 3 units 817, 4 units 1,090). The search keeps going until the
+    throughput has not risen for two counts, and keeps the best."""
+    from types import SimpleNamespace
+
+    from cost_models import fpga_network_design as nd
+
+    fps = {1: 100.0, 2: 200.0, 3: 190.0, 4: 260.0, 5: 250.0, 6: 240.0, 7: 999.0}
+    tried = []
+
+    def fake(layers, board, dtype, clock_mhz, lanes, bandwidth_share, algorithm, weight_ports):
+        n = round(load_board("u280").usable["dsp"] / board.usable["dsp"])
+        tried.append(n)
+        return SimpleNamespace(latency_s=n / fps[n], resources={"dsp": 1.0}, board=board, compute_units=1)
+
+    monkeypatch.setattr(nd, "explore_network", fake)
+    best = nd.explore_throughput([], load_board("u280"), "int8")
+    assert best.compute_units == 4 and tried == [1, 2, 3, 4, 5, 6]  # 5 and 6 below 4's: no seventh
