@@ -63,6 +63,16 @@ ARITHMETIC: dict[str, ArithmeticCost] = {
 #: Vitis matching a multiply and its add into one DSP, UG1399 "DSP Multi-Operation Matching"): that each add lands
 #: in its multiply's DSP is an *estimate* until a csynth report shows the mac_muladd instances.
 PACKED_CHAIN = 4
+#: registers delaying the operands of a chain's later multiply-adds until the sum reaches them, a chain (a
+#: reviewer's count, *estimate*)
+CHAIN_DELAY_FF = 200
+
+
+def packed_chain(in_lanes: int) -> int:
+    """The chain a packed grid of ``in_lanes`` input lanes sums in its DSPs: the longest up to ``PACKED_CHAIN``
+    that divides the lanes."""
+    return max(c for c in range(1, PACKED_CHAIN + 1) if in_lanes % c == 0)
+
 
 #: Above this clock the floating-point cores need one more pipeline stage each (*estimate*; Vitis picks
 #: deeper cores as the target period shrinks).

@@ -10,7 +10,15 @@ import math
 import numpy as np
 
 from cost_models.fpga_blocks import IMPL_NAMES, storage_cost
-from cost_models.fpga_costs import ARITHMETIC, FF_BASE, FF_PER_PORT, FUNNEL_INPUTS_PER_LUT, LUT_BASE, LUT_PER_PORT
+from cost_models.fpga_costs import (
+    ARITHMETIC,
+    CHAIN_DELAY_FF,
+    FF_BASE,
+    FF_PER_PORT,
+    FUNNEL_INPUTS_PER_LUT,
+    LUT_BASE,
+    LUT_PER_PORT,
+)
 from cost_models.fpga_network import EngineShape
 from cost_models.fpga_winograd import FABRIC_FADD, FABRIC_FMUL, transform_ops
 from hetero_dse.hardware.board import RESOURCE_KINDS
@@ -21,9 +29,6 @@ __all__ = ["engine_resources", "engine_storage", "kernel_base"]
 #: 32-bit multiplies of run-time values an engine's processes make a cycle (addresses, buffer rows, the output
 #: word's place): Vitis builds each from DSP48E2s, about three for 32 × 32 bits (*estimate*)
 ADDRESS_MULTIPLIES, DSP_PER_ADDRESS_MULTIPLY = 14, 3
-#: registers delaying the operands of a chain's later multiply-adds until the sum reaches them, a chain (a
-#: reviewer's count, *estimate*)
-CHAIN_DELAY_FF = 200
 #: the Winograd engine's further run-time multiplies (*estimate*, counted in ``winograd.cpp.j2``)
 WINOGRAD_ADDRESS_MULTIPLIES = 26
 

@@ -32,7 +32,9 @@ import numpy as np
 from cost_models.fpga_blocks import storage_cost
 from cost_models.fpga_costs import (
     ARITHMETIC,
+    CHAIN_DELAY_FF,
     URAM_WIDTH,
+    packed_chain,
 )
 from cost_models.fpga_network import NetLayer, accumulation_distance
 from cost_models.fpga_network_design import design_clock_mhz
@@ -111,9 +113,12 @@ def stage_resources(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, 
     macs = in_lanes * out_lanes
     packed = dtype == "int8" and grid and out_lanes % 2 == 0
     muls = macs / 2 if packed else macs
+    # packed: a chain of multiply-adds sums a run of input lanes in the DSPs (PACKED_CHAIN, as the network
+    # kernel's grid), the fabric splits each chain's sum and adds the two lanes' chains
+    chain = packed_chain(in_lanes) if packed else 1
     res[_DSP] += muls * a.dsp_mul + macs * a.dsp_add
-    res[_LUT] += muls * a.lut_mul + macs * a.lut_add + (macs / 2 * 40 if packed else 0)
-    res[_FF] += macs * (a.ff_mul + a.ff_add)
+    res[_LUT] += muls * a.lut_mul + macs / chain * a.lut_add + (muls / chain * 40 if packed else 0)
+    res[_FF] += macs * a.ff_mul + macs / chain * a.ff_add + (muls / chain * CHAIN_DELAY_FF if chain > 1 else 0)
     folds_c = math.ceil(layer.C / (in_lanes if grid else out_lanes))
     weights_storage(layer, in_lanes, out_lanes, dtype, caps, res)
     line_storage(layer, in_lanes, out_lanes, dtype, caps, res)

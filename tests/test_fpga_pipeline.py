@@ -65,6 +65,22 @@ def test_packing_halves_the_multipliers():
     assert odd == 56 + 7 * 2  # 7 output lanes do not pair: one a DSP
 
 
+def test_a_packed_stage_chains_four_input_lanes_in_its_dsps(monkeypatch):
+    """8 x 8 int8 lanes: 32 DSPs, each chain of 4 input lanes summed in their post-adders. The fabric adds 64 / 4
+    chain sums (32 LUTs each) and splits 32 / 4 packed sums (40 LUTs each), where without chains it added each
+    of the 64 products and split each of the 32."""
+    import cost_models.fpga_pipeline as fp
+    from cost_models.fpga_costs import packed_chain
+
+    assert (packed_chain(8), packed_chain(6), packed_chain(5), packed_chain(2)) == (4, 3, 1, 2)
+    conv = NetLayer("grid", 64, 64, 8, 8, 1, 1)
+    lut = RESOURCE_KINDS.index("lut")
+    chained = stage_resources(conv, 8, 8, "int8", VU9P_CAPS)[lut]
+    monkeypatch.setattr(fp, "packed_chain", lambda lanes: 1)
+    alone = stage_resources(conv, 8, 8, "int8", VU9P_CAPS)[lut]
+    assert alone - chained == pytest.approx((64 * 32 + 32 * 40) - (16 * 32 + 8 * 40))
+
+
 def test_pipeline_rate_is_its_slowest_stage_and_fits():
     board = load_board("vu9p")
     design = explore_pipeline(SMALL, board, "int8")

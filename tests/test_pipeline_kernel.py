@@ -160,3 +160,20 @@ def test_the_csim_command_checks_the_pipelines_trips(project):
     ran = subprocess.run([sys.executable, "-m", "hetero_dse", "csim", str(directory)], capture_output=True, text=True,
                          timeout=300)
     assert ran.returncode == 0 and "trip counts of every process against the model's" in ran.stdout, ran.stdout
+
+
+@pytest.mark.parametrize("old, new, check", [
+    # a core bound to the chain's multiply-add: Vitis would no longer match it into one DSP (UG1399)
+    ("sum += (long long)pair * a[j];", "sum += (long long)pair * a[j];\n#pragma HLS BIND_OP variable=sum op=add "
+     "impl=dsp", "bind_op"),
+    # the sum started once for every chain: it runs on over all the stage's lanes, past the low lane's 18 bits
+    ("        long long sum = 0;\n        mul: for", "        mul: for", "lanes"),
+])
+def test_each_change_to_a_packed_stages_dsp_chain_fails_the_lint(project, tmp_path, old, new, check):
+    dtype, design, directory = project
+    if dtype != "int8":
+        pytest.skip("float32 does not pack")
+    text = (directory / "src" / "kernel.cpp").read_text()
+    assert "sum += (long long)pair * a[j];" in text  # a stage chains its products (not a vacuous test)
+    assert lint(directory).ok
+    assert check in [f.check for f in lint(_mutated(directory, tmp_path, old, new)).findings]

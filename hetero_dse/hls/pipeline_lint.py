@@ -8,7 +8,9 @@ counts (``check_pipeline_trips``); this checks what a C-simulation cannot see:
 - ``lanes``: each stage's weight rows and window words are as wide as its lanes;
 - ``storage``: each stage's weights are one RAM, a row one word, and its line buffer one RAM, in the memories
   the model charges;
-- ``dependence``: each PE array's partial sums rotate over the accumulation distance the pragma declares.
+- ``dependence``: each PE array's partial sums rotate over the accumulation distance the pragma declares;
+- ``lanes``/``bind_op`` (int8): each packed stage sums its input lanes in chains of the model's length, each
+  started afresh, its multiply-adds bound to no core (a BIND_OP stops Vitis matching each into one DSP).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import json
 import re
 from pathlib import Path
 
+from cost_models.fpga_costs import packed_chain
 from hetero_dse.hls.lint.record import LintError, LintReport
 
 __all__ = ["is_pipeline_project", "lint_pipeline"]
@@ -52,6 +55,7 @@ def lint_pipeline(project: str | Path) -> LintReport:
     for name in declared:
         if not name.endswith(("_win", "_wload")):  # a window or weight-load FIFO: two words, fixed
             report.add("fifo", "kernel.cpp", f"FIFO {name} is not in the design")
+    packed = record.get("dtype", record.get("design", {}).get("dtype")) == "int8"
     for i, s in enumerate(stages):
         p, q = s["in_lanes"], s["out_lanes"]
         m = re.search(rf"static data_t W{i}\[(\d+)\]\[(\d+)\]", source)
@@ -79,6 +83,8 @@ def lint_pipeline(project: str | Path) -> LintReport:
                                                 f"{bound.group(1) if bound else 'no memory'} (a row one word: "
                                                 f"{'ARRAY_RESHAPE' in body}), the model keeps them in "
                                                 f"{s['weights']}, a row one word")
+        if packed and s["engine"] == "grid" and q % 2 == 0:
+            _check_chain(body, i, p, report)
         dep = re.search(r"DEPENDENCE variable=acc .*distance=(\d+)", body)
         rot = re.search(r"acc\[t % (\d+)\]", body)
         if dep is None or rot is None or int(dep.group(1)) != int(rot.group(1)) or int(dep.group(1)) != s[
@@ -90,3 +96,18 @@ def lint_pipeline(project: str | Path) -> LintReport:
     # ARRAY_RESHAPE and its DEPENDENCE
     report.pragmas_checked = 1 + len(fifos) + 4 * len(stages)
     return report
+
+
+def _check_chain(body: str, i: int, p: int, report: LintReport) -> None:
+    """A packed int8 stage sums its input lanes in chains of the model's length (``packed_chain``), each chain's
+    sum started afresh (longer runs pass the low lane's 18 bits), its multiply-adds bound to no core where they
+    chain (a BIND_OP stops Vitis matching each into one DSP)."""
+    chain = packed_chain(p)
+    m = re.search(r"chain: for \(int c = 0; c < (\d+); \+\+c\) \{\n\s*#pragma HLS UNROLL\n\s*long long sum = 0;\n"
+                  r"\s*mul: for \(int k = 0; k < (\d+); \+\+k\) \{(.*?)\n\s*int low", body, re.S)
+    if m is None or int(m.group(2)) != chain or int(m.group(1)) * chain != p:
+        report.add("lanes", "kernel.cpp", f"stage {i}: its packed products are not summed in chains of "
+                                          f"{chain} started afresh over its {p} input lanes (the model's)")
+    elif chain > 1 and "BIND_OP" in m.group(3):
+        report.add("bind_op", "kernel.cpp", f"stage {i}: the chain's multiply-adds bind a core, which stops Vitis "
+                                            "matching each into one DSP48E2 (the model charges one)")

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from cost_models.fpga_costs import ARITHMETIC
+from cost_models.fpga_costs import ARITHMETIC, packed_chain
 from cost_models.fpga_pipeline import PipelineDesign, io_trips, load_trips, pointwise, stage_cycles, window_trips
 from hetero_dse import __version__
 from hetero_dse.atomic import atomic_directory
@@ -111,7 +111,8 @@ def _plan(design: PipelineDesign, layers: Sequence[Any]) -> tuple[list[dict], li
                  "stride": n.stride, "pad": n.pad, "cf": cf, "tg": tg, "T": t,
                  "folds": math.ceil(n.K / q) if grid else cf, "steps": t if grid else tg,
                  "per_pixel": t if grid else cf * tg, "pointwise": grid and pointwise(n), "distance": distance,
-                 "packed": integer and grid and q % 2 == 0, "weights": s.weights, "line": s.line,
+                 "packed": integer and grid and q % 2 == 0, "chain": packed_chain(p), "weights": s.weights,
+                 "line": s.line,
                  "in_stream": f"t{layer.source + 1}_to_s{i}",
                  "skip_stream": None if layer.residual is None else f"t{layer.residual + 1}_skip_s{i}",
                  "lo": _c_float(lo), "hi": _c_float(hi), "slope": _c_float(slope),
