@@ -26,7 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cost_models.fpga_costs import ARITHMETIC  # noqa: E402
-from cost_models.fpga_network_design import explore_network, explore_throughput  # noqa: E402
+from cost_models.fpga_network_design import explore_network  # noqa: E402
+from cost_models.fpga_network_units import explore_throughput  # noqa: E402
 from hetero_dse.errors import HeteroDSEError  # noqa: E402
 from hetero_dse.hardware.board import load_board  # noqa: E402
 from hetero_dse.model.capture import capture  # noqa: E402

@@ -297,11 +297,11 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     w_share = -(-engine.w_ports // max(1, w_channels)) + (arena if one_channel else 0)
     w_on_arena = engine.w_ports if one_channel else 0
     # the input box: a run a box row where the tile takes every channel (consecutive words), else a pixel; its
-    # port shares the arena's channel with the write's
+    # port shares the arena's channel with the write's and the residual's (the write overlaps the next tile's reads)
     chan_words = t["tc"] // engine.word
     whole = t["tc"] == layer.C
     read_in = one_by_one(np.where(whole, s["box_h"], s["box_h"] * s["box_w"]),
-                         np.where(whole, s["box_w"] * layer.C // engine.word, chan_words), ports=2 + w_on_arena)
+                         np.where(whole, s["box_w"] * layer.C // engine.word, chan_words), ports=arena + w_on_arena)
     if wino:  # then the box's patches transformed, one a cycle and channel group
         read_in = read_in + cg * patches + transform_depth
         w_words = kg * cg * engine.row_weights(layer) * engine.w_span // engine.w_word

@@ -46,8 +46,8 @@ from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 from hetero_dse.model.layer_shape import LayerShape
 
-__all__ = ["ALGORITHMS", "LANES", "design_clock_mhz", "explore_network", "explore_throughput", "padded",
-           "pipeline_depths", "winograd_tiles"]
+__all__ = ["ALGORITHMS", "LANES", "WEIGHT_PORTS", "design_clock_mhz", "explore_network", "padded", "pipeline_depths",
+           "unit_share", "weight_channels", "winograd_tiles"]
 
 #: lanes each side of an engine may take (powers of two: channels pad to few of them)
 LANES = (4, 8, 16, 32, 64)
@@ -80,6 +80,16 @@ def _timing(board: Board, dtype: str, clock_hz: float, word: int, bandwidth_shar
             "write_floor_ns": m.write_burst_ns, "latency_ns": m.latency_ns,
             "port_gbps": m.sustained_gbps_per_channel * bandwidth_share, "w_channels": weight_channels(m.channels),
             "one_channel": m.channels == 1}
+
+
+def unit_share(channels: int, units: int, w_ports: int) -> float:
+    """Of a memory channel's bandwidth each port of one of ``units`` compute units gets: each unit takes a
+    channel for its arena and one for each weight port (as many as ``weight_channels``), the board's channels
+    shared where there are fewer; on a board of one channel each unit gets ``1/units`` of it, which the model
+    shares among the unit's own streams."""
+    if channels == 1:
+        return 1.0 / units
+    return min(1.0, channels / (units * (1 + min(w_ports, weight_channels(channels)))))
 
 
 def weight_channels(channels: int) -> int:
@@ -139,9 +149,10 @@ def winograd_tiles(shape: LayerShape, dtype: str, min_lanes: int = LANES[0]) -> 
 def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtype: str = "float32",
                     clock_mhz: float | None = None, lanes: Sequence[int] = LANES,
                     bandwidth_share: float = 1.0, algorithm: str = "auto", winograd_tile: int | None = None,
-                    weight_ports: Sequence[int] = WEIGHT_PORTS) -> NetworkDesign:
+                    weight_ports: Sequence[int] = WEIGHT_PORTS, units: int = 1) -> NetworkDesign:
     """The network kernel of least latency at batch 1 that fits ``board`` (see the module doc);
-    ``bandwidth_share``: of a memory channel's bandwidth each port gets (several compute units on too few);
+    ``bandwidth_share``: of a memory channel's bandwidth each port gets besides what ``units`` compute units of
+    this design leave it (``unit_share``);
     ``algorithm`` (``ALGORITHMS``): with ``auto`` both designs are explored, one whose 3×3 stride-1 layers run
     on a Winograd engine beside the grid and one without, and the faster kept; ``winograd_tile``: that engine's
     output tile m (F(m×m, 3×3)) instead of the best of those its data type offers (``fpga_winograd.TILES``);
@@ -164,7 +175,7 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
         moved = [(replace(s, engine="winograd") if t else s, n) for (s, n), t in zip(layers, tiles, strict=True)]
         try:
             design = _explore(moved, board, dtype, clock_mhz, lanes, bandwidth_share, common,
-                              choose=algorithm == "auto", weight_ports=weight_ports)
+                              choose=algorithm == "auto", weight_ports=weight_ports, units=units)
         except HeteroDSEError as exc:
             if algorithm == "winograd":
                 raise HeteroDSEError(f"no network kernel with a Winograd engine fits "
@@ -178,7 +189,7 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
     if algorithm != "winograd":
         try:
             designs.append(_explore(list(layers), board, dtype, clock_mhz, lanes, bandwidth_share, (),
-                                    weight_ports=weight_ports))
+                                    weight_ports=weight_ports, units=units))
         except HeteroDSEError:
             if not designs:
                 raise
@@ -191,7 +202,7 @@ _Option = tuple[float, EngineShape, list[tuple[int, PlacedLayer]], np.ndarray]
 
 def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clock_mhz: float | None,
              lanes: Sequence[int], bandwidth_share: float, wino_tiles: tuple[int, ...], choose: bool = False,
-             weight_ports: Sequence[int] = WEIGHT_PORTS) -> NetworkDesign:
+             weight_ports: Sequence[int] = WEIGHT_PORTS, units: int = 1) -> NetworkDesign:
     """The design of least latency with an engine for each kind of layer in ``layers`` (a Winograd engine of
     the ``wino_tiles`` for those moved to it); ``choose``: each of those runs on the grid where that is faster."""
     clock = float(clock_mhz or board.default_clock_mhz)
@@ -229,7 +240,7 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
         buffers shrunk to what some layer fills, none slower and larger than another (cached: the lanes of
         the other engine change only the channel block)."""
         nonlocal tried
-        key = (kind, out_l, in_l, tile, block, word, w_ports)
+        key = (kind, out_l, in_l, tile, block, word, w_ports, timing["port_gbps"])
         if key in cache:
             return cache[key]
         probe = probe_of(kind, out_l, in_l, tile, word, w_ports)
@@ -284,8 +295,9 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
         word = min(port_elems, min(min(v for v in pair[:2] if v > 1) for pair in by_kind.values()))
         wword = min(port_elems, min(o * i for o, i, _ in by_kind.values()))
         pword = min(param_elems, word)
-        timing = {"dtype": dtype, **_timing(board, dtype, hz, word, bandwidth_share)}
         for wp in weight_ports:
+            share = bandwidth_share * unit_share(board.memory.channels, units, wp)
+            timing = {"dtype": dtype, **_timing(board, dtype, hz, word, share)}
             # an engine reads wp ports where its weight rows are an even number of words of them (not Winograd's)
             ports = {k: wp if k != "winograd" and (by_kind[k][0] * by_kind[k][1]) // wword % wp == 0 else 1
                      for k in kinds}
@@ -358,44 +370,3 @@ def _design(board: Board, dtype: str, block: int, word: int, engines: dict[str, 
     return NetworkDesign(board, dtype, block, word, engines, layers,
                          {k: float(v) for k, v in zip(RESOURCE_KINDS, res, strict=True)}, clock, achieved,
                          timing=timing)
-
-
-#: at most this many compute units are tried (each takes an even share of the device)
-MAX_COMPUTE_UNITS = 8
-#: unit counts tried past the best before the search stops (ResNet-18 int8 on u280: 2 units 854 fps, 3 units 817,
-#: 4 units 1,090)
-UNITS_PATIENCE = 2
-
-
-def explore_throughput(layers: Sequence[tuple[LayerShape, int]], board: Board, dtype: str = "float32",
-                       clock_mhz: float | None = None, lanes: Sequence[int] = LANES, algorithm: str = "auto",
-                       weight_ports: Sequence[int] = WEIGHT_PORTS) -> NetworkDesign:
-    """The design of most images a second at batch > 1: ``n`` compute units, each a network kernel explored for
-    ``1/n`` of the device's resources, each with its own two memory channels (its arena, its weights) where the
-    board has them, sharing them where it has not (each port then gets ``channels / 2n`` of a channel; on a board
-    of one channel each unit gets ``1/n`` of it, which the model shares among the unit's streams). ``n`` goes up
-    until the throughput has not risen for ``UNITS_PATIENCE`` steps (a unit count whose share of the device halves
-    the lanes dips, and the next may rise past it) or the units no longer fit."""
-    best: NetworkDesign | None = None
-    channels = board.memory.channels
-    since_best = 0
-    for n in range(1, MAX_COMPUTE_UNITS + 1):
-        share = {k: v / n for k, v in board.usable.items()}
-        try:
-            design = explore_network(layers, replace(board, usable=share), dtype, clock_mhz, lanes,
-                                     bandwidth_share=1.0 / n if channels == 1 else min(1.0, channels / (2.0 * n)),
-                                     algorithm=algorithm,
-                                     weight_ports=weight_ports)
-        except HeteroDSEError:
-            break
-        design.board, design.compute_units = board, n
-        design.resources = {k: v * n for k, v in design.resources.items()}
-        if best is not None and n / design.latency_s <= best.compute_units / best.latency_s:
-            since_best += 1
-            if since_best == UNITS_PATIENCE:
-                break
-            continue
-        best, since_best = design, 0
-    if best is None:
-        raise HeteroDSEError(f"no network kernel fits {board.name}")
-    return best

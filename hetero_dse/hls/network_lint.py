@@ -177,10 +177,12 @@ def _check_compute(k: CFile, fn_name: str, out_l: int, in_l: int, distance: int,
     if packed and mul is not None and any(p.name == "BIND_OP" for p in mul.pragmas):
         add("bind_op", fn_name, "the chain's multiply-adds bind a core: that stops Vitis matching each multiply and "
                                 "its add into one DSP48E2, which the model charges")
-    if packed and not re.search(r"chain: for \(.*\) \{\n\s*#pragma HLS UNROLL\n\s*long long sum = 0;\n\s*mul: for",
+    if packed and not re.search(r"chain: for \(.*\) \{\n\s*#pragma HLS UNROLL\n\s*#pragma HLS EXPRESSION_BALANCE off\n"
+                                r"\s*long long sum = 0;\n\s*mul: for",
                                 _function_text(source, fn_name)):
-        add("lanes", fn_name, "a chain's sum does not start afresh in the chain loop: it would run on over more "
-                              f"than the model's {chain} products, past the low lane's 18 bits")
+        add("lanes", fn_name, "a chain's sum does not start afresh in the chain loop with its expression balancing "
+                              f"off: it would run on over more than the model's {chain} products, past the low "
+                              "lane's 18 bits, or Vitis would rebuild it as a tree of fabric adds")
     # multiply-adds an iteration, as the code's unrolled loops give them
     muls = (lane.trip_count() if lane else 0) * (runs * mul.trip_count() if in_l > 1 and mul else 1)
     report.mul_per_iteration += muls  # DSP multiplies: packed, each two products

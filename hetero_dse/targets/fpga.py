@@ -31,7 +31,8 @@ from hetero_dse.space.fpga import FpgaSpace, SpaceOptions
 from hetero_dse.targets.base import Defaults, Row, Search, Written
 from hetero_dse.targets.fpga_report import design_row, fpga_markdown, fpga_record
 from hetero_dse.targets.fpga_search import Designs, Exploration
-from cost_models.fpga_network_design import explore_network, explore_throughput
+from cost_models.fpga_network_design import explore_network
+from cost_models.fpga_network_units import explore_throughput
 from cost_models.fpga_pipeline import explore_pipeline
 
 __all__ = ["DEFAULT_BUDGET", "SA_PATIENCE", "Exploration", "FpgaTarget", "check_clocks", "check_dtypes",
