@@ -44,8 +44,8 @@ from cost_models.fpga_costs import (
     AXI_MAX_BURST_BYTES,
     COMPUTE_OVERHEAD_CYCLES,
     DEEPER_CORES_ABOVE_MHZ,
-    PACKED_CHAIN,
     RMW_EXTRA_CYCLES,
+    packed_chain,
 )
 
 __all__ = ["ENGINE_KINDS", "DESCRIPTOR_WORDS", "EngineShape", "NetLayer", "Tiles", "accumulation_distance",
@@ -128,8 +128,8 @@ class EngineShape:
     @property
     def chain(self) -> int:
         """Input lanes a chain of DSPs sums in their post-adders before the fabric's adder tree (packed int8:
-        ``PACKED_CHAIN``), 1 where each product enters the tree alone."""
-        return PACKED_CHAIN if self.packed else 1
+        ``packed_chain``, as the layer pipeline's stages), 1 where each product enters the tree alone."""
+        return packed_chain(self.in_lanes) if self.packed else 1
 
     @property
     def alpha(self) -> int:

@@ -148,11 +148,10 @@ def winograd_tiles(shape: LayerShape, dtype: str, min_lanes: int = LANES[0]) -> 
 
 def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtype: str = "float32",
                     clock_mhz: float | None = None, lanes: Sequence[int] = LANES,
-                    bandwidth_share: float = 1.0, algorithm: str = "auto", winograd_tile: int | None = None,
+                    algorithm: str = "auto", winograd_tile: int | None = None,
                     weight_ports: Sequence[int] = WEIGHT_PORTS, units: int = 1) -> NetworkDesign:
     """The network kernel of least latency at batch 1 that fits ``board`` (see the module doc);
-    ``bandwidth_share``: of a memory channel's bandwidth each port gets besides what ``units`` compute units of
-    this design leave it (``unit_share``);
+    ``units``: compute units of this design side by side, sharing the board's memory channels (``unit_share``);
     ``algorithm`` (``ALGORITHMS``): with ``auto`` both designs are explored, one whose 3×3 stride-1 layers run
     on a Winograd engine beside the grid and one without, and the faster kept; ``winograd_tile``: that engine's
     output tile m (F(m×m, 3×3)) instead of the best of those its data type offers (``fpga_winograd.TILES``);
@@ -174,7 +173,7 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
     if algorithm != "direct" and any(tiles) and common:
         moved = [(replace(s, engine="winograd") if t else s, n) for (s, n), t in zip(layers, tiles, strict=True)]
         try:
-            design = _explore(moved, board, dtype, clock_mhz, lanes, bandwidth_share, common,
+            design = _explore(moved, board, dtype, clock_mhz, lanes, common,
                               choose=algorithm == "auto", weight_ports=weight_ports, units=units)
         except HeteroDSEError as exc:
             if algorithm == "winograd":
@@ -188,7 +187,7 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
             designs.append(design)
     if algorithm != "winograd":
         try:
-            designs.append(_explore(list(layers), board, dtype, clock_mhz, lanes, bandwidth_share, (),
+            designs.append(_explore(list(layers), board, dtype, clock_mhz, lanes, (),
                                     weight_ports=weight_ports, units=units))
         except HeteroDSEError:
             if not designs:
@@ -201,7 +200,7 @@ _Option = tuple[float, EngineShape, list[tuple[int, PlacedLayer]], np.ndarray]
 
 
 def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clock_mhz: float | None,
-             lanes: Sequence[int], bandwidth_share: float, wino_tiles: tuple[int, ...], choose: bool = False,
+             lanes: Sequence[int], wino_tiles: tuple[int, ...], choose: bool = False,
              weight_ports: Sequence[int] = WEIGHT_PORTS, units: int = 1) -> NetworkDesign:
     """The design of least latency with an engine for each kind of layer in ``layers`` (a Winograd engine of
     the ``wino_tiles`` for those moved to it); ``choose``: each of those runs on the grid where that is faster."""
@@ -296,7 +295,7 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
         wword = min(port_elems, min(o * i for o, i, _ in by_kind.values()))
         pword = min(param_elems, word)
         for wp in weight_ports:
-            share = bandwidth_share * unit_share(board.memory.channels, units, wp)
+            share = unit_share(board.memory.channels, units, wp)
             timing = {"dtype": dtype, **_timing(board, dtype, hz, word, share)}
             # an engine reads wp ports where its weight rows are an even number of words of them (not Winograd's)
             ports = {k: wp if k != "winograd" and (by_kind[k][0] * by_kind[k][1]) // wword % wp == 0 else 1

@@ -39,6 +39,7 @@ from hetero_dse.hls.network_lint_parts import (
     check_pipelined,
     check_streams,
     constant,
+    function_text,
     typedef_rows,
     vector_lanes,
 )
@@ -106,7 +107,7 @@ def lint_network(project: str | Path) -> LintReport:
                        add, report, chain=engines[kind].chain, source=source)
         check_pipelined(k, f"{name}_read_in", "read_in", "word_in", word, add, report)
         check_pipelined(k, f"{name}_read_w", "read_w", "word_w", design["wword"], add, report, name="WV")
-        reads = 1 + bool(re.search(r"\bwgt1\[", _function_text(source, f"{name}_read_w")))
+        reads = 1 + bool(re.search(r"\bwgt1\[", function_text(source, f"{name}_read_w")))
         if reads != engines[kind].w_ports:
             add("ports", f"{name}_read_w", f"reads {reads} weight port(s) at once; the model's weight rows come "
                                            f"over {engines[kind].w_ports}")
@@ -134,12 +135,6 @@ BURSTS = {"act": r"act\[base \+ i\]", "wgt": r"wgt\[base \+ it\]", "wgt1": r"wgt
           "act_out": r"act_out\[d\.out_off \+ out_base \+ i\]",
           "act_res": r"act_res\[d\.res_off \+ res_base \+ i\]",
           "params": r"params\[d\.bias_off \+ kt \* param_words \+ i\]", "table": r"table\[l \* DESCRIPTOR_WORDS \+ i\]"}
-
-
-def _function_text(source: str, name: str) -> str:
-    """The text of the function ``name`` in the generated source (to its closing brace at column 0)."""
-    start = source.find(f"static void {name}(")
-    return source[start:source.find("\n}\n", start)] if start >= 0 else ""
 
 
 def _check_bursts(source: str, add: Any) -> None:
@@ -179,7 +174,7 @@ def _check_compute(k: CFile, fn_name: str, out_l: int, in_l: int, distance: int,
                                 "its add into one DSP48E2, which the model charges")
     if packed and not re.search(r"chain: for \(.*\) \{\n\s*#pragma HLS UNROLL\n\s*#pragma HLS EXPRESSION_BALANCE off\n"
                                 r"\s*long long sum = 0;\n\s*mul: for",
-                                _function_text(source, fn_name)):
+                                function_text(source, fn_name)):
         add("lanes", fn_name, "a chain's sum does not start afresh in the chain loop with its expression balancing "
                               f"off: it would run on over more than the model's {chain} products, past the low "
                               "lane's 18 bits, or Vitis would rebuild it as a tree of fabric adds")

@@ -10,7 +10,7 @@ from typing import Any
 from hetero_dse.hls.cparse import CFile, CFunction
 from hetero_dse.hls.lint.record import LintReport
 
-__all__ = ["check_pe_loop", "check_pipelined", "check_streams", "constant", "typedef_rows", "vector_lanes"]
+__all__ = ["check_pe_loop", "check_pipelined", "check_streams", "constant", "function_text", "typedef_rows", "vector_lanes"]
 
 
 def constant(text: str, name: str) -> int | None:
@@ -74,6 +74,12 @@ def check_streams(k: CFile, fn_name: str, storage: dict[str, str], add: Any,
             add("storage", fn_name, f"{var} is bound {[str(b) for b in binds]}; the model charges ram_2p {want} "
                                     "read at latency 1 (the accumulation's distance assumes it)")
     return 1 + len(streams)
+
+
+def function_text(source: str, name: str) -> str:
+    """The text of the generated function ``name`` (``static void name(``, to its closing brace at column 0)."""
+    start = source.find(f"static void {name}(")
+    return source[start:source.find("\n}\n", start)] if start >= 0 else ""
 
 
 def check_pe_loop(fn: CFunction | None, fn_name: str, distance: int, cores: dict[str, tuple[str, str]],

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from cost_models.fpga_costs import packed_chain
 from hetero_dse.hls.lint.record import LintError, LintReport
+from hetero_dse.hls.network_lint_parts import function_text
 
 __all__ = ["is_pipeline_project", "lint_pipeline"]
 
@@ -67,15 +68,13 @@ def lint_pipeline(project: str | Path) -> LintReport:
         if win is None or int(win.group(1)) != want:
             report.add("lanes", "kernel.cpp", f"stage {i}: its window words hold {win and win.group(1)} elements, "
                                               f"its lanes take {want}")
-        window = source[source.find(f"static void s{i}_window("):]
-        window = window[:window.find("\n}\n")]
+        window = function_text(source, f"s{i}_window")
         line = re.search(r"BIND_STORAGE variable=lb type=ram_1p impl=(\w+)", window)
         if (line.group(1) if line else "registers") != s["line"]:
             report.add("storage", "kernel.cpp", f"stage {i}: its line buffer is bound to "
                                                 f"{line.group(1) if line else 'no memory'}, the model keeps it in "
                                                 f"{s['line']}")
-        body = source[source.find(f"static void s{i}_mac("):]
-        body = body[:body.find("\n}\n")]
+        body = function_text(source, f"s{i}_mac")
         bound = re.search(rf"BIND_STORAGE variable=W{i} type=ram_1p impl=(\w+)", body)
         if (bound.group(1) if bound else "registers") != s["weights"] or \
                 f"ARRAY_RESHAPE variable=W{i} type=complete dim=2" not in body:
