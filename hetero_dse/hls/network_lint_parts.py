@@ -10,7 +10,8 @@ from typing import Any
 from hetero_dse.hls.cparse import CFile, CFunction
 from hetero_dse.hls.lint.record import LintReport
 
-__all__ = ["check_pe_loop", "check_pipelined", "check_streams", "constant", "function_text", "typedef_rows", "vector_lanes"]
+__all__ = ["check_pe_loop", "check_pipelined", "check_streams", "constant", "function_text", "typedef_rows",
+           "vector_lanes"]
 
 
 def constant(text: str, name: str) -> int | None:
