@@ -12,8 +12,10 @@ runs one flattened loop over (output pixel, fold, step), ``R·S·⌈C/in_lanes�
 word). Its weights sit in a RAM a lane grid a row, loaded once from DDR, so UltraRAM may hold them. The two
 processes overlap, so a stage takes the slower one's trips; the pipeline takes a new image every
 ``max(stage cycles)``. An image's latency is that interval plus the rows each stage waits for before its first
-output row (an estimate). The folding is chosen greedily, as FINN's optimiser does: the slowest stage's lanes
-double while the design fits, and every step is scored at the clock it closes at.
+output row (an estimate). The device is shared among the stages as DNNBuilder does
+(``cost_models/fpga_pipeline_balance.py``): for the least interval it can meet, each stage takes the cheapest
+lanes that meet it, a side's lanes any count that takes a fold fewer (not only powers of two), and every
+candidate is scored at the clock it closes at.
 
 The design exists only where every stage's weights fit on the chip: there is no DDR traffic but the image in,
 the result out, and the weights once before the first image. A network whose weights do not fit is refused in
@@ -33,19 +35,19 @@ from cost_models.fpga_blocks import storage_cost
 from cost_models.fpga_costs import (
     ARITHMETIC,
     CHAIN_DELAY_FF,
-    URAM_WIDTH,
     packed_chain,
 )
 from cost_models.fpga_network import NetLayer, accumulation_distance
 from cost_models.fpga_network_design import design_clock_mhz
 from cost_models.fpga_network_resources import kernel_base
+from cost_models.fpga_pipeline_balance import balance, lane_ladder
 from cost_models.fpga_pipeline_storage import line_storage, memory, pointwise, weights_storage
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 from hetero_dse.model.layer_shape import LayerShape
 
-__all__ = ["PipelineDesign", "Stage", "explore_pipeline", "io_trips", "line_storage", "load_trips", "memory",
-           "pointwise",
+__all__ = ["PipelineDesign", "Stage", "explore_pipeline", "image_trips", "io_trips", "line_storage", "load_trips",
+           "memory", "pointwise", "port_pixel",
            "stage_cycles", "stage_layer", "stage_resources", "stage_time", "weights_storage", "window_trips"]
 
 #: the most lanes a side of one stage may take
@@ -221,14 +223,28 @@ class PipelineDesign:
 
 def io_trips(stages: Sequence[Stage], port_elems: int) -> dict[str, int]:
     """Trips of the image reader and the result writer for one image: a port word a trip, a pixel's channels
-    padded to the lanes of the stage that reads (or writes) them, a word no wider than those lanes."""
+    padded to the lanes of the stage that reads (or writes) them, a word as ``port_word`` gives it."""
     first, last = stages[0], stages[-1]
-    lanes_in = first.in_lanes if first.layer.engine == "grid" else first.out_lanes
-    img_v, out_v = min(port_elems, lanes_in), min(port_elems, last.out_lanes)
-    c_in = -(-first.layer.C // lanes_in) * lanes_in
-    k_out = -(-last.layer.K // last.out_lanes) * last.out_lanes
-    return {"read": first.layer.H * first.layer.W * c_in // img_v,
-            "write": last.layer.OH * last.layer.OW * k_out // out_v}
+    return image_trips(first.layer, first.in_lanes if first.layer.engine == "grid" else first.out_lanes,
+                       last.layer, last.out_lanes, port_elems)
+
+
+def image_trips(first: NetLayer, lanes_in: int, last: NetLayer, lanes_out: int, port_elems: int) -> dict[str, int]:
+    """``io_trips`` of a pipeline whose first stage reads ``first`` on ``lanes_in`` lanes and whose last writes
+    ``last`` from ``lanes_out``."""
+    c_in, word_in = port_pixel(first.C, lanes_in, port_elems)
+    k_out, word_out = port_pixel(last.K, lanes_out, port_elems)
+    return {"read": first.H * first.W * c_in // word_in, "write": last.OH * last.OW * k_out // word_out}
+
+
+def port_pixel(channels: int, lanes: int, port_elems: int) -> tuple[int, int]:
+    """A pixel of the image (or the result) on its port: its channels padded to whole folds of the ``lanes``
+    that take them and to whole words, and the elements a word: no wider than the port or the lanes, and a power
+    of two (a vector of 52 elements is laid out as 64 in memory): 147 channels on 52 lanes are 156, in 5 words
+    of 32 on a 64-element port, 160."""
+    word = min(port_elems, 1 << (lanes.bit_length() - 1))
+    folded = -(-channels // lanes) * lanes
+    return -(-folded // word) * word, word
 
 
 def load_trips(stages: Sequence[Stage], port_elems: int) -> int:
@@ -269,10 +285,9 @@ def _design(board: Board, dtype: str, stages: list[Stage], total: np.ndarray, cl
 def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dtype: str = "float32",
                      clock_mhz: float | None = None) -> PipelineDesign:
     """The layer-pipelined design of most images a second that fits ``board`` (see the module doc): each
-    occurrence of a layer (its count) a stage of its own. FINN's folding, greedily: every stage starts at one
-    lane a side; the slowest takes twice the lanes on the side that helps it most while the design fits. Every
-    step of that path is scored at the clock it closes at, and the best kept: a design that spans more SLRs
-    closes slower, which can cost more than its lanes gain."""
+    occurrence of a layer (its count) a stage of its own, the device shared among them by ``balance``: for each
+    interval every stage takes its cheapest lanes that meet it, and each design is scored at the clock it closes
+    at (a design that spans more SLRs closes slower, which can cost more than its lanes gain)."""
     if not layers:
         raise HeteroDSEError("a network needs at least one layer to design a pipeline for")
     if dtype not in ("float32", "int8"):
@@ -288,56 +303,39 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
     fixed = kernel_base(PIPELINE_PORTS)
     skips = [_skip_pixels(flat, i) if s.residual else 0 for i, (s, _) in enumerate(flat)]
     distance = 1 if dtype == "int8" else accumulation_distance(dtype, clock)
-    # where the part has UltraRAM a stage starts with its weight rows as wide as its 72-bit word (narrower rows
-    # would waste it): a grid's input channels, a depthwise stage's channels, up to what the layer has
-    start = 1 << math.ceil(math.log2(math.ceil(URAM_WIDTH / (8 * itemsize)))) if cap["uram"] > 0 else 1
-    lanes = [[min(start, 1 << math.ceil(math.log2(n.C))), 1] if n.engine == "grid" else
-             [1, min(start, 1 << math.ceil(math.log2(n.C)))] for _, n in flat]
+    port_elems = board.memory.port_bits // (8 * itemsize)
+    # every stage's lanes worth building: a side's counts from its ladder (a depthwise stage takes its window's
+    # taps one at a time: its line buffer gives one pixel a cycle), each option's cycles and resources
+    options, times, costs = [], [], []
+    for i, (s, n) in enumerate(flat):
+        grid = n.engine == "grid"
+        pairs = [(p, q) for p in (lane_ladder(n.C, MAX_LANES) if grid else [1])
+                 for q in lane_ladder(n.K if grid else n.C, MAX_LANES)]
+        options.append(pairs)
+        times.append(np.array([stage_time(n, p, q, distance) for p, q in pairs], dtype=float))
+        costs.append(np.array([stage_resources(n, p, q, dtype, cap, s.residual, skips[i], s.leaky, distance)
+                               for p, q in pairs]))
 
-    def build(i: int) -> Stage:
-        """Stage ``i`` at its lanes, each memory where it takes the least of the device."""
-        s, n = flat[i]
-        res = stage_resources(n, *lanes[i], dtype, cap, s.residual, skips[i], s.leaky, distance)
-        return Stage(s, n, *lanes[i], stage_time(n, *lanes[i], distance), res, skips[i],
-                     weights_storage(n, *lanes[i], dtype, cap), line_storage(n, *lanes[i], dtype, cap))
+    def score(pick: list[int], total: np.ndarray) -> float:
+        """Images a second of the stages' options ``pick``: at the clock the design closes at, its interval its
+        slowest stage's or its image's and result's time on the port."""
+        chosen = [options[i][k] for i, k in enumerate(pick)]
+        achieved = design_clock_mhz(board, clock, total, max(q for _, q in chosen))
+        first = chosen[0][0] if flat[0][1].engine == "grid" else chosen[0][1]
+        io = image_trips(flat[0][1], first, flat[-1][1], chosen[-1][1], port_elems)
+        port = image / (board.memory.sustained_gbps_per_channel * 1e3 / achieved)  # bytes a cycle at that clock
+        return achieved * 1e6 / max(*(times[i][k] for i, k in enumerate(pick)), *io.values(), port)
 
-    stages: list[Stage] = []
-    total = fixed.copy()
-    for i in range(len(flat)):
-        stages.append(build(i))
-        total = total + stages[-1].resources
-    if np.any(total > caps):
+    found = balance(times, costs, fixed, caps, lambda interval: clock * 1e6 / interval, score)
+    if found is None:
         raise HeteroDSEError(f"no layer-pipelined design fits {board.name} in {dtype}: the network's "
                              f"{weights / 2**20:.1f} MiB of weights, with one stage a layer at its fewest lanes, need "
                              "more on-chip memory or logic than it has (streaming the weights from DDR is a design "
                              "not modelled; the shared network kernel serves it)")
-    best = _design(board, dtype, stages, total, clock, weights, image)
-    while True:
-        i = max(range(len(stages)), key=lambda k: stages[k].cycles)
-        s = stages[i]
-        # the sides' widths: input and output channels; on the depthwise engine its window's taps and channels
-        grid = s.layer.engine == "grid"
-        # (a depthwise stage takes its window's taps one at a time: its line buffer gives one pixel a cycle)
-        sides = {0: s.layer.C, 1: s.layer.K} if grid else {1: s.layer.C}
-        options = []
-        for side, width in sides.items():
-            if lanes[i][side] * 2 <= min(MAX_LANES, 1 << math.ceil(math.log2(width))):
-                trial = list(lanes[i])
-                trial[side] *= 2
-                options.append((stage_time(s.layer, *trial, distance), side))
-        grew = False
-        for cycles, side in sorted(options):
-            if cycles >= s.cycles:
-                break
-            lanes[i][side] *= 2
-            grown = build(i)
-            trial_total = total - s.resources + grown.resources
-            if np.all(trial_total <= caps):
-                stages[i], total, grew = grown, trial_total, True
-                break
-            lanes[i][side] //= 2
-        if not grew:
-            return best  # the slowest stage's lanes do not make it faster, or do not fit
-        design = _design(board, dtype, stages, total, clock, weights, image)
-        if design.fps > best.fps:
-            best = design
+    pick, total = found
+    stages = []
+    for i, ((s, n), k) in enumerate(zip(flat, pick, strict=True)):
+        p, q = options[i][k]
+        stages.append(Stage(s, n, p, q, int(times[i][k]), costs[i][k], skips[i],
+                            weights_storage(n, p, q, dtype, cap), line_storage(n, p, q, dtype, cap)))
+    return _design(board, dtype, stages, total, clock, weights, image)

@@ -4,13 +4,14 @@ and the report's sentence on which architecture serves throughput."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from cost_models.fpga_network import NetLayer
-from cost_models.fpga_network_design import design_clock_mhz
+from cost_models.fpga_pipeline_balance import balance, lane_ladder
 from cost_models.fpga_pipeline import (
     explore_pipeline,
     stage_cycles,
@@ -94,30 +95,64 @@ def test_pipeline_rate_is_its_slowest_stage_and_fits():
     assert all(design.resources[k] <= caps[k] for k in RESOURCE_KINDS)
 
 
-def test_the_next_step_of_the_folding_is_no_faster_than_the_design_kept():
-    board = load_board("zcu102")
-    design = explore_pipeline(SMALL, board, "int8")
-    s = design.bottleneck
-    caps = np.array([board.caps[k] for k in RESOURCE_KINDS], dtype=float)
-    total = np.array([design.resources[k] for k in RESOURCE_KINDS])
-    grid = s.layer.engine == "grid"
-    widths = (s.layer.C, s.layer.K if grid else s.layer.C)
-    steps = []
-    for side in (0, 1) if grid else (1,):  # a depthwise stage takes its taps one at a time
-        lanes = [s.in_lanes, s.out_lanes]
-        lanes[side] *= 2
-        if lanes[side] <= min(64, 1 << int(np.ceil(np.log2(widths[side])))):
-            steps.append((stage_time(s.layer, *lanes), lanes))
-    for cycles, lanes in sorted(steps):  # the greedy's next step: the first that is faster and fits
-        grown = stage_resources(s.layer, *lanes, "int8", {k: float(v) for k, v in board.caps.items()},
-                                s.shape.residual, s.skip_pixels, s.shape.leaky)
-        if cycles < s.cycles and np.all(total - s.resources + grown <= caps):
-            after = total - s.resources + grown
-            fanout = max([x.out_lanes for x in design.stages if x is not s] + [lanes[1]])
-            mhz = design_clock_mhz(board, board.default_clock_mhz, after, fanout)
-            interval = max([x.cycles for x in design.stages if x is not s] + [cycles])
-            assert mhz * 1e6 / interval <= design.fps * (1 + 1e-9), f"{s.shape.name} at {lanes} would be faster"
-            break
+def test_a_sides_lanes_each_take_a_fold_fewer():
+    # 147 im2col channels: 32 lanes take 5 folds, 40 take 4, 52 take 3 (powers of two alone: 5 or 3 of 64)
+    assert lane_ladder(147, 64) == [1, 2, 3, 4, 8, 12, 16, 20, 24, 28, 32, 40, 52]
+    assert lane_ladder(64, 64) == [1, 2, 3, 4, 8, 12, 16, 24, 32, 64]
+    assert lane_ladder(10, 64) == [1, 2, 3, 4, 8, 12]
+    for width in (3, 24, 96, 147, 960):
+        ladder = lane_ladder(width, 64)
+        folds = [-(-width // v) for v in ladder]
+        assert folds == sorted(set(folds), reverse=True)  # every count takes fewer folds than the last
+        assert all(v <= 4 or v % 4 == 0 for v in ladder)  # whole chains of four, pairs of output lanes
+
+
+def test_the_balance_meets_the_least_interval_any_choice_meets_with_one_resource():
+    """With one resource, each stage's cheapest option within an interval is the whole answer: the balance must
+    find the least interval of every combination that fits (brute force over random stages)."""
+    rng = np.random.default_rng(7)
+    for _ in range(30):
+        times = [rng.integers(10, 200, size=rng.integers(1, 6)).astype(float) for _ in range(3)]
+        costs = [np.stack([rng.integers(1, 50, size=len(t)).astype(float), np.zeros(len(t))], axis=1) for t in times]
+        caps = np.array([float(rng.integers(20, 120)), 0.0])
+        fixed = np.zeros(2)
+        best = np.inf
+        for combo in itertools.product(*(range(len(t)) for t in times)):
+            if sum(c[k][0] for c, k in zip(costs, combo, strict=True)) <= caps[0]:
+                best = min(best, max(t[k] for t, k in zip(times, combo, strict=True)))
+        score = lambda pick, total: 1.0 / max(t[k] for t, k in zip(times, pick, strict=True))  # noqa: E731,B023
+        found = balance(times, costs, fixed, caps, lambda interval: 1.0 / interval, score)
+        if best == np.inf:
+            assert found is None
+        else:
+            pick, total = found
+            assert max(t[k] for t, k in zip(times, pick, strict=True)) == best
+            assert total[0] <= caps[0]
+
+
+def test_the_balance_weighs_the_resource_that_binds(monkeypatch):
+    """Two stages, two resources (a: 100, b: 10). Within 10 cycles stage A may take 1 of a and 6 of b or 90 of a
+    and 2 of b; stage B takes 5 and 6. The even weighing takes A's option of least total share (the first), which
+    with B's needs 12 of b: only weighing b eight times meets 10 cycles; else 20."""
+    import cost_models.fpga_pipeline_balance as fb
+
+    times = [np.array([10.0, 10.0, 20.0]), np.array([10.0, 20.0])]
+    costs = [np.array([[1.0, 6.0], [90.0, 2.0], [1.0, 1.0]]), np.array([[5.0, 6.0], [1.0, 1.0]])]
+    caps, fixed = np.array([100.0, 10.0]), np.zeros(2)
+    score = lambda pick, total: 1.0 / max(t[k] for t, k in zip(times, pick, strict=True))  # noqa: E731
+    pick, total = balance(times, costs, fixed, caps, lambda interval: 1.0 / interval, score)
+    assert pick == [1, 0] and total.tolist() == [95.0, 8.0]
+    monkeypatch.setattr(fb, "WEIGHING", 1.0)  # the even weighing alone
+    pick, _ = balance(times, costs, fixed, caps, lambda interval: 1.0 / interval, score)
+    assert max(t[k] for t, k in zip(times, pick, strict=True)) == 20.0
+
+
+def test_every_stage_of_a_network_takes_lanes_from_its_ladders():
+    design = explore_pipeline(SMALL, load_board("vu9p"), "int8")
+    for s in design.stages:
+        grid = s.layer.engine == "grid"
+        assert s.out_lanes in lane_ladder(s.layer.K if grid else s.layer.C, 64)
+        assert s.in_lanes in (lane_ladder(s.layer.C, 64) if grid else [1])
 
 
 def test_weights_that_do_not_fit_are_one_sentence():

@@ -9,9 +9,12 @@ import json
 import re
 import shutil
 
+from dataclasses import replace
+
 import pytest
 
-from cost_models.fpga_pipeline import explore_pipeline
+from cost_models.fpga_pipeline import explore_pipeline, line_storage, stage_time, weights_storage
+from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import load_board
 from hetero_dse.hls.csim import csim
 from hetero_dse.hls.lint import lint
@@ -22,13 +25,34 @@ pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="C-simulation needs g++")
 
 
-@pytest.fixture(scope="module", params=[("float32", "zcu102"), ("int8", "zcu102"), ("int8", "vu9p")],
-                ids=["float32", "int8", "int8-vu9p"])
+#: lanes that leave every tensor in part-folds (the balance may choose any count on a side's ladder): the image's
+#: 27 im2col channels read on 12 lanes (36) in words of 8 (40); dw, c4 and c5 read fewer channels than the
+#: tensor before them holds (24 of c1's, 32 of 36), so their line buffers keep only those; c4 adds a residual
+#: of 36 channels; fc's weight row of 12 × 2 ends in part of a 16-element word
+RAGGED = {"c1": (12, 12), "dw": (1, 8), "pw": (12, 12), "c4": (8, 12), "c5": (8, 12), "fc": (12, 2)}
+
+
+def _ragged(design):
+    """The design with the stages' lanes of ``RAGGED``, their cycles and memories as the model gives them."""
+    caps = {k: float(v) for k, v in design.board.caps.items()}
+    stages = [replace(s, in_lanes=p, out_lanes=q, cycles=stage_time(s.layer, p, q, design.distance),
+                      weights=weights_storage(s.layer, p, q, design.dtype, caps),
+                      line=line_storage(s.layer, p, q, design.dtype, caps))
+              for s in design.stages for p, q in [RAGGED[s.shape.name]]]
+    return replace(design, stages=stages)
+
+
+@pytest.fixture(scope="module", params=[("float32", "zcu102"), ("int8", "zcu102"), ("int8", "vu9p"),
+                                        ("int8", "ragged")], ids=["float32", "int8", "int8-vu9p", "int8-ragged"])
 def project(request, tmp_path_factory):
-    """The small network's pipeline; on vu9p, a part with UltraRAM, its stages start with wider weight rows."""
+    """The small network's pipeline; on vu9p, a part with UltraRAM, its stages start with wider weight rows;
+    ``ragged``: on zcu102 with the lanes of ``RAGGED``."""
     dtype, board = request.param
     layers, image, _, _ = traced()
-    design = explore_pipeline([(layer.shape, 1) for layer in layers], load_board(board), dtype)
+    design = explore_pipeline([(layer.shape, 1) for layer in layers], load_board(board.replace("ragged", "zcu102")),
+                              dtype)
+    if board == "ragged":
+        design = _ragged(design)
     directory = write_pipeline_project(tmp_path_factory.mktemp(dtype) / "hls", design, layers, image,
                                        network="small")
     return dtype, design, directory
@@ -51,6 +75,10 @@ def test_the_network_streams_through_the_pipeline_as_torch_computes_it(project):
     assert result.passed, result.output[-800:]
     q = design.stages[-1].out_lanes
     assert result.elements == 2 * -(-10 // q) * q  # two images, ten logits padded to the last stage's lanes
+    text = (directory / "src" / "kernel.cpp").read_text()
+    if design.stages[0].in_lanes == 12:  # the ragged lanes: the cases they are there for are in the code
+        assert text.count("_line_t lb[") == 3 and "the row's last word is part padding" in text
+        assert "struct img_pix_t { data_t c[40]; }" in (directory / "src" / "kernel.h").read_text()
     if dtype == "int8":
         assert result.max_abs_error == 0.0
     assert not result.warnings
@@ -186,3 +214,16 @@ def test_each_change_to_a_packed_stages_dsp_chain_fails_the_lint(project, tmp_pa
         text = text.replace(old, new)
     (copy / "src" / "kernel.cpp").write_text(text)
     assert check in [f.check for f in lint(copy).findings]
+
+
+def test_a_ragged_stages_padding_broken_fails_the_csim(project, tmp_path):
+    _, design, directory = project
+    if design.stages[0].in_lanes != 12:
+        pytest.skip("the ragged lanes' project only")
+    # a line buffer that keeps its pixel's channels one place off: the window reads another channel
+    assert not csim(_mutated(directory, tmp_path / "line", "kept.c[j] = pix.c[j];",
+                             "kept.c[j] = pix.c[j == 0 ? 1 : j];")).passed
+    # the guard on a weight row's last, part-padding word dropped: lanes past the row, which the sim's vector stops
+    with pytest.raises(HeteroDSEError, match="lane past the word"):
+        csim(_mutated(directory, tmp_path / "row", "if (w * 16 + j < 24) row[w * 16 + j] = v[j];",
+                      "row[w * 16 + j] = v[j];"))

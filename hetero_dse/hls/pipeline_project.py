@@ -22,7 +22,15 @@ from typing import Any
 import numpy as np
 
 from cost_models.fpga_costs import ARITHMETIC, packed_chain
-from cost_models.fpga_pipeline import PipelineDesign, io_trips, load_trips, pointwise, stage_cycles, window_trips
+from cost_models.fpga_pipeline import (
+    PipelineDesign,
+    io_trips,
+    load_trips,
+    pointwise,
+    port_pixel,
+    stage_cycles,
+    window_trips,
+)
 from hetero_dse import __version__
 from hetero_dse.atomic import atomic_directory
 from hetero_dse.errors import HeteroDSEError
@@ -77,25 +85,28 @@ def _plan(design: PipelineDesign, layers: Sequence[Any]) -> tuple[list[dict], li
     the stages' template values."""
     stages = design.stages
     lanes_in = [s.in_lanes if s.layer.engine == "grid" else s.out_lanes for s in stages]
-    tensors = [{"index": 0, "name": "img", "what": "the image", "lanes": 0, "true": stages[0].layer.C,
+    tensors = [{"index": 0, "name": "img", "what": "the image", "lanes": [], "true": stages[0].layer.C,
                 "pixels": stages[0].layer.H * stages[0].layer.W, "consumers": []}]
     for i, s in enumerate(stages):
         tensors.append({"index": i + 1, "name": f"t{i}", "what": f"stage {i}'s output ({s.shape.name})",
-                        "lanes": s.out_lanes, "true": s.layer.K if s.layer.engine == "grid" else s.layer.C,
+                        "lanes": [s.out_lanes], "true": s.layer.K if s.layer.engine == "grid" else s.layer.C,
                         "pixels": s.layer.OH * s.layer.OW, "consumers": []})
     for i, layer in enumerate(layers):
         src = layer.source + 1
-        tensors[src]["lanes"] = max(tensors[src]["lanes"], lanes_in[i])
+        tensors[src]["lanes"].append(lanes_in[i])
         tensors[src]["consumers"].append({"stream": f"t{src}_to_s{i}", "depth": 2, "why": f"stage {i}'s input"})
         if layer.residual is not None:
             res = layer.residual + 1
-            tensors[res]["lanes"] = max(tensors[res]["lanes"], stages[i].out_lanes)
+            tensors[res]["lanes"].append(stages[i].out_lanes)
             depth = max(2, stages[i].skip_pixels)
             tensors[res]["consumers"].append({"stream": f"t{res}_skip_s{i}", "depth": depth,
                                               "why": f"the residual stage {i} adds: {depth} pixels, the model's"})
     tensors[-1]["consumers"].append({"stream": f"t{len(stages)}_result", "depth": 2, "why": "the result"})
-    for t in tensors:
-        t["channels"] = -(-t["true"] // t["lanes"]) * t["lanes"]
+    for t in tensors:  # as many channels as any lane count that touches the tensor reads or writes in whole folds
+        t["channels"] = max(-(-t["true"] // lanes) * lanes for lanes in t["lanes"])
+    port_elems = design.board.memory.port_bits // (8 * np.dtype(design.dtype).itemsize)
+    for t in (tensors[0], tensors[-1]):  # the image and the result also in whole words of their ports
+        t["channels"] = max(t["channels"], port_pixel(t["true"], t["lanes"][0], port_elems)[0])
     ctx = []
     integer = design.dtype == "int8"
     distance = design.distance
@@ -109,6 +120,8 @@ def _plan(design: PipelineDesign, layers: Sequence[Any]) -> tuple[list[dict], li
                  "residual": None if layer.residual is None else layer.residual + 1, "p": p, "q": q,
                  "win_lanes": p if grid else p * q, "H": n.H, "W": n.W, "OH": n.OH, "OW": n.OW, "R": n.R, "S": n.S,
                  "stride": n.stride, "pad": n.pad, "cf": cf, "tg": tg, "T": t,
+                 # the channels its window reads: its line buffer holds these (the model's), not another stage's padding
+                 "line_channels": cf * (p if grid else q),
                  "folds": math.ceil(n.K / q) if grid else cf, "steps": t if grid else tg,
                  "per_pixel": t if grid else cf * tg, "pointwise": grid and pointwise(n), "distance": distance,
                  "packed": integer and grid and q % 2 == 0, "chain": packed_chain(p), "weights": s.weights,
@@ -211,8 +224,8 @@ def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequ
     tensors, stages = _plan(design, layers)
     dtype = np.int8 if integer else np.float32
     port_elems = design.board.memory.port_bits // (8 * np.dtype(dtype).itemsize)
-    img_v = min(port_elems, tensors[0]["lanes"])
-    out_v = min(port_elems, tensors[-1]["lanes"])
+    img_v = port_pixel(tensors[0]["true"], tensors[0]["lanes"][0], port_elems)[1]
+    out_v = port_pixel(tensors[-1]["true"], tensors[-1]["lanes"][0], port_elems)[1]
     pixels = _im2col(image, first.R, first.S, first.stride, first.pad) if im2col else \
         np.asarray(image)[0].transpose(1, 2, 0).reshape(-1, first.C)
     img = np.zeros((tensors[0]["pixels"], tensors[0]["channels"]), dtype=dtype)
