@@ -40,6 +40,7 @@ from hetero_dse.hls.network_lint_parts import (
     check_streams,
     constant,
     function_text,
+    packed_chains,
     typedef_rows,
     vector_lanes,
 )
@@ -172,9 +173,7 @@ def _check_compute(k: CFile, fn_name: str, out_l: int, in_l: int, distance: int,
     if packed and mul is not None and any(p.name == "BIND_OP" for p in mul.pragmas):
         add("bind_op", fn_name, "the chain's multiply-adds bind a core: that stops Vitis matching each multiply and "
                                 "its add into one DSP48E2, which the model charges")
-    if packed and not re.search(r"chain: for \(.*\) \{\n\s*#pragma HLS UNROLL\n\s*#pragma HLS EXPRESSION_BALANCE off\n"
-                                r"\s*long long sum = 0;\n\s*mul: for",
-                                function_text(source, fn_name)):
+    if packed and not packed_chains(function_text(source, fn_name)):
         add("lanes", fn_name, "a chain's sum does not start afresh in the chain loop with its expression balancing "
                               f"off: it would run on over more than the model's {chain} products, past the low "
                               "lane's 18 bits, or Vitis would rebuild it as a tree of fabric adds")

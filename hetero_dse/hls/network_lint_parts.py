@@ -10,8 +10,8 @@ from typing import Any
 from hetero_dse.hls.cparse import CFile, CFunction
 from hetero_dse.hls.lint.record import LintReport
 
-__all__ = ["check_pe_loop", "check_pipelined", "check_streams", "constant", "function_text", "typedef_rows",
-           "vector_lanes"]
+__all__ = ["check_pe_loop", "check_pipelined", "check_streams", "constant", "function_text", "packed_chains",
+           "typedef_rows", "vector_lanes"]
 
 
 def constant(text: str, name: str) -> int | None:
@@ -81,6 +81,16 @@ def function_text(source: str, name: str) -> str:
     """The text of the generated function ``name`` (``static void name(``, to its closing brace at column 0)."""
     start = source.find(f"static void {name}(")
     return source[start:source.find("\n}\n", start)] if start >= 0 else ""
+
+
+def packed_chains(text: str) -> re.Match | None:
+    """The first packed chain in ``text`` as ``hls_templates/packed.j2`` writes it, its sum started afresh in the
+    unrolled chain loop with its expression balancing off (else the sum runs on past the model's chain, or Vitis
+    rebuilds it as a tree of fabric adds): groups ``chains`` (the chain loop's trips, where a constant), ``chain``
+    (the products a chain sums) and ``body`` (its multiply-adds, to ``int low``). None where there is none."""
+    return re.search(r"chain: for \(int c = 0; c < (?P<chains>\w+); \+\+c\) \{\n\s*#pragma HLS UNROLL\n"
+                     r"\s*#pragma HLS EXPRESSION_BALANCE off\n\s*long long sum = 0;\n"
+                     r"\s*mul: for \(int k = 0; k < (?P<chain>\d+); \+\+k\) \{(?P<body>.*?)\n\s*int low", text, re.S)
 
 
 def check_pe_loop(fn: CFunction | None, fn_name: str, distance: int, cores: dict[str, tuple[str, str]],

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from cost_models.fpga_costs import packed_chain
 from hetero_dse.hls.lint.record import LintError, LintReport
-from hetero_dse.hls.network_lint_parts import function_text
+from hetero_dse.hls.network_lint_parts import function_text, packed_chains
 
 __all__ = ["is_pipeline_project", "lint_pipeline"]
 
@@ -102,13 +102,11 @@ def _check_chain(body: str, i: int, p: int, report: LintReport) -> None:
     sum started afresh (longer runs pass the low lane's 18 bits), its multiply-adds bound to no core where they
     chain (a BIND_OP stops Vitis matching each into one DSP)."""
     chain = packed_chain(p)
-    m = re.search(r"chain: for \(int c = 0; c < (\d+); \+\+c\) \{\n\s*#pragma HLS UNROLL\n"
-                  r"\s*#pragma HLS EXPRESSION_BALANCE off\n\s*long long sum = 0;\n"
-                  r"\s*mul: for \(int k = 0; k < (\d+); \+\+k\) \{(.*?)\n\s*int low", body, re.S)
-    if m is None or int(m.group(2)) != chain or int(m.group(1)) * chain != p:
+    m = packed_chains(body)
+    if m is None or not m["chains"].isdigit() or int(m["chain"]) != chain or int(m["chains"]) * chain != p:
         report.add("lanes", "kernel.cpp", f"stage {i}: its packed products are not summed in chains of "
                                           f"{chain}, each started afresh with its expression balancing off, over "
                                           f"its {p} input lanes (the model's)")
-    elif chain > 1 and "BIND_OP" in m.group(3):
+    elif chain > 1 and "BIND_OP" in m["body"]:
         report.add("bind_op", "kernel.cpp", f"stage {i}: the chain's multiply-adds bind a core, which stops Vitis "
                                             "matching each into one DSP48E2 (the model charges one)")
