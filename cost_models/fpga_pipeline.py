@@ -223,7 +223,7 @@ class PipelineDesign:
 
 def io_trips(stages: Sequence[Stage], port_elems: int) -> dict[str, int]:
     """Trips of the image reader and the result writer for one image: a port word a trip, a pixel's channels
-    padded to the lanes of the stage that reads (or writes) them, a word as ``port_word`` gives it."""
+    padded to the lanes of the stage that reads (or writes) them, a word as ``port_pixel`` gives it."""
     first, last = stages[0], stages[-1]
     return image_trips(first.layer, first.in_lanes if first.layer.engine == "grid" else first.out_lanes,
                        last.layer, last.out_lanes, port_elems)
@@ -275,11 +275,16 @@ def _design(board: Board, dtype: str, stages: list[Stage], total: np.ndarray, cl
             image: int) -> PipelineDesign:
     """The pipeline at the clock it closes at (derated by the lanes' fan-out and the SLRs it spans)."""
     achieved = design_clock_mhz(board, clock, total, max(s.out_lanes for s in stages))
-    port_bytes_per_cycle = board.memory.sustained_gbps_per_channel * 1e9 / (achieved * 1e6)
     io = io_trips(stages, board.memory.port_bits // (8 * np.dtype(dtype).itemsize))
     return PipelineDesign(board, dtype, list(stages), {r: float(v) for r, v in zip(RESOURCE_KINDS, total, strict=True)},
-                          clock, achieved, weights, image, max(*io.values(), image / port_bytes_per_cycle),
+                          clock, achieved, weights, image, _io_cycles(board, io, image, achieved),
                           timing={"port_gbps": board.memory.sustained_gbps_per_channel})
+
+
+def _io_cycles(board: Board, io: dict[str, int], image: int, achieved_mhz: float) -> float:
+    """Cycles a frame's image and result take on the port: their trips (``io_trips``), or the frame's bytes at the
+    port's bandwidth at the clock the design closes at, if that is slower."""
+    return max(*io.values(), image * achieved_mhz / (board.memory.sustained_gbps_per_channel * 1e3))
 
 
 def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dtype: str = "float32",
@@ -323,8 +328,7 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
         achieved = design_clock_mhz(board, clock, total, max(q for _, q in chosen))
         first = chosen[0][0] if flat[0][1].engine == "grid" else chosen[0][1]
         io = image_trips(flat[0][1], first, flat[-1][1], chosen[-1][1], port_elems)
-        port = image / (board.memory.sustained_gbps_per_channel * 1e3 / achieved)  # bytes a cycle at that clock
-        return achieved * 1e6 / max(*(times[i][k] for i, k in enumerate(pick)), *io.values(), port)
+        return achieved * 1e6 / max(*(times[i][k] for i, k in enumerate(pick)), _io_cycles(board, io, image, achieved))
 
     found = balance(times, costs, fixed, caps, lambda interval: clock * 1e6 / interval, score)
     if found is None:

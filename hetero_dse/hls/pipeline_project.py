@@ -106,7 +106,8 @@ def _plan(design: PipelineDesign, layers: Sequence[Any]) -> tuple[list[dict], li
         t["channels"] = max(-(-t["true"] // lanes) * lanes for lanes in t["lanes"])
     port_elems = design.board.memory.port_bits // (8 * np.dtype(design.dtype).itemsize)
     for t in (tensors[0], tensors[-1]):  # the image and the result also in whole words of their ports
-        t["channels"] = max(t["channels"], port_pixel(t["true"], t["lanes"][0], port_elems)[0])
+        channels, t["word"] = port_pixel(t["true"], t["lanes"][0], port_elems)
+        t["channels"] = max(t["channels"], channels)
     ctx = []
     integer = design.dtype == "int8"
     distance = design.distance
@@ -224,8 +225,7 @@ def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequ
     tensors, stages = _plan(design, layers)
     dtype = np.int8 if integer else np.float32
     port_elems = design.board.memory.port_bits // (8 * np.dtype(dtype).itemsize)
-    img_v = port_pixel(tensors[0]["true"], tensors[0]["lanes"][0], port_elems)[1]
-    out_v = port_pixel(tensors[-1]["true"], tensors[-1]["lanes"][0], port_elems)[1]
+    img_v, out_v = tensors[0]["word"], tensors[-1]["word"]
     pixels = _im2col(image, first.R, first.S, first.stride, first.pad) if im2col else \
         np.asarray(image)[0].transpose(1, 2, 0).reshape(-1, first.C)
     img = np.zeros((tensors[0]["pixels"], tensors[0]["channels"]), dtype=dtype)
