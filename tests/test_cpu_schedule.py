@@ -156,6 +156,44 @@ def test_the_default_point_fills_the_fma_pipelines_where_half_the_registers_hold
     assert point["split.i"][-1] == 1 and space.violations(point) == []
 
 
+def test_the_default_point_of_a_depthwise_convolution_by_hand():
+    # MobileNet-V2's stride-2 depthwise layer (its L10), AVX-512. Along its channels c (144 = 9 · 16, every lane
+    # busy) each tile would pack the image, a pass its 9 taps do not repay (821 µs against 149 µs measured):
+    # the output row j is vectorised instead, 14 of 16 lanes (28 = 2 · 14). Every operand the row's vectors
+    # read varies in c and i, so the tile only fills the FMA pipelines: 8 / 1 vector = 8 rows, the largest
+    # divisor of 28 up to 8 is 7, over i, where the weights stay the same. c, which nothing is reused across,
+    # is the parallel loop: j gives 28 / 14 / 2 = 1 outer iteration, c's smallest divisor ≥ 2 · 2 / 1 = 4.
+    op = get_builtin("depthwise_conv2d").instantiate(dict(C=144, H=56, W=56, stride=2))
+    space = CpuSpace(analyze(op), vector_bits=512)
+    space.cores = 2
+    point = space.default_point()
+    assert point["vector"] == "j" and point["order"] == 1
+    assert (point["split.c"], point["split.i"], point["split.j"]) == ((4, 1, 36, 1), (1, 1, 4, 7), (1, 1, 2, 14))
+    # read with a stride of 2 along j, the padding is inlined: its test costs little beside the gathered lanes,
+    # and computing it first costs a pass over the image (93 against 155 µs measured)
+    assert point["inline"] == 1 and space.violations(point) == []
+    # at stride 1 the row is read a lane an element: the padding is computed first, and inlining it is pruned
+    unit = CpuSpace(analyze(get_builtin("depthwise_conv2d").instantiate(dict(C=144, H=56, W=56))), vector_bits=512)
+    unit.cores = 2
+    first = unit.default_point()
+    assert first["vector"] == "j" and first["inline"] == 0 and unit.violations(first) == []
+    assert unit.violations(first.replace(inline=1)) == ["inlined padding would be tested in every lane of j"]
+    assert space.violations(point.replace(inline=0)) == []
+
+
+def test_the_default_point_of_a_pointwise_convolution_tiles_where_its_row_vector_is_reused():
+    # MobileNet-V2's 144 -> 24 1×1 at 56×56, AVX-512: j (56: 14 lanes of 16) fills more lanes than k (24: 12),
+    # and the image's row vector does not vary in k: the register tile is 12 output channels (the largest divisor
+    # of 24 up to 28 / 2), each vector loaded once for all 12, where tiling the rows loaded one a row (254 against
+    # 502 µs measured)
+    op = get_builtin("conv2d").instantiate(dict(C=144, K=24, H=56, W=56, kernel=1, stride=1, padding=0))
+    space = CpuSpace(analyze(op), vector_bits=512)
+    space.cores = 2
+    point = space.default_point()
+    assert point["vector"] == "j" and point["split.k"][-1] == 12 and point["split.i"][-1] == 1
+    assert space.violations(point) == []
+
+
 @pytest.mark.parametrize("vector_bits", [256, 512])  # AVX2 and AVX-512 hosts
 @pytest.mark.parametrize("name", ["conv2d", "conv3d", "depthwise_conv2d", "conv_transpose2d"])
 def test_the_default_point_computes_the_reference(name, vector_bits):
@@ -174,8 +212,29 @@ def test_every_explorer_measures_the_default_point_in_its_first_round(name):
     space = CpuSpace(analyze(get_builtin("conv2d").instantiate(shape="yolo:C2")), vector_bits=512)
     first = make_explorer(name, space, 0, starts=4).propose()
     assert np.array_equal(first[0], space.encode(space.default_point()))
-    # the rest of the round is random: another seed, another round
+    # the rest of the round is drawn (the default's neighbours, random points): another seed, another round
     assert not np.array_equal(first[1:], make_explorer(name, space, 1, starts=4).propose()[1:])
+
+
+def test_the_first_round_draws_half_its_rest_among_the_default_points_neighbours():
+    from hetero_dse.explore.base import first_round
+
+    space = CpuSpace(analyze(get_builtin("depthwise_conv2d").instantiate(dict(C=144, H=56, W=56, stride=2))),
+                     vector_bits=512)
+    default = space.default_point()
+    rows = first_round(space, 8, np.random.default_rng(0))
+    assert np.array_equal(rows[0], space.encode(default)) and space.valid(rows).all()
+    assert len(set(space.keys(rows).tolist())) == 8
+    # 0.5 · 7 = 3.5 -> 4 neighbours, each one knob away from the default, in turn with 3 random points: a budget
+    # that cuts the round keeps the share
+    changed = [[k for k in space.knob_names if space.decode(row)[k] != default[k]] for row in rows[1:]]
+    assert [len(knobs) == 1 for knobs in changed[0::2]] == [True] * 4, changed
+    # the neighbours are drawn, not fixed: another seed, others
+    assert not np.array_equal(first_round(space, 8, np.random.default_rng(1))[1::2], rows[1::2])
+    # where the space asks for none (an FPGA space's share is 0), the round is the default and random points
+    space.near_default = 0.0
+    rows = first_round(space, 8, np.random.default_rng(0))
+    assert np.array_equal(rows[1:], space.sample(7, np.random.default_rng(0)))
 
 
 def test_a_gpu_space_has_no_default_point():

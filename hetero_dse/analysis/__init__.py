@@ -137,6 +137,9 @@ class Analysis:
     epilogue: tuple[Node, ...] = ()
     epilogue_reads: tuple[Access, ...] = ()
     epilogue_steps: tuple[str, ...] = ()  # the operator's named steps, or the nodes' bodies
+    #: the inputs the operator declares constant at inference (``@operator(weights=...)``): a kernel may take
+    #: them in a layout of its own, packed once ahead
+    weights: tuple[str, ...] = ()
 
 
     @property
@@ -269,7 +272,8 @@ def analyze(op: Operator) -> Analysis:
             if access not in epilogue_reads:
                 epilogue_reads.append(access)
     return Analysis(op.name, op.signature(), tuple(nodes), tuple(reads), write, inputs, tuple(epilogue),
-                    tuple(epilogue_reads), tuple(op.epilogue) or tuple(n.body for n in epilogue))
+                    tuple(epilogue_reads), tuple(op.epilogue) or tuple(n.body for n in epilogue),
+                    tuple(getattr(op, "weights", ())))
 
 
 def split_epilogue(output: Any) -> tuple[Any, list[Any]]:

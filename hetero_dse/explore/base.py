@@ -49,10 +49,34 @@ def fresh_points(space, count: int, rng: np.random.Generator, seen: set[int], fi
 
 def first_round(space, count: int, rng: np.random.Generator) -> np.ndarray:
     """An explorer's first ``count`` points: the space's default point where it has one (the schedule an
-    engineer writes first, ``CpuSpace.default_point``), then random points of the space. Every explorer
-    starting from random points starts from these, so that comparisons between them stay fair."""
+    engineer writes first, ``CpuSpace.default_point``), then as many of its neighbours (one move along a
+    direction of the rearranged space, drawn at random) as the space's ``near_default`` share of the rest asks
+    for, in turn with random points of the space. Every explorer starting from random points starts from these, so
+    that comparisons between them stay fair."""
     point = space.default_point()
     if point is None:
         return space.sample(count, rng)
     anchor = space.encode(point)[None, :]
-    return anchor if count == 1 else np.concatenate([anchor, space.sample(count - 1, rng)])
+    if count == 1:
+        return anchor
+    near = default_neighbours(space, anchor, int(getattr(space, "near_default", 0.0) * (count - 1) + 0.5), rng)
+    rest = count - 1 - len(near)
+    drawn = space.sample(rest, rng) if rest else anchor[:0]
+    # neighbours and random points in turn, so that a budget that cuts the round keeps the share
+    mixed = [row for pair in zip(near, drawn, strict=False) for row in pair]
+    mixed += list(near[len(drawn):]) + list(drawn[len(near):])
+    return np.concatenate([anchor, np.array(mixed, dtype=anchor.dtype).reshape(-1, anchor.shape[1])])
+
+
+def default_neighbours(space, anchor: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
+    """Up to ``count`` distinct valid neighbours of ``anchor`` (one row), drawn at random among its moves."""
+    if count <= 0 or not hasattr(space, "neighbourhood"):
+        return anchor[:0]
+    moved, exists = space.neighbourhood.moves(anchor)
+    near = moved[0][exists[0]]
+    near = near[space.valid(near)] if len(near) else near
+    if not len(near):
+        return anchor[:0]
+    _, distinct = np.unique(space.keys(near), return_index=True)
+    near = near[np.sort(distinct)]
+    return near[rng.permutation(len(near))[:count]]

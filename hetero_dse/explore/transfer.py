@@ -85,11 +85,13 @@ class TransferLearning:
         return self._take(rows, self.batch)
 
     def _pool(self) -> np.ndarray:
-        """Candidates not measured yet: random points, every neighbour of the best measured points, and the
-        adapted history."""
+        """Candidates not measured yet: random points, every neighbour of the best measured points (before any,
+        of the default point), and the adapted history."""
         parts = [self.space.sample(self.pool, self.rng)]
-        if len(self.rows):
-            best = self.rows[np.argsort(self.objective, kind="stable")[:8]]
+        best = self.rows[np.argsort(self.objective, kind="stable")[:8]] if len(self.rows) else None
+        if best is None and getattr(self.space, "near_default", 0.0) and (point := self.space.default_point()):
+            best = self.space.encode(point)[None, :]  # a warm start's first round: the default's neighbours too
+        if best is not None:
             moved, exists = self.hood.moves(best)
             near = moved[exists]
             if len(near):

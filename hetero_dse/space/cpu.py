@@ -24,10 +24,12 @@ Pruned by fixed per-hardware decisions (§4.2), so that no trial is spent on a p
 vectorised loop's innermost factor must fill at least 40 % of the host's vector lanes (or as many as its
 extent allows), the register tile must fit the vector registers (28 accumulators with AVX-512, 12 with
 AVX2) and hold at least 4 (fewer leave the FMA latency exposed), the parallel outer loop must give every
-core an iteration, and a padding is not inlined into a loop vectorised along the padded dimension.
+core an iteration, and a padding is not inlined into a loop vectorised along the padded dimension a lane an
+element (read with a stride, its lanes are gathered anyway, and inlining it saves a pass over the image).
 
 ``CpuSpace.default_point`` is the schedule an engineer would write first for the operator; every explorer
-measures it in its first round (``hetero_dse.explore.base.first_round``) beside random points.
+measures it in its first round (``hetero_dse.explore.base.first_round``), with its neighbours (``near_default``)
+and random points.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from functools import cache
 
 import numpy as np
 
-from hetero_dse.analysis import Analysis
+from hetero_dse.analysis import Access, Analysis
 from hetero_dse.hardware.host import host_cores
 from hetero_dse.space.base import SpaceError, divisors
 from hetero_dse.space.point import Point
@@ -98,6 +100,11 @@ class CpuSpace(SplitSpace):
     """Multi-level tiling schedules of one operator's main node on a CPU."""
 
     kind = "CPU space"
+    #: the share of an explorer's first round after the default point drawn among its neighbours
+    #: (``hetero_dse.explore.base.first_round``): at a user's budget of 16 trials, one move from the engineer's
+    #: schedule (a register tile of 4 rows instead of 7, a vector of 28 lanes instead of 14) finds more than a
+    #: random point of a space where most points are slow
+    near_default = 0.5
 
     def __init__(self, analysis: Analysis, spatial_levels: int = SPATIAL_LEVELS, reduce_levels: int = REDUCE_LEVELS,
                  unroll_steps: Sequence[int] = UNROLL_STEPS, vector_bits: int | None = None,
@@ -142,17 +149,48 @@ class CpuSpace(SplitSpace):
             parallel = math.prod(int(point[f"split.{n}"][0]) for n in spatial)
             if parallel < min(self.cores, self._most_parallel):
                 out.append(f"{parallel} parallel outer iterations for {self.cores} cores")
-        if point.get("inline") and any(not a.from_input and any(e.coefficient(vector) for e in a.indices)
-                                       for a in self.analysis.reads):
+        if point.get("inline") and self._padded_contiguous(vector):
             out.append(f"inlined padding would be tested in every lane of {vector}")
         return out
 
+    def _padded_contiguous(self, loop: str) -> bool:
+        """Whether a producer's tensor (a padding) is read along ``loop`` a lane an element: inlined there, its
+        bounds test would guard what are otherwise whole vector loads. Read with a stride, the lanes are gathered
+        anyway and the test costs little beside the pass over the image that computing the padding first takes
+        (a stride-2 depthwise on 144 × 56 × 56, AVX-512: 93 µs inlined against 155 µs padded first)."""
+        return any(not a.from_input and any(abs(e.coefficient(loop)) == 1 for e in a.indices)
+                   for a in self.analysis.reads)
+
+    def _padded_strided(self, loop: str) -> bool:
+        """Whether a producer's tensor is read along ``loop`` only with a stride (a stride-2 convolution's
+        padding along its output row): the case where inlining it is the faster schedule."""
+        strides = [abs(e.coefficient(loop)) for a in self.analysis.reads if not a.from_input for e in a.indices]
+        return any(strides) and 1 not in strides
+
+    @staticmethod
+    def _uses(access: Access, loop: str) -> bool:
+        return any(e.coefficient(loop) for e in access.indices)
+
+    def _packs_activation(self, loop: str) -> bool:
+        """Whether vectorising ``loop`` makes every tile pack an input that is not a weight: one it indexes in
+        a dimension other than its innermost (a depthwise convolution's image along its channels). A weight is
+        packed once ahead instead (``gpu_cpu.schedule.weight_layouts``)."""
+        if not any(lp.kind == "reduce" for lp in self.analysis.main.loops):
+            return False  # no accumulated tile: nothing is packed (``apply_cpu``)
+        for a in self.analysis.reads:  # as ``gpu_cpu.schedule._packed_reads`` picks them
+            dims = [d for d, e in enumerate(a.indices) if e.coefficient(loop)]
+            if a.tensor not in self.analysis.weights and len(dims) == 1 and dims[0] != len(a.indices) - 1:
+                return True
+        return False
+
     def default_point(self) -> Point | None:
         """The schedule a performance engineer writes first, derived from the analysis: the spatial loop that
-        fills the most vector lanes vectorised two vectors wide where it divides (else one), a register tile
-        of about half the vector registers over the outermost other loop, each core's share of the vectorised
+        fills the most vector lanes without packing an activation every tile vectorised two vectors wide where it
+        divides (else one), a register tile of about half the vector registers over the outermost loop its vector
+        operands do not vary in (else just enough to fill the FMA pipelines), each core's share of the vectorised
         loop capped at 64 elements (so the packed input tile stays in cache), the parallel outer loop split
-        further only where that share leaves a core idle, the reduction's inner level at most 8 deep.
+        further only where that share leaves a core idle, the reduction's inner level at most 8 deep, the padding
+        computed first unless the vectorised loop reads it only with a stride.
         None where the space cannot hold it (too few levels, or a rule it breaks).
 
         On YOLO-v1 it is strong where random points are weak (C8: 151-178 GFLOPS where 32 trials of search
@@ -168,22 +206,38 @@ class CpuSpace(SplitSpace):
             return wide[0] if wide else max(d for d in divisors(extent) if d <= self.lanes)
 
         candidates = [lp for lp in spatial if lp.extent > 1] or spatial[-1:]
-        v = max(candidates, key=lambda lp: (lane_use(vector_factor(lp.extent), self.lanes),
-                                            vector_factor(lp.extent), spatial.index(lp)))
+        # a loop that leaves every tile's activations as they lie first, if it fills enough lanes: packing a
+        # tile of the image costs a pass over it that a depthwise convolution's few taps do not repay (144 × 56 ×
+        # 56, AVX-512: 821 µs along the channels, 149 µs along the output row)
+        v = max(candidates, key=lambda lp: (
+            not self._packs_activation(lp.name) and lane_use(vector_factor(lp.extent), self.lanes) >= MIN_LANE_USE,
+            lane_use(vector_factor(lp.extent), self.lanes), vector_factor(lp.extent), spatial.index(lp)))
         fv = vector_factor(v.extent)
         others = [lp for lp in spatial if lp is not v and lp.extent > 1]
-        budget = max(1, self.max_accumulators // 2 // math.ceil(fv / self.lanes))
+        vectors = math.ceil(fv / self.lanes)
+        # the register tile over a loop its vector operands do not vary in, each loaded once for the tile, about
+        # half the registers; where none is (a depthwise convolution's image row varies in every loop), each
+        # accumulator has loads of its own: the tile only fills the FMA pipelines (2 ports × 4 cycles), over a
+        # loop some other operand is the same in (its weights, along the rows). More spent the registers on
+        # accumulators the loads could not feed: 144 × 56 × 56 along the row, AVX-512, 14 rows 248-770 µs, 4 rows 150 µs
+        varying = [a for a in self.analysis.reads if self._uses(a, v.name)]
+        pool = [lp for lp in others if not any(self._uses(a, lp.name) for a in varying)]
+        budget = max(1, self.max_accumulators // 2 // vectors)
+        if not pool:
+            pool = [lp for lp in others if not all(self._uses(a, lp.name) for a in self.analysis.reads)] or others
+            budget = max(1, 2 * MIN_ACCUMULATORS // vectors)
         tile, tile_factor = None, 1
-        for lp in others:  # the outermost first: the innermost loop stays long at level 2, its reads contiguous
+        for lp in pool:  # the outermost first: the innermost loop stays long at level 2, its reads contiguous
             d = max(x for x in divisors(lp.extent) if x <= budget)
             if d > tile_factor:
                 tile, tile_factor = lp, d
-        vectors = math.ceil(fv / self.lanes)
         if tile_factor * vectors < MIN_ACCUMULATORS:  # half the registers hold no divisor: the fewest that fill
-            enough = [(d, lp) for lp in others for d in divisors(lp.extent)  # the FMA pipelines, if any fit
-                      if MIN_ACCUMULATORS <= d * vectors <= self.max_accumulators]
-            if enough:
-                tile_factor, tile = min(enough, key=lambda pair: (pair[0], others.index(pair[1])))
+            for loops in (pool, others):  # the FMA pipelines, if any fit: over the tile's loops, else any
+                enough = [(d, lp) for lp in loops for d in divisors(lp.extent)
+                          if MIN_ACCUMULATORS <= d * vectors <= self.max_accumulators]
+                if enough:
+                    tile_factor, tile = min(enough, key=lambda pair: (pair[0], loops.index(pair[1])))
+                    break
         share = max(d for d in divisors(v.extent // fv) if d * fv <= max(64, fv))
         missing = math.ceil(2 * self.cores / (v.extent // fv // share))
         parallel = next((lp for lp in others if lp is not tile), tile)
@@ -202,7 +256,8 @@ class CpuSpace(SplitSpace):
             inner = max(d for d in divisors(lp.extent) if d <= 8)
             knobs[f"split.{lp.name}"] = (*(1,) * (reduce_levels - 2), lp.extent // inner, inner)
         choices = {"unroll": 64 if 64 in self.choices["unroll"] else self.choices["unroll"][0], "order": 1,
-                   "inline": 0 if 0 in self.choices.get("inline", ()) else 1, "vector": v.name}
+                   "inline": 0 if 0 in self.choices.get("inline", ()) and not self._padded_strided(v.name) else 1,
+                   "vector": v.name}
         knobs.update({k: value for k, value in choices.items() if k in self.choices})
         point = Point({name: knobs[name] for name in self.knob_names})
         try:
