@@ -177,9 +177,9 @@ def weight_layouts(op: Operator, point: Point | dict[str, Any]) -> dict[int, tup
     for access in analysis.reads:
         if not access.from_input or access.tensor not in op.weights:
             continue
-        dims = [d for d, index in enumerate(access.indices) if index.coefficient(vector)]
-        if len(dims) == 1 and dims[0] != len(access.indices) - 1:
-            layouts[_input_index(op, access.tensor)] = tuple(_last(len(access.indices), dims[0]))
+        dim = access.packed_dim(vector)
+        if dim is not None:
+            layouts[_input_index(op, access.tensor)] = tuple(_last(len(access.indices), dim))
     return layouts
 
 

@@ -108,6 +108,16 @@ class Access:
     def bytes_per_element(self) -> int:
         return dtype_bytes(self.dtype)
 
+    def dims(self, loop: str) -> tuple[int, ...]:
+        """The dimensions whose index ``loop`` appears in."""
+        return tuple(d for d, index in enumerate(self.indices) if index.coefficient(loop))
+
+    def packed_dim(self, loop: str) -> int | None:
+        """The dimension a kernel vectorised along ``loop`` moves innermost to read this tensor a vector at a time:
+        the one dimension ``loop`` indexes, where it is not already the innermost (None otherwise)."""
+        dims = self.dims(loop)
+        return dims[0] if len(dims) == 1 and dims[0] != len(self.indices) - 1 else None
+
     def footprint(self, tile: Mapping[str, int]) -> int:
         """Distinct elements touched by a tile (loop name -> tile extent; absent loops held at extent 1)."""
         return footprint(self.indices, tile)

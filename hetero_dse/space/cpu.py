@@ -41,7 +41,7 @@ from functools import cache
 
 import numpy as np
 
-from hetero_dse.analysis import Access, Analysis
+from hetero_dse.analysis import Analysis
 from hetero_dse.hardware.host import host_cores
 from hetero_dse.space.base import SpaceError, divisors
 from hetero_dse.space.point import Point
@@ -167,21 +167,13 @@ class CpuSpace(SplitSpace):
         strides = [abs(e.coefficient(loop)) for a in self.analysis.reads if not a.from_input for e in a.indices]
         return any(strides) and 1 not in strides
 
-    @staticmethod
-    def _uses(access: Access, loop: str) -> bool:
-        return any(e.coefficient(loop) for e in access.indices)
-
     def _packs_activation(self, loop: str) -> bool:
-        """Whether vectorising ``loop`` makes every tile pack an input that is not a weight: one it indexes in
-        a dimension other than its innermost (a depthwise convolution's image along its channels). A weight is
-        packed once ahead instead (``gpu_cpu.schedule.weight_layouts``)."""
-        if not any(lp.kind == "reduce" for lp in self.analysis.main.loops):
-            return False  # no accumulated tile: nothing is packed (``apply_cpu``)
-        for a in self.analysis.reads:  # as ``gpu_cpu.schedule._packed_reads`` picks them
-            dims = [d for d, e in enumerate(a.indices) if e.coefficient(loop)]
-            if a.tensor not in self.analysis.weights and len(dims) == 1 and dims[0] != len(a.indices) - 1:
-                return True
-        return False
+        """Whether vectorising ``loop`` makes every tile pack an input that is not a weight (a depthwise
+        convolution's image along its channels), as ``gpu_cpu.schedule._packed_reads`` picks them. A weight is
+        packed once ahead instead (``gpu_cpu.schedule.weight_layouts``); without a reduction there is no
+        accumulated tile and nothing is packed."""
+        return bool(self.analysis.main.reduce) and any(
+            a.tensor not in self.analysis.weights and a.packed_dim(loop) is not None for a in self.analysis.reads)
 
     def default_point(self) -> Point | None:
         """The schedule a performance engineer writes first, derived from the analysis: the spatial loop that
@@ -220,11 +212,11 @@ class CpuSpace(SplitSpace):
         # accumulator has loads of its own: the tile only fills the FMA pipelines (2 ports × 4 cycles), over a
         # loop some other operand is the same in (its weights, along the rows). More spent the registers on
         # accumulators the loads could not feed: 144 × 56 × 56 along the row, AVX-512, 14 rows 248-770 µs, 4 rows 150 µs
-        varying = [a for a in self.analysis.reads if self._uses(a, v.name)]
-        pool = [lp for lp in others if not any(self._uses(a, lp.name) for a in varying)]
+        varying = [a for a in self.analysis.reads if a.dims(v.name)]
+        pool = [lp for lp in others if not any(a.dims(lp.name) for a in varying)]
         budget = max(1, self.max_accumulators // 2 // vectors)
         if not pool:
-            pool = [lp for lp in others if not all(self._uses(a, lp.name) for a in self.analysis.reads)] or others
+            pool = [lp for lp in others if not all(a.dims(lp.name) for a in self.analysis.reads)] or others
             budget = max(1, 2 * MIN_ACCUMULATORS // vectors)
         tile, tile_factor = None, 1
         for lp in pool:  # the outermost first: the innermost loop stays long at level 2, its reads contiguous
