@@ -19,6 +19,7 @@ from hetero_dse.ops.conv import (
 )
 from hetero_dse.ops.linear import bcm, bilinear, gemm, gemv
 from hetero_dse.ops.shift import shift_conv2d
+from hetero_dse.ops.winograd import winograd_product
 
 #: Built-in operators by name, in FlexTensor's Table 1 order, then BCM and SHO.
 BUILTIN: dict[str, OperatorDef] = {
@@ -26,6 +27,10 @@ BUILTIN: dict[str, OperatorDef] = {
     for op in (gemv, gemm, bilinear, conv1d, conv_transpose1d, conv2d, conv_transpose2d, conv3d,
                conv_transpose3d, group_conv2d, depthwise_conv2d, dilated_conv2d, bcm, shift_conv2d)
 }
+
+#: operators the tool builds for itself (a Winograd convolution's batched product, ``gpu_cpu/winograd.py``):
+#: found by name where a measuring worker rebuilds one, not listed among the built-ins
+INTERNAL: dict[str, OperatorDef] = {op.name: op for op in (winograd_product,)}
 
 #: FlexTensor's abbreviations (Table 3), accepted wherever an operator name is.
 ABBREVIATIONS = {"gmv": "gemv", "gmm": "gemm", "bil": "bilinear", "c1d": "conv1d", "t1d": "conv_transpose1d",
@@ -40,8 +45,8 @@ def get_builtin(name: str) -> OperatorDef:
         OperatorError: no such operator (the message suggests the closest names).
     """
     key = ABBREVIATIONS.get(name.lower(), name.lower())
-    if key in BUILTIN:
-        return BUILTIN[key]
+    if key in BUILTIN or key in INTERNAL:
+        return BUILTIN.get(key) or INTERNAL[key]
     close = difflib.get_close_matches(key, list(BUILTIN) + list(ABBREVIATIONS), n=3)
     hint = f" (did you mean {' or '.join(close)}?)" if close else ""
     raise OperatorError(f"unknown operator {name!r}{hint}; 'hetero_dse ops' lists the built-in operators")

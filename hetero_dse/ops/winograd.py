@@ -26,6 +26,9 @@ from math import ceil, gcd, lcm, log2
 
 import numpy as np
 
+from hetero_dse.operator import operator
+from hetero_dse.operator_params import Param
+
 #: the evaluation points, in the order they are taken (∞ is always the last point)
 POINTS = (Fraction(0), Fraction(1), Fraction(-1), Fraction(2), Fraction(-2), Fraction(1, 2), Fraction(-1, 2),
           Fraction(3), Fraction(-3), Fraction(1, 3), Fraction(-1, 3))
@@ -238,3 +241,18 @@ def refused(m: int, r: int, dtype: str, channels: int = 64) -> str | None:
         return (f"F({m}×{m}, {r}×{r}) in {dtype} errs by {error:.1e} of the output's magnitude over {channels} "
                 f"channels, beyond the {TOLERANCE[dtype]:.0e} a kernel may")
     return None
+
+
+@operator(E=Param(36, help="α², the points of a tile"), P=Param(49, help="tiles"), C=Param(256, help="input channels"),
+          K=Param(512, help="output channels"), weights=("U",),
+          reference=lambda p, v, u: np.matmul(v.astype(np.float64), u.astype(np.float64)))
+def winograd_product(E, P, C, K):
+    """Winograd's batched product M[e,p,k] = V[e,p,c] * U[e,c,k]: each of the α² points a matrix product over
+    the input channels (``gpu_cpu/winograd.py`` runs the transforms around it)."""
+    from tvm import te
+
+    V = te.placeholder((E, P, C), name="V")
+    U = te.placeholder((E, C, K), name="U")
+    c = te.reduce_axis((0, C), name="c")
+    M = te.compute((E, P, K), lambda e, p, k: te.sum(V[e, p, c] * U[e, c, k], axis=c), name="M")
+    return [V, U, M]
