@@ -1,8 +1,8 @@
 """Winograd against direct convolution on this CPU (issue 40, item 3): each 3×3 stride-1 layer of ResNet-18 and
 YOLO-v1 searched as direct convolution (the CPU space, ``--trials`` measured) and as F(2×2, 3×3) and F(4×4,
 3×3) (``gpu_cpu/winograd.py``: the batched product searched by the same space with the same trials, the
-transforms around it), then the three kernels and torch's convolution (oneDNN) re-timed in alternating rounds
-in this process, each output checked against torch's.
+transforms around it, all in one function), then the three versions and torch's convolution (oneDNN) re-timed
+in alternating rounds in this process, each output checked against torch's.
 
     .venv/bin/python bench/cpu_winograd.py --layers resnet18 --trials 16 --json bench/data/cpu_winograd.json
     .venv/bin/python bench/cpu_winograd.py --layers R2=64-64-56,C8=256-512-28 --tiles 4
@@ -92,8 +92,11 @@ def measure(name: str, shape: tuple[int, int, int], tiles: list[int], trials: in
         u = tvm.runtime.tensor(kernel.weights(inputs[1]), dev)
         calls[f"F{m}"] = lambda kernel=kernel, u=u: kernel(x, u, out)
     for label, call in calls.items():
+        out.copyfrom(np.full(want.shape, np.nan, "float32"))  # a kernel that leaves an output unwritten fails
         call()
         errors[label] = float(np.abs(out.numpy() - want).max() / np.abs(want).max())
+        if not errors[label] < 1e-3:  # NaN included
+            sys.exit(f"{name}: {label} computes a wrong result (error {errors[label]:.1e} of the output's magnitude)")
     xt, wt = torch.from_numpy(inputs[0]), torch.from_numpy(inputs[1])
     calls["torch"] = lambda: torch.nn.functional.conv2d(xt, wt, padding=1)
     seconds: dict[str, list[float]] = {label: [] for label in calls}

@@ -55,7 +55,8 @@ def compare(row: dict, device_name: str, ptxas: bool = False) -> dict:
            "estimate_over_measured": estimated_gflops / row["ours_gflops"], "bound": figures.bound,
            "model_registers": space.limits(point)["registers"]}
     if ptxas:
-        from gpu_cpu.schedule import apply_gpu, build_cuda, ptxas_usage
+        from gpu_cpu.cuda_usage import ptxas_usage
+        from gpu_cpu.schedule import apply_gpu, build_cuda
 
         _, source = build_cuda(apply_gpu(op, point), device, compile_here=False)
         usage = ptxas_usage(source, device.arch)

@@ -25,7 +25,7 @@ from hetero_dse.ops import get_builtin  # noqa: E402
 from hetero_dse.space.gpu import GpuSpace  # noqa: E402
 
 try:
-    from gpu_cpu.schedule import declared_shared_bytes  # noqa: E402
+    from gpu_cpu.cuda_usage import declared_shared_bytes  # noqa: E402
 except ImportError:  # before the helper existed: the same count, inline
     import re
 

@@ -329,7 +329,8 @@ def best_fused(pair: GemmPair, device: GpuDevice) -> tuple[Point | None, GpuEsti
     """The template's best point on the roofline (the space is small: every point is scored) whose generated
     code stays within the block's shared memory: where the threads' share of a block's outputs does not
     divide them, TVM stages a few more rows of A and T than the block owns (the predicated tail)."""
-    from gpu_cpu.schedule import ScheduleError, build_cuda, declared_shared_bytes
+    from gpu_cpu.cuda_usage import declared_shared_bytes
+    from gpu_cpu.schedule import ScheduleError, build_cuda
 
     scored = sorted(((estimate_b2b(pair, p, device), p) for p in fused_points(pair, device)),
                     key=lambda sp: sp[0].seconds)

@@ -1,5 +1,5 @@
-"""A 3×3 stride-1 convolution on the CPU by Winograd's F(m×m, 3×3) (``hetero_dse/ops/winograd.py``), as
-three kernels run one after the other:
+"""A 3×3 stride-1 convolution on the CPU by Winograd's F(m×m, 3×3) (``hetero_dse/ops/winograd.py``), in three
+stages, built as one function (``apply_winograd``; V and M in its workspace) or each alone (for timing them):
 
 1. the input transform ``V[e, p, c] = (Bᵀ d B)[e]`` of each α×α input tile ``d`` (tile ``p``, channel ``c``),
    read from the input once transposed channel-last with its padding (so the vector of channels is one load);
@@ -10,26 +10,37 @@ three kernels run one after the other:
 The weights are transformed once ahead (``U = G g Gᵀ``, ``transform_weights``), as packed weights are. The
 transforms are sums of the matrices' non-zero entries written out term by term (a ±1 costs no multiply):
 LLVM cannot drop a float multiply by zero, and the matrix form ran 1296 multiply-adds a tile and channel for
-F(4×4)'s input where these sums need at most 288. Within a tile every point's sum is unrolled, so the sums
-a row of Bᵀ shares across the points are computed once (the separable form, Bᵀ d then · B).
+F(4×4)'s input where these sums need at most 288. Each transform is computed in two sides (Bᵀ d a row at a
+time, held in registers, then · B), its points unrolled.
+
+Not yet a choice ``explore`` makes (issue 40): ``bench/cpu_winograd.py`` searches the product and times the
+function against direct convolution and torch.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
+from gpu_cpu.blocks import rejected
+from gpu_cpu.main_block import build_cpu, schedule_main, transpose_weights, weight_layouts
 from hetero_dse.epilogue import apply_te
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.operator import Operator
-from hetero_dse.ops.winograd import transforms, winograd_product
+from hetero_dse.ops.winograd import TILES_3X3, refused, transforms, winograd_product
 from hetero_dse.space.point import Point
 
-__all__ = ["WinogradShape", "WinogradKernel", "input_transform", "output_transform", "product_operator",
-           "transform_weights", "winograd_shape"]
+__all__ = ["TILE_KNOB", "WinogradShape", "WinogradKernel", "apply_winograd", "input_transform", "output_transform",
+           "product_operator", "product_point", "transform_weights", "transformed_weights", "winograd_point",
+           "winograd_shape", "winograd_weights"]
+
+#: the knob a convolution's CPU point carries where it runs by Winograd: the output tile m of F(m×m, 3×3);
+#: its other knobs are the product's (``product_operator``'s CPU space)
+TILE_KNOB = "winograd"
 
 
 @dataclass(frozen=True)
@@ -86,7 +97,16 @@ def winograd_shape(op: Operator, m: int) -> WinogradShape:
     if wrong:
         raise HeteroDSEError(f"Winograd F({m}×{m}, 3×3) on the CPU takes a float32 3×3 stride-1 convolution of one "
                              f"image and one group; {op.title} has {', '.join(wrong)}")
+    if m not in TILES_3X3:
+        raise HeteroDSEError(f"Winograd's output tile is one of {', '.join(map(str, TILES_3X3))}, not {m}")
+    if why := _refused(m):
+        raise HeteroDSEError(why)
     return WinogradShape(int(p["C"]), int(p["K"]), int(p["H"]), int(p["W"]), int(p["padding"]), m)
+
+
+@functools.cache
+def _refused(m: int) -> str | None:
+    return refused(m, 3, "float32")
 
 
 def _combination(coefficients: list[Fraction], terms: list[Any]) -> Any:
@@ -119,25 +139,14 @@ def _select(index: Any, values: list[Any]) -> Any:
     return chosen
 
 
-def _two_sided(left: tuple, right: tuple, tile: Any, row: int, col: int) -> Any:
-    """(L · tile · Rᵀ)[row, col] as sums of non-zero terms: Σ_j R[col, j] · (Σ_i L[row, i] · tile(i, j))."""
-    inner = [_combination([left[row][i] for i in range(len(left[row]))], [tile(i, j) for i in range(len(left[row]))])
-             for j in range(len(right[col]))]
-    return _combination(list(right[col]), inner)
-
-
-def input_transform(shape: WinogradShape, lanes: int) -> Any:
-    """The scheduled IRModule of X (1×C×H×W) → V (α²×tiles×C): the input transposed channel-last with its
-    padding, one pass, then each tile's Bᵀ d B in two sides (Bᵀ d a row at a time, then its rows · B), held in
-    registers, ``lanes`` channels a vector."""
-    import tvm
-    from tvm import s_tir, te
+def _input_tensors(shape: WinogradShape, X: Any) -> Any:
+    """V (α²×tiles×C) of X (1×C×H×W): the input transposed channel-last with its padding (``Xt``: a tile's
+    channels one vector load), then each tile's Bᵀ d B in two sides (``T``: Bᵀ d a row at a time, then · B)."""
+    from tvm import te
 
     s, bt = shape, transforms(shape.m, shape.r).BT
     a, pad = s.alpha, s.padding
     rows, cols = s.tiles_h * s.m + s.r - 1, s.tiles_w * s.m + s.r - 1
-    X = te.placeholder((1, s.C, s.H, s.W), name="X")
-    # the padded input, channel-last: a tile's channels one vector load
     Xt = te.compute((rows, cols, s.C), lambda y, x, c: te.if_then_else(
         te.all(y >= pad, y < s.H + pad, x >= pad, x < s.W + pad), X[0, c, y - pad, x - pad], 0.0), name="Xt")
 
@@ -147,14 +156,19 @@ def input_transform(shape: WinogradShape, lanes: int) -> Any:
                             for row in range(a)])
 
     T = te.compute((a, s.tiles, a, s.C), left, name="T")
-    V = te.compute((s.points, s.tiles, s.C), lambda e, p, c: _select(
+    return te.compute((s.points, s.tiles, s.C), lambda e, p, c: _select(
         e % a, [_combination(list(bt[col]), [T[e // a, p, j, c] for j in range(a)]) for col in range(a)]), name="V")
-    sch = s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([X, V])}))
-    y, x, c = sch.get_loops(sch.get_sblock("Xt"))
+
+
+def _schedule_input(sch: Any, shape: WinogradShape, lanes: int) -> None:
+    """Blocks Xt, T, V: the transposition parallel over rows; the transform parallel over tiles and channel
+    vectors, a tile's rows of Bᵀ d in registers, its points unrolled."""
+    a = shape.alpha
+    y, _, _ = sch.get_loops(sch.get_sblock("Xt"))
     sch.parallel(y)
     e, p, c = sch.get_loops(sch.get_sblock("V"))
     e1, e2 = sch.split(e, [a, a])
-    co, ci = sch.split(c, [None, _lanes(s.C, lanes)])
+    co, ci = sch.split(c, [None, _lanes(shape.C, lanes)])
     sch.reorder(p, co, e1, e2, ci)
     tile = sch.fuse(p, co)
     sch.parallel(tile)
@@ -168,19 +182,16 @@ def input_transform(shape: WinogradShape, lanes: int) -> Any:
     sch.unroll(te1)
     sch.unroll(tj)
     sch.vectorize(tc)
-    return sch.mod
 
 
-def output_transform(shape: WinogradShape, steps: tuple[str, ...], lanes: int) -> Any:
-    """The scheduled IRModule of M (α²×tiles×K) [, bias, residual] → Y (1×K×out_h×out_w): each tile's Aᵀ M A in
-    two sides (M · A a row at a time, held in registers, then Aᵀ ·), then ``steps`` (the layer's epilogue) on
-    each element as it is written, ``lanes`` channels a vector; a ragged last tile's extra outputs not written."""
-    import tvm
-    from tvm import s_tir, te
+def _output_tensors(shape: WinogradShape, M: Any, steps: tuple[str, ...]) -> tuple[list[Any], Any]:
+    """Y (1×K×out_h×out_w) of M (α²×tiles×K): each tile's Aᵀ M A in two sides (``S``: M · A a row at a time,
+    then Aᵀ ·), a ragged last tile's extra outputs not computed; then ``steps``. (The epilogue's inputs, the
+    output.)"""
+    from tvm import te
 
     s, at = shape, transforms(shape.m, shape.r).AT
     a = s.alpha
-    M = te.placeholder((s.points, s.tiles, s.K), name="M")
     S = te.compute((a, s.tiles, s.m, s.K), lambda r1, p, xi, k: _select(
         xi, [_combination(list(at[col]), [M[r1 * a + j, p, k] for j in range(a)]) for col in range(s.m)]), name="S")
 
@@ -190,15 +201,18 @@ def output_transform(shape: WinogradShape, steps: tuple[str, ...], lanes: int) -
                                  for row in range(s.m)])
 
     Y = te.compute((1, s.K, s.out_h, s.out_w), element, name="Y")
-    extras, out = apply_te(Y, steps, (1,)) if steps else ([], Y)
-    sch = s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([M, *extras, out])}))
-    if steps:
+    return apply_te(Y, steps, (1,)) if steps else ([], Y)
+
+
+def _schedule_output(sch: Any, shape: WinogradShape, out: Any, lanes: int) -> None:
+    """Blocks S, Y and the epilogue ``out``: parallel over tiles, the epilogue in Y's write, a tile's rows of
+    M · A in registers, its outputs unrolled, ``lanes`` channels a vector."""
+    if out.op.name != "Y":
         sch.reverse_compute_inline(sch.get_sblock(out.op.name))
-    block = sch.get_sblock("Y")
-    n, k, y, x = sch.get_loops(block)
-    ty, yi = sch.split(y, [s.tiles_h, s.m])
-    tx, xi = sch.split(x, [s.tiles_w, s.m])
-    ko, ki = sch.split(k, [None, _lanes(s.K, lanes)])
+    n, k, y, x = sch.get_loops(sch.get_sblock("Y"))
+    ty, yi = sch.split(y, [shape.tiles_h, shape.m])
+    tx, xi = sch.split(x, [shape.tiles_w, shape.m])
+    ko, ki = sch.split(k, [None, _lanes(shape.K, lanes)])
     sch.reorder(ty, tx, ko, yi, xi, ki)
     sch.parallel(sch.fuse(n, ty, tx))
     sch.unroll(yi)
@@ -211,12 +225,76 @@ def output_transform(shape: WinogradShape, steps: tuple[str, ...], lanes: int) -
     sch.unroll(r1)
     sch.unroll(sxi)
     sch.vectorize(sk)
+
+
+def input_transform(shape: WinogradShape, lanes: int) -> Any:
+    """The scheduled IRModule of the input transform alone, X (1×C×H×W) → V (α²×tiles×C)."""
+    import tvm
+    from tvm import s_tir, te
+
+    X = te.placeholder((1, shape.C, shape.H, shape.W), name="X")
+    sch = s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([X, _input_tensors(shape, X)])}))
+    _schedule_input(sch, shape, lanes)
     return sch.mod
 
 
+def output_transform(shape: WinogradShape, steps: tuple[str, ...], lanes: int) -> Any:
+    """The scheduled IRModule of the output transform alone, M (α²×tiles×K) [, bias, residual] → Y."""
+    import tvm
+    from tvm import s_tir, te
+
+    M = te.placeholder((shape.points, shape.tiles, shape.K), name="M")
+    extras, out = _output_tensors(shape, M, steps)
+    sch = s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([M, *extras, out])}))
+    _schedule_output(sch, shape, out, lanes)
+    return sch.mod
+
+
+def apply_winograd(op: Operator, m: int, point: Point, lanes: int | None = None) -> Any:
+    """The scheduled IRModule of ``op`` by F(m×m, 3×3) as one function (X, U, the epilogue's inputs, Y): the
+    input transform, the product as ``point`` schedules ``product_operator``'s, the output transform; V and
+    M in the function's workspace. U is ``transform_weights``' then packed as ``point`` says
+    (``WinogradKernel.weights``)."""
+    import tvm
+    from tvm import s_tir, te
+
+    shape = winograd_shape(op, m)
+    product = product_operator(shape)
+    lanes = lanes or host_lanes()
+    X = te.placeholder((1, shape.C, shape.H, shape.W), name="X")
+    U = te.placeholder((shape.points, shape.C, shape.K), name="U")
+    V = _input_tensors(shape, X)
+    c = te.reduce_axis((0, shape.C), name="c")  # as winograd_product names its loops: the point's knobs
+    M = te.compute((shape.points, shape.tiles, shape.K), lambda e, p, k: te.sum(V[e, p, c] * U[e, c, k], axis=c),
+                   name="M")
+    extras, out = _output_tensors(shape, M, tuple(op.epilogue))
+    sch = s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([X, U, *extras, out])}))
+    try:
+        _schedule_input(sch, shape, lanes)
+        _schedule_output(sch, shape, out, lanes)
+        schedule_main(sch, sch.get_sblock("M"), product, point)
+    except Exception as exc:  # a point of another shape's product: a candidate failure, as apply_cpu says it
+        raise rejected(point, exc) from exc
+    # said in the module too (lowered_tir.py shows it): whoever calls it passes the weights transformed
+    mod = sch.mod
+    mod["main"] = mod["main"].with_attr("hetero_dse.winograd", {"tile": m, "weights": "U = G W Gᵀ per point, "
+                                        "[point, C, K], packed as the product's knobs say (winograd_weights)"})
+    return mod
+
+
 def _lanes(channels: int, lanes: int) -> int:
-    """The vector's width on ``channels``: the machine's lanes where they divide it, else the largest divisor."""
-    return max(d for d in range(1, lanes + 1) if channels % d == 0)
+    """The vector's width on ``channels``: the largest power of two up to ``lanes`` that divides them."""
+    width = 1
+    while width * 2 <= lanes and channels % (width * 2) == 0:
+        width *= 2
+    return width
+
+
+def host_lanes() -> int:
+    """float32 lanes of this machine's vectors (16 with AVX-512, 8 with AVX2)."""
+    from hetero_dse.space.cpu import host_vector_bits
+
+    return host_vector_bits() // 32
 
 
 def product_operator(shape: WinogradShape) -> Operator:
@@ -232,38 +310,23 @@ def transform_weights(w: np.ndarray, m: int) -> np.ndarray:
 
 
 class WinogradKernel:
-    """``op`` run by F(m×m, 3×3) on this CPU: the three kernels built, the product from ``point`` (a point of
-    ``product_operator``'s CPU space). Called with the convolution's own inputs (X, U already transformed and
-    packed by ``weights``, then the epilogue's) and its output, as TVM tensors."""
+    """``op`` run by F(m×m, 3×3) on this CPU, built as one function (``apply_winograd``), its product from
+    ``point`` (a point of ``product_operator``'s CPU space). Called with the convolution's own inputs (X, U
+    already transformed and packed by ``weights``, then the epilogue's) and its output, as TVM tensors."""
 
-    def __init__(self, op: Operator, m: int, point: Point, lanes: int = 16) -> None:
-        from gpu_cpu.schedule import apply_cpu, build_cpu
-
+    def __init__(self, op: Operator, m: int, point: Point, lanes: int | None = None) -> None:
         self.op, self.point = op, point
-        self.shape = s = winograd_shape(op, m)
-        self.product = product_operator(s)
-        self._input = _entry(build_cpu(input_transform(s, lanes)))
-        self._product = _entry(build_cpu(apply_cpu(self.product, point)))
-        self._output = _entry(build_cpu(output_transform(s, tuple(op.epilogue), lanes)))
-        self._scratch: tuple[Any, Any] | None = None
+        self.shape = winograd_shape(op, m)
+        self.product = product_operator(self.shape)
+        self.executable = build_cpu(apply_winograd(op, m, point, lanes))
+        self._run = _entry(self.executable)
 
     def weights(self, w: np.ndarray) -> np.ndarray:
         """The layer's weights (K×C×3×3) as the product reads them: transformed, then packed for ``point``."""
-        from gpu_cpu.schedule import pack_weights
-
-        return pack_weights(self.product, self.point, [None, transform_weights(np.asarray(w), self.shape.m)])[1]
+        return winograd_weights(self.op, winograd_point(self.shape.m, self.point), w)
 
     def __call__(self, x: Any, u: Any, *rest: Any) -> None:
-        import tvm
-
-        if self._scratch is None:  # V and M, made once: the kernel is called again and again
-            dev = tvm.cpu(0)
-            self._scratch = tuple(tvm.runtime.empty([int(d) for d in t.shape], "float32", dev)
-                                  for t in (self.product.inputs[0], self.product.output))
-        v, m = self._scratch
-        self._input(x, v)
-        self._product(v, u, m)
-        self._output(m, *rest)
+        self._run(x, u, *rest)
 
     def run(self, inputs: list[np.ndarray]) -> np.ndarray:
         """The output on numpy ``inputs`` (the operator's order, weights as they are): for checks."""
@@ -274,6 +337,41 @@ class WinogradKernel:
         given = [inputs[0], self.weights(inputs[1]), *inputs[2:]]
         self(*[tvm.runtime.tensor(np.ascontiguousarray(a), dev) for a in given], out)
         return out.numpy()
+
+
+def winograd_point(m: int, product: Point | dict[str, Any]) -> Point:
+    """The convolution's CPU point that runs it by F(m×m, 3×3) with the product scheduled by ``product``."""
+    return Point({TILE_KNOB: int(m), **product})
+
+
+def product_point(point: Point | dict[str, Any]) -> Point:
+    """The product's point within a convolution's Winograd point."""
+    return Point({k: v for k, v in point.items() if k != TILE_KNOB})
+
+
+def winograd_weights(op: Operator, point: Point | dict[str, Any], w: Any) -> Any:
+    """The weights ``w`` (K×C×3×3: numpy, or a torch tensor, returned as one) as the Winograd kernel of
+    ``point`` reads them: transformed (``transform_weights``), then packed for the product's point."""
+    shape = winograd_shape(op, int(point[TILE_KNOB]))
+    inner = product_point(point)
+    u = transpose_weights(product_operator(shape), inner, [None, transform_weights(np.asarray(w), shape.m)])[1]
+    if hasattr(w, "permute"):  # torch's tensor in, torch's tensor out (the network's layers hold them)
+        import torch
+
+        return torch.from_numpy(np.ascontiguousarray(u))
+    return u
+
+
+def transformed_weights(op: Operator, point: Point | dict[str, Any]) -> dict[str, Any]:
+    """What the module of a Winograd ``point`` takes in place of its weight, for ``schedule.json``."""
+    shape = winograd_shape(op, int(point[TILE_KNOB]))
+    name = op.inputs[1].op.name
+    product = product_operator(shape)
+    order = weight_layouts(product, product_point(point)).get(1, (0, 1, 2))
+    dims = [int(d) for d in product.inputs[1].shape]
+    return {name: {"winograd": shape.m, "transpose": list(order), "shape": [dims[d] for d in order],
+                   "how": f"gpu_cpu.winograd.winograd_weights(op, knobs, {name}): G {name} Gᵀ at each of the "
+                          f"{shape.points} points, laid out [point, C, K], then transposed {tuple(order)}"}}
 
 
 def _entry(executable: Any) -> Any:

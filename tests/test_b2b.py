@@ -14,7 +14,8 @@ import pytest
 
 from cost_models.gpu_roofline import LAUNCH_S
 from gpu_cpu.b2b import FusedChoice, GemmPair, apply_b2b, choose, estimate_b2b, fused_points, limits, violations
-from gpu_cpu.schedule import ScheduleError, build_cpu, build_cuda, declared_shared_bytes
+from gpu_cpu.cuda_usage import declared_shared_bytes
+from gpu_cpu.schedule import ScheduleError, build_cpu, build_cuda
 from hetero_dse.epilogue import fuse
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.gpus import get_device

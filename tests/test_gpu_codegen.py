@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from hetero_dse.hardware.gpus import get_device
-from gpu_cpu.schedule import apply_gpu, build_cpu, build_cuda, declared_shared_bytes, run_cpu
+from gpu_cpu.cuda_usage import declared_shared_bytes
+from gpu_cpu.schedule import apply_gpu, build_cpu, build_cuda, run_cpu
 from hetero_dse.space.gpu import GpuSpace
 from hetero_dse.analysis import analyze
 from hetero_dse.errors import HeteroDSEError
@@ -94,7 +95,7 @@ def test_an_estimated_rows_occupancy_uses_the_registers_ptxas_gives_its_kernel(m
     """The model counts a thread's accumulators plus a constant; ptxas gives an unrolled kernel several times
     that. The estimate a row prints takes ptxas's count for the kernel written, and its occupancy follows."""
     from cost_models.gpu_roofline import MAX_THREADS_PER_SM, REGISTERS_PER_SM, estimate
-    from gpu_cpu.schedule import ptxas_usage
+    from gpu_cpu.cuda_usage import ptxas_usage
     from hetero_dse.targets.base import Search
     from hetero_dse.targets.flow import explore
     from hetero_dse.targets.gpu import GpuTarget

@@ -277,7 +277,7 @@ def test_a_kernel_nvcc_rejects_is_a_schedule_error_not_a_built_module():
 def test_the_space_counts_the_shared_memory_the_generated_kernel_declares(case):
     """The occupancy and the 48 KB check read the space's count: it must be the kernel's own, byte for byte
     (the skewed rows of the operand stages and the unskewed float tile of the write-back)."""
-    from gpu_cpu.schedule import declared_shared_bytes
+    from gpu_cpu.cuda_usage import declared_shared_bytes
 
     o = CASES[case]()
     device = get_device("h100")

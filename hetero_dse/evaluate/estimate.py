@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from cost_models.gpu_roofline import GpuEstimate
-from gpu_cpu.schedule import staged_shared_bytes
+from gpu_cpu.cuda_usage import staged_shared_bytes
 from hetero_dse.explore.loop import Evaluation, OnRow
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point

@@ -169,7 +169,7 @@ class CpuSpace(SplitSpace):
 
     def _packs_activation(self, loop: str) -> bool:
         """Whether vectorising ``loop`` makes every tile pack an input that is not a weight (a depthwise
-        convolution's image along its channels), as ``gpu_cpu.schedule._packed_reads`` picks them. A weight is
+        convolution's image along its channels), as ``gpu_cpu.main_block._packed_reads`` picks them. A weight is
         packed once ahead instead (``gpu_cpu.schedule.weight_layouts``); without a reduction there is no
         accumulated tile and nothing is packed."""
         return bool(self.analysis.main.reduce) and any(

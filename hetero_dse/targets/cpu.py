@@ -17,6 +17,7 @@ from gpu_cpu.pipeline import Pipeline
 from gpu_cpu.remote import Remote, measure_remote_job
 from gpu_cpu.schedule import CPU_CODEGEN, apply_cpu, build_cpu, host_target, run_cpu, weight_layouts
 from gpu_cpu.stability import retime_until_stable
+from gpu_cpu.winograd import TILE_KNOB, transformed_weights
 from hetero_dse.analysis import analyze
 from hetero_dse.atomic import atomic_directory
 from hetero_dse.errors import HeteroDSEError
@@ -207,7 +208,10 @@ class CpuTarget:
 
 def packed_weights(op: Operator, point: Any) -> dict[str, Any]:
     """What ``module.so`` takes in place of each weight it reads packed: the operator's tensor transposed
-    (numpy's order) once, where it is loaded. Written into ``schedule.json`` for whoever calls the module."""
+    (numpy's order) once, where it is loaded; for a Winograd point, transformed. Written into ``schedule.json``
+    for whoever calls the module."""
+    if TILE_KNOB in point:
+        return transformed_weights(op, point)
     out = {}
     for index, order in weight_layouts(op, point).items():
         tensor = op.inputs[index]

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from cost_models.gpu_roofline import ESTIMATE_OVER_H100, GpuEstimate
-from gpu_cpu.schedule import ScheduleError, apply_gpu, build_cuda, ptxas_usage
+from gpu_cpu.cuda_usage import ptxas_usage
+from gpu_cpu.schedule import ScheduleError, apply_gpu, build_cuda
 from hetero_dse.evaluate.estimate import Roofline
 from hetero_dse.hardware.gpus import GpuDevice
 from hetero_dse.operator import Operator

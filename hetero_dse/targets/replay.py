@@ -9,6 +9,7 @@ from typing import Any
 from gpu_cpu.measure import MeasureJob, rebuild_operator
 from gpu_cpu.pipeline import Pipeline
 from gpu_cpu.schedule import CPU_CODEGEN, weight_layouts
+from gpu_cpu.winograd import TILE_KNOB, product_operator, product_point, winograd_shape
 from hetero_dse.analysis import analyze
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.gpus import get_device, present_gpu
@@ -39,9 +40,13 @@ def _check_knobs(directory: Path, record: dict[str, Any], op: Any) -> None:
             # a schedule estimated for a larger device is refused here, before TVM builds and launches it
             if problem := space.beyond_limits(point):
                 raise HeteroDSEError(f"{directory / 'schedule.json'} cannot run here: {problem}")
+        elif TILE_KNOB in record["knobs"]:  # Winograd: its knobs beyond the tile are its product's
+            point = recorded_point(record)
+            product = product_operator(winograd_shape(op, int(point[TILE_KNOB])))
+            CpuSpace(analyze(product)).encode(product_point(point))
         else:
             CpuSpace(analysis).encode(recorded_point(record))
-    except (SpaceError, TypeError, ValueError) as exc:
+    except (SpaceError, TypeError, ValueError, HeteroDSEError) as exc:
         raise HeteroDSEError(f"{directory / 'schedule.json'} holds a schedule outside the operator's space: "
                              f"{exc}") from None
 
