@@ -354,11 +354,12 @@ def winograd_weights(op: Operator, point: Point | dict[str, Any], w: Any) -> Any
     ``point`` reads them: transformed (``transform_weights``), then packed for the product's point."""
     shape = winograd_shape(op, int(point[TILE_KNOB]))
     inner = product_point(point)
-    u = transpose_weights(product_operator(shape), inner, [None, transform_weights(np.asarray(w), shape.m)])[1]
+    given = w.detach().cpu().numpy() if hasattr(w, "detach") else np.asarray(w)  # a network's weight keeps its grad
+    u = transpose_weights(product_operator(shape), inner, [None, transform_weights(given, shape.m)])[1]
     if hasattr(w, "permute"):  # torch's tensor in, torch's tensor out (the network's layers hold them)
         import torch
 
-        return torch.from_numpy(np.ascontiguousarray(u))
+        return torch.from_numpy(np.ascontiguousarray(u)).clone()  # torch's allocation: aligned as TVM asks
     return u
 
 

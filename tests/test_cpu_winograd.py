@@ -156,8 +156,9 @@ def test_the_weights_of_a_winograd_point_are_transformed_for_numpy_and_torch_ali
     point = _winograd_point(op, 2)
     w = op.random_inputs(0)[1]
     as_numpy = pack_weights(op, point, [None, w])[1]
-    as_torch = pack_weights(op, point, [None, torch.from_numpy(w)])[1]
-    assert isinstance(as_torch, torch.Tensor)
+    # a network's folded weight keeps its parameter's grad; TVM takes a tensor's memory aligned to 64 bytes
+    as_torch = pack_weights(op, point, [None, torch.from_numpy(w).clone().requires_grad_()])[1]
+    assert isinstance(as_torch, torch.Tensor) and as_torch.data_ptr() % 64 == 0
     np.testing.assert_array_equal(as_torch.numpy(), as_numpy)
     # the default product point vectorises K, the innermost already: the transform as it is, [16 points, C, K]
     assert weight_layouts(op, point) == {}

@@ -104,6 +104,35 @@ def test_a_schedule_for_another_layer_is_refused(explored):
         other.write_text(saved)
 
 
+def test_a_layer_whose_schedule_runs_by_winograd_runs_so_in_the_network(explored):
+    # both 3×3 convolutions' schedule.json given a Winograd point (gpu_cpu/winograd.py): the network folds their
+    # batch norms, transforms their weights and fuses the second's residual add and ReLU, as it does for direct
+    from gpu_cpu.measure import rebuild_operator
+    from gpu_cpu.network import time_against_eager
+    from gpu_cpu.winograd import product_operator, winograd_point, winograd_shape
+    from hetero_dse.analysis import analyze
+    from hetero_dse.space.cpu import CpuSpace
+
+    path, out = explored
+    files = [next(out.glob(f"conv2d_*L{i}/cpu/schedule.json")) for i in (1, 2)]
+    saved = [f.read_text() for f in files]
+    try:
+        for f, m in zip(files, (2, 4), strict=True):
+            record = json.loads(f.read_text())
+            op = rebuild_operator(record["source"], record["operator"], record["params"], record["epilogue"],
+                                  record["epilogue_axes"])
+            product = product_operator(winograd_shape(op, m))
+            record["knobs"] = winograd_point(m, CpuSpace(analyze(product)).default_point()).to_json()
+            f.write_text(json.dumps(record))
+        model, x, net = planned(path, out, "hetero_dse")
+        assert net.replaced["hetero_dse"] == 4
+        result = time_against_eager(model, net, x, rounds=1, repeat=1)  # raises where the outputs differ
+        assert result["max_error"] <= 1e-4 * max(result["scale"], 1.0)
+    finally:
+        for f, text in zip(files, saved, strict=True):
+            f.write_text(text)
+
+
 def test_explore_runs_the_plan_as_one_network_and_reports_that_figure(explored):
     """Issue 39: the report's CPU whole-model figure is the plan run as one network against torch eager, not a
     sum of kernels each timed alone; plan.json says what to run (the plan, or eager where the plan is slower)."""
