@@ -12,10 +12,11 @@ import numpy as np
 from gpu_cpu.blocks import ScheduleError, epilogue_blocks, main_tensor
 from hetero_dse.hardware.host import host_cores
 from hetero_dse.operator import Operator
+from hetero_dse.ops.winograd import TILE_KNOB
 from hetero_dse.space.point import Point
 
-__all__ = ["annotate_unroll", "build_cpu", "fuse_epilogue", "host_target", "reduce_loops", "schedule_main",
-           "split_keys", "split_loops", "transpose_weights", "weight_layouts"]
+__all__ = ["annotate_unroll", "build_cpu", "fuse_epilogue", "host_target", "point_keys", "reduce_loops",
+           "schedule_main", "split_keys", "split_loops", "transpose_weights", "weight_layouts"]
 
 
 def host_target() -> dict[str, Any]:
@@ -41,8 +42,16 @@ def split_keys(op: Operator) -> list[str]:
     return [f"split.{lp.name}" for lp in analyze(op).main.loops]
 
 
+def point_keys(op: Operator, point: Point) -> list[str]:
+    """``split_keys(op)``, where ``point`` splits exactly those loops; else a ScheduleError that says so."""
+    keys = split_keys(op)
+    if {k for k in point if k.startswith("split.")} != set(keys):
+        raise ScheduleError(f"{point} does not split the loops of {main_tensor(op).op.name} ({', '.join(keys)})")
+    return keys
+
+
 def split_loops(sch: Any, block: Any, op: Operator, point: Point,
-           keys: list[str]) -> tuple[list[list[Any]], list[list[Any]]]:
+                keys: list[str]) -> tuple[list[list[Any]], list[list[Any]]]:
     """Split every loop of the main block by its knob (``keys``, in the loops' order): (spatial loops' parts,
     reduce loops' parts)."""
     parts = [list(sch.split(loop, factors=[int(f) for f in point[key]]))
@@ -75,10 +84,8 @@ def schedule_main(sch: Any, block: Any, op: Operator, point: Point,
                   keys: list[str] | None = None) -> dict[int, tuple[int, ...]]:
     """``point`` applied to ``block`` of ``sch``: ``op``'s main block, or a block with its loops and reads in
     another function (the product inside a Winograd convolution, ``gpu_cpu/winograd.py``). The weights it
-    reads packed (``weight_layouts``). ``keys``: ``split_keys(op)``, where the caller has them already."""
-    keys = keys or split_keys(op)
-    if {k for k in point if k.startswith("split.")} != set(keys):
-        raise ScheduleError(f"{point} does not split the loops of {main_tensor(op).op.name} ({', '.join(keys)})")
+    reads packed (``weight_layouts``). ``keys``: ``point_keys(op, point)``, where the caller has them already."""
+    keys = keys or point_keys(op, point)
     spatial_names = [iv.var.name for iv in main_tensor(op).op.axis]
     vector = spatial_names.index(point["vector"]) if point.get("vector") in spatial_names else -1
     vector %= len(spatial_names)
@@ -128,9 +135,8 @@ def weight_layouts(op: Operator, point: Point | dict[str, Any]) -> dict[int, tup
     Only a weight the main node reads directly (not through a producer) is taken so. Empty for an operator
     without weights or reduction, a point without splits (another tuner's module), a tensor-core point and a
     Winograd point (its weights are transformed, ``pack_weights``)."""
-    if "winograd" in point:
-        return {}
-    if not op.weights or not reduce_loops(op) or "mma" in point or not any(str(k).startswith("split.") for k in point):
+    if (not op.weights or not reduce_loops(op) or "mma" in point or TILE_KNOB in point
+            or not any(str(k).startswith("split.") for k in point)):
         return {}
     from hetero_dse.analysis import analyze
 

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from gpu_cpu.blocks import ScheduleError, epilogue_blocks, inline_producers, main_tensor, rejected
-from gpu_cpu.main_block import (annotate_unroll, build_cpu, fuse_epilogue, host_target, reduce_loops, schedule_main,
-                                split_keys, split_loops, transpose_weights, weight_layouts)
+from gpu_cpu.main_block import (annotate_unroll, build_cpu, fuse_epilogue, host_target, point_keys, reduce_loops,
+                                schedule_main, split_loops, transpose_weights, weight_layouts)
 from gpu_cpu.winograd import TILE_KNOB, apply_winograd, product_point, winograd_weights
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
@@ -45,11 +45,7 @@ def _prepare(op: Operator, point: Point, inline: bool | None = True) -> tuple[An
         else:
             loops = sch.get_loops(block)
             sch.parallel(sch.fuse(*loops[:-1]) if len(loops) > 2 else loops[0])
-    block = sch.get_sblock(main_name)
-    keys = split_keys(op)
-    if {k for k in point if k.startswith("split.")} != set(keys):
-        raise ScheduleError(f"{point} does not split the loops of {main_name} ({', '.join(keys)})")
-    return sch, block, keys
+    return sch, sch.get_sblock(main_name), point_keys(op, point)
 
 
 def apply_cpu(op: Operator, point: Point) -> Any:

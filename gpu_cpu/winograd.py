@@ -31,17 +31,12 @@ from gpu_cpu.main_block import build_cpu, schedule_main, transpose_weights, weig
 from hetero_dse.epilogue import apply_te
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.operator import Operator
-from hetero_dse.ops.winograd import TILES_3X3, refused, transforms, winograd_product
+from hetero_dse.ops.winograd import TILE_KNOB, TILES_3X3, batched_product, refused, transforms, winograd_product
 from hetero_dse.space.point import Point
 
 __all__ = ["TILE_KNOB", "WinogradShape", "WinogradKernel", "apply_winograd", "input_transform", "output_transform",
            "product_operator", "product_point", "transform_weights", "transformed_weights", "winograd_point",
            "winograd_shape", "winograd_weights"]
-
-#: the knob a convolution's CPU point carries where it runs by Winograd: the output tile m of F(m×m, 3×3);
-#: its other knobs are the product's (``product_operator``'s CPU space)
-TILE_KNOB = "winograd"
-
 
 @dataclass(frozen=True)
 class WinogradShape:
@@ -117,10 +112,8 @@ def _combination(coefficients: list[Fraction], terms: list[Any]) -> Any:
     for coefficient, term in zip(coefficients, terms, strict=True):
         if coefficient == 0:
             continue
-        if abs(coefficient) == 1:
-            value, negative = term, coefficient < 0
-        else:
-            value, negative = term * tvm.tirx.const(float(abs(coefficient)), "float32"), coefficient < 0
+        negative = coefficient < 0
+        value = term if abs(coefficient) == 1 else term * tvm.tirx.const(float(abs(coefficient)), "float32")
         if total is None:
             total = -value if negative else value
         else:
@@ -175,13 +168,7 @@ def _schedule_input(sch: Any, shape: WinogradShape, lanes: int) -> None:
     for loop in (e1, e2):
         sch.unroll(loop)
     sch.vectorize(ci)
-    t = sch.get_sblock("T")
-    sch.compute_at(t, tile)
-    sch.set_scope(t, 0, "local")
-    te1, tj, tc = sch.get_loops(t)[-3:]  # the tile's one p is no loop
-    sch.unroll(te1)
-    sch.unroll(tj)
-    sch.vectorize(tc)
+    _in_registers(sch, "T", tile)
 
 
 def _output_tensors(shape: WinogradShape, M: Any, steps: tuple[str, ...]) -> tuple[list[Any], Any]:
@@ -218,13 +205,19 @@ def _schedule_output(sch: Any, shape: WinogradShape, out: Any, lanes: int) -> No
     sch.unroll(yi)
     sch.unroll(xi)
     sch.vectorize(ki)
-    rows = sch.get_sblock("S")
-    sch.compute_at(rows, ko)
-    sch.set_scope(rows, 0, "local")
-    r1, sxi, sk = sch.get_loops(rows)[-3:]  # the tile's one p is no loop
-    sch.unroll(r1)
-    sch.unroll(sxi)
-    sch.vectorize(sk)
+    _in_registers(sch, "S", ko)
+
+
+def _in_registers(sch: Any, name: str, loop: Any) -> None:
+    """Block ``name`` (a transform's first side: rows × columns × a vector of channels, for one tile) computed
+    under ``loop`` into a local buffer, its rows and columns unrolled: LLVM keeps it in registers."""
+    block = sch.get_sblock(name)
+    sch.compute_at(block, loop)
+    sch.set_scope(block, 0, "local")
+    rows, cols, lanes = sch.get_loops(block)[-3:]  # the tile's one p is no loop
+    sch.unroll(rows)
+    sch.unroll(cols)
+    sch.vectorize(lanes)
 
 
 def input_transform(shape: WinogradShape, lanes: int) -> Any:
@@ -263,10 +256,7 @@ def apply_winograd(op: Operator, m: int, point: Point, lanes: int | None = None)
     lanes = lanes or host_lanes()
     X = te.placeholder((1, shape.C, shape.H, shape.W), name="X")
     U = te.placeholder((shape.points, shape.C, shape.K), name="U")
-    V = _input_tensors(shape, X)
-    c = te.reduce_axis((0, shape.C), name="c")  # as winograd_product names its loops: the point's knobs
-    M = te.compute((shape.points, shape.tiles, shape.K), lambda e, p, k: te.sum(V[e, p, c] * U[e, c, k], axis=c),
-                   name="M")
+    M = batched_product(_input_tensors(shape, X), U)  # the loops the product's point names
     extras, out = _output_tensors(shape, M, tuple(op.epilogue))
     sch = s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([X, U, *extras, out])}))
     try:
@@ -354,12 +344,13 @@ def winograd_weights(op: Operator, point: Point | dict[str, Any], w: Any) -> Any
     ``point`` reads them: transformed (``transform_weights``), then packed for the product's point."""
     shape = winograd_shape(op, int(point[TILE_KNOB]))
     inner = product_point(point)
-    given = w.detach().cpu().numpy() if hasattr(w, "detach") else np.asarray(w)  # a network's weight keeps its grad
+    torch_given = hasattr(w, "detach")  # torch's tensor in, torch's tensor out (the network's layers hold them)
+    given = w.detach().cpu().numpy() if torch_given else np.asarray(w)  # a network's weight keeps its grad
     u = transpose_weights(product_operator(shape), inner, [None, transform_weights(given, shape.m)])[1]
-    if hasattr(w, "permute"):  # torch's tensor in, torch's tensor out (the network's layers hold them)
+    if torch_given:
         import torch
 
-        return torch.from_numpy(np.ascontiguousarray(u)).clone()  # torch's allocation: aligned as TVM asks
+        return torch.from_numpy(u).clone()  # torch's allocation: aligned as TVM asks
     return u
 
 

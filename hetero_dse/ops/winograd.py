@@ -36,6 +36,10 @@ POINTS = (Fraction(0), Fraction(1), Fraction(-1), Fraction(2), Fraction(-2), Fra
 #: output tile sizes offered for a 3×3 kernel: F(2×2,3×3), F(4×4,3×3), F(6×6,3×3)
 TILES_3X3 = (2, 4, 6)
 
+#: the knob a convolution's CPU point carries where it runs by Winograd: the output tile m of F(m×m, 3×3); its
+#: other knobs are the batched product's (``gpu_cpu/winograd.py``)
+TILE_KNOB = "winograd"
+
 
 @dataclass(frozen=True)
 class Transforms:
@@ -253,6 +257,14 @@ def winograd_product(E, P, C, K):
 
     V = te.placeholder((E, P, C), name="V")
     U = te.placeholder((E, C, K), name="U")
+    return [V, U, batched_product(V, U)]
+
+
+def batched_product(V, U):
+    """M = V · U at each point, its loops e, p, k, c: the product alone (``winograd_product``) or inside the
+    convolution's function, where the product's CPU point names these loops."""
+    from tvm import te
+
+    E, P, C = (int(d) for d in V.shape)
     c = te.reduce_axis((0, C), name="c")
-    M = te.compute((E, P, K), lambda e, p, k: te.sum(V[e, p, c] * U[e, c, k], axis=c), name="M")
-    return [V, U, M]
+    return te.compute((E, P, int(U.shape[2])), lambda e, p, k: te.sum(V[e, p, c] * U[e, c, k], axis=c), name="M")
