@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def explore(op: str, params: dict[str, int], trials: int, seed: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="hetero_dse_budget_") as tmp:
         args = [sys.executable, "-m", "hetero_dse", "explore", "--op", op, "--target", "cpu", "--trials",
-                str(trials), "--seed", str(seed), "--no-history", "--out", f"{tmp}/o"]
+                str(trials), "--seed", str(seed), "--no-history", "--winograd", "off", "--out", f"{tmp}/o"]
         for key, value in params.items():
             args += ["--param", f"{key}={value}"]
         run = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)

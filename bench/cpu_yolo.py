@@ -42,7 +42,8 @@ def main() -> None:
         curves, runs = {}, {}
         for name in explorers:
             curve, note = curve_recorder(flops)
-            runs[name] = explore(op, CpuTarget(trials=args.trials), name, Search(seed=args.seed), progress=note)
+            runs[name] = explore(op, CpuTarget(trials=args.trials, algorithm="direct"), name, Search(seed=args.seed),
+                                 progress=note)
             curves[name] = curve
         torch_timed = time_torch_isolated(op, "builtin")
         torch_s = torch_timed.seconds if torch_timed is not None else None

@@ -47,7 +47,7 @@ def layer_op(spec: str):
 def search_once(op, explorer: str, seed: int, trials: int, history: HistoryDB | None) -> dict:
     curve: list[tuple[int, float]] = []  # (measurements, fastest seconds so far)
     t0 = time.perf_counter()
-    run = explore(op, CpuTarget(trials=trials), explorer, Search(seed=seed), history=history,
+    run = explore(op, CpuTarget(trials=trials, algorithm="direct"), explorer, Search(seed=seed), history=history,
                   progress=lambda n, best: curve.append((n, best if best is not None else math.inf)))
     if history is not None:
         assert run.tune.answered == 0, "a layer must not be answered from its own records"

@@ -177,7 +177,8 @@ def run_cpu(args) -> dict:
     db = HistoryDB(str(base))
     t0 = time.perf_counter()
     for layer in args.history.split(","):
-        run = explore(yolo(layer), CpuTarget(trials=args.trials), "q", Search(seed=args.seed), history=db)
+        run = explore(yolo(layer), CpuTarget(trials=args.trials, algorithm="direct"), "q", Search(seed=args.seed),
+                      history=db)
         best = run.tune.best
         print(f"history {layer}: {len(run.tune.trials)} trials, best {run.gflops(best.result.seconds):.1f} GFLOPS",
               flush=True)
@@ -196,7 +197,7 @@ def run_cpu(args) -> dict:
             db = HistoryDB(str(copy))
             explorer = method.removesuffix("-scratch")
             curve: list[tuple[int, float]] = []
-            run = explore(op, CpuTarget(trials=args.trials), explorer, Search(seed=args.seed),
+            run = explore(op, CpuTarget(trials=args.trials, algorithm="direct"), explorer, Search(seed=args.seed),
                           history=db if method in FROM_HISTORY else None,
                           progress=lambda n, best, curve=curve: curve.append((n, best or math.inf)))
             db.close()

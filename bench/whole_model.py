@@ -111,6 +111,8 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=16)
     parser.add_argument("--boards", default="vu9p,u280", help="FPGA boards for the per-layer sums ('none': no FPGA)")
     parser.add_argument("--fpga-budget", type=int, default=20000)
+    parser.add_argument("--winograd", choices=("auto", "on", "off"), default="auto",
+                        help="the CPU's 3×3 stride-1 layers: Winograd searched beside direct (auto), or direct (off)")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--rounds", type=int, default=7, help="alternating rounds of the executed comparison")
     parser.add_argument("--retime", type=int, default=0, metavar="ROUNDS",
@@ -122,7 +124,7 @@ def main() -> None:
         for name in args.models.split(","):
             cpu_out = Path(tmp) / f"{name}_cpu"
             report, wall = explore(["--model", name, "--target", "cpu", "--trials", str(args.trials), "--no-history",
-                                    "--out", str(cpu_out)])
+                                    "--winograd", args.winograd, "--out", str(cpu_out)])
             model = report["model"]
             (cpu,) = [d for d in model["devices"] if d["kind"] == "cpu"]
             after = eager_again(name)

@@ -13,8 +13,8 @@ LLVM cannot drop a float multiply by zero, and the matrix form ran 1296 multiply
 F(4×4)'s input where these sums need at most 288. Each transform is computed in two sides (Bᵀ d a row at a
 time, held in registers, then · B), its points unrolled.
 
-Not yet a choice ``explore`` makes (issue 40): ``bench/cpu_winograd.py`` searches the product and times the
-function against direct convolution and torch.
+``explore`` on the CPU searches each tile's product beside direct convolution and keeps the fastest function
+(``CpuTarget.alternatives``); ``bench/cpu_winograd.py`` times each against direct convolution and torch.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from hetero_dse.operator import Operator
 from hetero_dse.ops.winograd import TILE_KNOB, TILES_3X3, batched_product, refused, transforms, winograd_product
 from hetero_dse.space.point import Point
 
-__all__ = ["TILE_KNOB", "WinogradShape", "WinogradKernel", "apply_winograd", "input_transform", "output_transform",
-           "product_operator", "product_point", "transform_weights", "transformed_weights", "winograd_point",
-           "winograd_shape", "winograd_weights"]
+__all__ = ["TILE_KNOB", "WinogradShape", "WinogradKernel", "algorithm_name", "algorithm_of", "apply_winograd",
+           "input_transform", "output_transform", "product_operator", "product_point", "transform_weights",
+           "transformed_weights", "winograd_point", "winograd_shape", "winograd_weights"]
 
 @dataclass(frozen=True)
 class WinogradShape:
@@ -327,6 +327,16 @@ class WinogradKernel:
         given = [inputs[0], self.weights(inputs[1]), *inputs[2:]]
         self(*[tvm.runtime.tensor(np.ascontiguousarray(a), dev) for a in given], out)
         return out.numpy()
+
+
+def algorithm_name(m: int) -> str:
+    """How a report names F(m×m, 3×3)."""
+    return f"Winograd F({m}×{m}, 3×3)"
+
+
+def algorithm_of(point: Point | dict[str, Any]) -> str:
+    """The algorithm a convolution's CPU point runs: ``direct``, or Winograd's tile (``algorithm_name``)."""
+    return algorithm_name(int(point[TILE_KNOB])) if TILE_KNOB in point else "direct"
 
 
 def winograd_point(m: int, product: Point | dict[str, Any]) -> Point:

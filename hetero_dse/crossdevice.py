@@ -121,7 +121,8 @@ def system_plan(model: dict[str, Any], rows: Sequence[dict[str, Any]]) -> list[d
         choice = "library" if library is not None and (ours is None or library < ours or unwritten) else "hetero_dse"
         d["layers"].append({"layer": layer["label"], "operator": layer["operator"], "count": layer["count"],
                             "epilogue": layer["epilogue"], "ours_s": ours, "library_s": library, "choice": choice,
-                            "chosen_s": library if choice == "library" else ours, "directory": r["directory"]})
+                            "chosen_s": library if choice == "library" else ours, "directory": r["directory"],
+                            "algorithm": r.get("algorithm")})
     rest = model.get("unmapped_torch_s")
     # an FPGA's network runs on the one accelerator designed for it; its layers' own designs only bound it
     shared = {n["board"]: n for n in model.get("networks", []) if not n.get("why")}
@@ -186,6 +187,8 @@ def plan_file(model: dict[str, Any], plan: Sequence[dict[str, Any]]) -> dict[str
                                      "module": e["directory"] if e["choice"] == "hetero_dse" else None,
                                      # our kernel for the layer, called or not (the network run tries it)
                                      "our_module": e["directory"],
+                                     # where more than one was searched: direct, or Winograd's tile
+                                     **({"algorithm": e["algorithm"]} if e.get("algorithm") else {}),
                                      "seconds": e["chosen_s"]} for e in d["layers"]],
                          # each run of these two layers back to back is one call of the fused kernel instead
                          "fused": [{"layers": [f["first"], f["second"]], "count": f["count"],
@@ -232,9 +235,12 @@ def system_markdown(model: dict[str, Any], plan: Sequence[dict[str, Any]]) -> li
         lines += ["", f"### {d['device']}: kernel per layer", "",
                   "| layer | operator | count | epilogue | ours | library | call |", "|---" * 7 + "|"]
         for e in d["layers"]:
+            ours = fmt_seconds(e["ours_s"]) if e["ours_s"] is not None else "—"
+            if e.get("algorithm"):  # where more than one was searched
+                ours += f" ({e['algorithm']})"
             lines.append(f"| {e['layer']} | {e['operator']} | {e['count']} | {' + '.join(e['epilogue']) or '—'} | "
-                         f"{fmt_seconds(e['ours_s']) if e['ours_s'] is not None else '—'} | "
-                         f"{fmt_seconds(e['library_s']) if e['library_s'] is not None else '—'} | {e['choice']} |")
+                         f"{ours} | {fmt_seconds(e['library_s']) if e['library_s'] is not None else '—'} | "
+                         f"{e['choice']} |")
         lines += _fusion_markdown(model, d)
     lines += _network_markdown(model)
     return [*lines, ""]

@@ -61,6 +61,16 @@ def test_the_system_plan_picks_the_faster_kernel_per_layer_and_sums_by_hand():
         ("net:L1", "hetero_dse", "net:L1/cpu"), ("net:L2", "library", None), ("net:L3", "library", None)]
 
 
+def test_a_layers_algorithm_is_named_in_the_plan_and_the_per_layer_table():
+    rows = [{**ROWS[0], "algorithm": "Winograd F(4×4, 3×3)"}, {**ROWS[1], "algorithm": "direct"}, ROWS[2]]
+    (cpu,) = system_plan(MODEL, rows)
+    plan = plan_file(MODEL, [cpu])
+    assert [e.get("algorithm") for e in plan["devices"][0]["layers"]] == ["Winograd F(4×4, 3×3)", "direct", None]
+    table = "\n".join(system_markdown(MODEL, [cpu]))
+    assert "| net:L1 | conv2d | 1 | bias + relu | 1 ms (Winograd F(4×4, 3×3)) | 2 ms | hetero_dse |" in table
+    assert "| 3 ms (direct) |" in table
+
+
 #: the plan run as one network (``CpuTarget.execute_plan``'s figures): 8 ms against eager's 10 ms, every layer
 #: the library's call 9 ms
 RUN = {"plan_s": 8e-3, "plan_speedup": 1.25, "library_s": 9e-3, "library_speedup": 10 / 9, "eager_s": 10e-3,

@@ -51,7 +51,9 @@ def explored(tmp_path_factory):
     path.write_text(textwrap.dedent(MODEL))
     out = tmp / "out"
     try:
-        main(["explore", "--model", str(path), "--target", "cpu", "--trials", "2", "--no-history", "--out", str(out)])
+        # direct only: the network's Winograd layer has a test of its own below, the choice tests/test_cpu_algorithms.py
+        main(["explore", "--model", str(path), "--target", "cpu", "--trials", "2", "--winograd", "off", "--no-history",
+              "--out", str(out)])
     except SystemExit as exc:
         assert exc.code in (0, None)
     return path, out

@@ -130,7 +130,10 @@ class ToyDevice:
     def observers(self, space, search):
         return ()
 
-    def finish(self, op, space, explorer, loop, evaluator, observers, history, search):
+    def alternatives(self, op):
+        return ()
+
+    def finish(self, op, space, explorer, loop, evaluator, observers, history, search, alternatives=()):
         return Outcome(op, self, space, explorer, loop, best=evaluator.best_point, best_seconds=evaluator.best_seconds)
 
     def write(self, outcome, out: Path, seed):

@@ -114,9 +114,11 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
                    "one RPC server's without. Built here (the GPU for --gpu's architecture), timed there.")
 @click.option("--rpc-key", "rpc_key", metavar="KEY", help="The device's key at the RPC tracker.")
 @click.option("--winograd", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
-              help="With --model on a board: run the network kernel's 3×3 stride-1 layers by Winograd F(m×m, 3×3) "
-                   "on an engine of their own (its second mode takes 1×1 and linear layers): on, off, or auto, the "
-                   "faster design by the model.")
+              help="How 3×3 stride-1 convolutions are computed. On the CPU: auto searches Winograd F(2×2, 3×3) and "
+                   "F(4×4, 3×3) beside direct convolution, each with --trials, and keeps the fastest as measured; "
+                   "on keeps the fastest Winograd; off searches direct only. With --model on a board: the network "
+                   "kernel's 3×3 layers on a Winograd engine of their own (its second mode takes 1×1 and linear "
+                   "layers): on, off, or auto, the faster design by the model.")
 @db_option
 @click.option("--no-history", is_flag=True,
               help="Neither read nor write the history database (measured CPU/GPU trials, FPGA best designs).")
@@ -158,9 +160,10 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
     if run_csim and "fpga" not in wanted:
         raise HeteroDSEError("--csim C-simulates FPGA designs: add --board NAME (CPU and GPU schedules are checked "
                              "against the reference as they are written)")
-    if winograd != "auto" and (model_name is None or "fpga" not in wanted):
-        raise HeteroDSEError("--winograd chooses the algorithm of the FPGA network kernel: give it with --model and "
-                             "--board (one operator's FPGA design convolves directly)")
+    if winograd != "auto" and "cpu" not in wanted and (model_name is None or "fpga" not in wanted):
+        raise HeteroDSEError("--winograd chooses the algorithm of CPU schedules and of the FPGA network kernel: give "
+                             "it with --target cpu, or with --model and --board (one operator's FPGA design and GPU "
+                             "schedules convolve directly)")
     if explorer != "auto" and explorer_entry(explorer).enumerates and wanted & {"cpu", "gpu"}:
         others = [n for n in explorer_names()[1:] if not explorer_entry(n).enumerates]
         raise HeteroDSEError(f"the {explorer} explorer enumerates FPGA spaces only; CPU and GPU schedules are "

@@ -157,8 +157,10 @@ def _search_all(operators: Sequence[Any], targets: Sequence[Target], settings: R
         for number, op in enumerate(operators, 1):
             layer = f" ({number}/{len(operators)})" if graph is not None else ""
             for target in targets:
+                budget = settings.search.budget or target.defaults.budget
+                searches = 1 + len(target.alternatives(op))  # each other algorithm searched with the same budget
                 progress = events.search(f"{op.title}{layer} on {target.device}",
-                                         settings.search.budget or target.defaults.budget, target.defaults.unit)
+                                         budget * searches if budget else None, target.defaults.unit)
                 try:
                     outcome = explore(op, target, settings.explorer,
                                       layer_search(settings.search, graph, op, len(targets)), history=store,
@@ -172,7 +174,7 @@ def _search_all(operators: Sequence[Any], targets: Sequence[Target], settings: R
                     errors.append(f"{op.title} on {target.device}: {exc}")
                     progress.failed()
                     continue
-                progress.finished(outcome.loop.evaluations)
+                progress.finished(outcome.evaluations)
                 outcomes.append(outcome)
                 if outcome.interrupted:
                     return outcomes, errors, True

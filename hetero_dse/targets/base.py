@@ -20,7 +20,7 @@ from hetero_dse.operator import Operator
 from hetero_dse.space.base import Space
 from hetero_dse.space.point import Point
 
-__all__ = ["Defaults", "Outcome", "Row", "Target", "Written"]
+__all__ = ["Alternative", "Defaults", "Outcome", "Row", "Searched", "Target", "Written"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,8 @@ class Outcome:
     best_seconds: float | None = None
     library_seconds: float | None = None
     estimate: bool = False
+    #: the target's other algorithms' searches (``Target.alternatives``)
+    searched: list[Searched] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -61,7 +63,17 @@ class Outcome:
 
     @property
     def interrupted(self) -> bool:
-        return self.loop.interrupted
+        return self.loop.interrupted or any(s.loop.interrupted for s in self.searched)
+
+    @property
+    def evaluations(self) -> int:
+        """Points evaluated, the other algorithms' included."""
+        return self.loop.evaluations + sum(s.loop.evaluations for s in self.searched)
+
+    @property
+    def wall_s(self) -> float:
+        """The searches' time, the other algorithms' included."""
+        return self.loop.wall_s + sum(s.loop.wall_s for s in self.searched)
 
     @property
     def found(self) -> bool:
@@ -114,6 +126,8 @@ class Row:
     #: our timing's repeats or the library's still disagreed after timing them again (``gpu_cpu.stability``):
     #: likewise never printed bare
     unstable: bool = False
+    #: the algorithm of the best point where the target searched more than one (``Target.alternatives``)
+    algorithm: str | None = None
 
     @property
     def speedup(self) -> float | None:
@@ -133,6 +147,30 @@ class Search:
     budget: int | None = None
     time_budget_s: float | None = None
     top_k: int = 10
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """Another algorithm for an operator, searched beside it with the same explorer and budget: an operator of
+    its own (``op``: Winograd's batched product for a convolution), searched on ``target`` (the same device,
+    its workers rebuilding ``op`` from where it comes from), whose points ``point_of`` turns into points of the
+    operator (the product's knobs with the tile size: a Winograd point of the convolution)."""
+
+    label: str
+    op: Operator
+    target: Target
+    point_of: Callable[[Point], Point]
+
+
+@dataclass
+class Searched:
+    """One alternative's search: the explorer that ran it, its loop and its evaluator (every trial)."""
+
+    alternative: Alternative
+    space: Space
+    explorer: str
+    loop: LoopResult
+    evaluator: Evaluator
 
 
 class Target(Protocol):
@@ -155,6 +193,9 @@ class Target(Protocol):
 
     def space(self, op: Operator) -> Space: ...
 
+    def alternatives(self, op: Operator) -> Sequence[Alternative]:
+        """The other algorithms for ``op`` searched here beside its own space (none: the operator's only)."""
+
     def workload(self, op: Operator, space: Space) -> Workload | None:
         """The history's key for ``op``'s points here (None: the history is neither read nor written)."""
 
@@ -169,8 +210,10 @@ class Target(Protocol):
         """What the target keeps of a search beyond the evaluator's own record."""
 
     def finish(self, op: Operator, space: Space, explorer: str, loop: LoopResult, evaluator: Evaluator,
-               observers: Sequence[Observer], history: WorkloadHistory | None, search: Search) -> Outcome:
-        """The outcome of the search (the library baseline timed here when it was not interrupted)."""
+               observers: Sequence[Observer], history: WorkloadHistory | None, search: Search,
+               alternatives: Sequence[Searched] = ()) -> Outcome:
+        """The outcome of the search and of the alternatives' (the fastest algorithm chosen, the library
+        baseline timed here when it was not interrupted)."""
 
     def directory(self, op: Operator) -> str:
         """Where ``write`` puts ``op``'s artefacts, relative to the output directory (one per operator and

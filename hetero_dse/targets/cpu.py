@@ -4,6 +4,7 @@ IR, replayable schedule)."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from functools import partial
@@ -17,7 +18,8 @@ from gpu_cpu.pipeline import Pipeline
 from gpu_cpu.remote import Remote, measure_remote_job
 from gpu_cpu.schedule import CPU_CODEGEN, apply_cpu, build_cpu, host_target, run_cpu, weight_layouts
 from gpu_cpu.stability import retime_until_stable
-from gpu_cpu.winograd import TILE_KNOB, transformed_weights
+from gpu_cpu.winograd import TILE_KNOB, algorithm_name, product_operator, transformed_weights, winograd_point, \
+    winograd_shape
 from hetero_dse.analysis import analyze
 from hetero_dse.atomic import atomic_directory
 from hetero_dse.errors import HeteroDSEError
@@ -28,24 +30,38 @@ from hetero_dse.history import Workload
 from hetero_dse.history.store import WorkloadHistory
 from hetero_dse.operator import Operator
 from hetero_dse.space.cpu import CpuSpace
-from hetero_dse.targets.base import Defaults, Row, Search, Written
-from hetero_dse.evaluate.measured import TrialLog, TuneResult, candidate_job, fastest, measured_evaluator
+from hetero_dse.space.point import Point
+from hetero_dse.targets.base import Alternative, Defaults, Row, Search, Searched, Written
+from hetero_dse.evaluate.measured import Trial, TrialLog, TuneResult, candidate_job, fastest, measured_evaluator
 from hetero_dse.targets.tuned import TVM_STARTS, Tuned, schedule_json, tvm_workload
 
 __all__ = ["CpuTarget", "tune_cpu"]
 
 
+#: the algorithms a convolution may be computed by here (``CpuTarget.algorithm``)
+ALGORITHMS = ("auto", "direct", "winograd")
+#: Winograd's output tiles searched beside direct convolution: F(6×6, 3×3) is accurate enough but was never
+#: measured to win here (``bench/cpu_winograd.py``), and each tile searched costs a search as long as direct's
+WINOGRAD_TILES = (2, 4)
+
+
 class CpuTarget:
     """This machine's CPU. ``trials``: schedules measured when the search is given no budget; ``source``:
-    where the measuring workers rebuild the operator from (an op.py path, or ``builtin``)."""
+    where the measuring workers rebuild the operator from (an op.py path, or ``builtin``); ``algorithm``: a
+    3×3 convolution's (``ALGORITHMS``)."""
 
     kind = "cpu"
     report_key = "cpu"
     artefact = "TVM module"
 
     def __init__(self, *, trials: int = 32, source: str = "builtin", timeout_s: float = 60.0,
-                 measurer: Measurer | None = None, remote: Remote | None = None) -> None:
+                 measurer: Measurer | None = None, remote: Remote | None = None, algorithm: str = "auto") -> None:
         self.source, self.timeout_s, self.measurer = source, timeout_s, measurer
+        if algorithm not in ALGORITHMS:
+            raise HeteroDSEError(f"the CPU's convolution algorithm is one of {', '.join(ALGORITHMS)}, not {algorithm}")
+        #: auto: the faster of direct convolution and Winograd (where it takes the layer); direct: direct only;
+        #: winograd: the fastest Winograd tile where it takes the layer
+        self.algorithm = algorithm
         #: a CPU of this one's architecture reached over TVM's RPC: built here for this host's target, timed there
         self.remote = remote
         if remote is not None:
@@ -61,6 +77,23 @@ class CpuTarget:
 
     def space(self, op: Operator) -> CpuSpace:
         return CpuSpace(analyze(op))
+
+    def alternatives(self, op: Operator) -> Sequence[Alternative]:
+        """Winograd F(m×m, 3×3) for each output tile m in ``WINOGRAD_TILES`` that takes ``op`` (a float32 3×3
+        stride-1 convolution): its batched product searched as an operator of its own (its trials kept in
+        the history under the product's own workload), on this CPU."""
+        if self.algorithm == "direct" or self.remote is not None:
+            return ()
+        product = copy.copy(self)  # the product is a built-in: the workers rebuild it from there, not from op.py
+        product.source = "builtin"
+        out = []
+        for m in WINOGRAD_TILES:
+            try:
+                shape = winograd_shape(op, m)
+            except HeteroDSEError:  # not a convolution Winograd computes here
+                return ()
+            out.append(Alternative(algorithm_name(m), product_operator(shape), product, partial(winograd_point, m)))
+        return out
 
     def workload(self, op: Operator, space: CpuSpace) -> Workload:
         return tvm_workload(op, host_target(), space.analysis)
@@ -86,23 +119,52 @@ class CpuTarget:
         return ()
 
     def finish(self, op: Operator, space: CpuSpace, explorer: str, loop: LoopResult, evaluator: TrialLog,
-               observers: Sequence[Any], history: WorkloadHistory | None, search: Search) -> Tuned:
-        retimed = library = None
-        if not loop.interrupted:
-            best = fastest(evaluator.trials)
+               observers: Sequence[Any], history: WorkloadHistory | None, search: Search,
+               alternatives: Sequence[Searched] = ()) -> Tuned:
+        retimed = library = chosen = None
+        algorithms: list[dict[str, Any]] = []
+        if not loop.interrupted and not any(s.loop.interrupted for s in alternatives):
+            if alternatives:
+                chosen, algorithms = self._choose(op, fastest(evaluator.trials), alternatives)
+            best = chosen or fastest(evaluator.trials)
 
             def ours_then_library() -> tuple[MeasureResult | None, MeasureResult | None]:
-                ours = None
-                if best is not None:  # ours, then the library's, one right after the other, in fresh workers
-                    with self._pipeline() as pipeline:
-                        (ours,) = pipeline.evaluate([candidate_job(op, self.source, best.point, None)])
+                # ours, then the library's, one right after the other, in fresh workers
+                (ours,) = self._measure(op, [best.point]) if best is not None else (None,)
                 # torch does not run through TVM's RPC: a remote device has no library figure
                 return ours, time_torch_isolated(op, self.source) if self.remote is None else None
 
             # both again while either's repeats disagree (foreign work during part of a timing)
             retimed, library = retime_until_stable(ours_then_library)
         return Tuned.of(op, self, space, explorer, loop, evaluator, self.source, library, estimate=False,
-                        retimed=retimed)
+                        retimed=retimed, chosen=chosen, algorithms=algorithms, searched=alternatives)
+
+    def _choose(self, op: Operator, direct: Trial | None,
+                alternatives: Sequence[Searched]) -> tuple[Trial | None, list[dict[str, Any]]]:
+        """The fastest algorithm's best point, each algorithm's best timed again as the operator's function, one
+        right after the other in fresh workers (a Winograd search times its product alone, and the direct
+        search's best may come from the history or another moment); the comparison, for the report."""
+        candidates = [] if direct is None or self.algorithm == "winograd" else [("direct", direct.point, direct)]
+        for s in alternatives:
+            if (found := fastest(s.evaluator.trials)) is not None:
+                candidates.append((s.alternative.label, s.alternative.point_of(found.point), found))
+        if not candidates:  # winograd asked for and none ran: the direct search's best
+            return None, []
+        timed = self._measure(op, [point for _, point, _ in candidates])
+        ran = [(result.seconds, i) for i, result in enumerate(timed) if result.ok]
+        pick = min(ran)[1] if ran else None
+        algorithms = [{"algorithm": label, "searched_seconds": found.result.seconds, "seconds": result.seconds,
+                       "error": result.error, "chosen": i == pick}
+                      for i, ((label, _, found), result) in enumerate(zip(candidates, timed, strict=True))]
+        return (None if pick is None else Trial(candidates[pick][1], timed[pick])), algorithms
+
+    def _measure(self, op: Operator, points: Sequence[Point]) -> list[MeasureResult]:
+        """``op`` at each of ``points`` built, checked and timed, one after the other, each in a fresh worker."""
+        jobs = [candidate_job(op, self.source, p, None) for p in points]
+        if self.measurer is not None:
+            return [self.measurer.run(measure_cpu_job, job) for job in jobs]
+        with self._pipeline() as pipeline:
+            return list(pipeline.evaluate(jobs))
 
     def directory(self, op: Operator) -> str:
         return f"{op.slug}/cpu"

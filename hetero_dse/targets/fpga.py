@@ -28,7 +28,7 @@ from hetero_dse.history import Record, Workload, workload_spec
 from hetero_dse.history.store import WorkloadHistory
 from hetero_dse.operator import Operator
 from hetero_dse.space.fpga import FpgaSpace, SpaceOptions
-from hetero_dse.targets.base import Defaults, Row, Search, Written
+from hetero_dse.targets.base import Alternative, Defaults, Row, Search, Searched, Written
 from hetero_dse.targets.fpga_report import design_row, fpga_markdown, fpga_record
 from hetero_dse.targets.fpga_search import Designs, Exploration
 from cost_models.fpga_network_design import explore_network
@@ -89,6 +89,9 @@ class FpgaTarget:
             raise HeteroDSEError(f"{op.title} has {iterations:.3g} loop iterations, more than the FPGA model counts "
                                  f"({MAX_ITERATIONS:.3g}); choose a smaller shape")
 
+    def alternatives(self, op: Operator) -> Sequence[Alternative]:
+        return ()  # direct only: Winograd is not built for this device yet
+
     def space(self, op: Operator) -> FpgaSpace:
         dtypes = check_dtypes(op, self.dtypes)
         return FpgaSpace(analyze(op.with_dtype(dtypes[0])), self.board, dtypes, self.clocks, self.options)
@@ -106,7 +109,8 @@ class FpgaTarget:
         return [Designs(space, max(search.top_k, HISTORY_DESIGNS))]
 
     def finish(self, op: Operator, space: FpgaSpace, explorer: str, loop: LoopResult, evaluator: ModelEvaluator,
-               observers: Sequence[Designs], history: WorkloadHistory | None, search: Search) -> Exploration:
+               observers: Sequence[Designs], history: WorkloadHistory | None, search: Search,
+               alternatives: Sequence[Searched] = ()) -> Exploration:
         model = evaluator.model
         result = observers[0].result(space, explorer, loop)
         if history is not None and result.found:

@@ -31,7 +31,7 @@ from hetero_dse.operator import Operator
 from hetero_dse.space.gpu import GpuSpace
 from hetero_dse.space.point import Point
 from hetero_dse.space.tensorcore import ARITHMETIC, TensorCoreSpace, tensor_core_arithmetic
-from hetero_dse.targets.base import Defaults, Row, Search, Written
+from hetero_dse.targets.base import Alternative, Defaults, Row, Search, Searched, Written
 from hetero_dse.targets.gpu_fusion import back_to_back
 from hetero_dse.targets.gpu_report import PtxasRegisters, gpu_footnote, gpu_record, gpu_row
 from hetero_dse.targets.gpu_write import write_gpu
@@ -108,6 +108,9 @@ class GpuTarget:
             return "no tensor cores"
         return tensor_core_arithmetic(analyze(op), self.gpu)
 
+    def alternatives(self, op: Operator) -> Sequence[Alternative]:
+        return ()  # direct only: Winograd is not built for this device yet
+
     def space(self, op: Operator) -> GpuSpace | TensorCoreSpace:
         """The tensor cores' template (Bolt) for a float16, bfloat16 or int8 contraction they can take; the
         SIMT splits (FlexTensor) for the rest."""
@@ -153,7 +156,8 @@ class GpuTarget:
         return ()
 
     def finish(self, op: Operator, space: GpuSpace, explorer: str, loop: LoopResult, evaluator: TrialLog,
-               observers: Sequence[Any], history: WorkloadHistory | None, search: Search) -> Tuned:
+               observers: Sequence[Any], history: WorkloadHistory | None, search: Search,
+               alternatives: Sequence[Searched] = ()) -> Tuned:
         op = self.typed(op)
         # CUDA events: its own timing, not in a worker; the GPU is the device measured, and our kernels' times are
         # on it too. Torch does not run through RPC: a remote GPU has no library figure

@@ -30,7 +30,7 @@ class TargetRequest:
     io_optimal: bool = False
     traffic_weight: float = 0.01
     extra: dict[str, Any] = field(default_factory=dict)  # a plugin's own settings
-    algorithm: str = "auto"  # the FPGA network kernel's: auto, direct or winograd
+    algorithm: str = "auto"  # a 3×3 convolution's on the CPU, and the FPGA network kernel's: auto, direct, winograd
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,8 @@ def _vitis_version() -> str | None:
 def _cpu(request: TargetRequest) -> list[Target]:
     from hetero_dse.targets.cpu import CpuTarget
 
-    return [CpuTarget(trials=request.trials, source=request.source, remote=request.remote)]
+    return [CpuTarget(trials=request.trials, source=request.source, remote=request.remote,
+                      algorithm=request.algorithm)]
 
 
 def _gpu(request: TargetRequest) -> list[Target]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -18,7 +19,7 @@ from hetero_dse.hardware.host import host_cores
 from hetero_dse.history import Workload, workload_spec
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
-from hetero_dse.targets.base import Outcome, Row, Written
+from hetero_dse.targets.base import Outcome, Row, Searched, Written
 from gpu_cpu.measure import MeasureResult
 from gpu_cpu.schedule import CPU_CODEGEN
 from hetero_dse.evaluate.measured import Trial, TrialLog, TuneResult, fastest
@@ -42,23 +43,40 @@ class Tuned(Outcome):
     #: theirs: the search's figure may come from the history or from a busier moment)
     retimed: MeasureResult | None = None
     library: MeasureResult | None = None
+    #: the best point where another algorithm's search was compared (``CpuTarget._choose``): timed as the
+    #: operator's function in that comparison (None: the fastest of ``trials``)
+    chosen: Trial | None = None
+    #: each algorithm's best, timed one right after the other: label, the search's time, this time, chosen
+    algorithms: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def of(cls, op: Operator, target: Any, space: Any, explorer: str, loop: LoopResult, log: TrialLog,
            source: str, library: MeasureResult | float | None, estimate: bool,
-           retimed: MeasureResult | None = None) -> Tuned:
+           retimed: MeasureResult | None = None, chosen: Trial | None = None,
+           algorithms: list[dict[str, Any]] | None = None, searched: Sequence[Searched] = ()) -> Tuned:
         if isinstance(library, int | float):
             library = MeasureResult(float(library))
         t = cls(op, target, space, explorer, loop, library_seconds=library.seconds if library else None,
                 estimate=estimate, source=source, trials=log.trials, answered=log.answered,
-                retimed=retimed if retimed is not None and retimed.ok else None, library=library)
+                retimed=retimed if retimed is not None and retimed.ok else None, library=library,
+                chosen=chosen, algorithms=list(algorithms or ()), searched=list(searched))
         if t.best_trial is not None:
             t.best, t.best_seconds = t.best_trial.point, t.best_trial.result.seconds
         return t
 
     @property
     def best_trial(self) -> Trial | None:
-        return fastest(self.trials)
+        return self.chosen or fastest(self.trials)
+
+    @property
+    def other_trials(self) -> list[Trial]:
+        """The other algorithms' trials (points of their own spaces: Winograd's product)."""
+        return [t for s in self.searched for t in s.evaluator.trials]
+
+    @property
+    def algorithm(self) -> str | None:
+        """The best point's algorithm where others were searched (None: only the operator's own)."""
+        return next((a["algorithm"] for a in self.algorithms if a["chosen"]), None)
 
     @property
     def compared_seconds(self) -> float | None:
@@ -84,6 +102,16 @@ class Tuned(Outcome):
         return any(r is not None and r.unstable for r in (ours, self.library)) and not self.estimate
 
     @property
+    def trial_count(self) -> int:
+        """Trials of every algorithm."""
+        return len(self.trials) + len(self.other_trials)
+
+    @property
+    def answered_all(self) -> int:
+        """Trials the history answered, the other algorithms' included."""
+        return self.answered + sum(getattr(s.evaluator, "answered", 0) for s in self.searched)
+
+    @property
     def tune(self) -> TuneResult:
         return TuneResult(self.trials, self.explorer, self.answered, self.loop.wall_s, self.loop.interrupted)
 
@@ -96,14 +124,17 @@ class Tuned(Outcome):
 
     @property
     def failures(self) -> list[str]:
-        return [t.result.error for t in self.trials if not t.result.ok]
+        return [t.result.error for t in [*self.trials, *self.other_trials] if not t.result.ok]
 
     def record(self, written: Written | None) -> dict[str, Any]:
         return {
             "operator": self.op.name, "shape": self.op.shape_name, "signature": self.op.signature(),
-            "explorer": self.explorer, "trials": len(self.trials), "answered_from_history": self.answered,
+            "explorer": self.explorer, "trials": self.trial_count, "answered_from_history": self.answered_all,
+            "algorithm": self.algorithm or "direct", "algorithms": self.algorithms,
+            "algorithm_trials": {"direct": len(self.trials),
+                                 **{s.alternative.label: len(s.evaluator.trials) for s in self.searched}},
             "failures": len(self.failures), "failure_messages": sorted(set(self.failures))[:5],
-            "wall_s": self.loop.wall_s, "interrupted": self.interrupted,
+            "wall_s": self.wall_s, "interrupted": self.interrupted,
             "ended": self.loop.ended, "ended_reason": ENDS.get(self.loop.ended),
             "best": None if self.best is None else {
                 "knobs": self.best.to_json(), "seconds": self.best_seconds, "gflops": self.gflops(self.best_seconds),
@@ -123,13 +154,15 @@ class Tuned(Outcome):
         gflops = self.gflops(seconds)
         if not detail and not self.estimate and self.best is not None:
             detail = timing_note(self.retimed or self.best_trial.result, self.library)
+            if self.algorithm is not None:  # named where another algorithm was searched
+                detail = f"{self.algorithm}; {detail}"
         return Row(kind, self.op.name, self.op.shape_name, device, "estimate" if self.estimate else "measured",
                    seconds, gflops,
                    gflops * 1e9 / peak_flops if gflops and peak_flops else None, bound, self.library_seconds,
-                   self.explorer, len(self.trials), self.answered, len(self.failures), self.loop.wall_s,
+                   self.explorer, self.trial_count, self.answered_all, len(self.failures), self.wall_s,
                    self.interrupted, written.directory if written else None, written.why if written else None,
                    "—" if written is None or written.passed is None else ("pass" if written.passed else "FAIL"),
-                   detail, self.loaded, self.unstable)
+                   detail, self.loaded, self.unstable, self.algorithm)
 
     def why_nothing(self) -> str:
         if self.interrupted or not self.failures:

@@ -1,0 +1,181 @@
+"""The algorithm as a choice the CPU search makes (issue 40): a 3×3 stride-1 convolution's Winograd products
+searched beside its direct schedules, each algorithm's best timed as the convolution's function one right after
+the other, the fastest kept, written and replayed. The fast tests time with a test double (``Clock``), so the
+choice is known; one end-to-end run measures for real."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from gpu_cpu.measure import MeasureResult
+from hetero_dse.history import HistoryDB
+from hetero_dse.ops import get_builtin
+from hetero_dse.ops.winograd import TILE_KNOB
+from hetero_dse.targets.base import Search
+from hetero_dse.targets.cpu import CpuTarget
+from hetero_dse.targets.flow import explore
+
+
+class Clock:
+    """A test double of the measuring workers: a time per kind of job, nothing built. ``conv``: the convolution's
+    function by algorithm (``direct``, or the Winograd tile); ``product``: Winograd's product alone, by tile.
+    ``interrupt``: Ctrl-C on the first job of that kind."""
+
+    def __init__(self, conv: dict, product: dict | None = None, interrupt: str | None = None):
+        self.conv, self.product, self.interrupt = conv, product or {2: 5e-4, 4: 3e-4}, interrupt
+        self.jobs: list[tuple[str, dict]] = []
+
+    def run(self, job, payload):
+        kind = "product" if payload.name == "winograd_product" else "conv"
+        self.jobs.append((kind, dict(payload.point)))
+        if kind == self.interrupt:
+            raise KeyboardInterrupt
+        if kind == "product":  # the tile from the product's α² points
+            tile = int(round(payload.params["E"] ** 0.5)) - 2
+            return MeasureResult(self.product[tile] * (1 + 1e-3 * len(self.jobs)))
+        algorithm = payload.point.get(TILE_KNOB, "direct")
+        return MeasureResult(self.conv[algorithm] * (1 + 1e-3 * len(self.jobs)))
+
+    def close(self):
+        pass
+
+
+@pytest.fixture(autouse=True)
+def library(request, monkeypatch):
+    """torch's time as a test double too (2 ms, its repeats agreeing), except where measured for real."""
+    if "end_to_end" not in request.node.name:
+        monkeypatch.setattr("hetero_dse.targets.cpu.time_torch_isolated",
+                            lambda op, source: MeasureResult(2e-3, repeats=(2e-3, 2e-3, 2e-3)))
+
+
+def conv():
+    return get_builtin("conv2d").instantiate(shape="small:s1")  # C4 → K8, 8×8, 3×3 stride 1
+
+
+def test_the_fastest_algorithm_is_chosen_by_timing_each_algorithms_best_as_the_convolution():
+    clock = Clock({"direct": 2e-3, 2: 3e-3, 4: 1e-3})
+    seen = []
+    t = explore(conv(), CpuTarget(trials=3, measurer=clock), "random", Search(seed=1),
+                progress=lambda done, best: seen.append(done))
+    # three searches of 3 trials each: direct's, then each tile's product, on one progress count
+    assert [kind for kind, _ in clock.jobs[:9]] == ["conv"] * 3 + ["product"] * 6
+    assert seen[-1] == 9 and seen == sorted(seen) and t.evaluations == 9
+    assert all(TILE_KNOB not in t.point for t in t.trials) and len(t.trials) == 3
+    assert len(t.other_trials) == 6 and all(TILE_KNOB not in t.point for t in t.other_trials)
+    # then each algorithm's best as the convolution, one after the other: direct, F(2x2), F(4x4)
+    compared = clock.jobs[9:12]
+    assert [kind for kind, _ in compared] == ["conv"] * 3
+    assert [p.get(TILE_KNOB) for _, p in compared] == [None, 2, 4]
+    assert t.best[TILE_KNOB] == 4 and t.algorithm == "Winograd F(4×4, 3×3)"
+    assert [(a["algorithm"], a["chosen"]) for a in t.algorithms] == [
+        ("direct", False), ("Winograd F(2×2, 3×3)", False), ("Winograd F(4×4, 3×3)", True)]
+    # the function's time from that comparison, not the product's from its search
+    assert t.algorithms[2]["seconds"] == pytest.approx(1e-3, rel=0.02) == t.best_seconds
+    assert t.algorithms[2]["searched_seconds"] == pytest.approx(3e-4, rel=0.02)
+    # the chosen point re-timed before the library, as any best is
+    assert clock.jobs[12][1][TILE_KNOB] == 4 and t.retimed.seconds == pytest.approx(1e-3, rel=0.02)
+    record = t.record(None)
+    assert record["algorithm"] == "Winograd F(4×4, 3×3)" and record["trials"] == 9
+    assert record["algorithm_trials"] == {"direct": 3, "Winograd F(2×2, 3×3)": 3, "Winograd F(4×4, 3×3)": 3}
+    assert record["best"]["knobs"][TILE_KNOB] == 4
+    row = t.target.row(t, None)
+    assert row.evaluations == 9 and row.detail.startswith("Winograd F(4×4, 3×3); ours one run")
+
+
+def test_direct_is_kept_where_it_is_faster_and_winograd_on_keeps_the_fastest_winograd():
+    t = explore(conv(), CpuTarget(trials=2, measurer=Clock({"direct": 1e-3, 2: 3e-3, 4: 2e-3})), "random",
+                Search(seed=1))
+    assert TILE_KNOB not in t.best and t.algorithm == "direct"
+    assert t.best_seconds == pytest.approx(1e-3, rel=0.02)
+    clock = Clock({"direct": 1e-3, 2: 3e-3, 4: 2e-3})
+    t = explore(conv(), CpuTarget(trials=2, measurer=clock, algorithm="winograd"), "random", Search(seed=1))
+    assert t.best[TILE_KNOB] == 4 and [a["algorithm"] for a in t.algorithms] == [
+        "Winograd F(2×2, 3×3)", "Winograd F(4×4, 3×3)"]
+
+
+def test_only_a_3x3_stride_1_float32_convolution_has_winograd_beside_it_and_direct_asks_for_none():
+    target = CpuTarget()
+    assert [a.label for a in target.alternatives(conv())] == ["Winograd F(2×2, 3×3)", "Winograd F(4×4, 3×3)"]
+    assert [a.op.params["E"] for a in target.alternatives(conv())] == [16, 36]
+    # the product is a built-in the workers rebuild from there, whatever op.py the convolution came from
+    assert {a.target.source for a in CpuTarget(source="my_op.py").alternatives(conv())} == {"builtin"}
+    assert target.alternatives(get_builtin("conv2d").instantiate(shape="small:s2")) == ()  # stride 2
+    assert target.alternatives(get_builtin("gemm").instantiate(shape="small:s1")) == ()
+    assert CpuTarget(algorithm="direct").alternatives(conv()) == ()
+    with pytest.raises(Exception, match="one of auto, direct, winograd, not fast"):
+        CpuTarget(algorithm="fast")
+    clock = Clock({"direct": 1e-3})
+    t = explore(conv(), CpuTarget(trials=2, measurer=clock, algorithm="direct"), "random", Search(seed=1))
+    assert t.algorithm is None and t.record(None)["algorithm"] == "direct" and len(clock.jobs) == 3
+
+
+def test_the_products_trials_go_to_their_own_workload_in_the_history(tmp_path):
+    db = HistoryDB(str(tmp_path / "h.sqlite"))
+    explore(conv(), CpuTarget(trials=2, measurer=Clock({"direct": 2e-3, 2: 3e-3, 4: 1e-3})), "random",
+            Search(seed=1), history=db)
+    products = [a.op.signature() for a in CpuTarget().alternatives(conv())]
+    counts = {w["signature"]: w["records"] for w in db.workloads()}
+    assert counts == {conv().signature(): 2, products[0]: 2, products[1]: 2}
+    # a second run answers every search from the history: nothing is measured but the comparison and re-timing
+    clock = Clock({"direct": 2e-3, 2: 3e-3, 4: 1e-3})
+    t = explore(conv(), CpuTarget(trials=2, measurer=clock), "random", Search(seed=1), history=db)
+    assert t.answered_all == 6 and [kind for kind, _ in clock.jobs] == ["conv"] * len(clock.jobs)
+    assert len(clock.jobs) == 4
+    db.close()
+
+
+def test_ctrl_c_in_a_winograd_search_keeps_the_direct_best_and_says_interrupted():
+    clock = Clock({"direct": 2e-3, 2: 3e-3, 4: 1e-3}, interrupt="product")
+    t = explore(conv(), CpuTarget(trials=3, measurer=clock), "random", Search(seed=1))
+    assert t.interrupted and t.best is not None and TILE_KNOB not in t.best and t.retimed is None
+    assert t.library is None and t.algorithms == [] and len(t.searched) == 1
+
+
+def test_a_time_budget_is_split_evenly_over_the_algorithms(monkeypatch):
+    from hetero_dse.targets import flow
+
+    budgets = []
+    real = flow.run_search
+
+    def spy(space, explorer, evaluator, **kw):
+        budgets.append(kw["time_budget_s"])
+        return real(space, explorer, evaluator, **kw)
+
+    monkeypatch.setattr(flow, "run_search", spy)
+    explore(conv(), CpuTarget(trials=2, measurer=Clock({"direct": 2e-3, 2: 3e-3, 4: 1e-3})), "random",
+            Search(seed=1, time_budget_s=90.0))
+    assert budgets == [30.0, 30.0, 30.0]
+
+
+def test_winograd_chosen_end_to_end_writes_a_module_that_computes_the_reference_and_replays(cli, tmp_path):
+    """Measured for real: --winograd on keeps a Winograd point; the written module takes the weights transformed
+    as schedule.json says and computes the convolution."""
+    import tvm
+
+    from gpu_cpu.winograd import winograd_weights
+
+    out = tmp_path / "o"
+    r = cli("explore", "--op", "conv2d", "--shape", "small:s1", "--target", "cpu", "--trials", "1", "--winograd",
+            "on", "--explorer", "random", "--out", out)
+    assert r.code == 0, r.err
+    (record,) = json.loads((out / "report.json").read_text())["cpu"]
+    assert record["algorithm"].startswith("Winograd F(") and record["trials"] == 3
+    assert sum(a["chosen"] for a in record["algorithms"]) == 1 and record["best"]["retimed"] is not None
+    saved = out / record["directory"]
+    schedule = json.loads((saved / "schedule.json").read_text())
+    assert schedule["knobs"][TILE_KNOB] == int(record["algorithm"][11])
+    assert schedule["packed_weights"]["W"]["winograd"] == schedule["knobs"][TILE_KNOB]
+    op = conv()
+    x, w = op.random_inputs(3)
+    module = tvm.runtime.load_module(str(saved / "module.so"))
+    dev = tvm.cpu(0)
+    got = tvm.runtime.tensor(np.zeros([int(d) for d in op.output.shape], dtype="float32"), dev)
+    u = np.ascontiguousarray(winograd_weights(op, schedule["knobs"], w))
+    module[module.entry_name](tvm.runtime.tensor(x, dev), tvm.runtime.tensor(u, dev), got)
+    np.testing.assert_allclose(got.numpy(), op.reference([x, w]), rtol=1e-4, atol=1e-4)
+    assert "Winograd F(" in (out / "report.md").read_text()
+    r = cli("replay", saved)
+    assert r.code == 0, r.err
