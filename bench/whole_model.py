@@ -145,8 +145,8 @@ def main() -> None:
                    "torch_eager_s": cpu["torch_eager_s"], "torch_eager_after_s": after,
                    "speedup_over_eager": cpu["speedup_over_eager"], "chosen": cpu["chosen"],
                    "complete": cpu["complete"],
-                   "per_layer": [{k: e[k] for k in ("layer", "operator", "count", "epilogue", "ours_s", "library_s",
-                                                    "choice")} for e in cpu["layers"]],
+                   "per_layer": [{k: e.get(k) for k in ("layer", "operator", "count", "epilogue", "ours_s", "library_s",
+                                                        "choice", "algorithm")} for e in cpu["layers"]],
                    "fpga": fpga, "fpga_search_wall_s": fpga_wall, "executed": run,
                    # what explore itself ran and reported (CpuTarget.execute_plan): the report's figure
                    "report_run": cpu.get("run"), "report_executed": cpu.get("executed"),
@@ -173,7 +173,7 @@ def main() -> None:
                 ours = f"{e['ours_s'] * 1e3:.3f}" if e["ours_s"] else "—"
                 lib = f"{e['library_s'] * 1e3:.3f}" if e["library_s"] else "—"
                 print(f"  {e['layer']:>14} x{e['count']} {'+'.join(e['epilogue']):>22}  ours {ours} ms  torch {lib} ms"
-                      f"  -> {e['choice']}")
+                      f"  -> {e['choice']}" + (f" ({e['algorithm']})" if e.get("algorithm") else ""))
             if args.retime:
                 row["retimed"] = retime_layers(cpu_out, args.retime)
                 ratios = [r["median_ratio"] for r in row["retimed"]]
