@@ -34,7 +34,7 @@ from hetero_dse.operator import Operator
 from hetero_dse.ops.winograd import TILE_KNOB, TILES_3X3, batched_product, refused, transforms, winograd_product
 from hetero_dse.space.point import Point
 
-__all__ = ["TILE_KNOB", "WinogradShape", "WinogradKernel", "algorithm_name", "algorithm_of", "apply_winograd",
+__all__ = ["TILE_KNOB", "WinogradShape", "WinogradKernel", "algorithm_name", "apply_winograd",
            "input_transform", "output_transform", "product_operator", "product_point", "transform_weights",
            "transformed_weights", "winograd_point", "winograd_shape", "winograd_weights"]
 
@@ -332,11 +332,6 @@ class WinogradKernel:
 def algorithm_name(m: int) -> str:
     """How a report names F(m×m, 3×3)."""
     return f"Winograd F({m}×{m}, 3×3)"
-
-
-def algorithm_of(point: Point | dict[str, Any]) -> str:
-    """The algorithm a convolution's CPU point runs: ``direct``, or Winograd's tile (``algorithm_name``)."""
-    return algorithm_name(int(point[TILE_KNOB])) if TILE_KNOB in point else "direct"
 
 
 def winograd_point(m: int, product: Point | dict[str, Any]) -> Point:

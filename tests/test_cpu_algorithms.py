@@ -22,7 +22,7 @@ from hetero_dse.targets.flow import explore
 class Clock:
     """A test double of the measuring workers: a time per kind of job, nothing built. ``conv``: the convolution's
     function by algorithm (``direct``, or the Winograd tile); ``product``: Winograd's product alone, by tile.
-    ``interrupt``: Ctrl-C on the first job of that kind."""
+    ``interrupt``: Ctrl-C on the first job of that kind. A time of None: that job crashes."""
 
     def __init__(self, conv: dict, product: dict | None = None, interrupt: str | None = None):
         self.conv, self.product, self.interrupt = conv, product or {2: 5e-4, 4: 3e-4}, interrupt
@@ -34,10 +34,12 @@ class Clock:
         if kind == self.interrupt:
             raise KeyboardInterrupt
         if kind == "product":  # the tile from the product's α² points
-            tile = int(round(payload.params["E"] ** 0.5)) - 2
-            return MeasureResult(self.product[tile] * (1 + 1e-3 * len(self.jobs)))
-        algorithm = payload.point.get(TILE_KNOB, "direct")
-        return MeasureResult(self.conv[algorithm] * (1 + 1e-3 * len(self.jobs)))
+            seconds = self.product[int(round(payload.params["E"] ** 0.5)) - 2]
+        else:
+            seconds = self.conv[payload.point.get(TILE_KNOB, "direct")]
+        if seconds is None:
+            return MeasureResult(None, "crashed")
+        return MeasureResult(seconds * (1 + 1e-3 * len(self.jobs)))
 
     def close(self):
         pass
@@ -79,10 +81,17 @@ def test_the_fastest_algorithm_is_chosen_by_timing_each_algorithms_best_as_the_c
     assert clock.jobs[12][1][TILE_KNOB] == 4 and t.retimed.seconds == pytest.approx(1e-3, rel=0.02)
     record = t.record(None)
     assert record["algorithm"] == "Winograd F(4×4, 3×3)" and record["trials"] == 9
-    assert record["algorithm_trials"] == {"direct": 3, "Winograd F(2×2, 3×3)": 3, "Winograd F(4×4, 3×3)": 3}
+    assert record["searches"] == {label: {"trials": 3, "explorer": "random", "ended": "budget", "why_not": None}
+                                  for label in ("Winograd F(2×2, 3×3)", "Winograd F(4×4, 3×3)")} | {
+        "direct": {"trials": 3, "explorer": "random", "ended": "budget"}}
     assert record["best"]["knobs"][TILE_KNOB] == 4
+    assert [a["searched"] for a in record["algorithms"]] == ["convolution", "product alone", "product alone"]
+    # its GFLOPS count direct convolution's FLOPs: said, and no share of the CPU's peak
+    assert record["best"]["gflops_counted"] == "direct convolution's FLOPs"
     row = t.target.row(t, None)
     assert row.evaluations == 9 and row.detail.startswith("Winograd F(4×4, 3×3); ours one run")
+    assert row.detail.endswith("GFLOPS count direct convolution's FLOPs") and row.peak_fraction is None
+    assert row.algorithm == "Winograd F(4×4, 3×3)"
 
 
 def test_direct_is_kept_where_it_is_faster_and_winograd_on_keeps_the_fastest_winograd():
@@ -94,6 +103,71 @@ def test_direct_is_kept_where_it_is_faster_and_winograd_on_keeps_the_fastest_win
     t = explore(conv(), CpuTarget(trials=2, measurer=clock, algorithm="winograd"), "random", Search(seed=1))
     assert t.best[TILE_KNOB] == 4 and [a["algorithm"] for a in t.algorithms] == [
         "Winograd F(2×2, 3×3)", "Winograd F(4×4, 3×3)"]
+
+
+def test_an_algorithm_that_cannot_be_searched_costs_the_direct_result_nothing_and_says_why(monkeypatch):
+    from hetero_dse.errors import HeteroDSEError
+
+    real = CpuTarget.check
+
+    def check(self, op):
+        if op.name == "winograd_product" and op.params["E"] == 16:
+            raise HeteroDSEError("F(2×2)'s product does not fit")
+        real(self, op)
+
+    monkeypatch.setattr(CpuTarget, "check", check)
+    t = explore(conv(), CpuTarget(trials=2, measurer=Clock({"direct": 2e-3, 2: 1e-4, 4: 3e-3})), "random",
+                Search(seed=1))
+    assert not t.interrupted and TILE_KNOB not in t.best and t.algorithm == "direct"
+    assert [a["algorithm"] for a in t.algorithms] == ["direct", "Winograd F(4×4, 3×3)"]
+    assert t.record(None)["searches"]["Winograd F(2×2, 3×3)"] == {"trials": 0, "explorer": "", "ended": "",
+                                                                 "why_not": "F(2×2)'s product does not fit"}
+
+
+def test_winograd_on_says_why_a_layer_kept_direct_convolution():
+    gemm = get_builtin("gemm").instantiate(shape="small:s1")
+    target = CpuTarget(trials=2, measurer=Clock({"direct": 1e-3}), algorithm="winograd")
+    t = explore(gemm, target, "random", Search(seed=1))
+    assert target.row(t, None).detail.startswith("direct: Winograd on the CPU takes a conv2d, not gemm; ours ")
+    clock = Clock({"direct": 1e-3}, product={2: None, 4: None})
+    t = explore(conv(), CpuTarget(trials=2, measurer=clock, algorithm="winograd"), "random", Search(seed=1))
+    assert TILE_KNOB not in t.best and t.target.row(t, None).detail.startswith("direct: no Winograd point ran; ")
+
+
+def test_the_progress_total_counts_every_algorithms_search_and_ends_on_the_chosen_best(tmp_path):
+    from hetero_dse.run.engine import RunSettings, execute
+    from hetero_dse.run.events import Quiet
+
+    seen = {}
+
+    class Events(Quiet):
+        def search(self, title, total, unit):
+            seen["total"] = total
+            outer = self
+
+            class Bar:
+                def update(self, done, best):
+                    seen["last"] = (done, best)
+
+                def finished(self, evaluations):
+                    seen["finished"] = evaluations
+
+                def failed(self):
+                    outer.fail = True
+
+            return Bar()
+
+    run = execute([conv()], [CpuTarget(trials=2, measurer=Clock({"direct": 2e-3, 2: 3e-3, 4: 1e-3}))],
+                  RunSettings(out=tmp_path / "o"), events=Events())
+    (outcome, written) = run.results[0]
+    assert seen["total"] == 6 and seen["finished"] == 6
+    assert seen["last"] == (6, outcome.best_seconds) and outcome.best[TILE_KNOB] == 4
+    # the double's choice written for real: the module is built and checked against the reference
+    assert written.passed is True
+    schedule = json.loads((tmp_path / "o" / written.directory / "schedule.json").read_text())
+    assert schedule["knobs"][TILE_KNOB] == 4 and schedule["packed_weights"]["W"]["winograd"] == 4
+    report = (tmp_path / "o" / "report.md").read_text()
+    assert "Winograd F(4×4, 3×3); ours" in report
 
 
 def test_only_a_3x3_stride_1_float32_convolution_has_winograd_beside_it_and_direct_asks_for_none():
@@ -158,16 +232,16 @@ def test_winograd_chosen_end_to_end_writes_a_module_that_computes_the_reference_
     from gpu_cpu.winograd import winograd_weights
 
     out = tmp_path / "o"
-    r = cli("explore", "--op", "conv2d", "--shape", "small:s1", "--target", "cpu", "--trials", "1", "--winograd",
-            "on", "--explorer", "random", "--out", out)
+    r = cli("explore", "--op", "conv2d", "--shape", "small:s1", "--target", "cpu", "--trials", "2", "--winograd",
+            "on", "--out", out)
     assert r.code == 0, r.err
     (record,) = json.loads((out / "report.json").read_text())["cpu"]
-    assert record["algorithm"].startswith("Winograd F(") and record["trials"] == 3
-    assert sum(a["chosen"] for a in record["algorithms"]) == 1 and record["best"]["retimed"] is not None
     saved = out / record["directory"]
     schedule = json.loads((saved / "schedule.json").read_text())
-    assert schedule["knobs"][TILE_KNOB] == int(record["algorithm"][11])
-    assert schedule["packed_weights"]["W"]["winograd"] == schedule["knobs"][TILE_KNOB]
+    m = schedule["knobs"][TILE_KNOB]
+    assert record["algorithm"] == f"Winograd F({m}×{m}, 3×3)" and record["trials"] == 6
+    assert sum(a["chosen"] for a in record["algorithms"]) == 1 and record["best"]["retimed"] is not None
+    assert schedule["packed_weights"]["W"]["winograd"] == m
     op = conv()
     x, w = op.random_inputs(3)
     module = tvm.runtime.load_module(str(saved / "module.so"))
@@ -179,3 +253,9 @@ def test_winograd_chosen_end_to_end_writes_a_module_that_computes_the_reference_
     assert "Winograd F(" in (out / "report.md").read_text()
     r = cli("replay", saved)
     assert r.code == 0, r.err
+
+
+def test_winograd_on_over_rpc_is_refused_in_one_sentence(cli, tmp_path):
+    r = cli("explore", "--op", "conv2d", "--shape", "small:s1", "--target", "cpu", "--winograd", "on", "--rpc",
+            "127.0.0.1:9190", "--out", tmp_path / "o")
+    assert r.code == 1 and "--winograd on is for this machine's CPU" in r.err and "Traceback" not in r.err

@@ -130,10 +130,8 @@ class ToyDevice:
     def observers(self, space, search):
         return ()
 
-    def alternatives(self, op):
-        return ()
-
-    def finish(self, op, space, explorer, loop, evaluator, observers, history, search, alternatives=()):
+    # no ``alternatives``: a target written before there were any still runs (``Target.alternatives``)
+    def finish(self, op, space, explorer, loop, evaluator, observers, history, search):
         return Outcome(op, self, space, explorer, loop, best=evaluator.best_point, best_seconds=evaluator.best_seconds)
 
     def write(self, outcome, out: Path, seed):

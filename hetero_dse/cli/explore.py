@@ -164,6 +164,9 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
         raise HeteroDSEError("--winograd chooses the algorithm of CPU schedules and of the FPGA network kernel: give "
                              "it with --target cpu, or with --model and --board (one operator's FPGA design and GPU "
                              "schedules convolve directly)")
+    if winograd == "on" and rpc is not None and "cpu" in wanted:
+        raise HeteroDSEError("--winograd on is for this machine's CPU: a CPU over --rpc is searched by direct "
+                             "convolution only; leave --winograd out")
     if explorer != "auto" and explorer_entry(explorer).enumerates and wanted & {"cpu", "gpu"}:
         others = [n for n in explorer_names()[1:] if not explorer_entry(n).enumerates]
         raise HeteroDSEError(f"the {explorer} explorer enumerates FPGA spaces only; CPU and GPU schedules are "

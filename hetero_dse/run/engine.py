@@ -25,7 +25,7 @@ from hetero_dse.report import write_reports
 from hetero_dse.run import outdir
 from hetero_dse.run.events import Quiet, RunEvents
 from hetero_dse.run.synth import SynthSettings, synthesize_best
-from hetero_dse.targets.base import Outcome, Row, Search, Target, Written
+from hetero_dse.targets.base import Outcome, Row, Search, Target, Written, alternatives_of
 from hetero_dse.targets.flow import explore
 
 __all__ = ["RunResult", "RunSettings", "check_run", "execute", "layer_search"]
@@ -158,7 +158,7 @@ def _search_all(operators: Sequence[Any], targets: Sequence[Target], settings: R
             layer = f" ({number}/{len(operators)})" if graph is not None else ""
             for target in targets:
                 budget = settings.search.budget or target.defaults.budget
-                searches = 1 + len(target.alternatives(op))  # each other algorithm searched with the same budget
+                searches = _searches(target, op)
                 progress = events.search(f"{op.title}{layer} on {target.device}",
                                          budget * searches if budget else None, target.defaults.unit)
                 try:
@@ -174,11 +174,21 @@ def _search_all(operators: Sequence[Any], targets: Sequence[Target], settings: R
                     errors.append(f"{op.title} on {target.device}: {exc}")
                     progress.failed()
                     continue
+                progress.update(outcome.evaluations, outcome.best_seconds)  # the chosen algorithm's best
                 progress.finished(outcome.evaluations)
                 outcomes.append(outcome)
                 if outcome.interrupted:
                     return outcomes, errors, True
     return outcomes, errors, False
+
+
+def _searches(target: Target, op: Any) -> int:
+    """How many searches ``explore`` runs for ``op`` on ``target``: its own and each other algorithm's, each with
+    the same budget (1 where asking fails: ``explore`` then says why)."""
+    try:
+        return 1 + len(alternatives_of(target, op))
+    except HeteroDSEError:
+        return 1
 
 
 def _write_outputs(out: Path, outcomes: list[Outcome], seed: int, errors: list[str], stopped: bool, graph: Any,

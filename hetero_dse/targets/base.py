@@ -20,7 +20,7 @@ from hetero_dse.operator import Operator
 from hetero_dse.space.base import Space
 from hetero_dse.space.point import Point
 
-__all__ = ["Alternative", "Defaults", "Outcome", "Row", "Searched", "Target", "Written"]
+__all__ = ["Alternative", "Defaults", "Outcome", "Row", "Searched", "Target", "Written", "alternatives_of"]
 
 
 @dataclass(frozen=True)
@@ -164,13 +164,20 @@ class Alternative:
 
 @dataclass
 class Searched:
-    """One alternative's search: the explorer that ran it, its loop and its evaluator (every trial)."""
+    """One alternative's search: the explorer that ran it, its loop and its evaluator (every trial); ``why``:
+    why it could not be searched (its evaluator then None), which costs the operator's own result nothing."""
 
     alternative: Alternative
-    space: Space
+    space: Space | None
     explorer: str
     loop: LoopResult
-    evaluator: Evaluator
+    evaluator: Evaluator | None
+    why: str | None = None
+
+    @property
+    def trials(self) -> list[Any]:
+        """The evaluator's trials, where it keeps them (the measured targets' ``TrialLog``)."""
+        return list(getattr(self.evaluator, "trials", ()))
 
 
 class Target(Protocol):
@@ -194,7 +201,10 @@ class Target(Protocol):
     def space(self, op: Operator) -> Space: ...
 
     def alternatives(self, op: Operator) -> Sequence[Alternative]:
-        """The other algorithms for ``op`` searched here beside its own space (none: the operator's only)."""
+        """The other algorithms for ``op`` searched here beside its own space (none: the operator's only).
+        Optional: a target without it (one written before there were any) has none, and its ``finish`` is
+        called without ``alternatives``."""
+        return ()
 
     def workload(self, op: Operator, space: Space) -> Workload | None:
         """The history's key for ``op``'s points here (None: the history is neither read nor written)."""
@@ -235,3 +245,9 @@ class Target(Protocol):
 
     def footnote(self) -> str:
         """What report.md says once under the table about how this target's figures were obtained."""
+
+
+def alternatives_of(target: Target, op: Operator) -> Sequence[Alternative]:
+    """``target.alternatives(op)``; none where the target does not define it (``Target.alternatives``)."""
+    alternatives = getattr(target, "alternatives", None)
+    return () if alternatives is None else alternatives(op)

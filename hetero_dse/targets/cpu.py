@@ -90,10 +90,10 @@ class CpuTarget:
         for m in WINOGRAD_TILES:
             try:
                 shape = winograd_shape(op, m)
-            except HeteroDSEError:  # not a convolution Winograd computes here
-                return ()
+            except HeteroDSEError:  # not a convolution Winograd computes here, or a tile it refuses
+                continue
             out.append(Alternative(algorithm_name(m), product_operator(shape), product, partial(winograd_point, m)))
-        return out
+        return tuple(out)
 
     def workload(self, op: Operator, space: CpuSpace) -> Workload:
         return tvm_workload(op, host_target(), space.analysis)
@@ -146,15 +146,19 @@ class CpuTarget:
         search's best may come from the history or another moment); the comparison, for the report."""
         candidates = [] if direct is None or self.algorithm == "winograd" else [("direct", direct.point, direct)]
         for s in alternatives:
-            if (found := fastest(s.evaluator.trials)) is not None:
+            if (found := fastest(s.trials)) is not None:
                 candidates.append((s.alternative.label, s.alternative.point_of(found.point), found))
         if not candidates:  # winograd asked for and none ran: the direct search's best
             return None, []
-        timed = self._measure(op, [point for _, point, _ in candidates])
+        # all again while any one's repeats disagree (foreign work during part of a timing)
+        timed = retime_until_stable(lambda: tuple(self._measure(op, [point for _, point, _ in candidates])))
         ran = [(result.seconds, i) for i, result in enumerate(timed) if result.ok]
         pick = min(ran)[1] if ran else None
-        algorithms = [{"algorithm": label, "searched_seconds": found.result.seconds, "seconds": result.seconds,
-                       "error": result.error, "chosen": i == pick}
+        # "seconds": the convolution's function, timed here; "searched_seconds": the search's best, of what it timed
+        # (a Winograd search times its product alone: the two are not to be compared)
+        algorithms = [{"algorithm": label, "seconds": result.seconds, "error": result.error,
+                       "unstable": result.unstable, "chosen": i == pick, "searched_seconds": found.result.seconds,
+                       "searched": "convolution" if label == "direct" else "product alone"}
                       for i, ((label, _, found), result) in enumerate(zip(candidates, timed, strict=True))]
         return (None if pick is None else Trial(candidates[pick][1], timed[pick])), algorithms
 
@@ -196,7 +200,23 @@ class CpuTarget:
         target = host_target()
         if self.remote is not None:
             return t.row("cpu", f"{target['mcpu']} over RPC ({self.remote})", None, written)
-        return t.row("cpu", f"{target['mcpu']} ({target['num-cores']} cores)", self.peak_flops(t.op), written)
+        row = t.row("cpu", f"{target['mcpu']} ({target['num-cores']} cores)", self.peak_flops(t.op), written)
+        if self.algorithm == "winograd" and t.best is not None and TILE_KNOB not in t.best:
+            row.detail = f"direct: {self.why_direct(t)}; {row.detail}"
+        return row
+
+    def why_direct(self, t: Tuned) -> str:
+        """Why ``--winograd on`` kept a direct schedule: Winograd does not take the layer, or none of its points
+        ran."""
+        if not t.searched:
+            try:
+                winograd_shape(t.op, WINOGRAD_TILES[0])
+            except HeteroDSEError as exc:
+                return str(exc)
+        if t.interrupted:
+            return "interrupted before Winograd's search ended"
+        whys = [s.why for s in t.searched if s.why]
+        return "; ".join(whys) or "no Winograd point ran"
 
     def peak_flops(self, op: Operator) -> float | None:
         """This CPU's FP32 peak (FLOP/s) for an FP32 operator; None for other arithmetic (its peak is another
@@ -214,8 +234,10 @@ class CpuTarget:
                 "checked against the reference and timed in a "
                 "worker process under the machine's measurement lock; the best was timed again right before torch, "
                 "each in a fresh worker (both again, up to three times, while either's repeats disagree), and the "
-                "speedup and latency are those two timings. Failures are counted, "
-                "with their messages in report.json.")
+                "speedup and latency are those two timings. A 3×3 stride-1 convolution is also searched by Winograd "
+                "(each tile's batched product), each algorithm's best then timed as the whole convolution one right "
+                "after the other, and the fastest kept; its GFLOPS count direct convolution's FLOPs and it has no % "
+                "peak. Failures are counted, with their messages in report.json.")
 
     def record(self, t: Tuned, written: Written | None) -> dict[str, Any]:
         return {**t.record(written), "target": host_target()}

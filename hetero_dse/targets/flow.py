@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from hetero_dse.explore.exhaustive import Exhaustive
+from hetero_dse.errors import HeteroDSEError
 from hetero_dse.explore.base import Explorer
 from hetero_dse.explore.loop import Evaluator, LoopResult, Observer, run_search
 from hetero_dse.explore.registry import explorer_entry
@@ -16,7 +17,7 @@ from hetero_dse.history.match import Prior
 from hetero_dse.history.store import WorkloadHistory
 from hetero_dse.operator import Operator
 from hetero_dse.space.base import Space
-from hetero_dse.targets.base import Outcome, Search, Searched, Target
+from hetero_dse.targets.base import Outcome, Search, Searched, Target, alternatives_of
 
 __all__ = ["explore"]
 
@@ -38,7 +39,7 @@ def explore(op: Operator, target: Target, settings: ExplorerSettings | str = "au
     search = search or Search()
     settings = ExplorerSettings.of(settings)
     target.check(op)
-    alternatives = list(target.alternatives(op))
+    alternatives = list(alternatives_of(target, op))
     if search.time_budget_s is not None and alternatives:
         search = replace(search, time_budget_s=search.time_budget_s / (1 + len(alternatives)))
     space = target.space(op)
@@ -50,18 +51,23 @@ def explore(op: Operator, target: Target, settings: ExplorerSettings | str = "au
     # the learned state (--q-state) is the operator's space's: the alternatives' spaces learn afresh
     others = replace(settings, q_state=None)
     for alternative in alternatives if not loop.interrupted else ():
-        alternative.target.check(alternative.op)
-        other = alternative.target.space(alternative.op)
         shifted = None
         if progress is not None:  # one bar over every search; the best shown stays the operator's own
             def shifted(used: int, best: float | None, done: int = done) -> None:
                 progress(done + used, evaluator.best_seconds)
-        found = _search(alternative.op, alternative.target, other, others, search, history, shifted, ())
+        try:
+            alternative.target.check(alternative.op)
+            other = alternative.target.space(alternative.op)
+            found = _search(alternative.op, alternative.target, other, others, search, history, shifted, ())
+        except HeteroDSEError as exc:  # this algorithm cannot be searched: the operator's own result stands
+            searched.append(Searched(alternative, None, "", LoopResult(), None, why=str(exc)))
+            continue
         searched.append(Searched(alternative, other, found[0].name, found[1], found[2]))
         done += found[1].evaluations
         if found[1].interrupted:
             break
-    return target.finish(op, space, explorer.name, loop, evaluator, observers, memo, search, searched)
+    more = {"alternatives": searched} if searched else {}  # a target without alternatives takes no such argument
+    return target.finish(op, space, explorer.name, loop, evaluator, observers, memo, search, **more)
 
 
 def _search(op: Operator, target: Target, space: Space, settings: ExplorerSettings, search: Search,

@@ -71,7 +71,7 @@ class Tuned(Outcome):
     @property
     def other_trials(self) -> list[Trial]:
         """The other algorithms' trials (points of their own spaces: Winograd's product)."""
-        return [t for s in self.searched for t in s.evaluator.trials]
+        return [t for s in self.searched for t in s.trials]
 
     @property
     def algorithm(self) -> str | None:
@@ -112,7 +112,13 @@ class Tuned(Outcome):
         return self.answered + sum(getattr(s.evaluator, "answered", 0) for s in self.searched)
 
     @property
+    def fewer_flops(self) -> bool:
+        """Whether the best point's algorithm does fewer multiplies than the operator counts (Winograd)."""
+        return self.algorithm not in (None, "direct")
+
+    @property
     def tune(self) -> TuneResult:
+        """The operator's own search: direct convolution's, where other algorithms were searched beside it."""
         return TuneResult(self.trials, self.explorer, self.answered, self.loop.wall_s, self.loop.interrupted)
 
     @cached_property
@@ -131,13 +137,17 @@ class Tuned(Outcome):
             "operator": self.op.name, "shape": self.op.shape_name, "signature": self.op.signature(),
             "explorer": self.explorer, "trials": self.trial_count, "answered_from_history": self.answered_all,
             "algorithm": self.algorithm or "direct", "algorithms": self.algorithms,
-            "algorithm_trials": {"direct": len(self.trials),
-                                 **{s.alternative.label: len(s.evaluator.trials) for s in self.searched}},
+            # each algorithm's search (the fields above the operator's own, trials and wall time excepted)
+            "searches": {"direct": {"trials": len(self.trials), "explorer": self.explorer, "ended": self.loop.ended},
+                         **{s.alternative.label: {"trials": len(s.trials), "explorer": s.explorer,
+                                                  "ended": s.loop.ended, "why_not": s.why} for s in self.searched}},
             "failures": len(self.failures), "failure_messages": sorted(set(self.failures))[:5],
             "wall_s": self.wall_s, "interrupted": self.interrupted,
             "ended": self.loop.ended, "ended_reason": ENDS.get(self.loop.ended),
             "best": None if self.best is None else {
                 "knobs": self.best.to_json(), "seconds": self.best_seconds, "gflops": self.gflops(self.best_seconds),
+                # Winograd's: the convolution's FLOPs over its time, not the arithmetic it did
+                "gflops_counted": "direct convolution's FLOPs" if self.fewer_flops else "the operator's FLOPs",
                 "timing": self.best_trial.result.timing() if not self.estimate else None,
                 "retimed": None if self.retimed is None else self.retimed.timing()},
             "torch": None if self.library is None else {"seconds": self.library_seconds,
@@ -156,6 +166,9 @@ class Tuned(Outcome):
             detail = timing_note(self.retimed or self.best_trial.result, self.library)
             if self.algorithm is not None:  # named where another algorithm was searched
                 detail = f"{self.algorithm}; {detail}"
+        if self.fewer_flops:  # its GFLOPS are the operator's FLOPs over its time: no share of the device's peak
+            peak_flops = None
+            detail = f"{detail}; GFLOPS count direct convolution's FLOPs" if detail else detail
         return Row(kind, self.op.name, self.op.shape_name, device, "estimate" if self.estimate else "measured",
                    seconds, gflops,
                    gflops * 1e9 / peak_flops if gflops and peak_flops else None, bound, self.library_seconds,
