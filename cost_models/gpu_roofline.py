@@ -170,3 +170,45 @@ def estimate_tensor_cores(space: TensorCoreSpace, point: Point, registers: int |
                "tensor_peak_tflops": peak / 1e12, "overlapped": float(overlapped), "l2_bytes": l2_bytes,
                "shared_load_bytes": shared_loads, "launch_s": LAUNCH_S, **{f"{k}_s": v for k, v in parts.items()}}
     return GpuEstimate(seconds, bound, figures)
+
+
+#: a scattered 4-byte access moves one L2 sector
+SECTOR_BYTES = 32
+
+
+@dataclass(frozen=True)
+class TransformKernel:
+    """One of Winograd's transform kernels as the roofline sees it (``gpu_cpu/winograd_gpu.py``): its threads
+    (one a tile and channel), the FLOPs of its unrolled sums, the bytes it reads and writes in runs a warp
+    coalesces, and the accesses a warp scatters (each thread its own plane: one 32-byte sector each)."""
+
+    name: str
+    threads: int
+    flops: float
+    coalesced_bytes: float
+    scattered_accesses: float
+
+
+def transform_seconds(dev: GpuDevice, kernel: TransformKernel) -> GpuEstimate:
+    """A transform kernel's time: its launch and the slowest of its FP32 sums at peak, its bytes once through
+    DRAM, and its traffic through L2 (the coalesced bytes, and a sector for every scattered access). No
+    occupancy loss: it has a thread per tile and channel, thousands for any layer Winograd takes."""
+    scattered_bytes = kernel.scattered_accesses * SECTOR_BYTES
+    parts = {"compute": kernel.flops / (dev.fp32_tflops * 1e12),
+             "dram": (kernel.coalesced_bytes + kernel.scattered_accesses * 4) / (dev.memory_gbps * 1e9),
+             "l2": (kernel.coalesced_bytes + scattered_bytes) / (dev.l2_gbps * 1e9)}
+    seconds, bound = roof(parts)
+    return GpuEstimate(seconds, bound, {"threads": kernel.threads, "flops": kernel.flops,
+                                        "coalesced_bytes": kernel.coalesced_bytes, "scattered_bytes": scattered_bytes,
+                                        "launch_s": LAUNCH_S, **{f"{k}_s": v for k, v in parts.items()}})
+
+
+def winograd_estimate(product: GpuEstimate, transforms: dict[str, GpuEstimate]) -> GpuEstimate:
+    """A Winograd convolution's estimate: its three kernels one after the other (the input transform, the
+    product, the output transform); bound by the slowest kernel's bound, named ``kernel:bound``."""
+    kernels = {"input_transform": transforms["input_transform"], "product": product,
+               "output_transform": transforms["output_transform"]}
+    slowest = max(kernels, key=lambda k: kernels[k].seconds)
+    figures = {f"{k}_s": e.seconds for k, e in kernels.items()}
+    figures.update({f"product_{k}": v for k, v in product.figures.items()})
+    return GpuEstimate(sum(e.seconds for e in kernels.values()), f"{slowest}:{kernels[slowest].bound}", figures)

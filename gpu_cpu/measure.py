@@ -233,12 +233,18 @@ def check_and_time(module: Any, op: Any, dev: Any, job: MeasureJob) -> float | d
     run of ``repeat`` repeats, each of them, and the foreign load meanwhile (under the machine's lock)."""
     import tvm
 
+    from hetero_dse.ops.winograd import TILE_KNOB
+
     inputs = op.random_inputs(0)
     given = inputs
     if job.target == "llvm":  # our CPU kernels take the weights packed once, ahead (gpu_cpu.schedule)
         from gpu_cpu.schedule import pack_weights
 
         given = pack_weights(op, job.point, inputs)
+    elif TILE_KNOB in job.point:  # a GPU Winograd kernel takes them transformed (G W Gᵀ), as they are otherwise
+        from gpu_cpu.winograd import transform_weights
+
+        given = [inputs[0], transform_weights(inputs[1], int(job.point[TILE_KNOB])), *inputs[2:]]
     args = [tvm.runtime.tensor(a, dev) for a in given]
     out = tvm.runtime.tensor(np.zeros([int(d) for d in op.output.shape], dtype=str(op.output.dtype)), dev)
     start = time.perf_counter()

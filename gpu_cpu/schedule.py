@@ -7,10 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from gpu_cpu.blocks import ScheduleError, epilogue_blocks, inline_producers, main_tensor, rejected
-from gpu_cpu.main_block import (annotate_unroll, build_cpu, fuse_epilogue, host_target, point_keys, reduce_loops,
-                                schedule_main, split_loops, transpose_weights, weight_layouts)
+from gpu_cpu.blocks import ScheduleError, epilogue_blocks, main_tensor, rejected
+from gpu_cpu.gpu_block import schedule_gpu_main
+from gpu_cpu.main_block import build_cpu, host_target, point_keys, reduce_loops, schedule_main, transpose_weights, \
+    weight_layouts
 from gpu_cpu.winograd import TILE_KNOB, apply_winograd, product_point, winograd_weights
+from gpu_cpu.winograd_gpu import apply_winograd_gpu
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
 
@@ -103,43 +105,11 @@ def apply_gpu(op: Operator, point: Point, emulate: bool = False) -> Any:
 
         return apply_tensorcore(op, point, emulate=emulate)
 
-    def bind(loop: Any, thread: str) -> None:
-        if not emulate:
-            sch.bind(loop, thread)
-
-    shared_scope, local_scope = ("global", "global") if emulate else ("shared", "local")
+    if TILE_KNOB in point:
+        return apply_winograd_gpu(op, int(point[TILE_KNOB]), product_point(point), emulate=emulate)
     sch, block, keys = _prepare(op, point, inline=True if reduce_loops(op) == 0 else None)
-    n_inputs = len(sch.get(block).reads)
     try:
-        local = sch.cache_write(block, 0, local_scope)
-        fuse_epilogue(sch, op)
-        spatial, reduce = split_loops(sch, block, op, point, keys)
-        order = [p[0] for p in spatial] + [p[1] for p in spatial] + [p[2] for p in spatial]
-        order += [p[lvl] for lvl in range(len(reduce[0]) if reduce else 0) for p in reduce]
-        order += [p[3] for p in spatial]
-        sch.reorder(*order)
-        bx = sch.fuse(*[p[0] for p in spatial])
-        vx = sch.fuse(*[p[1] for p in spatial])
-        tx = sch.fuse(*[p[2] for p in spatial])
-        bind(bx, "blockIdx.x")
-        bind(vx, "vthread.x")
-        bind(tx, "threadIdx.x")
-        sch.reverse_compute_at(local, tx)
-        threads = int(np.prod([int(point[k][2]) for k in keys[: len(spatial)]]))
-        if reduce:
-            anchor = reduce[-1][0]  # the innermost loop of the outer reduce level
-            depth = 3 + len(reduce)
-            for i in range(n_inputs):
-                shared = sch.cache_read(block, i, shared_scope)
-                sch.compute_at(shared, anchor)
-                inline_producers(sch, shared)
-                own = sch.get_loops(shared)[depth:]
-                if own:
-                    fetch = sch.fuse(*own) if len(own) > 1 else own[0]
-                    _, lane = sch.split(fetch, factors=[None, threads])
-                    bind(lane, "threadIdx.x")
-        if not emulate:
-            annotate_unroll(sch, tx, point)
+        schedule_gpu_main(sch, block, op, point, keys, emulate=emulate)
     except Exception as exc:
         raise rejected(point, exc) from exc
     return sch.mod

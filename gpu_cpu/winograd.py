@@ -35,7 +35,8 @@ from hetero_dse.ops.winograd import TILE_KNOB, TILES_3X3, batched_product, refus
 from hetero_dse.space.point import Point
 
 __all__ = ["TILE_KNOB", "WinogradShape", "WinogradKernel", "algorithm_name", "apply_winograd",
-           "input_transform", "output_transform", "product_operator", "product_point", "transform_weights",
+           "input_tensors", "input_transform", "output_tensors", "output_transform", "product_operator",
+           "product_point", "transform_weights",
            "transformed_weights", "winograd_point", "winograd_shape", "winograd_weights"]
 
 @dataclass(frozen=True)
@@ -132,7 +133,7 @@ def _select(index: Any, values: list[Any]) -> Any:
     return chosen
 
 
-def _input_tensors(shape: WinogradShape, X: Any) -> Any:
+def input_tensors(shape: WinogradShape, X: Any) -> Any:
     """V (α²×tiles×C) of X (1×C×H×W): the input transposed channel-last with its padding (``Xt``: a tile's
     channels one vector load), then each tile's Bᵀ d B in two sides (``T``: Bᵀ d a row at a time, then · B)."""
     from tvm import te
@@ -171,7 +172,7 @@ def _schedule_input(sch: Any, shape: WinogradShape, lanes: int) -> None:
     _in_registers(sch, "T", tile)
 
 
-def _output_tensors(shape: WinogradShape, M: Any, steps: tuple[str, ...]) -> tuple[list[Any], Any]:
+def output_tensors(shape: WinogradShape, M: Any, steps: tuple[str, ...]) -> tuple[list[Any], Any]:
     """Y (1×K×out_h×out_w) of M (α²×tiles×K): each tile's Aᵀ M A in two sides (``S``: M · A a row at a time,
     then Aᵀ ·), a ragged last tile's extra outputs not computed; then ``steps``. (The epilogue's inputs, the
     output.)"""
@@ -226,7 +227,7 @@ def input_transform(shape: WinogradShape, lanes: int) -> Any:
     from tvm import s_tir, te
 
     X = te.placeholder((1, shape.C, shape.H, shape.W), name="X")
-    sch = s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([X, _input_tensors(shape, X)])}))
+    sch = s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([X, input_tensors(shape, X)])}))
     _schedule_input(sch, shape, lanes)
     return sch.mod
 
@@ -237,7 +238,7 @@ def output_transform(shape: WinogradShape, steps: tuple[str, ...], lanes: int) -
     from tvm import s_tir, te
 
     M = te.placeholder((shape.points, shape.tiles, shape.K), name="M")
-    extras, out = _output_tensors(shape, M, steps)
+    extras, out = output_tensors(shape, M, steps)
     sch = s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([M, *extras, out])}))
     _schedule_output(sch, shape, out, lanes)
     return sch.mod
@@ -256,8 +257,8 @@ def apply_winograd(op: Operator, m: int, point: Point, lanes: int | None = None)
     lanes = lanes or host_lanes()
     X = te.placeholder((1, shape.C, shape.H, shape.W), name="X")
     U = te.placeholder((shape.points, shape.C, shape.K), name="U")
-    M = batched_product(_input_tensors(shape, X), U)  # the loops the product's point names
-    extras, out = _output_tensors(shape, M, tuple(op.epilogue))
+    M = batched_product(input_tensors(shape, X), U)  # the loops the product's point names
+    extras, out = output_tensors(shape, M, tuple(op.epilogue))
     sch = s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([X, U, *extras, out])}))
     try:
         _schedule_input(sch, shape, lanes)

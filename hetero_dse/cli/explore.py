@@ -116,7 +116,8 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
 @click.option("--winograd", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
               help="How 3×3 stride-1 convolutions are computed. On the CPU: auto searches Winograd F(2×2, 3×3) and "
                    "F(4×4, 3×3) beside direct convolution, each with --trials, and keeps the fastest as measured; "
-                   "on keeps the fastest Winograd; off searches direct only. With --model on a board: the network "
+                   "on keeps the fastest Winograd; off searches direct only. On a GPU's roofline estimate (float32): "
+                   "the same, the fastest by the estimate. With --model on a board: the network "
                    "kernel's 3×3 layers on a Winograd engine of their own (its second mode takes 1×1 and linear "
                    "layers): on, off, or auto, the faster design by the model.")
 @db_option
@@ -160,10 +161,10 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
     if run_csim and "fpga" not in wanted:
         raise HeteroDSEError("--csim C-simulates FPGA designs: add --board NAME (CPU and GPU schedules are checked "
                              "against the reference as they are written)")
-    if winograd != "auto" and "cpu" not in wanted and (model_name is None or "fpga" not in wanted):
-        raise HeteroDSEError("--winograd chooses the algorithm of CPU schedules and of the FPGA network kernel: give "
-                             "it with --target cpu, or with --model and --board (one operator's FPGA design and GPU "
-                             "schedules convolve directly)")
+    if winograd != "auto" and not wanted & {"cpu", "gpu"} and (model_name is None or "fpga" not in wanted):
+        raise HeteroDSEError("--winograd chooses the algorithm of CPU and GPU schedules and of the FPGA network "
+                             "kernel: give it with --target cpu or gpu, or with --model and --board (one operator's "
+                             "FPGA design convolves directly)")
     if winograd == "on" and rpc is not None and "cpu" in wanted:
         raise HeteroDSEError("--winograd on is for this machine's CPU: a CPU over --rpc is searched by direct "
                              "convolution only; leave --winograd out")

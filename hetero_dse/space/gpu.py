@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
@@ -19,11 +20,39 @@ from hetero_dse.space.cpu import REDUCE_LEVELS, SPATIAL_LEVELS, UNROLL_STEPS
 from hetero_dse.space.point import Point
 from hetero_dse.space.splits import SplitSpace
 
-__all__ = ["GpuSpace"]
+__all__ = ["Dataflow", "GpuSpace"]
 
 MAX_REGISTERS_PER_THREAD = 255  # every NVIDIA architecture since Kepler
 REGISTER_OVERHEAD = 24          # indices, addresses and operands beside the accumulators, a typical count
 WARP = 32
+
+
+@dataclass(frozen=True)
+class Dataflow:
+    """Seed 001's near I/O-optimal dataflow as a block's output tile: x·y pixels (``output_loops``' tiles times
+    ``pixels``), z channels (``channel_loops``'), kept within S' = ``words_scale`` · S_b words and near the
+    optimality condition x·y = R·z. ``whole_loops`` are never split across blocks."""
+
+    output_loops: tuple[str, ...]
+    channel_loops: tuple[str, ...]
+    ratio: float                      # R
+    pixels: int = 1                   # output pixels per step of the output loops
+    words_scale: float = 1.0          # the share of S_b the output tile may take
+    whole_loops: tuple[str, ...] = ()
+
+    @classmethod
+    def direct(cls, analysis: Analysis) -> Dataflow | None:
+        """§5.2 for a convolution-like operator (its sliding window, ``conv_window``); None for any other."""
+        window = conv_window(analysis)
+        return None if window is None else cls(window.output_loops, window.channel_loops, window.ratio)
+
+    @classmethod
+    def winograd(cls, m: int, r: int = 3) -> Dataflow:
+        """§5.3 for the batched product of F(m×m, r×r) (``winograd_product``: loops e, p, k, reduce c): a block
+        computes whole m×m×z output sub-blocks, every one of the α² points of its tiles (``e`` whole: Π stays
+        on chip), x·y = m²·(tiles), 2·α²/m²·x·y·z ≤ S_b and x·y = r²·z."""
+        alpha = m + r - 1
+        return cls(("p",), ("k",), float(r * r), m * m, m * m / (2 * alpha * alpha), ("e",))
 
 
 class GpuSpace(SplitSpace):
@@ -36,11 +65,13 @@ class GpuSpace(SplitSpace):
 
     def __init__(self, analysis: Analysis, device: GpuDevice, spatial_levels: int = SPATIAL_LEVELS,
                  reduce_levels: int = REDUCE_LEVELS, unroll_steps: Sequence[int] = UNROLL_STEPS,
-                 domain: bool = True) -> None:
+                 domain: bool = True, dataflow: Dataflow | None = None) -> None:
         self.device = device  # its limits are hard rules: a point beyond them cannot run
         # one order (blocks, vthreads, threads, reduce, registers); producers always inlined
         super().__init__(analysis, spatial_levels, reduce_levels, {"unroll": tuple(unroll_steps)})
-        self.window = conv_window(analysis)
+        #: the dataflow seed 001's domain keeps near (``Dataflow.direct`` unless given: Winograd's product)
+        self.dataflow = dataflow or Dataflow.direct(analysis)
+        self.extents = {lp.name: lp.extent for lp in analysis.main.loops}
         spatial = int(np.prod([lp.extent for lp in analysis.main.spatial]))
         # the occupancy rules, where the output has two warps' worth for every SM (a smaller kernel is launch
         # bound, and the rules would leave it a handful of points): two warps a block, a block for every SM
@@ -49,6 +80,22 @@ class GpuSpace(SplitSpace):
         self.min_threads = 2 * WARP if filled else 1
         # seed 001's domain prunes the space the explorers see; an operator too small for it keeps the whole
         self.domain = domain and self._domain_reachable()
+        if domain and self.dataflow is not None and self.dataflow.whole_loops:
+            self._keep_whole(self.dataflow.whole_loops)
+
+    def _keep_whole(self, names: tuple[str, ...]) -> None:
+        """The splits of the loops ``names`` reduced to those that keep the loop whole in a block (the rest
+        are outside the domain: a random draw would hit one in a few thousand), where the domain is then
+        reachable; the space as it was where it is not."""
+        before = list(self.splits), self.cardinalities.copy()
+        for i, name in enumerate(self.loop_names):
+            if name in names:
+                self.splits[i] = tuple(f for f in self.splits[i] if f[0] == 1)
+        self.cardinalities = np.array([len(s) for s in self.splits] + [len(v) for v in self.choices.values()],
+                                      dtype=np.int64)
+        self.domain = self._domain_reachable()
+        if not self.domain:
+            self.splits, self.cardinalities = before
 
     @cached_property
     def _factors(self) -> list[np.ndarray]:
@@ -105,12 +152,15 @@ class GpuSpace(SplitSpace):
         if not domain:
             return ok
         ok &= lim["shared_bytes"] <= dev.shared_memory_per_sm // 2
-        if self.window is not None:
-            words = dev.shared_memory_per_sm // 2 // self.analysis.write.bytes_per_element
-            xy = np.prod([lim["tile"][n] for n in self.window.output_loops], axis=0)
-            z = np.prod([lim["tile"][n] for n in self.window.channel_loops], axis=0)
-            r = self.window.ratio
+        flow = self.dataflow
+        if flow is not None:
+            words = self._words(dev.shared_memory_per_sm // 2)
+            xy = np.prod([lim["tile"][n] for n in flow.output_loops], axis=0) * flow.pixels
+            z = np.prod([lim["tile"][n] for n in flow.channel_loops], axis=0)
+            r = flow.ratio
             ok &= (xy * z <= words) & (z <= math.sqrt(words / r)) & (xy <= math.sqrt(words * r))
+            for name in flow.whole_loops:
+                ok &= lim["tile"][name] == self.extents[name]
         return ok & (lim["threads"] >= self.min_threads) & (lim["blocks"] >= self.min_blocks)
 
     def violations(self, point: Point) -> list[str]:
@@ -126,18 +176,24 @@ class GpuSpace(SplitSpace):
         budget = dev.shared_memory_per_sm // 2
         if lim["shared_bytes"] > budget:
             out.append(f"{lim['shared_bytes']} B of shared memory > half an SM's ({budget})")
-        if self.window is not None:
-            words = budget // self.analysis.write.bytes_per_element
+        flow = self.dataflow
+        if flow is not None:
+            words = self._words(budget)
             tile = {name: int(np.prod(point[f"split.{name}"][1:])) for name in self.loop_names}
-            xy = int(np.prod([tile[n] for n in self.window.output_loops]))
-            z = int(np.prod([tile[n] for n in self.window.channel_loops]))
-            r = self.window.ratio
+            xy = int(np.prod([tile[n] for n in flow.output_loops])) * flow.pixels
+            z = int(np.prod([tile[n] for n in flow.channel_loops]))
+            r = flow.ratio
             if xy * z > words:
-                out.append(f"output tile {xy}x{z} > S_b = {words} words")
+                out.append(f"output tile {xy}x{z} > {'S_b' if flow.words_scale == 1 else 'S_b·m²/(2α²)'} = "
+                           f"{words:g} words")
             if z > math.sqrt(words / r):
                 out.append(f"channel tile {z} > sqrt(S_b/R) = {math.sqrt(words / r):.0f}")
             if xy > math.sqrt(words * r):
                 out.append(f"pixel tile {xy} > sqrt(S_b*R) = {math.sqrt(words * r):.0f}")
+            for name in flow.whole_loops:
+                if tile[name] != self.extents[name]:
+                    out.append(f"loop {name} split across blocks ({tile[name]} of its "
+                               f"{self.extents[name]} a block)")
         if lim["threads"] < self.min_threads:
             out.append(f"{lim['threads']} threads a block < two warps")
         blocks = int(np.prod([point[f"split.{n}"][0] for n in self.loop_names[: self.num_spatial]]))
@@ -150,6 +206,11 @@ class GpuSpace(SplitSpace):
         """The domain holds a few in a thousand of the splits (YOLO-v1's layers on an H100: 0.1-1.7 %), so the
         rejection sampling draws ten times as many as the split space's."""
         return 2000 if self.domain else 200
+
+    def _words(self, budget_bytes: int) -> float:
+        """S' in words: the dataflow's share of ``budget_bytes`` (S_b) in words of the output's type."""
+        words = budget_bytes // self.analysis.write.bytes_per_element
+        return words if self.dataflow.words_scale == 1 else words * self.dataflow.words_scale
 
     def _domain_reachable(self, draws: int = 4000, share: float = 0.001) -> bool:
         """Whether at least ``share`` of random draws fall in the domain: rejection sampling finds its points

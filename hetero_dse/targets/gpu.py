@@ -5,6 +5,8 @@ rows are ``gpu_report``'s, a network's fused pairs ``gpu_fusion``'s."""
 
 from __future__ import annotations
 
+import copy
+import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
@@ -18,22 +20,23 @@ from gpu_cpu.measure import MeasureResult, check_fits_in_memory
 from gpu_cpu.pipeline import Pipeline
 from gpu_cpu.remote import Remote, measure_remote_job
 from gpu_cpu.stability import retime_until_stable
+from gpu_cpu.winograd import algorithm_name, product_operator, winograd_point, winograd_shape
 from hetero_dse.analysis import analyze
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.evaluate.estimate import Roofline, RooflineEvaluator
-from hetero_dse.evaluate.measured import TrialLog, candidate_job, measured_evaluator
+from hetero_dse.evaluate.measured import Trial, TrialLog, candidate_job, fastest, measured_evaluator
 from hetero_dse.explore.loop import LoopResult
 from hetero_dse.explore.settings import AUTO_MEASURED, AUTO_MODELLED, MODEL_STARTS
 from hetero_dse.hardware.gpus import GpuDevice, check_architecture, cuda_toolkit, get_device, present_gpu
 from hetero_dse.history import Workload
 from hetero_dse.history.store import WorkloadHistory
 from hetero_dse.operator import Operator
-from hetero_dse.space.gpu import GpuSpace
+from hetero_dse.space.gpu import Dataflow, GpuSpace
 from hetero_dse.space.point import Point
 from hetero_dse.space.tensorcore import ARITHMETIC, TensorCoreSpace, tensor_core_arithmetic
 from hetero_dse.targets.base import Alternative, Defaults, Row, Search, Searched, Written
 from hetero_dse.targets.gpu_fusion import back_to_back
-from hetero_dse.targets.gpu_report import PtxasRegisters, gpu_footnote, gpu_record, gpu_row
+from hetero_dse.targets.gpu_report import PtxasRegisters, gpu_footnote, gpu_record, gpu_row, winograd_estimate
 from hetero_dse.targets.gpu_write import write_gpu
 from hetero_dse.targets.tuned import TVM_STARTS, Tuned, tvm_workload
 
@@ -41,6 +44,10 @@ __all__ = ["ESTIMATE_BUDGET", "GpuTarget"]
 
 #: points the roofline model scores when there is no GPU to measure on (a model is cheap; trials are not)
 ESTIMATE_BUDGET = 4096
+#: the algorithms a convolution may be computed by (``GpuTarget.algorithm``), as on the CPU
+ALGORITHMS = ("auto", "direct", "winograd")
+#: Winograd's output tiles searched beside direct convolution, as on the CPU
+WINOGRAD_TILES = (2, 4)
 
 
 class GpuTarget:
@@ -57,8 +64,14 @@ class GpuTarget:
         return self.gpu.memory_gbps
 
     def __init__(self, device: str = "h100", *, trials: int = 32, source: str = "builtin",
-                 timeout_s: float = 60.0, dtype: str | None = None, remote: Remote | None = None) -> None:
+                 timeout_s: float = 60.0, dtype: str | None = None, remote: Remote | None = None,
+                 algorithm: str = "auto") -> None:
         self.dtype = dtype  # the inputs' type the GPU computes in (None: the operator's own)
+        if algorithm not in ALGORITHMS:
+            raise HeteroDSEError(f"the GPU's convolution algorithm is one of {', '.join(ALGORITHMS)}, not {algorithm}")
+        #: auto: the faster of direct convolution and Winograd by the roofline (a float32 3×3 stride-1
+        #: convolution, estimated); direct: direct only; winograd: the fastest Winograd tile where it takes the layer
+        self.algorithm = algorithm
         cuda_toolkit()
         #: a GPU reached over TVM's RPC, of the kind ``device`` names: built here for its architecture, timed there
         self.remote = remote
@@ -67,6 +80,9 @@ class GpuTarget:
         self.present = present_gpu() if remote is None else None
         self.gpu: GpuDevice = self.present or get_device(device)
         self.measured = self.present is not None or remote is not None
+        if self.measured and algorithm == "winograd":
+            raise HeteroDSEError("--winograd on: Winograd on the GPU is chosen by the roofline estimate, and is not "
+                                 "measured on a GPU yet (this machine's or one over --rpc); leave --winograd out")
         self.source, self.timeout_s = source, timeout_s
         check_architecture(self.gpu)
         #: ptxas's count per written best, for the occupancy of an estimate's row
@@ -109,7 +125,21 @@ class GpuTarget:
         return tensor_core_arithmetic(analyze(op), self.gpu)
 
     def alternatives(self, op: Operator) -> Sequence[Alternative]:
-        return ()  # direct only: Winograd is not built for this device yet
+        """Winograd F(m×m, 3×3) for each output tile m in ``WINOGRAD_TILES`` that takes ``op`` (a float32 3×3
+        stride-1 convolution of one image and one group), its batched product searched on the SIMT cores in
+        seed 001's Winograd domain (``Dataflow.winograd``). Estimated only: where a GPU measures, direct."""
+        if self.algorithm == "direct" or self.measured or self.typed(op).dtype != "float32":
+            return ()
+        product = copy.copy(self)  # a built-in, in float32: the product's own operator, not op.py's
+        product.source, product.dtype = "builtin", None
+        out = []
+        for m in WINOGRAD_TILES:
+            try:
+                shape = winograd_shape(op, m)
+            except HeteroDSEError:  # not a convolution Winograd computes, or a tile it refuses
+                continue
+            out.append(Alternative(algorithm_name(m), product_operator(shape), product, partial(winograd_point, m)))
+        return tuple(out)
 
     def space(self, op: Operator) -> GpuSpace | TensorCoreSpace:
         """The tensor cores' template (Bolt) for a float16, bfloat16 or int8 contraction they can take; the
@@ -120,7 +150,7 @@ class GpuTarget:
             return TensorCoreSpace(analysis, self.gpu)
         # seed 001's domain spares measured trials on the unpromising; the roofline scores the whole space in
         # milliseconds and ranks some points outside it first (BENCHMARKS.md), so estimates search it whole
-        return GpuSpace(analysis, self.gpu, domain=self.measured)
+        return GpuSpace(analysis, self.gpu, domain=self.measured, dataflow=_dataflow(op))
 
     def roofline(self, op: Operator) -> Roofline:
         """The roofline formula of the space ``space(op)`` gives: the tensor cores' template's, or the SIMT
@@ -165,7 +195,35 @@ class GpuTarget:
         if self.present is not None and not loop.interrupted:
             # again while its repeats disagree; ours are the search's own repeats, their flag carried as timed
             (library,) = retime_until_stable(lambda: (_torch_cuda_timing(op),))
-        return Tuned.of(op, self, space, explorer, loop, evaluator, self.source, library, estimate=not self.measured)
+        chosen, algorithms = None, []
+        if alternatives and not loop.interrupted and not any(s.loop.interrupted for s in alternatives):
+            chosen, algorithms = self._choose(op, space, fastest(evaluator.trials), alternatives)
+        return Tuned.of(op, self, space, explorer, loop, evaluator, self.source, library, estimate=not self.measured,
+                        chosen=chosen, algorithms=algorithms, searched=alternatives)
+
+    def _choose(self, op: Operator, space: GpuSpace, direct: Trial | None,
+                alternatives: Sequence[Searched]) -> tuple[Trial | None, list[dict[str, Any]]]:
+        """The fastest algorithm by the roofline: direct convolution's best estimate against each Winograd
+        tile's, its product's best estimate plus its two transform kernels' (``winograd_estimate``); each with
+        the registers ptxas gives its kernel, as the report's row."""
+        candidates = []
+        if direct is not None and self.algorithm != "winograd":
+            whole = self.roofline(op)(space, direct.point, self.registers(op, direct.point))
+            candidates.append(("direct", direct.point, direct, whole.seconds))
+        for s in alternatives:
+            if (found := fastest(s.trials)) is not None:
+                point = s.alternative.point_of(found.point)
+                whole = winograd_estimate(self, op, s, found.point)
+                candidates.append((s.alternative.label, point, found, whole.seconds))
+        if not candidates:  # winograd asked for and none ran: the direct search's best
+            return None, []
+        pick = min(range(len(candidates)), key=lambda i: candidates[i][3])
+        algorithms = [{"algorithm": label, "seconds": seconds, "error": None, "unstable": None, "chosen": i == pick,
+                       "searched_seconds": found.result.seconds,
+                       "searched": "convolution" if label == "direct" else "product alone (estimate)"}
+                      for i, (label, _, found, seconds) in enumerate(candidates)]
+        label, point, found, seconds = candidates[pick]
+        return Trial(point, MeasureResult(seconds)), algorithms
 
     def directory(self, op: Operator) -> str:
         return f"{self.typed(op).slug}/gpu"
@@ -192,6 +250,15 @@ class GpuTarget:
 
     def footnote(self) -> str:
         return gpu_footnote(self)
+
+
+def _dataflow(op: Operator) -> Dataflow | None:
+    """Seed 001's dataflow of ``op``'s domain: §5.3's for Winograd's product, whose F(m×m, 3×3) its α² points
+    give; §5.2's (from the operator's window) for any other."""
+    if op.name != "winograd_product":
+        return None
+    alpha = math.isqrt(int(op.params["E"]))
+    return Dataflow.winograd(alpha - 2) if alpha * alpha == int(op.params["E"]) and alpha > 3 else None
 
 
 def _torch_cuda_timing(op: Operator) -> MeasureResult | None:

@@ -6,18 +6,22 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from cost_models.gpu_roofline import ESTIMATE_OVER_H100, GpuEstimate
+from cost_models.gpu_roofline import ESTIMATE_OVER_H100, GpuEstimate, transform_seconds
+from cost_models.gpu_roofline import winograd_estimate as combined
 from gpu_cpu.cuda_usage import ptxas_usage
 from gpu_cpu.schedule import ScheduleError, apply_gpu, build_cuda
+from gpu_cpu.winograd import TILE_KNOB, algorithm_name, product_point
+from gpu_cpu.winograd_gpu import transform_kernels
 from hetero_dse.evaluate.estimate import Roofline
 from hetero_dse.hardware.gpus import GpuDevice
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
 from hetero_dse.space.tensorcore import ARITHMETIC
-from hetero_dse.targets.base import Row, Written
+from hetero_dse.targets.base import Row, Searched, Written
 from hetero_dse.targets.tuned import Tuned, timing_note
 
-__all__ = ["PtxasRegisters", "ReportedGpu", "estimate_of", "gpu_footnote", "gpu_record", "gpu_row"]
+__all__ = ["PtxasRegisters", "ReportedGpu", "estimate_of", "gpu_footnote", "gpu_record", "gpu_row",
+           "winograd_estimate"]
 
 
 class PtxasRegisters:
@@ -63,7 +67,22 @@ def estimate_of(target: ReportedGpu, t: Tuned) -> GpuEstimate | None:
     busy in the model either way)."""
     if t.best is None or not t.estimate:
         return None
+    if TILE_KNOB in t.best:
+        label = algorithm_name(int(t.best[TILE_KNOB]))
+        searched = next(s for s in t.searched if s.alternative.label == label)
+        return winograd_estimate(target, t.op, searched, product_point(t.best))
     return target.roofline(t.op)(t.space, t.best, target.registers(t.op, t.best))
+
+
+def winograd_estimate(target: ReportedGpu, op: Operator, searched: Searched, point: Point) -> GpuEstimate:
+    """The roofline of ``op`` by Winograd, its product at ``point`` (of ``searched``'s space): the product's
+    estimate (its occupancy from ptxas's registers, as any row's) and the two transform kernels' (their reads,
+    writes and sums counted from the code, ``transform_kernels``), one after the other."""
+    product = searched.alternative.op
+    estimate = target.roofline(product)(searched.space, point, target.registers(product, point))
+    m = int(searched.alternative.point_of(point)[TILE_KNOB])
+    kernels = {name: transform_seconds(target.gpu, k) for name, k in transform_kernels(op, m).items()}
+    return combined(estimate, kernels)
 
 
 def arithmetic(target: ReportedGpu, op: Operator, point: Point | None = None) -> str:
@@ -86,6 +105,8 @@ def peak(target: ReportedGpu, op: Operator) -> float:
 def gpu_row(target: ReportedGpu, t: Tuned, written: Written | None) -> Row:
     figures = estimate_of(target, t)
     detail = arithmetic(target, t.op, t.best)
+    if t.algorithm is not None:  # named where another algorithm was searched
+        detail = f"{t.algorithm}; {detail}"
     if figures is not None and figures.figures.get("padding_overhead", 1) > 1:
         detail += f"; padded to the tile: {figures.figures['padding_overhead']:.2f}x the multiply-adds"
     if not t.estimate and t.best is not None:
@@ -120,4 +141,7 @@ def gpu_footnote(target: ReportedGpu) -> str:
             "but not run, and no library baseline was taken. Checked against an H100 on the best points "
             f"measured there for YOLO-v1's layers, the estimate was this multiple of the measured speed: "
             f"{checked} (`bench/gpu_roofline_vs_measured.py`): mostly optimistic, and not the speed a "
-            "kernel will reach.")
+            "kernel will reach. A float32 3×3 stride-1 convolution is also searched by Winograd F(2×2, 3×3) and "
+            "F(4×4, 3×3) (each tile's batched product), its estimate the product's plus its two transform kernels' "
+            "(`transform_kernels`: their sums, reads and writes counted from the code), and the fastest estimate "
+            "kept: never checked against a GPU; its GFLOPS count direct convolution's FLOPs and it has no % peak.")

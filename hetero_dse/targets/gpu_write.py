@@ -11,6 +11,8 @@ import numpy as np
 
 from gpu_cpu.measure import MeasureResult, rebuild_operator
 from gpu_cpu.schedule import ScheduleError, apply_gpu, build_cuda
+from gpu_cpu.winograd import TILE_KNOB, transform_weights
+from gpu_cpu.winograd_gpu import gpu_weights
 from hetero_dse.atomic import atomic_directory
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.evaluate.measured import Trial
@@ -44,6 +46,10 @@ def write_gpu(t: Tuned, out: Path, seed: int, gpu: GpuDevice, directory: str, on
             # scored by the model, never built: the code may need what the model did not count (a shared
             # stage TVM sizes larger than the tile's footprint); the point fails, the next best is written
             warnings.append(f"the estimate's best point did not build ({exc}); the next best was written")
+            if t.chosen is not None and t.chosen.point == t.best:  # another algorithm's: direct's best instead
+                t.chosen = None
+                t.algorithms = [{**a, "chosen": a["algorithm"] == "direct", "error": a["error"] or (
+                    str(exc) if a["chosen"] else None)} for a in t.algorithms]
             t.trials = [Trial(x.point, MeasureResult(None, str(exc))) if x.point == t.best else x for x in t.trials]
             best = t.best_trial
             if best is None:
@@ -52,26 +58,30 @@ def write_gpu(t: Tuned, out: Path, seed: int, gpu: GpuDevice, directory: str, on
     else:
         raise HeteroDSEError(f"none of the {MAX_UNBUILT} best estimated schedules of {t.op.name} builds: "
                              f"{warnings[-1]}")
-    checked = check_on_gpu(executable, t.op, seed) if on_gpu else False
+    checked = check_on_gpu(executable, t.op, seed, t.best) if on_gpu else False
+    weights = {"packed_weights": gpu_weights(t.op, t.best)} if TILE_KNOB in t.best else {}
     path = out / directory
     with atomic_directory(path) as partial:
         executable.export_library(str(partial / "module.so"))
         (partial / "lowered_tir.py").write_text(mod.script())
         (partial / "kernel.cu").write_text(cuda_source)
         (partial / "schedule.json").write_text(schedule_json(t, gpu.target, device=gpu.name,
-                                                             checked_on_gpu=checked))
+                                                             checked_on_gpu=checked, **weights))
     return Written(str(path.relative_to(out)), passed=True if checked else None, warnings=warnings)
 
 
-def check_on_gpu(executable: Any, op: Operator, seed: int) -> bool:
+def check_on_gpu(executable: Any, op: Operator, seed: int, point: Point | None = None) -> bool:
     """Whether the module computes ``op``'s reference on the GPU (False: no reference to compare with); a wrong
-    result is refused with one sentence."""
+    result is refused with one sentence. A Winograd ``point``'s module takes the weights transformed."""
     import tvm
 
     dev = tvm.cuda(0)
     inputs = op.random_inputs(seed)
+    given = list(inputs)
+    if point is not None and TILE_KNOB in point:
+        given[1] = transform_weights(given[1], int(point[TILE_KNOB]))
     out = tvm.runtime.tensor(np.zeros([int(d) for d in op.output.shape], dtype=str(op.output.dtype)), dev)
-    executable(*[tvm.runtime.tensor(a, dev) for a in inputs], out)
+    executable(*[tvm.runtime.tensor(a, dev) for a in given], out)
     want = op.reference(inputs)
     if want is None:
         return False

@@ -30,7 +30,8 @@ class TargetRequest:
     io_optimal: bool = False
     traffic_weight: float = 0.01
     extra: dict[str, Any] = field(default_factory=dict)  # a plugin's own settings
-    algorithm: str = "auto"  # a 3×3 convolution's on the CPU, and the FPGA network kernel's: auto, direct, winograd
+    #: a 3×3 convolution's on the CPU and GPU, and the FPGA network kernel's: auto, direct, winograd
+    algorithm: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,8 @@ def _gpu(request: TargetRequest) -> list[Target]:
         raise HeteroDSEError(f"the GPU computes in one data type a run, and --dtype gives {len(request.dtypes)} "
                              f"({', '.join(request.dtypes)}); several are for the FPGA's space")
     return [GpuTarget(request.gpu, trials=request.trials, source=request.source,
-                      dtype=request.dtypes[0] if request.dtypes else None, remote=request.remote)]
+                      dtype=request.dtypes[0] if request.dtypes else None, remote=request.remote,
+                      algorithm=request.algorithm)]
 
 
 register_target("fpga", _fpga, "an FPGA board: the analytical model scores designs; an HLS project is written")

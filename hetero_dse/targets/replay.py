@@ -35,6 +35,9 @@ def _check_knobs(directory: Path, record: dict[str, Any], op: Any) -> None:
         if record["target"]["kind"] == "cuda":
             device = present_gpu() or get_device(record.get("device", "h100"))
             point = recorded_point(record)
+            if TILE_KNOB in point:  # Winograd: its knobs beyond the tile are its product's
+                analysis = analyze(product_operator(winograd_shape(op, int(point[TILE_KNOB]))))
+                point = product_point(point)
             space = TensorCoreSpace(analysis, device) if "mma" in point else GpuSpace(analysis, device, domain=False)
             space.encode(point)
             # a schedule estimated for a larger device is refused here, before TVM builds and launches it
