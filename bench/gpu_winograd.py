@@ -40,9 +40,10 @@ from hetero_dse.targets.gpu import GpuTarget  # noqa: E402
 from cpu_winograd import layers  # noqa: E402
 
 
-def in_domain(op, m: int, device, budget: int, seed: int) -> dict:
+def in_domain(op, m: int, target: GpuTarget, budget: int, seed: int) -> dict:
     """The product of F(m×m) searched within §5.3's domain by the same explorer and budget; the whole
-    convolution's estimate at its best (registers: the model's count, as during the search)."""
+    convolution's estimate at its best (its product's occupancy from ptxas's registers, as ``explore``'s)."""
+    device = target.gpu
     product = product_operator(winograd_shape(op, m))
     space = GpuSpace(analyze(product), device, domain=True, dataflow=Dataflow.winograd(m))
     evaluator = RooflineEvaluator(product, space, device, estimate)
@@ -52,9 +53,9 @@ def in_domain(op, m: int, device, budget: int, seed: int) -> dict:
     if best is None:
         return {"domain_active": space.domain, "seconds": None}
     kernels = {name: transform_seconds(device, k) for name, k in transform_kernels(op, m).items()}
-    whole = winograd_estimate(evaluator.roofline(space, best.point, None), kernels)
+    whole = winograd_estimate(estimate(space, best.point, target.registers(product, best.point)), kernels)
     return {"domain_active": space.domain, "space_size": space.size, "product_s": best.result.seconds,
-            "seconds": whole.seconds}
+            "seconds": whole.seconds, "point": best.point.to_json()}
 
 
 def main() -> None:
@@ -83,13 +84,21 @@ def main() -> None:
             row[f"F{m}_s"] = by[label]["seconds"]
             row[f"F{m}_product_s"] = by[label]["searched_seconds"]
             row[f"F{m}_over_direct"] = direct / by[label]["seconds"]
-            row[f"F{m}_domain"] = in_domain(op, m, target.gpu, args.budget, args.seed)
+            row[f"F{m}_domain"] = in_domain(op, m, target, args.budget, args.seed)
+            searched = next(x for x in t.searched if x.alternative.label == label)
+            row[f"F{m}_point"] = next(x.point for x in searched.trials if x.result.seconds == by[label][
+                "searched_seconds"]).to_json()
+            row[f"F{m}_transforms_s"] = sum(transform_seconds(target.gpu, k).seconds
+                                            for k in transform_kernels(op, m).values())
         best = min(by.values(), key=lambda a: a["seconds"])
         row["best_over_direct"] = direct / best["seconds"]
         row["direct_tflops"] = t.flops / direct / 1e12
+        row["direct_point"] = t.trials and next(x.point for x in t.trials if x.result.seconds == by["direct"][
+            "searched_seconds"]).to_json()
         rows.append(row)
         print(f"{name:6} {c:5}->{k:<5} {hw:4}  direct {direct * 1e6:7.1f} us  "
               + "  ".join(f"F{m} {row[f'F{m}_s'] * 1e6:7.1f} us ({row[f'F{m}_over_direct']:.2f}x; "
+                          f"transforms {row[f'F{m}_transforms_s'] * 1e6:5.1f} us; "
                           f"domain {row[f'F{m}_domain']['seconds'] * 1e6:7.1f} us)"
                           for m in (2, 4) if f"F{m}_s" in row)
               + f"  chosen {t.algorithm}  [{wall:.0f} s]", flush=True)

@@ -174,33 +174,43 @@ def estimate_tensor_cores(space: TensorCoreSpace, point: Point, registers: int |
 
 #: a scattered 4-byte access moves one L2 sector
 SECTOR_BYTES = 32
+#: registers a thread of a transform kernel takes (ptxas: 32-48 for F(2×2) and F(4×4), bias, residual and ReLU
+#: fused): for its occupancy only
+TRANSFORM_REGISTERS = 64
 
 
 @dataclass(frozen=True)
 class TransformKernel:
     """One of Winograd's transform kernels as the roofline sees it (``gpu_cpu/winograd_gpu.py``): its threads
-    (one a tile and channel), the FLOPs of its unrolled sums, the bytes it reads and writes in runs a warp
-    coalesces, and the accesses a warp scatters (each thread its own plane: one 32-byte sector each)."""
+    (one a tile and channel, ``block`` a block), the FLOPs of its unrolled sums, the bytes it reads and writes
+    in runs a warp coalesces, and the accesses a warp gathers or scatters (each lane its own channel plane)."""
 
     name: str
     threads: int
     flops: float
     coalesced_bytes: float
     scattered_accesses: float
+    block: int = 128
 
 
 def transform_seconds(dev: GpuDevice, kernel: TransformKernel) -> GpuEstimate:
-    """A transform kernel's time: its launch and the slowest of its FP32 sums at peak, its bytes once through
-    DRAM, and its traffic through L2 (the coalesced bytes, and a sector for every scattered access). No
-    occupancy loss: it has a thread per tile and channel, thousands for any layer Winograd takes."""
+    """A transform kernel's time: its launch and the slowest of its FP32 sums (at the issue rate its resident
+    warps reach), its bytes once through DRAM, its traffic through L2 (the coalesced bytes, and a 32-byte sector
+    for every scattered access), and its L1 wavefronts (a warp's access that touches 32 lines is 32 passes of
+    its SM's L1, one a cycle). A grid of fewer blocks than SMs gets their share of each rate."""
+    blocks = math.ceil(kernel.threads / kernel.block)
+    _, _, issue_eff = occupancy(dev, blocks, kernel.block, TRANSFORM_REGISTERS, 0)
+    active = min(blocks, dev.sms) / dev.sms
     scattered_bytes = kernel.scattered_accesses * SECTOR_BYTES
-    parts = {"compute": kernel.flops / (dev.fp32_tflops * 1e12),
-             "dram": (kernel.coalesced_bytes + kernel.scattered_accesses * 4) / (dev.memory_gbps * 1e9),
-             "l2": (kernel.coalesced_bytes + scattered_bytes) / (dev.l2_gbps * 1e9)}
+    parts = {"compute": kernel.flops / (dev.fp32_tflops * 1e12 * issue_eff),
+             "dram": (kernel.coalesced_bytes + kernel.scattered_accesses * 4) / (dev.memory_gbps * 1e9 * active),
+             "l2": (kernel.coalesced_bytes + scattered_bytes) / (dev.l2_gbps * 1e9 * active),
+             "l1": kernel.scattered_accesses / (min(blocks, dev.sms) * dev.clock_ghz * 1e9)}
     seconds, bound = roof(parts)
-    return GpuEstimate(seconds, bound, {"threads": kernel.threads, "flops": kernel.flops,
-                                        "coalesced_bytes": kernel.coalesced_bytes, "scattered_bytes": scattered_bytes,
-                                        "launch_s": LAUNCH_S, **{f"{k}_s": v for k, v in parts.items()}})
+    return GpuEstimate(seconds, bound, {"threads": kernel.threads, "blocks": blocks, "issue_efficiency": issue_eff,
+                                        "flops": kernel.flops, "coalesced_bytes": kernel.coalesced_bytes,
+                                        "scattered_bytes": scattered_bytes, "launch_s": LAUNCH_S,
+                                        **{f"{k}_s": v for k, v in parts.items()}})
 
 
 def winograd_estimate(product: GpuEstimate, transforms: dict[str, GpuEstimate]) -> GpuEstimate:

@@ -133,21 +133,35 @@ def _select(index: Any, values: list[Any]) -> Any:
     return chosen
 
 
-def input_tensors(shape: WinogradShape, X: Any) -> Any:
+def input_tensors(shape: WinogradShape, X: Any, patches: bool = False) -> Any:
     """V (α²×tiles×C) of X (1×C×H×W): the input transposed channel-last with its padding (``Xt``: a tile's
-    channels one vector load), then each tile's Bᵀ d B in two sides (``T``: Bᵀ d a row at a time, then · B)."""
+    channels one vector load), then each tile's Bᵀ d B in two sides (``T``: Bᵀ d a row at a time, then · B).
+    ``patches``: ``Xt`` is each tile's α×α patch instead (tiles×α×α×C, the overlap repeated), so a thread of the
+    GPU's transform loads its own patch once (``gpu_cpu/winograd_gpu.py``)."""
     from tvm import te
 
     s, bt = shape, transforms(shape.m, shape.r).BT
     a, pad = s.alpha, s.padding
-    rows, cols = s.tiles_h * s.m + s.r - 1, s.tiles_w * s.m + s.r - 1
-    Xt = te.compute((rows, cols, s.C), lambda y, x, c: te.if_then_else(
-        te.all(y >= pad, y < s.H + pad, x >= pad, x < s.W + pad), X[0, c, y - pad, x - pad], 0.0), name="Xt")
+
+    def padded(y: Any, x: Any, c: Any) -> Any:
+        return te.if_then_else(te.all(y >= pad, y < s.H + pad, x >= pad, x < s.W + pad), X[0, c, y - pad, x - pad],
+                               0.0)
+
+    if patches:
+        Xt = te.compute((s.tiles, a, a, s.C), lambda p, i, j, c: padded(
+            (p // s.tiles_w) * s.m + i, (p % s.tiles_w) * s.m + j, c), name="Xt")
+
+        def at(p: Any, i: int, j: Any, c: Any) -> Any:
+            return Xt[p, i, j, c]
+    else:
+        rows, cols = s.tiles_h * s.m + s.r - 1, s.tiles_w * s.m + s.r - 1
+        Xt = te.compute((rows, cols, s.C), padded, name="Xt")
+
+        def at(p: Any, i: int, j: Any, c: Any) -> Any:
+            return Xt[(p // s.tiles_w) * s.m + i, (p % s.tiles_w) * s.m + j, c]
 
     def left(e1: Any, p: Any, j: Any, c: Any) -> Any:  # (Bᵀ d)[e1, j] of tile p
-        ty, tx = p // s.tiles_w, p % s.tiles_w
-        return _select(e1, [_combination(list(bt[row]), [Xt[ty * s.m + i, tx * s.m + j, c] for i in range(a)])
-                            for row in range(a)])
+        return _select(e1, [_combination(list(bt[row]), [at(p, i, j, c) for i in range(a)]) for row in range(a)])
 
     T = te.compute((a, s.tiles, a, s.C), left, name="T")
     return te.compute((s.points, s.tiles, s.C), lambda e, p, c: _select(

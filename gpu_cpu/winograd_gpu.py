@@ -2,18 +2,19 @@
 (``gpu_cpu/winograd.py``, the same tensor expressions) as three CUDA kernels of one function, V and M in the
 device's workspace between them:
 
-1. the input transform: one thread a (tile, channel), channels the fastest index, so a warp writes one run of
-   V[e, p, c] at each point; its reads of X (one channel plane a thread) are the scattered side, which the
-   roofline charges as 32-byte sectors (``cost_models/gpu_roofline.py``, ``winograd_transforms``);
+1. the input transform: one thread a (tile, channel), channels the fastest index. A thread loads its α×α patch
+   of X once into registers (its lanes' patches lie in other channel planes: the gathered side, which the
+   roofline charges a 32-byte sector and an L1 pass an access, ``transform_seconds``), then writes its α²
+   points of V, a warp one run at each point;
 2. the batched product over the α² points, scheduled by the GPU space's point of ``winograd_product`` as any
    contraction (``gpu_cpu/gpu_block.py``): V and U staged through shared memory;
-3. the output transform and the layer's epilogue: one thread a (tile, output channel), reading M in runs,
-   writing its m×m outputs.
+3. the output transform and the layer's epilogue: one thread a (tile, output channel), its α² sums of M loaded
+   once in runs, its m×m outputs written (the scattered side).
 
-A transform's α×α tile is held in registers (local scope, its loops unrolled). The weights are transformed
-once ahead (``transform_weights``: U[e, c, k]) and read as they are: the GPU product stages them, so nothing
-is packed. ``explore --target gpu`` searches each tile's product beside direct convolution and keeps the
-fastest by the roofline (``GpuTarget.alternatives``)."""
+Each α×α tile is held in registers (local scope, loops unrolled); ``transform_kernels`` counts what the code does
+for the roofline. The weights are transformed once ahead (``transform_weights``: U[e, c, k]) and read as they
+are: the GPU product stages them, so nothing is packed. ``explore --target gpu`` searches each tile's product
+beside direct convolution and keeps the fastest (``GpuTarget.alternatives``)."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def apply_winograd_gpu(op: Operator, m: int, point: Point, emulate: bool = False
     product = product_operator(shape)
     X = te.placeholder((1, shape.C, shape.H, shape.W), name="X")
     U = te.placeholder((shape.points, shape.C, shape.K), name="U")
-    M = batched_product(input_tensors(shape, X), U)
+    M = batched_product(input_tensors(shape, X, patches=True), U)
     extras, out = output_tensors(shape, M, tuple(op.epilogue))
     sch = s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([X, U, *extras, out])}))
     try:
@@ -84,8 +85,8 @@ def _in_registers(sch: Any, name: str, loop: Any, emulate: bool) -> None:
 
 
 def _schedule_input(sch: Any, shape: WinogradShape, emulate: bool) -> None:
-    """X → V: the padded, transposed input read in place (Xt inlined), a thread a (tile, channel)."""
-    sch.compute_inline(sch.get_sblock("Xt"))
+    """X → V, a thread a (tile, channel): the thread's α×α patch of X (``Xt``, its padding a zero) loaded once
+    into registers, then Bᵀ d (``T``) and · B from there."""
     e, p, c = sch.get_loops(sch.get_sblock("V"))
     e1, e2 = sch.split(e, [shape.alpha, shape.alpha])
     sch.reorder(p, c, e1, e2)
@@ -93,6 +94,13 @@ def _schedule_input(sch: Any, shape: WinogradShape, emulate: bool) -> None:
     sch.unroll(e1)
     sch.unroll(e2)
     _in_registers(sch, "T", thread, emulate)
+    # after T, its one consumer: α² loads a thread, where inlined Xt loaded X again for every term of Bᵀ d
+    patch = sch.get_sblock("Xt")
+    sch.compute_at(patch, thread)
+    if not emulate:
+        sch.set_scope(patch, 0, "local")
+    for inner in sch.get_loops(patch)[-2:]:  # the patch's rows and columns (its one tile and channel: no loop)
+        sch.unroll(inner)
 
 
 def _schedule_output(sch: Any, shape: WinogradShape, out: Any, emulate: bool) -> None:
@@ -107,6 +115,11 @@ def _schedule_output(sch: Any, shape: WinogradShape, out: Any, emulate: bool) ->
     sch.unroll(yi)
     sch.unroll(xi)
     _in_registers(sch, "S", thread, emulate)
+    # the thread's α² sums of M loaded once into registers: M · A read each again for every term otherwise
+    sums = sch.cache_read(sch.get_sblock("S"), 0, "global" if emulate else "local")
+    sch.compute_at(sums, thread)
+    for inner in sch.get_loops(sums)[-1:]:
+        sch.unroll(inner)
 
 
 def gpu_weights(op: Operator, point: Point | dict[str, Any]) -> dict[str, Any]:
@@ -125,11 +138,12 @@ def _sum_flops(rows: Any) -> int:
 
 
 def transform_kernels(op: Operator, m: int) -> dict[str, TransformKernel]:
-    """The two transform kernels of ``op`` by F(m×m, 3×3), counted from the code ``apply_winograd_gpu`` writes:
-    the input transform's two sides (Bᵀ d, then · B: α sums of each row of Bᵀ a side) and its α² scattered reads
-    of X a thread, V written in runs; the output transform's two sides (M · A: α sums of each row of Aᵀ; Aᵀ ·:
-    m), M read in runs, its m² outputs (and a residual's m² reads) scattered, a bias read in runs, one FLOP per
-    element per epilogue step."""
+    """The two transform kernels of ``op`` by F(m×m, 3×3), counted from the code ``apply_winograd_gpu`` writes
+    (``tests/test_gpu_winograd.py`` counts the loads and stores in its CUDA): the input transform's two sides
+    (Bᵀ d, then · B: α sums of each row of Bᵀ a side), its patch's α² reads of X a thread, each lane another
+    channel's plane (gathered), V's α² points written in runs; the output transform's two sides (M · A: α sums
+    of each row of Aᵀ; Aᵀ ·: m), M's α² points read in runs, its m² outputs (and a residual's m² reads)
+    scattered, a bias read once in runs, one FLOP per element per epilogue step."""
     shape = winograd_shape(op, m)
     t, a, word = transforms(m, shape.r), shape.alpha, 4
     inputs = shape.tiles * shape.C
@@ -138,7 +152,7 @@ def transform_kernels(op: Operator, m: int) -> dict[str, TransformKernel]:
     scattered_out = m * m * (1 + steps.count("add"))
     return {
         "input_transform": TransformKernel("input_transform", inputs, 2 * a * _sum_flops(t.BT) * inputs,
-                                           shape.points * inputs * word, a * a * inputs),
+                                           shape.points * inputs * word, a * a * inputs, TRANSFORM_THREADS),
         "output_transform": TransformKernel(
             "output_transform", outputs, ((a + m) * _sum_flops(t.AT) + m * m * len(steps)) * outputs,
-            (shape.points + steps.count("bias")) * outputs * word, scattered_out * outputs)}
+            (shape.points + steps.count("bias")) * outputs * word, scattered_out * outputs, TRANSFORM_THREADS)}

@@ -116,8 +116,8 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
 @click.option("--winograd", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
               help="How 3×3 stride-1 convolutions are computed. On the CPU: auto searches Winograd F(2×2, 3×3) and "
                    "F(4×4, 3×3) beside direct convolution, each with --trials, and keeps the fastest as measured; "
-                   "on keeps the fastest Winograd; off searches direct only. On a GPU's roofline estimate (float32): "
-                   "the same, the fastest by the estimate. With --model on a board: the network "
+                   "on keeps the fastest Winograd; off searches direct only. On the GPU (float32): the same, the "
+                   "fastest by the roofline without a GPU, as timed with one. With --model on a board: the network "
                    "kernel's 3×3 layers on a Winograd engine of their own (its second mode takes 1×1 and linear "
                    "layers): on, off, or auto, the faster design by the model.")
 @db_option

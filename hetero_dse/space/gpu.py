@@ -49,8 +49,11 @@ class Dataflow:
     @classmethod
     def winograd(cls, m: int, r: int = 3) -> Dataflow:
         """§5.3 for the batched product of F(m×m, r×r) (``winograd_product``: loops e, p, k, reduce c): a block
-        computes whole m×m×z output sub-blocks, every one of the α² points of its tiles (``e`` whole: Π stays
-        on chip), x·y = m²·(tiles), 2·α²/m²·x·y·z ≤ S_b and x·y = r²·z."""
+        computes whole m×m×z output sub-blocks, every one of the α² points of its tiles (``e`` whole), x·y =
+        m²·(tiles), 2·α²/m²·x·y·z ≤ S_b and x·y near r²·z (as for direct: z ≤ √(S'/R), x·y ≤ √(S'·R)). The
+        paper's kernel also transforms the output in the block, Π never leaving the chip; here the product
+        writes its α² sums to global memory for the output transform's kernel, and the block keeps them in
+        registers while it sums over the channels."""
         alpha = m + r - 1
         return cls(("p",), ("k",), float(r * r), m * m, m * m / (2 * alpha * alpha), ("e",))
 
@@ -93,9 +96,11 @@ class GpuSpace(SplitSpace):
                 self.splits[i] = tuple(f for f in self.splits[i] if f[0] == 1)
         self.cardinalities = np.array([len(s) for s in self.splits] + [len(v) for v in self.choices.values()],
                                       dtype=np.int64)
+        self.__dict__.pop("_factors", None)  # cached from the splits before
         self.domain = self._domain_reachable()
         if not self.domain:
             self.splits, self.cardinalities = before
+            self.__dict__.pop("_factors", None)
 
     @cached_property
     def _factors(self) -> list[np.ndarray]:
@@ -183,13 +188,13 @@ class GpuSpace(SplitSpace):
             xy = int(np.prod([tile[n] for n in flow.output_loops])) * flow.pixels
             z = int(np.prod([tile[n] for n in flow.channel_loops]))
             r = flow.ratio
+            budget_name = "S_b" if flow.words_scale == 1 else "S'"
             if xy * z > words:
-                out.append(f"output tile {xy}x{z} > {'S_b' if flow.words_scale == 1 else 'S_b·m²/(2α²)'} = "
-                           f"{words:g} words")
+                out.append(f"output tile {xy}x{z} > {budget_name} = {words:g} words")
             if z > math.sqrt(words / r):
-                out.append(f"channel tile {z} > sqrt(S_b/R) = {math.sqrt(words / r):.0f}")
+                out.append(f"channel tile {z} > sqrt({budget_name}/R) = {math.sqrt(words / r):.0f}")
             if xy > math.sqrt(words * r):
-                out.append(f"pixel tile {xy} > sqrt(S_b*R) = {math.sqrt(words * r):.0f}")
+                out.append(f"pixel tile {xy} > sqrt({budget_name}*R) = {math.sqrt(words * r):.0f}")
             for name in flow.whole_loops:
                 if tile[name] != self.extents[name]:
                     out.append(f"loop {name} split across blocks ({tile[name]} of its "

@@ -80,9 +80,6 @@ class GpuTarget:
         self.present = present_gpu() if remote is None else None
         self.gpu: GpuDevice = self.present or get_device(device)
         self.measured = self.present is not None or remote is not None
-        if self.measured and algorithm == "winograd":
-            raise HeteroDSEError("--winograd on: Winograd on the GPU is chosen by the roofline estimate, and is not "
-                                 "measured on a GPU yet (this machine's or one over --rpc); leave --winograd out")
         self.source, self.timeout_s = source, timeout_s
         check_architecture(self.gpu)
         #: ptxas's count per written best, for the occupancy of an estimate's row
@@ -126,9 +123,9 @@ class GpuTarget:
 
     def alternatives(self, op: Operator) -> Sequence[Alternative]:
         """Winograd F(m×m, 3×3) for each output tile m in ``WINOGRAD_TILES`` that takes ``op`` (a float32 3×3
-        stride-1 convolution of one image and one group), its batched product searched on the SIMT cores in
-        seed 001's Winograd domain (``Dataflow.winograd``). Estimated only: where a GPU measures, direct."""
-        if self.algorithm == "direct" or self.measured or self.typed(op).dtype != "float32":
+        stride-1 convolution of one image and one group), its batched product searched on the SIMT cores (in
+        seed 001's Winograd domain, ``Dataflow.winograd``, where trials are measured, as direct's is)."""
+        if self.algorithm == "direct" or self.typed(op).dtype != "float32":
             return ()
         product = copy.copy(self)  # a built-in, in float32: the product's own operator, not op.py's
         product.source, product.dtype = "builtin", None
@@ -203,27 +200,41 @@ class GpuTarget:
 
     def _choose(self, op: Operator, space: GpuSpace, direct: Trial | None,
                 alternatives: Sequence[Searched]) -> tuple[Trial | None, list[dict[str, Any]]]:
-        """The fastest algorithm by the roofline: direct convolution's best estimate against each Winograd
-        tile's, its product's best estimate plus its two transform kernels' (``winograd_estimate``); each with
-        the registers ptxas gives its kernel, as the report's row."""
-        candidates = []
-        if direct is not None and self.algorithm != "winograd":
-            whole = self.roofline(op)(space, direct.point, self.registers(op, direct.point))
-            candidates.append(("direct", direct.point, direct, whole.seconds))
+        """The fastest algorithm: each one's best timed as the whole convolution on the GPU, one right after the
+        other (all again while any one's repeats disagree), where it measures; else by the roofline, direct
+        convolution's best estimate against each Winograd tile's product best plus its two transform kernels'
+        (``winograd_estimate``), each with the registers ptxas gives its kernel, as the report's row."""
+        candidates = [] if direct is None or self.algorithm == "winograd" else [("direct", direct.point, direct)]
         for s in alternatives:
             if (found := fastest(s.trials)) is not None:
-                point = s.alternative.point_of(found.point)
-                whole = winograd_estimate(self, op, s, found.point)
-                candidates.append((s.alternative.label, point, found, whole.seconds))
+                candidates.append((s.alternative.label, s.alternative.point_of(found.point), found))
         if not candidates:  # winograd asked for and none ran: the direct search's best
             return None, []
-        pick = min(range(len(candidates)), key=lambda i: candidates[i][3])
-        algorithms = [{"algorithm": label, "seconds": seconds, "error": None, "unstable": None, "chosen": i == pick,
-                       "searched_seconds": found.result.seconds,
-                       "searched": "convolution" if label == "direct" else "product alone (estimate)"}
-                      for i, (label, _, found, seconds) in enumerate(candidates)]
-        label, point, found, seconds = candidates[pick]
-        return Trial(point, MeasureResult(seconds)), algorithms
+        if self.measured:
+            timed = list(retime_until_stable(lambda: tuple(self._measure(op, [p for _, p, _ in candidates]))))
+        else:
+            searched = {s.alternative.label: s for s in alternatives}
+            timed = [MeasureResult(self.roofline(op)(space, point, self.registers(op, point)).seconds
+                                   if label == "direct" else
+                                   winograd_estimate(self, op, searched[label], found.point).seconds)
+                     for label, point, found in candidates]
+        ran = [(result.seconds, i) for i, result in enumerate(timed) if result.ok]
+        pick = min(ran)[1] if ran else None
+        # "seconds": the convolution's, timed (or estimated) here; "searched_seconds": the search's best, of what
+        # it searched (a Winograd search, its product alone: the two are not to be compared)
+        alone = "product alone" + ("" if self.measured else " (estimate)")
+        algorithms = [{"algorithm": label, "seconds": result.seconds, "error": result.error,
+                       "unstable": result.unstable, "chosen": i == pick, "searched_seconds": found.result.seconds,
+                       "searched": "convolution" if label == "direct" else alone}
+                      for i, ((label, _, found), result) in enumerate(zip(candidates, timed, strict=True))]
+        return (None if pick is None else Trial(candidates[pick][1], timed[pick])), algorithms
+
+    def _measure(self, op: Operator, points: Sequence[Point]) -> list[MeasureResult]:
+        """``op`` at each of ``points`` built, checked and timed on the GPU, one after the other."""
+        measure = {} if self.remote is None else {"measure": partial(measure_remote_job, remote=self.remote)}
+        with Pipeline(timeout_s=self.timeout_s, **measure) as pipeline:
+            return list(pipeline.evaluate([candidate_job(op, self.source, p, None, target="cuda",
+                                                         device=self.gpu.name) for p in points]))
 
     def directory(self, op: Operator) -> str:
         return f"{self.typed(op).slug}/gpu"
@@ -237,7 +248,22 @@ class GpuTarget:
                             on_gpu=self.present is not None)
 
     def row(self, t: Tuned, written: Written | None) -> Row:
-        return gpu_row(self, t, written)
+        row = gpu_row(self, t, written)
+        if self.algorithm == "winograd" and t.best is not None and t.algorithm in (None, "direct"):
+            row.detail = f"direct: {self._why_direct(t)}; {row.detail}"
+        return row
+
+    def _why_direct(self, t: Tuned) -> str:
+        """Why ``--winograd on`` kept a direct schedule: Winograd does not take the layer, or none of it ran."""
+        if not t.searched:
+            try:
+                winograd_shape(self.typed(t.op), WINOGRAD_TILES[0])
+            except HeteroDSEError as exc:
+                return str(exc)
+            return f"Winograd here computes in float32, not {self.typed(t.op).dtype}"
+        if t.interrupted:
+            return "interrupted before Winograd's search ended"
+        return "; ".join(s.why for s in t.searched if s.why) or "no Winograd point ran"
 
     def record(self, t: Tuned, written: Written | None) -> dict[str, Any]:
         return gpu_record(self, t, written)

@@ -132,7 +132,10 @@ def gpu_footnote(target: ReportedGpu) -> str:
                 f"{target.remote}; torch does not run through RPC, so there is no library figure.")
     if target.measured:
         return (f"GPU: {gpu.name} ({gpu.arch}), each schedule built, checked and timed in a worker process; "
-                "torch (cuDNN) timed on the same device in the same run.")
+                "torch (cuDNN) timed on the same device in the same run. A float32 3×3 stride-1 convolution is also "
+                "searched by Winograd F(2×2, 3×3) and F(4×4, 3×3) (each tile's batched product), each algorithm's "
+                "best then timed as the whole convolution one right after the other, and the fastest kept; its "
+                "GFLOPS count direct convolution's FLOPs and it has no % peak.")
     checked = "; ".join(f"{dtype} {low:.2f}–{high:.2f}× (geometric mean {mean:.2f}×)"
                         for dtype, (low, high, mean) in ESTIMATE_OVER_H100.items())
     return ("GPU estimates: no GPU on this machine. The time is the roofline model of the named device "

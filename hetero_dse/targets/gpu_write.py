@@ -15,7 +15,7 @@ from gpu_cpu.winograd import TILE_KNOB, transform_weights
 from gpu_cpu.winograd_gpu import gpu_weights
 from hetero_dse.atomic import atomic_directory
 from hetero_dse.errors import HeteroDSEError
-from hetero_dse.evaluate.measured import Trial
+from hetero_dse.evaluate.measured import Trial, fastest
 from hetero_dse.hardware.gpus import DEVICES, GpuDevice, get_device, present_gpu
 from hetero_dse.operator import Operator
 from hetero_dse.space.point import Point
@@ -45,11 +45,13 @@ def write_gpu(t: Tuned, out: Path, seed: int, gpu: GpuDevice, directory: str, on
                 raise
             # scored by the model, never built: the code may need what the model did not count (a shared
             # stage TVM sizes larger than the tile's footprint); the point fails, the next best is written
+            if t.chosen is not None and t.chosen.point == t.best:  # the chosen algorithm's best did not build
+                label = _label(t)
+                _chosen_unbuilt(t, str(exc))
+                warnings.append(f"the chosen {label} schedule did not build ({exc}); direct convolution's best "
+                                "was written")
+                continue
             warnings.append(f"the estimate's best point did not build ({exc}); the next best was written")
-            if t.chosen is not None and t.chosen.point == t.best:  # another algorithm's: direct's best instead
-                t.chosen = None
-                t.algorithms = [{**a, "chosen": a["algorithm"] == "direct", "error": a["error"] or (
-                    str(exc) if a["chosen"] else None)} for a in t.algorithms]
             t.trials = [Trial(x.point, MeasureResult(None, str(exc))) if x.point == t.best else x for x in t.trials]
             best = t.best_trial
             if best is None:
@@ -68,6 +70,25 @@ def write_gpu(t: Tuned, out: Path, seed: int, gpu: GpuDevice, directory: str, on
         (partial / "schedule.json").write_text(schedule_json(t, gpu.target, device=gpu.name,
                                                              checked_on_gpu=checked, **weights))
     return Written(str(path.relative_to(out)), passed=True if checked else None, warnings=warnings)
+
+
+def _label(t: Tuned) -> str:
+    return next(a["algorithm"] for a in t.algorithms if a["chosen"])
+
+
+def _chosen_unbuilt(t: Tuned, error: str) -> None:
+    """Direct convolution's best in place of the chosen algorithm's, which nvcc rejected (its estimate kept in
+    the comparison, marked with the error); refused where only Winograd was asked for."""
+    label = _label(t)
+    direct = next((a for a in t.algorithms if a["algorithm"] == "direct"), None)
+    best = fastest(t.trials)
+    if direct is None or best is None:
+        raise HeteroDSEError(f"the best {label} schedule of {t.op.name} does not build ({error}); leave "
+                             "--winograd on out to keep direct convolution where it does not")
+    t.algorithms = [{**a, "chosen": a is direct, "error": error if a["algorithm"] == label else a["error"]}
+                    for a in t.algorithms]
+    t.chosen = Trial(best.point, MeasureResult(direct["seconds"]))
+    t.best, t.best_seconds = best.point, direct["seconds"]
 
 
 def check_on_gpu(executable: Any, op: Operator, seed: int, point: Point | None = None) -> bool:
