@@ -5,6 +5,7 @@ with it; ``gpu_cpu/winograd.py`` applies it to the product inside a Winograd con
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -15,8 +16,9 @@ from hetero_dse.operator import Operator
 from hetero_dse.ops.winograd import TILE_KNOB
 from hetero_dse.space.point import Point
 
-__all__ = ["annotate_unroll", "build_cpu", "fuse_epilogue", "host_target", "point_keys", "reduce_loops",
-           "schedule_main", "split_keys", "split_loops", "transpose_weights", "weight_layouts"]
+__all__ = ["annotate_unroll", "build_cpu", "fuse_epilogue", "host_target", "packed_shape", "point_keys",
+           "reduce_loops", "schedule_main", "split_keys", "split_loops", "transpose_weights", "weight_blocks",
+           "weight_layouts"]
 
 
 def host_target() -> dict[str, Any]:
@@ -95,11 +97,13 @@ def schedule_main(sch: Any, block: Any, op: Operator, point: Point,
     if cache is not None:
         fuse_epilogue(sch, op)
     prepacked = weight_layouts(op, point)
+    blocks = weight_blocks(op, point)
     taken = set()
     for i, region in enumerate(sch.get(block).reads):  # the weights read in the packed layout, as given
         index = _input_index(op, region.source.name)
         if index in prepacked:
-            sch.transform_layout(block, ("read", i), _permute(list(prepacked[index])))
+            for step in _layout(list(prepacked[index]), blocks.get(index)):
+                sch.transform_layout(block, ("read", i), step)
             taken.add(index)
     if taken != set(prepacked):  # every caller packs what weight_layouts says: a weight left out is wrong
         raise ScheduleError(f"the main block does not read weight input(s) {sorted(set(prepacked) - taken)}")
@@ -148,20 +152,56 @@ def weight_layouts(op: Operator, point: Point | dict[str, Any]) -> dict[int, tup
         if not access.from_input or access.tensor not in op.weights:
             continue
         dim = access.packed_dim(vector)
+        if dim is None and point.get("block") and len(access.dims(vector)) == 1:
+            dim = access.dims(vector)[0]  # innermost already: blocked all the same (``weight_blocks``)
         if dim is not None:
             layouts[_input_index(op, access.tensor)] = tuple(_last(len(access.indices), dim))
     return layouts
 
 
+def weight_blocks(op: Operator, point: Point | dict[str, Any]) -> dict[int, int]:
+    """The packed weights (``weight_layouts``) a point with ``block`` takes blocked: input index -> the block,
+    the vectorised loop's extent within one parallel iteration (its split's factors below the outermost). The
+    packed layout's innermost dimension ``n`` is then split as ``[n / block, ..., block]``: a parallel iteration
+    reads its weights as one contiguous run (oneDNN's ``OIhw16o``-style blocked weights), where the plain packed
+    layout has it read ``block`` elements of every row of the whole weight. Empty without ``block``, or where
+    one block would be the whole dimension."""
+    if not point.get("block"):
+        return {}
+    layouts = weight_layouts(op, point)
+    if not layouts:
+        return {}
+    from hetero_dse.analysis import analyze
+
+    spatial = [lp.name for lp in analyze(op).main.spatial]
+    vector = point.get("vector") if point.get("vector") in spatial else spatial[-1]
+    factors = [int(f) for f in point.get(f"split.{vector}", ())]
+    block = int(np.prod(factors[1:])) if len(factors) > 1 else 0
+    if not block or block == int(np.prod(factors)):
+        return {}
+    return dict.fromkeys(layouts, block)
+
+
 def transpose_weights(op: Operator, point: Point | dict[str, Any], inputs: list[Any]) -> list[Any]:
-    """``inputs`` with each weight of ``weight_layouts`` transposed and made contiguous (numpy arrays or torch
-    tensors alike), the others as they are."""
+    """``inputs`` with each weight of ``weight_layouts`` transposed (and blocked, ``weight_blocks``) and made
+    contiguous (numpy arrays or torch tensors alike), the others as they are."""
     out = list(inputs)
+    blocks = weight_blocks(op, point)
     for index, order in weight_layouts(op, point).items():
         a = inputs[index]
-        out[index] = a.permute(*order).contiguous() if hasattr(a, "permute") else \
-            np.ascontiguousarray(a.transpose(order))
+        torch_given = hasattr(a, "permute")
+        a = a.permute(*order) if torch_given else a.transpose(order)
+        if index in blocks:  # [..., n] -> [n / block, ..., block]
+            a = a.reshape(*a.shape[:-1], a.shape[-1] // blocks[index], blocks[index])
+            a = a.movedim(-2, 0) if torch_given else np.moveaxis(a, -2, 0)
+        out[index] = a.contiguous() if torch_given else np.ascontiguousarray(a)
     return out
+
+
+def packed_shape(shape: Sequence[int], order: Sequence[int], block: int | None) -> list[int]:
+    """A weight's shape once packed: its dimensions in ``order``, the last split by ``block`` where blocked."""
+    dims = [int(shape[d]) for d in order]
+    return [dims[-1] // block, *dims[:-1], block] if block else dims
 
 
 def _input_index(op: Operator, name: str) -> int | None:
@@ -198,6 +238,21 @@ def _permute(order: list[int]) -> Any:
     from tvm import tirx
 
     return tirx.IndexMap.from_func(lambda *idx: [idx[d] for d in order], ndim=len(order))
+
+
+def _layout(order: list[int], block: int | None) -> list[Any]:
+    """The index maps that take a weight to its packed layout, one after the other: its dimensions in
+    ``order``; blocked, the last then split into ``[n // block]`` first and ``[n % block]`` last
+    (``transpose_weights`` lays the numbers out the same). Two maps, as TVM inverts a split and a permutation
+    each alone but not the two in one."""
+    if not block:
+        return [_permute(order)]
+
+    def split(*idx: Any) -> list[Any]:  # a function, not an IndexMap: TVM types its block in the buffer's index
+        return [*[idx[d] for d in order[:-1]], idx[order[-1]] // block, idx[order[-1]] % block]
+
+    ndim = len(order)
+    return [split, _permute([ndim - 1, *range(ndim - 1), ndim])]
 
 
 def reduce_loops(op: Operator) -> int:

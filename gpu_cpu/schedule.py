@@ -10,7 +10,7 @@ import numpy as np
 from gpu_cpu.blocks import ScheduleError, epilogue_blocks, main_tensor, rejected
 from gpu_cpu.gpu_block import schedule_gpu_main
 from gpu_cpu.main_block import build_cpu, host_target, point_keys, reduce_loops, schedule_main, transpose_weights, \
-    weight_layouts
+    weight_blocks, weight_layouts
 from gpu_cpu.winograd import TILE_KNOB, apply_winograd, product_point, winograd_weights
 from gpu_cpu.winograd_gpu import apply_winograd_gpu
 from hetero_dse.operator import Operator
@@ -66,6 +66,9 @@ def apply_cpu(op: Operator, point: Point) -> Any:
     mod = sch.mod
     mod["main"] = mod["main"].with_attr("hetero_dse.packed_weights",
                                         {op.inputs[i].op.name: list(order) for i, order in prepacked.items()})
+    if blocks := weight_blocks(op, point):  # then each blocked: [n / block, ..., block]
+        mod["main"] = mod["main"].with_attr("hetero_dse.blocked_weights",
+                                            {op.inputs[i].op.name: block for i, block in blocks.items()})
     return mod
 
 

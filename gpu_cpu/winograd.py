@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from gpu_cpu.blocks import rejected
-from gpu_cpu.main_block import build_cpu, schedule_main, transpose_weights, weight_layouts
+from gpu_cpu.main_block import build_cpu, packed_shape, schedule_main, transpose_weights, weight_blocks, \
+    weight_layouts
 from hetero_dse.epilogue import apply_te
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.operator import Operator
@@ -379,11 +380,14 @@ def transformed_weights(op: Operator, point: Point | dict[str, Any]) -> dict[str
     shape = winograd_shape(op, int(point[TILE_KNOB]))
     name = op.inputs[1].op.name
     product = product_operator(shape)
-    order = weight_layouts(product, product_point(point)).get(1, (0, 1, 2))
-    dims = [int(d) for d in product.inputs[1].shape]
-    return {name: {"winograd": shape.m, "transpose": list(order), "shape": [dims[d] for d in order],
+    inner = product_point(point)
+    order = weight_layouts(product, inner).get(1, (0, 1, 2))
+    block = weight_blocks(product, inner).get(1)
+    blocked = f", its last dimension then blocked by {block} ([n / {block}, ..., {block}])" if block else ""
+    return {name: {"winograd": shape.m, "transpose": list(order), **({"block": block} if block else {}),
+                   "shape": packed_shape([int(d) for d in product.inputs[1].shape], order, block),
                    "how": f"gpu_cpu.winograd.winograd_weights(op, knobs, {name}): G {name} Gᵀ at each of the "
-                          f"{shape.points} points, laid out [point, C, K], then transposed {tuple(order)}"}}
+                          f"{shape.points} points, laid out [point, C, K], then transposed {tuple(order)}{blocked}"}}
 
 
 def _entry(executable: Any) -> Any:

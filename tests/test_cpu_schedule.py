@@ -37,7 +37,7 @@ def test_sampled_schedules_build_and_match_the_reference(name, dtype):
             column = len(space.loops) + j
             if knob == "vector":
                 row[column] = i * (space.cardinalities[column] - 1)
-            elif knob in ("order", "inline"):
+            elif knob in ("order", "inline", "block"):  # the second point's weights blocked, where it has some
                 row[column] = i % space.cardinalities[column]
         point = space.decode(row)
         assert np.array_equal(space.encode(point), row)
@@ -80,8 +80,8 @@ def test_vectorising_over_output_channels_takes_the_weights_packed_and_transpose
 
 
 def test_an_input_that_is_not_a_weight_is_packed_per_tile_at_run_time():
-    op = get_builtin("gemm").instantiate(shape="small:s1")  # A[i, k] · B[k, j]: no input declared a weight
-    assert op.weights == ()
+    op = get_builtin("gemm").instantiate(shape="small:s1")  # A[i, k] · B[k, j]: A is no weight (B is)
+    assert op.weights == ("B",)
     space = CpuSpace(analyze(op))
     point = space.decode(np.zeros(space.num_knobs, dtype=int)).replace(
         **{"split.i": (2, 1, 1, 8), "vector": "i", "order": 0})
@@ -227,7 +227,10 @@ def test_the_first_round_draws_half_its_rest_among_the_default_points_neighbours
     assert len(set(space.keys(rows).tolist())) == 8
     # 0.5 · 7 = 3.5 -> 4 neighbours, each one knob away from the default, in turn with 3 random points: a budget
     # that cuts the round keeps the share
-    changed = [[k for k in space.knob_names if space.decode(row)[k] != default[k]] for row in rows[1:]]
+    def knob(point, k):  # a knob a point leaves out (block) has its optional value
+        return point.get(k, space.optional.get(k))
+
+    changed = [[k for k in space.knob_names if knob(space.decode(row), k) != knob(default, k)] for row in rows[1:]]
     assert [len(knobs) == 1 for knobs in changed[0::2]] == [True] * 4, changed
     # the neighbours are drawn, not fixed: another seed, others
     assert not np.array_equal(first_round(space, 8, np.random.default_rng(1))[1::2], rows[1::2])
@@ -256,3 +259,58 @@ def test_the_soft_rules_are_decided_once_when_the_space_is_made():
     assert big.soft_rules is True
     big.sample(32, np.random.default_rng(0))
     assert big.soft_rules is True and CpuSpace(analysis, vector_bits=512, soft_rules=True).soft_rules is True
+
+
+def test_blocked_weights_are_read_as_one_run_a_parallel_iteration_and_packed_as_schedule_json_says():
+    """``block``: the packed weight's vectorised dimension n split as [n / block, ..., block], the block one
+    parallel iteration's share (YOLO-v1's 50,176 → 4,096 linear layer: 0.33× torch with the rows of B read 64
+    at a time, 1.17-1.83× blocked, BENCHMARKS.md). Computes the reference; the numbers laid out as
+    ``schedule.json``'s own recipe lays them; torch's tensors (a network's) packed the same."""
+    import torch
+
+    from hetero_dse.space.point import Point
+    from hetero_dse.targets.cpu import packed_weights
+
+    op = get_builtin("gemm").instantiate({"M": 1, "N": 256, "K": 64})
+    space = CpuSpace(analyze(op))
+    point = Point({"split.i": (1, 1, 1, 1), "split.j": (4, 1, 1, 64), "split.k": (2, 1, 32), "unroll": 16,
+                   "order": 0, "inline": 1, "vector": "j", "block": 1})
+    assert np.array_equal(space.decode(space.encode(point)), point)
+    inputs = op.random_inputs(0)
+    a, b = inputs
+    packed = pack_weights(op, point, inputs)[1]
+    assert packed.shape == (4, 64, 64) and np.array_equal(packed[2, 5], b[5, 128:192])  # block 2, row 5
+    script = apply_cpu(op, point).script()
+    assert "B: T.Buffer((4, 64, 64)" in script and '"hetero_dse.blocked_weights": {"B": 64}' in script
+    np.testing.assert_allclose(run_cpu(build_cpu(apply_cpu(op, point)), op, inputs, point), op.reference(inputs),
+                               rtol=1e-4, atol=1e-5)
+    recipe = packed_weights(op, point)["B"]
+    assert recipe["block"] == 64 and recipe["shape"] == [4, 64, 64]
+    names = {"numpy": np, "B": b}
+    exec(recipe["how"].replace("; ", "\nresult = ", 1), names)  # noqa: S102 -- the recipe schedule.json gives
+    assert np.array_equal(names["result"], packed)
+    assert np.array_equal(pack_weights(op, point, [None, torch.from_numpy(b)])[1].numpy(), packed)
+
+    conv = get_builtin("conv2d").instantiate({"batch": 1, "C": 8, "K": 32, "H": 10, "W": 10, "kernel": 3,
+                                              "padding": 1, "stride": 1})
+    point = Point({"split.b": (1, 1, 1, 1), "split.k": (2, 2, 1, 8), "split.i": (1, 2, 1, 5),
+                   "split.j": (5, 1, 2, 1), "split.rc": (1, 4, 2), "split.rx": (1, 3, 1), "split.ry": (1, 3, 1),
+                   "unroll": 64, "order": 0, "inline": 1, "vector": "k", "block": 1})
+    inputs = conv.random_inputs(0)
+    w = pack_weights(conv, point, inputs)[1]  # W[k, c, r, s] as [k / 16, c, r, s, 16]
+    assert w.shape == (2, 8, 3, 3, 16) and np.array_equal(w[1, 3, 2, 0], inputs[1][16:32, 3, 2, 0])
+    np.testing.assert_allclose(run_cpu(build_cpu(apply_cpu(conv, point)), conv, inputs, point),
+                               conv.reference(inputs), rtol=1e-4, atol=1e-4)
+
+
+def test_a_point_that_does_not_block_keeps_the_keys_it_had_before_the_knob():
+    """Points made before ``block`` existed (a history's, a schedule.json's) are still points of the space, and
+    a point that does not block is decoded without the knob: its history record is the same one."""
+    space = CpuSpace(analyze(get_builtin("conv2d").instantiate(shape="small:s1")))
+    assert space.choices["block"] == (0, 1)
+    row = np.zeros(space.num_knobs, dtype=int)
+    point = space.decode(row)
+    assert "block" not in point and np.array_equal(space.encode(point), row)
+    row[space.knob_names.index("block")] = 1
+    assert space.decode(row)["block"] == 1
+    assert "block" not in CpuSpace(analyze(get_builtin("gemv").instantiate(shape="small:s1"))).choices  # no weight

@@ -23,7 +23,7 @@ from hetero_dse.errors import HeteroDSEError
 from hetero_dse.history.checks import check_record, check_spec
 from hetero_dse.history.records import Record, Workload, point_key
 from hetero_dse.history.schema import create_tables, migrate, records, syntheses, workloads
-from hetero_dse.space.point import Point
+from hetero_dse.space.point import OPTIONAL_KNOBS, Point
 
 ENV = "HETERO_DSE_DB"
 
@@ -257,8 +257,8 @@ class HistoryDB:
                     problem = check_record(replace(workload, spec=spec) if spec else workload, record)
                 except (TypeError, ValueError, AttributeError, OverflowError) as exc:
                     problem = f"not a record exported by hetero_dse ({type(exc).__name__}: {exc})"
-            if problem is None:
-                names = tuple(sorted(record.point))
+            if problem is None:  # a knob a point may leave out (OPTIONAL_KNOBS) is not counted either way
+                names = tuple(sorted(k for k in record.point if k not in OPTIONAL_KNOBS))
                 if knobs is None:  # the first record of a workload new to this database sets its knobs
                     knobs = names
                     known[workload.key] = (spec or workload.spec, knobs)
@@ -297,7 +297,8 @@ class HistoryDB:
                     point = conn.execute(sa.select(records.c.point).where(records.c.workload_id == row.id)
                                          .limit(1)).scalar()
                     found[row.key] = (json.loads(row.spec) if row.spec else {},
-                                      tuple(sorted(json.loads(point))) if point else None)
+                                      tuple(sorted(k for k in json.loads(point) if k not in OPTIONAL_KNOBS)) if point
+                                      else None)
         return found
 
 

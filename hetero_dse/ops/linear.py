@@ -31,10 +31,11 @@ def gemv(M, K, dtype):
 
 
 @operator(M=Param(512, help="rows of A and O"), N=Param(512, help="columns of B and O"),
-          K=Param(512, help="reduction"), dtype=DTYPE, shape_sets=[GEMM_SMALL],
+          K=Param(512, help="reduction"), dtype=DTYPE, shape_sets=[GEMM_SMALL], weights=("B",),
           reference=lambda p, a, b: np.matmul(*_f64(a, b)))
 def gemm(M, N, K, dtype):
-    """Matrix-matrix multiply O[i,j] = A[i,k] * B[k,j]."""
+    """Matrix-matrix multiply O[i,j] = A[i,k] * B[k,j]. B is a weight (a linear layer's, as a network's linear
+    layers are captured): a CPU kernel may take it packed ahead, as oneDNN's linear layers do."""
     from tvm import te
 
     A = te.placeholder((M, K), name="A", dtype=dtype)

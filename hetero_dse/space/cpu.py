@@ -44,7 +44,7 @@ import numpy as np
 from hetero_dse.analysis import Analysis
 from hetero_dse.hardware.host import host_cores
 from hetero_dse.space.base import SpaceError, divisors
-from hetero_dse.space.point import Point
+from hetero_dse.space.point import OPTIONAL_KNOBS, Point
 from hetero_dse.space.splits import SplitSpace
 
 SPATIAL_LEVELS = 4
@@ -93,13 +93,17 @@ def _cpu_choices(analysis: Analysis) -> dict[str, tuple[object, ...]]:
     spatial = [lp.name for lp in main.spatial if lp.extent > 1]
     # the vectorised loop, the innermost spatial loop first: the one that needs no packing
     vector = tuple(reversed(spatial)) or (main.spatial[-1].name,)
-    return {"order": CPU_ORDERS, "inline": (1, 0) if producers else (1,), "vector": vector}
+    # the packed weights blocked by the vectorised loop's tile (``gpu_cpu.main_block.weight_blocks``): 0 (no
+    # block) first, and left out of a point that does not block, so points made before the knob keep their keys
+    block = {"block": (0, 1)} if analysis.weights and main.reduce else {}
+    return {"order": CPU_ORDERS, "inline": (1, 0) if producers else (1,), "vector": vector, **block}
 
 
 class CpuSpace(SplitSpace):
     """Multi-level tiling schedules of one operator's main node on a CPU."""
 
     kind = "CPU space"
+    optional = {"block": OPTIONAL_KNOBS["block"]}
     #: the share of an explorer's first round after the default point drawn among its neighbours
     #: (``hetero_dse.explore.base.first_round``): at a user's budget of 16 trials, one move from the engineer's
     #: schedule (a register tile of 4 rows instead of 7, a vector of 28 lanes instead of 14) finds more than a
@@ -251,7 +255,7 @@ class CpuSpace(SplitSpace):
                    "inline": 0 if 0 in self.choices.get("inline", ()) and not self._padded_strided(v.name) else 1,
                    "vector": v.name}
         knobs.update({k: value for k, value in choices.items() if k in self.choices})
-        point = Point({name: knobs[name] for name in self.knob_names})
+        point = Point({name: knobs[name] for name in self.knob_names if name in knobs})
         try:
             self.encode(point)
         except SpaceError:

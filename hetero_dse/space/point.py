@@ -7,6 +7,11 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 
+#: knobs a point may leave out, with the value leaving it out means: a knob added to a space after points were
+#: recorded (the CPU's ``block``), so that those points, their history and their schedule.json stay what they were
+OPTIONAL_KNOBS: dict[str, Any] = {"block": 0}
+
+
 class Point(Mapping[str, Any]):
     """Knob name -> value; values are ints, floats, strings or tuples of them (lists in JSON)."""
 

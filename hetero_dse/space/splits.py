@@ -34,6 +34,9 @@ class SplitSpace:
 
     #: what the space is, for error messages ("the CPU space")
     kind = "schedule space"
+    #: knobs a point may leave out, and the value that means (a point with that value leaves it out: a knob
+    #: added to the space keeps the points made before it, and their history, as they were)
+    optional: dict[str, object] = {}
 
     def __init__(self, analysis: Analysis, spatial_levels: int, reduce_levels: int,
                  choices: dict[str, tuple[object, ...]], split_loops: bool = True) -> None:
@@ -80,7 +83,9 @@ class SplitSpace:
             raise SpaceError(f"encoded row {row} is not a point of the {self.kind}")
         knobs: dict[str, object] = {f"split.{n}": self.splits[i][row[i]] for i, n in enumerate(self.loop_names)}
         for j, (name, values) in enumerate(self.choices.items()):
-            knobs[name] = values[row[len(self.loops) + j]]
+            value = values[row[len(self.loops) + j]]
+            if name not in self.optional or value != self.optional[name]:
+                knobs[name] = value
         return Point(knobs)
 
     def encode(self, point: Point) -> np.ndarray:
@@ -92,9 +97,10 @@ class SplitSpace:
                                  f"{len(self.splits[i][0])} factors")
             row[i] = self.splits[i].index(value)
         for j, (name, values) in enumerate(self.choices.items()):
-            if point.get(name) not in values:
-                raise SpaceError(f"knob {name}={point.get(name)} is not one of {list(values)}")
-            row[len(self.loops) + j] = values.index(point[name])
+            value = point.get(name, self.optional.get(name))
+            if value not in values:
+                raise SpaceError(f"knob {name}={value} is not one of {list(values)}")
+            row[len(self.loops) + j] = values.index(value)
         return row
 
     #: rejection sampling's draws per point asked for before it gives up
@@ -181,7 +187,7 @@ class SplitSpace:
             else:  # a history from other split levels: the whole loop in its outermost level
                 row[i] = 0 if have.shape[1] == 1 else int(np.argmax(have[:, 0]))
         for j, (name, values) in enumerate(self.choices.items()):
-            value = point.get(name)
+            value = point.get(name, self.optional.get(name))
             if value in values:
                 row[len(self.loops) + j] = values.index(value)
             elif name == "unroll" and isinstance(value, int | float):

@@ -16,6 +16,7 @@ import numpy as np
 from gpu_cpu.measure import MeasureResult, Measurer, check_fits_in_memory, measure_cpu_job, time_torch_isolated
 from gpu_cpu.pipeline import Pipeline
 from gpu_cpu.remote import Remote, measure_remote_job
+from gpu_cpu.main_block import packed_shape, weight_blocks
 from gpu_cpu.schedule import CPU_CODEGEN, apply_cpu, build_cpu, host_target, run_cpu, weight_layouts
 from gpu_cpu.stability import retime_until_stable
 from gpu_cpu.winograd import TILE_KNOB, algorithm_name, product_operator, transformed_weights, winograd_point, \
@@ -297,11 +298,16 @@ def packed_weights(op: Operator, point: Any) -> dict[str, Any]:
     if TILE_KNOB in point:
         return transformed_weights(op, point)
     out = {}
+    blocks = weight_blocks(op, point)
     for index, order in weight_layouts(op, point).items():
         tensor = op.inputs[index]
-        shape = [int(d) for d in tensor.shape]
-        out[tensor.op.name] = {"transpose": list(order), "shape": [shape[d] for d in order],
-                               "how": f"numpy.ascontiguousarray({tensor.op.name}.transpose({tuple(order)}))"}
+        name, block = tensor.op.name, blocks.get(index)
+        how = f"numpy.ascontiguousarray({name}.transpose({tuple(order)}))"
+        if block:  # the last dimension n then split as [n / block, ..., block]
+            how = (f"P = {name}.transpose({tuple(order)}); numpy.ascontiguousarray(numpy.moveaxis("
+                   f"P.reshape(*P.shape[:-1], -1, {block}), -2, 0))")
+        out[name] = {"transpose": list(order), **({"block": block} if block else {}),
+                     "shape": packed_shape([int(d) for d in tensor.shape], order, block), "how": how}
     return out
 
 
