@@ -173,13 +173,23 @@ def weight_blocks(op: Operator, point: Point | dict[str, Any]) -> dict[int, int]
         return {}
     from hetero_dse.analysis import analyze
 
-    spatial = [lp.name for lp in analyze(op).main.spatial]
+    analysis = analyze(op)
+    spatial = [lp.name for lp in analysis.main.spatial]
     vector = point.get("vector") if point.get("vector") in spatial else spatial[-1]
     factors = [int(f) for f in point.get(f"split.{vector}", ())]
     block = int(np.prod(factors[1:])) if len(factors) > 1 else 0
     if not block or block == int(np.prod(factors)):
         return {}
-    return dict.fromkeys(layouts, block)
+    blocks = {}
+    for access in analysis.reads:
+        index = _input_index(op, access.tensor)
+        if index not in layouts:
+            continue
+        dim = layouts[index][-1]
+        # the loop itself, a step an element (not a group's g·Kg + k counted in groups), and whole blocks
+        if access.indices[dim].coefficient(vector) == 1 and int(op.inputs[index].shape[dim]) % block == 0:
+            blocks[index] = block
+    return blocks
 
 
 def transpose_weights(op: Operator, point: Point | dict[str, Any], inputs: list[Any]) -> list[Any]:

@@ -90,7 +90,8 @@ def test_the_fastest_algorithm_is_chosen_by_timing_each_algorithms_best_as_the_c
     assert record["best"]["gflops_counted"] == "direct convolution's FLOPs"
     row = t.target.row(t, None)
     assert row.evaluations == 9 and row.detail.startswith("Winograd F(4×4, 3×3); ours one run")
-    assert row.detail.endswith("GFLOPS count direct convolution's FLOPs") and row.peak_fraction is None
+    assert row.detail.endswith("GFLOPS count direct convolution's FLOPs; W transformed (G W Gᵀ) ahead, not timed")
+    assert row.peak_fraction is None
     assert row.algorithm == "Winograd F(4×4, 3×3)"
 
 

@@ -8,6 +8,7 @@ import zlib
 import numpy as np
 import pytest
 
+from gpu_cpu.main_block import weight_blocks
 from gpu_cpu.schedule import apply_cpu, build_cpu, pack_weights, run_cpu, weight_layouts
 from hetero_dse.space.cpu import CpuSpace
 from hetero_dse.space.splits import factorizations
@@ -41,6 +42,8 @@ def test_sampled_schedules_build_and_match_the_reference(name, dtype):
                 row[column] = i % space.cardinalities[column]
         point = space.decode(row)
         assert np.array_equal(space.encode(point), row)
+        if point.get("block") and not space.violations(point):  # a point of the space that blocks, blocks
+            assert weight_blocks(op, point), point
         got = run_cpu(build_cpu(apply_cpu(op, point)), op, inputs, point).astype(np.float64)
         if dtype == "int8":
             assert np.array_equal(got, want), point
@@ -303,6 +306,45 @@ def test_blocked_weights_are_read_as_one_run_a_parallel_iteration_and_packed_as_
                                conv.reference(inputs), rtol=1e-4, atol=1e-4)
 
 
+def test_a_group_convolution_and_winograd_product_block_their_weights_and_compute_the_reference():
+    """A group convolution vectorised along its output channels within a group (W[g·Kg + k, ...]: k a step an
+    element, blocks whole within a group) and Winograd's product (U[e, c, k]) taken blocked; vectorised along the
+    groups (g·Kg: Kg elements a step) nothing is blocked and the space says so."""
+    from gpu_cpu.winograd import WinogradKernel, product_operator, winograd_shape
+    from hetero_dse.space.point import Point
+
+    group = get_builtin("group_conv2d").instantiate({"batch": 1, "C": 32, "K": 64, "H": 8, "W": 8, "kernel": 3,
+                                                     "padding": 1, "stride": 1, "groups": 2})
+    space = CpuSpace(analyze(group))
+    inputs = group.random_inputs(0)
+    tried = 0
+    for row in space.sample(200, np.random.default_rng(7)):
+        point = space.decode(row)
+        if not point.get("block") or tried >= 3:
+            continue
+        blocks = weight_blocks(group, point)
+        assert blocks and point["vector"] != "g"
+        np.testing.assert_allclose(run_cpu(build_cpu(apply_cpu(group, point)), group, inputs, point),
+                                   group.reference(inputs), rtol=1e-4, atol=1e-4, err_msg=str(point))
+        tried += 1
+    assert tried >= 2
+    by_groups = Point({**space.decode(space.sample(1, np.random.default_rng(1))[0]), "vector": "g", "block": 1,
+                       "split.g": (2, 1, 1, 1)})
+    assert "no weight to block along g (the kernel of block 0)" in space.violations(by_groups)
+
+    conv = get_builtin("conv2d").instantiate({"batch": 1, "C": 16, "K": 32, "H": 8, "W": 8, "kernel": 3,
+                                              "padding": 1, "stride": 1})
+    product = product_operator(winograd_shape(conv, 2))
+    pspace = CpuSpace(analyze(product))
+    point = next(p for p in (pspace.decode(r) for r in pspace.sample(80, np.random.default_rng(3)))
+                 if p.get("block"))
+    assert weight_blocks(product, point)
+    kernel = WinogradKernel(conv, 2, point)
+    inputs = conv.random_inputs(1)
+    assert kernel.weights(inputs[1]).ndim == 4  # U[e, c, k] as [k / block, e, c, block]
+    np.testing.assert_allclose(kernel.run(inputs), conv.reference(inputs), rtol=1e-3, atol=1e-3)
+
+
 def test_a_point_that_does_not_block_keeps_the_keys_it_had_before_the_knob():
     """Points made before ``block`` existed (a history's, a schedule.json's) are still points of the space, and
     a point that does not block is decoded without the knob: its history record is the same one."""
@@ -313,4 +355,8 @@ def test_a_point_that_does_not_block_keeps_the_keys_it_had_before_the_knob():
     assert "block" not in point and np.array_equal(space.encode(point), row)
     row[space.knob_names.index("block")] = 1
     assert space.decode(row)["block"] == 1
+    # the history keys a point that says block 0 as one that leaves it out: the same kernel, the same record
+    from hetero_dse.history.records import point_key
+
+    assert point_key(point.replace(block=0)) == point_key(point) != point_key(point.replace(block=1))
     assert "block" not in CpuSpace(analyze(get_builtin("gemv").instantiate(shape="small:s1"))).choices  # no weight

@@ -139,8 +139,15 @@ def test_a_written_module_computes_the_reference_with_the_weights_packed_as_its_
     op = get_builtin("conv2d").instantiate(shape="small:s1")
     inputs = op.random_inputs(3)
     names = [t.op.name for t in op.inputs]
-    args = [np.ascontiguousarray(a.transpose(schedule["packed_weights"][n]["transpose"]))
-            if n in schedule["packed_weights"] else a for n, a in zip(names, inputs, strict=True)]
+
+    def as_it_says(name, a):  # schedule.json's own numpy recipe for the weight (a transpose, and a block)
+        how = schedule["packed_weights"][name]["how"]
+        scope = {"numpy": np, name: a}
+        exec(("result = " + how) if "; " not in how else how.replace("; ", "\nresult = ", 1), scope)  # noqa: S102
+        assert list(scope["result"].shape) == schedule["packed_weights"][name]["shape"]
+        return scope["result"]
+
+    args = [as_it_says(n, a) if n in schedule["packed_weights"] else a for n, a in zip(names, inputs, strict=True)]
     module = tvm.runtime.load_module(str(saved / "module.so"))
     dev = tvm.cpu(0)
     got = tvm.runtime.tensor(np.zeros([int(d) for d in op.output.shape], dtype="float32"), dev)

@@ -12,7 +12,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from hetero_dse.space.point import Point
+from hetero_dse.space.point import OPTIONAL_KNOBS, Point
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,9 @@ class Record:
 def point_key(point: Point) -> str:
     """The same text for the same point, whatever produced it and in whatever order its knobs come (a space
     lists them in its own order; an export, jq -S or PostgreSQL's jsonb sorts them)."""
-    return hashlib.sha256(json.dumps(point.to_json(), sort_keys=True).encode()).hexdigest()[:32]
+    # a knob at the value that means leaving it out (OPTIONAL_KNOBS) is left out: the same kernel, the same key
+    knobs = {k: v for k, v in point.to_json().items() if k not in OPTIONAL_KNOBS or v != OPTIONAL_KNOBS[k]}
+    return hashlib.sha256(json.dumps(knobs, sort_keys=True).encode()).hexdigest()[:32]
 
 
 def unsorted_point_key(point: Point) -> str:

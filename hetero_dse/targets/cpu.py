@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from gpu_cpu.main_block import packed_shape, weight_blocks
 from gpu_cpu.measure import MeasureResult, Measurer, check_fits_in_memory, measure_cpu_job, time_torch_isolated
 from gpu_cpu.pipeline import Pipeline
 from gpu_cpu.remote import Remote, measure_remote_job
-from gpu_cpu.main_block import packed_shape, weight_blocks
 from gpu_cpu.schedule import CPU_CODEGEN, apply_cpu, build_cpu, host_target, run_cpu, weight_layouts
 from gpu_cpu.stability import retime_until_stable
 from gpu_cpu.winograd import TILE_KNOB, algorithm_name, product_operator, transformed_weights, winograd_point, \
@@ -204,6 +204,11 @@ class CpuTarget:
         row = t.row("cpu", f"{target['mcpu']} ({target['num-cores']} cores)", self.peak_flops(t.op), written)
         if self.algorithm == "winograd" and t.best is not None and TILE_KNOB not in t.best:
             row.detail = f"direct: {self.why_direct(t)}; {row.detail}"
+        if t.best is not None and (TILE_KNOB in t.best or weight_layouts(t.op, t.best)):
+            # as a network's layers hold them, and oneDNN's; torch's call takes them as given
+            how = "transformed (G W Gᵀ)" if TILE_KNOB in t.best else "packed"
+            said = f"{', '.join(t.op.weights)} {how} ahead, not timed"
+            row.detail = f"{row.detail}; {said}" if row.detail else said
         return row
 
     def why_direct(self, t: Tuned) -> str:
