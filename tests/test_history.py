@@ -350,7 +350,8 @@ def test_an_import_with_a_bad_line_adds_nothing_and_names_the_line(cli, tmp_path
         assert HistoryDB(str(target)).count() == 0, name
     # knobs the workload's space cannot hold (its loops are i, j, k of 4 iterations)
     knob_cases = {"unroll": ({"unroll": 12345}, "is not one of"), "split": ({"split.i": [3, 1]}, "does not split"),
-                  "loop": ({"split.z": [4]}, "has no loop z"), "tile": ({"tile.i": 8}, "is not a tile")}
+                  "loop": ({"split.z": [4]}, "has no loop z"), "tile": ({"tile.i": 8}, "is not a tile"),
+                  "block": ({"block": 5}, "knob block=5 is not one of 0, 1")}
     for name, (knobs, reason) in knob_cases.items():
         forged = json.loads(lines[1])
         forged["record"]["point"] = {**forged["record"]["point"], **knobs}

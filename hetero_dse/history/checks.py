@@ -126,7 +126,7 @@ def check_knobs(workload: Workload, record: Record) -> str | None:
     """Why ``record``'s knobs cannot be a point of ``workload``'s space, as far as its loops (``spec``) tell
     (None: they can, or the workload carries no loops): a split or tile of a loop it does not have, splits
     whose factors do not make the loop's extent, a tile longer than its loop or an unroll that does not
-    divide its tile, an unroll step a CPU/GPU space does not have."""
+    divide its tile, an unroll step a CPU/GPU space does not have, a block that is neither 0 nor 1."""
     from hetero_dse.space.cpu import UNROLL_STEPS
 
     extents = workload.extents
@@ -153,4 +153,6 @@ def check_knobs(workload: Workload, record: Record) -> str | None:
             return f"knob unroll={value!r} is not one of {', '.join(map(str, UNROLL_STEPS))}"
         elif name == "vector" and value not in extents:
             return f"knob vector={value!r} is not a loop of the workload"
+        elif name == "block" and (isinstance(value, bool) or value not in (0, 1)):
+            return f"knob block={value!r} is not one of 0, 1"
     return None
