@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cpu_winograd import median_time  # noqa: E402
+from cpu_winograd import checked_errors, median_time  # noqa: E402
 
 LEAKY = ("bias", "leaky_relu(0.1)")
 CONV = dict(batch=1, stride=1, padding=0, dilation=1, groups=1, kernel=1)
@@ -77,19 +77,14 @@ def measure(name: str, trials: int, rounds: int, seed: int) -> dict:
     want = library(dict(op.params), *torch_inputs).numpy()
     dev = tvm.cpu(0)
     out = tvm.runtime.tensor(np.zeros(want.shape, "float32"), dev)
-    calls, errors, searched, points = {}, {}, {}, {}
+    calls, searched, points = {}, {}, {}
     for label, blocked in (("blocked", True), ("unblocked", False)):
         point, searched[label] = search(op, trials, seed, blocked)
         points[label] = point.to_json()
         executable = build_cpu(apply_cpu(op, point))
         args = [tvm.runtime.tensor(np.ascontiguousarray(a), dev) for a in pack_weights(op, point, inputs)]
         calls[label] = lambda executable=executable, args=args: executable(*args, out)
-    for label, call in calls.items():
-        out.copyfrom(np.full(want.shape, np.nan, "float32"))  # a kernel that leaves an output unwritten fails
-        call()
-        errors[label] = float(np.abs(out.numpy() - want).max() / np.abs(want).max())
-        if not errors[label] < 1e-3:  # NaN included
-            sys.exit(f"{name}: {label} computes a wrong result (error {errors[label]:.1e} of the output's magnitude)")
+    errors = checked_errors(name, calls, out, want)
     calls["torch"] = lambda: library(dict(op.params), *torch_inputs)
     if kind == "gemm":  # the eager network's call: the weight as nn.Linear holds it, N×K
         a, b, bias = torch_inputs[0], torch_inputs[1].t().contiguous(), torch_inputs[2]

@@ -65,6 +65,19 @@ def median_time(call, repeat: int = 15) -> float:
     return float(np.median(times))
 
 
+def checked_errors(name: str, calls: dict, out, want: np.ndarray) -> dict[str, float]:
+    """Each call's largest error into ``out`` against ``want``, relative to its largest magnitude; the bench
+    ends in one sentence where one is wrong (an output it leaves unwritten included: ``out`` starts as NaN)."""
+    errors = {}
+    for label, call in calls.items():
+        out.copyfrom(np.full(want.shape, np.nan, "float32"))
+        call()
+        errors[label] = float(np.abs(out.numpy() - want).max() / np.abs(want).max())
+        if not errors[label] < 1e-3:  # NaN included
+            sys.exit(f"{name}: {label} computes a wrong result (error {errors[label]:.1e} of the output's magnitude)")
+    return errors
+
+
 def measure(name: str, shape: tuple[int, int, int], tiles: list[int], trials: int, rounds: int, seed: int) -> dict:
     import torch
     import tvm
@@ -80,7 +93,7 @@ def measure(name: str, shape: tuple[int, int, int], tiles: list[int], trials: in
     dev = tvm.cpu(0)
     out = tvm.runtime.tensor(np.zeros(want.shape, "float32"), dev)
     x = tvm.runtime.tensor(inputs[0], dev)
-    calls, errors, searched = {}, {}, {}
+    calls, searched = {}, {}
 
     point, searched["direct"] = search(op, trials, seed)
     direct = build_cpu(apply_cpu(op, point))
@@ -91,12 +104,7 @@ def measure(name: str, shape: tuple[int, int, int], tiles: list[int], trials: in
         kernel = WinogradKernel(op, m, product_point)
         u = tvm.runtime.tensor(kernel.weights(inputs[1]), dev)
         calls[f"F{m}"] = lambda kernel=kernel, u=u: kernel(x, u, out)
-    for label, call in calls.items():
-        out.copyfrom(np.full(want.shape, np.nan, "float32"))  # a kernel that leaves an output unwritten fails
-        call()
-        errors[label] = float(np.abs(out.numpy() - want).max() / np.abs(want).max())
-        if not errors[label] < 1e-3:  # NaN included
-            sys.exit(f"{name}: {label} computes a wrong result (error {errors[label]:.1e} of the output's magnitude)")
+    errors = checked_errors(name, calls, out, want)
     xt, wt = torch.from_numpy(inputs[0]), torch.from_numpy(inputs[1])
     calls["torch"] = lambda: torch.nn.functional.conv2d(xt, wt, padding=1)
     seconds: dict[str, list[float]] = {label: [] for label in calls}

@@ -166,30 +166,16 @@ def weight_blocks(op: Operator, point: Point | dict[str, Any]) -> dict[int, int]
     reads its weights as one contiguous run (oneDNN's ``OIhw16o``-style blocked weights), where the plain packed
     layout has it read ``block`` elements of every row of the whole weight. Empty without ``block``, or where
     one block would be the whole dimension."""
-    if not point.get("block"):
-        return {}
-    layouts = weight_layouts(op, point)
-    if not layouts:
+    if not point.get("block") or not weight_layouts(op, point):  # nothing packed (a Winograd point's own)
         return {}
     from hetero_dse.analysis import analyze
+    from hetero_dse.space.cpu import blocked_weights
 
     analysis = analyze(op)
     spatial = [lp.name for lp in analysis.main.spatial]
     vector = point.get("vector") if point.get("vector") in spatial else spatial[-1]
-    factors = [int(f) for f in point.get(f"split.{vector}", ())]
-    block = int(np.prod(factors[1:])) if len(factors) > 1 else 0
-    if not block or block == int(np.prod(factors)):
-        return {}
-    blocks = {}
-    for access in analysis.reads:
-        index = _input_index(op, access.tensor)
-        if index not in layouts:
-            continue
-        dim = layouts[index][-1]
-        # the loop itself, a step an element (not a group's g·Kg + k counted in groups), and whole blocks
-        if access.indices[dim].coefficient(vector) == 1 and int(op.inputs[index].shape[dim]) % block == 0:
-            blocks[index] = block
-    return blocks
+    blocked = blocked_weights(analysis, vector, [int(f) for f in point.get(f"split.{vector}", ())])
+    return {i: blocked[name] for i, name in enumerate(t.op.name for t in op.inputs) if name in blocked}
 
 
 def transpose_weights(op: Operator, point: Point | dict[str, Any], inputs: list[Any]) -> list[Any]:

@@ -35,10 +35,9 @@ from hetero_dse.operator import Operator
 from hetero_dse.ops.winograd import TILE_KNOB, TILES_3X3, batched_product, refused, transforms, winograd_product
 from hetero_dse.space.point import Point
 
-__all__ = ["TILE_KNOB", "WinogradShape", "WinogradKernel", "algorithm_name", "apply_winograd",
-           "input_tensors", "input_transform", "output_tensors", "output_transform", "product_operator",
-           "product_point", "transform_weights",
-           "transformed_weights", "winograd_point", "winograd_shape", "winograd_weights"]
+__all__ = ["TILE_KNOB", "WinogradShape", "WinogradKernel", "algorithm_name", "apply_winograd", "input_transform",
+           "output_transform", "product_operator", "product_point", "transform_weights", "transformed_weights",
+           "winograd_function", "winograd_point", "winograd_shape", "winograd_weights"]
 
 @dataclass(frozen=True)
 class WinogradShape:
@@ -134,7 +133,7 @@ def _select(index: Any, values: list[Any]) -> Any:
     return chosen
 
 
-def input_tensors(shape: WinogradShape, X: Any, patches: bool = False) -> Any:
+def _input_tensors(shape: WinogradShape, X: Any, patches: bool = False) -> Any:
     """V (α²×tiles×C) of X (1×C×H×W): the input transposed channel-last with its padding (``Xt``: a tile's
     channels one vector load), then each tile's Bᵀ d B in two sides (``T``: Bᵀ d a row at a time, then · B).
     ``patches``: ``Xt`` is each tile's α×α patch instead (tiles×α×α×C, the overlap repeated), so a thread of the
@@ -187,7 +186,7 @@ def _schedule_input(sch: Any, shape: WinogradShape, lanes: int) -> None:
     _in_registers(sch, "T", tile)
 
 
-def output_tensors(shape: WinogradShape, M: Any, steps: tuple[str, ...]) -> tuple[list[Any], Any]:
+def _output_tensors(shape: WinogradShape, M: Any, steps: tuple[str, ...]) -> tuple[list[Any], Any]:
     """Y (1×K×out_h×out_w) of M (α²×tiles×K): each tile's Aᵀ M A in two sides (``S``: M · A a row at a time,
     then Aᵀ ·), a ragged last tile's extra outputs not computed; then ``steps``. (The epilogue's inputs, the
     output.)"""
@@ -242,7 +241,7 @@ def input_transform(shape: WinogradShape, lanes: int) -> Any:
     from tvm import s_tir, te
 
     X = te.placeholder((1, shape.C, shape.H, shape.W), name="X")
-    sch = s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([X, input_tensors(shape, X)])}))
+    sch = s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([X, _input_tensors(shape, X)])}))
     _schedule_input(sch, shape, lanes)
     return sch.mod
 
@@ -253,28 +252,34 @@ def output_transform(shape: WinogradShape, steps: tuple[str, ...], lanes: int) -
     from tvm import s_tir, te
 
     M = te.placeholder((shape.points, shape.tiles, shape.K), name="M")
-    extras, out = output_tensors(shape, M, steps)
+    extras, out = _output_tensors(shape, M, steps)
     sch = s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([M, *extras, out])}))
     _schedule_output(sch, shape, out, lanes)
     return sch.mod
 
 
-def apply_winograd(op: Operator, m: int, point: Point, lanes: int | None = None) -> Any:
-    """The scheduled IRModule of ``op`` by F(m×m, 3×3) as one function (X, U, the epilogue's inputs, Y): the
-    input transform, the product as ``point`` schedules ``product_operator``'s, the output transform; V and
-    M in the function's workspace. U is ``transform_weights``' then packed as ``point`` says
-    (``WinogradKernel.weights``)."""
+def winograd_function(op: Operator, m: int, patches: bool = False) -> tuple[Any, WinogradShape, Operator, Any]:
+    """``op`` by F(m×m, 3×3) as one unscheduled function (X, U, the epilogue's inputs, Y): the input transform
+    (``patches``: each tile's patch, ``_input_tensors``), the product (block ``M``, the loops ``product_operator``'s
+    point names), the output transform. Its schedule, the shape, the product operator and the output tensor."""
     import tvm
     from tvm import s_tir, te
 
     shape = winograd_shape(op, m)
-    product = product_operator(shape)
-    lanes = lanes or host_lanes()
     X = te.placeholder((1, shape.C, shape.H, shape.W), name="X")
     U = te.placeholder((shape.points, shape.C, shape.K), name="U")
-    M = batched_product(input_tensors(shape, X), U)  # the loops the product's point names
-    extras, out = output_tensors(shape, M, tuple(op.epilogue))
+    M = batched_product(_input_tensors(shape, X, patches=patches), U)
+    extras, out = _output_tensors(shape, M, tuple(op.epilogue))
     sch = s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([X, U, *extras, out])}))
+    return sch, shape, product_operator(shape), out
+
+
+def apply_winograd(op: Operator, m: int, point: Point, lanes: int | None = None) -> Any:
+    """The scheduled IRModule of ``op`` by F(m×m, 3×3) as one function (``winograd_function``): the input
+    transform, the product as ``point`` schedules ``product_operator``'s, the output transform; V and M in the
+    function's workspace. U is ``transform_weights``' then packed as ``point`` says (``WinogradKernel.weights``)."""
+    sch, shape, product, out = winograd_function(op, m)
+    lanes = lanes or host_lanes()
     try:
         _schedule_input(sch, shape, lanes)
         _schedule_output(sch, shape, out, lanes)

@@ -24,10 +24,10 @@ from cost_models.gpu_roofline import TransformKernel
 from gpu_cpu.blocks import rejected
 from gpu_cpu.gpu_block import schedule_gpu_main
 from gpu_cpu.main_block import point_keys
-from gpu_cpu.winograd import TILE_KNOB, WinogradShape, input_tensors, output_tensors, product_operator, winograd_shape
-from hetero_dse.operator import Operator
+from gpu_cpu.winograd import TILE_KNOB, WinogradShape, winograd_function, winograd_shape
 from hetero_dse.epilogue import parse_step
-from hetero_dse.ops.winograd import batched_product, transforms
+from hetero_dse.operator import Operator
+from hetero_dse.ops.winograd import transforms
 from hetero_dse.space.point import Point
 
 __all__ = ["TRANSFORM_THREADS", "apply_winograd_gpu", "gpu_weights", "transform_kernels"]
@@ -40,16 +40,7 @@ def apply_winograd_gpu(op: Operator, m: int, point: Point, emulate: bool = False
     """The scheduled IRModule of ``op`` by F(m×m, 3×3) for the GPU (X, U, the epilogue's inputs, Y), its product
     scheduled by ``point`` (a point of ``product_operator``'s GPU space). ``emulate``: every loop serial and
     every buffer global, for TVM's CPU backend (the GPU's index arithmetic checked where there is no GPU)."""
-    import tvm
-    from tvm import s_tir, te
-
-    shape = winograd_shape(op, m)
-    product = product_operator(shape)
-    X = te.placeholder((1, shape.C, shape.H, shape.W), name="X")
-    U = te.placeholder((shape.points, shape.C, shape.K), name="U")
-    M = batched_product(input_tensors(shape, X, patches=True), U)
-    extras, out = output_tensors(shape, M, tuple(op.epilogue))
-    sch = s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([X, U, *extras, out])}))
+    sch, shape, product, out = winograd_function(op, m, patches=True)  # a thread loads its own patch
     try:
         _schedule_input(sch, shape, emulate)
         _schedule_output(sch, shape, out, emulate)

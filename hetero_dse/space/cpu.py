@@ -99,6 +99,24 @@ def _cpu_choices(analysis: Analysis) -> dict[str, tuple[object, ...]]:
     return {"order": CPU_ORDERS, "inline": (1, 0) if producers else (1,), "vector": vector, **block}
 
 
+def blocked_weights(analysis: Analysis, loop: str, factors: Sequence[int]) -> dict[str, int]:
+    """The weights a point with ``block``, vectorised along ``loop`` split into ``factors``, takes blocked, and
+    the block (``gpu_cpu.main_block.weight_blocks`` lays them out): each weight read directly that indexes
+    ``loop`` in one dimension a step an element (not a group's g·Kg + k counted in groups), where one parallel
+    iteration's share of ``loop`` (its factors below the outermost) makes whole blocks short of the dimension.
+    Empty where the point would build the kernel of block 0."""
+    block = math.prod(int(f) for f in factors[1:])
+    if len(factors) < 2 or block == math.prod(int(f) for f in factors):
+        return {}
+    out = {}
+    for a in analysis.reads:
+        dims = a.dims(loop)
+        if a.from_input and a.tensor in analysis.weights and len(dims) == 1 \
+                and a.indices[dims[0]].coefficient(loop) == 1 and a.shape[dims[0]] % block == 0:
+            out[a.tensor] = block
+    return out
+
+
 class CpuSpace(SplitSpace):
     """Multi-level tiling schedules of one operator's main node on a CPU."""
 
@@ -155,7 +173,7 @@ class CpuSpace(SplitSpace):
                 out.append(f"{parallel} parallel outer iterations for {self.cores} cores")
         if point.get("inline") and self._padded_contiguous(vector):
             out.append(f"inlined padding would be tested in every lane of {vector}")
-        if point.get("block") and not self._blocks(vector, point[f"split.{vector}"]):
+        if point.get("block") and not blocked_weights(self.analysis, vector, point[f"split.{vector}"]):
             out.append(f"no weight to block along {vector} (the kernel of block 0)")
         return out
 
@@ -172,20 +190,6 @@ class CpuSpace(SplitSpace):
         padding along its output row): the case where inlining it is the faster schedule."""
         strides = [abs(e.coefficient(loop)) for a in self.analysis.reads if not a.from_input for e in a.indices]
         return any(strides) and 1 not in strides
-
-    def _blocks(self, loop: str, factors: Sequence[int]) -> bool:
-        """Whether a point vectorised along ``loop`` with these factors blocks a weight
-        (``gpu_cpu.main_block.weight_blocks``): a weight indexes ``loop`` in one dimension, a step an element,
-        and a parallel iteration's share of it is a block short of the whole."""
-        block = math.prod(int(f) for f in factors[1:])
-        if len(factors) < 2 or block == math.prod(int(f) for f in factors):
-            return False
-        for a in self.analysis.reads:
-            dims = a.dims(loop)
-            if a.from_input and a.tensor in self.analysis.weights and len(dims) == 1:
-                if a.indices[dims[0]].coefficient(loop) == 1 and a.shape[dims[0]] % block == 0:
-                    return True
-        return False
 
     def _packs_activation(self, loop: str) -> bool:
         """Whether vectorising ``loop`` makes every tile pack an input that is not a weight (a depthwise

@@ -82,14 +82,15 @@ class GpuSpace(SplitSpace):
         self.min_blocks = device.sms if filled else 1
         self.min_threads = 2 * WARP if filled else 1
         # seed 001's domain prunes the space the explorers see; an operator too small for it keeps the whole
-        self.domain = domain and self._domain_reachable()
         if domain and self.dataflow is not None and self.dataflow.whole_loops:
             self._keep_whole(self.dataflow.whole_loops)
+        else:
+            self.domain = domain and self._domain_reachable()
 
     def _keep_whole(self, names: tuple[str, ...]) -> None:
         """The splits of the loops ``names`` reduced to those that keep the loop whole in a block (the rest
-        are outside the domain: a random draw would hit one in a few thousand), where the domain is then
-        reachable; the space as it was where it is not."""
+        are outside the domain: a random draw would hit one in a few thousand), and the domain kept where it is
+        then reachable; the space as it was, whole, where it is not."""
         before = list(self.splits), self.cardinalities.copy()
         for i, name in enumerate(self.loop_names):
             if name in names:
@@ -214,8 +215,7 @@ class GpuSpace(SplitSpace):
 
     def _words(self, budget_bytes: int) -> float:
         """S' in words: the dataflow's share of ``budget_bytes`` (S_b) in words of the output's type."""
-        words = budget_bytes // self.analysis.write.bytes_per_element
-        return words if self.dataflow.words_scale == 1 else words * self.dataflow.words_scale
+        return budget_bytes // self.analysis.write.bytes_per_element * self.dataflow.words_scale
 
     def _domain_reachable(self, draws: int = 4000, share: float = 0.001) -> bool:
         """Whether at least ``share`` of random draws fall in the domain: rejection sampling finds its points

@@ -34,7 +34,8 @@ from hetero_dse.space.cpu import CpuSpace
 from hetero_dse.space.point import Point
 from hetero_dse.targets.base import Alternative, Defaults, Row, Search, Searched, Written
 from hetero_dse.evaluate.measured import Trial, TrialLog, TuneResult, candidate_job, fastest, measured_evaluator
-from hetero_dse.targets.tuned import TVM_STARTS, Tuned, schedule_json, tvm_workload
+from hetero_dse.targets.tuned import TVM_STARTS, Tuned, algorithm_candidates, compare_algorithms, schedule_json, \
+    tvm_workload
 
 __all__ = ["CpuTarget", "tune_cpu"]
 
@@ -145,23 +146,12 @@ class CpuTarget:
         """The fastest algorithm's best point, each algorithm's best timed again as the operator's function, one
         right after the other in fresh workers (a Winograd search times its product alone, and the direct
         search's best may come from the history or another moment); the comparison, for the report."""
-        candidates = [] if direct is None or self.algorithm == "winograd" else [("direct", direct.point, direct)]
-        for s in alternatives:
-            if (found := fastest(s.trials)) is not None:
-                candidates.append((s.alternative.label, s.alternative.point_of(found.point), found))
+        candidates = algorithm_candidates(direct, alternatives, self.algorithm == "winograd")
         if not candidates:  # winograd asked for and none ran: the direct search's best
             return None, []
         # all again while any one's repeats disagree (foreign work during part of a timing)
         timed = retime_until_stable(lambda: tuple(self._measure(op, [point for _, point, _ in candidates])))
-        ran = [(result.seconds, i) for i, result in enumerate(timed) if result.ok]
-        pick = min(ran)[1] if ran else None
-        # "seconds": the convolution's function, timed here; "searched_seconds": the search's best, of what it timed
-        # (a Winograd search times its product alone: the two are not to be compared)
-        algorithms = [{"algorithm": label, "seconds": result.seconds, "error": result.error,
-                       "unstable": result.unstable, "chosen": i == pick, "searched_seconds": found.result.seconds,
-                       "searched": "convolution" if label == "direct" else "product alone"}
-                      for i, ((label, _, found), result) in enumerate(zip(candidates, timed, strict=True))]
-        return (None if pick is None else Trial(candidates[pick][1], timed[pick])), algorithms
+        return compare_algorithms(candidates, timed, "product alone")
 
     def _measure(self, op: Operator, points: Sequence[Point]) -> list[MeasureResult]:
         """``op`` at each of ``points`` built, checked and timed, one after the other, each in a fresh worker."""

@@ -38,7 +38,7 @@ from hetero_dse.targets.base import Alternative, Defaults, Row, Search, Searched
 from hetero_dse.targets.gpu_fusion import back_to_back
 from hetero_dse.targets.gpu_report import PtxasRegisters, gpu_footnote, gpu_record, gpu_row, winograd_estimate
 from hetero_dse.targets.gpu_write import write_gpu
-from hetero_dse.targets.tuned import TVM_STARTS, Tuned, tvm_workload
+from hetero_dse.targets.tuned import TVM_STARTS, Tuned, algorithm_candidates, compare_algorithms, tvm_workload
 
 __all__ = ["ESTIMATE_BUDGET", "GpuTarget"]
 
@@ -204,10 +204,7 @@ class GpuTarget:
         other (all again while any one's repeats disagree), where it measures; else by the roofline, direct
         convolution's best estimate against each Winograd tile's product best plus its two transform kernels'
         (``winograd_estimate``), each with the registers ptxas gives its kernel, as the report's row."""
-        candidates = [] if direct is None or self.algorithm == "winograd" else [("direct", direct.point, direct)]
-        for s in alternatives:
-            if (found := fastest(s.trials)) is not None:
-                candidates.append((s.alternative.label, s.alternative.point_of(found.point), found))
+        candidates = algorithm_candidates(direct, alternatives, self.algorithm == "winograd")
         if not candidates:  # winograd asked for and none ran: the direct search's best
             return None, []
         if self.measured:
@@ -218,16 +215,7 @@ class GpuTarget:
                                    if label == "direct" else
                                    winograd_estimate(self, op, searched[label], found.point).seconds)
                      for label, point, found in candidates]
-        ran = [(result.seconds, i) for i, result in enumerate(timed) if result.ok]
-        pick = min(ran)[1] if ran else None
-        # "seconds": the convolution's, timed (or estimated) here; "searched_seconds": the search's best, of what
-        # it searched (a Winograd search, its product alone: the two are not to be compared)
-        alone = "product alone" + ("" if self.measured else " (estimate)")
-        algorithms = [{"algorithm": label, "seconds": result.seconds, "error": result.error,
-                       "unstable": result.unstable, "chosen": i == pick, "searched_seconds": found.result.seconds,
-                       "searched": "convolution" if label == "direct" else alone}
-                      for i, ((label, _, found), result) in enumerate(zip(candidates, timed, strict=True))]
-        return (None if pick is None else Trial(candidates[pick][1], timed[pick])), algorithms
+        return compare_algorithms(candidates, timed, "product alone" + ("" if self.measured else " (estimate)"))
 
     def _measure(self, op: Operator, points: Sequence[Point]) -> list[MeasureResult]:
         """``op`` at each of ``points`` built, checked and timed on the GPU, one after the other."""

@@ -24,7 +24,8 @@ from gpu_cpu.measure import MeasureResult
 from gpu_cpu.schedule import CPU_CODEGEN
 from hetero_dse.evaluate.measured import Trial, TrialLog, TuneResult, fastest
 
-__all__ = ["TVM_STARTS", "Tuned", "read_schedule", "schedule_json", "tvm_workload"]
+__all__ = ["TVM_STARTS", "Candidate", "Tuned", "algorithm_candidates", "compare_algorithms", "read_schedule",
+           "schedule_json", "tvm_workload"]
 
 #: start points per round on CPU and GPU: a round's candidates are built and measured one by one, so a
 #: round is short and the explorer learns from each before the next (8 start points would spend a quarter
@@ -185,6 +186,36 @@ class Tuned(Outcome):
     def no_best(self) -> HeteroDSEError:
         messages = "; ".join(sorted(set(self.failures))[:5])
         return HeteroDSEError(f"no schedule of {self.op.name} ran: every trial failed ({messages})")
+
+
+#: an algorithm to compare: its label, its best as a point of the operator, and that best as its search found it
+Candidate = tuple[str, Point, Trial]
+
+
+def algorithm_candidates(direct: Trial | None, alternatives: Sequence[Searched],
+                         alternatives_only: bool) -> list[Candidate]:
+    """Each algorithm's best to compare (``CpuTarget._choose``, ``GpuTarget._choose``): direct convolution's
+    (unless ``alternatives_only``: ``--winograd on``), then each other algorithm's that ran, as the operator's
+    point."""
+    candidates = [] if direct is None or alternatives_only else [("direct", direct.point, direct)]
+    for s in alternatives:
+        if (found := fastest(s.trials)) is not None:
+            candidates.append((s.alternative.label, s.alternative.point_of(found.point), found))
+    return candidates
+
+
+def compare_algorithms(candidates: Sequence[Candidate], timed: Sequence[MeasureResult],
+                       alone: str) -> tuple[Trial | None, list[dict[str, Any]]]:
+    """The fastest of ``candidates`` by ``timed`` (each the operator's time at that candidate, timed or
+    estimated) and the comparison for the report: "seconds", the operator's; "searched_seconds", the search's
+    best, of what it searched (another algorithm's search, ``alone``: its product alone, not to be compared)."""
+    ran = [(result.seconds, i) for i, result in enumerate(timed) if result.ok]
+    pick = min(ran)[1] if ran else None
+    algorithms = [{"algorithm": label, "seconds": result.seconds, "error": result.error,
+                   "unstable": result.unstable, "chosen": i == pick, "searched_seconds": found.result.seconds,
+                   "searched": "convolution" if label == "direct" else alone}
+                  for i, ((label, _, found), result) in enumerate(zip(candidates, timed, strict=True))]
+    return (None if pick is None else Trial(candidates[pick][1], timed[pick])), algorithms
 
 
 def timing_note(ours: MeasureResult, library: MeasureResult | None) -> str:
