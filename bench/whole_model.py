@@ -180,8 +180,8 @@ def main() -> None:
                 geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else float("nan")
                 print(f"  per layer, re-timed against torch: geometric mean {geomean:.2f}x over {len(ratios)} "
                       f"layers, lowest {min(ratios, default=float('nan')):.2f}x", flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+            if args.json:  # after each network: an interrupted run keeps the networks it measured
+                args.json.write_text(json.dumps(results, indent=2) + "\n")
 
 
 if __name__ == "__main__":
