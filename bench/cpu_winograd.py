@@ -6,8 +6,10 @@ in alternating rounds in this process, each output checked against torch's.
 
     .venv/bin/python bench/cpu_winograd.py --layers resnet18 --trials 16 --json bench/data/cpu_winograd.json
     .venv/bin/python bench/cpu_winograd.py --layers R2=64-64-56,C8=256-512-28 --tiles 4
+    .venv/bin/python bench/cpu_winograd.py --layers mobilenet_v2,G=128-128-28-32
 
-A layer is NAME=C-K-HW, or ``resnet18`` / ``yolo_v1`` for all of that network's 3×3 stride-1 layers.
+A layer is NAME=C-K-HW[-GROUPS] (GROUPS = C = K: depthwise), or ``resnet18`` / ``yolo_v1`` / ``mobilenet_v2``
+for all of that network's 3×3 stride-1 layers (MobileNet-V2's: its depthwise ones).
 """
 
 from __future__ import annotations
@@ -28,19 +30,30 @@ NETWORKS = {
     "yolo_v1": {"Y-C2": (64, 192, 112), "Y-C4": (128, 256, 56), "Y-C6": (256, 512, 56), "Y-C8": (256, 512, 28),
                 "Y-C10": (512, 1024, 28), "Y-C12": (512, 1024, 14), "Y-C13": (1024, 1024, 14),
                 "Y-C15": (1024, 1024, 7)},
+    "mobilenet_v2": {f"M-D{c}": (c, c, hw, c) for c, hw in ((32, 112), (144, 56), (192, 28), (384, 14), (576, 14),
+                                                            (960, 7))},
 }
 
 
-def layers(spec: str) -> dict[str, tuple[int, int, int]]:
-    out: dict[str, tuple[int, int, int]] = {}
+def layers(spec: str) -> dict[str, tuple[int, ...]]:
+    out: dict[str, tuple[int, ...]] = {}
     for item in spec.split(","):
         if item in NETWORKS:
             out.update(NETWORKS[item])
         else:
             name, shape = item.split("=")
-            c, k, hw = (int(v) for v in shape.split("-"))
-            out[name] = (c, k, hw)
+            out[name] = tuple(int(v) for v in shape.split("-"))
     return out
+
+
+def convolution(c: int, k: int, hw: int, groups: int = 1):
+    """The layer's operator: a conv2d (its output (1, G, K / G, H, W) where grouped), or a depthwise one."""
+    from hetero_dse.ops import get_builtin
+
+    common = dict(C=c, H=hw, W=hw, kernel=3, stride=1, padding=1)
+    if groups == c == k:
+        return get_builtin("depthwise_conv2d").instantiate(dict(common, multiplier=1))
+    return get_builtin("conv2d").instantiate(dict(common, K=k, groups=groups))
 
 
 def search(op, trials: int, seed: int):
@@ -78,18 +91,18 @@ def checked_errors(name: str, calls: dict, out, want: np.ndarray) -> dict[str, f
     return errors
 
 
-def measure(name: str, shape: tuple[int, int, int], tiles: list[int], trials: int, rounds: int, seed: int) -> dict:
+def measure(name: str, shape: tuple[int, ...], tiles: list[int], trials: int, rounds: int, seed: int) -> dict:
     import torch
     import tvm
 
     from gpu_cpu.schedule import apply_cpu, build_cpu, pack_weights
     from gpu_cpu.winograd import WinogradKernel, product_operator, winograd_shape
-    from hetero_dse.ops import get_builtin
 
-    c, k, hw = shape
-    op = get_builtin("conv2d").instantiate(dict(C=c, K=k, H=hw, W=hw, kernel=3, stride=1, padding=1))
+    c, k, hw, groups = (*shape, 1)[:4]
+    op = convolution(c, k, hw, groups)
     inputs = op.random_inputs(seed)
-    want = torch.nn.functional.conv2d(torch.from_numpy(inputs[0]), torch.from_numpy(inputs[1]), padding=1).numpy()
+    want = torch.nn.functional.conv2d(torch.from_numpy(inputs[0]), torch.from_numpy(inputs[1]), padding=1,
+                                      groups=groups).numpy().reshape([int(d) for d in op.output.shape])
     dev = tvm.cpu(0)
     out = tvm.runtime.tensor(np.zeros(want.shape, "float32"), dev)
     x = tvm.runtime.tensor(inputs[0], dev)
@@ -106,14 +119,15 @@ def measure(name: str, shape: tuple[int, int, int], tiles: list[int], trials: in
         calls[f"F{m}"] = lambda kernel=kernel, u=u: kernel(x, u, out)
     errors = checked_errors(name, calls, out, want)
     xt, wt = torch.from_numpy(inputs[0]), torch.from_numpy(inputs[1])
-    calls["torch"] = lambda: torch.nn.functional.conv2d(xt, wt, padding=1)
+    calls["torch"] = lambda: torch.nn.functional.conv2d(xt, wt, padding=1, groups=groups)
     seconds: dict[str, list[float]] = {label: [] for label in calls}
     for r in range(rounds):  # alternating rounds, each in another order
         order = list(calls)[r % len(calls):] + list(calls)[:r % len(calls)]
         for label in order:
             seconds[label].append(median_time(calls[label]))
-    flops = 2 * c * k * 9 * hw * hw
-    row = {"layer": name, "C": c, "K": k, "HW": hw, "trials": trials, "search_s": searched, "max_error": errors,
+    flops = 2 * c * k // groups * 9 * hw * hw
+    row = {"layer": name, "C": c, "K": k, "HW": hw, "groups": groups, "trials": trials, "search_s": searched,
+           "max_error": errors,
            "seconds": {label: float(np.median(v)) for label, v in seconds.items()},
            "rounds_s": seconds,
            # per round, torch's time over ours: the median of the rounds' ratios
@@ -123,7 +137,7 @@ def measure(name: str, shape: tuple[int, int, int], tiles: list[int], trials: in
                           for label in calls if label.startswith("F")}
     best = min((label for label in calls if label != "torch"), key=lambda label: row["seconds"][label])
     row["chosen"] = best
-    print(f"{name} {c}->{k} {hw}x{hw}: " + ", ".join(
+    print(f"{name} {c}->{k} {hw}x{hw}" + (f" in {groups} groups" if groups > 1 else "") + ": " + ", ".join(
         f"{label} {row['seconds'][label] * 1e3:.3f} ms ({flops / row['seconds'][label] / 1e9:.0f} GFLOPS"
         + (f", {row['over_torch'][label]:.2f}x torch, err {errors[label]:.1e}" if label != "torch" else "") + ")"
         for label in calls) + f"; fastest of ours {best}", flush=True)

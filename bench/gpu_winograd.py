@@ -67,7 +67,10 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     rows = []
-    for name, (c, k, hw) in layers(args.layers).items():
+    for name, (c, k, hw, *groups) in layers(args.layers).items():
+        if groups and groups[0] > 1:
+            print(f"{name}: a convolution of {groups[0]} groups, which Winograd on the GPU does not take", flush=True)
+            continue
         op = get_builtin("conv2d").instantiate(dict(C=c, K=k, H=hw, W=hw, kernel=3, stride=1, padding=1))
         target = GpuTarget(args.gpu)
         start = time.perf_counter()

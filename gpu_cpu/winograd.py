@@ -4,7 +4,9 @@ stages, built as one function (``apply_winograd``; V and M in its workspace) or 
 1. the input transform ``V[e, p, c] = (Bᵀ d B)[e]`` of each α×α input tile ``d`` (tile ``p``, channel ``c``),
    read from the input once transposed channel-last with its padding (so the vector of channels is one load);
 2. the batched product ``M[e] = V[e] · U[e]`` over the α² points: an operator of its own
-   (``winograd_product``), searched by the CPU space like any matrix product;
+   (``winograd_product``), searched by the CPU space like any matrix product; for a grouped or depthwise
+   convolution a product a point and group, V, U and M with a group dimension (``winograd_group_product``,
+   ``gpu_cpu/winograd_shape.py``);
 3. the output transform ``Aᵀ M A`` of each tile, the layer's epilogue (bias, residual, activation) fused.
 
 The weights are transformed once ahead (``U = G g Gᵀ``, ``transform_weights``), as packed weights are. The
@@ -19,8 +21,6 @@ time, held in registers, then · B), its points unrolled.
 
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -29,80 +29,16 @@ import numpy as np
 from gpu_cpu.blocks import rejected
 from gpu_cpu.main_block import build_cpu, packed_shape, schedule_main, transpose_weights, weight_blocks, \
     weight_layouts
+from gpu_cpu.winograd_shape import WinogradShape, product_operator, transform_weights, winograd_shape
 from hetero_dse.epilogue import apply_te
-from hetero_dse.errors import HeteroDSEError
 from hetero_dse.operator import Operator
-from hetero_dse.ops.winograd import TILE_KNOB, TILES_3X3, batched_product, refused, transforms, winograd_product
+from hetero_dse.ops.winograd import TILE_KNOB, batched_product, transforms
 from hetero_dse.space.point import Point
 
-__all__ = ["TILE_KNOB", "WinogradShape", "WinogradKernel", "algorithm_name", "apply_winograd", "input_transform",
-           "output_transform", "product_operator", "product_point", "transform_weights", "transformed_weights",
-           "winograd_function", "winograd_point", "winograd_shape", "winograd_weights"]
-
-@dataclass(frozen=True)
-class WinogradShape:
-    """A convolution's sizes as F(m×m, 3×3) tiles it: C → K channels, an H×W input padded by ``padding``."""
-
-    C: int
-    K: int
-    H: int
-    W: int
-    padding: int
-    m: int
-    r: int = 3
-
-    @property
-    def alpha(self) -> int:
-        return self.m + self.r - 1
-
-    @property
-    def out_h(self) -> int:
-        return self.H + 2 * self.padding - self.r + 1
-
-    @property
-    def out_w(self) -> int:
-        return self.W + 2 * self.padding - self.r + 1
-
-    @property
-    def tiles_h(self) -> int:
-        return -(-self.out_h // self.m)
-
-    @property
-    def tiles_w(self) -> int:
-        return -(-self.out_w // self.m)
-
-    @property
-    def tiles(self) -> int:
-        return self.tiles_h * self.tiles_w
-
-    @property
-    def points(self) -> int:
-        """α²: the products a tile and channel takes."""
-        return self.alpha * self.alpha
-
-
-def winograd_shape(op: Operator, m: int) -> WinogradShape:
-    """``op`` (a captured or built-in conv2d) as F(m×m, 3×3) tiles it; one sentence where it cannot be."""
-    p = op.params
-    if op.name != "conv2d":
-        raise HeteroDSEError(f"Winograd on the CPU takes a conv2d, not {op.name}")
-    wrong = [f"{name} {p.get(name)}" for name, want in (("kernel", 3), ("stride", 1), ("dilation", 1), ("groups", 1),
-                                                        ("batch", 1)) if int(p.get(name, want)) != want]
-    if str(p.get("dtype", "float32")) != "float32":
-        wrong.append(f"dtype {p['dtype']}")
-    if wrong:
-        raise HeteroDSEError(f"Winograd F({m}×{m}, 3×3) on the CPU takes a float32 3×3 stride-1 convolution of one "
-                             f"image and one group; {op.title} has {', '.join(wrong)}")
-    if m not in TILES_3X3:
-        raise HeteroDSEError(f"Winograd's output tile is one of {', '.join(map(str, TILES_3X3))}, not {m}")
-    if why := _refused(m):
-        raise HeteroDSEError(why)
-    return WinogradShape(int(p["C"]), int(p["K"]), int(p["H"]), int(p["W"]), int(p["padding"]), m)
-
-
-@functools.cache
-def _refused(m: int) -> str | None:
-    return refused(m, 3, "float32")
+__all__ = ["TILE_KNOB", "WinogradShape", "WinogradKernel", "algorithm_name", "apply_winograd", "bias_axes",
+           "input_transform", "output_transform", "product_operator", "product_point", "transform_weights",
+           "transformed_weights", "u_layout", "winograd_function", "winograd_point", "winograd_shape",
+           "winograd_weights"]
 
 
 def _combination(coefficients: list[Fraction], terms: list[Any]) -> Any:
@@ -164,8 +100,14 @@ def _input_tensors(shape: WinogradShape, X: Any, patches: bool = False) -> Any:
         return _select(e1, [_combination(list(bt[row]), [at(p, i, j, c) for i in range(a)]) for row in range(a)])
 
     T = te.compute((a, s.tiles, a, s.C), left, name="T")
-    return te.compute((s.points, s.tiles, s.C), lambda e, p, c: _select(
-        e % a, [_combination(list(bt[col]), [T[e // a, p, j, c] for j in range(a)]) for col in range(a)]), name="V")
+
+    def point(e: Any, p: Any, c: Any) -> Any:
+        return _select(e % a, [_combination(list(bt[col]), [T[e // a, p, j, c] for j in range(a)]) for col in range(a)])
+
+    if s.groups > 1:  # [point, tile, group, channel of the group]: the group product's operand as it is
+        return te.compute((s.points, s.tiles, s.groups, s.group_in),
+                          lambda e, p, g, c: point(e, p, g * s.group_in + c), name="V")
+    return te.compute((s.points, s.tiles, s.C), point, name="V")
 
 
 def _schedule_input(sch: Any, shape: WinogradShape, lanes: int) -> None:
@@ -174,11 +116,12 @@ def _schedule_input(sch: Any, shape: WinogradShape, lanes: int) -> None:
     a = shape.alpha
     y, _, _ = sch.get_loops(sch.get_sblock("Xt"))
     sch.parallel(y)
-    e, p, c = sch.get_loops(sch.get_sblock("V"))
+    e, p, *channel = sch.get_loops(sch.get_sblock("V"))
+    group, c, width = _channel_loops(channel, shape.C, shape.group_in, lanes)
     e1, e2 = sch.split(e, [a, a])
-    co, ci = sch.split(c, [None, _lanes(shape.C, lanes)])
-    sch.reorder(p, co, e1, e2, ci)
-    tile = sch.fuse(p, co)
+    co, ci = sch.split(c, [None, width])
+    sch.reorder(p, *group, co, e1, e2, ci)
+    tile = sch.fuse(p, *group, co)
     sch.parallel(tile)
     for loop in (e1, e2):
         sch.unroll(loop)
@@ -186,24 +129,36 @@ def _schedule_input(sch: Any, shape: WinogradShape, lanes: int) -> None:
     _in_registers(sch, "T", tile)
 
 
-def _output_tensors(shape: WinogradShape, M: Any, steps: tuple[str, ...]) -> tuple[list[Any], Any]:
-    """Y (1×K×out_h×out_w) of M (α²×tiles×K): each tile's Aᵀ M A in two sides (``S``: M · A a row at a time,
-    then Aᵀ ·), a ragged last tile's extra outputs not computed; then ``steps``. (The epilogue's inputs, the
-    output.)"""
+def _output_tensors(shape: WinogradShape, M: Any, steps: tuple[str, ...],
+                    axes: tuple[int, ...] | None = None) -> tuple[list[Any], Any]:
+    """Y (``shape.output_shape``) of M (α²×tiles×K, or α²×tiles×groups×K/groups): each tile's Aᵀ M A in two
+    sides (``S``: M · A a row at a time, then Aᵀ ·), a ragged last tile's extra outputs not computed; then
+    ``steps``, a bias along ``axes``. (The epilogue's inputs, the output.)"""
     from tvm import te
 
     s, at = shape, transforms(shape.m, shape.r).AT
     a = s.alpha
-    S = te.compute((a, s.tiles, s.m, s.K), lambda r1, p, xi, k: _select(
-        xi, [_combination(list(at[col]), [M[r1 * a + j, p, k] for j in range(a)]) for col in range(s.m)]), name="S")
 
-    def element(n: Any, k: Any, y: Any, x: Any) -> Any:
+    channels = [int(d) for d in M.shape[2:]]  # K, or groups and K / groups: M's own, so no lane spans two
+
+    def side(r1: Any, p: Any, xi: Any, *k: Any) -> Any:
+        return _select(xi, [_combination(list(at[col]), [M[(r1 * a + j, p, *k)] for j in range(a)])
+                            for col in range(s.m)])
+
+    S = te.compute((a, s.tiles, s.m, *channels), side, name="S")
+
+    def element(k: tuple[Any, ...], y: Any, x: Any) -> Any:
         p = (y // s.m) * s.tiles_w + x // s.m
-        return _select(y % s.m, [_combination(list(at[row]), [S[i, p, x % s.m, k] for i in range(a)])
+        return _select(y % s.m, [_combination(list(at[row]), [S[(i, p, x % s.m, *k)] for i in range(a)])
                                  for row in range(s.m)])
 
-    Y = te.compute((1, s.K, s.out_h, s.out_w), element, name="Y")
-    return apply_te(Y, steps, (1,)) if steps else ([], Y)
+    if s.grouped_output:
+        Y = te.compute(s.output_shape, lambda n, g, k, y, x: element((g, k), y, x), name="Y")
+    elif s.groups > 1:  # a depthwise layer of one filter a channel: its channel k is group k's one
+        Y = te.compute(s.output_shape, lambda n, k, y, x: element((k, 0), y, x), name="Y")
+    else:
+        Y = te.compute(s.output_shape, lambda n, k, y, x: element((k,), y, x), name="Y")
+    return apply_te(Y, steps, axes or bias_axes(shape)) if steps else ([], Y)
 
 
 def _schedule_output(sch: Any, shape: WinogradShape, out: Any, lanes: int) -> None:
@@ -211,16 +166,29 @@ def _schedule_output(sch: Any, shape: WinogradShape, out: Any, lanes: int) -> No
     M · A in registers, its outputs unrolled, ``lanes`` channels a vector."""
     if out.op.name != "Y":
         sch.reverse_compute_inline(sch.get_sblock(out.op.name))
-    n, k, y, x = sch.get_loops(sch.get_sblock("Y"))
+    n, *channel, y, x = sch.get_loops(sch.get_sblock("Y"))
+    group, k, width = _channel_loops(channel, shape.K, shape.group_out, lanes)
     ty, yi = sch.split(y, [shape.tiles_h, shape.m])
     tx, xi = sch.split(x, [shape.tiles_w, shape.m])
-    ko, ki = sch.split(k, [None, _lanes(shape.K, lanes)])
-    sch.reorder(ty, tx, ko, yi, xi, ki)
+    ko, ki = sch.split(k, [None, width])
+    sch.reorder(ty, tx, *group, ko, yi, xi, ki)
     sch.parallel(sch.fuse(n, ty, tx))
     sch.unroll(yi)
     sch.unroll(xi)
     sch.vectorize(ki)
     _in_registers(sch, "S", ko)
+
+
+def _channel_loops(loops: list[Any], channels: int, per_group: int, lanes: int) -> tuple[list[Any], Any, int]:
+    """Of a block's channel loops (k; or group, k of the group), the outer ones, the one vectorised and its
+    width: a group's channels where it has several (a vector never spans two groups, whose product and weights
+    differ), else the groups (a depthwise layer's channels, its one channel a group no loop of its own)."""
+    if len(loops) == 1:
+        return [], loops[0], _lanes(channels, lanes)
+    group, inner = loops
+    if per_group > 1:
+        return [group], inner, _lanes(per_group, lanes)
+    return [inner], group, _lanes(channels, lanes)
 
 
 def _in_registers(sch: Any, name: str, loop: Any) -> None:
@@ -229,10 +197,15 @@ def _in_registers(sch: Any, name: str, loop: Any) -> None:
     block = sch.get_sblock(name)
     sch.compute_at(block, loop)
     sch.set_scope(block, 0, "local")
-    rows, cols, lanes = sch.get_loops(block)[-3:]  # the tile's one p is no loop
+    loops = sch.get_loops(block)
+    at = next(i for i, lp in enumerate(loops) if sch.get(lp).same_as(sch.get(loop)))
+    # the loops compute_at made below ``loop``: a unit extent makes none (the tile's one p; a vector of one
+    # channel), so counting from the innermost would reach ``loop`` itself and unroll the parallel tiles
+    rows, cols, *lanes = loops[at + 1:]
     sch.unroll(rows)
     sch.unroll(cols)
-    sch.vectorize(lanes)
+    for lane in lanes:
+        sch.vectorize(lane)
 
 
 def input_transform(shape: WinogradShape, lanes: int) -> Any:
@@ -247,11 +220,11 @@ def input_transform(shape: WinogradShape, lanes: int) -> Any:
 
 
 def output_transform(shape: WinogradShape, steps: tuple[str, ...], lanes: int) -> Any:
-    """The scheduled IRModule of the output transform alone, M (α²×tiles×K) [, bias, residual] → Y."""
+    """The scheduled IRModule of the output transform alone, M (the product's output) [, bias, residual] → Y."""
     import tvm
     from tvm import s_tir, te
 
-    M = te.placeholder((shape.points, shape.tiles, shape.K), name="M")
+    M = te.placeholder([int(d) for d in product_operator(shape).output.shape], name="M")
     extras, out = _output_tensors(shape, M, steps)
     sch = s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([M, *extras, out])}))
     _schedule_output(sch, shape, out, lanes)
@@ -267,9 +240,9 @@ def winograd_function(op: Operator, m: int, patches: bool = False) -> tuple[Any,
 
     shape = winograd_shape(op, m)
     X = te.placeholder((1, shape.C, shape.H, shape.W), name="X")
-    U = te.placeholder((shape.points, shape.C, shape.K), name="U")
+    U = te.placeholder([int(d) for d in product_operator(shape).inputs[1].shape], name="U")
     M = batched_product(_input_tensors(shape, X, patches=patches), U)
-    extras, out = _output_tensors(shape, M, tuple(op.epilogue))
+    extras, out = _output_tensors(shape, M, tuple(op.epilogue), tuple(op.epilogue_axes) or None)
     sch = s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([X, U, *extras, out])}))
     return sch, shape, product_operator(shape), out
 
@@ -288,9 +261,19 @@ def apply_winograd(op: Operator, m: int, point: Point, lanes: int | None = None)
         raise rejected(point, exc) from exc
     # said in the module too (lowered_tir.py shows it): whoever calls it passes the weights transformed
     mod = sch.mod
-    mod["main"] = mod["main"].with_attr("hetero_dse.winograd", {"tile": m, "weights": "U = G W Gᵀ per point, "
-                                        "[point, C, K], packed as the product's knobs say (winograd_weights)"})
+    mod["main"] = mod["main"].with_attr("hetero_dse.winograd", {"tile": m, "weights": f"U = G W Gᵀ per point, "
+                                        f"{u_layout(shape)}, packed as the product's knobs say (winograd_weights)"})
     return mod
+
+
+def bias_axes(shape: WinogradShape) -> tuple[int, ...]:
+    """The output's dimensions a bias is indexed by where the operator does not say: its channels."""
+    return (1, 2) if shape.grouped_output else (1,)
+
+
+def u_layout(shape: WinogradShape) -> str:
+    """How ``transform_weights`` lays U out, in words."""
+    return "[point, C, K]" if shape.groups == 1 else "[point, group, C / group, K / group]"
 
 
 def _lanes(channels: int, lanes: int) -> int:
@@ -308,18 +291,6 @@ def host_lanes() -> int:
     return host_vector_bits() // 32
 
 
-def product_operator(shape: WinogradShape) -> Operator:
-    """The batched product over the α² points, as the CPU space searches it."""
-    return winograd_product.instantiate(dict(E=shape.points, P=shape.tiles, C=shape.C, K=shape.K))
-
-
-def transform_weights(w: np.ndarray, m: int) -> np.ndarray:
-    """``U[e, c, k] = (G g Gᵀ)[e]`` of the weights ``w`` (K×C×3×3), in float64 then rounded to float32."""
-    g = transforms(m, w.shape[-1]).arrays()[1]
-    u = np.einsum("ai,kcij,bj->abck", g, np.asarray(w, dtype=np.float64), g)
-    return np.ascontiguousarray(u.reshape(g.shape[0] ** 2, w.shape[1], w.shape[0]), dtype=np.float32)
-
-
 class WinogradKernel:
     """``op`` run by F(m×m, 3×3) on this CPU, built as one function (``apply_winograd``), its product from
     ``point`` (a point of ``product_operator``'s CPU space). Called with the convolution's own inputs (X, U
@@ -333,7 +304,8 @@ class WinogradKernel:
         self._run = _entry(self.executable)
 
     def weights(self, w: np.ndarray) -> np.ndarray:
-        """The layer's weights (K×C×3×3) as the product reads them: transformed, then packed for ``point``."""
+        """The layer's weights (K×C/groups×3×3) as the product reads them: transformed, then packed for
+        ``point``."""
         return winograd_weights(self.op, winograd_point(self.shape.m, self.point), w)
 
     def __call__(self, x: Any, u: Any, *rest: Any) -> None:
@@ -372,7 +344,7 @@ def winograd_weights(op: Operator, point: Point | dict[str, Any], w: Any) -> Any
     inner = product_point(point)
     torch_given = hasattr(w, "detach")  # torch's tensor in, torch's tensor out (the network's layers hold them)
     given = w.detach().cpu().numpy() if torch_given else np.asarray(w)  # a network's weight keeps its grad
-    u = transpose_weights(product_operator(shape), inner, [None, transform_weights(given, shape.m)])[1]
+    u = transpose_weights(product_operator(shape), inner, [None, transform_weights(given, shape.m, shape.groups)])[1]
     if torch_given:
         import torch
 
@@ -386,13 +358,14 @@ def transformed_weights(op: Operator, point: Point | dict[str, Any]) -> dict[str
     name = op.inputs[1].op.name
     product = product_operator(shape)
     inner = product_point(point)
-    order = weight_layouts(product, inner).get(1, (0, 1, 2))
+    order = weight_layouts(product, inner).get(1, tuple(range(len(product.inputs[1].shape))))
     block = weight_blocks(product, inner).get(1)
     blocked = f", its last dimension then blocked by {block} ([n / {block}, ..., {block}])" if block else ""
     return {name: {"winograd": shape.m, "transpose": list(order), **({"block": block} if block else {}),
                    "shape": packed_shape([int(d) for d in product.inputs[1].shape], order, block),
                    "how": f"gpu_cpu.winograd.winograd_weights(op, knobs, {name}): G {name} Gᵀ at each of the "
-                          f"{shape.points} points, laid out [point, C, K], then transposed {tuple(order)}{blocked}"}}
+                          f"{shape.points} points, laid out {u_layout(shape)}, then transposed {tuple(order)}"
+                          f"{blocked}"}}
 
 
 def _entry(executable: Any) -> Any:

@@ -26,6 +26,7 @@ from gpu_cpu.gpu_block import schedule_gpu_main
 from gpu_cpu.main_block import point_keys
 from gpu_cpu.winograd import TILE_KNOB, WinogradShape, winograd_function, winograd_shape
 from hetero_dse.epilogue import parse_step
+from hetero_dse.errors import HeteroDSEError
 from hetero_dse.operator import Operator
 from hetero_dse.ops.winograd import transforms
 from hetero_dse.space.point import Point
@@ -40,6 +41,9 @@ def apply_winograd_gpu(op: Operator, m: int, point: Point, emulate: bool = False
     """The scheduled IRModule of ``op`` by F(m×m, 3×3) for the GPU (X, U, the epilogue's inputs, Y), its product
     scheduled by ``point`` (a point of ``product_operator``'s GPU space). ``emulate``: every loop serial and
     every buffer global, for TVM's CPU backend (the GPU's index arithmetic checked where there is no GPU)."""
+    if (groups := winograd_shape(op, m).groups) > 1:
+        raise HeteroDSEError(f"Winograd on the GPU takes a convolution of one group; {op.title} has {groups} "
+                             "(the CPU's Winograd takes it)")
     sch, shape, product, out = winograd_function(op, m, patches=True)  # a thread loads its own patch
     try:
         _schedule_input(sch, shape, emulate)

@@ -99,7 +99,7 @@ def test_the_input_transform_multiplies_only_by_the_entries_of_its_matrix_other_
 
 
 @pytest.mark.parametrize("params, said", [
-    (dict(stride=2), "stride 2"), (dict(kernel=5, padding=2), "kernel 5"), (dict(groups=2), "groups 2")])
+    (dict(stride=2), "stride 2"), (dict(kernel=5, padding=2), "kernel 5"), (dict(dilation=2, padding=2), "dilation 2")])
 def test_a_convolution_winograd_does_not_take_is_refused_in_a_sentence(params, said):
     with pytest.raises(HeteroDSEError, match=said):
         winograd_shape(_conv(**params), 4)

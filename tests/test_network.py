@@ -116,10 +116,12 @@ def test_a_layer_whose_schedule_runs_by_winograd_runs_so_in_the_network(explored
     from hetero_dse.space.cpu import CpuSpace
 
     path, out = explored
+    # and the depthwise layer (its bias and ReLU6 fused): Winograd a channel (issue 40, item 1)
     files = [next(out.glob(f"conv2d_*L{i}/cpu/schedule.json")) for i in (1, 2)]
+    files.append(next(out.glob("depthwise_conv2d_*/cpu/schedule.json")))
     saved = [f.read_text() for f in files]
     try:
-        for f, m in zip(files, (2, 4), strict=True):
+        for f, m in zip(files, (2, 4, 2), strict=True):
             record = json.loads(f.read_text())
             op = rebuild_operator(record["source"], record["operator"], record["params"], record["epilogue"],
                                   record["epilogue_axes"])

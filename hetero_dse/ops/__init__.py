@@ -19,7 +19,7 @@ from hetero_dse.ops.conv import (
 )
 from hetero_dse.ops.linear import bcm, bilinear, gemm, gemv
 from hetero_dse.ops.shift import shift_conv2d
-from hetero_dse.ops.winograd import winograd_product
+from hetero_dse.ops.winograd import winograd_group_product, winograd_product
 
 #: Built-in operators by name, in FlexTensor's Table 1 order, then BCM and SHO.
 BUILTIN: dict[str, OperatorDef] = {
@@ -30,7 +30,7 @@ BUILTIN: dict[str, OperatorDef] = {
 
 #: operators the tool builds for itself (a Winograd convolution's batched product, ``gpu_cpu/winograd.py``):
 #: found by name where a measuring worker rebuilds one, not listed among the built-ins
-INTERNAL: dict[str, OperatorDef] = {op.name: op for op in (winograd_product,)}
+INTERNAL: dict[str, OperatorDef] = {op.name: op for op in (winograd_product, winograd_group_product)}
 
 #: FlexTensor's abbreviations (Table 3), accepted wherever an operator name is.
 ABBREVIATIONS = {"gmv": "gemv", "gmm": "gemm", "bil": "bilinear", "c1d": "conv1d", "t1d": "conv_transpose1d",

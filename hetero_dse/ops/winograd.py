@@ -260,11 +260,30 @@ def winograd_product(E, P, C, K):
     return [V, U, batched_product(V, U)]
 
 
-def batched_product(V, U):
-    """M = V · U at each point, its loops e, p, k, c: the product alone (``winograd_product``) or inside the
-    convolution's function, where the product's CPU point names these loops."""
+@operator(E=Param(16, help="α², the points of a tile"), P=Param(196, help="tiles"), G=Param(32, help="groups"),
+          C=Param(4, help="input channels a group"), K=Param(4, help="output channels a group"), weights=("U",),
+          reference=lambda p, v, u: np.einsum("epgc,egck->epgk", v.astype(np.float64), u.astype(np.float64)))
+def winograd_group_product(E, P, G, C, K):
+    """A grouped convolution's batched product M[e,p,g,k] = V[e,p,g,c] * U[e,g,c,k]: at each of the α² points a
+    matrix product a group; a depthwise convolution's (C = K = 1) is a product a channel, no sum."""
     from tvm import te
 
-    E, P, C = (int(d) for d in V.shape)
+    V = te.placeholder((E, P, G, C), name="V")
+    U = te.placeholder((E, G, C, K), name="U")
+    return [V, U, batched_product(V, U)]
+
+
+def batched_product(V, U):
+    """M = V · U at each point (and group): loops e, p[, g], k, c, the product alone (``winograd_product``,
+    ``winograd_group_product``) or inside the convolution's function, where the product's CPU point names
+    these loops."""
+    from tvm import te
+
+    C = int(V.shape[-1])
     c = te.reduce_axis((0, C), name="c")
+    if len(V.shape) == 4:
+        E, P, G, _ = (int(d) for d in V.shape)
+        return te.compute((E, P, G, int(U.shape[3])), lambda e, p, g, k: te.sum(V[e, p, g, c] * U[e, g, c, k], axis=c),
+                          name="M")
+    E, P, _ = (int(d) for d in V.shape)
     return te.compute((E, P, int(U.shape[2])), lambda e, p, k: te.sum(V[e, p, c] * U[e, c, k], axis=c), name="M")

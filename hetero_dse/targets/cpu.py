@@ -82,8 +82,9 @@ class CpuTarget:
 
     def alternatives(self, op: Operator) -> Sequence[Alternative]:
         """Winograd F(m×m, 3×3) for each output tile m in ``WINOGRAD_TILES`` that takes ``op`` (a float32 3×3
-        stride-1 convolution): its batched product searched as an operator of its own (its trials kept in
-        the history under the product's own workload), on this CPU."""
+        stride-1 convolution; a grouped or depthwise one only under ``--winograd on``): its batched product
+        searched as an operator of its own (its trials kept in the history under the product's own workload),
+        on this CPU."""
         if self.algorithm == "direct" or self.remote is not None:
             return ()
         product = copy.copy(self)  # the product is a built-in: the workers rebuild it from there, not from op.py
@@ -94,6 +95,8 @@ class CpuTarget:
                 shape = winograd_shape(op, m)
             except HeteroDSEError:  # not a convolution Winograd computes here, or a tile it refuses
                 continue
+            if shape.groups > 1 and self.algorithm == "auto":  # searched only when asked (--winograd on): it
+                continue  # lost on every grouped and depthwise layer measured, 1.2-7x direct (BENCHMARKS.md)
             out.append(Alternative(algorithm_name(m), product_operator(shape), product, partial(winograd_point, m)))
         return tuple(out)
 

@@ -135,6 +135,8 @@ class GpuTarget:
                 shape = winograd_shape(op, m)
             except HeteroDSEError:  # not a convolution Winograd computes, or a tile it refuses
                 continue
+            if shape.groups > 1:  # the CPU's grouped product; on the GPU not built (its domain is one product's)
+                continue
             out.append(Alternative(algorithm_name(m), product_operator(shape), product, partial(winograd_point, m)))
         return tuple(out)
 
@@ -245,9 +247,11 @@ class GpuTarget:
         """Why ``--winograd on`` kept a direct schedule: Winograd does not take the layer, or none of it ran."""
         if not t.searched:
             try:
-                winograd_shape(self.typed(t.op), WINOGRAD_TILES[0])
+                shape = winograd_shape(self.typed(t.op), WINOGRAD_TILES[0])
             except HeteroDSEError as exc:
                 return str(exc)
+            if shape.groups > 1:
+                return f"Winograd on the GPU takes a convolution of one group, not {shape.groups} (the CPU's does)"
             return f"Winograd here computes in float32, not {self.typed(t.op).dtype}"
         if t.interrupted:
             return "interrupted before Winograd's search ended"
