@@ -1,0 +1,88 @@
+"""Given CPU points of one layer against torch, in alternating rounds in this process, each output checked: the
+space's default point and variants of it (knobs replaced by JSON), for the figures a search does not give.
+
+    .venv/bin/python bench/cpu_points.py Y-L16 '{"block": 0}' '{"split.j": [32, 1, 1, 128]}'
+    .venv/bin/python bench/cpu_points.py 1x1:256-256-56 '{"split.k": [8, 1, 1, 32], "order": 0}'
+
+A layer is one of ``bench/cpu_blocked.py``'s ``LAYERS`` (with its network's epilogue), or ``1x1:C-K-HW`` (a
+pointwise convolution with bias and leaky ReLU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from cpu_blocked import CONV, LAYERS, LEAKY  # noqa: E402
+from cpu_winograd import checked_errors, median_time  # noqa: E402
+
+
+def layer(name: str):
+    from hetero_dse.epilogue import fuse
+    from hetero_dse.ops import get_builtin
+
+    if name.startswith("1x1:"):
+        c, k, hw = (int(v) for v in name[4:].split("-"))
+        kind, params, steps = "conv2d", dict(CONV, C=c, K=k, H=hw, W=hw), LEAKY
+    else:
+        kind, params, steps = LAYERS[name]
+    return fuse(get_builtin(kind).instantiate(params), steps, (1,))
+
+
+def main() -> None:
+    os.environ.setdefault("TVM_NUM_THREADS", str(os.cpu_count()))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("layer")
+    parser.add_argument("variants", nargs="*", help="JSON objects of knobs replacing the default point's")
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    import torch
+    import tvm
+
+    from gpu_cpu.baselines import torch_call
+    from gpu_cpu.schedule import apply_cpu, build_cpu, pack_weights
+    from hetero_dse.analysis import analyze
+    from hetero_dse.space.cpu import CpuSpace
+    from hetero_dse.space.point import Point
+
+    op = layer(args.layer)
+    space = CpuSpace(analyze(op))
+    default = space.default_point()
+    if default is None:
+        sys.exit(f"{args.layer}: the space has no default point")
+    points = {"default": default}
+    for i, spec in enumerate(args.variants):
+        points[f"variant {i + 1}"] = Point({**default.to_json(), **json.loads(spec)})
+    inputs = op.random_inputs(1)
+    torch_inputs = [torch.from_numpy(a) for a in inputs]
+    library = torch_call(op)
+    want = library(dict(op.params), *torch_inputs).numpy()
+    dev = tvm.cpu(0)
+    out = tvm.runtime.tensor(np.zeros(want.shape, "float32"), dev)
+    calls = {}
+    for label, point in points.items():
+        print(f"{label}: {json.dumps(point.to_json())}; pruned by: {space.violations(point) or 'nothing'}")
+        executable = build_cpu(apply_cpu(op, point))
+        given = [tvm.runtime.tensor(np.ascontiguousarray(a), dev) for a in pack_weights(op, point, inputs)]
+        calls[label] = lambda executable=executable, given=given: executable(*given, out)
+    checked_errors(args.layer, calls, out, want)
+    calls["torch"] = lambda: library(dict(op.params), *torch_inputs)
+    seconds: dict[str, list[float]] = {label: [] for label in calls}
+    for r in range(args.rounds):  # alternating rounds, each in another order
+        for label in list(calls)[r % len(calls):] + list(calls)[:r % len(calls)]:
+            seconds[label].append(median_time(calls[label], repeat=10))
+    theirs = np.array(seconds["torch"])
+    for label, v in seconds.items():
+        print(f"{label:>10}: {np.median(v) * 1e3:.3f} ms (rounds {min(v) * 1e3:.3f}-{max(v) * 1e3:.3f}), "
+              f"{np.median(theirs / np.array(v)):.2f}x torch")
+
+
+if __name__ == "__main__":
+    main()
