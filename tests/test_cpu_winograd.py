@@ -24,7 +24,9 @@ def _conv(**params):
     return get_builtin("conv2d").instantiate({**base, **params})
 
 
-def _relative_error(op, kernel, seed=0):
+def relative_error(op, kernel, seed=0):
+    """The Winograd ``kernel``'s largest error on ``op``'s random inputs, relative to the reference's largest
+    magnitude (``tests/test_grouped_winograd.py`` checks with it too)."""
     inputs = op.random_inputs(seed)
     want = op.reference(inputs)
     got = kernel.run(inputs)
@@ -38,7 +40,7 @@ def test_each_tile_size_computes_the_convolution_with_its_epilogue(m):
     op = fuse(_conv(), ("bias", "add", "relu"), (1,))
     product = product_operator(winograd_shape(op, m))
     point = CpuSpace(analyze(product)).default_point()
-    assert _relative_error(op, WinogradKernel(op, m, point)) < TOLERANCE["float32"]
+    assert relative_error(op, WinogradKernel(op, m, point)) < TOLERANCE["float32"]
 
 
 def test_without_padding_and_on_a_non_square_map():
@@ -46,7 +48,7 @@ def test_without_padding_and_on_a_non_square_map():
     shape = winograd_shape(op, 4)
     assert (shape.out_h, shape.out_w, shape.tiles_h, shape.tiles_w) == (7, 10, 2, 3)
     point = CpuSpace(analyze(product_operator(shape))).default_point()
-    assert _relative_error(op, WinogradKernel(op, 4, point)) < TOLERANCE["float32"]
+    assert relative_error(op, WinogradKernel(op, 4, point)) < TOLERANCE["float32"]
 
 
 def test_the_products_points_run_whichever_loop_they_vectorise_and_with_u_packed_where_they_ask():
@@ -63,14 +65,14 @@ def test_the_products_points_run_whichever_loop_they_vectorise_and_with_u_packed
     assert set(by_vector) == {"e", "p", "k"}
     assert weight_layouts(product, by_vector["e"]) == {1: (1, 2, 0)}  # U read with its points innermost
     for point in by_vector.values():
-        assert _relative_error(op, WinogradKernel(op, 2, point)) < TOLERANCE["float32"]
+        assert relative_error(op, WinogradKernel(op, 2, point)) < TOLERANCE["float32"]
 
 
 def test_several_vectors_of_channels_each_tile():
     # 4 lanes: 4 vectors of the 16 input channels and 6 of the 24 output channels per tile
     op = fuse(_conv(C=16, K=24, H=9, W=9), ("bias",), (1,))
     point = CpuSpace(analyze(product_operator(winograd_shape(op, 4)))).default_point()
-    assert _relative_error(op, WinogradKernel(op, 4, point, lanes=4)) < TOLERANCE["float32"]
+    assert relative_error(op, WinogradKernel(op, 4, point, lanes=4)) < TOLERANCE["float32"]
 
 
 def test_the_product_operator_matches_its_reference():

@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from functools import cache
+from functools import cache, cached_property
 
 import numpy as np
 
@@ -178,7 +178,7 @@ class CpuSpace(SplitSpace):
             out.append(f"no weight to block along {vector} (the kernel of block 0)")
         return out
 
-    @property
+    @cached_property  # of the analysis, fixed for the space; asked for each point violations() judges
     def streams_weights(self) -> bool:
         """Whether a weight feeds each of its elements to one multiply-add (a batch-1 linear layer: a matrix-vector
         product): its FMAs wait on memory, not on each other, so a register tile of one or two vectors is no
