@@ -214,17 +214,22 @@ class CpuSpace(SplitSpace):
     def default_point(self) -> Point | None:
         """The schedule a performance engineer writes first, derived from the analysis: the spatial loop that
         fills the most vector lanes without packing an activation every tile vectorised two vectors wide where it
-        divides (else one), a register tile of about half the vector registers over the outermost loop its vector
-        operands do not vary in (else just enough to fill the FMA pipelines), each core's share of the vectorised
-        loop capped at 64 elements (so the packed input tile stays in cache), the parallel outer loop split
-        further only where that share leaves a core idle, the reduction's inner level at most 8 deep, the padding
-        computed first unless the vectorised loop reads it only with a stride, a streamed weight
-        (``streams_weights``) blocked.
+        divides (else one), a register tile of about half the vector registers over the innermost loop its vector
+        operands do not vary in, with the reduction inside the tile's spatial loops (order 0), nothing unrolled
+        and each core's share of the vectorised loop one tile (else a tile just enough to fill the FMA pipelines,
+        order 1, unrolled, each core's share capped at 64 elements so the packed input tile stays in cache), the
+        parallel outer loop split further only where that share leaves a core idle, the reduction's inner level
+        at most 8 deep, the padding computed first unless the vectorised loop reads it only with a stride, a
+        streamed weight (``streams_weights``) blocked.
         None where the space cannot hold it (too few levels, or a rule it breaks).
 
         On YOLO-v1 it is strong where random points are weak (C8: 151-178 GFLOPS where 32 trials of search
         found 111; torch 132-142) and weak where they are strong (C15: 18 against 52), so it is a start
-        point measured in the first round, not an answer."""
+        point measured in the first round, not an answer. Where the tile reuses its operands, order 0, no unroll,
+        a tile along the innermost loop and one tile a core's share were measured against the earlier order 1,
+        unroll 64, outermost tile and 64-element share (``bench/cpu_points.py``, ``bench/data/cpu_points_order.txt``):
+        1×1 256 -> 256 at 56² 0.71-0.79× torch -> 1.04-1.07×, 96 -> 576 at 14² 0.86-0.92× -> 1.08×, Winograd
+        F(4×4)'s product on 256 -> 512 at 28² 1.62× -> 2.01×; 160 -> 960 at 7² lost 9 %."""
         levels, reduce_levels = self.levels
         if levels < 3 or reduce_levels < 2 or self.lanes < 2:
             return None
@@ -251,12 +256,13 @@ class CpuSpace(SplitSpace):
         # accumulators the loads could not feed: 144 × 56 × 56 along the row, AVX-512, 14 rows 248-770 µs, 4 rows 150 µs
         varying = [a for a in self.analysis.reads if a.dims(v.name)]
         pool = [lp for lp in others if not any(a.dims(lp.name) for a in varying)]
+        reused = bool(pool)
         budget = max(1, self.max_accumulators // 2 // vectors)
         if not pool:
             pool = [lp for lp in others if not all(a.dims(lp.name) for a in self.analysis.reads)] or others
             budget = max(1, 2 * MIN_ACCUMULATORS // vectors)
         tile, tile_factor = None, 1
-        for lp in pool:  # the outermost first: the innermost loop stays long at level 2, its reads contiguous
+        for lp in reversed(pool) if reused else pool:  # the innermost first: the tile's broadcast operands contiguous
             d = max(x for x in divisors(lp.extent) if x <= budget)
             if d > tile_factor:
                 tile, tile_factor = lp, d
@@ -267,7 +273,10 @@ class CpuSpace(SplitSpace):
                 if enough:
                     tile_factor, tile = min(enough, key=lambda pair: (pair[0], loops.index(pair[1])))
                     break
-        share = max(d for d in divisors(v.extent // fv) if d * fv <= max(64, fv))
+        # each core's share of the vectorised loop: one tile's vectors where the tile reuses its operands (its
+        # weights' panel stays in L1 across the image: 1x1 96 -> 576 at 14², 0.204 against 0.239 ms at 64), else
+        # up to 64 elements, so the packed input tile stays in cache
+        share = max(d for d in divisors(v.extent // fv) if d * fv <= max(fv if reused else 64, fv))
         missing = math.ceil(2 * self.cores / (v.extent // fv // share))
         parallel = next((lp for lp in others if lp is not tile), tile)
         pad = (1,) * (levels - 3)
@@ -284,7 +293,9 @@ class CpuSpace(SplitSpace):
         for lp in self.loops[self.num_spatial:]:
             inner = max(d for d in divisors(lp.extent) if d <= 8)
             knobs[f"split.{lp.name}"] = (*(1,) * (reduce_levels - 2), lp.extent // inner, inner)
-        choices = {"unroll": 64 if 64 in self.choices["unroll"] else self.choices["unroll"][0], "order": 1,
+        unroll = 0 if reused else 64
+        choices = {"unroll": unroll if unroll in self.choices["unroll"] else self.choices["unroll"][0],
+                   "order": 0 if reused else 1,
                    "inline": 0 if 0 in self.choices.get("inline", ()) and not self._padded_strided(v.name) else 1,
                    "vector": v.name}
         if self.streams_weights and blocked_weights(self.analysis, v.name, knobs[f"split.{v.name}"]):
