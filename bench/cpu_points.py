@@ -3,9 +3,11 @@ space's default point and variants of it (knobs replaced by JSON), for the figur
 
     .venv/bin/python bench/cpu_points.py Y-L16 '{"block": 0}' '{"split.j": [32, 1, 1, 128]}'
     .venv/bin/python bench/cpu_points.py 1x1:256-256-56 '{"split.k": [8, 1, 1, 32], "order": 0}'
+    .venv/bin/python bench/cpu_points.py 3x3:256-512-28 --winograd 4 '{"order": 1, "unroll": 64}'
 
-A layer is one of ``bench/cpu_blocked.py``'s ``LAYERS`` (with its network's epilogue), or ``1x1:C-K-HW`` (a
-pointwise convolution with bias and leaky ReLU).
+A layer is one of ``bench/cpu_blocked.py``'s ``LAYERS`` (with its network's epilogue), or ``1x1:C-K-HW`` /
+``3x3:C-K-HW`` (a pointwise or 3×3 stride-1 convolution with bias and leaky ReLU). ``--winograd M``: the layer
+run by F(M×M, 3×3), its points the product's (``gpu_cpu/winograd.py``), the default its space's default.
 """
 
 from __future__ import annotations
@@ -28,9 +30,10 @@ def layer(name: str):
     from hetero_dse.epilogue import fuse
     from hetero_dse.ops import get_builtin
 
-    if name.startswith("1x1:"):
+    if name[:4] in ("1x1:", "3x3:"):
         c, k, hw = (int(v) for v in name[4:].split("-"))
-        kind, params, steps = "conv2d", dict(CONV, C=c, K=k, H=hw, W=hw), LEAKY
+        kernel = int(name[0])
+        kind, params, steps = "conv2d", dict(CONV, C=c, K=k, H=hw, W=hw, kernel=kernel, padding=kernel // 2), LEAKY
     else:
         kind, params, steps = LAYERS[name]
     return fuse(get_builtin(kind).instantiate(params), steps, (1,))
@@ -42,7 +45,8 @@ def main() -> None:
     parser.add_argument("layer")
     parser.add_argument("variants", nargs="*", help="JSON objects of knobs replacing the default point's")
     parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args()
+    parser.add_argument("--winograd", type=int, choices=(2, 4, 6), help="run the layer by F(M×M, 3×3)")
+    args = parser.parse_intermixed_args()  # the layer, its variants and --winograd in any order
     import torch
     import tvm
 
@@ -50,13 +54,16 @@ def main() -> None:
     from gpu_cpu.schedule import apply_cpu, build_cpu, pack_weights
     from hetero_dse.analysis import analyze
     from hetero_dse.space.cpu import CpuSpace
+    from gpu_cpu.winograd import product_operator, winograd_point, winograd_shape
     from hetero_dse.space.point import Point
 
     op = layer(args.layer)
-    space = CpuSpace(analyze(op))
+    # a Winograd point is the product's point and the tile: the product's space judges and completes it
+    space = CpuSpace(analyze(product_operator(winograd_shape(op, args.winograd)) if args.winograd else op))
     default = space.default_point()
     if default is None:
         sys.exit(f"{args.layer}: the space has no default point")
+    whole = (lambda p: winograd_point(args.winograd, p)) if args.winograd else (lambda p: p)
     points = {"default": default}
     for i, spec in enumerate(args.variants):
         points[f"variant {i + 1}"] = Point({**default.to_json(), **json.loads(spec)})
@@ -69,8 +76,8 @@ def main() -> None:
     calls = {}
     for label, point in points.items():
         print(f"{label}: {json.dumps(point.to_json())}; pruned by: {space.violations(point) or 'nothing'}")
-        executable = build_cpu(apply_cpu(op, point))
-        given = [tvm.runtime.tensor(np.ascontiguousarray(a), dev) for a in pack_weights(op, point, inputs)]
+        executable = build_cpu(apply_cpu(op, whole(point)))
+        given = [tvm.runtime.tensor(np.ascontiguousarray(a), dev) for a in pack_weights(op, whole(point), inputs)]
         calls[label] = lambda executable=executable, given=given: executable(*given, out)
     checked_errors(args.layer, calls, out, want)
     calls["torch"] = lambda: library(dict(op.params), *torch_inputs)

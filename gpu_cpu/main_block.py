@@ -92,7 +92,7 @@ def schedule_main(sch: Any, block: Any, op: Operator, point: Point,
     vector = spatial_names.index(point["vector"]) if point.get("vector") in spatial_names else -1
     vector %= len(spatial_names)
     # accumulate into a buffer of the tile's size, written back once per tile: LLVM keeps its innermost
-    # part (S3, vectorised and unrolled) in registers
+    # part (S3, vectorised; its short loop unrolled by LLVM where no unroll is asked for) in registers
     cache = sch.cache_write(block, 0, "global") if reduce_loops(op) else None
     if cache is not None:
         fuse_epilogue(sch, op)

@@ -125,7 +125,6 @@ def test_a_point_read_back_with_its_knobs_in_another_order_schedules_the_same_lo
     from gpu_cpu.schedule import apply_gpu
     from hetero_dse.hardware.gpus import get_device
     from hetero_dse.space.gpu import GpuSpace
-    from hetero_dse.space.point import Point
 
     op = get_builtin("conv2d").instantiate(shape="yolo:C2")
     for space, apply in ((CpuSpace(analyze(op)), apply_cpu),
@@ -134,160 +133,6 @@ def test_a_point_read_back_with_its_knobs_in_another_order_schedules_the_same_lo
         shuffled = Point(dict(sorted(point.to_json().items(), reverse=True)))
         assert list(shuffled) != list(point)
         assert apply(op, shuffled).script() == apply(op, point).script()
-
-
-def test_the_default_point_by_hand():
-    op = get_builtin("conv2d").instantiate(shape="yolo:C2")  # k 192, i = j = 112, rc 64, 3×3
-    space = CpuSpace(analyze(op), vector_bits=512)
-    space.cores = 2
-    point = space.default_point()
-    # k fills 16 lanes two vectors wide (192 = 6 · 32). The image does not vary in k: a register tile of
-    # 28 / 2 / 2 = 7 output pixels (7 | 112), 14 accumulators, along j, the innermost loop, so the tile's image
-    # values are contiguous; each core's share of k is the tile's 32, 6 parallel iterations, enough for 2 cores
-    # (no outer split). The tile reuses its operands, so the reduction runs inside the tile's spatial loops
-    # (order 0) and nothing is unrolled: measured on 1×1 layers, 256 -> 256 at 56², 2.12 against 3.06 ms
-    assert point["vector"] == "k" and point["order"] == 0 and point["unroll"] == 0 and point["inline"] == 0
-    assert (point["split.k"], point["split.i"], point["split.j"]) == ((6, 1, 1, 32), (1, 1, 112, 1), (1, 1, 16, 7))
-    assert (point["split.rc"], point["split.rx"], point["split.ry"]) == ((1, 8, 8), (1, 1, 3), (1, 1, 3))
-    assert space.violations(point) == []
-
-
-def test_the_default_point_fills_the_fma_pipelines_where_half_the_registers_hold_no_divisor():
-    # an AVX2 host (12 accumulators): j (7) vectorised in one vector; half the registers (6) hold no divisor
-    # of k or i (7), so the register tile takes the fewest rows that give 4 accumulators: all 7 of k
-    op = get_builtin("conv2d").instantiate(shape="small:s2")  # K 7, 7×7 output
-    space = CpuSpace(analyze(op), vector_bits=256)
-    point = space.default_point()
-    assert point["vector"] == "j" and point["split.j"][-1] == 7 and point["split.k"][-1] == 7
-    assert point["split.i"][-1] == 1 and space.violations(point) == []
-
-
-def test_the_default_point_of_a_depthwise_convolution_by_hand():
-    # MobileNet-V2's stride-2 depthwise layer (its L10), AVX-512. Along its channels c (144 = 9 · 16, every lane
-    # busy) each tile would pack the image, a pass its 9 taps do not repay (821 µs against 149 µs measured):
-    # the output row j is vectorised instead, 14 of 16 lanes (28 = 2 · 14). Every operand the row's vectors
-    # read varies in c and i, so the tile only fills the FMA pipelines: 8 / 1 vector = 8 rows, the largest
-    # divisor of 28 up to 8 is 7, over i, where the weights stay the same. c, which nothing is reused across,
-    # is the parallel loop: j gives 28 / 14 / 2 = 1 outer iteration, c's smallest divisor ≥ 2 · 2 / 1 = 4.
-    op = get_builtin("depthwise_conv2d").instantiate(dict(C=144, H=56, W=56, stride=2))
-    space = CpuSpace(analyze(op), vector_bits=512)
-    space.cores = 2
-    point = space.default_point()
-    assert point["vector"] == "j" and point["order"] == 1
-    assert (point["split.c"], point["split.i"], point["split.j"]) == ((4, 1, 36, 1), (1, 1, 4, 7), (1, 1, 2, 14))
-    # read with a stride of 2 along j, the padding is inlined: its test costs little beside the gathered lanes,
-    # and computing it first costs a pass over the image (93 against 155 µs measured)
-    assert point["inline"] == 1 and space.violations(point) == []
-    # at stride 1 the row is read a lane an element: the padding is computed first, and inlining it is pruned
-    unit = CpuSpace(analyze(get_builtin("depthwise_conv2d").instantiate(dict(C=144, H=56, W=56))), vector_bits=512)
-    unit.cores = 2
-    first = unit.default_point()
-    assert first["vector"] == "j" and first["inline"] == 0 and unit.violations(first) == []
-    assert unit.violations(first.replace(inline=1)) == ["inlined padding would be tested in every lane of j"]
-    assert space.violations(point.replace(inline=0)) == []
-
-
-def test_the_default_point_of_a_linear_layer_streams_its_weights_blocked():
-    """A batch-1 linear layer (YOLO-v1's 50,176 -> 4,096) feeds each weight to one multiply-add: its FMAs wait
-    on memory, so the register-tile floor is waived (it had left the space no default, and a 16-trial search
-    of the layer to chance, 0.75-1.83x torch), and the default blocks the weights so each core reads one run
-    (measured on it: 29 ms blocked, 65 ms not; torch 41 ms)."""
-    op = get_builtin("gemm").instantiate({"M": 1, "N": 4096, "K": 50176})
-    space = CpuSpace(analyze(op), vector_bits=512)
-    space.cores = 2
-    point = space.default_point()
-    # j fills 16 lanes two vectors wide; each core's share 64 = 2 · 32 (64 parallel iterations); k 8 deep inside
-    assert space.streams_weights and point["vector"] == "j" and point["block"] == 1
-    assert (point["split.j"], point["split.k"]) == ((64, 1, 2, 32), (1, 6272, 8))
-    assert space.violations(point) == []
-    assert weight_blocks(op, point) == {1: 64}  # B, the second input
-    # the floor still holds where a weight is reused (a matrix product of 64 rows, a convolution)
-    for other in (get_builtin("gemm").instantiate({"M": 64, "N": 4096, "K": 512}),
-                  get_builtin("conv2d").instantiate(shape="yolo:C2")):
-        unblocked = CpuSpace(analyze(other), vector_bits=512)
-        assert not unblocked.streams_weights and "block" not in unblocked.default_point()
-    thin = Point({**point.to_json(), "split.j": (4096 // 16, 1, 1, 16)})  # one vector: allowed only when streamed
-    assert space.violations(thin) == []
-    dense = CpuSpace(analyze(get_builtin("gemm").instantiate({"M": 64, "N": 4096, "K": 512})), vector_bits=512)
-    one_row = Point({**thin.to_json(), "split.i": (64, 1, 1, 1), "split.k": (1, 64, 8)})
-    assert any("FMA latency" in v for v in dense.violations(one_row))
-
-
-def test_the_default_point_of_a_small_linear_layer_computes_the_reference():
-    op = get_builtin("gemm").instantiate({"M": 1, "N": 96, "K": 80})
-    space = CpuSpace(analyze(op), vector_bits=256)
-    point = space.default_point()
-    assert point["block"] == 1 and weight_blocks(op, point)
-    inputs = op.random_inputs(0)
-    got = run_cpu(build_cpu(apply_cpu(op, point)), op, inputs, point)
-    np.testing.assert_allclose(got, op.reference(inputs), rtol=1e-5, atol=1e-5)
-
-
-def test_the_default_point_of_a_pointwise_convolution_tiles_where_its_row_vector_is_reused():
-    # MobileNet-V2's 144 -> 24 1×1 at 56×56, AVX-512: j (56: 14 lanes of 16) fills more lanes than k (24: 12),
-    # and the image's row vector does not vary in k: the register tile is 12 output channels (the largest divisor
-    # of 24 up to 28 / 2), each vector loaded once for all 12, where tiling the rows loaded one a row (254 against
-    # 502 µs measured)
-    op = get_builtin("conv2d").instantiate(dict(C=144, K=24, H=56, W=56, kernel=1, stride=1, padding=0))
-    space = CpuSpace(analyze(op), vector_bits=512)
-    space.cores = 2
-    point = space.default_point()
-    assert point["vector"] == "j" and point["split.k"][-1] == 12 and point["split.i"][-1] == 1
-    assert space.violations(point) == []
-
-
-@pytest.mark.parametrize("vector_bits", [256, 512])  # AVX2 and AVX-512 hosts
-@pytest.mark.parametrize("name", ["conv2d", "conv3d", "depthwise_conv2d", "conv_transpose2d"])
-def test_the_default_point_computes_the_reference(name, vector_bits):
-    op = get_builtin(name).instantiate(shape="small:s2")
-    point = CpuSpace(analyze(op), vector_bits=vector_bits).default_point()
-    assert point is not None
-    inputs = op.random_inputs(0)
-    np.testing.assert_allclose(run_cpu(build_cpu(apply_cpu(op, point)), op, inputs, point), op.reference(inputs),
-                               rtol=1e-4, atol=1e-5, err_msg=str(point))
-
-
-@pytest.mark.parametrize("name", ["q", "p", "sa", "random", "tl"])
-def test_every_explorer_measures_the_default_point_in_its_first_round(name):
-    from hetero_dse.explore.settings import make_explorer
-
-    space = CpuSpace(analyze(get_builtin("conv2d").instantiate(shape="yolo:C2")), vector_bits=512)
-    first = make_explorer(name, space, 0, starts=4).propose()
-    assert np.array_equal(first[0], space.encode(space.default_point()))
-    # the rest of the round is drawn (the default's neighbours, random points): another seed, another round
-    assert not np.array_equal(first[1:], make_explorer(name, space, 1, starts=4).propose()[1:])
-
-
-def test_the_first_round_draws_half_its_rest_among_the_default_points_neighbours():
-    from hetero_dse.explore.base import first_round
-
-    space = CpuSpace(analyze(get_builtin("depthwise_conv2d").instantiate(dict(C=144, H=56, W=56, stride=2))),
-                     vector_bits=512)
-    default = space.default_point()
-    rows = first_round(space, 8, np.random.default_rng(0))
-    assert np.array_equal(rows[0], space.encode(default)) and space.valid(rows).all()
-    assert len(set(space.keys(rows).tolist())) == 8
-    # 0.5 · 7 = 3.5 -> 4 neighbours, each one knob away from the default, in turn with 3 random points: a budget
-    # that cuts the round keeps the share
-    def knob(point, k):  # a knob a point leaves out (block) has its optional value
-        return point.get(k, space.optional.get(k))
-
-    changed = [[k for k in space.knob_names if knob(space.decode(row), k) != knob(default, k)] for row in rows[1:]]
-    assert [len(knobs) == 1 for knobs in changed[0::2]] == [True] * 4, changed
-    # the neighbours are drawn, not fixed: another seed, others
-    assert not np.array_equal(first_round(space, 8, np.random.default_rng(1))[1::2], rows[1::2])
-    # where the space asks for none (an FPGA space's share is 0), the round is the default and random points
-    space.near_default = 0.0
-    rows = first_round(space, 8, np.random.default_rng(0))
-    assert np.array_equal(rows[1:], space.sample(7, np.random.default_rng(0)))
-
-
-def test_a_gpu_space_has_no_default_point():
-    from hetero_dse.hardware.gpus import get_device
-    from hetero_dse.space.gpu import GpuSpace
-
-    space = GpuSpace(analyze(get_builtin("conv2d").instantiate(shape="yolo:C2")), get_device("h100"))
-    assert space.default_point() is None
 
 
 def test_the_soft_rules_are_decided_once_when_the_space_is_made():
@@ -310,7 +155,6 @@ def test_blocked_weights_are_read_as_one_run_a_parallel_iteration_and_packed_as_
     ``schedule.json``'s own recipe lays them; torch's tensors (a network's) packed the same."""
     import torch
 
-    from hetero_dse.space.point import Point
     from hetero_dse.targets.cpu import packed_weights
 
     op = get_builtin("gemm").instantiate({"M": 1, "N": 256, "K": 64})
@@ -350,7 +194,6 @@ def test_a_group_convolution_and_winograd_product_block_their_weights_and_comput
     element, blocks whole within a group) and Winograd's product (U[e, c, k]) taken blocked; vectorised along the
     groups (g·Kg: Kg elements a step) nothing is blocked and the space says so."""
     from gpu_cpu.winograd import WinogradKernel, product_operator, winograd_shape
-    from hetero_dse.space.point import Point
 
     group = get_builtin("group_conv2d").instantiate({"batch": 1, "C": 32, "K": 64, "H": 8, "W": 8, "kernel": 3,
                                                      "padding": 1, "stride": 1, "groups": 2})

@@ -42,7 +42,7 @@ from functools import cache, cached_property
 
 import numpy as np
 
-from hetero_dse.analysis import Analysis
+from hetero_dse.analysis import Analysis, Loop
 from hetero_dse.hardware.host import host_cores
 from hetero_dse.space.base import SpaceError, divisors
 from hetero_dse.space.point import OPTIONAL_KNOBS, Point
@@ -214,22 +214,22 @@ class CpuSpace(SplitSpace):
     def default_point(self) -> Point | None:
         """The schedule a performance engineer writes first, derived from the analysis: the spatial loop that
         fills the most vector lanes without packing an activation every tile vectorised two vectors wide where it
-        divides (else one), a register tile of about half the vector registers over the innermost loop its vector
-        operands do not vary in, with the reduction inside the tile's spatial loops (order 0), nothing unrolled
-        and each core's share of the vectorised loop one tile (else a tile just enough to fill the FMA pipelines,
-        order 1, unrolled, each core's share capped at 64 elements so the packed input tile stays in cache), the
-        parallel outer loop split further only where that share leaves a core idle, the reduction's inner level
-        at most 8 deep, the padding computed first unless the vectorised loop reads it only with a stride, a
-        streamed weight (``streams_weights``) blocked.
+        divides (else one), a register tile (``_register_tile``), the parallel outer loop split further only
+        where the cores would be idle, the reduction's inner level at most 8 deep, the padding computed first
+        unless the vectorised loop reads it only with a stride, a streamed weight (``streams_weights``) blocked.
+        Where the tile reuses its operands: the reduction inside the tile's spatial loops (order 0), nothing
+        unrolled, each core's share of the vectorised loop one tile; else order 1, unrolled, each core's share up
+        to 64 elements (so the packed input tile stays in cache).
         None where the space cannot hold it (too few levels, or a rule it breaks).
 
         On YOLO-v1 it is strong where random points are weak (C8: 151-178 GFLOPS where 32 trials of search
         found 111; torch 132-142) and weak where they are strong (C15: 18 against 52), so it is a start
         point measured in the first round, not an answer. Where the tile reuses its operands, order 0, no unroll,
-        a tile along the innermost loop and one tile a core's share were measured against the earlier order 1,
+        the tile along the innermost loop and one tile a core's share were measured against the earlier order 1,
         unroll 64, outermost tile and 64-element share (``bench/cpu_points.py``, ``bench/data/cpu_points_order.txt``):
-        1×1 256 -> 256 at 56² 0.71-0.79× torch -> 1.04-1.07×, 96 -> 576 at 14² 0.86-0.92× -> 1.08×, Winograd
-        F(4×4)'s product on 256 -> 512 at 28² 1.62× -> 2.01×; 160 -> 960 at 7² lost 9 %."""
+        1×1 256 -> 256 at 56² 0.73-0.79× torch -> 1.07×, 96 -> 576 at 14² 0.92× -> 1.08×, Winograd F(4×4)'s
+        product on 256 -> 512 at 28² 1.67× -> 2.06×; 3×3 layers within 3 % either way, 1×1 16 -> 96 at 112² 4 %
+        and 160 -> 960 at 7² 9 % slower."""
         levels, reduce_levels = self.levels
         if levels < 3 or reduce_levels < 2 or self.lanes < 2:
             return None
@@ -248,35 +248,18 @@ class CpuSpace(SplitSpace):
             lane_use(vector_factor(lp.extent), self.lanes), vector_factor(lp.extent), spatial.index(lp)))
         fv = vector_factor(v.extent)
         others = [lp for lp in spatial if lp is not v and lp.extent > 1]
-        vectors = math.ceil(fv / self.lanes)
-        # the register tile over a loop its vector operands do not vary in, each loaded once for the tile, about
-        # half the registers; where none is (a depthwise convolution's image row varies in every loop), each
-        # accumulator has loads of its own: the tile only fills the FMA pipelines (2 ports × 4 cycles), over a
-        # loop some other operand is the same in (its weights, along the rows). More spent the registers on
-        # accumulators the loads could not feed: 144 × 56 × 56 along the row, AVX-512, 14 rows 248-770 µs, 4 rows 150 µs
-        varying = [a for a in self.analysis.reads if a.dims(v.name)]
-        pool = [lp for lp in others if not any(a.dims(lp.name) for a in varying)]
-        reused = bool(pool)
-        budget = max(1, self.max_accumulators // 2 // vectors)
-        if not pool:
-            pool = [lp for lp in others if not all(a.dims(lp.name) for a in self.analysis.reads)] or others
-            budget = max(1, 2 * MIN_ACCUMULATORS // vectors)
-        tile, tile_factor = None, 1
-        for lp in reversed(pool) if reused else pool:  # the innermost first: the tile's broadcast operands contiguous
-            d = max(x for x in divisors(lp.extent) if x <= budget)
-            if d > tile_factor:
-                tile, tile_factor = lp, d
-        if tile_factor * vectors < MIN_ACCUMULATORS:  # half the registers hold no divisor: the fewest that fill
-            for loops in (pool, others):  # the FMA pipelines, if any fit: over the tile's loops, else any
-                enough = [(d, lp) for lp in loops for d in divisors(lp.extent)
-                          if MIN_ACCUMULATORS <= d * vectors <= self.max_accumulators]
-                if enough:
-                    tile_factor, tile = min(enough, key=lambda pair: (pair[0], loops.index(pair[1])))
-                    break
-        # each core's share of the vectorised loop: one tile's vectors where the tile reuses its operands (its
-        # weights' panel stays in L1 across the image: 1x1 96 -> 576 at 14², 0.204 against 0.239 ms at 64), else
-        # up to 64 elements, so the packed input tile stays in cache
-        share = max(d for d in divisors(v.extent // fv) if d * fv <= max(fv if reused else 64, fv))
+        tile, tile_factor, reused = self._register_tile(v, fv, others)
+        if tile_factor * math.ceil(fv / self.lanes) < MIN_ACCUMULATORS and fv > self.lanes:
+            # two vectors leave no tile that fills the FMA pipelines within the registers (AVX2, a 7 × 7 image:
+            # 2 · 7 accumulators > 12): one vector, where its tile does (7 rows); else (a streamed weight, no
+            # loop to tile) the two vectors stay
+            narrow = self._register_tile(v, self.lanes, others)
+            if narrow[1] >= MIN_ACCUMULATORS:
+                fv, (tile, tile_factor, reused) = self.lanes, narrow
+        # each core's share of the vectorised loop: one tile's vectors where the tile reuses its operands (a 1×1
+        # layer's weight panel stays in L1 across the image: 96 -> 576 at 14², 0.204 against 0.239 ms at 64),
+        # else up to 64 elements, so the packed input tile stays in cache
+        share = 1 if reused else max(d for d in divisors(v.extent // fv) if d * fv <= max(64, fv))
         missing = math.ceil(2 * self.cores / (v.extent // fv // share))
         parallel = next((lp for lp in others if lp is not tile), tile)
         pad = (1,) * (levels - 3)
@@ -307,6 +290,39 @@ class CpuSpace(SplitSpace):
         except SpaceError:
             return None
         return None if self.violations(point) else point
+
+    def _register_tile(self, v: Loop, fv: int, others: list[Loop]) -> tuple[Loop | None, int, bool]:
+        """The register tile of ``default_point`` for ``v`` vectorised ``fv`` wide: (its loop or None, its
+        factor, whether the vectorised operands are reused across it).
+
+        Over a loop the vectorised operands do not vary in, each loaded once for the tile, about half the
+        registers, the innermost such loop on a tie (the tile's broadcast operands then contiguous: 1×1 256 ->
+        256 at 56², 7 pixels along the row 2.16 ms, along the column 2.78). Where none is (a depthwise
+        convolution's image row varies in every loop), each accumulator has loads of its own: the tile only fills
+        the FMA pipelines (2 ports × 4 cycles), over a loop some other operand is the same in (its weights, along
+        the rows); more spent the registers on accumulators the loads could not feed (144 × 56 × 56 along the
+        row, AVX-512: 14 rows 248-770 µs, 4 rows 150 µs). Where half the registers hold no divisor, the fewest
+        accumulators that fill the FMA pipelines, if any fit."""
+        vectors = math.ceil(fv / self.lanes)
+        varying = [a for a in self.analysis.reads if a.dims(v.name)]
+        reuse = [lp for lp in others if not any(a.dims(lp.name) for a in varying)][::-1]  # innermost first
+        pool, budget = reuse, max(1, self.max_accumulators // 2 // vectors)
+        if not pool:
+            pool = [lp for lp in others if not all(a.dims(lp.name) for a in self.analysis.reads)] or others
+            budget = max(1, 2 * MIN_ACCUMULATORS // vectors)
+        tile, factor = None, 1
+        for lp in pool:
+            d = max(x for x in divisors(lp.extent) if x <= budget)
+            if d > factor:
+                tile, factor = lp, d
+        if factor * vectors < MIN_ACCUMULATORS:
+            for loops in (pool, others[::-1] if reuse else others):
+                enough = [(d, lp) for lp in loops for d in divisors(lp.extent)
+                          if MIN_ACCUMULATORS <= d * vectors <= self.max_accumulators]
+                if enough:
+                    factor, tile = min(enough, key=lambda pair: (pair[0], loops.index(pair[1])))
+                    break
+        return tile, factor, any(tile is lp for lp in reuse)
 
     def _where(self) -> str:
         return f"in the CPU space pruned for {self.lanes} vector lanes"
