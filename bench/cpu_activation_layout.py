@@ -23,8 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cpu_points import layer  # noqa: E402
-from cpu_winograd import median_time  # noqa: E402
+from cpu_points import against_torch, layer  # noqa: E402
 
 
 def blocked_layout(x: int):
@@ -96,15 +95,8 @@ def measure(name: str, x: int, knobs: dict, rounds: int) -> dict | None:
               f"NCHW{x}c": float(np.abs(from_blocked(out_blocked.numpy()) - want).max()) / scale}
     if not all(e < 1e-4 for e in errors.values()):  # NaN included: an output left unwritten
         sys.exit(f"{name}: a layout computes a wrong result ({errors})")
-    seconds: dict[str, list[float]] = {label: [] for label in calls}
-    for r in range(rounds):  # alternating rounds, each in another order
-        for label in list(calls)[r % len(calls):] + list(calls)[:r % len(calls)]:
-            seconds[label].append(median_time(calls[label], repeat=10))
-    theirs = np.array(seconds["torch"])
     print(f"{name} {json.dumps(point.to_json())}")
-    for label, v in seconds.items():
-        print(f"  {label:>9}: {np.median(v) * 1e3:.3f} ms (rounds {min(v) * 1e3:.3f}-{max(v) * 1e3:.3f}), "
-              f"{np.median(theirs / np.array(v)):.2f}x torch", flush=True)
+    seconds = against_torch(calls, rounds)
     return {"layer": name, "block": x, "point": point.to_json(), "max_error": errors,
             "seconds": {label: float(np.median(v)) for label, v in seconds.items()}, "rounds_s": seconds}
 

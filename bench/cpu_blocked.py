@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cpu_winograd import checked_errors, median_time  # noqa: E402
+from cpu_winograd import alternating_rounds, checked_errors  # noqa: E402
 
 LEAKY = ("bias", "leaky_relu(0.1)")
 CONV = dict(batch=1, stride=1, padding=0, dilation=1, groups=1, kernel=1)
@@ -90,11 +90,7 @@ def measure(name: str, trials: int, rounds: int, seed: int) -> dict:
         a, b, bias = torch_inputs[0], torch_inputs[1].t().contiguous(), torch_inputs[2]
         calls["torch_linear"] = lambda: torch.nn.functional.leaky_relu(torch.nn.functional.linear(a, b, bias), 0.1) \
             if "leaky_relu(0.1)" in steps else torch.nn.functional.linear(a, b, bias)
-    seconds: dict[str, list[float]] = {label: [] for label in calls}
-    for r in range(rounds):  # alternating rounds, each in another order
-        order = list(calls)[r % len(calls):] + list(calls)[:r % len(calls)]
-        for label in order:
-            seconds[label].append(median_time(calls[label], repeat=5 if kind == "gemm" else 15))
+    seconds = alternating_rounds(calls, rounds, repeat=5 if kind == "gemm" else 15)
     row = {"layer": name, "operator": kind, "params": params, "epilogue": list(steps), "trials": trials,
            "search_s": searched, "points": points, "max_error": errors,
            "seconds": {label: float(np.median(v)) for label, v in seconds.items()}, "rounds_s": seconds,

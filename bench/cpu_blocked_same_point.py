@@ -20,7 +20,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cpu_blocked import LAYERS  # noqa: E402
-from cpu_winograd import median_time  # noqa: E402
+from cpu_winograd import alternating_rounds  # noqa: E402
 
 
 def main() -> None:
@@ -63,10 +63,7 @@ def main() -> None:
                     calls[label]()
                 if not np.allclose(outs["plain"].numpy(), outs["blocked"].numpy(), rtol=1e-3, atol=1e-3):
                     sys.exit(f"{found['layer']}: the blocked kernel computes another result")
-                seconds = {label: [] for label in calls}
-                for r in range(args.rounds):
-                    for label in (list(calls) if r % 2 == 0 else list(calls)[::-1]):
-                        seconds[label].append(median_time(calls[label], repeat=5 if kind == "gemm" else 15))
+                seconds = alternating_rounds(calls, args.rounds, repeat=5 if kind == "gemm" else 15)
                 ratio = float(np.median(np.array(seconds["plain"]) / np.array(seconds["blocked"])))
                 row = {"run": run.name, "layer": found["layer"], "found_in": space_name, "point": plain.to_json(),
                        "block": weight_blocks(op, blocked), "seconds": {k: float(np.median(v)) for k, v in

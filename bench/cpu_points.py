@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cpu_blocked import CONV, LAYERS, LEAKY  # noqa: E402
-from cpu_winograd import checked_errors, median_time  # noqa: E402
+from cpu_winograd import alternating_rounds, checked_errors  # noqa: E402
 
 
 def layer(name: str):
@@ -53,8 +53,8 @@ def main() -> None:
     from gpu_cpu.baselines import torch_call
     from gpu_cpu.schedule import apply_cpu, build_cpu, pack_weights
     from hetero_dse.analysis import analyze
-    from hetero_dse.space.cpu import CpuSpace
     from gpu_cpu.winograd import product_operator, winograd_point, winograd_shape
+    from hetero_dse.space.cpu import CpuSpace
     from hetero_dse.space.point import Point
 
     op = layer(args.layer)
@@ -81,14 +81,18 @@ def main() -> None:
         calls[label] = lambda executable=executable, given=given: executable(*given, out)
     checked_errors(args.layer, calls, out, want)
     calls["torch"] = lambda: library(dict(op.params), *torch_inputs)
-    seconds: dict[str, list[float]] = {label: [] for label in calls}
-    for r in range(args.rounds):  # alternating rounds, each in another order
-        for label in list(calls)[r % len(calls):] + list(calls)[:r % len(calls)]:
-            seconds[label].append(median_time(calls[label], repeat=10))
+    against_torch(calls, args.rounds)
+
+
+def against_torch(calls: dict, rounds: int) -> dict[str, list[float]]:
+    """``calls`` (one of them "torch") timed in alternating rounds, each printed with its median over the
+    rounds and the median of the rounds' ratios to torch's; per label, its rounds' seconds."""
+    seconds = alternating_rounds(calls, rounds, repeat=10)
     theirs = np.array(seconds["torch"])
     for label, v in seconds.items():
         print(f"{label:>10}: {np.median(v) * 1e3:.3f} ms (rounds {min(v) * 1e3:.3f}-{max(v) * 1e3:.3f}), "
-              f"{np.median(theirs / np.array(v)):.2f}x torch")
+              f"{np.median(theirs / np.array(v)):.2f}x torch", flush=True)
+    return seconds
 
 
 if __name__ == "__main__":

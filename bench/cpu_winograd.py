@@ -78,6 +78,16 @@ def median_time(call, repeat: int = 15) -> float:
     return float(np.median(times))
 
 
+def alternating_rounds(calls: dict, rounds: int, repeat: int = 15) -> dict[str, list[float]]:
+    """Each call's ``median_time`` once a round, ``rounds`` rounds, the calls rotated by one a round so none is
+    always timed first: per label, its rounds' seconds."""
+    seconds: dict[str, list[float]] = {label: [] for label in calls}
+    for r in range(rounds):
+        for label in list(calls)[r % len(calls):] + list(calls)[:r % len(calls)]:
+            seconds[label].append(median_time(calls[label], repeat))
+    return seconds
+
+
 def checked_errors(name: str, calls: dict, out, want: np.ndarray) -> dict[str, float]:
     """Each call's largest error into ``out`` against ``want``, relative to its largest magnitude; the bench
     ends in one sentence where one is wrong (an output it leaves unwritten included: ``out`` starts as NaN)."""
@@ -120,11 +130,7 @@ def measure(name: str, shape: tuple[int, ...], tiles: list[int], trials: int, ro
     errors = checked_errors(name, calls, out, want)
     xt, wt = torch.from_numpy(inputs[0]), torch.from_numpy(inputs[1])
     calls["torch"] = lambda: torch.nn.functional.conv2d(xt, wt, padding=1, groups=groups)
-    seconds: dict[str, list[float]] = {label: [] for label in calls}
-    for r in range(rounds):  # alternating rounds, each in another order
-        order = list(calls)[r % len(calls):] + list(calls)[:r % len(calls)]
-        for label in order:
-            seconds[label].append(median_time(calls[label]))
+    seconds = alternating_rounds(calls, rounds)
     flops = 2 * c * k // groups * 9 * hw * hw
     row = {"layer": name, "C": c, "K": k, "HW": hw, "groups": groups, "trials": trials, "search_s": searched,
            "max_error": errors,
