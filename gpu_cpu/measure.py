@@ -233,7 +233,7 @@ def check_and_time(module: Any, op: Any, dev: Any, job: MeasureJob) -> float | d
     run of ``repeat`` repeats, each of them, and the foreign load meanwhile (under the machine's lock)."""
     import tvm
 
-    from hetero_dse.ops.winograd import TILE_KNOB
+    from hetero_dse.ops.winograd import TILE_KNOB, result_problem
 
     inputs = op.random_inputs(0)
     given = inputs
@@ -253,8 +253,9 @@ def check_and_time(module: Any, op: Any, dev: Any, job: MeasureJob) -> float | d
     first = time.perf_counter() - start
     if job.check:
         want = op.reference(inputs)
-        if want is not None and not np.allclose(out.numpy(), want, rtol=1e-3, atol=1e-3):
-            raise ValueError("the scheduled kernel's result differs from the reference")
+        problem = None if want is None else result_problem(out.numpy(), want, op.dtype, TILE_KNOB in job.point)
+        if problem:
+            raise ValueError(f"the scheduled kernel's result {problem}")
     if job.cutoff_s is not None:
         if job.target == "cuda":  # the first launch also loaded the kernel: probe once more, on the device's timer
             first = float(module.time_evaluator(module.entry_name, dev, number=1, repeat=1)(*args, out).mean)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -100,6 +101,30 @@ def test_seed_001s_domain_and_the_occupancy_rules_prune_the_gpu_space_by_hand():
     assert tiny.violations(one_thread) == []
     # an operator whose domain random draws do not find keeps the limits alone
     assert not GpuSpace(analyze(op), get_device("h100"), domain=False).domain
+
+
+def test_a_domain_rarer_than_the_draws_a_point_is_sampled_short_not_refused():
+    """ResNet-18's 512 → 512 layer at 7×7 keeps about 0.06 % of its splits in seed 001's domain, near the one point
+    in 2,000 draws the sampler allows: a measured search on an H200 died there asking for 512 points ("found no
+    point ... in 1,024,000 draws", bench/data/gpu_winograd_h200.log) though the draws had found hundreds."""
+    import numpy as np
+
+    op = get_builtin("conv2d").instantiate({"C": 512, "K": 512, "H": 7, "W": 7, "kernel": 3, "padding": 1})
+    space = GpuSpace(analyze(op), get_device("h100"))
+    assert space.domain
+    rows = np.random.default_rng(0).integers(0, space.cardinalities, size=(200_000, space.num_knobs))
+    share = space.valid(rows).mean()
+    assert 0 < share < 2 / space.draws_per_point
+    drawn = space.sample(64, np.random.default_rng(1))  # 128,000 draws: too few for 64 at this share
+    assert 0 < len(drawn) < 64 and space.valid(drawn).all()
+    assert len(space.sample(8, np.random.default_rng(1))) == 8
+    # a space with no point at all still says so
+    from hetero_dse.space.base import SpaceError
+
+    empty = GpuSpace(analyze(op), get_device("h100"))
+    empty.device = replace(empty.device, shared_memory_per_block=0)
+    with pytest.raises(SpaceError, match="found no point"):
+        empty.sample(4, np.random.default_rng(0))
 
 
 @pytest.mark.parametrize("shape", [{"shape": "yolo:C1"}, {"shape": "yolo:C13"},

@@ -168,6 +168,49 @@ def test_no_winograd_where_it_does_not_take_the_layer(params):
     assert GpuTarget("h100").alternatives(_conv(**params)) == ()
 
 
+def test_a_winograd_tile_offered_passes_the_check_that_times_it():
+    """F(4×4, 3×3) over YOLO-v1 C13's 1,024 channels: ``refused`` offers it (its error a few 1e-5 of the output's
+    magnitude), and an H200 then refused every such kernel, judging it element by element (2.7e-3 off at outputs
+    near zero). The check a measurement runs (``check_and_time``) must judge it as the offer did, and still catch a
+    kernel that writes one tile wrong."""
+    import tvm
+
+    from gpu_cpu.measure import MeasureJob, check_and_time
+    from hetero_dse.ops.winograd import refused, winograd_conv2d
+
+    op = _conv(C=1024, K=1024, H=14, W=14)
+    x, w = op.random_inputs(0)
+    want = op.reference([x, w])
+    got = winograd_conv2d(np.pad(x[0], ((0, 0), (1, 1), (1, 1))), w, 4, "float32")[None]
+    assert refused(4, 3, "float32", 1024) is None
+    assert not np.allclose(got, want, rtol=1e-3, atol=1e-3)  # what the check asked before: element by element
+    torn = got.copy()
+    torn[0, 7, 4:8, 4:8] = 0  # one output tile of one channel never written
+
+    class StandIn:
+        """A test double of a built module: its kernel writes a given output; its timer reports one microsecond."""
+        entry_name = "main"
+
+        def __init__(self, output):
+            self.output = output
+
+        def __getitem__(self, name):
+            return lambda *args: args[-1].copyfrom(self.output.astype("float32"))
+
+        def time_evaluator(self, *args, **kwargs):
+            return lambda *a: type("Timed", (), {"results": [1e-6] * 4})()
+
+    point = {TILE_KNOB: 4}
+    winograd = MeasureJob.of(op, "builtin", point, target="cuda", repeat=3)
+    assert check_and_time(StandIn(got), op, tvm.cpu(0), winograd)["seconds"] == 1e-6
+    with pytest.raises(ValueError, match="errs by .* of the output's largest magnitude, beyond the 1e-03"):
+        check_and_time(StandIn(torn), op, tvm.cpu(0), winograd)
+    # a direct kernel is still judged element by element: the same output from one is wrong
+    direct = MeasureJob.of(op, "builtin", {}, target="cuda", repeat=3)
+    with pytest.raises(ValueError, match="differs from the reference"):
+        check_and_time(StandIn(got), op, tvm.cpu(0), direct)
+
+
 def test_which_targets_offer_winograd_and_in_which_domain():
     target = GpuTarget("h100")
     assert [a.label for a in target.alternatives(_conv())] == ["Winograd F(2×2, 3×3)", "Winograd F(4×4, 3×3)"]

@@ -65,7 +65,7 @@ class Space(Protocol):
         """Which rows obey the space's rules."""
 
     def sample(self, count: int, rng: np.random.Generator) -> np.ndarray:
-        """``count`` valid rows."""
+        """``count`` valid rows (fewer, never none, where the rules keep too few for the draws to find)."""
 
     def decode(self, row: np.ndarray) -> Point: ...
 

@@ -24,6 +24,7 @@ from gpu_cpu.winograd import TILE_KNOB, algorithm_name, product_operator, transf
 from hetero_dse.analysis import analyze
 from hetero_dse.atomic import atomic_directory
 from hetero_dse.errors import HeteroDSEError
+from hetero_dse.ops.winograd import result_problem
 from hetero_dse.explore.loop import LoopResult, run_search
 from hetero_dse.explore.settings import AUTO_MEASURED
 from hetero_dse.hardware.cpu_peak import host_cpu_peak
@@ -178,9 +179,11 @@ class CpuTarget:
         want = t.op.reference(inputs)
         passed = None
         if want is not None:
-            passed = bool(np.allclose(run_cpu(executable, t.op, inputs, t.best), want, rtol=1e-3, atol=1e-3))
-            if not passed:
-                raise HeteroDSEError(f"the best schedule of {t.op.name} computes a wrong result; not written")
+            problem = result_problem(run_cpu(executable, t.op, inputs, t.best), want, t.op.dtype, TILE_KNOB in t.best)
+            if problem:
+                raise HeteroDSEError(f"the best schedule of {t.op.name} computes a wrong result (it {problem}); "
+                                     "not written")
+            passed = True
         directory = out / self.directory(t.op)
         with atomic_directory(directory) as partial:
             executable.export_library(str(partial / "module.so"))
