@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from hetero_dse.operator import Operator
+from hetero_dse.hardware.allocator import serve_from_heap
 from hetero_dse.hardware.host import host_cores
 
 
@@ -121,12 +122,14 @@ def torch_output(op: Operator, inputs: list[np.ndarray]) -> np.ndarray | None:
 def time_torch_cpu(op: Operator, repeat: int = 10, min_seconds: float = 0.2,
                    samples: list[float] | None = None) -> float | None:
     """Median seconds of ``op``'s torch call on this CPU (all cores), or None when torch has no such call;
-    ``samples`` (when given) receives each repeat's seconds per run."""
+    ``samples`` (when given) receives each repeat's seconds per run. Its memory comes from the heap, reused
+    (``serve_from_heap``), as in a running network, not mmap'd afresh on every call."""
     import torch
 
     call = torch_call(op)
     if call is None:
         return None
+    serve_from_heap()
     torch.set_num_threads(host_cores())
     params = dict(op.params)
     args = [torch.from_numpy(np.ascontiguousarray(a.astype(np.float32))) for a in op.random_inputs(0)]

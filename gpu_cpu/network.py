@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from hetero_dse.errors import HeteroDSEError
+from hetero_dse.hardware.allocator import serve_from_heap
 from hetero_dse.hardware.host import torch_on_host_cores, use_host_cores
 
 __all__ = ["PlannedNetwork", "layer_times", "time_against_eager", "time_variants"]
@@ -234,6 +235,7 @@ def time_variants(model: Any, variants: dict[str, PlannedNetwork], example: Any,
     the first (the plan), and dropped with its reason otherwise."""
     from gpu_cpu.conditions import timing
 
+    serve_from_heap()  # eager's memory as its per-layer calls are timed: from the heap, reused
     with torch_on_host_cores(), torch.no_grad():
         want = _first_tensor(model(example))
         if not torch.equal(want, _first_tensor(model(example))):

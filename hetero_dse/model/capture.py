@@ -155,13 +155,16 @@ def capture(model: Any, example: Any, name: str = "model", profile: bool = True)
 
 def time_eager(model: Any, example: Any, repeat: int = 10) -> float:
     """Median seconds of one run of the network in torch eager on this CPU (all cores), taken when the network
-    is captured, before any search runs."""
+    is captured, before any search runs; its memory from the heap, reused (``serve_from_heap``), as torch's
+    per-layer calls are timed."""
     import time
 
     import torch
 
+    from hetero_dse.hardware.allocator import serve_from_heap
     from hetero_dse.hardware.host import host_cores
 
+    serve_from_heap()
     torch.set_num_threads(host_cores())
     with torch.no_grad():
         model(example)  # warm-up: oneDNN picks its kernels on the first run
