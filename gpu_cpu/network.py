@@ -67,7 +67,9 @@ class PlannedNetwork:
         self.replaced = {"hetero_dse": 0, "library": 0, "torch": 0}
         for k, g in enumerate(groups):
             entry = calls.get(labels[g.key])
-            if entry is None or g.kind not in _RUNS:
+            # "torch eager": the plan found no variant faster than eager (``apply_network_run``), so the layer
+            # stays torch's own
+            if entry is None or entry["call"] == "torch eager" or g.kind not in _RUNS:
                 self.replaced["torch"] += g.repeats
                 continue
             layer = graph.layers[int(labels[g.key].rsplit("L", 1)[1]) - 1]
