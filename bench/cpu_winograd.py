@@ -36,10 +36,15 @@ NETWORKS = {
 
 
 def layers(spec: str) -> dict[str, tuple[int, ...]]:
+    """The layers ``spec`` names, in its order: a network's name (all its layers), one of their layers' names
+    (R-L7, Y-C13, M-D144), or NAME=C-K-HW[-groups]."""
+    named = {name: shape for network in NETWORKS.values() for name, shape in network.items()}
     out: dict[str, tuple[int, ...]] = {}
     for item in spec.split(","):
         if item in NETWORKS:
             out.update(NETWORKS[item])
+        elif item in named:
+            out[item] = named[item]
         else:
             name, shape = item.split("=")
             out[name] = tuple(int(v) for v in shape.split("-"))

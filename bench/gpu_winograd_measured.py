@@ -35,17 +35,8 @@ from hetero_dse.targets.base import Search  # noqa: E402
 from hetero_dse.targets.flow import explore  # noqa: E402
 from hetero_dse.targets.gpu import GpuTarget  # noqa: E402
 
-from cpu_winograd import NETWORKS, convolution, layers  # noqa: E402
+from cpu_winograd import convolution, layers  # noqa: E402
 from yolo_common import geomean  # noqa: E402
-
-
-def chosen_layers(spec: str) -> dict[str, tuple[int, ...]]:
-    """The layers ``--layers`` names, in its order."""
-    known = layers(",".join(NETWORKS))
-    out: dict[str, tuple[int, ...]] = {}
-    for item in spec.split(","):
-        out.update({item: known[item]} if item in known else layers(item))
-    return out
 
 
 def layer_row(name: str, shape: tuple[int, ...], trials: int, seed: int) -> dict:
@@ -73,11 +64,14 @@ def layer_row(name: str, shape: tuple[int, ...], trials: int, seed: int) -> dict
     row["cudnn_fp32_s"] = t.library.seconds if t.library is not None else time_torch_cuda(op)
     row["cudnn_tf32_s"] = time_torch_cuda(op, tf32=True)
     timed = {a["algorithm"]: a["seconds"] for a in t.algorithms if a["seconds"]}
+    if not timed:
+        return row
+    best = min(timed.values())
     if "direct" in timed:
-        row["best_over_direct"] = timed["direct"] / min(timed.values())
-    if timed and row["cudnn_fp32_s"]:
-        row["best_over_cudnn_fp32"] = row["cudnn_fp32_s"] / min(timed.values())
-        row["best_over_cudnn_tf32"] = (row["cudnn_tf32_s"] or float("nan")) / min(timed.values())
+        row["best_over_direct"] = timed["direct"] / best
+    if row["cudnn_fp32_s"]:
+        row["best_over_cudnn_fp32"] = row["cudnn_fp32_s"] / best
+        row["best_over_cudnn_tf32"] = (row["cudnn_tf32_s"] or float("nan")) / best
     return row
 
 
@@ -110,7 +104,7 @@ def main() -> None:
             args.json.write_text(json.dumps({"command": " ".join(sys.argv), "device": gpu.name,
                                              "trials": args.trials, "rows": rows, **summary}, indent=1) + "\n")
 
-    for name, shape in chosen_layers(args.layers).items():
+    for name, shape in layers(args.layers).items():
         if name in done:
             continue
         try:

@@ -212,8 +212,10 @@ TOLERANCE = {"float32": 1e-3, "float16": 1e-2}
 def relative_error(got: np.ndarray, want: np.ndarray) -> float:
     """The largest error of ``got`` against ``want``, relative to the output's largest magnitude."""
     want = np.asarray(want, dtype=np.float64)
-    scale = float(np.abs(want).max()) if want.size else 0.0
-    error = float(np.abs(np.asarray(got, dtype=np.float64) - want).max()) if want.size else 0.0
+    if not want.size:
+        return 0.0
+    scale = float(np.abs(want).max())
+    error = float(np.abs(np.asarray(got, dtype=np.float64) - want).max())
     return error / scale if scale else error
 
 
