@@ -107,6 +107,9 @@ def main() -> None:
     for name, shape in layers(args.layers).items():
         if name in done:
             continue
+        if len(shape) > 3 and shape[3] > 1:  # as bench/gpu_winograd.py: the GPU's Winograd takes one group
+            print(f"{name}: a convolution of {shape[3]} groups, which Winograd on the GPU does not take", flush=True)
+            continue
         try:
             row = layer_row(name, shape, args.trials, args.seed)
         except Exception as e:  # noqa: BLE001 - one layer's failure is recorded, the run goes on
