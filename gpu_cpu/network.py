@@ -34,9 +34,11 @@ class PlannedNetwork:
     """``graph`` (``capture``'s, its torch.export program kept) run with ``plan`` (one device of plan.json),
     the modules under ``out`` (the explore run's output directory), our kernels' parallel loops on ``pool``'s
     threads ("torch": torch's OpenMP team; "tvm": TVM's own pool, kept for comparison). ``self.pool`` says
-    which they got."""
+    which they got. ``kernels``, where given, holds the modules compiled so far by directory, shared by the
+    networks of one pool (each is compiled once)."""
 
-    def __init__(self, graph: Any, plan: dict[str, Any], out: Path, pool: str = "torch") -> None:
+    def __init__(self, graph: Any, plan: dict[str, Any], out: Path, pool: str = "torch",
+                 kernels: dict | None = None) -> None:
         from gpu_cpu.one_pool import thread_pool
 
         # TVM's pool is sized when its first parallel loop runs: at half the logical CPUs unless told, which
@@ -44,6 +46,7 @@ class PlannedNetwork:
         use_host_cores()
         # a module binds its parallel loops to the pool registered when it first runs (each _Layer runs its
         # kernel once when made), so the choice holds for this network whatever is registered later
+        self.kernels = {} if kernels is None else kernels
         with torch_on_host_cores(), thread_pool(pool) as self.pool:
             self._replace(graph, plan, out)
 
@@ -78,9 +81,17 @@ class PlannedNetwork:
             if entry["call"] == "hetero_dse" and not entry.get("module"):
                 raise HeteroDSEError(f"the plan calls our kernel for {entry['layer']}, but no module was written "
                                      "for it (see report.md)")
-            kernel = (_ours(op, out / entry["module"]) if entry["call"] == "hetero_dse" else _library(op))
+            if entry["call"] == "hetero_dse":
+                # a module binds its parallel loops to the pool it first ran on: shared only within one pool
+                key = (entry["module"], self.pool.kind)
+                if key not in self.kernels:
+                    self.kernels[key] = _ours(op, out / entry["module"])
+                kernel = self.kernels[key]
+            else:
+                kernel = _library(op)
             wrapper = _Layer(op, g.kind, kernel, weight, bias, entry["call"] == "hetero_dse")
             wrapper.label = labels[g.key]
+            wrapper.source = entry["module"] if entry["call"] == "hetero_dse" else "library"  # what it calls
             name = f"hdse_{k}"
             self.module.add_submodule(name, wrapper)
             tail = nodes[g.tail]

@@ -51,11 +51,18 @@ def apply_network_run(device: dict[str, Any], run: dict[str, Any] | None) -> Non
             e["choice"], e["chosen_s"] = "library", e["library_s"]
     elif best == "context":
         device["run"], device["total_s"] = "plan timed in the network", seconds
-        device["fallback"] = ("; ".join(said) + ": a layer's kernel is chosen by its time inside the network, where "
-                              "its weights come from memory, not by its time alone")
+        device["fallback"] = ("; ".join(said) + ": a layer's kernel (the library's or one of our algorithms') is "
+                              "chosen by its time inside the network, where its weights come from memory, not by "
+                              "its time alone")
         for e in device["layers"]:
             e["choice"] = run["context_calls"][e["layer"]]
             e["chosen_s"] = e["ours_s"] if e["choice"] == "hetero_dse" else e["library_s"]
+            module = (run.get("context_modules") or {}).get(e["layer"])
+            if e["choice"] == "hetero_dse" and module and module != e["directory"]:
+                # another algorithm's best, faster inside the network than the one chosen alone: plan.json
+                # calls its module; its time alone is the one it was compared by
+                e["directory"], e["algorithm"] = module, run["context_algorithms"][e["layer"]]
+                e["chosen_s"] = run["context_alone_s"][e["layer"]]
     else:
         device["run"], device["total_s"] = "plan", seconds
     if device["run"] in ("library calls", "plan timed in the network"):  # the layers' chosen kernels changed

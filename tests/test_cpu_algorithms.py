@@ -255,6 +255,19 @@ def test_winograd_chosen_end_to_end_writes_a_module_that_computes_the_reference_
     assert "Winograd F(" in (out / "report.md").read_text()
     r = cli("replay", saved)
     assert r.code == 0, r.err
+    # the other tile's best beside it (a network may run it faster: tests/test_network.py), checked and replayable
+    (other,) = [a for a in record["algorithms"] if not a["chosen"]]
+    kept = saved / "alternatives" / f"winograd_f{6 - m}"
+    beside = json.loads((kept / "schedule.json").read_text())
+    assert beside["algorithm"] == other["algorithm"] == f"Winograd F({6 - m}×{6 - m}, 3×3)"
+    assert beside["knobs"][TILE_KNOB] == 6 - m and beside["measured_seconds"] == other["seconds"]
+    assert beside["signature"] == schedule["signature"] and schedule["algorithm"] == record["algorithm"]
+    module = tvm.runtime.load_module(str(kept / "module.so"))
+    u = np.ascontiguousarray(winograd_weights(op, beside["knobs"], w))
+    module[module.entry_name](tvm.runtime.tensor(x, dev), tvm.runtime.tensor(u, dev), got)
+    np.testing.assert_allclose(got.numpy(), op.reference([x, w]), rtol=1e-4, atol=1e-4)
+    r = cli("replay", kept)
+    assert r.code == 0, r.err
 
 
 def test_winograd_on_over_rpc_is_refused_in_one_sentence(cli, tmp_path):

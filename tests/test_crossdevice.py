@@ -123,6 +123,15 @@ def test_where_layers_choose_by_their_time_inside_the_network_the_plan_says_so()
     (device,) = plan_file(MODEL, [cpu])["devices"]
     assert [(e["call"], e["module"], e["our_module"]) for e in device["layers"]] == [
         ("library", None, "net:L1/cpu"), ("hetero_dse", "net:L2/cpu", "net:L2/cpu"), ("library", None, "net:L3/cpu")]
+    # inside the network another algorithm's best of L2 (written beside its module) ran fastest: plan.json calls
+    # that module, names its algorithm, and its time alone is the one summed
+    other = {**run, "context_modules": {"net:L2": "net:L2/cpu/alternatives/direct"},
+             "context_algorithms": {"net:L2": "direct"}, "context_alone_s": {"net:L2": 3.5e-3}}
+    cpu, _ = system_plan({**MODEL, "executed": {"cpu0": other}}, ROWS)
+    assert cpu["plan_s"] == pytest.approx(2e-3 + 2 * 3.5e-3 + 0.2e-3)
+    (device,) = plan_file(MODEL, [cpu])["devices"]
+    assert [(e["call"], e["module"], e.get("algorithm"), e["seconds"]) for e in device["layers"]][1] == (
+        "hetero_dse", "net:L2/cpu/alternatives/direct", "direct", 3.5e-3)
     # a tie between the plan and a variant keeps the plan
     tie = {**RUN, "library_s": RUN["plan_s"], "library_speedup": RUN["plan_speedup"]}
     assert system_plan({**MODEL, "executed": {"cpu0": tie}}, ROWS)[0]["run"] == "plan"

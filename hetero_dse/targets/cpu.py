@@ -11,7 +11,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from gpu_cpu.main_block import packed_shape, weight_blocks
 from gpu_cpu.measure import MeasureResult, Measurer, check_fits_in_memory, measure_cpu_job, time_torch_isolated
@@ -35,6 +34,7 @@ from hetero_dse.space.cpu import CpuSpace
 from hetero_dse.space.point import Point
 from hetero_dse.targets.base import Alternative, Defaults, Row, Search, Searched, Written
 from hetero_dse.evaluate.measured import Trial, TrialLog, TuneResult, candidate_job, fastest, measured_evaluator
+from hetero_dse.targets.cpu_network import ALTERNATIVES, alternatives_of, run_plan
 from hetero_dse.targets.tuned import TVM_STARTS, Tuned, algorithm_candidates, compare_algorithms, schedule_json, \
     tvm_workload
 
@@ -169,29 +169,41 @@ class CpuTarget:
         return f"{op.slug}/cpu"
 
     def write(self, t: Tuned, out: Path, seed: int) -> Written:
-        """The best schedule's module, TIR, LLVM IR and ``schedule.json``, checked against the reference;
-        assembled aside, renamed when whole."""
+        """The best schedule's module, TIR, LLVM IR and ``schedule.json``, checked against the reference, and
+        each other algorithm's best beside it (``alternatives/``: a network may run one faster where the best's
+        weights or intermediates come from memory); assembled aside, renamed when whole."""
         if t.best is None:
             raise t.no_best()
-        mod = apply_cpu(t.op, t.best)
-        executable = build_cpu(mod)
         inputs = t.op.random_inputs(seed)
         want = t.op.reference(inputs)
+        directory = out / self.directory(t.op)
+        with atomic_directory(directory) as partial:
+            passed = self._write_module(t, t, partial, inputs, want)
+            for slug, other in alternatives_of(t, self.algorithm == "winograd"):
+                self._write_module(other, t, partial / ALTERNATIVES / slug, inputs, want)
+        return Written(str(directory.relative_to(out)), passed=passed)
+
+    def _write_module(self, t: Tuned, of: Tuned, where: Path, inputs: Any, want: Any) -> bool | None:
+        """``t.best``'s module, TIR, LLVM IR and schedule.json in ``where``, checked against ``want`` first
+        (``of``: the search it was chosen from, named in the error)."""
+        mod = apply_cpu(t.op, t.best)
+        executable = build_cpu(mod)
         passed = None
         if want is not None:
             problem = result_problem(run_cpu(executable, t.op, inputs, t.best), want, t.op.dtype, TILE_KNOB in t.best)
             if problem:
-                raise HeteroDSEError(f"the best schedule of {t.op.name} computes a wrong result (it {problem}); "
+                which = "best schedule" if t is of else f"best {t.algorithm or 'direct'} schedule"
+                raise HeteroDSEError(f"the {which} of {of.op.name} computes a wrong result (it {problem}); "
                                      "not written")
             passed = True
-        directory = out / self.directory(t.op)
-        with atomic_directory(directory) as partial:
-            executable.export_library(str(partial / "module.so"))
-            (partial / "lowered_tir.py").write_text(mod.script())
-            (partial / "llvm.ll").write_text(executable.mod.inspect_source("ll"))
-            (partial / "schedule.json").write_text(schedule_json(t, host_target(), cpu_codegen=CPU_CODEGEN,
-                                                                 packed_weights=packed_weights(t.op, t.best)))
-        return Written(str(directory.relative_to(out)), passed=passed)
+        where.mkdir(parents=True, exist_ok=True)
+        executable.export_library(str(where / "module.so"))
+        (where / "lowered_tir.py").write_text(mod.script())
+        (where / "llvm.ll").write_text(executable.mod.inspect_source("ll"))
+        (where / "schedule.json").write_text(schedule_json(t, host_target(), cpu_codegen=CPU_CODEGEN,
+                                                           algorithm=t.algorithm or "direct",
+                                                           packed_weights=packed_weights(t.op, t.best)))
+        return passed
 
     def row(self, t: Tuned, written: Written | None) -> Row:
         target = host_target()
@@ -245,45 +257,9 @@ class CpuTarget:
         return {**t.record(written), "target": host_target()}
 
     def execute_plan(self, graph: Any, plan: dict[str, Any], out: Path) -> dict[str, Any] | None:
-        """The network run as one forward pass in this process, our kernels on torch's OpenMP team
-        (``gpu_cpu/network.py``), in up to three variants: ``plan`` (its device in plan.json: each layer's
-        faster kernel timed alone), every layer the library's call, and ``context``: each layer's faster kernel
-        timed inside the network (a layer's weights stay in cache when it is timed alone; inside the network
-        they come from memory). Each is checked against torch eager and timed against it in alternating rounds.
+        """The network run as one forward pass in this process against torch eager (``cpu_network.run_plan``);
         None for a remote CPU, whose network does not run here."""
-        if self.remote is not None:
-            return None
-        from gpu_cpu.conditions import is_loaded
-        from gpu_cpu.network import PlannedNetwork, time_variants
-
-        variants = {"plan": PlannedNetwork(graph, plan, out)}
-        dropped: dict[str, str] = {}
-        context: dict[str, Any] = {}
-        if any(e.get("our_module") for e in plan["layers"]):
-            try:
-                variants["library"] = PlannedNetwork(graph, _with_calls(plan, {}), out)
-            except HeteroDSEError as exc:  # a layer torch has no call for: no library variant, no context
-                dropped["library"] = str(exc)
-            else:
-                context = _in_context(graph, plan, out, variants["library"])
-                calls = context["calls"]
-                if any(calls[e["layer"]] != e["call"] for e in plan["layers"]) and "hetero_dse" in calls.values():
-                    variants["context"] = PlannedNetwork(graph, _with_calls(plan, calls), out)
-                if not any(e["call"] == "hetero_dse" for e in plan["layers"]):
-                    del variants["library"]  # the plan itself: timing it twice would only race noise against noise
-        timed = time_variants(graph.model, variants, graph.example, rounds=5, repeat=5)
-        pool = variants["plan"].pool
-        rounds = [timed["eager_rounds_s"], *(v["rounds_s"] for v in timed["variants"].values())]
-        return {"eager_s": timed["eager_s"], "scale": timed["scale"], "pool": pool.kind, "pool_why": pool.why,
-                **{f"{name}_s": v["seconds"] for name, v in timed["variants"].items()},
-                **{f"{name}_speedup": v["speedup"] for name, v in timed["variants"].items()},
-                # how far apart two figures must be to differ: the widest spread of one's middle rounds (upper over
-                # lower quartile), which one round caught under a moment's load does not set
-                "spread": max(float(np.percentile(r, 75) / np.percentile(r, 25)) for r in rounds),
-                "max_error": max(v["max_error"] for v in timed["variants"].values()),
-                "foreign_load": timed["foreign_load"], "loaded": is_loaded(timed["foreign_load"]),
-                "dropped": {**dropped, **timed["dropped"]}, "context_calls": context.get("calls"),
-                "layer_times": context.get("times")}
+        return None if self.remote is not None else run_plan(graph, plan, out)
 
     def markdown(self, t: Tuned, written: Written | None) -> list[str]:
         return []
@@ -310,32 +286,6 @@ def packed_weights(op: Operator, point: Any) -> dict[str, Any]:
         out[name] = {"transpose": list(order), **({"block": block} if block else {}),
                      "shape": packed_shape([int(d) for d in tensor.shape], order, block), "how": how}
     return out
-
-
-def _with_calls(plan: dict[str, Any], calls: dict[str, str]) -> dict[str, Any]:
-    """``plan`` with each layer's call from ``calls`` (by label; the library's where it names none), our
-    module where the call is ours."""
-    layers = []
-    for e in plan["layers"]:
-        call = calls.get(e["layer"], "library")
-        layers.append({**e, "call": call, "module": e.get("our_module") if call == "hetero_dse" else None})
-    return {**plan, "layers": layers}
-
-
-def _in_context(graph: Any, plan: dict[str, Any], out: Path, library: Any) -> dict[str, Any]:
-    """Each layer's faster kernel as timed inside the network: ours (every layer that has a module) against the
-    library's call, each layer's time read in a forward pass of its own network (``layer_times``)."""
-    from gpu_cpu.network import PlannedNetwork, layer_times
-
-    ours = PlannedNetwork(graph, _with_calls(plan, {e["layer"]: "hetero_dse" for e in plan["layers"]
-                                                    if e.get("our_module")}), out)
-    inside = {"hetero_dse": layer_times(ours, graph.example), "library": layer_times(library, graph.example)}
-    calls = {}
-    for e in plan["layers"]:
-        mine, theirs = inside["hetero_dse"].get(e["layer"]), inside["library"][e["layer"]]
-        calls[e["layer"]] = "hetero_dse" if e.get("our_module") and mine is not None and mine < theirs else "library"
-    times = {label: {call: inside[call].get(label) for call in inside} for label in calls}
-    return {"calls": calls, "times": times}
 
 
 def tune_cpu(op: Operator, space: CpuSpace, explorer: Any, *, source: str = "builtin", trials: int = 32,
