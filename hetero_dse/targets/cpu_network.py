@@ -102,7 +102,8 @@ def in_context(graph: Any, plan: dict[str, Any], out: Path, library: Any, kernel
                 ours[label][o[rank][0]] = timed[label]
     calls, modules, algorithms, alone = {}, {}, {}, {}
     for e in plan["layers"]:
-        label, theirs = e["layer"], library_times[label]
+        label = e["layer"]
+        theirs = library_times[label]
         mine = min(ours.get(label, {}).items(), key=lambda kv: kv[1], default=None)
         calls[label] = "hetero_dse" if mine is not None and mine[1] < theirs else "library"
         if calls[label] == "hetero_dse":
