@@ -32,6 +32,8 @@ LAYERS = {
     "Y-L17": ("gemm", dict(M=1, N=1470, K=4096), ("bias",)),
     "R-L16": ("gemm", dict(M=1, N=1000, K=512), ("bias",)),
     "Y-L1": ("conv2d", dict(CONV, C=3, K=64, H=448, W=448, kernel=7, stride=2, padding=3), LEAKY),
+    "Y-L1-bare": ("conv2d", dict(CONV, C=3, K=64, H=448, W=448, kernel=7, stride=2, padding=3), ()),
+    "Y-L14": ("conv2d", dict(CONV, C=1024, K=1024, H=14, W=14, kernel=3, stride=2, padding=1), LEAKY),
     "Y-L5": ("conv2d", dict(CONV, C=256, K=256, H=56, W=56), LEAKY),
     "Y-L9": ("conv2d", dict(CONV, C=512, K=512, H=28, W=28), LEAKY),
     "Y-L11": ("conv2d", dict(CONV, C=1024, K=512, H=14, W=14), LEAKY),

@@ -50,6 +50,9 @@ def main() -> None:
     import torch
     import tvm
 
+    from hetero_dse.hardware.allocator import serve_from_heap
+
+    serve_from_heap()  # torch's outputs from the heap, as the tool times it (hetero_dse/hardware/allocator.py)
     from gpu_cpu.baselines import torch_call
     from gpu_cpu.schedule import apply_cpu, build_cpu, pack_weights
     from hetero_dse.analysis import analyze

@@ -5,6 +5,8 @@ with it; ``gpu_cpu/winograd.py`` applies it to the product inside a Winograd con
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Sequence
 from typing import Any
 
@@ -125,9 +127,35 @@ def schedule_main(sch: Any, block: Any, op: Operator, point: Point,
             sch.transform_layout(read, ("write", 0), _permute(permutation))
         if vector != len(spatial) - 1:
             sch.transform_layout(block, ("write", 0), _permute(_last(len(spatial), vector)))
+            if epilogue_blocks(op):
+                tile = [math.prod(int(f) for f in point[k][write_level + 1:]) for k in keys[:len(spatial)]]
+                _stage_epilogue(sch, cache, outer if write_level == 0 else spatial[-1][write_level], tile, vector)
         # the zeroing of the accumulator once per tile, not a test in the innermost loop
         sch.decompose_reduction(block, reduce[0][0])
     return prepacked
+
+
+def _stage_epilogue(sch: Any, write_back: Any, at: Any, tile: list[int], vector: int) -> None:
+    """The epilogue (bias, activation) of a tile vectorised along a dimension other than the output's innermost
+    (a convolution's output channels) computed on whole vectors in a staging tile laid out as the accumulator
+    is, then copied out in the output's order. In the write-back itself, whose loops follow the output's order,
+    it ran an element at a time: YOLO-v1's 7×7 stride-2 first layer (3 → 64 at 448², AVX-512) took 6.45 ms
+    with bias and leaky ReLU, 4.89 ms without; staged, 4.89 ms with them (torch 5.2). ``tile``: the extent of
+    each output dimension written back per tile. Left unstaged where the write-back's loops are not the tile's
+    (one loop per dimension of extent above 1, in the output's order)."""
+    kept = [d for d, extent in enumerate(tile) if extent > 1]
+    loops = sch.get_loops(write_back)
+    at_stmt = sch.get(at)
+    depth = next((i for i, lp in enumerate(loops) if sch.get(lp).same_as(at_stmt)), None)
+    generated = loops[depth + 1:] if depth is not None else []
+    if vector not in kept or [int(sch.get(lp).extent) for lp in generated] != [tile[d] for d in kept]:
+        return
+    copy = sch.cache_write(write_back, 0, "global")
+    sch.transform_layout(write_back, ("write", 0), _permute(_last(len(tile), vector)))
+    sch.reverse_compute_at(copy, at)
+    lane = generated[kept.index(vector)]
+    sch.reorder(*[lp for lp in generated if lp is not lane], lane)
+    sch.vectorize(lane)
 
 
 def weight_layouts(op: Operator, point: Point | dict[str, Any]) -> dict[int, tuple[int, ...]]:

@@ -31,12 +31,14 @@ def test_the_default_point_by_hand():
 
 
 def test_the_default_point_fills_the_fma_pipelines_where_half_the_registers_hold_no_divisor():
-    # an AVX2 host (12 accumulators): j (7) vectorised in one vector; half the registers (6) hold no divisor
-    # of k or i (7), so the register tile takes the fewest rows that give 4 accumulators: all 7 of k
+    # an AVX2 host (12 accumulators), stride 2: k (7) vectorised in one vector (j ties with it, but its image
+    # reads are strided: a gather a vector); half the registers (6) hold no divisor of j or i (7), so the
+    # register tile takes the fewest pixels that give 4 accumulators: all 7 of j, the innermost the weights are
+    # reused across
     op = get_builtin("conv2d").instantiate(shape="small:s2")  # K 7, 7×7 output
     space = CpuSpace(analyze(op), vector_bits=256)
     point = space.default_point()
-    assert point["vector"] == "j" and point["split.j"][-1] == 7 and point["split.k"][-1] == 7
+    assert point["vector"] == "k" and point["split.k"][-1] == 7 and point["split.j"][-1] == 7
     assert point["split.i"][-1] == 1 and space.violations(point) == []
 
 

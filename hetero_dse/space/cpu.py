@@ -203,6 +203,10 @@ class CpuSpace(SplitSpace):
         strides = [abs(e.coefficient(loop)) for a in self.analysis.reads if not a.from_input for e in a.indices]
         return any(strides) and 1 not in strides
 
+    def _gathers(self, loop: str) -> bool:
+        """Whether vectorising ``loop`` reads some tensor with a stride along it (its lanes gathered)."""
+        return any(abs(e.coefficient(loop)) > 1 for a in self.analysis.reads for e in a.indices)
+
     def _packs_activation(self, loop: str) -> bool:
         """Whether vectorising ``loop`` makes every tile pack an input that is not a weight (a depthwise
         convolution's image along its channels), as ``gpu_cpu.main_block._packed_reads`` picks them. A weight is
@@ -243,9 +247,13 @@ class CpuSpace(SplitSpace):
         # a loop that leaves every tile's activations as they lie first, if it fills enough lanes: packing a
         # tile of the image costs a pass over it that a depthwise convolution's few taps do not repay (144 × 56 ×
         # 56, AVX-512: 821 µs along the channels, 149 µs along the output row)
+        # then one whose lanes are read a lane an element: along a strided convolution's output row every vector
+        # load of the image is a gather (YOLO-v1's 7×7 stride-2 first layer, 3 → 64 at 448², AVX-512: along the
+        # row 118 ms, along the output channels 7.8 ms, torch 5.2)
         v = max(candidates, key=lambda lp: (
             not self._packs_activation(lp.name) and lane_use(vector_factor(lp.extent), self.lanes) >= MIN_LANE_USE,
-            lane_use(vector_factor(lp.extent), self.lanes), vector_factor(lp.extent), spatial.index(lp)))
+            not self._gathers(lp.name), lane_use(vector_factor(lp.extent), self.lanes), vector_factor(lp.extent),
+            spatial.index(lp)))
         fv = vector_factor(v.extent)
         others = [lp for lp in spatial if lp is not v and lp.extent > 1]
         tile, tile_factor, reused = self._register_tile(v, fv, others)
