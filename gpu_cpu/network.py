@@ -34,8 +34,8 @@ class PlannedNetwork:
     """``graph`` (``capture``'s, its torch.export program kept) run with ``plan`` (one device of plan.json),
     the modules under ``out`` (the explore run's output directory), our kernels' parallel loops on ``pool``'s
     threads ("torch": torch's OpenMP team; "tvm": TVM's own pool, kept for comparison). ``self.pool`` says
-    which they got. ``kernels``, where given, holds the modules compiled so far by directory, shared by the
-    networks of one pool (each is compiled once)."""
+    which they got. ``kernels``, where given, holds the modules compiled so far (by directory, layer and pool:
+    a module runs its loops on the pool it first ran on), shared by the networks built with it."""
 
     def __init__(self, graph: Any, plan: dict[str, Any], out: Path, pool: str = "torch",
                  kernels: dict | None = None) -> None:
@@ -83,7 +83,7 @@ class PlannedNetwork:
                                      "for it (see report.md)")
             if entry["call"] == "hetero_dse":
                 # a module binds its parallel loops to the pool it first ran on: shared only within one pool
-                key = (entry["module"], self.pool.kind)
+                key = (entry["module"], op.signature(), self.pool.kind)
                 if key not in self.kernels:
                     self.kernels[key] = _ours(op, out / entry["module"])
                 kernel = self.kernels[key]

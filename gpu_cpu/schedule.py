@@ -23,8 +23,9 @@ __all__ = ["CPU_CODEGEN", "ScheduleError", "apply_cpu", "apply_gpu", "build_cpu"
 
 
 #: the revision of the code ``apply_cpu`` generates for a point: a time in the history measured for the same
-#: point under another revision is not this point's (2: weights packed once ahead, ``weight_layouts``)
-CPU_CODEGEN = "2"
+#: point under another revision is not this point's (2: weights packed once ahead, ``weight_layouts``; 3: the
+#: epilogue of a tile vectorised along another dimension than the output's innermost staged, ``_stage_epilogue``)
+CPU_CODEGEN = "3"
 
 
 def _prepare(op: Operator, point: Point, inline: bool | None = True) -> tuple[Any, Any, list[str]]:

@@ -182,18 +182,26 @@ def plan_file(model: dict[str, Any], plan: Sequence[dict[str, Any]]) -> dict[str
                          **({"fallback": d["fallback"]} if "fallback" in d else {}),
                          **({"noise": d["noise"]} if "noise" in d else {}),
                          **({"loaded": d["loaded"]} if "run" in d else {}),
-                         "layers": [{"layer": e["layer"], "operator": e["operator"], "count": e["count"],
-                                     "epilogue": e["epilogue"], "call": e["choice"],
-                                     "module": e["directory"] if e["choice"] == "hetero_dse" else None,
-                                     # our kernel for the layer, called or not (the network run tries it)
-                                     "our_module": e["directory"],
-                                     # where more than one was searched: direct, or Winograd's tile
-                                     **({"algorithm": e["algorithm"]} if e.get("algorithm") else {}),
-                                     "seconds": e["chosen_s"]} for e in d["layers"]],
+                         "layers": [_plan_layer(e) for e in d["layers"]],
                          # each run of these two layers back to back is one call of the fused kernel instead
                          "fused": [{"layers": [f["first"], f["second"]], "count": f["count"],
                                     "module": f["directory"], "seconds": f["fused_s"]} for f in d.get("fused", [])]}
                         for d in plan if d["kind"] in ("cpu", "gpu")]}
+
+
+def _plan_layer(e: dict[str, Any]) -> dict[str, Any]:
+    """One layer of plan.json: what it calls (our module, the library, or torch eager) and our kernel for it."""
+    called = e.get("called") or {}  # another algorithm's module, chosen inside the network
+    algorithm = called.get("algorithm", e.get("algorithm"))
+    module = called.get("module", e["directory"]) if e["choice"] == "hetero_dse" else None
+    return {"layer": e["layer"], "operator": e["operator"], "count": e["count"], "epilogue": e["epilogue"],
+            "call": e["choice"], "module": module,
+            # our kernel for the layer, called or not (the network run tries it, and the other algorithms' beside it)
+            "our_module": e["directory"],
+            # where more than one was searched: direct, or Winograd's tile (of the module called, and of ours)
+            **({"algorithm": algorithm} if algorithm else {}),
+            **({"our_algorithm": e["algorithm"]} if called and e.get("algorithm") else {}),
+            "seconds": e["chosen_s"]}
 
 
 def system_markdown(model: dict[str, Any], plan: Sequence[dict[str, Any]]) -> list[str]:
@@ -238,9 +246,12 @@ def system_markdown(model: dict[str, Any], plan: Sequence[dict[str, Any]]) -> li
             ours = fmt_seconds(e["ours_s"]) if e["ours_s"] is not None else "—"
             if e.get("algorithm"):  # where more than one was searched
                 ours += f" ({e['algorithm']})"
+            call = e["choice"]
+            if e.get("called"):  # another algorithm's best, chosen by its time inside the network
+                call += f" ({e['called']['algorithm']}, {fmt_seconds(e['called']['seconds'])} alone)"
             lines.append(f"| {e['layer']} | {e['operator']} | {e['count']} | {' + '.join(e['epilogue']) or '—'} | "
                          f"{ours} | {fmt_seconds(e['library_s']) if e['library_s'] is not None else '—'} | "
-                         f"{e['choice']} |")
+                         f"{call} |")
         lines += _fusion_markdown(model, d)
     lines += _network_markdown(model)
     return [*lines, ""]

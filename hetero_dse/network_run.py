@@ -59,10 +59,11 @@ def apply_network_run(device: dict[str, Any], run: dict[str, Any] | None) -> Non
             e["chosen_s"] = e["ours_s"] if e["choice"] == "hetero_dse" else e["library_s"]
             module = (run.get("context_modules") or {}).get(e["layer"])
             if e["choice"] == "hetero_dse" and module and module != e["directory"]:
-                # another algorithm's best, faster inside the network than the one chosen alone: plan.json
-                # calls its module; its time alone is the one it was compared by
-                e["directory"], e["algorithm"] = module, run["context_algorithms"][e["layer"]]
-                e["chosen_s"] = run["context_alone_s"][e["layer"]]
+                # another algorithm's best, faster inside the network than the layer's own module: plan.json
+                # calls it (the layer's own stays ``our_module``); its time alone is the one it was compared by
+                e["called"] = {"module": module, "algorithm": run["context_algorithms"][e["layer"]],
+                               "seconds": run["context_alone_s"][e["layer"]]}
+                e["chosen_s"] = e["called"]["seconds"]
     else:
         device["run"], device["total_s"] = "plan", seconds
     if device["run"] in ("library calls", "plan timed in the network"):  # the layers' chosen kernels changed

@@ -106,6 +106,45 @@ def test_direct_is_kept_where_it_is_faster_and_winograd_on_keeps_the_fastest_win
         "Winograd F(2×2, 3×3)", "Winograd F(4×4, 3×3)"]
 
 
+def test_each_other_algorithms_best_is_written_beside_and_one_that_fails_costs_the_chosen_nothing(
+        monkeypatch, tmp_path):
+    """The chosen module (F(4×4)) and, beside it in ``alternatives/``, direct's and F(2×2)'s bests, each built
+    and checked, for a network to time inside it (``hetero_dse/targets/cpu_network.py``). Where one of those
+    cannot be built, the chosen module is still written and the run says which was not."""
+    from gpu_cpu.blocks import ScheduleError
+    from hetero_dse.targets import cpu
+
+    target = CpuTarget(trials=2, measurer=Clock({"direct": 2e-3, 2: 3e-3, 4: 1e-3}))
+    t = explore(conv(), target, "random", Search(seed=1))
+    assert t.best[TILE_KNOB] == 4
+    written = target.write(t, tmp_path / "a", seed=0)
+    saved = tmp_path / "a" / written.directory
+    beside = {d.name: json.loads((d / "schedule.json").read_text()) for d in (saved / "alternatives").iterdir()}
+    assert sorted(beside) == ["direct", "winograd_f2"] and written.passed and not written.warnings
+    assert beside["direct"]["algorithm"] == "direct" and TILE_KNOB not in beside["direct"]["knobs"]
+    assert beside["winograd_f2"]["knobs"][TILE_KNOB] == 2
+    # each with the time it was compared by, as the operator's function
+    seconds = {a["algorithm"]: a["seconds"] for a in t.algorithms}
+    assert beside["direct"]["measured_seconds"] == seconds["direct"]
+    assert all((saved / "alternatives" / name / "module.so").is_file() for name in beside)
+
+    real = cpu.apply_cpu
+
+    def refuses_f2(op, point):  # TVM refusing F(2×2)'s point, as it may a point it cannot build
+        if point.get(TILE_KNOB) == 2:
+            raise ScheduleError("TVM rejects the point")
+        return real(op, point)
+
+    monkeypatch.setattr(cpu, "apply_cpu", refuses_f2)
+    written = target.write(t, tmp_path / "b", seed=0)
+    saved = tmp_path / "b" / written.directory
+    assert (saved / "module.so").is_file()
+    assert json.loads((saved / "schedule.json").read_text())["knobs"][TILE_KNOB] == 4
+    assert [d.name for d in (saved / "alternatives").iterdir()] == ["direct"]
+    (warning,) = written.warnings
+    assert "Winograd F(2×2, 3×3)'s best is not written beside the chosen module (TVM rejects the point)" in warning
+
+
 def test_an_algorithm_that_cannot_be_searched_costs_the_direct_result_nothing_and_says_why(monkeypatch):
     from hetero_dse.errors import HeteroDSEError
 

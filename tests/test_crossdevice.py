@@ -130,8 +130,17 @@ def test_where_layers_choose_by_their_time_inside_the_network_the_plan_says_so()
     cpu, _ = system_plan({**MODEL, "executed": {"cpu0": other}}, ROWS)
     assert cpu["plan_s"] == pytest.approx(2e-3 + 2 * 3.5e-3 + 0.2e-3)
     (device,) = plan_file(MODEL, [cpu])["devices"]
-    assert [(e["call"], e["module"], e.get("algorithm"), e["seconds"]) for e in device["layers"]][1] == (
+    second = device["layers"][1]
+    assert (second["call"], second["module"], second["algorithm"], second["seconds"]) == (
         "hetero_dse", "net:L2/cpu/alternatives/direct", "direct", 3.5e-3)
+    # the layer's own module stays ours, its algorithm and time alone named apart from the one called
+    assert second["our_module"] == "net:L2/cpu" and "our_algorithm" not in second  # the row named none
+    assert cpu["layers"][1]["ours_s"] == 3e-3 and cpu["layers"][1]["directory"] == "net:L2/cpu"
+    assert "| 3 ms | 2.5 ms | hetero_dse (direct, 3.5 ms alone) |" in "\n".join(system_markdown(MODEL, [cpu]))
+    rows = [ROWS[0], {**ROWS[1], "algorithm": "Winograd F(2×2, 3×3)"}, *ROWS[2:]]
+    (device,) = plan_file(MODEL, system_plan({**MODEL, "executed": {"cpu0": other}}, rows)[:1])["devices"]
+    assert (device["layers"][1]["algorithm"], device["layers"][1]["our_algorithm"]) == ("direct",
+                                                                                       "Winograd F(2×2, 3×3)")
     # a tie between the plan and a variant keeps the plan
     tie = {**RUN, "library_s": RUN["plan_s"], "library_speedup": RUN["plan_speedup"]}
     assert system_plan({**MODEL, "executed": {"cpu0": tie}}, ROWS)[0]["run"] == "plan"

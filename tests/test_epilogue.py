@@ -95,19 +95,21 @@ def test_cpu_schedules_compute_the_epilogue_in_the_write_back(case):
         np.testing.assert_allclose(run_cpu(build_cpu(mod), op, inputs, point), want, rtol=1e-4, atol=1e-4)
 
 
-def test_a_tile_vectorised_along_the_channels_runs_its_epilogue_on_whole_vectors(monkeypatch):
+@pytest.mark.parametrize("steps", [["bias", "leaky_relu(0.1)"], ["bias", "add", "relu"]])
+def test_a_tile_vectorised_along_the_channels_runs_its_epilogue_on_whole_vectors(monkeypatch, steps):
     """A stride-2 first layer (YOLO-v1's L1, 3 -> 64 at 448², here smaller): the default point vectorises the
     output channels, not the output row (whose image reads are strided: a gather a vector; 118 ms against 6.4 on
     the full layer). Its tile is accumulated channels-innermost; the epilogue is computed on that layout, whole
     vectors at a time, into a staging tile, and only then copied out in the output's order (with bias and
-    leaky ReLU in the element-by-element copy, the full layer took 6.45 ms; staged, 4.89; torch 5.2)."""
+    leaky ReLU in the element-by-element copy, the full layer took 6.45 ms; staged, 4.89; torch 5.2). A residual
+    add is staged too (its input read along the channels), and computes what torch does."""
     monkeypatch.setenv("HETERO_DSE_VECTOR_BITS", "512")  # the default point depends on the host's vector width
     from hetero_dse.space import cpu as cpu_space
 
     cpu_space.host_vector_bits.cache_clear()
     try:
         op = fuse(get_builtin("conv2d").instantiate({"C": 3, "K": 32, "H": 64, "W": 64, "kernel": 7, "stride": 2,
-                                                     "padding": 3}), ["bias", "leaky_relu(0.1)"], (1,))
+                                                     "padding": 3}), steps, (1,))
         point = CpuSpace(analyze(op)).default_point()
     finally:
         cpu_space.host_vector_bits.cache_clear()

@@ -204,7 +204,8 @@ class CpuSpace(SplitSpace):
         return any(strides) and 1 not in strides
 
     def _gathers(self, loop: str) -> bool:
-        """Whether vectorising ``loop`` reads some tensor with a stride along it (its lanes gathered)."""
+        """Whether vectorising ``loop`` reads some tensor at an index whose coefficient in ``loop`` is above one
+        (a stride-2 convolution's image along its output row): its lanes are gathered."""
         return any(abs(e.coefficient(loop)) > 1 for a in self.analysis.reads for e in a.indices)
 
     def _packs_activation(self, loop: str) -> bool:

@@ -5,6 +5,7 @@ IR, replayable schedule)."""
 from __future__ import annotations
 
 import copy
+import shutil
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from functools import partial
@@ -177,11 +178,17 @@ class CpuTarget:
         inputs = t.op.random_inputs(seed)
         want = t.op.reference(inputs)
         directory = out / self.directory(t.op)
+        warnings = []
         with atomic_directory(directory) as partial:
             passed = self._write_module(t, t, partial, inputs, want)
             for slug, other in alternatives_of(t, self.algorithm == "winograd"):
-                self._write_module(other, t, partial / ALTERNATIVES / slug, inputs, want)
-        return Written(str(directory.relative_to(out)), passed=passed)
+                try:
+                    self._write_module(other, t, partial / ALTERNATIVES / slug, inputs, want)
+                except Exception as exc:  # noqa: BLE001 -- the chosen module stands without another's
+                    shutil.rmtree(partial / ALTERNATIVES / slug, ignore_errors=True)
+                    warnings.append(f"{t.op.name}: {other.algorithm}'s best is not written beside the chosen "
+                                    f"module ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})")
+        return Written(str(directory.relative_to(out)), passed=passed, warnings=warnings)
 
     def _write_module(self, t: Tuned, of: Tuned, where: Path, inputs: Any, want: Any) -> bool | None:
         """``t.best``'s module, TIR, LLVM IR and schedule.json in ``where``, checked against ``want`` first

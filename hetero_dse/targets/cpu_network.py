@@ -10,7 +10,6 @@ the layer's module (``alternatives/``) and timed inside the network too."""
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ import numpy as np
 from gpu_cpu.measure import MeasureResult
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.evaluate.measured import Trial, fastest
-from hetero_dse.targets.tuned import Tuned, algorithm_candidates
+from hetero_dse.targets.tuned import Tuned, algorithm_candidates, read_schedule, recorded_seconds
 
 __all__ = ["ALTERNATIVES", "alternative_modules", "alternatives_of", "in_context", "run_plan", "with_calls"]
 
@@ -52,17 +51,20 @@ def _slug(label: str, point: Any) -> str:
     return f"winograd_f{point[TILE_KNOB]}" if TILE_KNOB in point else label.lower().replace(" ", "_")
 
 
-def alternative_modules(out: Path, module: str) -> list[tuple[str, str, float | None]]:
+def alternative_modules(out: Path, module: str) -> list[tuple[str, str, float]]:
     """The other algorithms' modules written beside ``module`` (relative to ``out``): each one's algorithm,
-    directory (relative to ``out``) and time alone."""
+    directory (relative to ``out``) and time alone. One that is not a schedule hetero_dse wrote, or recorded no
+    time, is left out: they are options, and the layer's own module stands without them."""
     root = out / module / ALTERNATIVES
     found = []
     for directory in sorted(root.iterdir()) if root.is_dir() else ():
-        path = directory / "schedule.json"
-        if path.is_file():
-            record = json.loads(path.read_text())
-            found.append((record.get("algorithm", directory.name), str(directory.relative_to(out)),
-                          record.get("measured_seconds")))
+        try:
+            record = read_schedule(directory)
+        except HeteroDSEError:
+            continue
+        seconds = recorded_seconds(record)
+        if seconds is not None:
+            found.append((str(record.get("algorithm", directory.name)), str(directory.relative_to(out)), seconds))
     return found
 
 
@@ -80,26 +82,27 @@ def with_calls(plan: dict[str, Any], calls: dict[str, str], modules: dict[str, s
 def in_context(graph: Any, plan: dict[str, Any], out: Path, library: Any, kernels: dict) -> dict[str, Any]:
     """Each layer's fastest kernel as timed inside the network: each of our algorithms' bests (every layer that
     has a module) against the library's call, each layer's time read in a forward pass of a network of the
-    same kind (``layer_times``): one with every layer the library's call, one with every layer our best, and one
-    per further algorithm, each layer with one there (the rest our best)."""
+    same kind (``layer_times``): one with every layer the library's call, one with every layer our module, and
+    one per further algorithm, each layer with one there (the rest their own module)."""
     from gpu_cpu.network import PlannedNetwork, layer_times
 
+    # per layer: (algorithm, module directory, time alone), the layer's own module first (its time alone is the
+    # report's: not needed here)
     options: dict[str, list[tuple[str, str, float | None]]] = {}
     for e in plan["layers"]:
         if e.get("our_module"):
-            # (the plan's own module first: its time alone is the report's, not needed here)
-            options[e["layer"]] = [(e.get("algorithm") or "direct", e["our_module"], None),
+            options[e["layer"]] = [(e.get("our_algorithm") or e.get("algorithm") or "direct", e["our_module"], None),
                                    *alternative_modules(out, e["our_module"])]
     library_times = layer_times(library, graph.example)
-    ours: dict[str, dict[str, float]] = {label: {} for label in options}
+    ours: dict[str, dict[str, float]] = {label: {} for label in options}  # by module directory
     for rank in range(max((len(o) for o in options.values()), default=0)):
-        modules = {label: o[min(rank, len(o) - 1)][1] for label, o in options.items()}
+        modules = {label: o[rank if rank < len(o) else 0][1] for label, o in options.items()}
         network = PlannedNetwork(graph, with_calls(plan, dict.fromkeys(options, "hetero_dse"), modules), out,
                                  kernels=kernels)
         timed = layer_times(network, graph.example)
         for label, o in options.items():
             if rank < len(o) and label in timed:
-                ours[label][o[rank][0]] = timed[label]
+                ours[label][o[rank][1]] = timed[label]
     calls, modules, algorithms, alone = {}, {}, {}, {}
     for e in plan["layers"]:
         label = e["layer"]
@@ -107,13 +110,15 @@ def in_context(graph: Any, plan: dict[str, Any], out: Path, library: Any, kernel
         mine = min(ours.get(label, {}).items(), key=lambda kv: kv[1], default=None)
         calls[label] = "hetero_dse" if mine is not None and mine[1] < theirs else "library"
         if calls[label] == "hetero_dse":
-            algorithm, module, seconds = next(o for o in options[label] if o[0] == mine[0])
+            algorithm, module, seconds = next(o for o in options[label] if o[1] == mine[0])
             modules[label], algorithms[label] = module, algorithm
-            if module != options[label][0][1]:
+            if seconds is not None:  # another algorithm's module than the layer's own
                 alone[label] = seconds
+    names = {label: {module: algorithm for algorithm, module, _ in o} for label, o in options.items()}
     times = {label: {"hetero_dse": min(ours[label].values()) if ours.get(label) else None,
-                     "library": library_times[label], **({"algorithms": ours[label]} if len(ours.get(label, {})) > 1
-                                                         else {})}
+                     "library": library_times[label],
+                     **({"algorithms": {names[label][m]: t for m, t in ours[label].items()}}
+                        if len(ours.get(label, {})) > 1 else {})}
              for label in calls}
     return {"calls": calls, "modules": modules, "algorithms": algorithms, "alone_s": alone, "times": times}
 
