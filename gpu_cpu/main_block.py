@@ -19,6 +19,7 @@ from hetero_dse.ops.winograd import TILE_KNOB
 from hetero_dse.space.point import Point
 
 __all__ = ["annotate_unroll", "build_cpu", "fuse_epilogue", "host_target", "packed_shape", "point_keys",
+           "stages_epilogue",
            "reduce_loops", "schedule_main", "split_keys", "split_loops", "transpose_weights", "weight_blocks",
            "weight_layouts"]
 
@@ -133,6 +134,13 @@ def schedule_main(sch: Any, block: Any, op: Operator, point: Point,
         # the zeroing of the accumulator once per tile, not a test in the innermost loop
         sch.decompose_reduction(block, reduce[0][0])
     return prepacked
+
+
+def stages_epilogue(op: Operator, point: Point) -> bool:
+    """Whether ``point``'s kernel of ``op`` computes its epilogue in a staging tile (``_stage_epilogue``): an
+    epilogue, and a vectorised loop other than the output's innermost."""
+    names = [iv.var.name for iv in main_tensor(op).op.axis]
+    return bool(epilogue_blocks(op)) and point.get("vector") in names[:-1] and bool(reduce_loops(op))
 
 
 def _stage_epilogue(sch: Any, write_back: Any, at: Any, tile: list[int], vector: int) -> None:

@@ -165,4 +165,9 @@ def test_a_written_module_computes_the_reference_with_the_weights_packed_as_its_
     old = {k: v for k, v in schedule.items() if k not in ("cpu_codegen", "packed_weights")}
     (saved / "schedule.json").write_text(json.dumps({**old, "knobs": point.to_json()}))
     r = cli("replay", saved)
-    assert r.code == 0 and "another code generation: revision 1, this is 2" in r.out, (r.out, r.err)
+    assert r.code == 0 and ("another code generation: revision 1, this is 3, whose kernels take their weights "
+                            "packed ahead") in " ".join(r.out.split()), (r.out, r.err)
+    # revision 3 changed only the kernels with an epilogue staged: this one (none) is revision 2's code
+    (saved / "schedule.json").write_text(json.dumps({**old, "cpu_codegen": "2", "knobs": point.to_json()}))
+    r = cli("replay", saved)
+    assert r.code == 0 and "another code generation" not in r.out, (r.out, r.err)

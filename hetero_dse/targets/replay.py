@@ -58,10 +58,18 @@ def _other_codegen(record: dict[str, Any], op: Any) -> str | None:
     """Why a CPU schedule's recorded time was another kernel's than the one rebuilt now (None: the same)."""
     if record["target"]["kind"] != "llvm" or record.get("cpu_codegen") == CPU_CODEGEN:
         return None
-    if not weight_layouts(op, recorded_point(record)):
-        return None  # no weight packed ahead: the same code then as now
-    return (f"another code generation: revision {record.get('cpu_codegen', '1')}, this is {CPU_CODEGEN}, "
-            "whose kernels take their weights packed ahead")
+    from gpu_cpu.main_block import stages_epilogue
+
+    point, since = recorded_point(record), str(record.get("cpu_codegen", "1"))
+    changed = []  # what each revision after the record's changed in this point's kernel (else the same code)
+    if since < "2" and weight_layouts(op, point):
+        changed.append("take their weights packed ahead")
+    if since < "3" and stages_epilogue(op, point):
+        changed.append("compute the epilogue of a tile vectorised along the channels on whole vectors")
+    if not changed:
+        return None
+    return (f"another code generation: revision {since}, this is {CPU_CODEGEN}, whose kernels "
+            + " and ".join(changed))
 
 
 def replay(directory: Path) -> dict[str, Any]:
