@@ -6,7 +6,6 @@ with it; ``gpu_cpu/winograd.py`` applies it to the product inside a Winograd con
 from __future__ import annotations
 
 import math
-
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,9 +18,8 @@ from hetero_dse.ops.winograd import TILE_KNOB
 from hetero_dse.space.point import Point
 
 __all__ = ["annotate_unroll", "build_cpu", "fuse_epilogue", "host_target", "packed_shape", "point_keys",
-           "stages_epilogue",
-           "reduce_loops", "schedule_main", "split_keys", "split_loops", "transpose_weights", "weight_blocks",
-           "weight_layouts"]
+           "reduce_loops", "schedule_main", "split_keys", "split_loops", "stages_epilogue", "transpose_weights",
+           "weight_blocks", "weight_layouts"]
 
 
 def host_target() -> dict[str, Any]:
@@ -128,7 +126,7 @@ def schedule_main(sch: Any, block: Any, op: Operator, point: Point,
             sch.transform_layout(read, ("write", 0), _permute(permutation))
         if vector != len(spatial) - 1:
             sch.transform_layout(block, ("write", 0), _permute(_last(len(spatial), vector)))
-            if epilogue_blocks(op):
+            if stages_epilogue(op, point):
                 tile = [math.prod(int(f) for f in point[k][write_level + 1:]) for k in keys[:len(spatial)]]
                 _stage_epilogue(sch, cache, outer if write_level == 0 else spatial[-1][write_level], tile, vector)
         # the zeroing of the accumulator once per tile, not a test in the innermost loop

@@ -12,7 +12,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-
 from gpu_cpu.main_block import packed_shape, weight_blocks
 from gpu_cpu.measure import MeasureResult, Measurer, check_fits_in_memory, measure_cpu_job, time_torch_isolated
 from gpu_cpu.pipeline import Pipeline

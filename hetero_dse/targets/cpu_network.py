@@ -18,6 +18,7 @@ import numpy as np
 from gpu_cpu.measure import MeasureResult
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.evaluate.measured import Trial, fastest
+from hetero_dse.ops.winograd import TILE_KNOB
 from hetero_dse.targets.tuned import Tuned, algorithm_candidates, read_schedule, recorded_seconds
 
 __all__ = ["ALTERNATIVES", "alternative_modules", "alternatives_of", "in_context", "run_plan", "with_calls"]
@@ -46,8 +47,6 @@ def alternatives_of(t: Tuned, alternatives_only: bool) -> list[tuple[str, Tuned]
 
 
 def _slug(label: str, point: Any) -> str:
-    from gpu_cpu.winograd import TILE_KNOB
-
     return f"winograd_f{point[TILE_KNOB]}" if TILE_KNOB in point else label.lower().replace(" ", "_")
 
 

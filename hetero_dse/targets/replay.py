@@ -60,11 +60,11 @@ def _other_codegen(record: dict[str, Any], op: Any) -> str | None:
         return None
     from gpu_cpu.main_block import stages_epilogue
 
-    point, since = recorded_point(record), str(record.get("cpu_codegen", "1"))
+    point, since = recorded_point(record), int(record.get("cpu_codegen", 1))
     changed = []  # what each revision after the record's changed in this point's kernel (else the same code)
-    if since < "2" and weight_layouts(op, point):
+    if since < 2 and weight_layouts(op, point):
         changed.append("take their weights packed ahead")
-    if since < "3" and stages_epilogue(op, point):
+    if since < 3 and stages_epilogue(op, point):
         changed.append("compute the epilogue of a tile vectorised along the channels on whole vectors")
     if not changed:
         return None
