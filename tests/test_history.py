@@ -7,6 +7,7 @@ import json
 import multiprocessing
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -431,3 +432,26 @@ def test_processes_opening_a_new_database_at_once_all_succeed(tmp_path):
     results = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0] * 6, [err for _, err in results]
     assert all(out.strip() == "0" for out, _ in results)
+
+
+def test_a_new_database_held_by_another_process_waits_for_it_instead_of_failing(tmp_path):
+    """The case behind a fresh clone's 'database is locked' on open: turning a new file to WAL needs it to itself,
+    and SQLite does not wait on the busy timeout for that; opening it while another connection holds a lock must
+    wait until the lock is let go."""
+    store = tmp_path / "held.sqlite"
+    holder = sqlite3.connect(store, isolation_level=None)
+    holder.execute("CREATE TABLE other (x)")
+    holder.execute("BEGIN IMMEDIATE")  # a writer's lock: the child can read the file, not convert it
+    holder.execute("INSERT INTO other VALUES (1)")
+    code = ("import sys; from hetero_dse.history import HistoryDB\n"
+            "db = HistoryDB(sys.argv[1]); print(db.count())\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(store)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)  # the child is waiting on the lock by now (it fails at once without the retry)
+    assert proc.poll() is None, proc.communicate()
+    holder.execute("COMMIT")
+    holder.close()
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert out.strip() == "0"
+    assert sqlite3.connect(store).execute("PRAGMA journal_mode").fetchone()[0] == "wal"

@@ -4,13 +4,15 @@ open one new database at the same moment."""
 
 from __future__ import annotations
 
+import sqlite3
+import time
+
 import sqlalchemy as sa
-from sqlalchemy.exc import OperationalError
 
 from hetero_dse.history.records import point_key
 from hetero_dse.space.point import Point
 
-__all__ = ["create_tables", "meta", "metadata", "migrate", "records", "syntheses", "workloads"]
+__all__ = ["create_tables", "meta", "metadata", "migrate", "records", "sqlite_pragmas", "syntheses", "workloads"]
 
 metadata = sa.MetaData()
 workloads = sa.Table(
@@ -66,16 +68,13 @@ syntheses = sa.Table(
 )
 
 
-def create_tables(engine: sa.Engine, attempts: int = 3) -> None:
-    """The tables, made once even when several processes open a new database at the same moment (SQLAlchemy
-    checks, then creates: another process may create a table in between)."""
-    for attempt in range(attempts):
-        try:
-            metadata.create_all(engine)
-            return
-        except OperationalError as exc:
-            if "already exists" not in str(exc) or attempt == attempts - 1:
-                raise
+def create_tables(engine: sa.Engine) -> None:
+    """The tables, made once even when several processes open a new database at the same moment: ``IF NOT
+    EXISTS`` in the statement itself (SQLAlchemy's ``create_all`` checks, then creates, and another process may
+    create a table in between: 'table meta already exists' with fourteen processes opening one new file)."""
+    with engine.begin() as conn:
+        for table in metadata.sorted_tables:
+            conn.execute(sa.schema.CreateTable(table, if_not_exists=True))
 
 
 def migrate(engine: sa.Engine) -> None:
@@ -135,3 +134,31 @@ def _rekey_once(engine: sa.Engine) -> None:
         with engine.connect() as conn:
             if conn.execute(sa.select(meta.c.value).where(meta.c.name == "point_keys")).scalar() != "sorted":
                 raise
+
+
+def sqlite_pragmas(dbapi_connection, _record) -> None:
+    # WAL: readers never block the writer and a crash mid-write leaves the file whole; a long busy timeout
+    # lets concurrent explorations queue for the write lock instead of failing.
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA busy_timeout=60000")
+    _to_wal(cursor)
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def _to_wal(cursor, seconds: float = 60.0) -> None:
+    """Put the database in WAL mode. The conversion needs the file to itself and SQLite does not run the busy
+    handler for it, so processes opening a new file at once retry here; WAL is the file's own property, so
+    once one of them has converted it the others find it done."""
+    deadline, pause = time.monotonic() + seconds, 0.005
+    while True:
+        if cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal":
+            return
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(2 * pause, 0.2)

@@ -22,7 +22,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.history.checks import check_record, check_spec
 from hetero_dse.history.records import Record, Workload, point_key
-from hetero_dse.history.schema import create_tables, migrate, records, syntheses, workloads
+from hetero_dse.history.schema import create_tables, migrate, records, sqlite_pragmas, syntheses, workloads
 from hetero_dse.space.point import OPTIONAL_KNOBS, Point
 
 ENV = "HETERO_DSE_DB"
@@ -61,7 +61,7 @@ class HistoryDB:
             if url.startswith("sqlite:///"):
                 Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
                 self.engine = sa.create_engine(url, connect_args={"timeout": 60})
-                sa.event.listen(self.engine, "connect", _sqlite_pragmas)
+                sa.event.listen(self.engine, "connect", sqlite_pragmas)
             else:
                 self.engine = sa.create_engine(url, pool_pre_ping=True)
             create_tables(self.engine)
@@ -361,16 +361,6 @@ def _row(record: Record) -> dict[str, object]:
     return {"point_key": record.point_key, "point": record.point.dumps(), "seconds": record.seconds,
             "error": record.error, "source": record.source[:50], "timestamp": record.timestamp,
             "conditions": json.dumps(record.conditions, sort_keys=True) if record.conditions else None}
-
-
-def _sqlite_pragmas(dbapi_connection, _record) -> None:
-    # WAL: readers never block the writer and a crash mid-write leaves the file whole; a long busy timeout
-    # lets concurrent explorations queue for the write lock instead of failing.
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=60000")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.close()
 
 
 class WorkloadHistory:
