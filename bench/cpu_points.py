@@ -4,8 +4,10 @@ space's default point and variants of it (knobs replaced by JSON), for the figur
     .venv/bin/python bench/cpu_points.py Y-L16 '{"block": 0}' '{"split.j": [32, 1, 1, 128]}'
     .venv/bin/python bench/cpu_points.py 1x1:256-256-56 '{"split.k": [8, 1, 1, 32], "order": 0}'
     .venv/bin/python bench/cpu_points.py 3x3:256-512-28 --winograd 4 '{"order": 1, "unroll": 64}'
+    .venv/bin/python bench/cpu_points.py resnet18:L6 '{"split.i": [1, 1, 28, 1], "split.j": [1, 1, 4, 7]}'
 
-A layer is one of ``bench/cpu_blocked.py``'s ``LAYERS`` (with its network's epilogue), or ``1x1:C-K-HW`` /
+A layer is one of ``bench/cpu_blocked.py``'s ``LAYERS`` (with its network's epilogue), a built-in network's
+distinct layer as ``explore --model`` names it (``resnet18:L6``, captured from the zoo), or ``1x1:C-K-HW`` /
 ``3x3:C-K-HW`` (a pointwise or 3×3 stride-1 convolution with bias and leaky ReLU). ``--winograd M``: the layer
 run by F(M×M, 3×3), its points the product's (``gpu_cpu/winograd.py``), the default its space's default.
 """
@@ -30,6 +32,12 @@ def layer(name: str):
     from hetero_dse.epilogue import fuse
     from hetero_dse.ops import get_builtin
 
+    network, _, index = name.partition(":L")
+    if index.isdigit():
+        from hetero_dse.model.capture import capture
+        from hetero_dse.model.zoo import build
+
+        return capture(*build(network), network, profile=False).operators()[int(index) - 1]
     if name[:4] in ("1x1:", "3x3:"):
         c, k, hw = (int(v) for v in name[4:].split("-"))
         kernel = int(name[0])

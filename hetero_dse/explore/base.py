@@ -48,24 +48,37 @@ def fresh_points(space, count: int, rng: np.random.Generator, seen: set[int], fi
 
 
 def first_round(space, count: int, rng: np.random.Generator) -> np.ndarray:
-    """An explorer's first ``count`` points: the space's default point where it has one (the schedule an
-    engineer writes first, ``CpuSpace.default_point``), then as many of its neighbours (one move along a
-    direction of the rearranged space, drawn at random) as the space's ``near_default`` share of the rest asks
-    for, in turn with random points of the space. Every explorer starting from random points starts from these, so
-    that comparisons between them stay fair."""
-    point = space.default_point()
-    if point is None:
+    """An explorer's first ``count`` points: the space's default points where it has them (the schedule an
+    engineer writes first, ``CpuSpace.default_point``, then the register tiles tried next,
+    ``CpuSpace.default_points``), then as many neighbours of the first (one move along a direction of the
+    rearranged space, drawn at random) as the space's ``near_default`` share of the rest asks for, in turn with
+    random points of the space. Every explorer starting from random points starts from these, so that
+    comparisons between them stay fair."""
+    points = default_points(space)
+    if not points:
         return space.sample(count, rng)
-    anchor = space.encode(point)[None, :]
-    if count == 1:
-        return anchor
-    near = default_neighbours(space, anchor, int(getattr(space, "near_default", 0.0) * (count - 1) + 0.5), rng)
-    rest = count - 1 - len(near)
+    anchors = np.concatenate([space.encode(p)[None, :] for p in points])[:count]
+    anchor = anchors[:1]
+    if count <= len(anchors):
+        return anchors
+    near = default_neighbours(space, anchor, int(getattr(space, "near_default", 0.0) * (count - len(anchors)) + 0.5),
+                              rng)
+    near = near[~np.isin(space.keys(near), space.keys(anchors))] if len(near) else near
+    rest = count - len(anchors) - len(near)
     drawn = space.sample(rest, rng) if rest else anchor[:0]
     # neighbours and random points in turn, so that a budget that cuts the round keeps the share
     mixed = [row for pair in zip(near, drawn, strict=False) for row in pair]
     mixed += list(near[len(drawn):]) + list(drawn[len(near):])
-    return np.concatenate([anchor, np.array(mixed, dtype=anchor.dtype).reshape(-1, anchor.shape[1])])
+    return np.concatenate([anchors, np.array(mixed, dtype=anchor.dtype).reshape(-1, anchor.shape[1])])
+
+
+def default_points(space) -> list:
+    """The space's default points (``CpuSpace.default_points``); its one default point where it names no others;
+    none where it has none."""
+    if hasattr(space, "default_points"):
+        return space.default_points()
+    point = space.default_point()
+    return [] if point is None else [point]
 
 
 def default_neighbours(space, anchor: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from cost_models.learned import LearnedCostModel
-from hetero_dse.explore.base import first_round
+from hetero_dse.explore.base import default_points, first_round
 from hetero_dse.history.match import Prior
 
 
@@ -77,11 +77,11 @@ class TransferLearning:
         if explore and len(rest):  # a few random picks keep the model honest where it has no data
             chosen = np.concatenate([chosen, self.rng.choice(rest, size=min(explore, len(rest)), replace=False)])
         rows = pool[chosen]
-        if not len(self.rows) and (point := self.space.default_point()) is not None:
-            # a warm start measures the engineer's default point first too, as a cold start does: the history's
+        if not len(self.rows) and (points := default_points(self.space)):
+            # a warm start measures the engineer's default points first too, as a cold start does: the history's
             # model ranks points of other shapes, and a layer whose best is that point (YOLO-v1 C8: 433 of the 476
             # GFLOPS 64 trials find) must not depend on the model ranking it first
-            rows = np.concatenate([self.space.encode(point)[None, :], rows])
+            rows = np.concatenate([*(self.space.encode(p)[None, :] for p in points), rows])
         return self._take(rows, self.batch)
 
     def _pool(self) -> np.ndarray:

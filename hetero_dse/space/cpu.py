@@ -265,6 +265,43 @@ class CpuSpace(SplitSpace):
             narrow = self._register_tile(v, self.lanes, others)
             if narrow[1] >= MIN_ACCUMULATORS:
                 fv, (tile, tile_factor, reused) = self.lanes, narrow
+        return self._tiled(v, fv, tile, tile_factor, reused)
+
+    def default_points(self) -> list[Point]:
+        """``default_point`` first, then the register tiles an engineer tries next where the tile reuses its
+        operands: over each other loop they are reused across, as many vectors wide and one vector wide, as
+        many accumulators. Which wins depends on the layer and the host, so an explorer measures them all in its
+        first round (``hetero_dse.explore.base.first_round``). Stride-2 layers, AVX-512: YOLO-v1's 7×7 first
+        layer 14 rows × 1 vector 5.94 ms against the default's 7 pixels of a row × 2 vectors 6.10 (torch 5.89),
+        its 3×3 L14 7 rows 8.24 against 7 pixels of a row 9.14 (torch 9.74), while ResNet-18's 1×1 L14 keeps
+        the row: 0.143 against 0.200 ms (``bench/cpu_points.py``, ``bench/data/cpu_points_rows.txt``)."""
+        first = self.default_point()
+        if first is None:
+            return []
+        v = self.loops[self.loop_names.index(first["vector"])]
+        others = [lp for lp in self.loops[: self.num_spatial] if lp is not v and lp.extent > 1]
+        tile = next((lp for lp in others if first[f"split.{lp.name}"][-1] > 1), None)
+        reuse = self._reused_across(v, others)
+        if tile is None or tile not in reuse:
+            return [first]
+        points = [first]
+        for lp in reversed(reuse):  # innermost first
+            for fv in dict.fromkeys((first[f"split.{v.name}"][-1], self.lanes)):
+                vectors = math.ceil(fv / self.lanes)
+                factor = max(d for d in divisors(lp.extent) if d <= max(1, self.max_accumulators // 2 // vectors))
+                if lp is tile or v.extent % fv or factor * vectors < MIN_ACCUMULATORS:
+                    continue
+                point = self._tiled(v, fv, lp, factor, True)
+                if point is not None and point not in points:
+                    points.append(point)
+        return points
+
+    def _tiled(self, v: Loop, fv: int, tile: Loop | None, tile_factor: int, reused: bool) -> Point | None:
+        """``default_point`` with ``v`` vectorised ``fv`` wide and the register tile ``tile_factor`` of
+        ``tile``; None where the space cannot hold it."""
+        levels, reduce_levels = self.levels
+        spatial = list(self.loops[: self.num_spatial])
+        others = [lp for lp in spatial if lp is not v and lp.extent > 1]
         # each core's share of the vectorised loop: one tile's vectors where the tile reuses its operands (a 1×1
         # layer's weight panel stays in L1 across the image: 96 -> 576 at 14², 0.204 against 0.239 ms at 64),
         # else up to 64 elements, so the packed input tile stays in cache
@@ -313,8 +350,7 @@ class CpuSpace(SplitSpace):
         row, AVX-512: 14 rows 248-770 µs, 4 rows 150 µs). Where half the registers hold no divisor, the fewest
         accumulators that fill the FMA pipelines, if any fit."""
         vectors = math.ceil(fv / self.lanes)
-        varying = [a for a in self.analysis.reads if a.dims(v.name)]
-        reuse = [lp for lp in others if not any(a.dims(lp.name) for a in varying)][::-1]  # innermost first
+        reuse = self._reused_across(v, others)[::-1]  # innermost first
         pool, budget = reuse, max(1, self.max_accumulators // 2 // vectors)
         if not pool:
             pool = [lp for lp in others if not all(a.dims(lp.name) for a in self.analysis.reads)] or others
@@ -332,6 +368,12 @@ class CpuSpace(SplitSpace):
                     factor, tile = min(enough, key=lambda pair: (pair[0], loops.index(pair[1])))
                     break
         return tile, factor, any(tile is lp for lp in reuse)
+
+    def _reused_across(self, v: Loop, others: list[Loop]) -> list[Loop]:
+        """The loops of ``others`` that no operand varying along ``v`` varies in: a register tile over one loads
+        each of ``v``'s vectors once for all its accumulators."""
+        varying = [a for a in self.analysis.reads if a.dims(v.name)]
+        return [lp for lp in others if not any(a.dims(lp.name) for a in varying)]
 
     def _where(self) -> str:
         return f"in the CPU space pruned for {self.lanes} vector lanes"
