@@ -37,7 +37,10 @@ def layer(name: str):
         from hetero_dse.model.capture import capture
         from hetero_dse.model.zoo import build
 
-        return capture(*build(network), network, profile=False).operators()[int(index) - 1]
+        operators = capture(*build(network), network, profile=False).operators()
+        if not 1 <= int(index) <= len(operators):
+            sys.exit(f"{name}: {network} has layers L1 to L{len(operators)}")
+        return operators[int(index) - 1]
     if name[:4] in ("1x1:", "3x3:"):
         c, k, hw = (int(v) for v in name[4:].split("-"))
         kernel = int(name[0])

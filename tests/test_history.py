@@ -444,10 +444,11 @@ def test_a_new_database_held_by_another_process_waits_for_it_instead_of_failing(
     holder.execute("BEGIN IMMEDIATE")  # a writer's lock: the child can read the file, not convert it
     holder.execute("INSERT INTO other VALUES (1)")
     code = ("import sys; from hetero_dse.history import HistoryDB\n"
-            "db = HistoryDB(sys.argv[1]); print(db.count())\n")
+            "print('imported', flush=True); db = HistoryDB(sys.argv[1]); print(db.count())\n")
     proc = subprocess.Popen([sys.executable, "-c", code, str(store)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)  # the child is waiting on the lock by now (it fails at once without the retry)
+    assert proc.stdout.readline() == "imported\n", proc.communicate()
+    time.sleep(1.0)  # the child is waiting on the lock by now (it fails at once without the retry)
     assert proc.poll() is None, proc.communicate()
     holder.execute("COMMIT")
     holder.close()

@@ -50,10 +50,10 @@ def fresh_points(space, count: int, rng: np.random.Generator, seen: set[int], fi
 def first_round(space, count: int, rng: np.random.Generator) -> np.ndarray:
     """An explorer's first ``count`` points: the space's default points where it has them (the schedule an
     engineer writes first, ``CpuSpace.default_point``, then the register tiles tried next,
-    ``CpuSpace.default_points``), then as many neighbours of the first (one move along a direction of the
-    rearranged space, drawn at random) as the space's ``near_default`` share of the rest asks for, in turn with
-    random points of the space. Every explorer starting from random points starts from these, so that
-    comparisons between them stay fair."""
+    ``CpuSpace.default_points``; the first ``count`` of them where the round is smaller), then as many neighbours
+    of the first (one move along a direction of the rearranged space, drawn at random) as the space's
+    ``near_default`` share of the rest asks for, in turn with random points of the space, none twice. Every
+    explorer starting from random points starts from these, so that comparisons between them stay fair."""
     points = default_points(space)
     if not points:
         return space.sample(count, rng)
@@ -61,15 +61,28 @@ def first_round(space, count: int, rng: np.random.Generator) -> np.ndarray:
     anchor = anchors[:1]
     if count <= len(anchors):
         return anchors
-    near = default_neighbours(space, anchor, int(getattr(space, "near_default", 0.0) * (count - len(anchors)) + 0.5),
-                              rng)
-    near = near[~np.isin(space.keys(near), space.keys(anchors))] if len(near) else near
+    share = int(getattr(space, "near_default", 0.0) * (count - len(anchors)) + 0.5)
+    near = default_neighbours(space, anchor, share, rng, besides=anchors)
     rest = count - len(anchors) - len(near)
-    drawn = space.sample(rest, rng) if rest else anchor[:0]
+    drawn = _draws(space, rest, rng, set(space.keys(np.concatenate([anchors, near])).tolist())) if rest else anchor[:0]
     # neighbours and random points in turn, so that a budget that cuts the round keeps the share
     mixed = [row for pair in zip(near, drawn, strict=False) for row in pair]
     mixed += list(near[len(drawn):]) + list(drawn[len(near):])
     return np.concatenate([anchors, np.array(mixed, dtype=anchor.dtype).reshape(-1, anchor.shape[1])])
+
+
+def _draws(space, count: int, rng: np.random.Generator, taken: set[int], tries: int = 4) -> np.ndarray:
+    """Up to ``count`` random rows of ``space``, none twice and none whose key is in ``taken``."""
+    rows: list[np.ndarray] = []
+    for _ in range(tries):
+        drawn = space.sample(count - len(rows), rng)
+        for row, key in zip(drawn, space.keys(drawn).tolist(), strict=True):
+            if key not in taken:
+                taken.add(key)
+                rows.append(row)
+        if len(rows) == count:
+            break
+    return np.array(rows) if rows else drawn[:0]
 
 
 def default_points(space) -> list:
@@ -81,8 +94,10 @@ def default_points(space) -> list:
     return [] if point is None else [point]
 
 
-def default_neighbours(space, anchor: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
-    """Up to ``count`` distinct valid neighbours of ``anchor`` (one row), drawn at random among its moves."""
+def default_neighbours(space, anchor: np.ndarray, count: int, rng: np.random.Generator,
+                       besides: np.ndarray | None = None) -> np.ndarray:
+    """Up to ``count`` distinct valid neighbours of ``anchor`` (one row), drawn at random among its moves, none
+    of the rows ``besides``."""
     if count <= 0 or not hasattr(space, "neighbourhood"):
         return anchor[:0]
     moved, exists = space.neighbourhood.moves(anchor)
@@ -92,4 +107,6 @@ def default_neighbours(space, anchor: np.ndarray, count: int, rng: np.random.Gen
         return anchor[:0]
     _, distinct = np.unique(space.keys(near), return_index=True)
     near = near[np.sort(distinct)]
+    if besides is not None and len(near):
+        near = near[~np.isin(space.keys(near), space.keys(besides))]
     return near[rng.permutation(len(near))[:count]]

@@ -1,7 +1,7 @@
 """A plain genetic algorithm (Woodpecker-DL, seed 004, §4: the GA it searches schedules with), over the encoded
 space of any target, as an ask/tell explorer.
 
-Each generation after the first (the space's default point and random points, as every explorer's):
+Each generation after the first (the space's default points, their neighbours and random points, as every explorer's):
 
 1. ``population`` children, each from two parents chosen by **tournament** (the best of ``tournament`` drawn at
    random from the population), by **uniform crossover per knob** (a knob is one decision of the rearranged

@@ -21,7 +21,7 @@ its trunk and value and starts its policy head again (loaded whole, it walked an
 layers it learned on and was 2–7× slower than a fresh one; BENCHMARKS.md). Saved beside the networks are the
 ``carry`` best designs the run found, as points (knob values, not rows); a run that loads them proposes each
 adapted to its own operator's extents (``space.adapt``, as the history tuners do) in its first round, with the
-default point, then random points up to the walkers: what a learned search knows of where good designs lie,
+default points, then random points up to the walkers: what a learned search knows of where good designs lie,
 carried to a new layer (BENCHMARKS.md: that, not the networks, is what makes a warm start pay).
 """
 
@@ -35,7 +35,7 @@ import numpy as np
 
 from hetero_dse.atomic import atomic_open
 from hetero_dse.errors import HeteroDSEError
-from hetero_dse.explore.base import fresh_points
+from hetero_dse.explore.base import default_points, fresh_points
 from hetero_dse.explore.history import History
 from hetero_dse.explore.qlearning import load_learned_state, one_thread
 from hetero_dse.space.base import adapt_points
@@ -180,8 +180,8 @@ class PPO:
         first = not self.seen
         carried = self.carried if first else self.carried[:0]
         self.seen.update(self.space.keys(carried).tolist())
-        # the default point (first_round's first) is proposed whatever is carried: one more row at least
-        wanted = max(self.settings.walkers - len(carried), 1 if first else 0)
+        # the default points (first_round's first) are proposed whatever is carried: those rows more at least
+        wanted = max(self.settings.walkers - len(carried), len(default_points(self.space)) if first else 0)
         rows = fresh_points(self.space, wanted, self.rng, self.seen, first=first) if wanted else None
         rows = carried if rows is None else np.concatenate([carried, rows])
         if not len(rows):

@@ -68,17 +68,33 @@ syntheses = sa.Table(
 )
 
 
-def create_tables(engine: sa.Engine) -> None:
+def create_tables(engine: sa.Engine, attempts: int = 3) -> None:
     """The tables, made once even when several processes open a new database at the same moment: ``IF NOT
-    EXISTS`` in the statement itself (SQLAlchemy's ``create_all`` checks, then creates, and another process may
-    create a table in between: 'table meta already exists' with fourteen processes opening one new file)."""
-    with engine.begin() as conn:
-        for table in metadata.sorted_tables:
-            conn.execute(sa.schema.CreateTable(table, if_not_exists=True))
+    EXISTS`` in the statement itself where the database has it (SQLAlchemy's ``create_all`` checks, then creates,
+    and another process may create a table in between: 'table meta already exists' with fourteen processes
+    opening one new SQLite file). PostgreSQL can still collide on its catalog when two create one table at once
+    (a unique violation): the next attempt finds the table made."""
+    for attempt in range(attempts):
+        try:
+            if engine.dialect.name in IF_NOT_EXISTS:
+                with engine.begin() as conn:
+                    for table in metadata.sorted_tables:
+                        conn.execute(sa.schema.CreateTable(table, if_not_exists=True))
+            else:
+                metadata.create_all(engine)
+            return
+        except (sa.exc.IntegrityError, sa.exc.ProgrammingError, sa.exc.OperationalError) as exc:
+            raced = isinstance(exc, sa.exc.IntegrityError) or "already exists" in str(exc)
+            if not raced or attempt == attempts - 1:
+                raise
+
+
+#: databases whose CREATE TABLE takes IF NOT EXISTS
+IF_NOT_EXISTS = ("sqlite", "postgresql", "mysql", "mariadb")
 
 
 def migrate(engine: sa.Engine) -> None:
-    """Columns added since a database was created (create_all makes missing tables, never missing columns),
+    """Columns added since a database was created (create_tables makes missing tables, never missing columns),
     and record keys made independent of the knobs' order."""
     _add_column(engine, "workloads", "spec")
     _add_column(engine, "records", "conditions")

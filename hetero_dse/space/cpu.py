@@ -28,9 +28,9 @@ to one multiply-add, and the FMAs wait on memory), the parallel outer loop must 
 core an iteration, and a padding is not inlined into a loop vectorised along the padded dimension a lane an
 element (read with a stride, its lanes are gathered anyway, and inlining it saves a pass over the image).
 
-``CpuSpace.default_point`` is the schedule an engineer would write first for the operator; every explorer
-measures it in its first round (``hetero_dse.explore.base.first_round``), with its neighbours (``near_default``)
-and random points.
+``CpuSpace.default_point`` is the schedule an engineer would write first for the operator, and
+``CpuSpace.default_points`` adds the register tiles tried next; every explorer measures them in its first round
+(``hetero_dse.explore.base.first_round``), with the default's neighbours (``near_default``) and random points.
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ class CpuSpace(SplitSpace):
 
     kind = "CPU space"
     optional = {"block": OPTIONAL_KNOBS["block"]}
-    #: the share of an explorer's first round after the default point drawn among its neighbours
+    #: the share of an explorer's first round after the default points drawn among the first one's neighbours
     #: (``hetero_dse.explore.base.first_round``): at a user's budget of 16 trials, one move from the engineer's
     #: schedule (a register tile of 4 rows instead of 7, a vector of 28 lanes instead of 14) finds more than a
     #: random point of a space where most points are slow
@@ -269,12 +269,14 @@ class CpuSpace(SplitSpace):
 
     def default_points(self) -> list[Point]:
         """``default_point`` first, then the register tiles an engineer tries next where the tile reuses its
-        operands: over each other loop they are reused across, as many vectors wide and one vector wide, as
-        many accumulators. Which wins depends on the layer and the host, so an explorer measures them all in its
-        first round (``hetero_dse.explore.base.first_round``). Stride-2 layers, AVX-512: YOLO-v1's 7×7 first
-        layer 14 rows × 1 vector 5.94 ms against the default's 7 pixels of a row × 2 vectors 6.10 (torch 5.89),
-        its 3×3 L14 7 rows 8.24 against 7 pixels of a row 9.14 (torch 9.74), while ResNet-18's 1×1 L14 keeps
-        the row: 0.143 against 0.200 ms (``bench/cpu_points.py``, ``bench/data/cpu_points_rows.txt``)."""
+        operands: over each other loop they are reused across, as many vectors wide and one vector wide, the
+        tile's factor by ``_register_tile``'s rule. Which wins depends on the layer and the host, so an explorer
+        measures them in its first round (``hetero_dse.explore.base.first_round``; the first of them where its
+        round is smaller). Stride-2 layers, AVX-512 (``bench/cpu_points.py``, ``bench/data/cpu_points_rows.txt``):
+        YOLO-v1's 7×7 first layer ran 5.94 ms with 14 rows × 1 vector against the default's 7 pixels of a row ×
+        2 vectors 6.10 (torch 5.89), and ResNet-18's 1.37 against 1.47 ms; YOLO-v1's 3×3 L14 8.24 ms with 7 rows
+        against 9.14 along the row; while 7 rows × 2 vectors on the first layers, and on most of ResNet-18's
+        other stride-2 layers, ran as fast as the row or slower: no rule on the analysis separated them."""
         first = self.default_point()
         if first is None:
             return []
@@ -287,13 +289,15 @@ class CpuSpace(SplitSpace):
         points = [first]
         for lp in reversed(reuse):  # innermost first
             for fv in dict.fromkeys((first[f"split.{v.name}"][-1], self.lanes)):
-                vectors = math.ceil(fv / self.lanes)
-                factor = max(d for d in divisors(lp.extent) if d <= max(1, self.max_accumulators // 2 // vectors))
-                if lp is tile or v.extent % fv or factor * vectors < MIN_ACCUMULATORS:
+                if lp is tile or v.extent % fv:
                     continue
-                point = self._tiled(v, fv, lp, factor, True)
-                if point is not None and point not in points:
-                    points.append(point)
+                # the tile over lp alone, by _register_tile's rule: half the registers, else the fewest
+                # accumulators that fill the FMA pipelines (AVX2, a 7 × 7 image: all 7 rows)
+                over, factor, reused = self._register_tile(v, fv, [lp])
+                if over is lp and reused and factor * math.ceil(fv / self.lanes) >= MIN_ACCUMULATORS:
+                    point = self._tiled(v, fv, lp, factor, True)
+                    if point is not None and point not in points:
+                        points.append(point)
         return points
 
     def _tiled(self, v: Loop, fv: int, tile: Loop | None, tile_factor: int, reused: bool) -> Point | None:
