@@ -71,18 +71,13 @@ def first_round(space, count: int, rng: np.random.Generator) -> np.ndarray:
     return np.concatenate([anchors, np.array(mixed, dtype=anchor.dtype).reshape(-1, anchor.shape[1])])
 
 
-def _draws(space, count: int, rng: np.random.Generator, taken: set[int], tries: int = 4) -> np.ndarray:
-    """Up to ``count`` random rows of ``space``, none twice and none whose key is in ``taken``."""
+def _draws(space, count: int, rng: np.random.Generator, taken: set[int]) -> np.ndarray:
+    """Up to ``count`` random rows of ``space``, none twice and none whose key is in ``taken``: fresh random
+    points (:func:`fresh_points`) drawn until there are ``count`` or the draws find none new."""
     rows: list[np.ndarray] = []
-    for _ in range(tries):
-        drawn = space.sample(count - len(rows), rng)
-        for row, key in zip(drawn, space.keys(drawn).tolist(), strict=True):
-            if key not in taken:
-                taken.add(key)
-                rows.append(row)
-        if len(rows) == count:
-            break
-    return np.array(rows) if rows else drawn[:0]
+    while len(rows) < count and (new := fresh_points(space, count - len(rows), rng, taken, first=False)) is not None:
+        rows.extend(new)
+    return np.array(rows) if rows else np.empty((0, space.num_knobs), dtype=np.int64)
 
 
 def default_points(space) -> list:

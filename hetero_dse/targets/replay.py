@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from gpu_cpu.main_block import stages_epilogue
 from gpu_cpu.measure import MeasureJob, rebuild_operator
 from gpu_cpu.pipeline import Pipeline
 from gpu_cpu.schedule import CPU_CODEGEN, weight_layouts
@@ -58,8 +59,6 @@ def _other_codegen(record: dict[str, Any], op: Any) -> str | None:
     """Why a CPU schedule's recorded time was another kernel's than the one rebuilt now (None: the same)."""
     if record["target"]["kind"] != "llvm" or record.get("cpu_codegen") == CPU_CODEGEN:
         return None
-    from gpu_cpu.main_block import stages_epilogue
-
     point, since = recorded_point(record), int(record.get("cpu_codegen", 1))
     changed = []  # what each revision after the record's changed in this point's kernel (else the same code)
     if since < 2 and weight_layouts(op, point):

@@ -61,9 +61,10 @@ def space_contract(space: Any, seed: int = 0, count: int = 48) -> None:
         points = space.default_points()
         _require(points[:1] == ([] if default is None else [default]),
                  "default_points() does not start with default_point()")
-        encoded = np.array([space.encode(p) for p in points]).reshape(len(points), -1)
-        _require(not len(points) or bool(space.valid(encoded).all()), "default_points() has a point outside the space")
-        _require(len(set(space.keys(encoded).tolist())) == len(points), "default_points() has a point twice")
+        if points:
+            encoded = np.array([space.encode(p) for p in points])
+            _require(bool(space.valid(encoded).all()), "default_points() has a point outside the space")
+            _require(len(set(space.keys(encoded).tolist())) == len(points), "default_points() has a point twice")
 
 
 def explorer_contract(space: Any, make: Callable[[Any, int], Any], objective: Callable[[np.ndarray], np.ndarray],
