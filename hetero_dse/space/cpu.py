@@ -224,9 +224,9 @@ class CpuSpace(SplitSpace):
         unless the vectorised loop reads it only with a stride, a streamed weight (``streams_weights``) blocked.
         Where the tile reuses its operands: the reduction inside the tile's spatial loops (order 0), nothing
         unrolled, each core's share of the vectorised loop one tile; else order 1, unrolled, each core's share up
-        to 64 elements (so the packed input tile stays in cache).
-        None where the space cannot hold it (too few levels, or a rule it breaks).
-
+        to 64 elements (so the packed input tile stays in cache). The other loops' rest outside the cache tile:
+        MobileNet-V2 L1, L3, L4 0.78, 0.61, 0.76× torch -> 1.03, 1.46, 1.29×, YOLO-v1 L14 1.17 -> 1.36×, none slower
+        (``bench/data/cpu_points_cache_tile.txt``). None where the space cannot hold it (a rule it breaks).
         On YOLO-v1 it is strong where random points are weak (C8: 151-178 GFLOPS where 32 trials of search
         found 111; torch 132-142) and weak where they are strong (C15: 18 against 52), so it is a start
         point measured in the first round, not an answer. Where the tile reuses its operands, order 0, no unroll,
@@ -272,11 +272,10 @@ class CpuSpace(SplitSpace):
         operands: over each other loop they are reused across, as many vectors wide and one vector wide, the
         tile's factor by ``_register_tile``'s rule. Which wins depends on the layer and the host, so an explorer
         measures them in its first round (``hetero_dse.explore.base.first_round``; the first of them where its
-        round is smaller). Stride-2 layers, AVX-512 (``bench/cpu_points.py``, ``bench/data/cpu_points_rows.txt``):
-        YOLO-v1's 7×7 first layer ran 5.94 ms with 14 rows × 1 vector against the default's 7 pixels of a row ×
-        2 vectors 6.10 (torch 5.89), and ResNet-18's 1.37 against 1.47 ms; YOLO-v1's 3×3 L14 8.24 ms with 7 rows
-        against 9.14 along the row; while 7 rows × 2 vectors on the first layers, and on most of ResNet-18's
-        other stride-2 layers, ran as fast as the row or slower: no rule on the analysis separated them."""
+        round is smaller). Stride-2 layers, AVX-512 (``bench/data/cpu_points_rows.txt``): YOLO-v1's 7×7 first
+        layer ran 5.94 ms with 14 rows × 1 vector against 7 pixels of a row × 2 vectors 6.10 (torch 5.89); its
+        3×3 L14 8.24 ms with 7 rows against 9.14 along the row; 7 rows × 2 vectors on the first layers and most
+        of ResNet-18's stride-2 layers as fast as the row or slower: no rule on the analysis separated them."""
         first = self.default_point()
         if first is None:
             return []
@@ -322,7 +321,8 @@ class CpuSpace(SplitSpace):
             rest = lp.extent // inner
             outer = min((d for d in divisors(rest) if d >= missing), default=rest) \
                 if lp is parallel and missing > 1 else 1
-            knobs[f"split.{lp.name}"] = (outer, *pad, rest // outer, inner)
+            # the rest outside the cache tile (S2·S3): the register tile, not a core's share (800 KB on ResNet-18 L1)
+            knobs[f"split.{lp.name}"] = (outer, rest // outer, *pad, inner)
         for lp in self.loops[self.num_spatial:]:
             inner = max(d for d in divisors(lp.extent) if d <= 8)
             knobs[f"split.{lp.name}"] = (*(1,) * (reduce_levels - 2), lp.extent // inner, inner)
