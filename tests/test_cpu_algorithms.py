@@ -67,8 +67,11 @@ def test_the_fastest_algorithm_is_chosen_by_timing_each_algorithms_best_as_the_c
     assert seen[-1] == 9 and seen == sorted(seen) and t.evaluations == 9
     assert all(TILE_KNOB not in t.point for t in t.trials) and len(t.trials) == 3
     assert len(t.other_trials) == 6 and all(TILE_KNOB not in t.point for t in t.other_trials)
-    # then each algorithm's best as the convolution, one after the other: direct, F(2x2), F(4x4)
-    compared = clock.jobs[9:12]
+    # then the direct search's finalists timed again (its three points: tests/test_cpu_finalists.py), and each
+    # algorithm's best as the convolution, one after the other: direct, F(2x2), F(4x4)
+    assert [(kind, p.get(TILE_KNOB)) for kind, p in clock.jobs[9:12]] == [("conv", None)] * 3
+    assert len(t.finalists) == 3
+    compared = clock.jobs[12:15]
     assert [kind for kind, _ in compared] == ["conv"] * 3
     assert [p.get(TILE_KNOB) for _, p in compared] == [None, 2, 4]
     assert t.best[TILE_KNOB] == 4 and t.algorithm == "Winograd F(4×4, 3×3)"
@@ -78,7 +81,7 @@ def test_the_fastest_algorithm_is_chosen_by_timing_each_algorithms_best_as_the_c
     assert t.algorithms[2]["seconds"] == pytest.approx(1e-3, rel=0.02) == t.best_seconds
     assert t.algorithms[2]["searched_seconds"] == pytest.approx(3e-4, rel=0.02)
     # the chosen point re-timed before the library, as any best is
-    assert clock.jobs[12][1][TILE_KNOB] == 4 and t.retimed.seconds == pytest.approx(1e-3, rel=0.02)
+    assert clock.jobs[15][1][TILE_KNOB] == 4 and t.retimed.seconds == pytest.approx(1e-3, rel=0.02)
     record = t.record(None)
     assert record["algorithm"] == "Winograd F(4×4, 3×3)" and record["trials"] == 9
     assert record["searches"] == {label: {"trials": 3, "explorer": "random", "ended": "budget", "why_not": None}
@@ -224,7 +227,8 @@ def test_only_a_3x3_stride_1_float32_convolution_has_winograd_beside_it_and_dire
         CpuTarget(algorithm="fast")
     clock = Clock({"direct": 1e-3})
     t = explore(conv(), CpuTarget(trials=2, measurer=clock, algorithm="direct"), "random", Search(seed=1))
-    assert t.algorithm is None and t.record(None)["algorithm"] == "direct" and len(clock.jobs) == 3
+    # two trials, the two timed again as finalists, the kept one beside torch: no comparison of algorithms
+    assert t.algorithm is None and t.record(None)["algorithm"] == "direct" and len(clock.jobs) == 5
 
 
 def test_the_products_trials_go_to_their_own_workload_in_the_history(tmp_path):
@@ -234,11 +238,12 @@ def test_the_products_trials_go_to_their_own_workload_in_the_history(tmp_path):
     products = [a.op.signature() for a in CpuTarget().alternatives(conv())]
     counts = {w["signature"]: w["records"] for w in db.workloads()}
     assert counts == {conv().signature(): 2, products[0]: 2, products[1]: 2}
-    # a second run answers every search from the history: nothing is measured but the comparison and re-timing
+    # a second run answers every search from the history: nothing is measured but the direct search's two
+    # finalists, the comparison of the three algorithms and the re-timing beside torch
     clock = Clock({"direct": 2e-3, 2: 3e-3, 4: 1e-3})
     t = explore(conv(), CpuTarget(trials=2, measurer=clock), "random", Search(seed=1), history=db)
     assert t.answered_all == 6 and [kind for kind, _ in clock.jobs] == ["conv"] * len(clock.jobs)
-    assert len(clock.jobs) == 4
+    assert len(clock.jobs) == 2 + 3 + 1
     db.close()
 
 

@@ -134,7 +134,7 @@ def test_every_default_point_computes_the_reference(name, vector_bits):
                                    rtol=1e-4, atol=1e-5, err_msg=str(point))
 
 
-@pytest.mark.parametrize("name", ["q", "p", "sa", "random", "tl"])
+@pytest.mark.parametrize("name", ["q", "p", "sa", "random", "tl", "gga"])
 def test_every_explorer_measures_the_default_point_in_its_first_round(name):
     from hetero_dse.explore.settings import make_explorer
 

@@ -3,8 +3,9 @@
 A gene is a knob of the rearranged space (a CPU loop's split, an FPGA loop's (tile, unroll) pair, the
 order…): changing one gene of a valid point changes one decision and keeps the others. Each generation:
 
-1. the population is measured (the first one: the history's best-ranked points adapted to this space,
-   :meth:`Prior.candidates`);
+1. the population is measured (the first one: the space's default points, which every explorer's first round
+   measures, then the history's best-ranked points adapted to this space, :meth:`Prior.candidates`; the
+   registry's ``_gga`` puts them together);
 2. the genes that made the ``elites`` best individuals (the one gene each was created by, recorded in
    ``genes``) become **elite genes**;
 3. ``population`` children, each by **guided crossover** (two parents drawn with probability proportional

@@ -95,11 +95,20 @@ def _random(space, seed, starts, gamma, prior):
 
 
 def _gga(space, seed, starts, gamma, prior):
+    import numpy as np
+
+    from hetero_dse.explore.base import default_points
     from hetero_dse.explore.gga import GuidedGA
 
     population = starts or GGA_POPULATION
-    candidates = prior.candidates(space, population) if prior is not None else None
-    return GuidedGA(space, seed=seed, candidates=candidates, population=population)
+    # the engineer's schedules first, as every other explorer's first round measures them, then the history's
+    # best-ranked points; the rest are expertise mutations of them (without either, the paper's random points)
+    rows = [space.encode(p) for p in default_points(space)]
+    if prior is not None:
+        rows += list(prior.candidates(space, population))
+    candidates = np.array(rows, dtype=np.int64).reshape(-1, space.num_knobs)
+    _, first = np.unique(space.keys(candidates) if rows else np.empty(0, np.int64), return_index=True)
+    return GuidedGA(space, seed=seed, candidates=candidates[np.sort(first)][:population], population=population)
 
 
 def _ga(space, seed, starts, gamma, prior):

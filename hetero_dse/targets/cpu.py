@@ -35,8 +35,8 @@ from hetero_dse.space.point import Point
 from hetero_dse.targets.base import Alternative, Defaults, Row, Search, Searched, Written
 from hetero_dse.evaluate.measured import Trial, TrialLog, TuneResult, candidate_job, fastest, measured_evaluator
 from hetero_dse.targets.cpu_network import ALTERNATIVES, alternatives_of, run_plan
-from hetero_dse.targets.tuned import TVM_STARTS, Tuned, algorithm_candidates, compare_algorithms, schedule_json, \
-    tvm_workload
+from hetero_dse.targets.tuned import TVM_STARTS, Tuned, algorithm_candidates, compare_algorithms, finalists, \
+    schedule_json, tvm_workload
 
 __all__ = ["CpuTarget", "tune_cpu"]
 
@@ -129,10 +129,13 @@ class CpuTarget:
                alternatives: Sequence[Searched] = ()) -> Tuned:
         retimed = library = chosen = None
         algorithms: list[dict[str, Any]] = []
+        final: tuple[Trial | None, list[dict[str, Any]]] = (None, [])
         if not loop.interrupted and not any(s.loop.interrupted for s in alternatives):
+            final = self._final(op, finalists(evaluator.trials, space.default_point()))
+            direct = final[0] or fastest(evaluator.trials)
             if alternatives:
-                chosen, algorithms = self._choose(op, fastest(evaluator.trials), alternatives)
-            best = chosen or fastest(evaluator.trials)
+                chosen, algorithms = self._choose(op, direct, alternatives)
+            best = chosen or direct
 
             def ours_then_library() -> tuple[MeasureResult | None, MeasureResult | None]:
                 # ours, then the library's, one right after the other, in fresh workers
@@ -143,7 +146,20 @@ class CpuTarget:
             # both again while either's repeats disagree (foreign work during part of a timing)
             retimed, library = retime_until_stable(ours_then_library)
         return Tuned.of(op, self, space, explorer, loop, evaluator, self.source, library, estimate=False,
-                        retimed=retimed, chosen=chosen, algorithms=algorithms, searched=alternatives)
+                        retimed=retimed, chosen=chosen, algorithms=algorithms, searched=alternatives, final=final)
+
+    def _final(self, op: Operator, finals: Sequence[Trial]) -> tuple[Trial | None, list[dict[str, Any]]]:
+        """The fastest of ``finals`` timed again, one right after the other in fresh workers (all again while
+        any one's repeats disagree), and each one's figures for the report; (None, []) where there is one."""
+        if len(finals) < 2:
+            return None, []
+        timed = retime_until_stable(lambda: tuple(self._measure(op, [t.point for t in finals])))
+        ran = [(result.seconds, i) for i, result in enumerate(timed) if result.ok]
+        pick = min(ran)[1] if ran else None
+        rows = [{"knobs": t.point.to_json(), "searched_seconds": t.result.seconds, "seconds": result.seconds,
+                 "error": result.error, "unstable": result.unstable, "chosen": i == pick}
+                for i, (t, result) in enumerate(zip(finals, timed, strict=True))]
+        return (None if pick is None else Trial(finals[pick].point, timed[pick])), rows
 
     def _choose(self, op: Operator, direct: Trial | None,
                 alternatives: Sequence[Searched]) -> tuple[Trial | None, list[dict[str, Any]]]:

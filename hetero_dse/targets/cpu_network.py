@@ -17,7 +17,7 @@ import numpy as np
 
 from gpu_cpu.measure import MeasureResult
 from hetero_dse.errors import HeteroDSEError
-from hetero_dse.evaluate.measured import Trial, fastest
+from hetero_dse.evaluate.measured import Trial
 from hetero_dse.ops.winograd import TILE_KNOB
 from hetero_dse.targets.tuned import Tuned, algorithm_candidates, read_schedule, recorded_seconds
 
@@ -33,7 +33,7 @@ def alternatives_of(t: Tuned, alternatives_only: bool) -> list[tuple[str, Tuned]
     ``winograd_f2``..."""
     if len(t.algorithms) < 2:
         return []
-    candidates = algorithm_candidates(fastest(t.trials), t.searched, alternatives_only)
+    candidates = algorithm_candidates(t.direct_best, t.searched, alternatives_only)
     out = []
     for (label, point, _), compared in zip(candidates, t.algorithms, strict=True):
         if compared["chosen"] or compared["seconds"] is None or compared["error"]:
