@@ -57,7 +57,7 @@ def test_the_default_point_of_a_depthwise_convolution_by_hand():
     space.cores = 2
     point = space.default_point()
     assert point["vector"] == "j" and point["order"] == 1 and point["unroll"] == 64  # nothing reused: unrolled
-    assert (point["split.c"], point["split.i"], point["split.j"]) == ((4, 36, 1, 1), (1, 4, 1, 7), (1, 1, 2, 14))
+    assert (point["split.c"], point["split.i"], point["split.j"]) == ((4, 1, 36, 1), (1, 1, 4, 7), (1, 1, 2, 14))
     # read with a stride of 2 along j, the padding is inlined: its test costs little beside the gathered lanes,
     # and computing it first costs a pass over the image (93 against 155 µs measured)
     assert point["inline"] == 1 and space.violations(point) == []

@@ -94,3 +94,42 @@ def test_a_search_of_one_point_has_no_finalists_to_time_again():
     clock = Moments(searched=[1e-3], own=[1e-3])
     t = explore(op, CpuTarget(trials=1, measurer=clock, algorithm="direct"), "random", Search(seed=1))
     assert len(clock.jobs) == 2 and t.final is None and t.record(None)["finalists"] == []  # searched, beside torch
+
+
+def test_the_algorithms_compare_the_direct_finalist_kept_and_an_other_algorithm_winning_writes_it_beside():
+    from hetero_dse.ops.winograd import TILE_KNOB
+    from hetero_dse.targets.cpu_network import alternatives_of
+
+    op = get_builtin("conv2d").instantiate(shape="small:s1")  # 3×3 stride 1: Winograd F(2×2) and F(4×4) beside
+    default = CpuSpace(analyze(op)).default_point()
+    # direct's 4 trials (the default timed busy), each tile's product 4 trials; timed again: the default 0.5 ms,
+    # each Winograd tile as the convolution 0.2 and 0.3 ms (the 13th and 14th points the double sees)
+    own = [0.5e-3, 1.5e-3, 2.5e-3, 3.5e-3] + [9e-3] * 8 + [0.2e-3, 0.3e-3]
+    clock = Moments(searched=[4e-3, 1e-3, 2e-3, 3e-3] + [5e-4] * 8, own=own)
+    t = explore(op, CpuTarget(trials=4, measurer=clock), "random", Search(seed=1))
+    assert clock.order[0] == key(default) and t.final.point == default
+    compared = clock.jobs[16:19]  # after the search's 12 and the 4 finalists: direct's kept, F(2×2), F(4×4)
+    assert compared[0] == key(default) and [json.loads(k).get(TILE_KNOB) for k in compared] == [None, 2, 4]
+    assert t.algorithm == "Winograd F(2×2, 3×3)" and t.best[TILE_KNOB] == 2
+    # the direct row: the search's time of the point kept (4 ms, timed busy) beside its time in the comparison
+    direct = t.algorithms[0]
+    assert direct["algorithm"] == "direct" and direct["searched_seconds"] == pytest.approx(4e-3)
+    assert direct["seconds"] == pytest.approx(0.5e-3)
+    # the direct module written beside the chosen one is the finalist kept, not the search's fastest trial
+    beside = dict(alternatives_of(t, alternatives_only=False))
+    assert beside["direct"].best == default and beside["direct"].best_seconds == pytest.approx(0.5e-3)
+
+
+def test_ctrl_c_while_the_finalists_are_timed_keeps_the_search_and_says_interrupted():
+    class Interrupted(Moments):
+        def run(self, job, payload):
+            if len(self.jobs) == len(self.searched):
+                raise KeyboardInterrupt
+            return super().run(job, payload)
+
+    op = get_builtin("conv2d").instantiate(shape="small:s1")
+    clock = Interrupted(searched=[4e-3, 1e-3, 2e-3, 3e-3], own=[1e-3] * 4)
+    t = explore(op, CpuTarget(trials=4, measurer=clock, algorithm="direct"), "random", Search(seed=1))
+    assert t.interrupted and t.loop.ended == "interrupted" and t.record(None)["ended"] == "interrupted"
+    assert len(t.trials) == 4 and t.best_seconds == pytest.approx(1e-3)  # the search's fastest, as it timed it
+    assert t.final is None and t.retimed is None and t.library is None

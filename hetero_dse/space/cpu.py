@@ -224,17 +224,16 @@ class CpuSpace(SplitSpace):
         unless the vectorised loop reads it only with a stride, a streamed weight (``streams_weights``) blocked.
         Where the tile reuses its operands: the reduction inside the tile's spatial loops (order 0), nothing
         unrolled, each core's share of the vectorised loop one tile; else order 1, unrolled, each core's share up
-        to 64 elements (so the packed input tile stays in cache). The other loops' rest outside the cache tile:
-        MobileNet-V2 L1, L3, L4 0.78, 0.61, 0.76× torch -> 1.03, 1.46, 1.29×, YOLO-v1 L14 1.17 -> 1.36×, none slower
-        (``bench/data/cpu_points_cache_tile.txt``). None where the space cannot hold it (a rule it breaks).
+        to 64 elements (so the packed input tile stays in cache). Order 0, the other loops' rest outside the cache
+        tile: MobileNet-V2 L1, L3, L4 0.78, 0.61, 0.76× torch -> 1.03, 1.46, 1.29×, YOLO-v1 L14 1.17 -> 1.36×
+        (``bench/data/cpu_points_cache_tile.txt``). None where the space cannot hold it (too few levels, a rule).
         On YOLO-v1 it is strong where random points are weak (C8: 151-178 GFLOPS where 32 trials of search
         found 111; torch 132-142) and weak where they are strong (C15: 18 against 52), so it is a start
         point measured in the first round, not an answer. Where the tile reuses its operands, order 0, no unroll,
         the tile along the innermost loop and one tile a core's share were measured against the earlier order 1,
-        unroll 64, outermost tile and 64-element share (``bench/cpu_points.py``, ``bench/data/cpu_points_order.txt``):
-        1×1 256 -> 256 at 56² 0.73-0.79× torch -> 1.07×, 96 -> 576 at 14² 0.92× -> 1.08×, Winograd F(4×4)'s
-        product on 256 -> 512 at 28² 1.67× -> 2.06×; 3×3 layers within 3 % either way, 1×1 16 -> 96 at 112² 4 %
-        and 160 -> 960 at 7² 9 % slower."""
+        unroll 64, outermost tile and 64-element share (``bench/data/cpu_points_order.txt``): 1×1 256 -> 256 at
+        56² 0.73-0.79× torch -> 1.07×, 96 -> 576 at 14² 0.92× -> 1.08×, Winograd F(4×4)'s product on 256 -> 512
+        at 28² 1.67× -> 2.06×; 3×3 layers within ±3 %, 1×1 16 -> 96 at 112² 4 % and 160 -> 960 at 7² 9 % slower."""
         levels, reduce_levels = self.levels
         if levels < 3 or reduce_levels < 2 or self.lanes < 2:
             return None
@@ -321,8 +320,9 @@ class CpuSpace(SplitSpace):
             rest = lp.extent // inner
             outer = min((d for d in divisors(rest) if d >= missing), default=rest) \
                 if lp is parallel and missing > 1 else 1
-            # the rest outside the cache tile (S2·S3): the register tile, not a core's share (800 KB on ResNet-18 L1)
-            knobs[f"split.{lp.name}"] = (outer, rest // outer, *pad, inner)
+            # order 0: the rest outside the cache tile S2·S3, then the register tile (was 800 KB on ResNet-18 L1)
+            mid = (rest // outer, *pad) if reused else (*pad, rest // outer)
+            knobs[f"split.{lp.name}"] = (outer, *mid, inner)
         for lp in self.loops[self.num_spatial:]:
             inner = max(d for d in divisors(lp.extent) if d <= 8)
             knobs[f"split.{lp.name}"] = (*(1,) * (reduce_levels - 2), lp.extent // inner, inner)

@@ -5,6 +5,7 @@ IR, replayable schedule)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import shutil
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
@@ -36,7 +37,7 @@ from hetero_dse.targets.base import Alternative, Defaults, Row, Search, Searched
 from hetero_dse.evaluate.measured import Trial, TrialLog, TuneResult, candidate_job, fastest, measured_evaluator
 from hetero_dse.targets.cpu_network import ALTERNATIVES, alternatives_of, run_plan
 from hetero_dse.targets.tuned import TVM_STARTS, Tuned, algorithm_candidates, compare_algorithms, finalists, \
-    schedule_json, tvm_workload
+    same_schedule, schedule_json, tvm_workload
 
 __all__ = ["CpuTarget", "tune_cpu"]
 
@@ -131,33 +132,42 @@ class CpuTarget:
         algorithms: list[dict[str, Any]] = []
         final: tuple[Trial | None, list[dict[str, Any]]] = (None, [])
         if not loop.interrupted and not any(s.loop.interrupted for s in alternatives):
-            final = self._final(op, finalists(evaluator.trials, space.default_point()))
-            direct = final[0] or fastest(evaluator.trials)
-            if alternatives:
-                chosen, algorithms = self._choose(op, direct, alternatives)
-            best = chosen or direct
+            try:
+                default = space.default_point()
+                final = self._final(op, finalists(evaluator.trials, default), default)
+                # the search's own trial of the point kept: the comparison reports what the search timed it at
+                direct = next((t for t in evaluator.trials if final[0] is not None and t.point == final[0].point),
+                              fastest(evaluator.trials))
+                if alternatives:
+                    chosen, algorithms = self._choose(op, direct, alternatives)
+                best = chosen or final[0] or direct
 
-            def ours_then_library() -> tuple[MeasureResult | None, MeasureResult | None]:
-                # ours, then the library's, one right after the other, in fresh workers
-                (ours,) = self._measure(op, [best.point]) if best is not None else (None,)
-                # torch does not run through TVM's RPC: a remote device has no library figure
-                return ours, time_torch_isolated(op, self.source) if self.remote is None else None
+                def ours_then_library() -> tuple[MeasureResult | None, MeasureResult | None]:
+                    # ours, then the library's, one right after the other, in fresh workers
+                    (ours,) = self._measure(op, [best.point]) if best is not None else (None,)
+                    # torch does not run through TVM's RPC: a remote device has no library figure
+                    return ours, time_torch_isolated(op, self.source) if self.remote is None else None
 
-            # both again while either's repeats disagree (foreign work during part of a timing)
-            retimed, library = retime_until_stable(ours_then_library)
+                # both again while either's repeats disagree (foreign work during part of a timing)
+                retimed, library = retime_until_stable(ours_then_library)
+            except KeyboardInterrupt:  # Ctrl-C after the search: what it measured is kept, and said interrupted
+                loop = dataclasses.replace(loop, interrupted=True, ended="interrupted")
         return Tuned.of(op, self, space, explorer, loop, evaluator, self.source, library, estimate=False,
                         retimed=retimed, chosen=chosen, algorithms=algorithms, searched=alternatives, final=final)
 
-    def _final(self, op: Operator, finals: Sequence[Trial]) -> tuple[Trial | None, list[dict[str, Any]]]:
+    def _final(self, op: Operator, finals: Sequence[Trial],
+               default: Point | None) -> tuple[Trial | None, list[dict[str, Any]]]:
         """The fastest of ``finals`` timed again, one right after the other in fresh workers (all again while
-        any one's repeats disagree), and each one's figures for the report; (None, []) where there is one."""
+        any one's repeats disagree), and each one's figures for the report (``default``: the space's default
+        point, marked); (None, []) where there is at most one."""
         if len(finals) < 2:
             return None, []
         timed = retime_until_stable(lambda: tuple(self._measure(op, [t.point for t in finals])))
         ran = [(result.seconds, i) for i, result in enumerate(timed) if result.ok]
         pick = min(ran)[1] if ran else None
         rows = [{"knobs": t.point.to_json(), "searched_seconds": t.result.seconds, "seconds": result.seconds,
-                 "error": result.error, "unstable": result.unstable, "chosen": i == pick}
+                 "error": result.error, "unstable": result.unstable, "chosen": i == pick,
+                 "default": default is not None and same_schedule(t.point, default)}
                 for i, (t, result) in enumerate(zip(finals, timed, strict=True))]
         return (None if pick is None else Trial(finals[pick].point, timed[pick])), rows
 
@@ -268,7 +278,9 @@ class CpuTarget:
         peak_text = peak.describe() if peak else "no FP32 peak known (no AVX2 with FMA, no AVX-512, or no clock)"
         return (f"CPU: `{host_target()}`; {peak_text}, the % peak of its FP32 rows. Each schedule was built, "
                 "checked against the reference and timed in a "
-                "worker process under the machine's measurement lock; the best was timed again right before torch, "
+                "worker process under the machine's measurement lock; the search's three fastest points and its "
+                "default point were timed again one right after the other and the fastest kept (finalists in "
+                "report.json); it was timed again right before torch, "
                 "each in a fresh worker (both again, up to three times, while either's repeats disagree), and the "
                 "speedup and latency are those two timings. A 3×3 stride-1 convolution is also searched by Winograd "
                 "(each tile's batched product), each algorithm's best then timed as the whole convolution one right "

@@ -24,13 +24,12 @@ from gpu_cpu.measure import MeasureResult
 from gpu_cpu.schedule import CPU_CODEGEN
 from hetero_dse.evaluate.measured import Trial, TrialLog, TuneResult, fastest
 
-__all__ = ["FINALISTS", "TVM_STARTS", "Candidate", "Tuned", "algorithm_candidates", "compare_algorithms", "finalists",
-           "read_schedule",
-           "schedule_json", "tvm_workload"]
+__all__ = ["FINALISTS", "TVM_STARTS", "Candidate", "Tuned", "algorithm_candidates", "compare_algorithms",
+           "finalists", "read_schedule", "same_schedule", "schedule_json", "tvm_workload"]
 
 #: the direct search's fastest distinct points timed again, one right after the other, before one is kept
 #: (``CpuTarget.finish``): the search times each point once, at its own moment, and a 16-trial search's fastest
-#: can be a slower point's quiet moment (ResNet-18 L4: a search kept 1.12 ms; its default point re-timed 0.61)
+#: can be a slower point's quiet moment (ResNet-18 L4: a search kept 1.12 ms; its default point runs 0.60)
 FINALISTS = 3
 
 #: start points per round on CPU and GPU: a round's candidates are built and measured one by one, so a
@@ -56,7 +55,8 @@ class Tuned(Outcome):
     #: each algorithm's best, timed one right after the other: label, the search's time, this time, chosen
     algorithms: list[dict[str, Any]] = field(default_factory=list)
     #: the direct search's best as its finalists (``finalists``) were timed again (None: the fastest of
-    #: ``trials``), and each finalist's knobs, the search's time, this time, chosen
+    #: ``trials``), and each finalist's knobs, the search's time, this time, chosen, whether it is the default
+    #: point; none where nothing was timed again (one point ran, the search was interrupted, a GPU)
     final: Trial | None = None
     finalists: list[dict[str, Any]] = field(default_factory=list)
 
@@ -212,12 +212,17 @@ def finalists(trials: Sequence[Trial], default: Point | None, count: int = FINAL
     ran = sorted((t for t in trials if t.result.ok), key=lambda t: t.result.seconds)
     out: list[Trial] = []
     for t in ran:
-        if len(out) < count and all(t.point != o.point for o in out):
+        if len(out) < count and not any(same_schedule(t.point, o.point) for o in out):
             out.append(t)
-    start = next((t for t in ran if t.point == default), None) if default is not None else None
-    if start is not None and all(start.point != o.point for o in out):
+    start = next((t for t in ran if same_schedule(t.point, default)), None) if default is not None else None
+    if start is not None and not any(same_schedule(start.point, o.point) for o in out):
         out.append(start)
     return out
+
+
+def same_schedule(a: Point, b: Point) -> bool:
+    """One schedule, whatever order its knobs were named in (a decoded row's, or the default point's)."""
+    return a.to_json() == b.to_json()
 
 
 #: an algorithm to compare: its label, its best as a point of the operator, and that best as its search found it
