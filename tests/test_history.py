@@ -420,7 +420,11 @@ def test_a_rerun_of_a_finished_cpu_search_measures_nothing_new(cli, tmp_path):
     (again,) = json.loads((tmp_path / "b" / "report.json").read_text())["cpu"]
     assert again["explorer"] == first["explorer"] == "tl"
     assert again["answered_from_history"] == again["trials"] == 6 and HistoryDB(str(store)).count() == held
-    assert again["best"]["knobs"] == first["best"]["knobs"]
+    # the same search: the same finalists, at the times the history holds; the one kept is the fastest timed
+    # again now, so between two of about the same speed either run may keep either
+    assert [(f["knobs"], f["searched_seconds"]) for f in again["finalists"]] == \
+        [(f["knobs"], f["searched_seconds"]) for f in first["finalists"]]
+    assert again["best"]["knobs"] in [f["knobs"] for f in first["finalists"]]
     # a real search's records pass the import's checks (their knobs fit the workload's loops)
     assert HistoryDB(str(tmp_path / "copy.sqlite")).import_lines(HistoryDB(str(store)).export()) == (held, 0)
 

@@ -28,9 +28,8 @@ to one multiply-add, and the FMAs wait on memory), the parallel outer loop must 
 core an iteration, and a padding is not inlined into a loop vectorised along the padded dimension a lane an
 element (read with a stride, its lanes are gathered anyway, and inlining it saves a pass over the image).
 
-``CpuSpace.default_point`` is the schedule an engineer would write first for the operator, and
-``CpuSpace.default_points`` adds the register tiles tried next; every explorer measures them in its first round
-(``hetero_dse.explore.base.first_round``), with the default's neighbours (``near_default``) and random points.
+``CpuSpace.default_point`` is the schedule an engineer writes first, ``default_points`` adds what is tried next;
+every explorer's first round measures them (``hetero_dse.explore.base.first_round``).
 """
 
 from __future__ import annotations
@@ -54,7 +53,6 @@ UNROLL_STEPS = (0, 16, 64, 512)
 MIN_LANE_USE = 0.4
 MIN_ACCUMULATORS = 4  # independent FMAs in flight: 2 ports × 4-cycle latency wants 8; 4 keeps half busy
 CPU_ORDERS = (0, 1)
-
 
 #: Set to 128, 256 or 512 to schedule for that vector width instead of the host's (another host of a
 #: cluster; the test suite, so that it behaves the same on every x86-64 host).
@@ -267,24 +265,26 @@ class CpuSpace(SplitSpace):
         return self._tiled(v, fv, tile, tile_factor, reused)
 
     def default_points(self) -> list[Point]:
-        """``default_point`` first, then the register tiles an engineer tries next where the tile reuses its
-        operands: over each other loop they are reused across, as many vectors wide and one vector wide, the
-        tile's factor by ``_register_tile``'s rule. Which wins depends on the layer and the host, so an explorer
-        measures them in its first round (``hetero_dse.explore.base.first_round``; the first of them where its
-        round is smaller). Stride-2 layers, AVX-512 (``bench/data/cpu_points_rows.txt``): YOLO-v1's 7×7 first
-        layer ran 5.94 ms with 14 rows × 1 vector against 7 pixels of a row × 2 vectors 6.10 (torch 5.89); its
-        3×3 L14 8.24 ms with 7 rows against 9.14 along the row; 7 rows × 2 vectors on the first layers and most
-        of ResNet-18's stride-2 layers as fast as the row or slower: no rule on the analysis separated them."""
+        """``default_point`` first; where the tile reuses its operands, the same unrolled whole, then the register
+        tiles an engineer tries next: over each other loop they are reused across, as many vectors wide and one
+        vector wide, the factor by ``_register_tile``'s rule. Which wins depends on the layer and the host, so an
+        explorer measures them in its first round (``hetero_dse.explore.base.first_round``; the first of them
+        where its round is smaller). AVX-512: unrolled, MobileNet-V2 L1, L4, L7 ran 1.3-1.5× faster, six other
+        layers within 5 % either way (``bench/data/cpu_points_unroll.txt``); YOLO-v1's 7×7 first layer 5.94 ms
+        with 14 rows × 1 vector against 7 pixels of a row × 2 vectors 6.10, its 3×3 L14 8.24 ms with 7 rows
+        against 9.14, most of ResNet-18's stride-2 layers the other way (``bench/data/cpu_points_rows.txt``)."""
         first = self.default_point()
         if first is None:
             return []
+        points = [first]
+        if first["order"] == 0 and (whole := max(self.choices["unroll"])) > 0:  # order 0: the tile reuses them
+            points.append(first.replace(unroll=whole))
         v = self.loops[self.loop_names.index(first["vector"])]
         others = [lp for lp in self.loops[: self.num_spatial] if lp is not v and lp.extent > 1]
         tile = next((lp for lp in others if first[f"split.{lp.name}"][-1] > 1), None)
         reuse = self._reused_across(v, others)
         if tile is None or tile not in reuse:
-            return [first]
-        points = [first]
+            return points
         for lp in reversed(reuse):  # innermost first
             for fv in dict.fromkeys((first[f"split.{v.name}"][-1], self.lanes)):
                 if lp is tile or v.extent % fv:
