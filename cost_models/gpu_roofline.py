@@ -32,6 +32,14 @@ from hetero_dse.space.tensorcore import TensorCoreSpace, split_k
 #: quote it; tests/test_gpu_estimate.py recomputes it, so a change to the model that moves it fails until the
 #: bench is run again and the figures here and in BENCHMARKS.md are updated.
 ESTIMATE_OVER_H100 = {"float32": (0.92, 5.16, 1.79), "float16": (1.25, 3.96, 2.29)}
+#: the same for each algorithm of a float32 3×3 stride-1 convolution (bench/gpu_winograd_vs_measured.py): each
+#: algorithm's best point of four layers as an H200 measured it (bench/data/gpu_winograd_h200*.json), estimated on
+#: the H200's roofline with the model's register count (as the search ranks), Winograd's as its product plus its
+#: two transform kernels. On average the model is about as optimistic for Winograd as for direct convolution (the
+#: geometric means within 20 %); on one layer (R-L11) it was 1.4× more optimistic for direct. Few points, each a
+#: search's best: a check, not a calibration.
+ESTIMATE_OVER_H200 = {"direct": (1.15, 2.11, 1.53), "Winograd F(2×2, 3×3)": (1.01, 1.87, 1.43),
+                      "Winograd F(4×4, 3×3)": (1.46, 2.39, 1.74)}
 LAUNCH_S = 3e-6            # kernel launch and tail, a typical measured floor for one small CUDA kernel
 SHARED_BYTES_PER_CLOCK = 128  # per SM: 32 banks × 4 bytes
 MAX_BLOCKS_PER_SM = 32

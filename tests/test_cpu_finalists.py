@@ -24,7 +24,7 @@ from hetero_dse.targets.tuned import FINALISTS, finalists
 class Moments:
     """A test double of the measuring workers, nothing built: the search's timings in the order it asks for them
     (``searched``, each point timed at its own moment), then, timed again, each point's own time (``own``, by
-    the order the search first timed the points in), its repeats agreeing."""
+    the order the search first timed the points in; None: it crashes), its repeats agreeing."""
 
     def __init__(self, searched: list[float], own: list[float]):
         self.searched, self.own = searched, own
@@ -38,6 +38,8 @@ class Moments:
             self.order.append(key)
         n = len(self.jobs)
         seconds = self.searched[n - 1] if n <= len(self.searched) else self.own[self.order.index(key)]
+        if seconds is None:
+            return MeasureResult(None, "crashed: a test double's crash")
         return MeasureResult(seconds, repeats=(seconds,) * 3)
 
     def close(self):
@@ -133,3 +135,29 @@ def test_ctrl_c_while_the_finalists_are_timed_keeps_the_search_and_says_interrup
     assert t.interrupted and t.loop.ended == "interrupted" and t.record(None)["ended"] == "interrupted"
     assert len(t.trials) == 4 and t.best_seconds == pytest.approx(1e-3)  # the search's fastest, as it timed it
     assert t.final is None and t.retimed is None and t.library is None
+
+
+def test_where_every_finalist_crashes_when_timed_again_the_report_says_the_searchs_fastest_was_kept():
+    op = get_builtin("conv2d").instantiate(shape="small:s1")
+    clock = Moments(searched=[4e-3, 1e-3, 2e-3, 3e-3], own=[None] * 4)
+    t = explore(op, CpuTarget(trials=4, measurer=clock, algorithm="direct"), "random", Search(seed=1))
+    assert t.final is None and t.best_seconds == pytest.approx(1e-3) and t.retimed is None
+    assert [f["error"] for f in t.record(None)["finalists"]] == ["crashed: a test double's crash"] * 4
+    assert t.target.row(t, None).detail.startswith("no finalist ran when timed again: the search's fastest kept; ")
+
+
+def test_where_every_direct_finalist_crashes_and_winograd_wins_the_comparison_stays_whole():
+    from hetero_dse.ops.winograd import TILE_KNOB
+    from hetero_dse.targets.cpu_network import alternatives_of
+
+    op = get_builtin("conv2d").instantiate(shape="small:s1")
+    # direct's points crash whenever timed again; each Winograd tile's best runs as the convolution
+    clock = Moments(searched=[4e-3, 1e-3, 2e-3, 3e-3] + [5e-4] * 8, own=[None] * 12 + [0.2e-3, 0.3e-3])
+    t = explore(op, CpuTarget(trials=4, measurer=clock), "random", Search(seed=1))
+    assert t.final is None and t.algorithm == "Winograd F(2×2, 3×3)" and t.best[TILE_KNOB] == 2
+    # direct keeps its row (the search's fastest trial, timed again), its error said; of the others only the one
+    # that ran is written beside the chosen (a candidate a row, or alternatives_of's zip fails)
+    assert [(a["algorithm"], a["error"] is not None) for a in t.algorithms] == [
+        ("direct", True), ("Winograd F(2×2, 3×3)", False), ("Winograd F(4×4, 3×3)", False)]
+    assert [name for name, _ in alternatives_of(t, alternatives_only=False)] == ["winograd_f4"]
+    assert not t.target.row(t, None).detail.startswith("no finalist ran")  # a Winograd point was kept

@@ -213,3 +213,53 @@ def test_what_the_reports_say_of_the_estimate_against_an_h100_is_what_the_model_
         ratios = [r["estimate_over_measured"] for r in rows if r["dtype"] == dtype]
         geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
         assert (round(min(ratios), 2), round(max(ratios), 2), round(geomean, 2)) == (low, high, mean), dtype
+
+
+def test_what_the_reports_say_of_the_winograd_estimate_against_an_h200_is_what_the_model_gives_today():
+    """As above for each algorithm of a 3×3 convolution: the footnote quotes how far the roofline (Winograd's:
+    its product's plus its transforms') was from an H200's measurements of each algorithm's best points."""
+    import importlib.util
+    from pathlib import Path
+
+    from cost_models.gpu_roofline import ESTIMATE_OVER_H200
+    from hetero_dse.targets.gpu_report import gpu_footnote
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("winograd_bench", root / "bench" / "gpu_winograd_vs_measured.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    runs = [root / "bench" / "data" / name for name in ("gpu_winograd_h200.json", "gpu_winograd_h200_b.json")]
+    rows = bench.compared(runs, "h200")
+    # four layers: three algorithms each, less Y-C13's F(4×4), which the check refused in that run
+    assert len(rows) == 11 and {r["layer"] for r in rows} == {"Y-C15", "R-L11", "Y-C13", "R-L7"}
+    assert bench.summary(rows) == ESTIMATE_OVER_H200
+    # R-L11 by hand: F(2×2) measured at 31.7 µs, and direct at 109.5 µs
+    by = {(r["layer"], r["algorithm"]): r for r in rows}
+    assert by["R-L11", "Winograd F(2×2, 3×3)"]["measured_s"] == pytest.approx(31.74e-6, rel=1e-3)
+    assert by["R-L11", "direct"]["measured_s"] == pytest.approx(109.5e-6, rel=1e-3)
+
+    class NoGpu:  # the footnote of a target that estimates
+        gpu, remote, measured = get_device("h100"), None, False
+
+    note = gpu_footnote(NoGpu())
+    assert "Checked on the H200's roofline against an H200's measurements" in note
+    assert "Winograd F(2×2, 3×3) 1.01–1.87× (1.43×)" in note
+    assert "never checked" not in note
+
+
+@pytest.mark.parametrize("name, memory_gbps", [("NVIDIA H200", 4800.0), ("NVIDIA H100 80GB HBM3", 3350.0),
+                                               ("NVIDIA GH200 480GB", 3350.0), ("a Hopper unnamed", 3350.0),
+                                               ("NVIDIA H200-NVL", 4800.0)])
+def test_a_present_gpu_takes_the_peaks_of_the_device_it_names_else_of_its_architecture(monkeypatch, name,
+                                                                                       memory_gbps):
+    import tvm
+
+    from hetero_dse.hardware.gpus import present_gpu
+
+    class Device:  # a test double of TVM's CUDA device: an sm_90 part named as the driver names it
+        exist, device_name, compute_version = True, name, "9.0"
+        max_threads_per_block, max_shared_memory_per_block, multi_processor_count = 1024, 49152, 132
+
+    monkeypatch.setattr(tvm, "cuda", lambda index=0: Device())
+    gpu = present_gpu()
+    assert gpu.name == name and gpu.arch == "sm_90" and gpu.memory_gbps == memory_gbps

@@ -19,6 +19,7 @@ from hetero_dse.cli.history import db_option, open_db
 from hetero_dse.cli.progress_log import LoggedSearch, logged_step
 from hetero_dse.explore.registry import explorer_entry, explorer_names
 from hetero_dse.explore.settings import GGA_POPULATION, MODEL_STARTS, TL_BATCH, ExplorerSettings
+from hetero_dse.hardware.gpus import DEVICES
 from hetero_dse.history.match import MATCH_THRESHOLD
 from hetero_dse.targets.fpga import DEFAULT_BUDGET
 from hetero_dse.targets.registry import TargetRequest, build_targets, target_kinds
@@ -53,7 +54,7 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
 @click.option("--trials", default=32, show_default=True, type=click.IntRange(min=1),
               help="CPU/GPU: schedules to measure when no --budget is given (each built, checked and timed in a "
                    "worker process); a GPU roofline estimate, where no GPU is present, scores at least 4,096.")
-@click.option("--gpu", "gpu_name", default="h100", show_default=True, type=click.Choice(["h100", "a100", "v100"]),
+@click.option("--gpu", "gpu_name", default="h100", show_default=True, type=click.Choice(list(DEVICES)),
               help="GPU whose roofline estimates the schedules when this machine has no CUDA device.")
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=Path("hetero_dse_out"),
               show_default=True, help="Where the HLS projects and the report go.")

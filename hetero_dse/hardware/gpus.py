@@ -4,6 +4,7 @@ by the roofline estimate when no GPU is present. Figures from the vendors' datas
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, replace
 
 from hetero_dse.errors import HeteroDSEError
@@ -51,6 +52,10 @@ DEVICES = {
     # 62 % of that (Luo et al., "Benchmarking and Dissecting the Nvidia Hopper GPU Architecture", 2024), an estimate
     "h100": GpuDevice("h100", "sm_90", 1024, 48 * 1024, 16, 132, 67.0, 3350.0, 228 * 1024, 5500.0, 1.98,
                       989.0, 1979.0, 0.62),
+    # NVIDIA H200 SXM datasheet: the H100's GH100 (132 SMs, 67 TFLOPS FP32, the same tensor cores, 1.98 GHz)
+    # with 4.8 TB/s HBM3e; L2 as the H100's (an estimate)
+    "h200": GpuDevice("h200", "sm_90", 1024, 48 * 1024, 16, 132, 67.0, 4800.0, 228 * 1024, 5500.0, 1.98,
+                      989.0, 1979.0, 0.62),
     # NVIDIA A100 SXM4 80 GB datasheet: 108 SMs, 19.5 TFLOPS FP32, 312 TFLOPS FP16 and 624 TOPS INT8 dense
     # tensor cores, 2039 GB/s HBM2e, 1.41 GHz; 164 KB shared memory per SM; L2 ~4 TB/s (an
     # estimate)
@@ -75,15 +80,21 @@ DEFAULT_CUDA_HOME = "/usr/local/cuda"  # where TVM looks when nvcc is not on PAT
 
 def present_gpu() -> GpuDevice | None:
     """The CUDA device of this machine, or None: its own limits from the driver, the peaks of the named
-    device of the same architecture where one is known (the peaks only matter to the estimate)."""
+    device it is (``NVIDIA H200``: the h200's), else of the first of its architecture, else the H100's (the
+    peaks only matter to the estimate)."""
     import tvm
 
     dev = tvm.cuda(0)
     if not dev.exist:
         return None
     arch = "sm_" + str(dev.compute_version).replace(".", "")
-    known = next((d for d in DEVICES.values() if d.arch == arch), DEVICES["h100"])
-    return replace(known, name=str(dev.device_name), arch=arch, max_threads_per_block=int(dev.max_threads_per_block),
+    name = str(dev.device_name)
+    # "NVIDIA H200", "NVIDIA A100-SXM4-80GB": the named device; "NVIDIA GH200 480GB" is not an h200 (its memory
+    # differs), nor takes its peaks. An "H200 NVL" takes the SXM part's, a little above its own.
+    words = re.split(r"[^a-z0-9]+", name.lower())
+    known = next((d for d in DEVICES.values() if d.name in words), None) or next(
+        (d for d in DEVICES.values() if d.arch == arch), DEVICES["h100"])
+    return replace(known, name=name, arch=arch, max_threads_per_block=int(dev.max_threads_per_block),
                    shared_memory_per_block=int(dev.max_shared_memory_per_block),
                    sms=int(dev.multi_processor_count))
 

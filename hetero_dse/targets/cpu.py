@@ -36,8 +36,8 @@ from hetero_dse.space.point import Point
 from hetero_dse.targets.base import Alternative, Defaults, Row, Search, Searched, Written
 from hetero_dse.evaluate.measured import Trial, TrialLog, TuneResult, candidate_job, fastest, measured_evaluator
 from hetero_dse.targets.cpu_network import ALTERNATIVES, alternatives_of, run_plan
-from hetero_dse.targets.tuned import TVM_STARTS, Tuned, algorithm_candidates, compare_algorithms, finalists, \
-    same_schedule, schedule_json, tvm_workload
+from hetero_dse.targets.tuned import TVM_STARTS, Tuned, algorithm_candidates, compare_algorithms, fastest_index, \
+    finalists, same_schedule, schedule_json, tvm_workload
 
 __all__ = ["CpuTarget", "tune_cpu"]
 
@@ -134,10 +134,9 @@ class CpuTarget:
         if not loop.interrupted and not any(s.loop.interrupted for s in alternatives):
             try:
                 default = space.default_point()
-                final = self._final(op, finalists(evaluator.trials, default), default)
-                # the search's own trial of the point kept: the comparison reports what the search timed it at
-                direct = next((t for t in evaluator.trials if final[0] is not None and t.point == final[0].point),
-                              fastest(evaluator.trials))
+                # the search's own trial of the finalist kept: the comparison reports what the search timed it at
+                kept, rows, searched = self._final(op, finalists(evaluator.trials, default), default)
+                final, direct = (kept, rows), searched or fastest(evaluator.trials)
                 if alternatives:
                     chosen, algorithms = self._choose(op, direct, alternatives)
                 best = chosen or final[0] or direct
@@ -156,20 +155,25 @@ class CpuTarget:
                         retimed=retimed, chosen=chosen, algorithms=algorithms, searched=alternatives, final=final)
 
     def _final(self, op: Operator, finals: Sequence[Trial],
-               default: Point | None) -> tuple[Trial | None, list[dict[str, Any]]]:
+               default: Point | None) -> tuple[Trial | None, list[dict[str, Any]], Trial | None]:
         """The fastest of ``finals`` timed again, one right after the other in fresh workers (all again while
-        any one's repeats disagree), and each one's figures for the report (``default``: the space's default
-        point, marked); (None, []) where there is at most one."""
+        any one's repeats disagree), each one's figures for the report (``default``: the space's default point,
+        marked), and that finalist as the search timed it; (None, [], None) where there is at most one, and
+        where none ran when timed again.
+
+        A round of its own, before the other algorithms are compared: the fastest of several timings is a lucky
+        one, and set against each other algorithm's single timing it would tip close calls to direct."""
         if len(finals) < 2:
-            return None, []
+            return None, [], None
         timed = retime_until_stable(lambda: tuple(self._measure(op, [t.point for t in finals])))
-        ran = [(result.seconds, i) for i, result in enumerate(timed) if result.ok]
-        pick = min(ran)[1] if ran else None
+        pick = fastest_index(timed)
         rows = [{"knobs": t.point.to_json(), "searched_seconds": t.result.seconds, "seconds": result.seconds,
                  "error": result.error, "unstable": result.unstable, "chosen": i == pick,
                  "default": default is not None and same_schedule(t.point, default)}
                 for i, (t, result) in enumerate(zip(finals, timed, strict=True))]
-        return (None if pick is None else Trial(finals[pick].point, timed[pick])), rows
+        if pick is None:
+            return None, rows, None
+        return Trial(finals[pick].point, timed[pick]), rows, finals[pick]
 
     def _choose(self, op: Operator, direct: Trial | None,
                 alternatives: Sequence[Searched]) -> tuple[Trial | None, list[dict[str, Any]]]:
@@ -242,6 +246,8 @@ class CpuTarget:
         if self.remote is not None:
             return t.row("cpu", f"{target['mcpu']} over RPC ({self.remote})", None, written)
         row = t.row("cpu", f"{target['mcpu']} ({target['num-cores']} cores)", self.peak_flops(t.op), written)
+        if t.finalists and t.final is None and t.chosen is None:  # each crashed when timed again
+            row.detail = f"no finalist ran when timed again: the search's fastest kept; {row.detail}"
         if self.algorithm == "winograd" and t.best is not None and TILE_KNOB not in t.best:
             row.detail = f"direct: {self.why_direct(t)}; {row.detail}"
         if t.best is not None and (TILE_KNOB in t.best or weight_layouts(t.op, t.best)):

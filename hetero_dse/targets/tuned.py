@@ -25,7 +25,7 @@ from gpu_cpu.schedule import CPU_CODEGEN
 from hetero_dse.evaluate.measured import Trial, TrialLog, TuneResult, fastest
 
 __all__ = ["FINALISTS", "TVM_STARTS", "Candidate", "Tuned", "algorithm_candidates", "compare_algorithms",
-           "finalists", "read_schedule", "same_schedule", "schedule_json", "tvm_workload"]
+           "fastest_index", "finalists", "read_schedule", "same_schedule", "schedule_json", "tvm_workload"]
 
 #: the direct search's fastest distinct points timed again, one right after the other, before one is kept
 #: (``CpuTarget.finish``): the search times each point once, at its own moment, and a 16-trial search's fastest
@@ -241,13 +241,18 @@ def algorithm_candidates(direct: Trial | None, alternatives: Sequence[Searched],
     return candidates
 
 
+def fastest_index(timed: Sequence[MeasureResult]) -> int | None:
+    """The index of the fastest of ``timed`` that ran (None: none ran)."""
+    ran = [(result.seconds, i) for i, result in enumerate(timed) if result.ok]
+    return min(ran)[1] if ran else None
+
+
 def compare_algorithms(candidates: Sequence[Candidate], timed: Sequence[MeasureResult],
                        alone: str) -> tuple[Trial | None, list[dict[str, Any]]]:
     """The fastest of ``candidates`` by ``timed`` (each the operator's time at that candidate, timed or
     estimated) and the comparison for the report: "seconds", the operator's; "searched_seconds", the search's
     best, of what it searched (another algorithm's search, ``alone``: its product alone, not to be compared)."""
-    ran = [(result.seconds, i) for i, result in enumerate(timed) if result.ok]
-    pick = min(ran)[1] if ran else None
+    pick = fastest_index(timed)
     algorithms = [{"algorithm": label, "seconds": result.seconds, "error": result.error,
                    "unstable": result.unstable, "chosen": i == pick, "searched_seconds": found.result.seconds,
                    "searched": "convolution" if label == "direct" else alone}
