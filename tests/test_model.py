@@ -257,3 +257,35 @@ def test_a_failure_designing_the_network_costs_not_the_layers_report(write, cli,
     report = json.loads((out / "report.json").read_text())
     assert report["complete"] and len(report["rows"]) == 2 and report["model"]["networks"] == []
     assert any("ZeroDivisionError: planted" in e for e in report["errors"]) and "planted" in r.out + r.err
+
+
+def test_a_whole_model_run_into_a_log_file_says_each_layers_search_and_each_step(write, cli, tmp_path, monkeypatch):
+    """Issue 39 item 4, as the user ran it: ``explore --model`` with its output to a log, not a terminal, printed
+    nothing for 15 minutes. Each layer's search now says when it starts and ends, and each step after it (the
+    network's design, the report) when it starts."""
+    import re
+
+    from hetero_dse.cli import progress_log
+
+    monkeypatch.setattr(progress_log, "EVERY_S", 0.0)
+    monkeypatch.setattr(progress_log, "START_S", 0.0)
+    path = write("two.py", """
+        import torch
+
+        def model():
+            return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(),
+                                       torch.nn.Linear(8 * 8 * 8, 10))
+
+        def example_input():
+            return torch.randn(1, 3, 8, 8)
+    """)
+    r = cli("explore", "--model", path, "--board", "vu9p", "--budget", "200", "--out", tmp_path / "o")
+    assert r.code == 0, r.err
+    lines = [line[11:] for line in r.err.splitlines() if re.match(r"\[\d\d:\d\d:\d\d\] ", line)]
+    for layer, at in (("conv2d two:L1", "1/2"), ("gemm two:L2", "2/2")):
+        mine = [line for line in lines if line.startswith(f"{layer} ({at}) on vu9p: ")]
+        assert mine and mine[0].endswith("on vu9p: searching, at most 200 designs"), lines
+        assert re.search(r": done, \d+ designs, best .+, \d+ s$", mine[-1]), mine
+    searched = max(i for i, line in enumerate(lines) if ": done, " in line)
+    assert lines[searched + 1:] == ["writing conv2d two:L1 for vu9p", "writing gemm two:L2 for vu9p",
+                                    "designing one accelerator for the network's 2 layers on vu9p"]

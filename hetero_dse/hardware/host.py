@@ -14,6 +14,30 @@ from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
+from hetero_dse.errors import HeteroDSEError
+
+
+#: Set to 128, 256 or 512 to schedule for that vector width instead of the host's (another host of a
+#: cluster; the test suite, so that it behaves the same on every x86-64 host).
+VECTOR_BITS_ENV = "HETERO_DSE_VECTOR_BITS"
+
+
+@cache
+def host_vector_bits() -> int:
+    """The host's widest float vector: 512 with AVX-512, 256 with AVX2, else 128 (``$HETERO_DSE_VECTOR_BITS``
+    where set)."""
+    forced = os.environ.get(VECTOR_BITS_ENV, "").strip()
+    if forced:
+        if forced not in ("128", "256", "512"):
+            raise HeteroDSEError(f"{VECTOR_BITS_ENV}={forced!r}: the vector width is 128, 256 or 512 bits")
+        return int(forced)
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line for line in f if line.startswith("flags")), "")
+    except OSError:
+        return 256
+    return 512 if " avx512f" in flags else 256 if " avx2" in flags else 128
+
 
 @cache
 def host_cores() -> int:

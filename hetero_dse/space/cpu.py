@@ -17,8 +17,7 @@ producer nodes (padding, expansion) are inlined into the main node or computed o
 
 Fixed decisions for CPU (§4.2): the outermost spatial level is fused and parallelised, the innermost
 spatial loop vectorised, the reduction's initialisation hoisted out of the reduce loops. Inlining a padding
-puts a bounds test in the innermost loop: cheap for small kernels, ruinous for vectorised 3×3 convolutions,
-hence a knob. Points are the same immutable ``Point`` values as on FPGA, encoded as integer rows.
+puts a bounds test in the innermost loop, hence a knob. Points are immutable ``Point`` values, integer rows.
 
 Pruned by fixed per-hardware decisions (§4.2), so that no trial is spent on a point known to be slow: the
 vectorised loop's innermost factor must fill at least 40 % of the host's vector lanes (or as many as its
@@ -35,14 +34,13 @@ every explorer's first round measures them (``hetero_dse.explore.base.first_roun
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Sequence
-from functools import cache, cached_property
+from functools import cached_property
 
 import numpy as np
 
 from hetero_dse.analysis import Analysis, Loop
-from hetero_dse.hardware.host import host_cores
+from hetero_dse.hardware.host import VECTOR_BITS_ENV, host_cores, host_vector_bits  # noqa: F401 (the space's)
 from hetero_dse.space.base import SpaceError, divisors
 from hetero_dse.space.point import OPTIONAL_KNOBS, Point
 from hetero_dse.space.splits import SplitSpace
@@ -53,28 +51,6 @@ UNROLL_STEPS = (0, 16, 64, 512)
 MIN_LANE_USE = 0.4
 MIN_ACCUMULATORS = 4  # independent FMAs in flight: 2 ports × 4-cycle latency wants 8; 4 keeps half busy
 CPU_ORDERS = (0, 1)
-
-#: Set to 128, 256 or 512 to schedule for that vector width instead of the host's (another host of a
-#: cluster; the test suite, so that it behaves the same on every x86-64 host).
-VECTOR_BITS_ENV = "HETERO_DSE_VECTOR_BITS"
-
-
-@cache
-def host_vector_bits() -> int:
-    """The host's widest float vector: 512 with AVX-512, 256 with AVX2, else 128 (``$HETERO_DSE_VECTOR_BITS``
-    where set)."""
-    forced = os.environ.get(VECTOR_BITS_ENV, "").strip()
-    if forced:
-        if forced not in ("128", "256", "512"):
-            raise SpaceError(f"{VECTOR_BITS_ENV}={forced!r}: the vector width is 128, 256 or 512 bits")
-        return int(forced)
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line for line in f if line.startswith("flags")), "")
-    except OSError:
-        return 256
-    return 512 if " avx512f" in flags else 256 if " avx2" in flags else 128
-
 
 def lane_use(factor: int, lanes: int) -> float:
     """Fraction of the vector lanes a vectorised loop of ``factor`` iterations keeps busy."""
@@ -221,17 +197,12 @@ class CpuSpace(SplitSpace):
         where the cores would be idle, the reduction's inner level at most 8 deep, the padding computed first
         unless the vectorised loop reads it only with a stride, a streamed weight (``streams_weights``) blocked.
         Where the tile reuses its operands: the reduction inside the tile's spatial loops (order 0), nothing
-        unrolled, each core's share of the vectorised loop one tile; else order 1, unrolled, each core's share up
-        to 64 elements (so the packed input tile stays in cache). Order 0, the other loops' rest outside the cache
-        tile: MobileNet-V2 L1, L3, L4 0.78, 0.61, 0.76× torch -> 1.03, 1.46, 1.29×, YOLO-v1 L14 1.17 -> 1.36×
-        (``bench/data/cpu_points_cache_tile.txt``). None where the space cannot hold it (too few levels, a rule).
-        On YOLO-v1 it is strong where random points are weak (C8: 151-178 GFLOPS where 32 trials of search
-        found 111; torch 132-142) and weak where they are strong (C15: 18 against 52), so it is a start
-        point measured in the first round, not an answer. Where the tile reuses its operands, order 0, no unroll,
-        the tile along the innermost loop and one tile a core's share were measured against the earlier order 1,
-        unroll 64, outermost tile and 64-element share (``bench/data/cpu_points_order.txt``): 1×1 256 -> 256 at
-        56² 0.73-0.79× torch -> 1.07×, 96 -> 576 at 14² 0.92× -> 1.08×, Winograd F(4×4)'s product on 256 -> 512
-        at 28² 1.67× -> 2.06×; 3×3 layers within ±3 %, 1×1 16 -> 96 at 112² 4 % and 160 -> 960 at 7² 9 % slower."""
+        unrolled, each core's share of the vectorised loop one tile, the other loops' rest outside the cache
+        tile; else order 1, unrolled, each core's share up to 64 elements (so the packed input tile stays in
+        cache). Measured in ``bench/data/cpu_points_order.txt`` and ``cpu_points_cache_tile.txt`` (MobileNet-V2
+        L3 0.61 -> 1.46× torch; 1×1 256 -> 256 at 56² 0.73-0.79 -> 1.07×). None where the space cannot hold it.
+        It is strong where random points are weak and weak where they are strong (YOLO-v1 C8: 151-178 GFLOPS
+        against 32 trials' 111; C15: 18 against 52): a start point measured in the first round, not an answer."""
         levels, reduce_levels = self.levels
         if levels < 3 or reduce_levels < 2 or self.lanes < 2:
             return None
@@ -265,20 +236,20 @@ class CpuSpace(SplitSpace):
         return self._tiled(v, fv, tile, tile_factor, reused)
 
     def default_points(self) -> list[Point]:
-        """``default_point`` first; where the tile reuses its operands, the same unrolled whole, then the register
-        tiles an engineer tries next: over each other loop they are reused across, as many vectors wide and one
-        vector wide, the factor by ``_register_tile``'s rule. Which wins depends on the layer and the host, so an
-        explorer measures them in its first round (``hetero_dse.explore.base.first_round``; the first of them
-        where its round is smaller). AVX-512: unrolled, MobileNet-V2 L1, L4, L7 ran 1.3-1.5× faster, six other
-        layers within 5 % either way (``bench/data/cpu_points_unroll.txt``); YOLO-v1's 7×7 first layer 5.94 ms
-        with 14 rows × 1 vector against 7 pixels of a row × 2 vectors 6.10, its 3×3 L14 8.24 ms with 7 rows
-        against 9.14, most of ResNet-18's stride-2 layers the other way (``bench/data/cpu_points_rows.txt``)."""
+        """``default_point`` first; where the tile reuses its operands, the same unrolled whole (MobileNet-V2 L1,
+        L4, L7 1.3-1.5× faster, six layers within 5 %: ``bench/data/cpu_points_unroll.txt``), else the same in
+        order 0 (``_rests_outside``); then the register tiles tried next: over each other loop they are reused
+        across, as many vectors wide and one vector wide, by ``_register_tile``'s rule (YOLO-v1 L1 and L14 faster,
+        most of ResNet-18's stride-2 layers slower: ``bench/data/cpu_points_rows.txt``). Which wins depends on
+        the layer and the host, so every explorer measures them in its first round (``first_round``)."""
         first = self.default_point()
         if first is None:
             return []
-        points = [first]
-        if first["order"] == 0 and (whole := max(self.choices["unroll"])) > 0:  # order 0: the tile reuses them
+        points, whole = [first], max(self.choices["unroll"])
+        if first["order"] == 0 and whole > 0:  # order 0: the tile reuses them
             points.append(first.replace(unroll=whole))
+        elif first["order"] == 1 and not self.streams_weights and (flat := self._rests_outside(first, whole)):
+            points.append(flat)
         v = self.loops[self.loop_names.index(first["vector"])]
         others = [lp for lp in self.loops[: self.num_spatial] if lp is not v and lp.extent > 1]
         tile = next((lp for lp in others if first[f"split.{lp.name}"][-1] > 1), None)
@@ -297,6 +268,29 @@ class CpuSpace(SplitSpace):
                     if point is not None and point not in points:
                         points.append(point)
         return points
+
+    def _rests_outside(self, point: Point, unroll: int) -> Point | None:
+        """An order-1 ``point`` in order 0, unrolled ``unroll``, the parallel loop's rest at the outer level and
+        each other loop's at the second: its cache tile the register tile. AVX-512: nine of MobileNet-V2's ten
+        depthwise layers 1.08-4.2× faster than the order-1 default (L2: 0.54 -> 0.13 ms), L15 0.74×; the linear
+        layers 0.46-0.91×, so not where a weight is streamed (``bench/data/cpu_points_depthwise_rests.txt``)."""
+        others = [lp.name for lp in self.loops[: self.num_spatial] if lp.name != point["vector"] and lp.extent > 1]
+        parallel = next((n for n in others if point[f"split.{n}"][-1] == 1), others[0] if others else None)
+        knobs: dict[str, object] = {"order": 0, "unroll": unroll}
+        for name in others:
+            split, to = list(point[f"split.{name}"]), 0 if name == parallel else 1
+            if to < len(split) - 2:
+                split[to], split[-2] = split[to] * split[-2], 1
+            knobs[f"split.{name}"] = tuple(split)
+        return self._held(point.replace(**{k: v for k, v in knobs.items() if k in self.knob_names}))
+
+    def _held(self, point: Point) -> Point | None:
+        """``point`` where the space holds it (its factors among the choices, no rule broken), else None."""
+        try:
+            self.encode(point)
+        except SpaceError:
+            return None
+        return None if self.violations(point) else point
 
     def _tiled(self, v: Loop, fv: int, tile: Loop | None, tile_factor: int, reused: bool) -> Point | None:
         """``default_point`` with ``v`` vectorised ``fv`` wide and the register tile ``tile_factor`` of
@@ -334,12 +328,7 @@ class CpuSpace(SplitSpace):
         if self.streams_weights and blocked_weights(self.analysis, v.name, knobs[f"split.{v.name}"]):
             choices["block"] = 1  # each core's share of the streamed weight one run: 2.2x on the layer above
         knobs.update({k: value for k, value in choices.items() if k in self.choices})
-        point = Point({name: knobs[name] for name in self.knob_names if name in knobs})
-        try:
-            self.encode(point)
-        except SpaceError:
-            return None
-        return None if self.violations(point) else point
+        return self._held(Point({name: knobs[name] for name in self.knob_names if name in knobs}))
 
     def _register_tile(self, v: Loop, fv: int, others: list[Loop]) -> tuple[Loop | None, int, bool]:
         """The register tile of ``default_point`` for ``v`` vectorised ``fv`` wide: (its loop or None, its
