@@ -158,8 +158,8 @@ class CpuTarget:
                default: Point | None) -> tuple[Trial | None, list[dict[str, Any]], Trial | None]:
         """The fastest of ``finals`` timed again, one right after the other in fresh workers (all again while
         any one's repeats disagree), each one's figures for the report (``default``: the space's default point,
-        marked), and that finalist as the search timed it; (None, [], None) where there is at most one, and
-        where none ran when timed again.
+        marked), and that finalist as the search timed it; (None, [], None) where there is at most one, and no
+        finalist (None, the rows, None) where none ran when timed again.
 
         A round of its own, before the other algorithms are compared: the fastest of several timings is a lucky
         one, and set against each other algorithm's single timing it would tip close calls to direct."""
