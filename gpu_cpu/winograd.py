@@ -286,7 +286,7 @@ def _lanes(channels: int, lanes: int) -> int:
 
 def host_lanes() -> int:
     """float32 lanes of this machine's vectors (16 with AVX-512, 8 with AVX2)."""
-    from hetero_dse.space.cpu import host_vector_bits
+    from hetero_dse.hardware.host import host_vector_bits
 
     return host_vector_bits() // 32
 

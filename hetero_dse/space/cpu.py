@@ -248,7 +248,8 @@ class CpuSpace(SplitSpace):
         points, whole = [first], max(self.choices["unroll"])
         if first["order"] == 0 and whole > 0:  # order 0: the tile reuses them
             points.append(first.replace(unroll=whole))
-        elif first["order"] == 1 and not self.streams_weights and (flat := self._rests_outside(first, whole)):
+        elif first["order"] == 1 and not self.streams_weights and \
+                (flat := self._rests_outside(first, whole)) is not None:
             points.append(flat)
         v = self.loops[self.loop_names.index(first["vector"])]
         others = [lp for lp in self.loops[: self.num_spatial] if lp is not v and lp.extent > 1]
@@ -271,9 +272,10 @@ class CpuSpace(SplitSpace):
 
     def _rests_outside(self, point: Point, unroll: int) -> Point | None:
         """An order-1 ``point`` in order 0, unrolled ``unroll``, the parallel loop's rest at the outer level and
-        each other loop's at the second: its cache tile the register tile. AVX-512: nine of MobileNet-V2's ten
-        depthwise layers 1.08-4.2× faster than the order-1 default (L2: 0.54 -> 0.13 ms), L15 0.74×; the linear
-        layers 0.46-0.91×, so not where a weight is streamed (``bench/data/cpu_points_depthwise_rests.txt``)."""
+        each other loop's at the second: its cache tile the vector loop's share by the register tile (the vector
+        loop's split unchanged). AVX-512: nine of MobileNet-V2's ten depthwise layers 1.08-4.2× faster than the
+        order-1 default (L2: 0.54 -> 0.13 ms), L15 0.74×; the linear layers 0.46-0.91×, so not where a weight is
+        streamed (``bench/data/cpu_points_depthwise_rests.txt``)."""
         others = [lp.name for lp in self.loops[: self.num_spatial] if lp.name != point["vector"] and lp.extent > 1]
         parallel = next((n for n in others if point[f"split.{n}"][-1] == 1), others[0] if others else None)
         knobs: dict[str, object] = {"order": 0, "unroll": unroll}
