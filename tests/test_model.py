@@ -12,6 +12,18 @@ from hetero_dse.model.zoo import build
 from hetero_dse.ops import get_builtin
 from small_net import TINY_MODEL
 
+#: a model.py of two layers, a 3×3 convolution and a linear layer (explore names them two:L1 and two:L2)
+TWO_LAYERS = """
+    import torch
+
+    def model():
+        return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(),
+                                   torch.nn.Linear(8 * 8 * 8, 10))
+
+    def example_input():
+        return torch.randn(1, 3, 8, 8)
+"""
+
 
 @pytest.fixture(scope="module")
 def resnet18():
@@ -241,16 +253,7 @@ def test_a_failure_designing_the_network_costs_not_the_layers_report(write, cli,
         raise ZeroDivisionError("planted")
 
     monkeypatch.setattr(FpgaTarget, "network", broken)
-    path = write("two.py", """
-        import torch
-
-        def model():
-            return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(),
-                                       torch.nn.Linear(8 * 8 * 8, 10))
-
-        def example_input():
-            return torch.randn(1, 3, 8, 8)
-    """)
+    path = write("two.py", TWO_LAYERS)
     out = tmp_path / "o"
     r = cli("explore", "--model", path, "--board", "vu9p", "--budget", "200", "--out", out)
     assert r.code == 0, r.err
@@ -269,16 +272,7 @@ def test_a_whole_model_run_into_a_log_file_says_each_layers_search_and_each_step
 
     monkeypatch.setattr(progress_log, "EVERY_S", 0.0)
     monkeypatch.setattr(progress_log, "START_S", 0.0)
-    path = write("two.py", """
-        import torch
-
-        def model():
-            return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(),
-                                       torch.nn.Linear(8 * 8 * 8, 10))
-
-        def example_input():
-            return torch.randn(1, 3, 8, 8)
-    """)
+    path = write("two.py", TWO_LAYERS)
     r = cli("explore", "--model", path, "--board", "vu9p", "--budget", "200", "--out", tmp_path / "o")
     assert r.code == 0, r.err
     lines = [line[11:] for line in r.err.splitlines() if re.match(r"\[\d\d:\d\d:\d\d\] ", line)]
