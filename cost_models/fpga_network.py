@@ -19,8 +19,10 @@ Two engines:
   ``pointwise`` 1×1 stride-1 ones, its α² grids on the α² pixels of an α×α block (no transform): the read process
   transforms each α×α input patch (α = m + 2) after the box arrives, a cycle a patch and channel group; the PE
   array multiplies ``α² × out_lanes × in_lanes`` a cycle (an output lane sums its input lanes for each of the α²
-  elements, then accumulates) for one patch, against weights the host transformed ahead; a process before the
-  write turns each patch's sums into its m×m outputs, a pixel a cycle. Per step its loops run output-channel
+  elements, then accumulates) for one patch, against weights the host transformed ahead (float) or the engine
+  transforms as the PE array takes a row (``w_transform``, int8: the port carries the 3×3 taps, 9/α² of the
+  words, in 8 bits where a transformed weight takes 16); a process before the write turns each patch's sums into
+  its m×m outputs, a pixel a cycle. Per step its loops run output-channel
   groups, input-channel groups, then the tile's patches innermost (at least ``accumulation_distance``).
 
 Activations are in DDR as ``[H][W][C padded to the network's channel block]`` inside a zero halo: the layout
@@ -112,9 +114,10 @@ class EngineShape:
     pword: int = 0
     #: the Winograd engine's output tile m (F(m×m, 3×3)); 0 for the others
     tile: int = 0
-    #: elements of the weights' port a weight takes (the int8 Winograd engine's transformed weights are 16-bit:
-    #: two elements, low byte first)
-    w_span: int = 1
+    #: the Winograd engine takes its 3×3 layers' weights as the taps (9 lane grids a row, not α²) and transforms a
+    #: row as its PE array takes it (int8: integer adds and shifts; float's G needs fabric multiplies, so the host
+    #: transforms float weights ahead)
+    w_transform: bool = False
 
     #: the Winograd engine also runs 1×1 stride-1 layers (HybridDNN's second mode): the transforms bypassed, each
     #: of its α² lane grids on one pixel of an α×α block, every grid with the same weights
@@ -144,10 +147,16 @@ class EngineShape:
             return 1
         return self.alpha if layer.R == 1 else self.tile
 
+    def row_grids(self, R: int) -> int:
+        """Lane grids a weight row of the Winograd engine brings over the port for a layer of ``R`` × R taps: α²
+        transformed (9 taps where it transforms them itself), one for a 1×1 layer."""
+        if R == 1:
+            return 1
+        return R * R if self.w_transform else self.alpha ** 2
+
     def row_weights(self, layer: NetLayer) -> int:
-        """Weights a weight row of the Winograd engine holds for ``layer``: α² lane grids, one for a 1×1 layer."""
-        grid = self.out_lanes * self.in_lanes
-        return grid if layer.R == 1 else self.alpha ** 2 * grid
+        """Weights a weight row of the Winograd engine brings over the port for ``layer`` (``row_grids``)."""
+        return self.row_grids(layer.R) * self.out_lanes * self.in_lanes
 
     @property
     def w_word(self) -> int:
@@ -204,7 +213,7 @@ def network_trips(engine: EngineShape, layer: NetLayer, tiles: Tiles) -> dict[st
         patches = -(-tiles.th // side) * -(-tiles.tw // side)
         steps = s["n_k"] * s["n_y"] * s["n_x"] * s["n_c"]
         per_in = s["box_h"] * s["box_w"] * cg * (engine.in_lanes // engine.word)
-        per_w = kg * cg * (engine.row_weights(layer) * engine.w_span // engine.w_word)
+        per_w = kg * cg * (engine.row_weights(layer) // engine.w_word)
         per_c = kg * cg * np.maximum(patches, engine.distance)
         out_tiles = s["n_k"] * s["n_y"] * s["n_x"]
         # the output transform a pixel of a whole patch or block a cycle (a pointwise tile may end in part of one)
@@ -304,7 +313,7 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
                          np.where(whole, s["box_w"] * layer.C // engine.word, chan_words), ports=arena + w_on_arena)
     if wino:  # then the box's patches transformed, one a cycle and channel group
         read_in = read_in + cg * patches + transform_depth
-        w_words = kg * cg * engine.row_weights(layer) * engine.w_span // engine.w_word
+        w_words = kg * cg * engine.row_weights(layer) // engine.w_word
         compute = kg * cg * np.maximum(patches, engine.distance) + depth
     else:
         w_words = (kg * rs * cg * engine.out_lanes * lanes_in if grid else cg * rs * engine.out_lanes) // engine.w_word

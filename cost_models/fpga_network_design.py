@@ -41,7 +41,7 @@ from cost_models.fpga_network import (
 )
 from cost_models.fpga_network_placed import NetworkDesign, PlacedLayer
 from cost_models.fpga_network_resources import engine_resources, kernel_base
-from cost_models.fpga_winograd import TILES, refusal, transform_depth
+from cost_models.fpga_winograd import TILES, refusal, transform_depth, weight_transform_depth
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 from hetero_dse.model.layer_shape import LayerShape
@@ -101,7 +101,9 @@ def weight_channels(channels: int) -> int:
 @functools.cache
 def pipeline_depths(engine: EngineShape, dtype: str, clock_mhz: float) -> dict[str, int]:
     """The depths of the engine's compute loop and (Winograd) transform loops, as ``layer_cycles`` takes them."""
-    return {"depth": compute_depth(dtype, clock_mhz, engine.in_lanes, engine.chain),
+    # an engine that transforms its weights does so as its PE loop takes a row: stages before the products
+    w_depth = weight_transform_depth(engine.tile) if engine.w_transform else 0
+    return {"depth": compute_depth(dtype, clock_mhz, engine.in_lanes, engine.chain) + w_depth,
             "transform_depth": transform_depth(engine.tile, dtype, clock_mhz) if engine.tile else 0}
 
 
@@ -227,10 +229,10 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
     def probe_of(kind: str, out_l: int, in_l: int, tile: int, word: tuple[int, int, int], w_ports: int = 1
                  ) -> EngineShape:
         """The engine with these lanes and words, its buffers at their fewest rows: two int8 products a DSP on the
-        grid, 16-bit weights on an int8 Winograd engine, its pointwise mode where a layer needs it."""
+        grid, an int8 Winograd engine transforming its weights itself, its pointwise mode where a layer needs it."""
         return EngineShape(kind, out_l, in_l, word[0], IN_ROWS[0], W_ROWS[0], OUT_ROWS[0], distance, params,
                            pack and kind == "grid" and out_l % 2 == 0, word[1], word[2], tile,
-                           2 if kind == "winograd" and dtype == "int8" else 1, kind == "winograd" and point,
+                           kind == "winograd" and dtype == "int8", kind == "winograd" and point,
                            w_ports=w_ports)
 
     def engine_options(kind: str, out_l: int, in_l: int, tile: int, block: int, word: tuple[int, int, int],

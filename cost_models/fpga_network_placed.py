@@ -87,7 +87,7 @@ class NetworkDesign:
                     "accumulation_distance": e.distance, "params": e.params, "packed": e.packed,
                     **({"chain": e.chain} if e.packed else {}), "weight_ports": e.w_ports,
                     "storage": engine_storage(e, self.dtype, self.board.cap("uram") > 0),
-                    **(winograd_record(e.tile, self.dtype) | {"w_span": e.w_span, "pointwise": e.pointwise}
+                    **(winograd_record(e.tile, self.dtype) | {"w_transform": e.w_transform, "pointwise": e.pointwise}
                        if e.tile else {})}
                    for kind, e in self.engines.items()]
         # the multiply-adds a cycle of direct convolution each engine stands for (Winograd's m²·9 per α² products)

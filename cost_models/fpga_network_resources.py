@@ -20,7 +20,7 @@ from cost_models.fpga_costs import (
     LUT_PER_PORT,
 )
 from cost_models.fpga_network import EngineShape
-from cost_models.fpga_winograd import FABRIC_FADD, FABRIC_FMUL, transform_ops
+from cost_models.fpga_winograd import FABRIC_FADD, FABRIC_FMUL, transform_ops, weight_transform_adds
 from hetero_dse.hardware.board import RESOURCE_KINDS
 
 __all__ = ["engine_resources", "engine_storage", "kernel_base"]
@@ -85,14 +85,18 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
     lanes_in = engine.in_lanes if engine.kind != "depthwise" else engine.out_lanes
     for _, rows, width, copies in _buffers(engine, dtype):
         storage_cost(float(rows), width, uram, res, copies)
-    w_bits = (macs * bits * engine.w_span if engine.kind != "depthwise" else engine.out_lanes * bits)
+    # the weight row as the port brings it (gathered, and the FIFO's two rows) and as the PE array takes it: the
+    # same but on a Winograd engine that transforms its weights (9 taps of 8 bits in, α² values of 16 used)
+    w_bits = w_use = macs * bits if engine.kind != "depthwise" else engine.out_lanes * bits
     if engine.kind == "winograd":
+        w_bits = engine.row_grids(3) * engine.out_lanes * engine.in_lanes * bits
+        w_use = macs * (16.0 if engine.w_transform else bits)
         _transform_resources(engine, dtype, res)
         # its run-time addresses besides the grid's: the banks' rows as the box arrives, the transform's rows, the
         # output tile's pixel (a reviewer's count from the code: some 40 32-bit multiplies in all, *estimate*)
         res[dsp] += WINOGRAD_ADDRESS_MULTIPLIES * DSP_PER_ADDRESS_MULTIPLY
     # the weight row in use and the one being gathered in registers; the FIFO's two rows in LUTs (SRLs)
-    res[ff] += 2 * w_bits + lanes_in * bits + engine.out_lanes * acc_bits
+    res[ff] += w_bits + w_use + lanes_in * bits + engine.out_lanes * acc_bits
     res[lut] += 2 * w_bits + (w_bits + lanes_in * bits + engine.out_lanes * acc_bits) / 2  # 2:1 muxes, two a LUT6
     res[dsp] += ADDRESS_MULTIPLIES * DSP_PER_ADDRESS_MULTIPLY
     # the epilogue, built twice (the write loop with a residual and the one without), a lane each
@@ -107,8 +111,8 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
 
 def _transform_resources(engine: EngineShape, dtype: str, res: np.ndarray) -> None:
     """The Winograd engine's transforms on the fabric (``fpga_winograd.transform_ops``: the input's on each
-    input lane, the output's on each output lane), and the registers of the output transform's m×m results and
-    the patch sum it reads."""
+    input lane, the output's on each output lane; ``weight_transform_adds`` on each lane pair where it transforms
+    its weights), and the registers of the output transform's m×m results and the patch sum it reads."""
     lut, ff = RESOURCE_KINDS.index("lut"), RESOURCE_KINDS.index("ff")
     ops = transform_ops(engine.tile)
     if ARITHMETIC[dtype].floating:
@@ -118,6 +122,8 @@ def _transform_resources(engine: EngineShape, dtype: str, res: np.ndarray) -> No
         res[ff] += adds * FABRIC_FADD[1] + muls * FABRIC_FMUL[1]
     else:  # carry chains a LUT a bit: the input's 16-bit adds, the output's 64-bit ones (then >> 2)
         bits = ops.in_adds * engine.in_lanes * 16 + ops.out_adds * engine.out_lanes * 64
+        if engine.w_transform:  # 16-bit adds, each registered (the PE loop's pipeline)
+            bits += weight_transform_adds(engine.tile) * engine.out_lanes * engine.in_lanes * 16
         res[lut] += bits
         res[ff] += bits
     # the output transform's m² pixels (the pointwise mode's α²), in registers, leave a cycle each through a
@@ -126,7 +132,7 @@ def _transform_resources(engine: EngineShape, dtype: str, res: np.ndarray) -> No
     res[ff] += (pixels + engine.alpha ** 2) * engine.out_lanes * 32
     res[lut] += engine.out_lanes * 32 * math.ceil(pixels / FUNNEL_INPUTS_PER_LUT)
     if engine.pointwise:  # 2:1 selects (two a LUT6): each product's weight, each transformed input or its bypass
-        w_bits = 16 if engine.w_span == 2 else 32
+        w_bits = 16 if dtype == "int8" else 32
         res[lut] += engine.alpha ** 2 * (engine.out_lanes * engine.in_lanes * w_bits + engine.in_lanes * w_bits) / 2
 
 

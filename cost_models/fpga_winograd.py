@@ -8,6 +8,12 @@ ahead (G g Gᵀ) and sums over the input channels, and a process before the writ
 outputs (Aᵀ M A). A 1-D transform by a matrix costs, per output element, one add for each non-zero term past
 the first and, in floating point, one multiply for each coefficient other than ±1 (the fabric's cores: the DSPs
 are the PE array's); a 2-D transform is the 1-D one down every column, then along every row.
+
+In int8 the engine also transforms its weights, G' g G'ᵀ with G' = ±L·G (``integer_weight_transform``),
+as its PE array takes a weight row: the port then carries each lane's 9 taps in 8 bits where the transformed
+weight is α² values of 16 (F(2×2): 3.6× fewer bytes). G' has coefficients ±1 and ±2 (a shift: wires, no
+operator); each further term is an add. In float32 the host transforms the weights ahead: G's ½ and its F(4×4)
+fractions would each be a fabric multiply.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from functools import cache
 from cost_models.fpga_costs import ARITHMETIC, DEEPER_CORES_ABOVE_MHZ
 
 __all__ = ["FABRIC_FADD", "FABRIC_FMUL", "TILES", "TransformOps", "refusal", "transform_depth", "transform_ops",
-           "winograd_record"]
+           "integer_weight_transform", "weight_transform_adds", "weight_transform_depth", "winograd_record"]
 
 #: output tiles the engine offers per data type. int8 F(4×4) is not offered: its channel sums need 40 bits and
 #: its output an exact division by 576 (``ops.winograd.integer_bits``), which this engine does not build; F(2×2)
@@ -61,6 +67,35 @@ def transform_ops(m: int) -> TransformOps:
     # Bᵀ d: the α columns of d, each α outputs; then (Bᵀ d) B: the α rows, each α outputs
     # Aᵀ M: the α columns of M, each m outputs; then (Aᵀ M) A: the m rows, each m outputs
     return TransformOps(2 * t.alpha * a_in, 2 * t.alpha * m_in, (t.alpha + m) * a_out, (t.alpha + m) * m_out)
+
+
+@cache
+def integer_weight_transform(m: int) -> tuple[tuple[tuple[Fraction, ...], ...], tuple[int, ...]]:
+    """The int8 engine's weight transform G' = S·L·G (integers, ``Transforms.weight_scale``) and the signs S
+    (±1 a row): a row whose first coefficient is negative is negated, so that no transformed weight is a
+    negation (an integer negation is an adder). S·U·S in place of U negates the sums' rows and columns alike,
+    and the output transform takes it back with Aᵀ·S (its coefficients stay ±1: no cost)."""
+    from hetero_dse.ops.winograd import transforms
+
+    t = transforms(m, 3)
+    signs = tuple(-1 if next(v for v in row if v) < 0 else 1 for row in t.G)
+    return tuple(tuple(v * t.weight_scale * s for v in row) for row, s in zip(t.G, signs, strict=True)), signs
+
+
+@cache
+def weight_transform_adds(m: int) -> int:
+    """Adds of one lane's integer weight transform G' g G'ᵀ (``hls/winograd_code.py`` writes it): G' g down the
+    3 columns of g (α outputs each), then along its α rows (α outputs each); a power-of-two coefficient is a shift."""
+    g, _ = integer_weight_transform(m)
+    adds, _ = _ops_1d(g)
+    return (3 + len(g)) * adds
+
+
+def weight_transform_depth(m: int) -> int:
+    """Pipeline stages the integer weight transform adds to the PE loop: two passes of its longest chain of adds
+    (an integer add a stage, ``ARITHMETIC['int8']``)."""
+    chain = max(sum(1 for v in row if v) - 1 for row in integer_weight_transform(m)[0])
+    return 2 * chain * ARITHMETIC["int8"].add_latency
 
 
 def transform_depth(m: int, dtype: str, clock_mhz: float) -> int:

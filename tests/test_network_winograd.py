@@ -13,7 +13,7 @@ import pytest
 
 from cost_models.fpga_network import EngineShape, NetLayer, Tiles, layer_cycles, network_trips
 from cost_models.fpga_network_design import explore_network, winograd_tiles
-from cost_models.fpga_winograd import TransformOps, transform_ops
+from cost_models.fpga_winograd import TransformOps, integer_weight_transform, transform_ops, weight_transform_adds
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import load_board
 from hetero_dse.hls.csim import csim
@@ -35,6 +35,11 @@ def test_the_transforms_operations_are_the_matrices_counted_by_hand():
     # coefficients other than ±1 (12 multiplies a column)
     ops = transform_ops(4)
     assert (ops.in_adds, ops.in_muls) == (2 * 6 * 16, 2 * 6 * 12)
+    # the int8 engine's weight transform G' = ±2G: rows [2,0,0], [1,1,1], [1,-1,1], [0,0,2] (a row that began
+    # negative negated), the 2s shifts: 4 adds down each of g's 3 columns, then 4 along each of G'g's 4 rows
+    g, signs = integer_weight_transform(2)
+    assert [[int(v) for v in row] for row in g] == [[2, 0, 0], [1, 1, 1], [1, -1, 1], [0, 0, 2]]
+    assert weight_transform_adds(2) == 3 * 4 + 4 * 4 == 28 and signs == (1, 1, -1, -1)
 
 
 def test_the_models_trip_counts_and_cycles_are_the_loops_counted_by_hand():
@@ -59,6 +64,10 @@ def test_the_models_trip_counts_and_cycles_are_the_loops_counted_by_hand():
     cycles = layer_cycles(engine, layer, t, clock_hz=100e6, elem_bytes=4, read_floor_ns=0.0, write_floor_ns=0.0,
                           latency_ns=0.0, port_gbps=1e3, depth=10, transform_depth=5)
     assert cycles[0] == pytest.approx(4 * 141 + 141 + 32 + 37 + 2 + 32)
+    # the engine that transforms its weights reads a 3x3 layer's taps: 9 lane grids a row, 36 words, not 64
+    taps = EngineShape("winograd", 4, 4, 4, 1000, 1000, 1000, 6, tile=2, w_transform=True)
+    assert network_trips(taps, layer, Tiles(4, 8, 4, 8))["read_w"] == 4 * 2 * 36
+    assert network_trips(taps, NetLayer("winograd", 8, 8, 8, 8, 1, 1), Tiles(4, 8, 8, 8))["read_w"] == 2 * 2 * 4
 
 
 def test_the_small_networks_layers_run_through_the_winograd_engine_against_torch(tmp_path):
@@ -88,10 +97,19 @@ def test_the_small_networks_layers_run_through_the_winograd_engine_against_torch
 
 
 def test_the_small_network_in_int8_runs_bit_exact_through_winograd(tmp_path):
-    """int8 F(2x2): int16 transforms, the weights times 2² to be integers, int32 sums, the output divided by 4
-    exactly (a shift), then the same requantisation as direct: the direct integer reference, bit for bit."""
+    """int8 F(2x2): int16 transforms, the weights' taps transformed by the engine (times 2² to be integers), int32
+    sums, the output divided by 4 exactly (a shift), then the same requantisation as direct: the direct integer
+    reference, bit for bit."""
     *_, design, project, run = _small_run(tmp_path, "int8", algorithm="winograd")
-    assert design.engines["winograd"].w_span == 2
+    e = design.engines["winograd"]
+    assert e.w_transform and e.row_grids(3) == 9
+    # the weights file holds the taps as int8: 9 lane grids a 3x3 layer's row, one a 1x1 layer's
+    layers = [p for p in design.layers if p.layer.engine == "winograd"]
+    want = sum(e.row_grids(p.layer.R) * p.layer.K * p.layer.C for p in layers)
+    record = json.loads((project / "design.json").read_text())["design"]
+    assert [x["w_transform"] for x in record["engines"] if x["kind"] == "winograd"] == [True]
+    assert sum(-(-p.layer.K // p.tiles.tk) * p.tiles.tk * -(-p.layer.C // p.tiles.tc) * p.tiles.tc
+               * e.row_grids(p.layer.R) for p in layers) == want
     result = csim(project)
     assert result.passed and result.max_abs_error == 0.0, result.output[-2000:]
     assert check_trips(project, result.output) == [] and lint_network(project).ok
@@ -112,9 +130,14 @@ def test_f4x4_runs_in_float_against_torch(tmp_path):
     (("const short s1 = x[0][0] - x[2][0];", "const short s1 = x[0][0] + x[2][0];"), "csim"),
     # the output divided by 2 instead of 4: wrong by twice
     (("(acc_t)(y[i][j] >> 2)", "(acc_t)(y[i][j] >> 1)"), "csim"),
-    # a 16-bit weight's bytes taken high first: the products are wrong
-    (("(((int)wt[at + 1] << 8) | (unsigned char)wt[at])", "(((int)wt[at] << 8) | (unsigned char)wt[at + 1])"),
-     "csim"),
+    # the engine's weight transform: a lane's taps taken transposed, or an element scaled twice: wrong products
+    (("tap[r / 3][r % 3] = ", "tap[r % 3][r / 3] = "), "csim"),
+    (("y[1][0] = (s2 << 1);", "y[1][0] = (s2 << 2);"), "csim"),
+    # an add of the weight transform bound to no core, or its taps in a RAM: the lint
+    (("static void wino_w_transform", "  #pragma HLS BIND_OP variable=s14 op=add impl=fabric\n", ""), "lint"),
+    (("            #pragma HLS ARRAY_PARTITION variable=tap type=complete dim=0\n", ""), "lint"),
+    # the host's layout of the taps in the port's row and the engine's reading of them disagree
+    (("raw[r * ", "raw[(8 - r) * "), "csim"),
     # an operation of the output transform bound to no core
     (("  #pragma HLS BIND_OP variable=s24 op=sub impl=fabric\n", ""), "lint"),
     # the box in one bank along a patch's rows: a patch would take four cycles to read
@@ -131,8 +154,9 @@ def test_f4x4_runs_in_float_against_torch(tmp_path):
 def test_each_winograd_check_fails_when_the_code_is_broken_on_purpose(tmp_path, mutant, check):
     project = _small_run(tmp_path, "int8", algorithm="winograd")[4]
     source = (project / "src" / "kernel.cpp").read_text()
-    if mutant[0].startswith("type=inter"):  # the Winograd engine's pe loop, not the grid's
-        at = source.index("static void wino_compute")
+    if len(mutant) == 3 or mutant[0].startswith("type=inter"):  # in one function: the Winograd engine's, not the grid's
+        where, *mutant = mutant if len(mutant) == 3 else ("static void wino_compute", *mutant)
+        at = source.index(where)
         head, tail = source[:at], source[at:]
         assert mutant[0] in tail
         (project / "src" / "kernel.cpp").write_text(head + tail.replace(mutant[0], mutant[1], 1))

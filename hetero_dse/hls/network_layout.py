@@ -117,27 +117,21 @@ def _lane_tiles(w: np.ndarray, layer: Any, t: Any, engine: Any) -> np.ndarray:
 
 
 def _winograd_blocks(w: np.ndarray, layer: Any, t: Any, engine: Any) -> np.ndarray:
-    """The Winograd engine's weights, transformed ahead (G g Gᵀ: α×α a pair of channels) and laid out as its
-    weight rows are taken: (output-channel tile, input-channel tile, output group, input group, element, output
-    lane, input lane). int8: with L·G (``Transforms.weight_scale``), integers exactly, 16 bits each as two bytes,
-    low first (the engine divides its output by L² again)."""
+    """The Winograd engine's weights as its weight rows are taken: (output-channel tile, input-channel tile,
+    output group, input group, element, output lane, input lane). A 3×3 layer's elements are the α² values of
+    G g Gᵀ, transformed here (float32), or its 9 taps as they are where the engine transforms them itself
+    (``EngineShape.w_transform``: int8); a 1×1 layer's, its one weight."""
     from hetero_dse.ops.winograd import transforms
 
-    tr = transforms(engine.tile, 3)
-    if layer.R == 1:  # the pointwise mode: the weights as they are, one lane grid a row (int8: 16 bits still)
-        u = w.astype("<i2" if w.dtype == np.int8 else np.float32)
-    elif w.dtype == np.int8:
-        g = np.array([[int(v * tr.weight_scale) for v in row] for row in tr.G], dtype=np.int64)
-        u = np.einsum("ai,kcij,bj->kcab", g, w.astype(np.int64), g)
-        if np.abs(u).max(initial=0) >= 2 ** 15:
-            raise HeteroDSEError(f"a transformed weight of {int(np.abs(u).max())} does not fit the Winograd engine's "
-                                 "16 bits (a bug: please report it)")
-        u = u.astype("<i2")
-    else:
-        u = np.einsum("ai,kcij,bj->kcab", tr.arrays()[1], w.astype(np.float64), tr.arrays()[1]).astype(np.float32)
+    u = w
+    if w.dtype == np.int8 and layer.R > 1 and not engine.w_transform:
+        raise HeteroDSEError("an int8 Winograd engine takes its weights as taps and transforms them itself (a bug: "
+                             "please report it)")
+    if layer.R > 1 and not engine.w_transform:
+        g = transforms(engine.tile, 3).arrays()[1]
+        u = np.einsum("ai,kcij,bj->kcab", g, w.astype(np.float64), g).astype(np.float32)
     # (kt, ct, group, channel group, element's row, element's column, lane, lane)
-    blocks = np.ascontiguousarray(_lane_tiles(u, layer, t, engine).transpose(0, 3, 1, 4, 6, 7, 2, 5)).reshape(-1)
-    return blocks.view(np.int8) if w.dtype == np.int8 else blocks
+    return np.ascontiguousarray(_lane_tiles(u, layer, t, engine).transpose(0, 3, 1, 4, 6, 7, 2, 5)).reshape(-1)
 
 
 def _float_bits(v: float) -> int:

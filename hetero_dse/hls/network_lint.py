@@ -88,7 +88,7 @@ def lint_network(project: str | Path) -> LintReport:
         rows = e["buffer_rows"]
         engines[kind] = EngineShape(kind, out_l, in_l, design["word"], rows["input"], rows["weights"], rows["output"],
                                     e["accumulation_distance"], e.get("params", 1), e.get("packed", False),
-                                    design["wword"], design["pword"], e.get("tile", 0), e.get("w_span", 1),
+                                    design["wword"], design["pword"], e.get("tile", 0), e.get("w_transform", False),
                                     e.get("pointwise", False), rows.get("tile", 0), e.get("weight_ports", 1))
         if kind == "winograd":
             check_winograd(k, source, engines[kind], e.get("storage", {}), cores, add, report)
@@ -250,8 +250,8 @@ def _check_regions(i: int, d: dict[str, int], kind: str, e: EngineShape, depth: 
                                    f"({d['K']} × {d['C']}): its last tile would write into the next pixel's")
     # the weights and parameters it reads, within their buffers
     n_c = -(-d["C"] // d["tc"])
-    if kind == "winograd":  # a row (output group, input group) of α² lane grids (one: a 1×1 layer's)
-        grids = 1 if d["R"] == 1 else e.alpha ** 2
+    if kind == "winograd":  # a row (output group, input group) of α² lane grids, or 9 taps', or a 1×1 layer's one
+        grids = e.row_grids(d["R"])
         blocks, rows = -(-d["K"] // d["tk"]) * n_c, (d["tk"] // e.out_lanes) * (d["tc"] // e.in_lanes) * grids
         tch = d["tk"]
     elif kind == "grid":
@@ -259,7 +259,7 @@ def _check_regions(i: int, d: dict[str, int], kind: str, e: EngineShape, depth: 
         tch = d["tk"]
     else:
         blocks, rows, tch = n_c, (d["tc"] // e.out_lanes) * d["R"] * d["S"], d["tc"]
-    w_words = blocks * rows * e.out_lanes * e.in_lanes * e.w_span // e.w_word // e.w_ports  # each port's
+    w_words = blocks * rows * e.out_lanes * e.in_lanes // e.w_word // e.w_ports  # each port's
     for port, start, words in (("wgt", d["w_off"], w_words),
                                ("params", d["bias_off"], -(-d["K"] // tch) * e.params * tch // e.p_word)):
         if start < 0 or (port in depth and start + words > depth[port]):

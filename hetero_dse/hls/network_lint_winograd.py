@@ -2,15 +2,17 @@
 (``cost_models/fpga_network.py``, ``fpga_winograd.py``): what ``network_lint`` checks of every engine, for this
 one's buffers and processes, and what it alone has:
 
-* its rows: a transformed patch of α² × the input lanes, a weight row of α² lane grids (two bytes a weight in
-  int8), a patch's sums of α² × the output lanes, the output tile a pixel a row, each buffer the rows the model
-  sizes (the output tile m² rows a patch's);
+* its rows: a transformed patch of α² × the input lanes, a weight row of α² lane grids as the port brings it (9,
+  the taps, where the engine transforms them) and of α² as the products take it, a patch's sums of α² × the output
+  lanes, the output tile a pixel a row, each buffer the rows the model sizes (the output tile m² rows a patch's);
 * the read process's box in α² banks (partitioned completely along both of a patch's sides) bound to the memory
   the model charges, and its box and transform loops pipelined at II 1, the transform over every input lane;
 * the PE array: α² elements × the output lanes × the input lanes unrolled, each product and add bound to the core
   the model charges, the accumulation's DEPENDENCE distance the model's;
 * the two transforms: as many adds and multiplies, each bound to a fabric core, as ``transform_ops`` charges a
-  lane, and the output transform over every output lane in a loop pipelined at II 1.
+  lane, and the output transform over every output lane in a loop pipelined at II 1;
+* where the engine transforms its weights: ``wino_w_transform``'s adds, each bound to a fabric core, as
+  ``weight_transform_adds`` charges a lane pair, over every lane pair of a row at once, in registers.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import re
 from typing import Any
 
 from cost_models.fpga_network import EngineShape
-from cost_models.fpga_winograd import transform_ops
+from cost_models.fpga_winograd import transform_ops, weight_transform_adds
 from hetero_dse.hls.cparse import CFile
 from hetero_dse.hls.lint.record import LintReport
 from hetero_dse.hls.network_lint_parts import check_pe_loop, check_pipelined, check_streams, typedef_rows, vector_lanes
@@ -30,8 +32,8 @@ __all__ = ["check_winograd"]
 def check_winograd(k: CFile, source: str, e: EngineShape, storage: dict[str, str], cores: dict[str, tuple[str, str]],
                    add: Any, report: LintReport) -> None:
     a2, L, I = e.alpha ** 2, e.out_lanes, e.in_lanes  # noqa: E741
-    rows = {"wino_irow_t": I, "wino_vrow_t": a2 * I, "wino_wrow_t": a2 * L * I * e.w_span, "wino_mrow_t": a2 * L,
-            "wino_orow_t": L}
+    rows = {"wino_irow_t": I, "wino_vrow_t": a2 * I, "wino_wrow_t": e.row_grids(3) * L * I, "wino_urow_t": a2 * L * I,
+            "wino_mrow_t": a2 * L, "wino_orow_t": L}
     for row, width in rows.items():
         if vector_lanes(source, row) != width:
             add("buffer", row, f"a row of {vector_lanes(source, row)} lanes; the model's is {width}")
@@ -43,8 +45,13 @@ def check_winograd(k: CFile, source: str, e: EngineShape, storage: dict[str, str
     _check_box(k, e, storage, add, report)
     _check_pe(k, e, cores, add, report)
     ops = transform_ops(e.tile)
-    for fn_name, adds, muls in (("wino_in_transform", ops.in_adds, ops.in_muls),
-                                ("wino_out_transform", ops.out_adds, ops.out_muls)):
+    transforms = [("wino_in_transform", ops.in_adds, ops.in_muls), ("wino_out_transform", ops.out_adds, ops.out_muls)]
+    if e.w_transform:
+        transforms.append(("wino_w_transform", weight_transform_adds(e.tile), 0))
+        _check_weight_lanes(k, L * I, add, report)
+    elif "wino_w_transform" in k.functions:
+        add("transform", "wino_w_transform", "the code transforms its weights; the model has the host transform them")
+    for fn_name, adds, muls in transforms:
         _check_transform(k, fn_name, adds, muls, add, report)
     for fn_name, loop, lanes_loop, lanes in (("wino_read_in", "transform", "transform_lane", I),
                                              ("wino_out", "inverse", "inverse_lane", L)):
@@ -57,7 +64,8 @@ def check_winograd(k: CFile, source: str, e: EngineShape, storage: dict[str, str
                                   f"lanes at once; the model {lanes}")
         report.pragmas_checked += 2
     # the arrays a pipelined iteration reads or writes whole: in registers, or II 1 does not hold
-    for fn_name, arrays in (("wino_read_in", ("x", "y")), ("wino_compute", ("prod",)), ("wino_out", ("pix", "x", "y"))):
+    for fn_name, arrays in (("wino_read_in", ("x", "y")), ("wino_compute", ("prod", "tap", "u") if e.w_transform else
+                                                                           ("prod",)), ("wino_out", ("pix", "x", "y"))):
         _check_registers(k, fn_name, arrays, add, report)
     check_pipelined(k, "wino_read_in", "read_in", "word_in", e.word, add, report)
     check_pipelined(k, "wino_read_w", "read_w", "word_w", e.w_word, add, report, name="WV")
@@ -98,6 +106,16 @@ def _check_pe(k: CFile, e: EngineShape, cores: dict[str, tuple[str, str]], add: 
         muls *= v or 0
     report.mul_per_iteration += muls
     report.add_per_iteration += muls
+
+
+def _check_weight_lanes(k: CFile, lanes: int, add: Any, report: LintReport) -> None:
+    """The PE loop transforms every lane pair of a weight row at once (the model charges that many transforms)."""
+    fn = k.functions.get("wino_compute")
+    lp = fn.loop("w_lane") if fn else None
+    if lp is None or lp.trip_count() != lanes or not lp.has("UNROLL"):
+        add("lanes", "wino_compute", f"its w_lane loop transforms {lp.trip_count() if lp else None} lane pairs of a "
+                                     f"weight row at once; the model {lanes}")
+    report.pragmas_checked += 1
 
 
 def _check_registers(k: CFile, fn_name: str, arrays: tuple[str, ...], add: Any, report: LintReport) -> None:

@@ -113,8 +113,8 @@ def csim_bytes(design: NetworkDesign) -> int:
         t = network_trips(e, p.layer, p.tiles)
         if e.kind == "winograd":  # transformed inputs (int8: int16), weights, the patches' sums, the output tile
             a2 = e.alpha ** 2
-            held = (t["steps"] * (e.in_rows * a2 * e.in_lanes * min(4, 2 * elem) + e.w_rows * a2 * e.out_lanes
-                                  * e.in_lanes * e.w_span * elem)
+            held = (t["steps"] * (e.in_rows * a2 * e.in_lanes * min(4, 2 * elem) + e.w_rows * e.row_grids(3)
+                                  * e.out_lanes * e.in_lanes * elem)
                     + 4 * t["out_tiles"] * e.out_lanes * (e.out_rows * a2 + e.tile_rows))
         else:
             lanes_in = e.in_lanes if e.kind == "grid" else e.out_lanes
@@ -200,7 +200,7 @@ def winograd_context(engine: Any, dtype: str) -> dict[str, Any]:
     if divisor & (divisor - 1):
         raise HeteroDSEError(f"F({engine.tile}×{engine.tile}, 3×3) in int8 divides its output by {divisor}, which is "
                              "not a shift (the engine offers F(2×2) in int8)")
-    return {"tile": engine.tile, "alpha": t.alpha, "span": engine.w_span,
+    return {"tile": engine.tile, "alpha": t.alpha, "w_transform": engine.w_transform,
             "tile_rows": engine.tile_rows, "pointwise": engine.pointwise,
             "weight_scale": t.weight_scale, "divisor": divisor, "divisor_shift": divisor.bit_length() - 1,
             "tr_ctype": "short" if integer else "float", "u_ctype": "short" if integer else "float",

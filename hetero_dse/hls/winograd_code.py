@@ -3,7 +3,8 @@ of one input lane's α×α patch and Aᵀ M A of one output lane's sums, written
 ``hetero_dse/ops/winograd.py`` as one binary operation a statement, each bound to a fabric core, so that the
 lint counts in the code what ``cost_models/fpga_winograd.transform_ops`` charges: a 1-D transform is, for each
 output element, its first non-zero term, then an add or subtract a further term, a term whose coefficient is not
-±1 first multiplied by it (floating point only: the integer engine's coefficients are all ±1).
+±1 first multiplied by it (floating point only: the integer engine's coefficients are ±1, and ±2 in its weight
+transform G' = 2G, written as a shift: wires, no operator).
 """
 
 from __future__ import annotations
@@ -34,9 +35,13 @@ class _Writer:
         terms = sorted(terms, key=lambda t: t[0] < 0)  # a positive term first: no negation where one is
         scaled = []
         for c, x in terms:
-            if abs(c) != 1:
-                if not self.floating:
-                    raise ValueError(f"the integer engine's transforms take coefficients ±1, not {c}")
+            if abs(c) != 1 and not self.floating:
+                shift = abs(c).numerator.bit_length() - 1
+                if abs(c) != 2 ** shift:
+                    raise ValueError(f"the integer engine's transforms take coefficients ±2^k, not {c}")
+                # g++ and Vitis' clang shift a negative value's two's complement (C++20 defines it so)
+                x = f"({x} << {shift})"
+            elif abs(c) != 1:
                 x = self.value(f"({self.ctype}){float(abs(c))!r}f * {x}", "mul")
             scaled.append((1 if c > 0 else -1, x))
         sign, acc = scaled[0]
@@ -70,13 +75,23 @@ def _transform(name: str, mat: tuple[tuple[Fraction, ...], ...], n_in: int, ctyp
 
 def transform_functions(m: int, dtype: str) -> str:
     """``wino_in_transform`` (Bᵀ d B) and ``wino_out_transform`` (Aᵀ M A) of F(m×m, 3×3) in ``dtype``'s types
-    (float32: float; int8: the input's in int16, the output's in int64)."""
+    (float32: float; int8: the input's in int16, the output's in int64); in int8 also ``wino_w_transform``, a
+    lane's weights G' g G'ᵀ in int16 (``fpga_winograd.integer_weight_transform``: G' = S·L·G, integers, and the
+    output transform Aᵀ·S that takes S back)."""
+    from cost_models.fpga_winograd import integer_weight_transform
     from hetero_dse.ops.winograd import transforms
 
     t = transforms(m, 3)
     floating = dtype != "int8"
     tr, y = ("float", "float") if floating else ("short", "long long")
-    return "\n\n".join([
-        _transform("wino_in_transform", t.BT, t.alpha, tr, floating, "Bᵀ d B of a patch"),
-        _transform("wino_out_transform", t.AT, t.alpha, y, floating, "Aᵀ M A of a patch's sums"),
-    ])
+    at = t.AT
+    if not floating:
+        g, signs = integer_weight_transform(m)
+        at = tuple(tuple(v * s for v, s in zip(row, signs, strict=True)) for row in t.AT)
+    parts = [_transform("wino_in_transform", t.BT, t.alpha, tr, floating, "Bᵀ d B of a patch"),
+             _transform("wino_out_transform", at, t.alpha, y, floating,
+                        "Aᵀ M A of a patch's sums" if floating else "Aᵀ S M S A of a patch's sums")]
+    if not floating:
+        parts.append(_transform("wino_w_transform", g, 3, "short", False,
+                                f"G' g G'ᵀ of a lane's taps (G' = S·{t.weight_scale}G, S a sign a row)"))
+    return "\n\n".join(parts)
