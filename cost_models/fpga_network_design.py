@@ -157,7 +157,7 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
     ``algorithm`` (``ALGORITHMS``): with ``auto`` both designs are explored, one whose 3×3 stride-1 layers run
     on a Winograd engine beside the grid and one without, and the faster kept; ``winograd_tile``: that engine's
     output tile m (F(m×m, 3×3)) instead of the best of those its data type offers (``fpga_winograd.TILES``);
-    ``weight_ports``: how many weight ports the grid and depthwise engines may read at once (each where its
+    ``weight_ports``: how many weight ports each engine may read at once (each where its
     weight rows are an even number of port words)."""
     if not layers:
         raise HeteroDSEError("a network needs at least one layer to design an accelerator for")
@@ -299,9 +299,9 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
         for wp in weight_ports:
             share = unit_share(board.memory.channels, units, wp)
             timing = {"dtype": dtype, **_timing(board, dtype, hz, word, share)}
-            # an engine reads wp ports where its weight rows are an even number of words of them (not Winograd's)
-            ports = {k: wp if k != "winograd" and (by_kind[k][0] * by_kind[k][1]) // wword % wp == 0 else 1
-                     for k in kinds}
+            # an engine reads wp ports where its weight rows are an even number of words of them (a Winograd
+            # engine's rows are whole lane grids too: α² or 9 of them, or one in its pointwise mode)
+            ports = {k: wp if (by_kind[k][0] * by_kind[k][1]) // wword % wp == 0 else 1 for k in kinds}
             if wp > 1 and max(ports.values()) == 1:
                 continue
             options = [engine_options(kind, *by_kind[kind], block, (word, wword, pword), timing, ports[kind])

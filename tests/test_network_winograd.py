@@ -230,3 +230,30 @@ def test_explore_a_model_with_winograd_on_runs_every_layer_on_one_winograd_array
     r = cli("explore", "--op", "gemm", "--board", "vu9p", "--winograd", "on", "--out", tmp_path / "x")
     assert r.code == 1
     assert "--winograd chooses the algorithm of CPU and GPU schedules and of the FPGA network kernel" in r.err
+
+
+@pytest.mark.parametrize("dtype, board", [("float32", "vu9p"), ("int8", "zcu102")])
+def test_the_winograd_engine_reads_two_weight_ports_bit_for_bit(tmp_path, dtype, board):
+    """The Winograd engine's weight process takes a word from each of two ports a cycle, as the grid's: the same
+    outputs (int8 bit for bit, float32 against torch), its read_w loop half the trips (the C-simulation counts
+    them), the lint clean; one port read twice where the model has two is caught by the lint and the run."""
+    from dataclasses import replace
+
+    from cost_models.fpga_network import network_trips
+
+    *_, design, project, _ = _small_run(tmp_path, dtype, algorithm="winograd", board=board, weight_ports=(2,))
+    e = design.engines["winograd"]
+    assert e.w_ports == 2 and design.w_ports == 2
+    result = csim(project)
+    assert result.passed and result.mismatches == 0, result.output[-2000:]
+    assert check_trips(project, result.output) == [] and lint_network(project).ok
+    for p in design.layers:
+        if p.layer.engine == "winograd":
+            alone = network_trips(replace(e, w_ports=1), p.layer, p.tiles)["read_w"]
+            assert network_trips(e, p.layer, p.tiles)["read_w"] * 2 == alone
+    source = (project / "src" / "kernel.cpp").read_text()
+    at = source.index("static void wino_read_w")
+    wrong = source[at:].replace("const wword_t v1 = wgt1[base + it];", "const wword_t v1 = wgt[base + it];", 1)
+    (project / "src" / "kernel.cpp").write_text(source[:at] + wrong)
+    assert any("wino_read_w" in str(f) and "weight port" in str(f) for f in lint_network(project).findings)
+    assert not csim(project).passed

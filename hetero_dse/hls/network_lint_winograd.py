@@ -24,7 +24,14 @@ from cost_models.fpga_network import EngineShape
 from cost_models.fpga_winograd import transform_ops, weight_transform_adds
 from hetero_dse.hls.cparse import CFile
 from hetero_dse.hls.lint.record import LintReport
-from hetero_dse.hls.network_lint_parts import check_pe_loop, check_pipelined, check_streams, typedef_rows, vector_lanes
+from hetero_dse.hls.network_lint_parts import (
+    check_pe_loop,
+    check_pipelined,
+    check_streams,
+    function_text,
+    typedef_rows,
+    vector_lanes,
+)
 
 __all__ = ["check_winograd"]
 
@@ -69,6 +76,10 @@ def check_winograd(k: CFile, source: str, e: EngineShape, storage: dict[str, str
         _check_registers(k, fn_name, arrays, add, report)
     check_pipelined(k, "wino_read_in", "read_in", "word_in", e.word, add, report)
     check_pipelined(k, "wino_read_w", "read_w", "word_w", e.w_word, add, report, name="WV")
+    reads = 1 + bool(re.search(r"\bwgt1\[", function_text(source, "wino_read_w")))
+    if reads != e.w_ports:
+        add("ports", "wino_read_w", f"reads {reads} weight port(s) at once; the model's weight rows come over "
+                                    f"{e.w_ports}")
 
 
 def _check_box(k: CFile, e: EngineShape, storage: dict[str, str], add: Any, report: LintReport) -> None:
