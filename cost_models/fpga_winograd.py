@@ -2,12 +2,12 @@
 writes them as one binary operation a statement, each bound to a core, from the same matrices and the same rule
 counted here), which layers it runs, and which tile sizes each data type offers.
 
-The engine runs F(m×m, 3×3) (``hetero_dse/ops/winograd.py``): the read process turns each α×α input patch
-(α = m + 2) into Bᵀ d B, the PE array multiplies it element by element with the weights the host transformed
-ahead (G g Gᵀ) and sums over the input channels, and a process before the write turns each sum into its m×m
-outputs (Aᵀ M A). A 1-D transform by a matrix costs, per output element, one add for each non-zero term past
-the first and, in floating point, one multiply for each coefficient other than ±1 (the fabric's cores: the DSPs
-are the PE array's); a 2-D transform is the 1-D one down every column, then along every row.
+The engine runs F(m×m, 3×3) (``hetero_dse/ops/winograd.py``): the read process turns each α×α input patch (α = m +
+2) into Bᵀ d B, the PE array multiplies it element by element with the transformed weights (G g Gᵀ: float32 by the
+host ahead, int8 by the engine, below) and sums over the input channels, and a process before the write turns each
+sum into its m×m outputs (Aᵀ M A). A 1-D transform by a matrix costs, per output element, one add for each non-zero
+term past the first and, in floating point, one multiply for each coefficient other than ±1 (the fabric's cores:
+the DSPs are the PE array's); a 2-D transform is the 1-D one down every column, then along every row.
 
 In int8 the engine also transforms its weights, G' g G'ᵀ with G' = ±L·G (``integer_weight_transform``),
 as its PE array takes a weight row: the port then carries each lane's 9 taps in 8 bits where the transformed
