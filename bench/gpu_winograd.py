@@ -23,9 +23,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cost_models.gpu_roofline import estimate, transform_seconds, winograd_estimate  # noqa: E402
+from cost_models.gpu_roofline import estimate, transform_seconds  # noqa: E402
 from gpu_cpu.winograd import algorithm_name, product_operator, winograd_shape  # noqa: E402
-from gpu_cpu.winograd_gpu import transform_kernels  # noqa: E402
+from gpu_cpu.winograd_gpu import transform_kernels, whole_estimate  # noqa: E402
 from hetero_dse.analysis import analyze  # noqa: E402
 from hetero_dse.evaluate.estimate import RooflineEvaluator  # noqa: E402
 from hetero_dse.evaluate.measured import TrialLog, fastest  # noqa: E402
@@ -52,8 +52,7 @@ def in_domain(op, m: int, target: GpuTarget, budget: int, seed: int) -> dict:
     best = fastest(log.trials)
     if best is None:
         return {"domain_active": space.domain, "seconds": None}
-    kernels = {name: transform_seconds(device, k) for name, k in transform_kernels(op, m).items()}
-    whole = winograd_estimate(estimate(space, best.point, target.registers(product, best.point)), kernels)
+    whole = whole_estimate(device, op, m, estimate(space, best.point, target.registers(product, best.point)))
     return {"domain_active": space.domain, "space_size": space.size, "product_s": best.result.seconds,
             "seconds": whole.seconds, "point": best.point.to_json()}
 

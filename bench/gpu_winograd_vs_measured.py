@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cost_models.gpu_roofline import estimate, transform_seconds, winograd_estimate  # noqa: E402
+from cost_models.gpu_roofline import estimate  # noqa: E402
 from gpu_cpu.winograd import product_operator, winograd_shape  # noqa: E402
-from gpu_cpu.winograd_gpu import transform_kernels  # noqa: E402
+from gpu_cpu.winograd_gpu import whole_estimate  # noqa: E402
 from hetero_dse.analysis import analyze  # noqa: E402
 from hetero_dse.hardware.gpus import get_device  # noqa: E402
 from hetero_dse.ops import get_builtin  # noqa: E402
@@ -47,8 +47,7 @@ def estimated_seconds(row: dict, label: str, device_name: str) -> float:
         space = GpuSpace(analyze(op), device)
         return estimate(space, point, space.limits(point)["registers"]).seconds
     space = GpuSpace(analyze(product_operator(winograd_shape(op, m))), device)
-    kernels = {name: transform_seconds(device, k) for name, k in transform_kernels(op, m).items()}
-    return winograd_estimate(estimate(space, point, space.limits(point)["registers"]), kernels).seconds
+    return whole_estimate(device, op, m, estimate(space, point, space.limits(point)["registers"])).seconds
 
 
 def compared(paths: list[Path], device_name: str) -> list[dict]:

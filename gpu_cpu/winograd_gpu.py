@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cost_models.gpu_roofline import TransformKernel
+from cost_models.gpu_roofline import GpuEstimate, TransformKernel, transform_seconds, winograd_estimate
 from gpu_cpu.blocks import rejected
 from gpu_cpu.gpu_block import schedule_gpu_main
 from gpu_cpu.main_block import point_keys
@@ -151,3 +151,10 @@ def transform_kernels(op: Operator, m: int) -> dict[str, TransformKernel]:
         "output_transform": TransformKernel(
             "output_transform", outputs, ((a + m) * _sum_flops(t.AT) + m * m * len(steps)) * outputs,
             (shape.points + steps.count("bias")) * outputs * word, scattered_out * outputs, TRANSFORM_THREADS)}
+
+
+def whole_estimate(device: Any, op: Operator, m: int, product: GpuEstimate) -> GpuEstimate:
+    """The roofline of ``op`` by F(m×m, 3×3) on ``device``: its product's estimate (``product``) and the two
+    transform kernels' (``transform_kernels``), one after the other."""
+    kernels = {name: transform_seconds(device, k) for name, k in transform_kernels(op, m).items()}
+    return winograd_estimate(product, kernels)

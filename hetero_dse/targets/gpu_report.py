@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from cost_models.gpu_roofline import ESTIMATE_OVER_H100, ESTIMATE_OVER_H200, GpuEstimate, transform_seconds
-from cost_models.gpu_roofline import winograd_estimate as combined
+from cost_models.gpu_roofline import ESTIMATE_OVER_H100, ESTIMATE_OVER_H200, GpuEstimate
 from gpu_cpu.cuda_usage import ptxas_usage
 from gpu_cpu.schedule import ScheduleError, apply_gpu, build_cuda
 from gpu_cpu.winograd import TILE_KNOB, algorithm_name, product_point
-from gpu_cpu.winograd_gpu import transform_kernels
+from gpu_cpu.winograd_gpu import whole_estimate
 from hetero_dse.evaluate.estimate import Roofline
 from hetero_dse.hardware.gpus import GpuDevice
 from hetero_dse.operator import Operator
@@ -80,9 +79,7 @@ def winograd_estimate(target: ReportedGpu, op: Operator, searched: Searched, poi
     writes and sums counted from the code, ``transform_kernels``), one after the other."""
     product = searched.alternative.op
     estimate = target.roofline(product)(searched.space, point, target.registers(product, point))
-    m = int(searched.alternative.point_of(point)[TILE_KNOB])
-    kernels = {name: transform_seconds(target.gpu, k) for name, k in transform_kernels(op, m).items()}
-    return combined(estimate, kernels)
+    return whole_estimate(target.gpu, op, int(searched.alternative.point_of(point)[TILE_KNOB]), estimate)
 
 
 def arithmetic(target: ReportedGpu, op: Operator, point: Point | None = None) -> str:
