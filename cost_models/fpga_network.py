@@ -136,7 +136,7 @@ class EngineShape:
 
     @property
     def alpha(self) -> int:
-        """The Winograd engine's input patch side (m + 2), 1 for the others (a weight row is α² lane grids)."""
+        """The Winograd engine's input patch side (m + 2), 1 for the others (its PE array is α² lane grids)."""
         return self.tile + 2 if self.tile else 1
 
     def patch_side(self, layer: NetLayer) -> int:

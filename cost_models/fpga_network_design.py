@@ -301,7 +301,7 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
             timing = {"dtype": dtype, **_timing(board, dtype, hz, word, share)}
             # an engine reads wp ports where its weight rows are an even number of words of them (a Winograd
             # engine's rows are whole lane grids too: α² or 9 of them, or one in its pointwise mode)
-            ports = {k: wp if (by_kind[k][0] * by_kind[k][1]) // wword % wp == 0 else 1 for k in kinds}
+            ports = {k: wp if (by_kind[k][0] * by_kind[k][1]) % (wword * wp) == 0 else 1 for k in kinds}
             if wp > 1 and max(ports.values()) == 1:
                 continue
             options = [engine_options(kind, *by_kind[kind], block, (word, wword, pword), timing, ports[kind])

@@ -40,6 +40,13 @@ def test_the_transforms_operations_are_the_matrices_counted_by_hand():
     g, signs = integer_weight_transform(2)
     assert [[int(v) for v in row] for row in g] == [[2, 0, 0], [1, 1, 1], [1, -1, 1], [0, 0, 2]]
     assert weight_transform_adds(2) == 3 * 4 + 4 * 4 == 28 and signs == (1, 1, -1, -1)
+    # a row of only negative terms would be a negation, an adder in integers the model does not count: refused
+    from fractions import Fraction
+
+    from hetero_dse.hls.winograd_code import _Writer
+
+    with pytest.raises(ValueError, match="negation"):
+        _Writer("short", False).combination([(Fraction(-1), "a"), (Fraction(-2), "b")])
 
 
 def test_the_models_trip_counts_and_cycles_are_the_loops_counted_by_hand():
@@ -103,17 +110,35 @@ def test_the_small_network_in_int8_runs_bit_exact_through_winograd(tmp_path):
     *_, design, project, run = _small_run(tmp_path, "int8", algorithm="winograd")
     e = design.engines["winograd"]
     assert e.w_transform and e.row_grids(3) == 9
-    # the weights file holds the taps as int8: 9 lane grids a 3x3 layer's row, one a 1x1 layer's
-    layers = [p for p in design.layers if p.layer.engine == "winograd"]
-    want = sum(e.row_grids(p.layer.R) * p.layer.K * p.layer.C for p in layers)
+    # the host lays out the taps as int8: 9 lane grids a 3x3 layer's row, one a 1x1 layer's, the 3x3 layer's
+    # first row its first output and input lanes' tap (0, 0), then tap (0, 1)
+    from hetero_dse.hls.network_layout import _weight_blocks
+
     record = json.loads((project / "design.json").read_text())["design"]
     assert [x["w_transform"] for x in record["engines"] if x["kind"] == "winograd"] == [True]
-    assert sum(-(-p.layer.K // p.tiles.tk) * p.tiles.tk * -(-p.layer.C // p.tiles.tc) * p.tiles.tc
-               * e.row_grids(p.layer.R) for p in layers) == want
+    for r in run.layers:
+        if r.placed.layer.engine == "winograd":
+            blocks, _ = _weight_blocks(r, design)
+            layer, t = r.placed.layer, r.placed.tiles
+            assert blocks.dtype == np.int8
+            assert blocks.size == -(-layer.K // t.tk) * t.tk * -(-layer.C // t.tc) * t.tc * e.row_grids(layer.R)
+            if layer.R == 3:
+                w = np.asarray(r.weight)
+                grid = e.out_lanes * e.in_lanes
+                assert blocks[0] == w[0, 0, 0, 0] and blocks[grid] == w[0, 0, 0, 1]
+                assert blocks[1] == w[0, 1, 0, 0] and blocks[e.in_lanes] == w[1, 0, 0, 0]
     result = csim(project)
     assert result.passed and result.max_abs_error == 0.0, result.output[-2000:]
     assert check_trips(project, result.output) == [] and lint_network(project).ok
     assert json.loads((project / "design.json").read_text())["design"]["engines"][-1]["error"] == 0.0
+    # a project written before the engine transformed its weights is refused in one sentence, not linted wrong
+    from hetero_dse.hls.cparse import LintError
+
+    record = json.loads((project / "design.json").read_text())
+    record["design"]["engines"][-1]["w_span"] = 2
+    (project / "design.json").write_text(json.dumps(record))
+    with pytest.raises(LintError, match="older hetero_dse"):
+        lint_network(project)
 
 
 def test_f4x4_runs_in_float_against_torch(tmp_path):
@@ -132,7 +157,7 @@ def test_f4x4_runs_in_float_against_torch(tmp_path):
     (("(acc_t)(y[i][j] >> 2)", "(acc_t)(y[i][j] >> 1)"), "csim"),
     # the engine's weight transform: a lane's taps taken transposed, or an element scaled twice: wrong products
     (("tap[r / 3][r % 3] = ", "tap[r % 3][r / 3] = "), "csim"),
-    (("y[1][0] = (s2 << 1);", "y[1][0] = (s2 << 2);"), "csim"),
+    (("y[1][0] = (s2 * 2);", "y[1][0] = (s2 * 4);"), "csim"),
     # an add of the weight transform bound to no core, or its taps in a RAM: the lint
     (("static void wino_w_transform", "  #pragma HLS BIND_OP variable=s14 op=add impl=fabric\n", ""), "lint"),
     (("            #pragma HLS ARRAY_PARTITION variable=tap type=complete dim=0\n", ""), "lint"),

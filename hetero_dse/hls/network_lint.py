@@ -65,6 +65,9 @@ def lint_network(project: str | Path) -> LintReport:
         design = record["design"]
     except (OSError, ValueError, KeyError):
         raise LintError(f"{project}/design.json is not a network design record written by hetero_dse") from None
+    if any("w_span" in e for e in design.get("engines", [])):  # before the int8 engine transformed its weights
+        raise LintError(f"{project} was written by an older hetero_dse (its Winograd weights transformed on the host, "
+                        "16 bits each): write the project again to lint it")
     source = (project / "src" / "kernel.cpp").read_text()
     header = (project / "src" / "kernel.h").read_text()
     k = parse_kernel(project / "src" / "kernel.cpp", project / "sim" / "include")

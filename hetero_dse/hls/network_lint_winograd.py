@@ -59,7 +59,8 @@ def check_winograd(k: CFile, source: str, e: EngineShape, storage: dict[str, str
     elif "wino_w_transform" in k.functions:
         add("transform", "wino_w_transform", "the code transforms its weights; the model has the host transform them")
     for fn_name, adds, muls in transforms:
-        _check_transform(k, fn_name, adds, muls, add, report)
+        _check_transform(k, fn_name, adds, muls, add, report,
+                         "weight_transform_adds" if fn_name == "wino_w_transform" else "transform_ops")
     for fn_name, loop, lanes_loop, lanes in (("wino_read_in", "transform", "transform_lane", I),
                                              ("wino_out", "inverse", "inverse_lane", L)):
         fn = k.functions.get(fn_name)
@@ -143,7 +144,8 @@ def _check_registers(k: CFile, fn_name: str, arrays: tuple[str, ...], add: Any, 
         report.pragmas_checked += 1
 
 
-def _check_transform(k: CFile, fn_name: str, adds: int, muls: int, add: Any, report: LintReport) -> None:
+def _check_transform(k: CFile, fn_name: str, adds: int, muls: int, add: Any, report: LintReport,
+                     charged_by: str = "transform_ops") -> None:
     fn = k.functions.get(fn_name)
     if fn is None:
         add("process", fn_name, "missing")
@@ -153,7 +155,7 @@ def _check_transform(k: CFile, fn_name: str, adds: int, muls: int, add: Any, rep
     got_muls = sum(1 for p in binds if re.fullmatch(r"f?mul", p.get("op", "")))
     if (got_adds, got_muls) != (adds, muls):
         add("transform", fn_name, f"{got_adds} adds and {got_muls} multiplies a lane; the model charges {adds} and "
-                                  f"{muls} (fpga_winograd.transform_ops)")
+                                  f"{muls} (fpga_winograd.{charged_by})")
     if any(p.get("impl") != "fabric" for p in binds):
         add("bind_op", fn_name, "a transform's operation is bound off the fabric; the model charges fabric cores")
     # every statement of the transform is bound: an operation with no BIND_OP is one the model does not see

@@ -4,7 +4,9 @@ of one input lane's α×α patch and Aᵀ M A of one output lane's sums, written
 lint counts in the code what ``cost_models/fpga_winograd.transform_ops`` charges: a 1-D transform is, for each
 output element, its first non-zero term, then an add or subtract a further term, a term whose coefficient is not
 ±1 first multiplied by it (floating point only: the integer engine's coefficients are ±1, and ±2 in its weight
-transform G' = 2G, written as a shift: wires, no operator).
+transform G' = S·2G, written as a multiply by a power of two, which Vitis builds as wires: no operator). An
+integer combination whose every coefficient is negative would be a negation, an adder: refused (the integer
+matrices are signed so that none is, ``fpga_winograd.integer_weight_transform``).
 """
 
 from __future__ import annotations
@@ -39,13 +41,16 @@ class _Writer:
                 shift = abs(c).numerator.bit_length() - 1
                 if abs(c) != 2 ** shift:
                     raise ValueError(f"the integer engine's transforms take coefficients ±2^k, not {c}")
-                # g++ and Vitis' clang shift a negative value's two's complement (C++20 defines it so)
-                x = f"({x} << {shift})"
+                # a power of two: a shift, wires (a multiply, not <<, whose negative operand C++14 leaves undefined)
+                x = f"({x} * {2 ** shift})"
             elif abs(c) != 1:
                 x = self.value(f"({self.ctype}){float(abs(c))!r}f * {x}", "mul")
             scaled.append((1 if c > 0 else -1, x))
         sign, acc = scaled[0]
-        if sign < 0:  # every coefficient negative: a sign flip, no operation
+        if sign < 0:  # every coefficient negative: a sign flip, free in floating point; an adder in integers
+            if not self.floating:
+                raise ValueError("an integer transform's combination of only negative terms would be a negation (an "
+                                 "adder the model does not count): sign the matrix's rows first")
             acc = self.value(f"-{acc}", None)
         for sign, x in scaled[1:]:
             acc = self.value(f"{acc} {'+' if sign > 0 else '-'} {x}", "add" if sign > 0 else "sub")
