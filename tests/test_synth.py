@@ -31,14 +31,15 @@ def fake_tool(monkeypatch):
 
 @pytest.fixture(scope="module")
 def explored(tmp_path_factory):
-    """Two small explorations' projects (gemm and conv2d), written once for the module."""
+    """Two small explorations' projects (gemm and conv2d), written once for the module (the convolution's direct
+    design: the Winograd engine's would be a network kernel, which synthesis does not read back)."""
     from hetero_dse.cli.main import main
 
     out = tmp_path_factory.mktemp("explored")
     for op, shape in (("gemm", "small:s1"), ("conv2d", "small:s1")):
         try:
             main(["explore", "--op", op, "--shape", shape, "--board", "vu9p", "--budget", "200",
-                  "--out", str(out / op)])
+                  "--out", str(out / op), "--winograd", "off"])
         except SystemExit as exc:
             assert exc.code == 0
     return out
@@ -278,7 +279,8 @@ def test_ctrl_c_cancels_the_rest_keeps_what_finished_and_leaves_no_tool_running(
 def test_explore_synthesizes_its_top_designs_and_reports_them(cli, fake_tool, tmp_path):
     out = tmp_path / "o"
     r = cli("explore", "--op", "conv2d", "--shape", "small:s1", "--board", "vu9p", "--budget", "300",
-            "--synth", "2", "--synth-steps", "csynth,impl", "--out", out, "--db", tmp_path / "h.sqlite")
+            "--synth", "2", "--synth-steps", "csynth,impl", "--out", out, "--db", tmp_path / "h.sqlite",
+            "--winograd", "off")
     assert r.code == 0, r.err
     (e,) = json.loads((out / "report.json").read_text())["explorations"]
     ranks = {s["rank"]: s for s in e["synthesis"]}
@@ -294,6 +296,30 @@ def test_explore_synthesizes_its_top_designs_and_reports_them(cli, fake_tool, tm
     r = cli("explore", "--op", "conv2d", "--shape", "small:s1", "--target", "cpu", "--synth", "1",
             "--out", tmp_path / "o2")
     assert r.code == 1 and "--synth synthesizes FPGA designs" in r.err
+
+
+def test_where_the_winograd_engine_is_kept_the_direct_designs_are_synthesized_and_the_kernel_skipped(
+        cli, fake_tool, tmp_path):
+    """The project a Winograd engine's operator writes is a network kernel, which synthesis does not read back:
+    explore --synth synthesizes the direct designs from the first (hls_rank1), and synth over the output tree
+    says it skips the kernel."""
+    out = tmp_path / "o"
+    r = cli("explore", "--op", "conv2d", "--param", "C=32", "--param", "K=32", "--param", "H=56", "--param", "W=56",
+            "--board", "zcu102", "--dtype", "int8", "--budget", "300", "--synth", "2", "--out", out,
+            "--db", tmp_path / "h.sqlite")
+    assert r.code == 0, r.err
+    (e,) = json.loads((out / "report.json").read_text())["explorations"]
+    assert e["winograd"]["chosen"] is True
+    ranks = {s["rank"]: s for s in e["synthesis"]}
+    assert set(ranks) == {1, 2} and all(s["status"] == "ok" for s in ranks.values())
+    assert [ranks[k]["project"].rsplit("/", 1)[1] for k in (1, 2)] == ["hls_rank1", "hls_rank2"]
+    networks = []
+    assert e["project"] not in {s["project"] for s in ranks.values()}
+    assert len(find_projects([out], networks)) == 2
+    assert [p.resolve() for p in networks] == [(out / e["project"]).resolve()]
+    r = cli("synth", str(out), "--db", tmp_path / "h.sqlite")
+    assert r.code == 0, r.err + r.out
+    assert "skipped 1 network kernel project(s)" in r.out
 
 
 def test_jobs_run_on_an_existing_scheduler_and_calibrate_reads_their_results(cli, projects, fake_tool, tmp_path,

@@ -118,9 +118,9 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
               help="How 3×3 stride-1 convolutions are computed. On the CPU: auto searches Winograd F(2×2, 3×3) and "
                    "F(4×4, 3×3) beside direct convolution, each with --trials, and keeps the fastest as measured; "
                    "on keeps the fastest Winograd; off searches direct only. On the GPU (float32): the same, the "
-                   "fastest by the roofline without a GPU, as timed with one. With --model on a board: the network "
-                   "kernel's 3×3 layers on a Winograd engine of their own (its second mode takes 1×1 and linear "
-                   "layers): on, off, or auto, the faster design by the model.")
+                   "fastest by the roofline without a GPU, as timed with one. On a board: the network kernel's "
+                   "Winograd engine (its second mode takes 1×1 and linear layers) set against the direct design, one "
+                   "operator's or the network's: on, off, or auto, the faster design by the model.")
 @db_option
 @click.option("--no-history", is_flag=True,
               help="Neither read nor write the history database (measured CPU/GPU trials, FPGA best designs).")
@@ -162,10 +162,6 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
     if run_csim and "fpga" not in wanted:
         raise HeteroDSEError("--csim C-simulates FPGA designs: add --board NAME (CPU and GPU schedules are checked "
                              "against the reference as they are written)")
-    if winograd != "auto" and not wanted & {"cpu", "gpu"} and (model_name is None or "fpga" not in wanted):
-        raise HeteroDSEError("--winograd chooses the algorithm of CPU and GPU schedules and of the FPGA network "
-                             "kernel: give it with --target cpu or gpu, or with --model and --board (one operator's "
-                             "FPGA design convolves directly)")
     if winograd == "on" and rpc is not None and "cpu" in wanted:
         raise HeteroDSEError("--winograd on is for this machine's CPU: a CPU over --rpc is searched by direct "
                              "convolution only; leave --winograd out")

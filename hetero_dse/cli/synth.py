@@ -130,7 +130,11 @@ def run_command(dirs: tuple[str, ...], steps: str, jobs: int, scheduler: str | N
         raise HeteroDSEError(f"--jobs and --timeout must be positive numbers (got {jobs} and {timeout})")
     if not (math.isfinite(threshold) and threshold >= 0):
         raise HeteroDSEError(f"--threshold must be a relative error, 0 or more (such as 0.25), not {threshold}")
-    projects = find_projects(dirs)
+    networks: list = []
+    projects = find_projects(dirs, networks)
+    if networks:
+        console.print(f"skipped {len(networks)} network kernel project(s), which `hetero_dse synth` does not read "
+                      f"back (synthesise each with its own `make csynth`): {', '.join(map(str, networks))}")
     tool = find_tool()
     work, bad = [], []
     for p in projects:

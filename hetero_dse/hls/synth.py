@@ -49,9 +49,12 @@ LOG_TAIL_LINES = 40
 
 
 # -------------------------------------------------------------------------------------------- jobs
-def find_projects(paths: Sequence[str | Path]) -> list[Path]:
+def find_projects(paths: Sequence[str | Path], networks: list[Path] | None = None) -> list[Path]:
     """HLS projects (a directory with ``run_hls.tcl`` and ``design.json``) among ``paths``, each a project
-    or a directory holding projects (an ``explore`` output: every project in it)."""
+    or a directory holding projects (an ``explore`` output: every single-layer project in it; its network
+    kernels, which this does not read back, go into ``networks`` where given)."""
+    from hetero_dse.hls.network_lint import is_network_project
+
     projects: list[Path] = []
     for p in map(Path, paths):
         if not p.is_dir():
@@ -61,6 +64,13 @@ def find_projects(paths: Sequence[str | Path]) -> list[Path]:
             continue
         found = sorted(q.parent for q in p.rglob("run_hls.tcl") if (q.parent / "design.json").is_file()
                        and ".partial" not in q.parent.parts[-1])
+        kernels = [q for q in found if is_network_project(q)]
+        if networks is not None:
+            networks += kernels
+        found = [q for q in found if q not in kernels]
+        if kernels and not found:
+            raise SynthError(f"{p} holds only network kernels ({len(kernels)}), which `hetero_dse synth` does not "
+                             "read back: synthesise each with its own `make csynth`")
         if not found:
             raise SynthError(f"{p} holds no HLS project written by hetero_dse (no run_hls.tcl with a design.json)")
         projects += found

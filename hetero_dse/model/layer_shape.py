@@ -51,6 +51,9 @@ def shape_of(op: Any, from_host: bool = False) -> LayerShape:
         if p.get("batch", 1) != 1 or p.get("dilation", 1) != 1 or p.get("multiplier", 1) != 1:
             raise HeteroDSEError(f"{name}: the network kernel runs batch 1, undilated convolutions (one output "
                                  "channel per depthwise channel)")
+        if op.name == "conv2d" and p.get("groups", 1) != 1:
+            raise HeteroDSEError(f"{name}: the network kernel runs dense and depthwise convolutions, not one of "
+                                 f"{p['groups']} groups")
         engine = "grid" if op.name == "conv2d" else "depthwise"
         return LayerShape(engine, p["C"], p.get("K", p["C"]), p["H"], p["W"], p["kernel"], p["kernel"],
                           p["stride"], p["padding"], from_host, name, residual="add" in steps,

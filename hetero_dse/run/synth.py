@@ -36,8 +36,13 @@ def synthesize_best(out: Path, results: list, settings: SynthSettings, store: An
     for i, (e, written) in enumerate(results):
         if e.target.kind != "fpga" or written is None or written.directory is None:
             continue
-        ranked.append((i, 1, out / written.directory))
-        for rank, (point, design) in enumerate(e.designs[1:settings.top], start=2):
+        # where the Winograd engine was kept, the project written is the network kernel's, which synthesis does
+        # not read back: the direct designs are synthesized from the first
+        winograd = getattr(e, "winograd", None) is not None and e.winograd.chosen
+        first = 1 if winograd else 2
+        if not winograd:
+            ranked.append((i, 1, out / written.directory))
+        for rank, (point, design) in enumerate(e.designs[first - 1:settings.top], start=first):
             op = e.op.with_dtype(point["dtype"])
             try:
                 directory = write_project(out / e.label / e.board.name / f"hls_rank{rank}", op, analyze(op), point,

@@ -31,6 +31,7 @@ from hetero_dse.space.fpga import FpgaSpace, SpaceOptions
 from hetero_dse.targets.base import Alternative, Defaults, Row, Search, Searched, Written
 from hetero_dse.targets.fpga_report import design_row, fpga_markdown, fpga_record
 from hetero_dse.targets.fpga_search import Designs, Exploration
+from hetero_dse.targets.fpga_winograd import winograd_choice, winograd_row
 from cost_models.fpga_network_design import explore_network
 from cost_models.fpga_network_units import explore_throughput
 from cost_models.fpga_pipeline import explore_pipeline
@@ -128,6 +129,10 @@ class FpgaTarget:
                      for r, score in zip(result.top_rows, result.top_objective, strict=True)]
         e.pareto = [(space.decode(r), describe(model, r)) for r in result.pareto_rows]
         e.best, e.best_seconds = e.designs[0][0], e.designs[0][1]["latency_s"]
+        # the second algorithm, a 3×3 convolution by Winograd on the network kernel's engine, at the best design's
+        # data type and clock target: kept where faster (auto) or asked for (on)
+        e.winograd = winograd_choice(op, self.board, e.best["dtype"],
+                                     e.best["clock_mhz"], self.algorithm, e.best_seconds)
         return e
 
     def directory(self, op: Operator) -> str:
@@ -140,6 +145,12 @@ class FpgaTarget:
         if not e.designs:
             return Written(why="interrupted before a feasible design")
         op, analysis = e.best_operator()
+        if e.winograd is not None and e.winograd.chosen:  # the network kernel's project for this one layer
+            record = _write_network(e.winograd.design, [op], out / self.directory(e.op) / "hls", out, self.csim)
+            if "directory" not in record:
+                return Written(why=record["project_why"])
+            check = record.get("check")
+            return Written(record["directory"], passed=check["passed"] if check else None, check=check)
         point, design = e.best_design
         try:
             directory = write_project(out / self.directory(e.op) / "hls", op, analysis, point, design,
@@ -156,6 +167,8 @@ class FpgaTarget:
         return written
 
     def row(self, e: Exploration, written: Written | None) -> Row:
+        if e.winograd is not None and e.winograd.chosen:
+            return winograd_row(e, written)
         design = e.designs[0][1] if e.designs else None
         detail = ""
         if design is not None:
@@ -208,7 +221,7 @@ class FpgaTarget:
         found = [e for e in outcomes if e.found and e.best_design[0]["dtype"] == dtype
                  and e.best_design[0]["clock_mhz"] == clock]
         if len(found) == len(ops):
-            record["per_layer_sum_s"] = sum(counts[e.op.shape_name] * e.best_design[1]["latency_s"] for e in found)
+            record["per_layer_sum_s"] = sum(counts[e.op.shape_name] * e.kept_seconds for e in found)
         if out is not None:
             record.update(_write_network(design, ops, out / f"network-{graph.label}" / self.board.name / "hls",
                                          out, self.csim))

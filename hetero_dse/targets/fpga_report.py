@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from hetero_dse.explore.loop import ENDS
 from hetero_dse.hardware.board import RESOURCE_KINDS
+from hetero_dse.targets.fpga_winograd import winograd_markdown
 from hetero_dse.units import fmt_bytes, fmt_seconds
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ def fpga_record(e: Exploration, written: Written | None) -> dict[str, Any]:
         "project_unwritten": None if written is None or written.why is None else f"not written: {written.why}",
         "csim": written.check if written else None,
         "calibration": e.model.calibration.to_json() if e.model.calibration else None,
+        "winograd": e.winograd.to_json() if e.winograd is not None else None,
     }
 
 
@@ -75,15 +77,15 @@ def fpga_markdown(e: Exploration, written: Written | None) -> list[str]:
     project = (f"`{written.directory}`" if written and written.directory else
                f"not written{': ' + written.why if written and written.why else ''}")
     check = written.check if written else None
-    csim = "" if check is None else \
-        f" C-simulation: {'pass' if check['passed'] else 'FAIL'} (max error {check['max_abs_error']:.2g})."
+    csim = "" if check is None else f" C-simulation: {_verdict(check)}."
+    kind = "direct " if e.winograd is not None and e.winograd.design is not None else ""
     lines = [f"## {e.op.signature()} on {e.board.name}", "",
              f"Search: {r.explorer}, {r.evaluations:,} designs scored in {r.wall_s:.2f} s"
              f"{' (interrupted)' if r.interrupted else f' (ended: {ENDS[r.ended]})' if r.ended in ENDS else ''}; "
              f"HLS project: {project}.{csim}",
-             *_calibration_line(e), "",
-             f"Best design: {p['dtype']} at {p['clock_mhz']:g} MHz{_clock(d)}, {100 * d['roofline']:.1f} % of the DSP "
-             f"roofline, bound by {d['bound']}; DSP {res['dsp']:,.0f} ({100 * util['dsp']:.0f} %), BRAM18K "
+             *_calibration_line(e), "", *winograd_markdown(e),
+             f"Best {kind}design: {p['dtype']} at {p['clock_mhz']:g} MHz{_clock(d)}, {100 * d['roofline']:.1f} % of "
+             f"the DSP roofline, bound by {d['bound']}; DSP {res['dsp']:,.0f} ({100 * util['dsp']:.0f} %), BRAM18K "
              f"{res['bram18k']:,.0f} ({100 * util['bram18k']:.0f} %), URAM {res['uram']:,.0f}, LUT {res['lut']:,.0f} "
              f"({100 * util['lut']:.0f} %) of the board's usable caps; DDR traffic {fmt_bytes(d['traffic_bytes'])}, "
              f"{d['traffic_over_bound']:.2f}× the I/O lower bound ({d['io_bound_kind']}).",
@@ -114,6 +116,12 @@ def fpga_markdown(e: Exploration, written: Written | None) -> list[str]:
         lines.append(f"| … {len(e.pareto) - 20} more in report.json | | |")
     lines.append("")
     return lines
+
+
+def _verdict(check: dict[str, Any]) -> str:
+    if check.get("passed") is None:
+        return f"not run ({check.get('why', 'no verdict')})"
+    return f"{'pass' if check['passed'] else 'FAIL'} (max error {check['max_abs_error']:.2g})"
 
 
 def _calibration_line(e: Exploration) -> list[str]:

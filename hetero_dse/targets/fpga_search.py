@@ -153,10 +153,20 @@ class Exploration(Outcome):
     result: SearchResult | None = None
     designs: list[tuple[Point, dict[str, Any]]] = field(default_factory=list)
     pareto: list[tuple[Point, dict[str, Any]]] = field(default_factory=list)
+    #: the Winograd engine set against the best design (``targets/fpga_winograd``; None: not asked or no
+    #: convolution), and whether it is the one kept
+    winograd: Any = None
 
     @property
     def best_design(self) -> tuple[Point, dict[str, Any]]:
         return self.designs[0]
+
+    @property
+    def kept_seconds(self) -> float:
+        """The latency of the design kept: the Winograd engine's where it was, else the best direct design's."""
+        if self.winograd is not None and self.winograd.chosen:
+            return self.winograd.seconds
+        return self.best_design[1]["latency_s"]
 
     def best_operator(self) -> tuple[Operator, Analysis]:
         """The operator instantiated at the best design's data type, with its analysis."""
