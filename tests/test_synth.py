@@ -306,7 +306,7 @@ def test_where_the_winograd_engine_is_kept_the_direct_designs_are_synthesized_an
     out = tmp_path / "o"
     r = cli("explore", "--op", "conv2d", "--param", "C=32", "--param", "K=32", "--param", "H=56", "--param", "W=56",
             "--board", "zcu102", "--dtype", "int8", "--budget", "300", "--synth", "2", "--out", out,
-            "--db", tmp_path / "h.sqlite")
+            "--db", tmp_path / "h.sqlite", "--winograd", "on")
     assert r.code == 0, r.err
     (e,) = json.loads((out / "report.json").read_text())["explorations"]
     assert e["winograd"]["chosen"] is True

@@ -102,7 +102,8 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
               help="Latency fraction a design may give up per compulsory-traffic of extra DDR bytes (0: latency only).")
 @click.option("--csim", "run_csim", is_flag=True, help="C-simulate each best design with g++ after writing it.")
 @click.option("--synth", "synth_top", type=click.IntRange(min=1), metavar="K",
-              help="Synthesize the K best designs of each FPGA exploration with Vitis (see 'hetero_dse synth').")
+              help="Synthesize the K best direct designs of each FPGA exploration with Vitis (see 'hetero_dse "
+                   "synth').")
 @click.option("--synth-steps", default="csynth", show_default=True, metavar="LIST",
               help="With --synth: csynth, cosim, impl (comma-separated).")
 @click.option("--jobs", "synth_jobs", default=1, show_default=True, type=click.IntRange(min=1),
@@ -119,8 +120,9 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
                    "F(4×4, 3×3) beside direct convolution, each with --trials, and keeps the fastest as measured; "
                    "on keeps the fastest Winograd; off searches direct only. On the GPU (float32): the same, the "
                    "fastest by the roofline without a GPU, as timed with one. On a board: the network kernel's "
-                   "Winograd engine (its second mode takes 1×1 and linear layers) set against the direct design, one "
-                   "operator's or the network's: on, off, or auto, the faster design by the model.")
+                   "Winograd engine set against the direct design, a network's (its second mode takes 1×1 and linear "
+                   "layers) or one 3×3 convolution's: on, off, or auto, the faster by the model (for one operator "
+                   "in float32 only: in int8 the network kernel requantises its output).")
 @db_option
 @click.option("--no-history", is_flag=True,
               help="Neither read nor write the history database (measured CPU/GPU trials, FPGA best designs).")

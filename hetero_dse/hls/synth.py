@@ -56,6 +56,7 @@ def find_projects(paths: Sequence[str | Path], networks: list[Path] | None = Non
     from hetero_dse.hls.network_lint import is_network_project
 
     projects: list[Path] = []
+    skipped: list[Path] = []
     for p in map(Path, paths):
         if not p.is_dir():
             raise SynthError(f"{p} is not a directory")
@@ -64,16 +65,16 @@ def find_projects(paths: Sequence[str | Path], networks: list[Path] | None = Non
             continue
         found = sorted(q.parent for q in p.rglob("run_hls.tcl") if (q.parent / "design.json").is_file()
                        and ".partial" not in q.parent.parts[-1])
-        kernels = [q for q in found if is_network_project(q)]
-        if networks is not None:
-            networks += kernels
-        found = [q for q in found if q not in kernels]
-        if kernels and not found:
-            raise SynthError(f"{p} holds only network kernels ({len(kernels)}), which `hetero_dse synth` does not "
-                             "read back: synthesise each with its own `make csynth`")
         if not found:
             raise SynthError(f"{p} holds no HLS project written by hetero_dse (no run_hls.tcl with a design.json)")
-        projects += found
+        kernels = [q for q in found if is_network_project(q)]
+        skipped += kernels
+        projects += [q for q in found if q not in kernels]
+    if networks is not None:
+        networks += skipped
+    if skipped and not projects:
+        raise SynthError(f"{', '.join(map(str, paths))} hold only network kernels ({len(skipped)}), which `hetero_dse "
+                         "synth` does not read back: synthesise each with its own `make csynth`")
     unique = list(dict.fromkeys(p.resolve() for p in projects))
     return unique
 

@@ -72,7 +72,9 @@ class FpgaTarget:
                  calibration: Calibration | None = None, budget: int = DEFAULT_BUDGET, csim: bool = False,
                  algorithm: str = "auto") -> None:
         self.board, self.dtypes, self.options = board, list(dtypes), options
-        self.algorithm = algorithm  # the network kernel's (``fpga_network_design.ALGORITHMS``)
+        # a 3×3 convolution's: one operator's (``targets/fpga_winograd``) and the network kernel's
+        # (``fpga_network_design.ALGORITHMS``)
+        self.algorithm = algorithm
         self.clocks = check_clocks(board, clocks)
         self.traffic_weight, self.calibration, self.csim = traffic_weight, calibration, csim
         self.device = board.name
@@ -91,7 +93,9 @@ class FpgaTarget:
                                  f"({MAX_ITERATIONS:.3g}); choose a smaller shape")
 
     def alternatives(self, op: Operator) -> Sequence[Alternative]:
-        return ()  # direct only: Winograd is not built for this device yet
+        # Winograd is another generator's (the network kernel's engine), not a point of this space: it is set
+        # against the best design in ``finish`` (``targets/fpga_winograd``)
+        return ()
 
     def space(self, op: Operator) -> FpgaSpace:
         dtypes = check_dtypes(op, self.dtypes)
@@ -130,9 +134,11 @@ class FpgaTarget:
         e.pareto = [(space.decode(r), describe(model, r)) for r in result.pareto_rows]
         e.best, e.best_seconds = e.designs[0][0], e.designs[0][1]["latency_s"]
         # the second algorithm, a 3×3 convolution by Winograd on the network kernel's engine, at the best design's
-        # data type and clock target: kept where faster (auto) or asked for (on)
-        e.winograd = winograd_choice(op, self.board, e.best["dtype"],
-                                     e.best["clock_mhz"], self.algorithm, e.best_seconds)
+        # data type and clock target (not after a Ctrl-C: the run stops with what it has)
+        if not loop.interrupted:
+            e.winograd = winograd_choice(op, self.board, e.best["dtype"], e.best["clock_mhz"], self.algorithm,
+                                         e.best_seconds, calibrated=self.calibration is not None)
+            loop.interrupted = e.winograd is not None and e.winograd.why.startswith("interrupted")
         return e
 
     def directory(self, op: Operator) -> str:
@@ -140,15 +146,20 @@ class FpgaTarget:
 
     def write(self, e: Exploration, out: Path, seed: int) -> Written:
         from hetero_dse.hls.csim import csim
-        from hetero_dse.hls.project import TestBenchTooLarge, write_project
+        from hetero_dse.hls.project import TestBenchTooLarge, check_testbench_size, write_project
 
         if not e.designs:
             return Written(why="interrupted before a feasible design")
         op, analysis = e.best_operator()
         if e.winograd is not None and e.winograd.chosen:  # the network kernel's project for this one layer
-            record = _write_network(e.winograd.design, [op], out / self.directory(e.op) / "hls", out, self.csim)
+            try:  # the same limits as the single-operator kernel's test bench, before drawing its data
+                check_testbench_size(op, analysis)
+            except TestBenchTooLarge as exc:
+                return Written(why=str(exc))
+            record = _write_network(e.winograd.design, [op], out / self.directory(e.op) / "hls", out, self.csim,
+                                    seed)
             if "directory" not in record:
-                return Written(why=record["project_why"])
+                return Written(why=record["project_why"].removeprefix("no project written: "))
             check = record.get("check")
             return Written(record["directory"], passed=check["passed"] if check else None, check=check)
         point, design = e.best_design
@@ -359,8 +370,8 @@ def _pipeline(graph: Any, shapes: list, board: Any, dtype: str, clock: float, ou
     return record
 
 
-def _write_network(design: Any, ops: Sequence[Operator], directory: Path, out: Path, run_csim: bool
-                   ) -> dict[str, Any]:
+def _write_network(design: Any, ops: Sequence[Operator], directory: Path, out: Path, run_csim: bool,
+                   seed: int = 0) -> dict[str, Any]:
     """The network's HLS project (every distinct layer on random data) and, where asked, its C-simulation with
     the trip counts of every process set beside the model's."""
     from hetero_dse.hls.csim import csim
@@ -370,7 +381,7 @@ def _write_network(design: Any, ops: Sequence[Operator], directory: Path, out: P
     from hetero_dse.hls.project import TestBenchTooLarge
 
     try:
-        written = write_network_project(directory, design, random_run(design, ops))
+        written = write_network_project(directory, design, random_run(design, ops, seed))
     except TestBenchTooLarge as exc:  # the design's figures still go into the report
         return {"project_why": f"no project written: {exc}"}
     record: dict[str, Any] = {"directory": str(written.relative_to(out))}

@@ -1,27 +1,40 @@
-"""The FPGA target's second algorithm for one operator: a 3×3 stride-1 convolution by Winograd F(m×m, 3×3) on
-the network kernel's Winograd engine (``cost_models/fpga_network_design``, explored for this one layer with the
-whole board), set beside the best direct design of the single-operator search. ``--winograd auto`` keeps the
-faster by the model, ``on`` the Winograd engine wherever it takes the operator, ``off`` never asks. Both are the
-model of the code each generator writes: the single-operator kernel's (``cost_models/fpga.py``) and the network
-kernel's (``cost_models/fpga_network.py``, whose trip counts its C-simulation checks)."""
+"""The FPGA target's second algorithm for one operator: a 3×3 stride-1 convolution (the built-in conv2d) by
+Winograd F(m×m, 3×3) on the network kernel's Winograd engine (``cost_models/fpga_network_design``, explored for
+this one layer with the whole board), set beside the best direct design of the single-operator search. Both are
+the model of the code each generator writes: the single-operator kernel's (``cost_models/fpga.py``) and the network
+kernel's (``cost_models/fpga_network.py``, whose trip counts its C-simulation checks).
+
+The two kernels do not take the same tensors: the network kernel's are [H][W][C] in a zero border, channels padded
+to its block, a bias added, and in int8 its output requantised to int8 where the single-operator kernel writes the
+int32 sums. So ``--winograd auto`` keeps the faster only where that is the same work, float32 with the model
+uncalibrated (the calibration fits the single-operator kernel alone); elsewhere it says what the Winograd engine
+would take and keeps the direct design. ``on`` keeps the Winograd engine wherever it takes the operator, ``off``
+never asks."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from cost_models.fpga_costs import ARITHMETIC
 from cost_models.fpga_network_design import explore_network, winograd_tiles
+from cost_models.fpga_winograd import TILES, refusal
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import Board
 from hetero_dse.operator import Operator
 
-__all__ = ["WinogradChoice", "winograd_choice", "winograd_markdown", "winograd_row"]
+__all__ = ["INTERFACE", "WinogradChoice", "winograd_choice", "winograd_markdown", "winograd_row"]
+
+#: what the kept project takes and gives, where it differs from the operator's own kernel
+INTERFACE = ("its tensors [H][W][C] in a zero border (channels padded to the kernel's block), a bias added "
+             "(zero where the operator has none), in int8 the output requantised to int8")
 
 
 @dataclass
 class WinogradChoice:
     """The Winograd engine's design for the operator (None where it is not offered: ``why``), whether it is the
-    one kept, and the direct design's latency it was set against."""
+    one kept (and ``why`` not, where it is faster but the comparison is not like with like), and the direct
+    design's latency it was set against."""
 
     design: Any | None
     chosen: bool
@@ -43,40 +56,63 @@ class WinogradChoice:
         return f"Winograd F({e.tile}×{e.tile}, 3×3) engine of {e.out_lanes} × {e.in_lanes} lanes"
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"chosen": self.chosen, "direct_latency_s": self.direct_s}
+        out: dict[str, Any] = {"chosen": self.chosen, "direct_latency_s": self.direct_s,
+                               **({"why": self.why} if self.why else {})}
         if self.design is None:
-            return {**out, "why": self.why}
+            return out
         record = self.design.to_json()
-        return {**out, "engine": self.engine(), "speedup_over_direct": self.speedup,
+        return {**out, "engine": self.engine(), "speedup_over_direct": self.speedup, "interface": INTERFACE,
                 **{k: record[k] for k in ("latency_s", "gops", "peak_gops", "achieved_mhz", "engines", "resources",
                                           "utilisation", "basis")}}
 
 
-def winograd_choice(op: Operator, board: Board, dtype: str, clock_mhz: float, algorithm: str, direct_s: float
-                    ) -> WinogradChoice | None:
+def winograd_choice(op: Operator, board: Board, dtype: str, clock_mhz: float, algorithm: str, direct_s: float,
+                    calibrated: bool = False) -> WinogradChoice | None:
     """The Winograd engine set against the direct design of ``direct_s`` for ``op`` at the direct design's data
-    type and clock target; None where ``algorithm`` is ``direct`` or ``op`` is no convolution."""
+    type and clock target; None where ``algorithm`` is ``direct`` or ``op`` is not the built-in conv2d.
+    ``calibrated``: the direct design's figure is the calibrated model's."""
     from hetero_dse.model.layer_shape import shape_of
 
-    if algorithm == "direct" or op.name != "conv2d":
-        return None
+    from hetero_dse.ops import get_builtin
+
+    if algorithm == "direct" or op.name != "conv2d" or op.definition.builder is not get_builtin("conv2d").builder:
+        return None  # an op.py's operator may share the name and compute something else
+
+    def not_offered(why: str) -> WinogradChoice:
+        return WinogradChoice(None, False, direct_s, why)
+
     try:  # the layer reads its input from the kernel's arena, as any layer of a network (no im2col)
         shape = shape_of(op, from_host=False)
     except HeteroDSEError as exc:
-        return WinogradChoice(None, False, direct_s, str(exc))
-    if (shape.R, shape.S) != (3, 3) or not winograd_tiles(shape, dtype):
-        return WinogradChoice(None, False, direct_s, "Winograd runs 3×3 stride-1 convolutions of one group on the "
-                                                     "FPGA's network kernel; this one stays direct")
+        return not_offered(str(exc))
+    if (shape.R, shape.S, shape.stride) != (3, 3, 1):
+        return not_offered(f"Winograd runs 3×3 stride-1 convolutions, not {shape.R}×{shape.S} stride {shape.stride}")
+    if dtype not in TILES:
+        return not_offered(f"the network kernel's Winograd engine runs float32 and int8, not {dtype}")
+    if not winograd_tiles(shape, dtype):
+        return not_offered(refusal(TILES[dtype][0], dtype, shape.C, 3, 3, 1) or "no tile of the engine takes it")
     try:
         design = explore_network([(shape, 1)], board, dtype, clock_mhz, algorithm="winograd")
     except HeteroDSEError as exc:
-        return WinogradChoice(None, False, direct_s, str(exc))
-    return WinogradChoice(design, algorithm == "winograd" or design.latency_s < direct_s, direct_s)
+        return not_offered(str(exc))
+    except KeyboardInterrupt:  # the direct search stands; the run stops after it (the caller marks it)
+        return not_offered("interrupted before the Winograd engine was explored")
+    if algorithm == "winograd":
+        return WinogradChoice(design, True, direct_s)
+    faster = design.latency_s < direct_s
+    if faster and dtype != "float32":
+        return WinogradChoice(design, False, direct_s, f"the network kernel's {dtype} layer is not this operator "
+                                                       "(its output requantised to int8, where this operator's is "
+                                                       "the int32 sums)")
+    if faster and calibrated:
+        return WinogradChoice(design, False, direct_s, "the direct design's figure is the calibrated model's, the "
+                                                       "Winograd engine's the uncalibrated estimate")
+    return WinogradChoice(design, faster, direct_s)
 
 
 def winograd_row(e: Any, written: Any) -> Any:
     """The report's row where the Winograd engine is kept: its latency, GOPS (direct convolution's operations)
-    and share of the engine's peak (which counts the multiplies Winograd saves), beside the direct design's."""
+    and their share of the board's DSP roofline (which Winograd may pass by the multiplies it saves)."""
     from gpu_cpu.winograd import algorithm_name
     from hetero_dse.targets.base import Row
     from hetero_dse.units import fmt_seconds
@@ -84,11 +120,13 @@ def winograd_row(e: Any, written: Any) -> Any:
     w = e.winograd
     record = w.design.to_json()
     res, util = record["resources"], record["utilisation"]
+    a = ARITHMETIC[w.design.dtype]
+    roofline_gops = 2 * e.board.cap("dsp") / (a.dsp_mul + a.dsp_add) * w.design.clock_mhz / 1e3
     detail = (f"{w.design.dtype} · {w.engine()} (the network kernel) · DSP {res['dsp']:,.0f} ({100 * util['dsp']:.0f}%)"
               f" · {record['achieved_mhz']:.0f} MHz · {w.speedup:.2f}× the direct design ({fmt_seconds(w.direct_s)})")
     check = "—" if written is None or written.passed is None else ("pass" if written.passed else "FAIL")
     return Row("fpga", e.op.name, e.op.shape_name, e.board.name, "model", w.seconds, record["gops"],
-               record["gops"] / record["peak_gops"], "compute", None, e.explorer, e.loop.evaluations, 0, 0,
+               record["gops"] / roofline_gops, None, None, e.explorer, e.loop.evaluations, 0, 0,
                e.loop.wall_s, e.interrupted, written.directory if written else None, written.why if written else None,
                check, detail, algorithm=algorithm_name(w.design.engines["winograd"].tile))
 
@@ -102,8 +140,14 @@ def winograd_markdown(e: Any) -> list[str]:
         return []
     if w.design is None:
         return [f"Winograd: not offered ({w.why}).", ""]
-    verdict = ("kept: its project is the one written" if w.chosen else
-               "not kept: the direct design is faster (`--winograd on` keeps it)")
+    if w.chosen:
+        verdict = (f"kept: its project is the one written, the network kernel's for this layer ({INTERFACE}); "
+                   "`hetero_dse synth` reads back the direct designs only (`explore --synth` synthesizes those), "
+                   "the kernel is synthesized with its own `make csynth`")
+    elif w.why:
+        verdict = f"not kept, {w.why} (`--winograd on` keeps it)"
+    else:
+        verdict = "not kept: the direct design is faster (`--winograd on` keeps it)"
     return [f"Winograd: a {w.engine()} of the network kernel, explored for this layer with the whole board, "
             f"runs it in {fmt_seconds(w.seconds)} at {w.design.achieved_mhz:.0f} MHz, {w.speedup:.2f}× the best "
             f"direct design's {fmt_seconds(w.direct_s)} by the model; {verdict}.", ""]
