@@ -130,6 +130,8 @@ def _rows_table(rows: Sequence[dict[str, Any]]) -> str:
     body = []
     for r in rows:
         operator = r["operator"] + (f" {r['shape']}" if r["shape"] else "")
+        if r.get("algorithm"):  # where the target set more than one algorithm against each other
+            operator += f" ({r['algorithm']})"
         body.append([operator, r["device"], fmt_seconds(r["seconds"]) if r["seconds"] else "—",
                      r["basis"], f"{r['gflops']:.1f}" if r["gflops"] is not None else "—",
                      f"{100 * r['peak_fraction']:.1f}" if r["peak_fraction"] is not None else "—",
@@ -300,7 +302,9 @@ def _synthesis(report: dict[str, Any]) -> Any:
 register_plot("per_operator", _per_operator, "Each operator's best latency on each device (log scale; hatched: a "
               "roofline estimate, not a measurement).")
 register_plot("roofline", _roofline, "Roofline per device: each chosen design or schedule at its arithmetic "
-              "intensity (FLOPs per compulsory DDR byte); the line is the device's peak for that data type.")
+              "intensity (FLOPs per compulsory DDR byte); the line is the device's peak for that data type. A point "
+              "above it is an algorithm that multiplies less than its FLOPs count (Winograd: its GFLOPS are "
+              "direct convolution's).")
 register_plot("convergence", _convergence, "Search convergence: the best objective found so far against points "
               "evaluated, relative to the search's final best.")
 register_plot("pareto", _pareto, "FPGA Pareto front of each search: predicted latency against DSPs, coloured by "

@@ -46,6 +46,7 @@ def test_a_3x3_convolution_on_vu9p_is_kept_on_the_winograd_engine_and_c_simulate
     assert e["csim"]["trips"] == "every process ran the trips the model charges"
     assert cli("lint", project).code == 0
     assert f"{w['speedup_over_direct']:.2f}× the best direct design" in (out / "report.md").read_text()
+    assert "conv2d (Winograd F(2×2, 3×3))" in (out / "report.html").read_text()  # the page names the algorithm
     # its share of the board's DSP roofline, as the direct row's: Winograd passes it by the multiplies it saves
     assert row["peak_fraction"] == pytest.approx(w["gops"] / (2 * 4788 / 4 * 250 / 1e3))
     # in int8 the network kernel requantises its output where this operator's kernel writes the int32 sums: auto
