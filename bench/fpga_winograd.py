@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cost_models.fpga_costs import ARITHMETIC  # noqa: E402
+from cost_models.fpga_costs import dsp_roofline_ops  # noqa: E402
 from cost_models.fpga_network_design import explore_network, winograd_tiles  # noqa: E402
 from hetero_dse.errors import HeteroDSEError  # noqa: E402
 from hetero_dse.hardware.board import load_board  # noqa: E402
@@ -31,8 +31,7 @@ from network_shapes import network_shapes  # noqa: E402
 
 
 def _figures(design, board, dtype) -> dict:
-    a = ARITHMETIC[dtype]
-    peak = 2 * board.cap("dsp") / (a.dsp_mul + a.dsp_add) * design.clock_mhz * 1e6
+    peak = dsp_roofline_ops(board.cap("dsp"), dtype, design.clock_mhz)
     gops = 2 * design.macs / design.latency_s / 1e9
     wino = next((e for e in design.to_json()["engines"] if e["kind"] == "winograd"), None)
     return {"latency_s": design.latency_s, "gops": gops, "dsp": design.resources["dsp"],

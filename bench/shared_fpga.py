@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cost_models.fpga_costs import ARITHMETIC  # noqa: E402
+from cost_models.fpga_costs import dsp_roofline_ops  # noqa: E402
 from cost_models.fpga_network_design import explore_network  # noqa: E402
 from cost_models.fpga_network_units import explore_throughput  # noqa: E402
 from hetero_dse.errors import HeteroDSEError  # noqa: E402
@@ -63,9 +63,7 @@ def main() -> None:
                     rows.append({"net": net, "board": board_name, "dtype": dtype, "why": str(exc)})
                     continue
                 wall = time.perf_counter() - start
-                a = ARITHMETIC[dtype]
-                per_mac = a.dsp_mul + a.dsp_add
-                peak = 2 * board.cap("dsp") / per_mac * design.clock_mhz * 1e6
+                peak = dsp_roofline_ops(board.cap("dsp"), dtype, design.clock_mhz)
                 gops = 2 * design.macs / design.latency_s / 1e9
                 row = {"net": net, "board": board_name, "dtype": dtype, "weight_ports": design.w_ports,
                        "latency_s": design.latency_s,

@@ -68,6 +68,14 @@ PACKED_CHAIN = 4
 CHAIN_DELAY_FF = 200
 
 
+def dsp_roofline_ops(dsps: float, dtype: str, clock_mhz: float) -> float:
+    """Operations a second of ``dsps`` DSPs each in a multiply-add of ``dtype`` every cycle at ``clock_mhz``, as
+    many DSPs a multiply-add as its cores take (two operations a multiply-add): the DSP roofline the network
+    kernel's figures are set against."""
+    a = ARITHMETIC[dtype]
+    return 2 * dsps / (a.dsp_mul + a.dsp_add) * clock_mhz * 1e6
+
+
 def packed_chain(in_lanes: int) -> int:
     """The chain a packed grid of ``in_lanes`` input lanes sums in its DSPs: the longest up to ``PACKED_CHAIN``
     that divides the lanes."""

@@ -38,6 +38,7 @@ from hetero_dse.hls.network_lint_parts import (
     check_pe_loop,
     check_pipelined,
     check_streams,
+    check_weight_ports,
     constant,
     function_text,
     packed_chains,
@@ -111,10 +112,7 @@ def lint_network(project: str | Path) -> LintReport:
                        add, report, chain=engines[kind].chain, source=source)
         check_pipelined(k, f"{name}_read_in", "read_in", "word_in", word, add, report)
         check_pipelined(k, f"{name}_read_w", "read_w", "word_w", design["wword"], add, report, name="WV")
-        reads = 1 + bool(re.search(r"\bwgt1\[", function_text(source, f"{name}_read_w")))
-        if reads != engines[kind].w_ports:
-            add("ports", f"{name}_read_w", f"reads {reads} weight port(s) at once; the model's weight rows come "
-                                           f"over {engines[kind].w_ports}")
+        check_weight_ports(source, f"{name}_read_w", engines[kind].w_ports, add)
     for loop in ("write", "write_res", "bias_in"):
         if not re.search(rf"\b{loop}: for \(.*\) {{\n\s*#pragma HLS PIPELINE II=1\n", source):
             add("ii", "write_out", f"its {loop} loop is not pipelined at II 1 as the model charges")

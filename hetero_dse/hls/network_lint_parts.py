@@ -83,6 +83,14 @@ def function_text(source: str, name: str) -> str:
     return source[start:source.find("\n}\n", start)] if start >= 0 else ""
 
 
+def check_weight_ports(source: str, fn_name: str, ports: int, add: Any) -> None:
+    """The weight process ``fn_name`` reads as many weight ports at once as the model's rows come over (a second
+    port is ``wgt1``)."""
+    reads = 1 + bool(re.search(r"\bwgt1\[", function_text(source, fn_name)))
+    if reads != ports:
+        add("ports", fn_name, f"reads {reads} weight port(s) at once; the model's weight rows come over {ports}")
+
+
 def packed_chains(text: str) -> re.Match | None:
     """The first packed chain in ``text`` as ``hls_templates/packed.j2`` writes it, its sum started afresh in the
     unrolled chain loop with its expression balancing off (else the sum runs on past the model's chain, or Vitis

@@ -28,7 +28,7 @@ from hetero_dse.hls.network_lint_parts import (
     check_pe_loop,
     check_pipelined,
     check_streams,
-    function_text,
+    check_weight_ports,
     typedef_rows,
     vector_lanes,
 )
@@ -77,10 +77,7 @@ def check_winograd(k: CFile, source: str, e: EngineShape, storage: dict[str, str
         _check_registers(k, fn_name, arrays, add, report)
     check_pipelined(k, "wino_read_in", "read_in", "word_in", e.word, add, report)
     check_pipelined(k, "wino_read_w", "read_w", "word_w", e.w_word, add, report, name="WV")
-    reads = 1 + bool(re.search(r"\bwgt1\[", function_text(source, "wino_read_w")))
-    if reads != e.w_ports:
-        add("ports", "wino_read_w", f"reads {reads} weight port(s) at once; the model's weight rows come over "
-                                    f"{e.w_ports}")
+    check_weight_ports(source, "wino_read_w", e.w_ports, add)
 
 
 def _check_box(k: CFile, e: EngineShape, storage: dict[str, str], add: Any, report: LintReport) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cost_models.fpga_costs import ARITHMETIC
+from cost_models.fpga_costs import dsp_roofline_ops
 from cost_models.fpga_network_design import explore_network, winograd_tiles
 from cost_models.fpga_winograd import TILES, refusal
 from hetero_dse.errors import HeteroDSEError
@@ -120,8 +120,7 @@ def winograd_row(e: Any, written: Any) -> Any:
     w = e.winograd
     record = w.design.to_json()
     res, util = record["resources"], record["utilisation"]
-    a = ARITHMETIC[w.design.dtype]
-    roofline_gops = 2 * e.board.cap("dsp") / (a.dsp_mul + a.dsp_add) * w.design.clock_mhz / 1e3
+    roofline_gops = dsp_roofline_ops(e.board.cap("dsp"), w.design.dtype, w.design.clock_mhz) / 1e9
     detail = (f"{w.design.dtype} · {w.engine()} (the network kernel) · DSP {res['dsp']:,.0f} ({100 * util['dsp']:.0f}%)"
               f" · {record['achieved_mhz']:.0f} MHz · {w.speedup:.2f}× the direct design ({fmt_seconds(w.direct_s)})")
     check = "—" if written is None or written.passed is None else ("pass" if written.passed else "FAIL")
