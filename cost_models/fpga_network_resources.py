@@ -20,7 +20,14 @@ from cost_models.fpga_costs import (
     LUT_PER_PORT,
 )
 from cost_models.fpga_network import EngineShape
-from cost_models.fpga_winograd import FABRIC_FADD, FABRIC_FMUL, transform_ops, weight_transform_adds
+from cost_models.fpga_winograd import (
+    FABRIC_FADD,
+    FABRIC_FMUL,
+    divide_adds,
+    integer_types,
+    transform_ops,
+    weight_transform_adds,
+)
 from hetero_dse.hardware.board import RESOURCE_KINDS
 
 __all__ = ["engine_resources", "engine_storage", "kernel_base"]
@@ -40,9 +47,11 @@ def _buffers(engine: EngineShape, dtype: str) -> list[tuple[str, float, float, f
     that holds it, in α² banks (``box``)."""
     bits, acc_bits = 8.0 * np.dtype(dtype).itemsize, 32.0
     if engine.kind == "winograd":
-        a2, tr_bits = engine.alpha ** 2, (16.0 if dtype == "int8" else bits)
+        a2 = engine.alpha ** 2
+        tr_bits, sum_bits = ((float(integer_types(engine.tile).tr), float(integer_types(engine.tile).sums))
+                             if dtype == "int8" else (bits, acc_bits))
         return [("in", engine.in_rows, a2 * engine.in_lanes * tr_bits, 2.0),
-                ("out", engine.out_rows, a2 * engine.out_lanes * acc_bits, 2.0),
+                ("out", engine.out_rows, a2 * engine.out_lanes * sum_bits, 2.0),
                 ("tile", engine.tile_rows, engine.out_lanes * acc_bits, 2.0),
                 ("box", engine.in_rows, engine.in_lanes * bits, float(a2))]
     lanes_in = engine.in_lanes if engine.kind == "grid" else engine.out_lanes
@@ -86,11 +95,11 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
     for _, rows, width, copies in _buffers(engine, dtype):
         storage_cost(float(rows), width, uram, res, copies)
     # the weight row as the port brings it (gathered, and the FIFO's two rows) and as the PE array takes it: the
-    # same but on a Winograd engine that transforms its weights (9 taps of 8 bits in, α² values of 16 used)
+    # same but on a Winograd engine that transforms its weights (9 taps of 8 bits in, α² values of 16 or 18 used)
     w_bits = w_use = macs * bits if engine.kind != "depthwise" else engine.out_lanes * bits
     if engine.kind == "winograd":
         w_bits = engine.row_grids(3) * engine.out_lanes * engine.in_lanes * bits
-        w_use = macs * (16.0 if engine.w_transform else bits)
+        w_use = macs * (integer_types(engine.tile).u if engine.w_transform else bits)
         _transform_resources(engine, dtype, res)
         # its run-time addresses besides the grid's: the banks' rows as the box arrives, the transform's rows, the
         # output tile's pixel (a reviewer's count from the code: some 40 32-bit multiplies in all, *estimate*)
@@ -112,18 +121,22 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
 def _transform_resources(engine: EngineShape, dtype: str, res: np.ndarray) -> None:
     """The Winograd engine's transforms on the fabric (``fpga_winograd.transform_ops``: the input's on each
     input lane, the output's on each output lane; ``weight_transform_adds`` on each lane pair where it transforms
-    its weights), and the registers of the output transform's m×m results and the patch sum it reads."""
+    its weights; ``divide_adds`` on each output lane where the output's division is not a shift alone), and the
+    registers of the output transform's m×m results and the patch sum it reads."""
     lut, ff = RESOURCE_KINDS.index("lut"), RESOURCE_KINDS.index("ff")
-    ops = transform_ops(engine.tile)
+    ops = transform_ops(engine.tile, dtype)
     if ARITHMETIC[dtype].floating:
         adds = ops.in_adds * engine.in_lanes + ops.out_adds * engine.out_lanes
         muls = ops.in_muls * engine.in_lanes + ops.out_muls * engine.out_lanes
         res[lut] += adds * FABRIC_FADD[0] + muls * FABRIC_FMUL[0]
         res[ff] += adds * FABRIC_FADD[1] + muls * FABRIC_FMUL[1]
-    else:  # carry chains a LUT a bit: the input's 16-bit adds, the output's 64-bit ones (then >> 2)
-        bits = ops.in_adds * engine.in_lanes * 16 + ops.out_adds * engine.out_lanes * 64
-        if engine.w_transform:  # 16-bit adds, each registered (the PE loop's pipeline)
-            bits += weight_transform_adds(engine.tile) * engine.out_lanes * engine.in_lanes * 16
+    else:  # carry chains a LUT a bit, as wide as the types (``integer_types``): the input's adds, the output's,
+        # the exact division's 32-bit ones
+        types = integer_types(engine.tile)
+        bits = (ops.in_adds * engine.in_lanes * types.tr + ops.out_adds * engine.out_lanes * types.y
+                + divide_adds(engine.tile) * engine.out_lanes * 32)
+        if engine.w_transform:  # each registered (the PE loop's pipeline)
+            bits += weight_transform_adds(engine.tile) * engine.out_lanes * engine.in_lanes * types.u
         res[lut] += bits
         res[ff] += bits
     # the output transform's m² pixels (the pointwise mode's α²), in registers, leave a cycle each through a

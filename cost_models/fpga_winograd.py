@@ -11,9 +11,17 @@ the DSPs are the PE array's); a 2-D transform is the 1-D one down every column, 
 
 In int8 the engine also transforms its weights, G' g G'ᵀ with G' = ±L·G (``integer_weight_transform``),
 as its PE array takes a weight row: the port then carries each lane's 9 taps in 8 bits where the transformed
-weight is α² values of 16 (F(2×2): 3.6× fewer bytes). G' has coefficients ±1 and ±2 (a shift: wires, no
-operator); each further term is an add. In float32 the host transforms the weights ahead: G's ½ and its F(4×4)
-fractions would each be a fabric multiply.
+weight is α² values of 16 or 18 bits (F(2×2): 3.6× fewer bytes, F(4×4): 4×). An integer coefficient is a sum of
+powers of two, each a shift (wires, no operator): each term past a combination's first is an add (F(4×4)'s 5 of
+Bᵀ is 4 + 1, its 6 and 24 of G' are 4 + 2 and 16 + 8). In float32 the host transforms the weights ahead: G's ½ and
+its F(4×4) fractions would each be a fabric multiply.
+
+The int8 output is the convolution's sum times D = (L·L')² (``Transforms.weight_scale``): F(2×2)'s D = 4 is a
+shift of sums held exactly (int32 sums, a 64-bit output transform). F(4×4)'s D = 576 = 2⁶·9 would need 40-bit sums
+and a 49-bit output transform held exactly; the engine keeps them modulo 2^38 instead (``integer_types``: a DSP48E2
+accumulates 38 bits in its 48-bit P), as every step before the division is a ring operation: the 38 low bits of D·y,
+shifted by 6, are the 32 low bits of 9·y, and times 9's inverse modulo 2^32 (four shift-adds, ``exact_division``)
+they are y, which the convolution's int32 sum holds whole.
 """
 
 from __future__ import annotations
@@ -24,13 +32,16 @@ from functools import cache
 
 from cost_models.fpga_costs import ARITHMETIC, DEEPER_CORES_ABOVE_MHZ
 
-__all__ = ["FABRIC_FADD", "FABRIC_FMUL", "TILES", "TransformOps", "refusal", "transform_depth", "transform_ops",
-           "integer_weight_transform", "weight_transform_adds", "weight_transform_depth", "winograd_record"]
+__all__ = ["FABRIC_FADD", "FABRIC_FMUL", "TILES", "IntegerTypes", "TransformOps", "divide_adds", "exact_division",
+           "integer_types", "refusal", "transform_depth", "transform_ops", "integer_weight_transform",
+           "weight_transform_adds", "weight_transform_depth", "winograd_record"]
 
-#: output tiles the engine offers per data type. int8 F(4×4) is not offered: its channel sums need 40 bits and
-#: its output an exact division by 576 (``ops.winograd.integer_bits``), which this engine does not build; F(2×2)
-#: in int8 is exact with int16 transforms, int32 sums and a division by 4 (a shift)
-TILES = {"float32": (2, 4), "int8": (2,)}
+#: output tiles the engine offers per data type: F(2×2) and F(4×4) (F(6×6)'s output transform has halves and its
+#: float32 error passes the tolerance, ``ops.winograd.refused``)
+TILES = {"float32": (2, 4), "int8": (2, 4)}
+#: the widest transformed weight a DSP48E2 multiplies by one of its ports (B: 18 bits signed; the transformed
+#: input takes the 27-bit A)
+DSP_B_BITS = 18
 #: a float add or subtract on the fabric (BIND_OP impl=fabric): LUTs and FFs (*estimate*: no fabric fadd in the
 #: reports of ``shared/notes/fpga.md``; Xilinx's floating-point operator datasheet puts a no-DSP single-precision
 #: adder at some 400 LUTs; a 3–4-stage core registers some 300 bits, an FPGA reviewer's reading)
@@ -50,20 +61,35 @@ class TransformOps:
     out_muls: int
 
 
-def _ops_1d(rows: tuple[tuple[Fraction, ...], ...]) -> tuple[int, int]:
-    adds = sum(max(0, sum(1 for v in row if v) - 1) for row in rows)
-    muls = sum(1 for row in rows for v in row if v and abs(v) != 1)
+def integer_terms(c: Fraction) -> list[int]:
+    """An integer coefficient's powers of two, largest first (5 → [4, 1]): a term each, a shift each."""
+    if c.denominator != 1:
+        raise ValueError(f"the integer engine's transforms take integer coefficients, not {c}")
+    n = abs(c.numerator)
+    return [1 << b for b in range(n.bit_length() - 1, -1, -1) if n >> b & 1]
+
+
+def _terms(row: tuple[Fraction, ...], integer: bool) -> int:
+    """A combination's terms: a non-zero coefficient one; in integers, one a power of two of it."""
+    return sum(len(integer_terms(v)) if integer else 1 for v in row if v)
+
+
+def _ops_1d(rows: tuple[tuple[Fraction, ...], ...], integer: bool = False) -> tuple[int, int]:
+    adds = sum(max(0, _terms(row, integer) - 1) for row in rows)
+    muls = 0 if integer else sum(1 for row in rows for v in row if v and abs(v) != 1)
     return adds, muls
 
 
 @cache
-def transform_ops(m: int) -> TransformOps:
-    """A lane's operations of F(m×m, 3×3)'s two transforms, as ``hls/winograd_code.py`` writes them."""
+def transform_ops(m: int, dtype: str = "float32") -> TransformOps:
+    """A lane's operations of F(m×m, 3×3)'s two transforms in ``dtype``, as ``hls/winograd_code.py`` writes them
+    (int8: the output transform's matrix is Aᵀ·S, ``integer_weight_transform``; the same terms)."""
     from hetero_dse.ops.winograd import transforms
 
     t = transforms(m, 3)
-    a_in, m_in = _ops_1d(t.BT)
-    a_out, m_out = _ops_1d(t.AT)
+    integer = not ARITHMETIC[dtype].floating
+    a_in, m_in = _ops_1d(t.BT, integer)
+    a_out, m_out = _ops_1d(t.AT, integer)
     # Bᵀ d: the α columns of d, each α outputs; then (Bᵀ d) B: the α rows, each α outputs
     # Aᵀ M: the α columns of M, each m outputs; then (Aᵀ M) A: the m rows, each m outputs
     return TransformOps(2 * t.alpha * a_in, 2 * t.alpha * m_in, (t.alpha + m) * a_out, (t.alpha + m) * m_out)
@@ -87,30 +113,92 @@ def weight_transform_adds(m: int) -> int:
     """Adds of one lane's integer weight transform G' g G'ᵀ (``hls/winograd_code.py`` writes it): G' g down the
     3 columns of g (α outputs each), then along its α rows (α outputs each); a power-of-two coefficient is a shift."""
     g, _ = integer_weight_transform(m)
-    adds, _ = _ops_1d(g)
+    adds, _ = _ops_1d(g, integer=True)
     return (3 + len(g)) * adds
 
 
 def weight_transform_depth(m: int) -> int:
     """Pipeline stages the integer weight transform adds to the PE loop: two passes of its longest chain of adds
     (an integer add a stage, ``ARITHMETIC['int8']``)."""
-    chain = max(sum(1 for v in row if v) - 1 for row in integer_weight_transform(m)[0])
+    chain = max(_terms(row, True) - 1 for row in integer_weight_transform(m)[0])
     return 2 * chain * ARITHMETIC["int8"].add_latency
+
+
+@dataclass(frozen=True)
+class IntegerTypes:
+    """The int8 engine's widths in bits (``hls/network_project.winograd_context`` types its code by them, the
+    resources charge them): a transformed input (``wino_tr_t``), a transformed weight (``wino_u_t``), a product
+    and a channel sum (``wino_m_t``), an output transform's value (``wino_y_t``). ``modular``: the sums and the
+    output transform are held modulo 2^sums (the module doc), not exactly."""
+
+    tr: int
+    u: int
+    sums: int
+    y: int
+    modular: bool
+
+
+@cache
+def exact_division(m: int) -> tuple[int, tuple[int, ...]]:
+    """How an int8 engine divides its output by D = 2^s·d exactly: (s, steps), a shift by s, then d's inverse
+    modulo 2^32 as a product of factors (1 + 2^j) (j < 0: 1 − 2^|j|), each one shift-add of 32 bits: for
+    d = 1 + 2^k, (1 − 2^k)(1 + 2^2k)(1 + 2^4k)… (their product with d is 1 − 2^(2^n·k), 1 once that passes 32)."""
+    from hetero_dse.ops.winograd import transforms
+
+    t = transforms(m, 3)
+    divisor = (t.weight_scale * t.output_scale) ** 2
+    shift = (divisor & -divisor).bit_length() - 1
+    odd = divisor >> shift
+    if odd == 1:
+        return shift, ()
+    k = (odd - 1).bit_length() - 1
+    if odd != 1 + (1 << k):
+        raise ValueError(f"F({m}×{m}, 3×3) divides its output by {divisor}: {odd} is not 1 + 2^k, whose inverse "
+                         "the engine builds by shift-adds")
+    steps, j = [-k], 2 * k
+    while j < 32:
+        steps.append(j)
+        j *= 2
+    return shift, tuple(steps)
+
+
+def divide_adds(m: int) -> int:
+    """Adds of one output lane's exact division (``exact_division``: one a factor; a shift is wires)."""
+    return len(exact_division(m)[1])
+
+
+@cache
+def integer_types(m: int) -> IntegerTypes:
+    """The int8 engine's widths for F(m×m, 3×3) (``ops.winograd.integer_bits`` for the transforms): where its
+    output divides by a power of two (F(2×2)) the int32 sums and a 64-bit output transform hold every value
+    exactly (a layer whose sums pass 32 bits refused, ``refusal``); where it divides by more (F(4×4)), the sums and
+    output transform are held modulo 2^(32 + s), the 32 bits of the result above the shift by s."""
+    from hetero_dse.ops.winograd import integer_bits
+
+    bits = integer_bits(m, 3, 1)
+    tr = 16 if bits.input_transform <= 16 else 32
+    u = 16 if bits.weight_transform <= 16 else bits.weight_transform
+    shift, steps = exact_division(m)
+    if steps:
+        return IntegerTypes(tr, u, 32 + shift, 32 + shift, True)
+    return IntegerTypes(tr, u, 32, 64, False)
 
 
 def transform_depth(m: int, dtype: str, clock_mhz: float) -> int:
     """Pipeline stages of a transform loop: the buffer read, then two passes each of the deepest chain of adds
-    (a term a stage after the first), after a constant multiply where a coefficient needs one."""
+    (a term a stage after the first), after a constant multiply where a coefficient needs one; the output's, then
+    its exact division's shift-adds (int8 F(4×4), ``divide_adds``)."""
     from hetero_dse.ops.winograd import transforms
 
     a = ARITHMETIC[dtype]
     deeper = 1 if a.floating and clock_mhz > DEEPER_CORES_ABOVE_MHZ else 0
     t = transforms(m, 3)
     depth = 1
-    for rows in (t.BT, t.AT):
-        chain = max(sum(1 for v in row if v) - 1 for row in rows)
+    for rows, after in ((t.BT, 0), (t.AT, 0 if a.floating else divide_adds(m) * a.add_latency)):
+        chain = max(_terms(row, not a.floating) - 1 for row in rows)
         mul = any(v and abs(v) != 1 for row in rows for v in row) and a.floating
-        depth = max(depth, 1 + 2 * (chain * (a.add_latency + deeper) + (a.mul_latency + deeper if mul else 0)))
+        depth = max(depth, 1 + 2 * (chain * (a.add_latency + deeper) + (a.mul_latency + deeper if mul else 0))
+                    + after)
     return depth
 
 
@@ -135,12 +223,19 @@ def refusal(m: int, dtype: str, channels: int, R: int, S: int, stride: int) -> s
     if (R, S, stride) != (3, 3, 1):
         return f"Winograd F({m}×{m}, 3×3) runs 3×3 stride-1 convolutions, not {R}×{S} stride {stride}"
     if m not in TILES.get(dtype, ()):
-        return f"the Winograd engine offers F(2×2) and F(4×4) in float32 and F(2×2) in int8, not F({m}×{m}) in {dtype}"
+        return f"the Winograd engine offers F(2×2) and F(4×4) in float32 and int8, not F({m}×{m}) in {dtype}"
     if dtype == "int8":
-        bits = integer_bits(m, 3, channels)
-        if bits.channel_sum > 32:
+        types, bits = integer_types(m), integer_bits(m, 3, channels)
+        if types.u > DSP_B_BITS:
+            return (f"F({m}×{m}, 3×3) in int8 transforms its weights to {types.u} bits, past a DSP48E2's "
+                    f"{DSP_B_BITS}-bit port")
+        if not types.modular and bits.channel_sum > types.sums:
             return (f"F({m}×{m}, 3×3) in int8 over {channels} channels sums to {bits.channel_sum} bits, past the "
                     "engine's int32")
+        direct = (9 * channels * 128 * 128).bit_length() + 1  # the convolution's own sum: what the engine returns
+        if types.modular and direct > 32:
+            return (f"a 3×3 int8 convolution over {channels} channels sums to {direct} bits: F({m}×{m}, 3×3) "
+                    "recovers a sum of 32")
         return None
     return _float_refusal(m, dtype)
 

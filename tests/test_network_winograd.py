@@ -7,13 +7,23 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from cost_models.fpga_network import EngineShape, NetLayer, Tiles, layer_cycles, network_trips
 from cost_models.fpga_network_design import explore_network, winograd_tiles
-from cost_models.fpga_winograd import TransformOps, integer_weight_transform, transform_ops, weight_transform_adds
+from cost_models.fpga_winograd import (
+    IntegerTypes,
+    TransformOps,
+    divide_adds,
+    exact_division,
+    integer_types,
+    integer_weight_transform,
+    transform_ops,
+    weight_transform_adds,
+)
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import load_board
 from hetero_dse.hls.csim import csim
@@ -47,6 +57,96 @@ def test_the_transforms_operations_are_the_matrices_counted_by_hand():
 
     with pytest.raises(ValueError, match="negation"):
         _Writer("short", False).combination([(Fraction(-1), "a"), (Fraction(-2), "b")])
+
+
+def test_int8_f4x4s_operations_types_and_division_counted_by_hand():
+    # an integer coefficient is its powers of two, a term each: Bᵀ's rows [4,0,-5,0,1,0] (4, 4+1, 1: 4 terms),
+    # [0,4,4,-1,-1,0], [0,4,-4,-1,1,0] (4 each), [0,2,1,-2,-1,0], [0,2,-1,-2,1,0] (4 each), [0,4,0,-5,0,1]
+    # (4): 3 adds a row, 18 a column; 6 columns then 6 rows. Aᵀ's rows [1,1,1,1,1,0] (4 adds), [0,1,-1,2,-2,0]
+    # (3), [0,1,1,4,4,0] (3), [0,1,-1,8,-8,1] (4): 14 down each of 6 columns, then along each of 4 rows
+    assert transform_ops(4, "int8") == TransformOps(2 * 6 * 18, 0, (6 + 4) * 14, 0)
+    # G' = ±24G: [6,0,0] (4+2: 1 add), [4,4,4], [4,-4,4], [1,2,4], [1,-2,4] (2 each), [0,0,24] (16+8: 1): 10 a
+    # column of g's 3, then along each of G'g's 6 rows
+    g, signs = integer_weight_transform(4)
+    assert [[int(v) for v in row] for row in g] == [[6, 0, 0], [4, 4, 4], [4, -4, 4], [1, 2, 4], [1, -2, 4],
+                                                    [0, 0, 24]]
+    assert weight_transform_adds(4) == (3 + 6) * 10 and signs == (1, 1, -1, -1, 1, 1)
+    # the output is 24² = 576 = 2⁶·9 times the sum: a shift by 6, then 9's inverse modulo 2^32 as
+    # (1 − 2³)(1 + 2⁶)(1 + 2¹²)(1 + 2²⁴), whose product with 9 is 1 − 2⁴⁸ ≡ 1
+    assert exact_division(4) == (6, (-3, 6, 12, 24)) and divide_adds(4) == 4 and exact_division(2) == (2, ())
+    assert 9 * (1 - 8) * (1 + 2 ** 6) * (1 + 2 ** 12) * (1 + 2 ** 24) % 2 ** 32 == 1
+    # widths: the input transform grows int8 by 10² (15 bits), the weights' by 24² (18: a DSP48E2's B port);
+    # the sums and output transform modulo 2^(32 + 6); F(2×2)'s exact in int32 and 64 bits
+    assert integer_types(4) == IntegerTypes(16, 18, 38, 38, True)
+    assert integer_types(2) == IntegerTypes(16, 16, 32, 64, False)
+
+
+def test_int8_f4x4_is_exact_where_its_sums_wrap(tmp_path):
+    """The generated transforms, division and types, compiled alone on one lane: a patch and taps chosen so that
+    one element's sum over 512 channels passes 2^37 (it wraps in the engine's 38 bits) and one output is the
+    largest an int8 3×3 convolution of 512 channels has; every output is the direct convolution's, bit for bit.
+    The check itself: with sums of 36 bits (9 times that output passes their 30 bits above the shift), or the
+    division's last factor dropped, the outputs are wrong."""
+    from hetero_dse.hls.network_project import winograd_context
+    from hetero_dse.hls.winograd_code import transform_functions
+    from hetero_dse.ops.winograd import transforms
+
+    ctx = winograd_context(EngineShape("winograd", 1, 1, 1, 1, 1, 1, 3, tile=4, w_transform=True), "int8")
+    channels = 512
+    sign = np.where(transforms(4, 3).arrays()[2][5] < 0, -1, 1)
+    # every channel's patch 127 with Bᵀ's last row's signs (V[5][5] = 127·10² = 12,700), its taps 127 with the
+    # patch's first window's (U[5][5] = 576·127; output (0, 0) the largest sum there is, 512·9·127²)
+    x = np.repeat((127 * np.outer(sign, sign))[None], channels, axis=0)
+    w = np.repeat((127 * np.outer(sign[:3], sign[:3]))[None], channels, axis=0)
+    rng = np.random.default_rng(7)  # and one channel of any values: no output a multiple of a power of two
+    x[-1], w[-1] = rng.integers(-128, 128, size=(6, 6)), rng.integers(-128, 128, size=(3, 3))
+    assert (channels - 1) * 12700 * 576 * 127 > 2 ** 37  # past what 38 signed bits hold: the engine's sum wraps
+    want = np.einsum("cxyij,cij->xy", np.lib.stride_tricks.sliding_window_view(x, (3, 3), axis=(1, 2)), w)
+
+    def run(m_ctype: str, functions: str) -> np.ndarray:
+        src = tmp_path / "lane.cpp"
+        src.write_text(f"""#include "ap_int.h"
+#include <cstdio>
+typedef int acc_t;
+typedef {ctx["tr_ctype"]} wino_tr_t;
+typedef {ctx["u_ctype"]} wino_u_t;
+typedef {m_ctype} wino_m_t;
+typedef {ctx["y_ctype"]} wino_y_t;
+{functions}
+int main() {{
+  wino_m_t sums[6][6];
+  for (int a = 0; a < 36; ++a) sums[a / 6][a % 6] = 0;
+  for (int c = 0; c < {channels}; ++c) {{
+    wino_tr_t d[6][6], v[6][6];
+    wino_u_t tap[3][3], u[6][6];
+    for (int a = 0; a < 36; ++a) {{ int t; if (std::scanf("%d", &t) != 1) return 1; d[a / 6][a % 6] = t; }}
+    for (int r = 0; r < 9; ++r) {{ int t; if (std::scanf("%d", &t) != 1) return 1; tap[r / 3][r % 3] = t; }}
+    wino_in_transform(d, v);
+    wino_w_transform(tap, u);
+    for (int a = 0; a < 36; ++a)
+      sums[a / 6][a % 6] = sums[a / 6][a % 6] + (wino_m_t)(v[a / 6][a % 6] * u[a / 6][a % 6]);
+  }}
+  wino_y_t s[6][6], y[4][4];
+  for (int a = 0; a < 36; ++a) s[a / 6][a % 6] = (wino_y_t)sums[a / 6][a % 6];
+  wino_out_transform(s, y);
+  for (int i = 0; i < 16; ++i) std::printf("%d\\n", wino_divide((acc_t)(unsigned)(y[i / 4][i % 4] >> 6)));
+}}
+""")
+        binary = tmp_path / "lane"
+        import subprocess
+
+        include = Path(__file__).resolve().parents[1] / "hls_templates" / "include"
+        subprocess.run(["g++", "-std=c++14", "-O1", f"-I{include}", str(src), "-o", str(binary)], check=True,
+                       capture_output=True, text=True)
+        feed = "\n".join(" ".join(map(str, [*x[c].ravel(), *w[c].ravel()])) for c in range(channels))
+        out = subprocess.run([str(binary)], input=feed, check=True, capture_output=True, text=True).stdout
+        return np.array([int(v) for v in out.split()]).reshape(4, 4)
+
+    functions = transform_functions(4, "int8")
+    np.testing.assert_array_equal(run(ctx["m_ctype"], functions), want)
+    assert ctx["m_ctype"] == "ap_int<38>" and ctx["u_ctype"] == "ap_int<18>"
+    assert not np.array_equal(run("ap_int<36>", functions), want)
+    assert not np.array_equal(run(ctx["m_ctype"], functions.replace(" + s3 * 16777216u;", ";")), want)
 
 
 def test_the_models_trip_counts_and_cycles_are_the_loops_counted_by_hand():
@@ -152,7 +252,7 @@ def test_f4x4_runs_in_float_against_torch(tmp_path):
 
 @pytest.mark.parametrize("mutant, check", [
     # a sign of the input transform flipped: the output is wrong
-    (("const short s1 = x[0][0] - x[2][0];", "const short s1 = x[0][0] + x[2][0];"), "csim"),
+    (("const wino_tr_t s1 = x[0][0] - x[2][0];", "const wino_tr_t s1 = x[0][0] + x[2][0];"), "csim"),
     # the output divided by 2 instead of 4: wrong by twice
     (("(acc_t)(y[i][j] >> 2)", "(acc_t)(y[i][j] >> 1)"), "csim"),
     # the engine's weight transform: a lane's taps taken transposed, or an element scaled twice: wrong products
@@ -193,6 +293,38 @@ def test_each_winograd_check_fails_when_the_code_is_broken_on_purpose(tmp_path, 
     assert not csim(project).passed
 
 
+@pytest.mark.parametrize("mutant, check", [
+    (None, None),
+    # the pixel leaving not divided: 9 times the sum
+    (("wino_divide(pix[e][l]);", "pix[e][l];"), "csim"),
+    # a factor of 9's inverse wrong: (1 + 2^6) taken as (1 + 2^5)
+    (("s1 + s1 * 64u;", "s1 + s1 * 32u;"), "csim"),
+    # Bᵀ's 5 taken as 4 (the term x[2][0] of 4x + x dropped): a wrong transformed input, and an add fewer
+    (("const wino_tr_t s3 = s2 - x[2][0];", "const wino_tr_t s3 = s2;"), "csim"),
+    # the sums typed narrower than the model's 38 bits: the lint (the small network's sums would not show it)
+    (("typedef ap_int<38> wino_m_t;", "typedef ap_int<36> wino_m_t;"), "lint"),
+    # the division's adds bound to no core, or the division not on every lane of the pixel leaving
+    (("  #pragma HLS BIND_OP variable=s2 op=add impl=fabric\n  const unsigned s3", "  const unsigned s3"), "lint"),
+    (("divide_lane: for (int l = 0; l < 4; ++l)", "divide_lane: for (int l = 0; l < 2; ++l)"), "lint"),
+])
+def test_int8_f4x4_runs_bit_exact_and_each_check_fails_when_broken(tmp_path, mutant, check):
+    """int8 F(4×4): 16-bit transformed inputs, 18-bit transformed weights, sums and the output transform modulo
+    2^38, the shift by 6 and the division by 9 as the pixel leaves: the small network bit for bit, the trips the
+    model's, the lint clean; then each defect put in on purpose caught."""
+    *_, design, project, _ = _small_run(tmp_path, "int8", algorithm="winograd", board="vu9p", lanes=(2, 4), tile=4)
+    assert design.engines["winograd"].tile == 4 and design.engines["winograd"].w_transform
+    if mutant is None:
+        result = csim(project)
+        assert result.passed and result.max_abs_error == 0.0, result.output[-2000:]
+        assert check_trips(project, result.output) == [] and lint_network(project).ok
+        return
+    _mutate(project, *mutant)
+    if check == "lint":
+        assert not lint_network(project).ok
+    else:
+        assert not csim(project).passed
+
+
 def test_a_winograd_tile_that_is_not_whole_patches_fails_the_lint(tmp_path):
     from hetero_dse.hls.network_run import FIELDS
 
@@ -207,19 +339,22 @@ def test_a_winograd_tile_that_is_not_whole_patches_fails_the_lint(tmp_path):
 
 def test_which_layers_the_winograd_engine_runs():
     conv = LayerShape("grid", 64, 64, 28, 28, 3, 3, 1, 1)
-    assert winograd_tiles(conv, "float32") == (2, 4) and winograd_tiles(conv, "int8") == (2,)
+    assert winograd_tiles(conv, "float32") == (2, 4) and winograd_tiles(conv, "int8") == (2, 4)
     # in the pointwise mode, any tile: a 1x1 layer, a linear layer, the image's layer as im2col
     for pointwise in (LayerShape("grid", 64, 64, 28, 28, 1, 1), LayerShape("grid", 512, 10, 1, 1),
                       LayerShape("grid", 3, 64, 224, 224, 7, 7, 2, 3, from_host=True)):
-        assert winograd_tiles(pointwise, "int8") == (2,)
+        assert winograd_tiles(pointwise, "int8") == (2, 4)
     for other in (LayerShape("grid", 64, 64, 28, 28, 3, 3, 2, 1),  # strided
                   LayerShape("grid", 64, 64, 28, 28, 1, 1, 2),  # a strided 1x1
                   LayerShape("grid", 64, 64, 28, 28, 5, 5, 1, 2),
                   LayerShape("depthwise", 64, 64, 28, 28, 3, 3, 1, 1),
                   LayerShape("grid", 16, 64, 28, 28, 3, 3, 1, 1, from_host=True)):  # from the host, not im2col
         assert winograd_tiles(other, "float32") == ()
-    # int8 sums of 2^23 channels pass int32: refused
+    # int8 sums of 2^23 channels pass int32: refused (F(2×2) sums them so; F(4×4) returns the convolution's sum)
     assert winograd_tiles(LayerShape("grid", 2 ** 23, 64, 8, 8, 3, 3, 1, 1), "int8") == ()
+    # F(4×4) keeps its sums modulo 2^38, exact while the convolution's own sum fits 32 bits: 9·C·2^14 < 2^31
+    assert winograd_tiles(LayerShape("grid", 14563, 64, 8, 8, 3, 3, 1, 1), "int8") == (4,)
+    assert winograd_tiles(LayerShape("grid", 14564, 64, 8, 8, 3, 3, 1, 1), "int8") == ()
 
 
 def test_the_algorithm_is_chosen_by_latency_and_bad_choices_are_one_sentence():

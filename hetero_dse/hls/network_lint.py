@@ -95,7 +95,7 @@ def lint_network(project: str | Path) -> LintReport:
                                     design["wword"], design["pword"], e.get("tile", 0), e.get("w_transform", False),
                                     e.get("pointwise", False), rows.get("tile", 0), e.get("weight_ports", 1))
         if kind == "winograd":
-            check_winograd(k, source, engines[kind], e.get("storage", {}), cores, add, report)
+            check_winograd(k, source, engines[kind], design["dtype"], e.get("storage", {}), cores, add, report)
             continue
         lanes_in = in_l if kind == "grid" else out_l
         want = {f"{name}_irow_t": lanes_in, f"{name}_wrow_t": out_l * in_l, f"{name}_orow_t": out_l}

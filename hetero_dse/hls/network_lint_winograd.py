@@ -2,6 +2,7 @@
 (``cost_models/fpga_network.py``, ``fpga_winograd.py``): what ``network_lint`` checks of every engine, for this
 one's buffers and processes, and what it alone has:
 
+* in int8, its types as wide as the model's (``integer_types``);
 * its rows: a transformed patch of α² × the input lanes, a weight row of α² lane grids as the port brings it (9,
   the taps, where the engine transforms them) and of α² as the products take it, a patch's sums of α² × the output
   lanes, the output tile a pixel a row, each buffer the rows the model sizes (the output tile m² rows a patch's);
@@ -12,7 +13,9 @@ one's buffers and processes, and what it alone has:
 * the two transforms: as many adds and multiplies, each bound to a fabric core, as ``transform_ops`` charges a
   lane, and the output transform over every output lane in a loop pipelined at II 1;
 * where the engine transforms its weights: ``wino_w_transform``'s adds, each bound to a fabric core, as
-  ``weight_transform_adds`` charges a lane pair, over every lane pair of a row at once, in registers.
+  ``weight_transform_adds`` charges a lane pair, over every lane pair of a row at once, in registers;
+* where an int8 engine's output divides by more than a shift (F(4×4)): ``wino_divide``'s shift-adds as
+  ``divide_adds`` charges an output lane, called once, over the lanes of the pixel leaving.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import re
 from typing import Any
 
 from cost_models.fpga_network import EngineShape
-from cost_models.fpga_winograd import transform_ops, weight_transform_adds
+from cost_models.fpga_winograd import divide_adds, integer_types, transform_ops, weight_transform_adds
 from hetero_dse.hls.cparse import CFile
 from hetero_dse.hls.lint.record import LintReport
 from hetero_dse.hls.network_lint_parts import (
@@ -36,8 +39,8 @@ from hetero_dse.hls.network_lint_parts import (
 __all__ = ["check_winograd"]
 
 
-def check_winograd(k: CFile, source: str, e: EngineShape, storage: dict[str, str], cores: dict[str, tuple[str, str]],
-                   add: Any, report: LintReport) -> None:
+def check_winograd(k: CFile, source: str, e: EngineShape, dtype: str, storage: dict[str, str],
+                   cores: dict[str, tuple[str, str]], add: Any, report: LintReport) -> None:
     a2, L, I = e.alpha ** 2, e.out_lanes, e.in_lanes  # noqa: E741
     rows = {"wino_irow_t": I, "wino_vrow_t": a2 * I, "wino_wrow_t": e.row_grids(3) * L * I, "wino_urow_t": a2 * L * I,
             "wino_mrow_t": a2 * L, "wino_orow_t": L}
@@ -47,20 +50,28 @@ def check_winograd(k: CFile, source: str, e: EngineShape, storage: dict[str, str
     for buf, depth in (("wino_in_t", e.in_rows), ("wino_mid_t", e.out_rows), ("wino_out_t", e.tile_rows)):
         if typedef_rows(source, buf) != [depth]:
             add("buffer", buf, f"declared {typedef_rows(source, buf)} rows; the model sizes it {depth}")
+    if dtype == "int8":
+        _check_integer_types(source, e, add)
     report.pragmas_checked += check_streams(k, "wino_layer", storage, add,
                                             {"in_s": "in", "mid_s": "out", "out_s": "tile"})
     _check_box(k, e, storage, add, report)
     _check_pe(k, e, cores, add, report)
-    ops = transform_ops(e.tile)
-    transforms = [("wino_in_transform", ops.in_adds, ops.in_muls), ("wino_out_transform", ops.out_adds, ops.out_muls)]
+    ops = transform_ops(e.tile, dtype)
+    transforms = [("wino_in_transform", ops.in_adds, ops.in_muls, "transform_ops"),
+                  ("wino_out_transform", ops.out_adds, ops.out_muls, "transform_ops")]
     if e.w_transform:
-        transforms.append(("wino_w_transform", weight_transform_adds(e.tile), 0))
+        transforms.append(("wino_w_transform", weight_transform_adds(e.tile), 0, "weight_transform_adds"))
         _check_weight_lanes(k, L * I, add, report)
     elif "wino_w_transform" in k.functions:
         add("transform", "wino_w_transform", "the code transforms its weights; the model has the host transform them")
-    for fn_name, adds, muls in transforms:
-        _check_transform(k, fn_name, adds, muls, add, report,
-                         "weight_transform_adds" if fn_name == "wino_w_transform" else "transform_ops")
+    divide = divide_adds(e.tile) if dtype == "int8" else 0
+    if divide:
+        transforms.append(("wino_divide", divide, 0, "divide_adds"))
+        _check_divide_lanes(k, L, add, report)
+    elif "wino_divide" in k.functions:
+        add("transform", "wino_divide", "the code divides its output by more than a shift; the model does not")
+    for fn_name, adds, muls, charged_by in transforms:
+        _check_transform(k, fn_name, adds, muls, add, report, charged_by)
     for fn_name, loop, lanes_loop, lanes in (("wino_read_in", "transform", "transform_lane", I),
                                              ("wino_out", "inverse", "inverse_lane", L)):
         fn = k.functions.get(fn_name)
@@ -124,6 +135,35 @@ def _check_weight_lanes(k: CFile, lanes: int, add: Any, report: LintReport) -> N
     if lp is None or lp.trip_count() != lanes or not lp.has("UNROLL"):
         add("lanes", "wino_compute", f"its w_lane loop transforms {lp.trip_count() if lp else None} lane pairs of a "
                                      f"weight row at once; the model {lanes}")
+    report.pragmas_checked += 1
+
+
+def _check_integer_types(source: str, e: EngineShape, add: Any) -> None:
+    """The int8 engine's types as wide as the model charges them (``fpga_winograd.integer_types``): its buffers,
+    adders and the weight port's DSP operand are sized by these widths, and its exactness rests on them."""
+    types = integer_types(e.tile)
+    for name, want in (("wino_tr_t", types.tr), ("wino_u_t", types.u), ("wino_m_t", types.sums),
+                       ("wino_y_t", types.y)):
+        m = re.search(rf"typedef (short|int|long long|ap_int<(\d+)>) {name};", source)
+        got = None if m is None else int(m.group(2)) if m.group(2) else {"short": 16, "int": 32, "long long": 64}[
+            m.group(1)]
+        if got != want:
+            add("type", name, f"{got} bits; the model's is {want} (fpga_winograd.integer_types)")
+
+
+def _check_divide_lanes(k: CFile, lanes: int, add: Any, report: LintReport) -> None:
+    """The output process divides every lane of the pixel leaving at once, and only that pixel's (the model
+    charges ``divide_adds`` an output lane, not one a pixel of the patch)."""
+    fn = k.functions.get("wino_out")
+    lp = fn.loop("divide_lane") if fn else None
+    if lp is None or lp.trip_count() != lanes or not lp.has("UNROLL"):
+        add("lanes", "wino_out", f"its divide_lane loop divides {lp.trip_count() if lp else None} lanes of the pixel "
+                                 f"leaving; the model {lanes}")
+    else:
+        calls = "\n".join(k.path.read_text().splitlines()[fn.node.line:fn.node.end_line]).count("wino_divide(")
+        if calls != 1:
+            add("transform", "wino_out", f"wino_divide is called {calls} times; the model charges one a lane of "
+                                         "the pixel leaving")
     report.pragmas_checked += 1
 
 

@@ -37,7 +37,8 @@ PLATFORM_TEMPLATES = {"network/connectivity.cfg.j2": "connectivity.cfg", "vpp_co
 #: copied as they are: the HLS build script, the headers' stand-ins for C-simulation without Vitis, and the
 #: test double of XRT the host program is compiled against here
 STATIC = {"run_hls.tcl": "run_hls.tcl", **{f"include/{h}": f"sim/include/{h}" for h in (
-    "hls_stream.h", "hls_streamofblocks.h", "hls_vector.h", "xrt/xrt_device.h", "xrt/xrt_bo.h", "xrt/xrt_kernel.h")}}
+    "ap_int.h", "hls_stream.h", "hls_streamofblocks.h", "hls_vector.h", "xrt/xrt_device.h", "xrt/xrt_bo.h",
+    "xrt/xrt_kernel.h")}}
 
 
 def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: str) -> dict[str, Any]:
@@ -190,19 +191,28 @@ def check_trips(directory: Path, output: str) -> list[str]:
 
 def winograd_context(engine: Any, dtype: str) -> dict[str, Any]:
     """The Winograd engine's template values: its tile, types, transforms (``winograd_code``) and the exact
-    division of an integer engine's output (its weights carry the weight transform's scale, squared)."""
+    division of an integer engine's output (its weights carry the weight transform's scale, squared: a shift, then
+    where that leaves an odd factor, ``wino_divide``; ``fpga_winograd.exact_division``)."""
+    from cost_models.fpga_winograd import exact_division, integer_types
     from hetero_dse.hls.winograd_code import transform_functions
-    from hetero_dse.ops.winograd import transforms
+    from hetero_dse.ops.winograd import integer_bits, transforms
 
     t = transforms(engine.tile, 3)
     integer = dtype == "int8"
-    divisor = (t.weight_scale * t.output_scale) ** 2 if integer else 1
-    if divisor & (divisor - 1):
-        raise HeteroDSEError(f"F({engine.tile}×{engine.tile}, 3×3) in int8 divides its output by {divisor}, which is "
-                             "not a shift (the engine offers F(2×2) in int8)")
+    shift, steps = exact_division(engine.tile) if integer else (0, ())
+    types = integer_types(engine.tile) if integer else None
+    bits, wide = integer_bits(engine.tile, 3, 1), integer_bits(engine.tile, 3, 512)
+
+    def ctype(width: int | None) -> str:
+        return "float" if width is None else {16: "short", 32: "int", 64: "long long"}.get(width, f"ap_int<{width}>")
+
     return {"tile": engine.tile, "alpha": t.alpha, "w_transform": engine.w_transform,
             "tile_rows": engine.tile_rows, "pointwise": engine.pointwise,
-            "weight_scale": t.weight_scale, "divisor": divisor, "divisor_shift": divisor.bit_length() - 1,
-            "tr_ctype": "short" if integer else "float", "u_ctype": "short" if integer else "float",
-            "m_ctype": "int" if integer else "float", "y_ctype": "long long" if integer else "float",
+            "weight_scale": t.weight_scale, "divisor": (t.weight_scale * t.output_scale) ** 2 if integer else 1,
+            "divisor_shift": shift, "divide": bool(steps), "modular": bool(types and types.modular), "types": types,
+            **{f"{k}_ctype": ctype(getattr(types, f, None)) for k, f in (("tr", "tr"), ("u", "u"), ("m", "sums"),
+                                                                         ("y", "y"))},
+            "product": f"{types.tr} x {types.u} bits" if types else "float",
+            "in_bits": bits.input_transform, "w_bits": bits.weight_transform,
+            "exact_bits": (wide.channel_sum, wide.output_transform),
             "transforms": transform_functions(engine.tile, dtype)}

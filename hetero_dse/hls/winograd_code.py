@@ -3,15 +3,18 @@ of one input lane's α×α patch and Aᵀ M A of one output lane's sums, written
 ``hetero_dse/ops/winograd.py`` as one binary operation a statement, each bound to a fabric core, so that the
 lint counts in the code what ``cost_models/fpga_winograd.transform_ops`` charges: a 1-D transform is, for each
 output element, its first non-zero term, then an add or subtract a further term, a term whose coefficient is not
-±1 first multiplied by it (floating point only: the integer engine's coefficients are ±1, and ±2 in its weight
-transform G' = S·2G, written as a multiply by a power of two, which Vitis builds as wires: no operator). An
+±1 first multiplied by it in floating point; in integers a coefficient is its powers of two, a term each, each
+written as a multiply by a power of two, which Vitis builds as wires: no operator (F(4×4)'s 5x is x·4 + x). An
 integer combination whose every coefficient is negative would be a negation, an adder: refused (the integer
-matrices are signed so that none is, ``fpga_winograd.integer_weight_transform``).
+matrices are signed so that none is, ``fpga_winograd.integer_weight_transform``). The int8 F(4×4) engine's exact
+division by 9 (``fpga_winograd.exact_division``) is written the same way: ``wino_divide``.
 """
 
 from __future__ import annotations
 
 from fractions import Fraction
+
+from cost_models.fpga_winograd import integer_terms
 
 __all__ = ["transform_functions"]
 
@@ -37,15 +40,15 @@ class _Writer:
         terms = sorted(terms, key=lambda t: t[0] < 0)  # a positive term first: no negation where one is
         scaled = []
         for c, x in terms:
-            if abs(c) != 1 and not self.floating:
-                shift = abs(c).numerator.bit_length() - 1
-                if abs(c) != 2 ** shift:
-                    raise ValueError(f"the integer engine's transforms take coefficients ±2^k, not {c}")
-                # a power of two: a shift, wires (a multiply, not <<, whose negative operand C++14 leaves undefined)
-                x = f"({x} * {2 ** shift})"
-            elif abs(c) != 1:
+            sign = 1 if c > 0 else -1
+            if not self.floating:
+                # each power of two a shift, wires (a multiply, not <<, whose negative operand C++14 leaves
+                # undefined); a coefficient of several, a term each
+                scaled += [(sign, x if p == 1 else f"({x} * {p})") for p in integer_terms(c)]
+                continue
+            if abs(c) != 1:
                 x = self.value(f"({self.ctype}){float(abs(c))!r}f * {x}", "mul")
-            scaled.append((1 if c > 0 else -1, x))
+            scaled.append((sign, x))
         sign, acc = scaled[0]
         if sign < 0:  # every coefficient negative: a sign flip, free in floating point; an adder in integers
             if not self.floating:
@@ -78,25 +81,57 @@ def _transform(name: str, mat: tuple[tuple[Fraction, ...], ...], n_in: int, ctyp
     return "\n".join([*head, *w.lines, *outs, "}"])
 
 
+def _divide(m: int) -> str | None:
+    """``wino_divide``: an output lane's x = 9·y (modulo 2^32) to y, times 9's inverse as shift-adds
+    (``fpga_winograd.exact_division``); None where the division is a shift alone."""
+    from cost_models.fpga_winograd import exact_division
+
+    shift, steps = exact_division(m)
+    if not steps:
+        return None
+    odd = pow(_product(steps), -1, 1 << 32)
+    lines = [f"// y = x / {odd}, exact (x is {odd}·y modulo 2^32): x times {odd}'s inverse modulo 2^32, "
+             + "".join(f"(1 {'-' if j < 0 else '+'} 2^{abs(j)})" for j in steps)
+             + f", {len(steps)} shift-adds on the fabric",
+             "static acc_t wino_divide(const acc_t x) {", "  #pragma HLS INLINE",
+             "  const unsigned s0 = (unsigned)x;  // modulo 2^32: unsigned arithmetic wraps"]
+    for i, j in enumerate(steps, 1):
+        op = "sub" if j < 0 else "add"
+        lines += [f"  const unsigned s{i} = s{i - 1} {'-' if j < 0 else '+'} s{i - 1} * {1 << abs(j)}u;",
+                  f"  #pragma HLS BIND_OP variable=s{i} op={op} impl=fabric"]
+    return "\n".join([*lines, f"  return (acc_t)s{len(steps)};", "}"])
+
+
+def _product(steps: tuple[int, ...]) -> int:
+    """The factors' product modulo 2^32: the inverse of the odd part of the divisor."""
+    value = 1
+    for j in steps:
+        value = value * (1 - (1 << -j) if j < 0 else 1 + (1 << j)) % (1 << 32)
+    return value
+
+
 def transform_functions(m: int, dtype: str) -> str:
-    """``wino_in_transform`` (Bᵀ d B) and ``wino_out_transform`` (Aᵀ M A) of F(m×m, 3×3) in ``dtype``'s types
-    (float32: float; int8: the input's in int16, the output's in int64); in int8 also ``wino_w_transform``, a
-    lane's weights G' g G'ᵀ in int16 (``fpga_winograd.integer_weight_transform``: G' = S·L·G, integers, and the
-    output transform Aᵀ·S that takes S back)."""
+    """``wino_in_transform`` (Bᵀ d B) and ``wino_out_transform`` (Aᵀ M A) of F(m×m, 3×3) in the engine's types
+    (``wino_tr_t``, ``wino_y_t``: float32 float; int8 ``fpga_winograd.integer_types``); in int8 also
+    ``wino_w_transform``, a lane's weights G' g G'ᵀ in ``wino_u_t`` (``fpga_winograd.integer_weight_transform``:
+    G' = S·L·G, integers, and the output transform Aᵀ·S that takes S back), and where the output's divisor is
+    not a power of two, ``wino_divide``."""
     from cost_models.fpga_winograd import integer_weight_transform
     from hetero_dse.ops.winograd import transforms
 
     t = transforms(m, 3)
     floating = dtype != "int8"
-    tr, y = ("float", "float") if floating else ("short", "long long")
     at = t.AT
     if not floating:
         g, signs = integer_weight_transform(m)
         at = tuple(tuple(v * s for v, s in zip(row, signs, strict=True)) for row in t.AT)
-    parts = [_transform("wino_in_transform", t.BT, t.alpha, tr, floating, "Bᵀ d B of a patch"),
-             _transform("wino_out_transform", at, t.alpha, y, floating,
+    parts = [_transform("wino_in_transform", t.BT, t.alpha, "wino_tr_t", floating, "Bᵀ d B of a patch"),
+             _transform("wino_out_transform", at, t.alpha, "wino_y_t", floating,
                         "Aᵀ M A of a patch's sums" if floating else "Aᵀ S M S A of a patch's sums")]
     if not floating:
-        parts.append(_transform("wino_w_transform", g, 3, "short", False,
+        parts.append(_transform("wino_w_transform", g, 3, "wino_u_t", False,
                                 f"G' g G'ᵀ of a lane's taps (G' = S·{t.weight_scale}G, S a sign a row)"))
+        divide = _divide(m)
+        if divide:
+            parts.append(divide)
     return "\n\n".join(parts)
