@@ -5,9 +5,10 @@ counted here), which layers it runs, and which tile sizes each data type offers.
 The engine runs F(m×m, 3×3) (``hetero_dse/ops/winograd.py``): the read process turns each α×α input patch (α = m +
 2) into Bᵀ d B, the PE array multiplies it element by element with the transformed weights (G g Gᵀ: float32 by the
 host ahead, int8 by the engine, below) and sums over the input channels, and a process before the write turns each
-sum into its m×m outputs (Aᵀ M A). A 1-D transform by a matrix costs, per output element, one add for each non-zero
-term past the first and, in floating point, one multiply for each coefficient other than ±1 (the fabric's cores:
-the DSPs are the PE array's); a 2-D transform is the 1-D one down every column, then along every row.
+sum into its m×m outputs (Aᵀ M A). A 1-D transform by a matrix is computed by its plan (``winograd_plan``: the sums
+its outputs share first, then each output), which costs one add for each term of a combination past the first and,
+in floating point, one multiply for each coefficient other than ±1 (the fabric's cores: the DSPs are the PE
+array's); a 2-D transform is the 1-D one down every column, then along every row.
 
 In int8 the engine also transforms its weights, G' g G'ᵀ with G' = ±L·G (``integer_weight_transform``),
 as its PE array takes a weight row: the port then carries each lane's 9 taps in 8 bits where the transformed
@@ -31,9 +32,10 @@ from fractions import Fraction
 from functools import cache
 
 from cost_models.fpga_costs import ARITHMETIC, DEEPER_CORES_ABOVE_MHZ
+from cost_models.winograd_plan import transform_plan
 
 __all__ = ["FABRIC_FADD", "FABRIC_FMUL", "TILES", "IntegerTypes", "TransformOps", "divide_adds", "exact_division",
-           "integer_types", "refusal", "transform_depth", "transform_ops", "integer_weight_transform",
+           "integer_types", "output_matrix", "refusal", "transform_depth", "transform_ops", "integer_weight_transform",
            "weight_transform_adds", "weight_transform_depth", "winograd_record"]
 
 #: output tiles the engine offers per data type: F(2×2) and F(4×4) (F(6×6)'s output transform has halves and its
@@ -61,38 +63,31 @@ class TransformOps:
     out_muls: int
 
 
-def integer_terms(c: Fraction) -> list[int]:
-    """An integer coefficient's powers of two, largest first (5 → [4, 1]): a term each, a shift each."""
-    if c.denominator != 1:
-        raise ValueError(f"the integer engine's transforms take integer coefficients, not {c}")
-    n = abs(c.numerator)
-    return [1 << b for b in range(n.bit_length() - 1, -1, -1) if n >> b & 1]
+def output_matrix(m: int, dtype: str) -> tuple[tuple[Fraction, ...], ...]:
+    """The output transform's matrix as the engine applies it: Aᵀ, and in int8 Aᵀ·S, which takes back the signs
+    S of the weight transform (``integer_weight_transform``)."""
+    from hetero_dse.ops.winograd import transforms
 
-
-def _terms(row: tuple[Fraction, ...], integer: bool) -> int:
-    """A combination's terms: a non-zero coefficient one; in integers, one a power of two of it."""
-    return sum(len(integer_terms(v)) if integer else 1 for v in row if v)
-
-
-def _ops_1d(rows: tuple[tuple[Fraction, ...], ...], integer: bool = False) -> tuple[int, int]:
-    adds = sum(max(0, _terms(row, integer) - 1) for row in rows)
-    muls = 0 if integer else sum(1 for row in rows for v in row if v and abs(v) != 1)
-    return adds, muls
+    at = transforms(m, 3).AT
+    if ARITHMETIC[dtype].floating:
+        return at
+    signs = integer_weight_transform(m)[1]
+    return tuple(tuple(v * s for v, s in zip(row, signs, strict=True)) for row in at)
 
 
 @cache
 def transform_ops(m: int, dtype: str = "float32") -> TransformOps:
-    """A lane's operations of F(m×m, 3×3)'s two transforms in ``dtype``, as ``hls/winograd_code.py`` writes them
-    (int8: the output transform's matrix is Aᵀ·S, ``integer_weight_transform``; the same terms)."""
+    """A lane's operations of F(m×m, 3×3)'s two transforms in ``dtype``, as ``hls/winograd_code.py`` writes them:
+    each 1-D pass by its plan (``winograd_plan.transform_plan``: shared sums, then the outputs)."""
     from hetero_dse.ops.winograd import transforms
 
     t = transforms(m, 3)
     integer = not ARITHMETIC[dtype].floating
-    a_in, m_in = _ops_1d(t.BT, integer)
-    a_out, m_out = _ops_1d(t.AT, integer)
+    bt, at = transform_plan(t.BT, integer), transform_plan(output_matrix(m, dtype), integer)
     # Bᵀ d: the α columns of d, each α outputs; then (Bᵀ d) B: the α rows, each α outputs
     # Aᵀ M: the α columns of M, each m outputs; then (Aᵀ M) A: the m rows, each m outputs
-    return TransformOps(2 * t.alpha * a_in, 2 * t.alpha * m_in, (t.alpha + m) * a_out, (t.alpha + m) * m_out)
+    return TransformOps(2 * t.alpha * bt.adds, 2 * t.alpha * bt.muls, (t.alpha + m) * at.adds,
+                        (t.alpha + m) * at.muls)
 
 
 @cache
@@ -110,18 +105,16 @@ def integer_weight_transform(m: int) -> tuple[tuple[tuple[Fraction, ...], ...], 
 
 @cache
 def weight_transform_adds(m: int) -> int:
-    """Adds of one lane's integer weight transform G' g G'ᵀ (``hls/winograd_code.py`` writes it): G' g down the
-    3 columns of g (α outputs each), then along its α rows (α outputs each); a power-of-two coefficient is a shift."""
+    """Adds of one lane's integer weight transform G' g G'ᵀ (``hls/winograd_code.py`` writes it by its plan,
+    ``winograd_plan``): G' g down the 3 columns of g (α outputs each), then along its α rows (α outputs each)."""
     g, _ = integer_weight_transform(m)
-    adds, _ = _ops_1d(g, integer=True)
-    return (3 + len(g)) * adds
+    return (3 + len(g)) * transform_plan(g, True).adds
 
 
 def weight_transform_depth(m: int) -> int:
-    """Pipeline stages the integer weight transform adds to the PE loop: two passes of its longest chain of adds
-    (an integer add a stage, ``ARITHMETIC['int8']``)."""
-    chain = max(_terms(row, True) - 1 for row in integer_weight_transform(m)[0])
-    return 2 * chain * ARITHMETIC["int8"].add_latency
+    """Pipeline stages the integer weight transform adds to the PE loop: two passes of its plan's longest chain
+    of adds (an integer add a stage, ``ARITHMETIC['int8']``)."""
+    return 2 * transform_plan(integer_weight_transform(m)[0], True).depth(ARITHMETIC["int8"].add_latency, 0)
 
 
 @dataclass(frozen=True)
@@ -193,13 +186,10 @@ def transform_depth(m: int, dtype: str, clock_mhz: float) -> int:
     a = ARITHMETIC[dtype]
     deeper = 1 if a.floating and clock_mhz > DEEPER_CORES_ABOVE_MHZ else 0
     t = transforms(m, 3)
-    depth = 1
-    for rows, after in ((t.BT, 0), (t.AT, 0 if a.floating else divide_adds(m) * a.add_latency)):
-        chain = max(_terms(row, not a.floating) - 1 for row in rows)
-        mul = any(v and abs(v) != 1 for row in rows for v in row) and a.floating
-        depth = max(depth, 1 + 2 * (chain * (a.add_latency + deeper) + (a.mul_latency + deeper if mul else 0))
-                    + after)
-    return depth
+    add, mul = a.add_latency + deeper, a.mul_latency + deeper
+    after = 0 if a.floating else divide_adds(m) * a.add_latency
+    bt, at = transform_plan(t.BT, not a.floating), transform_plan(output_matrix(m, dtype), not a.floating)
+    return max(1 + 2 * bt.depth(add, mul), 1 + 2 * at.depth(add, mul) + after)
 
 
 def winograd_record(m: int, dtype: str) -> dict[str, object]:

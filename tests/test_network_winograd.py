@@ -41,15 +41,25 @@ def test_the_transforms_operations_are_the_matrices_counted_by_hand():
     # F(2x2): each row of Bᵀ has two non-zeros (one add); 4 columns then 4 rows of 4 outputs: 2 x 16 adds. Each
     # row of Aᵀ has three (two adds): Aᵀ M is 4 columns of 2 outputs (16), then 2 rows of 2 (8). No multiplies.
     assert transform_ops(2) == TransformOps(32, 0, 24, 0)
-    # F(4x4) in float: Bᵀ's rows hold 3, 4, 4, 4, 4, 3 non-zeros (16 adds a column), two of each row's
-    # coefficients other than ±1 (12 multiplies a column)
+    # F(4x4) in float: Bᵀ's rows [4,0,-5,0,1,0] (2 adds, 2 multiplies) and [0,4,0,-5,0,1] (the same); rows
+    # [0,4,4,-1,-1,0] and [0,4,-4,-1,1,0] are u ± v with u = 4x₁ - x₃ and v = 4x₂ - x₄ (an add and a multiply
+    # each, then an add a row: 4 adds, 2 multiplies, not 6 and 4); [0,2,1,-2,-1,0] and [0,2,-1,-2,1,0] with
+    # u = 2x₁ - 2x₃ (an add, 2 multiplies), v = x₂ - x₄ (an add): 4 adds, 2 multiplies. 12 adds and 8 multiplies a
+    # column, not 16 and 12 as the rows one by one
     ops = transform_ops(4)
-    assert (ops.in_adds, ops.in_muls) == (2 * 6 * 16, 2 * 6 * 12)
+    assert (ops.in_adds, ops.in_muls) == (2 * 6 * 12, 2 * 6 * 8)
+    # Aᵀ's columns 1, 2 (the points ±1) and 3, 4 (±2) agree in size on every row: x₁ ± x₂, x₃ ± x₄ once (4 adds),
+    # then [1,1,1,1,1,0] = x₀ + p + r (2), [0,1,-1,2,-2,0] = q + 2s (1, a multiply), [0,1,1,4,4,0] = p + 4r (1,
+    # one), [0,1,-1,8,-8,1] = q + 8s + x₅ (2, one): 10 adds and 3 multiplies a column, over 6 columns and 4 rows
+    assert (ops.out_adds, ops.out_muls) == (10 * 10, 10 * 3)
     # the int8 engine's weight transform G' = ±2G: rows [2,0,0], [1,1,1], [1,-1,1], [0,0,2] (a row that began
-    # negative negated), the 2s shifts: 4 adds down each of g's 3 columns, then 4 along each of G'g's 4 rows
+    # negative negated), the 2s shifts; the middle two u ± v with u = g₀ + g₂: 3 adds down each of g's 3 columns,
+    # then 3 along each of G'g's 4 rows
     g, signs = integer_weight_transform(2)
     assert [[int(v) for v in row] for row in g] == [[2, 0, 0], [1, 1, 1], [1, -1, 1], [0, 0, 2]]
-    assert weight_transform_adds(2) == 3 * 4 + 4 * 4 == 28 and signs == (1, 1, -1, -1)
+    assert weight_transform_adds(2) == 3 * 3 + 4 * 3 == 21 and signs == (1, 1, -1, -1)
+    # F(2x2)'s Bᵀ and Aᵀ have nothing to share: as the rows one by one
+    assert transform_ops(2, "int8") == transform_ops(2)
     # a row of only negative terms would be a negation, an adder in integers the model does not count: refused
     from fractions import Fraction
 
@@ -59,18 +69,45 @@ def test_the_transforms_operations_are_the_matrices_counted_by_hand():
         _Writer("short", False).combination([(Fraction(-1), "a"), (Fraction(-2), "b")])
 
 
+@pytest.mark.parametrize("m", [2, 4, 6])
+def test_each_transforms_plan_computes_its_matrix(m):
+    """A plan's shared sums and rows, evaluated on random integers, give the matrix times them exactly, for every
+    matrix the engine transforms by (float: Bᵀ, Aᵀ, G; int8: Aᵀ·S, G'), and it is never dearer than the rows
+    one by one."""
+    from fractions import Fraction
+
+    from cost_models.fpga_winograd import output_matrix
+    from cost_models.winograd_plan import _plain, transform_plan
+    from hetero_dse.ops.winograd import transforms
+
+    t = transforms(m, 3)
+    mats = [(t.BT, False), (t.AT, False), (t.G, False), (t.BT, True)]
+    if m < 6:  # F(6x6)'s Aᵀ has halves: no integer engine; its float matrices and Bᵀ still plan
+        mats += [(output_matrix(m, "int8"), True), (integer_weight_transform(m)[0], True)]
+    rng = np.random.default_rng(m)
+    for mat, integer in mats:
+        plan = transform_plan(mat, integer)
+        x = [Fraction(int(v)) for v in rng.integers(-1000, 1000, size=len(mat[0]))]
+        values = list(x)
+        for comb in plan.shared:
+            values.append(sum(c * values[k] for c, k in comb))
+        got = [sum(c * values[k] for c, k in comb) for comb in plan.rows]
+        assert got == [sum(c * v for c, v in zip(row, x, strict=True)) for row in mat]
+        assert plan.adds + plan.muls <= _plain(mat, integer).adds + _plain(mat, integer).muls
+
+
 def test_int8_f4x4s_operations_types_and_division_counted_by_hand():
-    # an integer coefficient is its powers of two, a term each: Bᵀ's rows [4,0,-5,0,1,0] (4, 4+1, 1: 4 terms),
-    # [0,4,4,-1,-1,0], [0,4,-4,-1,1,0] (4 each), [0,2,1,-2,-1,0], [0,2,-1,-2,1,0] (4 each), [0,4,0,-5,0,1]
-    # (4): 3 adds a row, 18 a column; 6 columns then 6 rows. Aᵀ's rows [1,1,1,1,1,0] (4 adds), [0,1,-1,2,-2,0]
-    # (3), [0,1,1,4,4,0] (3), [0,1,-1,8,-8,1] (4): 14 down each of 6 columns, then along each of 4 rows
-    assert transform_ops(4, "int8") == TransformOps(2 * 6 * 18, 0, (6 + 4) * 14, 0)
-    # G' = ±24G: [6,0,0] (4+2: 1 add), [4,4,4], [4,-4,4], [1,2,4], [1,-2,4] (2 each), [0,0,24] (16+8: 1): 10 a
-    # column of g's 3, then along each of G'g's 6 rows
+    # an integer coefficient is its powers of two, a term each: Bᵀ's rows [4,0,-5,0,1,0] and [0,4,0,-5,0,1]
+    # (4, 4+1, 1: 4 terms, 3 adds each); the pairs u ± v as in float (u = 4x₁ - x₃, v = 4x₂ - x₄; u = 2x₁ - 2x₃,
+    # v = x₂ - x₄: 4 adds a pair), no multiply: 14 a column; 6 columns then 6 rows. Aᵀ·S: the columns paired as
+    # in float (4 adds), then 2, 1, 1, 2: 10 down each of 6 columns, then along each of 4 rows
+    assert transform_ops(4, "int8") == TransformOps(2 * 6 * 14, 0, (6 + 4) * 10, 0)
+    # G' = ±24G: [6,0,0] (4+2: 1 add), [0,0,24] (16+8: 1); [4,4,4] and [4,-4,4] u ± v with u = 4g₀ + 4g₂ (1 add,
+    # then 2), [1,2,4] and [1,-2,4] with u = g₀ + 4g₂ (1, then 2): 8 a column of g's 3, then along G'g's 6 rows
     g, signs = integer_weight_transform(4)
     assert [[int(v) for v in row] for row in g] == [[6, 0, 0], [4, 4, 4], [4, -4, 4], [1, 2, 4], [1, -2, 4],
                                                     [0, 0, 24]]
-    assert weight_transform_adds(4) == (3 + 6) * 10 and signs == (1, 1, -1, -1, 1, 1)
+    assert weight_transform_adds(4) == (3 + 6) * 8 and signs == (1, 1, -1, -1, 1, 1)
     # the output is 24² = 576 = 2⁶·9 times the sum: a shift by 6, then 9's inverse modulo 2^32 as
     # (1 − 2³)(1 + 2⁶)(1 + 2¹²)(1 + 2²⁴), whose product with 9 is 1 − 2⁴⁸ ≡ 1
     assert exact_division(4) == (6, (-3, 6, 12, 24)) and divide_adds(4) == 4 and exact_division(2) == (2, ())
@@ -300,7 +337,9 @@ def test_each_winograd_check_fails_when_the_code_is_broken_on_purpose(tmp_path, 
     # a factor of 9's inverse wrong: (1 + 2^6) taken as (1 + 2^5)
     (("s1 + s1 * 64u;", "s1 + s1 * 32u;"), "csim"),
     # Bᵀ's 5 taken as 4 (the term x[2][0] of 4x + x dropped): a wrong transformed input, and an add fewer
-    (("const wino_tr_t s3 = s2 - x[2][0];", "const wino_tr_t s3 = s2;"), "csim"),
+    (("const wino_tr_t s7 = s6 - x[2][0];", "const wino_tr_t s7 = s6;"), "csim"),
+    # a shared pair's difference taken as its sum: two rows of Bᵀ alike
+    (("const wino_tr_t s9 = s1 - s2;", "const wino_tr_t s9 = s1 + s2;"), "csim"),
     # the sums typed narrower than the model's 38 bits: the lint (the small network's sums would not show it)
     (("typedef ap_int<38> wino_m_t;", "typedef ap_int<36> wino_m_t;"), "lint"),
     # the division's adds bound to no core, or the division not on every lane of the pixel leaving

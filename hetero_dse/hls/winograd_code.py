@@ -1,9 +1,10 @@
 """The Winograd engine's two transforms as C++ (``hls_templates/network/kernel.cpp.j2`` includes them): Bᵀ d B
 of one input lane's α×α patch and Aᵀ M A of one output lane's sums, written from the exact matrices of
 ``hetero_dse/ops/winograd.py`` as one binary operation a statement, each bound to a fabric core, so that the
-lint counts in the code what ``cost_models/fpga_winograd.transform_ops`` charges: a 1-D transform is, for each
-output element, its first non-zero term, then an add or subtract a further term, a term whose coefficient is not
-±1 first multiplied by it in floating point; in integers a coefficient is its powers of two, a term each, each
+lint counts in the code what ``cost_models/fpga_winograd.transform_ops`` charges: a 1-D transform is its plan
+(``cost_models/winograd_plan.py``: the sums its outputs share, then each output), each combination its first
+term, then an add or subtract a further term, a term whose coefficient is not ±1 first multiplied by it in
+floating point; in integers a coefficient is its powers of two, a term each, each
 written as a multiply by a power of two, which Vitis builds as wires: no operator (F(4×4)'s 5x is x·4 + x). An
 integer combination whose every coefficient is negative would be a negation, an adder: refused (the integer
 matrices are signed so that none is, ``fpga_winograd.integer_weight_transform``). The int8 F(4×4) engine's exact
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from cost_models.fpga_winograd import integer_terms
+from cost_models.winograd_plan import Plan, integer_terms, transform_plan
 
 __all__ = ["transform_functions"]
 
@@ -60,19 +61,28 @@ class _Writer:
         return acc
 
 
+def _apply(w: _Writer, plan: Plan, inputs: list[str]) -> list[str]:
+    """One 1-D pass by ``plan``: its shared sums, then its outputs; returns each output's C expression."""
+    operands = list(inputs)
+    for comb in plan.shared:
+        operands.append(w.combination([(c, operands[k]) for c, k in comb]))
+    return [w.combination([(c, operands[k]) for c, k in comb]) for comb in plan.rows]
+
+
 def _transform(name: str, mat: tuple[tuple[Fraction, ...], ...], n_in: int, ctype: str, floating: bool,
                what: str) -> str:
-    """``out = mat · x · matᵀ`` for one lane: ``x`` n_in × n_in, ``out`` rows(mat) × rows(mat)."""
+    """``out = mat · x · matᵀ`` for one lane: ``x`` n_in × n_in, ``out`` rows(mat) × rows(mat); each 1-D pass by
+    the matrix's plan (``winograd_plan.transform_plan``), the one the model counts."""
     rows = len(mat)
+    plan = transform_plan(mat, not floating)
     w = _Writer(ctype, floating)
     # mat · x: down each column of x
-    t = [[w.combination([(c, f"x[{k}][{j}]") for k, c in enumerate(mat[i]) if c]) for j in range(n_in)]
-         for i in range(rows)]
+    cols = [_apply(w, plan, [f"x[{k}][{j}]" for k in range(n_in)]) for j in range(n_in)]
+    t = [[cols[j][i] for j in range(n_in)] for i in range(rows)]
     # (mat · x) · matᵀ: along each row
     outs = []
     for i in range(rows):
-        for j in range(rows):
-            res = w.combination([(c, t[i][k]) for k, c in enumerate(mat[j]) if c])
+        for j, res in enumerate(_apply(w, plan, t[i])):
             outs.append(f"  y[{i}][{j}] = {res};")
     head = [f"// {what}: one lane, {sum('BIND_OP' in line and 'mul' not in line for line in w.lines)} adds and "
             f"{sum('BIND_OP' in line and 'mul' in line for line in w.lines)} multiplies, each on the fabric",
@@ -116,15 +126,14 @@ def transform_functions(m: int, dtype: str) -> str:
     ``wino_w_transform``, a lane's weights G' g G'ᵀ in ``wino_u_t`` (``fpga_winograd.integer_weight_transform``:
     G' = S·L·G, integers, and the output transform Aᵀ·S that takes S back), and where the output's divisor is
     not a power of two, ``wino_divide``."""
-    from cost_models.fpga_winograd import integer_weight_transform
+    from cost_models.fpga_winograd import integer_weight_transform, output_matrix
     from hetero_dse.ops.winograd import transforms
 
     t = transforms(m, 3)
     floating = dtype != "int8"
-    at = t.AT
+    at = output_matrix(m, dtype)
     if not floating:
-        g, signs = integer_weight_transform(m)
-        at = tuple(tuple(v * s for v, s in zip(row, signs, strict=True)) for row in t.AT)
+        g, _ = integer_weight_transform(m)
     parts = [_transform("wino_in_transform", t.BT, t.alpha, "wino_tr_t", floating, "Bᵀ d B of a patch"),
              _transform("wino_out_transform", at, t.alpha, "wino_y_t", floating,
                         "Aᵀ M A of a patch's sums" if floating else "Aᵀ S M S A of a patch's sums")]
