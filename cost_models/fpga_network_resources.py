@@ -85,9 +85,12 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
     # packed: two int8 products of neighbouring output lanes in one DSP48E2 (27 x 18), their chain's sums split
     # by fabric logic once a chain
     muls = macs / 2 if engine.packed else macs
+    # an integer add's carry chain is as wide as its sums: an int8 Winograd engine's may pass the 32 bits of
+    # ``ARITHMETIC`` (F(4×4): 38, ``integer_types``)
+    wide = integer_types(engine.tile).sums / 32 if engine.kind == "winograd" and not a.floating else 1.0
     res[dsp] += muls * a.dsp_mul + adds * a.dsp_add
-    res[lut] += muls * a.lut_mul + adds * a.lut_add + (muls / engine.chain * 40 if engine.packed else 0)
-    res[ff] += macs * a.ff_mul + adds * a.ff_add
+    res[lut] += muls * a.lut_mul + adds * a.lut_add * wide + (muls / engine.chain * 40 if engine.packed else 0)
+    res[ff] += macs * a.ff_mul + adds * a.ff_add * wide
     if engine.packed:  # a chain's later multiply-adds wait for the sum: their operands delayed in registers
         res[ff] += muls / engine.chain * CHAIN_DELAY_FF
     bits, acc_bits = 8.0 * np.dtype(dtype).itemsize, 32.0
