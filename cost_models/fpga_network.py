@@ -131,8 +131,10 @@ class EngineShape:
     @property
     def chain(self) -> int:
         """Input lanes a chain of DSPs sums in their post-adders before the fabric's adder tree (packed int8:
-        ``packed_chain``, as the layer pipeline's stages), 1 where each product enters the tree alone."""
-        return packed_chain(self.in_lanes) if self.packed else 1
+        ``packed_chain``, as the layer pipeline's stages; the integer Winograd engine's products, a DSP48E2 each,
+        the same way: ``w_transform`` is its int8), 1 where each product enters the tree alone."""
+        chained = self.packed or (self.kind == "winograd" and self.w_transform)
+        return packed_chain(self.in_lanes) if chained else 1
 
     @property
     def alpha(self) -> int:

@@ -85,7 +85,7 @@ class NetworkDesign:
                     "buffer_rows": {"input": e.in_rows, "weights": e.w_rows, "output": e.out_rows,
                                     **({"tile": e.tile_rows} if e.tile else {})},
                     "accumulation_distance": e.distance, "params": e.params, "packed": e.packed,
-                    **({"chain": e.chain} if e.packed else {}), "weight_ports": e.w_ports,
+                    **({"chain": e.chain} if e.chain > 1 else {}), "weight_ports": e.w_ports,
                     "storage": engine_storage(e, self.dtype, self.board.cap("uram") > 0),
                     **(winograd_record(e.tile, self.dtype) | {"w_transform": e.w_transform, "pointwise": e.pointwise}
                        if e.tile else {})}

@@ -26,7 +26,7 @@ from cost_models.fpga_winograd import (
     divide_adds,
     integer_types,
     transform_ops,
-    weight_transform_adds,
+    weight_transform_ops,
 )
 from hetero_dse.hardware.board import RESOURCE_KINDS
 
@@ -91,7 +91,7 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
     res[dsp] += muls * a.dsp_mul + adds * a.dsp_add
     res[lut] += muls * a.lut_mul + adds * a.lut_add * wide + (muls / engine.chain * 40 if engine.packed else 0)
     res[ff] += macs * a.ff_mul + adds * a.ff_add * wide
-    if engine.packed:  # a chain's later multiply-adds wait for the sum: their operands delayed in registers
+    if engine.chain > 1:  # a chain's later multiply-adds wait for the sum: their operands delayed in registers
         res[ff] += muls / engine.chain * CHAIN_DELAY_FF
     bits, acc_bits = 8.0 * np.dtype(dtype).itemsize, 32.0
     lanes_in = engine.in_lanes if engine.kind != "depthwise" else engine.out_lanes
@@ -123,7 +123,7 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
 
 def _transform_resources(engine: EngineShape, dtype: str, res: np.ndarray) -> None:
     """The Winograd engine's transforms on the fabric (``fpga_winograd.transform_ops``: the input's on each
-    input lane, the output's on each output lane; ``weight_transform_adds`` on each lane pair where it transforms
+    input lane, the output's on each output lane; ``weight_transform_ops`` on each lane pair where it transforms
     its weights; ``divide_adds`` on each output lane where the output's division is not a shift alone), and the
     registers of the output transform's m×m results and the patch sum it reads."""
     lut, ff = RESOURCE_KINDS.index("lut"), RESOURCE_KINDS.index("ff")
@@ -133,22 +133,25 @@ def _transform_resources(engine: EngineShape, dtype: str, res: np.ndarray) -> No
         muls = ops.in_muls * engine.in_lanes + ops.out_muls * engine.out_lanes
         res[lut] += adds * FABRIC_FADD[0] + muls * FABRIC_FMUL[0]
         res[ff] += adds * FABRIC_FADD[1] + muls * FABRIC_FMUL[1]
-    else:  # carry chains a LUT a bit, as wide as the types (``integer_types``): the input's adds, the output's,
-        # the exact division's 32-bit ones
+    else:  # carry chains a LUT a bit, as wide as the types (``integer_types``): the input's adds and constant
+        # multiplies' adders, the output's, the exact division's 32-bit ones
         types = integer_types(engine.tile)
-        bits = (ops.in_adds * engine.in_lanes * types.tr + ops.out_adds * engine.out_lanes * types.y
+        bits = ((ops.in_adds + ops.in_mul_adds) * engine.in_lanes * types.tr
+                + (ops.out_adds + ops.out_mul_adds) * engine.out_lanes * types.y
                 + divide_adds(engine.tile) * engine.out_lanes * 32)
         if engine.w_transform:  # each registered (the PE loop's pipeline)
-            bits += weight_transform_adds(engine.tile) * engine.out_lanes * engine.in_lanes * types.u
+            w = weight_transform_ops(engine.tile)
+            bits += (w.in_adds + w.in_mul_adds) * engine.out_lanes * engine.in_lanes * types.u
         res[lut] += bits
         res[ff] += bits
     # the output transform's m² pixels (the pointwise mode's α²), in registers, leave a cycle each through a
     # multiplexer a bit (4:1 a LUT6); the patch's sums it read beside them
     pixels = engine.alpha ** 2 if engine.pointwise else engine.tile ** 2
-    res[ff] += (pixels + engine.alpha ** 2) * engine.out_lanes * 32
+    sum_bits = integer_types(engine.tile).sums if dtype == "int8" else 32
+    res[ff] += (pixels * 32 + engine.alpha ** 2 * sum_bits) * engine.out_lanes
     res[lut] += engine.out_lanes * 32 * math.ceil(pixels / FUNNEL_INPUTS_PER_LUT)
     if engine.pointwise:  # 2:1 selects (two a LUT6): each product's weight, each transformed input or its bypass
-        w_bits = 16 if dtype == "int8" else 32
+        w_bits = integer_types(engine.tile).u if dtype == "int8" else 32
         res[lut] += engine.alpha ** 2 * (engine.out_lanes * engine.in_lanes * w_bits + engine.in_lanes * w_bits) / 2
 
 

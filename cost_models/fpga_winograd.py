@@ -12,16 +12,17 @@ array's); a 2-D transform is the 1-D one down every column, then along every row
 
 In int8 the engine also transforms its weights, G' g G'ᵀ with G' = ±L·G (``integer_weight_transform``),
 as its PE array takes a weight row: the port then carries each lane's 9 taps in 8 bits where the transformed
-weight is α² values of 16 or 18 bits (F(2×2): 3.6× fewer bytes, F(4×4): 4×). An integer coefficient is a sum of
-powers of two, each a shift (wires, no operator): each term past a combination's first is an add (F(4×4)'s 5 of
-Bᵀ is 4 + 1, its 6 and 24 of G' are 4 + 2 and 16 + 8). In float32 the host transforms the weights ahead: G's ½ and
-its F(4×4) fractions would each be a fabric multiply.
+weight is α² values of 16 or 18 bits (F(2×2): 3.6× fewer bytes, F(4×4): 4×). An integer coefficient that is a
+power of two is a shift (wires, no operator); any other (F(4×4)'s 5 of Bᵀ, 6 and 24 of G') a constant multiply on
+the fabric, which Vivado builds of adders (``winograd_plan.csd_digits``: one each). In float32 the host transforms
+the weights ahead: G's ½ and its F(4×4) fractions would each be a fabric multiply.
 
 The int8 output is the convolution's sum times D = (L·L')² (``Transforms.weight_scale``): F(2×2)'s D = 4 is a
 shift of sums held exactly (int32 sums, a 64-bit output transform). F(4×4)'s D = 576 = 2⁶·9 would need 40-bit sums
-and a 49-bit output transform held exactly; the engine keeps them modulo 2^38 instead (``integer_types``: a DSP48E2
-accumulates 38 bits in its 48-bit P), as every step before the division is a ring operation: the 38 low bits of D·y,
-shifted by 6, are the 32 low bits of 9·y, and times 9's inverse modulo 2^32 (four shift-adds, ``exact_division``)
+and a 49-bit output transform held exactly; the engine keeps them modulo 2^38 instead (``integer_types``: a chain
+of DSP48E2 multiply-adds sums 38 bits in their 48-bit post-adders), as every step before the division is a ring
+operation: the 38 low bits of D·y,
+shifted by 6, are the 32 low bits of 9·y, and times 9's inverse modulo 2^32 (a constant multiply, ``exact_division``)
 they are y, which the convolution's int32 sum holds whole.
 """
 
@@ -32,11 +33,11 @@ from fractions import Fraction
 from functools import cache
 
 from cost_models.fpga_costs import ARITHMETIC, DEEPER_CORES_ABOVE_MHZ
-from cost_models.winograd_plan import transform_plan
+from cost_models.winograd_plan import Plan, csd_digits, transform_plan
 
-__all__ = ["FABRIC_FADD", "FABRIC_FMUL", "TILES", "IntegerTypes", "TransformOps", "divide_adds", "exact_division",
-           "integer_types", "output_matrix", "refusal", "transform_depth", "transform_ops", "integer_weight_transform",
-           "weight_transform_adds", "weight_transform_depth", "winograd_record"]
+__all__ = ["FABRIC_FADD", "FABRIC_FMUL", "TILES", "IntegerTypes", "TransformOps", "divide_adds", "divide_stages",
+           "exact_division", "integer_types", "integer_weight_transform", "output_matrix", "refusal",
+           "transform_depth", "transform_ops", "weight_transform_depth", "weight_transform_ops", "winograd_record"]
 
 #: output tiles the engine offers per data type: F(2×2) and F(4×4) (F(6×6)'s output transform has halves and its
 #: float32 error passes the tolerance, ``ops.winograd.refused``)
@@ -55,12 +56,15 @@ FABRIC_FMUL = (650.0, 600.0)
 @dataclass(frozen=True)
 class TransformOps:
     """Binary operations a lane of each transform takes: ``in_adds``/``in_muls`` (Bᵀ d B, per input lane),
-    ``out_adds``/``out_muls`` (Aᵀ M A, per output lane)."""
+    ``out_adds``/``out_muls`` (Aᵀ M A, per output lane); in integers ``in_mul_adds``/``out_mul_adds``, the adders
+    its constant multiplies are built of (``winograd_plan.csd_digits``)."""
 
     in_adds: int
     in_muls: int
     out_adds: int
     out_muls: int
+    in_mul_adds: int = 0
+    out_mul_adds: int = 0
 
 
 def output_matrix(m: int, dtype: str) -> tuple[tuple[Fraction, ...], ...]:
@@ -87,7 +91,7 @@ def transform_ops(m: int, dtype: str = "float32") -> TransformOps:
     # Bᵀ d: the α columns of d, each α outputs; then (Bᵀ d) B: the α rows, each α outputs
     # Aᵀ M: the α columns of M, each m outputs; then (Aᵀ M) A: the m rows, each m outputs
     return TransformOps(2 * t.alpha * bt.adds, 2 * t.alpha * bt.muls, (t.alpha + m) * at.adds,
-                        (t.alpha + m) * at.muls)
+                        (t.alpha + m) * at.muls, 2 * t.alpha * bt.mul_adds, (t.alpha + m) * at.mul_adds)
 
 
 @cache
@@ -104,17 +108,20 @@ def integer_weight_transform(m: int) -> tuple[tuple[tuple[Fraction, ...], ...], 
 
 
 @cache
-def weight_transform_adds(m: int) -> int:
-    """Adds of one lane's integer weight transform G' g G'ᵀ (``hls/winograd_code.py`` writes it by its plan,
-    ``winograd_plan``): G' g down the 3 columns of g (α outputs each), then along its α rows (α outputs each)."""
+def weight_transform_ops(m: int) -> TransformOps:
+    """One lane pair's integer weight transform G' g G'ᵀ (``hls/winograd_code.py`` writes it by its plan,
+    ``winograd_plan``): G' g down the 3 columns of g (α outputs each), then along its α rows (α outputs each); its
+    adds, constant multiplies (F(4×4)'s 6 and 24) and their adders in the ``in_*`` fields."""
     g, _ = integer_weight_transform(m)
-    return (3 + len(g)) * transform_plan(g, True).adds
+    plan, passes = transform_plan(g, True), 3 + len(g)
+    return TransformOps(passes * plan.adds, passes * plan.muls, 0, 0, passes * plan.mul_adds)
 
 
 def weight_transform_depth(m: int) -> int:
     """Pipeline stages the integer weight transform adds to the PE loop: two passes of its plan's longest chain
-    of adds (an integer add a stage, ``ARITHMETIC['int8']``)."""
-    return 2 * transform_plan(integer_weight_transform(m)[0], True).depth(ARITHMETIC["int8"].add_latency, 0)
+    of adds (an integer add a stage, ``ARITHMETIC['int8']``; a constant multiply its adders')."""
+    plan, add = transform_plan(integer_weight_transform(m)[0], True), ARITHMETIC["int8"].add_latency
+    return 2 * plan.depth(add, add * plan.mul_stages)
 
 
 @dataclass(frozen=True)
@@ -132,32 +139,28 @@ class IntegerTypes:
 
 
 @cache
-def exact_division(m: int) -> tuple[int, tuple[int, ...]]:
-    """How an int8 engine divides its output by D = 2^s·d exactly: (s, steps), a shift by s, then d's inverse
-    modulo 2^32 as a product of factors (1 + 2^j) (j < 0: 1 − 2^|j|), each one shift-add of 32 bits: for
-    d = 1 + 2^k, (1 − 2^k)(1 + 2^2k)(1 + 2^4k)… (their product with d is 1 − 2^(2^n·k), 1 once that passes 32)."""
+def exact_division(m: int) -> tuple[int, int | None]:
+    """How an int8 engine divides its output by D = 2^s·d exactly: (s, inverse), a shift by s, then where d > 1
+    a multiply by d's inverse modulo 2^32 (a constant multiply on the fabric: ``divide_adds``), else None."""
     from hetero_dse.ops.winograd import transforms
 
     t = transforms(m, 3)
     divisor = (t.weight_scale * t.output_scale) ** 2
     shift = (divisor & -divisor).bit_length() - 1
     odd = divisor >> shift
-    if odd == 1:
-        return shift, ()
-    k = (odd - 1).bit_length() - 1
-    if odd != 1 + (1 << k):
-        raise ValueError(f"F({m}×{m}, 3×3) divides its output by {divisor}: {odd} is not 1 + 2^k, whose inverse "
-                         "the engine builds by shift-adds")
-    steps, j = [-k], 2 * k
-    while j < 32:
-        steps.append(j)
-        j *= 2
-    return shift, tuple(steps)
+    return shift, pow(odd, -1, 1 << 32) if odd > 1 else None
 
 
 def divide_adds(m: int) -> int:
-    """Adds of one output lane's exact division (``exact_division``: one a factor; a shift is wires)."""
-    return len(exact_division(m)[1])
+    """The adders of one output lane's exact division: the constant multiply by the inverse, one fewer than its
+    canonical signed digits (``winograd_plan.csd_digits``; a shift is wires)."""
+    inverse = exact_division(m)[1]
+    return csd_digits(inverse) - 1 if inverse else 0
+
+
+def divide_stages(m: int) -> int:
+    """The division's adds one after another: a tree of the inverse's digits."""
+    return (divide_adds(m)).bit_length()
 
 
 @cache
@@ -171,8 +174,8 @@ def integer_types(m: int) -> IntegerTypes:
     bits = integer_bits(m, 3, 1)
     tr = 16 if bits.input_transform <= 16 else 32
     u = 16 if bits.weight_transform <= 16 else bits.weight_transform
-    shift, steps = exact_division(m)
-    if steps:
+    shift, inverse = exact_division(m)
+    if inverse:
         return IntegerTypes(tr, u, 32 + shift, 32 + shift, True)
     return IntegerTypes(tr, u, 32, 64, False)
 
@@ -180,16 +183,20 @@ def integer_types(m: int) -> IntegerTypes:
 def transform_depth(m: int, dtype: str, clock_mhz: float) -> int:
     """Pipeline stages of a transform loop: the buffer read, then two passes each of the deepest chain of adds
     (a term a stage after the first), after a constant multiply where a coefficient needs one; the output's, then
-    its exact division's shift-adds (int8 F(4×4), ``divide_adds``)."""
+    its exact division's adders (int8 F(4×4), ``divide_stages``)."""
     from hetero_dse.ops.winograd import transforms
 
     a = ARITHMETIC[dtype]
     deeper = 1 if a.floating and clock_mhz > DEEPER_CORES_ABOVE_MHZ else 0
     t = transforms(m, 3)
-    add, mul = a.add_latency + deeper, a.mul_latency + deeper
-    after = 0 if a.floating else divide_adds(m) * a.add_latency
+    add = a.add_latency + deeper
+    after = 0 if a.floating else divide_stages(m) * a.add_latency
     bt, at = transform_plan(t.BT, not a.floating), transform_plan(output_matrix(m, dtype), not a.floating)
-    return max(1 + 2 * bt.depth(add, mul), 1 + 2 * at.depth(add, mul) + after)
+
+    def mul(plan: Plan) -> int:  # a float core's stages; an integer constant multiply its adders'
+        return a.mul_latency + deeper if a.floating else add * plan.mul_stages
+
+    return max(1 + 2 * bt.depth(add, mul(bt)), 1 + 2 * at.depth(add, mul(at)) + after)
 
 
 def winograd_record(m: int, dtype: str) -> dict[str, object]:

@@ -11,7 +11,10 @@ A Winograd matrix evaluates a polynomial at points that come in pairs ±a, so it
 
 A pairing is kept only where it saves operations; F(2×2)'s Bᵀ and Aᵀ have none to save (their plan is the matrix as
 it is), its integer weight transform G' = ±2G one add a column. A term is a coefficient and an operand: an input,
-or a shared sum. In integers a coefficient is its powers of two, a term each (``integer_terms``).
+or a shared sum. A coefficient other than ±1 is a constant multiply, but in integers a power of two is a shift
+(wires); an integer multiply by another constant is written as one, bound to the fabric, where Vivado builds it of
+adders, one for each non-zero digit of the constant's canonical signed-digit form past the first (``csd_digits``:
+5, 6, 24 one each). Written as shifted terms summed instead, LLVM folds them back into that multiply anyway.
 """
 
 from __future__ import annotations
@@ -20,19 +23,27 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import cache
 
-__all__ = ["Plan", "integer_terms", "transform_plan"]
+__all__ = ["Plan", "csd_digits", "transform_plan"]
 
 Matrix = tuple[tuple[Fraction, ...], ...]
 #: a coefficient and its operand: an input index below ``Plan.inputs``, a shared sum's at and above it
 Term = tuple[Fraction, int]
 
 
-def integer_terms(c: Fraction) -> list[int]:
-    """An integer coefficient's powers of two, largest first (5 → [4, 1]): a term each, a shift each."""
-    if c.denominator != 1:
-        raise ValueError(f"the integer engine's transforms take integer coefficients, not {c}")
-    n = abs(c.numerator)
-    return [1 << b for b in range(n.bit_length() - 1, -1, -1) if n >> b & 1]
+def csd_digits(n: int) -> int:
+    """Non-zero digits of ``n``'s canonical signed-digit form (no two adjacent): the adders a constant multiplier on
+    the fabric takes, one fewer (0x38E38E39, 9's inverse modulo 2^32: 12 digits)."""
+    n, digits = abs(n), 0
+    while n:
+        if n & 1:
+            digits += 1
+            n -= 2 - (n & 3)  # a digit of ±1: −1 where the next bit is set too (…11 → a carry)
+        n >>= 1
+    return digits
+
+
+def _pow2(c: Fraction) -> bool:
+    return c.denominator == 1 and abs(c.numerator) & (abs(c.numerator) - 1) == 0
 
 
 @dataclass(frozen=True)
@@ -47,18 +58,33 @@ class Plan:
     def _combinations(self) -> tuple[tuple[Term, ...], ...]:
         return self.shared + self.rows
 
-    def terms(self, combination: tuple[Term, ...]) -> int:
-        return sum(len(integer_terms(c)) if self.integer else 1 for c, _ in combination)
-
     @property
     def adds(self) -> int:
         """Adds or subtracts: a term past each combination's first."""
-        return sum(max(0, self.terms(c) - 1) for c in self._combinations())
+        return sum(max(0, len(c) - 1) for c in self._combinations())
+
+    def _scaled(self, c: Fraction) -> bool:
+        """Whether a coefficient is a multiply: other than ±1, and in integers other than a power of two."""
+        return abs(c) != 1 and not (self.integer and _pow2(c))
 
     @property
     def muls(self) -> int:
-        """Constant multiplies (floating point: a coefficient other than ±1; in integers a shift, none)."""
-        return 0 if self.integer else sum(1 for comb in self._combinations() for c, _ in comb if abs(c) != 1)
+        """Constant multiplies: a coefficient other than ±1 (in integers, other than a power of two)."""
+        return sum(1 for comb in self._combinations() for c, _ in comb if self._scaled(c))
+
+    @property
+    def mul_adds(self) -> int:
+        """The fabric adders of the integer constant multiplies (``csd_digits`` less one each; 0 in floating
+        point, whose multiplies are cores of their own)."""
+        if not self.integer:
+            return 0
+        return sum(csd_digits(c.numerator) - 1 for comb in self._combinations() for c, _ in comb if self._scaled(c))
+
+    @property
+    def mul_stages(self) -> int:
+        """An integer constant multiply's adds one after another, at most (a tree of its digits)."""
+        digits = [csd_digits(c.numerator) for comb in self._combinations() for c, _ in comb if self._scaled(c)]
+        return max(((d - 1).bit_length() for d in digits), default=0)
 
     def depth(self, add: int, mul: int) -> int:
         """Stages of the longest chain: an operand's own, then a multiply where a coefficient needs one, then an
@@ -66,8 +92,8 @@ class Plan:
         ready = [0] * self.inputs
         deepest = 0
         for i, comb in enumerate(self._combinations()):
-            scaled = not self.integer and any(abs(c) != 1 for c, _ in comb)
-            d = max(ready[k] for _, k in comb) + (mul if scaled else 0) + (self.terms(comb) - 1) * add
+            scaled = any(self._scaled(c) for c, _ in comb)
+            d = max(ready[k] for _, k in comb) + (mul if scaled else 0) + (len(comb) - 1) * add
             if i < len(self.shared):
                 ready.append(d)
             deepest = max(deepest, d)
@@ -80,7 +106,8 @@ def _valid(plan: Plan) -> bool:
 
 
 def _cost(plan: Plan) -> int:
-    return plan.adds + plan.muls
+    """Operations to weigh plans by: adds, and each constant multiply (in integers, by its adders)."""
+    return plan.adds + (plan.mul_adds if plan.integer else plan.muls)
 
 
 def _plain(mat: Matrix, integer: bool) -> Plan:

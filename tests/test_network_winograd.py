@@ -22,7 +22,7 @@ from cost_models.fpga_winograd import (
     integer_types,
     integer_weight_transform,
     transform_ops,
-    weight_transform_adds,
+    weight_transform_ops,
 )
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import load_board
@@ -57,7 +57,7 @@ def test_the_transforms_operations_are_the_matrices_counted_by_hand():
     # then 3 along each of G'g's 4 rows
     g, signs = integer_weight_transform(2)
     assert [[int(v) for v in row] for row in g] == [[2, 0, 0], [1, 1, 1], [1, -1, 1], [0, 0, 2]]
-    assert weight_transform_adds(2) == 3 * 3 + 4 * 3 == 21 and signs == (1, 1, -1, -1)
+    assert weight_transform_ops(2) == TransformOps(3 * 3 + 4 * 3, 0, 0, 0) and signs == (1, 1, -1, -1)
     # F(2x2)'s Bᵀ and Aᵀ have nothing to share: as the rows one by one
     assert transform_ops(2, "int8") == transform_ops(2)
     # a row of only negative terms would be a negation, an adder in integers the model does not count: refused
@@ -97,21 +97,23 @@ def test_each_transforms_plan_computes_its_matrix(m):
 
 
 def test_int8_f4x4s_operations_types_and_division_counted_by_hand():
-    # an integer coefficient is its powers of two, a term each: Bᵀ's rows [4,0,-5,0,1,0] and [0,4,0,-5,0,1]
-    # (4, 4+1, 1: 4 terms, 3 adds each); the pairs u ± v as in float (u = 4x₁ - x₃, v = 4x₂ - x₄; u = 2x₁ - 2x₃,
-    # v = x₂ - x₄: 4 adds a pair), no multiply: 14 a column; 6 columns then 6 rows. Aᵀ·S: the columns paired as
-    # in float (4 adds), then 2, 1, 1, 2: 10 down each of 6 columns, then along each of 4 rows
-    assert transform_ops(4, "int8") == TransformOps(2 * 6 * 14, 0, (6 + 4) * 10, 0)
-    # G' = ±24G: [6,0,0] (4+2: 1 add), [0,0,24] (16+8: 1); [4,4,4] and [4,-4,4] u ± v with u = 4g₀ + 4g₂ (1 add,
-    # then 2), [1,2,4] and [1,-2,4] with u = g₀ + 4g₂ (1, then 2): 8 a column of g's 3, then along G'g's 6 rows
+    # in integers a power of two is a shift, any other coefficient a constant multiply on the fabric (5 = 4 + 1: an
+    # adder): Bᵀ's rows [4,0,-5,0,1,0] and [0,4,0,-5,0,1] 2 adds and a multiply by 5 each; the pairs u ± v as in
+    # float (u = 4x₁ - x₃, v = 4x₂ - x₄; u = 2x₁ - 2x₃, v = x₂ - x₄: 4 adds a pair): 12 adds and 2 multiplies a
+    # column; 6 columns then 6 rows. Aᵀ·S: the columns paired as in float (4 adds), then 2, 1, 1, 2, its 2, 4, 8
+    # shifts: 10 adds down each of 6 columns, then along each of 4 rows
+    assert transform_ops(4, "int8") == TransformOps(2 * 6 * 12, 2 * 6 * 2, (6 + 4) * 10, 0, 2 * 6 * 2, 0)
+    # G' = ±24G: [6,0,0] and [0,0,24] a multiply each (6 = 8 - 2, 24 = 32 - 8: an adder each); [4,4,4] and
+    # [4,-4,4] u ± v with u = 4g₀ + 4g₂ (1 add, then 2), [1,2,4] and [1,-2,4] with u = g₀ + 4g₂ (1, then 2): 6 adds
+    # and 2 multiplies a column of g's 3, then along G'g's 6 rows
     g, signs = integer_weight_transform(4)
     assert [[int(v) for v in row] for row in g] == [[6, 0, 0], [4, 4, 4], [4, -4, 4], [1, 2, 4], [1, -2, 4],
                                                     [0, 0, 24]]
-    assert weight_transform_adds(4) == (3 + 6) * 8 and signs == (1, 1, -1, -1, 1, 1)
-    # the output is 24² = 576 = 2⁶·9 times the sum: a shift by 6, then 9's inverse modulo 2^32 as
-    # (1 − 2³)(1 + 2⁶)(1 + 2¹²)(1 + 2²⁴), whose product with 9 is 1 − 2⁴⁸ ≡ 1
-    assert exact_division(4) == (6, (-3, 6, 12, 24)) and divide_adds(4) == 4 and exact_division(2) == (2, ())
-    assert 9 * (1 - 8) * (1 + 2 ** 6) * (1 + 2 ** 12) * (1 + 2 ** 24) % 2 ** 32 == 1
+    assert weight_transform_ops(4) == TransformOps(9 * 6, 9 * 2, 0, 0, 9 * 2) and signs == (1, 1, -1, -1, 1, 1)
+    # the output is 24² = 576 = 2⁶·9 times the sum: a shift by 6, then a multiply by 9's inverse modulo 2^32,
+    # 0x38E38E39, whose canonical signed digits are 11 (0x38E38E39 = 2^30 − 2^27 + 2^24 − 2^21 + … + 1): 10 adders
+    assert exact_division(4) == (6, 0x38E38E39) and 9 * 0x38E38E39 % 2 ** 32 == 1
+    assert divide_adds(4) == 10 and exact_division(2) == (2, None) and divide_adds(2) == 0
     # widths: the input transform grows int8 by 10² (15 bits), the weights' by 24² (18: a DSP48E2's B port);
     # the sums and output transform modulo 2^(32 + 6); F(2×2)'s exact in int32 and 64 bits
     assert integer_types(4) == IntegerTypes(16, 18, 38, 38, True)
@@ -123,7 +125,7 @@ def test_int8_f4x4_is_exact_where_its_sums_wrap(tmp_path):
     one element's sum over 512 channels passes 2^37 (it wraps in the engine's 38 bits) and one output is the
     largest an int8 3×3 convolution of 512 channels has; every output is the direct convolution's, bit for bit.
     The check itself: with sums of 36 bits (9 times that output passes their 30 bits above the shift), or the
-    division's last factor dropped, the outputs are wrong."""
+    inverse off by 2, the outputs are wrong."""
     from hetero_dse.hls.network_project import winograd_context
     from hetero_dse.hls.winograd_code import transform_functions
     from hetero_dse.ops.winograd import transforms
@@ -183,7 +185,7 @@ int main() {{
     np.testing.assert_array_equal(run(ctx["m_ctype"], functions), want)
     assert ctx["m_ctype"] == "ap_int<38>" and ctx["u_ctype"] == "ap_int<18>"
     assert not np.array_equal(run("ap_int<36>", functions), want)
-    assert not np.array_equal(run(ctx["m_ctype"], functions.replace(" + s3 * 16777216u;", ";")), want)
+    assert not np.array_equal(run(ctx["m_ctype"], functions.replace(" * 954437177u;", " * 954437179u;")), want)
 
 
 def test_the_models_trip_counts_and_cycles_are_the_loops_counted_by_hand():
@@ -334,17 +336,29 @@ def test_each_winograd_check_fails_when_the_code_is_broken_on_purpose(tmp_path, 
     (None, None),
     # the pixel leaving not divided: 9 times the sum
     (("wino_divide(pix[e][l]);", "pix[e][l];"), "csim"),
-    # a factor of 9's inverse wrong: (1 + 2^6) taken as (1 + 2^5)
-    (("s1 + s1 * 64u;", "s1 + s1 * 32u;"), "csim"),
-    # Bᵀ's 5 taken as 4 (the term x[2][0] of 4x + x dropped): a wrong transformed input, and an add fewer
-    (("const wino_tr_t s7 = s6 - x[2][0];", "const wino_tr_t s7 = s6;"), "csim"),
+    # 9's inverse off by 2
+    (("(unsigned)x * 954437177u;", "(unsigned)x * 954437179u;"), "csim"),
+    # Bᵀ's 5 taken as 4: a wrong transformed input
+    (("const wino_tr_t s5 = x[2][0] * 5;", "const wino_tr_t s5 = x[2][0] * 4;"), "csim"),
     # a shared pair's difference taken as its sum: two rows of Bᵀ alike
     (("const wino_tr_t s9 = s1 - s2;", "const wino_tr_t s9 = s1 + s2;"), "csim"),
     # the sums typed narrower than the model's 38 bits: the lint (the small network's sums would not show it)
     (("typedef ap_int<38> wino_m_t;", "typedef ap_int<36> wino_m_t;"), "lint"),
-    # the division's adds bound to no core, or the division not on every lane of the pixel leaving
-    (("  #pragma HLS BIND_OP variable=s2 op=add impl=fabric\n  const unsigned s3", "  const unsigned s3"), "lint"),
+    # the division's multiply bound to no core (Vitis free to take DSPs), the division not on every lane of the
+    # pixel leaving, or on every pixel of the patch (16 dividers a lane where the model charges one)
+    (("wraps\n  #pragma HLS BIND_OP variable=s1 op=mul impl=fabric\n", "wraps\n"), "lint"),
     (("divide_lane: for (int l = 0; l < 4; ++l)", "divide_lane: for (int l = 0; l < 2; ++l)"), "lint"),
+    (("wino_divide(pix[e][l]);", "pix[e][l];", "pix[i * 4 + j][l] = (acc_t)(unsigned)(y[i][j] >> 6);",
+      "pix[i * 4 + j][l] = wino_divide((acc_t)(unsigned)(y[i][j] >> 6));"), "lint"),
+    # the tree's sum declared narrower than the model's 38 bits: C-simulation of small values passes, the lint not
+    (("const wino_m_t pair = prod[q] + prod[q + h];", "const int pair = prod[q] + prod[q + h];"), "lint"),
+    # the PE array's chain of DSP multiply-adds: a product dropped from the sum, the multiply bound to a core (no
+    # DSP match with the add), the expression balanced (a fabric tree where the model has DSP post-adders)
+    (("sum = sum + (wino_m_t)(a[x * 4 + q]", "sum = (wino_m_t)(a[x * 4 + q]"), "csim"),
+    (("const int q = c * 4 + k;\n                  sum = sum", "const int q = c * 4 + k;\n"
+      "                  #pragma HLS BIND_OP variable=sum op=mul impl=dsp\n                  sum = sum"), "lint"),
+    (("                #pragma HLS EXPRESSION_BALANCE off\n                wino_m_t sum",
+      "                wino_m_t sum"), "lint"),
 ])
 def test_int8_f4x4_runs_bit_exact_and_each_check_fails_when_broken(tmp_path, mutant, check):
     """int8 F(4×4): 16-bit transformed inputs, 18-bit transformed weights, sums and the output transform modulo
@@ -357,7 +371,8 @@ def test_int8_f4x4_runs_bit_exact_and_each_check_fails_when_broken(tmp_path, mut
         assert result.passed and result.max_abs_error == 0.0, result.output[-2000:]
         assert check_trips(project, result.output) == [] and lint_network(project).ok
         return
-    _mutate(project, *mutant)
+    for old, new in zip(mutant[::2], mutant[1::2], strict=True):
+        _mutate(project, old, new)
     if check == "lint":
         assert not lint_network(project).ok
     else:

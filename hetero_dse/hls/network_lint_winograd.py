@@ -9,13 +9,16 @@ one's buffers and processes, and what it alone has:
 * the read process's box in α² banks (partitioned completely along both of a patch's sides) bound to the memory
   the model charges, and its box and transform loops pipelined at II 1, the transform over every input lane;
 * the PE array: α² elements × the output lanes × the input lanes unrolled, each product and add bound to the core
-  the model charges, the accumulation's DEPENDENCE distance the model's;
+  the model charges, the accumulation's DEPENDENCE distance the model's; in int8 the products summed in chains of
+  DSP48E2 multiply-adds as the model's ``EngineShape.chain`` (no core bound to them, expression balancing off),
+  then the tree;
 * the two transforms: as many adds and multiplies, each bound to a fabric core, as ``transform_ops`` charges a
   lane, and the output transform over every output lane in a loop pipelined at II 1;
-* where the engine transforms its weights: ``wino_w_transform``'s adds, each bound to a fabric core, as
-  ``weight_transform_adds`` charges a lane pair, over every lane pair of a row at once, in registers;
-* where an int8 engine's output divides by more than a shift (F(4×4)): ``wino_divide``'s shift-adds as
-  ``divide_adds`` charges an output lane, called once, over the lanes of the pixel leaving.
+* where the engine transforms its weights: ``wino_w_transform``'s adds and constant multiplies, each bound to a
+  fabric core, as ``weight_transform_ops`` charges a lane pair, over every lane pair of a row at once, in registers;
+* where an int8 engine's output divides by more than a shift (F(4×4)): ``wino_divide``'s one constant multiply on
+  the fabric, called once, inside the loop over the lanes of the pixel leaving;
+* the int8 PE array's and output transform's values in the engine's types, no local narrower.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import re
 from typing import Any
 
 from cost_models.fpga_network import EngineShape
-from cost_models.fpga_winograd import divide_adds, integer_types, transform_ops, weight_transform_adds
+from cost_models.fpga_winograd import divide_adds, integer_types, transform_ops, weight_transform_ops
 from hetero_dse.hls.cparse import CFile
 from hetero_dse.hls.lint.record import LintReport
 from hetero_dse.hls.network_lint_parts import (
@@ -32,6 +35,7 @@ from hetero_dse.hls.network_lint_parts import (
     check_pipelined,
     check_streams,
     check_weight_ports,
+    function_text,
     typedef_rows,
     vector_lanes,
 )
@@ -52,6 +56,7 @@ def check_winograd(k: CFile, source: str, e: EngineShape, dtype: str, storage: d
             add("buffer", buf, f"declared {typedef_rows(source, buf)} rows; the model sizes it {depth}")
     if dtype == "int8":
         _check_integer_types(source, e, add)
+        _check_integer_locals(k, add)
     report.pragmas_checked += check_streams(k, "wino_layer", storage, add,
                                             {"in_s": "in", "mid_s": "out", "out_s": "tile"})
     _check_box(k, e, storage, add, report)
@@ -60,13 +65,13 @@ def check_winograd(k: CFile, source: str, e: EngineShape, dtype: str, storage: d
     transforms = [("wino_in_transform", ops.in_adds, ops.in_muls, "transform_ops"),
                   ("wino_out_transform", ops.out_adds, ops.out_muls, "transform_ops")]
     if e.w_transform:
-        transforms.append(("wino_w_transform", weight_transform_adds(e.tile), 0, "weight_transform_adds"))
+        w = weight_transform_ops(e.tile)
+        transforms.append(("wino_w_transform", w.in_adds, w.in_muls, "weight_transform_ops"))
         _check_weight_lanes(k, L * I, add, report)
     elif "wino_w_transform" in k.functions:
         add("transform", "wino_w_transform", "the code transforms its weights; the model has the host transform them")
-    divide = divide_adds(e.tile) if dtype == "int8" else 0
-    if divide:
-        transforms.append(("wino_divide", divide, 0, "divide_adds"))
+    if dtype == "int8" and divide_adds(e.tile):
+        transforms.append(("wino_divide", 0, 1, "exact_division"))
         _check_divide_lanes(k, L, add, report)
     elif "wino_divide" in k.functions:
         add("transform", "wino_divide", "the code divides its output by more than a shift; the model does not")
@@ -113,19 +118,43 @@ def _check_box(k: CFile, e: EngineShape, storage: dict[str, str], add: Any, repo
 
 def _check_pe(k: CFile, e: EngineShape, cores: dict[str, tuple[str, str]], add: Any, report: LintReport) -> None:
     fn = k.functions.get("wino_compute")
-    if not check_pe_loop(fn, "wino_compute", e.distance, cores, 3, add, report):
+    chained = e.chain > 1
+    # bound operators: the product (none where chained: a DSP's multiply-add), the tree's adds, the accumulation
+    bound = (0 if chained else 1) + (e.in_lanes // e.chain > 1) + 1
+    if not check_pe_loop(fn, "wino_compute", e.distance, cores, bound, add, report):
         return
     counts = {}
-    for label, want in (("element", e.alpha ** 2), ("lane", e.out_lanes), ("mul", e.in_lanes)):
+    want = {"element": e.alpha ** 2, "lane": e.out_lanes, "mul": e.chain if chained else e.in_lanes}
+    if chained:
+        want["chain"] = e.in_lanes // e.chain
+    for label, n in want.items():
         lp = fn.loop(label)
         counts[label] = lp.trip_count() if lp is not None else None
-        if counts[label] != want or not lp.has("UNROLL"):
-            add("lanes", "wino_compute", f"the {label} loop runs {counts[label]} times unrolled; the model {want}")
+        if counts[label] != n or not lp.has("UNROLL"):
+            add("lanes", "wino_compute", f"the {label} loop runs {counts[label]} times unrolled; the model {n}")
+    if chained:
+        mul = fn.loop("mul")
+        if mul is not None and any(p.name == "BIND_OP" for p in mul.pragmas):
+            add("bind_op", "wino_compute", "a chain's multiply-add is bound to a core: Vitis would not match it into "
+                                           "one DSP48E2 with the chain's add, which the model charges to the DSP")
+        if not _chains(function_text(k.path.read_text(), "wino_compute"), e.in_lanes // e.chain, e.chain):
+            add("chain", "wino_compute", f"no chain of {e.chain} multiply-adds whose sum starts afresh in the "
+                                         "unrolled chain loop with its expression balancing off (the model sums "
+                                         f"{e.chain} products in DSP post-adders, then a tree)")
     muls = 1
     for v in counts.values():
         muls *= v or 0
     report.mul_per_iteration += muls
     report.add_per_iteration += muls
+
+
+def _chains(text: str, chains: int, chain: int) -> bool:
+    """The PE loop's chains as ``winograd.cpp.j2`` writes them: ``chains`` of ``chain`` multiply-adds, each sum
+    started afresh inside the unrolled chain loop, its expression balancing off (else Vitis rebuilds it as a
+    tree of fabric adds, or the sum runs on past the chain)."""
+    return re.search(rf"chain: for \(int c = 0; c < {chains}; \+\+c\) \{{\n\s*#pragma HLS UNROLL\n"
+                     r"\s*#pragma HLS EXPRESSION_BALANCE off\n\s*wino_m_t sum = 0;\n"
+                     rf"\s*mul: for \(int k = 0; k < {chain}; \+\+k\) \{{", text) is not None
 
 
 def _check_weight_lanes(k: CFile, lanes: int, add: Any, report: LintReport) -> None:
@@ -160,11 +189,31 @@ def _check_divide_lanes(k: CFile, lanes: int, add: Any, report: LintReport) -> N
         add("lanes", "wino_out", f"its divide_lane loop divides {lp.trip_count() if lp else None} lanes of the pixel "
                                  f"leaving; the model {lanes}")
     else:
-        calls = "\n".join(k.path.read_text().splitlines()[fn.node.line:fn.node.end_line]).count("wino_divide(")
-        if calls != 1:
-            add("transform", "wino_out", f"wino_divide is called {calls} times; the model charges one a lane of "
-                                         "the pixel leaving")
+        lines = k.path.read_text().splitlines()
+        calls = "\n".join(lines[fn.node.line:fn.node.end_line]).count("wino_divide(")
+        inside = "\n".join(lines[lp.node.line:lp.node.end_line]).count("wino_divide(")
+        # once, in the lanes loop, and no other unrolled loop around that but the pipelined one's body
+        around = [q.label for q in lp.parents if q.has("UNROLL")]
+        if calls != 1 or inside != 1 or around:
+            add("transform", "wino_out", f"wino_divide is called {calls} times, {inside} in the divide_lane loop"
+                                         + (f" (inside unrolled {around})" if around else "")
+                                         + "; the model charges one a lane of the pixel leaving")
     report.pragmas_checked += 1
+
+
+def _check_integer_locals(k: CFile, add: Any) -> None:
+    """Every value the int8 PE array sums, and the output transform's, in the engine's types (``wino_m_t``,
+    ``wino_y_t``): a local declared narrower (an ``int`` of a 38-bit sum) wraps where the model's width does
+    not, which C-simulation of small values never shows."""
+    source = k.path.read_text()
+    for fn_name, names, want in (("wino_compute", ("prod", "pair", "acc", "m", "sum"), "wino_m_t"),
+                                 ("wino_out", ("x", "y"), "wino_y_t")):
+        text = function_text(source, fn_name)
+        for name in names:
+            for ctype in re.findall(rf"(?:const )?([\w:<>]+) {name}(?:\[| =)", text):
+                if ctype not in (want, "wino_mrow_t"):
+                    add("type", fn_name, f"{name} is declared {ctype}; the model sums in {want} "
+                                         "(fpga_winograd.integer_types)")
 
 
 def _check_registers(k: CFile, fn_name: str, arrays: tuple[str, ...], add: Any, report: LintReport) -> None:

@@ -199,7 +199,7 @@ def winograd_context(engine: Any, dtype: str) -> dict[str, Any]:
 
     t = transforms(engine.tile, 3)
     integer = dtype == "int8"
-    shift, steps = exact_division(engine.tile) if integer else (0, ())
+    shift, inverse = exact_division(engine.tile) if integer else (0, None)
     types = integer_types(engine.tile) if integer else None
     bits, wide = integer_bits(engine.tile, 3, 1), integer_bits(engine.tile, 3, 512)
 
@@ -209,7 +209,8 @@ def winograd_context(engine: Any, dtype: str) -> dict[str, Any]:
     return {"tile": engine.tile, "alpha": t.alpha, "w_transform": engine.w_transform,
             "tile_rows": engine.tile_rows, "pointwise": engine.pointwise,
             "weight_scale": t.weight_scale, "divisor": (t.weight_scale * t.output_scale) ** 2 if integer else 1,
-            "divisor_shift": shift, "divide": bool(steps), "modular": bool(types and types.modular), "types": types,
+            "divisor_shift": shift, "divide": inverse is not None, "modular": bool(types and types.modular),
+            "types": types,
             **{f"{k}_ctype": ctype(getattr(types, f, None)) for k, f in (("tr", "tr"), ("u", "u"), ("m", "sums"),
                                                                          ("y", "y"))},
             "product": f"{types.tr} x {types.u} bits" if types else "float",

@@ -8,14 +8,14 @@ floating point; in integers a coefficient is its powers of two, a term each, eac
 written as a multiply by a power of two, which Vitis builds as wires: no operator (F(4×4)'s 5x is x·4 + x). An
 integer combination whose every coefficient is negative would be a negation, an adder: refused (the integer
 matrices are signed so that none is, ``fpga_winograd.integer_weight_transform``). The int8 F(4×4) engine's exact
-division by 9 (``fpga_winograd.exact_division``) is written the same way: ``wino_divide``.
+division by 9 is a constant multiply bound to the fabric the same way: ``wino_divide``.
 """
 
 from __future__ import annotations
 
 from fractions import Fraction
 
-from cost_models.winograd_plan import Plan, integer_terms, transform_plan
+from cost_models.winograd_plan import Plan, transform_plan
 
 __all__ = ["transform_functions"]
 
@@ -42,13 +42,18 @@ class _Writer:
         scaled = []
         for c, x in terms:
             sign = 1 if c > 0 else -1
-            if not self.floating:
-                # each power of two a shift, wires (a multiply, not <<, whose negative operand C++14 leaves
-                # undefined); a coefficient of several, a term each
-                scaled += [(sign, x if p == 1 else f"({x} * {p})") for p in integer_terms(c)]
-                continue
-            if abs(c) != 1:
-                x = self.value(f"({self.ctype}){float(abs(c))!r}f * {x}", "mul")
+            n = abs(c)
+            if n != 1 and not self.floating:
+                if n.denominator != 1:
+                    raise ValueError(f"the integer engine's transforms take integer coefficients, not {c}")
+                if n.numerator & (n.numerator - 1) == 0:
+                    # a power of two: a shift, wires (a multiply, not <<, whose negative operand C++14 leaves
+                    # undefined)
+                    x = f"({x} * {n.numerator})"
+                else:  # any other: a constant multiply on the fabric, which Vivado builds of adders
+                    x = self.value(f"{x} * {n.numerator}", "mul")
+            elif n != 1:
+                x = self.value(f"({self.ctype}){float(n)!r}f * {x}", "mul")
             scaled.append((sign, x))
         sign, acc = scaled[0]
         if sign < 0:  # every coefficient negative: a sign flip, free in floating point; an adder in integers
@@ -92,32 +97,21 @@ def _transform(name: str, mat: tuple[tuple[Fraction, ...], ...], n_in: int, ctyp
 
 
 def _divide(m: int) -> str | None:
-    """``wino_divide``: an output lane's x = 9·y (modulo 2^32) to y, times 9's inverse as shift-adds
-    (``fpga_winograd.exact_division``); None where the division is a shift alone."""
-    from cost_models.fpga_winograd import exact_division
+    """``wino_divide``: an output lane's x = d·y (modulo 2^32) to y, times d's inverse modulo 2^32, one constant
+    multiply on the fabric (``fpga_winograd.exact_division``); None where the division is a shift alone."""
+    from cost_models.fpga_winograd import divide_adds, exact_division
 
-    shift, steps = exact_division(m)
-    if not steps:
+    inverse = exact_division(m)[1]
+    if inverse is None:
         return None
-    odd = pow(_product(steps), -1, 1 << 32)
-    lines = [f"// y = x / {odd}, exact (x is {odd}·y modulo 2^32): x times {odd}'s inverse modulo 2^32, "
-             + "".join(f"(1 {'-' if j < 0 else '+'} 2^{abs(j)})" for j in steps)
-             + f", {len(steps)} shift-adds on the fabric",
-             "static acc_t wino_divide(const acc_t x) {", "  #pragma HLS INLINE",
-             "  const unsigned s0 = (unsigned)x;  // modulo 2^32: unsigned arithmetic wraps"]
-    for i, j in enumerate(steps, 1):
-        op = "sub" if j < 0 else "add"
-        lines += [f"  const unsigned s{i} = s{i - 1} {'-' if j < 0 else '+'} s{i - 1} * {1 << abs(j)}u;",
-                  f"  #pragma HLS BIND_OP variable=s{i} op={op} impl=fabric"]
-    return "\n".join([*lines, f"  return (acc_t)s{len(steps)};", "}"])
-
-
-def _product(steps: tuple[int, ...]) -> int:
-    """The factors' product modulo 2^32: the inverse of the odd part of the divisor."""
-    value = 1
-    for j in steps:
-        value = value * (1 - (1 << -j) if j < 0 else 1 + (1 << j)) % (1 << 32)
-    return value
+    odd = pow(inverse, -1, 1 << 32)
+    return "\n".join([
+        f"// y = x / {odd}, exact (x is {odd}·y modulo 2^32): x times {odd}'s inverse modulo 2^32, a constant "
+        f"multiply on the fabric ({divide_adds(m)} adders)",
+        "static acc_t wino_divide(const acc_t x) {", "  #pragma HLS INLINE",
+        f"  const unsigned s1 = (unsigned)x * {inverse}u;  // modulo 2^32: unsigned arithmetic wraps",
+        "  #pragma HLS BIND_OP variable=s1 op=mul impl=fabric",
+        "  return (acc_t)s1;", "}"])
 
 
 def transform_functions(m: int, dtype: str) -> str:
