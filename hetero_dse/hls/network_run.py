@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from cost_models.fpga_network_placed import NetworkDesign, PlacedLayer
-from hetero_dse.epilogue import activation_clamp
+from hetero_dse.epilogue import activation_clamp, parse_step
 
 __all__ = ["ENGINE_IDS", "FIELDS", "FLOAT_FIELDS", "NAMES", "NetworkRun", "RunLayer", "design_name", "quantized",
            "random_run"]
@@ -69,7 +69,7 @@ def random_run(design: NetworkDesign, ops: Sequence[Any], seed: int = 0) -> Netw
         shape = (s.K, s.C, s.R, s.S) if s.engine == "grid" else (s.C, 1, s.R, s.S)
         w = (rng.uniform(-1, 1, shape) / np.sqrt(red)).astype(np.float32)
         b = rng.uniform(-1, 1, s.K if s.engine == "grid" else s.C).astype(np.float32)
-        steps = [st.split("(")[0] for st in op.epilogue]
+        steps = [parse_step(st)[0] for st in op.epilogue]
         if "bias" not in steps:  # the kernel adds a bias always: zero, where the operator has none
             b[:] = 0
         if op.name == "gemm":

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from hetero_dse.epilogue import parse_step
 from hetero_dse.errors import HeteroDSEError
 
 __all__ = ["LayerShape", "shape_of"]
@@ -42,7 +43,7 @@ def shape_of(op: Any, from_host: bool = False) -> LayerShape:
     """The network-kernel shape of a built-in operator (conv2d, depthwise_conv2d, gemm), or one sentence on
     why the shared kernel does not run it."""
     p, name = dict(op.params), op.shape_name or op.name
-    steps = [s.split("(")[0] for s in op.epilogue]
+    steps = [parse_step(s)[0] for s in op.epilogue]
     order = {"bias": 0, "add": 1, "relu": 2, "relu6": 2, "leaky_relu": 2, "clip": 2}
     if [order[s] for s in steps] != sorted(order[s] for s in steps) or len(set(steps)) != len(steps):
         raise HeteroDSEError(f"{name}: its epilogue {', '.join(op.epilogue)} is not bias, residual add, activation "
