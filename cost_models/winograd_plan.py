@@ -32,7 +32,7 @@ Term = tuple[Fraction, int]
 
 def csd_digits(n: int) -> int:
     """Non-zero digits of ``n``'s canonical signed-digit form (no two adjacent): the adders a constant multiplier on
-    the fabric takes, one fewer (0x38E38E39, 9's inverse modulo 2^32: 12 digits)."""
+    the fabric takes, one fewer (0x38E38E39, 9's inverse modulo 2^32: 11 digits)."""
     n, digits = abs(n), 0
     while n:
         if n & 1:

@@ -114,6 +114,10 @@ def test_int8_f4x4s_operations_types_and_division_counted_by_hand():
     # 0x38E38E39, whose canonical signed digits are 11 (0x38E38E39 = 2^30 − 2^27 + 2^24 − 2^21 + … + 1): 10 adders
     assert exact_division(4) == (6, 0x38E38E39) and 9 * 0x38E38E39 % 2 ** 32 == 1
     assert divide_adds(4) == 10 and exact_division(2) == (2, None) and divide_adds(2) == 0
+    from cost_models.winograd_plan import csd_digits
+
+    # canonical signed digits by hand: 7 = 8 − 1, 5 = 4 + 1, 6 = 8 − 2, 24 = 32 − 8, 11 = 16 − 4 − 1, 0x5555 alone
+    assert [csd_digits(n) for n in (7, 5, 6, 24, 11, 0x5555)] == [2, 2, 2, 2, 3, 8]
     # widths: the input transform grows int8 by 10² (15 bits), the weights' by 24² (18: a DSP48E2's B port);
     # the sums and output transform modulo 2^(32 + 6); F(2×2)'s exact in int32 and 64 bits
     assert integer_types(4) == IntegerTypes(16, 18, 38, 38, True)
