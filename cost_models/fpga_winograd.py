@@ -21,9 +21,8 @@ The int8 output is the convolution's sum times D = (L·L')² (``Transforms.weigh
 shift of sums held exactly (int32 sums, a 64-bit output transform). F(4×4)'s D = 576 = 2⁶·9 would need 40-bit sums
 and a 49-bit output transform held exactly; the engine keeps them modulo 2^38 instead (``integer_types``: a chain
 of DSP48E2 multiply-adds sums 38 bits in their 48-bit post-adders), as every step before the division is a ring
-operation: the 38 low bits of D·y,
-shifted by 6, are the 32 low bits of 9·y, and times 9's inverse modulo 2^32 (a constant multiply, ``exact_division``)
-they are y, which the convolution's int32 sum holds whole.
+operation: the 38 low bits of D·y, shifted by 6, are the 32 low bits of 9·y, and times 9's inverse modulo 2^32 (a
+constant multiply, ``exact_division``) they are y, which the convolution's int32 sum holds whole.
 """
 
 from __future__ import annotations
