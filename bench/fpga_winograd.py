@@ -33,14 +33,17 @@ from network_shapes import network_shapes  # noqa: E402
 def _figures(design, board, dtype) -> dict:
     peak = dsp_roofline_ops(board.cap("dsp"), dtype, design.clock_mhz)
     gops = 2 * design.macs / design.latency_s / 1e9
-    wino = next((e for e in design.to_json()["engines"] if e["kind"] == "winograd"), None)
+    record = design.to_json()
+    wino = next((e for e in record["engines"] if e["kind"] == "winograd"), None)
+    # the Winograd layers' DDR traffic over seed 001's I/O lower bound (cost_models/fpga_network_io.py)
+    io = [layer["io"]["traffic_over_bound"] for layer in record["layers"] if "io" in layer]
     return {"latency_s": design.latency_s, "gops": gops, "dsp": design.resources["dsp"],
             "lut": design.resources["lut"], "gops_per_dsp": gops / design.resources["dsp"],
             "dsp_roofline": gops * 1e9 / peak, "mhz": design.achieved_mhz,
             "engines": " + ".join(f"{e['kind']} " + "×".join(str(v) for v in e["lanes"].values())
                                   + (f" F({e['tile']})" if e.get("tile") else "") for e in design.to_json()["engines"]),
             "winograd_layers": sum(p.layer.engine == "winograd" for p in design.layers),
-            "error": wino["error"] if wino else None}
+            "error": wino["error"] if wino else None, "traffic_over_bound": io}
 
 
 def main() -> None:
@@ -84,7 +87,15 @@ def _print(row: dict) -> None:
           f"{1e3 * d['latency_s']:.3f} ms | {d['gops']:.0f} | {d['gops_per_dsp']:.3f} | "
           f"{100 * d['dsp_roofline']:.0f} % | {w['engines']} ({w['winograd_layers']} on Winograd) | "
           f"{1e3 * w['latency_s']:.3f} ms | {w['gops']:.0f} | {w['gops_per_dsp']:.3f} | "
-          f"{100 * w['dsp_roofline']:.0f} % | **{d['latency_s'] / w['latency_s']:.2f}×** |", flush=True)
+          f"{100 * w['dsp_roofline']:.0f} % | **{d['latency_s'] / w['latency_s']:.2f}×** | "
+          f"{_span(w['traffic_over_bound'])} |", flush=True)
+
+
+def _span(values: list[float]) -> str:
+    """``1.52–3.10`` (the Winograd layers' traffic over the I/O bound), ``—`` where there is none."""
+    if not values:
+        return "—"
+    return "–".join(f"{v:.2f}" for v in sorted({min(values), max(values)}))
 
 
 if __name__ == "__main__":

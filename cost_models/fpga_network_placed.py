@@ -77,6 +77,14 @@ class NetworkDesign:
     def trips(self) -> list[dict[str, int]]:
         return [network_trips(self.engines[p.layer.engine], p.layer, p.tiles) for p in self.layers]
 
+    def _layer_json(self, p: PlacedLayer, hz: float) -> dict[str, Any]:
+        """A layer's record, with its DDR traffic against seed 001's I/O lower bound where one applies
+        (``fpga_network_io``: a 3×3 layer on the Winograd engine)."""
+        from cost_models.fpga_network_io import layer_io
+
+        io = layer_io(self.engines[p.layer.engine], p.layer, p.tiles, self.dtype)
+        return {**p.to_json(hz), **({"io": io} if io else {})}
+
     def to_json(self) -> dict[str, Any]:
         hz = self.achieved_mhz * 1e6
         sides = {"grid": ("output-channel", "input-channel"), "depthwise": ("channel",),
@@ -98,7 +106,7 @@ class NetworkDesign:
                 "latency_s": self.latency_s, "fps": self.compute_units / self.latency_s,
                 "compute_units": self.compute_units, "gops": 2 * self.macs * self.compute_units / self.latency_s / 1e9,
                 "peak_gops": 2 * macs_peak * hz / 1e9, "resources": self.resources, "utilisation": self.utilisation,
-                "candidates": self.candidates, "layers": [p.to_json(hz) for p in self.layers],
+                "candidates": self.candidates, "layers": [self._layer_json(p, hz) for p in self.layers],
                 "basis": "the model of the generated network kernel (cost_models/fpga_network.py): the trip counts of "
                          "its loops, which its C-simulation counts, the DDR bursts each process issues and the "
                          "DATAFLOW overlap of its stages"}

@@ -30,7 +30,7 @@ from cost_models.fpga_winograd import (
 )
 from hetero_dse.hardware.board import RESOURCE_KINDS
 
-__all__ = ["engine_resources", "engine_storage", "kernel_base"]
+__all__ = ["engine_onchip_bits", "engine_resources", "engine_storage", "kernel_base"]
 
 
 #: 32-bit multiplies of run-time values an engine's processes make a cycle (addresses, buffer rows, the output
@@ -56,6 +56,11 @@ def _buffers(engine: EngineShape, dtype: str) -> list[tuple[str, float, float, f
                 ("box", engine.in_rows, engine.in_lanes * bits, float(a2))]
     lanes_in = engine.in_lanes if engine.kind == "grid" else engine.out_lanes
     return [("in", engine.in_rows, lanes_in * bits, 2.0), ("out", engine.out_rows, engine.out_lanes * acc_bits, 2.0)]
+
+
+def engine_onchip_bits(engine: EngineShape, dtype: str) -> float:
+    """The bits the engine's buffers hold, every row of every copy: its on-chip memory, as an I/O bound takes it."""
+    return float(sum(rows * width * copies for _, rows, width, copies in _buffers(engine, dtype)))
 
 
 def engine_storage(engine: EngineShape, dtype: str, uram: bool) -> dict[str, str]:

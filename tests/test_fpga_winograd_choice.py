@@ -38,6 +38,10 @@ def test_a_3x3_convolution_on_vu9p_is_kept_on_the_winograd_engine_and_c_simulate
     # the model's own figures: the row is the Winograd engine's latency, the direct design's beside it
     assert w["chosen"] is True and w["latency_s"] < w["direct_latency_s"] == e["best"]["latency_s"]
     assert w["speedup_over_direct"] == pytest.approx(w["direct_latency_s"] / w["latency_s"])
+    # its DDR traffic against seed 001's bound for F(e×e, 3×3) (issue 40, item 2), said in the report too
+    assert w["io"]["traffic_over_bound"] == pytest.approx(w["io"]["traffic_bytes"] / w["io"]["io_lower_bound_bytes"])
+    assert w["io"]["traffic_over_bound"] >= 1
+    assert f"{w['io']['traffic_over_bound']:.2f}× the I/O lower bound" in (out / "report.md").read_text()
     assert row["seconds"] == pytest.approx(w["latency_s"]) and row["algorithm"] == "Winograd F(2×2, 3×3)"
     # the project written is the network kernel's, for this one layer: against torch, its trips the model's
     project = out / e["project"]

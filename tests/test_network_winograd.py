@@ -96,6 +96,29 @@ def test_each_transforms_plan_computes_its_matrix(m):
         assert plan.adds + plan.muls <= _plain(mat, integer).adds + _plain(mat, integer).muls
 
 
+def test_a_winograd_layers_ddr_traffic_against_seed_001s_bound_by_hand():
+    """Issue 40, item 2: a Winograd layer's DDR traffic set against Theorem 4.12's bound, by hand."""
+    from cost_models.fpga_network_io import layer_io
+
+    # F(2x2) on 4 x 4 lanes, buffers of 16 rows (a 64-pixel tile buffer); 64 -> 64 channels of 56x56, tiles
+    # 4 x 4 x 8 x 8. On chip: the box 16 rows x 4 lanes x 32 bits in 16 banks (32,768 bits), the transformed
+    # patches and their sums 16 rows x 16 x 4 lanes x 32 bits, two copies each (65,536 each), the output tile
+    # 64 rows x 4 x 32, two copies (16,384): 180,224 bits, 5,632 float32 words
+    engine = EngineShape("winograd", 4, 4, 4, 16, 16, 16, 3, tile=2, tile_rows=64)
+    io = layer_io(engine, NetLayer("winograd", 64, 64, 56, 56, 3, 3, 1, 1), Tiles(4, 4, 8, 8), "float32")
+    assert io["onchip_words"] == 5632
+    # Theorem 4.12: 56·56·64·64·(2 + 3 − 1)·3 / (2·√5632) = 1,026,965 words, past the compulsory 438,272 (the
+    # input and output 64·56·56 each, the weights 64·64·9): the bound, 4 bytes a word
+    assert io["io_bound_kind"] == "Winograd (Theorem 4.12)"
+    assert io["io_lower_bound_bytes"] == pytest.approx(4 * 56 * 56 * 64 * 64 * 4 * 3 / (2 * 5632 ** 0.5))
+    # the traffic: 1,254,400 input words and 50,176 output words of 4 lanes, 802,816 weight words of 4, 16
+    # parameter words of 4 32-bit values
+    assert io["traffic_bytes"] == (1254400 * 4 + 50176 * 4 + 802816 * 4) * 4 + 16 * 4 * 4 == 33718528
+    assert io["traffic_over_bound"] == pytest.approx(33718528 / io["io_lower_bound_bytes"])
+    # a direct layer, or a 1x1 one on the Winograd engine's pointwise mode: no Winograd bound
+    assert layer_io(engine, NetLayer("winograd", 64, 64, 56, 56, 1, 1, 1, 0), Tiles(4, 4, 8, 8), "float32") is None
+
+
 def test_int8_f4x4s_operations_types_and_division_counted_by_hand():
     # in integers a power of two is a shift, any other coefficient a constant multiply on the fabric (5 = 4 + 1: an
     # adder): Bᵀ's rows [4,0,-5,0,1,0] and [0,4,0,-5,0,1] 2 adds and a multiply by 5 each; the pairs u ± v as in

@@ -46,6 +46,21 @@ class WinogradChoice:
         return self.design.latency_s
 
     @property
+    def io(self) -> dict[str, Any] | None:
+        """The layer's DDR traffic against seed 001's I/O lower bound (``fpga_network_io``)."""
+        return self.design.to_json()["layers"][0].get("io") if self.design is not None else None
+
+    def io_words(self) -> str:
+        """``DDR traffic 5.74 MB, 3.22× the I/O lower bound (compulsory)``, or nothing where none applies."""
+        from hetero_dse.units import fmt_bytes
+
+        io = self.io
+        if not io:
+            return ""
+        return (f"DDR traffic {fmt_bytes(io['traffic_bytes'])}, {io['traffic_over_bound']:.2f}× the I/O lower "
+                f"bound ({io['io_bound_kind']})")
+
+    @property
     def speedup(self) -> float:
         """The direct design's latency over the Winograd engine's (above 1: Winograd is faster)."""
         return self.direct_s / self.design.latency_s
@@ -62,6 +77,7 @@ class WinogradChoice:
             return out
         record = self.design.to_json()
         return {**out, "engine": self.engine(), "speedup_over_direct": self.speedup, "interface": INTERFACE,
+                **({"io": self.io} if self.io else {}),
                 **{k: record[k] for k in ("latency_s", "gops", "peak_gops", "achieved_mhz", "engines", "resources",
                                           "utilisation", "basis")}}
 
@@ -122,7 +138,8 @@ def winograd_row(e: Any, written: Any) -> Any:
     res, util = record["resources"], record["utilisation"]
     roofline_gops = dsp_roofline_ops(e.board.cap("dsp"), w.design.dtype, w.design.clock_mhz) / 1e9
     detail = (f"{w.design.dtype} · {w.engine()} (the network kernel) · DSP {res['dsp']:,.0f} ({100 * util['dsp']:.0f}%)"
-              f" · {record['achieved_mhz']:.0f} MHz · {w.speedup:.2f}× the direct design ({fmt_seconds(w.direct_s)})")
+              f" · {record['achieved_mhz']:.0f} MHz · {w.speedup:.2f}× the direct design ({fmt_seconds(w.direct_s)})"
+              + (f" · {w.io_words()}" if w.io else ""))
     check = "—" if written is None or written.passed is None else ("pass" if written.passed else "FAIL")
     return Row("fpga", e.op.name, e.op.shape_name, e.board.name, "model", w.seconds, record["gops"],
                record["gops"] / roofline_gops, None, None, e.explorer, e.loop.evaluations, 0, 0,
@@ -149,4 +166,8 @@ def winograd_markdown(e: Any) -> list[str]:
         verdict = "not kept: the direct design is faster (`--winograd on` keeps it)"
     return [f"Winograd: a {w.engine()} of the network kernel, explored for this layer with the whole board, "
             f"runs it in {fmt_seconds(w.seconds)} at {w.design.achieved_mhz:.0f} MHz, {w.speedup:.2f}× the best "
-            f"direct design's {fmt_seconds(w.direct_s)} by the model; {verdict}.", ""]
+            f"direct design's {fmt_seconds(w.direct_s)} by the model"
+            + (f"; {w.io_words()}: seed 001's Theorem 4.12 for F(e×e, 3×3) "
+               f"with the engine's {w.io['onchip_words']:,.0f} words on chip, raised to the input, weights and "
+               "output read or written once" if w.io else "")
+            + f"; {verdict}.", ""]
