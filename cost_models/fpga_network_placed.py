@@ -82,7 +82,8 @@ class NetworkDesign:
         (``fpga_network_io``: a 3×3 layer on the Winograd engine)."""
         from cost_models.fpga_network_io import layer_io
 
-        io = layer_io(self.engines[p.layer.engine], p.layer, p.tiles, self.dtype)
+        io = layer_io(self.engines[p.layer.engine], p.layer, p.tiles, self.dtype, (p.shape.C, p.shape.K),
+                      p.shape.residual)
         return {**p.to_json(hz), **({"io": io} if io else {})}
 
     def to_json(self) -> dict[str, Any]:

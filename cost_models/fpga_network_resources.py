@@ -30,7 +30,7 @@ from cost_models.fpga_winograd import (
 )
 from hetero_dse.hardware.board import RESOURCE_KINDS
 
-__all__ = ["engine_onchip_bits", "engine_resources", "engine_storage", "kernel_base"]
+__all__ = ["engine_onchip_values", "engine_resources", "engine_storage", "kernel_base"]
 
 
 #: 32-bit multiplies of run-time values an engine's processes make a cycle (addresses, buffer rows, the output
@@ -40,27 +40,29 @@ ADDRESS_MULTIPLIES, DSP_PER_ADDRESS_MULTIPLY = 14, 3
 WINOGRAD_ADDRESS_MULTIPLIES = 26
 
 
-def _buffers(engine: EngineShape, dtype: str) -> list[tuple[str, float, float, float]]:
-    """The engine's buffers: (name, rows, bits a row, copies). A row is one wide word (its lanes side by side);
-    the streams of blocks have two copies. The Winograd engine's: its transformed patches (``in``), their sums
-    (``out``), the output tile a pixel a row (``tile``), and the read process's box, each element in every patch
+def _buffers(engine: EngineShape, dtype: str) -> list[tuple[str, float, float, float, float]]:
+    """The engine's buffers: (name, rows, bits a row, copies, bits a value). A row is one wide word (its lanes side
+    by side); the streams of blocks have two copies. The Winograd engine's: its transformed patches (``in``), their
+    sums (``out``), the output tile a pixel a row (``tile``), and the read process's box, each element in every patch
     that holds it, in α² banks (``box``)."""
     bits, acc_bits = 8.0 * np.dtype(dtype).itemsize, 32.0
     if engine.kind == "winograd":
         a2 = engine.alpha ** 2
         tr_bits, sum_bits = ((float(integer_types(engine.tile).tr), float(integer_types(engine.tile).sums))
                              if dtype == "int8" else (bits, acc_bits))
-        return [("in", engine.in_rows, a2 * engine.in_lanes * tr_bits, 2.0),
-                ("out", engine.out_rows, a2 * engine.out_lanes * sum_bits, 2.0),
-                ("tile", engine.tile_rows, engine.out_lanes * acc_bits, 2.0),
-                ("box", engine.in_rows, engine.in_lanes * bits, float(a2))]
+        return [("in", engine.in_rows, a2 * engine.in_lanes * tr_bits, 2.0, tr_bits),
+                ("out", engine.out_rows, a2 * engine.out_lanes * sum_bits, 2.0, sum_bits),
+                ("tile", engine.tile_rows, engine.out_lanes * acc_bits, 2.0, acc_bits),
+                ("box", engine.in_rows, engine.in_lanes * bits, float(a2), bits)]
     lanes_in = engine.in_lanes if engine.kind == "grid" else engine.out_lanes
-    return [("in", engine.in_rows, lanes_in * bits, 2.0), ("out", engine.out_rows, engine.out_lanes * acc_bits, 2.0)]
+    return [("in", engine.in_rows, lanes_in * bits, 2.0, bits),
+            ("out", engine.out_rows, engine.out_lanes * acc_bits, 2.0, acc_bits)]
 
 
-def engine_onchip_bits(engine: EngineShape, dtype: str) -> float:
-    """The bits the engine's buffers hold, every row of every copy: its on-chip memory, as an I/O bound takes it."""
-    return float(sum(rows * width * copies for _, rows, width, copies in _buffers(engine, dtype)))
+def engine_onchip_values(engine: EngineShape, dtype: str) -> float:
+    """The values the engine's buffers hold, every row of every copy: its on-chip memory in the words an I/O bound's
+    pebble game counts (a value each, whatever its width)."""
+    return float(sum(rows * width / value * copies for _, rows, width, copies, value in _buffers(engine, dtype)))
 
 
 def engine_storage(engine: EngineShape, dtype: str, uram: bool) -> dict[str, str]:
@@ -68,7 +70,7 @@ def engine_storage(engine: EngineShape, dtype: str, uram: bool) -> dict[str, str
     the code binds (BIND_STORAGE), from one decision."""
     scratch = np.zeros(len(RESOURCE_KINDS))
     kinds = {}
-    for name, rows, width, copies in _buffers(engine, dtype):
+    for name, rows, width, copies, _ in _buffers(engine, dtype):
         kind = storage_cost(float(rows), width, uram, scratch, copies)
         kinds[name] = IMPL_NAMES[kind] if IMPL_NAMES[kind] != "registers" else "lutram"
     return kinds
@@ -100,7 +102,7 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
         res[ff] += muls / engine.chain * CHAIN_DELAY_FF
     bits, acc_bits = 8.0 * np.dtype(dtype).itemsize, 32.0
     lanes_in = engine.in_lanes if engine.kind != "depthwise" else engine.out_lanes
-    for _, rows, width, copies in _buffers(engine, dtype):
+    for _, rows, width, copies, _ in _buffers(engine, dtype):
         storage_cost(float(rows), width, uram, res, copies)
     # the weight row as the port brings it (gathered, and the FIFO's two rows) and as the PE array takes it: the
     # same but on a Winograd engine that transforms its weights (9 taps of 8 bits in, α² values of 16 or 18 used)

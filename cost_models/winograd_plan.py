@@ -32,7 +32,8 @@ Term = tuple[Fraction, int]
 
 def csd_digits(n: int) -> int:
     """Non-zero digits of ``n``'s canonical signed-digit form (no two adjacent): the adders a constant multiplier on
-    the fabric takes, one fewer (0x38E38E39, 9's inverse modulo 2^32: 11 digits)."""
+    the fabric takes, one fewer (0x38E38E39, 9's inverse modulo 2^32: 11 digits). An upper bound: a factored form
+    may take fewer (45 = 5·9, two adds where its digits take three); *estimate* until a csynth report has one."""
     n, digits = abs(n), 0
     while n:
         if n & 1:
@@ -65,6 +66,8 @@ class Plan:
 
     def _scaled(self, c: Fraction) -> bool:
         """Whether a coefficient is a multiply: other than ±1, and in integers other than a power of two."""
+        if self.integer and c.denominator != 1:
+            raise ValueError(f"the integer engine's transforms take integer coefficients, not {c}")
         return abs(c) != 1 and not (self.integer and _pow2(c))
 
     @property

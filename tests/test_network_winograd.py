@@ -106,15 +106,25 @@ def test_a_winograd_layers_ddr_traffic_against_seed_001s_bound_by_hand():
     # 64 rows x 4 x 32, two copies (16,384): 180,224 bits, 5,632 float32 words
     engine = EngineShape("winograd", 4, 4, 4, 16, 16, 16, 3, tile=2, tile_rows=64)
     io = layer_io(engine, NetLayer("winograd", 64, 64, 56, 56, 3, 3, 1, 1), Tiles(4, 4, 8, 8), "float32")
-    assert io["onchip_words"] == 5632
-    # Theorem 4.12: 56·56·64·64·(2 + 3 − 1)·3 / (2·√5632) = 1,026,965 words, past the compulsory 438,272 (the
-    # input and output 64·56·56 each, the weights 64·64·9): the bound, 4 bytes a word
-    assert io["io_bound_kind"] == "Winograd (Theorem 4.12)"
+    assert io["onchip_values"] == 5632
+    # Theorem 4.12 (its Ω with constant 1): 56·56·64·64·(2 + 3 − 1)·3 / (2·√5632) = 1,026,965 words, past the
+    # compulsory 438,272 (the input and output 64·56·56 each, the weights 64·64·9): the bound, 4 bytes a word
+    assert io["io_bound_kind"] == "Winograd, Theorem 4.12 (its Ω with constant 1)"
     assert io["io_lower_bound_bytes"] == pytest.approx(4 * 56 * 56 * 64 * 64 * 4 * 3 / (2 * 5632 ** 0.5))
     # the traffic: 1,254,400 input words and 50,176 output words of 4 lanes, 802,816 weight words of 4, 16
     # parameter words of 4 32-bit values
     assert io["traffic_bytes"] == (1254400 * 4 + 50176 * 4 + 802816 * 4) * 4 + 16 * 4 * 4 == 33718528
     assert io["traffic_over_bound"] == pytest.approx(33718528 / io["io_lower_bound_bytes"])
+    # a residual added: a word of it read beside each output word, in the traffic and the compulsory traffic
+    layer = NetLayer("winograd", 64, 64, 56, 56, 3, 3, 1, 1)
+    res = layer_io(engine, layer, Tiles(4, 4, 8, 8), "float32", residual=True)
+    assert res["traffic_bytes"] == 33718528 + 50176 * 4 * 4
+    # more on chip (the same engine with 64 times the buffer rows): the theorem's term falls below the compulsory
+    # traffic, the network's own channels (48 and 40, here padded to 64 by the kernel), read once each
+    big = EngineShape("winograd", 4, 4, 4, 1024, 16, 1024, 3, tile=2, tile_rows=4096)
+    io = layer_io(big, layer, Tiles(4, 4, 8, 8), "float32", channels=(48, 40), residual=True)
+    assert io["io_bound_kind"] == "compulsory traffic"
+    assert io["io_lower_bound_bytes"] == (48 * 56 * 56 + 40 * 48 * 9 + 2 * 40 * 56 * 56) * 4
     # a direct layer, or a 1x1 one on the Winograd engine's pointwise mode: no Winograd bound
     assert layer_io(engine, NetLayer("winograd", 64, 64, 56, 56, 1, 1, 1, 0), Tiles(4, 4, 8, 8), "float32") is None
 
@@ -386,6 +396,11 @@ def test_each_winograd_check_fails_when_the_code_is_broken_on_purpose(tmp_path, 
       "                  #pragma HLS BIND_OP variable=sum op=mul impl=dsp\n                  sum = sum"), "lint"),
     (("                #pragma HLS EXPRESSION_BALANCE off\n                wino_m_t sum",
       "                wino_m_t sum"), "lint"),
+    # the chain's sum bound to a core where it is declared (no DSP match), or the accumulation bound to none (a
+    # single chain a lane: the tree's pragma still written, its loop never run)
+    (("                wino_m_t sum = 0;\n", "                wino_m_t sum = 0;\n"
+      "                #pragma HLS BIND_OP variable=sum op=add impl=fabric\n"), "lint"),
+    (("static void wino_compute", "              #pragma HLS BIND_OP variable=acc op=add impl=fabric\n", ""), "lint"),
 ])
 def test_int8_f4x4_runs_bit_exact_and_each_check_fails_when_broken(tmp_path, mutant, check):
     """int8 F(4×4): 16-bit transformed inputs, 18-bit transformed weights, sums and the output transform modulo
@@ -398,8 +413,15 @@ def test_int8_f4x4_runs_bit_exact_and_each_check_fails_when_broken(tmp_path, mut
         assert result.passed and result.max_abs_error == 0.0, result.output[-2000:]
         assert check_trips(project, result.output) == [] and lint_network(project).ok
         return
-    for old, new in zip(mutant[::2], mutant[1::2], strict=True):
-        _mutate(project, old, new)
+    if len(mutant) == 3:  # in one function: the Winograd engine's, not the grid's
+        where, old, new = mutant
+        source = (project / "src" / "kernel.cpp").read_text()
+        at = source.index(where)
+        assert old in source[at:]
+        (project / "src" / "kernel.cpp").write_text(source[:at] + source[at:].replace(old, new, 1))
+    else:
+        for old, new in zip(mutant[::2], mutant[1::2], strict=True):
+            _mutate(project, old, new)
     if check == "lint":
         assert not lint_network(project).ok
     else:

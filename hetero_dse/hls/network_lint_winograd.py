@@ -132,9 +132,15 @@ def _check_pe(k: CFile, e: EngineShape, cores: dict[str, tuple[str, str]], add: 
         counts[label] = lp.trip_count() if lp is not None else None
         if counts[label] != n or not lp.has("UNROLL"):
             add("lanes", "wino_compute", f"the {label} loop runs {counts[label]} times unrolled; the model {n}")
+    # the operators the model charges to a core, each bound by name: the accumulation, the tree's adds where there
+    # is a tree, the product where no chain takes it (the tree's pragma is written even where its loop never runs)
+    bound_vars = {p.get("variable") for lp in fn.loops for p in lp.pragmas if p.name == "BIND_OP"}
+    wanted = {"acc"} | ({"pair"} if e.in_lanes // e.chain > 1 else set()) | (set() if chained else {"m"})
+    for var in sorted(wanted - bound_vars):
+        add("bind_op", "wino_compute", f"{var} is bound to no core; the model charges it to one")
     if chained:
-        mul = fn.loop("mul")
-        if mul is not None and any(p.name == "BIND_OP" for p in mul.pragmas):
+        in_chain = [p for lp in fn.loops if lp.label in ("chain", "mul") for p in lp.pragmas if p.name == "BIND_OP"]
+        if in_chain or "sum" in bound_vars:
             add("bind_op", "wino_compute", "a chain's multiply-add is bound to a core: Vitis would not match it into "
                                            "one DSP48E2 with the chain's add, which the model charges to the DSP")
         if not _chains(function_text(k.path.read_text(), "wino_compute"), e.in_lanes // e.chain, e.chain):

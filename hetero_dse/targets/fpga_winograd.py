@@ -14,6 +14,7 @@ never asks."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from cost_models.fpga_costs import dsp_roofline_ops
@@ -45,7 +46,7 @@ class WinogradChoice:
     def seconds(self) -> float:
         return self.design.latency_s
 
-    @property
+    @cached_property
     def io(self) -> dict[str, Any] | None:
         """The layer's DDR traffic against seed 001's I/O lower bound (``fpga_network_io``)."""
         return self.design.to_json()["layers"][0].get("io") if self.design is not None else None
@@ -167,7 +168,7 @@ def winograd_markdown(e: Any) -> list[str]:
     return [f"Winograd: a {w.engine()} of the network kernel, explored for this layer with the whole board, "
             f"runs it in {fmt_seconds(w.seconds)} at {w.design.achieved_mhz:.0f} MHz, {w.speedup:.2f}× the best "
             f"direct design's {fmt_seconds(w.direct_s)} by the model"
-            + (f"; {w.io_words()}: seed 001's Theorem 4.12 for F(e×e, 3×3) "
-               f"with the engine's {w.io['onchip_words']:,.0f} words on chip, raised to the input, weights and "
-               "output read or written once" if w.io else "")
+            + (f"; {w.io_words()}: seed 001's Theorem 4.12 for F(e×e, 3×3) (its Ω with constant 1) with the "
+               f"engine's {w.io['onchip_values']:,.0f} values on chip, raised to the input, weights and output read "
+               "or written once" if w.io else "")
             + f"; {verdict}.", ""]
