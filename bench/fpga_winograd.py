@@ -41,7 +41,7 @@ def _figures(design, board, dtype) -> dict:
             "lut": design.resources["lut"], "gops_per_dsp": gops / design.resources["dsp"],
             "dsp_roofline": gops * 1e9 / peak, "mhz": design.achieved_mhz,
             "engines": " + ".join(f"{e['kind']} " + "×".join(str(v) for v in e["lanes"].values())
-                                  + (f" F({e['tile']})" if e.get("tile") else "") for e in design.to_json()["engines"]),
+                                  + (f" F({e['tile']})" if e.get("tile") else "") for e in record["engines"]),
             "winograd_layers": sum(p.layer.engine == "winograd" for p in design.layers),
             "error": wino["error"] if wino else None, "traffic_over_bound": io}
 

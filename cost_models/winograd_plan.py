@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import cache
 
-__all__ = ["Plan", "csd_digits", "transform_plan"]
+__all__ = ["Plan", "csd_digits", "is_multiply", "transform_plan"]
 
 Matrix = tuple[tuple[Fraction, ...], ...]
 #: a coefficient and its operand: an input index below ``Plan.inputs``, a shared sum's at and above it
@@ -43,8 +43,13 @@ def csd_digits(n: int) -> int:
     return digits
 
 
-def _pow2(c: Fraction) -> bool:
-    return c.denominator == 1 and abs(c.numerator) & (abs(c.numerator) - 1) == 0
+def is_multiply(c: Fraction, integer: bool) -> bool:
+    """Whether a coefficient is a constant multiply: other than ±1, and in integers other than a power of two (a
+    shift: wires). An integer engine's coefficient must be an integer."""
+    if integer and c.denominator != 1:
+        raise ValueError(f"the integer engine's transforms take integer coefficients, not {c}")
+    n = abs(c.numerator)
+    return abs(c) != 1 and not (integer and n & (n - 1) == 0)
 
 
 @dataclass(frozen=True)
@@ -65,10 +70,7 @@ class Plan:
         return sum(max(0, len(c) - 1) for c in self._combinations())
 
     def _scaled(self, c: Fraction) -> bool:
-        """Whether a coefficient is a multiply: other than ±1, and in integers other than a power of two."""
-        if self.integer and c.denominator != 1:
-            raise ValueError(f"the integer engine's transforms take integer coefficients, not {c}")
-        return abs(c) != 1 and not (self.integer and _pow2(c))
+        return is_multiply(c, self.integer)
 
     @property
     def muls(self) -> int:

@@ -56,11 +56,11 @@ def check_winograd(k: CFile, source: str, e: EngineShape, dtype: str, storage: d
             add("buffer", buf, f"declared {typedef_rows(source, buf)} rows; the model sizes it {depth}")
     if dtype == "int8":
         _check_integer_types(source, e, add)
-        _check_integer_locals(k, add)
+        _check_integer_locals(source, add)
     report.pragmas_checked += check_streams(k, "wino_layer", storage, add,
                                             {"in_s": "in", "mid_s": "out", "out_s": "tile"})
     _check_box(k, e, storage, add, report)
-    _check_pe(k, e, cores, add, report)
+    _check_pe(k, source, e, cores, add, report)
     ops = transform_ops(e.tile, dtype)
     transforms = [("wino_in_transform", ops.in_adds, ops.in_muls, "transform_ops"),
                   ("wino_out_transform", ops.out_adds, ops.out_muls, "transform_ops")]
@@ -72,11 +72,11 @@ def check_winograd(k: CFile, source: str, e: EngineShape, dtype: str, storage: d
         add("transform", "wino_w_transform", "the code transforms its weights; the model has the host transform them")
     if dtype == "int8" and divide_adds(e.tile):
         transforms.append(("wino_divide", 0, 1, "exact_division"))
-        _check_divide_lanes(k, L, add, report)
+        _check_divide_lanes(k, source, L, add, report)
     elif "wino_divide" in k.functions:
         add("transform", "wino_divide", "the code divides its output by more than a shift; the model does not")
     for fn_name, adds, muls, charged_by in transforms:
-        _check_transform(k, fn_name, adds, muls, add, report, charged_by)
+        _check_transform(k, source, fn_name, adds, muls, add, report, charged_by)
     for fn_name, loop, lanes_loop, lanes in (("wino_read_in", "transform", "transform_lane", I),
                                              ("wino_out", "inverse", "inverse_lane", L)):
         fn = k.functions.get(fn_name)
@@ -116,12 +116,15 @@ def _check_box(k: CFile, e: EngineShape, storage: dict[str, str], add: Any, repo
     report.pragmas_checked += 3
 
 
-def _check_pe(k: CFile, e: EngineShape, cores: dict[str, tuple[str, str]], add: Any, report: LintReport) -> None:
+def _check_pe(k: CFile, source: str, e: EngineShape, cores: dict[str, tuple[str, str]], add: Any,
+              report: LintReport) -> None:
     fn = k.functions.get("wino_compute")
     chained = e.chain > 1
-    # bound operators: the product (none where chained: a DSP's multiply-add), the tree's adds, the accumulation
-    bound = (0 if chained else 1) + (e.in_lanes // e.chain > 1) + 1
-    if not check_pe_loop(fn, "wino_compute", e.distance, cores, bound, add, report):
+    # the operators the model charges to a core, each bound by name: the accumulation, the tree's adds where there
+    # is a tree, the product where no chain takes it (a DSP's multiply-add; the tree's pragma is written even where
+    # its loop never runs)
+    wanted = {"acc"} | ({"pair"} if e.in_lanes // e.chain > 1 else set()) | (set() if chained else {"m"})
+    if not check_pe_loop(fn, "wino_compute", e.distance, cores, len(wanted), add, report):
         return
     counts = {}
     want = {"element": e.alpha ** 2, "lane": e.out_lanes, "mul": e.chain if chained else e.in_lanes}
@@ -132,10 +135,7 @@ def _check_pe(k: CFile, e: EngineShape, cores: dict[str, tuple[str, str]], add: 
         counts[label] = lp.trip_count() if lp is not None else None
         if counts[label] != n or not lp.has("UNROLL"):
             add("lanes", "wino_compute", f"the {label} loop runs {counts[label]} times unrolled; the model {n}")
-    # the operators the model charges to a core, each bound by name: the accumulation, the tree's adds where there
-    # is a tree, the product where no chain takes it (the tree's pragma is written even where its loop never runs)
     bound_vars = {p.get("variable") for lp in fn.loops for p in lp.pragmas if p.name == "BIND_OP"}
-    wanted = {"acc"} | ({"pair"} if e.in_lanes // e.chain > 1 else set()) | (set() if chained else {"m"})
     for var in sorted(wanted - bound_vars):
         add("bind_op", "wino_compute", f"{var} is bound to no core; the model charges it to one")
     if chained:
@@ -143,7 +143,7 @@ def _check_pe(k: CFile, e: EngineShape, cores: dict[str, tuple[str, str]], add: 
         if in_chain or "sum" in bound_vars:
             add("bind_op", "wino_compute", "a chain's multiply-add is bound to a core: Vitis would not match it into "
                                            "one DSP48E2 with the chain's add, which the model charges to the DSP")
-        if not _chains(function_text(k.path.read_text(), "wino_compute"), e.in_lanes // e.chain, e.chain):
+        if not _chains(function_text(source, "wino_compute"), e.in_lanes // e.chain, e.chain):
             add("chain", "wino_compute", f"no chain of {e.chain} multiply-adds whose sum starts afresh in the "
                                          "unrolled chain loop with its expression balancing off (the model sums "
                                          f"{e.chain} products in DSP post-adders, then a tree)")
@@ -186,7 +186,7 @@ def _check_integer_types(source: str, e: EngineShape, add: Any) -> None:
             add("type", name, f"{got} bits; the model's is {want} (fpga_winograd.integer_types)")
 
 
-def _check_divide_lanes(k: CFile, lanes: int, add: Any, report: LintReport) -> None:
+def _check_divide_lanes(k: CFile, source: str, lanes: int, add: Any, report: LintReport) -> None:
     """The output process divides every lane of the pixel leaving at once, and only that pixel's (the model
     charges ``divide_adds`` an output lane, not one a pixel of the patch)."""
     fn = k.functions.get("wino_out")
@@ -195,7 +195,7 @@ def _check_divide_lanes(k: CFile, lanes: int, add: Any, report: LintReport) -> N
         add("lanes", "wino_out", f"its divide_lane loop divides {lp.trip_count() if lp else None} lanes of the pixel "
                                  f"leaving; the model {lanes}")
     else:
-        lines = k.path.read_text().splitlines()
+        lines = source.splitlines()
         calls = "\n".join(lines[fn.node.line:fn.node.end_line]).count("wino_divide(")
         inside = "\n".join(lines[lp.node.line:lp.node.end_line]).count("wino_divide(")
         # once, in the lanes loop, and no other unrolled loop around that but the pipelined one's body
@@ -207,11 +207,10 @@ def _check_divide_lanes(k: CFile, lanes: int, add: Any, report: LintReport) -> N
     report.pragmas_checked += 1
 
 
-def _check_integer_locals(k: CFile, add: Any) -> None:
+def _check_integer_locals(source: str, add: Any) -> None:
     """Every value the int8 PE array sums, and the output transform's, in the engine's types (``wino_m_t``,
     ``wino_y_t``): a local declared narrower (an ``int`` of a 38-bit sum) wraps where the model's width does
     not, which C-simulation of small values never shows."""
-    source = k.path.read_text()
     for fn_name, names, want in (("wino_compute", ("prod", "pair", "acc", "m", "sum"), "wino_m_t"),
                                  ("wino_out", ("x", "y"), "wino_y_t")):
         text = function_text(source, fn_name)
@@ -236,7 +235,7 @@ def _check_registers(k: CFile, fn_name: str, arrays: tuple[str, ...], add: Any, 
         report.pragmas_checked += 1
 
 
-def _check_transform(k: CFile, fn_name: str, adds: int, muls: int, add: Any, report: LintReport,
+def _check_transform(k: CFile, source: str, fn_name: str, adds: int, muls: int, add: Any, report: LintReport,
                      charged_by: str = "transform_ops") -> None:
     fn = k.functions.get(fn_name)
     if fn is None:
@@ -252,7 +251,7 @@ def _check_transform(k: CFile, fn_name: str, adds: int, muls: int, add: Any, rep
         add("bind_op", fn_name, "a transform's operation is bound off the fabric; the model charges fabric cores")
     # every statement of the transform is bound: an operation with no BIND_OP is one the model does not see
     unbound = len(re.findall(r"const [\w ]+ s\d+ = [^;]*[-+*] [^;]*;", "\n".join(
-        line for line in k.path.read_text().splitlines()[fn.node.line:fn.node.end_line]))) - len(binds)
+        line for line in source.splitlines()[fn.node.line:fn.node.end_line]))) - len(binds)
     if unbound > 0:
         add("bind_op", fn_name, f"{unbound} of its operations bound to no core")
     report.pragmas_checked += len(binds)

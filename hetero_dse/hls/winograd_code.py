@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from cost_models.winograd_plan import Plan, transform_plan
+from cost_models.winograd_plan import Plan, is_multiply, transform_plan
 
 __all__ = ["transform_functions"]
 
@@ -43,17 +43,12 @@ class _Writer:
         for c, x in terms:
             sign = 1 if c > 0 else -1
             n = abs(c)
-            if n != 1 and not self.floating:
-                if n.denominator != 1:
-                    raise ValueError(f"the integer engine's transforms take integer coefficients, not {c}")
-                if n.numerator & (n.numerator - 1) == 0:
-                    # a power of two: a shift, wires (a multiply, not <<, whose negative operand C++14 leaves
-                    # undefined)
-                    x = f"({x} * {n.numerator})"
-                else:  # any other: a constant multiply on the fabric, which Vivado builds of adders
-                    x = self.value(f"{x} * {n.numerator}", "mul")
-            elif n != 1:
-                x = self.value(f"({self.ctype}){float(n)!r}f * {x}", "mul")
+            if is_multiply(c, not self.floating):  # a constant multiply on the fabric (integers: Vivado's adders)
+                x = self.value(f"({self.ctype}){float(n)!r}f * {x}" if self.floating else f"{x} * {n.numerator}",
+                               "mul")
+            elif n != 1:  # an integer power of two: a shift, wires (a multiply, not <<, whose negative operand
+                # C++14 leaves undefined)
+                x = f"({x} * {n.numerator})"
             scaled.append((sign, x))
         sign, acc = scaled[0]
         if sign < 0:  # every coefficient negative: a sign flip, free in floating point; an adder in integers

@@ -138,7 +138,7 @@ class FpgaTarget:
         if not loop.interrupted:
             e.winograd = winograd_choice(op, self.board, e.best["dtype"], e.best["clock_mhz"], self.algorithm,
                                          e.best_seconds, calibrated=self.calibration is not None)
-            loop.interrupted = e.winograd is not None and e.winograd.why.startswith("interrupted")
+            loop.interrupted = e.winograd is not None and e.winograd.interrupted
         return e
 
     def directory(self, op: Operator) -> str:

@@ -41,15 +41,22 @@ class WinogradChoice:
     chosen: bool
     direct_s: float
     why: str = ""
+    #: a Ctrl-C stopped the Winograd engine's exploration (the direct search stands; the run stops after it)
+    interrupted: bool = False
 
     @property
     def seconds(self) -> float:
         return self.design.latency_s
 
     @cached_property
+    def record(self) -> dict[str, Any]:
+        """The design's record (``NetworkDesign.to_json``), read once."""
+        return self.design.to_json()
+
+    @cached_property
     def io(self) -> dict[str, Any] | None:
         """The layer's DDR traffic against seed 001's I/O lower bound (``fpga_network_io``)."""
-        return self.design.to_json()["layers"][0].get("io") if self.design is not None else None
+        return self.record["layers"][0].get("io") if self.design is not None else None
 
     def io_words(self) -> str:
         """``DDR traffic 5.74 MB, 3.22× the I/O lower bound (compulsory)``, or nothing where none applies."""
@@ -76,7 +83,7 @@ class WinogradChoice:
                                **({"why": self.why} if self.why else {})}
         if self.design is None:
             return out
-        record = self.design.to_json()
+        record = self.record
         return {**out, "engine": self.engine(), "speedup_over_direct": self.speedup, "interface": INTERFACE,
                 **({"io": self.io} if self.io else {}),
                 **{k: record[k] for k in ("latency_s", "gops", "peak_gops", "achieved_mhz", "engines", "resources",
@@ -113,7 +120,7 @@ def winograd_choice(op: Operator, board: Board, dtype: str, clock_mhz: float, al
     except HeteroDSEError as exc:
         return not_offered(str(exc))
     except KeyboardInterrupt:  # the direct search stands; the run stops after it (the caller marks it)
-        return not_offered("interrupted before the Winograd engine was explored")
+        return WinogradChoice(None, False, direct_s, "interrupted before the Winograd engine was explored", True)
     if algorithm == "winograd":
         return WinogradChoice(design, True, direct_s)
     faster = design.latency_s < direct_s
@@ -135,7 +142,7 @@ def winograd_row(e: Any, written: Any) -> Any:
     from hetero_dse.units import fmt_seconds
 
     w = e.winograd
-    record = w.design.to_json()
+    record = w.record
     res, util = record["resources"], record["utilisation"]
     roofline_gops = dsp_roofline_ops(e.board.cap("dsp"), w.design.dtype, w.design.clock_mhz) / 1e9
     detail = (f"{w.design.dtype} · {w.engine()} (the network kernel) · DSP {res['dsp']:,.0f} ({100 * util['dsp']:.0f}%)"
