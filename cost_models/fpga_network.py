@@ -161,6 +161,19 @@ class EngineShape:
         return self.row_grids(layer.R) * self.out_lanes * self.in_lanes
 
     @property
+    def in_banks(self) -> int:
+        """Channel groups of a pixel one activation word brings (the Winograd engine's word may hold several of its
+        input lanes' groups: its box is banked by them, a row into each bank a cycle), 1 where a word is a part of
+        a group."""
+        return max(1, self.word // self.in_lanes) if self.kind == "winograd" else 1
+
+    @property
+    def write_ii(self) -> int:
+        """Cycles the write process takes a word: the output rows it gathers (a row of the output tile, one wide word
+        of ``out_lanes``, read a cycle), 1 where a word is a part of a row."""
+        return max(1, self.word // self.out_lanes) if self.kind == "winograd" else 1
+
+    @property
     def w_word(self) -> int:
         return self.wword or self.word
 
@@ -214,7 +227,7 @@ def network_trips(engine: EngineShape, layer: NetLayer, tiles: Tiles) -> dict[st
         kg, cg = tiles.tk // engine.out_lanes, tiles.tc // engine.in_lanes
         patches = -(-tiles.th // side) * -(-tiles.tw // side)
         steps = s["n_k"] * s["n_y"] * s["n_x"] * s["n_c"]
-        per_in = s["box_h"] * s["box_w"] * cg * (engine.in_lanes // engine.word)
+        per_in = s["box_h"] * s["box_w"] * tiles.tc // engine.word
         per_w = kg * cg * (engine.row_weights(layer) // engine.w_word)
         per_c = kg * cg * np.maximum(patches, engine.distance)
         out_tiles = s["n_k"] * s["n_y"] * s["n_x"]
@@ -296,12 +309,13 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     side = engine.patch_side(layer)
     patches = -(-t["th"] // side) * -(-t["tw"] // side)
     latency = latency_ns * 1e-9 * clock_hz  # a read's round trip: paid again where a process restarts its loop
-    def one_by_one(n_runs: Any, words: Any, word_bytes: int = engine.word * elem_bytes, ports: int = 1) -> Any:
+    def one_by_one(n_runs: Any, words: Any, word_bytes: int = engine.word * elem_bytes, ports: int = 1,
+                   ii: int = 1) -> Any:
         """Runs a loop that is not pipelined enters one after the other: each a burst that waits its round trip
-        (the next run's request goes out only when the last run's loop has drained), at most the bandwidth a
-        stream gets of a channel shared by ``ports``."""
+        (the next run's request goes out only when the last run's loop has drained), a word every ``ii`` cycles
+        and at most the bandwidth a stream gets of a channel shared by ``ports``."""
         per_cycle = port_gbps * 1e9 / clock_hz / word_bytes / ports
-        return n_runs * (latency + np.maximum(words, words / per_cycle))
+        return n_runs * (latency + np.maximum(words * ii, words / per_cycle))
 
     # the weights: a word from each weight port a cycle; the streams on one memory channel share its bandwidth
     arena = 3 if residual else 2  # the input box's stream and the write's (and the residual's beside it)
@@ -328,7 +342,7 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     out_whole = out_chan == layer.K
     o_runs = np.where(out_whole, t["th"], s["pixels"])
     o_words = np.where(out_whole, t["tw"] * layer.K // engine.word, out_chan // engine.word)
-    write = one_by_one(o_runs, o_words, ports=arena + w_on_arena)
+    write = one_by_one(o_runs, o_words, ports=arena + w_on_arena, ii=engine.write_ii)
     # the Winograd engine's output transform: a pixel of a channel group a cycle, a stage beside the write
     transform_out = kg * patches * side ** 2 + transform_depth if wino else 0
     n_out = s["n_k"] * s["n_y"] * s["n_x"] if grid else s["n_c"] * s["n_y"] * s["n_x"]

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -111,8 +112,9 @@ def _tile_table(engine: EngineShape, layer: NetLayer, timing: dict[str, Any], re
                 ) -> dict[str, np.ndarray]:
     """Every tile of ``layer`` on the engine's lanes: its cycles and the rows of each buffer it fills."""
     grid = engine.kind != "depthwise"
-    tk = tile_options(layer.K, engine.out_lanes) if grid else [0]
-    tc = tile_options(layer.C, engine.in_lanes if grid else engine.out_lanes)
+    # channel tiles are whole lane groups and whole words (a Winograd engine's word may hold several groups)
+    tk = tile_options(layer.K, math.lcm(engine.out_lanes, engine.word)) if grid else [0]
+    tc = tile_options(layer.C, math.lcm(engine.in_lanes if grid else engine.out_lanes, engine.word))
     m = engine.tile if engine.kind == "winograd" and layer.R > 1 else 1  # Winograd's tiles are whole patches
     g = np.meshgrid(np.array(tk), np.array(tc), np.array(tile_options(layer.OH, multiple=m)),
                     np.array(tile_options(layer.OW, multiple=m)), indexing="ij")
@@ -149,23 +151,31 @@ def winograd_tiles(shape: LayerShape, dtype: str, min_lanes: int = LANES[0]) -> 
 
 
 def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtype: str = "float32",
-                    clock_mhz: float | None = None, lanes: Sequence[int] = LANES,
+                    clock_mhz: float | None = None, lanes: Sequence[int] | Mapping[str, Sequence[int]] = LANES,
                     algorithm: str = "auto", winograd_tile: int | None = None,
-                    weight_ports: Sequence[int] = WEIGHT_PORTS, units: int = 1) -> NetworkDesign:
+                    weight_ports: Sequence[int] = WEIGHT_PORTS, units: int = 1,
+                    word: int | None = None) -> NetworkDesign:
     """The network kernel of least latency at batch 1 that fits ``board`` (see the module doc);
     ``units``: compute units of this design side by side, sharing the board's memory channels (``unit_share``);
     ``algorithm`` (``ALGORITHMS``): with ``auto`` both designs are explored, one whose 3×3 stride-1 layers run
     on a Winograd engine beside the grid and one without, and the faster kept; ``winograd_tile``: that engine's
     output tile m (F(m×m, 3×3)) instead of the best of those its data type offers (``fpga_winograd.TILES``);
     ``weight_ports``: how many weight ports each engine may read at once (each where its
-    weight rows are an even number of port words)."""
+    weight rows are an even number of port words); ``lanes``: the lanes a side each engine may take (one set for
+    all, or a set a kind of engine); ``word``: the activations' word (elements a DDR beat) instead of the best of
+    those the engines' lanes and the board's ports allow."""
     if not layers:
         raise HeteroDSEError("a network needs at least one layer to design an accelerator for")
     if dtype not in ("float32", "int8"):
         raise HeteroDSEError(f"the network kernel is generated for float32 and int8, not {dtype}")
     if algorithm not in ALGORITHMS:
         raise HeteroDSEError(f"unknown algorithm {algorithm!r}: the network kernel offers {', '.join(ALGORITHMS)}")
-    tiles = [winograd_tiles(s, dtype, min(lanes)) for s, _ in layers]
+    port_elems = board.memory.port_bits // (8 * np.dtype(dtype).itemsize)
+    if word is not None and (word < 1 or word & (word - 1) or word > port_elems):
+        raise HeteroDSEError(f"a word of {word} activations: {board.name}'s {board.memory.port_bits}-bit ports carry a "
+                             f"power of two of them up to {port_elems} in {dtype}")
+    lanes = lanes if isinstance(lanes, Mapping) else dict.fromkeys(ENGINE_KINDS, tuple(lanes))
+    tiles = [winograd_tiles(s, dtype, min(min(v) for v in lanes.values())) for s, _ in layers]
     common = tuple(m for m in TILES.get(dtype, ()) if all(m in t for t in tiles if t)
                    and winograd_tile in (None, m))
     if algorithm == "winograd" and not (any(tiles) and common):
@@ -176,7 +186,7 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
         moved = [(replace(s, engine="winograd") if t else s, n) for (s, n), t in zip(layers, tiles, strict=True)]
         try:
             design = _explore(moved, board, dtype, clock_mhz, lanes, common,
-                              choose=algorithm == "auto", weight_ports=weight_ports, units=units)
+                              choose=algorithm == "auto", weight_ports=weight_ports, units=units, word=word)
         except HeteroDSEError as exc:
             if algorithm == "winograd":
                 raise HeteroDSEError(f"no network kernel with a Winograd engine fits "
@@ -190,7 +200,7 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
     if algorithm != "winograd":
         try:
             designs.append(_explore(list(layers), board, dtype, clock_mhz, lanes, (),
-                                    weight_ports=weight_ports, units=units))
+                                    weight_ports=weight_ports, units=units, word=word))
         except HeteroDSEError:
             if not designs:
                 raise
@@ -202,10 +212,11 @@ _Option = tuple[float, EngineShape, list[tuple[int, PlacedLayer]], np.ndarray]
 
 
 def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clock_mhz: float | None,
-             lanes: Sequence[int], wino_tiles: tuple[int, ...], choose: bool = False,
-             weight_ports: Sequence[int] = WEIGHT_PORTS, units: int = 1) -> NetworkDesign:
+             lanes: Mapping[str, Sequence[int]], wino_tiles: tuple[int, ...], choose: bool = False,
+             weight_ports: Sequence[int] = WEIGHT_PORTS, units: int = 1, word: int | None = None) -> NetworkDesign:
     """The design of least latency with an engine for each kind of layer in ``layers`` (a Winograd engine of
-    the ``wino_tiles`` for those moved to it); ``choose``: each of those runs on the grid where that is faster."""
+    the ``wino_tiles`` for those moved to it); ``choose``: each of those runs on the grid where that is faster;
+    ``word``: the activations' word where the engines allow it (else each they allow)."""
     clock = float(clock_mhz or board.default_clock_mhz)
     hz = clock * 1e6
     uram = board.cap("uram") > 0
@@ -221,9 +232,9 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
     best: NetworkDesign | None = None
     tried = 0
     # (output lanes, input lanes, Winograd tile)
-    pairs = list(itertools.product(lanes, lanes))
-    lane_sets = {"grid": [(o, i, 0) for o, i in pairs], "depthwise": [(c, 1, 0) for c in lanes],
-                 "winograd": [(o, i, m) for o, i in pairs for m in wino_tiles]}
+    pairs = {k: list(itertools.product(v, v)) for k, v in lanes.items()}
+    lane_sets = {"grid": [(o, i, 0) for o, i in pairs["grid"]], "depthwise": [(c, 1, 0) for c in lanes["depthwise"]],
+                 "winograd": [(o, i, m) for o, i in pairs["winograd"] for m in wino_tiles]}
     cache: dict[tuple[Any, ...], list[_Option]] = {}
 
     def probe_of(kind: str, out_l: int, in_l: int, tile: int, word: tuple[int, int, int], w_ports: int = 1
@@ -291,34 +302,44 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
     candidates = []  # every combination that fits, its cycles at the target clock first
     for lane_choice in itertools.product(*(lane_sets[k] for k in kinds)):
         by_kind = dict(zip(kinds, lane_choice, strict=True))
-        block = max(max(v[:2]) for v in by_kind.values())
-        # the activations' word no wider than any engine's lanes; the weights' as wide as a lane grid allows
-        word = min(port_elems, min(min(v for v in pair[:2] if v > 1) for pair in by_kind.values()))
+        # the activations' word no wider than the grid's and the depthwise engine's lanes (their buffers' rows are
+        # gathered from words); the Winograd engine's may hold several of its lane groups (its box banked by
+        # them, its write a row a cycle), or be no wider than its lanes (a word a cycle, no banks): both tried.
+        # The weights' as wide as a lane grid allows
+        narrowest = {k: min(v for v in pair[:2] if v > 1) for k, pair in by_kind.items()}
+        others = [v for k, v in narrowest.items() if k != "winograd"]
+        words = sorted({min([port_elems, *narrowest.values()]), min([port_elems, *others])})
+        if word is not None:
+            words = [word] if word <= min([port_elems, *others]) else []
         wword = min(port_elems, min(o * i for o, i, _ in by_kind.values()))
-        pword = min(param_elems, word)
-        for wp in weight_ports:
+        for act_word, wp in itertools.product(words, weight_ports):
+            # channels pad to the widest lanes, and to whole words
+            block = max(max(max(v[:2]) for v in by_kind.values()), act_word)
+            pword = min(param_elems, act_word)
             share = unit_share(board.memory.channels, units, wp)
-            timing = {"dtype": dtype, **_timing(board, dtype, hz, word, share)}
+            timing = {"dtype": dtype, **_timing(board, dtype, hz, act_word, share)}
             # an engine reads wp ports where its weight rows are an even number of words of them (a Winograd
             # engine's rows are whole lane grids too: α² or 9 of them, or one in its pointwise mode)
             ports = {k: wp if (by_kind[k][0] * by_kind[k][1]) % (wword * wp) == 0 else 1 for k in kinds}
             if wp > 1 and max(ports.values()) == 1:
                 continue
-            options = [engine_options(kind, *by_kind[kind], block, (word, wword, pword), timing, ports[kind])
+            options = [engine_options(kind, *by_kind[kind], block, (act_word, wword, pword), timing, ports[kind])
                        for kind in kinds]
-            candidates += _combinations(options, kernel_base(PORTS + wp - 1), caps, block, word, timing,
+            candidates += _combinations(options, kernel_base(PORTS + wp - 1), caps, block, act_word, timing,
                                         len(candidates))
     candidates.sort(key=lambda c: c[:2])
-    for cycles, _, block, word, combo, chosen, res, timing in candidates:
+    for cycles, _, block, act_word, combo, chosen, res, timing in candidates:
         if best is not None and cycles / hz >= best.latency_s:  # the clock only falls from the target: no later
             break  # candidate, slower at the target, can be faster
-        design = _design(board, dtype, block, word, {k: c[1] for k, c in zip(kinds, combo, strict=True)},
+        design = _design(board, dtype, block, act_word, {k: c[1] for k, c in zip(kinds, combo, strict=True)},
                          list(chosen.values()), res, clock, timing)
         if best is None or design.latency_s < best.latency_s:
             best = design
     if best is None:
-        raise HeteroDSEError(f"no network kernel of {min(lanes)}–{max(lanes)} lanes a side fits {board.name} with "
-                             "every layer on it")
+        sides = [v for k in kinds for v in lanes[k]]
+        forced = f" and a word of {word} activations" if word is not None else ""
+        raise HeteroDSEError(f"no network kernel of {min(sides)}–{max(sides)} lanes a side{forced} fits {board.name} "
+                             "with every layer on it")
     best.candidates = tried
     best.layers.sort(key=lambda p: [s for s, _ in layers].index(p.shape))
     return best

@@ -44,7 +44,7 @@ def _buffers(engine: EngineShape, dtype: str) -> list[tuple[str, float, float, f
     """The engine's buffers: (name, rows, bits a row, copies, bits a value). A row is one wide word (its lanes side
     by side); the streams of blocks have two copies. The Winograd engine's: its transformed patches (``in``), their
     sums (``out``), the output tile a pixel a row (``tile``), and the read process's box, each element in every patch
-    that holds it, in α² banks (``box``)."""
+    that holds it, in α² banks, each as many as the channel groups a word brings (``box``)."""
     bits, acc_bits = 8.0 * np.dtype(dtype).itemsize, 32.0
     if engine.kind == "winograd":
         a2 = engine.alpha ** 2
@@ -53,7 +53,7 @@ def _buffers(engine: EngineShape, dtype: str) -> list[tuple[str, float, float, f
         return [("in", engine.in_rows, a2 * engine.in_lanes * tr_bits, 2.0, tr_bits),
                 ("out", engine.out_rows, a2 * engine.out_lanes * sum_bits, 2.0, sum_bits),
                 ("tile", engine.tile_rows, engine.out_lanes * acc_bits, 2.0, acc_bits),
-                ("box", engine.in_rows, engine.in_lanes * bits, float(a2), bits)]
+                ("box", engine.in_rows / engine.in_banks, engine.in_lanes * bits, float(a2 * engine.in_banks), bits)]
     lanes_in = engine.in_lanes if engine.kind == "grid" else engine.out_lanes
     return [("in", engine.in_rows, lanes_in * bits, 2.0, bits),
             ("out", engine.out_rows, engine.out_lanes * acc_bits, 2.0, acc_bits)]
@@ -114,9 +114,11 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
         # its run-time addresses besides the grid's: the banks' rows as the box arrives, the transform's rows, the
         # output tile's pixel (a reviewer's count from the code: some 40 32-bit multiplies in all, *estimate*)
         res[dsp] += WINOGRAD_ADDRESS_MULTIPLIES * DSP_PER_ADDRESS_MULTIPLY
-    # the weight row in use and the one being gathered in registers; the FIFO's two rows in LUTs (SRLs)
-    res[ff] += w_bits + w_use + lanes_in * bits + engine.out_lanes * acc_bits
-    res[lut] += 2 * w_bits + (w_bits + lanes_in * bits + engine.out_lanes * acc_bits) / 2  # 2:1 muxes, two a LUT6
+    # the weight row in use and the one being gathered in registers; the FIFO's two rows in LUTs (SRLs); the input
+    # row gathered and the output rows scattered, a word's lanes where a word holds more than a row
+    gather, scatter = max(lanes_in, engine.word) * bits, max(engine.out_lanes, engine.word) * acc_bits
+    res[ff] += w_bits + w_use + gather + scatter
+    res[lut] += 2 * w_bits + (w_bits + gather + scatter) / 2  # 2:1 muxes, two a LUT6
     res[dsp] += ADDRESS_MULTIPLIES * DSP_PER_ADDRESS_MULTIPLY
     # the epilogue, built twice (the write loop with a residual and the one without), a lane each
     if a.floating:  # the bias add, the slope's multiply, the clamp's compares; the residual's add in one copy

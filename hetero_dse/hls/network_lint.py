@@ -113,10 +113,14 @@ def lint_network(project: str | Path) -> LintReport:
         check_pipelined(k, f"{name}_read_in", "read_in", "word_in", word, add, report)
         check_pipelined(k, f"{name}_read_w", "read_w", "word_w", design["wword"], add, report, name="WV")
         check_weight_ports(source, f"{name}_read_w", engines[kind].w_ports, add)
-    for loop in ("write", "write_res", "bias_in"):
-        if not re.search(rf"\b{loop}: for \(.*\) {{\n\s*#pragma HLS PIPELINE II=1\n", source):
-            add("ii", "write_out", f"its {loop} loop is not pipelined at II 1 as the model charges")
-        report.pragmas_checked += 1
+    # each write process's loops at the II the model charges (a word a cycle, or a cycle a row a word gathers)
+    for ii in sorted({1} | {e.write_ii for e in engines.values()}):
+        fn_name = "write_out" if ii == 1 else f"write_out_{ii}"
+        text = function_text(source, fn_name)
+        for loop, want in (("write", ii), ("write_res", ii), ("bias_in", 1)):
+            if not re.search(rf"\b{loop}: for \(.*\) {{\n\s*#pragma HLS PIPELINE II={want}\n", text):
+                add("ii", fn_name, f"its {loop} loop is not pipelined at II {want} as the model charges")
+            report.pragmas_checked += 1
     _check_bursts(source, add)
     bundles = [p.get("bundle") for p in k.pragmas if p.name == "INTERFACE" and p.get("mode") == "m_axi"]
     want_ports = PORTS + design.get("weight_ports", 1) - 1
@@ -219,6 +223,8 @@ def _check_table(project: Path, record: dict[str, Any], design: dict[str, Any], 
                                        f"{e.tile}×{e.tile} patches" + (" and 1×1 ones" if e.pointwise else ""))
         if (grid and d["tk"] % e.out_lanes) or d["tc"] % lanes_c:
             add("table", f"layer {i}", f"tiles {d['tk']} × {d['tc']} are not whole multiples of the lanes")
+        elif (grid and d["tk"] % e.word) or d["tc"] % e.word:  # a run of a pixel's channels is whole words
+            add("table", f"layer {i}", f"tiles {d['tk']} × {d['tc']} are not whole words of {e.word} channels")
         layer = NetLayer(kind, d["C"], d["K"], d["H"], d["W"], d["R"], d["S"], d["stride"], d["pad"])
         rows = network_trips(e, layer, Tiles(d["tk"], d["tc"], d["th"], d["tw"]))
         caps = [("in_rows", e.in_rows), ("w_rows", e.w_rows), ("out_rows", e.out_rows)]

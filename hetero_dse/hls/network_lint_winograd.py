@@ -101,14 +101,16 @@ def _check_box(k: CFile, e: EngineShape, storage: dict[str, str], add: Any, repo
     if fn is None:
         add("process", "wino_read_in", "missing")
         return
-    if fn.arrays.get("box") != [e.alpha, e.alpha, e.in_rows]:
-        add("buffer", "wino_read_in", f"its box is {fn.arrays.get('box')}; the model's is α × α banks of "
-                                      f"{e.in_rows} rows ({[e.alpha, e.alpha, e.in_rows]})")
+    want = [e.alpha, e.alpha, e.in_banks, e.in_rows // e.in_banks]
+    if fn.arrays.get("box") != want:
+        add("buffer", "wino_read_in", f"its box is {fn.arrays.get('box')}; the model's is α × α × {e.in_banks} banks "
+                                      f"of {e.in_rows // e.in_banks} rows ({want})")
     parts = {p.get("dim") for p in fn.all_pragmas if p.name == "ARRAY_PARTITION" and p.get("variable") == "box"
              and p.get("type") == "complete"}
-    if parts != {"1", "2"}:
+    if parts != {"1", "2", "3"}:
         add("partition", "wino_read_in", f"its box is partitioned completely along dims {sorted(parts)}; the model "
-                                         "reads a patch's α² elements a cycle from α² banks (dims 1 and 2)")
+                                         "reads a patch's α² elements a cycle from α² banks (dims 1 and 2) and stores "
+                                         "a word's channel groups in a cycle, one to each of their banks (dim 3)")
     binds = [p for p in fn.all_pragmas if p.name == "BIND_STORAGE" and p.get("variable") == "box"]
     if len(binds) != 1 or binds[0].get("impl") != storage.get("box"):
         add("storage", "wino_read_in", f"its box is bound {[str(b) for b in binds]}; the model charges "

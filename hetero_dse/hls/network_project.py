@@ -55,7 +55,7 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
         engines.append({"kind": kind, "name": NAMES[kind], "id": ENGINE_IDS[kind], "lanes": e.out_lanes,
                         "in_lanes": e.in_lanes, "in_rows": e.in_rows, "w_rows": e.w_rows, "out_rows": e.out_rows,
                         "tree_depth": (e.in_lanes - 1).bit_length(), "packed": e.packed, "chain": e.chain,
-                        "w_ports": e.w_ports,
+                        "w_ports": e.w_ports, "in_banks": e.in_banks, "write_ii": e.write_ii,
                         "storage": engine_storage(e, design.dtype, board.cap("uram") > 0),
                         **(winograd_context(e, design.dtype) if kind == "winograd" else {})})
     tch = max(p.tiles.tc if p.layer.engine == "depthwise" else p.tiles.tk for p in design.layers)

@@ -1,0 +1,133 @@
+"""The Winograd engine's activation word wider than its lanes (issue 40): a word brings several channel groups of a
+pixel, stored in one cycle into the box's banks (one for each group of a word), and the write gathers a word from
+as many rows of the output tile, a row a cycle. The model by hand, the small network through it in C-simulation
+(int8 bit for bit, float32 against torch) with its trips the model's and the lint clean, each part broken on
+purpose, and the explorer's choice of the word."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from cost_models.fpga_network import EngineShape, NetLayer, Tiles, layer_cycles, network_trips
+from cost_models.fpga_network_design import explore_network
+from cost_models.fpga_network_resources import engine_resources
+from hetero_dse.errors import HeteroDSEError
+from hetero_dse.hardware.board import RESOURCE_KINDS, load_board
+from hetero_dse.hls.csim import csim
+from hetero_dse.hls.network_lint import lint_network
+from hetero_dse.hls.network_project import check_trips
+from hetero_dse.model.layer_shape import LayerShape
+from test_network_kernel import _small_run
+
+pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="C-simulation needs g++")
+
+#: the small network's grid and depthwise engine on 8 lanes (the word may be as wide), the Winograd engine on 2
+WIDE = {"grid": (8,), "depthwise": (8,), "winograd": (2,)}
+
+
+def test_a_word_of_several_channel_groups_by_hand():
+    # 8 -> 16 channels, 8x8 image, pad 1, F(2x2) on 2 output x 2 input lanes, words of 8 elements: 4 input
+    # channel groups a word (the box in 4 banks), 4 output rows a word (the write a word every 4 cycles)
+    engine = EngineShape("winograd", 2, 2, 8, 1000, 1000, 1000, 6, tile=2)
+    narrow = EngineShape("winograd", 2, 2, 2, 1000, 1000, 1000, 6, tile=2)
+    assert (engine.in_banks, engine.write_ii) == (4, 4) and (narrow.in_banks, narrow.write_ii) == (1, 1)
+    layer = NetLayer("winograd", 8, 16, 8, 8, 3, 3, 1, 1)
+    tiles = Tiles(16, 8, 4, 8)
+    trips = network_trips(engine, layer, tiles)
+    # 2 row tiles a step each; the box 6 x 10 pixels of 8 channels: one word a pixel (4 where a word is 2 lanes)
+    assert trips["steps"] == 2 and trips["read_in"] == 2 * 60 and network_trips(narrow, layer, tiles)["read_in"] == \
+        2 * 60 * 4
+    # the write's iterations are words, 2 a pixel (8 where a word is 2 lanes): 64 pixels
+    assert trips["write"] == 64 * 2 and network_trips(narrow, layer, tiles)["write"] == 64 * 8
+    # the PE array and the transforms are the lanes': as for a narrow word
+    for key in ("compute", "transform_in", "transform_out", "in_rows", "out_rows", "tile_rows"):
+        assert trips[key] == network_trips(narrow, layer, tiles)[key], key
+    # cycles with no latency: a step is its read (6 box rows of 10 words, then 8 patches x 4 channel groups and
+    # the transform's 5 stages: 97) against the weights (8 x 4 groups of 16 elements x 4 lanes, 8-element words:
+    # 256) and the PE's 8 x 4 x 8 + 10 = 266; the output tile's write (4 rows of 8 pixels x 2 words, a word every 4
+    # cycles: 256) against its output transform (8 groups x 8 patches x 4 pixels + 5 = 261); then the first
+    # step's reads, the last tile's write and transform, 2 parameter words and the 32-word descriptor
+    t = {k: np.array([v]) for k, v in tiles.__dict__.items()}
+    timing = dict(clock_hz=100e6, elem_bytes=4, read_floor_ns=0.0, write_floor_ns=0.0, latency_ns=0.0,
+                  port_gbps=1e3, depth=10, transform_depth=5)
+    assert layer_cycles(engine, layer, t, **timing)[0] == pytest.approx(2 * 266 + 256 + 256 + 261 + 2 + 32)
+    # the box: 16 lanes x ... banks: a bank a word's group, each a quarter of the rows; the gather and scatter a
+    # word's lanes in registers (8 x 32 bits where a row of 2 lanes is 2 x 32)
+    ff = RESOURCE_KINDS.index("ff")
+    grown = engine_resources(engine, "float32", False)[ff] - engine_resources(narrow, "float32", False)[ff]
+    # and the epilogue's lanes: float32's adds and multiplies take DSPs, not flip-flops: the registers only
+    assert grown == pytest.approx((8 - 2) * 32 + (8 - 2) * 32)
+
+
+def test_the_explorer_takes_a_word_wider_than_the_winograd_lanes_where_it_is_faster():
+    """One 28x28 128-channel int8 layer on ZCU102: the F(4x4) engine that fits has 4 input lanes; a word of the
+    port's 16 activations reads its box 4 times as fast as a word of its lanes, so the explorer takes it. A word
+    the board's ports cannot carry is one sentence."""
+    board = load_board("zcu102")
+    layers = [(LayerShape("grid", 128, 128, 28, 28, 3, 3, 1, 1, name="c"), 1)]
+    wide = explore_network(layers, board, "int8", algorithm="winograd")
+    narrow = explore_network(layers, board, "int8", algorithm="winograd", word=4)
+    e = wide.engines["winograd"]
+    assert wide.word == 16 and e.in_lanes < wide.word and e.in_banks == wide.word // e.in_lanes
+    assert narrow.word == 4 and wide.latency_s < narrow.latency_s
+    tiles = wide.layers[0].tiles
+    assert tiles.tc % wide.word == 0 and tiles.tk % wide.word == 0 and wide.block % wide.word == 0
+    with pytest.raises(HeteroDSEError, match="a word of 32 activations: zcu102's 128-bit ports carry a power of two "
+                                             "of them up to 16 in int8"):
+        explore_network(layers, board, "int8", word=32)
+
+
+@pytest.mark.parametrize("dtype, tile, word", [("int8", 4, 8), ("float32", 2, 4)])
+def test_the_small_network_runs_through_a_wide_word(tmp_path, dtype, tile, word):
+    """int8 F(4x4) with words of 4 channel groups, float32 F(2x2) with words of 2: the 3x3 layer with its
+    residual and the pointwise layers through the banked box and the gathering write, the direct integer reference
+    bit for bit (float32 torch's within tolerance), the trips the model's, the lint clean."""
+    lanes = {k: (word,) if k != "winograd" else (2,) for k in WIDE}
+    *_, design, project, _ = _small_run(tmp_path, dtype, algorithm="winograd", board="vu9p", lanes=lanes, tile=tile,
+                                        word=word)
+    e = design.engines["winograd"]
+    assert design.word == word and e.in_banks == e.write_ii == word // 2 and e.tile == tile
+    assert any(p.layer.engine == "winograd" and p.layer.R == 3 and p.shape.residual for p in design.layers)
+    result = csim(project)
+    assert result.passed and result.mismatches == 0, result.output[-2000:]
+    if dtype == "int8":
+        assert result.max_abs_error == 0.0
+    assert check_trips(project, result.output) == []
+    report = lint_network(project)
+    assert report.ok, [str(f) for f in report.findings]
+
+
+@pytest.mark.parametrize("where, old, new, check", [
+    # a word's groups all stored into the first bank: the other banks hold nothing
+    ("static void wino_read_in", "box[a][b][u][(g * ph + py) * pw + px] = rows[u];",
+     "box[a][b][0][(g * ph + py) * pw + px] = rows[u];", "csim"),
+    # the transform reads every group from the first bank
+    ("static void wino_read_in", "box[a][b][tu][tg * patches + tp]", "box[a][b][0][tg * patches + tp]", "csim"),
+    # the word's lanes dealt to the groups in the wrong order
+    ("static void wino_read_in", "rows[j / 2][j % 2] = v[j];", "rows[j % 4][j / 4] = v[j];", "csim"),
+    # the write gathers one row four times
+    ("write_res: for", "cur[u] = obuf[(g + u) * pixels", "cur[u] = obuf[g * pixels", "csim"),
+    # the box's banks of a word in one memory: four writes a cycle on two ports, II 1 lost
+    ("static void wino_read_in", "  #pragma HLS ARRAY_PARTITION variable=box type=complete dim=3\n", "", "lint"),
+    # the write pipelined at II 1 where it reads four rows of one memory a word
+    ("static void write_out_4", "#pragma HLS PIPELINE II=4", "#pragma HLS PIPELINE II=1", "lint"),
+])
+def test_each_part_of_the_wide_word_fails_when_broken(tmp_path, where, old, new, check):
+    *_, design, project, _ = _small_run(tmp_path, "int8", algorithm="winograd", board="vu9p",
+                                        lanes={k: (8,) if k != "winograd" else (2,) for k in WIDE}, tile=4, word=8)
+    assert design.engines["winograd"].write_ii == 4
+    path = project / "src" / "kernel.cpp"
+    source = path.read_text()
+    at = source.index(where)
+    assert old in source[at:], old
+    path.write_text(source[:at] + source[at:].replace(old, new, 1))
+    if check == "lint":
+        findings = [str(f) for f in lint_network(project).findings]
+        assert any(where.split()[-1] in f for f in findings), findings
+    else:
+        result = csim(project)
+        assert not result.passed or check_trips(project, result.output)
