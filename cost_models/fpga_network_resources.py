@@ -111,6 +111,9 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
         w_bits = engine.row_grids(3) * engine.out_lanes * engine.in_lanes * bits
         w_use = macs * (integer_types(engine.tile).u if engine.w_transform else bits)
         _transform_resources(engine, dtype, res)
+        # a word of several channel groups: the transform takes a patch from one of its groups' banks, a
+        # multiplexer of in_banks inputs on each of the patch's bits (2:1 muxes, two a LUT6)
+        res[lut] += engine.alpha ** 2 * engine.in_lanes * bits * (engine.in_banks - 1) / 2
         # its run-time addresses besides the grid's: the banks' rows as the box arrives, the transform's rows, the
         # output tile's pixel (a reviewer's count from the code: some 40 32-bit multiplies in all, *estimate*)
         res[dsp] += WINOGRAD_ADDRESS_MULTIPLIES * DSP_PER_ADDRESS_MULTIPLY
@@ -120,7 +123,8 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
     res[ff] += w_bits + w_use + gather + scatter
     res[lut] += 2 * w_bits + (w_bits + gather + scatter) / 2  # 2:1 muxes, two a LUT6
     res[dsp] += ADDRESS_MULTIPLIES * DSP_PER_ADDRESS_MULTIPLY
-    # the epilogue, built twice (the write loop with a residual and the one without), a lane each
+    # the epilogue, built twice (the write loop with a residual and the one without), a lane of the word each (an
+    # upper bound where a word takes write_ii cycles: Vitis may share a lane's operators over them)
     if a.floating:  # the bias add, the slope's multiply, the clamp's compares; the residual's add in one copy
         res[dsp] += engine.word * (2 * (a.dsp_add + a.dsp_mul) + a.dsp_add)
         res[lut] += engine.word * (2 * (a.lut_add + a.lut_mul + 2 * acc_bits) + a.lut_add)

@@ -11,6 +11,7 @@ import shutil
 import numpy as np
 import pytest
 
+from cost_models.fpga_costs import ARITHMETIC
 from cost_models.fpga_network import EngineShape, NetLayer, Tiles, layer_cycles, network_trips
 from cost_models.fpga_network_design import explore_network
 from cost_models.fpga_network_resources import engine_resources
@@ -61,6 +62,12 @@ def test_a_word_of_several_channel_groups_by_hand():
     grown = engine_resources(engine, "float32", False)[ff] - engine_resources(narrow, "float32", False)[ff]
     # and the epilogue's lanes: float32's adds and multiplies take DSPs, not flip-flops: the registers only
     assert grown == pytest.approx((8 - 2) * 32 + (8 - 2) * 32)
+    # LUTs: the transform's 4:1 multiplexer of a patch's banks (16 elements x 2 lanes x 32 bits, three 2:1 muxes
+    # a bit, two a LUT6), the registers' 2:1 muxes, and 6 more lanes of the epilogue (built twice)
+    a, lut = ARITHMETIC["float32"], RESOURCE_KINDS.index("lut")
+    grown = engine_resources(engine, "float32", False)[lut] - engine_resources(narrow, "float32", False)[lut]
+    epilogue = 2 * (a.lut_add + a.lut_mul + 2 * 32) + a.lut_add
+    assert grown == pytest.approx(16 * 2 * 32 * 3 / 2 + (6 * 32 + 6 * 32) / 2 + 6 * epilogue)
 
 
 def test_the_explorer_takes_a_word_wider_than_the_winograd_lanes_where_it_is_faster():
@@ -110,11 +117,16 @@ def test_the_small_network_runs_through_a_wide_word(tmp_path, dtype, tile, word)
     # the word's lanes dealt to the groups in the wrong order
     ("static void wino_read_in", "rows[j / 2][j % 2] = v[j];", "rows[j % 4][j / 4] = v[j];", "csim"),
     # the write gathers one row four times
-    ("write_res: for", "cur[u] = obuf[(g + u) * pixels", "cur[u] = obuf[g * pixels", "csim"),
+    ("write_res: for", "cur[u] = obuf[(g * 4 + u) * pixels", "cur[u] = obuf[g * 4 * pixels", "csim"),
     # the box's banks of a word in one memory: four writes a cycle on two ports, II 1 lost
     ("static void wino_read_in", "  #pragma HLS ARRAY_PARTITION variable=box type=complete dim=3\n", "", "lint"),
     # the write pipelined at II 1 where it reads four rows of one memory a word
     ("static void write_out_4", "#pragma HLS PIPELINE II=4", "#pragma HLS PIPELINE II=1", "lint"),
+    # a word's rows, gathered or scattered in one iteration, left to Vitis to partition (past its threshold: a RAM)
+    ("static void wino_read_in", "        #pragma HLS ARRAY_PARTITION variable=rows type=complete\n", "", "lint"),
+    ("static void write_out_4", "    #pragma HLS ARRAY_PARTITION variable=cur type=complete\n", "", "lint"),
+    # the Winograd layer's output written by the word-a-cycle process the model does not charge
+    ("static void wino_layer", "write_out_4<", "write_out<", "lint"),
 ])
 def test_each_part_of_the_wide_word_fails_when_broken(tmp_path, where, old, new, check):
     *_, design, project, _ = _small_run(tmp_path, "int8", algorithm="winograd", board="vu9p",

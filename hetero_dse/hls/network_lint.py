@@ -121,6 +121,9 @@ def lint_network(project: str | Path) -> LintReport:
             if not re.search(rf"\b{loop}: for \(.*\) {{\n\s*#pragma HLS PIPELINE II={want}\n", text):
                 add("ii", fn_name, f"its {loop} loop is not pipelined at II {want} as the model charges")
             report.pragmas_checked += 1
+        if ii > 1 and "#pragma HLS ARRAY_PARTITION variable=cur type=complete" not in text:
+            add("partition", fn_name, f"its word's {ii} output rows (cur) are not partitioned completely: {ii} "
+                                      "writes an iteration would share a RAM's two ports")
     _check_bursts(source, add)
     bundles = [p.get("bundle") for p in k.pragmas if p.name == "INTERFACE" and p.get("mode") == "m_axi"]
     want_ports = PORTS + design.get("weight_ports", 1) - 1

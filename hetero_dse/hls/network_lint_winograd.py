@@ -88,10 +88,17 @@ def check_winograd(k: CFile, source: str, e: EngineShape, dtype: str, storage: d
                                   f"lanes at once; the model {lanes}")
         report.pragmas_checked += 2
     # the arrays a pipelined iteration reads or writes whole: in registers, or II 1 does not hold
-    for fn_name, arrays in (("wino_read_in", ("x", "y")), ("wino_compute", ("prod", "tap", "u") if e.w_transform else
-                                                                           ("prod",)), ("wino_out", ("pix", "x", "y"))):
+    # (a word of several channel groups gathered in ``rows``, one to each bank, in the same iteration)
+    registers = {"wino_read_in": ("x", "y") + (("rows",) if e.in_banks > 1 else ()),
+                 "wino_compute": ("prod", "tap", "u") if e.w_transform else ("prod",), "wino_out": ("pix", "x", "y")}
+    for fn_name, arrays in registers.items():
         _check_registers(k, fn_name, arrays, add, report)
     check_pipelined(k, "wino_read_in", "read_in", "word_in", e.word, add, report)
+    # its output tile written by the write process the model charges: a word a cycle, or a row a cycle a word
+    writer = "write_out" if e.write_ii == 1 else f"write_out_{e.write_ii}"
+    if not re.search(rf"\b{writer}<", function_text(source, "wino_layer")):
+        add("process", "wino_layer", f"its output is not written by {writer}, the write process the model charges "
+                                     f"(a word of {e.word} activations, {e.write_ii} cycle(s) a word)")
     check_pipelined(k, "wino_read_w", "read_w", "word_w", e.w_word, add, report, name="WV")
     check_weight_ports(source, "wino_read_w", e.w_ports, add)
 
@@ -101,6 +108,8 @@ def _check_box(k: CFile, e: EngineShape, storage: dict[str, str], add: Any, repo
     if fn is None:
         add("process", "wino_read_in", "missing")
         return
+    if e.in_rows % e.in_banks:
+        add("buffer", "wino_read_in", f"its box's {e.in_rows} rows do not divide into {e.in_banks} banks")
     want = [e.alpha, e.alpha, e.in_banks, e.in_rows // e.in_banks]
     if fn.arrays.get("box") != want:
         add("buffer", "wino_read_in", f"its box is {fn.arrays.get('box')}; the model's is α × α × {e.in_banks} banks "
