@@ -279,10 +279,11 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
                  one_channel: bool = False) -> Any:
     """Cycles of the layer for tiles ``t`` (arrays broadcast together): per step the slowest of its two reads
     and its compute, the write of each output tile overlapping the next tile's steps; plus the first step's
-    reads, the last tile's write, the parameters of each output-channel tile and the descriptor. A read process
-    restarts its loop every step and pays a round trip; every transfer is runs of consecutive words (bursts, no
-    faster than the bandwidth), and the runs of the input box and of the output, entered one after the other
-    from a loop that is not pipelined, each wait their round trip; the arena's ports share its channel;
+    input box (its weights stream beside its compute), the last tile's write, the parameters of each
+    output-channel tile and the descriptor. A read process restarts its loop every step and pays a round trip;
+    every transfer is runs of consecutive words (bursts, no faster than the bandwidth), and the runs of the input
+    box and of the output, entered one after the other from a loop that is not pipelined, each wait their round
+    trip; the arena's ports share its channel;
     ``residual``: the layer's epilogue reads a word beside each output word. The Winograd engine's read process
     transforms the box's patches after the box arrives (``transform_depth``: that loop's pipeline), and its
     output transform, a pixel a cycle, runs beside the write as a stage of its own. The weights come over the
@@ -351,7 +352,9 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     # the epilogue's parameters: one burst for each output-channel tile, before its first tile's writes
     params = n_o * (runs(1, engine.params * out_chan // engine.p_word, r_floor, 4 * engine.p_word) + latency)
     descriptor = latency + DESCRIPTOR_WORDS
-    return (n_out * np.maximum(n_c * step, np.maximum(write, transform_out)) + np.maximum(read_in, read_w) + write
+    # before the first step the input box (a block: the PE array waits for all of it); the weights come through a
+    # FIFO of two rows, so they cannot be read ahead of the PE array: they are in each step's slowest, not here
+    return (n_out * np.maximum(n_c * step, np.maximum(write, transform_out)) + read_in + write
             + transform_out + params + descriptor)
 
 

@@ -47,12 +47,13 @@ def test_the_models_trip_counts_and_buffer_rows_are_the_loops_counted_by_hand():
     small = network_trips(engine, layer, Tiles(8, 16, 1, 2))
     assert small["compute"] == small["steps"] * 18 * 6
     # cycles: per step the slowest of its reads and compute, here the compute (18 x 32 + depth 10), with no DDR
-    # floor, latency or bandwidth to speak of; then the first step's reads (the weights' 288 words), the last
-    # tile's 64 words, the parameters of 2 output-channel tiles (2 words each) and the 32-word descriptor
+    # floor, latency or bandwidth to speak of; then the first step's input box (240 words: its weights' 288 stream
+    # beside the PE array through a FIFO of two rows, in the step's slowest), the last tile's 64 words, the
+    # parameters of 2 output-channel tiles (2 words each) and the 32-word descriptor
     t = {k: np.array([v]) for k, v in Tiles(8, 16, 4, 8).__dict__.items()}
     timing = dict(clock_hz=100e6, elem_bytes=4, read_floor_ns=0.0, write_floor_ns=0.0, port_gbps=1e3, depth=10)
     cycles = layer_cycles(engine, layer, t, latency_ns=0.0, **timing)
-    assert cycles[0] == pytest.approx(4 * (18 * 32 + 10) + 288 + 64 + 2 * 2 + 32)
+    assert cycles[0] == pytest.approx(4 * (18 * 32 + 10) + 240 + 64 + 2 * 2 + 32)
     # a round trip of 1 us (100 cycles): the input box's 6 runs of 40 words (a box row: the tile takes every
     # channel) and the output tile's 32 runs of 2 words (a pixel: the tile takes 8 of 16 channels) each wait
     # theirs, entered one after the other (840 and 3,264 cycles: the write bounds every tile); the weights' one
@@ -103,7 +104,7 @@ def test_two_weight_ports_halve_the_weight_process_by_hand_where_their_channels_
     one = layer_cycles(replace(engine, w_ports=1), layer, t, port_gbps=1.6, **timing)
     assert layer_cycles(engine, layer, t, port_gbps=1.6, **timing)[0] == pytest.approx(one[0])
     two = layer_cycles(engine, layer, t, port_gbps=1.6, w_channels=2, **timing)
-    assert one[0] - two[0] == pytest.approx(64 * (288 - 144) + (288 - 144))
+    assert one[0] - two[0] == pytest.approx(64 * (288 - 144))  # (before the first step only its box is waited for)
 
 
 def test_the_packed_grids_dsp_chains_are_charged_by_hand():
