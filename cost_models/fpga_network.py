@@ -127,6 +127,9 @@ class EngineShape:
     #: the weights' ports its weight process reads at once, a word from each a cycle (the host deals a layer's
     #: words out to them in turn): where one port's word a cycle starves the PE array of weight rows
     w_ports: int = 1
+    #: a float Winograd engine's transforms on DSP cores (fadd/fmul ``fulldsp``, as its PE array's) instead of the
+    #: fabric's: DSPs for LUTs, where a board's fabric is short of them (ZCU102)
+    transform_dsp: bool = False
 
     @property
     def chain(self) -> int:

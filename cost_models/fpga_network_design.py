@@ -28,7 +28,7 @@ import numpy as np
 
 from cost_models.fpga import slr_resources
 from cost_models.fpga_clock import achieved_clock
-from cost_models.fpga_costs import FANOUT_FREE, FANOUT_NS_PER_DOUBLING, SLR_DERATE
+from cost_models.fpga_costs import ARITHMETIC, FANOUT_FREE, FANOUT_NS_PER_DOUBLING, SLR_DERATE
 from cost_models.fpga_network import (
     ENGINE_KINDS,
     EngineShape,
@@ -154,7 +154,7 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
                     clock_mhz: float | None = None, lanes: Sequence[int] | Mapping[str, Sequence[int]] = LANES,
                     algorithm: str = "auto", winograd_tile: int | None = None,
                     weight_ports: Sequence[int] = WEIGHT_PORTS, units: int = 1,
-                    word: int | None = None) -> NetworkDesign:
+                    word: int | None = None, transform_cores: str | None = None) -> NetworkDesign:
     """The network kernel of least latency at batch 1 that fits ``board`` (see the module doc);
     ``units``: compute units of this design side by side, sharing the board's memory channels (``unit_share``);
     ``algorithm`` (``ALGORITHMS``): with ``auto`` both designs are explored, one whose 3×3 stride-1 layers run
@@ -163,11 +163,14 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
     ``weight_ports``: how many weight ports each engine may read at once (each where its
     weight rows are an even number of port words); ``lanes``: the lanes a side each engine may take (one set for
     all, or a set a kind of engine); ``word``: the activations' word (elements a DDR beat) instead of the best of
-    those the engines' lanes and the board's ports allow."""
+    those the engines' lanes and the board's ports allow; ``transform_cores``: a float Winograd engine's transforms
+    on the ``fabric`` or on ``dsp`` cores instead of the better of both."""
     if not layers:
         raise HeteroDSEError("a network needs at least one layer to design an accelerator for")
     if dtype not in ("float32", "int8"):
         raise HeteroDSEError(f"the network kernel is generated for float32 and int8, not {dtype}")
+    if transform_cores not in (None, "fabric", "dsp"):
+        raise HeteroDSEError(f"unknown transform cores {transform_cores!r}: the fabric's or dsp")
     if algorithm not in ALGORITHMS:
         raise HeteroDSEError(f"unknown algorithm {algorithm!r}: the network kernel offers {', '.join(ALGORITHMS)}")
     port_elems = board.memory.port_bits // (8 * np.dtype(dtype).itemsize)
@@ -185,8 +188,8 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
     if algorithm != "direct" and any(tiles) and common:
         moved = [(replace(s, engine="winograd") if t else s, n) for (s, n), t in zip(layers, tiles, strict=True)]
         try:
-            design = _explore(moved, board, dtype, clock_mhz, lanes, common,
-                              choose=algorithm == "auto", weight_ports=weight_ports, units=units, word=word)
+            design = _explore(moved, board, dtype, clock_mhz, lanes, common, choose=algorithm == "auto",
+                              weight_ports=weight_ports, units=units, word=word, transform_cores=transform_cores)
         except HeteroDSEError as exc:
             if algorithm == "winograd":
                 raise HeteroDSEError(f"no network kernel with a Winograd engine fits "
@@ -213,10 +216,12 @@ _Option = tuple[float, EngineShape, list[tuple[int, PlacedLayer]], np.ndarray]
 
 def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clock_mhz: float | None,
              lanes: Mapping[str, Sequence[int]], wino_tiles: tuple[int, ...], choose: bool = False,
-             weight_ports: Sequence[int] = WEIGHT_PORTS, units: int = 1, word: int | None = None) -> NetworkDesign:
+             weight_ports: Sequence[int] = WEIGHT_PORTS, units: int = 1, word: int | None = None,
+             transform_cores: str | None = None) -> NetworkDesign:
     """The design of least latency with an engine for each kind of layer in ``layers`` (a Winograd engine of
     the ``wino_tiles`` for those moved to it); ``choose``: each of those runs on the grid where that is faster;
-    ``word``: the activations' word where the engines allow it (else each they allow)."""
+    ``word``: the activations' word where the engines allow it (else each they allow); ``transform_cores``: a
+    float Winograd engine's transforms on the ``fabric`` or on ``dsp`` cores (None: both tried)."""
     clock = float(clock_mhz or board.default_clock_mhz)
     hz = clock * 1e6
     uram = board.cap("uram") > 0
@@ -231,31 +236,34 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
     fixed = kernel_base(PORTS)
     best: NetworkDesign | None = None
     tried = 0
-    # (output lanes, input lanes, Winograd tile)
+    # (output lanes, input lanes, Winograd tile, a float engine's transforms on DSPs: tried where it is float)
     pairs = {k: list(itertools.product(v, v)) for k, v in lanes.items()}
-    lane_sets = {"grid": [(o, i, 0) for o, i in pairs["grid"]], "depthwise": [(c, 1, 0) for c in lanes["depthwise"]],
-                 "winograd": [(o, i, m) for o, i in pairs["winograd"] for m in wino_tiles]}
+    floating = ARITHMETIC[dtype].floating
+    cores = {"fabric": (False,), "dsp": (True,), None: (False, True)}[transform_cores] if floating else (False,)
+    lane_sets = {"grid": [(o, i, 0, False) for o, i in pairs["grid"]],
+                 "depthwise": [(c, 1, 0, False) for c in lanes["depthwise"]],
+                 "winograd": [(o, i, m, d) for o, i in pairs["winograd"] for m in wino_tiles for d in cores]}
     cache: dict[tuple[Any, ...], list[_Option]] = {}
 
-    def probe_of(kind: str, out_l: int, in_l: int, tile: int, word: tuple[int, int, int], w_ports: int = 1
-                 ) -> EngineShape:
+    def probe_of(kind: str, out_l: int, in_l: int, tile: int, word: tuple[int, int, int], w_ports: int = 1,
+                 transform_dsp: bool = False) -> EngineShape:
         """The engine with these lanes and words, its buffers at their fewest rows: two int8 products a DSP on the
         grid, an int8 Winograd engine transforming its weights itself, its pointwise mode where a layer needs it."""
         return EngineShape(kind, out_l, in_l, word[0], IN_ROWS[0], W_ROWS[0], OUT_ROWS[0], distance, params,
                            pack and kind == "grid" and out_l % 2 == 0, word[1], word[2], tile,
                            kind == "winograd" and dtype == "int8", kind == "winograd" and point,
-                           w_ports=w_ports)
+                           w_ports=w_ports, transform_dsp=transform_dsp)
 
-    def engine_options(kind: str, out_l: int, in_l: int, tile: int, block: int, word: tuple[int, int, int],
-                       timing: dict[str, Any], w_ports: int = 1) -> list[_Option]:
+    def engine_options(kind: str, out_l: int, in_l: int, tile: int, transform_dsp: bool, block: int,
+                       word: tuple[int, int, int], timing: dict[str, Any], w_ports: int = 1) -> list[_Option]:
         """The engine's buffer sizes worth building with these lanes: each layer's best tiles in them, the
         buffers shrunk to what some layer fills, none slower and larger than another (cached: the lanes of
         the other engine change only the channel block)."""
         nonlocal tried
-        key = (kind, out_l, in_l, tile, block, word, w_ports, timing["port_gbps"])
+        key = (kind, out_l, in_l, tile, transform_dsp, block, word, w_ports, timing["port_gbps"])
         if key in cache:
             return cache[key]
-        probe = probe_of(kind, out_l, in_l, tile, word, w_ports)
+        probe = probe_of(kind, out_l, in_l, tile, word, w_ports, transform_dsp)
         found: dict[EngineShape, _Option] = {}
         if not np.any(engine_resources(probe, dtype, uram) + fixed > caps):  # the arrays alone must fit
             # choosing, the grid takes the Winograd engine's layers too, and each such layer runs where it is faster
@@ -291,27 +299,25 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
         cache[key] = kept
         return kept
 
-    def alone(kind: str, lanes3: tuple[int, int, int]) -> bool:
+    def alone(kind: str, choice: tuple[int, int, int, bool]) -> bool:
         """Whether the engine's arrays alone fit (its buffers at their fewest rows): no other choice helps one that
         does not."""
-        o, i, m = lanes3
-        probe = probe_of(kind, o, i, m, (min(v for v in (o, i) if v > 1), 1, 1))
+        o, i, m, d = choice
+        probe = probe_of(kind, o, i, m, (min(v for v in (o, i) if v > 1), 1, 1), transform_dsp=d)
         return not np.any(engine_resources(probe, dtype, uram) + fixed > caps)
 
     lane_sets = {k: [v for v in lane_sets[k] if alone(k, v)] for k in kinds}
     candidates = []  # every combination that fits, its cycles at the target clock first
     for lane_choice in itertools.product(*(lane_sets[k] for k in kinds)):
         by_kind = dict(zip(kinds, lane_choice, strict=True))
-        # the activations' word no wider than the grid's and the depthwise engine's lanes (their buffers' rows are
-        # gathered from words); the Winograd engine's may hold several of its lane groups (its box banked by
-        # them, its write a row a cycle), or be no wider than its lanes (a word a cycle, no banks): both tried.
-        # The weights' as wide as a lane grid allows
+        # the activations' word no wider than the grid's and depthwise engine's lanes; the Winograd engine's may
+        # hold several of its lane groups (its box banked by them) or not: both tried. The weights' a lane grid
         narrowest = {k: min(v for v in pair[:2] if v > 1) for k, pair in by_kind.items()}
         others = [v for k, v in narrowest.items() if k != "winograd"]
         words = sorted({min([port_elems, *narrowest.values()]), min([port_elems, *others])})
         if word is not None:
             words = [word] if word <= min([port_elems, *others]) else []
-        wword = min(port_elems, min(o * i for o, i, _ in by_kind.values()))
+        wword = min(port_elems, min(o * i for o, i, *_ in by_kind.values()))
         for act_word, wp in itertools.product(words, weight_ports):
             # channels pad to the widest lanes, and to whole words
             block = max(max(max(v[:2]) for v in by_kind.values()), act_word)

@@ -96,7 +96,8 @@ class NetworkDesign:
                     "accumulation_distance": e.distance, "params": e.params, "packed": e.packed,
                     **({"chain": e.chain} if e.chain > 1 else {}), "weight_ports": e.w_ports,
                     "storage": engine_storage(e, self.dtype, self.board.cap("uram") > 0),
-                    **(winograd_record(e.tile, self.dtype) | {"w_transform": e.w_transform, "pointwise": e.pointwise}
+                    **(winograd_record(e.tile, self.dtype) | {"w_transform": e.w_transform, "pointwise": e.pointwise,
+                                                              "transform_cores": "dsp" if e.transform_dsp else "fabric"}
                        if e.tile else {})}
                    for kind, e in self.engines.items()]
         # the multiply-adds a cycle of direct convolution each engine stands for (Winograd's m²·9 per α² products)

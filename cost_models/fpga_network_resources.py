@@ -135,17 +135,24 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
 
 
 def _transform_resources(engine: EngineShape, dtype: str, res: np.ndarray) -> None:
-    """The Winograd engine's transforms on the fabric (``fpga_winograd.transform_ops``: the input's on each
+    """The Winograd engine's transforms on the fabric, or a float engine's on DSPs (``transform_dsp``)
+    (``fpga_winograd.transform_ops``: the input's on each
     input lane, the output's on each output lane; ``weight_transform_ops`` on each lane pair where it transforms
     its weights; ``divide_adds`` on each output lane where the output's division is not a shift alone), and the
     registers of the output transform's m×m results and the patch sum it reads."""
     lut, ff = RESOURCE_KINDS.index("lut"), RESOURCE_KINDS.index("ff")
     ops = transform_ops(engine.tile, dtype)
-    if ARITHMETIC[dtype].floating:
+    a = ARITHMETIC[dtype]
+    if a.floating:
         adds = ops.in_adds * engine.in_lanes + ops.out_adds * engine.out_lanes
         muls = ops.in_muls * engine.in_lanes + ops.out_muls * engine.out_lanes
-        res[lut] += adds * FABRIC_FADD[0] + muls * FABRIC_FMUL[0]
-        res[ff] += adds * FABRIC_FADD[1] + muls * FABRIC_FMUL[1]
+        if engine.transform_dsp:  # the PE array's cores (``fulldsp``)
+            res[RESOURCE_KINDS.index("dsp")] += adds * a.dsp_add + muls * a.dsp_mul
+            res[lut] += adds * a.lut_add + muls * a.lut_mul
+            res[ff] += adds * a.ff_add + muls * a.ff_mul
+        else:
+            res[lut] += adds * FABRIC_FADD[0] + muls * FABRIC_FMUL[0]
+            res[ff] += adds * FABRIC_FADD[1] + muls * FABRIC_FMUL[1]
     else:  # carry chains a LUT a bit, as wide as the types (``integer_types``): the input's adds and constant
         # multiplies' adders, the output's, the exact division's 32-bit ones
         types = integer_types(engine.tile)

@@ -7,8 +7,9 @@ The engine runs F(m×m, 3×3) (``hetero_dse/ops/winograd.py``): the read process
 host ahead, int8 by the engine, below) and sums over the input channels, and a process before the write turns each
 sum into its m×m outputs (Aᵀ M A). A 1-D transform by a matrix is computed by its plan (``winograd_plan``: the sums
 its outputs share first, then each output), which costs one add for each term of a combination past the first and,
-in floating point, one multiply for each coefficient other than ±1 (the fabric's cores: the DSPs are the PE
-array's); a 2-D transform is the 1-D one down every column, then along every row.
+in floating point, one multiply for each coefficient other than ±1 (the fabric's cores, or a float engine's on
+DSPs where its board is short of fabric: ``EngineShape.transform_dsp``); a 2-D transform is the 1-D one down
+every column, then along every row.
 
 In int8 the engine also transforms its weights, G' g G'ᵀ with G' = ±L·G (``integer_weight_transform``),
 as its PE array takes a weight row: the port then carries each lane's 9 taps in 8 bits where the transformed

@@ -72,10 +72,11 @@ def test_the_models_trip_counts_and_buffer_rows_are_the_loops_counted_by_hand():
 
 
 def _small_run(tmp_path, dtype="float32", algorithm="direct", board="zcu102", lanes=(4, 8), tile=None,
-               weight_ports=(1, 2), word=None):
+               weight_ports=(1, 2), word=None, transform_cores=None):
     layers, image, model, x = traced()
     design = explore_network([(layer.shape, 1) for layer in layers], load_board(board), dtype, lanes=lanes,
-                             algorithm=algorithm, winograd_tile=tile, weight_ports=weight_ports, word=word)
+                             algorithm=algorithm, winograd_tile=tile, weight_ports=weight_ports, word=word,
+                             transform_cores=transform_cores)
 
     def tensor(i):
         return None if i is None else ("input:x" if i == NETWORK_INPUT else f"layer:{i}")

@@ -7,6 +7,7 @@ purpose, and the explorer's choice of the word."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -144,3 +145,42 @@ def test_each_part_of_the_wide_word_fails_when_broken(tmp_path, where, old, new,
     else:
         result = csim(project)
         assert not result.passed or check_trips(project, result.output)
+
+
+def test_a_float_engines_transforms_on_dsps_by_hand_and_where_the_fabric_is_short():
+    """float32 F(2×2) on 4 × 4 lanes: its transforms' 32 adds an input lane and 24 an output lane (no multiply) on
+    DSP cores (fadd fulldsp: 2 DSPs, 219 LUTs, 205 FFs each) instead of the fabric's (430 LUTs, 300 FFs each, an
+    estimate); on ZCU102 only those fit beside its PE array, so the explorer takes them there."""
+    fabric = EngineShape("winograd", 4, 4, 4, 512, 1 << 30, 256, 7, tile=2, tile_rows=256)
+    dsp = replace(fabric, transform_dsp=True)
+    kinds = {k: RESOURCE_KINDS.index(k) for k in ("dsp", "lut", "ff")}
+    diff = engine_resources(dsp, "float32", False) - engine_resources(fabric, "float32", False)
+    adds = 32 * 4 + 24 * 4
+    assert diff[kinds["dsp"]] == 2 * adds
+    assert diff[kinds["lut"]] == pytest.approx(adds * (219 - 430))
+    assert diff[kinds["ff"]] == pytest.approx(adds * (205 - 300))
+    board = load_board("zcu102")
+    layers = [(LayerShape("grid", 128, 128, 28, 28, 3, 3, 1, 1, name="c"), 1)]
+    design = explore_network(layers, board, "float32", algorithm="winograd")
+    direct = explore_network(layers, board, "float32", algorithm="direct")
+    assert design.engines["winograd"].transform_dsp and design.latency_s < direct.latency_s
+    assert design.to_json()["engines"][0]["transform_cores"] == "dsp"
+    with pytest.raises(HeteroDSEError, match="no network kernel with a Winograd engine fits zcu102 in float32"):
+        explore_network(layers, board, "float32", algorithm="winograd", transform_cores="fabric")
+    with pytest.raises(HeteroDSEError, match="unknown transform cores .lut.: the fabric.s or dsp"):
+        explore_network(layers, board, "float32", transform_cores="lut")
+
+
+def test_the_small_network_runs_with_its_transforms_on_dsps_and_the_lint_checks_their_cores(tmp_path):
+    *_, design, project, _ = _small_run(tmp_path, "float32", algorithm="winograd", board="vu9p", transform_cores="dsp")
+    assert design.engines["winograd"].transform_dsp
+    source = (project / "src" / "kernel.cpp").read_text()
+    assert "op=fadd impl=fulldsp" in source[source.index("static void wino_in_transform"):]
+    result = csim(project)
+    assert result.passed and result.mismatches == 0, result.output[-2000:]
+    assert check_trips(project, result.output) == [] and lint_network(project).ok
+    # an add of the input transform bound to the fabric where the model charges a DSP core
+    at = source.index("static void wino_in_transform")
+    (project / "src" / "kernel.cpp").write_text(source[:at] + source[at:].replace("impl=fulldsp", "impl=fabric", 1))
+    findings = [str(f) for f in lint_network(project).findings]
+    assert any("wino_in_transform" in f and "fulldsp" in f for f in findings), findings

@@ -93,7 +93,8 @@ def lint_network(project: str | Path) -> LintReport:
         engines[kind] = EngineShape(kind, out_l, in_l, design["word"], rows["input"], rows["weights"], rows["output"],
                                     e["accumulation_distance"], e.get("params", 1), e.get("packed", False),
                                     design["wword"], design["pword"], e.get("tile", 0), e.get("w_transform", False),
-                                    e.get("pointwise", False), rows.get("tile", 0), e.get("weight_ports", 1))
+                                    e.get("pointwise", False), rows.get("tile", 0), e.get("weight_ports", 1),
+                                    e.get("transform_cores") == "dsp")
         if kind == "winograd":
             check_winograd(k, source, engines[kind], design["dtype"], e.get("storage", {}), cores, add, report)
             continue

@@ -12,8 +12,9 @@ one's buffers and processes, and what it alone has:
   the model charges, the accumulation's DEPENDENCE distance the model's; in int8 the products summed in chains of
   DSP48E2 multiply-adds as the model's ``EngineShape.chain`` (no core bound to them, expression balancing off),
   then the tree;
-* the two transforms: as many adds and multiplies, each bound to a fabric core, as ``transform_ops`` charges a
-  lane, and the output transform over every output lane in a loop pipelined at II 1;
+* the two transforms: as many adds and multiplies, each bound to a fabric core (a float engine's to a DSP core
+  where the model has ``transform_dsp``), as ``transform_ops`` charges a lane, and the output transform over every
+  output lane in a loop pipelined at II 1;
 * where the engine transforms its weights: ``wino_w_transform``'s adds and constant multiplies, each bound to a
   fabric core, as ``weight_transform_ops`` charges a lane pair, over every lane pair of a row at once, in registers;
 * where an int8 engine's output divides by more than a shift (F(4×4)): ``wino_divide``'s one constant multiply on
@@ -62,21 +63,23 @@ def check_winograd(k: CFile, source: str, e: EngineShape, dtype: str, storage: d
     _check_box(k, e, storage, add, report)
     _check_pe(k, source, e, cores, add, report)
     ops = transform_ops(e.tile, dtype)
-    transforms = [("wino_in_transform", ops.in_adds, ops.in_muls, "transform_ops"),
-                  ("wino_out_transform", ops.out_adds, ops.out_muls, "transform_ops")]
+    # a float engine's two transforms on the cores the model charges them (the fabric's, or DSPs)
+    core = "fulldsp" if e.transform_dsp and dtype != "int8" else "fabric"
+    transforms = [("wino_in_transform", ops.in_adds, ops.in_muls, "transform_ops", core),
+                  ("wino_out_transform", ops.out_adds, ops.out_muls, "transform_ops", core)]
     if e.w_transform:
         w = weight_transform_ops(e.tile)
-        transforms.append(("wino_w_transform", w.in_adds, w.in_muls, "weight_transform_ops"))
+        transforms.append(("wino_w_transform", w.in_adds, w.in_muls, "weight_transform_ops", "fabric"))
         _check_weight_lanes(k, L * I, add, report)
     elif "wino_w_transform" in k.functions:
         add("transform", "wino_w_transform", "the code transforms its weights; the model has the host transform them")
     if dtype == "int8" and divide_adds(e.tile):
-        transforms.append(("wino_divide", 0, 1, "exact_division"))
+        transforms.append(("wino_divide", 0, 1, "exact_division", "fabric"))
         _check_divide_lanes(k, source, L, add, report)
     elif "wino_divide" in k.functions:
         add("transform", "wino_divide", "the code divides its output by more than a shift; the model does not")
-    for fn_name, adds, muls, charged_by in transforms:
-        _check_transform(k, source, fn_name, adds, muls, add, report, charged_by)
+    for fn_name, adds, muls, charged_by, impl in transforms:
+        _check_transform(k, source, fn_name, adds, muls, add, report, charged_by, impl)
     for fn_name, loop, lanes_loop, lanes in (("wino_read_in", "transform", "transform_lane", I),
                                              ("wino_out", "inverse", "inverse_lane", L)):
         fn = k.functions.get(fn_name)
@@ -247,7 +250,7 @@ def _check_registers(k: CFile, fn_name: str, arrays: tuple[str, ...], add: Any, 
 
 
 def _check_transform(k: CFile, source: str, fn_name: str, adds: int, muls: int, add: Any, report: LintReport,
-                     charged_by: str = "transform_ops") -> None:
+                     charged_by: str = "transform_ops", impl: str = "fabric") -> None:
     fn = k.functions.get(fn_name)
     if fn is None:
         add("process", fn_name, "missing")
@@ -258,8 +261,9 @@ def _check_transform(k: CFile, source: str, fn_name: str, adds: int, muls: int, 
     if (got_adds, got_muls) != (adds, muls):
         add("transform", fn_name, f"{got_adds} adds and {got_muls} multiplies a lane; the model charges {adds} and "
                                   f"{muls} (fpga_winograd.{charged_by})")
-    if any(p.get("impl") != "fabric" for p in binds):
-        add("bind_op", fn_name, "a transform's operation is bound off the fabric; the model charges fabric cores")
+    if any(p.get("impl") != impl for p in binds):
+        add("bind_op", fn_name, f"a transform's operation is bound to a core other than {impl}, which the model "
+                                "charges")
     # every statement of the transform is bound: an operation with no BIND_OP is one the model does not see
     unbound = len(re.findall(r"const [\w ]+ s\d+ = [^;]*[-+*] [^;]*;", "\n".join(
         line for line in source.splitlines()[fn.node.line:fn.node.end_line]))) - len(binds)

@@ -216,4 +216,4 @@ def winograd_context(engine: Any, dtype: str) -> dict[str, Any]:
             "product": f"{types.tr} x {types.u} bits" if types else "float",
             "in_bits": bits.input_transform, "w_bits": bits.weight_transform,
             "exact_bits": (wide.channel_sum, wide.output_transform),
-            "transforms": transform_functions(engine.tile, dtype)}
+            "transforms": transform_functions(engine.tile, dtype, engine.transform_dsp)}

@@ -21,12 +21,12 @@ __all__ = ["transform_functions"]
 
 
 class _Writer:
-    def __init__(self, ctype: str, floating: bool) -> None:
-        self.ctype, self.floating, self.lines, self.count = ctype, floating, [], 0
+    def __init__(self, ctype: str, floating: bool, impl: str = "fabric") -> None:
+        self.ctype, self.floating, self.impl, self.lines, self.count = ctype, floating, impl, [], 0
 
     def _bind(self, name: str, op: str) -> None:
         core = {"add": "fadd", "sub": "fsub", "mul": "fmul"}[op] if self.floating else op
-        self.lines.append(f"  #pragma HLS BIND_OP variable={name} op={core} impl=fabric")
+        self.lines.append(f"  #pragma HLS BIND_OP variable={name} op={core} impl={self.impl}")
 
     def value(self, expr: str, op: str | None) -> str:
         self.count += 1
@@ -70,12 +70,13 @@ def _apply(w: _Writer, plan: Plan, inputs: list[str]) -> list[str]:
 
 
 def _transform(name: str, mat: tuple[tuple[Fraction, ...], ...], n_in: int, ctype: str, floating: bool,
-               what: str) -> str:
+               what: str, impl: str = "fabric") -> str:
     """``out = mat · x · matᵀ`` for one lane: ``x`` n_in × n_in, ``out`` rows(mat) × rows(mat); each 1-D pass by
-    the matrix's plan (``winograd_plan.transform_plan``), the one the model counts."""
+    the matrix's plan (``winograd_plan.transform_plan``), the one the model counts; each operation bound to
+    ``impl`` (a float transform's cores may be DSPs: ``EngineShape.transform_dsp``)."""
     rows = len(mat)
     plan = transform_plan(mat, not floating)
-    w = _Writer(ctype, floating)
+    w = _Writer(ctype, floating, impl)
     # mat · x: down each column of x
     cols = [_apply(w, plan, [f"x[{k}][{j}]" for k in range(n_in)]) for j in range(n_in)]
     t = [[cols[j][i] for j in range(n_in)] for i in range(rows)]
@@ -85,7 +86,8 @@ def _transform(name: str, mat: tuple[tuple[Fraction, ...], ...], n_in: int, ctyp
         for j, res in enumerate(_apply(w, plan, t[i])):
             outs.append(f"  y[{i}][{j}] = {res};")
     head = [f"// {what}: one lane, {sum('BIND_OP' in line and 'mul' not in line for line in w.lines)} adds and "
-            f"{sum('BIND_OP' in line and 'mul' in line for line in w.lines)} multiplies, each on the fabric",
+            f"{sum('BIND_OP' in line and 'mul' in line for line in w.lines)} multiplies, each on "
+            + ("the fabric" if impl == "fabric" else "DSPs"),
             f"static void {name}(const {ctype} x[{n_in}][{n_in}], {ctype} y[{rows}][{rows}]) {{",
             "  #pragma HLS INLINE"]
     return "\n".join([*head, *w.lines, *outs, "}"])
@@ -109,12 +111,13 @@ def _divide(m: int) -> str | None:
         "  return (acc_t)s1;", "}"])
 
 
-def transform_functions(m: int, dtype: str) -> str:
+def transform_functions(m: int, dtype: str, dsp: bool = False) -> str:
     """``wino_in_transform`` (Bᵀ d B) and ``wino_out_transform`` (Aᵀ M A) of F(m×m, 3×3) in the engine's types
     (``wino_tr_t``, ``wino_y_t``: float32 float; int8 ``fpga_winograd.integer_types``); in int8 also
     ``wino_w_transform``, a lane's weights G' g G'ᵀ in ``wino_u_t`` (``fpga_winograd.integer_weight_transform``:
     G' = S·L·G, integers, and the output transform Aᵀ·S that takes S back), and where the output's divisor is
-    not a power of two, ``wino_divide``."""
+    not a power of two, ``wino_divide``; ``dsp``: a float engine's two transforms on DSP cores (``fulldsp``) where
+    else on the fabric."""
     from cost_models.fpga_winograd import integer_weight_transform, output_matrix
     from hetero_dse.ops.winograd import transforms
 
@@ -123,9 +126,10 @@ def transform_functions(m: int, dtype: str) -> str:
     at = output_matrix(m, dtype)
     if not floating:
         g, _ = integer_weight_transform(m)
-    parts = [_transform("wino_in_transform", t.BT, t.alpha, "wino_tr_t", floating, "Bᵀ d B of a patch"),
+    impl = "fulldsp" if dsp and floating else "fabric"
+    parts = [_transform("wino_in_transform", t.BT, t.alpha, "wino_tr_t", floating, "Bᵀ d B of a patch", impl),
              _transform("wino_out_transform", at, t.alpha, "wino_y_t", floating,
-                        "Aᵀ M A of a patch's sums" if floating else "Aᵀ S M S A of a patch's sums")]
+                        "Aᵀ M A of a patch's sums" if floating else "Aᵀ S M S A of a patch's sums", impl)]
     if not floating:
         parts.append(_transform("wino_w_transform", g, 3, "wino_u_t", False,
                                 f"G' g G'ᵀ of a lane's taps (G' = S·{t.weight_scale}G, S a sign a row)"))
