@@ -207,7 +207,8 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
         except HeteroDSEError:
             if not designs:
                 raise
-    return min(designs, key=lambda d: d.latency_s)
+    # a tie (no layer faster on the Winograd engine) keeps the design without it: an engine no layer runs on
+    return min(designs, key=lambda d: (d.latency_s, len(d.engines)))
 
 
 #: an engine worth building: the cycles of its layers, the engine, each layer's index and placement, its resources
@@ -223,8 +224,7 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
     ``word``: the activations' word where the engines allow it (else each they allow); ``transform_cores``: a
     float Winograd engine's transforms on the ``fabric`` or on ``dsp`` cores (None: both tried)."""
     clock = float(clock_mhz or board.default_clock_mhz)
-    hz = clock * 1e6
-    uram = board.cap("uram") > 0
+    hz, uram = clock * 1e6, board.cap("uram") > 0
     port_elems = board.memory.port_bits // (8 * np.dtype(dtype).itemsize)
     param_elems = min(16, board.memory.port_bits // 32)  # 32-bit parameters a word of the parameters' port
     params, pack = (2, True) if dtype == "int8" else (1, False)

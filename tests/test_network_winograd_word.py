@@ -184,3 +184,20 @@ def test_the_small_network_runs_with_its_transforms_on_dsps_and_the_lint_checks_
     (project / "src" / "kernel.cpp").write_text(source[:at] + source[at:].replace("impl=fulldsp", "impl=fabric", 1))
     findings = [str(f) for f in lint_network(project).findings]
     assert any("wino_in_transform" in f and "fulldsp" in f for f in findings), findings
+
+
+def test_a_network_no_layer_of_which_is_faster_on_winograd_gets_no_winograd_engine():
+    """ResNet-18 in int8 on ZCU102: the design with a Winograd engine beside its grid runs every layer on the grid
+    (none is faster on it there), so it ties with the direct design; the tie keeps the design without the engine."""
+    from hetero_dse.model.capture import capture
+    from hetero_dse.model.layer_shape import shape_of
+    from hetero_dse.model.zoo import build
+
+    model, example = build("resnet18")
+    graph = capture(model, example, "resnet18", profile=False)
+    shapes = [(shape_of(op, from_host=i == 0 and op.name == "conv2d"), layer.count)
+              for i, (op, layer) in enumerate(zip(graph.operators(), graph.layers, strict=True))]
+    board = load_board("zcu102")
+    auto = explore_network(shapes, board, "int8")
+    assert list(auto.engines) == ["grid"]
+    assert auto.latency_s == explore_network(shapes, board, "int8", algorithm="direct").latency_s
