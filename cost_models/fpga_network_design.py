@@ -3,9 +3,9 @@ kernel's engines (``hls_templates/network/``), their lanes and buffers chosen fo
 tiles chosen for them, scored by ``cost_models/fpga_network.py``, the model of that kernel's loops.
 
 The space is the hardware fixed at synthesis: the grid's output × input channel lanes, the depthwise engine's
-channel lanes, the rows of each engine's two buffers (input and output; the weights are a FIFO of rows), and
-the weights' ports read at once (one or two, a word from each a cycle: on a board of narrow ports, ZCU102's
-128-bit HP ports, one starves a large grid of weight rows on the small maps of a network's last layers).
+channel lanes, the Winograd engine's lanes and tile (a float one's transforms on the fabric or on DSPs), the
+activations' word (the Winograd engine's may hold several of its lane groups), the rows of each engine's
+buffers, and the weights' ports read at once (one or two: ZCU102's 128-bit HP ports starve a large grid).
 For every candidate each layer takes its tiles of least time that fit the buffers; the network's latency at
 batch 1 is the sum over its layers (each as often as the network runs it) at the one clock the design closes
 at; the resources are counted once for the design and must fit the board. The lowest latency wins.
@@ -184,7 +184,7 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
     if algorithm == "winograd" and not (any(tiles) and common):
         raise HeteroDSEError("no layer of this network runs on the Winograd engine in "
                              f"{dtype} (it takes 3×3 and 1×1 stride-1 convolutions and linear layers)")
-    designs = []
+    designs, idle = [], []  # idle: a design with a Winograd engine that no layer runs on (each faster on the grid)
     if algorithm != "direct" and any(tiles) and common:
         moved = [(replace(s, engine="winograd") if t else s, n) for (s, n), t in zip(layers, tiles, strict=True)]
         try:
@@ -199,16 +199,16 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
             originals = {m: s for (m, _), (s, _) in zip(moved, layers, strict=True)}
             for p in design.layers:
                 p.shape = originals[p.shape]
-            designs.append(design)
+            used = algorithm == "winograd" or any(p.layer.engine == "winograd" for p in design.layers)
+            (designs if used else idle).append(design)
     if algorithm != "winograd":
         try:
             designs.append(_explore(list(layers), board, dtype, clock_mhz, lanes, (),
                                     weight_ports=weight_ports, units=units, word=word))
         except HeteroDSEError:
-            if not designs:
+            if not designs + idle:
                 raise
-    # a tie (no layer faster on the Winograd engine) keeps the design without it: an engine no layer runs on
-    return min(designs, key=lambda d: (d.latency_s, len(d.engines)))
+    return min(designs or idle, key=lambda d: d.latency_s)
 
 
 #: an engine worth building: the cycles of its layers, the engine, each layer's index and placement, its resources

@@ -188,7 +188,7 @@ def test_the_small_network_runs_with_its_transforms_on_dsps_and_the_lint_checks_
 
 def test_a_network_no_layer_of_which_is_faster_on_winograd_gets_no_winograd_engine():
     """ResNet-18 in int8 on ZCU102: the design with a Winograd engine beside its grid runs every layer on the grid
-    (none is faster on it there), so it ties with the direct design; the tie keeps the design without the engine."""
+    (none is faster on it there); an engine no layer runs on is not built: the direct design is taken."""
     from hetero_dse.model.capture import capture
     from hetero_dse.model.layer_shape import shape_of
     from hetero_dse.model.zoo import build
