@@ -333,13 +333,17 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
                          np.where(whole, s["box_w"] * layer.C // engine.word, chan_words), ports=arena + w_on_arena)
     if wino:  # then the box's patches transformed, one a cycle and channel group
         read_in = read_in + cg * patches + transform_depth
-        w_words = kg * cg * engine.row_weights(layer) // engine.w_word
-        compute = kg * cg * np.maximum(patches, engine.distance) + depth
+        w_rows, slots = kg * cg, np.maximum(patches, engine.distance)  # a weight row's PE iterations: its slots
+        w_words = w_rows * engine.row_weights(layer) // engine.w_word
     else:
-        w_words = (kg * rs * cg * engine.out_lanes * lanes_in if grid else cg * rs * engine.out_lanes) // engine.w_word
-        compute = kg * rs * cg * np.maximum(s["pixels"], engine.distance) + depth
+        w_rows, slots = (kg * rs * cg if grid else cg * rs), np.maximum(s["pixels"], engine.distance)
+        w_words = w_rows * (engine.out_lanes * lanes_in if grid else engine.out_lanes) // engine.w_word
+    compute = w_rows * slots + depth
     read_w = runs(1, w_words / engine.w_ports, r_floor, engine.w_word * elem_bytes, w_share) + latency
-    step = np.maximum(np.maximum(read_in, read_w), compute)
+    # the weight process starts a step's burst once the last's final row is in its FIFO of two: the PE array then
+    # waits out the burst's round trip and a row's words past those two rows' slots (a reviewer's reading)
+    stall = np.maximum(0, latency + w_words / w_rows / engine.w_ports - 2 * slots)
+    step = np.maximum(np.maximum(read_in, read_w), compute + stall)
     out_chan = t["tk"] if grid else t["tc"]
     # a whole tile's write: a run a tile row where the tile takes every channel, else a pixel; a residual read
     # beside each word, on the arena's memory channel too (a tile past the image's end writes less: not counted)

@@ -435,3 +435,20 @@ def test_compute_units_share_the_boards_memory_channels_as_their_ports_take_them
     assert unit_share(32, 8, 2) == 1.0  # u280's HBM: 24 channels for 8 units
     assert unit_share(2, 2, 2) == pytest.approx(2 / 4)  # two weight ports share one channel of 2: a unit takes 2
     assert unit_share(1, 3, 2) == pytest.approx(1 / 3)  # zcu102
+
+
+def test_the_pe_array_waits_for_each_steps_weight_burst_by_hand():
+    """The weight process starts a step's burst only once the last step's final row is in its FIFO of two rows: a
+    compute-bound step whose rows are used for fewer cycles than a round trip waits the difference. 16 -> 32
+    channels, 8x8 image, 8 x 8 lanes, 4-element words, tiles 32 x 16 x 4 x 8 (2 steps of 72 weight rows of 16
+    words, each row used for 32 pixels), a round trip of 100 cycles."""
+    engine = EngineShape("grid", 8, 8, 4, 1000, 1000, 1000, 6)
+    layer = NetLayer("grid", 16, 32, 8, 8, 3, 3, 1, 1)
+    t = {k: np.array([v]) for k, v in Tiles(32, 16, 4, 8).__dict__.items()}
+    cycles = layer_cycles(engine, layer, t, clock_hz=100e6, elem_bytes=4, read_floor_ns=0.0, write_floor_ns=0.0,
+                          port_gbps=1e3, depth=10, latency_ns=1000.0)
+    # a step: the PE's 72 x 32 + 10, and the burst's 100 cycles and a row's 16 words past two rows' 64 (the weights'
+    # 1,152 words + 100 and the box's 6 runs of 100 + 40 words are shorter); then the first box, the last tile's 4
+    # runs of 100 + 64 words, one burst of 8 parameter words and the descriptor (a round trip each, 32 words)
+    step = 72 * 32 + 10 + (100 + 16 - 2 * 32)
+    assert cycles[0] == pytest.approx(2 * step + 6 * 140 + 4 * 164 + (8 + 100) + (100 + 32))
