@@ -306,7 +306,9 @@ def _engine_words(e: dict[str, Any]) -> str:
         return f"a {e['kind']} engine of {lanes}"
     m = e["tile"]
     error = "exact" if not e["error"] else f"error {e['error']:.1e} of the output's magnitude"
-    return (f"a Winograd F({m}×{m}, 3×3) engine of {lanes} for the 3×3 stride-1 layers ({e['multiply_saving']:.2f}× "
+    cores = ", its transforms on DSPs" if e.get("transform_cores") == "dsp" else ""
+    return (f"a Winograd F({m}×{m}, 3×3) engine of {lanes}{cores} for the 3×3 stride-1 layers "
+            f"({e['multiply_saving']:.2f}× "
             f"fewer multiplies than direct; {error}: {e['error_basis']})")
 
 

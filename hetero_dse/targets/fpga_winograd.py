@@ -74,9 +74,10 @@ class WinogradChoice:
         return self.direct_s / self.design.latency_s
 
     def engine(self) -> str:
-        """``Winograd F(2×2, 3×3) engine of 16 × 16 lanes``."""
+        """``Winograd F(2×2, 3×3) engine of 16 × 16 lanes`` (``, its transforms on DSPs`` where they are)."""
         e = self.design.engines["winograd"]
-        return f"Winograd F({e.tile}×{e.tile}, 3×3) engine of {e.out_lanes} × {e.in_lanes} lanes"
+        return (f"Winograd F({e.tile}×{e.tile}, 3×3) engine of {e.out_lanes} × {e.in_lanes} lanes"
+                + (", its transforms on DSPs" if e.transform_dsp else ""))
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"chosen": self.chosen, "direct_latency_s": self.direct_s,
