@@ -72,10 +72,17 @@ class Plan:
     def _scaled(self, c: Fraction) -> bool:
         return is_multiply(c, self.integer)
 
+    def _products(self) -> set[tuple[Fraction, int]]:
+        """The constant multiplies: (|coefficient|, operand) of each term whose coefficient is not ±1 (in integers,
+        not a power of two), once each however many combinations take it (the code computes it once; a compiler
+        would merge the copies anyway), its sign taken by the add or subtract that uses it."""
+        return {(abs(c), k) for comb in self._combinations() for c, k in comb if self._scaled(c)}
+
     @property
     def muls(self) -> int:
-        """Constant multiplies: a coefficient other than ±1 (in integers, other than a power of two)."""
-        return sum(1 for comb in self._combinations() for c, _ in comb if self._scaled(c))
+        """Constant multiplies: a coefficient other than ±1 (in integers, other than a power of two) times an
+        operand, once each."""
+        return len(self._products())
 
     @property
     def mul_adds(self) -> int:
@@ -83,12 +90,12 @@ class Plan:
         point, whose multiplies are cores of their own)."""
         if not self.integer:
             return 0
-        return sum(csd_digits(c.numerator) - 1 for comb in self._combinations() for c, _ in comb if self._scaled(c))
+        return sum(csd_digits(c.numerator) - 1 for c, _ in self._products())
 
     @property
     def mul_stages(self) -> int:
         """An integer constant multiply's adds one after another, at most (a tree of its digits)."""
-        digits = [csd_digits(c.numerator) for comb in self._combinations() for c, _ in comb if self._scaled(c)]
+        digits = [csd_digits(c.numerator) for c, _ in self._products()]
         return max(((d - 1).bit_length() for d in digits), default=0)
 
     def depth(self, add: int, mul: int) -> int:

@@ -23,6 +23,7 @@ __all__ = ["transform_functions"]
 class _Writer:
     def __init__(self, ctype: str, floating: bool, impl: str = "fabric") -> None:
         self.ctype, self.floating, self.impl, self.lines, self.count = ctype, floating, impl, [], 0
+        self.products: dict[tuple[Fraction, str], str] = {}  # each constant multiply once: (|c|, operand) -> name
 
     def _bind(self, name: str, op: str) -> None:
         core = {"add": "fadd", "sub": "fsub", "mul": "fmul"}[op] if self.floating else op
@@ -43,9 +44,12 @@ class _Writer:
         for c, x in terms:
             sign = 1 if c > 0 else -1
             n = abs(c)
-            if is_multiply(c, not self.floating):  # a constant multiply on the fabric (integers: Vivado's adders)
-                x = self.value(f"({self.ctype}){float(n)!r}f * {x}" if self.floating else f"{x} * {n.numerator}",
-                               "mul")
+            if is_multiply(c, not self.floating):  # a constant multiply on the fabric (integers: Vivado's adders),
+                # once for every combination that takes it (as the model counts it)
+                if (n, x) not in self.products:
+                    self.products[n, x] = self.value(
+                        f"({self.ctype}){float(n)!r}f * {x}" if self.floating else f"{x} * {n.numerator}", "mul")
+                x = self.products[n, x]
             elif n != 1:  # an integer power of two: a shift, wires (a multiply, not <<, whose negative operand
                 # C++14 leaves undefined)
                 x = f"({x} * {n.numerator})"
