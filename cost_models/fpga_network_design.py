@@ -313,10 +313,10 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
         # the activations' word no wider than the grid's and depthwise engine's lanes; the Winograd engine's may
         # hold several of its lane groups (its box banked by them) or not: both tried. The weights' a lane grid
         narrowest = {k: min(v for v in pair[:2] if v > 1) for k, pair in by_kind.items()}
-        others = [v for k, v in narrowest.items() if k != "winograd"]
-        words = sorted({min([port_elems, *narrowest.values()]), min([port_elems, *others])})
+        widest = min([port_elems, *(v for k, v in narrowest.items() if k != "winograd")])
+        words = sorted({min([port_elems, *narrowest.values()]), widest})
         if word is not None:
-            words = [word] if word <= min([port_elems, *others]) else []
+            words = [word] if word <= widest else []
         wword = min(port_elems, min(o * i for o, i, *_ in by_kind.values()))
         for act_word, wp in itertools.product(words, weight_ports):
             # channels pad to the widest lanes, and to whole words

@@ -37,7 +37,8 @@ from cost_models.winograd_plan import Plan, csd_digits, transform_plan
 
 __all__ = ["FABRIC_FADD", "FABRIC_FMUL", "TILES", "IntegerTypes", "TransformOps", "divide_adds", "divide_stages",
            "exact_division", "integer_types", "integer_weight_transform", "output_matrix", "refusal",
-           "transform_depth", "transform_ops", "weight_transform_depth", "weight_transform_ops", "winograd_record"]
+           "transform_depth", "transform_impl", "transform_ops", "weight_transform_depth", "weight_transform_ops",
+           "winograd_record"]
 
 #: output tiles the engine offers per data type: F(2×2) and F(4×4) (F(6×6)'s output transform has halves and its
 #: float32 error passes the tolerance, ``ops.winograd.refused``)
@@ -80,6 +81,13 @@ def output_matrix(m: int, dtype: str) -> tuple[tuple[Fraction, ...], ...]:
 
 
 @cache
+def transform_impl(dsp: bool, dtype: str) -> str:
+    """The cores (BIND_OP impl) of the input and output transforms' operations: the fabric's, or where a float
+    engine has them on DSPs (``EngineShape.transform_dsp``) its PE array's (``ARITHMETIC``)."""
+    a = ARITHMETIC[dtype]
+    return a.add_core[1] if dsp and a.floating else "fabric"
+
+
 def transform_ops(m: int, dtype: str = "float32") -> TransformOps:
     """A lane's operations of F(m×m, 3×3)'s two transforms in ``dtype``, as ``hls/winograd_code.py`` writes them:
     each 1-D pass by its plan (``winograd_plan.transform_plan``: shared sums, then the outputs)."""

@@ -46,10 +46,10 @@ from hetero_dse.hls.network_lint_parts import (
     vector_lanes,
 )
 from hetero_dse.hls.network_lint_winograd import check_winograd
+from hetero_dse.hls.network_run import NAMES, write_process
 
 __all__ = ["is_network_project", "lint_network"]
 
-_NAMES = {"grid": "grid", "depthwise": "dw", "winograd": "wino"}
 
 
 def is_network_project(project: Path) -> bool:
@@ -86,7 +86,7 @@ def lint_network(project: str | Path) -> LintReport:
     cores = {"mul": (a.mul_core[0], a.mul_core[1]), "add": (a.add_core[0], a.add_core[1])}
     engines = {}
     for e in design["engines"]:
-        kind, name = e["kind"], _NAMES[e["kind"]]
+        kind, name = e["kind"], NAMES[e["kind"]]
         lanes = list(e["lanes"].values())
         out_l, in_l = lanes[0], lanes[1] if len(lanes) > 1 else 1
         rows = e["buffer_rows"]
@@ -116,7 +116,7 @@ def lint_network(project: str | Path) -> LintReport:
         check_weight_ports(source, f"{name}_read_w", engines[kind].w_ports, add)
     # each write process's loops at the II the model charges (a word a cycle, or a cycle a row a word gathers)
     for ii in sorted({1} | {e.write_ii for e in engines.values()}):
-        fn_name = "write_out" if ii == 1 else f"write_out_{ii}"
+        fn_name = write_process(ii)
         text = function_text(source, fn_name)
         for loop, want in (("write", ii), ("write_res", ii), ("bias_in", 1)):
             if not re.search(rf"\b{loop}: for \(.*\) {{\n\s*#pragma HLS PIPELINE II={want}\n", text):

@@ -28,7 +28,7 @@ import re
 from typing import Any
 
 from cost_models.fpga_network import EngineShape
-from cost_models.fpga_winograd import divide_adds, integer_types, transform_ops, weight_transform_ops
+from cost_models.fpga_winograd import divide_adds, integer_types, transform_impl, transform_ops, weight_transform_ops
 from hetero_dse.hls.cparse import CFile
 from hetero_dse.hls.lint.record import LintReport
 from hetero_dse.hls.network_lint_parts import (
@@ -40,6 +40,7 @@ from hetero_dse.hls.network_lint_parts import (
     typedef_rows,
     vector_lanes,
 )
+from hetero_dse.hls.network_run import write_process
 
 __all__ = ["check_winograd"]
 
@@ -64,7 +65,7 @@ def check_winograd(k: CFile, source: str, e: EngineShape, dtype: str, storage: d
     _check_pe(k, source, e, cores, add, report)
     ops = transform_ops(e.tile, dtype)
     # a float engine's two transforms on the cores the model charges them (the fabric's, or DSPs)
-    core = "fulldsp" if e.transform_dsp and dtype != "int8" else "fabric"
+    core = transform_impl(e.transform_dsp, dtype)
     transforms = [("wino_in_transform", ops.in_adds, ops.in_muls, "transform_ops", core),
                   ("wino_out_transform", ops.out_adds, ops.out_muls, "transform_ops", core)]
     if e.w_transform:
@@ -98,7 +99,7 @@ def check_winograd(k: CFile, source: str, e: EngineShape, dtype: str, storage: d
         _check_registers(k, fn_name, arrays, add, report)
     check_pipelined(k, "wino_read_in", "read_in", "word_in", e.word, add, report)
     # its output tile written by the write process the model charges: a word a cycle, or a row a cycle a word
-    writer = "write_out" if e.write_ii == 1 else f"write_out_{e.write_ii}"
+    writer = write_process(e.write_ii)
     if not re.search(rf"\b{writer}<", function_text(source, "wino_layer")):
         add("process", "wino_layer", f"its output is not written by {writer}, the write process the model charges "
                                      f"(a word of {e.word} activations, {e.write_ii} cycle(s) a word)")

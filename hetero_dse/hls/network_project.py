@@ -24,7 +24,7 @@ from hetero_dse.errors import HeteroDSEError
 from hetero_dse.resources import data_dir
 from cost_models.fpga_network_placed import NetworkDesign
 from hetero_dse.hls.network_layout import lay_out
-from hetero_dse.hls.network_run import ENGINE_IDS, FIELDS, FLOAT_FIELDS, NAMES, NetworkRun
+from hetero_dse.hls.network_run import ENGINE_IDS, FIELDS, FLOAT_FIELDS, NAMES, NetworkRun, write_process
 
 __all__ = ["MAX_CSIM_BYTES", "check_trips", "csim_bytes", "write_network_project"]
 
@@ -55,7 +55,7 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
         engines.append({"kind": kind, "name": NAMES[kind], "id": ENGINE_IDS[kind], "lanes": e.out_lanes,
                         "in_lanes": e.in_lanes, "in_rows": e.in_rows, "w_rows": e.w_rows, "out_rows": e.out_rows,
                         "tree_depth": (e.in_lanes - 1).bit_length(), "packed": e.packed, "chain": e.chain,
-                        "w_ports": e.w_ports, "in_banks": e.in_banks, "write_ii": e.write_ii,
+                        "w_ports": e.w_ports, "in_banks": e.in_banks, "writer": write_process(e.write_ii),
                         "storage": engine_storage(e, design.dtype, board.cap("uram") > 0),
                         **(winograd_context(e, design.dtype) if kind == "winograd" else {})})
     tch = max(p.tiles.tc if p.layer.engine == "depthwise" else p.tiles.tk for p in design.layers)
@@ -87,6 +87,7 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
             "port_bits": board.memory.port_bits, "act_bits": port_bits, "block": design.block,
             "descriptor_words": DESCRIPTOR_WORDS, "descriptor_fields": FIELDS, "float_fields": FLOAT_FIELDS,
             "engine_ids": list(ENGINE_IDS), "max_layers": len(run.layers), "engines": engines, "tch_max": tch,
+            "writers": sorted({(write_process(ii), ii) for ii in {1} | {e.write_ii for e in design.engines.values()}}),
             "weight_ports": design.w_ports,
             "distance": next(iter(design.engines.values())).distance, "ports": ports,
             "ops": {"mul": a.mul_core[0], "mul_impl": a.mul_core[1], "add": a.add_core[0],

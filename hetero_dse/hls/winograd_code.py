@@ -122,7 +122,7 @@ def transform_functions(m: int, dtype: str, dsp: bool = False) -> str:
     G' = S·L·G, integers, and the output transform Aᵀ·S that takes S back), and where the output's divisor is
     not a power of two, ``wino_divide``; ``dsp``: a float engine's two transforms on DSP cores (``fulldsp``) where
     else on the fabric."""
-    from cost_models.fpga_winograd import integer_weight_transform, output_matrix
+    from cost_models.fpga_winograd import integer_weight_transform, output_matrix, transform_impl
     from hetero_dse.ops.winograd import transforms
 
     t = transforms(m, 3)
@@ -130,7 +130,7 @@ def transform_functions(m: int, dtype: str, dsp: bool = False) -> str:
     at = output_matrix(m, dtype)
     if not floating:
         g, _ = integer_weight_transform(m)
-    impl = "fulldsp" if dsp and floating else "fabric"
+    impl = transform_impl(dsp, dtype)
     parts = [_transform("wino_in_transform", t.BT, t.alpha, "wino_tr_t", floating, "Bᵀ d B of a patch", impl),
              _transform("wino_out_transform", at, t.alpha, "wino_y_t", floating,
                         "Aᵀ M A of a patch's sums" if floating else "Aᵀ S M S A of a patch's sums", impl)]
