@@ -286,12 +286,13 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     output-channel tile and the descriptor. A read process restarts its loop every step and pays a round trip;
     every transfer is runs of consecutive words (bursts, no faster than the bandwidth), and the runs of the input
     box and of the output, entered one after the other from a loop that is not pipelined, each wait their round
-    trip; the arena's ports share its channel;
+    trip; each of the arena's streams runs at its own port's rate, and their channel's bandwidth bounds the bytes
+    they move over an output tile together (the one-operator model's bound on a channel);
     ``residual``: the layer's epilogue reads a word beside each output word. The Winograd engine's read process
     transforms the box's patches after the box arrives (``transform_depth``: that loop's pipeline), and its
     output transform, a pixel a cycle, runs beside the write as a stage of its own. The weights come over the
     engine's ``w_ports``, spread over ``w_channels`` memory channels (ports on one channel share it);
-    ``one_channel``: the arena and the weights are on the board's one channel, every stream sharing it."""
+    ``one_channel``: the arena and the weights are on the board's one channel, whose bound counts the weights too."""
     s = _steps(layer, t)
     r_floor = max(1.0, read_floor_ns * 1e-9 * clock_hz)
     del write_floor_ns  # the output's runs each wait a whole round trip (``one_by_one``), longer than the floor
@@ -321,16 +322,17 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
         per_cycle = port_gbps * 1e9 / clock_hz / word_bytes / ports
         return n_runs * (latency + np.maximum(words * ii, words / per_cycle))
 
-    # the weights: a word from each weight port a cycle; the streams on one memory channel share its bandwidth
-    arena = 3 if residual else 2  # the input box's stream and the write's (and the residual's beside it)
-    w_share = -(-engine.w_ports // max(1, w_channels)) + (arena if one_channel else 0)
-    w_on_arena = engine.w_ports if one_channel else 0
-    # the input box: a run a box row where the tile takes every channel (consecutive words), else a pixel; its
-    # port shares the arena's channel with the write's and the residual's (the write overlaps the next tile's reads)
+    # the weights: a word from each weight port a cycle, the ports on one memory channel streaming together (they
+    # share it); the arena's streams (the input box, the write and the residual beside it) each at its own port's
+    # rate, their channel's bandwidth bounding their sum over a tile below (as the one-operator model bounds a
+    # channel's bytes): a stream alone, the tail's write or the first box, gets the channel's whole bandwidth
+    w_share = engine.w_ports if one_channel else -(-engine.w_ports // max(1, w_channels))
+    # the input box: a run a box row where the tile takes every channel (consecutive words), else a pixel
     chan_words = t["tc"] // engine.word
     whole = t["tc"] == layer.C
-    read_in = one_by_one(np.where(whole, s["box_h"], s["box_h"] * s["box_w"]),
-                         np.where(whole, s["box_w"] * layer.C // engine.word, chan_words), ports=arena + w_on_arena)
+    box_runs = np.where(whole, s["box_h"], s["box_h"] * s["box_w"])
+    box_words = np.where(whole, s["box_w"] * layer.C // engine.word, chan_words)
+    read_in = one_by_one(box_runs, box_words)
     if wino:  # then the box's patches transformed, one a cycle and channel group
         read_in = read_in + cg * patches + transform_depth
         w_rows, slots = kg * cg, np.maximum(patches, engine.distance)  # a weight row's PE iterations: its slots
@@ -346,11 +348,13 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     step = np.maximum(np.maximum(read_in, read_w), compute + stall)
     out_chan = t["tk"] if grid else t["tc"]
     # a whole tile's write: a run a tile row where the tile takes every channel, else a pixel; a residual read
-    # beside each word, on the arena's memory channel too (a tile past the image's end writes less: not counted)
+    # beside each word, on the arena's memory channel too, the two sharing it (a tile past the image's end writes
+    # less: not counted)
     out_whole = out_chan == layer.K
     o_runs = np.where(out_whole, t["th"], s["pixels"])
     o_words = np.where(out_whole, t["tw"] * layer.K // engine.word, out_chan // engine.word)
-    write = one_by_one(o_runs, o_words, ports=arena + w_on_arena, ii=engine.write_ii)
+    streams = 2 if residual else 1  # the residual's word read beside each word written: always together
+    write = one_by_one(o_runs, o_words, ports=streams, ii=engine.write_ii)
     # the Winograd engine's output transform: a pixel of a channel group a cycle, a stage beside the write
     transform_out = kg * patches * side ** 2 + transform_depth if wino else 0
     n_out = s["n_k"] * s["n_y"] * s["n_x"] if grid else s["n_c"] * s["n_y"] * s["n_x"]
@@ -359,10 +363,16 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     # the epilogue's parameters: one burst for each output-channel tile, before its first tile's writes
     params = n_o * (runs(1, engine.params * out_chan // engine.p_word, r_floor, 4 * engine.p_word) + latency)
     descriptor = latency + DESCRIPTOR_WORDS
+    # the arena's channel over an output tile: its steps' boxes, its write and residual (and on a board of one
+    # channel the weights too), each byte once, at the channel's bandwidth
+    arena_bytes = (n_c * box_runs * box_words + streams * o_runs * o_words) * engine.word * elem_bytes
+    if one_channel:
+        arena_bytes = arena_bytes + n_c * w_words * engine.w_word * elem_bytes
+    channel = arena_bytes / (port_gbps * 1e9 / clock_hz)
+    tile = np.maximum(np.maximum(n_c * step, channel), np.maximum(write, transform_out))
     # before the first step the input box (a block: the PE array waits for all of it); the weights come through a
     # FIFO of two rows, so they cannot be read ahead of the PE array: they are in each step's slowest, not here
-    return (n_out * np.maximum(n_c * step, np.maximum(write, transform_out)) + read_in + write
-            + transform_out + params + descriptor)
+    return n_out * tile + read_in + write + transform_out + params + descriptor
 
 
 def compute_depth(dtype: str, clock_mhz: float, in_lanes: int, chain: int = 1) -> int:

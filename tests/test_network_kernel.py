@@ -61,14 +61,22 @@ def test_the_models_trip_counts_and_buffer_rows_are_the_loops_counted_by_hand():
     slow = layer_cycles(engine, layer, t, latency_ns=1000.0, **{**timing, "read_floor_ns": 20.0})
     read_in, write = 6 * (100 + 40), 32 * (100 + 2)
     assert slow[0] == pytest.approx(4 * write + read_in + write + 2 * (2 + 100) + 100 + 32)
-    # a residual read beside each word written shares the arena's channel with the write and the input box (the
-    # write overlaps the next tile's reads). At one word a cycle (1.6 GB/s of 16-byte words at 100 MHz) shared by
-    # two streams, the box's 240 words take 480 cycles and a step is the compute's 586; by three, 720: each of the
-    # 4 steps and the first one's reads 240 cycles longer, and the tiles' 64 words 192 cycles instead of 128
+    # a residual read beside each word written shares the arena's channel with the write, always together; the
+    # input box's reads overlap them, and the channel bounds the bytes of all three over a tile. At one word a
+    # cycle (1.6 GB/s of 16-byte words at 100 MHz) a tile's box and write (240 + 64 words, 368 with the residual's
+    # 64) take less than its step (the compute's 586): only the last tile's write, which overlaps nothing, is
+    # longer (64 words at half a word a cycle: 128 cycles)
     narrow = {**timing, "port_gbps": 1.6}
     alone = layer_cycles(engine, layer, t, latency_ns=0.0, **narrow)
     residual = layer_cycles(engine, layer, t, latency_ns=0.0, residual=True, **narrow)
-    assert residual[0] - alone[0] == pytest.approx(4 * (720 - 586) + (720 - 480) + (192 - 128))
+    assert residual[0] - alone[0] == pytest.approx(128 - 64)
+    # at half a word a cycle the channel bounds each tile: 304 words 608 cycles (the step 586), with the residual
+    # 368 words 736; and the last tile's write 128 cycles alone, 256 with the residual
+    half = {**timing, "port_gbps": 0.8}
+    alone = layer_cycles(engine, layer, t, latency_ns=0.0, **half)
+    residual = layer_cycles(engine, layer, t, latency_ns=0.0, residual=True, **half)
+    assert alone[0] == pytest.approx(4 * 608 + 480 + 128 + 2 * 4 + 32)
+    assert residual[0] - alone[0] == pytest.approx(4 * (736 - 608) + (256 - 128))
 
 
 def _small_run(tmp_path, dtype="float32", algorithm="direct", board="zcu102", lanes=(4, 8), tile=None,
