@@ -5,7 +5,7 @@ tiles chosen for them, scored by ``cost_models/fpga_network.py``, the model of t
 The space is the hardware fixed at synthesis: the grid's output × input channel lanes, the depthwise engine's
 channel lanes, the Winograd engine's lanes and tile (a float one's transforms on the fabric or on DSPs), the
 activations' word (the Winograd engine's may hold several of its lane groups), the rows of each engine's
-buffers, and the weights' ports read at once (one or two: ZCU102's 128-bit HP ports starve a large grid).
+buffers, and the weights' ports read at once (one to four: ZCU102's 128-bit HP ports starve a large grid).
 For every candidate each layer takes its tiles of least time that fit the buffers; the network's latency at
 batch 1 is the sum over its layers (each as often as the network runs it) at the one clock the design closes
 at; the resources are counted once for the design and must fit the board. The lowest latency wins.
@@ -41,14 +41,15 @@ from cost_models.fpga_network import (
     tile_options,
 )
 from cost_models.fpga_network_placed import NetworkDesign, PlacedLayer
+from cost_models.fpga_network_ports import WEIGHT_PORTS, unit_share, weight_channels, weight_reads
 from cost_models.fpga_network_resources import engine_resources, kernel_base
 from cost_models.fpga_winograd import TILES, refusal, transform_depth, weight_transform_depth
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 from hetero_dse.model.layer_shape import LayerShape
 
-__all__ = ["ALGORITHMS", "LANES", "WEIGHT_PORTS", "design_clock_mhz", "explore_network", "padded", "pipeline_depths",
-           "unit_share", "weight_channels", "winograd_tiles"]
+__all__ = ["ALGORITHMS", "LANES", "design_clock_mhz", "explore_network", "padded", "pipeline_depths",
+           "winograd_tiles"]
 
 #: lanes each side of an engine may take (powers of two: channels pad to few of them)
 LANES = (4, 8, 16, 32, 64)
@@ -59,8 +60,6 @@ W_ROWS = (1 << 30,)
 OUT_ROWS = (256, 512, 1024, 2048, 4096)
 #: the m_axi ports of the kernel: the table, activations in, residual, out, weights, biases
 PORTS = 6
-#: the weights' ports a design may read at once (a second is a seventh m_axi port)
-WEIGHT_PORTS = (1, 2)
 
 
 def padded(shape: LayerShape, block: int, in_lanes: int) -> tuple[NetLayer, bool]:
@@ -81,22 +80,6 @@ def _timing(board: Board, dtype: str, clock_hz: float, word: int, bandwidth_shar
             "write_floor_ns": m.write_burst_ns, "latency_ns": m.latency_ns,
             "port_gbps": m.sustained_gbps_per_channel * bandwidth_share, "w_channels": weight_channels(m.channels),
             "one_channel": m.channels == 1}
-
-
-def unit_share(channels: int, units: int, w_ports: int) -> float:
-    """Of a memory channel's bandwidth each port of one of ``units`` compute units gets: each unit takes a
-    channel for its arena and one for each weight port (as many as ``weight_channels``), the board's channels
-    shared where there are fewer; on a board of one channel each unit gets ``1/units`` of it, which the model
-    shares among the unit's own streams."""
-    if channels == 1:
-        return 1.0 / units
-    return min(1.0, channels / (units * (1 + min(w_ports, weight_channels(channels)))))
-
-
-def weight_channels(channels: int) -> int:
-    """The memory channels the weights' ports spread over: the arena has the first, the weights the next two
-    where the board has them (``connectivity.cfg``), else they share what there is."""
-    return max(1, min(WEIGHT_PORTS[-1], channels - 1))
 
 
 @functools.cache
@@ -324,10 +307,12 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
             pword = min(param_elems, act_word)
             share = unit_share(board.memory.channels, units, wp)
             timing = {"dtype": dtype, **_timing(board, dtype, hz, act_word, share)}
-            # an engine reads wp ports where its weight rows are an even number of words of them (a Winograd
-            # engine's rows are whole lane grids too: α² or 9 of them, or one in its pointwise mode)
-            ports = {k: wp if (by_kind[k][0] * by_kind[k][1]) % (wword * wp) == 0 else 1 for k in kinds}
-            if wp > 1 and max(ports.values()) == 1:
+            # each engine reads the most of the wp ports its weight rows split into evenly (a Winograd engine's
+            # rows are 9 or α² lane grids, one in its pointwise mode); fewer than wp: a design tried already
+            ports = {k: weight_reads(o * i, wword, wp, (1,) if k != "winograd" else
+                                     (9 if dtype == "int8" else (m + 2) ** 2, *(1,) * point))
+                     for k, (o, i, m, _) in by_kind.items()}
+            if max(ports.values()) != wp:
                 continue
             options = [engine_options(kind, *by_kind[kind], block, (act_word, wword, pword), timing, ports[kind])
                        for kind in kinds]
@@ -344,6 +329,8 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
     if best is None:
         sides = [v for k in kinds for v in lanes[k]]
         forced = f" and a word of {word} activations" if word is not None else ""
+        if min(weight_ports) > 1:  # a weight row splits into these ports' words on no engine (or none fits)
+            forced += f" reading {' or '.join(map(str, weight_ports))} weight ports at once"
         raise HeteroDSEError(f"no network kernel of {min(sides)}–{max(sides)} lanes a side{forced} fits {board.name} "
                              "with every layer on it")
     best.candidates = tried

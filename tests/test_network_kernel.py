@@ -114,6 +114,55 @@ def test_two_weight_ports_halve_the_weight_process_by_hand_where_their_channels_
     assert layer_cycles(engine, layer, t, port_gbps=1.6, **timing)[0] == pytest.approx(one[0])
     two = layer_cycles(engine, layer, t, port_gbps=1.6, w_channels=2, **timing)
     assert one[0] - two[0] == pytest.approx(64 * (288 - 144))  # (before the first step only its box is waited for)
+    # four ports over three channels (vu9p's, past the arena's): two share one, and the process takes a word from
+    # each a cycle, so all four move at half a word a cycle: 72 words each, 144 cycles, no faster than two; over
+    # four channels each its own: 72 cycles, and the PE array (18 rows of 6 slots and its depth of 10: 118) bounds
+    # each step
+    four = replace(engine, w_ports=4)
+    assert layer_cycles(four, layer, t, port_gbps=1.6, w_channels=3, **timing)[0] == pytest.approx(two[0])
+    assert two[0] - layer_cycles(four, layer, t, port_gbps=1.6, w_channels=4, **timing)[0] == pytest.approx(
+        64 * (144 - 118))
+
+
+def test_each_engine_reads_the_most_weight_ports_its_rows_split_into():
+    from cost_models.fpga_network_ports import weight_channels, weight_reads
+
+    # an 8 x 8 grid's row of 64 weights is 8 words of 8: four ports of four, two of three (8 words do not split
+    # into three)
+    assert weight_reads(64, 8, 4, (1,)) == 4 and weight_reads(64, 8, 3, (1,)) == 2
+    # int8 F(4x4) on 8 x 4 lanes (ZCU102's), words of 16: its 9 taps' grids are 18 words a row, which split into
+    # three ports (of four); in its pointwise mode a row is one grid of 2 words: two
+    assert weight_reads(32, 16, 4, (9,)) == 3 and weight_reads(32, 16, 4, (9, 1)) == 2
+    # the channels they spread over: the arena keeps the first; vu9p's other three, u280's first four; zcu102's one
+    assert (weight_channels(4), weight_channels(32), weight_channels(1)) == (3, 4, 1)
+
+
+def test_weight_ports_sit_on_the_channels_the_model_spreads_them_over(tmp_path):
+    """vu9p: the arena on DDR[0], four weight ports in turn over the other three (``weight_channels``), the model's
+    ``w_channels``; the host passes each its part of weights.bin."""
+    project = _small_run(tmp_path, "int8", board="vu9p", weight_ports=(4,))[4]
+    cfg = (project / "connectivity.cfg").read_text()
+    banks = dict(line.split(".", 1)[1].split(":") for line in cfg.splitlines() if line.startswith("sp="))
+    assert {k: v for k, v in banks.items() if k.startswith("wgt")} == {
+        "wgt": "DDR[1]", "wgt1": "DDR[2]", "wgt2": "DDR[3]", "wgt3": "DDR[1]"}
+    assert banks["act_in"] == banks["act_out"] == "DDR[0]"
+    host = (project / "host" / "host.cpp").read_text()
+    assert "weights3.size(), 3 * weights.size())" in host and "weights, weights1, weights2, weights3, params)" in host
+
+
+def test_four_weight_ports_feed_the_grid_where_the_weights_bound_a_layer_on_zcu102():
+    """ResNet-18's last 3x3 layer (512 -> 512 on 7 x 7, 2.36 MB of int8 weights) on ZCU102: its 32 x 64 grid waits
+    for its weights over two 128-bit ports; over four (each a port of the DDR controller, the one channel's
+    16.3 GB/s carrying them) the PE array bounds it instead."""
+    from cost_models.fpga_network_ports import WEIGHT_PORTS
+    from hetero_dse.model.layer_shape import LayerShape
+
+    shape = LayerShape("grid", 512, 512, 7, 7, 3, 3, 1, 1, name="L15")
+    board = load_board("zcu102")
+    two = explore_network([(shape, 1)], board, "int8", algorithm="direct", weight_ports=(1, 2))
+    four = explore_network([(shape, 1)], board, "int8", algorithm="direct", weight_ports=WEIGHT_PORTS)
+    assert two.w_ports == 2 and four.w_ports == 4
+    assert four.latency_s < 0.8 * two.latency_s
 
 
 def test_the_packed_grids_dsp_chains_are_charged_by_hand():
@@ -202,30 +251,44 @@ def test_the_host_program_runs_the_network_through_an_xrt_test_double(tmp_path, 
     assert "two int8 products a DSP48E2" in readme and "make ip" in readme  # zcu102: no platform, an IP
 
 
-@pytest.mark.parametrize("dtype", ["float32", "int8"])
-def test_two_weight_ports_deal_the_rows_words_out_and_run_bit_for_bit(tmp_path, dtype):
-    """The weight process reads a word from each of two ports a cycle (the host deals a layer's words out to them
-    in turn): the same outputs, the read_w loop half the trips (the C-simulation counts them, the model says
-    so), the lint clean; each change below is caught."""
-    _, _, _, design, project, _ = _small_run(tmp_path, dtype, weight_ports=(2,))
+def _port(q):
+    return "wgt" if q == 0 else f"wgt{q}"
+
+
+@pytest.mark.parametrize("dtype,ports", [("float32", 2), ("int8", 2), ("int8", 4)])
+def test_weight_ports_deal_the_rows_words_out_and_run_bit_for_bit(tmp_path, dtype, ports):
+    """The weight process reads a word from each of two (four) ports a cycle (the host deals a layer's words out
+    to them in turn): the same outputs, the read_w loop a half (a quarter) of the trips (the C-simulation counts
+    them, the model says so), the lint clean; each change below is caught."""
+    _, _, _, design, project, _ = _small_run(tmp_path, dtype, weight_ports=(ports,))
     grid = design.engines["grid"]
-    assert grid.w_ports == 2 and design.w_ports == 2
+    assert grid.w_ports == ports and design.w_ports == ports
     result = csim(project)
     assert result.passed and check_trips(project, result.output) == [] and lint_network(project).ok
-    for p in design.layers:  # what the C-simulation counted (check_trips): half a port's trips on each engine
+    for p in design.layers:  # what the C-simulation counted (check_trips): a port's trips over the ports read
         e = design.engines[p.layer.engine]
         alone = network_trips(replace(e, w_ports=1), p.layer, p.tiles)["read_w"]
         assert network_trips(e, p.layer, p.tiles)["read_w"] * e.w_ports == alone
-    # one port read twice where the model has two: the lint says so, and the rows are wrong
-    _mutate(project, "const wword_t v1 = wgt1[base + it];", "const wword_t v1 = wgt[base + it];")
+    # zcu102 (no platform, an IP): the README says to connect each to an HP port of its own
+    readme = (project / "README.md").read_text()
+    assert ", ".join(f"`{_port(q)}`" for q in range(ports)) + " to HP ports of their own" in readme
+    # one port read twice where the model has two (four): the lint says so, and the rows are wrong
+    last = ports - 1
+    _mutate(project, f"const wword_t v{last} = {_port(last)}[base + it];",
+            f"const wword_t v{last} = {_port(last - 1)}[base + it];")
     assert any("weight port" in str(f) for f in lint_network(project).findings)
     assert not csim(project).passed
 
 
-def test_two_weight_ports_words_taken_in_the_wrong_order_fail_the_c_simulation(tmp_path):
-    project = _small_run(tmp_path, "int8", weight_ports=(2,))[4]
-    _mutate(project, "row[64 - 2 * WV + j] = v[j];", "row[64 - 2 * WV + j] = v1[j];")
-    _mutate(project, "row[64 - WV + j] = v1[j];", "row[64 - WV + j] = v[j];")
+@pytest.mark.parametrize("ports", [2, 4])
+def test_weight_ports_words_taken_in_the_wrong_order_fail_the_c_simulation(tmp_path, ports):
+    project = _small_run(tmp_path, "int8", weight_ports=(ports,))[4]
+    at = lambda q: "WV" if ports - q == 1 else f"{ports - q} * WV"  # noqa: E731
+    v = lambda q: "v" if q == 0 else f"v{q}"  # noqa: E731
+    _mutate(project, f"row[64 - {at(ports - 2)} + j] = {v(ports - 2)}[j];", f"row[64 - {at(ports - 2)} + j] = X[j];")
+    _mutate(project, f"row[64 - {at(ports - 1)} + j] = {v(ports - 1)}[j];",
+            f"row[64 - {at(ports - 1)} + j] = {v(ports - 2)}[j];")
+    _mutate(project, f"row[64 - {at(ports - 2)} + j] = X[j];", f"row[64 - {at(ports - 2)} + j] = {v(ports - 1)}[j];")
     assert not csim(project).passed
 
 
@@ -435,7 +498,7 @@ def test_compute_units_share_the_boards_memory_channels_as_their_ports_take_them
     """Each unit takes a channel for its arena and one for each weight port (two at most: ``connectivity.cfg``);
     where the board has fewer, each port gets its share. One channel: each unit 1/n of it (the model then shares
     that among the unit's own streams)."""
-    from cost_models.fpga_network_design import unit_share
+    from cost_models.fpga_network_ports import unit_share
 
     assert unit_share(4, 1, 2) == 1.0 and unit_share(4, 2, 1) == 1.0  # vu9p: 2 units of 2 channels each fit
     assert unit_share(4, 2, 2) == pytest.approx(4 / 6)  # 2 units of 3 channels on 4

@@ -32,6 +32,7 @@ import numpy as np
 from cost_models.fpga_costs import ARITHMETIC
 from cost_models.fpga_network import EngineShape, NetLayer, Tiles, network_trips
 from cost_models.fpga_network_design import PORTS
+from cost_models.fpga_network_ports import WEIGHT_PORTS
 from hetero_dse.hls.cparse import CFile, LintError, parse_kernel
 from hetero_dse.hls.lint.record import Finding, LintReport
 from hetero_dse.hls.network_lint_parts import (
@@ -46,7 +47,7 @@ from hetero_dse.hls.network_lint_parts import (
     vector_lanes,
 )
 from hetero_dse.hls.network_lint_winograd import check_winograd
-from hetero_dse.hls.network_run import NAMES, write_process
+from hetero_dse.hls.network_run import NAMES, weight_ports, write_process
 
 __all__ = ["is_network_project", "lint_network"]
 
@@ -141,7 +142,7 @@ def lint_network(project: str | Path) -> LintReport:
 
 #: every DDR access the kernel makes, as the model charges it: consecutive words from a base the loop does not
 #: change, with no condition, so that Vitis makes each loop's run one burst
-BURSTS = {"act": r"act\[base \+ i\]", "wgt": r"wgt\[base \+ it\]", "wgt1": r"wgt1\[base \+ it\]",
+BURSTS = {"act": r"act\[base \+ i\]", **{w: rf"{w}\[base \+ it\]" for w in weight_ports(WEIGHT_PORTS[-1])},
           "act_out": r"act_out\[d\.out_off \+ out_base \+ i\]",
           "act_res": r"act_res\[d\.res_off \+ res_base \+ i\]",
           "params": r"params\[d\.bias_off \+ kt \* param_words \+ i\]", "table": r"table\[l \* DESCRIPTOR_WORDS \+ i\]"}

@@ -84,9 +84,9 @@ def function_text(source: str, name: str) -> str:
 
 
 def check_weight_ports(source: str, fn_name: str, ports: int, add: Any) -> None:
-    """The weight process ``fn_name`` reads as many weight ports at once as the model's rows come over (a second
-    port is ``wgt1``)."""
-    reads = 1 + bool(re.search(r"\bwgt1\[", function_text(source, fn_name)))
+    """The weight process ``fn_name`` reads as many weight ports at once as the model's rows come over
+    (``wgt``, ``wgt1``…: each a port it reads counts once)."""
+    reads = len(set(re.findall(r"\b(wgt\d*)\[", function_text(source, fn_name))))
     if reads != ports:
         add("ports", fn_name, f"reads {reads} weight port(s) at once; the model's weight rows come over {ports}")
 

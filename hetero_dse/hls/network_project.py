@@ -24,7 +24,8 @@ from hetero_dse.errors import HeteroDSEError
 from hetero_dse.resources import data_dir
 from cost_models.fpga_network_placed import NetworkDesign
 from hetero_dse.hls.network_layout import lay_out
-from hetero_dse.hls.network_run import ENGINE_IDS, FIELDS, FLOAT_FIELDS, NAMES, NetworkRun, write_process
+from hetero_dse.hls.network_run import (ENGINE_IDS, FIELDS, FLOAT_FIELDS, NAMES, NetworkRun, weight_ports,
+                                         write_process)
 
 __all__ = ["MAX_CSIM_BYTES", "check_trips", "csim_bytes", "write_network_project"]
 
@@ -45,6 +46,7 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
     from cost_models.fpga_costs import ARITHMETIC
     from cost_models.fpga_network import network_trips
 
+    from cost_models.fpga_network_ports import weight_channels
     from cost_models.fpga_network_resources import engine_storage
 
     a = ARITHMETIC[design.dtype]
@@ -55,7 +57,8 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
         engines.append({"kind": kind, "name": NAMES[kind], "id": ENGINE_IDS[kind], "lanes": e.out_lanes,
                         "in_lanes": e.in_lanes, "in_rows": e.in_rows, "w_rows": e.w_rows, "out_rows": e.out_rows,
                         "tree_depth": (e.in_lanes - 1).bit_length(), "packed": e.packed, "chain": e.chain,
-                        "w_ports": e.w_ports, "in_banks": e.in_banks, "writer": write_process(e.write_ii),
+                        "w_ports": e.w_ports, "wgts": weight_ports(e.w_ports), "in_banks": e.in_banks,
+                        "writer": write_process(e.write_ii),
                         "storage": engine_storage(e, design.dtype, board.cap("uram") > 0),
                         **(winograd_context(e, design.dtype) if kind == "winograd" else {})})
     tch = max(p.tiles.tc if p.layer.engine == "depthwise" else p.tiles.tk for p in design.layers)
@@ -65,8 +68,11 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
              {"name": "act_out", "bundle": "gmem2", "depth": data["arena_words"]},
              {"name": "wgt", "bundle": "gmem3", "depth": data["weight_words"]},
              {"name": "params", "bundle": "gmem4", "depth": data["param_words"]}]
-    if design.w_ports > 1:  # the weights' second port, on a memory channel of its own where the board has one
-        ports.insert(5, {"name": "wgt1", "bundle": "gmem5", "depth": data["weight_words"]})
+    # the weights' other ports, each a bundle of its own, on the memory channels ``weight_channels`` spreads them over
+    wgts = weight_ports(design.w_ports)
+    ports[5:5] = [{"name": w, "bundle": f"gmem{4 + q}", "depth": data["weight_words"]} for q, w in enumerate(wgts) if q]
+    spread = weight_channels(board.memory.channels)
+    banks = [(w, 1 + q % spread if board.memory.channels > 1 else 0) for q, w in enumerate(wgts)]
     atol, rtol = [], []
     for r in run.layers:  # int8: exact, the reference being the same integer arithmetic
         red = r.placed.layer.C * r.placed.layer.R * r.placed.layer.S
@@ -88,7 +94,7 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
             "descriptor_words": DESCRIPTOR_WORDS, "descriptor_fields": FIELDS, "float_fields": FLOAT_FIELDS,
             "engine_ids": list(ENGINE_IDS), "max_layers": len(run.layers), "engines": engines, "tch_max": tch,
             "writers": sorted({(write_process(ii), ii) for ii in {1} | {e.write_ii for e in design.engines.values()}}),
-            "weight_ports": design.w_ports,
+            "weight_ports": design.w_ports, "wgts": wgts, "weight_banks": banks,
             "distance": next(iter(design.engines.values())).distance, "ports": ports,
             "ops": {"mul": a.mul_core[0], "mul_impl": a.mul_core[1], "add": a.add_core[0],
                     "add_impl": a.add_core[1]},

@@ -14,7 +14,7 @@ from cost_models.fpga_network_placed import NetworkDesign, PlacedLayer
 from hetero_dse.epilogue import activation_clamp, parse_step
 
 __all__ = ["ENGINE_IDS", "FIELDS", "FLOAT_FIELDS", "NAMES", "NetworkRun", "RunLayer", "design_name", "quantized",
-           "random_run", "write_process"]
+           "random_run", "weight_ports", "write_process"]
 
 #: the descriptor's fields, in the table's order (``kernel.h``'s layer_t); floats stored as their bits. Offsets
 #: are in words, each tensor's at its pixel (0, 0); a pitch is the pixels of a row of its tensor as laid out (the
@@ -25,6 +25,11 @@ FIELDS = ("engine", "C", "K", "H", "W", "OH", "OW", "R", "S", "stride", "pad", "
 FLOAT_FIELDS = ("lo", "hi", "slope")
 ENGINE_IDS = {"grid": 0, "depthwise": 1, "winograd": 2}
 NAMES = {"grid": "grid", "depthwise": "dw", "winograd": "wino"}
+
+
+def weight_ports(ports: int) -> list[str]:
+    """The kernel's first ``ports`` weight ports, as the code names them: ``wgt``, then ``wgt1``, ``wgt2``…"""
+    return ["wgt"] + [f"wgt{q}" for q in range(1, ports)]
 
 
 def write_process(write_ii: int) -> str:

@@ -1,0 +1,35 @@
+"""The network kernel's weight ports (``hls_templates/network/``): how many a design may read at once, the
+memory channels they sit on (``connectivity.cfg``), how many of them each engine reads, and what of a channel's
+bandwidth each port gets where compute units share the board's channels."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = ["WEIGHT_PORTS", "unit_share", "weight_channels", "weight_reads"]
+
+#: the weights' ports a design may read at once (each past the first another m_axi port): four fill ZCU102's
+#: 128-bit HP ports that reach the DDR controller on ports of their own
+WEIGHT_PORTS = (1, 2, 3, 4)
+
+
+def weight_reads(lanes: int, wword: int, ports: int, grids: Sequence[int]) -> int:
+    """The weight ports of ``ports`` an engine reads at once: the most that every row it brings (``grids`` lane
+    grids of ``lanes`` weights) splits into evenly, a word from each in turn."""
+    return max(q for q in range(1, ports + 1) if all(g * lanes % (wword * q) == 0 for g in grids))
+
+
+def unit_share(channels: int, units: int, w_ports: int) -> float:
+    """Of a memory channel's bandwidth each port of one of ``units`` compute units gets: each unit takes a
+    channel for its arena and one for each weight port (as many as ``weight_channels``), the board's channels
+    shared where there are fewer; on a board of one channel each unit gets ``1/units`` of it, which the model
+    shares among the unit's own streams."""
+    if channels == 1:
+        return 1.0 / units
+    return min(1.0, channels / (units * (1 + min(w_ports, weight_channels(channels)))))
+
+
+def weight_channels(channels: int) -> int:
+    """The memory channels the weights' ports spread over: the arena has the first, the weights the next ones
+    (up to one a port) where the board has them (``connectivity.cfg``), else they share what there is."""
+    return max(1, min(WEIGHT_PORTS[-1], channels - 1))
