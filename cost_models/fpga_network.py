@@ -163,6 +163,19 @@ class EngineShape:
         """Weights a weight row of the Winograd engine brings over the port for ``layer`` (``row_grids``)."""
         return self.row_grids(layer.R) * self.out_lanes * self.in_lanes
 
+    def row_words(self, layer: NetLayer) -> int:
+        """Words of the weights' port a weight row of ``layer`` is: a grid's lane grid, the depthwise engine's
+        lanes, the Winograd engine's ``row_weights``."""
+        if self.kind == "winograd":
+            return self.row_weights(layer) // self.w_word
+        return self.out_lanes * (self.in_lanes if self.kind == "grid" else 1) // self.w_word
+
+    def row_reads(self, layer: NetLayer) -> int:
+        """The weight process's iterations a weight row of ``layer``: a word from each of its ``w_ports`` an
+        iteration, the row padded at its front to whole iterations (zeros the row register shifts out before the
+        row is whole)."""
+        return -(-self.row_words(layer) // self.w_ports)
+
     @property
     def in_banks(self) -> int:
         """Channel groups of a pixel one activation word brings (the Winograd engine's word may hold several of its
@@ -231,7 +244,7 @@ def network_trips(engine: EngineShape, layer: NetLayer, tiles: Tiles) -> dict[st
         patches = -(-tiles.th // side) * -(-tiles.tw // side)
         steps = s["n_k"] * s["n_y"] * s["n_x"] * s["n_c"]
         per_in = s["box_h"] * s["box_w"] * tiles.tc // engine.word
-        per_w = kg * cg * (engine.row_weights(layer) // engine.w_word)
+        per_w = kg * cg * engine.row_reads(layer)
         per_c = kg * cg * np.maximum(patches, engine.distance)
         out_tiles = s["n_k"] * s["n_y"] * s["n_x"]
         # the output transform a pixel of a whole patch or block a cycle (a pointwise tile may end in part of one)
@@ -241,7 +254,7 @@ def network_trips(engine: EngineShape, layer: NetLayer, tiles: Tiles) -> dict[st
         kg, cg = tiles.tk // engine.out_lanes, tiles.tc // engine.in_lanes
         steps = s["n_k"] * s["n_y"] * s["n_x"] * s["n_c"]
         per_in = s["box_h"] * s["box_w"] * cg * (engine.in_lanes // engine.word)
-        per_w = kg * rs * cg * (engine.out_lanes * engine.in_lanes // engine.w_word)
+        per_w = kg * rs * cg * engine.row_reads(layer)
         per_c = kg * rs * cg * np.maximum(s["pixels"], engine.distance)
         out_tiles = s["n_k"] * s["n_y"] * s["n_x"]
         rows = {"in_rows": cg * s["box_h"] * s["box_w"], "w_rows": kg * rs * cg, "out_rows": kg * s["pixels"]}
@@ -249,7 +262,7 @@ def network_trips(engine: EngineShape, layer: NetLayer, tiles: Tiles) -> dict[st
         cg = tiles.tc // engine.out_lanes
         steps = s["n_c"] * s["n_y"] * s["n_x"]
         per_in = s["box_h"] * s["box_w"] * cg * (engine.out_lanes // engine.word)
-        per_w = cg * rs * (engine.out_lanes // engine.w_word)
+        per_w = cg * rs * engine.row_reads(layer)
         per_c = cg * rs * np.maximum(s["pixels"], engine.distance)
         out_tiles = steps
         rows = {"in_rows": cg * s["box_h"] * s["box_w"], "w_rows": cg * rs, "out_rows": cg * s["pixels"]}
@@ -260,7 +273,7 @@ def network_trips(engine: EngineShape, layer: NetLayer, tiles: Tiles) -> dict[st
     # the write: only the pixels inside the image, every output channel once (a channel tile divides them)
     write = layer.OH * layer.OW * (layer.K // engine.word)
     return {"steps": steps, "out_tiles": out_tiles, "read_in": steps * per_in,
-            "read_w": steps * per_w // engine.w_ports, "compute": steps * per_c, "write": write, "bias": bias,
+            "read_w": steps * per_w, "compute": steps * per_c, "write": write, "bias": bias,
             "transform_in": transform_in, "transform_out": transform_out, **rows}
 
 
@@ -336,10 +349,10 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     if wino:  # then the box's patches transformed, one a cycle and channel group
         read_in = read_in + cg * patches + transform_depth
         w_rows, slots = kg * cg, np.maximum(patches, engine.distance)  # a weight row's PE iterations: its slots
-        w_words = w_rows * engine.row_weights(layer) // engine.w_word
+        w_words = w_rows * engine.row_reads(layer) * engine.w_ports
     else:
         w_rows, slots = (kg * rs * cg if grid else cg * rs), np.maximum(s["pixels"], engine.distance)
-        w_words = w_rows * (engine.out_lanes * lanes_in if grid else engine.out_lanes) // engine.w_word
+        w_words = w_rows * engine.row_reads(layer) * engine.w_ports  # a row padded to whole iterations
     compute = w_rows * slots + depth
     read_w = runs(1, w_words / engine.w_ports, r_floor, engine.w_word * elem_bytes, w_share) + latency
     # the weight process starts a step's burst once the last's final row is in its FIFO of two: the PE array then

@@ -307,8 +307,8 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
             pword = min(param_elems, act_word)
             share = unit_share(board.memory.channels, units, wp)
             timing = {"dtype": dtype, **_timing(board, dtype, hz, act_word, share)}
-            # each engine reads the most of the wp ports its weight rows split into evenly (a Winograd engine's
-            # rows are 9 or α² lane grids, one in its pointwise mode); fewer than wp: a design tried already
+            # each engine reads the fewest of the wp ports that bring its rows as fast as all would (a Winograd
+            # engine's rows are 9 or α² lane grids, one in its pointwise mode); fewer than wp: tried already
             ports = {k: weight_reads(o * i, wword, wp, (1,) if k != "winograd" else
                                      (9 if dtype == "int8" else (m + 2) ** 2, *(1,) * point))
                      for k, (o, i, m, _) in by_kind.items()}

@@ -14,9 +14,14 @@ WEIGHT_PORTS = (1, 2, 3, 4)
 
 
 def weight_reads(lanes: int, wword: int, ports: int, grids: Sequence[int]) -> int:
-    """The weight ports of ``ports`` an engine reads at once: the most that every row it brings (``grids`` lane
-    grids of ``lanes`` weights) splits into evenly, a word from each in turn."""
-    return max(q for q in range(1, ports + 1) if all(g * lanes % (wword * q) == 0 for g in grids))
+    """The weight ports of ``ports`` an engine reads at once, a word from each an iteration: the fewest that bring
+    every row it takes (``grids`` lane grids of ``lanes`` weights; the most of them fill its row register) in as
+    few iterations as the most would, a row padded at its front to whole iterations, and no more words an
+    iteration than the register holds."""
+    words = [g * lanes // wword for g in grids]
+    fits = [q for q in range(1, ports + 1) if q <= max(words)]
+    iterations = {q: [-(-w // q) for w in words] for q in fits}
+    return min(q for q in fits if iterations[q] == iterations[fits[-1]])
 
 
 def unit_share(channels: int, units: int, w_ports: int) -> float:

@@ -127,12 +127,15 @@ def test_two_weight_ports_halve_the_weight_process_by_hand_where_their_channels_
 def test_each_engine_reads_the_most_weight_ports_its_rows_split_into():
     from cost_models.fpga_network_ports import weight_channels, weight_reads
 
-    # an 8 x 8 grid's row of 64 weights is 8 words of 8: four ports of four, two of three (8 words do not split
-    # into three)
-    assert weight_reads(64, 8, 4, (1,)) == 4 and weight_reads(64, 8, 3, (1,)) == 2
-    # int8 F(4x4) on 8 x 4 lanes (ZCU102's), words of 16: its 9 taps' grids are 18 words a row, which split into
-    # three ports (of four); in its pointwise mode a row is one grid of 2 words: two
-    assert weight_reads(32, 16, 4, (9,)) == 3 and weight_reads(32, 16, 4, (9, 1)) == 2
+    # an 8 x 8 grid's row of 64 weights is 8 words of 8: four ports of four (2 iterations a row); of three, three
+    # (3 iterations, the row padded with a word of zeros: two ports take 4); never more ports than its words
+    assert weight_reads(64, 8, 4, (1,)) == 4 and weight_reads(64, 8, 3, (1,)) == 3
+    assert weight_reads(64, 16, 4, (1,)) == 4 and weight_reads(64, 32, 4, (1,)) == 2
+    # int8 F(4x4) on 8 x 4 lanes (ZCU102's), words of 16: its 9 taps' grids are 18 words a row, 5 iterations over
+    # four ports (padded to 20 words), 6 over three; in its pointwise mode a row is one grid of 2 words, an
+    # iteration over two ports or four, so four. Where four take no fewer iterations than three, three
+    assert weight_reads(32, 16, 4, (9,)) == 4 and weight_reads(32, 16, 4, (9, 1)) == 4
+    assert weight_reads(32, 16, 4, (1,)) == 2 and weight_reads(8, 8, 4, (9,)) == 3  # 9 words: 3 iterations either way
     # the channels they spread over: the arena keeps the first; vu9p's other three, u280's first four; zcu102's one
     assert (weight_channels(4), weight_channels(32), weight_channels(1)) == (3, 4, 1)
 
@@ -255,20 +258,29 @@ def _port(q):
     return "wgt" if q == 0 else f"wgt{q}"
 
 
-@pytest.mark.parametrize("dtype,ports", [("float32", 2), ("int8", 2), ("int8", 4)])
+@pytest.mark.parametrize("dtype,ports", [("float32", 2), ("int8", 2), ("int8", 3), ("int8", 4)])
 def test_weight_ports_deal_the_rows_words_out_and_run_bit_for_bit(tmp_path, dtype, ports):
-    """The weight process reads a word from each of two (four) ports a cycle (the host deals a layer's words out
-    to them in turn): the same outputs, the read_w loop a half (a quarter) of the trips (the C-simulation counts
-    them, the model says so), the lint clean; each change below is caught."""
+    """The weight process reads a word from each of two (three, four) ports a cycle (the host deals a layer's
+    words out to them in turn; over three, the grid's rows of 8 words padded at their front to 9): the same
+    outputs, the read_w loop a half (a third of 9, a quarter) of the trips (the C-simulation counts them, the
+    model says so), the lint clean; each change below is caught."""
     _, _, _, design, project, _ = _small_run(tmp_path, dtype, weight_ports=(ports,))
     grid = design.engines["grid"]
     assert grid.w_ports == ports and design.w_ports == ports
     result = csim(project)
     assert result.passed and check_trips(project, result.output) == [] and lint_network(project).ok
-    for p in design.layers:  # what the C-simulation counted (check_trips): a port's trips over the ports read
+    for p in design.layers:  # what the C-simulation counted (check_trips): a row's words over the ports, whole
         e = design.engines[p.layer.engine]
         alone = network_trips(replace(e, w_ports=1), p.layer, p.tiles)["read_w"]
-        assert network_trips(e, p.layer, p.tiles)["read_w"] * e.w_ports == alone
+        rows, words = alone // e.row_words(p.layer), e.row_words(p.layer)
+        assert network_trips(e, p.layer, p.tiles)["read_w"] == rows * -(-words // e.w_ports)
+    if ports == 3:  # the grid's rows: 8 words, 3 iterations of 3 (a word of zeros first)
+        assert grid.row_words(design.layers[0].layer) == 8 and grid.row_reads(design.layers[0].layer) == 3
+        # a row taken in whole iterations' floor: its last words are the next row's, which C-simulation sees
+        padded = project / "padded"
+        shutil.copytree(project, padded)
+        _mutate(padded, "const int per_row = (64 + 3 * WV - 1) / (3 * WV);", "const int per_row = 64 / (3 * WV);")
+        assert not csim(padded).passed
     # zcu102 (no platform, an IP): the README says to connect each to an HP port of its own
     readme = (project / "README.md").read_text()
     assert ", ".join(f"`{_port(q)}`" for q in range(ports)) + " to HP ports of their own" in readme

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from cost_models.fpga_network import DESCRIPTOR_WORDS
+from cost_models.fpga_network import DESCRIPTOR_WORDS, EngineShape, NetLayer
 from cost_models.fpga_network_placed import NetworkDesign
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hls.network_run import ENGINE_IDS, FIELDS, NetworkRun, RunLayer
@@ -80,14 +80,19 @@ def _weight_blocks(run: RunLayer, design: NetworkDesign) -> tuple[np.ndarray, np
     return blocks.ravel(), _params(run, layer, tch)
 
 
-def _dealt(blocks: np.ndarray, wword: int, reads: int, ports: int) -> list[np.ndarray]:
-    """A layer's weight words dealt out to the kernel's ``ports``: word j to port j % ``reads`` (its engine reads
-    that many at once, a word from each, in turn), each port's at the same offset; a port the engine does not
-    read holds zeros there."""
-    words = blocks.reshape(-1, wword)
-    if len(words) % reads:
-        raise HeteroDSEError(f"{len(words)} weight words cannot be dealt evenly to {reads} ports (a bug: please "
-                             "report it)")
+def _dealt(blocks: np.ndarray, engine: EngineShape, layer: NetLayer, ports: int) -> list[np.ndarray]:
+    """A layer's weight words dealt out to the kernel's ``ports``: each row padded at its front with words of
+    zeros to whole iterations of its engine's reads (``EngineShape.row_reads``: the row register shifts them
+    out), then word j to port j % ``w_ports`` (the engine reads that many at once, a word from each, in turn),
+    each port's at the same offset; a port the engine does not read holds zeros there."""
+    reads, row = engine.w_ports, engine.row_words(layer)
+    words = blocks.reshape(-1, engine.w_word)
+    if len(words) % row:
+        raise HeteroDSEError(f"{len(words)} weight words are not whole rows of {row} (a bug: please report it)")
+    pad = engine.row_reads(layer) * reads - row
+    rows = words.reshape(-1, row, engine.w_word)
+    words = np.concatenate([np.zeros((len(rows), pad, engine.w_word), dtype=words.dtype), rows], axis=1)
+    words = words.reshape(-1, engine.w_word)
     dealt = [words[p::reads] for p in range(reads)]
     dealt += [np.zeros_like(dealt[0])] * (ports - reads)
     return [d.ravel() for d in dealt]
@@ -216,7 +221,7 @@ def lay_out(run: NetworkRun, design: NetworkDesign) -> dict[str, Any]:
     for i, r in enumerate(run.layers):
         layer, t = r.placed.layer, r.placed.tiles
         blocks, bias = _weight_blocks(r, design)
-        for port, words in enumerate(_dealt(blocks, design.wword, design.engines[layer.engine].w_ports, ports)):
+        for port, words in enumerate(_dealt(blocks, design.engines[layer.engine], layer, ports)):
             weights[port].append(words)
         w_off, weight_words = weight_words, weight_words + weights[0][-1].size // design.wword
         b_off, param_words = param_words, param_words + bias.size // design.pword
