@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cost_models.fpga_costs import dsp_roofline_ops  # noqa: E402
 from cost_models.fpga_network_design import explore_network  # noqa: E402
+from cost_models.fpga_network_ports import WEIGHT_PORTS  # noqa: E402
 from cost_models.fpga_network_units import explore_throughput  # noqa: E402
 from hetero_dse.errors import HeteroDSEError  # noqa: E402
 from hetero_dse.hardware.board import load_board  # noqa: E402
@@ -41,11 +42,18 @@ def main() -> None:
     parser.add_argument("--boards", default="vu9p,zcu102")
     parser.add_argument("--dtypes", default="float32,int8")
     parser.add_argument("--csim", action="store_true", help="write each project and C-simulate it")
-    parser.add_argument("--weight-ports", default="1,2", help="the weights' ports a design may read at once")
+    parser.add_argument("--csim-gib", type=float, help="the blocks a C-simulation may hold at once, GiB (the "
+                        "tool's limit where not given; this machine's memory past it)")
+    parser.add_argument("--weight-ports", default=",".join(map(str, WEIGHT_PORTS)),
+                        help="the weights' ports a design may read at once")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     rows = []
     ports = tuple(int(v) for v in args.weight_ports.split(","))
+    if args.csim_gib:
+        import hetero_dse.hls.network_project as network_project
+
+        network_project.MAX_CSIM_BYTES = int(args.csim_gib * 2**30)
     for net in args.nets.split(","):
         model, example = build(net)
         graph = capture(model, example, net, profile=False)

@@ -41,7 +41,8 @@ from cost_models.fpga_network import (
     tile_options,
 )
 from cost_models.fpga_network_placed import NetworkDesign, PlacedLayer
-from cost_models.fpga_network_ports import WEIGHT_PORTS, unit_share, weight_channels, weight_reads
+from cost_models.fpga_network_ports import (WEIGHT_PORTS, unit_share, weight_bandwidth, weight_channels,
+                                            weight_reads)
 from cost_models.fpga_network_resources import engine_resources, kernel_base
 from cost_models.fpga_winograd import TILES, refusal, transform_depth, weight_transform_depth
 from hetero_dse.errors import HeteroDSEError
@@ -208,7 +209,8 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
     float Winograd engine's transforms on the ``fabric`` or on ``dsp`` cores (None: both tried)."""
     clock = float(clock_mhz or board.default_clock_mhz)
     hz, uram = clock * 1e6, board.cap("uram") > 0
-    port_elems = board.memory.port_bits // (8 * np.dtype(dtype).itemsize)
+    itemsize = np.dtype(dtype).itemsize
+    port_elems = board.memory.port_bits // (8 * itemsize)
     param_elems = min(16, board.memory.port_bits // 32)  # 32-bit parameters a word of the parameters' port
     params, pack = (2, True) if dtype == "int8" else (1, False)
     kinds = sorted({s.engine for s, _ in layers}, key=ENGINE_KINDS.index)
@@ -301,7 +303,12 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
         if word is not None:
             words = [word] if word <= widest else []
         wword = min(port_elems, min(o * i for o, i, *_ in by_kind.values()))
-        for act_word, wp in itertools.product(words, weight_ports):
+        # ports past those that bring the most weight words a cycle (over crowded channels) are not tried
+        brings = {wp: weight_bandwidth(wp, board.memory.channels, board.memory.sustained_gbps_per_channel * 1e9
+                                       * unit_share(board.memory.channels, units, wp) / hz / (wword * itemsize))
+                  for wp in weight_ports}
+        useful = [wp for wp in weight_ports if all(brings[wp] > brings[q] for q in weight_ports if q < wp)]
+        for act_word, wp in itertools.product(words, useful):
             # channels pad to the widest lanes, and to whole words
             block = max(max(max(v[:2]) for v in by_kind.values()), act_word)
             pword = min(param_elems, act_word)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["WEIGHT_PORTS", "unit_share", "weight_channels", "weight_reads"]
+__all__ = ["WEIGHT_PORTS", "unit_share", "weight_bandwidth", "weight_channels", "weight_reads"]
 
 #: the weights' ports a design may read at once (each past the first another m_axi port): four fill ZCU102's
 #: 128-bit HP ports that reach the DDR controller on ports of their own
@@ -38,3 +38,10 @@ def weight_channels(channels: int) -> int:
     """The memory channels the weights' ports spread over: the arena has the first, the weights the next ones
     (up to one a port) where the board has them (``connectivity.cfg``), else they share what there is."""
     return max(1, min(WEIGHT_PORTS[-1], channels - 1))
+
+
+def weight_bandwidth(ports: int, channels: int, channel_words: float) -> float:
+    """Weight words a cycle ``ports`` weight ports bring, spread in turn over ``weight_channels(channels)``
+    memory channels that each carry ``channel_words`` words a cycle: the weight process reads them in lockstep,
+    so the most crowded channel sets every port's rate (a word a cycle at most)."""
+    return ports * min(1.0, channel_words / -(-ports // weight_channels(channels)))

@@ -125,7 +125,7 @@ def test_two_weight_ports_halve_the_weight_process_by_hand_where_their_channels_
 
 
 def test_each_engine_reads_the_most_weight_ports_its_rows_split_into():
-    from cost_models.fpga_network_ports import weight_channels, weight_reads
+    from cost_models.fpga_network_ports import weight_bandwidth, weight_channels, weight_reads
 
     # an 8 x 8 grid's row of 64 weights is 8 words of 8: four ports of four (2 iterations a row); of three, three
     # (3 iterations, the row padded with a word of zeros: two ports take 4); never more ports than its words
@@ -138,6 +138,11 @@ def test_each_engine_reads_the_most_weight_ports_its_rows_split_into():
     assert weight_reads(32, 16, 4, (1,)) == 2 and weight_reads(8, 8, 4, (9,)) == 3  # 9 words: 3 iterations either way
     # the channels they spread over: the arena keeps the first; vu9p's other three, u280's first four; zcu102's one
     assert (weight_channels(4), weight_channels(32), weight_channels(1)) == (3, 4, 1)
+    # what they bring, read in lockstep: on vu9p (a channel a word of 64 bytes a cycle at most) four ports crowd two
+    # on one channel and bring 2 words a cycle, three bring 3 (the explorer does not try four there); on zcu102's
+    # one channel of 5.1 words of 16 bytes each of four ports moves its word a cycle
+    assert [weight_bandwidth(p, 4, 1.0) for p in (1, 2, 3, 4)] == [1.0, 2.0, 3.0, 2.0]
+    assert weight_bandwidth(4, 1, 5.1) == 4.0 and weight_bandwidth(4, 1, 2.0) == 2.0
 
 
 def test_weight_ports_sit_on_the_channels_the_model_spreads_them_over(tmp_path):
@@ -283,7 +288,7 @@ def test_weight_ports_deal_the_rows_words_out_and_run_bit_for_bit(tmp_path, dtyp
         assert not csim(padded).passed
     # zcu102 (no platform, an IP): the README says to connect each to an HP port of its own
     readme = (project / "README.md").read_text()
-    assert ", ".join(f"`{_port(q)}`" for q in range(ports)) + " to HP ports of their own" in readme
+    assert ", ".join(f"`{_port(q)}`" for q in range(ports)) + " each to an HP port" in readme
     # one port read twice where the model has two (four): the lint says so, and the rows are wrong
     last = ports - 1
     _mutate(project, f"const wword_t v{last} = {_port(last)}[base + it];",
@@ -421,6 +426,23 @@ def test_a_table_that_misplaces_a_tensor_fails_the_lint(tmp_path, field, change,
     table.tofile(project / "data" / "table.bin")
     findings = [str(f) for f in lint_network(project).findings]
     assert any("layer 3" in f and words in f for f in findings), findings
+
+
+def test_the_lint_counts_a_padded_weight_row_to_its_buffers_end(tmp_path):
+    """Over three ports the grid's rows of 8 words are 9 (padded at the front): the last layer's weights end at
+    the buffer's end, so one word further passes it, which the lint says (it counted the rows unpadded, 8/3 words
+    a port, before: 1/9 short)."""
+    from hetero_dse.hls.network_run import FIELDS
+
+    project = _small_run(tmp_path, "int8", weight_ports=(3,))[4]
+    rows = json.loads((project / "design.json").read_text())["table"]
+    table = np.fromfile(project / "data" / "table.bin", dtype=np.int32).reshape(len(rows), -1)
+    last = int(np.argmax(table[:, FIELDS.index("w_off")]))
+    assert lint_network(project).ok and rows[last]["engine"] == 0  # the grid's
+    table[last, FIELDS.index("w_off")] += 1
+    table.tofile(project / "data" / "table.bin")
+    findings = [str(f) for f in lint_network(project).findings]
+    assert any(f"layer {last}" in f and "leave that buffer" in f for f in findings), findings
 
 
 def test_resnet18s_layers_each_run_through_the_shared_kernel(tmp_path):

@@ -263,15 +263,16 @@ def _check_regions(i: int, d: dict[str, int], kind: str, e: EngineShape, depth: 
     # the weights and parameters it reads, within their buffers
     n_c = -(-d["C"] // d["tc"])
     if kind == "winograd":  # a row (output group, input group) of α² lane grids, or 9 taps', or a 1×1 layer's one
-        grids = e.row_grids(d["R"])
-        blocks, rows = -(-d["K"] // d["tk"]) * n_c, (d["tk"] // e.out_lanes) * (d["tc"] // e.in_lanes) * grids
+        blocks, rows = -(-d["K"] // d["tk"]) * n_c, (d["tk"] // e.out_lanes) * (d["tc"] // e.in_lanes)
         tch = d["tk"]
     elif kind == "grid":
         blocks, rows = -(-d["K"] // d["tk"]) * n_c, (d["tk"] // e.out_lanes) * d["R"] * d["S"] * (d["tc"] // e.in_lanes)
         tch = d["tk"]
     else:
         blocks, rows, tch = n_c, (d["tc"] // e.out_lanes) * d["R"] * d["S"], d["tc"]
-    w_words = blocks * rows * e.out_lanes * e.in_lanes // e.w_word // e.w_ports  # each port's
+    # each port's: a row's words over the ports, padded to whole iterations (``EngineShape.row_reads``)
+    shape = NetLayer(kind, d["C"], d["K"], d["H"], d["W"], d["R"], d["S"], d["stride"], d["pad"])
+    w_words = blocks * rows * e.row_reads(shape)
     for port, start, words in (("wgt", d["w_off"], w_words),
                                ("params", d["bias_off"], -(-d["K"] // tch) * e.params * tch // e.p_word)):
         if start < 0 or (port in depth and start + words > depth[port]):
