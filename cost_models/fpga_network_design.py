@@ -256,25 +256,30 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
                     if s.engine == kind or (choose and kind == "grid" and s.engine == "winograd")]
             tables = [(i, net, im2col, _tile_table(probe, net, timing, layers[i][0].residual))
                       for i, (net, im2col) in mine]
-            for rows in itertools.product(IN_ROWS, W_ROWS, OUT_ROWS):
-                tried += 1
-                placed, total, fill = [], 0.0, []
-                for i, net, im2col, tab in tables:
-                    fits = (tab["in_rows"] <= rows[0]) & (tab["w_rows"] <= rows[1]) & (tab["out_rows"] <= rows[2])
-                    if not fits.any():
-                        break
-                    j = int(np.argmin(np.where(fits, tab["cycles"], np.inf)))
-                    tiles = Tiles(*(int(tab[k][j]) for k in ("tk", "tc", "th", "tw")))
-                    placed.append((i, PlacedLayer(layers[i][0], layers[i][1], net, im2col, tiles,
-                                                  float(tab["cycles"][j]))))
-                    total += layers[i][1] * float(tab["cycles"][j])
-                    fill.append([int(tab[r][j]) for r in ("in_rows", "w_rows", "out_rows", "tile_rows")])
-                else:
-                    # rows no layer fills are not built: the buffers shrink to the most any layer uses
-                    used = np.max(fill, axis=0).tolist()
-                    engine = replace(probe, in_rows=used[0], w_rows=used[1], out_rows=used[2],
-                                     tile_rows=used[3] if kind == "winograd" else 0)
-                    found.setdefault(engine, (total, engine, placed, engine_resources(engine, dtype, uram)))
+            # every buffer size at once: each layer's fastest tiles that fit it, its cycles, the rows they fill
+            sizes = np.array(list(itertools.product(IN_ROWS, W_ROWS, OUT_ROWS)))
+            tried += len(sizes)
+            ok, total, fill, best = np.ones(len(sizes), dtype=bool), np.zeros(len(sizes)), 0, []
+            for i, _, _, tab in tables:
+                fits = ((tab["in_rows"] <= sizes[:, :1]) & (tab["w_rows"] <= sizes[:, 1:2])
+                        & (tab["out_rows"] <= sizes[:, 2:]))
+                ok &= fits.any(axis=1)
+                j = np.argmin(np.where(fits, tab["cycles"], np.inf), axis=1)
+                total = total + layers[i][1] * tab["cycles"][j]
+                fill = np.maximum(fill, np.stack([tab[r][j] for r in ("in_rows", "w_rows", "out_rows", "tile_rows")],
+                                                 axis=1))
+                best.append(j)
+            for c in np.flatnonzero(ok):
+                # rows no layer fills are not built: the buffers shrink to the most any layer uses
+                used = [int(v) for v in fill[c]]
+                engine = replace(probe, in_rows=used[0], w_rows=used[1], out_rows=used[2],
+                                 tile_rows=used[3] if kind == "winograd" else 0)
+                if engine not in found:
+                    placed = [(i, PlacedLayer(layers[i][0], layers[i][1], net, im2col,
+                                              Tiles(*(int(tab[k][j[c]]) for k in ("tk", "tc", "th", "tw"))),
+                                              float(tab["cycles"][j[c]])))
+                              for (i, net, im2col, tab), j in zip(tables, best, strict=True)]
+                    found[engine] = (float(total[c]), engine, placed, engine_resources(engine, dtype, uram))
         options = sorted(found.values(), key=lambda o: o[0])
         # keep an option only where it needs less of some resource than every faster one
         kept: list[_Option] = []
@@ -336,7 +341,7 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
     if best is None:
         sides = [v for k in kinds for v in lanes[k]]
         forced = f" and a word of {word} activations" if word is not None else ""
-        if min(weight_ports) > 1:  # a weight row splits into these ports' words on no engine (or none fits)
+        if min(weight_ports) > 1:  # no engine's row register takes so many words a cycle (or none fits)
             forced += f" reading {' or '.join(map(str, weight_ports))} weight ports at once"
         raise HeteroDSEError(f"no network kernel of {min(sides)}–{max(sides)} lanes a side{forced} fits {board.name} "
                              "with every layer on it")

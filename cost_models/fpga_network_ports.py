@@ -27,8 +27,8 @@ def weight_reads(lanes: int, wword: int, ports: int, grids: Sequence[int]) -> in
 def unit_share(channels: int, units: int, w_ports: int) -> float:
     """Of a memory channel's bandwidth each port of one of ``units`` compute units gets: each unit takes a
     channel for its arena and one for each weight port (as many as ``weight_channels``), the board's channels
-    shared where there are fewer; on a board of one channel each unit gets ``1/units`` of it, which the model
-    shares among the unit's own streams."""
+    shared where there are fewer; on a board of one channel each unit gets ``1/units`` of it, which bounds the
+    unit's own streams together (``layer_cycles``)."""
     if channels == 1:
         return 1.0 / units
     return min(1.0, channels / (units * (1 + min(w_ports, weight_channels(channels)))))

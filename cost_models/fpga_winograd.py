@@ -88,6 +88,7 @@ def transform_impl(dsp: bool, dtype: str) -> str:
     return a.add_core[1] if dsp and a.floating else "fabric"
 
 
+@cache  # the explorer prices thousands of engines of a few tiles
 def transform_ops(m: int, dtype: str = "float32") -> TransformOps:
     """A lane's operations of F(m×m, 3×3)'s two transforms in ``dtype``, as ``hls/winograd_code.py`` writes them:
     each 1-D pass by its plan (``winograd_plan.transform_plan``: shared sums, then the outputs)."""
