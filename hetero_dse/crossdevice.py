@@ -299,17 +299,19 @@ def _network_markdown(model: dict[str, Any]) -> list[str]:
 
 
 def _engine_words(e: dict[str, Any]) -> str:
-    """``a grid engine of 16 output-channel × 64 input-channel lanes``; a Winograd engine with its tile, the
-    multiplies it saves and its error against direct convolution."""
+    """``a grid engine of 16 output-channel × 64 input-channel lanes`` (``, its weights over 4 ports`` where it
+    reads several); a Winograd engine with its tile, the multiplies it saves and its error against direct
+    convolution."""
     lanes = " × ".join(f"{v} {k}" for k, v in e["lanes"].items()) + " lanes"
+    ports = f", its weights over {e['weight_ports']} ports" if e.get("weight_ports", 1) > 1 else ""
     if e["kind"] != "winograd":
-        return f"a {e['kind']} engine of {lanes}"
+        return f"a {e['kind']} engine of {lanes}{ports}"
     m = e["tile"]
     error = "exact" if not e["error"] else f"error {e['error']:.1e} of the output's magnitude"
     cores = ", its transforms on DSPs" if e.get("transform_cores") == "dsp" else ""
     return (f"a Winograd F({m}×{m}, 3×3) engine of {lanes}{cores} for the 3×3 stride-1 layers "
             f"({e['multiply_saving']:.2f}× "
-            f"fewer multiplies than direct; {error}: {e['error_basis']})")
+            f"fewer multiplies than direct; {error}: {e['error_basis']}){ports}")
 
 
 def _throughput_note(n: dict[str, Any]) -> str:
