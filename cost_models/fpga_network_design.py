@@ -157,14 +157,15 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
         raise HeteroDSEError(f"unknown transform cores {transform_cores!r}: the fabric's or dsp")
     if algorithm not in ALGORITHMS:
         raise HeteroDSEError(f"unknown algorithm {algorithm!r}: the network kernel offers {', '.join(ALGORITHMS)}")
+    if not weight_ports or not set(weight_ports) <= set(WEIGHT_PORTS):
+        raise HeteroDSEError(f"weight ports {tuple(weight_ports)}: the kernel reads 1 to {WEIGHT_PORTS[-1]} at once")
     port_elems = board.memory.port_bits // (8 * np.dtype(dtype).itemsize)
     if word is not None and (word < 1 or word & (word - 1) or word > port_elems):
         raise HeteroDSEError(f"a word of {word} activations: {board.name}'s {board.memory.port_bits}-bit ports carry a "
                              f"power of two of them up to {port_elems} in {dtype}")
     lanes = lanes if isinstance(lanes, Mapping) else dict.fromkeys(ENGINE_KINDS, tuple(lanes))
     tiles = [winograd_tiles(s, dtype, min(min(v) for v in lanes.values())) for s, _ in layers]
-    common = tuple(m for m in TILES.get(dtype, ()) if all(m in t for t in tiles if t)
-                   and winograd_tile in (None, m))
+    common = tuple(m for m in TILES.get(dtype, ()) if all(m in t for t in tiles if t) and winograd_tile in (None, m))
     if algorithm == "winograd" and not (any(tiles) and common):
         raise HeteroDSEError("no layer of this network runs on the Winograd engine in "
                              f"{dtype} (it takes 3×3 and 1×1 stride-1 convolutions and linear layers)")

@@ -174,6 +174,9 @@ def test_four_weight_ports_feed_the_grid_where_the_weights_bound_a_layer_on_zcu1
     from hetero_dse.crossdevice import _engine_words  # what the cross-device report says of the engine
 
     assert _engine_words(four.to_json()["engines"][0]).endswith("input-channel lanes, its weights over 4 ports")
+    for ports in ((5,), (), (0, 2)):  # what the kernel cannot read: one sentence
+        with pytest.raises(HeteroDSEError, match=r"the kernel reads 1 to 4 at once"):
+            explore_network([(shape, 1)], board, "int8", weight_ports=ports)
 
 
 def test_the_packed_grids_dsp_chains_are_charged_by_hand():
