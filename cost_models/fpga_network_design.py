@@ -322,9 +322,9 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
             timing = {"dtype": dtype, **_timing(board, dtype, hz, act_word, share)}
             # each engine reads the fewest of the wp ports that bring its rows as fast as all would (a Winograd
             # engine's rows are 9 or α² lane grids, one in its pointwise mode); fewer than wp: tried already
-            ports = {k: weight_reads(o * i, wword, wp, (1,) if k != "winograd" else
-                                     (9 if dtype == "int8" else (m + 2) ** 2, *(1,) * point))
-                     for k, (o, i, m, _) in by_kind.items()}
+            probes = {k: probe_of(k, o, i, m, (act_word, wword, pword)) for k, (o, i, m, _) in by_kind.items()}
+            ports = {k: weight_reads(e.out_lanes * e.in_lanes, wword, wp, (1,) if k != "winograd" else
+                                     (e.row_grids(3), *(e.row_grids(1),) * e.pointwise)) for k, e in probes.items()}
             if max(ports.values()) != wp:
                 continue
             options = [engine_options(kind, *by_kind[kind], block, (act_word, wword, pword), timing, ports[kind])

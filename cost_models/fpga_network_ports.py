@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["WEIGHT_PORTS", "unit_share", "weight_bandwidth", "weight_channels", "weight_reads"]
+__all__ = ["WEIGHT_PORTS", "unit_share", "weight_bandwidth", "weight_banks", "weight_channels", "weight_reads"]
 
 #: the weights' ports a design may read at once (each past the first another m_axi port): four fill ZCU102's
 #: 128-bit HP ports that reach the DDR controller on ports of their own
@@ -38,6 +38,12 @@ def weight_channels(channels: int) -> int:
     """The memory channels the weights' ports spread over: the arena has the first, the weights the next ones
     (up to one a port) where the board has them (``connectivity.cfg``), else they share what there is."""
     return max(1, min(WEIGHT_PORTS[-1], channels - 1))
+
+
+def weight_banks(ports: int, channels: int) -> list[int]:
+    """The memory bank of each of ``ports`` weight ports (``connectivity.cfg``): in turn over the
+    ``weight_channels`` past the arena's first, the one there is on a board of one."""
+    return [1 + q % weight_channels(channels) if channels > 1 else 0 for q in range(ports)]
 
 
 def weight_bandwidth(ports: int, channels: int, channel_words: float) -> float:

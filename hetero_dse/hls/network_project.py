@@ -46,7 +46,7 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
     from cost_models.fpga_costs import ARITHMETIC
     from cost_models.fpga_network import network_trips
 
-    from cost_models.fpga_network_ports import weight_channels
+    from cost_models.fpga_network_ports import weight_banks
     from cost_models.fpga_network_resources import engine_storage
 
     a = ARITHMETIC[design.dtype]
@@ -68,11 +68,10 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
              {"name": "act_out", "bundle": "gmem2", "depth": data["arena_words"]},
              {"name": "wgt", "bundle": "gmem3", "depth": data["weight_words"]},
              {"name": "params", "bundle": "gmem4", "depth": data["param_words"]}]
-    # the weights' other ports, each a bundle of its own, on the memory channels ``weight_channels`` spreads them over
+    # the weights' other ports, each a bundle of its own, on the memory banks ``weight_banks`` puts them on
     wgts = weight_ports(design.w_ports)
     ports[5:5] = [{"name": w, "bundle": f"gmem{4 + q}", "depth": data["weight_words"]} for q, w in enumerate(wgts) if q]
-    spread = weight_channels(board.memory.channels)
-    banks = [(w, 1 + q % spread if board.memory.channels > 1 else 0) for q, w in enumerate(wgts)]
+    banks = list(zip(wgts, weight_banks(len(wgts), board.memory.channels), strict=True))
     atol, rtol = [], []
     for r in run.layers:  # int8: exact, the reference being the same integer arithmetic
         red = r.placed.layer.C * r.placed.layer.R * r.placed.layer.S
