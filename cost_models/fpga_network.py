@@ -122,7 +122,7 @@ class EngineShape:
     #: the Winograd engine also runs 1×1 stride-1 layers (HybridDNN's second mode): the transforms bypassed, each
     #: of its α² lane grids on one pixel of an α×α block, every grid with the same weights
     pointwise: bool = False
-    #: the Winograd engine's output tile buffer, a pixel a row (its sums' buffer, ``out_rows``, a patch a row)
+    #: the Winograd engine's output tile, a (group, pixel) a row over ``out_banks`` (``out_rows``: a patch's sums)
     tile_rows: int = 0
     #: the weights' ports its weight process reads at once, a word from each a cycle (the host deals a layer's
     #: words out to them in turn): where one port's word a cycle starves the PE array of weight rows
@@ -184,9 +184,9 @@ class EngineShape:
         return max(1, self.word // self.in_lanes) if self.kind == "winograd" else 1
 
     @property
-    def write_ii(self) -> int:
-        """Cycles the write process takes a word: the output rows it gathers (a row of the output tile, one wide word
-        of ``out_lanes``, read a cycle), 1 where a word is a part of a row."""
+    def out_banks(self) -> int:
+        """Banks of the Winograd engine's output tile (group g in bank g % out_banks): a word's rows (channel groups
+        of a pixel), one from each, read in a cycle; 1 where a word is a part of a row."""
         return max(1, self.word // self.out_lanes) if self.kind == "winograd" else 1
 
     @property
@@ -233,7 +233,7 @@ def network_trips(engine: EngineShape, layer: NetLayer, tiles: Tiles) -> dict[st
     C-simulation counts them): ``read_in``, ``read_w``, ``compute``, ``write``, ``bias`` and the Winograd
     engine's ``transform_in`` and ``transform_out`` (0 on the others); and the buffer rows the layer's tiles
     fill (the Winograd engine's ``in_rows`` a patch's transformed inputs, ``out_rows`` a patch's sums, and
-    ``tile_rows`` the output tile a pixel a row)."""
+    ``tile_rows`` the output tile a channel group's pixel a row, over all its banks)."""
     t = tiles.__dict__
     s = _steps(layer, t)
     rs = layer.R * layer.S
@@ -327,13 +327,12 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     side = engine.patch_side(layer)
     patches = -(-t["th"] // side) * -(-t["tw"] // side)
     latency = latency_ns * 1e-9 * clock_hz  # a read's round trip: paid again where a process restarts its loop
-    def one_by_one(n_runs: Any, words: Any, word_bytes: int = engine.word * elem_bytes, ports: int = 1,
-                   ii: int = 1) -> Any:
+    def one_by_one(n_runs: Any, words: Any, word_bytes: int = engine.word * elem_bytes, ports: int = 1) -> Any:
         """Runs a loop that is not pipelined enters one after the other: each a burst that waits its round trip
-        (the next run's request goes out only when the last run's loop has drained), a word every ``ii`` cycles
-        and at most the bandwidth a stream gets of a channel shared by ``ports``."""
+        (the next run's request goes out only when the last run's loop has drained), a word a cycle and at most
+        the bandwidth a stream gets of a channel shared by ``ports``."""
         per_cycle = port_gbps * 1e9 / clock_hz / word_bytes / ports
-        return n_runs * (latency + np.maximum(words * ii, words / per_cycle))
+        return n_runs * (latency + np.maximum(words, words / per_cycle))
 
     # the weights: a word from each weight port a cycle, the ports on one memory channel streaming together (they
     # share it); the arena's streams (the input box, the write and the residual beside it) each at its own port's
@@ -360,14 +359,15 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     stall = np.maximum(0, latency + w_words / w_rows / engine.w_ports - 2 * slots)
     step = np.maximum(np.maximum(read_in, read_w), compute + stall)
     out_chan = t["tk"] if grid else t["tc"]
-    # a whole tile's write: a run a tile row where the tile takes every channel, else a pixel; a residual read
+    # a whole tile's write, a word a cycle (the Winograd engine's from its output tile's banks, a word's rows in one
+    # cycle): a run a tile row where the tile takes every channel, else a pixel; a residual read
     # beside each word, on the arena's memory channel too, the two sharing it (a tile past the image's end writes
     # less: not counted)
     out_whole = out_chan == layer.K
     o_runs = np.where(out_whole, t["th"], s["pixels"])
     o_words = np.where(out_whole, t["tw"] * layer.K // engine.word, out_chan // engine.word)
     streams = 2 if residual else 1  # the residual's word read beside each word written: always together
-    write = one_by_one(o_runs, o_words, ports=streams, ii=engine.write_ii)
+    write = one_by_one(o_runs, o_words, ports=streams)
     # the Winograd engine's output transform: a pixel of a channel group a cycle, a stage beside the write
     transform_out = kg * patches * side ** 2 + transform_depth if wino else 0
     n_out = s["n_k"] * s["n_y"] * s["n_x"] if grid else s["n_c"] * s["n_y"] * s["n_x"]

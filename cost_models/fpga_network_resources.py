@@ -43,8 +43,9 @@ WINOGRAD_ADDRESS_MULTIPLIES = 26
 def _buffers(engine: EngineShape, dtype: str) -> list[tuple[str, float, float, float, float]]:
     """The engine's buffers: (name, rows, bits a row, copies, bits a value). A row is one wide word (its lanes side
     by side); the streams of blocks have two copies. The Winograd engine's: its transformed patches (``in``), their
-    sums (``out``), the output tile a pixel a row (``tile``), and the read process's box, each element in every patch
-    that holds it, in α² banks, each as many as the channel groups a word brings (``box``)."""
+    sums (``out``), the output tile a pixel a row, in as many banks as a word holds channel groups (``tile``), and
+    the read process's box, each element in every patch that holds it, in α² banks, each as many as the channel
+    groups a word brings (``box``)."""
     bits, acc_bits = 8.0 * np.dtype(dtype).itemsize, 32.0
     if engine.kind == "winograd":
         a2 = engine.alpha ** 2
@@ -52,7 +53,8 @@ def _buffers(engine: EngineShape, dtype: str) -> list[tuple[str, float, float, f
                              if dtype == "int8" else (bits, acc_bits))
         return [("in", engine.in_rows, a2 * engine.in_lanes * tr_bits, 2.0, tr_bits),
                 ("out", engine.out_rows, a2 * engine.out_lanes * sum_bits, 2.0, sum_bits),
-                ("tile", engine.tile_rows, engine.out_lanes * acc_bits, 2.0, acc_bits),
+                ("tile", engine.tile_rows / engine.out_banks, engine.out_lanes * acc_bits, 2.0 * engine.out_banks,
+                 acc_bits),
                 ("box", engine.in_rows / engine.in_banks, engine.in_lanes * bits, float(a2 * engine.in_banks), bits)]
     lanes_in = engine.in_lanes if engine.kind == "grid" else engine.out_lanes
     return [("in", engine.in_rows, lanes_in * bits, 2.0, bits),
@@ -123,8 +125,8 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
     res[ff] += w_bits + w_use + gather + scatter
     res[lut] += 2 * w_bits + (w_bits + gather + scatter) / 2  # 2:1 muxes, two a LUT6
     res[dsp] += ADDRESS_MULTIPLIES * DSP_PER_ADDRESS_MULTIPLY
-    # the epilogue, built twice (the write loop with a residual and the one without), a lane of the word each (an
-    # upper bound where a word takes write_ii cycles: Vitis may share a lane's operators over them)
+    # the epilogue, built twice (the write loop with a residual and the one without), a lane of the word each (a
+    # word a cycle)
     if a.floating:  # the bias add, the slope's multiply, the clamp's compares; the residual's add in one copy
         res[dsp] += engine.word * (2 * (a.dsp_add + a.dsp_mul) + a.dsp_add)
         res[lut] += engine.word * (2 * (a.lut_add + a.lut_mul + 2 * acc_bits) + a.lut_add)

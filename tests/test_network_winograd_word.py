@@ -18,6 +18,7 @@ from cost_models.fpga_network_design import explore_network
 from cost_models.fpga_network_resources import engine_resources
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, load_board
+from hetero_dse.hls.cparse import LintError
 from hetero_dse.hls.csim import csim
 from hetero_dse.hls.network_lint import lint_network
 from hetero_dse.hls.network_project import check_trips
@@ -33,10 +34,11 @@ WIDE = {"grid": (8,), "depthwise": (8,), "winograd": (2,)}
 
 def test_a_word_of_several_channel_groups_by_hand():
     # 8 -> 16 channels, 8x8 image, pad 1, F(2x2) on 2 output x 2 input lanes, words of 8 elements: 4 input
-    # channel groups a word (the box in 4 banks), 4 output rows a word (the write a word every 4 cycles)
-    engine = EngineShape("winograd", 2, 2, 8, 1000, 1000, 1000, 6, tile=2)
-    narrow = EngineShape("winograd", 2, 2, 2, 1000, 1000, 1000, 6, tile=2)
-    assert (engine.in_banks, engine.write_ii) == (4, 4) and (narrow.in_banks, narrow.write_ii) == (1, 1)
+    # channel groups a word (the box in 4 banks), 4 output rows a word (the output tile in 4 banks, the write a word
+    # a cycle)
+    engine = EngineShape("winograd", 2, 2, 8, 1000, 1000, 1000, 6, tile=2, tile_rows=1024)
+    narrow = EngineShape("winograd", 2, 2, 2, 1000, 1000, 1000, 6, tile=2, tile_rows=1024)
+    assert (engine.in_banks, engine.out_banks) == (4, 4) and (narrow.in_banks, narrow.out_banks) == (1, 1)
     layer = NetLayer("winograd", 8, 16, 8, 8, 3, 3, 1, 1)
     tiles = Tiles(16, 8, 4, 8)
     trips = network_trips(engine, layer, tiles)
@@ -50,14 +52,14 @@ def test_a_word_of_several_channel_groups_by_hand():
         assert trips[key] == network_trips(narrow, layer, tiles)[key], key
     # cycles with no latency: a step is its read (6 box rows of 10 words, then 8 patches x 4 channel groups and
     # the transform's 5 stages: 97) against the weights (8 x 4 groups of 16 elements x 4 lanes, 8-element words:
-    # 256) and the PE's 8 x 4 x 8 + 10 = 266; the output tile's write (4 rows of 8 pixels x 2 words, a word every 4
-    # cycles: 256) against its output transform (8 groups x 8 patches x 4 pixels + 5 = 261); then the first
+    # 256) and the PE's 8 x 4 x 8 + 10 = 266; the output tile's write (4 rows of 8 pixels x 2 words, a word a
+    # cycle: 64) against its output transform (8 groups x 8 patches x 4 pixels + 5 = 261); then the first
     # step's box (97: its weights stream beside its PE array), the last tile's write and transform, 2 parameter
     # words and the 32-word descriptor
     t = {k: np.array([v]) for k, v in tiles.__dict__.items()}
     timing = dict(clock_hz=100e6, elem_bytes=4, read_floor_ns=0.0, write_floor_ns=0.0, latency_ns=0.0,
                   port_gbps=1e3, depth=10, transform_depth=5)
-    assert layer_cycles(engine, layer, t, **timing)[0] == pytest.approx(2 * 266 + 97 + 256 + 261 + 2 + 32)
+    assert layer_cycles(engine, layer, t, **timing)[0] == pytest.approx(2 * 266 + 97 + 64 + 261 + 2 + 32)
     # the box: 16 lanes x ... banks: a bank a word's group, each a quarter of the rows; the gather and scatter a
     # word's lanes in registers (8 x 32 bits where a row of 2 lanes is 2 x 32)
     ff = RESOURCE_KINDS.index("ff")
@@ -99,7 +101,7 @@ def test_the_small_network_runs_through_a_wide_word(tmp_path, dtype, tile, word)
     *_, design, project, _ = _small_run(tmp_path, dtype, algorithm="winograd", board="vu9p", lanes=lanes, tile=tile,
                                         word=word)
     e = design.engines["winograd"]
-    assert design.word == word and e.in_banks == e.write_ii == word // 2 and e.tile == tile
+    assert design.word == word and e.in_banks == e.out_banks == word // 2 and e.tile == tile
     assert any(p.layer.engine == "winograd" and p.layer.R == 3 and p.shape.residual for p in design.layers)
     result = csim(project)
     assert result.passed and result.mismatches == 0, result.output[-2000:]
@@ -118,22 +120,30 @@ def test_the_small_network_runs_through_a_wide_word(tmp_path, dtype, tile, word)
     ("static void wino_read_in", "box[a][b][tu][tg * patches + tp]", "box[a][b][0][tg * patches + tp]", "csim"),
     # the word's lanes dealt to the groups in the wrong order
     ("static void wino_read_in", "rows[j / 2][j % 2] = v[j];", "rows[j % 4][j / 4] = v[j];", "csim"),
-    # the write gathers one row four times
-    ("write_res: for", "cur[u] = obuf[(g * 4 + u) * pixels", "cur[u] = obuf[g * 4 * pixels", "csim"),
+    # the write gathers a word's second row from the first bank, or the output transform stores the second group
+    # in the first bank
+    ("write_res: for", "cur[1] = obuf1[", "cur[1] = obuf0[", "csim"),
+    ("static void wino_out", "obuf1[at] =", "obuf0[at] =", "csim"),
     # the box's banks of a word in one memory: four writes a cycle on two ports, II 1 lost
     ("static void wino_read_in", "  #pragma HLS ARRAY_PARTITION variable=box type=complete dim=3\n", "", "lint"),
-    # the write pipelined at II 1 where it reads four rows of one memory a word
-    ("static void write_out_4", "#pragma HLS PIPELINE II=4", "#pragma HLS PIPELINE II=1", "lint"),
+    # the write reads two of a word's rows from one bank (two reads of one RAM's two ports with the writes: no II
+    # 1), or is pipelined at the II of a word's four rows from one memory
+    ("static void write_out_4", "cur[1] = obuf1[", "cur[1] = obuf0[", "lint"),
+    ("static void write_out_4", "#pragma HLS PIPELINE II=1\n        hdse_count(3)",
+     "#pragma HLS PIPELINE II=4\n        hdse_count(3)", "lint"),
+    # a bank of the output tile not bound to the memory the model charges
+    ("static void wino_layer", "  #pragma HLS BIND_STORAGE variable=out_s3 ", "  // ", "lint"),
     # a word's rows, gathered or scattered in one iteration, left to Vitis to partition (past its threshold: a RAM)
     ("static void wino_read_in", "        #pragma HLS ARRAY_PARTITION variable=rows type=complete\n", "", "lint"),
     ("static void write_out_4", "    #pragma HLS ARRAY_PARTITION variable=cur type=complete\n", "", "lint"),
-    # the Winograd layer's output written by the word-a-cycle process the model does not charge
-    ("static void wino_layer", "write_out_4<", "write_out<", "lint"),
+    # the Winograd layer's output written by the process of one bank, which the model does not charge (its four
+    # banks do not pass to it: the code no longer compiles, and the lint says so)
+    ("static void wino_layer", "write_out_4<", "write_out<", "parse"),
 ])
 def test_each_part_of_the_wide_word_fails_when_broken(tmp_path, where, old, new, check):
     *_, design, project, _ = _small_run(tmp_path, "int8", algorithm="winograd", board="vu9p",
                                         lanes={k: (8,) if k != "winograd" else (2,) for k in WIDE}, tile=4, word=8)
-    assert design.engines["winograd"].write_ii == 4
+    assert design.engines["winograd"].out_banks == 4
     path = project / "src" / "kernel.cpp"
     source = path.read_text()
     at = source.index(where)
@@ -142,6 +152,9 @@ def test_each_part_of_the_wide_word_fails_when_broken(tmp_path, where, old, new,
     if check == "lint":
         findings = [str(f) for f in lint_network(project).findings]
         assert any(where.split()[-1] in f for f in findings), findings
+    elif check == "parse":
+        with pytest.raises(LintError, match="does not parse: no matching function for call to 'write_out'"):
+            lint_network(project)
     else:
         result = csim(project)
         assert not result.passed or check_trips(project, result.output)

@@ -115,17 +115,17 @@ def lint_network(project: str | Path) -> LintReport:
         check_pipelined(k, f"{name}_read_in", "read_in", "word_in", word, add, report)
         check_pipelined(k, f"{name}_read_w", "read_w", "word_w", design["wword"], add, report, name="WV")
         check_weight_ports(source, f"{name}_read_w", engines[kind].w_ports, add)
-    # each write process's loops at the II the model charges (a word a cycle, or a cycle a row a word gathers)
-    for ii in sorted({1} | {e.write_ii for e in engines.values()}):
-        fn_name = write_process(ii)
+    # each write process's loops at II 1 as the model charges (a word a cycle); one that gathers a word's rows from
+    # banks reads each row from its own bank, into registers
+    for banks in sorted({1} | {e.out_banks for e in engines.values()}):
+        fn_name = write_process(banks)
         text = function_text(source, fn_name)
-        for loop, want in (("write", ii), ("write_res", ii), ("bias_in", 1)):
-            if not re.search(rf"\b{loop}: for \(.*\) {{\n\s*#pragma HLS PIPELINE II={want}\n", text):
-                add("ii", fn_name, f"its {loop} loop is not pipelined at II {want} as the model charges")
+        for loop in ("write", "write_res", "bias_in"):
+            if not re.search(rf"\b{loop}: for \(.*\) {{\n\s*#pragma HLS PIPELINE II=1\n", text):
+                add("ii", fn_name, f"its {loop} loop is not pipelined at II 1 as the model charges")
             report.pragmas_checked += 1
-        if ii > 1 and "#pragma HLS ARRAY_PARTITION variable=cur type=complete" not in text:
-            add("partition", fn_name, f"its word's {ii} output rows (cur) are not partitioned completely: {ii} "
-                                      "writes an iteration would share a RAM's two ports")
+        if banks > 1:
+            _check_gather(text, fn_name, banks, add)
     _check_bursts(source, add)
     bundles = [p.get("bundle") for p in k.pragmas if p.name == "INTERFACE" and p.get("mode") == "m_axi"]
     want_ports = PORTS + design.get("weight_ports", 1) - 1
@@ -146,6 +146,20 @@ BURSTS = {"act": r"act\[base \+ i\]", **{w: rf"{w}\[base \+ it\]" for w in weigh
           "act_out": r"act_out\[d\.out_off \+ out_base \+ i\]",
           "act_res": r"act_res\[d\.res_off \+ res_base \+ i\]",
           "params": r"params\[d\.bias_off \+ kt \* param_words \+ i\]", "table": r"table\[l \* DESCRIPTOR_WORDS \+ i\]"}
+
+
+def _check_gather(text: str, fn_name: str, banks: int, add: Any) -> None:
+    """A write process that gathers a word's ``banks`` rows: each of its two loops reads row u from bank u, every
+    bank once (two rows of one bank in an iteration would share its RAM's ports: no II 1), into ``cur`` partitioned
+    completely (else its rows are one RAM's)."""
+    reads = re.findall(r"\bcur\[(\d+)\] = obuf(\d*)\[", text)
+    want = [(str(u), str(u)) for u in range(banks)] * 2
+    if sorted(reads) != sorted(want):
+        add("partition", fn_name, f"its loops read a word's rows from banks {[b for _, b in reads]}; the model reads "
+                                  f"each of a word's {banks} rows from its own bank, a word a cycle")
+    if "#pragma HLS ARRAY_PARTITION variable=cur type=complete" not in text:
+        add("partition", fn_name, f"its word's {banks} output rows (cur) are not partitioned completely: {banks} "
+                                  "writes an iteration would share a RAM's two ports")
 
 
 def _check_bursts(source: str, add: Any) -> None:

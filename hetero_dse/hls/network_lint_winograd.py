@@ -5,7 +5,8 @@ one's buffers and processes, and what it alone has:
 * in int8, its types as wide as the model's (``integer_types``);
 * its rows: a transformed patch of α² × the input lanes, a weight row of α² lane grids as the port brings it (9,
   the taps, where the engine transforms them) and of α² as the products take it, a patch's sums of α² × the output
-  lanes, the output tile a pixel a row, each buffer the rows the model sizes (the output tile m² rows a patch's);
+  lanes, the output tile a pixel a row, each buffer the rows the model sizes (the output tile m² rows a patch's,
+  in as many banks, each a stream of blocks of its own, as a word holds channel groups);
 * the read process's box in α² banks (partitioned completely along both of a patch's sides) bound to the memory
   the model charges, and its box and transform loops pipelined at II 1, the transform over every input lane;
 * the PE array: α² elements × the output lanes × the input lanes unrolled, each product and add bound to the core
@@ -40,7 +41,7 @@ from hetero_dse.hls.network_lint_parts import (
     typedef_rows,
     vector_lanes,
 )
-from hetero_dse.hls.network_run import write_process
+from hetero_dse.hls.network_run import tile_banks, write_process
 
 __all__ = ["check_winograd"]
 
@@ -53,14 +54,16 @@ def check_winograd(k: CFile, source: str, e: EngineShape, dtype: str, storage: d
     for row, width in rows.items():
         if vector_lanes(source, row) != width:
             add("buffer", row, f"a row of {vector_lanes(source, row)} lanes; the model's is {width}")
-    for buf, depth in (("wino_in_t", e.in_rows), ("wino_mid_t", e.out_rows), ("wino_out_t", e.tile_rows)):
+    bank_rows = e.tile_rows // e.out_banks  # a bank of the output tile
+    for buf, depth in (("wino_in_t", e.in_rows), ("wino_mid_t", e.out_rows), ("wino_out_t", bank_rows)):
         if typedef_rows(source, buf) != [depth]:
             add("buffer", buf, f"declared {typedef_rows(source, buf)} rows; the model sizes it {depth}")
     if dtype == "int8":
         _check_integer_types(source, e, add)
         _check_integer_locals(source, add)
     report.pragmas_checked += check_streams(k, "wino_layer", storage, add,
-                                            {"in_s": "in", "mid_s": "out", "out_s": "tile"})
+                                            {"in_s": "in", "mid_s": "out",
+                                             **{f"out_s{x}": "tile" for x in tile_banks(e.out_banks)}})
     _check_box(k, e, storage, add, report)
     _check_pe(k, source, e, cores, add, report)
     ops = transform_ops(e.tile, dtype)
@@ -98,11 +101,11 @@ def check_winograd(k: CFile, source: str, e: EngineShape, dtype: str, storage: d
     for fn_name, arrays in registers.items():
         _check_registers(k, fn_name, arrays, add, report)
     check_pipelined(k, "wino_read_in", "read_in", "word_in", e.word, add, report)
-    # its output tile written by the write process the model charges: a word a cycle, or a row a cycle a word
-    writer = write_process(e.write_ii)
+    # its output tile written by the write process the model charges: a word a cycle, from its banks
+    writer = write_process(e.out_banks)
     if not re.search(rf"\b{writer}<", function_text(source, "wino_layer")):
         add("process", "wino_layer", f"its output is not written by {writer}, the write process the model charges "
-                                     f"(a word of {e.word} activations, {e.write_ii} cycle(s) a word)")
+                                     f"(a word of {e.word} activations from {e.out_banks} bank(s) a cycle)")
     check_pipelined(k, "wino_read_w", "read_w", "word_w", e.w_word, add, report, name="WV")
     check_weight_ports(source, "wino_read_w", e.w_ports, add)
 

@@ -14,7 +14,7 @@ from cost_models.fpga_network_placed import NetworkDesign, PlacedLayer
 from hetero_dse.epilogue import activation_clamp, parse_step
 
 __all__ = ["ENGINE_IDS", "FIELDS", "FLOAT_FIELDS", "NAMES", "NetworkRun", "RunLayer", "design_name", "quantized",
-           "random_run", "weight_ports", "write_process"]
+           "random_run", "tile_banks", "weight_ports", "write_process"]
 
 #: the descriptor's fields, in the table's order (``kernel.h``'s layer_t); floats stored as their bits. Offsets
 #: are in words, each tensor's at its pixel (0, 0); a pitch is the pixels of a row of its tensor as laid out (the
@@ -32,10 +32,17 @@ def weight_ports(ports: int) -> list[str]:
     return ["wgt"] + [f"wgt{q}" for q in range(1, ports)]
 
 
-def write_process(write_ii: int) -> str:
-    """The generated write process of an engine whose write takes ``write_ii`` cycles a word
-    (``EngineShape.write_ii``): ``write_out``, a word a cycle, or ``write_out_B``, a row of B a cycle."""
-    return "write_out" if write_ii == 1 else f"write_out_{write_ii}"
+def write_process(banks: int) -> str:
+    """The generated write process of an engine whose output tile is in ``banks`` banks
+    (``EngineShape.out_banks``): ``write_out``, a word from one, or ``write_out_B``, a word's B rows one from each
+    of B banks; a word a cycle both."""
+    return "write_out" if banks == 1 else f"write_out_{banks}"
+
+
+def tile_banks(banks: int) -> list[str]:
+    """What the code appends to the names of an output tile's ``banks`` (its streams ``out_s…``, their blocks
+    ``obuf…``): nothing where there is one, else ``0``, ``1``…"""
+    return [""] if banks == 1 else [str(u) for u in range(banks)]
 
 
 @dataclass
