@@ -31,7 +31,6 @@ compute. The latency is when the last of them ends. With no reuse this is FlexTe
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,13 +39,12 @@ import numpy as np
 from cost_models.calibration import DEFAULT_FIXED, Calibration
 from cost_models.fpga_costs import (
     ARITHMETIC,
-    AXI_MAX_BURST_BEATS,
-    AXI_MAX_BURST_BYTES,
-    AXI_OUTSTANDING,
     CMP_LUTS_PER_BIT,
     FANOUT_FREE,
     FANOUT_NS_PER_DOUBLING,
     SLR_DERATE,
+    axi_buffer_bram18,
+    axi_max_beats,
 )
 from cost_models.fpga_kernel import (
     T_ESTIMATE,
@@ -289,11 +287,9 @@ class FpgaModel:
         """The AXI and clock constants of the kernel (``fpga_kernel.T_*``)."""
         memory = self.tables.board.memory
         timing = np.zeros(10)
-        beats = min(AXI_MAX_BURST_BEATS, AXI_MAX_BURST_BYTES // (self.port_bits // 8))
+        beats = axi_max_beats(self.port_bits // 8)
         timing[T_MAX_BEATS] = beats
-        # the port's buffer of AXI_OUTSTANDING bursts (UG1399, m_axi: its depth is the outstanding transactions
-        # times the burst length) in BRAM18K of 512 x 36
-        timing[T_PORT_BRAM] = math.ceil(AXI_OUTSTANDING * beats / 512) * math.ceil(self.port_bits / 36)
+        timing[T_PORT_BRAM] = axi_buffer_bram18(beats, self.port_bits)  # the port's buffer of its bursts
         timing[T_READ_FLOOR_NS], timing[T_WRITE_FLOOR_NS] = memory.read_burst_ns, memory.write_burst_ns
         timing[T_READ_LATENCY_NS] = memory.latency_ns
         timing[T_FANOUT_NS], timing[T_FANOUT_FREE] = FANOUT_NS_PER_DOUBLING, FANOUT_FREE

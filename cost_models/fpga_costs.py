@@ -6,6 +6,8 @@ to be calibrated against csynth reports (``<top>_csynth.xml``) and are the first
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 
@@ -124,6 +126,18 @@ AXI_MAX_BURST_BEATS, AXI_MAX_BURST_BYTES = 256, 4096
 #: The transactions an m_axi port keeps in flight (Vitis's default, set explicitly in hls_config.tcl): the round
 #: trip over them is a short burst's floor, and the port's burst buffer holds them (UG1399).
 AXI_OUTSTANDING = 16
+
+
+def axi_max_beats(word_bytes: int) -> int:
+    """The longest burst the generated hls_config.tcl allows a port of words of ``word_bytes``: 4 KB, at most 256
+    beats."""
+    return min(AXI_MAX_BURST_BEATS, AXI_MAX_BURST_BYTES // word_bytes)
+
+
+def axi_buffer_bram18(beats: int, width_bits: int) -> int:
+    """BRAM18K of one m_axi port's burst buffer: ``AXI_OUTSTANDING`` bursts of ``beats`` words of ``width_bits``
+    (UG1399, m_axi: the FIFO is the outstanding transactions times the burst length), as 512 × 36."""
+    return math.ceil(AXI_OUTSTANDING * beats / 512) * math.ceil(width_bits / 36)
 
 #: Clock derating where no calibration has measured the design's Fmax (estimates, sourced; `hetero_dse
 #: calibrate` replaces them with the clock synthesis achieved):

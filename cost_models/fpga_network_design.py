@@ -28,7 +28,7 @@ import numpy as np
 
 from cost_models.fpga import slr_resources
 from cost_models.fpga_clock import achieved_clock
-from cost_models.fpga_costs import ARITHMETIC, FANOUT_FREE, FANOUT_NS_PER_DOUBLING, SLR_DERATE
+from cost_models.fpga_costs import ARITHMETIC, FANOUT_FREE, FANOUT_NS_PER_DOUBLING, SLR_DERATE, axi_max_beats
 from cost_models.fpga_network import (
     ENGINE_KINDS,
     EngineShape,
@@ -41,8 +41,8 @@ from cost_models.fpga_network import (
     tile_options,
 )
 from cost_models.fpga_network_placed import NetworkDesign, PlacedLayer
-from cost_models.fpga_network_ports import (WEIGHT_PORTS, unit_share, weight_bandwidth, weight_channels,
-                                            weight_reads)
+from cost_models.fpga_network_ports import (WEIGHT_PORTS, kernel_ports, unit_share, weight_bandwidth,
+                                            weight_channels, weight_reads)
 from cost_models.fpga_network_resources import engine_resources, kernel_base
 from cost_models.fpga_winograd import TILES, refusal, transform_depth, weight_transform_depth
 from hetero_dse.errors import HeteroDSEError
@@ -59,9 +59,6 @@ LANES = (4, 8, 16, 32, 64)
 IN_ROWS = (512, 1024, 2048, 4096, 8192)
 W_ROWS = (1 << 30,)
 OUT_ROWS = (256, 512, 1024, 2048, 4096)
-#: the m_axi ports of the kernel: the table, activations in, residual, out, weights, biases
-PORTS = 6
-
 
 def padded(shape: LayerShape, block: int, in_lanes: int) -> tuple[NetLayer, bool]:
     """``shape`` as the kernel runs it for a channel ``block``: (the layer, whether the host gives it im2col)."""
@@ -219,7 +216,8 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
     point = any(s.engine == "winograd" and (s.R * s.S == 1 or s.from_host) for s, _ in layers)
     distance = accumulation_distance(dtype, clock)
     caps = np.array([board.cap(k) for k in RESOURCE_KINDS], dtype=float)
-    fixed = kernel_base(PORTS)
+    beats = axi_max_beats(board.memory.port_bits // 8)  # the bursts the project's hls_config.tcl allows its ports
+    fixed = kernel_base(kernel_ports(8, 8, 32, 1), beats)  # at the narrowest: what an engine alone must fit beside
     best: NetworkDesign | None = None
     tried = 0
     # (output lanes, input lanes, Winograd tile, a float engine's transforms on DSPs: tried where it is float)
@@ -329,7 +327,8 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
                 continue
             options = [engine_options(kind, *by_kind[kind], block, (act_word, wword, pword), timing, ports[kind])
                        for kind in kinds]
-            candidates += _combinations(options, kernel_base(PORTS + wp - 1), caps, block, act_word, timing,
+            base = kernel_base(kernel_ports(8 * itemsize * act_word, 8 * itemsize * wword, 32 * pword, wp), beats)
+            candidates += _combinations(options, base, caps, block, act_word, timing,
                                         len(candidates))
     candidates.sort(key=lambda c: c[:2])
     for cycles, _, block, act_word, combo, chosen, res, timing in candidates:

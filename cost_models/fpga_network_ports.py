@@ -1,16 +1,23 @@
-"""The network kernel's weight ports (``hls_templates/network/``): how many a design may read at once, the
-memory channels they sit on (``connectivity.cfg``), how many of them each engine reads, and what of a channel's
-bandwidth each port gets where compute units share the board's channels."""
+"""The network kernel's ports (``hls_templates/network/``): the widths of them all, and of its weight ports how many
+a design may read at once, the memory channels they sit on (``connectivity.cfg``), how many of them each engine
+reads, and what of a channel's bandwidth each port gets where compute units share the board's channels."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["WEIGHT_PORTS", "unit_share", "weight_bandwidth", "weight_banks", "weight_channels", "weight_reads"]
+__all__ = ["WEIGHT_PORTS", "kernel_ports", "unit_share", "weight_bandwidth", "weight_banks", "weight_channels",
+           "weight_reads"]
 
 #: the weights' ports a design may read at once (each past the first another m_axi port): four fill ZCU102's
 #: 128-bit HP ports that reach the DDR controller on ports of their own
 WEIGHT_PORTS = (1, 2, 3, 4)
+
+
+def kernel_ports(act_bits: int, w_bits: int, p_bits: int, w_ports: int) -> list[int]:
+    """The widths of the kernel's m_axi ports, as its top function declares them: the descriptor table's ints, the
+    activations in, the residual and out (a word each), each weight port's word, the parameters' word."""
+    return [32, act_bits, act_bits, act_bits, *[w_bits] * w_ports, p_bits]
 
 
 def weight_reads(lanes: int, wword: int, ports: int, grids: Sequence[int]) -> int:

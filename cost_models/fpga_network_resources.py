@@ -6,6 +6,7 @@ engines (``kernel_base``)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from cost_models.fpga_costs import (
     FUNNEL_INPUTS_PER_LUT,
     LUT_BASE,
     LUT_PER_PORT,
+    axi_buffer_bram18,
 )
 from cost_models.fpga_network import EngineShape
 from cost_models.fpga_winograd import (
@@ -120,10 +122,11 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
         # output tile's pixel (a reviewer's count from the code: some 40 32-bit multiplies in all, *estimate*)
         res[dsp] += WINOGRAD_ADDRESS_MULTIPLIES * DSP_PER_ADDRESS_MULTIPLY
     # the weight row in use and the one being gathered in registers; the FIFO's two rows in LUTs (SRLs); the input
-    # row gathered and the output rows scattered, a word's lanes where a word holds more than a row
+    # row gathered and the output rows scattered, a word's lanes where a word holds more than a row (a row shifted
+    # out through 2:1 muxes; a word's rows from the output tile's banks load their registers straight)
     gather, scatter = max(lanes_in, engine.word) * bits, max(engine.out_lanes, engine.word) * acc_bits
     res[ff] += w_bits + w_use + gather + scatter
-    res[lut] += 2 * w_bits + (w_bits + gather + scatter) / 2  # 2:1 muxes, two a LUT6
+    res[lut] += 2 * w_bits + (w_bits + gather + (scatter if engine.out_banks == 1 else 0)) / 2  # two muxes a LUT6
     res[dsp] += ADDRESS_MULTIPLIES * DSP_PER_ADDRESS_MULTIPLY
     # the epilogue, built twice (the write loop with a residual and the one without), a lane of the word each (a
     # word a cycle)
@@ -177,10 +180,13 @@ def _transform_resources(engine: EngineShape, dtype: str, res: np.ndarray) -> No
         res[lut] += engine.alpha ** 2 * (engine.out_lanes * engine.in_lanes * w_bits + engine.in_lanes * w_bits) / 2
 
 
-def kernel_base(ports: int) -> np.ndarray:
+def kernel_base(port_bits: Sequence[int], beats: int) -> np.ndarray:
     """What a whole-network kernel takes before its engines, in ``RESOURCE_KINDS`` order: its control and
-    AXI-Lite interface, and an m_axi adapter for each of its ``ports``."""
+    AXI-Lite interface, and an m_axi adapter for each of its ports, of ``port_bits`` each: its logic, and its
+    buffer of the bursts it keeps in flight, ``beats`` words each (``axi_buffer_bram18``, as the one-operator
+    model charges a port's)."""
     base = np.zeros(len(RESOURCE_KINDS))
-    base[RESOURCE_KINDS.index("lut")] = LUT_BASE + ports * LUT_PER_PORT
-    base[RESOURCE_KINDS.index("ff")] = FF_BASE + ports * FF_PER_PORT
+    base[RESOURCE_KINDS.index("lut")] = LUT_BASE + len(port_bits) * LUT_PER_PORT
+    base[RESOURCE_KINDS.index("ff")] = FF_BASE + len(port_bits) * FF_PER_PORT
+    base[RESOURCE_KINDS.index("bram18k")] = sum(axi_buffer_bram18(beats, bits) for bits in port_bits)
     return base

@@ -35,6 +35,7 @@ from cost_models.fpga_blocks import storage_cost
 from cost_models.fpga_costs import (
     ARITHMETIC,
     CHAIN_DELAY_FF,
+    axi_max_beats,
     packed_chain,
 )
 from cost_models.fpga_network import NetLayer, accumulation_distance
@@ -305,7 +306,9 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
     weights = sum(n.K * n.R * n.S * (n.C if n.engine == "grid" else 1) for _, n in flat) * itemsize
     first, last = flat[0][1], flat[-1][1]
     image = (first.C * first.H * first.W + last.K * last.OH * last.OW) * itemsize
-    fixed = kernel_base(PIPELINE_PORTS)
+    # each port's burst buffer as at the port's width (*estimate* where the image's or the result's word is
+    # narrower: its bursts are then more beats of fewer bits)
+    fixed = kernel_base([board.memory.port_bits] * PIPELINE_PORTS, axi_max_beats(board.memory.port_bits // 8))
     skips = [_skip_pixels(flat, i) if s.residual else 0 for i, (s, _) in enumerate(flat)]
     distance = 1 if dtype == "int8" else accumulation_distance(dtype, clock)
     port_elems = board.memory.port_bits // (8 * itemsize)

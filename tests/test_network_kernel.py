@@ -563,3 +563,27 @@ def test_the_pe_array_waits_for_each_steps_weight_burst_by_hand():
     # runs of 100 + 64 words, one burst of 8 parameter words and the descriptor (a round trip each, 32 words)
     step = 72 * 32 + 10 + (100 + 16 - 2 * 32)
     assert cycles[0] == pytest.approx(2 * step + 6 * 140 + 4 * 164 + (8 + 100) + (100 + 32))
+
+
+def test_each_m_axi_port_is_charged_its_burst_buffer_by_hand():
+    """The project's hls_config.tcl lets each port keep 16 bursts of 4 KB in flight; the adapter buffers them
+    (UG1399). vu9p's 512-bit words: 64 beats a burst, 1,024 words deep, two BRAM18K of 512 × 36 deep and 15 wide
+    (30); ZCU102's 128-bit: 256 beats, 4,096 deep, 8 × 4 (32). The network kernel with three weight ports on vu9p:
+    the table's ints (2), three activation ports, three weight ports and the parameters' (30 each)."""
+    from cost_models.fpga_costs import axi_buffer_bram18, axi_max_beats
+    from cost_models.fpga_network_ports import kernel_ports
+    from cost_models.fpga_network_resources import engine_resources, kernel_base
+    from hetero_dse.hardware.board import RESOURCE_KINDS
+    from hetero_dse.model.layer_shape import LayerShape
+
+    assert (axi_max_beats(64), axi_max_beats(16), axi_max_beats(4)) == (64, 256, 256)
+    assert axi_buffer_bram18(64, 512) == 30 and axi_buffer_bram18(256, 128) == 32
+    base = kernel_base(kernel_ports(512, 512, 512, 3), axi_max_beats(64))
+    assert base[RESOURCE_KINDS.index("bram18k")] == 2 + 7 * 30
+    # an explored design carries them: its BRAM is its engines' and these
+    board = load_board("vu9p")
+    design = explore_network([(LayerShape("grid", 64, 64, 14, 14, 3, 3, 1, 1, name="c"), 1)], board, "int8")
+    ports = kernel_ports(8 * design.word, 8 * design.wword, 32 * design.pword, design.w_ports)
+    engines = sum(engine_resources(e, "int8", True) for e in design.engines.values())
+    b = RESOURCE_KINDS.index("bram18k")
+    assert design.resources["bram18k"] == engines[b] + kernel_base(ports, axi_max_beats(64))[b]

@@ -1,6 +1,6 @@
 """The Winograd engine's activation word wider than its lanes (issue 40): a word brings several channel groups of a
-pixel, stored in one cycle into the box's banks (one for each group of a word), and the write gathers a word from
-as many rows of the output tile, a row a cycle. The model by hand, the small network through it in C-simulation
+pixel, stored in one cycle into the box's banks (one for each group of a word), and the write reads a word's rows,
+one from each of the output tile's banks, in one cycle. The model by hand, the small network through it in C-simulation
 (int8 bit for bit, float32 against torch) with its trips the model's and the lint clean, each part broken on
 purpose, and the explorer's choice of the word."""
 
@@ -67,11 +67,18 @@ def test_a_word_of_several_channel_groups_by_hand():
     # and the epilogue's lanes: float32's adds and multiplies take DSPs, not flip-flops: the registers only
     assert grown == pytest.approx((8 - 2) * 32 + (8 - 2) * 32)
     # LUTs: the transform's 4:1 multiplexer of a patch's banks (16 elements x 2 lanes x 32 bits, three 2:1 muxes
-    # a bit, two a LUT6), the registers' 2:1 muxes, and 6 more lanes of the epilogue (built twice)
+    # a bit, two a LUT6), the gathered input's 2:1 muxes (6 lanes more), and 6 more lanes of the epilogue (built
+    # twice); the output row's shift muxes (2 lanes) gone: a word's rows load their registers from the banks
     a, lut = ARITHMETIC["float32"], RESOURCE_KINDS.index("lut")
     grown = engine_resources(engine, "float32", False)[lut] - engine_resources(narrow, "float32", False)[lut]
     epilogue = 2 * (a.lut_add + a.lut_mul + 2 * 32) + a.lut_add
-    assert grown == pytest.approx(16 * 2 * 32 * 3 / 2 + (6 * 32 + 6 * 32) / 2 + 6 * epilogue)
+    assert grown == pytest.approx(16 * 2 * 32 * 3 / 2 + (6 * 32 - 2 * 32) / 2 + 6 * epilogue)
+    # BRAM18K (512 x 36, two wide for a row of 2 x 32 bits): the box's 16 patch banks, each in 4 of 250 rows (64
+    # of 2, where they were 16 of 1,000 rows: 4 each); the output tile's 2 copies, each in 4 banks of 256 rows (8
+    # of 2, where 2 copies of 1,024 rows took 4 each)
+    bram = RESOURCE_KINDS.index("bram18k")
+    grown = engine_resources(engine, "float32", False)[bram] - engine_resources(narrow, "float32", False)[bram]
+    assert grown == (64 * 2 - 16 * 4) + (8 * 2 - 2 * 4)
 
 
 def test_the_explorer_takes_a_word_wider_than_the_winograd_lanes_where_it_is_faster():
@@ -133,6 +140,11 @@ def test_the_small_network_runs_through_a_wide_word(tmp_path, dtype, tile, word)
      "#pragma HLS PIPELINE II=4\n        hdse_count(3)", "lint"),
     # a bank of the output tile not bound to the memory the model charges
     ("static void wino_layer", "  #pragma HLS BIND_STORAGE variable=out_s3 ", "  // ", "lint"),
+    # a bank chosen by a multiplexer of banks (the same values: only the lint sees it)
+    ("static void wino_out", "obuf1[at] =", "(o % 4 == 1 ? obuf1 : obuf0)[at] =", "lint"),
+    # the epilogue's biases in fewer banks than a word's lanes, read 8 a cycle
+    ("static void write_out_4", "variable=tile_bias type=cyclic factor=8", "variable=tile_bias type=cyclic factor=2",
+     "lint"),
     # a word's rows, gathered or scattered in one iteration, left to Vitis to partition (past its threshold: a RAM)
     ("static void wino_read_in", "        #pragma HLS ARRAY_PARTITION variable=rows type=complete\n", "", "lint"),
     ("static void write_out_4", "    #pragma HLS ARRAY_PARTITION variable=cur type=complete\n", "", "lint"),
@@ -158,6 +170,22 @@ def test_each_part_of_the_wide_word_fails_when_broken(tmp_path, where, old, new,
     else:
         result = csim(project)
         assert not result.passed or check_trips(project, result.output)
+
+
+def test_output_tile_banks_one_block_deep_fail_the_lint(tmp_path):
+    """The output tile's banks and the write's ports of them one block deep: the transform of the next tile would
+    wait for the write of the last, which the model overlaps (and charges two blocks for)."""
+    *_, project, _ = _small_run(tmp_path, "int8", algorithm="winograd", board="vu9p",
+                                lanes={k: (8,) if k != "winograd" else (2,) for k in WIDE}, tile=4, word=8)
+    path = project / "src" / "kernel.cpp"
+    source = path.read_text()
+    at = source.index("static void write_out_4(")
+    end = source.index("\n}\n", at)
+    source = source[:at] + source[at:end].replace("stream_of_blocks<OUT, 2>", "stream_of_blocks<OUT, 1>") + \
+        source[end:]
+    path.write_text(source.replace("stream_of_blocks<wino_out_t, 2>", "stream_of_blocks<wino_out_t, 1>"))
+    findings = [str(f) for f in lint_network(project).findings]
+    assert any("a stream of blocks 1 deep" in f for f in findings), findings
 
 
 def test_a_float_engines_transforms_on_dsps_by_hand_and_where_the_fabric_is_short():

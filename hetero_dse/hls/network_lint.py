@@ -31,7 +31,7 @@ import numpy as np
 
 from cost_models.fpga_costs import ARITHMETIC
 from cost_models.fpga_network import EngineShape, NetLayer, Tiles, network_trips
-from cost_models.fpga_network_design import PORTS
+from cost_models.fpga_network_ports import kernel_ports
 from cost_models.fpga_network_ports import WEIGHT_PORTS
 from hetero_dse.hls.cparse import CFile, LintError, parse_kernel
 from hetero_dse.hls.lint.record import Finding, LintReport
@@ -126,9 +126,15 @@ def lint_network(project: str | Path) -> LintReport:
             report.pragmas_checked += 1
         if banks > 1:
             _check_gather(text, fn_name, banks, add)
+        # a word's lanes each take their channel's bias (and multiplier) in the cycle: V banks of them
+        for array in ("tile_bias", "tile_mult") if "tile_mult" in text else ("tile_bias",):
+            if f"#pragma HLS ARRAY_PARTITION variable={array} type=cyclic factor={word}\n" not in text:
+                add("partition", fn_name, f"its {array} is not in {word} banks (cyclic): the epilogue reads a word's "
+                                          f"{word} lanes of it a cycle")
+    _check_block_depths(source, add)
     _check_bursts(source, add)
     bundles = [p.get("bundle") for p in k.pragmas if p.name == "INTERFACE" and p.get("mode") == "m_axi"]
-    want_ports = PORTS + design.get("weight_ports", 1) - 1
+    want_ports = len(kernel_ports(0, 0, 0, design.get("weight_ports", 1)))
     if len(bundles) != len(set(bundles)) or len(bundles) != want_ports:
         add("interface", "top", f"m_axi bundles {bundles}: one a port, {want_ports} ports")
     alias = [p for p in k.pragmas if p.name == "ALIAS"]
@@ -148,6 +154,14 @@ BURSTS = {"act": r"act\[base \+ i\]", **{w: rf"{w}\[base \+ it\]" for w in weigh
           "params": r"params\[d\.bias_off \+ kt \* param_words \+ i\]", "table": r"table\[l \* DESCRIPTOR_WORDS \+ i\]"}
 
 
+def _check_block_depths(source: str, add: Any) -> None:
+    """Every stream of blocks two blocks deep, as the model charges its memory (two copies) and overlaps the
+    processes on either side of it (one fills a block while the other drains the last)."""
+    for depth in sorted(set(re.findall(r"stream_of_blocks<[^<>;(){}]*?,\s*(\d+)>", source)) - {"2"}):
+        add("buffer", "streams", f"a stream of blocks {depth} deep; the model charges two blocks and overlaps the "
+                                 "processes on either side of it")
+
+
 def _check_gather(text: str, fn_name: str, banks: int, add: Any) -> None:
     """A write process that gathers a word's ``banks`` rows: each of its two loops reads row u from bank u, every
     bank once (two rows of one bank in an iteration would share its RAM's ports: no II 1), into ``cur`` partitioned
@@ -155,7 +169,7 @@ def _check_gather(text: str, fn_name: str, banks: int, add: Any) -> None:
     reads = re.findall(r"\bcur\[(\d+)\] = obuf(\d*)\[", text)
     want = [(str(u), str(u)) for u in range(banks)] * 2
     if sorted(reads) != sorted(want):
-        add("partition", fn_name, f"its loops read a word's rows from banks {[b for _, b in reads]}; the model reads "
+        add("banks", fn_name, f"its loops read a word's rows from banks {[b for _, b in reads]}; the model reads "
                                   f"each of a word's {banks} rows from its own bank, a word a cycle")
     if "#pragma HLS ARRAY_PARTITION variable=cur type=complete" not in text:
         add("partition", fn_name, f"its word's {banks} output rows (cur) are not partitioned completely: {banks} "

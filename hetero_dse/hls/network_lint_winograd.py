@@ -55,6 +55,9 @@ def check_winograd(k: CFile, source: str, e: EngineShape, dtype: str, storage: d
         if vector_lanes(source, row) != width:
             add("buffer", row, f"a row of {vector_lanes(source, row)} lanes; the model's is {width}")
     bank_rows = e.tile_rows // e.out_banks  # a bank of the output tile
+    if e.tile_rows % e.out_banks:
+        add("buffer", "wino_out_t", f"the output tile's {e.tile_rows} rows do not divide into {e.out_banks} banks")
+    _check_stores(function_text(source, "wino_out"), e.out_banks, add)
     for buf, depth in (("wino_in_t", e.in_rows), ("wino_mid_t", e.out_rows), ("wino_out_t", bank_rows)):
         if typedef_rows(source, buf) != [depth]:
             add("buffer", buf, f"declared {typedef_rows(source, buf)} rows; the model sizes it {depth}")
@@ -108,6 +111,17 @@ def check_winograd(k: CFile, source: str, e: EngineShape, dtype: str, storage: d
                                      f"(a word of {e.word} activations from {e.out_banks} bank(s) a cycle)")
     check_pipelined(k, "wino_read_w", "read_w", "word_w", e.w_word, add, report, name="WV")
     check_weight_ports(source, "wino_read_w", e.w_ports, add)
+
+
+def _check_stores(text: str, banks: int, add: Any) -> None:
+    """The output transform stores a pixel in each bank of the output tile by its own name, once each (a bank
+    chosen through a pointer or an array of them is one memory to Vitis, not ``banks`` streams of blocks)."""
+    names = [f"obuf{x}" for x in tile_banks(banks)]
+    stores = re.findall(r"\b(obuf\d*)\[at\] = ", text)
+    uses = re.findall(r"\bobuf\d*\b", text)
+    if sorted(stores) != names or len(uses) != 2 * len(names):  # each declared once and stored once
+        add("banks", "wino_out", f"stores a pixel as {stores} and names the banks {len(uses)} times; the model has "
+                                 f"one store to each of {names}")
 
 
 def _check_box(k: CFile, e: EngineShape, storage: dict[str, str], add: Any, report: LintReport) -> None:
