@@ -24,10 +24,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cost_models.fpga_costs import dsp_roofline_ops  # noqa: E402
+from cost_models.fpga_network import Tiles, network_trips  # noqa: E402
 from cost_models.fpga_network_design import explore_network, winograd_tiles  # noqa: E402
 from hetero_dse.errors import HeteroDSEError  # noqa: E402
 from hetero_dse.hardware.board import load_board  # noqa: E402
 from network_shapes import network_shapes  # noqa: E402
+
+
+def _floors(design) -> dict:
+    """Two floors of the one layer on its engine, in the iterations the kernel runs (``network_trips``, the counts
+    the C-simulation checks), for the layer as one tile whatever the buffers hold: its PE array's (every patch of
+    the map, padded to whole patches) and its weight process's (each weight read once, a word from each port an
+    iteration, a row padded to whole iterations). No tiling is faster than the larger of the two, even with every
+    other cost overlapped."""
+    p = design.layers[0]
+    engine, layer = design.engines[p.layer.engine], p.layer
+    side = engine.patch_side(layer)
+    whole = Tiles(layer.K, layer.C, -(-layer.OH // side) * side, -(-layer.OW // side) * side)
+    trips = network_trips(engine, layer, whole)
+    hz = design.achieved_mhz * 1e6
+    return {"pe_s": p.count * trips["compute"] / hz, "weights_s": p.count * trips["read_w"] / hz}
 
 
 def _figures(design, board, dtype) -> dict:
@@ -43,7 +59,8 @@ def _figures(design, board, dtype) -> dict:
             "engines": " + ".join(f"{e['kind']} " + "×".join(str(v) for v in e["lanes"].values())
                                   + (f" F({e['tile']})" if e.get("tile") else "") for e in record["engines"]),
             "winograd_layers": sum(p.layer.engine == "winograd" for p in design.layers),
-            "error": wino["error"] if wino else None, "traffic_over_bound": io}
+            "error": wino["error"] if wino else None, "traffic_over_bound": io,
+            **(_floors(design) if len(design.layers) == 1 else {})}
 
 
 def main() -> None:
@@ -88,7 +105,16 @@ def _print(row: dict) -> None:
           f"{100 * d['dsp_roofline']:.0f} % | {w['engines']} ({w['winograd_layers']} on Winograd) | "
           f"{1e3 * w['latency_s']:.3f} ms | {w['gops']:.0f} | {w['gops_per_dsp']:.3f} | "
           f"{100 * w['dsp_roofline']:.0f} % | **{d['latency_s'] / w['latency_s']:.2f}×** | "
-          f"{_span(w['traffic_over_bound'])} |", flush=True)
+          f"{_span(w['traffic_over_bound'])} |{_ceiling(d, w)}", flush=True)
+
+
+def _ceiling(direct: dict, winograd: dict) -> str:
+    """`` PE 1.82× / weights 2.10× |``: direct's latency over each floor of the Winograd engine (``_floors``): the
+    smaller is the most it could gain on the layer; nothing for a whole network."""
+    if "pe_s" not in winograd:
+        return ""
+    return (f" PE {direct['latency_s'] / winograd['pe_s']:.2f}× / weights "
+            f"{direct['latency_s'] / winograd['weights_s']:.2f}× |")
 
 
 def _span(values: list[float]) -> str:
