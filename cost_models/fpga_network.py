@@ -293,10 +293,9 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
                  read_floor_ns: float, write_floor_ns: float, latency_ns: float, port_gbps: float,
                  depth: int, residual: bool = False, transform_depth: int = 0, w_channels: int = 1,
                  one_channel: bool = False) -> Any:
-    """Cycles of the layer for tiles ``t`` (arrays broadcast together): per step the slowest of its two reads
-    and its compute, the write of each output tile overlapping the next tile's steps; plus the first step's
-    input box (its weights stream beside its compute), the last tile's write, the parameters of each
-    output-channel tile and the descriptor. A read process restarts its loop every step and pays a round trip;
+    """Cycles of the layer for tiles ``t`` (arrays broadcast together): per step the slowest of its two reads and
+    its compute, the write of each tile beside the next tile's steps; plus the first box and the last write, each
+    tile's parameters and the descriptor. A read process restarts its loop every step and pays a round trip;
     every transfer is runs of consecutive words (bursts, no faster than the bandwidth), and the runs of the input
     box and of the output, entered one after the other from a loop that is not pipelined, each wait their round
     trip; each of the arena's streams runs at its own port's rate, and their channel's bandwidth bounds the bytes
@@ -383,9 +382,10 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
         arena_bytes = arena_bytes + n_c * w_words * engine.w_word * elem_bytes
     channel = arena_bytes / (port_gbps * 1e9 / clock_hz)
     tile = np.maximum(np.maximum(n_c * step, channel), np.maximum(write, transform_out))
-    # before the first step the input box (a block: the PE array waits for all of it); the weights come through a
-    # FIFO of two rows, so they cannot be read ahead of the PE array: they are in each step's slowest, not here
-    return n_out * tile + read_in + write + transform_out + params + descriptor
+    # the first box (the weights, through a FIFO of two rows, are not read ahead of the PE array); the first tile's
+    # steps, its last with no box read beside; each later tile at its slowest stage; the last tile's transform, write
+    first = (n_c - 1) * step + np.maximum(read_w, compute + stall)
+    return read_in + first + (n_out - 1) * tile + write + transform_out + params + descriptor
 
 
 def compute_depth(dtype: str, clock_mhz: float, in_lanes: int, chain: int = 1) -> int:

@@ -241,12 +241,13 @@ def test_the_models_trip_counts_and_cycles_are_the_loops_counted_by_hand():
     assert trips["tile_rows"] == 32 and trips["write"] == 64 * 2 and trips["bias"] == 2
     # cycles with no latency: a step is its read (6 box rows of 20 words, then 16 patches and the transform's
     # 5 stages: 141), against the weights' 128 words and the PE's 2 x 8 + 10; the output tile's write (32 pixels
-    # of a word) against its transform (32 + 5); then the first reads, the last tile, 2 parameter words and the
-    # 32-word descriptor
+    # of a word) against its transform (32 + 5). The first box, then the first step with no box read beside it
+    # (its weights: 128), each later step at its read, the last tile's transform and write, 2 parameter words and
+    # the 32-word descriptor
     t = {k: np.array([v]) for k, v in Tiles(4, 8, 4, 8).__dict__.items()}
     cycles = layer_cycles(engine, layer, t, clock_hz=100e6, elem_bytes=4, read_floor_ns=0.0, write_floor_ns=0.0,
                           latency_ns=0.0, port_gbps=1e3, depth=10, transform_depth=5)
-    assert cycles[0] == pytest.approx(4 * 141 + 141 + 32 + 37 + 2 + 32)
+    assert cycles[0] == pytest.approx(141 + 128 + 3 * 141 + 37 + 32 + 2 + 32)
     # the engine that transforms its weights reads a 3x3 layer's taps: 9 lane grids a row, 36 words, not 64
     taps = EngineShape("winograd", 4, 4, 4, 1000, 1000, 1000, 6, tile=2, w_transform=True)
     assert network_trips(taps, layer, Tiles(4, 8, 4, 8))["read_w"] == 4 * 2 * 36
