@@ -295,12 +295,12 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
                  one_channel: bool = False) -> Any:
     """Cycles of the layer for tiles ``t`` (arrays broadcast together): per step the slowest of its two reads and
     its compute, the write of each tile beside the next tile's steps; plus the first box and the last write, each
-    tile's parameters and the descriptor. A read process restarts its loop every step and pays a round trip;
-    every transfer is runs of consecutive words (bursts, no faster than the bandwidth), and the runs of the input
-    box and of the output, entered one after the other from a loop that is not pipelined, each wait their round
-    trip; each of the arena's streams runs at its own port's rate, and their channel's bandwidth bounds the bytes
-    they move over an output tile together (the one-operator model's bound on a channel);
-    ``residual``: the layer's epilogue reads a word beside each output word. The Winograd engine's read process
+    output-channel tile's parameters and the descriptor. A read process restarts its loop every step and pays a
+    round trip; every transfer is runs of consecutive words (bursts, no faster than the bandwidth), and the runs of
+    the input box and of the output, entered one after the other from a loop that is not pipelined, each wait
+    their round trip; each of the arena's streams runs at its own port's rate, and their channel's bandwidth bounds
+    the bytes they move over an output tile together (the one-operator model's bound on a channel); ``residual``:
+    the layer's epilogue reads a word beside each output word. The Winograd engine's read process
     transforms the box's patches after the box arrives (``transform_depth``: that loop's pipeline), and its
     output transform, a pixel a cycle, runs beside the write as a stage of its own. The weights come over the
     engine's ``w_ports``, spread over ``w_channels`` memory channels (ports on one channel share it);
@@ -375,16 +375,16 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     # the epilogue's parameters: one burst for each output-channel tile, before its first tile's writes
     params = n_o * (runs(1, engine.params * out_chan // engine.p_word, r_floor, 4 * engine.p_word) + latency)
     descriptor = latency + DESCRIPTOR_WORDS
-    # the arena's channel over an output tile: its steps' boxes, its write and residual (and on a board of one
-    # channel the weights too), each byte once, at the channel's bandwidth
-    arena_bytes = (n_c * box_runs * box_words + streams * o_runs * o_words) * engine.word * elem_bytes
-    if one_channel:
-        arena_bytes = arena_bytes + n_c * w_words * engine.w_word * elem_bytes
-    channel = arena_bytes / (port_gbps * 1e9 / clock_hz)
+    # the arena's channel over an output tile: its steps' boxes (and on a board of one channel their weights), its
+    # write and residual, each byte once, at the channel's bandwidth
+    reads = (n_c * box_runs * box_words * engine.word + one_channel * n_c * w_words * engine.w_word) * elem_bytes
+    bw = port_gbps * 1e9 / clock_hz
+    channel = (reads + streams * o_runs * o_words * engine.word * elem_bytes) / bw
     tile = np.maximum(np.maximum(n_c * step, channel), np.maximum(write, transform_out))
-    # the first box (the weights, through a FIFO of two rows, are not read ahead of the PE array); the first tile's
-    # steps, its last with no box read beside; each later tile at its slowest stage; the last tile's transform, write
-    first = (n_c - 1) * step + np.maximum(read_w, compute + stall)
+    # the first box (the weights wait for the PE array but two rows: a FIFO); then a tile's steps, the layer's last
+    # with no box read beside (the tiles alike, the first stands for it), no sooner than its reads pass the channel;
+    # each later tile at its slowest stage; the last tile's output transform and write
+    first = np.maximum((n_c - 1) * step + np.maximum(read_w, compute + stall), reads / bw - read_in)
     return read_in + first + (n_out - 1) * tile + write + transform_out + params + descriptor
 
 

@@ -217,7 +217,7 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
     distance = accumulation_distance(dtype, clock)
     caps = np.array([board.cap(k) for k in RESOURCE_KINDS], dtype=float)
     beats = axi_max_beats(board.memory.port_bits // 8)  # the bursts the project's hls_config.tcl allows its ports
-    fixed = kernel_base(kernel_ports(8, 8, 32, 1), beats)  # at the narrowest: what an engine alone must fit beside
+    fixed = kernel_base([(b, beats) for b in kernel_ports(8, 8, 32, 1)])  # the narrowest: an engine alone beside
     best: NetworkDesign | None = None
     tried = 0
     # (output lanes, input lanes, Winograd tile, a float engine's transforms on DSPs: tried where it is float)
@@ -327,7 +327,8 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
                 continue
             options = [engine_options(kind, *by_kind[kind], block, (act_word, wword, pword), timing, ports[kind])
                        for kind in kinds]
-            base = kernel_base(kernel_ports(8 * itemsize * act_word, 8 * itemsize * wword, 32 * pword, wp), beats)
+            base = kernel_base([(b, beats) for b in kernel_ports(8 * itemsize * act_word, 8 * itemsize * wword,
+                                                                 32 * pword, wp)])
             candidates += _combinations(options, base, caps, block, act_word, timing,
                                         len(candidates))
     candidates.sort(key=lambda c: c[:2])

@@ -15,9 +15,10 @@ WEIGHT_PORTS = (1, 2, 3, 4)
 
 
 def kernel_ports(act_bits: int, w_bits: int, p_bits: int, w_ports: int) -> list[int]:
-    """The widths of the kernel's m_axi ports, as its top function declares them: the descriptor table's ints, the
-    activations in, the residual and out (a word each), each weight port's word, the parameters' word."""
-    return [32, act_bits, act_bits, act_bits, *[w_bits] * w_ports, p_bits]
+    """The widths of the kernel's m_axi ports' burst buffers, in the order its top function declares the ports:
+    the descriptor table's ints (never widened), the activations in, the residual and out (a word each; out, a
+    write, buffers a strobe bit a byte beside its data), each weight port's word, the parameters' word."""
+    return [32, act_bits, act_bits, act_bits + act_bits // 8, *[w_bits] * w_ports, p_bits]
 
 
 def weight_reads(lanes: int, wword: int, ports: int, grids: Sequence[int]) -> int:

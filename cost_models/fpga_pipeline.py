@@ -35,6 +35,7 @@ from cost_models.fpga_blocks import storage_cost
 from cost_models.fpga_costs import (
     ARITHMETIC,
     CHAIN_DELAY_FF,
+    axi_buffer_bram18,
     axi_max_beats,
     packed_chain,
 )
@@ -48,7 +49,7 @@ from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 from hetero_dse.model.layer_shape import LayerShape
 
 __all__ = ["PipelineDesign", "Stage", "explore_pipeline", "image_trips", "io_trips", "line_storage", "load_trips",
-           "memory", "pointwise", "port_pixel",
+           "memory", "pipeline_buffers", "pointwise", "port_pixel",
            "stage_cycles", "stage_layer", "stage_resources", "stage_time", "weights_storage", "window_trips"]
 
 #: the most lanes a side of one stage may take
@@ -238,6 +239,18 @@ def image_trips(first: NetLayer, lanes_in: int, last: NetLayer, lanes_out: int, 
     return {"read": first.H * first.W * c_in // word_in, "write": last.OH * last.OW * k_out // word_out}
 
 
+def pipeline_buffers(port_bits: int, elem_bits: int) -> list[tuple[int, int]]:
+    """The kernel's m_axi ports' burst buffers, (bits, beats) each, bursts of 4 KB (each port's own INTERFACE
+    setting, ``hls_templates/pipeline/``): the image's, the result's (a write: a strobe bit a byte beside), the
+    weights' (a word of the port). The image's and the result's words are their stages' lanes at most the port's
+    (``port_pixel``): each charged at the word whose buffer is largest (*estimate*, at most 2 BRAM18K over)."""
+    words = [elem_bits << i for i in range(16) if elem_bits << i <= port_bits]
+    image = max(words, key=lambda b: axi_buffer_bram18(axi_max_beats(b // 8), b))
+    result = max(words, key=lambda b: axi_buffer_bram18(axi_max_beats(b // 8), b + b // 8))
+    return [(image, axi_max_beats(image // 8)), (result + result // 8, axi_max_beats(result // 8)),
+            (port_bits, axi_max_beats(port_bits // 8))]
+
+
 def port_pixel(channels: int, lanes: int, port_elems: int) -> tuple[int, int]:
     """A pixel of the image (or the result) on its port: its channels padded to whole folds of the ``lanes``
     that take them and to whole words, and the elements a word: no wider than the port or the lanes, and a power
@@ -306,9 +319,7 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
     weights = sum(n.K * n.R * n.S * (n.C if n.engine == "grid" else 1) for _, n in flat) * itemsize
     first, last = flat[0][1], flat[-1][1]
     image = (first.C * first.H * first.W + last.K * last.OH * last.OW) * itemsize
-    # each port's burst buffer as at the port's width (*estimate* where the image's or the result's word is
-    # narrower: its bursts are then more beats of fewer bits)
-    fixed = kernel_base([board.memory.port_bits] * PIPELINE_PORTS, axi_max_beats(board.memory.port_bits // 8))
+    fixed = kernel_base(pipeline_buffers(board.memory.port_bits, 8 * itemsize))
     skips = [_skip_pixels(flat, i) if s.residual else 0 for i, (s, _) in enumerate(flat)]
     distance = 1 if dtype == "int8" else accumulation_distance(dtype, clock)
     port_elems = board.memory.port_bits // (8 * itemsize)

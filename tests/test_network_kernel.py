@@ -58,8 +58,9 @@ def test_the_models_trip_counts_and_buffer_rows_are_the_loops_counted_by_hand():
     # channel) and the output tile's 32 runs of 2 words (a pixel: the tile takes 8 of 16 channels) each wait
     # theirs, entered one after the other (840 and 3,264 cycles: the write bounds every tile); the weights' one
     # burst a step, each output-channel tile's parameters and the descriptor wait one each. The first box, the first
-    # tile's step (its PE array also waits out the weights' burst: 100 cycles and a row's 16 words past the FIFO's
-    # two rows of 32 slots, 52), then the four tiles' writes one after the other
+    # tile's step (charged as any step, its PE array waiting out the weights' burst: 100 cycles and a row's 16 words
+    # past the FIFO's two rows of 32 slots, 52; an upper bound, the first burst being back during the box), then the
+    # four tiles' writes one after the other
     slow = layer_cycles(engine, layer, t, latency_ns=1000.0, **{**timing, "read_floor_ns": 20.0})
     read_in, write, step = 6 * (100 + 40), 32 * (100 + 2), 18 * 32 + 10 + (100 + 16 - 2 * 32)
     assert slow[0] == pytest.approx(read_in + step + 4 * write + 2 * (2 + 100) + 100 + 32)
@@ -392,6 +393,8 @@ def _mutate(project, old, new, path="src/kernel.cpp"):
     # the input read only inside the image (a condition): Vitis makes no burst of it, the model charges one
     (("const word_t v = act[base + i];", "const word_t v = i < run_words ? act[base + i] : word_t((data_t)0);"),
      "lint"),
+    # the table's port left for Vitis to widen: its burst buffer as wide as the port, not the 32 bits charged
+    ((" max_widen_bitwidth=32", ""), "lint"),
 ])
 def test_each_check_fails_when_the_code_is_broken_on_purpose(tmp_path, mutant, check):
     project = _small_run(tmp_path, weight_ports=(1,))[4]  # one weight port: the code the mutants name
@@ -572,7 +575,8 @@ def test_each_m_axi_port_is_charged_its_burst_buffer_by_hand():
     """The project's hls_config.tcl lets each port keep 16 bursts of 4 KB in flight; the adapter buffers them
     (UG1399). vu9p's 512-bit words: 64 beats a burst, 1,024 words deep, two BRAM18K of 512 × 36 deep and 15 wide
     (30); ZCU102's 128-bit: 256 beats, 4,096 deep, 8 × 4 (32). The network kernel with three weight ports on vu9p:
-    the table's ints (2), three activation ports, three weight ports and the parameters' (30 each)."""
+    the table's ints (2), the activations in and the residual, three weight ports and the parameters' (30 each),
+    and the activations out, whose write buffers a strobe bit a byte beside its data (576 bits: 2 × 16)."""
     from cost_models.fpga_costs import axi_buffer_bram18, axi_max_beats
     from cost_models.fpga_network_ports import kernel_ports
     from cost_models.fpga_network_resources import engine_resources, kernel_base
@@ -581,12 +585,50 @@ def test_each_m_axi_port_is_charged_its_burst_buffer_by_hand():
 
     assert (axi_max_beats(64), axi_max_beats(16), axi_max_beats(4)) == (64, 256, 256)
     assert axi_buffer_bram18(64, 512) == 30 and axi_buffer_bram18(256, 128) == 32
-    base = kernel_base(kernel_ports(512, 512, 512, 3), axi_max_beats(64))
-    assert base[RESOURCE_KINDS.index("bram18k")] == 2 + 7 * 30
+    base = kernel_base([(b, axi_max_beats(64)) for b in kernel_ports(512, 512, 512, 3)])
+    assert base[RESOURCE_KINDS.index("bram18k")] == 2 + 6 * 30 + 32
     # an explored design carries them: its BRAM is its engines' and these
     board = load_board("vu9p")
     design = explore_network([(LayerShape("grid", 64, 64, 14, 14, 3, 3, 1, 1, name="c"), 1)], board, "int8")
     ports = kernel_ports(8 * design.word, 8 * design.wword, 32 * design.pword, design.w_ports)
     engines = sum(engine_resources(e, "int8", True) for e in design.engines.values())
     b = RESOURCE_KINDS.index("bram18k")
-    assert design.resources["bram18k"] == engines[b] + kernel_base(ports, axi_max_beats(64))[b]
+    assert design.resources["bram18k"] == engines[b] + kernel_base([(p, axi_max_beats(64)) for p in ports])[b]
+
+
+def test_several_input_channel_steps_fill_the_pipeline_once_by_hand():
+    """64 -> 8 channels, 2x2 image, 3x3 taps, pad 1, on 8 x 8 lanes and 4-element float words, tiles of 16 input
+    channels: one output tile of 4 steps. Per step a box of 4 x 4 pixels (16 channels: 4 words each), the weights'
+    9 taps x 2 channel groups of 16-word rows (288 words) and the PE array's 18 x max(4 pixels, distance 6) + 10."""
+    engine = EngineShape("grid", 8, 8, 4, 1000, 1000, 1000, 6)
+    layer = NetLayer("grid", 64, 8, 2, 2, 3, 3, 1, 1)
+    t = {k: np.array([v]) for k, v in Tiles(8, 16, 2, 2).__dict__.items()}
+    fast = dict(clock_hz=100e6, elem_bytes=4, read_floor_ns=0.0, write_floor_ns=0.0, port_gbps=1e3, depth=10)
+    # a round trip of 100 cycles: the box is a run a pixel (the tile takes 16 of 64 channels), 16 x (100 + 4) =
+    # 1,664 a step, longer than its weights (100 + 288) or its PE array (118, and 104 waiting out the weights'
+    # burst); the boxes one after the other, then the last step's weights (no box read beside it); the tile's
+    # write (2 rows of 4 words, each a round trip), the parameters (2 words) and the descriptor
+    slow = layer_cycles(engine, layer, t, latency_ns=1000.0, **fast)
+    assert slow[0] == pytest.approx(4 * 1664 + 388 + 2 * (100 + 4) + (100 + 2) + (100 + 32))
+    # with no round trip, each step is its weights' 288 words: the box (64 words), then 4 such steps
+    quick = layer_cycles(engine, layer, t, latency_ns=0.0, **fast)
+    assert quick[0] == pytest.approx(64 + 4 * 288 + 2 * 4 + 2 + 32)
+    # on a board of one channel at a word a cycle, the steps' boxes and weights (4 x (64 + 288) = 1,408 words)
+    # share it: the tile's steps end no sooner than its reads have passed it, 1,408 cycles after the tile began
+    one = layer_cycles(engine, layer, t, latency_ns=0.0, **{**fast, "port_gbps": 1.6}, one_channel=True)
+    assert one[0] == pytest.approx(1408 + 2 * 4 + 2 + 32)
+
+
+def test_the_projects_bursts_are_the_ones_whose_buffers_the_model_charges(tmp_path):
+    """hls_config.tcl sets every port's bursts and those in flight: the beats and the 16 ``kernel_base`` charges
+    each port's buffer (``_explore`` takes its beats from the board's port as the project does)."""
+    import re
+
+    from cost_models.fpga_costs import AXI_OUTSTANDING, axi_max_beats
+
+    *_, design, project, _ = _small_run(tmp_path)
+    config = (project / "hls_config.tcl").read_text()
+    beats = axi_max_beats(design.board.memory.port_bits // 8)
+    for key, want in (("max_read_burst_length", beats), ("max_write_burst_length", beats),
+                      ("num_read_outstanding", AXI_OUTSTANDING), ("num_write_outstanding", AXI_OUTSTANDING)):
+        assert re.search(rf"-m_axi_{key} (\d+)", config).group(1) == str(want), key

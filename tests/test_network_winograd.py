@@ -241,9 +241,9 @@ def test_the_models_trip_counts_and_cycles_are_the_loops_counted_by_hand():
     assert trips["tile_rows"] == 32 and trips["write"] == 64 * 2 and trips["bias"] == 2
     # cycles with no latency: a step is its read (6 box rows of 20 words, then 16 patches and the transform's
     # 5 stages: 141), against the weights' 128 words and the PE's 2 x 8 + 10; the output tile's write (32 pixels
-    # of a word) against its transform (32 + 5). The first box, then the first step with no box read beside it
-    # (its weights: 128), each later step at its read, the last tile's transform and write, 2 parameter words and
-    # the 32-word descriptor
+    # of a word) against its transform (32 + 5). The first box, then a step with no box read beside it (the
+    # layer's last, charged at its weights' 128 words: an upper bound, two rows of them come during the box), each
+    # other step at its read, the last tile's transform and write, 2 parameter words and the 32-word descriptor
     t = {k: np.array([v]) for k, v in Tiles(4, 8, 4, 8).__dict__.items()}
     cycles = layer_cycles(engine, layer, t, clock_hz=100e6, elem_bytes=4, read_floor_ns=0.0, write_floor_ns=0.0,
                           latency_ns=0.0, port_gbps=1e3, depth=10, transform_depth=5)

@@ -227,3 +227,28 @@ def test_a_ragged_stages_padding_broken_fails_the_csim(project, tmp_path):
     with pytest.raises(HeteroDSEError, match="lane past the word"):
         csim(_mutated(directory, tmp_path / "row", "if (w * 16 + j < 24) row[w * 16 + j] = v[j];",
                       "row[w * 16 + j] = v[j];"))
+
+
+def test_each_ports_bursts_are_the_ones_whose_buffer_the_model_charges(project):
+    """Each port's INTERFACE sets bursts of 4 KB of its own words (at most 256 beats); the model charges each
+    port's buffer of 16 such bursts at the word whose buffer is largest, so no port builds more than it charges."""
+    import re
+
+    from cost_models.fpga_costs import axi_buffer_bram18, axi_max_beats
+    from cost_models.fpga_pipeline import pipeline_buffers
+
+    dtype, design, directory = project
+    header = (directory / "src" / "kernel.h").read_text()
+    source = (directory / "src" / "kernel.cpp").read_text()
+    elem = 8 if dtype == "int8" else 32
+    words = {name: int(re.search(rf"\b{name} = (\d+)", header).group(1)) for name in ("IMG_V", "OUT_V", "WGT_V")}
+    built = []
+    for port, key, name, write in (("image", "read", "IMG_V", False), ("result", "write", "OUT_V", True),
+                                   ("weights", "read", "WGT_V", False)):
+        pragma = re.search(rf"INTERFACE m_axi port={port} .*max_{key}_burst_length=(\d+)", source)
+        bits = words[name] * elem
+        assert pragma and int(pragma.group(1)) == axi_max_beats(bits // 8), port
+        built.append(axi_buffer_bram18(axi_max_beats(bits // 8), bits + (bits // 8 if write else 0)))
+    charged = [axi_buffer_bram18(beats, bits) for bits, beats in pipeline_buffers(design.board.memory.port_bits,
+                                                                                  elem)]
+    assert all(b <= c for b, c in zip(built, charged, strict=True)) and charged[2] == built[2], (built, charged)

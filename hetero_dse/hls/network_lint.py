@@ -31,8 +31,7 @@ import numpy as np
 
 from cost_models.fpga_costs import ARITHMETIC
 from cost_models.fpga_network import EngineShape, NetLayer, Tiles, network_trips
-from cost_models.fpga_network_ports import kernel_ports
-from cost_models.fpga_network_ports import WEIGHT_PORTS
+from cost_models.fpga_network_ports import WEIGHT_PORTS, kernel_ports
 from hetero_dse.hls.cparse import CFile, LintError, parse_kernel
 from hetero_dse.hls.lint.record import Finding, LintReport
 from hetero_dse.hls.network_lint_parts import (
@@ -134,6 +133,10 @@ def lint_network(project: str | Path) -> LintReport:
     _check_block_depths(source, add)
     _check_bursts(source, add)
     bundles = [p.get("bundle") for p in k.pragmas if p.name == "INTERFACE" and p.get("mode") == "m_axi"]
+    if not any(p.name == "INTERFACE" and p.get("port") == "table" and p.get("max_widen_bitwidth") == "32"
+               for p in k.pragmas):
+        add("interface", "top", "the table's port may be widened past its 32-bit ints: its burst buffer would be "
+                                "as wide as the port, where the model charges 32 bits")
     want_ports = len(kernel_ports(0, 0, 0, design.get("weight_ports", 1)))
     if len(bundles) != len(set(bundles)) or len(bundles) != want_ports:
         add("interface", "top", f"m_axi bundles {bundles}: one a port, {want_ports} ports")

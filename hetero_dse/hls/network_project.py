@@ -62,7 +62,8 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
                         "storage": engine_storage(e, design.dtype, board.cap("uram") > 0),
                         **(winograd_context(e, design.dtype) if kind == "winograd" else {})})
     tch = max(p.tiles.tc if p.layer.engine == "depthwise" else p.tiles.tk for p in design.layers)
-    ports = [{"name": "table", "bundle": "gmem_table", "depth": data["table"].size},
+    # the table's ints never widened to the port (its burst buffer is charged at 32 bits: kernel_ports)
+    ports = [{"name": "table", "bundle": "gmem_table", "depth": data["table"].size, "extra": " max_widen_bitwidth=32"},
              {"name": "act_in", "bundle": "gmem0", "depth": data["arena_words"]},
              {"name": "act_res", "bundle": "gmem1", "depth": data["arena_words"]},
              {"name": "act_out", "bundle": "gmem2", "depth": data["arena_words"]},

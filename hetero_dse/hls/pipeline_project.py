@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from cost_models.fpga_costs import ARITHMETIC, packed_chain
+from cost_models.fpga_costs import ARITHMETIC, axi_max_beats, packed_chain
 from cost_models.fpga_pipeline import (
     PipelineDesign,
     io_trips,
@@ -264,6 +264,9 @@ def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequ
            **network_flow(design.board, design.clock_mhz, min(img_v, out_v) * np.dtype(dtype).itemsize),
            "dtype": design.dtype, "port_bits": min(img_v, out_v) * 8 * np.dtype(dtype).itemsize,
            "ops": {"mul": a.mul_core[0], "mul_impl": a.mul_core[1]}, "wgt_v": wgt_v, "weight_words": offset,
+           # each port's bursts 4 KB of its own words, as the model charges its buffer (pipeline_buffers)
+           "beats": {k: axi_max_beats(v * np.dtype(dtype).itemsize) for k, v in
+                     (("image", img_v), ("result", out_v), ("weights", wgt_v))},
            "interval": f"{design.interval_cycles:,.0f}", "fps": f"{design.fps:,.0f}",
            "achieved_mhz": f"{design.achieved_mhz:.0f}"}
     for st, s in zip(stages, design.stages, strict=True):
