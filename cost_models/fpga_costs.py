@@ -126,6 +126,11 @@ AXI_MAX_BURST_BEATS, AXI_MAX_BURST_BYTES = 256, 4096
 #: The transactions an m_axi port keeps in flight (Vitis's default, set explicitly in hls_config.tcl): the round
 #: trip over them is a short burst's floor, and the port's burst buffer holds them (UG1399).
 AXI_OUTSTANDING = 16
+#: The transactions a whole-network kernel's ports keep in flight (the network and pipeline projects'
+#: hls_config.tcl): four bursts of 4 KB are 256 to 1,024 beats, many times a DDR round trip of some 100 cycles, so
+#: a port streams a word a cycle; each port's buffer is a quarter of sixteen's (on ZCU104's 624 BRAM18K, nine ports
+#: of sixteen would take 288)
+NETWORK_OUTSTANDING = 4
 
 
 def axi_max_beats(word_bytes: int) -> int:
@@ -134,10 +139,10 @@ def axi_max_beats(word_bytes: int) -> int:
     return min(AXI_MAX_BURST_BEATS, AXI_MAX_BURST_BYTES // word_bytes)
 
 
-def axi_buffer_bram18(beats: int, width_bits: int) -> int:
-    """BRAM18K of one m_axi port's burst buffer: ``AXI_OUTSTANDING`` bursts of ``beats`` words of ``width_bits``
+def axi_buffer_bram18(beats: int, width_bits: int, outstanding: int = AXI_OUTSTANDING) -> int:
+    """BRAM18K of one m_axi port's burst buffer: ``outstanding`` bursts of ``beats`` words of ``width_bits``
     (UG1399, m_axi: the FIFO is the outstanding transactions times the burst length), as 512 × 36."""
-    return math.ceil(AXI_OUTSTANDING * beats / 512) * math.ceil(width_bits / 36)
+    return math.ceil(outstanding * beats / 512) * math.ceil(width_bits / 36)
 
 #: Clock derating where no calibration has measured the design's Fmax (estimates, sourced; `hetero_dse
 #: calibrate` replaces them with the clock synthesis achieved):

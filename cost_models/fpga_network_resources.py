@@ -19,6 +19,7 @@ from cost_models.fpga_costs import (
     FUNNEL_INPUTS_PER_LUT,
     LUT_BASE,
     LUT_PER_PORT,
+    NETWORK_OUTSTANDING,
     axi_buffer_bram18,
 )
 from cost_models.fpga_network import EngineShape
@@ -183,10 +184,11 @@ def _transform_resources(engine: EngineShape, dtype: str, res: np.ndarray) -> No
 def kernel_base(buffers: Sequence[tuple[int, int]]) -> np.ndarray:
     """What a whole-network kernel takes before its engines, in ``RESOURCE_KINDS`` order: its control and
     AXI-Lite interface, and an m_axi adapter for each of its ports, one of ``buffers`` (bits, beats) each: its
-    logic, and its buffer of the bursts it keeps in flight (``axi_buffer_bram18``, as the one-operator model
-    charges a port's)."""
+    logic, and its buffer of the ``NETWORK_OUTSTANDING`` bursts it keeps in flight (``axi_buffer_bram18``, as
+    the one-operator model charges a port's)."""
     base = np.zeros(len(RESOURCE_KINDS))
     base[RESOURCE_KINDS.index("lut")] = LUT_BASE + len(buffers) * LUT_PER_PORT
     base[RESOURCE_KINDS.index("ff")] = FF_BASE + len(buffers) * FF_PER_PORT
-    base[RESOURCE_KINDS.index("bram18k")] = sum(axi_buffer_bram18(beats, bits) for bits, beats in buffers)
+    base[RESOURCE_KINDS.index("bram18k")] = sum(axi_buffer_bram18(beats, bits, NETWORK_OUTSTANDING)
+                                                for bits, beats in buffers)
     return base

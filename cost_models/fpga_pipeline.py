@@ -35,6 +35,7 @@ from cost_models.fpga_blocks import storage_cost
 from cost_models.fpga_costs import (
     ARITHMETIC,
     CHAIN_DELAY_FF,
+    NETWORK_OUTSTANDING,
     axi_buffer_bram18,
     axi_max_beats,
     packed_chain,
@@ -245,8 +246,8 @@ def pipeline_buffers(port_bits: int, elem_bits: int) -> list[tuple[int, int]]:
     weights' (a word of the port). The image's and the result's words are their stages' lanes at most the port's
     (``port_pixel``): each charged at the word whose buffer is largest (*estimate*, at most 2 BRAM18K over)."""
     words = [elem_bits << i for i in range(16) if elem_bits << i <= port_bits]
-    image = max(words, key=lambda b: axi_buffer_bram18(axi_max_beats(b // 8), b))
-    result = max(words, key=lambda b: axi_buffer_bram18(axi_max_beats(b // 8), b + b // 8))
+    image = max(words, key=lambda b: axi_buffer_bram18(axi_max_beats(b // 8), b, NETWORK_OUTSTANDING))
+    result = max(words, key=lambda b: axi_buffer_bram18(axi_max_beats(b // 8), b + b // 8, NETWORK_OUTSTANDING))
     return [(image, axi_max_beats(image // 8)), (result + result // 8, axi_max_beats(result // 8)),
             (port_bits, axi_max_beats(port_bits // 8))]
 

@@ -572,11 +572,12 @@ def test_the_pe_array_waits_for_each_steps_weight_burst_by_hand():
 
 
 def test_each_m_axi_port_is_charged_its_burst_buffer_by_hand():
-    """The project's hls_config.tcl lets each port keep 16 bursts of 4 KB in flight; the adapter buffers them
-    (UG1399). vu9p's 512-bit words: 64 beats a burst, 1,024 words deep, two BRAM18K of 512 × 36 deep and 15 wide
-    (30); ZCU102's 128-bit: 256 beats, 4,096 deep, 8 × 4 (32). The network kernel with three weight ports on vu9p:
-    the table's ints (2), the activations in and the residual, three weight ports and the parameters' (30 each),
-    and the activations out, whose write buffers a strobe bit a byte beside its data (576 bits: 2 × 16)."""
+    """The project's hls_config.tcl lets each port keep 4 bursts of 4 KB in flight; the adapter buffers them
+    (UG1399). vu9p's 512-bit words: 64 beats a burst, 256 words deep, one BRAM18K of 512 × 36 deep and 15 wide
+    (15; sixteen bursts, the one-operator kernel's, 30); ZCU102's 128-bit: 256 beats, 1,024 deep, 2 × 4 (8). The
+    network kernel with three weight ports on vu9p: the table's ints (1), the activations in and the residual,
+    three weight ports and the parameters' (15 each), and the activations out, whose write buffers a strobe bit a
+    byte beside its data (576 bits: 16)."""
     from cost_models.fpga_costs import axi_buffer_bram18, axi_max_beats
     from cost_models.fpga_network_ports import kernel_ports
     from cost_models.fpga_network_resources import engine_resources, kernel_base
@@ -584,9 +585,10 @@ def test_each_m_axi_port_is_charged_its_burst_buffer_by_hand():
     from hetero_dse.model.layer_shape import LayerShape
 
     assert (axi_max_beats(64), axi_max_beats(16), axi_max_beats(4)) == (64, 256, 256)
-    assert axi_buffer_bram18(64, 512) == 30 and axi_buffer_bram18(256, 128) == 32
+    assert axi_buffer_bram18(64, 512) == 30 and axi_buffer_bram18(64, 512, 4) == 15
+    assert axi_buffer_bram18(256, 128, 4) == 8
     base = kernel_base([(b, axi_max_beats(64)) for b in kernel_ports(512, 512, 512, 3)])
-    assert base[RESOURCE_KINDS.index("bram18k")] == 2 + 6 * 30 + 32
+    assert base[RESOURCE_KINDS.index("bram18k")] == 1 + 6 * 15 + 16
     # an explored design carries them: its BRAM is its engines' and these
     board = load_board("vu9p")
     design = explore_network([(LayerShape("grid", 64, 64, 14, 14, 3, 3, 1, 1, name="c"), 1)], board, "int8")
@@ -620,15 +622,16 @@ def test_several_input_channel_steps_fill_the_pipeline_once_by_hand():
 
 
 def test_the_projects_bursts_are_the_ones_whose_buffers_the_model_charges(tmp_path):
-    """hls_config.tcl sets every port's bursts and those in flight: the beats and the 16 ``kernel_base`` charges
+    """hls_config.tcl sets every port's bursts and those in flight: the beats and the 4 ``kernel_base`` charges
     each port's buffer (``_explore`` takes its beats from the board's port as the project does)."""
     import re
 
-    from cost_models.fpga_costs import AXI_OUTSTANDING, axi_max_beats
+    from cost_models.fpga_costs import NETWORK_OUTSTANDING, axi_max_beats
 
     *_, design, project, _ = _small_run(tmp_path)
     config = (project / "hls_config.tcl").read_text()
     beats = axi_max_beats(design.board.memory.port_bits // 8)
     for key, want in (("max_read_burst_length", beats), ("max_write_burst_length", beats),
-                      ("num_read_outstanding", AXI_OUTSTANDING), ("num_write_outstanding", AXI_OUTSTANDING)):
+                      ("num_read_outstanding", NETWORK_OUTSTANDING),
+                      ("num_write_outstanding", NETWORK_OUTSTANDING)):
         assert re.search(rf"-m_axi_{key} (\d+)", config).group(1) == str(want), key

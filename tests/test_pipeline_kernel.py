@@ -231,10 +231,11 @@ def test_a_ragged_stages_padding_broken_fails_the_csim(project, tmp_path):
 
 def test_each_ports_bursts_are_the_ones_whose_buffer_the_model_charges(project):
     """Each port's INTERFACE sets bursts of 4 KB of its own words (at most 256 beats); the model charges each
-    port's buffer of 16 such bursts at the word whose buffer is largest, so no port builds more than it charges."""
+    port's buffer of 4 such bursts in flight at the word whose buffer is largest, so no port builds more than it
+    charges."""
     import re
 
-    from cost_models.fpga_costs import axi_buffer_bram18, axi_max_beats
+    from cost_models.fpga_costs import NETWORK_OUTSTANDING, axi_buffer_bram18, axi_max_beats
     from cost_models.fpga_pipeline import pipeline_buffers
 
     dtype, design, directory = project
@@ -248,7 +249,8 @@ def test_each_ports_bursts_are_the_ones_whose_buffer_the_model_charges(project):
         pragma = re.search(rf"INTERFACE m_axi port={port} .*max_{key}_burst_length=(\d+)", source)
         bits = words[name] * elem
         assert pragma and int(pragma.group(1)) == axi_max_beats(bits // 8), port
-        built.append(axi_buffer_bram18(axi_max_beats(bits // 8), bits + (bits // 8 if write else 0)))
-    charged = [axi_buffer_bram18(beats, bits) for bits, beats in pipeline_buffers(design.board.memory.port_bits,
-                                                                                  elem)]
+        built.append(axi_buffer_bram18(axi_max_beats(bits // 8), bits + (bits // 8 if write else 0),
+                                       NETWORK_OUTSTANDING))
+    charged = [axi_buffer_bram18(beats, bits, NETWORK_OUTSTANDING)
+               for bits, beats in pipeline_buffers(design.board.memory.port_bits, elem)]
     assert all(b <= c for b, c in zip(built, charged, strict=True)) and charged[2] == built[2], (built, charged)

@@ -82,13 +82,13 @@ def flow(board: Board) -> dict[str, str]:
 def network_flow(board: Board, clock_mhz: float, word_bytes: int) -> dict[str, Any]:
     """What a whole-network project's build scripts take (project.tcl, hls_config.tcl, the Makefile, the v++
     files): the flow, the clock, and the m_axi settings for words of ``word_bytes``: bursts of AXI4's most,
-    4 KB and 256 beats, as the model charges a run of words."""
-    from cost_models.fpga_costs import AXI_OUTSTANDING, axi_max_beats
+    4 KB and 256 beats, as the model charges a run of words, ``NETWORK_OUTSTANDING`` of them in flight."""
+    from cost_models.fpga_costs import NETWORK_OUTSTANDING, axi_max_beats
 
     return {"version": __version__, "platform": board.platform, "clock_period_ns": round(1000.0 / clock_mhz, 3),
             **flow(board), "memory_channels": board.memory.channels,
             "connectivity": board.memory.connectivity or "DDR",
-            "axi": {"max_burst_beats": axi_max_beats(word_bytes), "outstanding": AXI_OUTSTANDING}}
+            "axi": {"max_burst_beats": axi_max_beats(word_bytes), "outstanding": NETWORK_OUTSTANDING}}
 
 
 def tolerance(dtype: str, reduce_length: int) -> tuple[float, float]:
