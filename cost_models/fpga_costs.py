@@ -7,7 +7,6 @@ to be calibrated against csynth reports (``<top>_csynth.xml``) and are the first
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 
 

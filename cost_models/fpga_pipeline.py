@@ -57,8 +57,6 @@ __all__ = ["PipelineDesign", "Stage", "explore_pipeline", "image_trips", "io_tri
 MAX_LANES = 64
 #: a stage's counters, FIFO handshakes and line-buffer addressing (*estimate*, no synthesis behind it)
 STAGE_CONTROL_LUT, STAGE_CONTROL_FF = 400, 600
-#: the m_axi ports: the image in, the result out, the weights (read once, by the load)
-PIPELINE_PORTS = 3
 _LUT, _FF, _DSP = (RESOURCE_KINDS.index(k) for k in ("lut", "ff", "dsp"))
 
 

@@ -173,7 +173,7 @@ def _check_gather(text: str, fn_name: str, banks: int, add: Any) -> None:
     want = [(str(u), str(u)) for u in range(banks)] * 2
     if sorted(reads) != sorted(want):
         add("banks", fn_name, f"its loops read a word's rows from banks {[b for _, b in reads]}; the model reads "
-                                  f"each of a word's {banks} rows from its own bank, a word a cycle")
+                              f"each of a word's {banks} rows from its own bank, a word a cycle")
     if "#pragma HLS ARRAY_PARTITION variable=cur type=complete" not in text:
         add("partition", fn_name, f"its word's {banks} output rows (cur) are not partitioned completely: {banks} "
                                   "writes an iteration would share a RAM's two ports")
