@@ -347,10 +347,9 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     if wino:  # then the box's patches transformed, one a cycle and channel group
         read_in = read_in + cg * patches + transform_depth
         w_rows, slots = kg * cg, np.maximum(patches, engine.distance)  # a weight row's PE iterations: its slots
-        w_words = w_rows * engine.row_reads(layer) * engine.w_ports
     else:
         w_rows, slots = (kg * rs * cg if grid else cg * rs), np.maximum(s["pixels"], engine.distance)
-        w_words = w_rows * engine.row_reads(layer) * engine.w_ports  # a row padded to whole iterations
+    w_words = w_rows * engine.row_reads(layer) * engine.w_ports  # a row padded to whole iterations
     compute = w_rows * slots + depth
     read_w = runs(1, w_words / engine.w_ports, r_floor, engine.w_word * elem_bytes, w_share) + latency
     # the weight process starts a step's burst once the last's final row is in its FIFO of two: the PE array then
