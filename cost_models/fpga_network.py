@@ -22,8 +22,9 @@ Two engines:
   elements, then accumulates) for one patch, against weights the host transformed ahead (float) or the engine
   transforms as the PE array takes a row (``w_transform``, int8: the port carries the 3×3 taps, 9/α² of the
   words, in 8 bits where a transformed weight takes 16); a process before the write turns each patch's sums into
-  its m×m outputs, a pixel a cycle. Per step its loops run output-channel
-  groups, input-channel groups, then the tile's patches innermost (at least ``accumulation_distance``).
+  its m×m outputs, a patch row of m pixels a cycle (its output tile in m banks by pixel; a 1×1 layer's blocks a
+  pixel a cycle). Per step its loops run output-channel groups, input-channel groups, then the tile's patches
+  innermost (at least ``accumulation_distance``).
 
 Activations are in DDR as ``[H][W][C padded to the network's channel block]`` inside a zero halo: the layout
 every layer reads and writes, so no layer pays a relayout. Loop order per layer: output-channel tiles,
@@ -35,23 +36,15 @@ element recurs no sooner than ``accumulation_distance`` iterations (a tile of fe
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from cost_models.fpga_costs import (
-    ARITHMETIC,
-    AXI_MAX_BURST_BYTES,
-    COMPUTE_OVERHEAD_CYCLES,
-    DEEPER_CORES_ABOVE_MHZ,
-    RMW_EXTRA_CYCLES,
-    packed_chain,
-)
+from cost_models.fpga_costs import AXI_MAX_BURST_BYTES, packed_chain
 
-__all__ = ["ENGINE_KINDS", "DESCRIPTOR_WORDS", "EngineShape", "NetLayer", "Tiles", "accumulation_distance",
-           "layer_cycles", "network_trips", "tile_options"]
+__all__ = ["ENGINE_KINDS", "DESCRIPTOR_WORDS", "EngineShape", "NetLayer", "Tiles", "layer_cycles", "network_trips",
+           "tile_options"]
 
 ENGINE_KINDS = ("grid", "depthwise", "winograd")
 #: int32 words of one layer's descriptor in the table the kernel reads (``kernel.h``'s layer_t)
@@ -122,7 +115,8 @@ class EngineShape:
     #: the Winograd engine also runs 1×1 stride-1 layers (HybridDNN's second mode): the transforms bypassed, each
     #: of its α² lane grids on one pixel of an α×α block, every grid with the same weights
     pointwise: bool = False
-    #: the Winograd engine's output tile, a (group, pixel) a row over ``out_banks`` (``out_rows``: a patch's sums)
+    #: the Winograd engine's output tile, a (group, pixel) a row over ``out_banks`` × ``out_cols`` (``out_rows``: a
+    #: patch's sums)
     tile_rows: int = 0
     #: the weights' ports its weight process reads at once, a word from each a cycle (the host deals a layer's
     #: words out to them in turn): where one port's word a cycle starves the PE array of weight rows
@@ -190,6 +184,17 @@ class EngineShape:
         return max(1, self.word // self.out_lanes) if self.kind == "winograd" else 1
 
     @property
+    def out_cols(self) -> int:
+        """Banks of each of the Winograd engine's output tile's ``out_banks`` by pixel (pixel f of the bank's rows in
+        bank f % m): its output transform stores a patch row, its m pixels, in a cycle; 1 on the others."""
+        return self.tile if self.kind == "winograd" else 1
+
+    def out_stores(self, layer: NetLayer) -> int:
+        """Pixels of an output-channel group the Winograd engine's output transform stores a cycle: a patch row of a
+        3×3 layer's, a pixel of a 1×1 layer's blocks (their α-wide rows do not align with the m banks)."""
+        return self.tile if self.kind == "winograd" and layer.R > 1 else 1
+
+    @property
     def w_word(self) -> int:
         return self.wword or self.word
 
@@ -207,14 +212,6 @@ class Tiles:
     tc: int
     th: int
     tw: int
-
-
-def accumulation_distance(dtype: str, clock_mhz: float) -> int:
-    """Iterations between two updates of one output element so that the add and the buffer's read and write
-    of the last finish first (the loop-carried path of the accumulation)."""
-    a = ARITHMETIC[dtype]
-    deeper = 1 if a.floating and clock_mhz > DEEPER_CORES_ABOVE_MHZ else 0
-    return a.add_latency + deeper + RMW_EXTRA_CYCLES
 
 
 def _steps(layer: NetLayer, t: dict[str, Any]) -> dict[str, Any]:
@@ -247,8 +244,10 @@ def network_trips(engine: EngineShape, layer: NetLayer, tiles: Tiles) -> dict[st
         per_w = kg * cg * engine.row_reads(layer)
         per_c = kg * cg * np.maximum(patches, engine.distance)
         out_tiles = s["n_k"] * s["n_y"] * s["n_x"]
-        # the output transform a pixel of a whole patch or block a cycle (a pointwise tile may end in part of one)
-        transform_in, transform_out = steps * cg * patches, out_tiles * kg * patches * side ** 2
+        # the output transform a row of a whole patch or a pixel of a block a cycle (a pointwise tile may end in
+        # part of one)
+        transform_in = steps * cg * patches
+        transform_out = out_tiles * kg * patches * side ** 2 // engine.out_stores(layer)
         rows = {"in_rows": cg * patches, "w_rows": kg * cg, "out_rows": kg * patches, "tile_rows": kg * s["pixels"]}
     elif engine.kind == "grid":
         kg, cg = tiles.tk // engine.out_lanes, tiles.tc // engine.in_lanes
@@ -300,10 +299,10 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     the input box and of the output, entered one after the other from a loop that is not pipelined, each wait
     their round trip; each of the arena's streams runs at its own port's rate, and their channel's bandwidth bounds
     the bytes they move over an output tile together (the one-operator model's bound on a channel); ``residual``:
-    the layer's epilogue reads a word beside each output word. The Winograd engine's read process
-    transforms the box's patches after the box arrives (``transform_depth``: that loop's pipeline), and its
-    output transform, a pixel a cycle, runs beside the write as a stage of its own. The weights come over the
-    engine's ``w_ports``, spread over ``w_channels`` memory channels (ports on one channel share it);
+    the layer's epilogue reads a word beside each output word. The Winograd engine's read process transforms the
+    box's patches after the box arrives (``transform_depth``: that loop's pipeline), and its output transform, a
+    patch row a cycle (a 1×1 layer's blocks a pixel), runs beside the write as a stage of its own. The weights
+    come over the engine's ``w_ports``, spread over ``w_channels`` memory channels (ports on one channel share it);
     ``one_channel``: the arena and the weights are on the board's one channel, whose bound counts the weights too."""
     s = _steps(layer, t)
     r_floor = max(1.0, read_floor_ns * 1e-9 * clock_hz)
@@ -366,8 +365,9 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     o_words = np.where(out_whole, t["tw"] * layer.K // engine.word, out_chan // engine.word)
     streams = 2 if residual else 1  # the residual's word read beside each word written: always together
     write = one_by_one(o_runs, o_words, ports=streams)
-    # the Winograd engine's output transform: a pixel of a channel group a cycle, a stage beside the write
-    transform_out = kg * patches * side ** 2 + transform_depth if wino else 0
+    # the Winograd engine's output transform: a patch row of a channel group a cycle (a 1×1 layer's blocks a
+    # pixel), a stage beside the write
+    transform_out = kg * patches * side ** 2 // engine.out_stores(layer) + transform_depth if wino else 0
     n_out = s["n_k"] * s["n_y"] * s["n_x"] if grid else s["n_c"] * s["n_y"] * s["n_x"]
     n_c = s["n_c"] if grid else 1
     n_o = s["n_k"] if grid else s["n_c"]
@@ -385,15 +385,3 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     # each later tile at its slowest stage; the last tile's output transform and write
     first = np.maximum((n_c - 1) * step + np.maximum(read_w, compute + stall), reads / bw - read_in)
     return read_in + first + (n_out - 1) * tile + write + transform_out + params + descriptor
-
-
-def compute_depth(dtype: str, clock_mhz: float, in_lanes: int, chain: int = 1) -> int:
-    """The compute loop's pipeline depth: buffer reads, the multiply, the adder tree, the accumulation; with a
-    ``chain`` of multiply-adds before the tree, each a DSP's stages one after the other (the sum passes through
-    them) and a cycle to split the packed sums (*estimate*: Vitis schedules a matched multiply-add whole)."""
-    a = ARITHMETIC[dtype]
-    deeper = 1 if a.floating and clock_mhz > DEEPER_CORES_ABOVE_MHZ else 0
-    sums = in_lanes // chain
-    tree = math.ceil(math.log2(sums)) if sums > 1 else 0
-    multiply = chain * a.mul_latency + 1 if chain > 1 else a.mul_latency
-    return COMPUTE_OVERHEAD_CYCLES + multiply + deeper + (tree + 1) * (a.add_latency + deeper)

@@ -29,13 +29,12 @@ import numpy as np
 from cost_models.fpga import slr_resources
 from cost_models.fpga_clock import achieved_clock
 from cost_models.fpga_costs import ARITHMETIC, FANOUT_FREE, FANOUT_NS_PER_DOUBLING, SLR_DERATE, axi_max_beats
+from cost_models.fpga_network_depths import accumulation_distance, compute_depth
 from cost_models.fpga_network import (
     ENGINE_KINDS,
     EngineShape,
     NetLayer,
     Tiles,
-    accumulation_distance,
-    compute_depth,
     layer_cycles,
     network_trips,
     tile_options,

@@ -46,9 +46,9 @@ WINOGRAD_ADDRESS_MULTIPLIES = 26
 def _buffers(engine: EngineShape, dtype: str) -> list[tuple[str, float, float, float, float]]:
     """The engine's buffers: (name, rows, bits a row, copies, bits a value). A row is one wide word (its lanes side
     by side); the streams of blocks have two copies. The Winograd engine's: its transformed patches (``in``), their
-    sums (``out``), the output tile a pixel a row, in as many banks as a word holds channel groups (``tile``), and
-    the read process's box, each element in every patch that holds it, in α² banks, each as many as the channel
-    groups a word brings (``box``)."""
+    sums (``out``), the output tile a pixel a row, in as many banks as a word holds channel groups, each in m by
+    pixel (``tile``), and the read process's box, each element in every patch that holds it, in α² banks, each as
+    many as the channel groups a word brings (``box``)."""
     bits, acc_bits = 8.0 * np.dtype(dtype).itemsize, 32.0
     if engine.kind == "winograd":
         a2 = engine.alpha ** 2
@@ -56,8 +56,8 @@ def _buffers(engine: EngineShape, dtype: str) -> list[tuple[str, float, float, f
                              if dtype == "int8" else (bits, acc_bits))
         return [("in", engine.in_rows, a2 * engine.in_lanes * tr_bits, 2.0, tr_bits),
                 ("out", engine.out_rows, a2 * engine.out_lanes * sum_bits, 2.0, sum_bits),
-                ("tile", engine.tile_rows / engine.out_banks, engine.out_lanes * acc_bits, 2.0 * engine.out_banks,
-                 acc_bits),
+                ("tile", -(-engine.tile_rows // (engine.out_banks * engine.out_cols)), engine.out_lanes * acc_bits,
+                 2.0 * engine.out_banks * engine.out_cols, acc_bits),
                 ("box", engine.in_rows / engine.in_banks, engine.in_lanes * bits, float(a2 * engine.in_banks), bits)]
     lanes_in = engine.in_lanes if engine.kind == "grid" else engine.out_lanes
     return [("in", engine.in_rows, lanes_in * bits, 2.0, bits),
@@ -127,7 +127,8 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
     # out through 2:1 muxes; a word's rows from the output tile's banks load their registers straight)
     gather, scatter = max(lanes_in, engine.word) * bits, max(engine.out_lanes, engine.word) * acc_bits
     res[ff] += w_bits + w_use + gather + scatter
-    res[lut] += 2 * w_bits + (w_bits + gather + (scatter if engine.out_banks == 1 else 0)) / 2  # two muxes a LUT6
+    # (and a word's rows from the output tile's pixel banks, the pixel's bank picked: m - 1 2:1 muxes a bit)
+    res[lut] += 2 * w_bits + (w_bits + gather + scatter * ((engine.out_banks == 1) + engine.out_cols - 1)) / 2
     res[dsp] += ADDRESS_MULTIPLIES * DSP_PER_ADDRESS_MULTIPLY
     # the epilogue, built twice (the write loop with a residual and the one without), a lane of the word each (a
     # word a cycle)
@@ -142,10 +143,10 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
 
 def _transform_resources(engine: EngineShape, dtype: str, res: np.ndarray) -> None:
     """The Winograd engine's transforms on the fabric, or a float engine's on DSPs (``transform_dsp``)
-    (``fpga_winograd.transform_ops``: the input's on each
-    input lane, the output's on each output lane; ``weight_transform_ops`` on each lane pair where it transforms
-    its weights; ``divide_adds`` on each output lane where the output's division is not a shift alone), and the
-    registers of the output transform's m×m results and the patch sum it reads."""
+    (``fpga_winograd.transform_ops``: the input's on each input lane, the output's on each output lane;
+    ``weight_transform_ops`` on each lane pair where it transforms its weights; ``divide_adds`` on each output lane
+    of a patch row's m pixels where the output's division is not a shift alone), and the registers of the output
+    transform's m×m results and the patch sum it reads."""
     lut, ff = RESOURCE_KINDS.index("lut"), RESOURCE_KINDS.index("ff")
     ops = transform_ops(engine.tile, dtype)
     a = ARITHMETIC[dtype]
@@ -164,18 +165,22 @@ def _transform_resources(engine: EngineShape, dtype: str, res: np.ndarray) -> No
         types = integer_types(engine.tile)
         bits = ((ops.in_adds + ops.in_mul_adds) * engine.in_lanes * types.tr
                 + (ops.out_adds + ops.out_mul_adds) * engine.out_lanes * types.y
-                + divide_adds(engine.tile) * engine.out_lanes * 32)
+                + divide_adds(engine.tile) * engine.out_lanes * engine.out_cols * 32)
         if engine.w_transform:  # each registered (the PE loop's pipeline)
             w = weight_transform_ops(engine.tile)
             bits += (w.in_adds + w.in_mul_adds) * engine.out_lanes * engine.in_lanes * types.u
         res[lut] += bits
         res[ff] += bits
-    # the output transform's m² pixels (the pointwise mode's α²), in registers, leave a cycle each through a
-    # multiplexer a bit (4:1 a LUT6); the patch's sums it read beside them
+    # the output transform's m² pixels (the pointwise mode's α²), in registers: a patch row leaves a cycle, each of
+    # its m pixels through a multiplexer of the m rows a bit (4:1 a LUT6), the pointwise mode's pixel through one of
+    # α² beside them; the patch's sums it read beside them
     pixels = engine.alpha ** 2 if engine.pointwise else engine.tile ** 2
     sum_bits = integer_types(engine.tile).sums if dtype == "int8" else 32
     res[ff] += (pixels * 32 + engine.alpha ** 2 * sum_bits) * engine.out_lanes
-    res[lut] += engine.out_lanes * 32 * math.ceil(pixels / FUNNEL_INPUTS_PER_LUT)
+    funnels = engine.tile * math.ceil(engine.tile / FUNNEL_INPUTS_PER_LUT)
+    if engine.pointwise:
+        funnels += math.ceil(pixels / FUNNEL_INPUTS_PER_LUT)
+    res[lut] += engine.out_lanes * 32 * funnels
     if engine.pointwise:  # 2:1 selects (two a LUT6): each product's weight, each transformed input or its bypass
         w_bits = integer_types(engine.tile).u if dtype == "int8" else 32
         res[lut] += engine.alpha ** 2 * (engine.out_lanes * engine.in_lanes * w_bits + engine.in_lanes * w_bits) / 2

@@ -40,7 +40,8 @@ from cost_models.fpga_costs import (
     axi_max_beats,
     packed_chain,
 )
-from cost_models.fpga_network import NetLayer, accumulation_distance
+from cost_models.fpga_network import NetLayer
+from cost_models.fpga_network_depths import accumulation_distance
 from cost_models.fpga_network_design import design_clock_mhz
 from cost_models.fpga_network_resources import kernel_base
 from cost_models.fpga_pipeline_balance import balance, lane_ladder

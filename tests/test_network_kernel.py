@@ -190,7 +190,7 @@ def test_the_packed_grids_dsp_chains_are_charged_by_hand():
     every product in the fabric's tree. The rest of the engine is the same."""
     from dataclasses import replace
 
-    from cost_models.fpga_network import compute_depth
+    from cost_models.fpga_network_depths import compute_depth
     from cost_models.fpga_network_resources import engine_resources
     from hetero_dse.hardware.board import RESOURCE_KINDS
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -157,6 +158,30 @@ def test_int8_f4x4s_operations_types_and_division_counted_by_hand():
     assert integer_types(2) == IntegerTypes(16, 16, 32, 64, False)
 
 
+def test_the_output_transforms_row_a_cycle_charged_by_hand(monkeypatch):
+    """int8 F(4×4) on 4 × 4 lanes: a patch row of 4 pixels leaves a cycle, each lane of each divided exactly (10
+    adders of 32 bits, LUTs and their registers: 16 dividers, not the 4 of a pixel a cycle), each pixel through a
+    4:1 multiplexer of the patch's 4 rows (a LUT a bit), the pointwise mode's pixel through one of its block's 36
+    beside them (9 LUTs a bit); the output tile in 4 banks by pixel of a quarter of its rows."""
+    from cost_models import fpga_network_resources as res
+    from hetero_dse.hardware.board import RESOURCE_KINDS
+
+    engine = EngineShape("winograd", 4, 4, 4, 64, 64, 64, 3, tile=4, w_transform=True, tile_rows=1024)
+    lut, ff = RESOURCE_KINDS.index("lut"), RESOURCE_KINDS.index("ff")
+    assert (engine.out_banks, engine.out_cols) == (1, 4)
+    divided = res.engine_resources(engine, "int8", False)
+    monkeypatch.setattr(res, "divide_adds", lambda m: 0)
+    undivided = res.engine_resources(engine, "int8", False)
+    assert divided[lut] - undivided[lut] == divided[ff] - undivided[ff] == 10 * 32 * 4 * 4
+    monkeypatch.undo()
+    point = res.engine_resources(replace(engine, pointwise=True), "int8", False)
+    # beside the funnel, the pointwise mode's pixels (36 not 16, in registers) and its 2:1 selects of each
+    # product's 18-bit weight and each transformed input's bypass
+    assert point[lut] - divided[lut] == 4 * 32 * 9 + 36 * (4 * 4 * 18 + 4 * 18) / 2
+    tile = [b for b in res._buffers(engine, "int8") if b[0] == "tile"]
+    assert tile == [("tile", 256, 4 * 32, 2.0 * 4, 32.0)]
+
+
 def test_int8_f4x4_is_exact_where_its_sums_wrap(tmp_path):
     """The generated transforms, division and types, compiled alone on one lane: a patch and taps chosen so that
     one element's sum over 512 channels passes 2^37 (it wraps in the engine's 38 bits) and one output is the
@@ -236,22 +261,27 @@ def test_the_models_trip_counts_and_cycles_are_the_loops_counted_by_hand():
     assert trips["transform_in"] == 4 * 2 * 8 and trips["in_rows"] == 16
     # a weight row is 16 elements x 4 x 4 lanes = 64 words; 1 output group x 2 input groups a step
     assert trips["read_w"] == 4 * 2 * 64 and trips["w_rows"] == 2
-    # the PE loop: 1 x 2 groups of max(8 patches, distance 6); the output transform a pixel a cycle
-    assert trips["compute"] == 4 * 2 * 8 and trips["transform_out"] == 4 * 32 and trips["out_rows"] == 8
+    # the PE loop: 1 x 2 groups of max(8 patches, distance 6); the output transform a patch row (2 pixels) a cycle
+    assert trips["compute"] == 4 * 2 * 8 and trips["transform_out"] == 4 * 8 * 2 and trips["out_rows"] == 8
     assert trips["tile_rows"] == 32 and trips["write"] == 64 * 2 and trips["bias"] == 2
     # cycles with no latency: a step is its read (6 box rows of 20 words, then 16 patches and the transform's
     # 5 stages: 141), against the weights' 128 words and the PE's 2 x 8 + 10; the output tile's write (32 pixels
-    # of a word) against its transform (32 + 5). The first box, then a step with no box read beside it (the
-    # layer's last, charged at its weights' 128 words: an upper bound, two rows of them come during the box), each
-    # other step at its read, the last tile's transform and write, 2 parameter words and the 32-word descriptor
+    # of a word) against its transform (8 patches x 2 rows + 5). The first box, then a step with no box read beside
+    # it (the layer's last, charged at its weights' 128 words: an upper bound, two rows of them come during the
+    # box), each other step at its read, the last tile's transform and write, 2 parameter words and the 32-word
+    # descriptor
     t = {k: np.array([v]) for k, v in Tiles(4, 8, 4, 8).__dict__.items()}
     cycles = layer_cycles(engine, layer, t, clock_hz=100e6, elem_bytes=4, read_floor_ns=0.0, write_floor_ns=0.0,
                           latency_ns=0.0, port_gbps=1e3, depth=10, transform_depth=5)
-    assert cycles[0] == pytest.approx(141 + 128 + 3 * 141 + 37 + 32 + 2 + 32)
+    assert cycles[0] == pytest.approx(141 + 128 + 3 * 141 + 21 + 32 + 2 + 32)
     # the engine that transforms its weights reads a 3x3 layer's taps: 9 lane grids a row, 36 words, not 64
     taps = EngineShape("winograd", 4, 4, 4, 1000, 1000, 1000, 6, tile=2, w_transform=True)
     assert network_trips(taps, layer, Tiles(4, 8, 4, 8))["read_w"] == 4 * 2 * 36
-    assert network_trips(taps, NetLayer("winograd", 8, 8, 8, 8, 1, 1), Tiles(4, 8, 8, 8))["read_w"] == 2 * 2 * 4
+    point = network_trips(taps, NetLayer("winograd", 8, 8, 8, 8, 1, 1), Tiles(4, 8, 8, 8))
+    assert point["read_w"] == 2 * 2 * 4
+    # a 1x1 layer's blocks of 4x4 pixels leave a pixel a cycle (their rows do not align with the 2 banks by pixel):
+    # 2 output-channel tiles of 4 blocks
+    assert point["transform_out"] == 2 * 4 * 16
 
 
 def test_the_small_networks_layers_run_through_the_winograd_engine_against_torch(tmp_path):
@@ -372,8 +402,8 @@ def test_each_winograd_check_fails_when_the_code_is_broken_on_purpose(tmp_path, 
 
 @pytest.mark.parametrize("mutant, check", [
     (None, None),
-    # the pixel leaving not divided: 9 times the sum
-    (("wino_divide(pix[e][l]);", "pix[e][l];"), "csim"),
+    # the row leaving not divided: 9 times the sum
+    (("wino_divide(pix[ey * 4 + l / 4][l % 4]);", "pix[ey * 4 + l / 4][l % 4];"), "csim"),
     # 9's inverse off by 2
     (("(unsigned)x * 954437177u;", "(unsigned)x * 954437179u;"), "csim"),
     # Bᵀ's 5 taken as 4: a wrong transformed input
@@ -383,10 +413,11 @@ def test_each_winograd_check_fails_when_the_code_is_broken_on_purpose(tmp_path, 
     # the sums typed narrower than the model's 38 bits: the lint (the small network's sums would not show it)
     (("typedef ap_int<38> wino_m_t;", "typedef ap_int<36> wino_m_t;"), "lint"),
     # the division's multiply bound to no core (Vitis free to take DSPs), the division not on every lane of the
-    # pixel leaving, or on every pixel of the patch (16 dividers a lane where the model charges one)
+    # row leaving, or on every pixel of the patch (16 dividers a lane where the model charges 4: a row's)
     (("wraps\n  #pragma HLS BIND_OP variable=s1 op=mul impl=fabric\n", "wraps\n"), "lint"),
-    (("divide_lane: for (int l = 0; l < 4; ++l)", "divide_lane: for (int l = 0; l < 2; ++l)"), "lint"),
-    (("wino_divide(pix[e][l]);", "pix[e][l];", "pix[i * 4 + j][l] = (acc_t)(unsigned)(y[i][j] >> 6);",
+    (("divide_lane: for (int l = 0; l < 16; ++l)", "divide_lane: for (int l = 0; l < 8; ++l)"), "lint"),
+    (("wino_divide(pix[ey * 4 + l / 4][l % 4]);", "pix[ey * 4 + l / 4][l % 4];",
+      "pix[i * 4 + j][l] = (acc_t)(unsigned)(y[i][j] >> 6);",
       "pix[i * 4 + j][l] = wino_divide((acc_t)(unsigned)(y[i][j] >> 6));"), "lint"),
     # the tree's sum declared narrower than the model's 38 bits: C-simulation of small values passes, the lint not
     (("const wino_m_t pair = prod[q] + prod[q + h];", "const int pair = prod[q] + prod[q + h];"), "lint"),

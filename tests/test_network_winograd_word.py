@@ -53,13 +53,14 @@ def test_a_word_of_several_channel_groups_by_hand():
     # cycles with no latency: a step is its read (6 box rows of 10 words, then 8 patches x 4 channel groups and
     # the transform's 5 stages: 97) against the weights (8 x 4 groups of 16 elements x 4 lanes, 8-element words:
     # 256) and the PE's 8 x 4 x 8 + 10 = 266; the output tile's write (4 rows of 8 pixels x 2 words, a word a
-    # cycle: 64) against its output transform (8 groups x 8 patches x 4 pixels + 5 = 261); then the first
+    # cycle: 64) against its output transform (8 groups x 8 patches x 2 rows of 2 pixels, a row a cycle, + 5 =
+    # 133); then the first
     # step's box (97: its weights stream beside its PE array), the last tile's write and transform, 2 parameter
     # words and the 32-word descriptor
     t = {k: np.array([v]) for k, v in tiles.__dict__.items()}
     timing = dict(clock_hz=100e6, elem_bytes=4, read_floor_ns=0.0, write_floor_ns=0.0, latency_ns=0.0,
                   port_gbps=1e3, depth=10, transform_depth=5)
-    assert layer_cycles(engine, layer, t, **timing)[0] == pytest.approx(2 * 266 + 97 + 64 + 261 + 2 + 32)
+    assert layer_cycles(engine, layer, t, **timing)[0] == pytest.approx(2 * 266 + 97 + 64 + 133 + 2 + 32)
     # the box: 16 lanes x ... banks: a bank a word's group, each a quarter of the rows; the gather and scatter a
     # word's lanes in registers (8 x 32 bits where a row of 2 lanes is 2 x 32)
     ff = RESOURCE_KINDS.index("ff")
@@ -68,17 +69,18 @@ def test_a_word_of_several_channel_groups_by_hand():
     assert grown == pytest.approx((8 - 2) * 32 + (8 - 2) * 32)
     # LUTs: the transform's 4:1 multiplexer of a patch's banks (16 elements x 2 lanes x 32 bits, three 2:1 muxes
     # a bit, two a LUT6), the gathered input's 2:1 muxes (6 lanes more), and 6 more lanes of the epilogue (built
-    # twice); the output row's shift muxes (2 lanes) gone: a word's rows load their registers from the banks
+    # twice); a word's rows each picked from their 2 banks by pixel (8 lanes of 2:1 muxes) where the narrow
+    # word's row of 2 lanes is picked so and shifted out (2 x 2 lanes)
     a, lut = ARITHMETIC["float32"], RESOURCE_KINDS.index("lut")
     grown = engine_resources(engine, "float32", False)[lut] - engine_resources(narrow, "float32", False)[lut]
     epilogue = 2 * (a.lut_add + a.lut_mul + 2 * 32) + a.lut_add
-    assert grown == pytest.approx(16 * 2 * 32 * 3 / 2 + (6 * 32 - 2 * 32) / 2 + 6 * epilogue)
+    assert grown == pytest.approx(16 * 2 * 32 * 3 / 2 + (6 * 32 + 8 * 32 - 2 * 2 * 32) / 2 + 6 * epilogue)
     # BRAM18K (512 x 36, two wide for a row of 2 x 32 bits): the box's 16 patch banks, each in 4 of 250 rows (64
-    # of 2, where they were 16 of 1,000 rows: 4 each); the output tile's 2 copies, each in 4 banks of 256 rows (8
-    # of 2, where 2 copies of 1,024 rows took 4 each)
+    # of 2, where they were 16 of 1,000 rows: 4 each); the output tile's 2 copies, each in 4 banks of 2 by pixel of
+    # 128 rows (16 of 2, where 2 copies of 2 banks by pixel of 512 rows took 2 each)
     bram = RESOURCE_KINDS.index("bram18k")
     grown = engine_resources(engine, "float32", False)[bram] - engine_resources(narrow, "float32", False)[bram]
-    assert grown == (64 * 2 - 16 * 4) + (8 * 2 - 2 * 4)
+    assert grown == (64 * 2 - 16 * 4) + (2 * 8 * 2 - 2 * 2 * 2)
 
 
 def test_the_explorer_takes_a_word_wider_than_the_winograd_lanes_where_it_is_faster():
@@ -129,28 +131,40 @@ def test_the_small_network_runs_through_a_wide_word(tmp_path, dtype, tile, word)
     ("static void wino_read_in", "rows[j / 2][j % 2] = v[j];", "rows[j % 4][j / 4] = v[j];", "csim"),
     # the write gathers a word's second row from the first bank, or the output transform stores the second group
     # in the first bank
-    ("write_res: for", "cur[1] = obuf1[", "cur[1] = obuf0[", "csim"),
-    ("static void wino_out", "obuf1[at] =", "obuf0[at] =", "csim"),
+    ("write_res: for", "obuf1_2[f / 4]", "obuf0_2[f / 4]", "csim"),
+    ("static void wino_out", "obuf1_2[f / 4] =", "obuf0_2[f / 4] =", "csim"),
+    # a patch row's third pixel stored as its second, or the write taking a pixel's row from the wrong bank by
+    # pixel
+    ("static void wino_out", "obuf1_2[f / 4] = point ? pix[e] : row[2];", "obuf1_2[f / 4] = point ? pix[e] : row[1];",
+     "csim"),
+    ("write_res: for", "f % 4 == 1 ? obuf1_1[", "f % 4 == 1 ? obuf1_2[", "csim"),
     # the box's banks of a word in one memory: four writes a cycle on two ports, II 1 lost
     ("static void wino_read_in", "  #pragma HLS ARRAY_PARTITION variable=box type=complete dim=3\n", "", "lint"),
     # the write reads two of a word's rows from one bank (two reads of one RAM's two ports with the writes: no II
     # 1), or is pipelined at the II of a word's four rows from one memory
-    ("static void write_out_4", "cur[1] = obuf1[", "cur[1] = obuf0[", "lint"),
-    ("static void write_out_4", "#pragma HLS PIPELINE II=1\n        hdse_count(3)",
+    ("static void write_out_4x4", "obuf1_2[f / 4]", "obuf0_2[f / 4]", "lint"),
+    # or a pixel's row read at the bank's row f (its pixel in one memory, not in four banks), or the write
+    # pipelined at the II of a word's four rows from one memory
+    ("static void write_out_4x4", "obuf1_2[f / 4]", "obuf1_2[f]", "lint"),
+    ("static void write_out_4x4", "#pragma HLS PIPELINE II=1\n        hdse_count(3)",
      "#pragma HLS PIPELINE II=4\n        hdse_count(3)", "lint"),
     # a bank of the output tile not bound to the memory the model charges
-    ("static void wino_layer", "  #pragma HLS BIND_STORAGE variable=out_s3 ", "  // ", "lint"),
+    ("static void wino_layer", "  #pragma HLS BIND_STORAGE variable=out_s3_1 ", "  // ", "lint"),
     # a bank chosen by a multiplexer of banks (the same values: only the lint sees it)
-    ("static void wino_out", "obuf1[at] =", "(o % 4 == 1 ? obuf1 : obuf0)[at] =", "lint"),
+    ("static void wino_out", "obuf1_2[f / 4] =", "(o % 4 == 1 ? obuf1_2 : obuf0_2)[f / 4] =", "lint"),
+    # a pixel stored at the bank's row f (the lint's, as C-simulation may pass where the rows do not overlap), or
+    # a patch row's pixels left to Vitis to partition (past its threshold: a RAM, four writes a cycle)
+    ("static void wino_out", "obuf1_2[f / 4] =", "obuf1_2[f] =", "lint"),
+    ("static void wino_out", "      #pragma HLS ARRAY_PARTITION variable=row type=complete\n", "", "lint"),
     # the epilogue's biases in fewer banks than a word's lanes, read 8 a cycle
-    ("static void write_out_4", "variable=tile_bias type=cyclic factor=8", "variable=tile_bias type=cyclic factor=2",
+    ("static void write_out_4x4", "variable=tile_bias type=cyclic factor=8", "variable=tile_bias type=cyclic factor=2",
      "lint"),
     # a word's rows, gathered or scattered in one iteration, left to Vitis to partition (past its threshold: a RAM)
     ("static void wino_read_in", "        #pragma HLS ARRAY_PARTITION variable=rows type=complete\n", "", "lint"),
-    ("static void write_out_4", "    #pragma HLS ARRAY_PARTITION variable=cur type=complete\n", "", "lint"),
+    ("static void write_out_4x4", "    #pragma HLS ARRAY_PARTITION variable=cur type=complete\n", "", "lint"),
     # the Winograd layer's output written by the process of one bank, which the model does not charge (its four
     # banks do not pass to it: the code no longer compiles, and the lint says so)
-    ("static void wino_layer", "write_out_4<", "write_out<", "parse"),
+    ("static void wino_layer", "write_out_4x4<", "write_out<", "parse"),
 ])
 def test_each_part_of_the_wide_word_fails_when_broken(tmp_path, where, old, new, check):
     *_, design, project, _ = _small_run(tmp_path, "int8", algorithm="winograd", board="vu9p",
@@ -179,7 +193,7 @@ def test_output_tile_banks_one_block_deep_fail_the_lint(tmp_path):
                                 lanes={k: (8,) if k != "winograd" else (2,) for k in WIDE}, tile=4, word=8)
     path = project / "src" / "kernel.cpp"
     source = path.read_text()
-    at = source.index("static void write_out_4(")
+    at = source.index("static void write_out_4x4(")
     end = source.index("\n}\n", at)
     source = source[:at] + source[at:end].replace("stream_of_blocks<OUT, 2>", "stream_of_blocks<OUT, 1>") + \
         source[end:]

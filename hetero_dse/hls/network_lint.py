@@ -46,7 +46,7 @@ from hetero_dse.hls.network_lint_parts import (
     vector_lanes,
 )
 from hetero_dse.hls.network_lint_winograd import check_winograd
-from hetero_dse.hls.network_run import NAMES, weight_ports, write_process
+from hetero_dse.hls.network_run import NAMES, tile_banks, weight_ports, write_process
 
 __all__ = ["is_network_project", "lint_network"]
 
@@ -116,15 +116,15 @@ def lint_network(project: str | Path) -> LintReport:
         check_weight_ports(source, f"{name}_read_w", engines[kind].w_ports, add)
     # each write process's loops at II 1 as the model charges (a word a cycle); one that gathers a word's rows from
     # banks reads each row from its own bank, into registers
-    for banks in sorted({1} | {e.out_banks for e in engines.values()}):
-        fn_name = write_process(banks)
+    for banks, cols in sorted({(1, 1)} | {(e.out_banks, e.out_cols) for e in engines.values()}):
+        fn_name = write_process(banks, cols)
         text = function_text(source, fn_name)
         for loop in ("write", "write_res", "bias_in"):
             if not re.search(rf"\b{loop}: for \(.*\) {{\n\s*#pragma HLS PIPELINE II=1\n", text):
                 add("ii", fn_name, f"its {loop} loop is not pipelined at II 1 as the model charges")
             report.pragmas_checked += 1
-        if banks > 1:
-            _check_gather(text, fn_name, banks, add)
+        if (banks, cols) != (1, 1):
+            _check_gather(text, fn_name, banks, cols, add)
         # a word's lanes each take their channel's bias (and multiplier) in the cycle: V banks of them
         for array in ("tile_bias", "tile_mult") if "tile_mult" in text else ("tile_bias",):
             if f"#pragma HLS ARRAY_PARTITION variable={array} type=cyclic factor={word}\n" not in text:
@@ -165,16 +165,21 @@ def _check_block_depths(source: str, add: Any) -> None:
                                  "processes on either side of it")
 
 
-def _check_gather(text: str, fn_name: str, banks: int, add: Any) -> None:
-    """A write process that gathers a word's ``banks`` rows: each of its two loops reads row u from bank u, every
-    bank once (two rows of one bank in an iteration would share its RAM's ports: no II 1), into ``cur`` partitioned
-    completely (else its rows are one RAM's)."""
-    reads = re.findall(r"\bcur\[(\d+)\] = obuf(\d*)\[", text)
-    want = [(str(u), str(u)) for u in range(banks)] * 2
-    if sorted(reads) != sorted(want):
-        add("banks", fn_name, f"its loops read a word's rows from banks {[b for _, b in reads]}; the model reads "
-                              f"each of a word's {banks} rows from its own bank, a word a cycle")
-    if "#pragma HLS ARRAY_PARTITION variable=cur type=complete" not in text:
+def _check_gather(text: str, fn_name: str, banks: int, cols: int, add: Any) -> None:
+    """A write process that gathers a word's rows from the output tile's ``banks`` banks of ``cols`` by pixel: each
+    of its two loops reads row u from bank u (``cur[u]``; ``cur`` where one), every bank once, from each of its
+    ``cols`` by name at the pixel's row (two rows of one bank in an iteration would share its RAM's ports: no II 1;
+    a bank picked through an array of them is one memory to Vitis), into ``cur`` partitioned completely where it
+    holds several rows (else its rows are one RAM's)."""
+    at = "f" if cols == 1 else f"f / {cols}"
+    reads = sorted((int(u or 0), tuple(re.findall(r"\bobuf([\d_]*)\[([^\]]*)\]", expr)))
+                   for u, expr in re.findall(r"\bcur(?:\[(\d+)\])? = ([^;]*);", text))
+    want = sorted([(u, tuple((x, at) for x in names)) for u, names in enumerate(tile_banks(banks, cols))] * 2)
+    if reads != want:
+        add("banks", fn_name, f"its loops read a word's rows as {reads}; the model reads each of a word's {banks} "
+                              f"rows from its own bank, from each of that bank's {cols} by pixel at {at}, a word a "
+                              "cycle")
+    if banks > 1 and "#pragma HLS ARRAY_PARTITION variable=cur type=complete" not in text:
         add("partition", fn_name, f"its word's {banks} output rows (cur) are not partitioned completely: {banks} "
                                   "writes an iteration would share a RAM's two ports")
 

@@ -6,7 +6,8 @@ one's buffers and processes, and what it alone has:
 * its rows: a transformed patch of α² × the input lanes, a weight row of α² lane grids as the port brings it (9,
   the taps, where the engine transforms them) and of α² as the products take it, a patch's sums of α² × the output
   lanes, the output tile a pixel a row, each buffer the rows the model sizes (the output tile m² rows a patch's,
-  in as many banks, each a stream of blocks of its own, as a word holds channel groups);
+  in as many banks as a word holds channel groups, each in m banks by pixel, each a stream of blocks of its own:
+  the output transform stores a patch row, each pixel by its bank's name, a cycle);
 * the read process's box in α² banks (partitioned completely along both of a patch's sides) bound to the memory
   the model charges, and its box and transform loops pipelined at II 1, the transform over every input lane;
 * the PE array: α² elements × the output lanes × the input lanes unrolled, each product and add bound to the core
@@ -54,10 +55,10 @@ def check_winograd(k: CFile, source: str, e: EngineShape, dtype: str, storage: d
     for row, width in rows.items():
         if vector_lanes(source, row) != width:
             add("buffer", row, f"a row of {vector_lanes(source, row)} lanes; the model's is {width}")
-    bank_rows = e.tile_rows // e.out_banks  # a bank of the output tile
+    bank_rows = -(-e.tile_rows // (e.out_banks * e.out_cols))  # a bank of the output tile, by group and pixel
     if e.tile_rows % e.out_banks:
         add("buffer", "wino_out_t", f"the output tile's {e.tile_rows} rows do not divide into {e.out_banks} banks")
-    _check_stores(function_text(source, "wino_out"), e.out_banks, add)
+    _check_stores(function_text(source, "wino_out"), e, add)
     for buf, depth in (("wino_in_t", e.in_rows), ("wino_mid_t", e.out_rows), ("wino_out_t", bank_rows)):
         if typedef_rows(source, buf) != [depth]:
             add("buffer", buf, f"declared {typedef_rows(source, buf)} rows; the model sizes it {depth}")
@@ -66,7 +67,7 @@ def check_winograd(k: CFile, source: str, e: EngineShape, dtype: str, storage: d
         _check_integer_locals(source, add)
     report.pragmas_checked += check_streams(k, "wino_layer", storage, add,
                                             {"in_s": "in", "mid_s": "out",
-                                             **{f"out_s{x}": "tile" for x in tile_banks(e.out_banks)}})
+                                             **{f"out_s{x}": "tile" for x in _banks(e)}})
     _check_box(k, e, storage, add, report)
     _check_pe(k, source, e, cores, add, report)
     ops = transform_ops(e.tile, dtype)
@@ -82,7 +83,7 @@ def check_winograd(k: CFile, source: str, e: EngineShape, dtype: str, storage: d
         add("transform", "wino_w_transform", "the code transforms its weights; the model has the host transform them")
     if dtype == "int8" and divide_adds(e.tile):
         transforms.append(("wino_divide", 0, 1, "exact_division", "fabric"))
-        _check_divide_lanes(k, source, L, add, report)
+        _check_divide_lanes(k, source, L * e.out_cols, add, report)
     elif "wino_divide" in k.functions:
         add("transform", "wino_divide", "the code divides its output by more than a shift; the model does not")
     for fn_name, adds, muls, charged_by, impl in transforms:
@@ -100,28 +101,36 @@ def check_winograd(k: CFile, source: str, e: EngineShape, dtype: str, storage: d
     # the arrays a pipelined iteration reads or writes whole: in registers, or II 1 does not hold
     # (a word of several channel groups gathered in ``rows``, one to each bank, in the same iteration)
     registers = {"wino_read_in": ("x", "y") + (("rows",) if e.in_banks > 1 else ()),
-                 "wino_compute": ("prod", "tap", "u") if e.w_transform else ("prod",), "wino_out": ("pix", "x", "y")}
+                 "wino_compute": ("prod", "tap", "u") if e.w_transform else ("prod",),
+                 "wino_out": ("pix", "x", "y", "row")}
     for fn_name, arrays in registers.items():
         _check_registers(k, fn_name, arrays, add, report)
     check_pipelined(k, "wino_read_in", "read_in", "word_in", e.word, add, report)
     # its output tile written by the write process the model charges: a word a cycle, from its banks
-    writer = write_process(e.out_banks)
+    writer = write_process(e.out_banks, e.out_cols)
     if not re.search(rf"\b{writer}<", function_text(source, "wino_layer")):
         add("process", "wino_layer", f"its output is not written by {writer}, the write process the model charges "
-                                     f"(a word of {e.word} activations from {e.out_banks} bank(s) a cycle)")
+                                     f"(a word of {e.word} activations from {e.out_banks} bank(s) of "
+                                     f"{e.out_cols} a cycle)")
     check_pipelined(k, "wino_read_w", "read_w", "word_w", e.w_word, add, report, name="WV")
     check_weight_ports(source, "wino_read_w", e.w_ports, add)
 
 
-def _check_stores(text: str, banks: int, add: Any) -> None:
-    """The output transform stores a pixel in each bank of the output tile by its own name, once each (a bank
-    chosen through a pointer or an array of them is one memory to Vitis, not ``banks`` streams of blocks)."""
-    names = [f"obuf{x}" for x in tile_banks(banks)]
-    stores = re.findall(r"\b(obuf\d*)\[at\] = ", text)
-    uses = re.findall(r"\bobuf\d*\b", text)
+def _banks(e: EngineShape) -> list[str]:
+    """The output tile's banks as the code names them, by channel group and by pixel."""
+    return [x for names in tile_banks(e.out_banks, e.out_cols) for x in names]
+
+
+def _check_stores(text: str, e: EngineShape, add: Any) -> None:
+    """The output transform stores a patch row, a pixel in each of a channel group's ``out_cols`` banks by pixel,
+    at one row (the row's first pixel's, ``f / m``), in each bank of the output tile by its own name, once each (a
+    bank chosen through a pointer or an array of them is one memory to Vitis, not a stream of blocks of its own)."""
+    names = [f"obuf{x}" for x in _banks(e)]
+    stores = re.findall(rf"\b(obuf[\d_]*)\[f / {e.out_cols}\] = ", text)
+    uses = re.findall(r"\bobuf[\d_]*\b", text)
     if sorted(stores) != names or len(uses) != 2 * len(names):  # each declared once and stored once
         add("banks", "wino_out", f"stores a pixel as {stores} and names the banks {len(uses)} times; the model has "
-                                 f"one store to each of {names}")
+                                 f"one store to each of {names} at f / {e.out_cols}")
 
 
 def _check_box(k: CFile, e: EngineShape, storage: dict[str, str], add: Any, report: LintReport) -> None:
@@ -219,13 +228,13 @@ def _check_integer_types(source: str, e: EngineShape, add: Any) -> None:
 
 
 def _check_divide_lanes(k: CFile, source: str, lanes: int, add: Any, report: LintReport) -> None:
-    """The output process divides every lane of the pixel leaving at once, and only that pixel's (the model
-    charges ``divide_adds`` an output lane, not one a pixel of the patch)."""
+    """The output process divides every lane of the patch row leaving at once, and only that row's (the model
+    charges ``divide_adds`` an output lane of each of a row's m pixels, not one a pixel of the patch)."""
     fn = k.functions.get("wino_out")
     lp = fn.loop("divide_lane") if fn else None
     if lp is None or lp.trip_count() != lanes or not lp.has("UNROLL"):
         add("lanes", "wino_out", f"its divide_lane loop divides {lp.trip_count() if lp else None} lanes of the pixel "
-                                 f"leaving; the model {lanes}")
+                                 f"row leaving; the model {lanes}")
     else:
         lines = source.splitlines()
         calls = "\n".join(lines[fn.node.line:fn.node.end_line]).count("wino_divide(")
@@ -235,7 +244,7 @@ def _check_divide_lanes(k: CFile, source: str, lanes: int, add: Any, report: Lin
         if calls != 1 or inside != 1 or around:
             add("transform", "wino_out", f"wino_divide is called {calls} times, {inside} in the divide_lane loop"
                                          + (f" (inside unrolled {around})" if around else "")
-                                         + "; the model charges one a lane of the pixel leaving")
+                                         + "; the model charges one a lane of the row leaving")
     report.pragmas_checked += 1
 
 

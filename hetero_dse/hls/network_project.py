@@ -58,7 +58,8 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
                         "in_lanes": e.in_lanes, "in_rows": e.in_rows, "w_rows": e.w_rows, "out_rows": e.out_rows,
                         "tree_depth": (e.in_lanes - 1).bit_length(), "packed": e.packed, "chain": e.chain,
                         "w_ports": e.w_ports, "wgts": weight_ports(e.w_ports), "in_banks": e.in_banks,
-                        "writer": write_process(e.out_banks), "tile_banks": tile_banks(e.out_banks),
+                        "writer": write_process(e.out_banks, e.out_cols),
+                        "tile_banks": tile_banks(e.out_banks, e.out_cols),
                         "storage": engine_storage(e, design.dtype, board.cap("uram") > 0),
                         **(winograd_context(e, design.dtype) if kind == "winograd" else {})})
     tch = max(p.tiles.tc if p.layer.engine == "depthwise" else p.tiles.tk for p in design.layers)
@@ -93,8 +94,8 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
             "port_bits": board.memory.port_bits, "act_bits": port_bits, "block": design.block,
             "descriptor_words": DESCRIPTOR_WORDS, "descriptor_fields": FIELDS, "float_fields": FLOAT_FIELDS,
             "engine_ids": list(ENGINE_IDS), "max_layers": len(run.layers), "engines": engines, "tch_max": tch,
-            "writers": sorted({(write_process(b), tuple(tile_banks(b)))
-                               for b in {1} | {e.out_banks for e in design.engines.values()}}),
+            "writers": sorted({(write_process(*b), tuple(map(tuple, tile_banks(*b))))
+                               for b in {(1, 1)} | {(e.out_banks, e.out_cols) for e in design.engines.values()}}),
             "weight_ports": design.w_ports, "wgts": wgts, "weight_banks": banks,
             "distance": next(iter(design.engines.values())).distance, "ports": ports,
             "ops": {"mul": a.mul_core[0], "mul_impl": a.mul_core[1], "add": a.add_core[0],

@@ -32,17 +32,19 @@ def weight_ports(ports: int) -> list[str]:
     return ["wgt"] + [f"wgt{q}" for q in range(1, ports)]
 
 
-def write_process(banks: int) -> str:
-    """The generated write process of an engine whose output tile is in ``banks`` banks
-    (``EngineShape.out_banks``): ``write_out``, a word from one, or ``write_out_B``, a word's B rows one from each
-    of B banks; a word a cycle both."""
-    return "write_out" if banks == 1 else f"write_out_{banks}"
+def write_process(banks: int, cols: int = 1) -> str:
+    """The generated write process of an engine whose output tile is in ``banks`` banks of ``cols`` each
+    (``EngineShape.out_banks``, ``out_cols``): ``write_out``, a word from one memory, or ``write_out_BxM``, a
+    word's B rows one from each of B banks, each from the pixel's of its M; a word a cycle all."""
+    return "write_out" if banks == cols == 1 else f"write_out_{banks}x{cols}"
 
 
-def tile_banks(banks: int) -> list[str]:
-    """What the code appends to the names of an output tile's ``banks`` (its streams ``out_s…``, their blocks
-    ``obuf…``): nothing where there is one, else ``0``, ``1``…"""
-    return [""] if banks == 1 else [str(u) for u in range(banks)]
+def tile_banks(banks: int, cols: int = 1) -> list[list[str]]:
+    """What the code appends to the names of an output tile's banks (its streams ``out_s…``, their blocks
+    ``obuf…``), for each of ``banks`` its ``cols`` banks by pixel: nothing where there is one, else ``u_c``."""
+    if banks == cols == 1:
+        return [[""]]
+    return [[f"{u}_{c}" for c in range(cols)] for u in range(banks)]
 
 
 @dataclass
