@@ -33,7 +33,7 @@ from cost_models.fpga_winograd import (
 )
 from hetero_dse.hardware.board import RESOURCE_KINDS
 
-__all__ = ["engine_onchip_values", "engine_resources", "engine_storage", "kernel_base"]
+__all__ = ["engine_onchip_values", "engine_resources", "engine_storage", "kernel_base", "mux_luts"]
 
 
 #: 32-bit multiplies of run-time values an engine's processes make a cycle (addresses, buffer rows, the output
@@ -41,6 +41,14 @@ __all__ = ["engine_onchip_values", "engine_resources", "engine_storage", "kernel
 ADDRESS_MULTIPLIES, DSP_PER_ADDRESS_MULTIPLY = 14, 3
 #: the Winograd engine's further run-time multiplies (*estimate*, counted in ``winograd.cpp.j2``)
 WINOGRAD_ADDRESS_MULTIPLIES = 26
+
+
+def mux_luts(inputs: int) -> float:
+    """LUT6s a bit of a multiplexer of ``inputs`` (UG574): two 2:1 muxes share one (five inputs), a 4:1 takes one
+    (six), wider ones ``ceil(inputs / 4)``; none for one input."""
+    if inputs <= 1:
+        return 0.0
+    return 0.5 if inputs == 2 else float(math.ceil(inputs / FUNNEL_INPUTS_PER_LUT))
 
 
 def _buffers(engine: EngineShape, dtype: str) -> list[tuple[str, float, float, float, float]]:
@@ -127,8 +135,10 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
     # out through 2:1 muxes; a word's rows from the output tile's banks load their registers straight)
     gather, scatter = max(lanes_in, engine.word) * bits, max(engine.out_lanes, engine.word) * acc_bits
     res[ff] += w_bits + w_use + gather + scatter
-    # (and a word's rows from the output tile's pixel banks, the pixel's bank picked: m - 1 2:1 muxes a bit)
-    res[lut] += 2 * w_bits + (w_bits + gather + scatter * ((engine.out_banks == 1) + engine.out_cols - 1)) / 2
+    res[lut] += 2 * w_bits + (w_bits + gather + scatter * (engine.out_banks == 1)) / 2
+    # the Winograd engine's rows each picked from the one of its m banks by pixel that holds the pixel, in both of
+    # the write's loops (with the residual and without)
+    res[lut] += 2 * scatter * mux_luts(engine.out_cols)
     res[dsp] += ADDRESS_MULTIPLIES * DSP_PER_ADDRESS_MULTIPLY
     # the epilogue, built twice (the write loop with a residual and the one without), a lane of the word each (a
     # word a cycle)
@@ -172,14 +182,14 @@ def _transform_resources(engine: EngineShape, dtype: str, res: np.ndarray) -> No
         res[lut] += bits
         res[ff] += bits
     # the output transform's m² pixels (the pointwise mode's α²), in registers: a patch row leaves a cycle, each of
-    # its m pixels through a multiplexer of the m rows a bit (4:1 a LUT6), the pointwise mode's pixel through one of
-    # α² beside them; the patch's sums it read beside them
+    # its m pixels through a multiplexer of the m rows a bit, the pointwise mode's pixel through one of α² beside
+    # them and a 2:1 select of it or the row's pixel into each of the m banks; the patch's sums it read beside them
     pixels = engine.alpha ** 2 if engine.pointwise else engine.tile ** 2
     sum_bits = integer_types(engine.tile).sums if dtype == "int8" else 32
     res[ff] += (pixels * 32 + engine.alpha ** 2 * sum_bits) * engine.out_lanes
-    funnels = engine.tile * math.ceil(engine.tile / FUNNEL_INPUTS_PER_LUT)
+    funnels = engine.tile * mux_luts(engine.tile)
     if engine.pointwise:
-        funnels += math.ceil(pixels / FUNNEL_INPUTS_PER_LUT)
+        funnels += mux_luts(pixels) + engine.tile * mux_luts(2)
     res[lut] += engine.out_lanes * 32 * funnels
     if engine.pointwise:  # 2:1 selects (two a LUT6): each product's weight, each transformed input or its bypass
         w_bits = integer_types(engine.tile).u if dtype == "int8" else 32

@@ -162,7 +162,8 @@ def test_the_output_transforms_row_a_cycle_charged_by_hand(monkeypatch):
     """int8 F(4×4) on 4 × 4 lanes: a patch row of 4 pixels leaves a cycle, each lane of each divided exactly (10
     adders of 32 bits, LUTs and their registers: 16 dividers, not the 4 of a pixel a cycle), each pixel through a
     4:1 multiplexer of the patch's 4 rows (a LUT a bit), the pointwise mode's pixel through one of its block's 36
-    beside them (9 LUTs a bit); the output tile in 4 banks by pixel of a quarter of its rows."""
+    beside them (9 LUTs a bit) and a 2:1 select into each of the 4 banks (two a LUT); the output tile in 4 banks by
+    pixel of a quarter of its rows."""
     from cost_models import fpga_network_resources as res
     from hetero_dse.hardware.board import RESOURCE_KINDS
 
@@ -177,7 +178,7 @@ def test_the_output_transforms_row_a_cycle_charged_by_hand(monkeypatch):
     point = res.engine_resources(replace(engine, pointwise=True), "int8", False)
     # beside the funnel, the pointwise mode's pixels (36 not 16, in registers) and its 2:1 selects of each
     # product's 18-bit weight and each transformed input's bypass
-    assert point[lut] - divided[lut] == 4 * 32 * 9 + 36 * (4 * 4 * 18 + 4 * 18) / 2
+    assert point[lut] - divided[lut] == 4 * 32 * (9 + 4 / 2) + 36 * (4 * 4 * 18 + 4 * 18) / 2
     tile = [b for b in res._buffers(engine, "int8") if b[0] == "tile"]
     assert tile == [("tile", 256, 4 * 32, 2.0 * 4, 32.0)]
 
@@ -403,7 +404,7 @@ def test_each_winograd_check_fails_when_the_code_is_broken_on_purpose(tmp_path, 
 @pytest.mark.parametrize("mutant, check", [
     (None, None),
     # the row leaving not divided: 9 times the sum
-    (("wino_divide(pix[ey * 4 + l / 4][l % 4]);", "pix[ey * 4 + l / 4][l % 4];"), "csim"),
+    (("wino_divide(pix[(e % 4) * 4 + l / 4][l % 4]);", "pix[(e % 4) * 4 + l / 4][l % 4];"), "csim"),
     # 9's inverse off by 2
     (("(unsigned)x * 954437177u;", "(unsigned)x * 954437179u;"), "csim"),
     # Bᵀ's 5 taken as 4: a wrong transformed input
@@ -416,7 +417,7 @@ def test_each_winograd_check_fails_when_the_code_is_broken_on_purpose(tmp_path, 
     # row leaving, or on every pixel of the patch (16 dividers a lane where the model charges 4: a row's)
     (("wraps\n  #pragma HLS BIND_OP variable=s1 op=mul impl=fabric\n", "wraps\n"), "lint"),
     (("divide_lane: for (int l = 0; l < 16; ++l)", "divide_lane: for (int l = 0; l < 8; ++l)"), "lint"),
-    (("wino_divide(pix[ey * 4 + l / 4][l % 4]);", "pix[ey * 4 + l / 4][l % 4];",
+    (("wino_divide(pix[(e % 4) * 4 + l / 4][l % 4]);", "pix[(e % 4) * 4 + l / 4][l % 4];",
       "pix[i * 4 + j][l] = (acc_t)(unsigned)(y[i][j] >> 6);",
       "pix[i * 4 + j][l] = wino_divide((acc_t)(unsigned)(y[i][j] >> 6));"), "lint"),
     # the tree's sum declared narrower than the model's 38 bits: C-simulation of small values passes, the lint not

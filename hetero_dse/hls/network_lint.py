@@ -168,17 +168,21 @@ def _check_block_depths(source: str, add: Any) -> None:
 def _check_gather(text: str, fn_name: str, banks: int, cols: int, add: Any) -> None:
     """A write process that gathers a word's rows from the output tile's ``banks`` banks of ``cols`` by pixel: each
     of its two loops reads row u from bank u (``cur[u]``; ``cur`` where one), every bank once, from each of its
-    ``cols`` by name at the pixel's row (two rows of one bank in an iteration would share its RAM's ports: no II 1;
-    a bank picked through an array of them is one memory to Vitis), into ``cur`` partitioned completely where it
-    holds several rows (else its rows are one RAM's)."""
-    at = "f" if cols == 1 else f"f / {cols}"
-    reads = sorted((int(u or 0), tuple(re.findall(r"\bobuf([\d_]*)\[([^\]]*)\]", expr)))
-                   for u, expr in re.findall(r"\bcur(?:\[(\d+)\])? = ([^;]*);", text))
-    want = sorted([(u, tuple((x, at) for x in names)) for u, names in enumerate(tile_banks(banks, cols))] * 2)
+    ``cols`` by name at the pixel's row, the one that holds the pixel picked by ``f % cols`` (two rows of one bank
+    in an iteration would share its RAM's ports: no II 1; a bank picked through an array of them is one memory to
+    Vitis), into ``cur`` partitioned completely where it holds several rows (else its rows are one RAM's)."""
+    def pick(names: list[str]) -> str:
+        if cols == 1:
+            return f"obuf{names[0]}[f]"
+        return " : ".join([f"f % {cols} == {c} ? obuf{x}[f / {cols}]" for c, x in enumerate(names[:-1])]
+                          + [f"obuf{names[-1]}[f / {cols}]"])
+
+    reads = sorted((int(u or 0), expr) for u, expr in re.findall(r"\bcur(?:\[(\d+)\])? = ([^;]*);", text))
+    want = sorted([(u, pick(names)) for u, names in enumerate(tile_banks(banks, cols))] * 2)
     if reads != want:
         add("banks", fn_name, f"its loops read a word's rows as {reads}; the model reads each of a word's {banks} "
-                              f"rows from its own bank, from each of that bank's {cols} by pixel at {at}, a word a "
-                              "cycle")
+                              f"rows from its own bank, from the one of that bank's {cols} by pixel that holds the "
+                              "pixel, a word a cycle")
     if banks > 1 and "#pragma HLS ARRAY_PARTITION variable=cur type=complete" not in text:
         add("partition", fn_name, f"its word's {banks} output rows (cur) are not partitioned completely: {banks} "
                                   "writes an iteration would share a RAM's two ports")

@@ -122,15 +122,28 @@ def _banks(e: EngineShape) -> list[str]:
 
 
 def _check_stores(text: str, e: EngineShape, add: Any) -> None:
-    """The output transform stores a patch row, a pixel in each of a channel group's ``out_cols`` banks by pixel,
-    at one row (the row's first pixel's, ``f / m``), in each bank of the output tile by its own name, once each (a
-    bank chosen through a pointer or an array of them is one memory to Vitis, not a stream of blocks of its own)."""
-    names = [f"obuf{x}" for x in _banks(e)]
-    stores = re.findall(rf"\b(obuf[\d_]*)\[f / {e.out_cols}\] = ", text)
+    """The output transform stores a patch row, its pixel c into bank c of the channel group's ``out_cols`` banks by
+    pixel, all at one row (the row's first pixel's, ``f / m``), each bank by its own name, once (a bank chosen
+    through a pointer or an array of them is one memory to Vitis, not a stream of blocks of its own); the pointwise
+    mode's pixel into the one bank that holds it; the row taken from the patch's pixels at an index the code bounds
+    (``e % m``: an m:1 select a pixel, not one of every pixel)."""
+    m = e.out_cols
+    want = sorted((f"obuf{x}", f"f / {m}", f"point ? pix[e] : row[{c}]" if e.pointwise else f"row[{c}]")
+                  for names in tile_banks(e.out_banks, m) for c, x in enumerate(names))
+    stores = sorted(re.findall(r"\b(obuf[\d_]*)\[([^\]]*)\] = ([^;]*);", text))
     uses = re.findall(r"\bobuf[\d_]*\b", text)
-    if sorted(stores) != names or len(uses) != 2 * len(names):  # each declared once and stored once
-        add("banks", "wino_out", f"stores a pixel as {stores} and names the banks {len(uses)} times; the model has "
-                                 f"one store to each of {names} at f / {e.out_cols}")
+    if stores != want or len(uses) != 2 * len(want):  # each declared once and stored once
+        add("banks", "wino_out", f"stores a patch row's pixels as {stores} and names the banks {len(uses)} times; "
+                                 f"the model has one store of pixel c to bank c of each of {m}, at f / {m}")
+    if e.pointwise:
+        guards = [x for names in tile_banks(e.out_banks, m) for c, x in enumerate(names)
+                  if f"if (!point || (inside && f % {m} == {c})) obuf{x}[" not in text]
+        if guards:
+            add("banks", "wino_out", f"the pointwise mode's pixel is not stored into only the bank of its pixel in "
+                                     f"{['obuf' + x for x in guards]}")
+    if f"pix[(e % {m}) * {m} + " not in text:
+        add("lanes", "wino_out", f"the row leaving is not taken at e % {m}: an index the code does not bound selects "
+                                 f"among every pixel, where the model charges an {m}:1 select")
 
 
 def _check_box(k: CFile, e: EngineShape, storage: dict[str, str], add: Any, report: LintReport) -> None:
