@@ -9,7 +9,7 @@ and its tiles, and those trip counts are exactly what the C-simulation of the ke
 overlap of the stages; resources are the arrays' operator cores and the buffers sized for the largest tile any
 layer asks for.
 
-Two engines:
+Three engines:
 
 - ``grid``: ``out_lanes`` output channels × ``in_lanes`` input channels of multiply-adds a cycle (each output
   lane sums its input lanes with an adder tree, then accumulates into its output tile). Convolutions, 1×1
@@ -29,13 +29,14 @@ Two engines:
 Activations are in DDR as ``[H][W][C padded to the network's channel block]`` inside a zero halo: the layout
 every layer reads and writes, so no layer pays a relayout. Loop order per layer: output-channel tiles,
 output-row tiles, output-column tiles, input-channel tiles (the sum is held on chip across them); within a
-step, the compute loop runs
-output-channel groups, kernel taps, input-channel groups, then the tile's pixels innermost, so that an output
-element recurs no sooner than ``accumulation_distance`` iterations (a tile of fewer pixels idles up to that).
+step, the compute loop runs output-channel groups, kernel taps, input-channel groups, then the tile's pixels
+innermost, so that an output element recurs no sooner than ``accumulation_distance`` iterations (a tile of
+fewer pixels idles up to that).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,10 +166,24 @@ class EngineShape:
         return self.out_lanes * (self.in_lanes if self.kind == "grid" else 1) // self.w_word
 
     def row_reads(self, layer: NetLayer) -> int:
-        """The weight process's iterations a weight row of ``layer``: a word from each of its ``w_ports`` an
-        iteration, the row padded at its front to whole iterations (zeros the row register shifts out before the
-        row is whole)."""
+        """The weight process's iterations a weight row of ``layer`` (a word from each of ``w_ports`` an iteration),
+        the row padded at its front to whole iterations (zeros the row register shifts out)."""
         return -(-self.row_words(layer) // self.w_ports)
+
+    @property
+    def row_picks(self) -> int:
+        """Where the Winograd engine's 3×3 weight row is an iteration of its weight process (a word from each of
+        ``w_ports``) or more, but no whole number of them: its rows end to end, each picked out of the row register
+        at one of these places in an iteration; 1 where rows are padded to whole iterations (or are whole)."""
+        row, per = self.row_grids(3) * self.out_lanes * self.in_lanes, self.w_ports * self.w_word
+        return per // math.gcd(row, per) if self.kind == "winograd" and row >= per else 1
+
+    def step_reads(self, layer: NetLayer, rows: Any) -> Any:
+        """The weight process's iterations for a step's ``rows`` weight rows of ``layer`` (end to end, the last
+        iteration padded, where ``row_picks`` > 1 on a 3×3 layer; else ``row_reads`` each)."""
+        if self.row_picks > 1 and layer.R > 1:
+            return -(-rows * self.row_weights(layer) // (self.w_ports * self.w_word))
+        return rows * self.row_reads(layer)
 
     @property
     def in_banks(self) -> int:
@@ -185,13 +200,12 @@ class EngineShape:
 
     @property
     def out_cols(self) -> int:
-        """Banks of each of the Winograd engine's output tile's ``out_banks`` by pixel (pixel f of the bank's rows in
-        bank f % m): its output transform stores a patch row, its m pixels, in a cycle; 1 on the others."""
+        """Banks of each of the Winograd engine's ``out_banks`` by pixel (pixel f of the bank's rows in bank f % m):
+        its output transform stores a patch row in a cycle; 1 on the others."""
         return self.tile if self.kind == "winograd" else 1
 
     def out_stores(self, layer: NetLayer) -> int:
-        """Pixels of an output-channel group the Winograd engine's output transform stores a cycle: a patch row of a
-        3×3 layer's, a pixel of a 1×1 layer's blocks (their α-wide rows do not align with the m banks)."""
+        """Pixels a cycle the Winograd output transform stores: a 3×3 layer's patch row, else one (α-wide blocks)."""
         return self.tile if self.kind == "winograd" and layer.R > 1 else 1
 
     @property
@@ -241,11 +255,10 @@ def network_trips(engine: EngineShape, layer: NetLayer, tiles: Tiles) -> dict[st
         patches = -(-tiles.th // side) * -(-tiles.tw // side)
         steps = s["n_k"] * s["n_y"] * s["n_x"] * s["n_c"]
         per_in = s["box_h"] * s["box_w"] * tiles.tc // engine.word
-        per_w = kg * cg * engine.row_reads(layer)
+        per_w = engine.step_reads(layer, kg * cg)
         per_c = kg * cg * np.maximum(patches, engine.distance)
         out_tiles = s["n_k"] * s["n_y"] * s["n_x"]
-        # the output transform a row of a whole patch or a pixel of a block a cycle (a pointwise tile may end in
-        # part of one)
+        # the output transform a patch row or a block's pixel a cycle (a pointwise tile may end in part of a block)
         transform_in = steps * cg * patches
         transform_out = out_tiles * kg * patches * side ** 2 // engine.out_stores(layer)
         rows = {"in_rows": cg * patches, "w_rows": kg * cg, "out_rows": kg * patches, "tile_rows": kg * s["pixels"]}
@@ -348,7 +361,7 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
         w_rows, slots = kg * cg, np.maximum(patches, engine.distance)  # a weight row's PE iterations: its slots
     else:
         w_rows, slots = (kg * rs * cg if grid else cg * rs), np.maximum(s["pixels"], engine.distance)
-    w_words = w_rows * engine.row_reads(layer) * engine.w_ports  # a row padded to whole iterations
+    w_words = engine.step_reads(layer, w_rows) * engine.w_ports  # rows padded to whole iterations, or end to end
     compute = w_rows * slots + depth
     read_w = runs(1, w_words / engine.w_ports, r_floor, engine.w_word * elem_bytes, w_share) + latency
     # the weight process starts a step's burst once the last's final row is in its FIFO of two: the PE array then

@@ -123,6 +123,11 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
     if engine.kind == "winograd":
         w_bits = engine.row_grids(3) * engine.out_lanes * engine.in_lanes * bits
         w_use = macs * (integer_types(engine.tile).u if engine.w_transform else bits)
+        if engine.row_picks > 1:  # rows end to end: the register holds the next row's first weights too (an
+            # iteration's but one place's), and a row is picked out of it at one of row_picks places
+            per = engine.w_ports * engine.w_word * bits
+            res[ff] += per - per / engine.row_picks
+            res[lut] += w_bits * mux_luts(engine.row_picks)
         _transform_resources(engine, dtype, res)
         # a word of several channel groups: the transform takes a patch from one of its groups' banks, a
         # multiplexer of in_banks inputs on each of the patch's bits (2:1 muxes, two a LUT6)

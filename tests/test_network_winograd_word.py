@@ -264,3 +264,59 @@ def test_a_network_no_layer_of_which_is_faster_on_winograd_gets_no_winograd_engi
     auto = explore_network(shapes, board, "int8")
     assert list(auto.engines) == ["grid"]
     assert auto.latency_s == explore_network(shapes, board, "int8", algorithm="direct").latency_s
+
+
+def test_weight_rows_end_to_end_by_hand():
+    # int8 F(4x4) on 2 x 2 lanes, its weights over 4 ports of 2-weight words: 8 weights an iteration, a 3x3 row
+    # of 9 taps x 4 lane pairs = 36 (4.5 iterations). Rows end to end: a row starts at weight 0 or 4 of an
+    # iteration (row_picks 2); a step of 3 rows is 108 weights, 14 iterations, where rows padded to 5 took 15
+    engine = EngineShape("winograd", 2, 2, 2, 64, 64, 64, 3, tile=4, w_transform=True, tile_rows=64, w_ports=4,
+                         wword=2)
+    padded = replace(engine, w_ports=3)  # 6 weights an iteration: a row is 6, whole
+    assert engine.row_picks == 2 and padded.row_picks == 1
+    conv, point = NetLayer("winograd", 6, 4, 8, 8, 3, 3, 1, 1), NetLayer("winograd", 6, 4, 8, 8, 1, 1)
+    assert engine.step_reads(conv, 3) == 14 and engine.row_reads(conv) == 5 and padded.step_reads(conv, 3) == 18
+    # a 1x1 layer's row is one lane grid (4 weights, 2 words): padded to an iteration each
+    assert engine.step_reads(point, 3) == 3
+    # the layer in 3 steps (input-channel tiles of 2): each step's 2 rows end to end, 72 weights in 9 iterations
+    trips = network_trips(engine, conv, Tiles(4, 2, 8, 8))
+    assert trips["steps"] == 3 and trips["w_rows"] == 2 and trips["read_w"] == 3 * 9
+    # the register holds an iteration's but one place's weights more (4 x 8 bits), the row picked at 2 places
+    # (36 x 8 bits of 2:1 muxes, two a LUT6)
+    ff, lut = RESOURCE_KINDS.index("ff"), RESOURCE_KINDS.index("lut")
+    wide = replace(engine, w_ports=2)  # 4 weights an iteration: 9 a row, whole
+    grown = engine_resources(engine, "int8", False) - engine_resources(wide, "int8", False)
+    assert wide.row_picks == 1 and grown[ff] == 4 * 8 and grown[lut] == 36 * 8 / 2
+
+
+@pytest.mark.parametrize("where, old, new, check", [
+    (None, None, None, None),
+    # the row picked one place off, or at one place only: wrong weights
+    ("static void wino_read_w", "whole[j] = row[4 - x * 4 + j];", "whole[j] = row[4 - x * 2 + j];", "csim"),
+    ("static void wino_read_w", "if (extra == x * 4) {", "if (extra == 0) {", "csim"),
+    # the select of fewer places than the model charges, or its lanes left rolled (a row over 36 cycles)
+    ("static void wino_read_w", "pick: for (int x = 0; x < 2; ++x)", "pick: for (int x = 0; x < 1; ++x)", "lint"),
+    ("static void wino_read_w", "              #pragma HLS UNROLL\n              whole[j]", "              whole[j]",
+     "lint"),
+])
+def test_weight_rows_end_to_end_run_bit_exact_and_each_check_fails_when_broken(tmp_path, where, old, new, check):
+    """int8 F(4x4) on 2 x 2 lanes reading 4 weight ports: its 3x3 rows end to end in the stream, picked out of
+    the row register at 2 places; the small network bit for bit, the trips the model's, the lint clean; then each
+    defect put in on purpose caught."""
+    *_, design, project, _ = _small_run(tmp_path, "int8", algorithm="winograd", board="vu9p", lanes=(2,), tile=4,
+                                        weight_ports=(4,))
+    assert design.engines["winograd"].row_picks == 2
+    if where is None:
+        result = csim(project)
+        assert result.passed and result.max_abs_error == 0.0, result.output[-2000:]
+        assert check_trips(project, result.output) == [] and lint_network(project).ok
+        return
+    path = project / "src" / "kernel.cpp"
+    source = path.read_text()
+    at = source.index(where)
+    assert old in source[at:], old
+    path.write_text(source[:at] + source[at:].replace(old, new, 1))
+    if check == "lint":
+        assert any("wino_read_w" in str(f) for f in lint_network(project).findings)
+    else:
+        assert not csim(project).passed

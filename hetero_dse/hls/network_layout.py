@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from cost_models.fpga_network import DESCRIPTOR_WORDS, EngineShape, NetLayer
+from cost_models.fpga_network import DESCRIPTOR_WORDS, EngineShape, NetLayer, network_trips
 from cost_models.fpga_network_placed import NetworkDesign
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hls.network_run import ENGINE_IDS, FIELDS, NetworkRun, RunLayer
@@ -80,22 +80,36 @@ def _weight_blocks(run: RunLayer, design: NetworkDesign) -> tuple[np.ndarray, np
     return blocks.ravel(), _params(run, layer, tch)
 
 
-def _dealt(blocks: np.ndarray, engine: EngineShape, layer: NetLayer, ports: int) -> list[np.ndarray]:
+def _dealt(blocks: np.ndarray, engine: EngineShape, layer: NetLayer, ports: int, step_rows: int) -> list[np.ndarray]:
     """A layer's weight words dealt out to the kernel's ``ports``: each row padded at its front with words of
     zeros to whole iterations of its engine's reads (``EngineShape.row_reads``: the row register shifts them
-    out), then word j to port j % ``w_ports`` (the engine reads that many at once, a word from each, in turn),
-    each port's at the same offset; a port the engine does not read holds zeros there."""
+    out), or, where the engine takes a 3×3 layer's rows end to end (``row_picks``), each step's ``step_rows`` rows
+    so and the step padded at its end (``step_reads``); then word j to port j % ``w_ports`` (the engine reads that
+    many at once, a word from each, in turn), each port's at the same offset; a port the engine does not read
+    holds zeros there."""
     reads, row = engine.w_ports, engine.row_words(layer)
     words = blocks.reshape(-1, engine.w_word)
-    if len(words) % row:
-        raise HeteroDSEError(f"{len(words)} weight words are not whole rows of {row} (a bug: please report it)")
-    pad = engine.row_reads(layer) * reads - row
-    rows = words.reshape(-1, row, engine.w_word)
-    words = np.concatenate([np.zeros((len(rows), pad, engine.w_word), dtype=words.dtype), rows], axis=1)
+    packed = engine.row_picks > 1 and layer.R > 1
+    if len(words) % (row * (step_rows if packed else 1)):
+        raise HeteroDSEError(f"{len(words)} weight words are not whole rows of {row} (steps of {step_rows}) (a bug: "
+                             "please report it)")
+    if packed:
+        steps = words.reshape(-1, step_rows * row, engine.w_word)
+        pad = engine.step_reads(layer, step_rows) * reads - step_rows * row
+        words = np.concatenate([steps, np.zeros((len(steps), pad, engine.w_word), dtype=words.dtype)], axis=1)
+    else:
+        pad = engine.row_reads(layer) * reads - row
+        rows = words.reshape(-1, row, engine.w_word)
+        words = np.concatenate([np.zeros((len(rows), pad, engine.w_word), dtype=words.dtype), rows], axis=1)
     words = words.reshape(-1, engine.w_word)
     dealt = [words[p::reads] for p in range(reads)]
     dealt += [np.zeros_like(dealt[0])] * (ports - reads)
     return [d.ravel() for d in dealt]
+
+
+def _step_rows(engine: EngineShape, layer: NetLayer, t: Any) -> int:
+    """The weight rows one step of the layer streams (``network_trips``' ``w_rows``)."""
+    return int(network_trips(engine, layer, t)["w_rows"])
 
 
 def _params(run: RunLayer, layer: Any, tch: int) -> np.ndarray:
@@ -221,7 +235,8 @@ def lay_out(run: NetworkRun, design: NetworkDesign) -> dict[str, Any]:
     for i, r in enumerate(run.layers):
         layer, t = r.placed.layer, r.placed.tiles
         blocks, bias = _weight_blocks(r, design)
-        for port, words in enumerate(_dealt(blocks, design.engines[layer.engine], layer, ports)):
+        for port, words in enumerate(_dealt(blocks, design.engines[layer.engine], layer, ports,
+                                            _step_rows(design.engines[layer.engine], layer, t))):
             weights[port].append(words)
         w_off, weight_words = weight_words, weight_words + weights[0][-1].size // design.wword
         b_off, param_words = param_words, param_words + bias.size // design.pword

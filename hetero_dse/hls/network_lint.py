@@ -310,9 +310,9 @@ def _check_regions(i: int, d: dict[str, int], kind: str, e: EngineShape, depth: 
         tch = d["tk"]
     else:
         blocks, rows, tch = n_c, (d["tc"] // e.out_lanes) * d["R"] * d["S"], d["tc"]
-    # each port's: a row's words over the ports, padded to whole iterations (``EngineShape.row_reads``)
+    # each port's: a step's rows over the ports, padded to whole iterations (``EngineShape.step_reads``)
     shape = NetLayer(kind, d["C"], d["K"], d["H"], d["W"], d["R"], d["S"], d["stride"], d["pad"])
-    w_words = blocks * rows * e.row_reads(shape)
+    w_words = blocks * e.step_reads(shape, rows)
     for port, start, words in (("wgt", d["w_off"], w_words),
                                ("params", d["bias_off"], -(-d["K"] // tch) * e.params * tch // e.p_word)):
         if start < 0 or (port in depth and start + words > depth[port]):

@@ -8,6 +8,9 @@ one's buffers and processes, and what it alone has:
   lanes, the output tile a pixel a row, each buffer the rows the model sizes (the output tile m² rows a patch's,
   in as many banks as a word holds channel groups, each in m banks by pixel, each a stream of blocks of its own:
   the output transform stores a patch row, each pixel by its bank's name, a cycle);
+* where a 3×3 weight row is an iteration of the weight process or more but no whole number of them, the rows end to
+  end in the stream, each picked out of the row register at one of ``EngineShape.row_picks`` places, all its
+  weights at once;
 * the read process's box in α² banks (partitioned completely along both of a patch's sides) bound to the memory
   the model charges, and its box and transform loops pipelined at II 1, the transform over every input lane;
 * the PE array: α² elements × the output lanes × the input lanes unrolled, each product and add bound to the core
@@ -114,6 +117,7 @@ def check_winograd(k: CFile, source: str, e: EngineShape, dtype: str, storage: d
                                      f"{e.out_cols} a cycle)")
     check_pipelined(k, "wino_read_w", "read_w", "word_w", e.w_word, add, report, name="WV")
     check_weight_ports(source, "wino_read_w", e.w_ports, add)
+    _check_picks(k, e, add, report)
 
 
 def _banks(e: EngineShape) -> list[str]:
@@ -144,6 +148,21 @@ def _check_stores(text: str, e: EngineShape, add: Any) -> None:
     if f"pix[(e % {m}) * {m} + " not in text:
         add("lanes", "wino_out", f"the row leaving is not taken at e % {m}: an index the code does not bound selects "
                                  f"among every pixel, where the model charges an {m}:1 select")
+
+
+def _check_picks(k: CFile, e: EngineShape, add: Any, report: LintReport) -> None:
+    """Where the engine's 3×3 weight rows run end to end (``EngineShape.row_picks``), its weight process picks a
+    row out of the row register at that many places, every weight of the row at once (the multiplexer the model
+    charges); where they are padded to whole iterations, it picks none."""
+    fn = k.functions.get("wino_read_w")
+    pick, lanes = (fn.loop("pick"), fn.loop("pick_lane")) if fn else (None, None)
+    got = 1 if pick is None else pick.trip_count() if pick.has("UNROLL") else None
+    row = e.row_grids(3) * e.out_lanes * e.in_lanes
+    if got != e.row_picks or (pick is not None and (lanes is None or lanes.trip_count() != row
+                                                    or not lanes.has("UNROLL"))):
+        add("weights", "wino_read_w", f"picks a row of {lanes.trip_count() if lanes else None} weights at {got} "
+                                      f"place(s) an iteration; the model charges {e.row_picks} of {row}, unrolled")
+    report.pragmas_checked += 1
 
 
 def _check_box(k: CFile, e: EngineShape, storage: dict[str, str], add: Any, report: LintReport) -> None:

@@ -216,7 +216,7 @@ def winograd_context(engine: Any, dtype: str) -> dict[str, Any]:
         return "float" if width is None else {16: "short", 32: "int", 64: "long long"}.get(width, f"ap_int<{width}>")
 
     return {"tile": engine.tile, "alpha": t.alpha, "w_transform": engine.w_transform,
-            "tile_rows": engine.tile_rows, "pointwise": engine.pointwise,
+            "tile_rows": engine.tile_rows, "pointwise": engine.pointwise, "row_picks": engine.row_picks,
             "weight_scale": t.weight_scale, "divisor": (t.weight_scale * t.output_scale) ** 2 if integer else 1,
             "divisor_shift": shift, "divide": inverse is not None, "modular": bool(types and types.modular),
             "types": types,
