@@ -35,8 +35,8 @@ def _floors(design) -> dict:
     """Two floors of the one layer on its engine, in the iterations the kernel runs (``network_trips``, the counts
     the C-simulation checks), for the layer as one tile whatever the buffers hold: its PE array's (every patch of
     the map, padded to whole patches) and its weight process's (each weight read once, a word from each port an
-    iteration, a row padded to whole iterations). No tiling is faster than the larger of the two, even with every
-    other cost overlapped."""
+    iteration, the rows as the engine lays them: padded to whole iterations, or end to end). No tiling is faster
+    than the larger of the two, even with every other cost overlapped."""
     p = design.layers[0]
     engine, layer = design.engines[p.layer.engine], p.layer
     side = engine.patch_side(layer)

@@ -365,7 +365,7 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     compute = w_rows * slots + depth
     read_w = runs(1, w_words / engine.w_ports, r_floor, engine.w_word * elem_bytes, w_share) + latency
     # the weight process starts a step's burst once the last's final row is in its FIFO of two: the PE array then
-    # waits out the burst's round trip and a row's words past those two rows' slots (a reviewer's reading)
+    # waits out the burst's round trip and a row's words past those two rows' slots (rows end to end: their mean)
     stall = np.maximum(0, latency + w_words / w_rows / engine.w_ports - 2 * slots)
     step = np.maximum(np.maximum(read_in, read_w), compute + stall)
     out_chan = t["tk"] if grid else t["tc"]

@@ -321,7 +321,8 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
             # engine's rows are 9 or α² lane grids, one in its pointwise mode); fewer than wp: tried already
             probes = {k: probe_of(k, o, i, m, (act_word, wword, pword)) for k, (o, i, m, _) in by_kind.items()}
             ports = {k: weight_reads(e.out_lanes * e.in_lanes, wword, wp, (1,) if k != "winograd" else
-                                     (e.row_grids(3), *(e.row_grids(1),) * e.pointwise)) for k, e in probes.items()}
+                                     (e.row_grids(3), *(e.row_grids(1),) * e.pointwise),
+                                     (e.row_grids(3),) if k == "winograd" else ()) for k, e in probes.items()}
             if max(ports.values()) != wp:
                 continue
             options = [engine_options(kind, *by_kind[kind], block, (act_word, wword, pword), timing, ports[kind])

@@ -5,6 +5,7 @@ reads, and what of a channel's bandwidth each port gets where compute units shar
 from __future__ import annotations
 
 from collections.abc import Sequence
+from fractions import Fraction
 
 __all__ = ["WEIGHT_PORTS", "kernel_ports", "unit_share", "weight_bandwidth", "weight_banks", "weight_channels",
            "weight_reads"]
@@ -21,14 +22,16 @@ def kernel_ports(act_bits: int, w_bits: int, p_bits: int, w_ports: int) -> list[
     return [32, act_bits, act_bits, act_bits + act_bits // 8, *[w_bits] * w_ports, p_bits]
 
 
-def weight_reads(lanes: int, wword: int, ports: int, grids: Sequence[int]) -> int:
+def weight_reads(lanes: int, wword: int, ports: int, grids: Sequence[int], end_to_end: Sequence[int] = ()) -> int:
     """The weight ports of ``ports`` an engine reads at once, a word from each an iteration: the fewest that bring
     every row it takes (``grids`` lane grids of ``lanes`` weights; the most of them fill its row register) in as
-    few iterations as the most would, a row padded at its front to whole iterations, and no more words an
-    iteration than the register holds."""
+    few iterations as the most would, and no more words an iteration than the register holds. A row is padded at
+    its front to whole iterations, but for the grids in ``end_to_end`` (the Winograd engine's 3×3 rows,
+    ``EngineShape.row_picks``): where such a row is an iteration or more, the rows lie end to end."""
     words = [g * lanes // wword for g in grids]
     fits = [q for q in range(1, ports + 1) if q <= max(words)]
-    iterations = {q: [-(-w // q) for w in words] for q in fits}
+    iterations = {q: [Fraction(w, q) if g in end_to_end and w >= q else -(-w // q)
+                      for g, w in zip(grids, words, strict=True)] for q in fits}
     return min(q for q in fits if iterations[q] == iterations[fits[-1]])
 
 

@@ -124,10 +124,13 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
         w_bits = engine.row_grids(3) * engine.out_lanes * engine.in_lanes * bits
         w_use = macs * (integer_types(engine.tile).u if engine.w_transform else bits)
         if engine.row_picks > 1:  # rows end to end: the register holds the next row's first weights too (an
-            # iteration's but one place's), and a row is picked out of it at one of row_picks places
-            per = engine.w_ports * engine.w_word * bits
-            res[ff] += per - per / engine.row_picks
-            res[lut] += w_bits * mux_luts(engine.row_picks)
+            # iteration's but one place's); a row is picked out of it at one of row_picks places, a chain of
+            # selects a bit (its places and the one-hot compares that pick one, all but the last: six inputs a
+            # LUT6, two 2:1 selects sharing one); the count of the next row's weights, its add, compare and
+            # subtract (32 bits)
+            per, picks = engine.w_ports * engine.w_word * bits, engine.row_picks
+            res[ff] += per - per / picks + 32
+            res[lut] += w_bits * (0.5 if picks == 2 else math.ceil((2 * picks - 2) / 5)) + 3 * 32
         _transform_resources(engine, dtype, res)
         # a word of several channel groups: the transform takes a patch from one of its groups' banks, a
         # multiplexer of in_banks inputs on each of the patch's bits (2:1 muxes, two a LUT6)

@@ -140,6 +140,9 @@ def test_each_engine_reads_the_most_weight_ports_its_rows_split_into():
     # iteration over two ports or four, so four. Where four take no fewer iterations than three, three
     assert weight_reads(32, 16, 4, (9,)) == 4 and weight_reads(32, 16, 4, (9, 1)) == 4
     assert weight_reads(32, 16, 4, (1,)) == 2 and weight_reads(8, 8, 4, (9,)) == 3  # 9 words: 3 iterations either way
+    # where its 3x3 rows lie end to end (EngineShape.row_picks), 9 words take 2.25 iterations over four ports, 3
+    # over three: four
+    assert weight_reads(8, 8, 4, (9,), (9,)) == 4 and weight_reads(8, 8, 4, (9, 1), (9,)) == 4
     # the channels they spread over: the arena keeps the first; vu9p's other three, u280's first four; zcu102's one
     assert (weight_channels(4), weight_channels(32), weight_channels(1)) == (3, 4, 1)
     # what they bring, read in lockstep: on vu9p (a channel a word of 64 bytes a cycle at most) four ports crowd two

@@ -282,11 +282,17 @@ def test_weight_rows_end_to_end_by_hand():
     trips = network_trips(engine, conv, Tiles(4, 2, 8, 8))
     assert trips["steps"] == 3 and trips["w_rows"] == 2 and trips["read_w"] == 3 * 9
     # the register holds an iteration's but one place's weights more (4 x 8 bits), the row picked at 2 places
-    # (36 x 8 bits of 2:1 muxes, two a LUT6)
+    # (36 x 8 bits of 2:1 muxes, two a LUT6); the count of the next row's weights (32 bits: its register, and an
+    # add, a compare and a subtract)
     ff, lut = RESOURCE_KINDS.index("ff"), RESOURCE_KINDS.index("lut")
     wide = replace(engine, w_ports=2)  # 4 weights an iteration: 9 a row, whole
     grown = engine_resources(engine, "int8", False) - engine_resources(wide, "int8", False)
-    assert wide.row_picks == 1 and grown[ff] == 4 * 8 and grown[lut] == 36 * 8 / 2
+    assert wide.row_picks == 1 and grown[ff] == 4 * 8 + 32 and grown[lut] == 36 * 8 / 2 + 3 * 32
+    # 4 places (rows of 36 over 16-weight iterations): a chain of 3 selects a bit, 4 places and 3 compares, two
+    # LUT6s a bit
+    four = replace(engine, wword=4)
+    grown = engine_resources(four, "int8", False) - engine_resources(wide, "int8", False)
+    assert four.row_picks == 4 and grown[ff] == 12 * 8 + 32 and grown[lut] == 36 * 8 * 2 + 3 * 32
 
 
 @pytest.mark.parametrize("where, old, new, check", [
@@ -298,6 +304,9 @@ def test_weight_rows_end_to_end_by_hand():
     ("static void wino_read_w", "pick: for (int x = 0; x < 2; ++x)", "pick: for (int x = 0; x < 1; ++x)", "lint"),
     ("static void wino_read_w", "              #pragma HLS UNROLL\n              whole[j]", "              whole[j]",
      "lint"),
+    # the row register wider than the model's (C-simulation passes: the same weights picked)
+    ("typedef hls::vector<data_t, 40> wino_wwin_t;", "typedef hls::vector<data_t, 40> wino_wwin_t;",
+     "typedef hls::vector<data_t, 44> wino_wwin_t;", "lint"),
 ])
 def test_weight_rows_end_to_end_run_bit_exact_and_each_check_fails_when_broken(tmp_path, where, old, new, check):
     """int8 F(4x4) on 2 x 2 lanes reading 4 weight ports: its 3x3 rows end to end in the stream, picked out of
@@ -320,3 +329,28 @@ def test_weight_rows_end_to_end_run_bit_exact_and_each_check_fails_when_broken(t
         assert any("wino_read_w" in str(f) for f in lint_network(project).findings)
     else:
         assert not csim(project).passed
+
+
+def test_weight_rows_end_to_end_over_many_steps_run_bit_exact(tmp_path, monkeypatch):
+    """The same engine with every channel tile its fewest lanes: the 3x3 layer's steps are one row each (36
+    weights, 4.5 iterations: each step's last padded, the row picked at the second place), over many output- and
+    input-channel tiles (each step's burst at its own offset); the small network bit for bit, the trips the
+    model's, the lint clean."""
+    import cost_models.fpga_network_design as explorer
+
+    options = explorer.tile_options
+
+    def fewest(extent, lanes=None, cap=24, multiple=1):
+        found = options(extent, lanes, cap, multiple)
+        return found[:1] if lanes is not None else found
+
+    monkeypatch.setattr(explorer, "tile_options", fewest)
+    *_, design, project, _ = _small_run(tmp_path, "int8", algorithm="winograd", board="vu9p", lanes=(2,), tile=4,
+                                        weight_ports=(4,))
+    conv = next(p for p in design.layers if p.layer.engine == "winograd" and p.layer.R == 3)
+    engine = design.engines["winograd"]
+    assert engine.row_picks == 2 and conv.tiles.tk == conv.tiles.tc == 2
+    assert conv.layer.K // 2 > 1 and conv.layer.C // 2 > 1 and engine.step_reads(conv.layer, 1) == 5
+    result = csim(project)
+    assert result.passed and result.max_abs_error == 0.0, result.output[-2000:]
+    assert check_trips(project, result.output) == [] and lint_network(project).ok

@@ -117,7 +117,7 @@ def check_winograd(k: CFile, source: str, e: EngineShape, dtype: str, storage: d
                                      f"{e.out_cols} a cycle)")
     check_pipelined(k, "wino_read_w", "read_w", "word_w", e.w_word, add, report, name="WV")
     check_weight_ports(source, "wino_read_w", e.w_ports, add)
-    _check_picks(k, e, add, report)
+    _check_picks(k, source, e, add, report)
 
 
 def _banks(e: EngineShape) -> list[str]:
@@ -150,18 +150,28 @@ def _check_stores(text: str, e: EngineShape, add: Any) -> None:
                                  f"among every pixel, where the model charges an {m}:1 select")
 
 
-def _check_picks(k: CFile, e: EngineShape, add: Any, report: LintReport) -> None:
-    """Where the engine's 3×3 weight rows run end to end (``EngineShape.row_picks``), its weight process picks a
-    row out of the row register at that many places, every weight of the row at once (the multiplexer the model
-    charges); where they are padded to whole iterations, it picks none."""
+def _check_picks(k: CFile, source: str, e: EngineShape, add: Any, report: LintReport) -> None:
+    """Where the engine's 3×3 weight rows run end to end (``EngineShape.row_picks``), its weight process holds them
+    in a register an iteration's weights but one place's wider than a row, and picks a row out of it at that many
+    places, ``gap`` weights apart, every weight of the row at once (the register and select the model charges);
+    where they are padded to whole iterations, it picks none."""
     fn = k.functions.get("wino_read_w")
     pick, lanes = (fn.loop("pick"), fn.loop("pick_lane")) if fn else (None, None)
     got = 1 if pick is None else pick.trip_count() if pick.has("UNROLL") else None
-    row = e.row_grids(3) * e.out_lanes * e.in_lanes
+    row, per = e.row_grids(3) * e.out_lanes * e.in_lanes, e.w_ports * e.w_word
     if got != e.row_picks or (pick is not None and (lanes is None or lanes.trip_count() != row
                                                     or not lanes.has("UNROLL"))):
         add("weights", "wino_read_w", f"picks a row of {lanes.trip_count() if lanes else None} weights at {got} "
                                       f"place(s) an iteration; the model charges {e.row_picks} of {row}, unrolled")
+    if e.row_picks > 1:
+        gap = per // e.row_picks
+        text = function_text(source, "wino_read_w")
+        width = vector_lanes(source, "wino_wwin_t")
+        forms = [f"if (extra == x * {gap}) {{", f"whole[j] = row[{per - gap} - x * {gap} + j];", "have = extra;"]
+        if width != row + per - gap or any(f not in text for f in forms):
+            add("weights", "wino_read_w", f"its row register is {width} weights wide, or a row is not picked at "
+                                          f"its {e.row_picks} places {gap} apart; the model charges "
+                                          f"{row + per - gap} ({[f for f in forms if f not in text]})")
     report.pragmas_checked += 1
 
 
