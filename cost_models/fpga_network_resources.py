@@ -140,7 +140,7 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
         res[dsp] += WINOGRAD_ADDRESS_MULTIPLIES * DSP_PER_ADDRESS_MULTIPLY
     # the weight row in use and the one being gathered in registers; the FIFO's two rows in LUTs (SRLs); the input
     # row gathered and the output rows scattered, a word's lanes where a word holds more than a row (a row shifted
-    # out through 2:1 muxes; a word's rows from the output tile's banks load their registers straight)
+    # out through 2:1 muxes; a word's rows from the output tile's banks load their registers, through the select below)
     gather, scatter = max(lanes_in, engine.word) * bits, max(engine.out_lanes, engine.word) * acc_bits
     res[ff] += w_bits + w_use + gather + scatter
     res[lut] += 2 * w_bits + (w_bits + gather + scatter * (engine.out_banks == 1)) / 2
