@@ -371,11 +371,14 @@ def test_each_change_to_the_packed_dsp_chain_fails_the_lint(tmp_path, changes, w
     assert any(words in f for f in findings), findings
 
 
-def _mutate(project, old, new, path="src/kernel.cpp"):
+def _mutate(project, old, new, path="src/kernel.cpp", after=""):
+    """Replace the first ``old`` in the project's file past the first ``after`` (a function's head, say) with
+    ``new``; ``old`` must be there."""
     file = project / path
     text = file.read_text()
-    assert old in text, old
-    file.write_text(text.replace(old, new, 1))
+    at = text.index(after)
+    assert old in text[at:], old
+    file.write_text(text[:at] + text[at:].replace(old, new, 1))
 
 
 @pytest.mark.parametrize("mutant, check", [

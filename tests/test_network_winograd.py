@@ -386,13 +386,9 @@ def test_f4x4_runs_in_float_against_torch(tmp_path):
 ])
 def test_each_winograd_check_fails_when_the_code_is_broken_on_purpose(tmp_path, mutant, check):
     project = _small_run(tmp_path, "int8", algorithm="winograd")[4]
-    source = (project / "src" / "kernel.cpp").read_text()
     if len(mutant) == 3 or mutant[0].startswith("type=inter"):  # in one function: the Winograd engine's, not the grid's
         where, *mutant = mutant if len(mutant) == 3 else ("static void wino_compute", *mutant)
-        at = source.index(where)
-        head, tail = source[:at], source[at:]
-        assert mutant[0] in tail
-        (project / "src" / "kernel.cpp").write_text(head + tail.replace(mutant[0], mutant[1], 1))
+        _mutate(project, *mutant, after=where)
     else:
         _mutate(project, *mutant)
     if check == "lint":
@@ -448,10 +444,7 @@ def test_int8_f4x4_runs_bit_exact_and_each_check_fails_when_broken(tmp_path, mut
         return
     if len(mutant) == 3:  # in one function: the Winograd engine's, not the grid's
         where, old, new = mutant
-        source = (project / "src" / "kernel.cpp").read_text()
-        at = source.index(where)
-        assert old in source[at:]
-        (project / "src" / "kernel.cpp").write_text(source[:at] + source[at:].replace(old, new, 1))
+        _mutate(project, old, new, after=where)
     else:
         for old, new in zip(mutant[::2], mutant[1::2], strict=True):
             _mutate(project, old, new)

@@ -23,7 +23,7 @@ from hetero_dse.hls.csim import csim
 from hetero_dse.hls.network_lint import lint_network
 from hetero_dse.hls.network_project import check_trips
 from hetero_dse.model.layer_shape import LayerShape
-from test_network_kernel import _small_run
+from test_network_kernel import _mutate, _small_run
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="C-simulation needs g++")
@@ -174,11 +174,7 @@ def test_each_part_of_the_wide_word_fails_when_broken(tmp_path, where, old, new,
     *_, design, project, _ = _small_run(tmp_path, "int8", algorithm="winograd", board="vu9p",
                                         lanes={k: (8,) if k != "winograd" else (2,) for k in WIDE}, tile=4, word=8)
     assert design.engines["winograd"].out_banks == 4
-    path = project / "src" / "kernel.cpp"
-    source = path.read_text()
-    at = source.index(where)
-    assert old in source[at:], old
-    path.write_text(source[:at] + source[at:].replace(old, new, 1))
+    _mutate(project, old, new, after=where)
     if check == "lint":
         findings = [str(f) for f in lint_network(project).findings]
         assert any(where.split()[-1] in f for f in findings), findings
@@ -320,11 +316,7 @@ def test_weight_rows_end_to_end_run_bit_exact_and_each_check_fails_when_broken(t
         assert result.passed and result.max_abs_error == 0.0, result.output[-2000:]
         assert check_trips(project, result.output) == [] and lint_network(project).ok
         return
-    path = project / "src" / "kernel.cpp"
-    source = path.read_text()
-    at = source.index(where)
-    assert old in source[at:], old
-    path.write_text(source[:at] + source[at:].replace(old, new, 1))
+    _mutate(project, old, new, after=where)
     if check == "lint":
         assert any("wino_read_w" in str(f) for f in lint_network(project).findings)
     else:
