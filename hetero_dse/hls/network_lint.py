@@ -11,7 +11,8 @@ What it checks:
   DSP), every other multiply and add bound to the core the model charges, and the accumulation's DEPENDENCE
   distance the model's;
 * the write process's loops pipelined; every DDR access of every port in its burst form (consecutive words,
-  no condition); one m_axi bundle a port, and the ALIAS pragma of the arena's three ports;
+  no condition; the arena's runs kept in flight: ``network_lint_bursts``); one m_axi bundle a port, and the ALIAS
+  pragma of the arena's three ports;
 * the table: each descriptor design.json's; its shape consistent; tiles whole multiples of the lanes that
   divide the channels and fill no more rows than the buffers have; its tensors inside the arena with the output
   apart from its input and residual, and its weights and parameters inside their buffers.
@@ -31,9 +32,10 @@ import numpy as np
 
 from cost_models.fpga_costs import ARITHMETIC
 from cost_models.fpga_network import EngineShape, NetLayer, Tiles, network_trips
-from cost_models.fpga_network_ports import WEIGHT_PORTS, kernel_ports
+from cost_models.fpga_network_ports import kernel_ports
 from hetero_dse.hls.cparse import CFile, LintError, parse_kernel
 from hetero_dse.hls.lint.record import Finding, LintReport
+from hetero_dse.hls.network_lint_bursts import check_bursts, check_runs_in_flight
 from hetero_dse.hls.network_lint_parts import (
     check_pe_loop,
     check_pipelined,
@@ -46,7 +48,7 @@ from hetero_dse.hls.network_lint_parts import (
     vector_lanes,
 )
 from hetero_dse.hls.network_lint_winograd import check_winograd
-from hetero_dse.hls.network_run import NAMES, tile_banks, weight_ports, write_process
+from hetero_dse.hls.network_run import NAMES, tile_banks, write_process
 
 __all__ = ["is_network_project", "lint_network"]
 
@@ -131,7 +133,10 @@ def lint_network(project: str | Path) -> LintReport:
                 add("partition", fn_name, f"its {array} is not in {word} banks (cyclic): the epilogue reads a word's "
                                           f"{word} lanes of it a cycle")
     _check_block_depths(source, add)
-    _check_bursts(source, add)
+    check_bursts(source, add)
+    writers = sorted({(1, 1)} | {(e.out_banks, e.out_cols) for e in engines.values()})
+    check_runs_in_flight(source, header, [f"{NAMES[kind]}_read_in" for kind in engines],
+                         [write_process(*b) for b in writers], add)
     bundles = [p.get("bundle") for p in k.pragmas if p.name == "INTERFACE" and p.get("mode") == "m_axi"]
     if not any(p.name == "INTERFACE" and p.get("port") == "table" and p.get("max_widen_bitwidth") == "32"
                for p in k.pragmas):
@@ -147,14 +152,6 @@ def lint_network(project: str | Path) -> LintReport:
     report.pragmas_checked += len(bundles)
     _check_table(project, record, design, engines, header, add)
     return report
-
-
-#: every DDR access the kernel makes, as the model charges it: consecutive words from a base the loop does not
-#: change, with no condition, so that Vitis makes each loop's run one burst
-BURSTS = {"act": r"act\[base \+ i\]", **{w: rf"{w}\[base \+ it\]" for w in weight_ports(WEIGHT_PORTS[-1])},
-          "act_out": r"act_out\[d\.out_off \+ out_base \+ i\]",
-          "act_res": r"act_res\[d\.res_off \+ res_base \+ i\]",
-          "params": r"params\[d\.bias_off \+ kt \* param_words \+ i\]", "table": r"table\[l \* DESCRIPTOR_WORDS \+ i\]"}
 
 
 def _check_block_depths(source: str, add: Any) -> None:
@@ -186,16 +183,6 @@ def _check_gather(text: str, fn_name: str, banks: int, cols: int, add: Any) -> N
     if banks > 1 and "#pragma HLS ARRAY_PARTITION variable=cur type=complete" not in text:
         add("partition", fn_name, f"its word's {banks} output rows (cur) are not partitioned completely: {banks} "
                                   "writes an iteration would share a RAM's two ports")
-
-
-def _check_bursts(source: str, add: Any) -> None:
-    """Each port's accesses are the model's bursts: the one form above, in a statement with no condition."""
-    for port, form in BURSTS.items():
-        for m in re.finditer(rf"(?<![\w.]){port}\[[^\]]*\]", source):
-            line = source[source.rfind("\n", 0, m.start()) + 1:source.find("\n", m.end())]
-            if not re.fullmatch(form, m.group(0)) or "?" in line or re.match(r"\s*if\b", line):
-                add("burst", port, f"`{line.strip()}`: not a run of consecutive words read or written with no "
-                                   "condition, so Vitis makes no burst of it (the model charges one)")
 
 
 def _check_compute(k: CFile, fn_name: str, out_l: int, in_l: int, distance: int, cores: dict[str, tuple[str, str]],

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from cost_models.fpga_network import DESCRIPTOR_WORDS
+from cost_models.fpga_costs import NETWORK_OUTSTANDING
 from hetero_dse import __version__
 from hetero_dse.atomic import atomic_directory
 from hetero_dse.errors import HeteroDSEError
@@ -38,8 +39,8 @@ PLATFORM_TEMPLATES = {"network/connectivity.cfg.j2": "connectivity.cfg", "vpp_co
 #: copied as they are: the HLS build script, the headers' stand-ins for C-simulation without Vitis, and the
 #: test double of XRT the host program is compiled against here
 STATIC = {"run_hls.tcl": "run_hls.tcl", **{f"include/{h}": f"sim/include/{h}" for h in (
-    "ap_int.h", "hls_stream.h", "hls_streamofblocks.h", "hls_vector.h", "xrt/xrt_device.h", "xrt/xrt_bo.h",
-    "xrt/xrt_kernel.h")}}
+    "ap_int.h", "hls_burst_maxi.h", "hls_stream.h", "hls_streamofblocks.h", "hls_vector.h", "xrt/xrt_device.h",
+    "xrt/xrt_bo.h", "xrt/xrt_kernel.h")}}
 
 
 def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: str) -> dict[str, Any]:
@@ -97,7 +98,7 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
             "writers": sorted({(write_process(*b), tuple(map(tuple, tile_banks(*b))))
                                for b in {(1, 1)} | {(e.out_banks, e.out_cols) for e in design.engines.values()}}),
             "weight_ports": design.w_ports, "wgts": wgts, "weight_banks": banks,
-            "distance": next(iter(design.engines.values())).distance, "ports": ports,
+            "distance": next(iter(design.engines.values())).distance, "ports": ports, "runs_ahead": NETWORK_OUTSTANDING,
             "ops": {"mul": a.mul_core[0], "mul_impl": a.mul_core[1], "add": a.add_core[0],
                     "add_impl": a.add_core[1]},
             "arena_words": data["arena_words"], "weight_words": data["weight_words"], "atol": atol, "rtol": rtol,

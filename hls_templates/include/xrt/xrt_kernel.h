@@ -14,6 +14,9 @@ struct memory {
   void *data;
   template <typename T>
   operator T *() const { return static_cast<T *>(data); }
+  // or a port class over it (the network kernel's hls::burst_maxi<word_t>), made from the pointer
+  template <template <typename> class Port, typename T>
+  operator Port<T>() const { return Port<T>(static_cast<T *>(data)); }
 };
 inline memory pass(bo &b) { return memory{b.map<void *>()}; }
 inline int pass(int value) { return value; }
