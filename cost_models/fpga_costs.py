@@ -130,10 +130,6 @@ AXI_OUTSTANDING = 16
 #: a port streams a word a cycle; each port's buffer is a quarter of sixteen's (on ZCU104's 624 BRAM18K, nine ports
 #: of sixteen would take 288)
 NETWORK_OUTSTANDING = 4
-#: Cycles between two runs of the network kernel's arena ports (a box's or a tile's runs, each requested
-#: ``NETWORK_OUTSTANDING`` runs before its words move): the request, the run loop's test, and the pipelined word
-#: loop's entry and exit (*estimate*: a loop of depth 2-3 at II 1)
-RUN_ENTRY_CYCLES = 3
 
 
 def axi_max_beats(word_bytes: int) -> int:

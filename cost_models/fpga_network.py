@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from cost_models.fpga_costs import AXI_MAX_BURST_BYTES, NETWORK_OUTSTANDING, RUN_ENTRY_CYCLES, packed_chain
+from cost_models.fpga_costs import AXI_MAX_BURST_BYTES, NETWORK_OUTSTANDING, packed_chain
 
 __all__ = ["ENGINE_KINDS", "DESCRIPTOR_WORDS", "EngineShape", "NetLayer", "Tiles", "layer_cycles", "network_trips",
            "tile_options"]
@@ -308,18 +308,17 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     """Cycles of the layer for tiles ``t`` (arrays broadcast together): per step the slowest of its two reads and
     its compute, the write of each tile beside the next tile's steps; plus the first box and the last write, each
     output-channel tile's parameters and the descriptor. A read process restarts its loop every step and pays a
-    round trip; every transfer is runs of consecutive words (bursts, no faster than the bandwidth), and the runs of
-    the input box and of the output are kept in flight a few at once (one round trip, then a run loop's entry a
-    run); each of the arena's streams runs at its own port's rate, and their channel's bandwidth bounds
-    the bytes they move over an output tile together (the one-operator model's bound on a channel); ``residual``:
+    round trip; every transfer is runs of consecutive words (bursts, no faster than the bandwidth); the runs of the
+    input box and of the output are a few in flight (``in_flight``); each of the arena's streams runs at its own
+    port's rate, and their channel's bandwidth bounds the bytes they move over an output tile together (the
+    one-operator model's bound on a channel); ``residual``:
     the layer's epilogue reads a word beside each output word. The Winograd engine's read process transforms the
     box's patches after the box arrives (``transform_depth``: that loop's pipeline), and its output transform, a
     patch row a cycle (a 1×1 layer's blocks a pixel), runs beside the write as a stage of its own. The weights
     come over the engine's ``w_ports``, spread over ``w_channels`` memory channels (ports on one channel share it);
     ``one_channel``: the arena and the weights are on the board's one channel, whose bound counts the weights too."""
     s = _steps(layer, t)
-    r_floor = max(1.0, read_floor_ns * 1e-9 * clock_hz)
-    del write_floor_ns  # the output's runs are answered runs later (``in_flight``): no floor of their own
+    r_floor, w_floor = (max(1.0, ns * 1e-9 * clock_hz) for ns in (read_floor_ns, write_floor_ns))
 
     def runs(n_runs: Any, words: Any, floor: float, word_bytes: int = engine.word * elem_bytes, ports: int = 1
              ) -> Any:
@@ -338,13 +337,14 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     side = engine.patch_side(layer)
     patches = -(-t["th"] // side) * -(-t["tw"] // side)
     latency = latency_ns * 1e-9 * clock_hz  # a read's round trip: paid again where a process restarts its loop
-    def in_flight(n_runs: Any, words: Any, word_bytes: int = engine.word * elem_bytes, ports: int = 1) -> Any:
-        """Runs each requested ``NETWORK_OUTSTANDING`` runs ahead (``hls::burst_maxi``): one round trip, then a run
-        a word a cycle (at most the bandwidth a stream gets of a channel shared by ``ports``) and the run loop's
-        ``RUN_ENTRY_CYCLES``, and no more runs a round trip than are in flight."""
-        per_cycle = port_gbps * 1e9 / clock_hz / word_bytes / ports
-        move = np.maximum(words, words / per_cycle)
-        return latency + n_runs * np.maximum(move + RUN_ENTRY_CYCLES, (latency + move) / NETWORK_OUTSTANDING)
+    def in_flight(n_runs: Any, words: Any, floor: float, ports: int = 1, waits: int = 1) -> Any:
+        """Runs in one loop at II 1, each requested ``NETWORK_OUTSTANDING - 1`` runs before it starts
+        (``hls::burst_maxi``): ``waits`` round trips (the first run's; the write's last responses and its residual's
+        first run), then a run at its words (no faster than a stream's share of a channel shared by ``ports``, nor
+        than the memory's floor a burst), or at a round trip over the runs before it, if longer."""
+        per_cycle = port_gbps * 1e9 / clock_hz / (engine.word * elem_bytes) / ports
+        run = np.maximum(np.maximum(words, words / per_cycle), floor)
+        return waits * latency + n_runs * np.maximum(run, latency / (NETWORK_OUTSTANDING - 1))
 
     # the weights: a word from each weight port a cycle, the ports on one memory channel streaming together (they
     # share it); the arena's streams (the input box, the write and the residual beside it) each at its own port's
@@ -355,7 +355,7 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     whole = t["tc"] == layer.C
     box_runs = np.where(whole, s["box_h"], s["box_h"] * s["box_w"])
     box_words = np.where(whole, s["box_w"] * layer.C // engine.word, t["tc"] // engine.word)
-    read_in = in_flight(box_runs, box_words)
+    read_in = in_flight(box_runs, box_words, r_floor)
     if wino:  # then the box's patches transformed, one a cycle and channel group
         read_in = read_in + cg * patches + transform_depth
         w_rows, slots = kg * cg, np.maximum(patches, engine.distance)  # a weight row's PE iterations: its slots
@@ -377,7 +377,7 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     o_runs = np.where(out_whole, t["th"], s["pixels"])
     o_words = np.where(out_whole, t["tw"] * layer.K // engine.word, out_chan // engine.word)
     streams = 2 if residual else 1  # the residual's word read beside each word written: always together
-    write = in_flight(o_runs, o_words, ports=streams)
+    write = in_flight(o_runs, o_words, w_floor, ports=streams, waits=1 + residual)
     # the Winograd engine's output transform: a patch row of a channel group a cycle (a 1×1 layer's blocks a
     # pixel), a stage beside the write
     transform_out = kg * patches * side ** 2 // engine.out_stores(layer) + transform_depth if wino else 0

@@ -47,42 +47,42 @@ def test_the_models_trip_counts_and_buffer_rows_are_the_loops_counted_by_hand():
     small = network_trips(engine, layer, Tiles(8, 16, 1, 2))
     assert small["compute"] == small["steps"] * 18 * 6
     # cycles: per step the slowest of its reads and compute, here the compute (18 x 32 + depth 10), with no DDR
-    # floor, latency or bandwidth to speak of; then the first step's input box (6 runs of 40 words, each with the
-    # run loop's 3 cycles of entry: its weights' 288 stream beside the PE array through a FIFO of two rows, in the
-    # step's slowest), the last tile's 32 runs of 2 words (3 cycles each too), the parameters of 2 output-channel
-    # tiles (2 words each) and the 32-word descriptor
+    # floor, latency or bandwidth to speak of; then the first step's input box (240 words, one loop over its 6 runs:
+    # its weights' 288 stream beside the PE array through a FIFO of two rows, in the step's slowest), the last
+    # tile's 64 words, the parameters of 2 output-channel tiles (2 words each) and the 32-word descriptor
     t = {k: np.array([v]) for k, v in Tiles(8, 16, 4, 8).__dict__.items()}
     timing = dict(clock_hz=100e6, elem_bytes=4, read_floor_ns=0.0, write_floor_ns=0.0, port_gbps=1e3, depth=10)
     cycles = layer_cycles(engine, layer, t, latency_ns=0.0, **timing)
-    assert cycles[0] == pytest.approx(4 * (18 * 32 + 10) + 6 * (40 + 3) + 32 * (2 + 3) + 2 * 2 + 32)
+    assert cycles[0] == pytest.approx(4 * (18 * 32 + 10) + 240 + 64 + 2 * 2 + 32)
     # a round trip of 1 us (100 cycles): the input box's 6 runs of 40 words (a box row: the tile takes every
-    # channel) and the output tile's 32 runs of 2 words (a pixel: the tile takes 8 of 16 channels) each requested
-    # 4 runs ahead, so one round trip and then a run at its words and entry (the box, 43 cycles) or a quarter of a
-    # round trip and its words (the write, 102 / 4: 916 cycles, which bounds every tile); the weights' one burst a
-    # step, each output-channel tile's parameters and the descriptor wait one each. The first box, the first tile's
-    # step (charged as any step, its PE array waiting out the weights' burst: 100 cycles and a row's 16 words past
-    # the FIFO's two rows of 32 slots, 52; an upper bound, the first burst being back during the box), then the
+    # channel) and the output tile's 32 runs of 2 words (a pixel: the tile takes 8 of 16 channels), four in flight,
+    # each requested three runs before it starts: one round trip, then a run at its words (the box's 40) or a third
+    # of a round trip where they are fewer (the write's 2: 100 + 32 x 100 / 3 cycles, which bound every tile); the
+    # weights' one burst a step, each output-channel tile's parameters and the descriptor wait one each. The first
+    # box, the first tile's step (charged as any step, its PE array waiting out the weights' burst: 100 cycles and a
+    # row's 16 words past the FIFO's two rows of 32 slots, 52; an upper bound, the first burst being back during the
+    # box), then the
     # four tiles' writes one after the other
     slow = layer_cycles(engine, layer, t, latency_ns=1000.0, **{**timing, "read_floor_ns": 20.0})
-    read_in, write, step = 100 + 6 * (40 + 3), 100 + 32 * (100 + 2) / 4, 18 * 32 + 10 + (100 + 16 - 2 * 32)
+    read_in, write, step = 100 + 6 * 40, 100 + 32 * 100 / 3, 18 * 32 + 10 + (100 + 16 - 2 * 32)
     assert slow[0] == pytest.approx(read_in + step + 4 * write + 2 * (2 + 100) + 100 + 32)
     # a residual read beside each word written shares the arena's channel with the write, always together; the
     # input box's reads overlap them, and the channel bounds the bytes of all three over a tile. At one word a
     # cycle (1.6 GB/s of 16-byte words at 100 MHz) a tile's box and write (240 + 64 words, 368 with the residual's
     # 64) take less than its step (the compute's 586): only the last tile's write, which overlaps nothing, is
-    # longer (its 32 runs of 2 words at half a word a cycle: 4 cycles a run and the entry's 3, where alone 2 and 3)
+    # longer (64 words at half a word a cycle: 128 cycles)
     narrow = {**timing, "port_gbps": 1.6}
     alone = layer_cycles(engine, layer, t, latency_ns=0.0, **narrow)
     residual = layer_cycles(engine, layer, t, latency_ns=0.0, residual=True, **narrow)
-    assert residual[0] - alone[0] == pytest.approx(32 * (4 + 3) - 32 * (2 + 3))
-    # at half a word a cycle the channel bounds each tile after the first (whose box is the first read: 6 runs of 80
-    # cycles and 3): 304 words 608 cycles (the step 586), with the residual 368 words 736; and the last tile's
-    # write 32 x (4 + 3) cycles alone, 32 x (8 + 3) with the residual
+    assert residual[0] - alone[0] == pytest.approx(128 - 64)
+    # at half a word a cycle the channel bounds each tile after the first (whose box is the first read): 304 words
+    # 608 cycles (the step 586), with the residual 368 words 736; and the last tile's write 128 cycles alone, 256
+    # with the residual
     half = {**timing, "port_gbps": 0.8}
     alone = layer_cycles(engine, layer, t, latency_ns=0.0, **half)
     residual = layer_cycles(engine, layer, t, latency_ns=0.0, residual=True, **half)
-    assert alone[0] == pytest.approx(6 * (80 + 3) + 586 + 3 * 608 + 32 * (4 + 3) + 2 * 4 + 32)
-    assert residual[0] - alone[0] == pytest.approx(3 * (736 - 608) + 32 * (8 - 4))
+    assert alone[0] == pytest.approx(480 + 586 + 3 * 608 + 128 + 2 * 4 + 32)
+    assert residual[0] - alone[0] == pytest.approx(3 * (736 - 608) + (256 - 128))
 
 
 def _small_run(tmp_path, dtype="float32", algorithm="direct", board="zcu102", lanes=(4, 8), tile=None,
@@ -109,10 +109,9 @@ def test_two_weight_ports_halve_the_weight_process_by_hand_where_their_channels_
     assert network_trips(engine, layer, Tiles(8, 16, 4, 8))["read_w"] == 4 * 288 // 2  # two words an iteration
     t = {k: np.array([v]) for k, v in Tiles(8, 16, 4, 8).__dict__.items()}
     timing = dict(clock_hz=100e6, elem_bytes=4, read_floor_ns=0.0, write_floor_ns=0.0, latency_ns=0.0, depth=10)
-    # the first step's reads: the input box's 240 words (6 runs, 258 cycles) now outlast the weights' 144 (one port:
-    # 288)
+    # the first step's reads: the input box's 240 words now outlast the weights' 144 (one port: 288)
     fast = layer_cycles(engine, layer, t, port_gbps=1e3, **timing)
-    assert fast[0] == pytest.approx(4 * (18 * 32 + 10) + 6 * (40 + 3) + 32 * (2 + 3) + 2 * 2 + 32)
+    assert fast[0] == pytest.approx(4 * (18 * 32 + 10) + 240 + 64 + 2 * 2 + 32)
     # tiles of 1 x 2 pixels (64 steps): the weights bound each step. At a word a cycle of bandwidth (1.6 GB/s),
     # two ports on one channel share it: no faster than one port (288 cycles a step); on two channels each
     # moves its word a cycle (144), every step and the first one's reads
@@ -401,10 +400,12 @@ def _mutate(project, old, new, path="src/kernel.cpp", after=""):
     # the input read only inside the image (a condition): the loop no longer moves a word a cycle as charged
     (("const word_t v = act.read();", "const word_t v = i < run_words ? act.read() : word_t((data_t)0);"),
      "lint"),
-    # each box run requested just before its words: it waits out its round trip, which the model does not charge
-    (("q < r + RUNS_AHEAD", "q < r + 1", "src/kernel.cpp", "static void grid_read_in("), "lint"),
+    # each box run requested as its words are read: it waits out its round trip, which the model does not charge
+    (("if (i == 0 && q < runs) {", "if (i == 0 && q < runs && false) {", "src/kernel.cpp", "static void grid_read_in("),
+     "lint"),
+    (("q < RUNS_AHEAD - 1; ++q", "q < 1; ++q", "src/kernel.cpp", "static void grid_read_in("), "lint"),
     # the residual's runs likewise
-    (("q < r + RUNS_AHEAD", "q < r + 1"), "lint"),
+    (("q < RUNS_AHEAD - 1; ++q", "q < 0; ++q"), "lint"),
     # each write's response taken as soon as its words are out: a round trip a run
     (("if (r + 1 >= RUNS_AHEAD) act_out.write_response();", "act_out.write_response();"), "lint"),
     # more runs in flight than the ports' outstanding transactions: the process would stall on its own requests
@@ -590,11 +591,11 @@ def test_the_pe_array_waits_for_each_steps_weight_burst_by_hand():
     cycles = layer_cycles(engine, layer, t, clock_hz=100e6, elem_bytes=4, read_floor_ns=0.0, write_floor_ns=0.0,
                           port_gbps=1e3, depth=10, latency_ns=1000.0)
     # a step: the PE's 72 x 32 + 10, and the burst's 100 cycles and a row's 16 words past two rows' 64 (the weights'
-    # 1,152 words + 100 and the box's 6 runs of 40 words are shorter); then the first box (a round trip, then each
-    # run's words and entry), the last tile's 4 runs of 64 words (likewise), one burst of 8 parameter words and the
-    # descriptor (a round trip each, 32 words)
+    # 1,152 words + 100 and the box's 6 runs of 40 words are shorter); then the first box (a round trip, then its
+    # runs' words: each longer than a third of a round trip), the last tile's 4 runs of 64 words (likewise), one
+    # burst of 8 parameter words and the descriptor (a round trip each, 32 words)
     step = 72 * 32 + 10 + (100 + 16 - 2 * 32)
-    assert cycles[0] == pytest.approx(2 * step + (100 + 6 * 43) + (100 + 4 * 67) + (8 + 100) + (100 + 32))
+    assert cycles[0] == pytest.approx(2 * step + (100 + 6 * 40) + (100 + 4 * 64) + (8 + 100) + (100 + 32))
 
 
 def test_each_m_axi_port_is_charged_its_burst_buffer_by_hand():
@@ -632,21 +633,20 @@ def test_several_input_channel_steps_fill_the_pipeline_once_by_hand():
     layer = NetLayer("grid", 64, 8, 2, 2, 3, 3, 1, 1)
     t = {k: np.array([v]) for k, v in Tiles(8, 16, 2, 2).__dict__.items()}
     fast = dict(clock_hz=100e6, elem_bytes=4, read_floor_ns=0.0, write_floor_ns=0.0, port_gbps=1e3, depth=10)
-    # a round trip of 100 cycles: the box is a run a pixel (the tile takes 16 of 64 channels), four in flight: a
-    # round trip, then a run a quarter of a round trip and its 4 words, 100 + 16 x 104 / 4 = 516 a step, longer
-    # than its weights (100 + 288) or its PE array (118, and 104 waiting out the weights' burst); the boxes one
-    # after the other, then the last step's weights (no box read beside it); the tile's write (2 rows of 4 words,
-    # likewise), the parameters (2 words) and the descriptor
+    # a round trip of 100 cycles: the box is a run a pixel (the tile takes 16 of 64 channels), four in flight, each
+    # requested three runs before it starts: a round trip, then a run a third of a round trip (its 4 words are
+    # fewer), 100 + 16 x 100 / 3 = 633 a step, longer than its weights (100 + 288) or its PE array (118, and 104
+    # waiting out the weights' burst); the boxes one after the other, then the last step's weights (no box read
+    # beside it); the tile's write (2 rows of 4 words, likewise), the parameters (2 words) and the descriptor
     slow = layer_cycles(engine, layer, t, latency_ns=1000.0, **fast)
-    assert slow[0] == pytest.approx(4 * (100 + 16 * 104 / 4) + 388 + (100 + 2 * 104 / 4) + (100 + 2) + (100 + 32))
-    # with no round trip, each step is its weights' 288 words: the box (16 runs of 4 words and 3 cycles' entry),
-    # then 4 such steps, and the write's 2 runs
+    assert slow[0] == pytest.approx(4 * (100 + 16 * 100 / 3) + 388 + (100 + 2 * 100 / 3) + (100 + 2) + (100 + 32))
+    # with no round trip, each step is its weights' 288 words: the box (64 words), then 4 such steps
     quick = layer_cycles(engine, layer, t, latency_ns=0.0, **fast)
-    assert quick[0] == pytest.approx(16 * 7 + 4 * 288 + 2 * 7 + 2 + 32)
+    assert quick[0] == pytest.approx(64 + 4 * 288 + 2 * 4 + 2 + 32)
     # on a board of one channel at a word a cycle, the steps' boxes and weights (4 x (64 + 288) = 1,408 words)
     # share it: the tile's steps end no sooner than its reads have passed it, 1,408 cycles after the tile began
     one = layer_cycles(engine, layer, t, latency_ns=0.0, **{**fast, "port_gbps": 1.6}, one_channel=True)
-    assert one[0] == pytest.approx(1408 + 2 * 7 + 2 + 32)
+    assert one[0] == pytest.approx(1408 + 2 * 4 + 2 + 32)
 
 
 def test_the_projects_bursts_are_the_ones_whose_buffers_the_model_charges(tmp_path):

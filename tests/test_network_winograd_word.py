@@ -50,16 +50,17 @@ def test_a_word_of_several_channel_groups_by_hand():
     # the PE array and the transforms are the lanes': as for a narrow word
     for key in ("compute", "transform_in", "transform_out", "in_rows", "out_rows", "tile_rows"):
         assert trips[key] == network_trips(narrow, layer, tiles)[key], key
-    # cycles with no latency: a step is its read (6 box rows of 10 words and the run loop's 3 cycles of entry each,
-    # then 8 patches x 4 channel groups and the transform's 5 stages: 115) against the weights (8 x 4 groups of 16
-    # elements x 4 lanes, 8-element words: 256) and the PE's 8 x 4 x 8 + 10 = 266; the output tile's write (4 rows
-    # of 8 pixels x 2 words, a word a cycle, and the entry: 76) against its output transform (8 groups x 8 patches
-    # x 2 rows of 2 pixels, a row a cycle, + 5 = 133); then the first step's box (115: its weights stream beside
-    # its PE array), the last tile's write and transform, 2 parameter words and the 32-word descriptor
+    # cycles with no latency: a step is its read (6 box rows of 10 words, then 8 patches x 4 channel groups and
+    # the transform's 5 stages: 97) against the weights (8 x 4 groups of 16 elements x 4 lanes, 8-element words:
+    # 256) and the PE's 8 x 4 x 8 + 10 = 266; the output tile's write (4 rows of 8 pixels x 2 words, a word a
+    # cycle: 64) against its output transform (8 groups x 8 patches x 2 rows of 2 pixels, a row a cycle, + 5 =
+    # 133); then the first
+    # step's box (97: its weights stream beside its PE array), the last tile's write and transform, 2 parameter
+    # words and the 32-word descriptor
     t = {k: np.array([v]) for k, v in tiles.__dict__.items()}
     timing = dict(clock_hz=100e6, elem_bytes=4, read_floor_ns=0.0, write_floor_ns=0.0, latency_ns=0.0,
                   port_gbps=1e3, depth=10, transform_depth=5)
-    assert layer_cycles(engine, layer, t, **timing)[0] == pytest.approx(2 * 266 + 115 + 4 * (16 + 3) + 133 + 2 + 32)
+    assert layer_cycles(engine, layer, t, **timing)[0] == pytest.approx(2 * 266 + 97 + 64 + 133 + 2 + 32)
     # the box: 16 lanes x ... banks: a bank a word's group, each a quarter of the rows; the gather and scatter a
     # word's lanes in registers (8 x 32 bits where a row of 2 lanes is 2 x 32)
     ff = RESOURCE_KINDS.index("ff")
@@ -163,7 +164,7 @@ def test_the_small_network_runs_through_a_wide_word(tmp_path, dtype, tile, word)
     ("static void write_out_4x4", "variable=tile_bias type=cyclic factor=8", "variable=tile_bias type=cyclic factor=2",
      "lint"),
     # a word's rows, gathered or scattered in one iteration, left to Vitis to partition (past its threshold: a RAM)
-    ("static void wino_read_in", "        #pragma HLS ARRAY_PARTITION variable=rows type=complete\n", "", "lint"),
+    ("static void wino_read_in", "      #pragma HLS ARRAY_PARTITION variable=rows type=complete\n", "", "lint"),
     ("static void write_out_4x4", "    #pragma HLS ARRAY_PARTITION variable=cur type=complete\n", "", "lint"),
     # the Winograd layer's output written by the process of one bank, which the model does not charge (its four
     # banks do not pass to it: the code no longer compiles, and the lint says so)

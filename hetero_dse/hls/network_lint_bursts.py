@@ -2,10 +2,11 @@
 
 * The pointer ports (the weights, the parameters, the table): consecutive words from a base the loop does not
   change, with no condition, so that Vitis makes each loop's run one burst.
-* The arena's three ports (``hls::burst_maxi``: the input boxes, the residual, the output): each run requested
-  ``RUNS_AHEAD`` runs before its words move and the write's responses taken ``RUNS_AHEAD`` runs late, so that no
-  run waits out a round trip (``fpga_network.layer_cycles``' ``in_flight``); ``RUNS_AHEAD`` the model's, within
-  the ports' outstanding transactions; every word moved in a statement with no condition, in a loop at II 1.
+* The arena's three ports (``hls::burst_maxi``: the input boxes, the residual, the output): in one loop at II 1
+  over a box's or a tile's words, each run requested ``RUNS_AHEAD - 1`` runs before it starts (the first before
+  the loop) and each write answered ``RUNS_AHEAD - 1`` runs late, so that ``RUNS_AHEAD`` are in flight and no run
+  waits out a round trip (``fpga_network.layer_cycles``' ``in_flight``); ``RUNS_AHEAD`` the model's, within the
+  ports' outstanding transactions; every word moved in a statement with no condition.
 
 The counts themselves (a request's length against the words its loop moves, every write answered) are the
 C-simulation's: the ``hls_burst_maxi.h`` test double aborts on any mismatch.
@@ -30,10 +31,13 @@ BURSTS = {**{w: rf"{w}\[base \+ it\]" for w in weight_ports(WEIGHT_PORTS[-1])},
 #: the arena's ports and the one call that moves a word on each
 ARENA = {"act": "act.read()", "act_res": "act_res.read()", "act_out": "act_out.write(o)"}
 
-#: a read process's requests, ``RUNS_AHEAD`` runs before the run its words are read in (``request_runs`` in
-#: kernel.cpp.j2): the loop's head, then the request of run ``q``'s ``run_words`` words
-REQUEST = re.compile(r"request: for \(; q < runs && q < r \+ RUNS_AHEAD; \+\+q\) \{\n\s*(\w+)\.read_request\("
-                     r"[^;]*, run_words\);\n")
+#: a read process's requests (``request_run`` in kernel.cpp.j2): its first ``RUNS_AHEAD - 1`` runs before its loop,
+#: then, in the loop at II 1, the next as each run starts, so that ``RUNS_AHEAD`` are in flight; each of
+#: ``run_words`` words, the run's pixel advanced after it
+REQUEST_FIRST = re.compile(r"request_first: for \(; q < runs && q < RUNS_AHEAD - 1; \+\+q\) \{\n"
+                           r"\s*(\w+)\.read_request\([^;]*, run_words\);\n\s*if \(whole\) \{\n")
+REQUEST_NEXT = re.compile(r"if \(i == 0 && q < runs\) \{  //[^\n]*\n\s*(\w+)\.read_request\([^;]*, run_words\);\n"
+                          r"\s*if \(whole\) \{\n(?:[^\n]*\n){5}\s*\+\+q;\n")
 
 
 def check_bursts(source: str, add: Any) -> None:
@@ -63,10 +67,10 @@ def check_runs_in_flight(source: str, header: str, readers: list[str], writers: 
                                  "(more would stall the process that must read them)")
     for fn_name, ports in [(f, ("act",)) for f in readers] + [(f, ("act_res", "act_out")) for f in writers]:
         text = function_text(source, fn_name)
-        requested = REQUEST.findall(text)
+        first = REQUEST_FIRST.findall(text)
+        starts = [m for m in REQUEST_NEXT.finditer(text) if _in_pipelined_loop(text, m.start())]
         for port in ports:
-            moves = text.count(ARENA[port])
-            if not moves:
+            if not text.count(ARENA[port]):
                 add("burst", fn_name, f"moves no word on {port}")
             for m in re.finditer(re.escape(ARENA[port]), text):
                 line = _line(text, m.start(), m.end())
@@ -75,22 +79,27 @@ def check_runs_in_flight(source: str, header: str, readers: list[str], writers: 
                                           "loop at II 1; the model moves a run's words a cycle each")
             if port == "act_out":
                 _check_write_responses(text, fn_name, add)
-            elif requested.count(port) != 1:
-                add("burst", fn_name, f"{port}'s runs are not each requested RUNS_AHEAD runs before their words "
-                                      "(`request: for (; q < runs && q < r + RUNS_AHEAD; ++q)`): each would wait "
+            elif first.count(port) != 1 or [m.group(1) for m in starts].count(port) != 1 or \
+                    text.count(f"{port}.read_request(") != 2:
+                add("burst", fn_name, f"{port}'s runs are not each requested RUNS_AHEAD - 1 runs before their words "
+                                      "(the first before the loop, the next as a run starts in it): each would wait "
                                       "out a round trip the model does not charge")
 
 
 def _check_write_responses(text: str, fn_name: str, add: Any) -> None:
-    """The write process: a run's write request before its words, its response RUNS_AHEAD runs later, and the
-    tile's last responses before its next tile."""
-    forms = (r"\n\s*act_out\.write_request\([^;]*,\s*run_words\);\n",
-             r"\n\s*if \(r \+ 1 >= RUNS_AHEAD\) act_out\.write_response\(\);",
-             r"\n\s*answer: for \(int r = runs < RUNS_AHEAD \? 0 : runs \+ 1 - RUNS_AHEAD; r < runs; \+\+r\) "
+    """The write process: each run's write requested as the run starts, its response taken RUNS_AHEAD - 1 runs
+    later at a run's last word (both in the loop at II 1, in each of its two loops), and the tile's last responses
+    before its next tile."""
+    request = r"if \(i == 0\) \{  //[^\n]*\n\s*act_out\.write_request\([^;]*,\s*run_words\);\n"
+    answer = (r"if \(\+\+i == run_words\) \{  //[^\n]*\n\s*i = 0;\n"
+              r"\s*if \(r \+ 1 >= RUNS_AHEAD\) act_out\.write_response\(\);\n")
+    drain = (r"\n\s*answer: for \(int a = runs < RUNS_AHEAD \? 0 : runs \+ 1 - RUNS_AHEAD; a < runs; \+\+a\) "
              r"act_out\.write_response\(\);\n")
-    if [len(re.findall(f, text)) for f in forms] != [1, 1, 1] or text.count("write_response()") != 2:
-        add("burst", fn_name, "its runs are not each requested before their words and answered RUNS_AHEAD runs "
-                              "late (the tile's last at its end): a run that waits for its response pays a round trip "
+    loops = [len([m for m in re.finditer(f, text) if _in_pipelined_loop(text, m.start())]) for f in (request, answer)]
+    if loops != [2, 2] or len(re.findall(drain, text)) != 1 or text.count("act_out.write_response()") != 3 or \
+            text.count("act_out.write_request(") != 2:
+        add("burst", fn_name, "its runs are not each requested as they start and answered RUNS_AHEAD - 1 runs late "
+                              "(the tile's last at its end): a run that waits for its response pays a round trip "
                               "the model does not charge, and one never answered may not be in memory")
 
 

@@ -6,11 +6,13 @@
 // Stricter than the real header, so that a pass means something:
 //   - read() past the words requested, write() past the words of the write requests, write_response() for a
 //     request whose words are not all written, abort (on the device each stalls the process forever);
-//   - more runs requested and not yet read than HDSE_RUNS_AHEAD, the read requests a process keeps in flight as
-//     the model charges them, aborts (the kernel's num_read_outstanding bounds them on the device);
+//   - more runs requested and not yet read, or written and not yet answered, than HDSE_RUNS_AHEAD (the runs a
+//     process keeps in flight as the model charges them, within the kernel's outstanding transactions) aborts;
+//   - a read request over words whose write is not yet answered, through any port (the arena's three alias one
+//     buffer), aborts: on the device it may read the memory before the write reaches it;
 //   - a port that goes out of scope with words requested and never read, or writes never answered, aborts: the
 //     next layer would read the adapter's stale words, or memory the writes have not reached.
-// Copies share one port's state, as sub-functions share the one m_axi adapter.
+// Copies share one port's state, as sub-functions share the one m_axi adapter. kernel.h defines HDSE_RUNS_AHEAD.
 #ifndef HDSE_STANDIN_HLS_BURST_MAXI_H
 #define HDSE_STANDIN_HLS_BURST_MAXI_H
 
@@ -21,7 +23,7 @@
 #include <memory>
 
 #ifndef HDSE_RUNS_AHEAD
-#define HDSE_RUNS_AHEAD 16
+#error "HDSE_RUNS_AHEAD: the runs a port keeps in flight (kernel.h defines it before including this header)"
 #endif
 
 namespace hls {
@@ -30,7 +32,13 @@ template <typename T>
 class burst_maxi {
   struct run {
     std::size_t next, left;  // the run's next word and how many words it has left
+    const T *first, *last;  // a write's words, past its last (its range in memory, while unanswered)
   };
+  // every port's writes not yet answered, by the memory they cover
+  static std::deque<const run *> &unanswered_writes() {
+    static std::deque<const run *> all;
+    return all;
+  }
   struct adapter {
     std::deque<run> reads, writes;
     std::size_t unanswered = 0;  // write requests whose words are all written, their response not yet taken
@@ -47,7 +55,10 @@ class burst_maxi {
   void read_request(std::size_t offset, std::size_t len) {
     if (len == 0) fail("a read request of no words");
     if (state_->reads.size() >= HDSE_RUNS_AHEAD) fail("more read requests in flight than HDSE_RUNS_AHEAD");
-    state_->reads.push_back({offset, len});
+    for (const run *w : unanswered_writes())
+      if (ptr_ + offset < w->last && w->first < ptr_ + offset + len)
+        fail("a read request over words whose write is not answered yet");
+    state_->reads.push_back({offset, len, nullptr, nullptr});
   }
   T read() {
     if (state_->reads.empty()) fail("read() with no word requested");
@@ -58,7 +69,9 @@ class burst_maxi {
   }
   void write_request(std::size_t offset, std::size_t len) {
     if (len == 0) fail("a write request of no words");
-    state_->writes.push_back({offset, len});
+    if (state_->writes.size() >= HDSE_RUNS_AHEAD) fail("more writes in flight than HDSE_RUNS_AHEAD");
+    state_->writes.push_back({offset, len, ptr_ + offset, ptr_ + offset + len});
+    unanswered_writes().push_back(&state_->writes.back());  // (a deque's elements stay put as it grows at its ends)
   }
   void write(const T &value) {
     // the oldest request with words left takes the word (the ones before it are whole, awaiting their response)
@@ -73,6 +86,12 @@ class burst_maxi {
   void write_response() {
     if (state_->writes.empty() || state_->writes.front().left != 0)
       fail("write_response() for a request whose words are not all written");
+    std::deque<const run *> &all = unanswered_writes();
+    for (auto it = all.begin(); it != all.end(); ++it)
+      if (*it == &state_->writes.front()) {
+        all.erase(it);
+        break;
+      }
     state_->writes.pop_front();
     --state_->unanswered;
   }
