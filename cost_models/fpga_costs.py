@@ -130,6 +130,16 @@ AXI_OUTSTANDING = 16
 #: a port streams a word a cycle; each port's buffer is a quarter of sixteen's (on ZCU104's 624 BRAM18K, nine ports
 #: of sixteen would take 288)
 NETWORK_OUTSTANDING = 4
+#: The runs of a box, a residual or an output tile a whole-network kernel's arena port keeps in flight (each requested
+#: ``RUNS_AHEAD - 1`` runs before it starts, each write answered ``RUNS_AHEAD - 1`` runs after), and the transactions
+#: its adapter allows: twice as many, so that the next iteration's request (issued before the last's data is taken,
+#: the pipeline's stages overlapping) and a run split at a 4 KB boundary still find a slot instead of stalling the
+#: one loop that would free it (AMD's data mover keeps half its outstanding transactions as such a margin)
+RUNS_AHEAD = 4
+ARENA_OUTSTANDING = 2 * RUNS_AHEAD
+#: A box's or a tile's loop beyond its words and round trip (*estimate*): its first requests issued one a cycle
+#: and its pipeline filled (the run addresses' multiplies) and drained
+ARENA_LOOP_CYCLES = 12
 
 
 def axi_max_beats(word_bytes: int) -> int:

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from cost_models.fpga_costs import AXI_MAX_BURST_BYTES, NETWORK_OUTSTANDING, packed_chain
+from cost_models.fpga_costs import ARENA_LOOP_CYCLES, AXI_MAX_BURST_BYTES, RUNS_AHEAD, packed_chain
 
 __all__ = ["ENGINE_KINDS", "DESCRIPTOR_WORDS", "EngineShape", "NetLayer", "Tiles", "layer_cycles", "network_trips",
            "tile_options"]
@@ -338,13 +338,13 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     patches = -(-t["th"] // side) * -(-t["tw"] // side)
     latency = latency_ns * 1e-9 * clock_hz  # a read's round trip: paid again where a process restarts its loop
     def in_flight(n_runs: Any, words: Any, floor: float, ports: int = 1, waits: int = 1) -> Any:
-        """Runs in one loop at II 1, each requested ``NETWORK_OUTSTANDING - 1`` runs before it starts
-        (``hls::burst_maxi``): ``waits`` round trips (the first run's; the write's last responses and its residual's
-        first run), then a run at its words (no faster than a stream's share of a channel shared by ``ports``, nor
-        than the memory's floor a burst), or at a round trip over the runs before it, if longer."""
-        per_cycle = port_gbps * 1e9 / clock_hz / (engine.word * elem_bytes) / ports
-        run = np.maximum(np.maximum(words, words / per_cycle), floor)
-        return waits * latency + n_runs * np.maximum(run, latency / (NETWORK_OUTSTANDING - 1))
+        """Runs in one loop at II 1, each requested ``RUNS_AHEAD - 1`` runs before it starts (``hls::burst_maxi``):
+        the loop's own ``ARENA_LOOP_CYCLES`` and ``waits`` round trips (the first run's; the write's last responses
+        and its residual's first run), then a run at its words (no faster than a stream's share of a channel shared
+        by ``ports``, nor than the memory's floor a burst), or at a round trip over the runs before it, if longer."""
+        bytes_, per_cycle = words * engine.word * elem_bytes, port_gbps * 1e9 / clock_hz / ports  # (bytes a cycle)
+        run = np.maximum(np.maximum(words, bytes_ / per_cycle), np.ceil(bytes_ / AXI_MAX_BURST_BYTES) * floor)
+        return ARENA_LOOP_CYCLES + waits * latency + n_runs * np.maximum(run, latency / (RUNS_AHEAD - 1))
 
     # the weights: a word from each weight port a cycle, the ports on one memory channel streaming together (they
     # share it); the arena's streams (the input box, the write and the residual beside it) each at its own port's

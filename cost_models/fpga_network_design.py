@@ -40,7 +40,7 @@ from cost_models.fpga_network import (
     tile_options,
 )
 from cost_models.fpga_network_placed import NetworkDesign, PlacedLayer
-from cost_models.fpga_network_ports import (WEIGHT_PORTS, kernel_ports, unit_share, weight_bandwidth,
+from cost_models.fpga_network_ports import (WEIGHT_PORTS, kernel_buffers, unit_share, weight_bandwidth,
                                             weight_channels, weight_reads)
 from cost_models.fpga_network_resources import engine_resources, kernel_base
 from cost_models.fpga_winograd import TILES, refusal, transform_depth, weight_transform_depth
@@ -216,7 +216,7 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
     distance = accumulation_distance(dtype, clock)
     caps = np.array([board.cap(k) for k in RESOURCE_KINDS], dtype=float)
     beats = axi_max_beats(board.memory.port_bits // 8)  # the bursts the project's hls_config.tcl allows its ports
-    fixed = kernel_base([(b, beats) for b in kernel_ports(8, 8, 32, 1)])  # the narrowest: an engine alone beside
+    fixed = kernel_base(kernel_buffers(8, 8, 32, 1, beats))  # the narrowest: an engine alone beside
     best: NetworkDesign | None = None
     tried = 0
     # (output lanes, input lanes, Winograd tile, a float engine's transforms on DSPs: tried where it is float)
@@ -327,8 +327,7 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
                 continue
             options = [engine_options(kind, *by_kind[kind], block, (act_word, wword, pword), timing, ports[kind])
                        for kind in kinds]
-            base = kernel_base([(b, beats) for b in kernel_ports(8 * itemsize * act_word, 8 * itemsize * wword,
-                                                                 32 * pword, wp)])
+            base = kernel_base(kernel_buffers(8 * itemsize * act_word, 8 * itemsize * wword, 32 * pword, wp, beats))
             candidates += _combinations(options, base, caps, block, act_word, timing,
                                         len(candidates))
     candidates.sort(key=lambda c: c[:2])

@@ -7,8 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
-__all__ = ["WEIGHT_PORTS", "kernel_ports", "unit_share", "weight_bandwidth", "weight_banks", "weight_channels",
-           "weight_reads"]
+from cost_models.fpga_costs import ARENA_OUTSTANDING, NETWORK_OUTSTANDING
+
+__all__ = ["WEIGHT_PORTS", "kernel_buffers", "kernel_ports", "unit_share", "weight_bandwidth", "weight_banks",
+           "weight_channels", "weight_reads"]
 
 #: the weights' ports a design may read at once (each past the first another m_axi port): four fill ZCU102's
 #: 128-bit HP ports that reach the DDR controller on ports of their own
@@ -20,6 +22,13 @@ def kernel_ports(act_bits: int, w_bits: int, p_bits: int, w_ports: int) -> list[
     the descriptor table's ints (never widened), the activations in, the residual and out (a word each; out, a
     write, buffers a strobe bit a byte beside its data), each weight port's word, the parameters' word."""
     return [32, act_bits, act_bits, act_bits + act_bits // 8, *[w_bits] * w_ports, p_bits]
+
+
+def kernel_buffers(act_bits: int, w_bits: int, p_bits: int, w_ports: int, beats: int) -> list[tuple[int, int, int]]:
+    """Each port's burst buffer (``kernel_ports``' bits, ``beats`` a burst, the bursts in flight): the arena's three
+    ports (``hls::burst_maxi``) keep ``ARENA_OUTSTANDING``, the others ``NETWORK_OUTSTANDING``."""
+    bits = kernel_ports(act_bits, w_bits, p_bits, w_ports)
+    return [(b, beats, ARENA_OUTSTANDING if q in (1, 2, 3) else NETWORK_OUTSTANDING) for q, b in enumerate(bits)]
 
 
 def weight_reads(lanes: int, wword: int, ports: int, grids: Sequence[int], end_to_end: Sequence[int] = ()) -> int:

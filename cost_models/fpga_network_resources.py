@@ -204,14 +204,14 @@ def _transform_resources(engine: EngineShape, dtype: str, res: np.ndarray) -> No
         res[lut] += engine.alpha ** 2 * (engine.out_lanes * engine.in_lanes * w_bits + engine.in_lanes * w_bits) / 2
 
 
-def kernel_base(buffers: Sequence[tuple[int, int]]) -> np.ndarray:
+def kernel_base(buffers: Sequence[tuple[int, ...]]) -> np.ndarray:
     """What a whole-network kernel takes before its engines, in ``RESOURCE_KINDS`` order: its control and
-    AXI-Lite interface, and an m_axi adapter for each of its ports, one of ``buffers`` (bits, beats) each: its
-    logic, and its buffer of the ``NETWORK_OUTSTANDING`` bursts it keeps in flight (``axi_buffer_bram18``, as
-    the one-operator model charges a port's)."""
+    AXI-Lite interface, and an m_axi adapter for each of its ports, one of ``buffers`` (bits, beats[, bursts in
+    flight]) each: its logic, and its buffer of the bursts it keeps in flight (``NETWORK_OUTSTANDING`` unless
+    given; ``axi_buffer_bram18``, as the one-operator model charges a port's)."""
     base = np.zeros(len(RESOURCE_KINDS))
     base[RESOURCE_KINDS.index("lut")] = LUT_BASE + len(buffers) * LUT_PER_PORT
     base[RESOURCE_KINDS.index("ff")] = FF_BASE + len(buffers) * FF_PER_PORT
-    base[RESOURCE_KINDS.index("bram18k")] = sum(axi_buffer_bram18(beats, bits, NETWORK_OUTSTANDING)
-                                                for bits, beats in buffers)
+    base[RESOURCE_KINDS.index("bram18k")] = sum(axi_buffer_bram18(beats, bits, *(rest or [NETWORK_OUTSTANDING]))
+                                                for bits, beats, *rest in buffers)
     return base

@@ -47,13 +47,14 @@ def test_the_models_trip_counts_and_buffer_rows_are_the_loops_counted_by_hand():
     small = network_trips(engine, layer, Tiles(8, 16, 1, 2))
     assert small["compute"] == small["steps"] * 18 * 6
     # cycles: per step the slowest of its reads and compute, here the compute (18 x 32 + depth 10), with no DDR
-    # floor, latency or bandwidth to speak of; then the first step's input box (240 words, one loop over its 6 runs:
-    # its weights' 288 stream beside the PE array through a FIFO of two rows, in the step's slowest), the last
-    # tile's 64 words, the parameters of 2 output-channel tiles (2 words each) and the 32-word descriptor
+    # floor, latency or bandwidth to speak of; then the first step's input box (240 words, one loop over its 6 runs,
+    # and that loop's 12 cycles of requests and pipeline: its weights' 288 stream beside the PE array through a FIFO
+    # of two rows, in the step's slowest), the last tile's 64 words (and 12), the parameters of 2 output-channel
+    # tiles (2 words each) and the 32-word descriptor
     t = {k: np.array([v]) for k, v in Tiles(8, 16, 4, 8).__dict__.items()}
     timing = dict(clock_hz=100e6, elem_bytes=4, read_floor_ns=0.0, write_floor_ns=0.0, port_gbps=1e3, depth=10)
     cycles = layer_cycles(engine, layer, t, latency_ns=0.0, **timing)
-    assert cycles[0] == pytest.approx(4 * (18 * 32 + 10) + 240 + 64 + 2 * 2 + 32)
+    assert cycles[0] == pytest.approx(4 * (18 * 32 + 10) + 240 + 12 + 64 + 12 + 2 * 2 + 32)
     # a round trip of 1 us (100 cycles): the input box's 6 runs of 40 words (a box row: the tile takes every
     # channel) and the output tile's 32 runs of 2 words (a pixel: the tile takes 8 of 16 channels), four in flight,
     # each requested three runs before it starts: one round trip, then a run at its words (the box's 40) or a third
@@ -64,7 +65,7 @@ def test_the_models_trip_counts_and_buffer_rows_are_the_loops_counted_by_hand():
     # box), then the
     # four tiles' writes one after the other
     slow = layer_cycles(engine, layer, t, latency_ns=1000.0, **{**timing, "read_floor_ns": 20.0})
-    read_in, write, step = 100 + 6 * 40, 100 + 32 * 100 / 3, 18 * 32 + 10 + (100 + 16 - 2 * 32)
+    read_in, write, step = 12 + 100 + 6 * 40, 12 + 100 + 32 * 100 / 3, 18 * 32 + 10 + (100 + 16 - 2 * 32)
     assert slow[0] == pytest.approx(read_in + step + 4 * write + 2 * (2 + 100) + 100 + 32)
     # a residual read beside each word written shares the arena's channel with the write, always together; the
     # input box's reads overlap them, and the channel bounds the bytes of all three over a tile. At one word a
@@ -77,11 +78,11 @@ def test_the_models_trip_counts_and_buffer_rows_are_the_loops_counted_by_hand():
     assert residual[0] - alone[0] == pytest.approx(128 - 64)
     # at half a word a cycle the channel bounds each tile after the first (whose box is the first read): 304 words
     # 608 cycles (the step 586), with the residual 368 words 736; and the last tile's write 128 cycles alone, 256
-    # with the residual
+    # with the residual (and each loop's 12)
     half = {**timing, "port_gbps": 0.8}
     alone = layer_cycles(engine, layer, t, latency_ns=0.0, **half)
     residual = layer_cycles(engine, layer, t, latency_ns=0.0, residual=True, **half)
-    assert alone[0] == pytest.approx(480 + 586 + 3 * 608 + 128 + 2 * 4 + 32)
+    assert alone[0] == pytest.approx(480 + 12 + 586 + 3 * 608 + 128 + 12 + 2 * 4 + 32)
     assert residual[0] - alone[0] == pytest.approx(3 * (736 - 608) + (256 - 128))
 
 
@@ -111,7 +112,7 @@ def test_two_weight_ports_halve_the_weight_process_by_hand_where_their_channels_
     timing = dict(clock_hz=100e6, elem_bytes=4, read_floor_ns=0.0, write_floor_ns=0.0, latency_ns=0.0, depth=10)
     # the first step's reads: the input box's 240 words now outlast the weights' 144 (one port: 288)
     fast = layer_cycles(engine, layer, t, port_gbps=1e3, **timing)
-    assert fast[0] == pytest.approx(4 * (18 * 32 + 10) + 240 + 64 + 2 * 2 + 32)
+    assert fast[0] == pytest.approx(4 * (18 * 32 + 10) + 240 + 12 + 64 + 12 + 2 * 2 + 32)
     # tiles of 1 x 2 pixels (64 steps): the weights bound each step. At a word a cycle of bandwidth (1.6 GB/s),
     # two ports on one channel share it: no faster than one port (288 cycles a step); on two channels each
     # moves its word a cycle (144), every step and the first one's reads
@@ -400,6 +401,10 @@ def _mutate(project, old, new, path="src/kernel.cpp", after=""):
     # the input read only inside the image (a condition): the loop no longer moves a word a cycle as charged
     (("const word_t v = act.read();", "const word_t v = i < run_words ? act.read() : word_t((data_t)0);"),
      "lint"),
+    # the read under a condition of its own block: not a word a cycle
+    (("const word_t v = act.read();", "word_t v;\n      if (t >= 0) {\n        v = act.read();\n      }"), "lint"),
+    # a loop over one run's words (a loop over the runs around it would enter it once a run, uncharged)
+    (("read_in: for (int t = 0; t < runs * run_words; ++t)", "read_in: for (int t = 0; t < run_words; ++t)"), "lint"),
     # each box run requested as its words are read: it waits out its round trip, which the model does not charge
     (("if (i == 0 && q < runs) {", "if (i == 0 && q < runs && false) {", "src/kernel.cpp", "static void grid_read_in("),
      "lint"),
@@ -408,6 +413,9 @@ def _mutate(project, old, new, path="src/kernel.cpp", after=""):
     (("q < RUNS_AHEAD - 1; ++q", "q < 0; ++q"), "lint"),
     # each write's response taken as soon as its words are out: a round trip a run
     (("if (r + 1 >= RUNS_AHEAD) act_out.write_response();", "act_out.write_response();"), "lint"),
+    # the box's port with no margin of transactions past its runs in flight: a request may stall the loop that would
+    # free a slot
+    (("num_read_outstanding=8", "num_read_outstanding=4"), "lint"),
     # more runs in flight than the ports' outstanding transactions: the process would stall on its own requests
     (("#define HDSE_RUNS_AHEAD 4", "#define HDSE_RUNS_AHEAD 8", "src/kernel.h"), "lint"),
     # a box run requested a word short: its words and the next run's are taken out of place (the test double
@@ -592,10 +600,10 @@ def test_the_pe_array_waits_for_each_steps_weight_burst_by_hand():
                           port_gbps=1e3, depth=10, latency_ns=1000.0)
     # a step: the PE's 72 x 32 + 10, and the burst's 100 cycles and a row's 16 words past two rows' 64 (the weights'
     # 1,152 words + 100 and the box's 6 runs of 40 words are shorter); then the first box (a round trip, then its
-    # runs' words: each longer than a third of a round trip), the last tile's 4 runs of 64 words (likewise), one
-    # burst of 8 parameter words and the descriptor (a round trip each, 32 words)
+    # runs' words: each longer than a third of a round trip; and its loop's 12), the last tile's 4 runs of 64 words
+    # (likewise), one burst of 8 parameter words and the descriptor (a round trip each, 32 words)
     step = 72 * 32 + 10 + (100 + 16 - 2 * 32)
-    assert cycles[0] == pytest.approx(2 * step + (100 + 6 * 40) + (100 + 4 * 64) + (8 + 100) + (100 + 32))
+    assert cycles[0] == pytest.approx(2 * step + (12 + 100 + 6 * 40) + (12 + 100 + 4 * 64) + (8 + 100) + (100 + 32))
 
 
 def test_each_m_axi_port_is_charged_its_burst_buffer_by_hand():
@@ -604,9 +612,11 @@ def test_each_m_axi_port_is_charged_its_burst_buffer_by_hand():
     (15; sixteen bursts, the one-operator kernel's, 30); ZCU102's 128-bit: 256 beats, 1,024 deep, 2 × 4 (8). The
     network kernel with three weight ports on vu9p: the table's ints (1), the activations in and the residual,
     three weight ports and the parameters' (15 each), and the activations out, whose write buffers a strobe bit a
-    byte beside its data (576 bits: 16)."""
+    byte beside its data (576 bits: 16). The arena's three ports keep 8 bursts in flight (twice the runs of a box or
+    a tile the code keeps): on vu9p still 512 deep, one BRAM18K; on ZCU102 2,048 deep, 4 × 4 (16) each, where the
+    table takes 2, four 128-bit weight ports 8 each and the parameters' 8."""
     from cost_models.fpga_costs import axi_buffer_bram18, axi_max_beats
-    from cost_models.fpga_network_ports import kernel_ports
+    from cost_models.fpga_network_ports import kernel_buffers
     from cost_models.fpga_network_resources import engine_resources, kernel_base
     from hetero_dse.hardware.board import RESOURCE_KINDS
     from hetero_dse.model.layer_shape import LayerShape
@@ -614,15 +624,17 @@ def test_each_m_axi_port_is_charged_its_burst_buffer_by_hand():
     assert (axi_max_beats(64), axi_max_beats(16), axi_max_beats(4)) == (64, 256, 256)
     assert axi_buffer_bram18(64, 512) == 30 and axi_buffer_bram18(64, 512, 4) == 15
     assert axi_buffer_bram18(256, 128, 4) == 8
-    base = kernel_base([(b, axi_max_beats(64)) for b in kernel_ports(512, 512, 512, 3)])
+    base = kernel_base(kernel_buffers(512, 512, 512, 3, axi_max_beats(64)))
     assert base[RESOURCE_KINDS.index("bram18k")] == 1 + 6 * 15 + 16
+    zcu102 = kernel_base(kernel_buffers(128, 128, 128, 4, axi_max_beats(16)))
+    assert zcu102[RESOURCE_KINDS.index("bram18k")] == 2 + 3 * 16 + 4 * 8 + 8
     # an explored design carries them: its BRAM is its engines' and these
     board = load_board("vu9p")
     design = explore_network([(LayerShape("grid", 64, 64, 14, 14, 3, 3, 1, 1, name="c"), 1)], board, "int8")
-    ports = kernel_ports(8 * design.word, 8 * design.wword, 32 * design.pword, design.w_ports)
+    ports = (8 * design.word, 8 * design.wword, 32 * design.pword, design.w_ports)
     engines = sum(engine_resources(e, "int8", True) for e in design.engines.values())
     b = RESOURCE_KINDS.index("bram18k")
-    assert design.resources["bram18k"] == engines[b] + kernel_base([(p, axi_max_beats(64)) for p in ports])[b]
+    assert design.resources["bram18k"] == engines[b] + kernel_base(kernel_buffers(*ports, axi_max_beats(64)))[b]
 
 
 def test_several_input_channel_steps_fill_the_pipeline_once_by_hand():
@@ -634,19 +646,21 @@ def test_several_input_channel_steps_fill_the_pipeline_once_by_hand():
     t = {k: np.array([v]) for k, v in Tiles(8, 16, 2, 2).__dict__.items()}
     fast = dict(clock_hz=100e6, elem_bytes=4, read_floor_ns=0.0, write_floor_ns=0.0, port_gbps=1e3, depth=10)
     # a round trip of 100 cycles: the box is a run a pixel (the tile takes 16 of 64 channels), four in flight, each
-    # requested three runs before it starts: a round trip, then a run a third of a round trip (its 4 words are
-    # fewer), 100 + 16 x 100 / 3 = 633 a step, longer than its weights (100 + 288) or its PE array (118, and 104
-    # waiting out the weights' burst); the boxes one after the other, then the last step's weights (no box read
-    # beside it); the tile's write (2 rows of 4 words, likewise), the parameters (2 words) and the descriptor
+    # requested three runs before it starts: the loop's 12 cycles and a round trip, then a run a third of a round
+    # trip (its 4 words are fewer), 112 + 16 x 100 / 3 = 645 a step, longer than its weights (100 + 288) or its PE
+    # array (118, and 104 waiting out the weights' burst); the boxes one after the other, then the last step's
+    # weights (no box read beside it); the tile's write (2 rows of 4 words, likewise), the parameters (2 words) and
+    # the descriptor
     slow = layer_cycles(engine, layer, t, latency_ns=1000.0, **fast)
-    assert slow[0] == pytest.approx(4 * (100 + 16 * 100 / 3) + 388 + (100 + 2 * 100 / 3) + (100 + 2) + (100 + 32))
-    # with no round trip, each step is its weights' 288 words: the box (64 words), then 4 such steps
+    assert slow[0] == pytest.approx(4 * (112 + 16 * 100 / 3) + 388 + (112 + 2 * 100 / 3) + (100 + 2) + (100 + 32))
+    # with no round trip, each step is its weights' 288 words: the box (64 words and its loop's 12), then 4 such
+    # steps
     quick = layer_cycles(engine, layer, t, latency_ns=0.0, **fast)
-    assert quick[0] == pytest.approx(64 + 4 * 288 + 2 * 4 + 2 + 32)
+    assert quick[0] == pytest.approx(64 + 12 + 4 * 288 + 2 * 4 + 12 + 2 + 32)
     # on a board of one channel at a word a cycle, the steps' boxes and weights (4 x (64 + 288) = 1,408 words)
     # share it: the tile's steps end no sooner than its reads have passed it, 1,408 cycles after the tile began
     one = layer_cycles(engine, layer, t, latency_ns=0.0, **{**fast, "port_gbps": 1.6}, one_channel=True)
-    assert one[0] == pytest.approx(1408 + 2 * 4 + 2 + 32)
+    assert one[0] == pytest.approx(1408 + 2 * 4 + 12 + 2 + 32)
 
 
 def test_the_projects_bursts_are_the_ones_whose_buffers_the_model_charges(tmp_path):
@@ -654,7 +668,7 @@ def test_the_projects_bursts_are_the_ones_whose_buffers_the_model_charges(tmp_pa
     each port's buffer (``_explore`` takes its beats from the board's port as the project does)."""
     import re
 
-    from cost_models.fpga_costs import NETWORK_OUTSTANDING, axi_max_beats
+    from cost_models.fpga_costs import ARENA_OUTSTANDING, NETWORK_OUTSTANDING, axi_max_beats
 
     *_, design, project, _ = _small_run(tmp_path)
     config = (project / "hls_config.tcl").read_text()
@@ -663,3 +677,8 @@ def test_the_projects_bursts_are_the_ones_whose_buffers_the_model_charges(tmp_pa
                       ("num_read_outstanding", NETWORK_OUTSTANDING),
                       ("num_write_outstanding", NETWORK_OUTSTANDING)):
         assert re.search(rf"-m_axi_{key} (\d+)", config).group(1) == str(want), key
+    # but the arena's three ports: twice the runs of a box or a tile the code keeps in flight, as kernel_buffers
+    kernel = (project / "src" / "kernel.cpp").read_text()
+    for port, key in (("act_in", "read"), ("act_res", "read"), ("act_out", "write")):
+        assert f"port={port} " in kernel and re.search(rf"port={port} .* num_{key}_outstanding={ARENA_OUTSTANDING}\n",
+                                                       kernel), port

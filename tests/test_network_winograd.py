@@ -265,16 +265,17 @@ def test_the_models_trip_counts_and_cycles_are_the_loops_counted_by_hand():
     # the PE loop: 1 x 2 groups of max(8 patches, distance 6); the output transform a patch row (2 pixels) a cycle
     assert trips["compute"] == 4 * 2 * 8 and trips["transform_out"] == 4 * 8 * 2 and trips["out_rows"] == 8
     assert trips["tile_rows"] == 32 and trips["write"] == 64 * 2 and trips["bias"] == 2
-    # cycles with no latency: a step is its read (6 box rows of 20 words, then 16 patches and the transform's
-    # 5 stages: 141), against the weights' 128 words and the PE's 2 x 8 + 10; the output tile's write (32 pixels
-    # of a word) against its transform (8 patches x 2 rows + 5). The first box, then a step with no box read beside
+    # cycles with no latency: a step is its read (6 box rows of 20 words and the loop's 12 cycles, then 16 patches
+    # and the transform's 5 stages: 153), against the weights' 128 words and the PE's 2 x 8 + 10; the output tile's
+    # write (32 pixels of a word, and 12) against its transform (8 patches x 2 rows + 5). The first box, then a step
+    # with no box read beside
     # it (the layer's last, charged at its weights' 128 words: an upper bound, two rows of them come during the
     # box), each other step at its read, the last tile's transform and write, 2 parameter words and the 32-word
     # descriptor
     t = {k: np.array([v]) for k, v in Tiles(4, 8, 4, 8).__dict__.items()}
     cycles = layer_cycles(engine, layer, t, clock_hz=100e6, elem_bytes=4, read_floor_ns=0.0, write_floor_ns=0.0,
                           latency_ns=0.0, port_gbps=1e3, depth=10, transform_depth=5)
-    assert cycles[0] == pytest.approx(141 + 128 + 3 * 141 + 21 + 32 + 2 + 32)
+    assert cycles[0] == pytest.approx(153 + 128 + 3 * 153 + 21 + 32 + 12 + 2 + 32)
     # the engine that transforms its weights reads a 3x3 layer's taps: 9 lane grids a row, 36 words, not 64
     taps = EngineShape("winograd", 4, 4, 4, 1000, 1000, 1000, 6, tile=2, w_transform=True)
     assert network_trips(taps, layer, Tiles(4, 8, 4, 8))["read_w"] == 4 * 2 * 36

@@ -50,17 +50,18 @@ def test_a_word_of_several_channel_groups_by_hand():
     # the PE array and the transforms are the lanes': as for a narrow word
     for key in ("compute", "transform_in", "transform_out", "in_rows", "out_rows", "tile_rows"):
         assert trips[key] == network_trips(narrow, layer, tiles)[key], key
-    # cycles with no latency: a step is its read (6 box rows of 10 words, then 8 patches x 4 channel groups and
-    # the transform's 5 stages: 97) against the weights (8 x 4 groups of 16 elements x 4 lanes, 8-element words:
-    # 256) and the PE's 8 x 4 x 8 + 10 = 266; the output tile's write (4 rows of 8 pixels x 2 words, a word a
-    # cycle: 64) against its output transform (8 groups x 8 patches x 2 rows of 2 pixels, a row a cycle, + 5 =
-    # 133); then the first
-    # step's box (97: its weights stream beside its PE array), the last tile's write and transform, 2 parameter
-    # words and the 32-word descriptor
+    # cycles with no latency: a step is its read (6 box rows of 10 words and the loop's 12 cycles, then 8 patches x
+    # 4 channel groups and the transform's 5 stages: 109) against the weights (8 x 4 groups of 16 elements x 4
+    # lanes, 8-element words: 256) and the PE's 8 x 4 x 8 + 10 = 266; the output tile's write (4 rows of 8 pixels
+    # x 2 words, a word a
+    # cycle: 64, and 12) against its output transform (8 groups x 8 patches x 2 rows of 2 pixels, a row a cycle,
+    # + 5 = 133); then the first step's box (109: its weights stream beside its PE array), the last tile's write and
+    # transform, 2 parameter words and the 32-word descriptor
     t = {k: np.array([v]) for k, v in tiles.__dict__.items()}
     timing = dict(clock_hz=100e6, elem_bytes=4, read_floor_ns=0.0, write_floor_ns=0.0, latency_ns=0.0,
                   port_gbps=1e3, depth=10, transform_depth=5)
-    assert layer_cycles(engine, layer, t, **timing)[0] == pytest.approx(2 * 266 + 97 + 64 + 133 + 2 + 32)
+    cycles = layer_cycles(engine, layer, t, **timing)
+    assert cycles[0] == pytest.approx(2 * 266 + 109 + 64 + 12 + 133 + 2 + 32)
     # the box: 16 lanes x ... banks: a bank a word's group, each a quarter of the rows; the gather and scatter a
     # word's lanes in registers (8 x 32 bits where a row of 2 lanes is 2 x 32)
     ff = RESOURCE_KINDS.index("ff")

@@ -135,7 +135,7 @@ def lint_network(project: str | Path) -> LintReport:
     _check_block_depths(source, add)
     check_bursts(source, add)
     writers = sorted({(1, 1)} | {(e.out_banks, e.out_cols) for e in engines.values()})
-    check_runs_in_flight(source, header, [f"{NAMES[kind]}_read_in" for kind in engines],
+    check_runs_in_flight(source, header, k.pragmas, [f"{NAMES[kind]}_read_in" for kind in engines],
                          [write_process(*b) for b in writers], add)
     bundles = [p.get("bundle") for p in k.pragmas if p.name == "INTERFACE" and p.get("mode") == "m_axi"]
     if not any(p.name == "INTERFACE" and p.get("port") == "table" and p.get("max_widen_bitwidth") == "32"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cost_models.fpga_costs import NETWORK_OUTSTANDING
+from cost_models.fpga_costs import ARENA_OUTSTANDING, RUNS_AHEAD
 from cost_models.fpga_network_ports import WEIGHT_PORTS
 from hetero_dse.hls.network_lint_parts import constant, function_text
 from hetero_dse.hls.network_run import weight_ports
@@ -31,13 +31,16 @@ BURSTS = {**{w: rf"{w}\[base \+ it\]" for w in weight_ports(WEIGHT_PORTS[-1])},
 #: the arena's ports and the one call that moves a word on each
 ARENA = {"act": "act.read()", "act_res": "act_res.read()", "act_out": "act_out.write(o)"}
 
-#: a read process's requests (``request_run`` in kernel.cpp.j2): its first ``RUNS_AHEAD - 1`` runs before its loop,
-#: then, in the loop at II 1, the next as each run starts, so that ``RUNS_AHEAD`` are in flight; each of
-#: ``run_words`` words, the run's pixel advanced after it
-REQUEST_FIRST = re.compile(r"request_first: for \(; q < runs && q < RUNS_AHEAD - 1; \+\+q\) \{\n"
-                           r"\s*(\w+)\.read_request\([^;]*, run_words\);\n\s*if \(whole\) \{\n")
-REQUEST_NEXT = re.compile(r"if \(i == 0 && q < runs\) \{  //[^\n]*\n\s*(\w+)\.read_request\([^;]*, run_words\);\n"
-                          r"\s*if \(whole\) \{\n(?:[^\n]*\n){5}\s*\+\+q;\n")
+#: the loop over a box's or a tile's words, its body pipelined at II 1 (``read_in``; the write's two)
+WORD_LOOP = re.compile(r"(read_in|write_res|write): for \(int t = 0; t < runs \* run_words; \+\+t\) \{\n"
+                       r"\s*#pragma HLS PIPELINE II=1\n")
+#: a request as ``request_run`` in kernel.cpp.j2 writes it: a run of ``run_words`` words, its pixel advanced after
+REQUEST = re.compile(r"(\w+)\.read_request\([^;]*, run_words\);\n\s*if \(whole\) \{\n")
+#: the blocks a request may sit in: before the loop, the first ``RUNS_AHEAD - 1`` runs; in it, as a run starts
+FIRST, NEXT = "request_first: for (; q < runs && q < RUNS_AHEAD - 1; ++q) {", "if (i == 0 && q < runs) {"
+#: the first requests, then (the next word's counter between) the loop over the words
+FOLLOWED = re.compile(re.escape(FIRST) + r"\n\s*(\w+)\.read_request(?:[^\n]*\n){7}\s*\}\n(?:\s*int i = 0;[^\n]*\n)?\s*"
+                      + WORD_LOOP.pattern)
 
 
 def check_bursts(source: str, add: Any) -> None:
@@ -55,61 +58,94 @@ def check_bursts(source: str, add: Any) -> None:
                                "the model charges its runs requested ahead (hls::burst_maxi)")
 
 
-def check_runs_in_flight(source: str, header: str, readers: list[str], writers: list[str], add: Any) -> None:
+def check_runs_in_flight(source: str, header: str, pragmas: list[Any], readers: list[str], writers: list[str],
+                         add: Any) -> None:
     """The arena's runs kept in flight as the model charges them: ``readers`` (the box read processes) request
-    their runs ahead; ``writers`` request each run before its words, take each response ``RUNS_AHEAD`` runs late
-    and the tile's last at its end, and request the residual's runs ahead."""
+    their runs ahead; ``writers`` request each run as it starts, take each response ``RUNS_AHEAD - 1`` runs late and
+    the tile's last at its end, and request the residual's runs ahead. Every word moves in the one loop over a box's
+    or a tile's words, at II 1, in no block but that loop's body; the ports' adapters allow the transactions the
+    model charges their buffers (``ARENA_OUTSTANDING``), twice the runs in flight."""
     ahead = constant(header, "RUNS_AHEAD")
     define = re.search(r"#define HDSE_RUNS_AHEAD (\d+)\n", header)
-    if ahead != NETWORK_OUTSTANDING or define is None or int(define.group(1)) != NETWORK_OUTSTANDING:
+    if ahead != RUNS_AHEAD or define is None or int(define.group(1)) != RUNS_AHEAD:
         add("burst", "kernel.h", f"RUNS_AHEAD is {ahead} (HDSE_RUNS_AHEAD {define and define.group(1)}): the model "
-                                 f"keeps {NETWORK_OUTSTANDING} runs in flight, the ports' outstanding transactions "
-                                 "(more would stall the process that must read them)")
+                                 f"keeps {RUNS_AHEAD} runs in flight, half the arena ports' {ARENA_OUTSTANDING} "
+                                 "transactions (more could stall the loop that must free them)")
+    for port, option in (("act_in", "num_read_outstanding"), ("act_res", "num_read_outstanding"),
+                         ("act_out", "num_write_outstanding")):
+        got = [p.get(option) for p in pragmas if p.name == "INTERFACE" and p.get("port") == port
+               and p.get("mode") == "m_axi"]
+        if got != [str(ARENA_OUTSTANDING)]:
+            add("interface", port, f"{option} {got}: the model charges {ARENA_OUTSTANDING} transactions' buffer and "
+                                   f"keeps {RUNS_AHEAD} runs in flight on it")
     for fn_name, ports in [(f, ("act",)) for f in readers] + [(f, ("act_res", "act_out")) for f in writers]:
         text = function_text(source, fn_name)
-        first = REQUEST_FIRST.findall(text)
-        starts = [m for m in REQUEST_NEXT.finditer(text) if _in_pipelined_loop(text, m.start())]
         for port in ports:
-            if not text.count(ARENA[port]):
+            moves = [m.start() for m in re.finditer(re.escape(ARENA[port]), text)]
+            if not moves:
                 add("burst", fn_name, f"moves no word on {port}")
-            for m in re.finditer(re.escape(ARENA[port]), text):
-                line = _line(text, m.start(), m.end())
-                if "?" in line or re.match(r"\s*(if|else)\b", line) or not _in_pipelined_loop(text, m.start()):
-                    add("burst", fn_name, f"`{line.strip()}`: a word of {port} moved under a condition or outside a "
-                                          "loop at II 1; the model moves a run's words a cycle each")
+            for at in moves:
+                line = _line(text, at, at)
+                if "?" in line or re.match(r"\s*(if|else)\b", line) or not _in_word_loop(text, at, 0):
+                    add("burst", fn_name, f"`{line.strip()}`: a word of {port} moved outside the loop "
+                                          "over the words at II 1, or under a condition in it; the model moves a "
+                                          "run's words a cycle each")
             if port == "act_out":
                 _check_write_responses(text, fn_name, add)
-            elif first.count(port) != 1 or [m.group(1) for m in starts].count(port) != 1 or \
-                    text.count(f"{port}.read_request(") != 2:
-                add("burst", fn_name, f"{port}'s runs are not each requested RUNS_AHEAD - 1 runs before their words "
-                                      "(the first before the loop, the next as a run starts in it): each would wait "
-                                      "out a round trip the model does not charge")
+                continue
+            requests = [m for m in REQUEST.finditer(text) if m.group(1) == port]
+            blocks = sorted(_blocks(text, m.start())[0] for m in requests)
+            nexts = [m for m in requests if _blocks(text, m.start())[0] == NEXT and _in_word_loop(text, m.start(), 1)]
+            follows = [m.group(1) for m in FOLLOWED.finditer(text)].count(port) == 1
+            if blocks != sorted([FIRST, NEXT]) or len(nexts) != 1 or text.count(f"{port}.read_request(") != 2:
+                add("burst", fn_name, f"{port}'s runs are not each requested RUNS_AHEAD - 1 runs before they start "
+                                      "(the first before the loop over the words, the next as a run starts in it): "
+                                      "each would wait out a round trip the model does not charge")
+            elif not follows:
+                add("burst", fn_name, f"{port}'s first requests are not followed by the loop over the words")
 
 
 def _check_write_responses(text: str, fn_name: str, add: Any) -> None:
     """The write process: each run's write requested as the run starts, its response taken RUNS_AHEAD - 1 runs
     later at a run's last word (both in the loop at II 1, in each of its two loops), and the tile's last responses
     before its next tile."""
-    request = r"if \(i == 0\) \{  //[^\n]*\n\s*act_out\.write_request\([^;]*,\s*run_words\);\n"
-    answer = (r"if \(\+\+i == run_words\) \{  //[^\n]*\n\s*i = 0;\n"
-              r"\s*if \(r \+ 1 >= RUNS_AHEAD\) act_out\.write_response\(\);\n")
+    requests = [m.start() for m in re.finditer(r"act_out\.write_request\([^;]*,\s*run_words\);", text)]
+    answers = [m.start() for m in re.finditer(r"if \(r \+ 1 >= RUNS_AHEAD\) act_out\.write_response\(\);", text)]
     drain = (r"\n\s*answer: for \(int a = runs < RUNS_AHEAD \? 0 : runs \+ 1 - RUNS_AHEAD; a < runs; \+\+a\) "
              r"act_out\.write_response\(\);\n")
-    loops = [len([m for m in re.finditer(f, text) if _in_pipelined_loop(text, m.start())]) for f in (request, answer)]
-    if loops != [2, 2] or len(re.findall(drain, text)) != 1 or text.count("act_out.write_response()") != 3 or \
+    placed = [_blocks(text, at)[0] == "if (i == 0) {" and _in_word_loop(text, at, 1) for at in requests] + \
+             [_blocks(text, at)[0] == "if (++i == run_words) {" and _in_word_loop(text, at, 1) for at in answers]
+    if placed != [True] * 4 or len(re.findall(drain, text)) != 1 or text.count("act_out.write_response()") != 3 or \
             text.count("act_out.write_request(") != 2:
         add("burst", fn_name, "its runs are not each requested as they start and answered RUNS_AHEAD - 1 runs late "
                               "(the tile's last at its end): a run that waits for its response pays a round trip "
                               "the model does not charge, and one never answered may not be in memory")
 
 
-def _in_pipelined_loop(text: str, at: int) -> bool:
-    """Whether the innermost loop open at ``at`` is pipelined at II 1 (the pragma its body's first line)."""
-    for head in reversed(list(re.finditer(r"\b\w+: for \([^)]*\) \{\n", text[:at]))):
-        body = text[head.end():at]
-        if body.count("{") >= body.count("}"):  # still open at ``at``: the innermost loop around it
-            return re.match(r"\s*#pragma HLS PIPELINE II=1\n", body) is not None
-    return False
+def _blocks(text: str, at: int) -> list[str]:
+    """The heads of the blocks open at ``at``, innermost first: each the line of its ``{`` up to the brace (the
+    generated code opens a block at a line's end, a comment after it at most)."""
+    heads, depth = [], 0
+    for i in range(at - 1, -1, -1):
+        if text[i] == "}":
+            depth += 1
+        elif text[i] == "{":
+            if depth:
+                depth -= 1
+            else:
+                heads.append(text[text.rfind("\n", 0, i) + 1:i + 1].strip())
+    return heads
+
+
+def _in_word_loop(text: str, at: int, depth: int) -> bool:
+    """Whether ``at`` sits ``depth`` blocks inside the loop over a box's or a tile's words (0: in its body itself),
+    that loop pipelined at II 1 and itself in no other loop over words."""
+    heads = _blocks(text, at)
+    if len(heads) <= depth:
+        return False
+    loop = heads[depth]
+    start = text.rfind(loop, 0, at)
+    return WORD_LOOP.match(text, start) is not None and not any(WORD_LOOP.match(h + "\n") for h in heads[depth + 1:])
 
 
 def _line(text: str, start: int, end: int) -> str:

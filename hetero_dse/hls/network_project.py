@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from cost_models.fpga_network import DESCRIPTOR_WORDS
-from cost_models.fpga_costs import NETWORK_OUTSTANDING
+from cost_models.fpga_costs import ARENA_OUTSTANDING, RUNS_AHEAD
 from hetero_dse import __version__
 from hetero_dse.atomic import atomic_directory
 from hetero_dse.errors import HeteroDSEError
@@ -66,9 +66,13 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
     tch = max(p.tiles.tc if p.layer.engine == "depthwise" else p.tiles.tk for p in design.layers)
     # the table's ints never widened to the port (its burst buffer is charged at 32 bits: kernel_ports)
     ports = [{"name": "table", "bundle": "gmem_table", "depth": data["table"].size, "extra": " max_widen_bitwidth=32"},
-             {"name": "act_in", "bundle": "gmem0", "depth": data["arena_words"]},
-             {"name": "act_res", "bundle": "gmem1", "depth": data["arena_words"]},
-             {"name": "act_out", "bundle": "gmem2", "depth": data["arena_words"]},
+             # the arena's: twice the runs each keeps in flight (ARENA_OUTSTANDING, kernel_buffers)
+             {"name": "act_in", "bundle": "gmem0", "depth": data["arena_words"],
+              "extra": f" num_read_outstanding={ARENA_OUTSTANDING}"},
+             {"name": "act_res", "bundle": "gmem1", "depth": data["arena_words"],
+              "extra": f" num_read_outstanding={ARENA_OUTSTANDING}"},
+             {"name": "act_out", "bundle": "gmem2", "depth": data["arena_words"],
+              "extra": f" num_write_outstanding={ARENA_OUTSTANDING}"},
              {"name": "wgt", "bundle": "gmem3", "depth": data["weight_words"]},
              {"name": "params", "bundle": "gmem4", "depth": data["param_words"]}]
     # the weights' other ports, each a bundle of its own, on the memory banks ``weight_banks`` puts them on
@@ -98,7 +102,7 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
             "writers": sorted({(write_process(*b), tuple(map(tuple, tile_banks(*b))))
                                for b in {(1, 1)} | {(e.out_banks, e.out_cols) for e in design.engines.values()}}),
             "weight_ports": design.w_ports, "wgts": wgts, "weight_banks": banks,
-            "distance": next(iter(design.engines.values())).distance, "ports": ports, "runs_ahead": NETWORK_OUTSTANDING,
+            "distance": next(iter(design.engines.values())).distance, "ports": ports, "runs_ahead": RUNS_AHEAD,
             "ops": {"mul": a.mul_core[0], "mul_impl": a.mul_core[1], "add": a.add_core[0],
                     "add_impl": a.add_core[1]},
             "arena_words": data["arena_words"], "weight_words": data["weight_words"], "atol": atol, "rtol": rtol,
