@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from cost_models.fpga_costs import ARENA_LOOP_CYCLES, AXI_MAX_BURST_BYTES, RUNS_AHEAD, packed_chain
+from cost_models.fpga_network_ports import weight_layout
 
 __all__ = ["ENGINE_KINDS", "DESCRIPTOR_WORDS", "EngineShape", "NetLayer", "Tiles", "layer_cycles", "network_trips",
            "tile_options"]
@@ -303,8 +304,7 @@ def tile_options(extent: int, lanes: int | None = None, cap: int = 24, multiple:
 
 def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clock_hz: float, elem_bytes: int,
                  read_floor_ns: float, write_floor_ns: float, latency_ns: float, port_gbps: float,
-                 depth: int, residual: bool = False, transform_depth: int = 0, w_channels: int = 1,
-                 one_channel: bool = False) -> Any:
+                 depth: int, residual: bool = False, transform_depth: int = 0, channels: int = 2) -> Any:
     """Cycles of the layer for tiles ``t`` (arrays broadcast together): per step the slowest of its two reads and
     its compute, the write of each tile beside the next tile's steps; plus the first box and the last write, each
     output-channel tile's parameters and the descriptor. A read process restarts its loop every step and pays a
@@ -315,8 +315,8 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     the layer's epilogue reads a word beside each output word. The Winograd engine's read process transforms the
     box's patches after the box arrives (``transform_depth``: that loop's pipeline), and its output transform, a
     patch row a cycle (a 1×1 layer's blocks a pixel), runs beside the write as a stage of its own. The weights
-    come over the engine's ``w_ports``, spread over ``w_channels`` memory channels (ports on one channel share it);
-    ``one_channel``: the arena and the weights are on the board's one channel, whose bound counts the weights too."""
+    come over the engine's ``w_ports`` on the board's ``channels`` memory channels as ``weight_banks`` places them
+    (ports on one channel share it; the arena's channel bounds the words of those on it with its own streams')."""
     s = _steps(layer, t)
     r_floor, w_floor = (max(1.0, ns * 1e-9 * clock_hz) for ns in (read_floor_ns, write_floor_ns))
 
@@ -350,7 +350,7 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     # share it); the arena's streams (the input box, the write and the residual beside it) each at its own port's
     # rate, their channel's bandwidth bounding their sum over a tile below (as the one-operator model bounds a
     # channel's bytes): a stream alone, the tail's write or the first box, gets the channel's whole bandwidth
-    w_share = engine.w_ports if one_channel else -(-engine.w_ports // max(1, w_channels))
+    w_share, on_arena = weight_layout(engine.w_ports, channels)
     # the input box: a run a box row where the tile takes every channel (consecutive words), else a pixel
     whole = t["tc"] == layer.C
     box_runs = np.where(whole, s["box_h"], s["box_h"] * s["box_w"])
@@ -387,9 +387,9 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     # the epilogue's parameters: one burst for each output-channel tile, before its first tile's writes
     params = n_o * (runs(1, engine.params * out_chan // engine.p_word, r_floor, 4 * engine.p_word) + latency)
     descriptor = latency + DESCRIPTOR_WORDS
-    # the arena's channel over an output tile: its steps' boxes (and on a board of one channel their weights), its
+    # the arena's channel over an output tile: its steps' boxes (and the weights of the weight ports on it), its
     # write and residual, each byte once, at the channel's bandwidth
-    reads = (n_c * box_runs * box_words * engine.word + one_channel * n_c * w_words * engine.w_word) * elem_bytes
+    reads = (n_c * box_runs * box_words * engine.word + on_arena * n_c * w_words * engine.w_word) * elem_bytes
     bw = port_gbps * 1e9 / clock_hz
     channel = (reads + streams * o_runs * o_words * engine.word * elem_bytes) / bw
     tile = np.maximum(np.maximum(n_c * step, channel), np.maximum(write, transform_out))

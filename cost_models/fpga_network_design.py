@@ -41,7 +41,7 @@ from cost_models.fpga_network import (
 )
 from cost_models.fpga_network_placed import NetworkDesign, PlacedLayer
 from cost_models.fpga_network_ports import (WEIGHT_PORTS, kernel_buffers, unit_share, weight_bandwidth,
-                                            weight_channels, weight_reads)
+                                            weight_reads)
 from cost_models.fpga_network_resources import engine_resources, kernel_base
 from cost_models.fpga_winograd import TILES, refusal, transform_depth, weight_transform_depth
 from hetero_dse.errors import HeteroDSEError
@@ -75,8 +75,7 @@ def _timing(board: Board, dtype: str, clock_hz: float, word: int, bandwidth_shar
     m = board.memory
     return {"clock_hz": clock_hz, "elem_bytes": np.dtype(dtype).itemsize, "read_floor_ns": m.read_burst_ns,
             "write_floor_ns": m.write_burst_ns, "latency_ns": m.latency_ns,
-            "port_gbps": m.sustained_gbps_per_channel * bandwidth_share, "w_channels": weight_channels(m.channels),
-            "one_channel": m.channels == 1}
+            "port_gbps": m.sustained_gbps_per_channel * bandwidth_share, "channels": m.channels}
 
 
 @functools.cache

@@ -10,7 +10,7 @@ from fractions import Fraction
 from cost_models.fpga_costs import ARENA_OUTSTANDING, NETWORK_OUTSTANDING
 
 __all__ = ["WEIGHT_PORTS", "kernel_buffers", "kernel_ports", "unit_share", "weight_bandwidth", "weight_banks",
-           "weight_channels", "weight_reads"]
+           "weight_channels", "weight_layout", "weight_reads"]
 
 #: the weights' ports a design may read at once (each past the first another m_axi port): four fill ZCU102's
 #: 128-bit HP ports that reach the DDR controller on ports of their own
@@ -62,12 +62,25 @@ def weight_channels(channels: int) -> int:
 
 def weight_banks(ports: int, channels: int) -> list[int]:
     """The memory bank of each of ``ports`` weight ports (``connectivity.cfg``): in turn over the
-    ``weight_channels`` past the arena's first, the one there is on a board of one."""
-    return [1 + q % weight_channels(channels) if channels > 1 else 0 for q in range(ports)]
+    ``weight_channels`` past the arena's first, then the arena's own (where a layer's maps are small its streams
+    leave it mostly idle; the model bounds its bytes with that port's words among them), then around again; the
+    one there is on a board of one."""
+    if channels == 1:
+        return [0] * ports
+    order = [*range(1, weight_channels(channels) + 1), 0]
+    return [order[q % len(order)] for q in range(ports)]
+
+
+def weight_layout(ports: int, channels: int) -> tuple[int, float]:
+    """Of ``ports`` weight ports on a board of ``channels`` (``weight_banks``): the most on one channel (the weight
+    process reads them in lockstep, so that channel's share sets every port's rate), and the part of the weights
+    that crosses the arena's channel."""
+    banks = weight_banks(ports, channels)
+    return max(banks.count(b) for b in banks), banks.count(0) / ports
 
 
 def weight_bandwidth(ports: int, channels: int, channel_words: float) -> float:
-    """Weight words a cycle ``ports`` weight ports bring, spread in turn over ``weight_channels(channels)``
-    memory channels that each carry ``channel_words`` words a cycle: the weight process reads them in lockstep,
-    so the most crowded channel sets every port's rate (a word a cycle at most)."""
-    return ports * min(1.0, channel_words / -(-ports // weight_channels(channels)))
+    """Weight words a cycle ``ports`` weight ports bring over memory channels that each carry ``channel_words``
+    words a cycle, placed as ``weight_banks`` places them: the most crowded channel sets every port's rate (a word
+    a cycle at most)."""
+    return ports * min(1.0, channel_words / weight_layout(ports, channels)[0])

@@ -113,22 +113,28 @@ def test_two_weight_ports_halve_the_weight_process_by_hand_where_their_channels_
     # the first step's reads: the input box's 240 words now outlast the weights' 144 (one port: 288)
     fast = layer_cycles(engine, layer, t, port_gbps=1e3, **timing)
     assert fast[0] == pytest.approx(4 * (18 * 32 + 10) + 240 + 12 + 64 + 12 + 2 * 2 + 32)
-    # tiles of 1 x 2 pixels (64 steps): the weights bound each step. At a word a cycle of bandwidth (1.6 GB/s),
-    # two ports on one channel share it: no faster than one port (288 cycles a step); on two channels each
-    # moves its word a cycle (144), every step and the first one's reads
+    # tiles of 1 x 2 pixels (64 tiles of one step): the weights bound each step. At a word a cycle of bandwidth
+    # (1.6 GB/s) a channel, one port on a channel past the arena's moves its 288 words in 288 cycles a step; two,
+    # each on its own channel past the arena's (a board of three), 144 (every step and the first one's reads)
     t = {k: np.array([v]) for k, v in Tiles(8, 16, 1, 2).__dict__.items()}
     one = layer_cycles(replace(engine, w_ports=1), layer, t, port_gbps=1.6, **timing)
-    assert layer_cycles(engine, layer, t, port_gbps=1.6, **timing)[0] == pytest.approx(one[0])
-    two = layer_cycles(engine, layer, t, port_gbps=1.6, w_channels=2, **timing)
+    two = layer_cycles(engine, layer, t, port_gbps=1.6, channels=3, **timing)
     assert one[0] - two[0] == pytest.approx(64 * (288 - 144))  # (before the first step only its box is waited for)
-    # four ports over three channels (vu9p's, past the arena's): two share one, and the process takes a word from
-    # each a cycle, so all four move at half a word a cycle: 72 words each, 144 cycles, no faster than two; over
-    # four channels each its own: 72 cycles, and the PE array (18 rows of 6 slots and its depth of 10: 118) bounds
-    # each step
+    # on a board of two the second port is on the arena's channel (``weight_banks``): it still moves a word a cycle,
+    # but that channel then carries each tile's 144 weight words beside its box (48 words) and write (4): 196
+    # cycles a tile after the first, where the step is 144
+    arena = layer_cycles(engine, layer, t, port_gbps=1.6, channels=2, **timing)
+    assert one[0] - arena[0] == pytest.approx(63 * (288 - 196) + (288 - 144))
+    # four ports: on a board of 32 channels each its own, 72 words a step, and the PE array (18 rows of 6 slots and
+    # its depth of 10: 118) bounds each step; on vu9p's four the fourth is on the arena's (the tile's channel: 72 +
+    # 52 = 124 cycles, past the PE array's 118); on three, two share one (``weight_layout``) and the process takes a
+    # word from each a cycle, so all four move at half a word a cycle: 144 a step, no faster than two
     four = replace(engine, w_ports=4)
-    assert layer_cycles(four, layer, t, port_gbps=1.6, w_channels=3, **timing)[0] == pytest.approx(two[0])
-    assert two[0] - layer_cycles(four, layer, t, port_gbps=1.6, w_channels=4, **timing)[0] == pytest.approx(
-        64 * (144 - 118))
+    own = layer_cycles(four, layer, t, port_gbps=1.6, channels=32, **timing)
+    assert two[0] - own[0] == pytest.approx(64 * (144 - 118))
+    assert layer_cycles(four, layer, t, port_gbps=1.6, channels=4, **timing)[0] - own[0] == pytest.approx(
+        63 * (124 - 118))
+    assert layer_cycles(four, layer, t, port_gbps=1.6, channels=3, **timing)[0] == pytest.approx(two[0])
 
 
 def test_each_engine_reads_the_most_weight_ports_its_rows_split_into():
@@ -148,21 +154,23 @@ def test_each_engine_reads_the_most_weight_ports_its_rows_split_into():
     assert weight_reads(8, 8, 4, (9,), (9,)) == 4 and weight_reads(8, 8, 4, (9, 1), (9,)) == 4
     # the channels they spread over: the arena keeps the first; vu9p's other three, u280's first four; zcu102's one
     assert (weight_channels(4), weight_channels(32), weight_channels(1)) == (3, 4, 1)
-    # what they bring, read in lockstep: on vu9p (a channel a word of 64 bytes a cycle at most) four ports crowd two
-    # on one channel and bring 2 words a cycle, three bring 3 (the explorer does not try four there); on zcu102's
-    # one channel of 5.1 words of 16 bytes each of four ports moves its word a cycle
-    assert [weight_bandwidth(p, 4, 1.0) for p in (1, 2, 3, 4)] == [1.0, 2.0, 3.0, 2.0]
+    # what they bring, read in lockstep: on vu9p (a channel a word of 64 bytes a cycle at most) each port a word a
+    # cycle, the fourth on the arena's channel (whose streams the model bounds beside it); on a board of three, four
+    # ports crowd two on one channel and bring 2 words a cycle, three bring 3; on zcu102's one channel of 5.1 words
+    # of 16 bytes each of four ports moves its word a cycle
+    assert [weight_bandwidth(p, 4, 1.0) for p in (1, 2, 3, 4)] == [1.0, 2.0, 3.0, 4.0]
+    assert [weight_bandwidth(p, 3, 1.0) for p in (1, 2, 3, 4)] == [1.0, 2.0, 3.0, 2.0]
     assert weight_bandwidth(4, 1, 5.1) == 4.0 and weight_bandwidth(4, 1, 2.0) == 2.0
 
 
 def test_weight_ports_sit_on_the_channels_the_model_spreads_them_over(tmp_path):
-    """vu9p: the arena on DDR[0], four weight ports in turn over the other three (``weight_channels``), the model's
-    ``w_channels``; the host passes each its part of weights.bin."""
+    """vu9p: the arena on DDR[0], four weight ports in turn over the other three (``weight_channels``), the fourth
+    on the arena's (``weight_banks``, as the model places them); the host passes each its part of weights.bin."""
     project = _small_run(tmp_path, "int8", board="vu9p", weight_ports=(4,))[4]
     cfg = (project / "connectivity.cfg").read_text()
     banks = dict(line.split(".", 1)[1].split(":") for line in cfg.splitlines() if line.startswith("sp="))
     assert {k: v for k, v in banks.items() if k.startswith("wgt")} == {
-        "wgt": "DDR[1]", "wgt1": "DDR[2]", "wgt2": "DDR[3]", "wgt3": "DDR[1]"}
+        "wgt": "DDR[1]", "wgt1": "DDR[2]", "wgt2": "DDR[3]", "wgt3": "DDR[0]"}
     assert banks["act_in"] == banks["act_out"] == "DDR[0]"
     host = (project / "host" / "host.cpp").read_text()
     assert "weights3.size(), 3 * weights.size())" in host and "weights, weights1, weights2, weights3, params)" in host
@@ -659,7 +667,7 @@ def test_several_input_channel_steps_fill_the_pipeline_once_by_hand():
     assert quick[0] == pytest.approx(64 + 12 + 4 * 288 + 2 * 4 + 12 + 2 + 32)
     # on a board of one channel at a word a cycle, the steps' boxes and weights (4 x (64 + 288) = 1,408 words)
     # share it: the tile's steps end no sooner than its reads have passed it, 1,408 cycles after the tile began
-    one = layer_cycles(engine, layer, t, latency_ns=0.0, **{**fast, "port_gbps": 1.6}, one_channel=True)
+    one = layer_cycles(engine, layer, t, latency_ns=0.0, **{**fast, "port_gbps": 1.6}, channels=1)
     assert one[0] == pytest.approx(1408 + 2 * 4 + 12 + 2 + 32)
 
 
