@@ -118,7 +118,8 @@ def lint_network(project: str | Path) -> LintReport:
         check_weight_ports(source, f"{name}_read_w", engines[kind].w_ports, add)
     # each write process's loops at II 1 as the model charges (a word a cycle); one that gathers a word's rows from
     # banks reads each row from its own bank, into registers
-    for banks, cols in sorted({(1, 1)} | {(e.out_banks, e.out_cols) for e in engines.values()}):
+    writers = sorted({(1, 1)} | {(e.out_banks, e.out_cols) for e in engines.values()})
+    for banks, cols in writers:
         fn_name = write_process(banks, cols)
         text = function_text(source, fn_name)
         for loop in ("write", "write_res", "bias_in"):
@@ -134,7 +135,6 @@ def lint_network(project: str | Path) -> LintReport:
                                           f"{word} lanes of it a cycle")
     _check_block_depths(source, add)
     check_bursts(source, add)
-    writers = sorted({(1, 1)} | {(e.out_banks, e.out_cols) for e in engines.values()})
     check_runs_in_flight(source, header, k.pragmas, [f"{NAMES[kind]}_read_in" for kind in engines],
                          [write_process(*b) for b in writers], add)
     bundles = [p.get("bundle") for p in k.pragmas if p.name == "INTERFACE" and p.get("mode") == "m_axi"]
