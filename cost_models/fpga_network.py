@@ -45,8 +45,7 @@ import numpy as np
 from cost_models.fpga_costs import ARENA_LOOP_CYCLES, AXI_MAX_BURST_BYTES, RUNS_AHEAD, packed_chain
 from cost_models.fpga_network_ports import weight_layout
 
-__all__ = ["ENGINE_KINDS", "DESCRIPTOR_WORDS", "EngineShape", "NetLayer", "Tiles", "layer_cycles", "network_trips",
-           "tile_options"]
+__all__ = ["ENGINE_KINDS", "DESCRIPTOR_WORDS", "EngineShape", "NetLayer", "Tiles", "layer_cycles", "network_trips"]
 
 ENGINE_KINDS = ("grid", "depthwise", "winograd")
 #: int32 words of one layer's descriptor in the table the kernel reads (``kernel.h``'s layer_t)
@@ -240,12 +239,14 @@ def _steps(layer: NetLayer, t: dict[str, Any]) -> dict[str, Any]:
     return {"n_k": n_k, "n_c": n_c, "n_y": n_y, "n_x": n_x, "box_h": box_h, "box_w": box_w, "pixels": th * tw}
 
 
-def network_trips(engine: EngineShape, layer: NetLayer, tiles: Tiles) -> dict[str, int]:
+def network_trips(engine: EngineShape, layer: NetLayer, tiles: Tiles, residual: bool = False) -> dict[str, int]:
     """Iterations of each process's pipelined loop over the whole layer, as the kernel runs them (and as the
     C-simulation counts them): ``read_in``, ``read_w``, ``compute``, ``write``, ``bias`` and the Winograd
-    engine's ``transform_in`` and ``transform_out`` (0 on the others); and the buffer rows the layer's tiles
-    fill (the Winograd engine's ``in_rows`` a patch's transformed inputs, ``out_rows`` a patch's sums, and
-    ``tile_rows`` the output tile a channel group's pixel a row, over all its banks)."""
+    engine's ``transform_in`` and ``transform_out`` (0 on the others); the arena's runs requested (``in_runs``,
+    ``out_runs`` and, where the epilogue adds a ``residual``, ``res_runs``: each a burst ``layer_cycles``
+    charges); and the buffer rows the layer's tiles fill (the Winograd engine's ``in_rows`` a patch's transformed
+    inputs, ``out_rows`` a patch's sums, and ``tile_rows`` the output tile a channel group's pixel a row, over all
+    its banks)."""
     t = tiles.__dict__
     s = _steps(layer, t)
     rs = layer.R * layer.S
@@ -285,21 +286,15 @@ def network_trips(engine: EngineShape, layer: NetLayer, tiles: Tiles) -> dict[st
     bias = n_o * (engine.params * (tiles.tc if dw else tiles.tk) // engine.p_word)
     # the write: only the pixels inside the image, every output channel once (a channel tile divides them)
     write = layer.OH * layer.OW * (layer.K // engine.word)
+    # the runs: a box row where a step takes every channel, else a pixel's; an output row of a tile (inside the
+    # image) where its tile takes every channel, else a pixel's, for each output-channel tile; the residual's alike
+    in_runs = steps * np.where(tiles.tc == layer.C, s["box_h"], s["box_h"] * s["box_w"])
+    out_runs = layer.OH * np.where((tiles.tc if dw else tiles.tk) == layer.K, s["n_x"], n_o * layer.OW)
+    in_runs, out_runs = (v.item() if v.ndim == 0 else v for v in (in_runs, out_runs))  # one tiling's: an int
     return {"steps": steps, "out_tiles": out_tiles, "read_in": steps * per_in,
             "read_w": steps * per_w, "compute": steps * per_c, "write": write, "bias": bias,
-            "transform_in": transform_in, "transform_out": transform_out, **rows}
-
-
-def tile_options(extent: int, lanes: int | None = None, cap: int = 24, multiple: int = 1) -> list[int]:
-    """Candidate tiles of a loop: for channels (``lanes`` given) the lane count times powers of two that divide
-    the extent, and the extent; for rows and columns every ``ceil(extent / n)`` (a tile that wastes least),
-    rounded up to a ``multiple`` (the Winograd engine's tiles are whole patches)."""
-    if lanes is not None:  # whole multiples of the lanes that divide the channels (a tile never passes their end)
-        out = {lanes * 2 ** i for i in range(12) if lanes * 2 ** i <= extent} | {extent}
-        return sorted(v for v in out if v % lanes == 0 and extent % v == 0)
-    up = lambda v: -(-v // multiple) * multiple  # noqa: E731
-    options = sorted({up(-(-extent // n)) for n in range(1, extent + 1)})
-    return options[:cap] + ([up(extent)] if len(options) > cap else [])
+            "transform_in": transform_in, "transform_out": transform_out, "in_runs": in_runs, "out_runs": out_runs,
+            "res_runs": out_runs if residual else 0 * out_runs, **rows}
 
 
 def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clock_hz: float, elem_bytes: int,

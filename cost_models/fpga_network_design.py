@@ -37,12 +37,12 @@ from cost_models.fpga_network import (
     Tiles,
     layer_cycles,
     network_trips,
-    tile_options,
 )
 from cost_models.fpga_network_placed import NetworkDesign, PlacedLayer
 from cost_models.fpga_network_ports import (WEIGHT_PORTS, kernel_buffers, unit_share, weight_bandwidth,
                                             weight_reads)
 from cost_models.fpga_network_resources import engine_resources, kernel_base
+from cost_models.fpga_network_tiles import tile_options
 from cost_models.fpga_winograd import TILES, refusal, transform_depth, weight_transform_depth
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board

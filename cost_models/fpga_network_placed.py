@@ -75,7 +75,7 @@ class NetworkDesign:
         return {k: self.resources[k] / self.board.cap(k) if self.board.cap(k) else 0.0 for k in RESOURCE_KINDS}
 
     def trips(self) -> list[dict[str, int]]:
-        return [network_trips(self.engines[p.layer.engine], p.layer, p.tiles) for p in self.layers]
+        return [network_trips(self.engines[p.layer.engine], p.layer, p.tiles, p.shape.residual) for p in self.layers]
 
     def _layer_json(self, p: PlacedLayer, hz: float) -> dict[str, Any]:
         """A layer's record, with its DDR traffic against seed 001's I/O lower bound where one applies

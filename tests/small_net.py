@@ -4,6 +4,7 @@ into something other than the identity."""
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -57,6 +58,45 @@ def traced():
             m.running_var.uniform_(0.5, 2.0)
             m.weight.data.uniform_(0.5, 1.5)
             m.bias.data.uniform_(-0.2, 0.2)
+    model.b2.weight.data.mul_(8.0)  # the depthwise layer's ReLU6 saturates: its clamp at 6 binds (and int8's qhi)
     x = torch.randn(1, 3, 16, 16)
     layers, image = trace_chain(model, x)
     return layers, image, model, x
+
+
+def retiled(design, run):
+    """``design`` and its ``run`` (a ``NetworkRun``) on the same hardware, each layer in other tiles, as a run-time
+    table may give them: channel tiles of one lane group (several steps and output-channel tiles, each run a
+    pixel's channels), and row and column tiles no larger than the explorer's that leave a partial last tile (a
+    tile past the map's end) where the map has one. The kernel is the same but for the arrays sized by the largest
+    tile; the table and the trips are the model's for these tiles. Returns (the design, the run)."""
+    import math
+    from dataclasses import replace
+
+    from cost_models.fpga_network import layer_cycles
+    from cost_models.fpga_network_design import pipeline_depths
+    from cost_models.fpga_network_placed import PlacedLayer
+
+    def channel(extent, lanes, word):
+        step = math.lcm(lanes, word)
+        return min(v for v in range(step, extent + 1, step) if extent % v == 0)
+
+    def spatial(extent, most, multiple):
+        partial = [v for v in range(multiple, most + 1, multiple) if extent % v]
+        return max(partial) if partial else most
+
+    timing = {k: v for k, v in design.timing.items() if k != "dtype"}
+    layers = []
+    for p in design.layers:
+        e, net = design.engines[p.layer.engine], p.layer
+        m = e.tile if e.kind == "winograd" and net.R > 1 else 1
+        tc = channel(net.C, e.in_lanes if e.kind != "depthwise" else e.out_lanes, e.word)
+        tk = channel(net.K, e.out_lanes, e.word) if e.kind != "depthwise" else tc
+        tiles = replace(p.tiles, tk=tk, tc=tc, th=spatial(net.OH, p.tiles.th, m), tw=spatial(net.OW, p.tiles.tw, m))
+        t = {k: np.array([v]) for k, v in tiles.__dict__.items()}
+        cycles = float(layer_cycles(e, net, t, residual=p.shape.residual, clock_hz=design.achieved_mhz * 1e6,
+                                    **pipeline_depths(e, design.dtype, design.achieved_mhz),
+                                    **{k: v for k, v in timing.items() if k != "clock_hz"})[0])
+        layers.append(PlacedLayer(p.shape, p.count, net, p.im2col, tiles, cycles))
+    return replace(design, layers=layers), replace(run, layers=[replace(r, placed=p)
+                                                                for r, p in zip(run.layers, layers, strict=True)])

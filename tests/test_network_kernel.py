@@ -21,7 +21,7 @@ from hetero_dse.hls.network_lint import lint_network
 from hetero_dse.hls.network_project import check_trips, write_network_project
 from hetero_dse.hls.network_run import NetworkRun, RunLayer, quantized, random_run
 from hetero_dse.model.chain import NETWORK_INPUT, trace_chain
-from small_net import traced
+from small_net import retiled, traced
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -43,9 +43,17 @@ def test_the_models_trip_counts_and_buffer_rows_are_the_loops_counted_by_hand():
     assert trips["compute"] == 4 * 18 * 32 and trips["write"] == 4 * 32 * 2
     assert trips["bias"] == 2 * 2  # the parameters once for each of the 2 output-channel tiles: 8 / 4 words
     assert trips["out_rows"] == 32
+    # the runs: each step's box takes every channel, a run a box row (6); each tile's output takes half of them, a
+    # run a pixel (32 a tile, 8 x 8 for each of the 2 output-channel tiles); no residual, no runs of one
+    assert trips["in_runs"] == 4 * 6 and trips["out_runs"] == 2 * 64 and trips["res_runs"] == 0
     # a tile of fewer pixels than the accumulation's distance idles up to it, and the model charges it
     small = network_trips(engine, layer, Tiles(8, 16, 1, 2))
     assert small["compute"] == small["steps"] * 18 * 6
+    # tiles of 16 output channels and 3 x 3 pixels (the last row and column tiles of 2, past the map's end),
+    # input channels 8 a step: each box (5 x 5) a run a pixel, 2 steps a tile of 3 x 3 = 9 tiles; the output a
+    # run a tile row inside the map (8 rows for each of the 3 column tiles), the residual's alike
+    odd = network_trips(engine, layer, Tiles(16, 8, 3, 3), residual=True)
+    assert odd["in_runs"] == 9 * 2 * 25 and odd["out_runs"] == odd["res_runs"] == 8 * 3
     # cycles: per step the slowest of its reads and compute, here the compute (18 x 32 + depth 10), with no DDR
     # floor, latency or bandwidth to speak of; then the first step's input box (240 words, one loop over its 6 runs,
     # and that loop's 12 cycles of requests and pipeline: its weights' 288 stream beside the PE array through a FIFO
@@ -262,6 +270,27 @@ def test_the_small_network_in_int8_runs_bit_exact_with_two_products_a_dsp(tmp_pa
     assert table[0]["slope_mult"] == 0 and table[4]["slope_mult"] == round(0.1 * 2 ** 14)
 
 
+@pytest.mark.parametrize("kw", [
+    dict(dtype="float32"),
+    dict(dtype="int8"),
+    dict(dtype="int8", algorithm="winograd", board="vu9p", lanes=(2,), tile=4, weight_ports=(4,)),
+], ids=["float32", "int8", "int8-winograd"])
+def test_the_kernel_runs_any_tiles_its_buffers_hold_as_the_model_counts_them(tmp_path, kw):
+    """The explorer's tables for the small network take every channel in one tile and most maps in one column
+    tile, so half the kernel's paths (a run a pixel, several steps and channel tiles, a tile past the map's end)
+    would run nowhere (``bench/network_mutants.py`` found defects there that no check saw). The same hardware with
+    every layer in channel tiles of one lane group and row and column tiles that leave a partial last one: the
+    network bit for bit (float32: within rounding), the trips the model's, the lint clean."""
+    *_, design, _, run = _small_run(tmp_path, **kw)
+    design, run = retiled(design, run)
+    assert all(p.tiles.tc < p.layer.C for p in design.layers if p.layer.C > design.engines[p.layer.engine].word)
+    assert any(p.layer.OW % p.tiles.tw for p in design.layers)
+    project = write_network_project(tmp_path / "retiled", design, run)
+    result = csim(project)
+    assert result.passed and result.mismatches == 0, result.output[-2000:]
+    assert check_trips(project, result.output) == [] and lint_network(project).ok
+
+
 @pytest.mark.parametrize("ports", [1, 2])
 def test_the_host_program_runs_the_network_through_an_xrt_test_double(tmp_path, ports):
     """host/host.cpp (XRT's native API) compiled against the project's XRT test double, whose kernel run calls
@@ -434,6 +463,13 @@ def _mutate(project, old, new, path="src/kernel.cpp", after=""):
     (("act_out.write_response();\n", "\n", "src/kernel.cpp", "    answer: for"), "csim"),
     # the table's port left for Vitis to widen: its burst buffer as wide as the port, not the 32 bits charged
     ((" max_widen_bitwidth=32", ""), "lint"),
+    # every box run a pixel's channels though the tile takes them all, or every output run a pixel's: the same
+    # words in the same order (C-simulation passes), each pixel a burst where the model charges a row; the runs
+    # the C-simulation counts are not the model's
+    (("whole = d.tc == d.C;", "whole = d.tc != d.C;", "src/kernel.cpp", "static void grid_read_in("), "trips"),
+    (("const bool whole = tch == d.K;", "const bool whole = tch != d.K;"), "trips"),
+    # the PE array's lanes under a bound the lint cannot count (a finding, not the lint's internal error)
+    (("lane: for (int l = 0; l < ", "lane: for (int l = 0; l == "), "lint"),
 ])
 def test_each_check_fails_when_the_code_is_broken_on_purpose(tmp_path, mutant, check):
     project = _small_run(tmp_path, weight_ports=(1,))[4]  # one weight port: the code the mutants name

@@ -34,6 +34,7 @@ from cost_models.fpga_costs import ARITHMETIC
 from cost_models.fpga_network import EngineShape, NetLayer, Tiles, network_trips
 from cost_models.fpga_network_ports import kernel_ports
 from hetero_dse.hls.cparse import CFile, LintError, parse_kernel
+from hetero_dse.hls.cvalues import NotAffine
 from hetero_dse.hls.lint.record import Finding, LintReport
 from hetero_dse.hls.network_lint_bursts import check_bursts, check_runs_in_flight
 from hetero_dse.hls.network_lint_parts import (
@@ -71,10 +72,19 @@ def lint_network(project: str | Path) -> LintReport:
     if any("w_span" in e for e in design.get("engines", [])):  # before the int8 engine transformed its weights
         raise LintError(f"{project} was written by an older hetero_dse (its Winograd weights transformed on the host, "
                         "16 bits each): write the project again to lint it")
+    report = LintReport()
+    try:
+        _lint(project, record, design, report)
+    except NotAffine as exc:  # a loop or index the generator writes with compile-time bounds, here not
+        report.findings.append(Finding("form", "kernel.cpp", f"{exc}: not the bounds the generator writes, whose "
+                                                             "trips the model charges"))
+    return report
+
+
+def _lint(project: Path, record: dict[str, Any], design: dict[str, Any], report: LintReport) -> None:
     source = (project / "src" / "kernel.cpp").read_text()
     header = (project / "src" / "kernel.h").read_text()
     k = parse_kernel(project / "src" / "kernel.cpp", project / "sim" / "include")
-    report = LintReport()
 
     def add(check: str, where: str, message: str) -> None:
         report.findings.append(Finding(check, where, message))
@@ -151,7 +161,6 @@ def lint_network(project: str | Path) -> LintReport:
                                 "co-simulation would give each its own memory)")
     report.pragmas_checked += len(bundles)
     _check_table(project, record, design, engines, header, add)
-    return report
 
 
 def _check_block_depths(source: str, add: Any) -> None:

@@ -38,8 +38,9 @@ WORD_LOOP = re.compile(r"(read_in|write_res|write): for \(int t = 0; t < runs \*
 REQUEST = re.compile(r"(\w+)\.read_request\([^;]*, run_words\);\n\s*if \(whole\) \{\n")
 #: the blocks a request may sit in: before the loop, the first ``RUNS_AHEAD - 1`` runs; in it, as a run starts
 FIRST, NEXT = "request_first: for (; q < runs && q < RUNS_AHEAD - 1; ++q) {", "if (i == 0 && q < runs) {"
-#: the first requests, then (the next word's counter between) the loop over the words
-FOLLOWED = re.compile(re.escape(FIRST) + r"\n\s*(\w+)\.read_request(?:[^\n]*\n){7}\s*\}\n(?:\s*int i = 0;[^\n]*\n)?\s*"
+#: the first requests (each ``request_run``'s eight lines), then (the next word's counter between) the loop over
+#: the words
+FOLLOWED = re.compile(re.escape(FIRST) + r"\n\s*(\w+)\.read_request(?:[^\n]*\n){8}\s*\}\n(?:\s*int i = 0;[^\n]*\n)?\s*"
                       + WORD_LOOP.pattern)
 
 
