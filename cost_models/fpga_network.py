@@ -236,17 +236,20 @@ def _steps(layer: NetLayer, t: dict[str, Any]) -> dict[str, Any]:
     n_c = -(-layer.C // tc)
     n_y, n_x = -(-layer.OH // th), -(-layer.OW // tw)
     box_h, box_w = (th - 1) * layer.stride + layer.R, (tw - 1) * layer.stride + layer.S
-    return {"n_k": n_k, "n_c": n_c, "n_y": n_y, "n_x": n_x, "box_h": box_h, "box_w": box_w, "pixels": th * tw}
+    # the box's runs: a box row where a step takes every channel (consecutive words), else a pixel's channels
+    box_runs = np.where(tc == layer.C, box_h, box_h * box_w)
+    return {"n_k": n_k, "n_c": n_c, "n_y": n_y, "n_x": n_x, "box_h": box_h, "box_w": box_w, "pixels": th * tw,
+            "box_runs": box_runs}
 
 
 def network_trips(engine: EngineShape, layer: NetLayer, tiles: Tiles, residual: bool = False) -> dict[str, int]:
     """Iterations of each process's pipelined loop over the whole layer, as the kernel runs them (and as the
     C-simulation counts them): ``read_in``, ``read_w``, ``compute``, ``write``, ``bias`` and the Winograd
     engine's ``transform_in`` and ``transform_out`` (0 on the others); the arena's runs requested (``in_runs``,
-    ``out_runs`` and, where the epilogue adds a ``residual``, ``res_runs``: each a burst ``layer_cycles``
-    charges); and the buffer rows the layer's tiles fill (the Winograd engine's ``in_rows`` a patch's transformed
-    inputs, ``out_rows`` a patch's sums, and ``tile_rows`` the output tile a channel group's pixel a row, over all
-    its banks)."""
+    ``out_runs`` and, where the epilogue adds a ``residual``, ``res_runs``: the bursts ``layer_cycles`` charges,
+    which counts a tile past the map's end as a whole one); and the buffer rows the layer's tiles fill (the
+    Winograd engine's ``in_rows`` a patch's transformed inputs, ``out_rows`` a patch's sums, and ``tile_rows`` the
+    output tile a channel group's pixel a row, over all its banks)."""
     t = tiles.__dict__
     s = _steps(layer, t)
     rs = layer.R * layer.S
@@ -286,9 +289,9 @@ def network_trips(engine: EngineShape, layer: NetLayer, tiles: Tiles, residual: 
     bias = n_o * (engine.params * (tiles.tc if dw else tiles.tk) // engine.p_word)
     # the write: only the pixels inside the image, every output channel once (a channel tile divides them)
     write = layer.OH * layer.OW * (layer.K // engine.word)
-    # the runs: a box row where a step takes every channel, else a pixel's; an output row of a tile (inside the
-    # image) where its tile takes every channel, else a pixel's, for each output-channel tile; the residual's alike
-    in_runs = steps * np.where(tiles.tc == layer.C, s["box_h"], s["box_h"] * s["box_w"])
+    # the runs: each step's box's; an output row of a tile (inside the image) where its tile takes every channel,
+    # else a pixel's, for each output-channel tile; the residual's alike
+    in_runs = steps * s["box_runs"]
     out_runs = layer.OH * np.where((tiles.tc if dw else tiles.tk) == layer.K, s["n_x"], n_o * layer.OW)
     in_runs, out_runs = (v.item() if v.ndim == 0 else v for v in (in_runs, out_runs))  # one tiling's: an int
     return {"steps": steps, "out_tiles": out_tiles, "read_in": steps * per_in,
@@ -348,7 +351,7 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     w_share, on_arena = weight_layout(engine.w_ports, channels)
     # the input box: a run a box row where the tile takes every channel (consecutive words), else a pixel
     whole = t["tc"] == layer.C
-    box_runs = np.where(whole, s["box_h"], s["box_h"] * s["box_w"])
+    box_runs = s["box_runs"]
     box_words = np.where(whole, s["box_w"] * layer.C // engine.word, t["tc"] // engine.word)
     read_in = in_flight(box_runs, box_words, r_floor)
     if wino:  # then the box's patches transformed, one a cycle and channel group

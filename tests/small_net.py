@@ -67,13 +67,14 @@ def traced():
 def retiled(design, run):
     """``design`` and its ``run`` (a ``NetworkRun``) on the same hardware, each layer in other tiles, as a run-time
     table may give them: channel tiles of one lane group (several steps and output-channel tiles, each run a
-    pixel's channels), and row and column tiles no larger than the explorer's that leave a partial last tile (a
-    tile past the map's end) where the map has one. The kernel is the same but for the arrays sized by the largest
-    tile; the table and the trips are the model's for these tiles. Returns (the design, the run)."""
+    pixel's channels), and the largest row and column tiles its buffers hold that leave a partial last tile (a tile
+    past the map's end), both where whole patches allow, else one. The kernel is the same but for the arrays sized
+    by the largest tile; the table and the trips are the model's for these tiles. Returns (the design, the run)."""
+    import itertools
     import math
     from dataclasses import replace
 
-    from cost_models.fpga_network import layer_cycles
+    from cost_models.fpga_network import Tiles, layer_cycles, network_trips
     from cost_models.fpga_network_design import pipeline_depths
     from cost_models.fpga_network_placed import PlacedLayer
 
@@ -81,22 +82,25 @@ def retiled(design, run):
         step = math.lcm(lanes, word)
         return min(v for v in range(step, extent + 1, step) if extent % v == 0)
 
-    def spatial(extent, most, multiple):
-        partial = [v for v in range(multiple, most + 1, multiple) if extent % v]
-        return max(partial) if partial else most
+    def fits(e, net, tiles):
+        rows = network_trips(e, net, tiles)
+        return all(rows.get(k, 0) <= getattr(e, k) for k in ("in_rows", "out_rows", "tile_rows") if getattr(e, k))
 
-    timing = {k: v for k, v in design.timing.items() if k != "dtype"}
+    timing = {k: v for k, v in design.timing.items() if k not in ("dtype", "clock_hz")}
     layers = []
     for p in design.layers:
         e, net = design.engines[p.layer.engine], p.layer
         m = e.tile if e.kind == "winograd" and net.R > 1 else 1
         tc = channel(net.C, e.in_lanes if e.kind != "depthwise" else e.out_lanes, e.word)
         tk = channel(net.K, e.out_lanes, e.word) if e.kind != "depthwise" else tc
-        tiles = replace(p.tiles, tk=tk, tc=tc, th=spatial(net.OH, p.tiles.th, m), tw=spatial(net.OW, p.tiles.tw, m))
+        # (row, column) tiles: partial both ways first, then one way, the largest first; the explorer's if none fits
+        hs, ws = ([v for v in range(extent - 1, 0, -1) if v % m == 0 and extent % v] for extent in (net.OH, net.OW))
+        pairs = [*itertools.product(hs, ws), *((h, p.tiles.tw) for h in hs), *((p.tiles.th, w) for w in ws)]
+        th, tw = next(((h, w) for h, w in pairs if fits(e, net, Tiles(tk, tc, h, w))), (p.tiles.th, p.tiles.tw))
+        tiles = Tiles(tk, tc, th, tw)
         t = {k: np.array([v]) for k, v in tiles.__dict__.items()}
         cycles = float(layer_cycles(e, net, t, residual=p.shape.residual, clock_hz=design.achieved_mhz * 1e6,
-                                    **pipeline_depths(e, design.dtype, design.achieved_mhz),
-                                    **{k: v for k, v in timing.items() if k != "clock_hz"})[0])
+                                    **pipeline_depths(e, design.dtype, design.achieved_mhz), **timing)[0])
         layers.append(PlacedLayer(p.shape, p.count, net, p.im2col, tiles, cycles))
     return replace(design, layers=layers), replace(run, layers=[replace(r, placed=p)
                                                                 for r, p in zip(run.layers, layers, strict=True)])

@@ -233,6 +233,7 @@ def test_a_small_network_runs_end_to_end_through_the_kernel_against_torch(tmp_pa
     assert [layer.shape.engine for layer in layers] == ["grid", "depthwise", "grid", "grid", "grid", "grid"]
     assert layers[3].residual == 2 and layers[4].activation == (-np.inf, np.inf, 0.1)
     assert layers[5].flatten == (16, 4, 4)
+    assert (layers[1].reference == 6.0).any()  # the ReLU6 saturates: the epilogue's upper clamp is C-simulated
     assert design.layers[0].im2col  # 3 channels on the image: the host lays it out as 27-channel windows
     result = csim(project)
     assert result.passed, result.output[-2000:]
@@ -267,6 +268,7 @@ def test_the_small_network_in_int8_runs_bit_exact_with_two_products_a_dsp(tmp_pa
     table = json.loads((project / "design.json").read_text())["table"]
     assert all(row["qlo"] >= -128 and row["qhi"] <= 127 and row["shift"] > 0 for row in table)
     assert table[1]["qlo"] == 0 and table[0]["qlo"] == -128  # ReLU6 clamps at 0; ReLU's slope of 0 does it
+    assert (run.layers[1].reference == table[1]["qhi"]).any()  # and at 6, where the C-simulation checks it binds
     assert table[0]["slope_mult"] == 0 and table[4]["slope_mult"] == round(0.1 * 2 ** 14)
 
 
@@ -274,17 +276,28 @@ def test_the_small_network_in_int8_runs_bit_exact_with_two_products_a_dsp(tmp_pa
     dict(dtype="float32"),
     dict(dtype="int8"),
     dict(dtype="int8", algorithm="winograd", board="vu9p", lanes=(2,), tile=4, weight_ports=(4,)),
-], ids=["float32", "int8", "int8-winograd"])
+    # F(2x2): its 3x3 layer's tiles whole patches of 2, one past the map's end
+    dict(dtype="int8", algorithm="winograd", board="vu9p", lanes=(2,), tile=2),
+    # a word of 4 output groups: the write gathers a word's rows from 4 banks (write_out_4x1)
+    dict(dtype="int8", algorithm="winograd", board="vu9p", tile=4, word=8,
+         lanes={"grid": (8,), "depthwise": (8,), "winograd": (2,)}),
+], ids=["float32", "int8", "int8-winograd", "int8-winograd-f2", "int8-winograd-banks"])
 def test_the_kernel_runs_any_tiles_its_buffers_hold_as_the_model_counts_them(tmp_path, kw):
     """The explorer's tables for the small network take every channel in one tile and most maps in one column
     tile, so half the kernel's paths (a run a pixel, several steps and channel tiles, a tile past the map's end)
     would run nowhere (``bench/network_mutants.py`` found defects there that no check saw). The same hardware with
-    every layer in channel tiles of one lane group and row and column tiles that leave a partial last one: the
-    network bit for bit (float32: within rounding), the trips the model's, the lint clean."""
+    every layer in channel tiles of one lane group and row and column tiles that leave a partial last one where
+    whole patches allow: the network bit for bit (float32: within rounding), every process's trips and the arena's
+    runs the model's, the lint clean."""
     *_, design, _, run = _small_run(tmp_path, **kw)
     design, run = retiled(design, run)
-    assert all(p.tiles.tc < p.layer.C for p in design.layers if p.layer.C > design.engines[p.layer.engine].word)
-    assert any(p.layer.OW % p.tiles.tw for p in design.layers)
+    for kind in design.engines:
+        mine = [p for p in design.layers if p.layer.engine == kind]
+        assert any(p.tiles.tc < p.layer.C for p in mine), kind  # steps of one channel group, a run a pixel
+        assert kind == "depthwise" or any(p.tiles.tk < p.layer.K for p in mine), kind  # output-channel tiles
+        assert any(p.layer.OH % p.tiles.th and p.layer.OW % p.tiles.tw for p in mine), kind  # past the map's end
+    if "word" in kw:
+        assert design.engines["winograd"].out_banks == 4
     project = write_network_project(tmp_path / "retiled", design, run)
     result = csim(project)
     assert result.passed and result.mismatches == 0, result.output[-2000:]
@@ -468,6 +481,9 @@ def _mutate(project, old, new, path="src/kernel.cpp", after=""):
     # the C-simulation counts are not the model's
     (("whole = d.tc == d.C;", "whole = d.tc != d.C;", "src/kernel.cpp", "static void grid_read_in("), "trips"),
     (("const bool whole = tch == d.K;", "const bool whole = tch != d.K;"), "trips"),
+    # a run requested uncounted: the C-simulation could no longer hold the runs to the model's bursts
+    (("hdse_count(HDSE_IN_RUNS);\n", "\n", "src/kernel.cpp", "static void grid_read_in("), "lint"),
+    (("hdse_count(HDSE_OUT_RUNS);\n", "\n"), "lint"),
     # the PE array's lanes under a bound the lint cannot count (a finding, not the lint's internal error)
     (("lane: for (int l = 0; l < ", "lane: for (int l = 0; l == "), "lint"),
 ])

@@ -119,10 +119,13 @@ class CLoop:
 
     def values(self, env: dict[str, int], defs: dict[str, Node]) -> list[int]:
         """The loop variable's values, by running its header (init; var OP bound; update) in ``env``."""
-        init, cond, step = self.node.children[:3]
-        decl = init.children[0]
-        v = c_eval(decl.children[-1], env, defs)
-        lhs, rhs = cond.children[0], cond.children[-1]
+        try:
+            init, cond, step = self.node.children[:3]
+            start = init.children[0].children[-1]
+            lhs, rhs = cond.children[0], cond.children[-1]
+        except (IndexError, AttributeError, ValueError):  # a header without its init, condition or step
+            raise NotAffine(f"loop {self.name}: a header of other parts than (init; var OP bound; update)") from None
+        v = c_eval(start, env, defs)
         out = []
         for _ in range(1 << 22):
             scope = {**env, self.var: v}

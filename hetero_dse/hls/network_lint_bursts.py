@@ -30,6 +30,8 @@ BURSTS = {**{w: rf"{w}\[base \+ it\]" for w in weight_ports(WEIGHT_PORTS[-1])},
 
 #: the arena's ports and the one call that moves a word on each
 ARENA = {"act": "act.read()", "act_res": "act_res.read()", "act_out": "act_out.write(o)"}
+#: the C-simulation's counter of each port's runs (kernel.h), beside each request
+COUNTERS = {"act": "HDSE_IN_RUNS", "act_res": "HDSE_RES_RUNS", "act_out": "HDSE_OUT_RUNS"}
 
 #: the loop over a box's or a tile's words, its body pipelined at II 1 (``read_in``; the write's two)
 WORD_LOOP = re.compile(r"(read_in|write_res|write): for \(int t = 0; t < runs \* run_words; \+\+t\) \{\n"
@@ -38,10 +40,10 @@ WORD_LOOP = re.compile(r"(read_in|write_res|write): for \(int t = 0; t < runs \*
 REQUEST = re.compile(r"(\w+)\.read_request\([^;]*, run_words\);\n\s*if \(whole\) \{\n")
 #: the blocks a request may sit in: before the loop, the first ``RUNS_AHEAD - 1`` runs; in it, as a run starts
 FIRST, NEXT = "request_first: for (; q < runs && q < RUNS_AHEAD - 1; ++q) {", "if (i == 0 && q < runs) {"
-#: the first requests (each ``request_run``'s eight lines), then (the next word's counter between) the loop over
-#: the words
-FOLLOWED = re.compile(re.escape(FIRST) + r"\n\s*(\w+)\.read_request(?:[^\n]*\n){8}\s*\}\n(?:\s*int i = 0;[^\n]*\n)?\s*"
-                      + WORD_LOOP.pattern)
+#: the first requests (``request_run``: the request, the next run's pixel, the run counted), then (the next word's
+#: counter between) the loop over the words
+FOLLOWED = re.compile(re.escape(FIRST) + r"\n\s*(\w+)\.read_request(?:[^\n]*\n){7}\s*hdse_count\(HDSE_\w+\);\n"
+                      r"\s*\}\n(?:\s*int i = 0;[^\n]*\n)?\s*" + WORD_LOOP.pattern)
 
 
 def check_bursts(source: str, add: Any) -> None:
@@ -91,6 +93,9 @@ def check_runs_in_flight(source: str, header: str, pragmas: list[Any], readers: 
                     add("burst", fn_name, f"`{line.strip()}`: a word of {port} moved outside the loop "
                                           "over the words at II 1, or under a condition in it; the model moves a "
                                           "run's words a cycle each")
+            if text.count(f"hdse_count({COUNTERS[port]});") != 2:  # the C-simulation's count beside each request
+                add("trips", fn_name, f"{port}'s runs are not each counted as requested ({COUNTERS[port]}): the "
+                                      "C-simulation cannot hold them to the bursts the model charges")
             if port == "act_out":
                 _check_write_responses(text, fn_name, add)
                 continue
