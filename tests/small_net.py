@@ -1,6 +1,6 @@
 """A small network for the whole-network FPGA tests (the shared kernel's and the pipeline's): conv on the image,
 depthwise, pointwise, a residual block, a leaky ReLU and a linear layer, with batch norms whose statistics fold
-into something other than the identity."""
+into something other than the identity, and two ReLU6s that saturate."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hetero_dse.model.chain import trace_chain
 
 
 class Small(nn.Module):
-    """Conv (the image: im2col on the host), depthwise, pointwise, a residual block, leaky ReLU, linear."""
+    """Conv (the image: im2col on the host), depthwise, pointwise, a residual block (ReLU6), leaky ReLU, linear."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -27,7 +27,7 @@ class Small(nn.Module):
         x = torch.relu(self.b1(self.c1(x)))
         x = nn.functional.relu6(self.b2(self.dw(x)))
         y = self.b3(self.pw(x))
-        x = torch.relu(self.b4(self.c4(y)) + y)
+        x = nn.functional.relu6(self.b4(self.c4(y)) + y)
         x = nn.functional.leaky_relu(self.c5(x), 0.1)
         return self.fc(torch.flatten(x, 1))
 
@@ -58,7 +58,9 @@ def traced():
             m.running_var.uniform_(0.5, 2.0)
             m.weight.data.uniform_(0.5, 1.5)
             m.bias.data.uniform_(-0.2, 0.2)
-    model.b2.weight.data.mul_(8.0)  # the depthwise layer's ReLU6 saturates: its clamp at 6 binds (and int8's qhi)
+    # the ReLU6s saturate, the depthwise layer's and the residual block's: their clamps at 6 bind (int8's at qhi)
+    model.b2.weight.data.mul_(8.0)
+    model.b4.bias.data.add_(4.0)  # (shifted, not scaled: its int8 error stays a few steps of the scale)
     x = torch.randn(1, 3, 16, 16)
     layers, image = trace_chain(model, x)
     return layers, image, model, x

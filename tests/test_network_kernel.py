@@ -233,7 +233,8 @@ def test_a_small_network_runs_end_to_end_through_the_kernel_against_torch(tmp_pa
     assert [layer.shape.engine for layer in layers] == ["grid", "depthwise", "grid", "grid", "grid", "grid"]
     assert layers[3].residual == 2 and layers[4].activation == (-np.inf, np.inf, 0.1)
     assert layers[5].flatten == (16, 4, 4)
-    assert (layers[1].reference == 6.0).any()  # the ReLU6 saturates: the epilogue's upper clamp is C-simulated
+    # the ReLU6s saturate: the epilogue's upper clamp is C-simulated, with and without a residual
+    assert (layers[1].reference == 6.0).any() and (layers[3].reference == 6.0).any()
     assert design.layers[0].im2col  # 3 channels on the image: the host lays it out as 27-channel windows
     result = csim(project)
     assert result.passed, result.output[-2000:]
@@ -268,7 +269,7 @@ def test_the_small_network_in_int8_runs_bit_exact_with_two_products_a_dsp(tmp_pa
     table = json.loads((project / "design.json").read_text())["table"]
     assert all(row["qlo"] >= -128 and row["qhi"] <= 127 and row["shift"] > 0 for row in table)
     assert table[1]["qlo"] == 0 and table[0]["qlo"] == -128  # ReLU6 clamps at 0; ReLU's slope of 0 does it
-    assert (run.layers[1].reference == table[1]["qhi"]).any()  # and at 6, where the C-simulation checks it binds
+    assert all((run.layers[i].reference == table[i]["qhi"]).any() for i in (1, 3))  # and at 6, where they bind
     assert table[0]["slope_mult"] == 0 and table[4]["slope_mult"] == round(0.1 * 2 ** 14)
 
 
@@ -481,6 +482,13 @@ def _mutate(project, old, new, path="src/kernel.cpp", after=""):
     # the C-simulation counts are not the model's
     (("whole = d.tc == d.C;", "whole = d.tc != d.C;", "src/kernel.cpp", "static void grid_read_in("), "trips"),
     (("const bool whole = tch == d.K;", "const bool whole = tch != d.K;"), "trips"),
+    # the residual epilogue's clamp at the activation's top dropped: the residual block's ReLU6 saturates
+    (("(v > (acc_t)d.hi ? (acc_t)d.hi : v)", "v"), "csim"),
+    # the residual's and the output's ports swapped in an engine's signature: the output would leave through the
+    # residual's adapter (the C-simulation, one buffer behind all three, cannot tell)
+    (("hls::burst_maxi<word_t> act_res, hls::burst_maxi<word_t> act_out,\n",
+      "hls::burst_maxi<word_t> act_out, hls::burst_maxi<word_t> act_res,\n", "src/kernel.cpp",
+      "static void grid_layer("), "lint"),
     # a run requested uncounted: the C-simulation could no longer hold the runs to the model's bursts
     (("hdse_count(HDSE_IN_RUNS);\n", "\n", "src/kernel.cpp", "static void grid_read_in("), "lint"),
     (("hdse_count(HDSE_OUT_RUNS);\n", "\n"), "lint"),

@@ -36,7 +36,7 @@ from cost_models.fpga_network_ports import kernel_ports
 from hetero_dse.hls.cparse import CFile, LintError, parse_kernel
 from hetero_dse.hls.cvalues import NotAffine
 from hetero_dse.hls.lint.record import Finding, LintReport
-from hetero_dse.hls.network_lint_bursts import check_bursts, check_runs_in_flight
+from hetero_dse.hls.network_lint_bursts import check_bursts, check_port_order, check_runs_in_flight
 from hetero_dse.hls.network_lint_parts import (
     check_pe_loop,
     check_pipelined,
@@ -145,6 +145,7 @@ def _lint(project: Path, record: dict[str, Any], design: dict[str, Any], report:
                                           f"{word} lanes of it a cycle")
     _check_block_depths(source, add)
     check_bursts(source, add)
+    check_port_order(source, add)
     check_runs_in_flight(source, header, k.pragmas, [f"{NAMES[kind]}_read_in" for kind in engines],
                          [write_process(*b) for b in writers], add)
     bundles = [p.get("bundle") for p in k.pragmas if p.name == "INTERFACE" and p.get("mode") == "m_axi"]

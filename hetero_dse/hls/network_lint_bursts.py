@@ -22,7 +22,7 @@ from cost_models.fpga_network_ports import WEIGHT_PORTS
 from hetero_dse.hls.network_lint_parts import constant, function_text
 from hetero_dse.hls.network_run import weight_ports
 
-__all__ = ["BURSTS", "check_bursts", "check_runs_in_flight"]
+__all__ = ["BURSTS", "check_bursts", "check_port_order", "check_runs_in_flight"]
 
 #: every pointer port's DDR access, as the model charges it
 BURSTS = {**{w: rf"{w}\[base \+ it\]" for w in weight_ports(WEIGHT_PORTS[-1])},
@@ -156,3 +156,20 @@ def _in_word_loop(text: str, at: int, depth: int) -> bool:
 
 def _line(text: str, start: int, end: int) -> str:
     return text[text.rfind("\n", 0, start) + 1:text.find("\n", end)]
+
+
+def check_port_order(source: str, add: Any) -> None:
+    """Each arena port passed down under its own name: every function's ``hls::burst_maxi`` parameters in the order
+    of the ports it is called with (a read process's ``act`` is the box's, ``act_in``). Names swapped in a signature
+    would send a stream through another port, whose adapter is sized for the other direction (ALIAS keeps the
+    C-simulation blind to it: the three ports are one buffer)."""
+    canonical = {"act": "act_in"}
+    for m in re.finditer(r"static void (\w+)\(([^{;]*?)\)\s*\{", source):
+        params = [canonical.get(n, n) for n in re.findall(r"hls::burst_maxi<word_t>\s+(\w+)", m.group(2))]
+        if not params:
+            continue
+        for call in re.finditer(rf"\b{m.group(1)}(?:<[^;()]*>)?\(([^;]*)\);", source):
+            passed = [canonical.get(n, n) for n in re.findall(r"\b(act_in|act_res|act_out|act)\b", call.group(1))]
+            if passed != params:
+                add("interface", m.group(1), f"its ports {params} are called with {passed}: a stream would move "
+                                             "through another port's adapter")
