@@ -11,14 +11,15 @@ What it checks:
   DSP), every other multiply and add bound to the core the model charges, and the accumulation's DEPENDENCE
   distance the model's;
 * the write process's loops pipelined; every DDR access of every port in its burst form (consecutive words,
-  no condition; the arena's runs kept in flight: ``network_lint_bursts``); one m_axi bundle a port, and the ALIAS
-  pragma of the arena's three ports;
+  no condition; the arena's runs kept in flight, each counted for the C-simulation where it is requested:
+  ``network_lint_bursts``); one m_axi bundle a port, the ALIAS pragma of the arena's three ports, and each
+  function's ports in the order they are passed to it;
 * the table: each descriptor design.json's; its shape consistent; tiles whole multiples of the lanes that
   divide the channels and fill no more rows than the buffers have; its tensors inside the arena with the output
   apart from its input and residual, and its weights and parameters inside their buffers.
 
-What runs is checked by the C-simulation: every layer's output against torch, and every process's trip count
-against the model's (``check_trips``).
+What runs is checked by the C-simulation: every layer's output against torch, and every process's trip count and
+the arena's runs against the model's (``check_trips``). A loop whose bounds the lint cannot count is a finding.
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@
   ports' outstanding transactions; every word moved in a statement with no condition.
 
 The counts themselves (a request's length against the words its loop moves, every write answered) are the
-C-simulation's: the ``hls_burst_maxi.h`` test double aborts on any mismatch.
+C-simulation's: the ``hls_burst_maxi.h`` test double aborts on any mismatch; each request is counted beside it
+(``HDSE_IN_RUNS`` ...), and ``check_trips`` holds the runs to the bursts the model charges. Each function's arena
+ports are named as the ports it is called with (``check_port_order``).
 """
 
 from __future__ import annotations
