@@ -511,6 +511,18 @@ def test_each_check_fails_when_the_code_is_broken_on_purpose(tmp_path, mutant, c
     assert result.passed and check_trips(project, result.output)
 
 
+def test_a_project_whose_c_simulation_counts_no_runs_is_refused_in_one_sentence(tmp_path):
+    """A project written before the C-simulation counted the arena's runs is not linted into a list of findings
+    about counters it never had: one sentence says to write it again."""
+    from hetero_dse.hls.cparse import LintError
+
+    project = _small_run(tmp_path)[4]
+    header = project / "src" / "kernel.h"
+    header.write_text(header.read_text().replace("HDSE_IN_RUNS = 7, HDSE_OUT_RUNS = 8, HDSE_RES_RUNS = 9, ", ""))
+    with pytest.raises(LintError, match="older hetero_dse .* write the project again"):
+        lint_network(project)
+
+
 def test_a_table_whose_tiles_overflow_the_buffers_fails_the_lint(tmp_path):
     project = _small_run(tmp_path)[4]
     record = json.loads((project / "design.json").read_text())

@@ -73,6 +73,10 @@ def lint_network(project: str | Path) -> LintReport:
     if any("w_span" in e for e in design.get("engines", [])):  # before the int8 engine transformed its weights
         raise LintError(f"{project} was written by an older hetero_dse (its Winograd weights transformed on the host, "
                         "16 bits each): write the project again to lint it")
+    header = project / "src" / "kernel.h"
+    if header.is_file() and "HDSE_IN_RUNS" not in header.read_text():  # before the C-simulation counted the runs
+        raise LintError(f"{project} was written by an older hetero_dse (its C-simulation does not count the arena's "
+                        "runs): write the project again to lint it")
     report = LintReport()
     try:
         _lint(project, record, design, report)
