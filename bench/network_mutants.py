@@ -60,28 +60,11 @@ _MUTANT = re.compile(r"PROCESSING MUTANT: (\d+): (.*?)  ==>  (.*?)\.\.\.\(FROM: 
 def write_design(name: str, into: Path, retiled: bool = False) -> Path:
     """The small network's project for design ``name`` (``DESIGNS``): with the explorer's table, or (``retiled``)
     with ``small_net.retiled``'s."""
-    from small_net import traced
+    from small_net import small_design
 
-    from cost_models.fpga_network_design import explore_network
-    from hetero_dse.hardware.board import load_board
     from hetero_dse.hls.network_project import write_network_project
-    from hetero_dse.hls.network_run import NetworkRun, RunLayer, quantized
-    from hetero_dse.model.chain import NETWORK_INPUT
 
-    kw = {"board": "zcu102", "algorithm": "direct", "lanes": (4, 8), "tile": None, "weight_ports": (1, 2),
-          **DESIGNS[name]}
-    layers, image, _, _ = traced()
-    design = explore_network([(layer.shape, 1) for layer in layers], load_board(kw["board"]), kw["dtype"],
-                             lanes=kw["lanes"], algorithm=kw["algorithm"], winograd_tile=kw["tile"],
-                             weight_ports=kw["weight_ports"])
-
-    def tensor(i):
-        return None if i is None else ("input:x" if i == NETWORK_INPUT else f"layer:{i}")
-
-    run = NetworkRun("small", [RunLayer(p, layer.weight, layer.bias, tensor(layer.source), tensor(layer.residual),
-                                        layer.activation, layer.reference, layer.flatten)
-                               for p, layer in zip(design.layers, layers, strict=True)], {"x": image}, "torch")
-    run = quantized(run, design)
+    _, design, run, _, _ = small_design(**DESIGNS[name])
     if retiled:
         from small_net import retiled as retile
 

@@ -66,6 +66,29 @@ def traced():
     return layers, image, model, x
 
 
+def small_design(dtype="float32", algorithm="direct", board="zcu102", lanes=(4, 8), tile=None, weight_ports=(1, 2),
+                 word=None, transform_cores=None):
+    """The small network's kernel as the explorer designs it with these options, and its run through the kernel
+    (``NetworkRun``, quantised where int8): (the traced layers, the design, the run, the model, its input)."""
+    from cost_models.fpga_network_design import explore_network
+    from hetero_dse.hardware.board import load_board
+    from hetero_dse.hls.network_run import NetworkRun, RunLayer, quantized
+    from hetero_dse.model.chain import NETWORK_INPUT
+
+    layers, image, model, x = traced()
+    design = explore_network([(layer.shape, 1) for layer in layers], load_board(board), dtype, lanes=lanes,
+                             algorithm=algorithm, winograd_tile=tile, weight_ports=weight_ports, word=word,
+                             transform_cores=transform_cores)
+
+    def tensor(i):
+        return None if i is None else ("input:x" if i == NETWORK_INPUT else f"layer:{i}")
+
+    run = NetworkRun("small", [RunLayer(p, layer.weight, layer.bias, tensor(layer.source), tensor(layer.residual),
+                                        layer.activation, layer.reference, layer.flatten)
+                               for p, layer in zip(design.layers, layers, strict=True)], {"x": image}, "torch")
+    return layers, design, quantized(run, design), model, x
+
+
 def retiled(design, run):
     """``design`` and its ``run`` (a ``NetworkRun``) on the same hardware, each layer in other tiles, as a run-time
     table may give them: channel tiles of one lane group (several steps and output-channel tiles, each run a

@@ -19,9 +19,9 @@ from hetero_dse.hardware.board import load_board
 from hetero_dse.hls.csim import csim
 from hetero_dse.hls.network_lint import lint_network
 from hetero_dse.hls.network_project import check_trips, write_network_project
-from hetero_dse.hls.network_run import NetworkRun, RunLayer, quantized, random_run
-from hetero_dse.model.chain import NETWORK_INPUT, trace_chain
-from small_net import retiled, traced
+from hetero_dse.hls.network_run import random_run
+from hetero_dse.model.chain import trace_chain
+from small_net import retiled, small_design
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -94,20 +94,8 @@ def test_the_models_trip_counts_and_buffer_rows_are_the_loops_counted_by_hand():
     assert residual[0] - alone[0] == pytest.approx(3 * (736 - 608) + (256 - 128))
 
 
-def _small_run(tmp_path, dtype="float32", algorithm="direct", board="zcu102", lanes=(4, 8), tile=None,
-               weight_ports=(1, 2), word=None, transform_cores=None):
-    layers, image, model, x = traced()
-    design = explore_network([(layer.shape, 1) for layer in layers], load_board(board), dtype, lanes=lanes,
-                             algorithm=algorithm, winograd_tile=tile, weight_ports=weight_ports, word=word,
-                             transform_cores=transform_cores)
-
-    def tensor(i):
-        return None if i is None else ("input:x" if i == NETWORK_INPUT else f"layer:{i}")
-
-    run = NetworkRun("small", [RunLayer(p, layer.weight, layer.bias, tensor(layer.source), tensor(layer.residual),
-                                        layer.activation, layer.reference, layer.flatten)
-                               for p, layer in zip(design.layers, layers, strict=True)], {"x": image}, "torch")
-    run = quantized(run, design)
+def _small_run(tmp_path, dtype="float32", **options):
+    layers, design, run, model, x = small_design(dtype, **options)
     return model, x, layers, design, write_network_project(tmp_path / "small", design, run), run
 
 
