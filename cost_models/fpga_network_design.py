@@ -3,9 +3,10 @@ kernel's engines (``hls_templates/network/``), their lanes and buffers chosen fo
 tiles chosen for them, scored by ``cost_models/fpga_network.py``, the model of that kernel's loops.
 
 The space is the hardware fixed at synthesis: the grid's output × input channel lanes, the depthwise engine's
-channel lanes, the Winograd engine's lanes and tile (a float one's transforms on the fabric or on DSPs), the
-activations' word (the Winograd engine's may hold several of its lane groups), the rows of each engine's
-buffers, and the weights' ports read at once (one to four: ZCU102's 128-bit HP ports starve a large grid).
+channel lanes and the taps of a window row each multiplies a cycle, the Winograd engine's lanes and tile (a float
+one's transforms on the fabric or on DSPs), the activations' word (the Winograd engine's may hold several of its
+lane groups), the rows of each engine's buffers, and the weights' ports read at once (one to four: ZCU102's
+128-bit HP ports starve a large grid).
 For every candidate each layer takes its tiles of least time that fit the buffers; the network's latency at
 batch 1 is the sum over its layers (each as often as the network runs it) at the one clock the design closes
 at; the resources are counted once for the design and must fit the board. The lowest latency wins.
@@ -42,13 +43,14 @@ from cost_models.fpga_network_placed import NetworkDesign, PlacedLayer
 from cost_models.fpga_network_ports import (WEIGHT_PORTS, kernel_buffers, unit_share, weight_bandwidth,
                                             weight_reads)
 from cost_models.fpga_network_resources import engine_resources, kernel_base
+from cost_models.fpga_network_shapes import padded
 from cost_models.fpga_network_tiles import tile_options
 from cost_models.fpga_winograd import TILES, refusal, transform_depth, weight_transform_depth
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 from hetero_dse.model.layer_shape import LayerShape
 
-__all__ = ["ALGORITHMS", "LANES", "design_clock_mhz", "explore_network", "padded", "pipeline_depths",
+__all__ = ["ALGORITHMS", "LANES", "design_clock_mhz", "explore_network", "pipeline_depths",
            "winograd_tiles"]
 
 #: lanes each side of an engine may take (powers of two: channels pad to few of them)
@@ -58,18 +60,6 @@ LANES = (4, 8, 16, 32, 64)
 IN_ROWS = (512, 1024, 2048, 4096, 8192)
 W_ROWS = (1 << 30,)
 OUT_ROWS = (256, 512, 1024, 2048, 4096)
-
-def padded(shape: LayerShape, block: int, in_lanes: int) -> tuple[NetLayer, bool]:
-    """``shape`` as the kernel runs it for a channel ``block``: (the layer, whether the host gives it im2col)."""
-    pad = lambda n: -(-n // block) * block  # noqa: E731
-    if shape.engine != "depthwise" and shape.from_host and shape.C < in_lanes and shape.R * shape.S > 1:
-        oh = (shape.H + 2 * shape.pad - shape.R) // shape.stride + 1
-        ow = (shape.W + 2 * shape.pad - shape.S) // shape.stride + 1
-        return NetLayer(shape.engine, pad(shape.C * shape.R * shape.S), pad(shape.K), oh, ow, 1, 1), True
-    k = pad(shape.C) if shape.engine == "depthwise" else pad(shape.K)
-    c = shape.pixels_in * pad(shape.C // shape.pixels_in)  # each pixel's channels padded, as the layout keeps them
-    return NetLayer(shape.engine, c, k, shape.H, shape.W, shape.R, shape.S, shape.stride, shape.pad), False
-
 
 def _timing(board: Board, dtype: str, clock_hz: float, word: int, bandwidth_share: float = 1.0) -> dict[str, Any]:
     m = board.memory
@@ -83,7 +73,7 @@ def pipeline_depths(engine: EngineShape, dtype: str, clock_mhz: float) -> dict[s
     """The depths of the engine's compute loop and (Winograd) transform loops, as ``layer_cycles`` takes them."""
     # an engine that transforms its weights does so as its PE loop takes a row: stages before the products
     w_depth = weight_transform_depth(engine.tile) if engine.w_transform else 0
-    return {"depth": compute_depth(dtype, clock_mhz, engine.in_lanes, engine.chain) + w_depth,
+    return {"depth": compute_depth(dtype, clock_mhz, engine.lane_sums, engine.chain) + w_depth,
             "transform_depth": transform_depth(engine.tile, dtype, clock_mhz) if engine.tile else 0}
 
 
@@ -133,7 +123,8 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
                     clock_mhz: float | None = None, lanes: Sequence[int] | Mapping[str, Sequence[int]] = LANES,
                     algorithm: str = "auto", winograd_tile: int | None = None,
                     weight_ports: Sequence[int] = WEIGHT_PORTS, units: int = 1,
-                    word: int | None = None, transform_cores: str | None = None) -> NetworkDesign:
+                    word: int | None = None, transform_cores: str | None = None, taps: int | None = None
+                    ) -> NetworkDesign:
     """The network kernel of least latency at batch 1 that fits ``board`` (see the module doc);
     ``units``: compute units of this design side by side, sharing the board's memory channels (``unit_share``);
     ``algorithm`` (``ALGORITHMS``): with ``auto`` both designs are explored, one whose 3×3 stride-1 layers run
@@ -143,7 +134,8 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
     weight rows are an even number of port words); ``lanes``: the lanes a side each engine may take (one set for
     all, or a set a kind of engine); ``word``: the activations' word (elements a DDR beat) instead of the best of
     those the engines' lanes and the board's ports allow; ``transform_cores``: a float Winograd engine's transforms
-    on the ``fabric`` or on ``dsp`` cores instead of the better of both."""
+    on the ``fabric`` or on ``dsp`` cores instead of the better of both; ``taps``: the depthwise engine's taps of a
+    window row a cycle instead of the better of one and the most its layers' widths share."""
     if not layers:
         raise HeteroDSEError("a network needs at least one layer to design an accelerator for")
     if dtype not in ("float32", "int8"):
@@ -159,6 +151,12 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
         raise HeteroDSEError(f"a word of {word} activations: {board.name}'s {board.memory.port_bits}-bit ports carry a "
                              f"power of two of them up to {port_elems} in {dtype}")
     lanes = lanes if isinstance(lanes, Mapping) else dict.fromkeys(ENGINE_KINDS, tuple(lanes))
+    widths = [s.S for s, _ in layers if s.engine == "depthwise"]
+    shared = math.gcd(*widths) if widths else 1  # a row's taps a cycle must divide every depthwise layer's
+    if taps is not None and (taps < 1 or shared % taps):
+        raise HeteroDSEError(f"{taps} taps a cycle on the depthwise engine: they must divide the width of each of "
+                             f"its layers' windows ({', '.join(map(str, sorted(set(widths))))}), e.g. 1")
+    tap_options = (taps,) if taps is not None else tuple(sorted({1, shared}))
     tiles = [winograd_tiles(s, dtype, min(min(v) for v in lanes.values())) for s, _ in layers]
     common = tuple(m for m in TILES.get(dtype, ()) if all(m in t for t in tiles if t) and winograd_tile in (None, m))
     if algorithm == "winograd" and not (any(tiles) and common):
@@ -168,8 +166,8 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
     if algorithm != "direct" and any(tiles) and common:
         moved = [(replace(s, engine="winograd") if t else s, n) for (s, n), t in zip(layers, tiles, strict=True)]
         try:
-            design = _explore(moved, board, dtype, clock_mhz, lanes, common, choose=algorithm == "auto",
-                              weight_ports=weight_ports, units=units, word=word, transform_cores=transform_cores)
+            design = _explore(moved, board, dtype, clock_mhz, lanes, common, algorithm == "auto", weight_ports,
+                              units, word, transform_cores, tap_options)
         except HeteroDSEError as exc:
             if algorithm == "winograd":
                 raise HeteroDSEError(f"no network kernel with a Winograd engine fits "
@@ -184,7 +182,7 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
     if algorithm != "winograd":
         try:
             designs.append(_explore(list(layers), board, dtype, clock_mhz, lanes, (),
-                                    weight_ports=weight_ports, units=units, word=word))
+                                    weight_ports=weight_ports, units=units, word=word, taps=tap_options))
         except HeteroDSEError:
             if not designs + idle:
                 raise
@@ -198,11 +196,12 @@ _Option = tuple[float, EngineShape, list[tuple[int, PlacedLayer]], np.ndarray]
 def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clock_mhz: float | None,
              lanes: Mapping[str, Sequence[int]], wino_tiles: tuple[int, ...], choose: bool = False,
              weight_ports: Sequence[int] = WEIGHT_PORTS, units: int = 1, word: int | None = None,
-             transform_cores: str | None = None) -> NetworkDesign:
+             transform_cores: str | None = None, taps: Sequence[int] = (1,)) -> NetworkDesign:
     """The design of least latency with an engine for each kind of layer in ``layers`` (a Winograd engine of
     the ``wino_tiles`` for those moved to it); ``choose``: each of those runs on the grid where that is faster;
     ``word``: the activations' word where the engines allow it (else each they allow); ``transform_cores``: a
-    float Winograd engine's transforms on the ``fabric`` or on ``dsp`` cores (None: both tried)."""
+    float Winograd engine's transforms on the ``fabric`` or on ``dsp`` cores (None: both tried); ``taps``: the
+    depthwise engine's taps of a row a cycle to try."""
     clock = float(clock_mhz or board.default_clock_mhz)
     hz, uram = clock * 1e6, board.cap("uram") > 0
     itemsize = np.dtype(dtype).itemsize
@@ -218,34 +217,35 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
     fixed = kernel_base(kernel_buffers(8, 8, 32, 1, beats))  # the narrowest: an engine alone beside
     best: NetworkDesign | None = None
     tried = 0
-    # (output lanes, input lanes, Winograd tile, a float engine's transforms on DSPs: tried where it is float)
+    # (output lanes, input lanes, Winograd tile, a float engine's transforms on DSPs: tried where it is float,
+    # the depthwise engine's taps a cycle)
     pairs = {k: list(itertools.product(v, v)) for k, v in lanes.items()}
     floating = ARITHMETIC[dtype].floating
     cores = {"fabric": (False,), "dsp": (True,), None: (False, True)}[transform_cores] if floating else (False,)
-    lane_sets = {"grid": [(o, i, 0, False) for o, i in pairs["grid"]],
-                 "depthwise": [(c, 1, 0, False) for c in lanes["depthwise"]],
-                 "winograd": [(o, i, m, d) for o, i in pairs["winograd"] for m in wino_tiles for d in cores]}
+    lane_sets = {"grid": [(o, i, 0, False, 1) for o, i in pairs["grid"]],
+                 "depthwise": [(c, 1, 0, False, u) for c in lanes["depthwise"] for u in taps],
+                 "winograd": [(o, i, m, d, 1) for o, i in pairs["winograd"] for m in wino_tiles for d in cores]}
     cache: dict[tuple[Any, ...], list[_Option]] = {}
 
     def probe_of(kind: str, out_l: int, in_l: int, tile: int, word: tuple[int, int, int], w_ports: int = 1,
-                 transform_dsp: bool = False) -> EngineShape:
+                 transform_dsp: bool = False, taps: int = 1) -> EngineShape:
         """The engine with these lanes and words, its buffers at their fewest rows: two int8 products a DSP on the
         grid, an int8 Winograd engine transforming its weights itself, its pointwise mode where a layer needs it."""
         return EngineShape(kind, out_l, in_l, word[0], IN_ROWS[0], W_ROWS[0], OUT_ROWS[0], distance, params,
                            pack and kind == "grid" and out_l % 2 == 0, word[1], word[2], tile,
                            kind == "winograd" and dtype == "int8", kind == "winograd" and point,
-                           w_ports=w_ports, transform_dsp=transform_dsp)
+                           w_ports=w_ports, transform_dsp=transform_dsp, taps=taps)
 
-    def engine_options(kind: str, out_l: int, in_l: int, tile: int, transform_dsp: bool, block: int,
+    def engine_options(kind: str, out_l: int, in_l: int, tile: int, transform_dsp: bool, taps: int, block: int,
                        word: tuple[int, int, int], timing: dict[str, Any], w_ports: int = 1) -> list[_Option]:
         """The engine's buffer sizes worth building with these lanes: each layer's best tiles in them, the
         buffers shrunk to what some layer fills, none slower and larger than another (cached: the lanes of
         the other engine change only the channel block)."""
         nonlocal tried
-        key = (kind, out_l, in_l, tile, transform_dsp, block, word, w_ports, timing["port_gbps"])
+        key = (kind, out_l, in_l, tile, transform_dsp, taps, block, word, w_ports, timing["port_gbps"])
         if key in cache:
             return cache[key]
-        probe = probe_of(kind, out_l, in_l, tile, word, w_ports, transform_dsp)
+        probe = probe_of(kind, out_l, in_l, tile, word, w_ports, transform_dsp, taps)
         found: dict[EngineShape, _Option] = {}
         if not np.any(engine_resources(probe, dtype, uram) + fixed > caps):  # the arrays alone must fit
             # choosing, the grid takes the Winograd engine's layers too, and each such layer runs where it is faster
@@ -286,11 +286,11 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
         cache[key] = kept
         return kept
 
-    def alone(kind: str, choice: tuple[int, int, int, bool]) -> bool:
+    def alone(kind: str, choice: tuple[int, int, int, bool, int]) -> bool:
         """Whether the engine's arrays alone fit (its buffers at their fewest rows): no other choice helps one that
         does not."""
-        o, i, m, d = choice
-        probe = probe_of(kind, o, i, m, (min(v for v in (o, i) if v > 1), 1, 1), transform_dsp=d)
+        o, i, m, d, u = choice
+        probe = probe_of(kind, o, i, m, (min(v for v in (o, i) if v > 1), 1, 1), transform_dsp=d, taps=u)
         return not np.any(engine_resources(probe, dtype, uram) + fixed > caps)
 
     lane_sets = {k: [v for v in lane_sets[k] if alone(k, v)] for k in kinds}
@@ -298,13 +298,14 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
     for lane_choice in itertools.product(*(lane_sets[k] for k in kinds)):
         by_kind = dict(zip(kinds, lane_choice, strict=True))
         # the activations' word no wider than the grid's and depthwise engine's lanes; the Winograd engine's may
-        # hold several of its lane groups (its box banked by them) or not: both tried. The weights' a lane grid
+        # hold several of its lane groups (its box banked by them) or not: both tried. The weights' a lane grid, a
+        # power of two (a depthwise row of 3 taps a lane in such words, its last padded)
         narrowest = {k: min(v for v in pair[:2] if v > 1) for k, pair in by_kind.items()}
         widest = min([port_elems, *(v for k, v in narrowest.items() if k != "winograd")])
         words = sorted({min([port_elems, *narrowest.values()]), widest})
         if word is not None:
             words = [word] if word <= widest else []
-        wword = min(port_elems, min(o * i for o, i, *_ in by_kind.values()))
+        wword = min(port_elems, min(1 << (o * i * u).bit_length() - 1 for o, i, _, _, u in by_kind.values()))
         # ports past those that bring the most weight words a cycle (over crowded channels) are not tried
         brings = {wp: weight_bandwidth(wp, board.memory.channels, board.memory.sustained_gbps_per_channel * 1e9
                                        * unit_share(board.memory.channels, units, wp) / hz / (wword * itemsize))
@@ -318,8 +319,9 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
             timing = {"dtype": dtype, **_timing(board, dtype, hz, act_word, share)}
             # each engine reads the fewest of the wp ports that bring its rows as fast as all would (a Winograd
             # engine's rows are 9 or α² lane grids, one in its pointwise mode); fewer than wp: tried already
-            probes = {k: probe_of(k, o, i, m, (act_word, wword, pword)) for k, (o, i, m, _) in by_kind.items()}
-            ports = {k: weight_reads(e.out_lanes * e.in_lanes, wword, wp, (1,) if k != "winograd" else
+            probes = {k: probe_of(k, o, i, m, (act_word, wword, pword), taps=u)
+                      for k, (o, i, m, _, u) in by_kind.items()}
+            ports = {k: weight_reads(e.out_lanes * e.lane_sums, wword, wp, (1,) if k != "winograd" else
                                      (e.row_grids(3), *(e.row_grids(1),) * e.pointwise),
                                      (e.row_grids(3),) if k == "winograd" else ()) for k, e in probes.items()}
             if max(ports.values()) != wp:

@@ -95,13 +95,14 @@ class NetworkDesign:
                                     **({"tile": e.tile_rows} if e.tile else {})},
                     "accumulation_distance": e.distance, "params": e.params, "packed": e.packed,
                     **({"chain": e.chain} if e.chain > 1 else {}), "weight_ports": e.w_ports,
+                    **({"taps": e.taps} if kind == "depthwise" else {}),
                     "storage": engine_storage(e, self.dtype, self.board.cap("uram") > 0),
                     **(winograd_record(e.tile, self.dtype) | {"w_transform": e.w_transform, "pointwise": e.pointwise,
                                                               "transform_cores": "dsp" if e.transform_dsp else "fabric"}
                        if e.tile else {})}
                    for kind, e in self.engines.items()]
         # the multiply-adds a cycle of direct convolution each engine stands for (Winograd's m²·9 per α² products)
-        macs_peak = sum(e.out_lanes * e.in_lanes * (9 * e.tile ** 2 if e.tile else 1) for e in self.engines.values())
+        macs_peak = sum(e.out_lanes * e.lane_sums * (9 * e.tile ** 2 if e.tile else 1) for e in self.engines.values())
         return {"board": self.board.name, "dtype": self.dtype, "block": self.block, "word": self.word,
                 "wword": self.wword, "pword": self.pword, "weight_ports": self.w_ports,
                 "engines": engines, "clock_mhz": self.clock_mhz, "achieved_mhz": self.achieved_mhz,

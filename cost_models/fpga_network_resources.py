@@ -68,7 +68,7 @@ def _buffers(engine: EngineShape, dtype: str) -> list[tuple[str, float, float, f
                  2.0 * engine.out_banks * engine.out_cols, acc_bits),
                 ("box", engine.in_rows / engine.in_banks, engine.in_lanes * bits, float(a2 * engine.in_banks), bits)]
     lanes_in = engine.in_lanes if engine.kind == "grid" else engine.out_lanes
-    return [("in", engine.in_rows, lanes_in * bits, 2.0, bits),
+    return [("in", engine.in_rows, lanes_in * bits, 2.0 * engine.box_banks, bits),
             ("out", engine.out_rows, engine.out_lanes * acc_bits, 2.0, acc_bits)]
 
 
@@ -98,7 +98,7 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
     res = np.zeros(len(RESOURCE_KINDS))
     lut, ff, dsp = (RESOURCE_KINDS.index(k) for k in ("lut", "ff", "dsp"))
     # a Winograd engine's PE array is α² grids: a product for each element of the patch
-    macs = engine.out_lanes * engine.in_lanes * engine.alpha ** 2
+    macs = engine.out_lanes * engine.lane_sums * engine.alpha ** 2
     # the fabric's adds: a lane's tree of in_lanes / chain - 1 adders and its accumulation; a chain's adds are in
     # its DSPs' post-adders
     adds = macs // engine.chain
@@ -119,7 +119,10 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
         storage_cost(float(rows), width, uram, res, copies)
     # the weight row as the port brings it (gathered, and the FIFO's two rows) and as the PE array takes it: the
     # same but on a Winograd engine that transforms its weights (9 taps of 8 bits in, α² values of 16 or 18 used)
-    w_bits = w_use = macs * bits if engine.kind != "depthwise" else engine.out_lanes * bits
+    w_bits = w_use = macs * bits
+    # the depthwise engine's taps of a row, each from the one of its box's banks by column that holds its pixel: a
+    # multiplexer of the banks on each lane's every tap
+    res[lut] += macs * bits * mux_luts(engine.box_banks)
     if engine.kind == "winograd":
         w_bits = engine.row_grids(3) * engine.out_lanes * engine.in_lanes * bits
         w_use = macs * (integer_types(engine.tile).u if engine.w_transform else bits)

@@ -303,6 +303,8 @@ def _engine_words(e: dict[str, Any]) -> str:
     reads several); a Winograd engine with its tile, the multiplies it saves and its error against direct
     convolution."""
     lanes = " × ".join(f"{v} {k}" for k, v in e["lanes"].items()) + " lanes"
+    if e.get("taps", 1) > 1:  # the depthwise engine's lanes each multiply a window row's taps a cycle
+        lanes += f" of {e['taps']} taps a cycle"
     ports = f", its weights over {e['weight_ports']} ports" if e.get("weight_ports", 1) > 1 else ""
     if e["kind"] != "winograd":
         return f"a {e['kind']} engine of {lanes}{ports}"

@@ -32,6 +32,22 @@ class Small(nn.Module):
         return self.fc(torch.flatten(x, 1))
 
 
+class Strided(nn.Module):
+    """Conv (the image), a depthwise layer of stride 2 (its window's taps on every other pixel), pointwise, linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16)
+        self.dw, self.b2 = nn.Conv2d(16, 16, 3, 2, 1, groups=16, bias=False), nn.BatchNorm2d(16)
+        self.pw = nn.Conv2d(16, 16, 1)
+        self.fc = nn.Linear(16 * 5 * 5, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.b1(self.c1(x)))
+        x = nn.functional.relu6(self.b2(self.dw(x)))
+        return self.fc(torch.flatten(torch.relu(self.pw(x)), 1))
+
+
 #: a model.py (as ``explore --model`` loads one, dedented by the ``write`` fixture): a convolution on the image, two
 #: 8 -> 8 3x3 convolutions (one layer run twice), a pool and a linear layer
 TINY_MODEL = """
@@ -48,10 +64,11 @@ TINY_MODEL = """
     """
 
 
-def traced():
-    """The small network's layers traced (BN folded), its input as an array, the model and its input."""
+def traced(strided=False):
+    """The small network's layers traced (BN folded), its input as an array, the model and its input; ``strided``:
+    the network of a stride-2 depthwise layer (``Strided``) instead."""
     torch.manual_seed(0)
-    model = Small().eval()
+    model = (Strided() if strided else Small()).eval()
     for m in model.modules():
         if isinstance(m, nn.BatchNorm2d):  # statistics that fold into something other than the identity
             m.running_mean.uniform_(-0.5, 0.5)
@@ -60,25 +77,27 @@ def traced():
             m.bias.data.uniform_(-0.2, 0.2)
     # the ReLU6s saturate, the depthwise layer's and the residual block's: their clamps at 6 bind (int8's at qhi)
     model.b2.weight.data.mul_(8.0)
-    model.b4.bias.data.add_(4.0)  # (shifted, not scaled: its int8 error stays a few steps of the scale)
-    x = torch.randn(1, 3, 16, 16)
+    if not strided:
+        model.b4.bias.data.add_(4.0)  # (shifted, not scaled: its int8 error stays a few steps of the scale)
+    x = torch.randn(1, 3, 10 if strided else 16, 10 if strided else 16)
     layers, image = trace_chain(model, x)
     return layers, image, model, x
 
 
 def small_design(dtype="float32", algorithm="direct", board="zcu102", lanes=(4, 8), tile=None, weight_ports=(1, 2),
-                 word=None, transform_cores=None):
+                 word=None, transform_cores=None, taps=None, strided=False):
     """The small network's kernel as the explorer designs it with these options, and its run through the kernel
-    (``NetworkRun``, quantised where int8): (the traced layers, the design, the run, the model, its input)."""
+    (``NetworkRun``, quantised where int8): (the traced layers, the design, the run, the model, its input);
+    ``strided``: the network of a stride-2 depthwise layer (``Strided``)."""
     from cost_models.fpga_network_design import explore_network
     from hetero_dse.hardware.board import load_board
     from hetero_dse.hls.network_run import NetworkRun, RunLayer, quantized
     from hetero_dse.model.chain import NETWORK_INPUT
 
-    layers, image, model, x = traced()
+    layers, image, model, x = traced(strided)
     design = explore_network([(layer.shape, 1) for layer in layers], load_board(board), dtype, lanes=lanes,
                              algorithm=algorithm, winograd_tile=tile, weight_ports=weight_ports, word=word,
-                             transform_cores=transform_cores)
+                             transform_cores=transform_cores, taps=taps)
 
     def tensor(i):
         return None if i is None else ("input:x" if i == NETWORK_INPUT else f"layer:{i}")

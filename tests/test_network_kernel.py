@@ -12,6 +12,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from cost_models.fpga_costs import ARITHMETIC
 from cost_models.fpga_network import EngineShape, NetLayer, Tiles, layer_cycles, network_trips
 from cost_models.fpga_network_design import explore_network
 from hetero_dse.errors import HeteroDSEError
@@ -21,6 +22,7 @@ from hetero_dse.hls.network_lint import lint_network
 from hetero_dse.hls.network_project import check_trips, write_network_project
 from hetero_dse.hls.network_run import random_run
 from hetero_dse.model.chain import trace_chain
+from hetero_dse.model.layer_shape import LayerShape
 from small_net import retiled, small_design
 
 torch = pytest.importorskip("torch")
@@ -92,6 +94,37 @@ def test_the_models_trip_counts_and_buffer_rows_are_the_loops_counted_by_hand():
     residual = layer_cycles(engine, layer, t, latency_ns=0.0, residual=True, **half)
     assert alone[0] == pytest.approx(480 + 12 + 586 + 3 * 608 + 128 + 12 + 2 * 4 + 32)
     assert residual[0] - alone[0] == pytest.approx(3 * (736 - 608) + (256 - 128))
+
+
+def test_the_depthwise_engines_taps_a_cycle_are_counted_by_hand():
+    """The depthwise engine of 3 taps a cycle takes a 3×3 window in 3 passes of a row, a weight row a pass of 8
+    lanes × 3 taps, its box in 3 banks by column; against the same engine a tap a cycle."""
+    one = EngineShape("depthwise", 8, 1, 4, 1000, 1000, 1000, 6, wword=4)
+    three = replace(one, taps=3)
+    layer = NetLayer("depthwise", 16, 16, 8, 8, 3, 3, 2, 1)  # stride 2: a 4 x 4 output
+    a, b = (network_trips(e, layer, Tiles(16, 16, 2, 4)) for e in (one, three))
+    # 2 row tiles, each box (2-1)*2+3 = 5 rows of (4-1)*2+3 = 9 columns, 2 channel groups of 2 words a pixel: the
+    # read process moves the same words into 3 banks of 5 rows x 3 columns a group
+    assert a["steps"] == b["steps"] == 2 and a["read_in"] == b["read_in"] == 2 * 45 * 2 * 2
+    assert a["in_rows"] == 2 * 45 and b["in_rows"] == 2 * 5 * 3
+    # weight rows: 2 groups x 9 taps of 2 words, or 2 groups x 3 passes of 8 x 3 = 24 weights, 6 words
+    assert (a["w_rows"], a["read_w"]) == (18, 2 * 18 * 2) and (b["w_rows"], b["read_w"]) == (6, 2 * 6 * 6)
+    # the PE loop: rows x max(8 pixels, distance 6) slots; a third of the passes
+    assert a["compute"] == 2 * 18 * 8 and b["compute"] == 2 * 6 * 8
+    # a row of 8 lanes x 3 taps is 6 words of 4 but 3 of 8 (whole), 2 of 16 (padded at its front by 8 zeros)
+    assert [replace(three, wword=w).row_words(layer) for w in (4, 8, 16)] == [6, 3, 2]
+    # resources: 3 products a lane and a tree of 2 adds besides the accumulation; each tap from one of 3 banks
+    from cost_models.fpga_network_resources import engine_resources, mux_luts
+    from hetero_dse.hardware.board import RESOURCE_KINDS
+
+    dsp, lut = RESOURCE_KINDS.index("dsp"), RESOURCE_KINDS.index("lut")
+    r1, r3 = (engine_resources(e, "float32", False) for e in (one, three))
+    a32 = ARITHMETIC["float32"]
+    assert r3[dsp] - r1[dsp] == pytest.approx(8 * 2 * (a32.dsp_mul + a32.dsp_add))
+    assert r3[lut] - r1[lut] >= 8 * 3 * 32 * mux_luts(3)
+    # the explorer offers taps that divide every depthwise layer's width, and says so in one sentence otherwise
+    with pytest.raises(HeteroDSEError, match="divide the width"):
+        explore_network([(LayerShape("depthwise", 16, 16, 8, 8, 5, 5, 1, 2), 1)], load_board("zcu102"), taps=3)
 
 
 def _small_run(tmp_path, dtype="float32", **options):
@@ -236,7 +269,9 @@ def test_a_small_network_runs_end_to_end_through_the_kernel_against_torch(tmp_pa
     assert check_trips(project, result.output) == []
     report = lint_network(project)
     assert report.ok, [str(f) for f in report.findings]
-    assert report.mul_per_iteration == 8 * 8 + 8  # the grid's 8 x 8 lanes and the depthwise engine's 8
+    # the grid's 8 x 8 lanes and the depthwise engine's 8 lanes of a window row's 3 taps
+    assert design.engines["depthwise"].taps == 3
+    assert report.mul_per_iteration == 8 * 8 + 8 * 3
 
 
 def test_the_small_network_in_int8_runs_bit_exact_with_two_products_a_dsp(tmp_path):
@@ -248,7 +283,7 @@ def test_the_small_network_in_int8_runs_bit_exact_with_two_products_a_dsp(tmp_pa
     assert result.passed and result.mismatches == 0 and result.max_abs_error == 0.0, result.output[-2000:]
     assert check_trips(project, result.output) == []
     report = lint_network(project)
-    assert report.ok and report.mul_per_iteration == 8 * 8 // 2 + 8  # the grid's DSPs take two products each
+    assert report.ok and report.mul_per_iteration == 8 * 8 // 2 + 8 * 3  # the grid's DSPs take two products each
     # the quantisation's own error against torch's float network, each layer's input its producer's int8 output:
     # within 3 % of the layer's largest value (a few steps of 1/127 of it, accumulated over the chain)
     for layer in run.layers:
@@ -270,7 +305,12 @@ def test_the_small_network_in_int8_runs_bit_exact_with_two_products_a_dsp(tmp_pa
     # a word of 4 output groups: the write gathers a word's rows from 4 banks (write_out_4x1)
     dict(dtype="int8", algorithm="winograd", board="vu9p", tile=4, word=8,
          lanes={"grid": (8,), "depthwise": (8,), "winograd": (2,)}),
-], ids=["float32", "int8", "int8-winograd", "int8-winograd-f2", "int8-winograd-banks"])
+    # the depthwise engine a tap a cycle (its box one memory), and of 3 (in 3 banks by column) on a stride of 2
+    dict(dtype="int8", taps=1),
+    dict(dtype="float32", strided=True),
+    dict(dtype="int8", strided=True),
+], ids=["float32", "int8", "int8-winograd", "int8-winograd-f2", "int8-winograd-banks", "int8-one-tap",
+        "float32-strided", "int8-strided"])
 def test_the_kernel_runs_any_tiles_its_buffers_hold_as_the_model_counts_them(tmp_path, kw):
     """The explorer's tables for the small network take every channel in one tile and most maps in one column
     tile, so half the kernel's paths (a run a pixel, several steps and channel tiles, a tile past the map's end)
@@ -287,6 +327,8 @@ def test_the_kernel_runs_any_tiles_its_buffers_hold_as_the_model_counts_them(tmp
         assert any(p.layer.OH % p.tiles.th and p.layer.OW % p.tiles.tw for p in mine), kind  # past the map's end
     if "word" in kw:
         assert design.engines["winograd"].out_banks == 4
+    assert design.engines["depthwise"].taps == kw.get("taps", 3)
+    assert [p.layer.stride for p in design.layers if p.layer.engine == "depthwise"] == [2 if "strided" in kw else 1]
     project = write_network_project(tmp_path / "retiled", design, run)
     result = csim(project)
     assert result.passed and result.mismatches == 0, result.output[-2000:]
@@ -482,6 +524,15 @@ def _mutate(project, old, new, path="src/kernel.cpp", after=""):
     (("hdse_count(HDSE_OUT_RUNS);\n", "\n"), "lint"),
     # the PE array's lanes under a bound the lint cannot count (a finding, not the lint's internal error)
     (("lane: for (int l = 0; l < ", "lane: for (int l = 0; l == "), "lint"),
+    # the depthwise engine's 3 taps of a window row from its box's 3 banks by column: a tap taken from the wrong
+    # bank, a bank's column not carried into the next group, the pixel's column carried late: wrong outputs
+    (("a[0] = xm == 0 ? b0 :", "a[0] = xm == 0 ? b1 :"), "csim"),
+    (("in0[row + (xm > 0)]", "in0[row]"), "csim"),
+    (("if (xm >= 3) {", "if (xm > 3) {"), "csim"),
+    # one bank read twice an iteration (its RAM's one read port: no II 1), another never
+    (("const dw_irow_t b2 = in2[row];", "const dw_irow_t b2 = in1[row];"), "lint"),
+    # a tap fewer a cycle than the model charges
+    (("mul: for (int q = 0; q < 3; ++q)", "mul: for (int q = 0; q < 2; ++q)"), "lint"),
 ])
 def test_each_check_fails_when_the_code_is_broken_on_purpose(tmp_path, mutant, check):
     project = _small_run(tmp_path, weight_ports=(1,))[4]  # one weight port: the code the mutants name
@@ -497,6 +548,19 @@ def test_each_check_fails_when_the_code_is_broken_on_purpose(tmp_path, mutant, c
         return
     result = csim(project)
     assert result.passed and check_trips(project, result.output)
+
+
+def test_a_box_rows_first_bank_not_reset_fails_where_its_rows_are_no_whole_passes(tmp_path):
+    """The depthwise engine's read process puts a box row's first column in bank 0 again. The explorer's tile of the
+    small network's depthwise layer makes its box rows 10 columns, the last in bank 0, where the next row's first
+    belongs: a run of the explorer's design cannot see the reset dropped; retiled, a box row's last is in bank 2."""
+    *_, design, _, run = _small_run(tmp_path)
+    design, run = retiled(design, run)
+    dw = next(p for p in design.layers if p.layer.engine == "depthwise")
+    assert ((dw.tiles.tw - 1) * dw.layer.stride + dw.layer.S - 1) % 3
+    project = write_network_project(tmp_path / "retiled", design, run)
+    _mutate(project, "            bx = bb = 0;\n", "            bx = 0;\n")
+    assert not csim(project).passed
 
 
 def test_a_project_whose_c_simulation_counts_no_runs_is_refused_in_one_sentence(tmp_path):

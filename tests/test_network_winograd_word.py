@@ -310,7 +310,7 @@ def test_weight_rows_end_to_end_run_bit_exact_and_each_check_fails_when_broken(t
     the row register at 2 places; the small network bit for bit, the trips the model's, the lint clean; then each
     defect put in on purpose caught."""
     *_, design, project, _ = _small_run(tmp_path, "int8", algorithm="winograd", board="vu9p", lanes=(2,), tile=4,
-                                        weight_ports=(4,))
+                                        weight_ports=(4,), taps=1)
     assert design.engines["winograd"].row_picks == 2
     if where is None:
         result = csim(project)
@@ -339,7 +339,7 @@ def test_weight_rows_end_to_end_over_many_steps_run_bit_exact(tmp_path, monkeypa
 
     monkeypatch.setattr(explorer, "tile_options", fewest)
     *_, design, project, _ = _small_run(tmp_path, "int8", algorithm="winograd", board="vu9p", lanes=(2,), tile=4,
-                                        weight_ports=(4,))
+                                        weight_ports=(4,), taps=1)
     conv = next(p for p in design.layers if p.layer.engine == "winograd" and p.layer.R == 3)
     engine = design.engines["winograd"]
     assert engine.row_picks == 2 and conv.tiles.tk == conv.tiles.tc == 2

@@ -59,7 +59,10 @@ def _weight_blocks(run: RunLayer, design: NetworkDesign) -> tuple[np.ndarray, np
         n_c = -(-layer.C // t.tc)
         wp = np.zeros((n_c * t.tc, layer.R, layer.S), dtype=w.dtype)
         wp[:w.shape[0]] = w[:, 0]
-        blocks = wp.reshape(n_c, t.tc // engine.out_lanes, engine.out_lanes, layer.R, layer.S).transpose(0, 1, 3, 4, 2)
+        # (channel tile, group, window row, pass, lane, tap of the pass): a row a pass, lane l's taps side by side
+        u = engine.taps
+        blocks = wp.reshape(n_c, t.tc // engine.out_lanes, engine.out_lanes, layer.R, layer.S // u, u)
+        blocks = blocks.transpose(0, 1, 3, 4, 2, 5)
         tch = t.tc
     else:
         if w.ndim == 2:  # a linear layer: [K, features] as a 1×1 convolution, features in the arena's order
@@ -88,19 +91,22 @@ def _dealt(blocks: np.ndarray, engine: EngineShape, layer: NetLayer, ports: int,
     many at once, a word from each, in turn), each port's at the same offset; a port the engine does not read
     holds zeros there."""
     reads, row = engine.w_ports, engine.row_words(layer)
-    words = blocks.reshape(-1, engine.w_word)
     packed = engine.row_picks > 1 and layer.R > 1
-    if len(words) % (row * (step_rows if packed else 1)):
-        raise HeteroDSEError(f"{len(words)} weight words are not whole rows of {row} (steps of {step_rows}) (a bug: "
-                             "please report it)")
     if packed:
+        words = blocks.reshape(-1, engine.w_word)
+        if len(words) % (row * step_rows):
+            raise HeteroDSEError(f"{len(words)} weight words are not whole steps of {step_rows} rows of {row} (a "
+                                 "bug: please report it)")
         steps = words.reshape(-1, step_rows * row, engine.w_word)
         pad = engine.step_reads(layer, step_rows) * reads - step_rows * row
         words = np.concatenate([steps, np.zeros((len(steps), pad, engine.w_word), dtype=words.dtype)], axis=1)
-    else:
-        pad = engine.row_reads(layer) * reads - row
-        rows = words.reshape(-1, row, engine.w_word)
-        words = np.concatenate([np.zeros((len(rows), pad, engine.w_word), dtype=words.dtype), rows], axis=1)
+    else:  # (a row of the depthwise engine's taps may end inside a word: padded at its front all the same)
+        elements = engine.row_elements(layer)
+        if blocks.size % elements:
+            raise HeteroDSEError(f"{blocks.size} weights are not whole rows of {elements} (a bug: please report it)")
+        pad = engine.row_reads(layer) * reads * engine.w_word - elements
+        rows = blocks.reshape(-1, elements)
+        words = np.concatenate([np.zeros((len(rows), pad), dtype=blocks.dtype), rows], axis=1)
     words = words.reshape(-1, engine.w_word)
     dealt = [words[p::reads] for p in range(reads)]
     dealt += [np.zeros_like(dealt[0])] * (ports - reads)

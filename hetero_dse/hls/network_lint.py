@@ -39,6 +39,7 @@ from hetero_dse.hls.cvalues import NotAffine
 from hetero_dse.hls.lint.record import Finding, LintReport
 from hetero_dse.hls.network_lint_bursts import check_bursts, check_port_order, check_runs_in_flight
 from hetero_dse.hls.network_lint_parts import (
+    check_box_banks,
     check_pe_loop,
     check_pipelined,
     check_streams,
@@ -111,12 +112,12 @@ def _lint(project: Path, record: dict[str, Any], design: dict[str, Any], report:
                                     e["accumulation_distance"], e.get("params", 1), e.get("packed", False),
                                     design["wword"], design["pword"], e.get("tile", 0), e.get("w_transform", False),
                                     e.get("pointwise", False), rows.get("tile", 0), e.get("weight_ports", 1),
-                                    e.get("transform_cores") == "dsp")
+                                    e.get("transform_cores") == "dsp", e.get("taps", 1))
         if kind == "winograd":
             check_winograd(k, source, engines[kind], design["dtype"], e.get("storage", {}), cores, add, report)
             continue
         lanes_in = in_l if kind == "grid" else out_l
-        want = {f"{name}_irow_t": lanes_in, f"{name}_wrow_t": out_l * in_l, f"{name}_orow_t": out_l}
+        want = {f"{name}_irow_t": lanes_in, f"{name}_wrow_t": out_l * engines[kind].lane_sums, f"{name}_orow_t": out_l}
         for row, width in want.items():
             got = vector_lanes(source, row)
             if got != width:
@@ -125,8 +126,12 @@ def _lint(project: Path, record: dict[str, Any], design: dict[str, Any], report:
             got = typedef_rows(source, buf)
             if got != [depth]:
                 add("buffer", buf, f"declared {got} rows; the model sizes it {depth}")
-        report.pragmas_checked += check_streams(k, f"{name}_layer", e.get("storage", {}), add)
-        _check_compute(k, f"{name}_compute", out_l, in_l if kind == "grid" else 1, e["accumulation_distance"], cores,
+        banks = engines[kind].box_banks
+        streams = {**({f"in_s{b}": "in" for b in range(banks)} if banks > 1 else {"in_s": "in"}), "out_s": "out"}
+        report.pragmas_checked += check_streams(k, f"{name}_layer", e.get("storage", {}), add, streams)
+        if banks > 1:
+            check_box_banks(source, name, banks, add)
+        _check_compute(k, f"{name}_compute", out_l, engines[kind].lane_sums, e["accumulation_distance"], cores,
                        add, report, chain=engines[kind].chain, source=source)
         check_pipelined(k, f"{name}_read_in", "read_in", "word_in", word, add, report)
         check_pipelined(k, f"{name}_read_w", "read_w", "word_w", design["wword"], add, report, name="WV")
@@ -297,6 +302,10 @@ def _check_regions(i: int, d: dict[str, int], kind: str, e: EngineShape, depth: 
                                    f"{oh} × {ow}")
     if kind == "depthwise" and d["K"] != d["C"]:
         add("table", f"layer {i}", f"a depthwise layer of {d['C']} channels writing {d['K']}")
+    if kind == "depthwise" and e.taps > 1 and (d["S"] % e.taps or d["stride"] > e.taps):
+        add("table", f"layer {i}", f"a {d['R']}×{d['S']} stride-{d['stride']} layer on a depthwise engine of "
+                                   f"{e.taps} taps a cycle: its window's width must be whole passes of them and its "
+                                   "stride no more (the compute loop carries a pixel's column once)")
     if d["C"] % e.word or d["K"] % e.word:
         add("table", f"layer {i}", f"{d['C']} or {d['K']} channels is not whole words of {e.word}")
     if d["C"] % d["tc"] or (kind != "depthwise" and d["K"] % d["tk"]):
@@ -310,10 +319,10 @@ def _check_regions(i: int, d: dict[str, int], kind: str, e: EngineShape, depth: 
     elif kind == "grid":
         blocks, rows = -(-d["K"] // d["tk"]) * n_c, (d["tk"] // e.out_lanes) * d["R"] * d["S"] * (d["tc"] // e.in_lanes)
         tch = d["tk"]
-    else:
-        blocks, rows, tch = n_c, (d["tc"] // e.out_lanes) * d["R"] * d["S"], d["tc"]
-    # each port's: a step's rows over the ports, padded to whole iterations (``EngineShape.step_reads``)
     shape = NetLayer(kind, d["C"], d["K"], d["H"], d["W"], d["R"], d["S"], d["stride"], d["pad"])
+    if kind == "depthwise":  # a row a channel group and pass of ``taps`` taps of a window row
+        blocks, rows, tch = n_c, (d["tc"] // e.out_lanes) * e.tap_steps(shape), d["tc"]
+    # each port's: a step's rows over the ports, padded to whole iterations (``EngineShape.step_reads``)
     w_words = blocks * e.step_reads(shape, rows)
     for port, start, words in (("wgt", d["w_off"], w_words),
                                ("params", d["bias_off"], -(-d["K"] // tch) * e.params * tch // e.p_word)):

@@ -128,3 +128,16 @@ def check_pe_loop(fn: CFunction | None, fn_name: str, distance: int, cores: dict
         add("bind_op", fn_name, "a multiply or add of the PE is bound to no core")
     report.pragmas_checked += 3 + len(binds)
     return True
+
+
+def check_box_banks(source: str, name: str, banks: int, add: Any) -> None:
+    """The depthwise engine's box in ``banks`` banks by column (``EngineShape.box_banks``): its read process
+    stores a row into one of them an iteration, each at one place, and its PE loop reads each bank once (a
+    second read of a bank in an iteration would share its RAM's one read port: no II 1; the model's taps a cycle
+    need every bank's), and neither touches the box but through them."""
+    for fn, var in ((f"{name}_read_in", "buf"), (f"{name}_compute", "in")):
+        got = sorted(re.findall(rf"\b({var}\d*)\[", function_text(source, fn)))
+        want = [f"{var}{b}" for b in range(banks)]
+        if got != want:
+            add("banks", fn, f"accesses the box as {got}; the model's {banks} banks by column are {want}, each "
+                             "once an iteration")

@@ -59,6 +59,7 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
                         "in_lanes": e.in_lanes, "in_rows": e.in_rows, "w_rows": e.w_rows, "out_rows": e.out_rows,
                         "tree_depth": (e.in_lanes - 1).bit_length(), "packed": e.packed, "chain": e.chain,
                         "w_ports": e.w_ports, "wgts": weight_ports(e.w_ports), "in_banks": e.in_banks,
+                        "taps": e.taps,
                         "writer": write_process(e.out_banks, e.out_cols),
                         "tile_banks": tile_banks(e.out_banks, e.out_cols),
                         "storage": engine_storage(e, design.dtype, board.cap("uram") > 0),
@@ -133,8 +134,9 @@ def csim_bytes(design: NetworkDesign) -> int:
                     + 4 * t["out_tiles"] * e.out_lanes * (e.out_rows * a2 + e.tile_rows))
         else:
             lanes_in = e.in_lanes if e.kind == "grid" else e.out_lanes
-            weights = e.w_rows * e.out_lanes * (e.in_lanes if e.kind == "grid" else 1)
-            held = elem * t["steps"] * (e.in_rows * lanes_in + weights) + 4 * t["out_tiles"] * e.out_rows * e.out_lanes
+            weights = e.w_rows * e.out_lanes * e.lane_sums
+            held = (elem * t["steps"] * (e.in_rows * e.box_banks * lanes_in + weights)
+                    + 4 * t["out_tiles"] * e.out_rows * e.out_lanes)
         worst = max(worst, int(held))
     return worst
 
