@@ -87,6 +87,19 @@ def generate(project: Path, into: Path) -> list[dict]:
              "file": m[6] if Path(m[6]).is_absolute() else str(into / m[6])} for m in _MUTANT.finditer(out)]
 
 
+def function_lines(source: str, names: list[str]) -> set[int]:
+    """The lines (1-based) of the generated functions ``names`` in ``source``, each from ``static void name(`` to
+    its closing brace at column 0."""
+    lines: set[int] = set()
+    for name in names:
+        start = source.find(f"static void {name}(")
+        if start < 0:
+            raise SystemExit(f"the kernel has no function {name}")
+        first = source.count("\n", 0, start) + 1
+        lines |= set(range(first, source.count("\n", 0, source.find("\n}\n", start) + 2) + 1))
+    return lines
+
+
 def judge(args: tuple[list[str], dict, float]) -> str:
     """Which check catches one mutant (the module doc's verdicts), on the first project (the explorer's table), else
     on the second (the same kernel mutated, running ``small_net.retiled``'s table: "... (retiled)")."""
@@ -139,6 +152,8 @@ def main() -> None:
                         help="seconds a C-simulation may run (the unmutated ones take under one)")
     parser.add_argument("--explorer-table", action="store_true",
                         help="the explorer's table only (a tree without small_net.retiled)")
+    parser.add_argument("--functions", help="only the mutants inside these functions of the kernel (comma-separated, "
+                                            "e.g. dw_read_in,dw_compute)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     rows = []
@@ -150,6 +165,9 @@ def main() -> None:
             kernel = {"file": str(project / "src" / "kernel.cpp"), "header": str(project / "src" / "kernel.h")}
             assert judge((projects, kernel, args.run_s)) == "survived"  # the kernel runs both tables
             made = [dict(m, header=kernel["header"]) for m in generate(project, Path(tmp) / f"{name}-mutants")]
+            if args.functions:
+                inside = function_lines(Path(kernel["file"]).read_text(), args.functions.split(","))
+                made = [m for m in made if m["line"] in inside]
             chosen = random.Random(args.seed).sample(made, args.sample) if 0 < args.sample < len(made) else made
             with ProcessPoolExecutor(args.jobs) as pool:
                 verdicts = list(pool.map(judge, [(projects, m, args.run_s) for m in chosen]))
@@ -173,6 +191,7 @@ def main() -> None:
             for s in survivors:
                 print(f"  survived, line {s['line']}: {s['before']}  ==>  {s['after']}")
             rows.append({"design": name, "tables": "explorer" if args.explorer_table else "explorer, retiled",
+                         **({"functions": args.functions} if args.functions else {}),
                          "mutants": len(made), "tried": len(chosen), "verdicts": dict(counts),
                          "caught": caught, "valid": valid, "survivors": survivors,
                          "crashes": dict(crashes)})

@@ -86,6 +86,7 @@ def main() -> None:
                     row["csim"] = _csim(design, ops)
                 rows.append(row)
                 engines = " + ".join(f"{e['kind']} " + "×".join(str(v) for v in e["lanes"].values())
+                                     + (f" ({e['taps']} taps)" if e.get("taps", 1) > 1 else "")
                                      for e in row["engines"])
                 if design.w_ports > 1:
                     engines += f", weights on {design.w_ports} ports"

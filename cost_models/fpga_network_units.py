@@ -19,8 +19,8 @@ __all__ = ["MAX_COMPUTE_UNITS", "UNITS_PATIENCE", "explore_throughput"]
 #: at most this many compute units are tried (each takes an even share of the device)
 MAX_COMPUTE_UNITS = 8
 #: unit counts tried past the best before the search stops (ResNet-18 int8 on u280: 2 units 854 fps, 3 units 817,
-#: 4 units 1,090)
-UNITS_PATIENCE = 2
+#: 4 units 1,090; MobileNet-V2 int8 on ZCU102: 2 units 388 fps, 3 383, 4 361, 5 403)
+UNITS_PATIENCE = 3
 
 
 def explore_throughput(layers: Sequence[tuple[LayerShape, int]], board: Board, dtype: str = "float32",

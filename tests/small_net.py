@@ -33,14 +33,16 @@ class Small(nn.Module):
 
 
 class Strided(nn.Module):
-    """Conv (the image), a depthwise layer of stride 2 (its window's taps on every other pixel), pointwise, linear."""
+    """Conv (the image, 10×10), a depthwise layer of a stride (2: its window's taps on every other pixel; 4: past
+    a whole window), pointwise, linear."""
 
-    def __init__(self) -> None:
+    def __init__(self, stride: int = 2) -> None:
         super().__init__()
         self.c1, self.b1 = nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16)
-        self.dw, self.b2 = nn.Conv2d(16, 16, 3, 2, 1, groups=16, bias=False), nn.BatchNorm2d(16)
+        self.dw, self.b2 = nn.Conv2d(16, 16, 3, stride, 1, groups=16, bias=False), nn.BatchNorm2d(16)
         self.pw = nn.Conv2d(16, 16, 1)
-        self.fc = nn.Linear(16 * 5 * 5, 10)
+        side = (10 + 2 - 3) // stride + 1
+        self.fc = nn.Linear(16 * side * side, 10)
 
     def forward(self, x):
         x = torch.relu(self.b1(self.c1(x)))
@@ -64,11 +66,11 @@ TINY_MODEL = """
     """
 
 
-def traced(strided=False):
+def traced(strided=0):
     """The small network's layers traced (BN folded), its input as an array, the model and its input; ``strided``:
-    the network of a stride-2 depthwise layer (``Strided``) instead."""
+    the network of a depthwise layer of that stride (``Strided``) instead."""
     torch.manual_seed(0)
-    model = (Strided() if strided else Small()).eval()
+    model = (Strided(strided) if strided else Small()).eval()
     for m in model.modules():
         if isinstance(m, nn.BatchNorm2d):  # statistics that fold into something other than the identity
             m.running_mean.uniform_(-0.5, 0.5)
@@ -85,10 +87,10 @@ def traced(strided=False):
 
 
 def small_design(dtype="float32", algorithm="direct", board="zcu102", lanes=(4, 8), tile=None, weight_ports=(1, 2),
-                 word=None, transform_cores=None, taps=None, strided=False):
+                 word=None, transform_cores=None, taps=None, strided=0):
     """The small network's kernel as the explorer designs it with these options, and its run through the kernel
     (``NetworkRun``, quantised where int8): (the traced layers, the design, the run, the model, its input);
-    ``strided``: the network of a stride-2 depthwise layer (``Strided``)."""
+    ``strided``: the network of a depthwise layer of that stride (``Strided``)."""
     from cost_models.fpga_network_design import explore_network
     from hetero_dse.hardware.board import load_board
     from hetero_dse.hls.network_run import NetworkRun, RunLayer, quantized

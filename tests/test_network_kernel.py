@@ -305,12 +305,14 @@ def test_the_small_network_in_int8_runs_bit_exact_with_two_products_a_dsp(tmp_pa
     # a word of 4 output groups: the write gathers a word's rows from 4 banks (write_out_4x1)
     dict(dtype="int8", algorithm="winograd", board="vu9p", tile=4, word=8,
          lanes={"grid": (8,), "depthwise": (8,), "winograd": (2,)}),
-    # the depthwise engine a tap a cycle (its box one memory), and of 3 (in 3 banks by column) on a stride of 2
+    # the depthwise engine a tap a cycle (its box one memory), and of 3 (in 3 banks by column) on a stride of 2,
+    # and of 4 (a pixel a whole group of 3 columns and one on)
     dict(dtype="int8", taps=1),
-    dict(dtype="float32", strided=True),
-    dict(dtype="int8", strided=True),
+    dict(dtype="float32", strided=2),
+    dict(dtype="int8", strided=2),
+    dict(dtype="float32", strided=4),
 ], ids=["float32", "int8", "int8-winograd", "int8-winograd-f2", "int8-winograd-banks", "int8-one-tap",
-        "float32-strided", "int8-strided"])
+        "float32-stride-2", "int8-stride-2", "float32-stride-4"])
 def test_the_kernel_runs_any_tiles_its_buffers_hold_as_the_model_counts_them(tmp_path, kw):
     """The explorer's tables for the small network take every channel in one tile and most maps in one column
     tile, so half the kernel's paths (a run a pixel, several steps and channel tiles, a tile past the map's end)
@@ -328,7 +330,7 @@ def test_the_kernel_runs_any_tiles_its_buffers_hold_as_the_model_counts_them(tmp
     if "word" in kw:
         assert design.engines["winograd"].out_banks == 4
     assert design.engines["depthwise"].taps == kw.get("taps", 3)
-    assert [p.layer.stride for p in design.layers if p.layer.engine == "depthwise"] == [2 if "strided" in kw else 1]
+    assert [p.layer.stride for p in design.layers if p.layer.engine == "depthwise"] == [kw.get("strided", 1)]
     project = write_network_project(tmp_path / "retiled", design, run)
     result = csim(project)
     assert result.passed and result.mismatches == 0, result.output[-2000:]
@@ -529,8 +531,9 @@ def _mutate(project, old, new, path="src/kernel.cpp", after=""):
     (("a[0] = xm == 0 ? b0 :", "a[0] = xm == 0 ? b1 :"), "csim"),
     (("in0[row + (xm > 0)]", "in0[row]"), "csim"),
     (("if (xm >= 3) {", "if (xm > 3) {"), "csim"),
-    # one bank read twice an iteration (its RAM's one read port: no II 1), another never
+    # one bank read twice an iteration (its RAM's one read port: no II 1), another never; the taps in one memory
     (("const dw_irow_t b2 = in2[row];", "const dw_irow_t b2 = in1[row];"), "lint"),
+    (("#pragma HLS ARRAY_PARTITION variable=a type=complete\n", "\n"), "lint"),
     # a tap fewer a cycle than the model charges
     (("mul: for (int q = 0; q < 3; ++q)", "mul: for (int q = 0; q < 2; ++q)"), "lint"),
 ])
@@ -688,12 +691,12 @@ def test_what_the_kernel_cannot_run_is_one_sentence(module, words):
 def test_the_throughput_design_looks_past_a_dip_in_the_units(monkeypatch):
     """Compute units: a count whose share of the device halves the lanes can dip, and the next rise past it
     (ResNet-18 int8 on u280: 2 units 854 fps, 3 units 817, 4 units 1,090). The search keeps going until the
-    throughput has not risen for two counts, and keeps the best."""
+    throughput has not risen for three counts, and keeps the best."""
     from types import SimpleNamespace
 
     from cost_models import fpga_network_units as nd
 
-    fps = {1: 100.0, 2: 200.0, 3: 190.0, 4: 260.0, 5: 250.0, 6: 240.0, 7: 999.0}
+    fps = {1: 100.0, 2: 200.0, 3: 190.0, 4: 180.0, 5: 260.0, 6: 250.0, 7: 240.0, 8: 230.0, 9: 999.0}
     tried = []
 
     def fake(layers, board, dtype, clock_mhz, lanes, **options):
@@ -703,7 +706,7 @@ def test_the_throughput_design_looks_past_a_dip_in_the_units(monkeypatch):
 
     monkeypatch.setattr(nd, "explore_network", fake)
     best = nd.explore_throughput([], load_board("u280"), "int8")
-    assert best.compute_units == 4 and tried == [1, 2, 3, 4, 5, 6]  # 5 and 6 below 4's: no seventh
+    assert best.compute_units == 5 and tried == [1, 2, 3, 4, 5, 6, 7, 8]  # 6 to 8 below 5's: no ninth
 
 
 def test_compute_units_share_the_boards_memory_channels_as_their_ports_take_them():

@@ -302,10 +302,9 @@ def _check_regions(i: int, d: dict[str, int], kind: str, e: EngineShape, depth: 
                                    f"{oh} × {ow}")
     if kind == "depthwise" and d["K"] != d["C"]:
         add("table", f"layer {i}", f"a depthwise layer of {d['C']} channels writing {d['K']}")
-    if kind == "depthwise" and e.taps > 1 and (d["S"] % e.taps or d["stride"] > e.taps):
-        add("table", f"layer {i}", f"a {d['R']}×{d['S']} stride-{d['stride']} layer on a depthwise engine of "
-                                   f"{e.taps} taps a cycle: its window's width must be whole passes of them and its "
-                                   "stride no more (the compute loop carries a pixel's column once)")
+    if kind == "depthwise" and d["S"] % e.taps:
+        add("table", f"layer {i}", f"a {d['R']}×{d['S']} layer on a depthwise engine of {e.taps} taps a cycle: its "
+                                   "window's width must be whole passes of them")
     if d["C"] % e.word or d["K"] % e.word:
         add("table", f"layer {i}", f"{d['C']} or {d['K']} channels is not whole words of {e.word}")
     if d["C"] % d["tc"] or (kind != "depthwise" and d["K"] % d["tk"]):

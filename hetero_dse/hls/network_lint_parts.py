@@ -134,10 +134,16 @@ def check_box_banks(source: str, name: str, banks: int, add: Any) -> None:
     """The depthwise engine's box in ``banks`` banks by column (``EngineShape.box_banks``): its read process
     stores a row into one of them an iteration, each at one place, and its PE loop reads each bank once (a
     second read of a bank in an iteration would share its RAM's one read port: no II 1; the model's taps a cycle
-    need every bank's), and neither touches the box but through them."""
+    need every bank's), and neither touches the box but through them; the taps a lane takes from them and their
+    products in registers (partitioned completely: a memory of them would be read once a cycle, not a tap's each)."""
     for fn, var in ((f"{name}_read_in", "buf"), (f"{name}_compute", "in")):
         got = sorted(re.findall(rf"\b({var}\d*)\[", function_text(source, fn)))
-        want = [f"{var}{b}" for b in range(banks)]
+        want = sorted(f"{var}{b}" for b in range(banks))
         if got != want:
             add("banks", fn, f"accesses the box as {got}; the model's {banks} banks by column are {want}, each "
                              "once an iteration")
+    text = function_text(source, f"{name}_compute")
+    for array in ("a", "prod"):
+        if f"#pragma HLS ARRAY_PARTITION variable={array} type=complete\n" not in text:
+            add("partition", f"{name}_compute", f"its {array} is not partitioned completely: the {banks} taps of a "
+                                                "lane a cycle would share one memory's ports")
