@@ -5,7 +5,8 @@ of the shared kernel, not part of the test suite.
 
 The designs are the small network's (``tests/small_net.py``: a conv on the image, depthwise, pointwise, a residual
 block, a leaky ReLU, a linear layer) that the suite C-simulates: float32 and int8 on ZCU102's grid and depthwise
-engine, and int8 with a Winograd F(4x4) engine on vu9p reading four weight ports. The mutants are universalmutator's
+engine, and int8 with a Winograd F(4x4) engine on vu9p reading four weight ports; and float32 on the network of a
+stride-2 depthwise layer (``small_net.Strided``). The mutants are universalmutator's
 (``pip install universalmutator``: a language's operators, constants and statements replaced, deleted or negated,
 line by line) of the project's ``src/kernel.cpp``, a seeded sample of them; pragma lines, comments and the trip
 counters the test bench prints are not mutated (the pragmas have their own mutants, ``hetero_dse/testing/mutants.py``;
@@ -51,6 +52,8 @@ DESIGNS = {
     "float32": dict(dtype="float32"),
     "int8": dict(dtype="int8"),
     "int8-winograd": dict(dtype="int8", algorithm="winograd", board="vu9p", lanes=(2,), tile=4, weight_ports=(4,)),
+    # the network of a stride-2 depthwise layer (its taps' columns carried by the stride)
+    "float32-stride-2": dict(dtype="float32", strided=2),
 }
 
 _MUTANT = re.compile(r"PROCESSING MUTANT: (\d+): (.*?)  ==>  (.*?)\.\.\.\(FROM: builtin:(\S+?):(\d+)\)\.\.\.VALID "

@@ -135,7 +135,8 @@ def check_box_banks(source: str, name: str, banks: int, add: Any) -> None:
     stores a row into one of them an iteration, each at one place, and its PE loop reads each bank once (a
     second read of a bank in an iteration would share its RAM's one read port: no II 1; the model's taps a cycle
     need every bank's), and neither touches the box but through them; the taps a lane takes from them and their
-    products in registers (partitioned completely: a memory of them would be read once a cycle, not a tap's each)."""
+    products in registers (partitioned completely: a memory of them would be read once a cycle, not a tap's each),
+    the products summed in a tree."""
     for fn, var in ((f"{name}_read_in", "buf"), (f"{name}_compute", "in")):
         got = sorted(re.findall(rf"\b({var}\d*)\[", function_text(source, fn)))
         want = sorted(f"{var}{b}" for b in range(banks))
@@ -143,6 +144,12 @@ def check_box_banks(source: str, name: str, banks: int, add: Any) -> None:
             add("banks", fn, f"accesses the box as {got}; the model's {banks} banks by column are {want}, each "
                              "once an iteration")
     text = function_text(source, f"{name}_compute")
+    # the taps' products summed in a tree, ceil(log2 taps) adds deep, as the model's pipeline depth counts them (a
+    # chain of adds sums the same, deeper)
+    if (f"tree_level: for (int h = 1; h < {banks}; h *= 2) {{" not in text
+            or f"tree_add: for (int q = 0; q + h < {banks}; q += 2 * h) {{" not in text):
+        add("lanes", f"{name}_compute", f"its {banks} taps' products are not summed in a tree of levels h = 1, 2, 4 "
+                                        "…: the model's pipeline depth counts one")
     for array in ("a", "prod"):
         if f"#pragma HLS ARRAY_PARTITION variable={array} type=complete\n" not in text:
             add("partition", f"{name}_compute", f"its {array} is not partitioned completely: the {banks} taps of a "
