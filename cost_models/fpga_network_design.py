@@ -153,7 +153,7 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
     lanes = lanes if isinstance(lanes, Mapping) else dict.fromkeys(ENGINE_KINDS, tuple(lanes))
     widths = [s.S for s, _ in layers if s.engine == "depthwise"]
     shared = math.gcd(*widths) if widths else 1  # a row's taps a cycle must divide every depthwise layer's
-    if taps is not None and (taps < 1 or shared % taps):
+    if taps is not None and (taps < 1 or shared % taps and widths):  # (no depthwise layer: no engine to take them)
         raise HeteroDSEError(f"{taps} taps a cycle on the depthwise engine: they must divide the width of each of "
                              f"its layers' windows ({', '.join(map(str, sorted(set(widths))))}), e.g. 1")
     tap_options = (taps,) if taps is not None else tuple(sorted({1, shared}))

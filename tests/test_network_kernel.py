@@ -125,6 +125,9 @@ def test_the_depthwise_engines_taps_a_cycle_are_counted_by_hand():
     # the explorer offers taps that divide every depthwise layer's width, and says so in one sentence otherwise
     with pytest.raises(HeteroDSEError, match="divide the width"):
         explore_network([(LayerShape("depthwise", 16, 16, 8, 8, 5, 5, 1, 2), 1)], load_board("zcu102"), taps=3)
+    # a network of no depthwise layer builds no depthwise engine: the taps asked of it are no matter
+    grid = explore_network([(LayerShape("grid", 16, 16, 8, 8, 3, 3, 1, 1), 1)], load_board("zcu102"), taps=3)
+    assert list(grid.engines) == ["grid"]
 
 
 def _small_run(tmp_path, dtype="float32", **options):
