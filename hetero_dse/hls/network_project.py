@@ -57,7 +57,7 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
     for kind, e in design.engines.items():
         engines.append({"kind": kind, "name": NAMES[kind], "id": ENGINE_IDS[kind], "lanes": e.out_lanes,
                         "in_lanes": e.in_lanes, "in_rows": e.in_rows, "w_rows": e.w_rows, "out_rows": e.out_rows,
-                        "tree_depth": (e.in_lanes - 1).bit_length(), "packed": e.packed, "chain": e.chain,
+                        "packed": e.packed, "chain": e.chain,
                         "w_ports": e.w_ports, "wgts": weight_ports(e.w_ports), "in_banks": e.in_banks,
                         "taps": e.taps,
                         "writer": write_process(e.out_banks, e.out_cols),
