@@ -324,9 +324,9 @@ def _throughput_note(n: dict[str, Any]) -> str:
     if t["compute_units"] == 1:
         note = " At batch > 1 a second compute unit raises no throughput (the device or its memory is full)."
     else:
-        arrays = " and ".join(f"{e['kind']} " + " × ".join(str(v) for v in e["lanes"].values())
-                              for e in t["engines"])
-        note = (f" At batch > 1, **{t['compute_units']} compute units** ({arrays} lanes each, each image on one, "
+        arrays = " and ".join(f"{e['kind']} " + " × ".join(str(v) for v in e["lanes"].values()) + " lanes"
+                              + (f" of {e['taps']} taps" if e.get("taps", 1) > 1 else "") for e in t["engines"])
+        note = (f" At batch > 1, **{t['compute_units']} compute units** ({arrays} a unit, each image on one, "
                 f"{fmt_seconds(t['latency_s'])} each) run {t['fps']:.0f} images a second.")
     return note + _pipeline_note(n.get("pipeline"), t["fps"])
 
