@@ -126,9 +126,8 @@ class EngineShape:
 
     def row_words(self, layer: NetLayer) -> int:
         """Words of the weights' port a weight row of ``layer`` takes (``row_elements``; a depthwise row's last
-        word padded where its taps end inside it)."""
-        if self.kind == "winograd":  # (rows end to end where they are no whole words: ``row_picks``)
-            return self.row_weights(layer) // self.w_word
+        word padded where its taps end inside it: the explorer's words are powers of two no wider than a lane
+        grid, so every other row is whole words)."""
         return -(-self.row_elements(layer) // self.w_word)
 
     def row_elements(self, layer: NetLayer) -> int:

@@ -298,13 +298,18 @@ def _network_markdown(model: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _lanes_words(e: dict[str, Any], named: bool = False) -> str:
+    """An engine's lanes (``16 × 64 lanes``; ``named``: ``16 output-channel × 64 input-channel lanes``), and the
+    taps of a window row each multiplies a cycle where the depthwise engine takes several."""
+    lanes = " × ".join(f"{v} {k}" if named else str(v) for k, v in e["lanes"].items()) + " lanes"
+    return lanes + (f" of {e['taps']} taps a cycle" if e.get("taps", 1) > 1 else "")
+
+
 def _engine_words(e: dict[str, Any]) -> str:
     """``a grid engine of 16 output-channel × 64 input-channel lanes`` (``, its weights over 4 ports`` where it
     reads several); a Winograd engine with its tile, the multiplies it saves and its error against direct
     convolution."""
-    lanes = " × ".join(f"{v} {k}" for k, v in e["lanes"].items()) + " lanes"
-    if e.get("taps", 1) > 1:  # the depthwise engine's lanes each multiply a window row's taps a cycle
-        lanes += f" of {e['taps']} taps a cycle"
+    lanes = _lanes_words(e, named=True)
     ports = f", its weights over {e['weight_ports']} ports" if e.get("weight_ports", 1) > 1 else ""
     if e["kind"] != "winograd":
         return f"a {e['kind']} engine of {lanes}{ports}"
@@ -324,9 +329,8 @@ def _throughput_note(n: dict[str, Any]) -> str:
     if t["compute_units"] == 1:
         note = " At batch > 1 a second compute unit raises no throughput (the device or its memory is full)."
     else:
-        arrays = " and ".join(f"{e['kind']} " + " × ".join(str(v) for v in e["lanes"].values()) + " lanes"
-                              + (f" of {e['taps']} taps" if e.get("taps", 1) > 1 else "") for e in t["engines"])
-        note = (f" At batch > 1, **{t['compute_units']} compute units** ({arrays} a unit, each image on one, "
+        arrays = " and ".join(f"{e['kind']} {_lanes_words(e)}" for e in t["engines"])
+        note = (f" At batch > 1, **{t['compute_units']} compute units** (each {arrays}, each image on one, "
                 f"{fmt_seconds(t['latency_s'])} each) run {t['fps']:.0f} images a second.")
     return note + _pipeline_note(n.get("pipeline"), t["fps"])
 

@@ -285,13 +285,15 @@ def _check_table(project: Path, record: dict[str, Any], design: dict[str, Any], 
                 add("table", f"layer {i}", f"its tiles fill {rows[key]} {key.replace('_', ' ')}; the buffer has {cap}")
         if (d["tk"] if grid else d["tc"]) > tch:
             add("table", f"layer {i}", f"its output tile of {d['tk']} channels passes the bias array's {tch}")
-        _check_regions(i, d, kind, e, depth, add)
+        _check_regions(i, d, kind, e, depth, add, rows["w_rows"])
 
 
-def _check_regions(i: int, d: dict[str, int], kind: str, e: EngineShape, depth: dict[str, int], add: Any) -> None:
+def _check_regions(i: int, d: dict[str, int], kind: str, e: EngineShape, depth: dict[str, int], add: Any,
+                   w_rows: int) -> None:
     """A descriptor's shape consistent, and its tensors where the kernel may read and write them: the output
     apart from the input and the residual (the read process would read what the write process overwrote on the
-    device, whatever the C-simulation, which runs them one after the other, shows), and all within the arena."""
+    device, whatever the C-simulation, which runs them one after the other, shows), and all within the arena;
+    ``w_rows``: a step's weight rows (``network_trips``)."""
     if min(d["tk"], d["tc"], d["th"], d["tw"], d["stride"], d["R"], d["S"]) <= 0:
         add("table", f"layer {i}", "a tile, stride or kernel of zero or less")
         return
@@ -311,18 +313,12 @@ def _check_regions(i: int, d: dict[str, int], kind: str, e: EngineShape, depth: 
         add("table", f"layer {i}", f"a channel tile ({d['tk']} × {d['tc']}) that does not divide its channels "
                                    f"({d['K']} × {d['C']}): its last tile would write into the next pixel's")
     # the weights and parameters it reads, within their buffers
+    # a block of ``w_rows`` for each channel tile (and output-channel tile, but on the depthwise engine)
     n_c = -(-d["C"] // d["tc"])
-    if kind == "winograd":  # a row (output group, input group) of α² lane grids, or 9 taps', or a 1×1 layer's one
-        blocks, rows = -(-d["K"] // d["tk"]) * n_c, (d["tk"] // e.out_lanes) * (d["tc"] // e.in_lanes)
-        tch = d["tk"]
-    elif kind == "grid":
-        blocks, rows = -(-d["K"] // d["tk"]) * n_c, (d["tk"] // e.out_lanes) * d["R"] * d["S"] * (d["tc"] // e.in_lanes)
-        tch = d["tk"]
+    blocks, tch = (n_c, d["tc"]) if kind == "depthwise" else (-(-d["K"] // d["tk"]) * n_c, d["tk"])
     shape = NetLayer(kind, d["C"], d["K"], d["H"], d["W"], d["R"], d["S"], d["stride"], d["pad"])
-    if kind == "depthwise":  # a row a channel group and pass of ``taps`` taps of a window row
-        blocks, rows, tch = n_c, (d["tc"] // e.out_lanes) * e.tap_steps(shape), d["tc"]
     # each port's: a step's rows over the ports, padded to whole iterations (``EngineShape.step_reads``)
-    w_words = blocks * e.step_reads(shape, rows)
+    w_words = blocks * e.step_reads(shape, w_rows)
     for port, start, words in (("wgt", d["w_off"], w_words),
                                ("params", d["bias_off"], -(-d["K"] // tch) * e.params * tch // e.p_word)):
         if start < 0 or (port in depth and start + words > depth[port]):
