@@ -74,7 +74,7 @@ def main() -> None:
                 peak = dsp_roofline_ops(board.cap("dsp"), dtype, design.clock_mhz)
                 gops = 2 * design.macs / design.latency_s / 1e9
                 row = {"net": net, "board": board_name, "dtype": dtype, "weight_ports": design.w_ports,
-                       "latency_s": design.latency_s,
+                       "word": design.word, "arena_ports": design.arena_ports, "latency_s": design.latency_s,
                        "fps": 1.0 / design.latency_s, "gops": gops, "dsp": design.resources["dsp"],
                        "gops_per_dsp": gops / design.resources["dsp"], "dsp_roofline": gops * 1e9 / peak,
                        "achieved_mhz": design.achieved_mhz, "engines": design.to_json()["engines"],
@@ -90,6 +90,8 @@ def main() -> None:
                                      for e in row["engines"])
                 if design.w_ports > 1:
                     engines += f", weights on {design.w_ports} ports"
+                if design.arena_ports > 1:
+                    engines += f", a word of {design.word} over {design.arena_ports} arena ports"
                 print(f"| {net} | {board_name} | {dtype} | {engines} | {1e3 * row['latency_s']:.2f} ms | "
                       f"{row['fps']:.0f} | {gops:.1f} | {row['gops_per_dsp']:.3f} | "
                       f"{100 * row['dsp_roofline']:.0f} % | "

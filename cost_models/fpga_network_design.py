@@ -5,8 +5,8 @@ tiles chosen for them, scored by ``cost_models/fpga_network.py``, the model of t
 The space is the hardware fixed at synthesis: the grid's output × input channel lanes, the depthwise engine's
 channel lanes and the taps of a window row each multiplies a cycle, the Winograd engine's lanes and tile (a float
 one's transforms on the fabric or on DSPs), the activations' word (the Winograd engine's may hold several of its
-lane groups), the rows of each engine's buffers, and the weights' ports read at once (one to four: ZCU102's
-128-bit HP ports starve a large grid).
+lane groups; one wider than the board's port spreads over two: ``arena_ports``), the rows of each engine's buffers,
+and the weights' ports read at once (one to four: ZCU102's 128-bit HP ports starve a large grid).
 For every candidate each layer takes its tiles of least time that fit the buffers; the network's latency at
 batch 1 is the sum over its layers (each as often as the network runs it) at the one clock the design closes
 at; the resources are counted once for the design and must fit the board. The lowest latency wins.
@@ -31,17 +31,10 @@ from cost_models.fpga import slr_resources
 from cost_models.fpga_clock import achieved_clock
 from cost_models.fpga_costs import ARITHMETIC, FANOUT_FREE, FANOUT_NS_PER_DOUBLING, SLR_DERATE, axi_max_beats
 from cost_models.fpga_network_depths import accumulation_distance, compute_depth
-from cost_models.fpga_network import (
-    ENGINE_KINDS,
-    EngineShape,
-    NetLayer,
-    Tiles,
-    layer_cycles,
-    network_trips,
-)
+from cost_models.fpga_network import ENGINE_KINDS, EngineShape, NetLayer, Tiles, layer_cycles, network_trips
 from cost_models.fpga_network_placed import NetworkDesign, PlacedLayer
-from cost_models.fpga_network_ports import (WEIGHT_PORTS, kernel_buffers, unit_share, weight_bandwidth,
-                                            weight_reads)
+from cost_models.fpga_network_ports import (ARENA_PORTS, WEIGHT_PORTS, arena_ports, kernel_buffers, unit_share,
+                                            weight_bandwidth, weight_reads)
 from cost_models.fpga_network_resources import engine_resources, kernel_base
 from cost_models.fpga_network_shapes import padded
 from cost_models.fpga_network_tiles import tile_options
@@ -132,10 +125,11 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
     output tile m (F(m×m, 3×3)) instead of the best of those its data type offers (``fpga_winograd.TILES``);
     ``weight_ports``: how many weight ports each engine may read at once (each where its
     weight rows are an even number of port words); ``lanes``: the lanes a side each engine may take (one set for
-    all, or a set a kind of engine); ``word``: the activations' word (elements a DDR beat) instead of the best of
-    those the engines' lanes and the board's ports allow; ``transform_cores``: a float Winograd engine's transforms
-    on the ``fabric`` or on ``dsp`` cores instead of the better of both; ``taps``: the depthwise engine's taps of a
-    window row a cycle instead of the better of one and the most its layers' widths share."""
+    all, or a set a kind of engine); ``word``: the activations' word (elements a beat of the arena's one or two
+    ports) instead of the best of those the engines' lanes and the board's ports allow; ``transform_cores``: a
+    float Winograd engine's transforms on the ``fabric`` or on ``dsp`` cores instead of the better of both;
+    ``taps``: the depthwise engine's taps of a window row a cycle instead of the better of one and the most its
+    layers' widths share."""
     if not layers:
         raise HeteroDSEError("a network needs at least one layer to design an accelerator for")
     if dtype not in ("float32", "int8"):
@@ -146,10 +140,11 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
         raise HeteroDSEError(f"unknown algorithm {algorithm!r}: the network kernel offers {', '.join(ALGORITHMS)}")
     if not weight_ports or not set(weight_ports) <= set(WEIGHT_PORTS):
         raise HeteroDSEError(f"weight ports {tuple(weight_ports)}: the kernel reads 1 to {WEIGHT_PORTS[-1]} at once")
-    port_elems = board.memory.port_bits // (8 * np.dtype(dtype).itemsize)
+    port_elems = board.memory.port_bits // (8 * np.dtype(dtype).itemsize) * ARENA_PORTS[-1]
     if word is not None and (word < 1 or word & (word - 1) or word > port_elems):
-        raise HeteroDSEError(f"a word of {word} activations: {board.name}'s {board.memory.port_bits}-bit ports carry a "
-                             f"power of two of them up to {port_elems} in {dtype}")
+        raise HeteroDSEError(f"a word of {word} activations: {ARENA_PORTS[-1]} of {board.name}'s "
+                             f"{board.memory.port_bits}-bit ports carry a power of two of them up to {port_elems} in "
+                             f"{dtype}")
     lanes = lanes if isinstance(lanes, Mapping) else dict.fromkeys(ENGINE_KINDS, tuple(lanes))
     widths = [s.S for s, _ in layers if s.engine == "depthwise"]
     shared = math.gcd(*widths) if widths else 1  # a row's taps a cycle must divide every depthwise layer's
@@ -301,8 +296,9 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
         # hold several of its lane groups (its box banked by them) or not: both tried. The weights' a lane grid, a
         # power of two (a depthwise row of 3 taps a lane in such words, its last padded)
         narrowest = {k: min(v for v in pair[:2] if v > 1) for k, pair in by_kind.items()}
-        widest = min([port_elems, *(v for k, v in narrowest.items() if k != "winograd")])
-        words = sorted({min([port_elems, *narrowest.values()]), widest})
+        widest = min([port_elems * ARENA_PORTS[-1], *(v for k, v in narrowest.items() if k != "winograd")])
+        # and a word over one port, or over two where the lanes are wider than a port's word (arena_ports)
+        words = sorted({min([port_elems, *narrowest.values()]), min(port_elems, widest), widest})
         if word is not None:
             words = [word] if word <= widest else []
         wword = min(port_elems, min(1 << (o * i * u).bit_length() - 1 for o, i, _, _, u in by_kind.values()))
@@ -328,7 +324,9 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
                 continue
             options = [engine_options(kind, *by_kind[kind], block, (act_word, wword, pword), timing, ports[kind])
                        for kind in kinds]
-            base = kernel_base(kernel_buffers(8 * itemsize * act_word, 8 * itemsize * wword, 32 * pword, wp, beats))
+            act_bits = 8 * itemsize * act_word
+            base = kernel_base(kernel_buffers(act_bits, 8 * itemsize * wword, 32 * pword, wp, beats,
+                                              arena_ports(act_bits, board.memory.port_bits)))
             candidates += _combinations(options, base, caps, block, act_word, timing,
                                         len(candidates))
     candidates.sort(key=lambda c: c[:2])

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cost_models.fpga_network import EngineShape, NetLayer, Tiles, network_trips
+from cost_models.fpga_network_ports import arena_ports
 from cost_models.fpga_network_resources import engine_storage
 from cost_models.fpga_winograd import winograd_record
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
@@ -58,6 +59,12 @@ class NetworkDesign:
         return max(e.w_ports for e in self.engines.values())
 
     @property
+    def arena_ports(self) -> int:
+        """The ports each of the arena's streams spreads its word over (``fpga_network_ports.arena_ports``)."""
+        bits = self.word * (8 if self.dtype == "int8" else 32)
+        return arena_ports(bits, self.board.memory.port_bits)
+
+    @property
     def wword(self) -> int:
         """Elements a word of the weights' port (every engine's the same: one port)."""
         return next(iter(self.engines.values())).w_word
@@ -104,7 +111,7 @@ class NetworkDesign:
         # the multiply-adds a cycle of direct convolution each engine stands for (Winograd's m²·9 per α² products)
         macs_peak = sum(e.out_lanes * e.lane_sums * (9 * e.tile ** 2 if e.tile else 1) for e in self.engines.values())
         return {"board": self.board.name, "dtype": self.dtype, "block": self.block, "word": self.word,
-                "wword": self.wword, "pword": self.pword, "weight_ports": self.w_ports,
+                "arena_ports": self.arena_ports, "wword": self.wword, "pword": self.pword, "weight_ports": self.w_ports,
                 "engines": engines, "clock_mhz": self.clock_mhz, "achieved_mhz": self.achieved_mhz,
                 "latency_s": self.latency_s, "fps": self.compute_units / self.latency_s,
                 "compute_units": self.compute_units, "gops": 2 * self.macs * self.compute_units / self.latency_s / 1e9,

@@ -9,26 +9,39 @@ from fractions import Fraction
 
 from cost_models.fpga_costs import ARENA_OUTSTANDING, NETWORK_OUTSTANDING
 
-__all__ = ["WEIGHT_PORTS", "kernel_buffers", "kernel_ports", "unit_share", "weight_bandwidth", "weight_banks",
-           "weight_channels", "weight_layout", "weight_reads"]
+__all__ = ["ARENA_PORTS", "WEIGHT_PORTS", "arena_ports", "kernel_buffers", "kernel_ports", "unit_share",
+           "weight_bandwidth", "weight_banks", "weight_channels", "weight_layout", "weight_reads"]
 
 #: the weights' ports a design may read at once (each past the first another m_axi port): four fill ZCU102's
 #: 128-bit HP ports that reach the DDR controller on ports of their own
 WEIGHT_PORTS = (1, 2, 3, 4)
+#: the ports each of the arena's three streams may spread its word over: a word twice the board's port in two
+#: halves, each half on a port of its own at the same address of its own buffer (ZCU102's 128-bit HP ports carry
+#: 16 int8 activations a beat, half a 32-lane engine's word)
+ARENA_PORTS = (1, 2)
 
 
-def kernel_ports(act_bits: int, w_bits: int, p_bits: int, w_ports: int) -> list[int]:
+def arena_ports(word_bits: int, port_bits: int) -> int:
+    """The ports each arena stream spreads a word of ``word_bits`` over: one where the board's port carries it."""
+    return max(1, word_bits // port_bits)
+
+
+def kernel_ports(act_bits: int, w_bits: int, p_bits: int, w_ports: int, a_ports: int = 1) -> list[int]:
     """The widths of the kernel's m_axi ports' burst buffers, in the order its top function declares the ports:
-    the descriptor table's ints (never widened), the activations in, the residual and out (a word each; out, a
-    write, buffers a strobe bit a byte beside its data), each weight port's word, the parameters' word."""
-    return [32, act_bits, act_bits, act_bits + act_bits // 8, *[w_bits] * w_ports, p_bits]
+    the descriptor table's ints (never widened), the activations in, the residual and out (a word each, or over
+    ``a_ports`` ports a part each, a stream's ports side by side; out, a write, buffers a strobe bit a byte beside
+    its data), each weight port's word, the parameters' word."""
+    part = act_bits // a_ports
+    return [32, *[part] * (2 * a_ports), *[part + part // 8] * a_ports, *[w_bits] * w_ports, p_bits]
 
 
-def kernel_buffers(act_bits: int, w_bits: int, p_bits: int, w_ports: int, beats: int) -> list[tuple[int, int, int]]:
-    """Each port's burst buffer (``kernel_ports``' bits, ``beats`` a burst, the bursts in flight): the arena's three
+def kernel_buffers(act_bits: int, w_bits: int, p_bits: int, w_ports: int, beats: int, a_ports: int = 1
+                   ) -> list[tuple[int, int, int]]:
+    """Each port's burst buffer (``kernel_ports``' bits, ``beats`` a burst, the bursts in flight): the arena's
     ports (``hls::burst_maxi``) keep ``ARENA_OUTSTANDING``, the others ``NETWORK_OUTSTANDING``."""
-    bits = kernel_ports(act_bits, w_bits, p_bits, w_ports)
-    return [(b, beats, ARENA_OUTSTANDING if q in (1, 2, 3) else NETWORK_OUTSTANDING) for q, b in enumerate(bits)]
+    bits = kernel_ports(act_bits, w_bits, p_bits, w_ports, a_ports)
+    return [(b, beats, ARENA_OUTSTANDING if 1 <= q <= 3 * a_ports else NETWORK_OUTSTANDING)
+            for q, b in enumerate(bits)]
 
 
 def weight_reads(lanes: int, wword: int, ports: int, grids: Sequence[int], end_to_end: Sequence[int] = ()) -> int:

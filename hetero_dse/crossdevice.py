@@ -277,8 +277,8 @@ def _network_markdown(model: dict[str, Any]) -> list[str]:
             verdict += f" {n['project_why']}."
         lines += ["", f"### {n['board']}: one accelerator for the network ({n['dtype']}, {clock})", "",
                   f"One kernel — {arrays} — runs every layer one after the other from a descriptor table, each "
-                  "layer's tiles chosen for it; activations stay in the board's memory in one layout. **Network "
-                  "latency "
+                  "layer's tiles chosen for it; activations stay in the board's memory in one layout"
+                  f"{_arena_words(n)}. **Network latency "
                   f"{fmt_seconds(n['latency_s'])}** at batch 1 ({n['fps']:.0f} fps, {n['gops']:.0f} GOPS of "
                   f"{n['peak_gops']:.0f} peak), by {n['basis']}. "
                   + ("" if bound is None else
@@ -296,6 +296,14 @@ def _network_markdown(model: dict[str, Any]) -> list[str]:
                          f"{t['tk']} × {t['tc']} × {t['th']} × {t['tw']} | {fmt_seconds(layer['latency_s'])} | "
                          f"{'yes' if layer['im2col'] else ''} |")
     return lines
+
+
+def _arena_words(n: dict[str, Any]) -> str:
+    """`` (a word of 32 activations a cycle, over two ports a half each)`` where the design's arena word spreads
+    over several of the board's ports; nothing where one port carries it."""
+    if n.get("arena_ports", 1) < 2:
+        return ""
+    return f" (a word of {n['word']} activations a cycle, over {n['arena_ports']} ports a part each)"
 
 
 def _lanes_words(e: dict[str, Any], named: bool = False) -> str:

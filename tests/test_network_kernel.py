@@ -543,8 +543,42 @@ def _mutate(project, old, new, path="src/kernel.cpp", after=""):
     (("mul: for (int q = 0; q < 3; ++q)", "mul: for (int q = 0; q < 2; ++q)"), "lint"),
 ])
 def test_each_check_fails_when_the_code_is_broken_on_purpose(tmp_path, mutant, check):
-    project = _small_run(tmp_path, weight_ports=(1,))[4]  # one weight port: the code the mutants name
+    # one weight port and the arena's word over one port: the code the mutants name
+    project = _small_run(tmp_path, weight_ports=(1,), word=4)[4]
     _mutate(project, *mutant)
+    _expect_caught(project, check)
+
+
+@pytest.mark.parametrize("mutant, check", [
+    # a box run's second half requested a word on: each word joins its first half with the next word's second
+    (("act_hi.read_request(d.in_off + ((y0 + ny)", "act_hi.read_request(d.in_off + 1 + ((y0 + ny)"), "lint"),
+    (("act_hi.read_request(d.in_off + ((y0 + ny)", "act_hi.read_request(d.in_off + 1 + ((y0 + ny)"), "csim"),
+    # the two halves joined the other way round, or the residual's second half read from the first port
+    (("join(act.read(), act_hi.read())", "join(act_hi.read(), act.read())"), "lint"),
+    (("join(act.read(), act_hi.read())", "join(act_hi.read(), act.read())"), "csim"),
+    (("join(act_res.read(), act_res_hi.read())", "join(act_res.read(), act_res.read())"), "lint"),
+    # the output's first half written to both buffers
+    (("act_out_hi.write(half(o, 1));", "act_out_hi.write(half(o, 0));"), "csim"),
+    # the second port's write responses taken as its words go out, or its tile's last never taken
+    (("          if (r + 1 >= RUNS_AHEAD) act_out_hi.write_response();\n", ""), "lint"),
+    (("          if (r + 1 >= RUNS_AHEAD) act_out_hi.write_response();\n", ""), "csim"),
+    (("    answer_hi: for", "    if (0) for"), "lint"),
+    # the second buffer's three ports not said to be one buffer (co-simulation would give each its own)
+    (("#pragma HLS ALIAS ports=act_in_hi,act_res_hi,act_out_hi distance=0\n", ""), "lint"),
+    # its ports outside the outstanding transactions the model charges
+    (("num_read_outstanding=8", "num_read_outstanding=4", "src/kernel.cpp", "port=act_in_hi offset"), "lint"),
+])
+def test_each_check_fails_where_a_word_spreads_over_two_ports(tmp_path, mutant, check):
+    """The small network's float32 design on ZCU102: a word of 8 activations, twice the 128-bit HP port's 4, over
+    two ports a half each (``arena_ports``), each of the arena's streams moving both halves a cycle."""
+    *_, design, project, _ = _small_run(tmp_path, weight_ports=(1,))
+    assert design.word == 8 and design.arena_ports == 2
+    _mutate(project, *mutant)
+    _expect_caught(project, check)
+
+
+def _expect_caught(project, check):
+    """The check ``check`` (lint, csim or trips) fails on the broken ``project``."""
     if check == "lint":
         assert not lint_network(project).ok
         return
@@ -768,6 +802,12 @@ def test_each_m_axi_port_is_charged_its_burst_buffer_by_hand():
     assert base[RESOURCE_KINDS.index("bram18k")] == 1 + 6 * 15 + 16
     zcu102 = kernel_base(kernel_buffers(128, 128, 128, 4, axi_max_beats(16)))
     assert zcu102[RESOURCE_KINDS.index("bram18k")] == 2 + 3 * 16 + 4 * 8 + 8
+    # a 256-bit word over two of ZCU102's ports: each of the arena's streams two 128-bit ports (the write's 144
+    # bits), six buffers of 8 bursts, 16 BRAM18K each
+    assert kernel_buffers(256, 128, 128, 4, 256, 2) == [(32, 256, 4), *[(128, 256, 8)] * 4, *[(144, 256, 8)] * 2,
+                                                         *[(128, 256, 4)] * 5]
+    split = kernel_base(kernel_buffers(256, 128, 128, 4, axi_max_beats(16), 2))
+    assert split[RESOURCE_KINDS.index("bram18k")] == 2 + 6 * 16 + 4 * 8 + 8
     # an explored design carries them: its BRAM is its engines' and these
     board = load_board("vu9p")
     design = explore_network([(LayerShape("grid", 64, 64, 14, 14, 3, 3, 1, 1, name="c"), 1)], board, "int8")
@@ -775,6 +815,13 @@ def test_each_m_axi_port_is_charged_its_burst_buffer_by_hand():
     engines = sum(engine_resources(e, "int8", True) for e in design.engines.values())
     b = RESOURCE_KINDS.index("bram18k")
     assert design.resources["bram18k"] == engines[b] + kernel_base(kernel_buffers(*ports, axi_max_beats(64)))[b]
+    # and a design whose word spreads over two ports carries their six: ZCU102's 128-bit ports, a word of 32 int8
+    design = explore_network([(LayerShape("grid", 64, 64, 14, 14, 3, 3, 1, 1, name="c"), 1)], load_board("zcu102"),
+                             "int8", lanes=(32,), word=32)
+    assert design.arena_ports == 2 and design.to_json()["arena_ports"] == 2
+    engines = sum(engine_resources(e, "int8", False) for e in design.engines.values())
+    ports = (256, 8 * design.wword, 32 * design.pword, design.w_ports, axi_max_beats(16), 2)
+    assert design.resources["bram18k"] == engines[b] + kernel_base(kernel_buffers(*ports))[b]
 
 
 def test_several_input_channel_steps_fill_the_pipeline_once_by_hand():

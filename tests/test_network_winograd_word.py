@@ -85,33 +85,37 @@ def test_a_word_of_several_channel_groups_by_hand():
 
 
 def test_the_explorer_takes_a_word_wider_than_the_winograd_lanes_where_it_is_faster():
-    """One 28x28 128-channel int8 layer on ZCU102: the F(4x4) engine that fits has 4 input lanes; a word of the
-    port's 16 activations reads its box 4 times as fast as a word of its lanes, so the explorer takes it. A word
-    the board's ports cannot carry is one sentence."""
+    """One 28x28 128-channel int8 layer on ZCU102: the F(4x4) engine that fits has 4 input lanes; a word of two
+    ports' 32 activations (each port's 16: ``arena_ports``) reads its box 8 times as fast as a word of its lanes, so
+    the explorer takes it. A word the board's ports cannot carry is one sentence."""
     board = load_board("zcu102")
     layers = [(LayerShape("grid", 128, 128, 28, 28, 3, 3, 1, 1, name="c"), 1)]
     wide = explore_network(layers, board, "int8", algorithm="winograd")
     narrow = explore_network(layers, board, "int8", algorithm="winograd", word=4)
     e = wide.engines["winograd"]
-    assert wide.word == 16 and e.in_lanes < wide.word and e.in_banks == wide.word // e.in_lanes
+    assert wide.word == 32 and wide.arena_ports == 2 and e.in_lanes < wide.word
+    assert e.in_banks == wide.word // e.in_lanes
     assert narrow.word == 4 and wide.latency_s < narrow.latency_s
     tiles = wide.layers[0].tiles
     assert tiles.tc % wide.word == 0 and tiles.tk % wide.word == 0 and wide.block % wide.word == 0
-    with pytest.raises(HeteroDSEError, match="a word of 32 activations: zcu102's 128-bit ports carry a power of two "
-                                             "of them up to 16 in int8"):
-        explore_network(layers, board, "int8", word=32)
+    with pytest.raises(HeteroDSEError, match="a word of 64 activations: 2 of zcu102's 128-bit ports carry a power "
+                                             "of two of them up to 32 in int8"):
+        explore_network(layers, board, "int8", word=64)
 
 
-@pytest.mark.parametrize("dtype, tile, word", [("int8", 4, 8), ("float32", 2, 4)])
-def test_the_small_network_runs_through_a_wide_word(tmp_path, dtype, tile, word):
-    """int8 F(4x4) with words of 4 channel groups, float32 F(2x2) with words of 2: the 3x3 layer with its
-    residual and the pointwise layers through the banked box and the gathering write, the direct integer reference
-    bit for bit (float32 torch's within tolerance), the trips the model's, the lint clean."""
+@pytest.mark.parametrize("dtype, tile, word, board", [("int8", 4, 8, "vu9p"), ("float32", 2, 4, "vu9p"),
+                                                     ("float32", 2, 8, "zcu102")])
+def test_the_small_network_runs_through_a_wide_word(tmp_path, dtype, tile, word, board):
+    """int8 F(4x4) with words of 4 channel groups, float32 F(2x2) with words of 2, and of 4 on ZCU102 (a word over
+    two of its 128-bit ports): the 3x3 layer with its residual and the pointwise layers through the banked box and
+    the gathering write, the direct integer reference bit for bit (float32 torch's within tolerance), the trips the
+    model's, the lint clean."""
     lanes = {k: (word,) if k != "winograd" else (2,) for k in WIDE}
-    *_, design, project, _ = _small_run(tmp_path, dtype, algorithm="winograd", board="vu9p", lanes=lanes, tile=tile,
+    *_, design, project, _ = _small_run(tmp_path, dtype, algorithm="winograd", board=board, lanes=lanes, tile=tile,
                                         word=word)
     e = design.engines["winograd"]
     assert design.word == word and e.in_banks == e.out_banks == word // 2 and e.tile == tile
+    assert design.arena_ports == (2 if board == "zcu102" else 1)
     assert any(p.layer.engine == "winograd" and p.layer.R == 3 and p.shape.residual for p in design.layers)
     result = csim(project)
     assert result.passed and result.mismatches == 0, result.output[-2000:]

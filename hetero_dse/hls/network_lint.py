@@ -37,7 +37,7 @@ from cost_models.fpga_network_ports import kernel_ports
 from hetero_dse.hls.cparse import CFile, LintError, parse_kernel
 from hetero_dse.hls.cvalues import NotAffine
 from hetero_dse.hls.lint.record import Finding, LintReport
-from hetero_dse.hls.network_lint_bursts import check_bursts, check_port_order, check_runs_in_flight
+from hetero_dse.hls.network_lint_bursts import check_bursts, check_halves, check_port_order, check_runs_in_flight
 from hetero_dse.hls.network_lint_parts import (
     check_box_banks,
     check_pe_loop,
@@ -156,20 +156,24 @@ def _lint(project: Path, record: dict[str, Any], design: dict[str, Any], report:
     _check_block_depths(source, add)
     check_bursts(source, add)
     check_port_order(source, add)
+    a_ports = design.get("arena_ports", 1)
+    if a_ports > 1:
+        check_halves(source, add)
     check_runs_in_flight(source, header, k.pragmas, [f"{NAMES[kind]}_read_in" for kind in engines],
-                         [write_process(*b) for b in writers], add)
+                         [write_process(*b) for b in writers], add, a_ports)
     bundles = [p.get("bundle") for p in k.pragmas if p.name == "INTERFACE" and p.get("mode") == "m_axi"]
     if not any(p.name == "INTERFACE" and p.get("port") == "table" and p.get("max_widen_bitwidth") == "32"
                for p in k.pragmas):
         add("interface", "top", "the table's port may be widened past its 32-bit ints: its burst buffer would be "
                                 "as wide as the port, where the model charges 32 bits")
-    want_ports = len(kernel_ports(0, 0, 0, design.get("weight_ports", 1)))
+    want_ports = len(kernel_ports(0, 0, 0, design.get("weight_ports", 1), a_ports))
     if len(bundles) != len(set(bundles)) or len(bundles) != want_ports:
         add("interface", "top", f"m_axi bundles {bundles}: one a port, {want_ports} ports")
     alias = [p for p in k.pragmas if p.name == "ALIAS"]
-    if [sorted((p.get("ports") or "").split(",")) for p in alias] != [["act_in", "act_out", "act_res"]]:
-        add("interface", "top", "the three activation ports share one buffer and no ALIAS pragma says so (C/RTL "
-                                "co-simulation would give each its own memory)")
+    if [sorted((p.get("ports") or "").split(",")) for p in alias] != [
+            [f"act_in{h}", f"act_out{h}", f"act_res{h}"] for h in ("", "_hi")[:a_ports]]:
+        add("interface", "top", f"the three activation ports share one buffer{' of each part' if a_ports > 1 else ''} "
+                                "and no ALIAS pragma says so (C/RTL co-simulation would give each its own memory)")
     report.pragmas_checked += len(bundles)
     _check_table(project, record, design, engines, header, add)
 

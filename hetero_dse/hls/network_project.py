@@ -67,18 +67,18 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
     tch = max(p.tiles.tc if p.layer.engine == "depthwise" else p.tiles.tk for p in design.layers)
     # the table's ints never widened to the port (its burst buffer is charged at 32 bits: kernel_ports)
     ports = [{"name": "table", "bundle": "gmem_table", "depth": data["table"].size, "extra": " max_widen_bitwidth=32"},
-             # the arena's: twice the runs each keeps in flight (ARENA_OUTSTANDING, kernel_buffers)
-             {"name": "act_in", "bundle": "gmem0", "depth": data["arena_words"],
-              "extra": f" num_read_outstanding={ARENA_OUTSTANDING}"},
-             {"name": "act_res", "bundle": "gmem1", "depth": data["arena_words"],
-              "extra": f" num_read_outstanding={ARENA_OUTSTANDING}"},
-             {"name": "act_out", "bundle": "gmem2", "depth": data["arena_words"],
-              "extra": f" num_write_outstanding={ARENA_OUTSTANDING}"},
-             {"name": "wgt", "bundle": "gmem3", "depth": data["weight_words"]},
-             {"name": "params", "bundle": "gmem4", "depth": data["param_words"]}]
-    # the weights' other ports, each a bundle of its own, on the memory banks ``weight_banks`` puts them on
+             # the arena's (a stream's two where its word is over two ports): twice the runs each keeps in flight
+             # (ARENA_OUTSTANDING, kernel_buffers)
+             *({"name": f"act_{n}{h}", "depth": data["arena_words"],
+                "extra": f" num_{way}_outstanding={ARENA_OUTSTANDING}"}
+               for n, way in (("in", "read"), ("res", "read"), ("out", "write"))
+               for h in ("", "_hi")[:design.arena_ports]),
+             # the weights' ports, each a bundle of its own, on the memory banks ``weight_banks`` puts them on
+             *({"name": w, "depth": data["weight_words"]} for w in weight_ports(design.w_ports)),
+             {"name": "params", "depth": data["param_words"]}]
+    for q, p in enumerate(ports[1:]):
+        p["bundle"] = f"gmem{q}"
     wgts = weight_ports(design.w_ports)
-    ports[5:5] = [{"name": w, "bundle": f"gmem{4 + q}", "depth": data["weight_words"]} for q, w in enumerate(wgts) if q]
     banks = list(zip(wgts, weight_banks(len(wgts), board.memory.channels), strict=True))
     atol, rtol = [], []
     for r in run.layers:  # int8: exact, the reference being the same integer arithmetic
@@ -96,7 +96,7 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
             "part": design.board.part, "clock_mhz": design.clock_mhz, "integer": integer,
             "ctype": "signed char" if integer else "float", "acc_ctype": "int" if integer else "float",
             "params": 2 if integer else 1, "param_words": data["param_words"],
-            "word": design.word, "wword": design.wword, "pword": design.pword,
+            "word": design.word, "arena_ports": design.arena_ports, "wword": design.wword, "pword": design.pword,
             "port_bits": board.memory.port_bits, "act_bits": port_bits, "block": design.block,
             "descriptor_words": DESCRIPTOR_WORDS, "descriptor_fields": FIELDS, "float_fields": FLOAT_FIELDS,
             "engine_ids": list(ENGINE_IDS), "max_layers": len(run.layers), "engines": engines, "tch_max": tch,
