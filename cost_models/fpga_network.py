@@ -128,7 +128,8 @@ def network_trips(engine: EngineShape, layer: NetLayer, tiles: Tiles, residual: 
 
 def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clock_hz: float, elem_bytes: int,
                  read_floor_ns: float, write_floor_ns: float, latency_ns: float, port_gbps: float,
-                 depth: int, residual: bool = False, transform_depth: int = 0, channels: int = 2) -> Any:
+                 depth: int, residual: bool = False, transform_depth: int = 0, channels: int = 2,
+                 arena_ports: int = 1) -> Any:
     """Cycles of the layer for tiles ``t`` (arrays broadcast together): per step the slowest of its two reads and
     its compute, the write of each tile beside the next tile's steps; plus the first box and the last write, each
     output-channel tile's parameters and the descriptor. A read process restarts its loop every step and pays a
@@ -140,7 +141,8 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     box's patches after the box arrives (``transform_depth``: that loop's pipeline), and its output transform, a
     patch row a cycle (a 1×1 layer's blocks a pixel), runs beside the write as a stage of its own. The weights
     come over the engine's ``w_ports`` on the board's ``channels`` memory channels as ``weight_banks`` places them
-    (ports on one channel share it; the arena's channel bounds the words of those on it with its own streams')."""
+    (ports on one channel share it; the arena's channel bounds the words of those on it with its own streams').
+    ``arena_ports``: the ports each arena stream spreads a word over, each a burst of its part of the run's words."""
     s = _steps(layer, t)
     r_floor, w_floor = (max(1.0, ns * 1e-9 * clock_hz) for ns in (read_floor_ns, write_floor_ns))
 
@@ -167,7 +169,8 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
         and its residual's first run), then a run at its words (no faster than a stream's share of a channel shared
         by ``ports``, nor than the memory's floor a burst), or at a round trip over the runs before it, if longer."""
         bytes_, per_cycle = words * engine.word * elem_bytes, port_gbps * 1e9 / clock_hz / ports  # (bytes a cycle)
-        run = np.maximum(np.maximum(words, bytes_ / per_cycle), np.ceil(bytes_ / AXI_MAX_BURST_BYTES) * floor)
+        bursts = np.ceil(bytes_ / arena_ports / AXI_MAX_BURST_BYTES)  # each port's, side by side
+        run = np.maximum(np.maximum(words, bytes_ / per_cycle), bursts * floor)
         return ARENA_LOOP_CYCLES + waits * latency + n_runs * np.maximum(run, latency / (RUNS_AHEAD - 1))
 
     # the weights: a word from each weight port a cycle, the ports on one memory channel streaming together (they

@@ -58,7 +58,8 @@ def _timing(board: Board, dtype: str, clock_hz: float, word: int, bandwidth_shar
     m = board.memory
     return {"clock_hz": clock_hz, "elem_bytes": np.dtype(dtype).itemsize, "read_floor_ns": m.read_burst_ns,
             "write_floor_ns": m.write_burst_ns, "latency_ns": m.latency_ns,
-            "port_gbps": m.sustained_gbps_per_channel * bandwidth_share, "channels": m.channels}
+            "port_gbps": m.sustained_gbps_per_channel * bandwidth_share, "channels": m.channels,
+            "arena_ports": arena_ports(word * 8 * np.dtype(dtype).itemsize, m.port_bits)}
 
 
 @functools.cache
