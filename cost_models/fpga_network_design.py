@@ -33,8 +33,8 @@ from cost_models.fpga_costs import ARITHMETIC, FANOUT_FREE, FANOUT_NS_PER_DOUBLI
 from cost_models.fpga_network_depths import accumulation_distance, compute_depth
 from cost_models.fpga_network import ENGINE_KINDS, EngineShape, NetLayer, Tiles, layer_cycles, network_trips
 from cost_models.fpga_network_placed import NetworkDesign, PlacedLayer
-from cost_models.fpga_network_ports import (ARENA_PORTS, WEIGHT_PORTS, arena_ports, kernel_buffers, unit_share,
-                                            weight_bandwidth, weight_reads)
+from cost_models.fpga_network_ports import (ARENA_PORTS, WEIGHT_PORTS, arena_ports, kernel_buffers, read_streams,
+                                            unit_share, weight_bandwidth, weight_reads)
 from cost_models.fpga_network_resources import engine_resources, kernel_base
 from cost_models.fpga_network_shapes import padded
 from cost_models.fpga_network_tiles import tile_options
@@ -43,8 +43,7 @@ from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 from hetero_dse.model.layer_shape import LayerShape
 
-__all__ = ["ALGORITHMS", "LANES", "design_clock_mhz", "explore_network", "pipeline_depths",
-           "winograd_tiles"]
+__all__ = ["ALGORITHMS", "LANES", "design_clock_mhz", "explore_network", "pipeline_depths", "winograd_tiles"]
 
 #: lanes each side of an engine may take (powers of two: channels pad to few of them)
 LANES = (4, 8, 16, 32, 64)
@@ -293,13 +292,13 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
     candidates = []  # every combination that fits, its cycles at the target clock first
     for lane_choice in itertools.product(*(lane_sets[k] for k in kinds)):
         by_kind = dict(zip(kinds, lane_choice, strict=True))
-        # the activations' word no wider than the grid's and depthwise engine's lanes; the Winograd engine's may
-        # hold several of its lane groups (its box banked by them) or not: both tried. The weights' a lane grid, a
-        # power of two (a depthwise row of 3 taps a lane in such words, its last padded)
+        # the activations' word no wider than the grid's and depthwise engine's lanes (a port's, or two: one wider
+        # than the port spreads over two); the Winograd engine's may hold several of its lane groups (its box banked
+        # by them) or not: both tried. The weights' a lane grid, a power of two (a depthwise row of 3 taps a lane in
+        # such words, its last padded)
         narrowest = {k: min(v for v in pair[:2] if v > 1) for k, pair in by_kind.items()}
         widest = min([port_elems * ARENA_PORTS[-1], *(v for k, v in narrowest.items() if k != "winograd")])
-        # and a word over one port, or over two where the lanes are wider than a port's word (arena_ports)
-        words = sorted({min([port_elems, *narrowest.values()]), min(port_elems, widest), widest})
+        words = sorted({min([port_elems, *narrowest.values()]), min(port_elems, widest), widest})  # (arena_ports)
         if word is not None:
             words = [word] if word <= widest else []
         wword = min(port_elems, min(1 << (o * i * u).bit_length() - 1 for o, i, _, _, u in by_kind.values()))
@@ -309,8 +308,10 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
                   for wp in weight_ports}
         useful = [wp for wp in weight_ports if all(brings[wp] > brings[q] for q in weight_ports if q < wp)]
         for act_word, wp in itertools.product(words, useful):
-            # channels pad to the widest lanes, and to whole words
-            block = max(max(max(v[:2]) for v in by_kind.values()), act_word)
+            a_ports = arena_ports(8 * itemsize * act_word, board.memory.port_bits)
+            if board.memory.axi_ports and read_streams(a_ports, wp) > board.memory.axi_ports:
+                continue  # a Zynq's HP ports: a stream past them would share one's read channel, at half its words
+            block = max(max(max(v[:2]) for v in by_kind.values()), act_word)  # channels: widest lanes, whole words
             pword = min(param_elems, act_word)
             share = unit_share(board.memory.channels, units, wp)
             timing = {"dtype": dtype, **_timing(board, dtype, hz, act_word, share)}
@@ -325,9 +326,8 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
                 continue
             options = [engine_options(kind, *by_kind[kind], block, (act_word, wword, pword), timing, ports[kind])
                        for kind in kinds]
-            act_bits = 8 * itemsize * act_word
-            base = kernel_base(kernel_buffers(act_bits, 8 * itemsize * wword, 32 * pword, wp, beats,
-                                              arena_ports(act_bits, board.memory.port_bits)))
+            base = kernel_base(kernel_buffers(8 * itemsize * act_word, 8 * itemsize * wword, 32 * pword, wp, beats,
+                                              a_ports))
             candidates += _combinations(options, base, caps, block, act_word, timing,
                                         len(candidates))
     candidates.sort(key=lambda c: c[:2])
@@ -341,8 +341,9 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
     if best is None:
         sides = [v for k in kinds for v in lanes[k]]
         forced = f" and a word of {word} activations" if word is not None else ""
-        if min(weight_ports) > 1:  # no engine's row register takes so many words a cycle (or none fits)
-            forced += f" reading {' or '.join(map(str, weight_ports))} weight ports at once"
+        if min(weight_ports) > 1:  # no engine's row register takes so many words a cycle (or none fits, or ports)
+            forced += f" reading {' or '.join(map(str, weight_ports))} weight ports at once" + (
+                f" (its read streams on {board.memory.axi_ports} AXI ports at most)" if board.memory.axi_ports else "")
         raise HeteroDSEError(f"no network kernel of {min(sides)}–{max(sides)} lanes a side{forced} fits {board.name} "
                              "with every layer on it")
     best.candidates = tried

@@ -9,7 +9,7 @@ from fractions import Fraction
 
 from cost_models.fpga_costs import ARENA_OUTSTANDING, NETWORK_OUTSTANDING
 
-__all__ = ["ARENA_PORTS", "WEIGHT_PORTS", "arena_ports", "kernel_buffers", "kernel_ports", "unit_share",
+__all__ = ["ARENA_PORTS", "WEIGHT_PORTS", "arena_ports", "kernel_buffers", "kernel_ports", "read_streams", "unit_share",
            "weight_bandwidth", "weight_banks", "weight_channels", "weight_layout", "weight_reads"]
 
 #: the weights' ports a design may read at once (each past the first another m_axi port): four fill ZCU102's
@@ -24,6 +24,13 @@ ARENA_PORTS = (1, 2)
 def arena_ports(word_bits: int, port_bits: int) -> int:
     """The ports each arena stream spreads a word of ``word_bits`` over: one where the board's port carries it."""
     return max(1, word_bits // port_bits)
+
+
+def read_streams(a_ports: int, w_ports: int) -> int:
+    """The read channels the kernel streams on at once, each a word a cycle as the model charges it: the box's and
+    the residual's ports (``a_ports`` each) and the weight ports. The table's and the parameters' few words share
+    one of them; the output's ports write, on the write channels beside."""
+    return 2 * a_ports + w_ports
 
 
 def kernel_ports(act_bits: int, w_bits: int, p_bits: int, w_ports: int, a_ports: int = 1) -> list[int]:

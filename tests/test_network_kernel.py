@@ -340,16 +340,17 @@ def test_the_kernel_runs_any_tiles_its_buffers_hold_as_the_model_counts_them(tmp
     assert check_trips(project, result.output) == [] and lint_network(project).ok
 
 
-@pytest.mark.parametrize("ports", [1, 2])
-def test_the_host_program_runs_the_network_through_an_xrt_test_double(tmp_path, ports):
+@pytest.mark.parametrize("dtype, ports", [("int8", 1), ("int8", 2), ("float32", 2)])
+def test_the_host_program_runs_the_network_through_an_xrt_test_double(tmp_path, dtype, ports):
     """host/host.cpp (XRT's native API) compiled against the project's XRT test double, whose kernel run calls
     the kernel's C model: the buffers, their groups and the argument order the host passes are the kernel's
-    (with one weight port and with two, each its half of weights.bin), and it checks every layer. Says nothing
-    about a card (there is none here)."""
+    (with one weight port and with two, each its half of weights.bin; in float32 the arena's word over two ports,
+    its two buffers split from arena.bin and joined back), and it checks every layer. Says nothing about a card
+    (there is none here)."""
     import subprocess
 
-    _, _, _, design, project, _ = _small_run(tmp_path, "int8", weight_ports=(ports,))
-    assert design.w_ports == ports
+    _, _, _, design, project, _ = _small_run(tmp_path, dtype, weight_ports=(ports,))
+    assert design.w_ports == ports and design.arena_ports == (2 if dtype == "float32" else 1)
     binary = tmp_path / "host.exe"
     subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-Wno-unknown-pragmas",
                     "-Wno-unused-label", f"-I{project / 'sim' / 'include'}", f"-I{project / 'src'}",
@@ -358,7 +359,13 @@ def test_the_host_program_runs_the_network_through_an_xrt_test_double(tmp_path, 
     ran = subprocess.run([str(binary), "test_double.xclbin", str(project / "data")], capture_output=True, text=True)
     assert ran.returncode == 0 and "mismatches=0" in ran.stdout and "PASS" in ran.stdout, ran.stdout + ran.stderr
     readme = (project / "README.md").read_text()
-    assert "two int8 products a DSP48E2" in readme and "make ip" in readme  # zcu102: no platform, an IP
+    assert "make ip" in readme and ("two int8 products a DSP48E2" in readme or dtype == "float32")  # zcu102: an IP
+    # each read stream on a Zynq HP port of its own, the output's writes beside the box's reads
+    hp = ("HP0", "HP3", "HP1", "HPC0", "HPC1", "HP2")
+    arena = ["act_in", "act_in_hi", "act_res", "act_res_hi"][::1 if dtype == "float32" else 2]
+    streams = arena + ["wgt", "wgt1"][:ports]
+    assert [line.split("`")[1] for line in readme.splitlines() if line.startswith("  - HP")] == streams
+    assert all(f"  - {p}: `{s}`" in readme for p, s in zip(hp, streams, strict=False))
 
 
 def _port(q):
@@ -388,9 +395,10 @@ def test_weight_ports_deal_the_rows_words_out_and_run_bit_for_bit(tmp_path, dtyp
         shutil.copytree(project, padded)
         _mutate(padded, "const int per_row = (64 + 3 * WV - 1) / (3 * WV);", "const int per_row = 64 / (3 * WV);")
         assert not csim(padded).passed
-    # zcu102 (no platform, an IP): the README says to connect each to an HP port of its own
+    # zcu102 (no platform, an IP): the README maps each to a Zynq HP port of its own, past the arena's read streams
     readme = (project / "README.md").read_text()
-    assert ", ".join(f"`{_port(q)}`" for q in range(ports)) + " each to an HP port" in readme
+    mapped = [line.split("`")[1] for line in readme.splitlines() if line.startswith("  - HP")]
+    assert mapped[-ports:] == [_port(q) for q in range(ports)] and len(mapped) == len(set(mapped)) <= 6
     # one port read twice where the model has two (four): the lint says so, and the rows are wrong
     last = ports - 1
     _mutate(project, f"const wword_t v{last} = {_port(last)}[base + it];",
@@ -562,7 +570,8 @@ def test_each_check_fails_when_the_code_is_broken_on_purpose(tmp_path, mutant, c
     # the second port's write responses taken as its words go out, or its tile's last never taken
     (("          if (r + 1 >= RUNS_AHEAD) act_out_hi.write_response();\n", ""), "lint"),
     (("          if (r + 1 >= RUNS_AHEAD) act_out_hi.write_response();\n", ""), "csim"),
-    (("    answer_hi: for", "    if (0) for"), "lint"),
+    (("      act_out_hi.write_response();\n    }", "    }"), "lint"),
+    (("      act_out_hi.write_response();\n    }", "    }"), "csim"),
     # the second buffer's three ports not said to be one buffer (co-simulation would give each its own)
     (("#pragma HLS ALIAS ports=act_in_hi,act_res_hi,act_out_hi distance=0\n", ""), "lint"),
     # its ports outside the outstanding transactions the model charges
@@ -778,6 +787,25 @@ def test_the_pe_array_waits_for_each_steps_weight_burst_by_hand():
     # (likewise), one burst of 8 parameter words and the descriptor (a round trip each, 32 words)
     step = 72 * 32 + 10 + (100 + 16 - 2 * 32)
     assert cycles[0] == pytest.approx(2 * step + (12 + 100 + 6 * 40) + (12 + 100 + 4 * 64) + (8 + 100) + (100 + 32))
+
+
+def test_a_zynqs_hp_ports_bound_the_read_streams_the_explorer_builds():
+    """ZCU102's PS reaches its DDR through six AXI ports (HP0-HP3, HPC0, HPC1), each one read channel of a word a
+    cycle, as the model counts every stream: the box's and the residual's reads (two each where a word spreads over
+    two ports) and the weight ports' must each have one. A word of two ports leaves two for the weights; forced to
+    four, no design is built, in one sentence."""
+    from cost_models.fpga_network_ports import read_streams
+
+    assert read_streams(1, 4) == 6 and read_streams(2, 2) == 6 and read_streams(2, 3) == 7
+    board = load_board("zcu102")
+    assert board.memory.axi_ports == 6 and load_board("vu9p").memory.axi_ports is None
+    layers = [(LayerShape("grid", 256, 256, 14, 14, 3, 3, 1, 1, name="c"), 1)]
+    split = explore_network(layers, board, "int8", lanes=(32,), word=32)
+    assert split.arena_ports == 2 and split.w_ports <= 2
+    one = explore_network(layers, board, "int8", lanes=(32,), word=16)
+    assert one.arena_ports == 1 and one.w_ports <= 4
+    with pytest.raises(HeteroDSEError, match=r"\(its read streams on 6 AXI ports at most\) fits zcu102"):
+        explore_network(layers, board, "int8", lanes=(32,), word=32, weight_ports=(3, 4))
 
 
 def test_each_m_axi_port_is_charged_its_burst_buffer_by_hand():

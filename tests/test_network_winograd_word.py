@@ -85,16 +85,19 @@ def test_a_word_of_several_channel_groups_by_hand():
 
 
 def test_the_explorer_takes_a_word_wider_than_the_winograd_lanes_where_it_is_faster():
-    """One 28x28 128-channel int8 layer on ZCU102: the F(4x4) engine that fits has 4 input lanes; a word of two
-    ports' 32 activations (each port's 16: ``arena_ports``) reads its box 8 times as fast as a word of its lanes, so
-    the explorer takes it. A word the board's ports cannot carry is one sentence."""
+    """One 28x28 128-channel int8 layer on ZCU102: the F(4x4) engine that fits has 4 input lanes; a word of the
+    port's 16 activations reads its box 4 times as fast as a word of its lanes, so the explorer takes it. A word of
+    two ports' 32 (``arena_ports``) would leave two of the PS's six AXI ports to the weights, where this layer reads
+    four: slower. A word the board's ports cannot carry is one sentence."""
     board = load_board("zcu102")
     layers = [(LayerShape("grid", 128, 128, 28, 28, 3, 3, 1, 1, name="c"), 1)]
     wide = explore_network(layers, board, "int8", algorithm="winograd")
     narrow = explore_network(layers, board, "int8", algorithm="winograd", word=4)
     e = wide.engines["winograd"]
-    assert wide.word == 32 and wide.arena_ports == 2 and e.in_lanes < wide.word
+    assert wide.word == 16 and wide.arena_ports == 1 and wide.w_ports == 4 and e.in_lanes < wide.word
     assert e.in_banks == wide.word // e.in_lanes
+    split = explore_network(layers, board, "int8", algorithm="winograd", word=32)
+    assert split.arena_ports == 2 and split.w_ports == 2 and wide.latency_s < split.latency_s
     assert narrow.word == 4 and wide.latency_s < narrow.latency_s
     tiles = wide.layers[0].tiles
     assert tiles.tc % wide.word == 0 and tiles.tk % wide.word == 0 and wide.block % wide.word == 0

@@ -55,6 +55,9 @@ class Memory:
     # AXI data width of one port, what one beat of an m_axi interface moves: 512 bits where the board file
     # does not say, the width of the Alveo/F1 memory controllers' AXI ports (UG1393)
     port_bits: int = 512
+    # the PL's AXI ports into the memory (a Zynq's HP and HPC ports), each a read and a write channel of a port's
+    # word a cycle: kernel ports past them share one; None where a platform's banks take any number of ports
+    axi_ports: int | None = None
     # what one port gets of it (MEMORY_DEFAULTS by kind where the file does not say)
     efficiency: float | None = None
     latency_ns: float | None = None

@@ -133,12 +133,12 @@ def check_runs_in_flight(source: str, header: str, pragmas: list[Any], readers: 
 def _check_write_responses(text: str, fn_name: str, add: Any, port: str = "act_out") -> None:
     """The write process: each run's write requested as the run starts, its response taken RUNS_AHEAD - 1 runs
     later at a run's last word (both in the loop at II 1, in each of its two loops), and the tile's last responses
-    before its next tile (``port``: ``act_out`` or its ``_hi`` twin, each answered in a loop of its own)."""
+    before its next tile (``port``: ``act_out`` or its ``_hi`` twin, both answered in the one loop)."""
     requests = [m.start() for m in re.finditer(rf"{port}\.write_request\([^;]*,\s*run_words\);", text)]
     answers = [m.start() for m in re.finditer(rf"if \(r \+ 1 >= RUNS_AHEAD\) {port}\.write_response\(\);", text)]
-    label = "answer" + port.removeprefix("act_out")
-    drain = (rf"\n\s*{label}: for \(int a = runs < RUNS_AHEAD \? 0 : runs \+ 1 - RUNS_AHEAD; a < runs; \+\+a\) "
-             rf"{port}\.write_response\(\);\n")
+    drain = (r"\n\s*answer: for \(int a = runs < RUNS_AHEAD \? 0 : runs \+ 1 - RUNS_AHEAD; a < runs; \+\+a\) "
+             rf"(?:{port}\.write_response\(\);\n|\{{\n\s*act_out\.write_response\(\);\n\s*act_out_hi\.write_response\(\);"
+             r"\n\s*\}\n)")
     placed = [_blocks(text, at)[0] == "if (i == 0) {" and _in_word_loop(text, at, 1) for at in requests] + \
              [_blocks(text, at)[0] == "if (++i == run_words) {" and _in_word_loop(text, at, 1) for at in answers]
     if placed != [True] * 4 or len(re.findall(drain, text)) != 1 or text.count(f"{port}.write_response()") != 3 or \

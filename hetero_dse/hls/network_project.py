@@ -103,6 +103,7 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
             "writers": sorted({(write_process(*b), tuple(map(tuple, tile_banks(*b))))
                                for b in {(1, 1)} | {(e.out_banks, e.out_cols) for e in design.engines.values()}}),
             "weight_ports": design.w_ports, "wgts": wgts, "weight_banks": banks,
+            "axi_map": axi_map(board.memory.axi_ports, design.arena_ports, wgts),
             "distance": next(iter(design.engines.values())).distance, "ports": ports, "runs_ahead": RUNS_AHEAD,
             "ops": {"mul": a.mul_core[0], "mul_impl": a.mul_core[1], "add": a.add_core[0],
                     "add_impl": a.add_core[1]},
@@ -110,6 +111,25 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
             "reference_source": run.reference_source,
             "trips": [network_trips(design.engines[r.placed.layer.engine], r.placed.layer, r.placed.tiles,
                                     r.placed.shape.residual) for r in run.layers]}
+
+
+#: a Zynq's AXI ports into the DDR controller, those on a controller port of their own first (UltraScale+: HP1 and
+#: HP2 share one; Zynq-7000: HP0 and HP1 share one, HP2 and HP3 another)
+ZYNQ_PORTS = {6: ("HP0", "HP3", "HP1", "HPC0", "HPC1", "HP2"), 4: ("HP0", "HP2", "HP1", "HP3")}
+
+
+def axi_map(axi_ports: int | None, a_ports: int, wgts: list[str]) -> list[tuple[str, list[str]]]:
+    """On a board whose kernel ports reach memory through ``axi_ports`` AXI ports (a Zynq's HP ports; None: a
+    platform's banks, no map), each read stream on a port of its own, as the model counts them a word a cycle each
+    (the explorer keeps them within the ports: ``read_streams``): the box's and the residual's ports, then the
+    weights'; the output's writes beside the box's (a port's write channel), the table and the parameters beside
+    the residual's."""
+    if not axi_ports or axi_ports not in ZYNQ_PORTS:
+        return []
+    halves = ("", "_hi")[:a_ports]
+    streams = [[f"act_in{h}", f"act_out{h}"] for h in halves] + [[f"act_res{h}"] for h in halves]
+    streams[a_ports] += ["table", "params"]
+    return list(zip(ZYNQ_PORTS[axi_ports], streams + [[w] for w in wgts], strict=False))
 
 
 #: test data past this is not written (as for one layer's project: ``project.MAX_TESTBENCH_BYTES``)
