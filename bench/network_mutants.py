@@ -12,8 +12,9 @@ line by line) of the project's ``src/kernel.cpp``, a seeded sample of them; prag
 counters the test bench prints are not mutated (the pragmas have their own mutants, ``hetero_dse/testing/mutants.py``;
 the counters are the check itself). Each mutant is written into a copy of the project and run through the checks the
 tool has for a network project, in turn, the first to fail catching it; with the explorer's table, and where no
-check catches it there, with ``small_net.retiled``'s (channel tiles of one lane group, row and column tiles that
-leave a partial last one: the paths the explorer's tables leave idle), as the suite runs both:
+check catches it there, with ``small_net.retiled``'s tables (``--tables``: ``lanes``, channel tiles of one lane
+group, row and column tiles that leave a partial last one; ``column``, tiles a column wide and as tall as the
+buffers hold, every output channel in one: the paths the explorer's tables leave idle), as the suite runs them:
 
 - ``compile``: the C-simulation does not compile (not a defect: such a mutant is left out of the figures);
 - ``lint``: ``hetero_dse lint``'s network lint (``lint_network``) has a finding;
@@ -63,9 +64,9 @@ _MUTANT = re.compile(r"PROCESSING MUTANT: (\d+): (.*?)  ==>  (.*?)\.\.\.\(FROM: 
                      r"\[written to (\S+)\]")
 
 
-def write_design(name: str, into: Path, retiled: bool = False) -> Path:
-    """The small network's project for design ``name`` (``DESIGNS``): with the explorer's table, or (``retiled``)
-    with ``small_net.retiled``'s."""
+def write_design(name: str, into: Path, retiled: str = "") -> Path:
+    """The small network's project for design ``name`` (``DESIGNS``): with the explorer's table, or (``retiled``:
+    ``lanes`` or ``column``) with ``small_net.retiled``'s, of one lane group a tile or of columns."""
     from small_net import small_design
 
     from hetero_dse.hls.network_project import write_network_project
@@ -74,8 +75,8 @@ def write_design(name: str, into: Path, retiled: bool = False) -> Path:
     if retiled:
         from small_net import retiled as retile
 
-        design, run = retile(design, run)
-    return write_network_project(into / (name + "-retiled" * retiled), design, run)
+        design, run = retile(design, run, column=retiled == "column")
+    return write_network_project(into / (name + (f"-{retiled}" if retiled else "")), design, run)
 
 
 def generate(project: Path, into: Path) -> list[dict]:
@@ -156,6 +157,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--run-s", type=float, default=20.0,
                         help="seconds a C-simulation may run (the unmutated ones take under one)")
+    parser.add_argument("--tables", default="lanes,column",
+                        help="small_net.retiled's tables run where the explorer's catches nothing (lanes, column; the "
+                             "runs before the column table: lanes)")
     parser.add_argument("--explorer-table", action="store_true",
                         help="the explorer's table only (a tree without small_net.retiled)")
     parser.add_argument("--functions", help="only the mutants inside these functions of the kernel (comma-separated, "
@@ -167,7 +171,8 @@ def main() -> None:
         for name in args.designs.split(","):
             start = time.perf_counter()
             project = write_design(name, Path(tmp))
-            projects = [str(project)] + ([] if args.explorer_table else [str(write_design(name, Path(tmp), True))])
+            tables = [] if args.explorer_table else [t for t in args.tables.split(",") if t]
+            projects = [str(project)] + [str(write_design(name, Path(tmp), t)) for t in tables]
             kernel = {"file": str(project / "src" / "kernel.cpp"), "header": str(project / "src" / "kernel.h")}
             assert judge((projects, kernel, args.run_s)) == "survived"  # the kernel runs both tables
             made = [dict(m, header=kernel["header"]) for m in generate(project, Path(tmp) / f"{name}-mutants")]
@@ -185,7 +190,7 @@ def main() -> None:
             retiled = sum(n for v, n in counts.items() if v.endswith("(retiled)"))
             print(f"{name}: {len(made)} mutants, {len(chosen)} tried, {counts['compile']} do not compile; of {valid}: "
                   f"lint {counts['lint']}, csim {counts['csim']}, trips {counts['trips']}"
-                  + ("" if args.explorer_table else f", then on the retiled table {retiled} ("
+                  + ("" if not tables else f", then on the retiled tables {retiled} ("
                      + ", ".join(f"{v.split()[0]} {counts[v]}" for v in sorted(counts) if v.endswith("(retiled)"))
                      + ")")
                   + f", lint crashed {counts['lint crashed']}, survived {counts['survived']}: "
@@ -196,7 +201,7 @@ def main() -> None:
                 print(f"  {crash} ({n})")
             for s in survivors:
                 print(f"  survived, line {s['line']}: {s['before']}  ==>  {s['after']}")
-            rows.append({"design": name, "tables": "explorer" if args.explorer_table else "explorer, retiled",
+            rows.append({"design": name, "tables": ", ".join(["explorer", *tables]),
                          **({"functions": args.functions} if args.functions else {}),
                          "mutants": len(made), "tried": len(chosen), "verdicts": dict(counts),
                          "caught": caught, "valid": valid, "survivors": survivors,

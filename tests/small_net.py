@@ -110,12 +110,15 @@ def small_design(dtype="float32", algorithm="direct", board="zcu102", lanes=(4, 
     return layers, design, quantized(run, design), model, x
 
 
-def retiled(design, run):
+def retiled(design, run, column=False):
     """``design`` and its ``run`` (a ``NetworkRun``) on the same hardware, each layer in other tiles, as a run-time
     table may give them: channel tiles of one lane group (several steps and output-channel tiles, each run a
     pixel's channels), and the largest row and column tiles its buffers hold that leave a partial last tile (a tile
-    past the map's end), both where whole patches allow, else one. The kernel is the same but for the arrays sized
-    by the largest tile; the table and the trips are the model's for these tiles. Returns (the design, the run)."""
+    past the map's end), both where whole patches allow, else one. ``column``: instead, input-channel tiles of one
+    lane group, every output channel in one tile, and tiles a column wide and as tall as the buffers hold (a box row
+    of a 3×3 window three pixels, so a box's first requests wrap to its next row; an output tile more rows than the
+    runs in flight, each a row). The kernel is the same but for the arrays sized by the largest tile; the table and
+    the trips are the model's for these tiles. Returns (the design, the run)."""
     import itertools
     import math
     from dataclasses import replace
@@ -142,6 +145,9 @@ def retiled(design, run):
         # (row, column) tiles: partial both ways first, then one way, the largest first; the explorer's if none fits
         hs, ws = ([v for v in range(extent - 1, 0, -1) if v % m == 0 and extent % v] for extent in (net.OH, net.OW))
         pairs = [*itertools.product(hs, ws), *((h, p.tiles.tw) for h in hs), *((p.tiles.th, w) for w in ws)]
+        if column:  # every output channel, a column of the tallest rows that fit
+            tk = net.K if e.kind != "depthwise" else tc
+            pairs = [(h, m) for h in range(net.OH - net.OH % m or m, 0, -m)]
         th, tw = next(((h, w) for h, w in pairs if fits(e, net, Tiles(tk, tc, h, w))), (p.tiles.th, p.tiles.tw))
         tiles = Tiles(tk, tc, th, tw)
         t = {k: np.array([v]) for k, v in tiles.__dict__.items()}

@@ -340,6 +340,25 @@ def test_the_kernel_runs_any_tiles_its_buffers_hold_as_the_model_counts_them(tmp
     assert check_trips(project, result.output) == [] and lint_network(project).ok
 
 
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+def test_the_kernel_runs_tiles_a_column_wide_and_more_rows_tall_than_its_runs_in_flight(tmp_path, dtype):
+    """``small_net.retiled(column=True)``: a 3×3 layer's box rows three pixels (its first three runs, a pixel
+    each, wrap to the box's next row before the loop), and an output tile of every channel more rows tall than
+    RUNS_AHEAD (the residual's runs requested in the write loop step to its next row). In float32 the arena's word
+    over two ports. The network bit for bit (float32: within rounding), the trips the model's, the lint clean."""
+    *_, design, _, run = _small_run(tmp_path, dtype)
+    design, run = retiled(design, run, column=True)
+    assert design.arena_ports == (2 if dtype == "float32" else 1)
+    three = [p for p in design.layers if p.layer.S == 3 and p.tiles.tc < p.layer.C]
+    assert {p.layer.engine for p in three} == {"grid", "depthwise"} and all(p.tiles.tw == 1 for p in three)
+    residual = next(p for p in design.layers if p.shape.residual)
+    assert residual.tiles.tk == residual.layer.K and residual.tiles.th > 4  # RUNS_AHEAD 4: rows requested in the loop
+    project = write_network_project(tmp_path / "column", design, run)
+    result = csim(project)
+    assert result.passed and result.mismatches == 0, result.output[-2000:]
+    assert check_trips(project, result.output) == [] and lint_network(project).ok
+
+
 @pytest.mark.parametrize("dtype, ports", [("int8", 1), ("int8", 2), ("float32", 2)])
 def test_the_host_program_runs_the_network_through_an_xrt_test_double(tmp_path, dtype, ports):
     """host/host.cpp (XRT's native API) compiled against the project's XRT test double, whose kernel run calls
