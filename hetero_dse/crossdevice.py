@@ -299,7 +299,7 @@ def _network_markdown(model: dict[str, Any]) -> list[str]:
 
 
 def _arena_words(n: dict[str, Any]) -> str:
-    """`` (a word of 32 activations a cycle, over two ports a half each)`` where the design's arena word spreads
+    """`` (a word of 32 activations a cycle, over 2 ports a part each)`` where the design's arena word spreads
     over several of the board's ports; nothing where one port carries it."""
     if n.get("arena_ports", 1) < 2:
         return ""

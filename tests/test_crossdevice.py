@@ -315,3 +315,20 @@ def test_report_renders_again_and_merges_runs_from_disk(cli, tmp_path):
     assert r.code == 1 and "give it with --out" in r.err
     r = cli("report", tmp_path / "nowhere")
     assert r.code == 1 and "holds no report.json" in r.err and len(r.err.strip().splitlines()) == 1
+
+
+def test_the_reports_network_section_says_where_a_word_spreads_over_two_ports():
+    """The one accelerator's paragraph names a word wider than the board's port (ZCU102's 128 bits: 32 int8
+    activations over two ports), and says nothing of ports where one carries the word."""
+    from cost_models.fpga_network_design import explore_network
+    from hetero_dse.crossdevice import _network_markdown
+    from hetero_dse.hardware.board import load_board
+    from hetero_dse.model.layer_shape import LayerShape
+
+    layers = [(LayerShape("grid", 64, 64, 14, 14, 3, 3, 1, 1, name="c"), 1)]
+    lines = {}
+    for word in (16, 32):
+        design = explore_network(layers, load_board("zcu102"), "int8", lanes=(32,), word=word).to_json()
+        lines[word] = "\n".join(_network_markdown({"networks": [design]}))
+    assert "(a word of 32 activations a cycle, over 2 ports a part each)" in lines[32]
+    assert "a part each" not in lines[16] and "one layout. **Network latency" in lines[16]
