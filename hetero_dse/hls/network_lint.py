@@ -51,7 +51,7 @@ from hetero_dse.hls.network_lint_parts import (
     vector_lanes,
 )
 from hetero_dse.hls.network_lint_winograd import check_winograd
-from hetero_dse.hls.network_run import NAMES, tile_banks, write_process
+from hetero_dse.hls.network_run import NAMES, arena_halves, tile_banks, write_process
 
 __all__ = ["is_network_project", "lint_network"]
 
@@ -171,7 +171,7 @@ def _lint(project: Path, record: dict[str, Any], design: dict[str, Any], report:
         add("interface", "top", f"m_axi bundles {bundles}: one a port, {want_ports} ports")
     alias = [p for p in k.pragmas if p.name == "ALIAS"]
     if [sorted((p.get("ports") or "").split(",")) for p in alias] != [
-            [f"act_in{h}", f"act_out{h}", f"act_res{h}"] for h in ("", "_hi")[:a_ports]]:
+            [f"act_in{h}", f"act_out{h}", f"act_res{h}"] for h in arena_halves(a_ports)]:
         add("interface", "top", f"the three activation ports share one buffer{' of each part' if a_ports > 1 else ''} "
                                 "and no ALIAS pragma says so (C/RTL co-simulation would give each its own memory)")
     report.pragmas_checked += len(bundles)

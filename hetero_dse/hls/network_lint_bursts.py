@@ -22,9 +22,9 @@ import re
 from typing import Any
 
 from cost_models.fpga_costs import ARENA_OUTSTANDING, RUNS_AHEAD
-from cost_models.fpga_network_ports import WEIGHT_PORTS
+from cost_models.fpga_network_ports import ARENA_PORTS, WEIGHT_PORTS
 from hetero_dse.hls.network_lint_parts import constant, function_text
-from hetero_dse.hls.network_run import weight_ports
+from hetero_dse.hls.network_run import arena_halves, weight_ports
 
 __all__ = ["BURSTS", "arena_moves", "check_bursts", "check_halves", "check_port_order", "check_runs_in_flight"]
 
@@ -44,7 +44,7 @@ def arena_moves(a_ports: int) -> dict[str, str]:
     two halves, each on its own port."""
     if a_ports == 1:
         return {"act": "act.read()", "act_res": "act_res.read()", "act_out": "act_out.write(o)"}
-    return {**{f"{p}{h}": f"join({p}.read(), {p}_hi.read())" for p in ("act", "act_res") for h in ("", "_hi")},
+    return {**{f"{p}{h}": f"join({p}.read(), {p}_hi.read())" for p in ("act", "act_res") for h in arena_halves(2)},
             "act_out": "act_out.write(half(o, 0));", "act_out_hi": "act_out_hi.write(half(o, 1));"}
 
 #: the loop over a box's or a tile's words, its body pipelined at II 1 (``read_in``; the write's two)
@@ -69,7 +69,7 @@ def check_bursts(source: str, add: Any) -> None:
             if not re.fullmatch(form, m.group(0)) or "?" in line or re.match(r"\s*if\b", line):
                 add("burst", port, f"`{line.strip()}`: not a run of consecutive words read or written with no "
                                    "condition, so Vitis makes no burst of it (the model charges one)")
-    for port in [f"{p}{h}" for p in (*ARENA, "act_in") for h in ("", "_hi")]:
+    for port in [f"{p}{h}" for p in (*ARENA, "act_in") for h in arena_halves(ARENA_PORTS[-1])]:
         for m in re.finditer(rf"(?<![\w.]){port}\[[^\]]*\]", source):
             add("burst", port, f"`{_line(source, m.start(), m.end()).strip()}`: the arena's port indexed as a pointer; "
                                "the model charges its runs requested ahead (hls::burst_maxi)")
@@ -83,7 +83,7 @@ def check_runs_in_flight(source: str, header: str, pragmas: list[Any], readers: 
     or a tile's words, at II 1, in no block but that loop's body; the ports' adapters allow the transactions the
     model charges their buffers (``ARENA_OUTSTANDING``), twice the runs in flight. ``a_ports``: each stream's
     ports (two: ``name`` and ``name_hi``, each held to the same)."""
-    halves = ("", "_hi")[:a_ports]
+    halves = arena_halves(a_ports)
     moves = arena_moves(a_ports)
     ahead = constant(header, "RUNS_AHEAD")
     define = re.search(r"#define HDSE_RUNS_AHEAD (\d+)\n", header)
@@ -200,7 +200,7 @@ def check_halves(source: str, add: Any) -> None:
     """Where a word spreads over two ports, each of its streams' accesses on ``name`` beside the same on
     ``name_hi``: each request at the same address and length, each response, in the same order (a part requested
     elsewhere would join with another word's part; the C-simulation sees a missing one only as a stall)."""
-    for port in ("act", "act_res", "act_out"):
+    for port in ARENA:
         for call in ("read_request", "write_request", "write_response"):
             first = re.findall(rf"(?<![\w.]){port}\.{call}\(([^;]*)\);", source)
             second = re.findall(rf"(?<![\w.]){port}_hi\.{call}\(([^;]*)\);", source)

@@ -25,8 +25,8 @@ from hetero_dse.errors import HeteroDSEError
 from hetero_dse.resources import data_dir
 from cost_models.fpga_network_placed import NetworkDesign
 from hetero_dse.hls.network_layout import lay_out
-from hetero_dse.hls.network_run import (ENGINE_IDS, FIELDS, FLOAT_FIELDS, NAMES, NetworkRun, tile_banks,
-                                         weight_ports, write_process)
+from hetero_dse.hls.network_run import (ENGINE_IDS, FIELDS, FLOAT_FIELDS, NAMES, NetworkRun, arena_halves,
+                                         tile_banks, weight_ports, write_process)
 
 __all__ = ["MAX_CSIM_BYTES", "check_trips", "csim_bytes", "write_network_project"]
 
@@ -65,6 +65,7 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
                         "storage": engine_storage(e, design.dtype, board.cap("uram") > 0),
                         **(winograd_context(e, design.dtype) if kind == "winograd" else {})})
     tch = max(p.tiles.tc if p.layer.engine == "depthwise" else p.tiles.tk for p in design.layers)
+    wgts = weight_ports(design.w_ports)
     # the table's ints never widened to the port (its burst buffer is charged at 32 bits: kernel_ports)
     ports = [{"name": "table", "bundle": "gmem_table", "depth": data["table"].size, "extra": " max_widen_bitwidth=32"},
              # the arena's (a stream's two where its word is over two ports): twice the runs each keeps in flight
@@ -72,13 +73,12 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
              *({"name": f"act_{n}{h}", "depth": data["arena_words"],
                 "extra": f" num_{way}_outstanding={ARENA_OUTSTANDING}"}
                for n, way in (("in", "read"), ("res", "read"), ("out", "write"))
-               for h in ("", "_hi")[:design.arena_ports]),
+               for h in arena_halves(design.arena_ports)),
              # the weights' ports, each a bundle of its own, on the memory banks ``weight_banks`` puts them on
-             *({"name": w, "depth": data["weight_words"]} for w in weight_ports(design.w_ports)),
+             *({"name": w, "depth": data["weight_words"]} for w in wgts),
              {"name": "params", "depth": data["param_words"]}]
     for q, p in enumerate(ports[1:]):
         p["bundle"] = f"gmem{q}"
-    wgts = weight_ports(design.w_ports)
     banks = list(zip(wgts, weight_banks(len(wgts), board.memory.channels), strict=True))
     atol, rtol = [], []
     for r in run.layers:  # int8: exact, the reference being the same integer arithmetic
@@ -96,7 +96,8 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
             "part": design.board.part, "clock_mhz": design.clock_mhz, "integer": integer,
             "ctype": "signed char" if integer else "float", "acc_ctype": "int" if integer else "float",
             "params": 2 if integer else 1, "param_words": data["param_words"],
-            "word": design.word, "arena_ports": design.arena_ports, "wword": design.wword, "pword": design.pword,
+            "word": design.word, "arena_ports": design.arena_ports,
+            "arena_halves": arena_halves(design.arena_ports), "wword": design.wword, "pword": design.pword,
             "port_bits": board.memory.port_bits, "act_bits": port_bits, "block": design.block,
             "descriptor_words": DESCRIPTOR_WORDS, "descriptor_fields": FIELDS, "float_fields": FLOAT_FIELDS,
             "engine_ids": list(ENGINE_IDS), "max_layers": len(run.layers), "engines": engines, "tch_max": tch,
@@ -126,7 +127,7 @@ def axi_map(axi_ports: int | None, a_ports: int, wgts: list[str]) -> list[tuple[
     the residual's."""
     if not axi_ports or axi_ports not in ZYNQ_PORTS:
         return []
-    halves = ("", "_hi")[:a_ports]
+    halves = arena_halves(a_ports)
     streams = [[f"act_in{h}", f"act_out{h}"] for h in halves] + [[f"act_res{h}"] for h in halves]
     streams[a_ports] += ["table", "params"]
     return list(zip(ZYNQ_PORTS[axi_ports], streams + [[w] for w in wgts], strict=False))

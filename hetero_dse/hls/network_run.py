@@ -13,8 +13,8 @@ import numpy as np
 from cost_models.fpga_network_placed import NetworkDesign, PlacedLayer
 from hetero_dse.epilogue import activation_clamp, parse_step
 
-__all__ = ["ENGINE_IDS", "FIELDS", "FLOAT_FIELDS", "NAMES", "NetworkRun", "RunLayer", "design_name", "quantized",
-           "random_run", "tile_banks", "weight_ports", "write_process"]
+__all__ = ["ENGINE_IDS", "FIELDS", "FLOAT_FIELDS", "NAMES", "NetworkRun", "RunLayer", "arena_halves", "design_name",
+           "quantized", "random_run", "tile_banks", "weight_ports", "write_process"]
 
 #: the descriptor's fields, in the table's order (``kernel.h``'s layer_t); floats stored as their bits. Offsets
 #: are in words, each tensor's at its pixel (0, 0); a pitch is the pixels of a row of its tensor as laid out (the
@@ -30,6 +30,12 @@ NAMES = {"grid": "grid", "depthwise": "dw", "winograd": "wino"}
 def weight_ports(ports: int) -> list[str]:
     """The kernel's first ``ports`` weight ports, as the code names them: ``wgt``, then ``wgt1``, ``wgt2``…"""
     return ["wgt"] + [f"wgt{q}" for q in range(1, ports)]
+
+
+def arena_halves(parts: int) -> tuple[str, ...]:
+    """The suffixes of each arena stream's ports, as the code names them: ``act_in``, and where a word spreads over
+    two ports (``NetworkDesign.arena_ports``) ``act_in_hi`` beside it."""
+    return ("", "_hi")[:parts]
 
 
 def write_process(banks: int, cols: int = 1) -> str:
