@@ -289,7 +289,7 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
         return not np.any(engine_resources(probe, dtype, uram) + fixed > caps)
 
     lane_sets = {k: [v for v in lane_sets[k] if alone(k, v)] for k in kinds}
-    candidates = []  # every combination that fits, its cycles at the target clock first
+    candidates, over_ports = [], False  # every combination that fits, its cycles at the target clock first
     for lane_choice in itertools.product(*(lane_sets[k] for k in kinds)):
         by_kind = dict(zip(kinds, lane_choice, strict=True))
         # the activations' word no wider than the grid's and depthwise engine's lanes (a port's, or two: one wider
@@ -310,7 +310,8 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
         for act_word, wp in itertools.product(words, useful):
             a_ports = arena_ports(8 * itemsize * act_word, board.memory.port_bits)
             if board.memory.axi_ports and read_streams(a_ports, wp) > board.memory.axi_ports:
-                continue  # a Zynq's HP ports: a stream past them would share one's read channel, at half its words
+                over_ports = True  # a Zynq's HP ports: a stream past them would share one's read channel
+                continue
             block = max(max(max(v[:2]) for v in by_kind.values()), act_word)  # channels: widest lanes, whole words
             pword = min(param_elems, act_word)
             share = unit_share(board.memory.channels, units, wp)
@@ -339,11 +340,10 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
         if best is None or design.latency_s < best.latency_s:
             best = design
     if best is None:
-        sides = [v for k in kinds for v in lanes[k]]
-        forced = f" and a word of {word} activations" if word is not None else ""
-        if min(weight_ports) > 1:  # no engine's row register takes so many words a cycle (or none fits, or ports)
-            forced += f" reading {' or '.join(map(str, weight_ports))} weight ports at once" + (
-                f" (its read streams on {board.memory.axi_ports} AXI ports at most)" if board.memory.axi_ports else "")
+        sides, forced = [v for k in kinds for v in lanes[k]], (f" and a word of {word} activations" if word else "")
+        if min(weight_ports) > 1:  # no engine's row register takes so many words a cycle (or none fits)
+            forced += f" reading {' or '.join(map(str, weight_ports))} weight ports at once"
+        forced += f" (its read streams on {board.memory.axi_ports} AXI ports at most)" if over_ports else ""
         raise HeteroDSEError(f"no network kernel of {min(sides)}–{max(sides)} lanes a side{forced} fits {board.name} "
                              "with every layer on it")
     best.candidates = tried

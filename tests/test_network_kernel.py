@@ -825,6 +825,11 @@ def test_a_zynqs_hp_ports_bound_the_read_streams_the_explorer_builds():
     assert one.arena_ports == 1 and one.w_ports <= 4
     with pytest.raises(HeteroDSEError, match=r"\(its read streams on 6 AXI ports at most\) fits zcu102"):
         explore_network(layers, board, "int8", lanes=(32,), word=32, weight_ports=(3, 4))
+    # a board of two such ports takes no kernel at all (the box's and the residual's reads and a weight port are
+    # three): the sentence names the ports, not the lanes
+    two = replace(board, memories=(replace(board.memory, axi_ports=2),))
+    with pytest.raises(HeteroDSEError, match=r"lanes a side \(its read streams on 2 AXI ports at most\) fits"):
+        explore_network(layers, two, "int8")
 
 
 def test_each_m_axi_port_is_charged_its_burst_buffer_by_hand():
