@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cost_models.fpga_costs import dsp_roofline_ops  # noqa: E402
 from cost_models.fpga_network import Tiles, network_trips  # noqa: E402
-from cost_models.fpga_network_design import explore_network, winograd_tiles  # noqa: E402
+from cost_models.fpga_network_algorithm import winograd_tiles  # noqa: E402
+from cost_models.fpga_network_design import explore_network  # noqa: E402
 from hetero_dse.errors import HeteroDSEError  # noqa: E402
 from hetero_dse.hardware.board import load_board  # noqa: E402
 from network_shapes import network_shapes  # noqa: E402

@@ -11,7 +11,9 @@ unpadded layers'), GOPS per DSP used, and the share of the DSP roofline (every u
 cycle at the target clock, as many DSPs a multiply-add as the data type's cores take). ``--csim`` also writes
 each design's project (every distinct layer on random data) and C-simulates it: the verdict and the trip-count
 check go into the row. Beside it, the throughput design at batch > 1: as many compute units as raise the images
-a second (``explore_throughput``), each an image.
+a second (``explore_throughput``), each an image (with ``--csim`` its kernel C-simulated too), and their ceiling:
+as many units, each its share of the device but the board's memory to itself. The GOPS of the convolutions alone
+(the layers of more than one output pixel) are beside the network's.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import json
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -79,11 +82,22 @@ def main() -> None:
                        "gops_per_dsp": gops / design.resources["dsp"], "dsp_roofline": gops * 1e9 / peak,
                        "achieved_mhz": design.achieved_mhz, "engines": design.to_json()["engines"],
                        "utilisation": design.utilisation, "wall_s": round(wall, 1)}
+                # the convolutions alone (layers of more than one output pixel: not the linear ones, weight-bound at
+                # batch 1), as accelerator papers often count
+                conv = [p for p in design.layers if p.layer.OH * p.layer.OW > 1]
+                conv_s = sum(p.count * p.cycles for p in conv) / (design.achieved_mhz * 1e6)
+                row["conv_gops"] = 2 * sum(p.count * p.shape.macs for p in conv) / conv_s / 1e9
                 units = explore_throughput(shapes, board, dtype, weight_ports=ports)
-                row["throughput"] = {"compute_units": units.compute_units, "fps": units.compute_units / units.latency_s,
-                                     "dsp": units.resources["dsp"]}
+                n = units.compute_units
+                row["throughput"] = {"compute_units": n, "fps": n / units.latency_s, "dsp": units.resources["dsp"]}
+                if n > 1:  # the units' ceiling: each its share of the device, but every memory channel to itself
+                    alone = explore_network(shapes, replace(board, usable={k: v / n for k, v in board.usable.items()}),
+                                            dtype, weight_ports=ports)
+                    row["throughput"]["ceiling_fps"] = n / alone.latency_s
                 if args.csim:
                     row["csim"] = _csim(design, ops)
+                    if n > 1:  # the units' kernel is another (smaller) kernel: checked too
+                        row["throughput"]["csim"] = _csim(units, ops)
                 rows.append(row)
                 engines = " + ".join(f"{e['kind']} " + "×".join(str(v) for v in e["lanes"].values())
                                      + (f" ({e['taps']} taps)" if e.get("taps", 1) > 1 else "")
@@ -96,8 +110,10 @@ def main() -> None:
                       f"{row['fps']:.0f} | {gops:.1f} | {row['gops_per_dsp']:.3f} | "
                       f"{100 * row['dsp_roofline']:.0f} % | "
                       f"{100 * design.utilisation['dsp']:.0f} % / {100 * design.utilisation['bram18k']:.0f} % | "
-                      f"{design.achieved_mhz:.0f} | {units.compute_units} × → {row['throughput']['fps']:.0f} fps | "
-                      f"{wall:.1f} s |" + (f" {row['csim']} |" if args.csim else ""),
+                      f"{design.achieved_mhz:.0f} | {row['conv_gops']:.1f} | {n} × → {row['throughput']['fps']:.0f} fps"
+                      + (f" (ceiling {row['throughput']['ceiling_fps']:.0f})" if n > 1 else "") + " | "
+                      f"{wall:.1f} s |" + (f" {row['csim']} |" if args.csim else "")
+                      + (f" units: {row['throughput']['csim']} |" if "csim" in row["throughput"] else ""),
                       flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n")

@@ -30,6 +30,7 @@ import numpy as np
 from cost_models.fpga import slr_resources
 from cost_models.fpga_clock import achieved_clock
 from cost_models.fpga_costs import ARITHMETIC, FANOUT_FREE, FANOUT_NS_PER_DOUBLING, SLR_DERATE, axi_max_beats
+from cost_models.fpga_network_algorithm import ALGORITHMS, LANES, winograd_layouts, winograd_tiles
 from cost_models.fpga_network_depths import accumulation_distance, compute_depth
 from cost_models.fpga_network import ENGINE_KINDS, EngineShape, NetLayer, Tiles, layer_cycles, network_trips
 from cost_models.fpga_network_placed import NetworkDesign, PlacedLayer
@@ -38,15 +39,13 @@ from cost_models.fpga_network_ports import (ARENA_PORTS, WEIGHT_PORTS, arena_por
 from cost_models.fpga_network_resources import engine_resources, kernel_base
 from cost_models.fpga_network_shapes import padded
 from cost_models.fpga_network_tiles import tile_options
-from cost_models.fpga_winograd import TILES, refusal, transform_depth, weight_transform_depth
+from cost_models.fpga_winograd import TILES, transform_depth, weight_transform_depth
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 from hetero_dse.model.layer_shape import LayerShape
 
-__all__ = ["ALGORITHMS", "LANES", "design_clock_mhz", "explore_network", "pipeline_depths", "winograd_tiles"]
+__all__ = ["design_clock_mhz", "explore_network", "pipeline_depths"]
 
-#: lanes each side of an engine may take (powers of two: channels pad to few of them)
-LANES = (4, 8, 16, 32, 64)
 #: rows each buffer may have (a BRAM18K is 512 deep at 32 bits: fewer rows waste its depth); the weights are no
 #: buffer (a FIFO of rows), so any number of weight rows a step fits
 IN_ROWS = (512, 1024, 2048, 4096, 8192)
@@ -89,27 +88,6 @@ def _tile_table(engine: EngineShape, layer: NetLayer, timing: dict[str, Any], re
                           **{k: v for k, v in timing.items() if k != "dtype"})
     return {**t, "cycles": cycles, **{k: rows.get(k, rows["out_rows"]) for k in ("in_rows", "w_rows", "out_rows",
                                                                                  "tile_rows")}}
-
-
-#: how the network kernel convolves its 3×3 stride-1 layers: the lower latency of both (``auto``), always the
-#: grid (``direct``), or always the Winograd engine where it runs them (``winograd``)
-ALGORITHMS = ("auto", "direct", "winograd")
-
-
-def winograd_tiles(shape: LayerShape, dtype: str, min_lanes: int = LANES[0]) -> tuple[int, ...]:
-    """The Winograd engine's tiles that run ``shape`` (none: it stays on the grid): a 3×3 stride-1 convolution by
-    F(m×m, 3×3) where its numbers allow (``fpga_winograd.refusal``); in the engine's pointwise mode, a 1×1
-    stride-1 convolution, a linear layer (one pixel: all but one of the α² grids idle, which a layer bound by its
-    weights does not feel) and the image's layer where the host gives it as im2col (fewer channels than the
-    engine's fewest lanes, ``min_lanes``): any tile."""
-    tiles = TILES.get(dtype, ())
-    if shape.engine != "grid":
-        return ()
-    if (shape.R, shape.S, shape.stride) == (1, 1, 1) or (shape.from_host and shape.C < min_lanes):
-        return tiles
-    if shape.from_host or shape.pixels_in != 1:
-        return ()
-    return tuple(m for m in tiles if refusal(m, dtype, shape.C, shape.R, shape.S, shape.stride) is None)
 
 
 def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtype: str = "float32",
@@ -159,17 +137,17 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
                              f"{dtype} (it takes 3×3 and 1×1 stride-1 convolutions and linear layers)")
     designs, idle = [], []  # idle: a design with a Winograd engine that no layer runs on (each faster on the grid)
     if algorithm != "direct" and any(tiles) and common:
-        moved = [(replace(s, engine="winograd") if t else s, n) for (s, n), t in zip(layers, tiles, strict=True)]
-        try:
-            design = _explore(moved, board, dtype, clock_mhz, lanes, common, algorithm == "auto", weight_ports,
-                              units, word, transform_cores, tap_options)
-        except HeteroDSEError as exc:
-            if algorithm == "winograd":
-                raise HeteroDSEError(f"no network kernel with a Winograd engine fits "
-                                     f"{board.name} in {dtype} ({exc}); the direct design may") from None
-        else:
+        for variant in winograd_layouts(layers, tiles, algorithm):
+            try:
+                design = _explore(variant, board, dtype, clock_mhz, lanes, common, algorithm == "auto",
+                                  weight_ports, units, word, transform_cores, tap_options)
+            except HeteroDSEError as exc:
+                if algorithm == "winograd":
+                    raise HeteroDSEError(f"no network kernel with a Winograd engine fits "
+                                         f"{board.name} in {dtype} ({exc}); the direct design may") from None
+                continue
             # each layer keeps its own shape (a convolution, as torch has it); its NetLayer says the engine
-            originals = {m: s for (m, _), (s, _) in zip(moved, layers, strict=True)}
+            originals = {m: s for (m, _), (s, _) in zip(variant, layers, strict=True)}
             for p in design.layers:
                 p.shape = originals[p.shape]
             used = algorithm == "winograd" or any(p.layer.engine == "winograd" for p in design.layers)
@@ -294,11 +272,13 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
         by_kind = dict(zip(kinds, lane_choice, strict=True))
         # the activations' word no wider than the grid's and depthwise engine's lanes (a port's, or two: one wider
         # than the port spreads over two); the Winograd engine's may hold several of its lane groups (its box banked
-        # by them) or not: both tried. The weights' a lane grid, a power of two (a depthwise row of 3 taps a lane in
-        # such words, its last padded)
+        # by them): each power of two from the narrowest lanes to the widest word is tried (VGG-16 on vu9p int8 is
+        # fastest with two of its 16-lane groups a word, neither one nor four). The weights' a lane grid, a power of
+        # two (a depthwise row of 3 taps a lane in such words, its last padded)
         narrowest = {k: min(v for v in pair[:2] if v > 1) for k, pair in by_kind.items()}
         widest = min([port_elems * ARENA_PORTS[-1], *(v for k, v in narrowest.items() if k != "winograd")])
-        words = sorted({min([port_elems, *narrowest.values()]), min(port_elems, widest), widest})  # (arena_ports)
+        words = [1 << b for b in range(min([port_elems, *narrowest.values()]).bit_length() - 1,
+                                       widest.bit_length())]  # (arena_ports: one wider than a port takes two)
         if word is not None:
             words = [word] if word <= widest else []
         wword = min(port_elems, min(1 << (o * i * u).bit_length() - 1 for o, i, _, _, u in by_kind.values()))

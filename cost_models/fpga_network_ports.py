@@ -4,13 +4,15 @@ reads, and what of a channel's bandwidth each port gets where compute units shar
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from fractions import Fraction
 
 from cost_models.fpga_costs import ARENA_OUTSTANDING, NETWORK_OUTSTANDING
 
-__all__ = ["ARENA_PORTS", "WEIGHT_PORTS", "arena_ports", "kernel_buffers", "kernel_ports", "read_streams", "unit_share",
-           "weight_bandwidth", "weight_banks", "weight_channels", "weight_layout", "weight_reads"]
+__all__ = ["ARENA_PORTS", "WEIGHT_PORTS", "arena_ports", "kernel_buffers", "kernel_ports", "read_streams", "unit_bank",
+           "unit_channels", "unit_share", "weight_bandwidth", "weight_banks", "weight_channels", "weight_layout",
+           "weight_reads"]
 
 #: the weights' ports a design may read at once (each past the first another m_axi port): four fill ZCU102's
 #: 128-bit HP ports that reach the DDR controller on ports of their own
@@ -65,13 +67,28 @@ def weight_reads(lanes: int, wword: int, ports: int, grids: Sequence[int], end_t
 
 
 def unit_share(channels: int, units: int, w_ports: int) -> float:
-    """Of a memory channel's bandwidth each port of one of ``units`` compute units gets: each unit takes a
-    channel for its arena and one for each weight port (as many as ``weight_channels``), the board's channels
-    shared where there are fewer; on a board of one channel each unit gets ``1/units`` of it, which bounds the
-    unit's own streams together (``layer_cycles``)."""
+    """Of a memory channel's bandwidth each port of one of ``units`` compute units gets: each unit takes
+    ``unit_channels`` channels (its arena's and one for each weight port, as many as ``weight_channels``), the units'
+    sets one after the other around the board's channels (``unit_bank``); where they do not all fit, the most
+    crowded channel sets the share (9 sets on 4 channels: 3 on one of them, a third each, not 4/9). On a board of
+    one channel each unit gets ``1/units`` of it, which bounds the unit's own streams together
+    (``layer_cycles``)."""
     if channels == 1:
         return 1.0 / units
-    return min(1.0, channels / (units * (1 + min(w_ports, weight_channels(channels)))))
+    return 1.0 / math.ceil(units * unit_channels(channels, w_ports) / channels)
+
+
+def unit_channels(channels: int, w_ports: int) -> int:
+    """The memory channels one compute unit's ports take on a board of ``channels`` (more than one): its arena's
+    and its weights', as ``weight_banks`` places them."""
+    return 1 + min(w_ports, weight_channels(channels))
+
+
+def unit_bank(bank: int, unit: int, channels: int, w_ports: int) -> int:
+    """The memory bank of a port of compute unit ``unit`` (from 0) that a lone kernel has on ``bank``
+    (``weight_banks``; the arena's 0): unit ``u``'s set of ``unit_channels`` begins where unit ``u - 1``'s ends,
+    around the board's ``channels`` (``connectivity.cfg``)."""
+    return 0 if channels == 1 else (bank + unit * unit_channels(channels, w_ports)) % channels
 
 
 def weight_channels(channels: int) -> int:

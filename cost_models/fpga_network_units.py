@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from cost_models.fpga_network_design import LANES, explore_network
+from cost_models.fpga_network_algorithm import LANES
+from cost_models.fpga_network_design import explore_network
 from cost_models.fpga_network_ports import WEIGHT_PORTS
 from cost_models.fpga_network_placed import NetworkDesign
 from hetero_dse.errors import HeteroDSEError

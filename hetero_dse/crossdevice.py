@@ -339,7 +339,7 @@ def _throughput_note(n: dict[str, Any]) -> str:
     else:
         arrays = " and ".join(f"{e['kind']} {_lanes_words(e)}" for e in t["engines"])
         note = (f" At batch > 1, **{t['compute_units']} compute units** (each {arrays}, each image on one, "
-                f"{fmt_seconds(t['latency_s'])} each) run {t['fps']:.0f} images a second.")
+                f"{fmt_seconds(t['latency_s'])} each) run {t['fps']:.0f} images a second: {_project(t)}.")
     return note + _pipeline_note(n.get("pipeline"), t["fps"])
 
 
@@ -354,6 +354,14 @@ def _csim_verdict(check: dict[str, Any]) -> str:
             + ")")
 
 
+def _project(p: dict[str, Any]) -> str:
+    """Where a design's project is, and its C-simulation's verdict; or why none was written."""
+    if p.get("directory"):
+        check = p.get("check")
+        return f"its project `{p['directory']}`" + ("" if not check else f", {_csim_verdict(check)}")
+    return f"**by the model only**: {p.get('project_why', 'explore writes no project for it')}"
+
+
 def _pipeline_note(p: dict[str, Any] | None, units_fps: float) -> str:
     """Which architecture serves throughput: the shared kernel's compute units, whose code is written, or a
     layer-pipelined design, which is modelled only."""
@@ -362,12 +370,7 @@ def _pipeline_note(p: dict[str, Any] | None, units_fps: float) -> str:
     if "why" in p:
         return f" A layer-pipelined design (one stage a layer, weights on chip, by the model): {p['why']}."
     verdict = ("would serve throughput better" if p["fps"] > units_fps else "would not serve throughput better")
-    check = p.get("check")
-    if p.get("directory"):
-        project = f"its project `{p['directory']}`" + ("" if not check else f", {_csim_verdict(check)}")
-    else:
-        project = f"**by the model only**: {p.get('project_why', 'explore writes no project for it')}"
-    return (f" A layer-pipelined design ({p['stages']} stages, weights on chip; {project}) would run "
+    return (f" A layer-pipelined design ({p['stages']} stages, weights on chip; {_project(p)}) would run "
             f"{p['fps']:.0f} images a second at {p['achieved_mhz']:.0f} MHz, its slowest stage {p['bottleneck']}: "
             f"it {verdict} than the compute units above.")
 

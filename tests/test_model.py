@@ -169,6 +169,14 @@ def test_explore_a_whole_model_runs_it_on_one_fpga_accelerator_beside_its_layers
     # --csim: every layer through the kernel against torch, and every process's trips the model's
     assert shared["check"]["passed"] is True and shared["check"]["mismatches"] == 0
     assert shared["check"]["trips"] == "every process ran the trips the model charges"
+    # the compute units for batch > 1: their kernel's project too (one kernel, instantiated as many times),
+    # C-simulated and linted as the batch-1 design's
+    units = shared["throughput"]
+    assert units["compute_units"] > 1 and units["directory"] == "network-tiny/vu9p/hls-units"
+    assert units["check"]["passed"] is True and units["check"]["mismatches"] == 0
+    assert cli("lint", out / units["directory"]).code == 0
+    assert f"nk=network_kernel:{units['compute_units']}:" in (out / units["directory"] / "connectivity.cfg").read_text()
+    assert f"images a second: its project `{units['directory']}`, C-simulated" in (out / "report.md").read_text()
     # and the command says it on its last lines, beside the report's path
     assert "vu9p: one accelerator for the network (float32): " in r.out and shared["directory"] in r.out
     assert report["model"]["torch_eager_s"] > 0

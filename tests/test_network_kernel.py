@@ -783,11 +783,52 @@ def test_compute_units_share_the_boards_memory_channels_as_their_ports_take_them
     from cost_models.fpga_network_ports import unit_share
 
     assert unit_share(4, 1, 2) == 1.0 and unit_share(4, 2, 1) == 1.0  # vu9p: 2 units of 2 channels each fit
-    assert unit_share(4, 2, 2) == pytest.approx(4 / 6)  # 2 units of 3 channels on 4
-    assert unit_share(4, 3, 2) == pytest.approx(4 / 9)
+    # 2 units of 3 channels on 4: one channel carries both units' ports, each half of it (not 4/6: a port cannot
+    # take part of one channel and part of another); 3 units, 9 on 4: one channel has 3 of them
+    assert unit_share(4, 2, 2) == pytest.approx(1 / 2)
+    assert unit_share(4, 3, 2) == pytest.approx(1 / 3)
+    assert unit_share(4, 6, 4) == pytest.approx(1 / 6)  # 6 units of 4 channels: every channel 6 units' ports
     assert unit_share(32, 8, 2) == 1.0  # u280's HBM: 24 channels for 8 units
     assert unit_share(2, 2, 2) == pytest.approx(2 / 4)  # two weight ports share one channel of 2: a unit takes 2
     assert unit_share(1, 3, 2) == pytest.approx(1 / 3)  # zcu102
+
+
+def test_compute_units_are_instances_of_the_kernel_on_banks_as_the_model_shares_them(tmp_path):
+    """Three compute units of the small int8 network on vu9p, two weight ports each: each unit takes three of the
+    four DDR channels (its arena's and one a weight port: ``unit_channels``), the units' sets one after the other
+    around them (``unit_bank``). DDR[0] then carries the first unit's arena, the second's first weight port and the
+    third's second: the most crowded channel holds three units' ports, as ``unit_share`` charges (a third each).
+    The host program gives each unit its buffers, runs the three at once and checks each, here against the XRT
+    test double. Says nothing about a card (there is none here)."""
+    import subprocess
+    from collections import Counter
+
+    from cost_models.fpga_network_ports import unit_share
+
+    _, design, run, _, _ = small_design("int8", board="vu9p", weight_ports=(2,))
+    assert design.w_ports == 2
+    design.compute_units = 3
+    project = write_network_project(tmp_path / "units", design, run)
+    cfg = (project / "connectivity.cfg").read_text()
+    assert "nk=network_kernel:3:network_kernel_1.network_kernel_2.network_kernel_3" in cfg
+    banks = {tuple(port.split(".")): int(bank[4:-1]) for port, bank in
+             (line[3:].split(":") for line in cfg.splitlines() if line.startswith("sp="))}
+    # each unit's arena (its table and three activation ports with it), weight ports and parameters
+    for u, (arena, wgt, wgt1, params) in {1: (0, 1, 2, 1), 2: (3, 0, 1, 0), 3: (2, 3, 0, 3)}.items():
+        unit = f"network_kernel_{u}"
+        assert {banks[unit, p] for p in ("table", "act_in", "act_res", "act_out")} == {arena}
+        assert (banks[unit, "wgt"], banks[unit, "wgt1"], banks[unit, "params"]) == (wgt, wgt1, params)
+    load = Counter(bank for (unit, port), bank in banks.items() if port in ("act_in", "wgt", "wgt1"))
+    assert sorted(load.values()) == [2, 2, 2, 3] and 1 / max(load.values()) == unit_share(4, 3, 2)
+    readme = (project / "README.md").read_text()
+    assert "3 compute units for batch > 1" in readme and "`nk`" in readme
+    binary = tmp_path / "host.exe"
+    subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-Wno-unknown-pragmas",
+                    "-Wno-unused-label", f"-I{project / 'sim' / 'include'}", f"-I{project / 'src'}",
+                    "-DHDSE_XRT_KERNEL=network_kernel", str(project / "host" / "host.cpp"),
+                    str(project / "src" / "kernel.cpp"), "-o", str(binary)], check=True, capture_output=True)
+    ran = subprocess.run([str(binary), "test_double.xclbin", str(project / "data")], capture_output=True, text=True)
+    assert ran.returncode == 0 and "on 3 units" in ran.stdout and "mismatches=0" in ran.stdout, ran.stdout + ran.stderr
 
 
 def test_the_pe_array_waits_for_each_steps_weight_burst_by_hand():

@@ -37,8 +37,8 @@ def ops(name: str | None) -> None:
 @cli.command()
 @operator_options
 @click.option("--model", "model_name", default=None, metavar="NAME|model.py",
-              help="A network's distinct layers instead (a built-in: resnet18, yolo_v1, mobilenet_v2; or a model.py), "
-                   "each with its epilogue.")
+              help="A network's distinct layers instead (a built-in: resnet18, yolo_v1, mobilenet_v2, vgg16; or a "
+                   "model.py), each with its epilogue.")
 @click.option("--layer", "layers", type=click.IntRange(min=1), multiple=True, metavar="N",
               help="Only the network's layer N (as 'hetero_dse model' numbers them; repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON instead of tables.")

@@ -44,7 +44,7 @@ def capture_model(name: str, input_shape: str | None):
 @click.option("--input-shape", metavar="N,C,H,W", help="The example input's shape (default: the model's own).")
 @click.option("--json", "as_json", is_flag=True, help="Print the layers as JSON instead of tables.")
 def model_command(name: str, input_shape: str | None, as_json: bool) -> None:
-    """The layers of a network: NAME is a built-in (yolo_v1, resnet18, mobilenet_v2), torchvision:ARCH, or a
+    """The layers of a network: NAME is a built-in (yolo_v1, resnet18, mobilenet_v2, vgg16), torchvision:ARCH, or a
     model.py defining model() and example_input().
 
     \b

@@ -47,7 +47,7 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
     from cost_models.fpga_costs import ARITHMETIC
     from cost_models.fpga_network import network_trips
 
-    from cost_models.fpga_network_ports import weight_banks
+    from cost_models.fpga_network_ports import unit_bank, weight_banks
     from cost_models.fpga_network_resources import engine_storage
 
     a = ARITHMETIC[design.dtype]
@@ -79,7 +79,14 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
              {"name": "params", "depth": data["param_words"]}]
     for q, p in enumerate(ports[1:]):
         p["bundle"] = f"gmem{q}"
-    banks = list(zip(wgts, weight_banks(len(wgts), board.memory.channels), strict=True))
+    channels = board.memory.channels
+    banks = list(zip(wgts, weight_banks(len(wgts), channels), strict=True))
+    # each compute unit an instance of the kernel, its ports on its own set of banks (``unit_bank``, as the model
+    # shares them: ``unit_share``)
+    units = [{"name": f"{top}_{u + 1}", "arena": unit_bank(0, u, channels, len(wgts)),
+              "params": unit_bank(1 if channels > 1 else 0, u, channels, len(wgts)),
+              "weights": [(w, unit_bank(b, u, channels, len(wgts))) for w, b in banks]}
+             for u in range(design.compute_units)]
     atol, rtol = [], []
     for r in run.layers:  # int8: exact, the reference being the same integer arithmetic
         red = r.placed.layer.C * r.placed.layer.R * r.placed.layer.S
@@ -91,6 +98,7 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
     port_bits = design.word * (8 if integer else 32)
     build = {**network_flow(board, design.clock_mhz, board.memory.port_bits // 8), "dtype": design.dtype,
              "achieved_mhz": f"{design.achieved_mhz:.0f}", "model_ms": f"{1e3 * design.latency_s:.3f}",
+             "units_fps": f"{design.compute_units / design.latency_s:.0f}",
              "host_atol": "0.0" if integer else "1e-3", "host_rtol": "0.0" if integer else "1e-3"}
     return {**build, "top": top, "network": run.name, "layers": len(run.layers), "board": design.board.name,
             "part": design.board.part, "clock_mhz": design.clock_mhz, "integer": integer,
@@ -103,7 +111,7 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
             "engine_ids": list(ENGINE_IDS), "max_layers": len(run.layers), "engines": engines, "tch_max": tch,
             "writers": sorted({(write_process(*b), tuple(map(tuple, tile_banks(*b))))
                                for b in {(1, 1)} | {(e.out_banks, e.out_cols) for e in design.engines.values()}}),
-            "weight_ports": design.w_ports, "wgts": wgts, "weight_banks": banks,
+            "weight_ports": design.w_ports, "wgts": wgts, "weight_banks": banks, "units": units,
             "axi_map": axi_map(board.memory.axi_ports, design.arena_ports, wgts),
             "distance": next(iter(design.engines.values())).distance, "ports": ports, "runs_ahead": RUNS_AHEAD,
             "ops": {"mul": a.mul_core[0], "mul_impl": a.mul_core[1], "add": a.add_core[0],

@@ -1,7 +1,7 @@
 """Built-in networks, defined from ``torch.nn`` in the project (shapes only: no weights are downloaded, this
-machine reaches no model hub): YOLO-v1 as FlexTensor runs it (§6.6), ResNet-18 and MobileNet-V2, each with
-its example input. ``torchvision:NAME`` gives torchvision's architecture with ``weights=None`` where
-torchvision is installed."""
+machine reaches no model hub): YOLO-v1 as FlexTensor runs it (§6.6), ResNet-18, MobileNet-V2 and VGG-16 (the
+network HybridDNN's FPGA figures are for), each with its example input. ``torchvision:NAME`` gives
+torchvision's architecture with ``weights=None`` where torchvision is installed."""
 
 from __future__ import annotations
 
@@ -100,11 +100,30 @@ def _mobilenet_v2() -> Any:
     return nn.Sequential(*layers)
 
 
+def _vgg16() -> Any:
+    """VGG-16 (Simonyan and Zisserman 2015, configuration D): thirteen 3x3 convolutions in five stages, each stage
+    ending in a 2x2 max pool, then three fully connected layers; 224x224 input. The pool before the classifier is
+    torchvision's adaptive one (the identity at 224x224), so a smaller input still runs."""
+    from torch import nn
+
+    layers: list[nn.Module] = []
+    c = 3
+    for k, convs in ((64, 2), (128, 2), (256, 3), (512, 3), (512, 3)):
+        for _ in range(convs):
+            layers += [nn.Conv2d(c, k, 3, 1, 1), nn.ReLU()]
+            c = k
+        layers.append(nn.MaxPool2d(2))
+    head = [nn.AdaptiveAvgPool2d(7), nn.Flatten(), nn.Linear(512 * 7 * 7, 4096), nn.ReLU(), nn.Linear(4096, 4096),
+            nn.ReLU(), nn.Linear(4096, 1000)]
+    return nn.Sequential(*layers, *head)
+
+
 #: name -> (factory, example input shape, description)
 MODELS: dict[str, tuple[Callable[[], Any], tuple[int, ...], str]] = {
     "yolo_v1": (_yolo_v1, (1, 3, 448, 448), "YOLO-v1, FlexTensor's end-to-end network (24 conv + 2 fc)"),
     "resnet18": (_resnet18, (1, 3, 224, 224), "ResNet-18 (basic blocks, batch norm)"),
     "mobilenet_v2": (_mobilenet_v2, (1, 3, 224, 224), "MobileNet-V2 (inverted residuals, depthwise 3x3)"),
+    "vgg16": (_vgg16, (1, 3, 224, 224), "VGG-16 (13 conv 3x3 + 3 fc), HybridDNN's network"),
 }
 
 

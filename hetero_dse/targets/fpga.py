@@ -73,7 +73,7 @@ class FpgaTarget:
                  algorithm: str = "auto") -> None:
         self.board, self.dtypes, self.options = board, list(dtypes), options
         # a 3×3 convolution's: one operator's (``targets/fpga_winograd``) and the network kernel's
-        # (``fpga_network_design.ALGORITHMS``)
+        # (``fpga_network_algorithm.ALGORITHMS``)
         self.algorithm = algorithm
         self.clocks = check_clocks(board, clocks)
         self.traffic_weight, self.calibration, self.csim = traffic_weight, calibration, csim
@@ -156,8 +156,7 @@ class FpgaTarget:
                 check_testbench_size(op, analysis)
             except TestBenchTooLarge as exc:
                 return Written(why=str(exc))
-            record = _write_network(e.winograd.design, [op], out / self.directory(e.op) / "hls", out, self.csim,
-                                    seed)
+            record = _write_network(e.winograd.design, [op], out / self.directory(e.op) / "hls", out, self.csim, seed)
             if "directory" not in record:
                 return Written(why=record["project_why"].removeprefix("no project written: "))
             check = record.get("check")
@@ -220,11 +219,12 @@ class FpgaTarget:
         except HeteroDSEError as exc:
             return {"board": self.board.name, "dtype": dtype, "why": str(exc)}
         record = design.to_json()
-        # at batch > 1: as many compute units, each on its own image, as raise the images a second
-        # each unit with the batch-1 design's algorithm: a Winograd engine where that design has one
+        # at batch > 1: as many compute units, each on its own image, as raise the images a second, each unit with
+        # the batch-1 design's algorithm (a Winograd engine where that design has one)
         algorithm = "auto" if "winograd" in design.engines else "direct"
-        units = explore_throughput(shapes, self.board, dtype, clock, algorithm=algorithm).to_json()
-        record["throughput"] = {k: units[k] for k in ("compute_units", "fps", "latency_s", "engines", "utilisation")}
+        units = explore_throughput(shapes, self.board, dtype, clock, algorithm=algorithm)
+        record["throughput"] = {k: v for k, v in units.to_json().items()
+                                if k in ("compute_units", "fps", "latency_s", "engines", "utilisation")}
         # the second architecture, one stage a layer, to say where it would serve batch > 1 better
         record["pipeline"] = _pipeline(graph, shapes, self.board, dtype, clock, out, self.csim)
         counts = {op.shape_name: layer.count for op, layer in zip(ops, graph.layers, strict=True)}
@@ -234,8 +234,10 @@ class FpgaTarget:
         if len(found) == len(ops):
             record["per_layer_sum_s"] = sum(counts[e.op.shape_name] * e.kept_seconds for e in found)
         if out is not None:
-            record.update(_write_network(design, ops, out / f"network-{graph.label}" / self.board.name / "hls",
-                                         out, self.csim))
+            root = out / f"network-{graph.label}" / self.board.name
+            record.update(_write_network(design, ops, root / "hls", out, self.csim))
+            if units.compute_units > 1:  # the units' kernel, instantiated compute_units times
+                record["throughput"].update(_write_network(units, ops, root / "hls-units", out, self.csim))
         return record
 
     def csv_rows(self, e: Exploration) -> list[dict[str, Any]]:

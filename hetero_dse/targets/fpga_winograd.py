@@ -18,7 +18,8 @@ from functools import cached_property
 from typing import Any
 
 from cost_models.fpga_costs import dsp_roofline_ops
-from cost_models.fpga_network_design import explore_network, winograd_tiles
+from cost_models.fpga_network_algorithm import winograd_tiles
+from cost_models.fpga_network_design import explore_network
 from cost_models.fpga_winograd import TILES, refusal
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import Board
