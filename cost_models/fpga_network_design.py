@@ -289,8 +289,8 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
         useful = [wp for wp in weight_ports if all(brings[wp] > brings[q] for q in weight_ports if q < wp)]
         for act_word, wp in itertools.product(words, useful):
             a_ports = arena_ports(8 * itemsize * act_word, board.memory.port_bits)
-            if board.memory.axi_ports and read_streams(a_ports, wp) > board.memory.axi_ports:
-                over_ports = True  # a Zynq's HP ports: a stream past them would share one's read channel
+            if board.memory.axi_ports and units * read_streams(a_ports, wp) > board.memory.axi_ports:
+                over_ports = True  # a Zynq's HP ports, each stream of each unit its own (the model's word a cycle)
                 continue
             block = max(max(max(v[:2]) for v in by_kind.values()), act_word)  # channels: widest lanes, whole words
             pword = min(param_elems, act_word)

@@ -87,8 +87,13 @@ def unit_channels(channels: int, w_ports: int) -> int:
 def unit_bank(bank: int, unit: int, channels: int, w_ports: int) -> int:
     """The memory bank of a port of compute unit ``unit`` (from 0) that a lone kernel has on ``bank``
     (``weight_banks``; the arena's 0): unit ``u``'s set of ``unit_channels`` begins where unit ``u - 1``'s ends,
-    around the board's ``channels`` (``connectivity.cfg``)."""
-    return 0 if channels == 1 else (bank + unit * unit_channels(channels, w_ports)) % channels
+    around the board's ``channels`` (``connectivity.cfg``); each time the sets pass the last channel the ports'
+    places within a set turn by one, so that units whose sets are alike do not all put their arenas on one
+    channel (each channel's units are as many: ``unit_share`` holds)."""
+    if channels == 1:
+        return 0
+    k = unit_channels(channels, w_ports)
+    return (unit * k + (bank + unit * k // channels) % k) % channels
 
 
 def weight_channels(channels: int) -> int:

@@ -800,7 +800,6 @@ def test_compute_units_are_instances_of_the_kernel_on_banks_as_the_model_shares_
     third's second: the most crowded channel holds three units' ports, as ``unit_share`` charges (a third each).
     The host program gives each unit its buffers, runs the three at once and checks each, here against the XRT
     test double. Says nothing about a card (there is none here)."""
-    import subprocess
     from collections import Counter
 
     from cost_models.fpga_network_ports import unit_share
@@ -814,7 +813,7 @@ def test_compute_units_are_instances_of_the_kernel_on_banks_as_the_model_shares_
     banks = {tuple(port.split(".")): int(bank[4:-1]) for port, bank in
              (line[3:].split(":") for line in cfg.splitlines() if line.startswith("sp="))}
     # each unit's arena (its table and three activation ports with it), weight ports and parameters
-    for u, (arena, wgt, wgt1, params) in {1: (0, 1, 2, 1), 2: (3, 0, 1, 0), 3: (2, 3, 0, 3)}.items():
+    for u, (arena, wgt, wgt1, params) in {1: (0, 1, 2, 1), 2: (3, 0, 1, 0), 3: (3, 0, 2, 0)}.items():
         unit = f"network_kernel_{u}"
         assert {banks[unit, p] for p in ("table", "act_in", "act_res", "act_out")} == {arena}
         assert (banks[unit, "wgt"], banks[unit, "wgt1"], banks[unit, "params"]) == (wgt, wgt1, params)
@@ -822,13 +821,36 @@ def test_compute_units_are_instances_of_the_kernel_on_banks_as_the_model_shares_
     assert sorted(load.values()) == [2, 2, 2, 3] and 1 / max(load.values()) == unit_share(4, 3, 2)
     readme = (project / "README.md").read_text()
     assert "3 compute units for batch > 1" in readme and "`nk`" in readme
+    # the host opens each unit as XRT names one (KERNEL:{INSTANCE}); the test double, given the units' banks
+    # (sim/include/xrt/xrt_banks.h), refuses any other name and any buffer not in its argument's bank
+    host = project / "host" / "host.cpp"
+    assert '"network_kernel:{network_kernel_1}", "network_kernel:{network_kernel_2}"' in host.read_text()
+    ran = _run_host(tmp_path, project)
+    assert ran.returncode == 0 and "on 3 units" in ran.stdout and "mismatches=0" in ran.stdout, ran.stdout + ran.stderr
+    assert all(f"network_kernel:{{network_kernel_{u}}}: mismatches=0" in ran.stdout for u in (1, 2, 3))
+    good = host.read_text()
+    for old, new, says in (('"network_kernel:{network_kernel_2}"', '"network_kernel:network_kernel_2"',
+                            "No compute units matching 'network_kernel:network_kernel_2'"),
+                           ("weights(device, sizeof(wword_t) * WEIGHT_WORDS, kernel.group_id(6))",
+                            "weights(device, sizeof(wword_t) * WEIGHT_WORDS, kernel.group_id(3))",
+                            "argument 6: a buffer in bank 0, connected to bank 1")):
+        assert old in good
+        host.write_text(good.replace(old, new))
+        ran = _run_host(tmp_path, project)
+        assert ran.returncode != 0 and says in ran.stderr, ran.stdout + ran.stderr
+    host.write_text(good)
+
+
+def _run_host(tmp_path, project):
+    """host/host.cpp compiled against the project's XRT test double and run on its data."""
+    import subprocess
+
     binary = tmp_path / "host.exe"
     subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-Wno-unknown-pragmas",
                     "-Wno-unused-label", f"-I{project / 'sim' / 'include'}", f"-I{project / 'src'}",
                     "-DHDSE_XRT_KERNEL=network_kernel", str(project / "host" / "host.cpp"),
                     str(project / "src" / "kernel.cpp"), "-o", str(binary)], check=True, capture_output=True)
-    ran = subprocess.run([str(binary), "test_double.xclbin", str(project / "data")], capture_output=True, text=True)
-    assert ran.returncode == 0 and "on 3 units" in ran.stdout and "mismatches=0" in ran.stdout, ran.stdout + ran.stderr
+    return subprocess.run([str(binary), "test_double.xclbin", str(project / "data")], capture_output=True, text=True)
 
 
 def test_the_pe_array_waits_for_each_steps_weight_burst_by_hand():
@@ -871,6 +893,31 @@ def test_a_zynqs_hp_ports_bound_the_read_streams_the_explorer_builds():
     two = replace(board, memories=(replace(board.memory, axi_ports=2),))
     with pytest.raises(HeteroDSEError, match=r"lanes a side \(its read streams on 2 AXI ports at most\) fits"):
         explore_network(layers, two, "int8")
+
+
+def test_compute_units_on_a_zynq_each_take_hp_ports_of_their_own(tmp_path):
+    """Compute units on ZCU102 share its one DDR channel (a share each), but each unit's read streams are on HP ports
+    of their own, as the model counts every stream a word a cycle: two units of three streams (the box's, the
+    residual's, one weight port's) fill the six ports, and three units are no design, in one sentence. The
+    project's README maps each unit's streams to its ports."""
+    from cost_models.fpga_network_ports import read_streams
+
+    board = load_board("zcu102")
+    layers = [(LayerShape("grid", 64, 64, 14, 14, 3, 3, 1, 1, name="c"), 1)]
+    pair = explore_network(layers, board, "int8", lanes=(16,), units=2)
+    assert 2 * read_streams(pair.arena_ports, pair.w_ports) <= 6 and (pair.arena_ports, pair.w_ports) == (1, 1)
+    with pytest.raises(HeteroDSEError, match=r"\(its read streams on 6 AXI ports at most\) fits zcu102"):
+        explore_network(layers, board, "int8", lanes=(16,), units=3)
+    _, design, run, _, _ = small_design("int8", board="zcu102", weight_ports=(1,), word=8)
+    design.compute_units = 2
+    readme = (write_network_project(tmp_path / "units", design, run) / "README.md").read_text()
+    hp = [line.strip() for line in readme.splitlines() if line.startswith("  - HP")]
+    assert hp == ["- HP0: `network_kernel_1.act_in`, `network_kernel_1.act_out`",
+                  "- HP3: `network_kernel_1.act_res`, `network_kernel_1.table`, `network_kernel_1.params`",
+                  "- HP1: `network_kernel_1.wgt`", "- HPC0: `network_kernel_2.act_in`, `network_kernel_2.act_out`",
+                  "- HPC1: `network_kernel_2.act_res`, `network_kernel_2.table`, `network_kernel_2.params`",
+                  "- HP2: `network_kernel_2.wgt`"]
+    assert "2 IPs in the block design, each unit's read streams on HP ports of their own" in readme
 
 
 def test_each_m_axi_port_is_charged_its_burst_buffer_by_hand():

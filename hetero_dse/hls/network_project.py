@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,8 @@ __all__ = ["MAX_CSIM_BYTES", "check_trips", "csim_bytes", "write_network_project
 NETWORK_TEMPLATES = {"network/kernel.cpp.j2": "src/kernel.cpp", "network/kernel.h.j2": "src/kernel.h",
                      "network/tb.cpp.j2": "tb/tb.cpp", "network/host.cpp.j2": "host/host.cpp",
                      "network/Makefile.j2": "Makefile", "network/README.md.j2": "README.md",
-                     "project.tcl.j2": "project.tcl", "hls_config.tcl.j2": "hls_config.tcl"}
+                     "project.tcl.j2": "project.tcl", "hls_config.tcl.j2": "hls_config.tcl",
+                     "network/xrt_banks.h.j2": "sim/include/xrt/xrt_banks.h"}
 #: the Vitis (v++) flow's files, for boards with an acceleration platform
 PLATFORM_TEMPLATES = {"network/connectivity.cfg.j2": "connectivity.cfg", "vpp_compile.cfg.j2": "vpp_compile.cfg"}
 #: copied as they are: the HLS build script, the headers' stand-ins for C-simulation without Vitis, and the
@@ -112,7 +114,8 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
             "writers": sorted({(write_process(*b), tuple(map(tuple, tile_banks(*b))))
                                for b in {(1, 1)} | {(e.out_banks, e.out_cols) for e in design.engines.values()}}),
             "weight_ports": design.w_ports, "wgts": wgts, "weight_banks": banks, "units": units,
-            "axi_map": axi_map(board.memory.axi_ports, design.arena_ports, wgts),
+            "axi_map": axi_map(board.memory.axi_ports, design.arena_ports, wgts,
+                               [u["name"] for u in units] if len(units) > 1 else ()),
             "distance": next(iter(design.engines.values())).distance, "ports": ports, "runs_ahead": RUNS_AHEAD,
             "ops": {"mul": a.mul_core[0], "mul_impl": a.mul_core[1], "add": a.add_core[0],
                     "add_impl": a.add_core[1]},
@@ -127,18 +130,24 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
 ZYNQ_PORTS = {6: ("HP0", "HP3", "HP1", "HPC0", "HPC1", "HP2"), 4: ("HP0", "HP2", "HP1", "HP3")}
 
 
-def axi_map(axi_ports: int | None, a_ports: int, wgts: list[str]) -> list[tuple[str, list[str]]]:
+def axi_map(axi_ports: int | None, a_ports: int, wgts: list[str], units: Sequence[str] = ()
+            ) -> list[tuple[str, list[str]]]:
     """On a board whose kernel ports reach memory through ``axi_ports`` AXI ports (a Zynq's HP ports; None: a
     platform's banks, no map), each read stream on a port of its own, as the model counts them a word a cycle each
-    (the explorer keeps them within the ports: ``read_streams``): the box's and the residual's ports, then the
-    weights'; the output's writes beside the box's (a port's write channel), the table and the parameters beside
-    the residual's."""
+    (the explorer keeps them within the ports: ``read_streams``, times the compute units): the box's and the
+    residual's ports, then the weights'; the output's writes beside the box's (a port's write channel), the table
+    and the parameters beside the residual's; with ``units`` (their instances' names), each unit's after the last's."""
     if not axi_ports or axi_ports not in ZYNQ_PORTS:
         return []
     halves = arena_halves(a_ports)
     streams = [[f"act_in{h}", f"act_out{h}"] for h in halves] + [[f"act_res{h}"] for h in halves]
     streams[a_ports] += ["table", "params"]
-    return list(zip(ZYNQ_PORTS[axi_ports], streams + [[w] for w in wgts], strict=False))
+    streams += [[w] for w in wgts]
+    if units:
+        streams = [[f"{u}.{name}" for name in names] for u in units for names in streams]
+    if len(streams) > axi_ports:
+        raise HeteroDSEError(f"{len(streams)} read streams on {axi_ports} AXI ports: the explorer builds none")
+    return list(zip(ZYNQ_PORTS[axi_ports], streams, strict=False))
 
 
 #: test data past this is not written (as for one layer's project: ``project.MAX_TESTBENCH_BYTES``)

@@ -12,6 +12,7 @@
 #include <vector>
 
 enum xclBOSyncDirection { XCL_BO_SYNC_BO_TO_DEVICE = 0, XCL_BO_SYNC_BO_FROM_DEVICE = 1 };
+enum ert_cmd_state { ERT_CMD_STATE_COMPLETED = 4, ERT_CMD_STATE_ERROR = 5 };
 
 namespace xrt {
 
@@ -41,7 +42,8 @@ class bo {
 
 class run {
  public:
-  void wait() {}
+  // a test double's run has ended by the time it is returned
+  ert_cmd_state wait() { return ERT_CMD_STATE_COMPLETED; }
 };
 
 }  // namespace xrt

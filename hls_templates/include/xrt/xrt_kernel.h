@@ -4,6 +4,10 @@
 #ifndef HDSE_STANDIN_XRT_KERNEL_H
 #define HDSE_STANDIN_XRT_KERNEL_H
 
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
 #include "xrt_device.h"
 
 namespace xrt {
@@ -22,15 +26,62 @@ inline memory pass(bo &b) { return memory{b.map<void *>()}; }
 inline int pass(int value) { return value; }
 }  // namespace detail
 
+// Where the project gives its compute units' memory banks (xrt_banks.h, as connectivity.cfg connects them), a kernel
+// is opened by the name XRT takes (KERNEL, or KERNEL:{INSTANCE} for one compute unit; anything else throws as XRT's
+// "No compute units matching" does), group_id is that unit's argument's bank, and a run throws where a buffer's bank
+// is not the one its argument is connected to. Without it (the pipeline's project), any name, and an argument's
+// group is its index.
+#if __has_include("xrt_banks.h")
+#include "xrt_banks.h"
+#define HDSE_XRT_CHECKED 1
+#endif
+
 class kernel {
  public:
-  kernel(const device &, const uuid &, const std::string &) {}
+  kernel(const device &, const uuid &, const std::string &name) : unit_(instance(name)) {}
+#ifdef HDSE_XRT_CHECKED
+  int group_id(int argument) const { return HDSE_XRT_BANK[unit_][argument]; }
+#else
   int group_id(int argument) const { return argument; }
+#endif
   template <typename... Args>
   xrt::run operator()(Args &&...args) {
+    int position = 0;
+    (check(args, position++), ...);
     HDSE_XRT_KERNEL(detail::pass(args)...);
     return xrt::run();
   }
+
+ private:
+  int unit_;
+
+  static int instance(const std::string &name) {
+#ifdef HDSE_XRT_CHECKED
+    const std::string top = HDSE_XRT_TOP, unit = top + ":{" + top + "_";
+    if (name == top) return 0;
+    if (name.compare(0, unit.size(), unit) == 0 && name.back() == '}') {
+      const int u = std::atoi(name.substr(unit.size(), name.size() - unit.size() - 1).c_str());
+      if (u >= 1 && u <= HDSE_XRT_UNITS) return u - 1;
+    }
+    throw std::invalid_argument("No compute units matching '" + name + "'");
+#else
+    (void)name;
+    return 0;
+#endif
+  }
+  void check(const bo &b, int position) const {
+#ifdef HDSE_XRT_CHECKED
+    if (b.group() != group_id(position))
+      throw std::runtime_error("argument " + std::to_string(position) + ": a buffer in bank " +
+                               std::to_string(b.group()) + ", connected to bank " +
+                               std::to_string(group_id(position)));
+#else
+    (void)b;
+    (void)position;
+#endif
+  }
+  template <typename T>
+  void check(const T &, int) const {}
 };
 
 }  // namespace xrt
