@@ -81,13 +81,13 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
              {"name": "params", "depth": data["param_words"]}]
     for q, p in enumerate(ports[1:]):
         p["bundle"] = f"gmem{q}"
+    # each port's bank in a lone kernel: the table and the arena's on the first, the weights' as ``weight_banks``
+    # puts them, the parameters on the next (the one there is on a board of one); each compute unit an instance of
+    # the kernel, its ports on its own set of banks (``unit_bank``, as the model shares them: ``unit_share``)
     channels = board.memory.channels
-    banks = list(zip(wgts, weight_banks(len(wgts), channels), strict=True))
-    # each compute unit an instance of the kernel, its ports on its own set of banks (``unit_bank``, as the model
-    # shares them: ``unit_share``)
-    units = [{"name": f"{top}_{u + 1}", "arena": unit_bank(0, u, channels, len(wgts)),
-              "params": unit_bank(1 if channels > 1 else 0, u, channels, len(wgts)),
-              "weights": [(w, unit_bank(b, u, channels, len(wgts))) for w, b in banks]}
+    lone = {"params": 1 % channels, **dict(zip(wgts, weight_banks(len(wgts), channels), strict=True))}
+    units = [{"name": f"{top}_{u + 1}",
+              "banks": [(p["name"], unit_bank(lone.get(p["name"], 0), u, channels, len(wgts))) for p in ports]}
              for u in range(design.compute_units)]
     atol, rtol = [], []
     for r in run.layers:  # int8: exact, the reference being the same integer arithmetic
@@ -113,7 +113,7 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
             "engine_ids": list(ENGINE_IDS), "max_layers": len(run.layers), "engines": engines, "tch_max": tch,
             "writers": sorted({(write_process(*b), tuple(map(tuple, tile_banks(*b))))
                                for b in {(1, 1)} | {(e.out_banks, e.out_cols) for e in design.engines.values()}}),
-            "weight_ports": design.w_ports, "wgts": wgts, "weight_banks": banks, "units": units,
+            "weight_ports": design.w_ports, "wgts": wgts, "units": units,
             "axi_map": axi_map(board.memory.axi_ports, design.arena_ports, wgts,
                                [u["name"] for u in units] if len(units) > 1 else ()),
             "distance": next(iter(design.engines.values())).distance, "ports": ports, "runs_ahead": RUNS_AHEAD,
