@@ -38,7 +38,13 @@ __all__ = ["FusedChoice", "GemmPair", "apply_b2b", "choose", "estimate_b2b", "fu
 #: independent accumulators of each thread (its register tile along the output's row-major order)
 ROWS = (1, 2, 4, 8, 16, 32, 64, 128)
 THREADS = (32, 64, 128, 256)
-REGS = (1, 2, 4, 8)
+#: the accumulators the space offers: one. A thread's several accumulators are adjacent outputs, so each of a
+#: warp's loads of B0 and B1 is strided by their number. On an H200 the median point with more ran 1.1-12x
+#: slower than the median with one, and the fastest with more was the slower in four pairs of five (the fifth:
+#: 5.5 against 5.6 us; bench/gpu_b2b_measured.py, BENCHMARKS.md), where the roofline, which counts their
+#: independent FMA chains and no strided load, ranked them first. ``apply_b2b`` still takes
+#: any number (``regs``), for the day their outputs are dealt a warp apart
+REGS = (1,)
 #: the shared-memory limit is the device's; the tiles' divisibility, checked before a schedule, is anyone's
 _ANY_DEVICE = GpuDevice("any", "sm_90", 1024, 1 << 30, 16, 1, 1.0, 1.0, 1 << 30, 1.0, 1.0)
 REGISTER_OVERHEAD = 24  # per thread besides its accumulators: addresses, loop counters
@@ -307,9 +313,25 @@ def estimate_b2b(pair: GemmPair, point: Point, device: GpuDevice) -> GpuEstimate
                                         **{f"{k}_s": v for k, v in parts.items()}})
 
 
+#: an H200's seconds over the roofline's (bench/gpu_b2b_measured.py: bench/data/gpu_b2b_h200.json against
+#: bench/data/gpu_b2b_h200_roofline.json), each (least, most, geometric mean): the fused kernel at the point the
+#: roofline ranks first, five pairs; the two layers' best schedules, ten layers. The fused kernel's roofline is
+#: the more optimistic. It counts a warp's operand broadcast from shared memory as 4 bytes of the 128 a cycle
+#: moves, not as a cycle, and no load of B0 or B1 per FMA where a thread cannot hold their columns in registers;
+#: whether these are what it misses is not measured
+FUSED_MEASURED_OVER_ESTIMATE = (1.31, 2.69, 2.00)
+LAYERS_MEASURED_OVER_ESTIMATE = (0.89, 1.93, 1.17)
+#: the estimated speedup the fused kernel needs to be chosen where nothing is measured: the ratio of the two
+#: geometric means, fitted on the five pairs it is checked on (in-sample). At it the two pairs fused measured
+#: 1.34x and 1.02x; fused at their estimates' point, the three kept as two kernels would have measured 0.84x,
+#: 0.70x and 0.38x
+FUSE_MARGIN = FUSED_MEASURED_OVER_ESTIMATE[2] / LAYERS_MEASURED_OVER_ESTIMATE[2]
+
+
 @dataclass(frozen=True)
 class FusedChoice:
-    """The fused kernel's best point and estimate against the unfused pair's two estimates."""
+    """The fused kernel's best point and estimate against the unfused pair's two estimates: fused where the
+    estimated speedup reaches ``FUSE_MARGIN``, the fused roofline's optimism over the layers' on an H200."""
 
     pair: GemmPair
     point: Point | None         # None: no point of the template fits the device
@@ -318,7 +340,7 @@ class FusedChoice:
 
     @property
     def fuse(self) -> bool:
-        return self.fused is not None and self.fused.seconds < sum(self.unfused_s)
+        return self.fused is not None and self.speedup >= FUSE_MARGIN
 
     @property
     def speedup(self) -> float | None:
@@ -345,6 +367,7 @@ def best_fused(pair: GemmPair, device: GpuDevice) -> tuple[Point | None, GpuEsti
 
 
 def choose(pair: GemmPair, unfused_s: tuple[float, float], device: GpuDevice) -> FusedChoice:
-    """Fuse when the fused kernel's best estimate beats the two GEMMs' (their best schedules' estimates)."""
+    """Fuse when the fused kernel's best estimate beats the two GEMMs' (their best schedules' estimates) by the
+    margin the roofline's optimism for it asks (``FUSE_MARGIN``)."""
     point, est = best_fused(pair, device)
     return FusedChoice(pair, point, est, unfused_s)

@@ -134,10 +134,23 @@ def test_the_fused_back_to_back_gemm_computes_the_unfused_pair_on_the_gpu(gpu):
     from gpu_cpu.b2b import GemmPair, apply_b2b, fused_points
     from gpu_cpu.schedule import build_cuda
 
-    pair = GemmPair(256, 64, 64, 96, relu=True)
+    pair = GemmPair(256, 64, 64, 96)  # ReLU after the first GEMM
     inputs = pair.random_inputs(4)
     points = fused_points(pair, gpu)
     for p in (points[0], points[len(points) // 2], points[-1]):
         executable, _ = build_cuda(apply_b2b(pair, p), gpu)
         got = _run_on_gpu(executable, inputs, (pair.m, pair.n1), "float32")
         np.testing.assert_allclose(got, pair.reference(inputs), rtol=1e-4, atol=1e-4)
+
+
+def test_every_point_of_the_fused_template_is_checked_and_timed_on_the_gpu(gpu):
+    """``measure_fused`` as ``explore --model --target gpu`` calls it where a GPU is present: every point of the
+    template built, checked against the pair's reference on the device and timed in microseconds."""
+    from gpu_cpu.b2b import GemmPair, fused_points
+    from gpu_cpu.b2b_measure import fastest_fused, measure_fused
+
+    pair = GemmPair(3136, 32, 16, 32, ("bias",), ("bias", "relu6"), channels_first=True)
+    trials = measure_fused(pair, gpu)
+    assert len(trials) == len(fused_points(pair, gpu)) > 1
+    assert all(t.error is None for t in trials), [t.error for t in trials if t.error]
+    assert 1e-7 < fastest_fused(trials).seconds < 1e-3
