@@ -33,6 +33,7 @@ from cost_models.fpga_costs import ARITHMETIC, FANOUT_FREE, FANOUT_NS_PER_DOUBLI
 from cost_models.fpga_network_algorithm import ALGORITHMS, LANES, winograd_layouts, winograd_tiles
 from cost_models.fpga_network_depths import accumulation_distance, compute_depth
 from cost_models.fpga_network import ENGINE_KINDS, EngineShape, NetLayer, Tiles, layer_cycles, network_trips
+from cost_models.fpga_network_memory import check_memory, fitting_weight_ports
 from cost_models.fpga_network_placed import NetworkDesign, PlacedLayer
 from cost_models.fpga_network_ports import (ARENA_PORTS, WEIGHT_PORTS, arena_ports, kernel_buffers, read_streams,
                                             unit_share, weight_bandwidth, weight_reads)
@@ -130,6 +131,8 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
         raise HeteroDSEError(f"{taps} taps a cycle on the depthwise engine: they must divide the width of each of "
                              f"its layers' windows ({', '.join(map(str, sorted(set(widths))))}), e.g. 1")
     tap_options = (taps,) if taps is not None else tuple(sorted({1, shared}))
+    # as many weight ports as split the weights into parts their banks hold (a large network on HBM's banks)
+    weight_ports = fitting_weight_ports(layers, board, dtype, weight_ports, units)
     tiles = [winograd_tiles(s, dtype, min(min(v) for v in lanes.values())) for s, _ in layers]
     common = tuple(m for m in TILES.get(dtype, ()) if all(m in t for t in tiles if t) and winograd_tile in (None, m))
     if algorithm == "winograd" and not (any(tiles) and common):
@@ -159,7 +162,9 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
         except HeteroDSEError:
             if not designs + idle:
                 raise
-    return min(designs or idle, key=lambda d: d.latency_s)
+    best = min(designs or idle, key=lambda d: d.latency_s)
+    check_memory(layers, best)  # every design keeps the same buffers: if the fastest's do not fit, none's do
+    return best
 
 
 #: an engine worth building: the cycles of its layers, the engine, each layer's index and placement, its resources

@@ -96,6 +96,16 @@ def unit_bank(bank: int, unit: int, channels: int, w_ports: int) -> int:
     return (unit * k + (bank + unit * k // channels) % k) % channels
 
 
+def port_banks(unit: int, channels: int, w_ports: int) -> dict[str, int | list[int]]:
+    """The memory bank of each kind of port of compute unit ``unit`` (from 0): the descriptor table's and the
+    arena's (all its streams'), each weight port's in turn (``weight_banks``), the parameters' (the next bank
+    after the arena's, the one there is on a board of one); each as ``unit_bank`` moves a lone kernel's."""
+    lone = {"arena": 0, "params": 1 % channels}
+    banks: dict[str, int | list[int]] = {k: unit_bank(b, unit, channels, w_ports) for k, b in lone.items()}
+    banks["weights"] = [unit_bank(b, unit, channels, w_ports) for b in weight_banks(w_ports, channels)]
+    return banks
+
+
 def weight_channels(channels: int) -> int:
     """The memory channels the weights' ports spread over: the arena has the first, the weights the next ones
     (up to one a port) where the board has them (``connectivity.cfg``), else they share what there is."""

@@ -50,6 +50,8 @@ class Memory:
     kind: str
     channels: int
     bandwidth_gbps_per_channel: float
+    # the whole memory's, all its channels together (a bank holds this over ``channels``); on a Zynq the PS DDR
+    # is also Linux's
     capacity_gib: float | None = None
     connectivity: str | None = None
     # AXI data width of one port, what one beat of an m_axi interface moves: 512 bits where the board file

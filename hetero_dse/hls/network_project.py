@@ -49,7 +49,7 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
     from cost_models.fpga_costs import ARITHMETIC
     from cost_models.fpga_network import network_trips
 
-    from cost_models.fpga_network_ports import unit_bank, weight_banks
+    from cost_models.fpga_network_ports import port_banks
     from cost_models.fpga_network_resources import engine_storage
 
     a = ARITHMETIC[design.dtype]
@@ -84,11 +84,12 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
     # each port's bank in a lone kernel: the table and the arena's on the first, the weights' as ``weight_banks``
     # puts them, the parameters on the next (the one there is on a board of one); each compute unit an instance of
     # the kernel, its ports on its own set of banks (``unit_bank``, as the model shares them: ``unit_share``)
-    channels = board.memory.channels
-    lone = {"params": 1 % channels, **dict(zip(wgts, weight_banks(len(wgts), channels), strict=True))}
-    units = [{"name": f"{top}_{u + 1}",
-              "banks": [(p["name"], unit_bank(lone.get(p["name"], 0), u, channels, len(wgts))) for p in ports]}
-             for u in range(design.compute_units)]
+    units = []
+    for u in range(design.compute_units):
+        banks = port_banks(u, board.memory.channels, len(wgts))
+        of_port = {"params": banks["params"], **dict(zip(wgts, banks["weights"], strict=True))}
+        units.append({"name": f"{top}_{u + 1}", "banks": [(p["name"], of_port.get(p["name"], banks["arena"]))
+                                                          for p in ports]})
     atol, rtol = [], []
     for r in run.layers:  # int8: exact, the reference being the same integer arithmetic
         red = r.placed.layer.C * r.placed.layer.R * r.placed.layer.S

@@ -1,0 +1,86 @@
+"""The network kernel's buffers against the board's memory (issue 38): each compute unit's weights, arena and
+parameters, counted by hand, on the banks its ports are connected to; a design whose banks cannot hold them is
+never offered, and where none can be the explorer says so in one sentence."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from cost_models.fpga_network_design import explore_network
+from cost_models.fpga_network_memory import bank_loads, fitting_weight_ports, footprint
+from cost_models.fpga_network_ports import port_banks
+from cost_models.fpga_network_units import explore_throughput
+from hetero_dse.errors import HeteroDSEError
+from hetero_dse.hardware.board import load_board
+from hetero_dse.model.layer_shape import LayerShape
+
+#: the image's 3×3 convolution (stride 2), a depthwise 3×3, a 1×1 run twice, a linear layer on 8×8 pixels
+LAYERS = [(LayerShape("grid", 3, 16, 32, 32, 3, 3, 2, 1, from_host=True, name="stem"), 1),
+          (LayerShape("depthwise", 16, 16, 16, 16, 3, 3, 1, 1, name="dw"), 1),
+          (LayerShape("grid", 16, 16, 16, 16, name="pw"), 2),
+          (LayerShape("grid", 16, 10, 1, 16 * 16, name="fc"), 1)]
+WEIGHTS = 16 * 3 * 9 + 16 * 9 + 2 * 16 * 16 + 10 * 16   # elements
+ARENA = 3 * 32 * 32 + 16 * 16 * 16 + 16 * 16 * 16 + 2 * 16 * 16 * 16 + 10 * 16 * 16  # the input, then each output
+CHANNELS = 16 + 16 + 2 * 16 + 10
+
+
+def with_capacity(board: str, gib: float):
+    b = load_board(board)
+    return replace(b, memories=(replace(b.memory, capacity_gib=gib), *b.memories[1:]))
+
+
+def test_a_units_buffers_are_the_networks_tensors_counted_by_hand():
+    f32, i8 = footprint(LAYERS, "float32"), footprint(LAYERS, "int8")
+    assert (f32.weights, f32.arena, f32.params) == (4 * WEIGHTS, 4 * ARENA, 4 * CHANNELS)
+    # int8: a byte an element; each channel's 32-bit bias and requantising multiplier
+    assert (i8.weights, i8.arena, i8.params) == (WEIGHTS, ARENA, 2 * 4 * CHANNELS)
+
+
+def test_the_buffers_lie_on_the_banks_the_ports_are_connected_to():
+    """On vu9p's four channels with two weight ports: a lone kernel's arena on DDR[0], its weights' halves on
+    DDR[1] and DDR[2], its parameters on DDR[1]; a second unit's set begins where the first's ends."""
+    f = footprint(LAYERS, "int8")
+    assert port_banks(0, 4, 2) == {"arena": 0, "params": 1, "weights": [1, 2]}
+    half = -(-f.weights // 2)
+    assert bank_loads(f, 4, 2, 1) == {0: f.arena, 1: f.params + half, 2: half}
+    two = bank_loads(f, 4, 2, 2)
+    second = port_banks(1, 4, 2)
+    assert second["arena"] == 3 and two[3] == f.arena + (half if 3 in second["weights"] else 0)
+    assert sum(two.values()) == 2 * (f.arena + f.params + 2 * half)
+    # one channel (a Zynq): everything of every unit on it
+    assert bank_loads(f, 1, 3, 2) == {0: 2 * (f.arena + f.params + 3 * -(-f.weights // 3))}
+
+
+def test_weight_ports_are_offered_only_where_their_parts_fit_their_banks():
+    """HBM's pseudo-channels are small: a network whose weights one bank cannot hold needs them split over more
+    ports; where no split fits, one sentence names the bank, its load and its capacity."""
+    big = [*LAYERS, (LayerShape("grid", 512, 512, 1, 1, name="classifier"), 1)]  # weights far past the arena
+    f = footprint(big, "float32")
+    assert f.weights > 10 * f.arena
+    # each of u280's 32 banks holding a little more than the parameters and half the weights
+    u280 = with_capacity("u280", 32 * (f.params + f.weights // 2 + 64) / 2**30)
+    assert fitting_weight_ports(big, u280, "float32", (1, 2, 3, 4), 1) == (2, 3, 4)
+    assert explore_network(big, u280, "float32").w_ports >= 2
+    with pytest.raises(HeteroDSEError, match=r"do not fit u280's memory in float32 \(4 weight ports\): HBM\[1\] "
+                                             r"would hold .* of its .* \(weights .*, activations .* a unit\); in "
+                                             r"int8 they fit \(--dtype int8\)$"):
+        explore_network(big, with_capacity("u280", 32 * f.weights / 8 / 2**30), "float32")
+
+
+def test_compute_units_stop_where_their_copies_no_longer_fit_one_memory():
+    """On a Zynq every unit keeps its own weights and arena in the one DDR: with room for one unit's buffers and
+    not two, the throughput design has one unit, though the device would take more."""
+    f = footprint(LAYERS, "int8")
+    roomy = explore_throughput(LAYERS, load_board("zcu102"), "int8")
+    assert roomy.compute_units > 1
+    tight = with_capacity("zcu102", 1.5 * (f.weights + f.arena + f.params) / 2**30)
+    assert explore_throughput(LAYERS, tight, "int8").compute_units == 1
+
+
+def test_every_board_file_gives_its_whole_memory():
+    """``capacity_gib`` is the memory's, all its channels together (an AWS F1 card's four DDR4 channels of 16 GiB:
+    64 GiB; a U280's 32 HBM pseudo-channels of 256 MiB: 8 GiB)."""
+    assert load_board("vu9p").memory.capacity_gib == 64
+    assert load_board("u280").memory.capacity_gib == 8 and load_board("u280").memory.channels == 32
