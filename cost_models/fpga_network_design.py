@@ -163,7 +163,7 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
             if not designs + idle:
                 raise
     best = min(designs or idle, key=lambda d: d.latency_s)
-    check_memory(layers, best)  # every design keeps the same buffers: if the fastest's do not fit, none's do
+    check_memory(best)  # as its kernel pads them (weight ports were offered only where the tensors fit)
     return best
 
 

@@ -6,8 +6,10 @@ are connected to (``fpga_network_ports.port_banks``):
 - the network's weights, split over its weight ports, a part a port (as the host loads them);
 - its parameters: each output channel's bias, and in int8 its requantising multiplier, 32 bits each.
 
-A bank holds the memory's capacity over its channels (``Memory.capacity_gib`` is the whole memory's). The
-figures are the tensors' own sizes: the layout pads each region to whole words, a few kilobytes a layer."""
+A bank holds the memory's capacity over its channels (``Memory.capacity_gib`` is the whole memory's). Before a
+design is explored the tensors' own sizes are counted (``fitting_weight_ports``); a design's, as its kernel runs
+the layers (``check_memory``): channels padded to its block, the image's layer as the host's im2col. The layout
+also pads each region to whole words and keeps a halo of padding beside it, a few kilobytes a layer."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 
 from cost_models.fpga_network_placed import NetworkDesign
 from cost_models.fpga_network_ports import port_banks
+from cost_models.fpga_network_shapes import NetLayer
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import Board
 from hetero_dse.model.layer_shape import LayerShape
@@ -33,8 +36,9 @@ class Footprint:
     params: int
 
 
-def footprint(layers: Sequence[tuple[LayerShape, int]], dtype: str) -> Footprint:
-    """The network's weights, arena and parameters in ``dtype`` (each layer ``count`` times)."""
+def footprint(layers: Sequence[tuple[LayerShape | NetLayer, int]], dtype: str) -> Footprint:
+    """The network's weights, arena and parameters in ``dtype`` (each layer ``count`` times), its layers as torch
+    has them (``LayerShape``) or as a kernel runs them (``NetLayer``)."""
     element = 1 if dtype == "int8" else 4
     weights = arena = params = 0
     for s, count in layers:
@@ -60,7 +64,7 @@ def bank_loads(f: Footprint, channels: int, w_ports: int, units: int) -> dict[in
     return loads
 
 
-def _overflow(layers: Sequence[tuple[LayerShape, int]], board: Board, dtype: str, w_ports: int, units: int
+def _overflow(layers: Sequence[tuple[LayerShape | NetLayer, int]], board: Board, dtype: str, w_ports: int, units: int
               ) -> str | None:
     """Why the buffers of a design with ``w_ports`` weight ports and ``units`` compute units do not fit ``board``'s
     memory (None: they fit, or the board file gives no capacity)."""
@@ -92,8 +96,10 @@ def fitting_weight_ports(layers: Sequence[tuple[LayerShape, int]], board: Board,
     return fits
 
 
-def check_memory(layers: Sequence[tuple[LayerShape, int]], design: NetworkDesign) -> None:
+def check_memory(design: NetworkDesign) -> None:
     """One sentence where a bank would hold more than its share of the board's memory."""
-    why = _overflow(layers, design.board, design.dtype, design.w_ports, design.compute_units)
+    # as the kernel runs them: channels padded to the design's block, the image's layer as the host's im2col
+    padded = [(p.layer, p.count) for p in design.layers]
+    why = _overflow(padded, design.board, design.dtype, design.w_ports, design.compute_units)
     if why:
         raise HeteroDSEError(why)

@@ -38,12 +38,14 @@ __all__ = ["FusedChoice", "GemmPair", "apply_b2b", "choose", "estimate_b2b", "fu
 #: independent accumulators of each thread (its register tile along the output's row-major order)
 ROWS = (1, 2, 4, 8, 16, 32, 64, 128)
 THREADS = (32, 64, 128, 256)
-#: the accumulators the space offers: one. A thread's several accumulators are adjacent outputs, so each of a
-#: warp's loads of B0 and B1 is strided by their number. On an H200 the median point with more ran 1.1-12x
-#: slower than the median with one, and the fastest with more was the slower in four pairs of five (the fifth:
-#: 5.5 against 5.6 us; bench/gpu_b2b_measured.py, BENCHMARKS.md), where the roofline, which counts their
-#: independent FMA chains and no strided load, ranked them first. ``apply_b2b`` still takes
-#: any number (``regs``), for the day their outputs are dealt a warp apart
+#: the accumulators the space offers: one. The template fuses a block's rows and columns into one loop before it
+#: deals the outputs to threads, so a thread's accumulator is indexed by an expression of that fused index TVM
+#: does not reduce to the accumulator's number: at 74 of the 102 points an H200 ran with several, ptxas keeps
+#: the accumulators in local memory (frames of 72 bytes to 46 KB), and each accumulator's zeroing stays a branch
+#: inside the reduction. On the H200 the median point with several ran 1.1-11x slower than the median with one,
+#: where the roofline, which counts their independent FMA chains, ranked them first (bench/gpu_b2b_measured.py,
+#: BENCHMARKS.md). ``apply_b2b`` still takes any number (``regs``): splitting the columns alone, dealing a
+#: thread's outputs a warp apart and decomposing the reductions would make them registers (unmeasured)
 REGS = (1,)
 #: the shared-memory limit is the device's; the tiles' divisibility, checked before a schedule, is anyone's
 _ANY_DEVICE = GpuDevice("any", "sm_90", 1024, 1 << 30, 16, 1, 1.0, 1.0, 1 << 30, 1.0, 1.0)
@@ -315,16 +317,17 @@ def estimate_b2b(pair: GemmPair, point: Point, device: GpuDevice) -> GpuEstimate
 
 #: an H200's seconds over the roofline's (bench/gpu_b2b_measured.py: bench/data/gpu_b2b_h200.json against
 #: bench/data/gpu_b2b_h200_roofline.json), each (least, most, geometric mean): the fused kernel at the point the
-#: roofline ranks first, five pairs; the two layers' best schedules, ten layers. The fused kernel's roofline is
-#: the more optimistic. It counts a warp's operand broadcast from shared memory as 4 bytes of the 128 a cycle
-#: moves, not as a cycle, and no load of B0 or B1 per FMA where a thread cannot hold their columns in registers;
-#: whether these are what it misses is not measured
+#: roofline ranks first, five pairs (row-major GEMMs, not the channels-first layout of a network's 1×1
+#: convolutions); the two layers' best schedules, ten layers. The fused kernel's roofline is the more
+#: optimistic. It counts a warp's operand broadcast from shared memory as 4 bytes of the 128 a cycle moves, not
+#: as a cycle, no load of B0 or B1 per FMA where a thread cannot hold their columns in registers, and 25
+#: registers a thread where ptxas gives 32-255; which of these it is was not measured
 FUSED_MEASURED_OVER_ESTIMATE = (1.31, 2.69, 2.00)
 LAYERS_MEASURED_OVER_ESTIMATE = (0.89, 1.93, 1.17)
 #: the estimated speedup the fused kernel needs to be chosen where nothing is measured: the ratio of the two
-#: geometric means, fitted on the five pairs it is checked on (in-sample). At it the two pairs fused measured
-#: 1.34x and 1.02x; fused at their estimates' point, the three kept as two kernels would have measured 0.84x,
-#: 0.70x and 0.38x
+#: geometric means, fitted on the five pairs it is checked on (in-sample), on one device (an H200). At it the two
+#: pairs fused measured 1.34x and 1.02x; fused at their estimates' point, the three kept as two kernels would have
+#: measured 0.84x, 0.70x and 0.38x. A network's plan books the fused kernel's estimate times it (gpu_fusion)
 FUSE_MARGIN = FUSED_MEASURED_OVER_ESTIMATE[2] / LAYERS_MEASURED_OVER_ESTIMATE[2]
 
 

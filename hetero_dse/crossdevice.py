@@ -384,8 +384,8 @@ def _fusion_markdown(model: dict[str, Any], device: dict[str, Any]) -> list[str]
              "Pairs where the first layer's result, its epilogue applied, is read by the second alone: Bolt's "
              "persistent fusion computes both in one kernel, the intermediate kept in shared memory "
              "(`gpu_cpu/b2b.py`). Fused where it beats the two layers (measured where a GPU is here, every point of "
-             "its template timed; else by its estimate, by the margin an H200's measurements of it ask) and it "
-             "matches the unfused pair on TVM's CPU path; the total above counts it.", "",
+             "its template timed; else its estimate scaled by how much slower an H200 ran such kernels) and it "
+             "matches the unfused pair on TVM's CPU path; the total above counts the figure shown.", "",
              "| layers | count | M × K → N0 → N1 | two kernels | fused | speedup | fused in the plan |",
              "|---" * 7 + "|"]
     for f in pairs:

@@ -220,9 +220,12 @@ def test_a_networks_back_to_back_pointwise_convolutions_are_fused_where_faster(w
     assert fusion["shape"] == {"M": 56 * 56, "K": 32, "N0": 16, "N1": 32}
     rows = {row["shape"]: row["seconds"] for row in report["rows"]}
     assert fusion["unfused_s"] == pytest.approx([rows["net:L1"], rows["net:L2"]])
-    assert fusion["fuse"] and fusion["checked"] and fusion["speedup"] >= FUSE_MARGIN
+    # booked as an H200 measured such estimates to be, on the layers' estimates' scale
+    assert fusion["fused_s"] == pytest.approx(fusion["estimate_s"] * FUSE_MARGIN)
+    assert fusion["fuse"] and fusion["checked"] and fusion["speedup"] > 1
     record = json.loads((out / fusion["directory"] / "b2b.json").read_text())
     assert record["checked_on_cpu_path"] and not record["checked_on_gpu"] and record["pair"]["channels_first"]
+    assert record["booked_s"] == fusion["fused_s"] and record["estimate_s"] == fusion["estimate_s"]
     assert record["pair"]["first"] == ["bias"] and record["pair"]["second"] == ["bias", "relu6"]
     source = (out / fusion["directory"] / "kernel.cu").read_text()
     assert set(re.findall(r"__global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(", source)) == {"main_kernel"}
@@ -258,7 +261,7 @@ def test_the_fused_template_is_measured_best_estimate_first_and_each_point_check
     assert fastest_fused(trials).seconds == min(t.seconds for t in trials)
     other = GemmPair(96, 40, 24, 36, ("bias", "add"), ("bias", "leaky_relu(0.1)"), channels_first=True)
     wrong = measure_fused(NCHW, h100, 2, dev=tvm.cpu(0), build=emulated(other), target="llvm")
-    assert all(t.seconds is None and "differs from the pair's reference" in t.error for t in wrong)
+    assert all(t.seconds is None and "differs from the reference of the pair" in t.error for t in wrong)
     assert fastest_fused(wrong) is None
 
 
@@ -362,3 +365,32 @@ def test_the_fused_kernels_measured_over_estimated_seconds_are_what_the_model_gi
                        "MobileNet-V2 blocks 0-1 112x112 32-16-96": (True, 1.02),
                        "MobileNet-V2 blocks 2-3 56x56 144-24-144": (False, 0.70),
                        "MLP 4096 tokens 768-64-768": (False, 0.38)}
+
+
+def test_without_a_gpu_the_fused_kernel_is_booked_as_an_h200_measured_its_estimates(monkeypatch, tmp_path):
+    """The layers measured on a remote GPU and the fused kernel only estimated: its estimate is booked times
+    ``FUSED_MEASURED_OVER_ESTIMATE`` (against measured layers), not ``FUSE_MARGIN`` (against estimated ones); and a
+    fused kernel that cannot be measured where a GPU is leaves the pair as two kernels, saying why."""
+    from types import SimpleNamespace
+
+    from gpu_cpu.b2b import FUSED_MEASURED_OVER_ESTIMATE
+    from hetero_dse.targets import gpu_fusion
+
+    pair = GemmPair(96, 40, 24, 36, ("bias",), ("bias", "relu6"), channels_first=True)
+    first, second = pair.unfused()
+    graph = SimpleNamespace(pairs=[SimpleNamespace(first=0, second=1, count=1)], operators=lambda: [first, second])
+    layers = [SimpleNamespace(op=op, found=True, best_seconds=1.0) for op in (first, second)]
+    h100 = get_device("h100")
+    (remote,) = gpu_fusion.back_to_back(graph, layers, tmp_path / "a", h100, "h100", lambda op: op, on_gpu=False,
+                                        layers_measured=True)
+    assert remote["fused_s"] == pytest.approx(remote["estimate_s"] * FUSED_MEASURED_OVER_ESTIMATE[2])
+    (estimated,) = gpu_fusion.back_to_back(graph, layers, tmp_path / "b", h100, "h100", lambda op: op, on_gpu=False)
+    assert estimated["fused_s"] == pytest.approx(estimated["estimate_s"] * FUSE_MARGIN)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("CUDA: an illegal memory access was encountered")
+
+    monkeypatch.setattr(gpu_fusion, "measure_fused", broken)
+    (failed,) = gpu_fusion.back_to_back(graph, layers, tmp_path / "c", h100, "h100", lambda op: op, on_gpu=True)
+    assert not failed["fuse"] and failed["why"] == ("the fused kernel could not be measured on the GPU (RuntimeError: "
+                                                    "CUDA: an illegal memory access was encountered)")

@@ -71,12 +71,17 @@ def test_weight_ports_are_offered_only_where_their_parts_fit_their_banks():
 
 def test_compute_units_stop_where_their_copies_no_longer_fit_one_memory():
     """On a Zynq every unit keeps its own weights and arena in the one DDR: with room for one unit's buffers and
-    not two, the throughput design has one unit, though the device would take more."""
-    f = footprint(LAYERS, "int8")
-    roomy = explore_throughput(LAYERS, load_board("zcu102"), "int8")
+    not two, the throughput design has one unit, though the device would take more. (Channels of 64 and no image
+    layer: the kernel pads them little, so one unit's padded buffers are less than two units' tensors.)"""
+    layers = [(LayerShape("grid", 64, 64, 16, 16, 3, 3, 1, 1, name="a"), 1),
+              (LayerShape("grid", 64, 128, 16, 16, name="b"), 2), (LayerShape("grid", 128, 10, 1, 256, name="fc"), 1)]
+    roomy = explore_throughput(layers, load_board("zcu102"), "int8")
     assert roomy.compute_units > 1
-    tight = with_capacity("zcu102", 1.5 * (f.weights + f.arena + f.params) / 2**30)
-    assert explore_throughput(LAYERS, tight, "int8").compute_units == 1
+    one = explore_network(layers, load_board("zcu102"), "int8")
+    f, raw = footprint([(p.layer, p.count) for p in one.layers], "int8"), footprint(layers, "int8")
+    room = 1.01 * (f.weights + f.arena + f.params)
+    assert room < 2 * (raw.weights + raw.arena + raw.params)
+    assert explore_throughput(layers, with_capacity("zcu102", room / 2**30), "int8").compute_units == 1
 
 
 def test_every_board_file_gives_its_whole_memory():

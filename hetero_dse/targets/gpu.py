@@ -235,7 +235,7 @@ class GpuTarget:
     def back_to_back(self, graph: Any, outcomes: Sequence[Tuned], out: Path) -> list[dict[str, Any]]:
         """The network's back-to-back 1×1 convolutions fused where that wins (``gpu_fusion.back_to_back``)."""
         return back_to_back(graph, [o for o in outcomes if o.target is self], out, self.gpu, self.device, self.typed,
-                            on_gpu=self.present is not None)
+                            on_gpu=self.present is not None, layers_measured=self.measured)
 
     def row(self, t: Tuned, written: Written | None) -> Row:
         row = gpu_row(self, t, written)
