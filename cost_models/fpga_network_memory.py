@@ -20,11 +20,12 @@ from cost_models.fpga_network_placed import NetworkDesign
 from cost_models.fpga_network_ports import port_banks
 from cost_models.fpga_network_shapes import NetLayer
 from hetero_dse.errors import HeteroDSEError
-from hetero_dse.hardware.board import Board
+from hetero_dse.hardware.board import Board, Memory
 from hetero_dse.model.layer_shape import LayerShape
 from hetero_dse.units import fmt_bytes
 
-__all__ = ["Footprint", "bank_loads", "check_memory", "fitting_weight_ports", "footprint"]
+__all__ = ["Footprint", "bank_bytes", "bank_loads", "check_memory", "design_footprint", "design_span",
+           "fitting_weight_ports", "footprint", "weight_span"]
 
 
 @dataclass(frozen=True)
@@ -52,13 +53,30 @@ def footprint(layers: Sequence[tuple[LayerShape | NetLayer, int]], dtype: str) -
     return Footprint(weights, arena, params)
 
 
-def bank_loads(f: Footprint, channels: int, w_ports: int, units: int) -> dict[int, int]:
-    """Bytes on each memory bank: every unit's arena, weight parts and parameters where ``port_banks`` puts them."""
+def bank_bytes(memory: Memory) -> int:
+    """What one bank (a channel) of ``memory`` holds."""
+    return int(memory.capacity_gib * 2**30 / memory.channels)
+
+
+def weight_span(f: Footprint, memory: Memory, w_ports: int) -> int:
+    """Banks in a row each weight port's buffer spans: one, or where its part of the weights (and the parameters
+    beside the first) is more than a bank holds on a memory of several banks (an HBM's 256 MiB pseudo-channels),
+    as many as hold it: ``connectivity.cfg`` connects the port to that range (``HBM[1:2]``), and the port still
+    moves a channel's words a cycle."""
+    if memory.channels == 1 or not memory.capacity_gib:
+        return 1
+    return max(1, -(-(-(-f.weights // w_ports) + f.params) // bank_bytes(memory)))
+
+
+def bank_loads(f: Footprint, channels: int, w_ports: int, units: int, span: int = 1) -> dict[int, int]:
+    """Bytes on each memory bank: every unit's arena, weight parts (each over its ``span`` banks) and parameters
+    where ``port_banks`` puts them."""
     loads: dict[int, int] = {}
+    part = -(-f.weights // w_ports)
     for u in range(units):
-        banks = port_banks(u, channels, w_ports)
+        banks = port_banks(u, channels, w_ports, span)
         placed = [(banks["arena"], f.arena), (banks["params"], f.params),
-                  *((b, -(-f.weights // w_ports)) for b in banks["weights"])]
+                  *(((b + i) % channels, -(-part // span)) for b in banks["weights"] for i in range(span))]
         for bank, size in placed:
             loads[bank] = loads.get(bank, 0) + size
     return loads
@@ -71,15 +89,19 @@ def _overflow(layers: Sequence[tuple[LayerShape | NetLayer, int]], board: Board,
     memory = board.memory
     if not memory.capacity_gib:
         return None
-    capacity = int(memory.capacity_gib * 2**30 / memory.channels)
     f = footprint(layers, dtype)
-    bank, load = max(bank_loads(f, memory.channels, w_ports, units).items(), key=lambda bl: bl[1])
-    if load <= capacity:
+    of = f"{w_ports} weight port{'s' if w_ports > 1 else ''}" + (f", {units} compute units" if units > 1 else "")
+    span = weight_span(f, memory, w_ports)
+    if span > 1 and units * (1 + w_ports * span) > memory.channels:
+        return (f"the network's buffers do not fit {board.name}'s memory in {dtype} ({of}): each weight port's part "
+                f"({fmt_bytes(-(-f.weights // w_ports))}) spans {span} of its {memory.channels} banks, and the "
+                f"arenas and spans need {units * (1 + w_ports * span)}")
+    bank, load = max(bank_loads(f, memory.channels, w_ports, units, span).items(), key=lambda bl: bl[1])
+    if load <= bank_bytes(memory):
         return None
     where = f"{memory.connectivity}[{bank}]" if memory.connectivity else "its memory"
-    of = f"{w_ports} weight port{'s' if w_ports > 1 else ''}" + (f", {units} compute units" if units > 1 else "")
     return (f"the network's buffers do not fit {board.name}'s memory in {dtype} ({of}): {where} would hold "
-            f"{fmt_bytes(load)} of its {fmt_bytes(capacity)} (weights {fmt_bytes(f.weights)}, activations "
+            f"{fmt_bytes(load)} of its {fmt_bytes(bank_bytes(memory))} (weights {fmt_bytes(f.weights)}, activations "
             f"{fmt_bytes(f.arena)} a unit)")
 
 
@@ -96,10 +118,20 @@ def fitting_weight_ports(layers: Sequence[tuple[LayerShape, int]], board: Board,
     return fits
 
 
+def design_footprint(design: NetworkDesign) -> Footprint:
+    """A design's buffers as its kernel runs the layers: channels padded to its block, the image's layer as the
+    host's im2col."""
+    return footprint([(p.layer, p.count) for p in design.layers], design.dtype)
+
+
+def design_span(design: NetworkDesign) -> int:
+    """Banks in a row each of the design's weight ports spans (``weight_span``), as ``connectivity.cfg`` says."""
+    return weight_span(design_footprint(design), design.board.memory, design.w_ports)
+
+
 def check_memory(design: NetworkDesign) -> None:
     """One sentence where a bank would hold more than its share of the board's memory."""
-    # as the kernel runs them: channels padded to the design's block, the image's layer as the host's im2col
-    padded = [(p.layer, p.count) for p in design.layers]
+    padded = [(p.layer, p.count) for p in design.layers]  # as design_footprint counts them
     why = _overflow(padded, design.board, design.dtype, design.w_ports, design.compute_units)
     if why:
         raise HeteroDSEError(why)

@@ -9,7 +9,8 @@ from dataclasses import replace
 import pytest
 
 from cost_models.fpga_network_design import explore_network
-from cost_models.fpga_network_memory import bank_loads, fitting_weight_ports, footprint
+from cost_models.fpga_network_memory import (Footprint, bank_bytes, bank_loads, fitting_weight_ports, footprint,
+                                             weight_span)
 from cost_models.fpga_network_ports import port_banks
 from cost_models.fpga_network_units import explore_throughput
 from hetero_dse.errors import HeteroDSEError
@@ -53,20 +54,21 @@ def test_the_buffers_lie_on_the_banks_the_ports_are_connected_to():
     assert bank_loads(f, 1, 3, 2) == {0: 2 * (f.arena + f.params + 3 * -(-f.weights // 3))}
 
 
-def test_weight_ports_are_offered_only_where_their_parts_fit_their_banks():
-    """HBM's pseudo-channels are small: a network whose weights one bank cannot hold needs them split over more
-    ports; where no split fits, one sentence names the bank, its load and its capacity."""
+def test_where_no_bank_holds_a_units_arena_one_sentence_says_so():
+    """A weight port's part past a bank spans banks in a row (below); an arena past one cannot, and the explorer
+    says which bank would hold how much of what it holds, and that int8 would fit."""
     big = [*LAYERS, (LayerShape("grid", 512, 512, 1, 1, name="classifier"), 1)]  # weights far past the arena
     f = footprint(big, "float32")
     assert f.weights > 10 * f.arena
-    # each of u280's 32 banks holding a little more than the parameters and half the weights
+    # each of u280's 32 banks holding a little more than the parameters and half the weights: one port spans two
     u280 = with_capacity("u280", 32 * (f.params + f.weights // 2 + 64) / 2**30)
-    assert fitting_weight_ports(big, u280, "float32", (1, 2, 3, 4), 1) == (2, 3, 4)
-    assert explore_network(big, u280, "float32").w_ports >= 2
-    with pytest.raises(HeteroDSEError, match=r"do not fit u280's memory in float32 \(4 weight ports\): HBM\[1\] "
+    assert fitting_weight_ports(big, u280, "float32", (1, 2, 3, 4), 1) == (1, 2, 3, 4)
+    assert weight_span(f, u280.memory, 1) == 2 and weight_span(f, u280.memory, 2) == 1
+    explore_network(big, u280, "float32")
+    with pytest.raises(HeteroDSEError, match=r"do not fit u280's memory in float32 \(4 weight ports\): HBM\[0\] "
                                              r"would hold .* of its .* \(weights .*, activations .* a unit\); in "
                                              r"int8 they fit \(--dtype int8\)$"):
-        explore_network(big, with_capacity("u280", 32 * f.weights / 8 / 2**30), "float32")
+        explore_network(big, with_capacity("u280", 32 * 0.5 * f.arena / 2**30), "float32")
 
 
 def test_compute_units_stop_where_their_copies_no_longer_fit_one_memory():
@@ -89,3 +91,46 @@ def test_every_board_file_gives_its_whole_memory():
     64 GiB; a U280's 32 HBM pseudo-channels of 256 MiB: 8 GiB)."""
     assert load_board("vu9p").memory.capacity_gib == 64
     assert load_board("u280").memory.capacity_gib == 8 and load_board("u280").memory.channels == 32
+
+
+def test_a_weight_part_one_hbm_bank_cannot_hold_spans_banks_in_a_row():
+    """u280's pseudo-channels hold 256 MiB each: a weight port's part past that spans as many in a row as hold it,
+    the spans one after the other past the arena's bank, and each unit's set after the last one's; the load of each
+    bank of a span is its share of the part."""
+    u280 = load_board("u280").memory
+    bank = 2**28
+    assert bank_bytes(u280) == bank
+    f = Footprint(weights=int(1.5 * bank), arena=2**20, params=2**10)
+    assert [weight_span(f, u280, q) for q in (1, 2, 3)] == [2, 1, 1]
+    assert weight_span(Footprint(int(4.1 * bank), 2**20, 0), u280, 4) == 2  # YOLO-v1 in float32: 1.09 GB
+    assert port_banks(0, 32, 2, span=2) == {"arena": 0, "params": 1, "weights": [1, 3]}
+    assert port_banks(1, 32, 2, span=2) == {"arena": 5, "params": 6, "weights": [6, 8]}
+    half = -(-int(1.5 * bank) // 2)
+    assert bank_loads(f, 32, 1, 2, span=2) == {0: f.arena, 1: f.params + half, 2: half,
+                                                 3: f.arena, 4: f.params + half, 5: half}
+    # too many units for the spans: said, not wrapped onto one another
+    layers = [(LayerShape("grid", 8192, 8192, 1, 1, name="fc"), 1)]  # 256 MiB of float32 weights, and more
+    spanned = with_capacity("u280", 32 * 0.2)  # banks of 205 MiB
+    assert fitting_weight_ports(layers, spanned, "float32", (1,), 1) == (1,)
+    with pytest.raises(HeteroDSEError, match=r"each weight port's part \(268.44 MB\) spans 2 of its 32 banks, and the "
+                                             r"arenas and spans need 33"):
+        fitting_weight_ports(layers, spanned, "float32", (1,), 11)
+
+
+def test_a_spanning_weight_port_is_connected_to_its_range_and_the_host_runs_on_it(tmp_path, monkeypatch):
+    """The project connects a spanning weight port to its range of banks (``HBM[1:2]``) and the XRT test double
+    takes the range's first bank for it: the host program runs the small network on it, every output checked."""
+    from small_net import small_design
+    from test_network_kernel import _run_host
+
+    import cost_models.fpga_network_memory as memory
+    from hetero_dse.hls.network_project import write_network_project
+
+    _, design, run, _, _ = small_design("int8", board="u280", weight_ports=(1,))
+    monkeypatch.setattr(memory, "design_span", lambda d: 2)  # the small network's weights fit one bank
+    project = write_network_project(tmp_path / "spans", design, run)
+    cfg = (project / "connectivity.cfg").read_text()
+    assert "sp=network_kernel_1.wgt:HBM[1:2]" in cfg and "sp=network_kernel_1.act_in:HBM[0]" in cfg
+    assert "Each weight port's buffer spans 2 banks in a row" in cfg
+    ran = _run_host(tmp_path, project)
+    assert ran.returncode == 0 and "mismatches=0" in ran.stdout, ran.stdout + ran.stderr

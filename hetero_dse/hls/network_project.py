@@ -49,6 +49,7 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
     from cost_models.fpga_costs import ARITHMETIC
     from cost_models.fpga_network import network_trips
 
+    from cost_models.fpga_network_memory import design_span
     from cost_models.fpga_network_ports import port_banks
     from cost_models.fpga_network_resources import engine_storage
 
@@ -84,12 +85,16 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
     # each port's bank in a lone kernel: the table and the arena's on the first, the weights' as ``weight_banks``
     # puts them, the parameters on the next (the one there is on a board of one); each compute unit an instance of
     # the kernel, its ports on its own set of banks (``unit_bank``, as the model shares them: ``unit_share``)
-    units = []
+    # (each weight port's buffer over ``span`` banks in a row where one bank cannot hold its part: ``spans``, the
+    # last bank of each such port's range)
+    units, span = [], design_span(design)
     for u in range(design.compute_units):
-        banks = port_banks(u, board.memory.channels, len(wgts))
+        banks = port_banks(u, board.memory.channels, len(wgts), span)
         of_port = {"params": banks["params"], **dict(zip(wgts, banks["weights"], strict=True))}
         units.append({"name": f"{top}_{u + 1}", "banks": [(p["name"], of_port.get(p["name"], banks["arena"]))
-                                                          for p in ports]})
+                                                          for p in ports],
+                      "spans": {w: b + span - 1 for w, b in zip(wgts, banks["weights"], strict=True)} if span > 1
+                      else {}})
     atol, rtol = [], []
     for r in run.layers:  # int8: exact, the reference being the same integer arithmetic
         red = r.placed.layer.C * r.placed.layer.R * r.placed.layer.S
@@ -114,7 +119,7 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
             "engine_ids": list(ENGINE_IDS), "max_layers": len(run.layers), "engines": engines, "tch_max": tch,
             "writers": sorted({(write_process(*b), tuple(map(tuple, tile_banks(*b))))
                                for b in {(1, 1)} | {(e.out_banks, e.out_cols) for e in design.engines.values()}}),
-            "weight_ports": design.w_ports, "wgts": wgts, "units": units,
+            "weight_ports": design.w_ports, "wgts": wgts, "units": units, "weight_span": span,
             "axi_map": axi_map(board.memory.axi_ports, design.arena_ports, wgts,
                                [u["name"] for u in units] if len(units) > 1 else ()),
             "distance": next(iter(design.engines.values())).distance, "ports": ports, "runs_ahead": RUNS_AHEAD,
