@@ -33,7 +33,7 @@ from cost_models.fpga_costs import ARITHMETIC, FANOUT_FREE, FANOUT_NS_PER_DOUBLI
 from cost_models.fpga_network_algorithm import ALGORITHMS, LANES, winograd_layouts, winograd_tiles
 from cost_models.fpga_network_depths import accumulation_distance, compute_depth
 from cost_models.fpga_network import ENGINE_KINDS, EngineShape, NetLayer, Tiles, layer_cycles, network_trips
-from cost_models.fpga_network_memory import check_memory, fitting_weight_ports
+from cost_models.fpga_network_memory import fitting_weight_ports, memory_problem
 from cost_models.fpga_network_placed import NetworkDesign, PlacedLayer
 from cost_models.fpga_network_ports import (ARENA_PORTS, WEIGHT_PORTS, arena_ports, kernel_buffers, read_streams,
                                             unit_share, weight_bandwidth, weight_reads)
@@ -162,9 +162,12 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
         except HeteroDSEError:
             if not designs + idle:
                 raise
-    best = min(designs or idle, key=lambda d: d.latency_s)
-    check_memory(best)  # as its kernel pads them (weight ports were offered only where the tensors fit)
-    return best
+    # the fastest whose buffers fit as its layout deals them (weight ports were offered where the tensors fit)
+    candidates = sorted(designs or idle, key=lambda d: d.latency_s)
+    for design in candidates:
+        if memory_problem(design, units) is None:
+            return design
+    raise HeteroDSEError(memory_problem(candidates[0], units))
 
 
 #: an engine worth building: the cycles of its layers, the engine, each layer's index and placement, its resources

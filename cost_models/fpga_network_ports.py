@@ -96,17 +96,23 @@ def unit_bank(bank: int, unit: int, channels: int, w_ports: int) -> int:
     return (unit * k + (bank + unit * k // channels) % k) % channels
 
 
+def span_set(w_ports: int, span: int) -> int:
+    """Banks one compute unit's set takes where each weight port spans ``span`` banks: the arena's (and the
+    parameters') first, each port's span aligned to its length after it (``port_banks``)."""
+    return span * (w_ports + 1)
+
+
 def port_banks(unit: int, channels: int, w_ports: int, span: int = 1) -> dict[str, int | list[int]]:
     """The memory bank of each kind of port of compute unit ``unit`` (from 0): the descriptor table's and the
     arena's (all its streams'), each weight port's in turn (``weight_banks``), the parameters' (the next bank
-    after the arena's, the one there is on a board of one); each as ``unit_bank`` moves a lone kernel's. Where a
-    weight port's buffer spans ``span`` banks in a row (more than one bank holds: an HBM's pseudo-channels), each
-    weight port's is the first of its span, the spans one after the other past the arena's, and each unit's set of
-    ``1 + w_ports * span`` banks after the last unit's (the memory check keeps them within the channels)."""
+    after the arena's, the one there is on a board of one); each as ``unit_bank`` moves a lone kernel's. Where each
+    weight port spans ``span`` banks in a row (an HBM's pseudo-channels; ``fpga_network_memory.weight_span``), the
+    unit's set is ``span_set`` banks after the last unit's: its arena and parameters on the first, each weight
+    port's span at a multiple of its length after it (so that a span of 2 or 4 stays within one of the HBM
+    switch's groups of four); the memory check keeps the sets within the channels."""
     if span > 1:
-        base = unit * (1 + w_ports * span)
-        return {"arena": base % channels, "params": (base + 1) % channels,
-                "weights": [(base + 1 + q * span) % channels for q in range(w_ports)]}
+        base = unit * span_set(w_ports, span)
+        return {"arena": base, "params": base, "weights": [base + span * (q + 1) for q in range(w_ports)]}
     lone = {"arena": 0, "params": 1 % channels}
     banks: dict[str, int | list[int]] = {k: unit_bank(b, unit, channels, w_ports) for k, b in lone.items()}
     banks["weights"] = [unit_bank(b, unit, channels, w_ports) for b in weight_banks(w_ports, channels)]
