@@ -2,7 +2,7 @@
 ranked by their roofline estimates, the best ``trials`` of them (or all) built for a device, each run once against
 the pair's reference and then timed as every candidate of a search is (TVM's time evaluator: the median of
 ``repeat`` repeats of at least ``MIN_REPEAT_MS`` each, the first repeat dropped; under the machine's measurement
-lock, again while foreign work loads it).
+lock, again while foreign work loads it: ``measure.time_module``).
 
 The template is small (at most 32 points), so the estimate only orders the points; the measurement chooses.
 Every point runs in this process, as the written GPU kernels are checked (``gpu_write.check_on_gpu``): unlike a
@@ -10,7 +10,6 @@ search's candidates, not in a worker of its own, so a kernel that hangs the devi
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,8 +17,7 @@ from typing import Any
 import numpy as np
 
 from gpu_cpu.b2b import GemmPair, apply_b2b, estimate_b2b, fused_points
-from gpu_cpu.conditions import timing
-from gpu_cpu.measure import LOADED_BACKOFF_S, LOADED_RETRIES, MIN_REPEAT_MS, error_text
+from gpu_cpu.measure import MIN_REPEAT_MS, error_text, time_module
 from hetero_dse.hardware.gpus import GpuDevice
 from hetero_dse.ops.winograd import result_problem
 from hetero_dse.space.point import Point
@@ -57,27 +55,6 @@ def _build_cuda(pair: GemmPair, device: GpuDevice) -> Callable[[Point], Any]:
     return lambda point: build_cuda(apply_b2b(pair, point), device, compile_here=False)[0].mod
 
 
-def _timed(module: Any, dev: Any, args: list[Any], out: Any, number: int, repeat: int, target: str
-           ) -> tuple[float, tuple[float, ...], float | None]:
-    """Median seconds, the repeats and the foreign load, as ``measure.check_and_time`` times a candidate: one more
-    repeat than asked, dropped; under the measurement lock, again (after a pause) while foreign work loaded the
-    machine, the least loaded kept."""
-    timer = module.time_evaluator(module.entry_name, dev, number=number, repeat=repeat + 1,
-                                  min_repeat_ms=MIN_REPEAT_MS[target])
-    best: tuple[float, tuple[float, ...], float | None] | None = None
-    for attempt in range(LOADED_RETRIES + 1):
-        if attempt:
-            time.sleep(LOADED_BACKOFF_S * attempt)
-        with timing() as conditions:
-            repeats = tuple(float(x) for x in timer(*args, out).results)[1:]
-        timed = (float(np.median(repeats)), repeats, conditions.foreign_load)
-        if best is None or (timed[2] or 0.0) < (best[2] or 0.0):
-            best = timed
-        if not conditions.loaded:
-            break
-    return best
-
-
 def measure_fused(pair: GemmPair, device: GpuDevice, trials: int | None = None, *, dev: Any = None,
                   build: Callable[[Point], Any] | None = None, target: str = "cuda", number: int = 3,
                   repeat: int = 3, progress: Callable[[FusedTrial], None] | None = None) -> list[FusedTrial]:
@@ -110,8 +87,9 @@ def measure_fused(pair: GemmPair, device: GpuDevice, trials: int | None = None, 
             if problem := result_problem(got, want, "float32"):
                 raise ValueError(f"its result {problem} of the pair"
                                  + (" (some outputs unwritten)" if np.isnan(got).any() else ""))
-            seconds, repeats, load = _timed(module, dev, args, out, number, repeat, target)
-            trial = FusedTrial(point, estimate_s, seconds, repeats=repeats, foreign_load=load)
+            timed = time_module(module, dev, [*args, out], number, repeat, MIN_REPEAT_MS[target])
+            trial = FusedTrial(point, estimate_s, timed["seconds"], repeats=tuple(timed["repeats"]),
+                               foreign_load=timed["foreign_load"])
         except Exception as exc:  # noqa: BLE001 - a point TVM or the device rejects is a failed trial
             trial = FusedTrial(point, estimate_s, None, error_text(exc))
         trials_run.append(trial)

@@ -261,18 +261,27 @@ def check_and_time(module: Any, op: Any, dev: Any, job: MeasureJob) -> float | d
             first = float(module.time_evaluator(module.entry_name, dev, number=1, repeat=1)(*args, out).mean)
         if first > job.cutoff_s:
             return first
+    return time_module(module, dev, [*args, out], job.number, job.repeat,
+                       MIN_REPEAT_MS.get(job.target, 0) if job.min_repeat_ms is None else job.min_repeat_ms)
+
+
+def time_module(module: Any, dev: Any, args: list[Any], number: int, repeat: int, min_repeat_ms: int
+                ) -> dict[str, Any]:
+    """The built ``module``'s entry run on ``args`` (its output last) on ``dev``, timed as every candidate is: the
+    median seconds a run of ``repeat`` repeats of ``number`` runs (at least ``min_repeat_ms`` each), each repeat,
+    and the foreign load meanwhile; under the machine's measurement lock, again after a pause while foreign work
+    loaded the machine, the least loaded kept."""
     # one more repeat than asked, dropped: the first repeat of a fresh timer ran up to 20x slower than the
     # others (gemm 256^3: 3.0 ms against 0.15 ms in 11 of 20 timings, bench/reliability.py), enough to move
     # the median of three
-    timer = module.time_evaluator(module.entry_name, dev, number=job.number, repeat=job.repeat + 1,
-                                  min_repeat_ms=MIN_REPEAT_MS.get(job.target, 0) if job.min_repeat_ms is None
-                                  else job.min_repeat_ms)
+    timer = module.time_evaluator(module.entry_name, dev, number=number, repeat=repeat + 1,
+                                  min_repeat_ms=min_repeat_ms)
     best: dict[str, Any] | None = None
     for attempt in range(LOADED_RETRIES + 1):
         if attempt:
             time.sleep(LOADED_BACKOFF_S * attempt)  # out of the lock: another search's timing goes first
         with timing() as conditions:
-            results = [float(x) for x in timer(*args, out).results][1:]
+            results = [float(x) for x in timer(*args).results][1:]
         timed = {"seconds": float(np.median(results)), "repeats": results, "foreign_load": conditions.foreign_load}
         if best is None or (timed["foreign_load"] or 0.0) < (best["foreign_load"] or 0.0):
             best = timed
