@@ -333,17 +333,24 @@ FUSE_MARGIN = FUSED_MEASURED_OVER_ESTIMATE[2] / LAYERS_MEASURED_OVER_ESTIMATE[2]
 
 @dataclass(frozen=True)
 class FusedChoice:
-    """The fused kernel's best point and estimate against the unfused pair's two estimates: fused where the
-    estimated speedup reaches ``FUSE_MARGIN``, the fused roofline's optimism over the layers' on an H200."""
+    """The fused kernel's best point and estimate against the unfused pair's two figures: its estimate booked times
+    ``scale`` (how much slower than its estimate an H200 ran it, over how much slower the layers ran than theirs:
+    ``FUSE_MARGIN`` against the layers' estimates, ``FUSED_MEASURED_OVER_ESTIMATE``'s mean against their measured
+    times), fused where that is no slower than the two layers."""
 
     pair: GemmPair
     point: Point | None         # None: no point of the template fits the device
     fused: GpuEstimate | None
     unfused_s: tuple[float, float]
+    scale: float = FUSE_MARGIN
+
+    @property
+    def booked_s(self) -> float | None:
+        return self.fused.seconds * self.scale if self.fused else None
 
     @property
     def fuse(self) -> bool:
-        return self.fused is not None and self.speedup >= FUSE_MARGIN
+        return self.fused is not None and self.booked_s <= sum(self.unfused_s)
 
     @property
     def speedup(self) -> float | None:
@@ -369,8 +376,9 @@ def best_fused(pair: GemmPair, device: GpuDevice) -> tuple[Point | None, GpuEsti
     return None, None
 
 
-def choose(pair: GemmPair, unfused_s: tuple[float, float], device: GpuDevice) -> FusedChoice:
-    """Fuse when the fused kernel's best estimate beats the two GEMMs' (their best schedules' estimates) by the
-    margin the roofline's optimism for it asks (``FUSE_MARGIN``)."""
+def choose(pair: GemmPair, unfused_s: tuple[float, float], device: GpuDevice, scale: float = FUSE_MARGIN
+           ) -> FusedChoice:
+    """Fuse when the fused kernel's best estimate, booked times ``scale``, beats the two GEMMs' figures (their best
+    schedules' estimates with ``FUSE_MARGIN``, the margin the roofline's optimism for it asks)."""
     point, est = best_fused(pair, device)
-    return FusedChoice(pair, point, est, unfused_s)
+    return FusedChoice(pair, point, est, unfused_s, scale)

@@ -56,7 +56,7 @@ def back_to_back(graph: Any, outcomes: Sequence[Tuned], out: Path, gpu: GpuDevic
             continue
         unfused_s = (found[0].best_seconds, found[1].best_seconds)
         entry.update(shape={"M": pair.m, "K": pair.k, "N0": pair.n0, "N1": pair.n1}, unfused_s=list(unfused_s))
-        timed, scale = None, 1.0
+        timed = None
         if on_gpu:
             # every point: the roofline's order of them was no better than chance on an H200 (BENCHMARKS.md), and
             # the template is small (at most 32 points, each a build and about a second of timing)
@@ -70,21 +70,22 @@ def back_to_back(graph: Any, outcomes: Sequence[Tuned], out: Path, gpu: GpuDevic
             estimate_s = timed.estimate_s if timed else None
             no_point = (f"no point of the fused template ran on the GPU ({trials[0].error})" if trials else
                         "a block's rows of A and of the intermediate exceed the shared memory")
+            faster = fused_s is not None and fused_s < sum(unfused_s)
         else:
-            choice = choose(pair, unfused_s, gpu)
-            scale = FUSED_MEASURED_OVER_ESTIMATE[2] if layers_measured else FUSE_MARGIN
+            choice = choose(pair, unfused_s, gpu, FUSED_MEASURED_OVER_ESTIMATE[2] if layers_measured else FUSE_MARGIN)
             point, estimate_s = choice.point, choice.fused.seconds if choice.fused else None
-            fused_s = estimate_s * scale if estimate_s else None
+            fused_s, faster = choice.booked_s, choice.fuse
             no_point = "a block's rows of A and of the intermediate exceed the shared memory"
         entry.update(fused_s=fused_s, estimate_s=estimate_s, speedup=sum(unfused_s) / fused_s if fused_s else None,
                      point=dict(point) if point else None)
         if point is None:
             entry["why"] = no_point
-        elif fused_s >= sum(unfused_s):
+        elif not faster:
             against = "measured times" if layers_measured else "estimates"
             entry["why"] = ("the two layers' kernels are faster (measured)" if on_gpu else
-                            f"the fused kernel's estimate times {scale:.2f} (how much slower than their estimates an "
-                            f"H200 ran such kernels, against the layers' {against}) is not below the two layers'")
+                            f"the fused kernel's estimate times {choice.scale:.2f} (how much slower than their "
+                            f"estimates an H200 ran such kernels, against the layers' {against}) is not below the "
+                            f"two layers'")
         else:
             entry.update(write_fused(gpu, pair, point, fused_s, estimate_s, unfused_s, first, second, out, timed))
             entry["fuse"] = entry["checked"]
