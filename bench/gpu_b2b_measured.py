@@ -20,7 +20,6 @@ import argparse
 import json
 import sys
 import time
-import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -34,7 +33,7 @@ from hetero_dse.targets.base import Search  # noqa: E402
 from hetero_dse.targets.flow import explore  # noqa: E402
 from hetero_dse.targets.gpu import GpuTarget  # noqa: E402
 
-from yolo_common import geomean  # noqa: E402
+from yolo_common import ResumableRun, geomean, us  # noqa: E402
 
 #: the pairs measured unless named: every pair the fused template has a point for but the transformer MLP with
 #: a 3072-wide hidden layer, whose rows of T take 12 KB each (the roofline: 24x slower fused)
@@ -81,10 +80,6 @@ def pair_row(name: str, trials: int, fused: int, seed: int, gpu) -> dict:
     return row
 
 
-def us(seconds: float | None) -> str:
-    return "failed" if not seconds else f"{seconds * 1e6:.1f} us"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", default=",".join(DEFAULT), help="names of bench/gpu_b2b.py's pairs, by commas")
@@ -100,32 +95,14 @@ def main() -> None:
     gpu = present_gpu()
     if gpu is None:
         sys.exit("no CUDA device is present: this bench measures; bench/gpu_b2b.py gives the roofline's figures")
-    rows: list[dict] = []
-    if args.resume and args.json and args.json.exists():
-        kept = json.loads(args.json.read_text())
-        if (kept["device"], kept["trials"], kept["fused"]) != (gpu.name, args.trials, args.fused):
-            sys.exit(f"{args.json} holds another device or trial count: --resume continues the same run")
-        rows = [r for r in kept["rows"] if "error" not in r]
-    done = {r["pair"] for r in rows}
-    summary: dict = {}
-
-    def save() -> None:
-        if args.json:
-            args.json.write_text(json.dumps({"command": " ".join(sys.argv), "device": gpu.name, "trials": args.trials,
-                                             "fused": args.fused, "rows": rows, **summary}, indent=1) + "\n")
-
+    run = ResumableRun(args.json, args.resume, {"device": gpu.name, "trials": args.trials, "fused": args.fused},
+                       "device or trial count", "pair")
     for name in names:
-        if name in done:
+        if name in run.done:
             continue
-        try:
-            row = pair_row(name, args.trials, args.fused, args.seed, gpu)
-        except Exception as e:  # noqa: BLE001 - one pair's failure is recorded, the run goes on
-            traceback.print_exc()
-            rows.append({"pair": name, "error": f"{type(e).__name__}: {e}"})
-            save()
+        row = run.measure(name, lambda: pair_row(name, args.trials, args.fused, args.seed, gpu))  # noqa: B023
+        if row is None:
             continue
-        rows.append(row)
-        save()
         first = row.get("estimate_first") or {}
         failed = sum(t["seconds"] is None for t in row["fused_trials"])
         print(f"{name}: layers {' + '.join(us(x['seconds']) for x in row['layers'])} = {us(row['unfused_s'])}; "
@@ -134,9 +111,8 @@ def main() -> None:
               f"{failed} of {len(row['fused_trials'])} points failed); torch fp32 {us(row['torch_fp32_s'])}, tf32 "
               f"{us(row['torch_tf32_s'])} [{sum(x['wall_s'] for x in row['layers']) + row['fused_wall_s']:.0f} s]",
               flush=True)
-    ok = [r for r in rows if "error" not in r]
-    summary.update({"geomean_fused_speedup": geomean(r.get("fused_speedup") for r in ok), "complete": True})
-    save()
+    run.finish(geomean_fused_speedup=geomean(r.get("fused_speedup") for r in run.rows if "error" not in r))
+    summary = run.summary
     print(json.dumps({k: v for k, v in summary.items() if k != "complete"}))
 
 

@@ -22,7 +22,6 @@ import argparse
 import json
 import sys
 import time
-import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -36,7 +35,7 @@ from hetero_dse.targets.flow import explore  # noqa: E402
 from hetero_dse.targets.gpu import GpuTarget  # noqa: E402
 
 from cpu_winograd import convolution, layers  # noqa: E402
-from yolo_common import geomean  # noqa: E402
+from yolo_common import ResumableRun, geomean, us  # noqa: E402
 
 
 def layer_row(name: str, shape: tuple[int, ...], trials: int, seed: int) -> dict:
@@ -75,10 +74,6 @@ def layer_row(name: str, shape: tuple[int, ...], trials: int, seed: int) -> dict
     return row
 
 
-def us(seconds: float | None) -> str:
-    return "failed" if not seconds else f"{seconds * 1e6:.1f} us"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", default="R-L15,R-L11,R-L7,R-L2,Y-C13,Y-C15,Y-C8,Y-C4")
@@ -90,45 +85,26 @@ def main() -> None:
     gpu = present_gpu()
     if gpu is None:
         sys.exit("no CUDA device is present: this bench measures; bench/gpu_winograd.py gives the roofline's figures")
-    rows: list[dict] = []
-    if args.resume and args.json and args.json.exists():
-        kept = json.loads(args.json.read_text())
-        if (kept["device"], kept["trials"]) != (gpu.name, args.trials):
-            sys.exit(f"{args.json} holds another device or trial count: --resume continues the same run")
-        rows = [r for r in kept["rows"] if "error" not in r]
-    done = {r["layer"] for r in rows}
-    summary: dict = {}
-
-    def save() -> None:
-        if args.json:
-            args.json.write_text(json.dumps({"command": " ".join(sys.argv), "device": gpu.name,
-                                             "trials": args.trials, "rows": rows, **summary}, indent=1) + "\n")
-
+    run = ResumableRun(args.json, args.resume, {"device": gpu.name, "trials": args.trials}, "device or trial count",
+                       "layer")
     for name, shape in layers(args.layers).items():
-        if name in done:
+        if name in run.done:
             continue
         if len(shape) > 3 and shape[3] > 1:  # as bench/gpu_winograd.py: the GPU's Winograd takes one group
             print(f"{name}: a convolution of {shape[3]} groups, which Winograd on the GPU does not take", flush=True)
             continue
-        try:
-            row = layer_row(name, shape, args.trials, args.seed)
-        except Exception as e:  # noqa: BLE001 - one layer's failure is recorded, the run goes on
-            traceback.print_exc()
-            rows.append({"layer": name, "error": f"{type(e).__name__}: {e}"})
-            save()
+        row = run.measure(name, lambda: layer_row(name, shape, args.trials, args.seed))  # noqa: B023 - called now
+        if row is None:
             continue
-        rows.append(row)
-        save()
         print(f"{name:6} {row['C']:5}->{row['K']:<5} {row['HW']:4} "
               + "  ".join(f"{a} {us(row[a]['seconds'])}" for a in ("direct", *map(algorithm_name, (2, 4))) if a in row)
               + f"  cuDNN fp32 {us(row['cudnn_fp32_s'])}, tf32 {us(row['cudnn_tf32_s'])}; chosen {row['chosen']}, "
               + f"{row.get('best_over_direct', 0):.2f}x direct, {row.get('best_over_cudnn_fp32', 0):.2f}x cuDNN fp32"
               + f"; failed trials {row['failed']} [{row['wall_s']:.0f} s]", flush=True)
-    ok = [r for r in rows if "error" not in r]
-    summary.update({"geomean_best_over_direct": geomean(r.get("best_over_direct") for r in ok),
-                    "geomean_best_over_cudnn_fp32": geomean(r.get("best_over_cudnn_fp32") for r in ok),
-                    "complete": True})
-    save()
+    ok = [r for r in run.rows if "error" not in r]
+    run.finish(geomean_best_over_direct=geomean(r.get("best_over_direct") for r in ok),
+               geomean_best_over_cudnn_fp32=geomean(r.get("best_over_cudnn_fp32") for r in ok))
+    summary = run.summary
     print(json.dumps({k: v for k, v in summary.items() if k != "complete"}))
 
 

@@ -1,13 +1,18 @@
 """What the YOLO-v1 benches on the CPU and the GPU share: the best-so-far curve of a search, the trial at
-which a curve reaches a figure, a layer's row of figures, the geometric mean of the ratios, MetaSchedule."""
+which a curve reaches a figure, a layer's row of figures, the geometric mean of the ratios, MetaSchedule; and what
+the benches measuring on a lent GPU share: a run of rows that survives a call cut short, microseconds printed."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import sys
 import time
+import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 
 def parse_args(doc: str, explorers: str, resumable: bool = False) -> argparse.Namespace:
@@ -117,3 +122,47 @@ def metaschedule(op, trials: int, target: dict) -> tuple[float, float]:
     if not result.ok:
         raise RuntimeError(f"MetaSchedule's best module of {op.name} failed: {result.error}")
     return result.seconds, wall
+
+
+def us(seconds: float | None) -> str:
+    return "failed" if not seconds else f"{seconds * 1e6:.1f} us"
+
+
+class ResumableRun:
+    """A measuring bench's rows, the JSON at ``path`` rewritten after every item, so that a run cut short (a lent
+    GPU's call ends) keeps what it finished. With ``resume`` the rows a run of the same ``identity`` (``what`` names
+    its fields in the refusal) left there without an error are kept, their ``key`` in ``done``."""
+
+    def __init__(self, path: Path | None, resume: bool, identity: dict[str, Any], what: str, key: str) -> None:
+        self.path, self.key = path, key
+        self.header = {"command": " ".join(sys.argv), **identity}
+        self.rows: list[dict] = []
+        self.summary: dict[str, Any] = {}
+        if resume and path and path.exists():
+            kept = json.loads(path.read_text())
+            if any(kept[k] != v for k, v in identity.items()):
+                sys.exit(f"{path} holds another {what}: --resume continues the same run")
+            self.rows = [r for r in kept["rows"] if "error" not in r]
+        self.done = {r[key] for r in self.rows}
+
+    def save(self) -> None:
+        if self.path:
+            self.path.write_text(json.dumps({**self.header, "rows": self.rows, **self.summary}, indent=1) + "\n")
+
+    def measure(self, name: str, compute: Callable[[], dict]) -> dict | None:
+        """``compute``'s row for ``name``, kept and saved; a failure is recorded with its error and the run goes
+        on (None)."""
+        try:
+            row = compute()
+        except Exception as e:  # noqa: BLE001 - one item's failure is recorded, the run goes on
+            traceback.print_exc()
+            self.rows.append({self.key: name, "error": f"{type(e).__name__}: {e}"})
+            self.save()
+            return None
+        self.rows.append(row)
+        self.save()
+        return row
+
+    def finish(self, **summary: Any) -> None:
+        self.summary.update(summary, complete=True)
+        self.save()
