@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cost_models.fpga_network_design import explore_network  # noqa: E402
-from cost_models.fpga_network_memory import _overflow, design_footprint, design_span, footprint, weight_span  # noqa: E402
+from cost_models.fpga_network_memory import overflow, design_footprint, design_span, footprint, weight_span  # noqa: E402
 from cost_models.fpga_network_ports import WEIGHT_PORTS  # noqa: E402
 from hetero_dse.hardware.board import load_board  # noqa: E402
 from hetero_dse.model.capture import capture  # noqa: E402
@@ -49,7 +49,7 @@ def main() -> None:
             notes = []
             for name in BOARDS:
                 board = load_board(name)
-                fits = [q for q in WEIGHT_PORTS if _overflow(f, board, dtype, q, 1) is None]
+                fits = [q for q in WEIGHT_PORTS if overflow(f, board, dtype, q, 1) is None]
                 spans = {q: weight_span(f, board.memory, q) for q in fits}
                 if not fits:
                     notes.append(f"{name}: does not fit")

@@ -27,8 +27,8 @@ from hetero_dse.hardware.board import Board, Memory
 from hetero_dse.model.layer_shape import LayerShape
 from hetero_dse.units import fmt_bytes
 
-__all__ = ["Footprint", "bank_bytes", "bank_loads", "check_memory", "design_footprint", "design_span",
-           "fitting_weight_ports", "footprint", "weight_span"]
+__all__ = ["Footprint", "bank_bytes", "bank_loads", "design_footprint", "design_span",
+           "fitting_weight_ports", "footprint", "memory_problem", "overflow", "weight_span"]
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ def bank_loads(f: Footprint, channels: int, w_ports: int, units: int, span: int 
     return loads
 
 
-def _overflow(f: Footprint, board: Board, dtype: str, w_ports: int, units: int) -> str | None:
+def overflow(f: Footprint, board: Board, dtype: str, w_ports: int, units: int) -> str | None:
     """Why the buffers ``f`` of a design with ``w_ports`` weight ports and ``units`` compute units do not fit
     ``board``'s memory (None: they fit, or the board file gives no capacity)."""
     memory = board.memory
@@ -146,10 +146,10 @@ def fitting_weight_ports(layers: Sequence[tuple[LayerShape, int]], board: Board,
     """The weight ports of ``weight_ports`` whose parts of the weights, with the arena and the parameters, fit
     the banks they are on (more ports, smaller parts); one sentence where none does."""
     f = footprint(layers, dtype)
-    fits = tuple(q for q in weight_ports if _overflow(f, board, dtype, q, units) is None)
+    fits = tuple(q for q in weight_ports if overflow(f, board, dtype, q, units) is None)
     if not fits:
-        why = _overflow(f, board, dtype, max(weight_ports), units)
-        if dtype != "int8" and _overflow(footprint(layers, "int8"), board, "int8", max(weight_ports), units) is None:
+        why = overflow(f, board, dtype, max(weight_ports), units)
+        if dtype != "int8" and overflow(footprint(layers, "int8"), board, "int8", max(weight_ports), units) is None:
             why += "; in int8 they fit (--dtype int8)"
         raise HeteroDSEError(why)
     return fits
@@ -163,11 +163,5 @@ def design_span(design: NetworkDesign) -> int:
 def memory_problem(design: NetworkDesign, units: int | None = None) -> str | None:
     """Why ``design``'s buffers, as its layout deals them, do not fit its board's memory with ``units`` compute
     units (None: its own ``compute_units``); None where they fit."""
-    return _overflow(design_footprint(design), design.board, design.dtype, design.w_ports,
+    return overflow(design_footprint(design), design.board, design.dtype, design.w_ports,
                      design.compute_units if units is None else units)
-
-
-def check_memory(design: NetworkDesign, units: int | None = None) -> None:
-    """One sentence where a bank would hold more than its share of the board's memory (``memory_problem``)."""
-    if why := memory_problem(design, units):
-        raise HeteroDSEError(why)
