@@ -331,7 +331,9 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
         sides, forced = [v for k in kinds for v in lanes[k]], (f" and a word of {word} activations" if word else "")
         if min(weight_ports) > 1:  # no engine's row register takes so many words a cycle (or none fits)
             forced += f" reading {' or '.join(map(str, weight_ports))} weight ports at once"
-        forced += f" (its read streams on {board.memory.axi_ports} AXI ports at most)" if over_ports else ""
+        streams = "its read streams" if units == 1 else (
+            f"the read streams of {units} compute units, {read_streams(1, 1)} or more each,")
+        forced += f" ({streams} on {board.memory.axi_ports} AXI ports at most)" if over_ports else ""
         raise HeteroDSEError(f"no network kernel of {min(sides)}–{max(sides)} lanes a side{forced} fits {board.name} "
                              "with every layer on it")
     best.candidates = tried

@@ -48,6 +48,8 @@ class NetworkDesign:
     timing: dict[str, Any] = field(default_factory=dict)
     #: kernels of this design side by side on the device (seed 000's pipelines), each on its own image
     compute_units: int = 1
+    #: why the throughput search (``fpga_network_units``) took no more compute units ("": it was not searched)
+    units_stop: str = ""
 
     @property
     def latency_s(self) -> float:
@@ -114,7 +116,8 @@ class NetworkDesign:
                 "arena_ports": self.arena_ports, "wword": self.wword, "pword": self.pword, "weight_ports": self.w_ports,
                 "engines": engines, "clock_mhz": self.clock_mhz, "achieved_mhz": self.achieved_mhz,
                 "latency_s": self.latency_s, "fps": self.compute_units / self.latency_s,
-                "compute_units": self.compute_units, "gops": 2 * self.macs * self.compute_units / self.latency_s / 1e9,
+                "compute_units": self.compute_units, **({"units_stop": self.units_stop} if self.units_stop else {}),
+                "gops": 2 * self.macs * self.compute_units / self.latency_s / 1e9,
                 "peak_gops": 2 * macs_peak * hz / 1e9, "resources": self.resources, "utilisation": self.utilisation,
                 "candidates": self.candidates, "layers": [self._layer_json(p, hz) for p in self.layers],
                 "basis": "the model of the generated network kernel (cost_models/fpga_network.py): the trip counts of "

@@ -33,22 +33,30 @@ def explore_throughput(layers: Sequence[tuple[LayerShape, int]], board: Board, d
     until the throughput has not risen for ``UNITS_PATIENCE`` steps (a unit count whose share of the device halves
     the lanes dips, and the next may rise past it) or the units no longer fit."""
     best: NetworkDesign | None = None
-    since_best = 0
+    slower: list[tuple[int, float]] = []  # (units, images a second) tried past the best
+    stop = ""
     for n in range(1, MAX_COMPUTE_UNITS + 1):
         share = {k: v / n for k, v in board.usable.items()}
         try:
             design = explore_network(layers, replace(board, usable=share), dtype, clock_mhz, lanes,
                                      algorithm=algorithm, weight_ports=weight_ports, units=n)
-        except HeteroDSEError:
+        except HeteroDSEError as exc:
+            stop = f"{n} compute units do not fit: {exc}"
             break
         design.board, design.compute_units = board, n
         design.resources = {k: v * n for k, v in design.resources.items()}
         if best is not None and n / design.latency_s <= best.compute_units / best.latency_s:
-            since_best += 1
-            if since_best == UNITS_PATIENCE:
+            slower.append((n, n / design.latency_s))
+            if len(slower) == UNITS_PATIENCE:
                 break
             continue
-        best, since_best = design, 0
+        best, slower = design, []
+    else:
+        stop = f"at most {MAX_COMPUTE_UNITS} compute units are tried"
     if best is None:
         raise HeteroDSEError(f"no network kernel fits {board.name}")
+    counts = [u for u, _ in slower]
+    no_more = (f"{counts[0]}{f' to {counts[-1]}' if len(counts) > 1 else ''} compute units run no more images a "
+               f"second ({', '.join(f'{fps:,.0f}' for _, fps in slower)} fps)" if slower else "")
+    best.units_stop = "; ".join(w for w in (no_more, stop) if w)
     return best

@@ -334,12 +334,11 @@ def _throughput_note(n: dict[str, Any]) -> str:
     t = n.get("throughput")
     if not t:
         return ""
-    if t["compute_units"] == 1:
-        note = " At batch > 1 a second compute unit raises no throughput (the device or its memory is full)."
-    else:
-        arrays = " and ".join(f"{e['kind']} {_lanes_words(e)}" for e in t["engines"])
-        note = (f" At batch > 1, **{t['compute_units']} compute units** (each {arrays}, each image on one, "
-                f"{fmt_seconds(t['latency_s'])} each) run {t['fps']:.0f} images a second: {_project(t)}.")
+    stop, arrays = t.get("units_stop") or "the device or its memory is full", " and ".join(
+        f"{e['kind']} {_lanes_words(e)}" for e in t["engines"])  # (a record written before the stop was said)
+    note = (f" At batch > 1 a second compute unit raises no throughput ({stop})." if t["compute_units"] == 1 else
+            f" At batch > 1, **{t['compute_units']} compute units** (each {arrays}, each image on one, "
+            f"{fmt_seconds(t['latency_s'])} each) run {t['fps']:.0f} images a second: {_project(t)}. No more: {stop}.")
     return note + _pipeline_note(n.get("pipeline"), t["fps"])
 
 

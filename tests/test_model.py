@@ -177,6 +177,7 @@ def test_explore_a_whole_model_runs_it_on_one_fpga_accelerator_beside_its_layers
     assert cli("lint", out / units["directory"]).code == 0
     assert f"nk=network_kernel:{units['compute_units']}:" in (out / units["directory"] / "connectivity.cfg").read_text()
     assert f"images a second: its project `{units['directory']}`, C-simulated" in (out / "report.md").read_text()
+    assert units["units_stop"] and f"No more: {units['units_stop']}." in (out / "report.md").read_text()
     # and the command says it on its last lines, beside the report's path
     assert "vu9p: one accelerator for the network (float32): " in r.out and shared["directory"] in r.out
     assert report["model"]["torch_eager_s"] > 0

@@ -769,11 +769,22 @@ def test_the_throughput_design_looks_past_a_dip_in_the_units(monkeypatch):
     def fake(layers, board, dtype, clock_mhz, lanes, **options):
         n = round(load_board("u280").usable["dsp"] / board.usable["dsp"])
         tried.append(n)
+        if fps[n] is None:
+            raise HeteroDSEError("no network kernel fits")
         return SimpleNamespace(latency_s=n / fps[n], resources={"dsp": 1.0}, board=board, compute_units=1)
 
     monkeypatch.setattr(nd, "explore_network", fake)
     best = nd.explore_throughput([], load_board("u280"), "int8")
     assert best.compute_units == 5 and tried == [1, 2, 3, 4, 5, 6, 7, 8]  # 6 to 8 below 5's: no ninth
+    # the report says why it took no more: the three counts past the best, each its images a second
+    assert best.units_stop == "6 to 8 compute units run no more images a second (250, 240, 230 fps)"
+    # where the counts end at the most tried, or at one that does not fit, it says so too
+    fps.update({6: 270.0, 7: 280.0, 8: 270.0})
+    assert nd.explore_throughput([], load_board("u280"), "int8").units_stop == (
+        "8 compute units run no more images a second (270 fps); at most 8 compute units are tried")
+    fps[7] = None  # a count the device cannot take
+    assert nd.explore_throughput([], load_board("u280"), "int8").units_stop == (
+        "7 compute units do not fit: no network kernel fits")
 
 
 def test_compute_units_share_the_boards_memory_channels_as_their_ports_take_them():
@@ -906,7 +917,8 @@ def test_compute_units_on_a_zynq_each_take_hp_ports_of_their_own(tmp_path):
     layers = [(LayerShape("grid", 64, 64, 14, 14, 3, 3, 1, 1, name="c"), 1)]
     pair = explore_network(layers, board, "int8", lanes=(16,), units=2)
     assert 2 * read_streams(pair.arena_ports, pair.w_ports) <= 6 and (pair.arena_ports, pair.w_ports) == (1, 1)
-    with pytest.raises(HeteroDSEError, match=r"\(its read streams on 6 AXI ports at most\) fits zcu102"):
+    with pytest.raises(HeteroDSEError, match=r"\(the read streams of 3 compute units, 3 or more each, on 6 AXI ports "
+                                             r"at most\) fits zcu102"):
         explore_network(layers, board, "int8", lanes=(16,), units=3)
     _, design, run, _, _ = small_design("int8", board="zcu102", weight_ports=(1,), word=8)
     design.compute_units = 2

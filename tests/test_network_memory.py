@@ -82,7 +82,12 @@ def test_compute_units_stop_where_their_copies_no_longer_fit_one_memory():
     one = explore_network(layers, load_board("zcu102"), "int8")
     f = design_footprint(one)  # as its layout deals them: one weight port's buffer, the arena, the parameters
     room = 1.01 * (f.port_bytes(one.w_ports) * one.w_ports + f.arena + f.params)
-    assert explore_throughput(layers, with_capacity("zcu102", room / 2**30), "int8").compute_units == 1
+    one_unit = explore_throughput(layers, with_capacity("zcu102", room / 2**30), "int8")
+    assert one_unit.compute_units == 1
+    # and says so: the second unit's buffers are what does not fit
+    assert one_unit.units_stop.startswith("2 compute units do not fit: the network's buffers do not fit zcu102's "
+                                          "memory in int8")
+    assert one_unit.to_json()["units_stop"] == one_unit.units_stop
 
 
 def test_every_board_file_gives_its_whole_memory():
