@@ -16,6 +16,7 @@ from cost_models.gpu_roofline import LAUNCH_S
 from gpu_cpu.b2b import (FUSE_MARGIN, FusedChoice, GemmPair, apply_b2b, choose, estimate_b2b, fused_points, limits,
                          violations)
 from gpu_cpu.cuda_usage import declared_shared_bytes
+from gpu_cpu.measure import Measurer
 from gpu_cpu.schedule import ScheduleError, build_cpu, build_cuda
 from hetero_dse.epilogue import fuse
 from hetero_dse.errors import HeteroDSEError
@@ -291,6 +292,29 @@ def test_a_fused_kernel_that_writes_nothing_fails_its_check_though_the_point_bef
     assert trials[1].seconds is None and "some outputs unwritten" in trials[1].error
 
 
+def test_a_fused_point_that_hangs_or_crashes_is_a_failed_trial_and_the_next_point_is_measured():
+    """With a ``Measurer`` each point of the fused template runs in its worker process: one that hangs is cut off at
+    the timeout, one that kills its process (a fault on the device) takes only its worker; each is a trial with its
+    error, and the next point is built, checked and timed in a fresh worker (TVM's CPU path standing in for the
+    GPU). The doubles (``fused_doubles``) replace the job for those two points only."""
+    from fused_doubles import hangs_then_crashes
+
+    from gpu_cpu.b2b_measure import fused_point_job, measure_fused
+
+    class Faulty(Measurer):
+        """The real worker and timeout, the job swapped for the double."""
+
+        def run(self, job, payload):
+            assert job is fused_point_job
+            return super().run(hangs_then_crashes, payload)
+
+    with Faulty(timeout_s=12) as measurer:
+        hung, crashed, ran = measure_fused(NCHW, get_device("h100"), 3, target="llvm", measurer=measurer)
+    assert hung.seconds is None and hung.error == "timed out after 12 s"
+    assert crashed.seconds is None and "crashed its worker process" in crashed.error
+    assert ran.error is None and ran.seconds > 0 and len(ran.repeats) == 3
+
+
 def test_where_a_gpu_measures_the_pair_is_fused_by_the_fused_kernels_measured_time(monkeypatch, tmp_path):
     """``back_to_back`` with the layers measured on a GPU: the fused template's points are measured (here on the
     CPU path, the stand-in for the GPU's timing) and the pair fused only where the fastest beats the two layers'
@@ -298,7 +322,6 @@ def test_where_a_gpu_measures_the_pair_is_fused_by_the_fused_kernels_measured_ti
     import functools
     from types import SimpleNamespace
 
-    import tvm
 
     from gpu_cpu import b2b_measure
     from hetero_dse.targets import gpu_fusion
@@ -307,9 +330,10 @@ def test_where_a_gpu_measures_the_pair_is_fused_by_the_fused_kernels_measured_ti
     first, second = pair.unfused()
     calls = []
 
-    def on_cpu(p, gpu, trials=None):
+    def on_cpu(p, gpu, trials=None, measurer=None):
         calls.append(trials)
-        return b2b_measure.measure_fused(p, gpu, 2, dev=tvm.cpu(0), build=emulated(p), target="llvm")
+        assert isinstance(measurer, Measurer)  # each point in a worker process, cut off at its timeout
+        return b2b_measure.measure_fused(p, gpu, 2, target="llvm", measurer=measurer)
 
     monkeypatch.setattr(gpu_fusion, "measure_fused", on_cpu)
     graph = SimpleNamespace(pairs=[SimpleNamespace(first=0, second=1, count=2)], operators=lambda: [first, second])

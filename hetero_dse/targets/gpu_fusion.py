@@ -5,6 +5,7 @@ path (and on the GPU where it ran there), and written beside the layers."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -14,7 +15,7 @@ import numpy as np
 
 from gpu_cpu.b2b import FUSE_MARGIN, FUSED_MEASURED_OVER_ESTIMATE, GemmPair, apply_b2b, choose
 from gpu_cpu.b2b_measure import FusedTrial, fastest_fused, measure_fused
-from gpu_cpu.measure import error_text
+from gpu_cpu.measure import Measurer, error_text
 from gpu_cpu.schedule import build_cpu, build_cuda
 from hetero_dse.atomic import atomic_directory
 from hetero_dse.errors import HeteroDSEError
@@ -22,12 +23,16 @@ from hetero_dse.hardware.gpus import GpuDevice
 from hetero_dse.operator import Operator
 from hetero_dse.targets.tuned import Tuned
 
-__all__ = ["back_to_back"]
+__all__ = ["FUSED_POINT_TIMEOUT_S", "back_to_back"]
+
+#: seconds a point of the fused template may take in its worker: its build (TVM and nvcc, a few seconds; the
+#: search's builds are allowed 120) and its check and timing (the search's candidates are allowed 60)
+FUSED_POINT_TIMEOUT_S = 180.0
 
 
 def back_to_back(graph: Any, outcomes: Sequence[Tuned], out: Path, gpu: GpuDevice, device: str,
-                 typed: Callable[[Operator], Operator], on_gpu: bool, layers_measured: bool | None = None
-                 ) -> list[dict[str, Any]]:
+                 typed: Callable[[Operator], Operator], on_gpu: bool, layers_measured: bool | None = None,
+                 timeout_s: float = FUSED_POINT_TIMEOUT_S) -> list[dict[str, Any]]:
     """The network's back-to-back 1×1 convolutions (``graph.pairs``) on ``gpu`` (``device``: as the report names
     it; ``typed``: a layer in the type the GPU computes in): each pair's fused kernel against its two layers'
     best schedules (``outcomes``: this GPU's), fused where it is faster than their sum. ``on_gpu``: the GPU is
@@ -35,63 +40,69 @@ def back_to_back(graph: Any, outcomes: Sequence[Tuned], out: Path, gpu: GpuDevic
     booked as an H200 measured such estimates to be: times ``FUSED_MEASURED_OVER_ESTIMATE`` where the layers were
     measured (``layers_measured``: on a remote GPU; by default as ``on_gpu``), times ``FUSE_MARGIN`` (the same on
     the layers' estimates' scale) where they are estimates too. One dict per pair (``why``: the reason it is not
-    fused)."""
+    fused). On the GPU each point runs in a worker process, cut off after ``timeout_s``."""
     layers_measured = on_gpu if layers_measured is None else layers_measured
+    with Measurer(timeout_s) if on_gpu else contextlib.nullcontext() as measurer:
+        return [_pair_entry(graph, pair_of, outcomes, out, gpu, device, typed, on_gpu, layers_measured, measurer)
+                for pair_of in graph.pairs]
+
+
+def _pair_entry(graph: Any, pair_of: Any, outcomes: Sequence[Tuned], out: Path, gpu: GpuDevice, device: str,
+                typed: Callable[[Operator], Operator], on_gpu: bool, layers_measured: bool,
+                measurer: Measurer | None) -> dict[str, Any]:
+    """One pair's entry of ``back_to_back``."""
     operators = graph.operators()
     best = {o.op.shape_name: o for o in outcomes if o.found}
-    entries = []
-    for pair_of in graph.pairs:
-        first, second = (typed(operators[i]) for i in (pair_of.first, pair_of.second))
-        entry: dict[str, Any] = {"device": device, "first": first.shape_name, "second": second.shape_name,
-                                 "count": pair_of.count, "fuse": False, "measured": on_gpu}
-        entries.append(entry)
-        found = [best.get(op.shape_name) for op in (first, second)]
-        if None in found:
-            entry["why"] = "a layer of the pair has no result"
-            continue
+    first, second = (typed(operators[i]) for i in (pair_of.first, pair_of.second))
+    entry: dict[str, Any] = {"device": device, "first": first.shape_name, "second": second.shape_name,
+                             "count": pair_of.count, "fuse": False, "measured": on_gpu}
+    found = [best.get(op.shape_name) for op in (first, second)]
+    if None in found:
+        entry["why"] = "a layer of the pair has no result"
+        return entry
+    try:
+        pair = GemmPair.of(first, second)
+    except HeteroDSEError as exc:
+        entry["why"] = str(exc)
+        return entry
+    unfused_s = (found[0].best_seconds, found[1].best_seconds)
+    entry.update(shape={"M": pair.m, "K": pair.k, "N0": pair.n0, "N1": pair.n1}, unfused_s=list(unfused_s))
+    timed = None
+    if on_gpu:
+        # every point: the roofline's order of them was no better than chance on an H200 (BENCHMARKS.md), and
+        # the template is small (at most 32 points, each a build and about a second of timing)
         try:
-            pair = GemmPair.of(first, second)
-        except HeteroDSEError as exc:
-            entry["why"] = str(exc)
-            continue
-        unfused_s = (found[0].best_seconds, found[1].best_seconds)
-        entry.update(shape={"M": pair.m, "K": pair.k, "N0": pair.n0, "N1": pair.n1}, unfused_s=list(unfused_s))
-        timed = None
-        if on_gpu:
-            # every point: the roofline's order of them was no better than chance on an H200 (BENCHMARKS.md), and
-            # the template is small (at most 32 points, each a build and about a second of timing)
-            try:
-                trials = measure_fused(pair, gpu)
-            except Exception as exc:  # noqa: BLE001 - the device or the reference failed: the layers stand
-                entry["why"] = f"the fused kernel could not be measured on the GPU ({error_text(exc)})"
-                continue
-            timed = fastest_fused(trials)
-            point, fused_s = (timed.point, timed.seconds) if timed else (None, None)
-            estimate_s = timed.estimate_s if timed else None
-            no_point = (f"no point of the fused template ran on the GPU ({trials[0].error})" if trials else
-                        "a block's rows of A and of the intermediate exceed the shared memory")
-            faster = fused_s is not None and fused_s < sum(unfused_s)
-        else:
-            choice = choose(pair, unfused_s, gpu, FUSED_MEASURED_OVER_ESTIMATE[2] if layers_measured else FUSE_MARGIN)
-            point, estimate_s = choice.point, choice.fused.seconds if choice.fused else None
-            fused_s, faster = choice.booked_s, choice.fuse
-            no_point = "a block's rows of A and of the intermediate exceed the shared memory"
-        entry.update(fused_s=fused_s, estimate_s=estimate_s, speedup=sum(unfused_s) / fused_s if fused_s else None,
-                     point=dict(point) if point else None)
-        if point is None:
-            entry["why"] = no_point
-        elif not faster:
-            against = "measured times" if layers_measured else "estimates"
-            entry["why"] = ("the two layers' kernels are faster (measured)" if on_gpu else
-                            f"the fused kernel's estimate times {choice.scale:.2f} (how much slower than their "
-                            f"estimates an H200 ran such kernels, against the layers' {against}) is not below the "
-                            f"two layers'")
-        else:
-            entry.update(write_fused(gpu, pair, point, fused_s, estimate_s, unfused_s, first, second, out, timed))
-            entry["fuse"] = entry["checked"]
-            if not entry["checked"]:
-                entry["why"] = f"the fused kernel differs from the unfused pair (max error {entry['max_error']:.3g})"
-    return entries
+            trials = measure_fused(pair, gpu, measurer=measurer)
+        except Exception as exc:  # noqa: BLE001 - the device or the reference failed: the layers stand
+            entry["why"] = f"the fused kernel could not be measured on the GPU ({error_text(exc)})"
+            return entry
+        timed = fastest_fused(trials)
+        point, fused_s = (timed.point, timed.seconds) if timed else (None, None)
+        estimate_s = timed.estimate_s if timed else None
+        no_point = (f"no point of the fused template ran on the GPU ({trials[0].error})" if trials else
+                    "a block's rows of A and of the intermediate exceed the shared memory")
+        faster = fused_s is not None and fused_s < sum(unfused_s)
+    else:
+        choice = choose(pair, unfused_s, gpu, FUSED_MEASURED_OVER_ESTIMATE[2] if layers_measured else FUSE_MARGIN)
+        point, estimate_s = choice.point, choice.fused.seconds if choice.fused else None
+        fused_s, faster = choice.booked_s, choice.fuse
+        no_point = "a block's rows of A and of the intermediate exceed the shared memory"
+    entry.update(fused_s=fused_s, estimate_s=estimate_s, speedup=sum(unfused_s) / fused_s if fused_s else None,
+                 point=dict(point) if point else None)
+    if point is None:
+        entry["why"] = no_point
+    elif not faster:
+        against = "measured times" if layers_measured else "estimates"
+        entry["why"] = ("the two layers' kernels are faster (measured)" if on_gpu else
+                        f"the fused kernel's estimate times {choice.scale:.2f} (how much slower than their "
+                        f"estimates an H200 ran such kernels, against the layers' {against}) is not below the "
+                        f"two layers'")
+    else:
+        entry.update(write_fused(gpu, pair, point, fused_s, estimate_s, unfused_s, first, second, out, timed))
+        entry["fuse"] = entry["checked"]
+        if not entry["checked"]:
+            entry["why"] = f"the fused kernel differs from the unfused pair (max error {entry['max_error']:.3g})"
+    return entry
 
 
 def write_fused(gpu: GpuDevice, pair: GemmPair, point: Any, fused_s: float, estimate_s: float,
