@@ -11,7 +11,8 @@ design is explored the tensors' own sizes are counted (``fitting_weight_ports``:
 ports); a design's as its layout deals them (``design_footprint``): channels padded to its block and to whole
 channel tiles, a float32 Winograd engine's 3×3 weights as their α² transformed values, each layer's words over the
 ports its engine reads (the others hold zeros for it), the image's layer both as the image and as the host's
-im2col. The layout's halos and each row's front padding are not counted: a few per cent of a region."""
+im2col; its arena with every region's halo and guards (``reads_past``), taking each layer whose input has a
+tensor's shape for one of its readers. Each weight row's front padding is not counted: under 1 % of a port's."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 
 from cost_models.fpga_network_placed import NetworkDesign
 from cost_models.fpga_network_ports import port_banks, span_set
-from cost_models.fpga_network_shapes import NetLayer
+from cost_models.fpga_network_shapes import NetLayer, reads_past
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import Board, Memory
 from hetero_dse.model.layer_shape import LayerShape
@@ -84,7 +85,26 @@ def design_footprint(design: NetworkDesign) -> Footprint:
     if first.im2col:  # the image placed as it is too, its channels padded to the block
         s = first.shape
         image = -(-s.C // design.block) * design.block * s.H * s.W * element
-    return Footprint(padded.weights, padded.arena + image, padded.params, words * element)
+    return Footprint(padded.weights, _arena(design) * element + image, padded.params, words * element)
+
+
+def _arena(design: NetworkDesign) -> int:
+    """The arena's elements as ``lay_out`` places its regions: each layer's output (each time it runs) and the
+    network's input (or the host's im2col of it), each inside the halo and guards of the widest read of it
+    (``reads_past``). The design does not say which layer reads which tensor, so every layer whose input has a
+    tensor's shape is taken for a reader: never fewer elements than the layout's, more only where a layer of that
+    shape reads another tensor with a wider halo."""
+    def region(channels: int, rows: int, cols: int) -> int:
+        halo = bottom = right = 0
+        for q in design.layers:
+            if (q.layer.C, q.layer.H, q.layer.W) == (channels, rows, cols):
+                h, b, r = reads_past(q.layer, q.tiles)
+                halo, bottom, right = max(halo, h), max(bottom, b), max(right, r)
+        return (halo + rows + bottom) * (halo + cols + right) * channels
+
+    first = design.layers[0].layer
+    return region(first.C, first.H, first.W) + sum(p.count * region(p.layer.K, p.layer.OH, p.layer.OW)
+                                                   for p in design.layers)
 
 
 def bank_bytes(memory: Memory) -> int:

@@ -11,7 +11,7 @@ from typing import Any
 from cost_models.fpga_costs import packed_chain
 from hetero_dse.model.layer_shape import LayerShape
 
-__all__ = ["EngineShape", "NetLayer", "Tiles", "padded"]
+__all__ = ["EngineShape", "NetLayer", "Tiles", "padded", "reads_past"]
 
 
 @dataclass(frozen=True)
@@ -215,6 +215,15 @@ class Tiles:
     tc: int
     th: int
     tw: int
+
+
+def reads_past(layer: NetLayer, tiles: Tiles) -> tuple[int, int, int]:
+    """What ``layer`` reads of its input past the image, in pixels: (the halo its padding needs above and to the
+    left, the rows and the columns its last tiles read past the image's end). The arena keeps each tensor inside
+    the widest of its readers' (``hetero_dse/hls/network_layout``), so a box is read as whole words, unguarded."""
+    last_row = (-(-layer.OH // tiles.th) * tiles.th - 1) * layer.stride + layer.R - 1 - layer.pad
+    last_col = (-(-layer.OW // tiles.tw) * tiles.tw - 1) * layer.stride + layer.S - 1 - layer.pad
+    return layer.pad, max(0, last_row - (layer.H - 1)), max(0, last_col - (layer.W - 1))
 
 
 def padded(shape: LayerShape, block: int, in_lanes: int) -> tuple[NetLayer, bool]:

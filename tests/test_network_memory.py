@@ -151,8 +151,9 @@ def test_a_designs_buffers_are_what_its_layout_gives_the_host(dtype, algorithm, 
     """``design_footprint`` against the small network's layout (``lay_out``, every layer once, as the host
     allocates each buffer): each weight port's buffer within 1 % below (each row's front padding is not counted;
     a float32 Winograd engine's weights counted as their α² transformed values, each layer's words over the ports
-    its engine reads), the parameters exact, the arena below by the halos and guards of its regions (at most a
-    quarter on these 16×16 to 32×32 maps, a few per cent on a network's larger ones)."""
+    its engine reads), the parameters exact, the arena never below (its regions' halos and guards counted), above
+    by a region whose shape another layer's input shares taking that layer's halo: here, of 8×8 maps whose
+    padding is a quarter of them again, at most a quarter."""
     from small_net import small_design
 
     from hetero_dse.hls.network_layout import lay_out
@@ -163,4 +164,4 @@ def test_a_designs_buffers_are_what_its_layout_gives_the_host(dtype, algorithm, 
     assert 0.99 * weights <= f.port_bytes(design.w_ports) <= weights
     assert f.params == data["param_words"] * design.pword * 4
     arena = data["arena_words"] * design.word * element
-    assert 0.75 * arena <= f.arena <= arena
+    assert arena <= f.arena <= 1.25 * arena

@@ -18,6 +18,7 @@ import numpy as np
 
 from cost_models.fpga_network import DESCRIPTOR_WORDS, EngineShape, NetLayer, network_trips
 from cost_models.fpga_network_placed import NetworkDesign
+from cost_models.fpga_network_shapes import reads_past
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hls.network_run import ENGINE_IDS, FIELDS, NetworkRun, RunLayer
 
@@ -195,12 +196,8 @@ class Region:
 
 
 def _reads(r: RunLayer) -> tuple[int, int, int]:
-    """What a layer reads of its input past the image: (the halo its padding needs, the rows and the columns its
-    last tiles read past the image's end)."""
-    layer, t = r.placed.layer, r.placed.tiles
-    last_row = (-(-layer.OH // t.th) * t.th - 1) * layer.stride + layer.R - 1 - layer.pad
-    last_col = (-(-layer.OW // t.tw) * t.tw - 1) * layer.stride + layer.S - 1 - layer.pad
-    return layer.pad, max(0, last_row - (layer.H - 1)), max(0, last_col - (layer.W - 1))
+    """What a layer reads of its input past the image (``fpga_network_shapes.reads_past``)."""
+    return reads_past(r.placed.layer, r.placed.tiles)
 
 
 def lay_out(run: NetworkRun, design: NetworkDesign) -> dict[str, Any]:
