@@ -15,6 +15,7 @@ import pytest
 from cost_models.gpu_roofline import LAUNCH_S
 from gpu_cpu.b2b import (FUSE_MARGIN, FusedChoice, GemmPair, apply_b2b, choose, estimate_b2b, fused_points, limits,
                          violations)
+from gpu_cpu.b2b_measure import FusedTrial
 from gpu_cpu.cuda_usage import declared_shared_bytes
 from gpu_cpu.measure import Measurer
 from gpu_cpu.schedule import ScheduleError, build_cpu, build_cuda
@@ -352,6 +353,14 @@ def test_where_a_gpu_measures_the_pair_is_fused_by_the_fused_kernels_measured_ti
     assert record["estimate_s"] == pytest.approx(estimate_b2b(pair, Point(record["point"]), h100).seconds)
     (fast_layers,) = run(layers(1e-9), out=tmp_path / "b")
     assert not fast_layers["fuse"] and fast_layers["why"] == "the two layers' kernels are faster (measured)"
+    # a fused median below the layers' sum by less than its repeats' spread is not fused: its slowest repeat must win
+    repeats = (1.0e-3, 1.1e-3, 1.3e-3)
+    spread = [FusedTrial(Point(fused_points(pair, h100)[0]), 1e-4, repeats[1], repeats=repeats)]
+    monkeypatch.setattr(gpu_fusion, "measure_fused", lambda *args, **kwargs: spread)
+    (close,) = run(layers(0.6e-3), out=tmp_path / "c")  # the sum 1.2 ms: above the median, below the slowest
+    assert not close["fuse"] and "by less than its repeats spread" in close["why"]
+    (clear,) = run(layers(0.7e-3), out=tmp_path / "d")  # 1.4 ms: every repeat wins
+    assert clear["fuse"] and clear["fused_s"] == repeats[1]
     assert not (tmp_path / "b").exists()
 
 
