@@ -50,6 +50,21 @@ class Strided(nn.Module):
         return self.fc(torch.flatten(torch.relu(self.pw(x)), 1))
 
 
+class Clamped(nn.Module):
+    """Conv (the image), a 3×3 stride-1 convolution whose ReLU6 saturates with no residual beside it (the write
+    loop without one: the Winograd engine's clamp there), linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16)
+        self.c2, self.b2 = nn.Conv2d(16, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16)
+        self.fc = nn.Linear(16 * 8 * 8, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.b1(self.c1(x)))
+        return self.fc(torch.flatten(nn.functional.relu6(self.b2(self.c2(x))), 1))
+
+
 #: a model.py (as ``explore --model`` loads one, dedented by the ``write`` fixture): a convolution on the image, two
 #: 8 -> 8 3x3 convolutions (one layer run twice), a pool and a linear layer
 TINY_MODEL = """
@@ -66,11 +81,11 @@ TINY_MODEL = """
     """
 
 
-def traced(strided=0):
+def traced(strided=0, clamped=False):
     """The small network's layers traced (BN folded), its input as an array, the model and its input; ``strided``:
-    the network of a depthwise layer of that stride (``Strided``) instead."""
+    the network of a depthwise layer of that stride (``Strided``) instead; ``clamped``: ``Clamped``'s."""
     torch.manual_seed(0)
-    model = (Strided(strided) if strided else Small()).eval()
+    model = (Clamped() if clamped else Strided(strided) if strided else Small()).eval()
     for m in model.modules():
         if isinstance(m, nn.BatchNorm2d):  # statistics that fold into something other than the identity
             m.running_mean.uniform_(-0.5, 0.5)
@@ -79,24 +94,25 @@ def traced(strided=0):
             m.bias.data.uniform_(-0.2, 0.2)
     # the ReLU6s saturate, the depthwise layer's and the residual block's: their clamps at 6 bind (int8's at qhi)
     model.b2.weight.data.mul_(8.0)
-    if not strided:
+    if not strided and not clamped:
         model.b4.bias.data.add_(4.0)  # (shifted, not scaled: its int8 error stays a few steps of the scale)
-    x = torch.randn(1, 3, 10 if strided else 16, 10 if strided else 16)
+    side = 10 if strided else 8 if clamped else 16
+    x = torch.randn(1, 3, side, side)
     layers, image = trace_chain(model, x)
     return layers, image, model, x
 
 
 def small_design(dtype="float32", algorithm="direct", board="zcu102", lanes=(4, 8), tile=None, weight_ports=(1, 2),
-                 word=None, transform_cores=None, taps=None, strided=0):
+                 word=None, transform_cores=None, taps=None, strided=0, clamped=False):
     """The small network's kernel as the explorer designs it with these options, and its run through the kernel
     (``NetworkRun``, quantised where int8): (the traced layers, the design, the run, the model, its input);
-    ``strided``: the network of a depthwise layer of that stride (``Strided``)."""
+    ``strided``: the network of a depthwise layer of that stride (``Strided``); ``clamped``: ``Clamped``."""
     from cost_models.fpga_network_design import explore_network
     from hetero_dse.hardware.board import load_board
     from hetero_dse.hls.network_run import NetworkRun, RunLayer, quantized
     from hetero_dse.model.chain import NETWORK_INPUT
 
-    layers, image, model, x = traced(strided)
+    layers, image, model, x = traced(strided, clamped)
     design = explore_network([(layer.shape, 1) for layer in layers], load_board(board), dtype, lanes=lanes,
                              algorithm=algorithm, winograd_tile=tile, weight_ports=weight_ports, word=word,
                              transform_cores=transform_cores, taps=taps)

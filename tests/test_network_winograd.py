@@ -313,6 +313,24 @@ def test_the_small_networks_layers_run_through_the_winograd_engine_against_torch
     assert wino["multiply_saving"] == 2.25 and 0 < wino["error"] < 1e-5
 
 
+@pytest.mark.parametrize("dtype, tile", [("float32", 2), ("int8", 2), ("int8", 4)])
+def test_a_winograd_layers_clamp_binds_in_the_write_loop_without_a_residual(tmp_path, dtype, tile):
+    """The write process has two loops, with a residual and without, each its own epilogue. The small network's
+    Winograd layer has a residual; here a 3×3 stride-1 layer's ReLU6 saturates with none beside it (``Clamped``):
+    C-simulated against torch (int8: the quantised reference, bit for bit), the clamp binding on a part of its
+    outputs, every process's trips the model's and the lint clean."""
+    *_, design, project, run = _small_run(tmp_path, dtype, algorithm="winograd", board="vu9p", tile=tile,
+                                          clamped=True)
+    (wino,) = [r for r in run.layers if r.placed.layer.engine == "winograd" and r.placed.layer.R == 3]
+    assert wino.residual is None and wino.activation[1] == 6.0  # ReLU6: the clamp's upper bound
+    top = wino.quant["qhi"] if dtype == "int8" else 6.0
+    assert 0.01 < float(np.mean(np.asarray(wino.reference) == top)) < 0.9  # it binds (on dozens), not everywhere
+    result = csim(project)
+    assert result.passed and result.mismatches == 0, result.output[-2000:]
+    assert dtype == "float32" or result.max_abs_error == 0.0
+    assert check_trips(project, result.output) == [] and lint_network(project).ok
+
+
 def test_the_small_network_in_int8_runs_bit_exact_through_winograd(tmp_path):
     """int8 F(2x2): int16 transforms, the weights' taps transformed by the engine (times 2² to be integers), int32
     sums, the output divided by 4 exactly (a shift), then the same requantisation as direct: the direct integer
