@@ -14,8 +14,9 @@ Three engines:
 - ``grid``: ``out_lanes`` output channels × ``in_lanes`` input channels of multiply-adds a cycle (each output
   lane sums its input lanes with an adder tree, then accumulates into its output tile). Convolutions, 1×1
   convolutions and linear layers (a 1×1 convolution on a 1×1 image) run on it.
-- ``depthwise``: ``out_lanes`` channels, ``taps`` multiply-adds each a cycle (that many taps of a window row, on
-  consecutive pixels of the box: it lies in as many banks by column).
+- ``depthwise``: ``out_lanes`` channels, ``taps × tap_rows`` multiply-adds each a cycle (``taps`` of a window row,
+  on consecutive pixels of the box, in each of ``tap_rows`` window rows: it lies in as many banks by column and by
+  row).
 - ``winograd``: F(m×m, 3×3) for 3×3 stride-1 convolutions (``cost_models/fpga_winograd.py``), and with
   ``pointwise`` 1×1 stride-1 ones, its α² grids on the α² pixels of an α×α block (no transform): the read process
   transforms each α×α input patch (α = m + 2) after the box arrives, a cycle a patch and channel group; the PE
@@ -106,8 +107,8 @@ def network_trips(engine: EngineShape, layer: NetLayer, tiles: Tiles, residual: 
         per_w = cg * taps * engine.row_reads(layer)
         per_c = cg * taps * np.maximum(s["pixels"], engine.distance)
         out_tiles = steps
-        # the box's rows in each of its banks by column
-        rows = {"in_rows": cg * s["box_h"] * -(-s["box_w"] // engine.box_banks), "w_rows": cg * taps,
+        # the box's rows in each of its banks (by column, and by row where the engine takes several window rows)
+        rows = {"in_rows": cg * engine.box_rows(s["box_h"], s["box_w"]), "w_rows": cg * taps,
                 "out_rows": cg * s["pixels"]}
     # the epilogue's parameters, once for each output-channel tile
     dw = engine.kind == "depthwise"

@@ -38,7 +38,7 @@ from cost_models.fpga_network_placed import NetworkDesign, PlacedLayer
 from cost_models.fpga_network_ports import (ARENA_PORTS, WEIGHT_PORTS, arena_ports, kernel_buffers, read_streams,
                                             unit_share, weight_bandwidth, weight_reads)
 from cost_models.fpga_network_resources import engine_resources, kernel_base
-from cost_models.fpga_network_shapes import padded
+from cost_models.fpga_network_shapes import depthwise_taps, padded
 from cost_models.fpga_network_tiles import tile_options
 from cost_models.fpga_winograd import TILES, transform_depth, weight_transform_depth
 from hetero_dse.errors import HeteroDSEError
@@ -95,8 +95,8 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
                     clock_mhz: float | None = None, lanes: Sequence[int] | Mapping[str, Sequence[int]] = LANES,
                     algorithm: str = "auto", winograd_tile: int | None = None,
                     weight_ports: Sequence[int] = WEIGHT_PORTS, units: int = 1,
-                    word: int | None = None, transform_cores: str | None = None, taps: int | None = None
-                    ) -> NetworkDesign:
+                    word: int | None = None, transform_cores: str | None = None, taps: int | None = None,
+                    tap_rows: int | None = None) -> NetworkDesign:
     """The network kernel of least latency at batch 1 that fits ``board`` (see the module doc);
     ``units``: compute units of this design side by side, sharing the board's memory channels (``unit_share``);
     ``algorithm`` (``ALGORITHMS``): with ``auto`` both designs are explored, one whose 3×3 stride-1 layers run
@@ -108,7 +108,8 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
     ports) instead of the best of those the engines' lanes and the board's ports allow; ``transform_cores``: a
     float Winograd engine's transforms on the ``fabric`` or on ``dsp`` cores instead of the better of both;
     ``taps``: the depthwise engine's taps of a window row a cycle instead of the better of one and the most its
-    layers' widths share."""
+    layers' widths share; ``tap_rows``: its window rows a cycle (each of ``taps``, a whole row's) instead of the
+    better of one and the most its layers' heights share."""
     if not layers:
         raise HeteroDSEError("a network needs at least one layer to design an accelerator for")
     if dtype not in ("float32", "int8"):
@@ -125,12 +126,7 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
                              f"{board.memory.port_bits}-bit ports carry a power of two of them up to {port_elems} in "
                              f"{dtype}")
     lanes = lanes if isinstance(lanes, Mapping) else dict.fromkeys(ENGINE_KINDS, tuple(lanes))
-    widths = [s.S for s, _ in layers if s.engine == "depthwise"]
-    shared = math.gcd(*widths) if widths else 1  # a row's taps a cycle must divide every depthwise layer's
-    if taps is not None and (taps < 1 or shared % taps and widths):  # (no depthwise layer: no engine to take them)
-        raise HeteroDSEError(f"{taps} taps a cycle on the depthwise engine: they must divide the width of each of "
-                             f"its layers' windows ({', '.join(map(str, sorted(set(widths))))}), e.g. 1")
-    tap_options = (taps,) if taps is not None else tuple(sorted({1, shared}))
+    tap_options = depthwise_taps([s for s, _ in layers], taps, tap_rows)
     # as many weight ports as split the weights into parts their banks hold (a large network on HBM's banks)
     weight_ports = fitting_weight_ports(layers, board, dtype, weight_ports, units)
     tiles = [winograd_tiles(s, dtype, min(min(v) for v in lanes.values())) for s, _ in layers]
@@ -177,12 +173,12 @@ _Option = tuple[float, EngineShape, list[tuple[int, PlacedLayer]], np.ndarray]
 def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clock_mhz: float | None,
              lanes: Mapping[str, Sequence[int]], wino_tiles: tuple[int, ...], choose: bool = False,
              weight_ports: Sequence[int] = WEIGHT_PORTS, units: int = 1, word: int | None = None,
-             transform_cores: str | None = None, taps: Sequence[int] = (1,)) -> NetworkDesign:
+             transform_cores: str | None = None, taps: Sequence[tuple[int, int]] = ((1, 1),)) -> NetworkDesign:
     """The design of least latency with an engine for each kind of layer in ``layers`` (a Winograd engine of
     the ``wino_tiles`` for those moved to it); ``choose``: each of those runs on the grid where that is faster;
     ``word``: the activations' word where the engines allow it (else each they allow); ``transform_cores``: a
     float Winograd engine's transforms on the ``fabric`` or on ``dsp`` cores (None: both tried); ``taps``: the
-    depthwise engine's taps of a row a cycle to try."""
+    depthwise engine's taps of a row a cycle and window rows to try."""
     clock = float(clock_mhz or board.default_clock_mhz)
     hz, uram = clock * 1e6, board.cap("uram") > 0
     itemsize = np.dtype(dtype).itemsize
@@ -199,25 +195,26 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
     best: NetworkDesign | None = None
     tried = 0
     # (output lanes, input lanes, Winograd tile, a float engine's transforms on DSPs: tried where it is float,
-    # the depthwise engine's taps a cycle)
+    # the depthwise engine's taps of a row and window rows a cycle)
     pairs = {k: list(itertools.product(v, v)) for k, v in lanes.items()}
     floating = ARITHMETIC[dtype].floating
     cores = {"fabric": (False,), "dsp": (True,), None: (False, True)}[transform_cores] if floating else (False,)
-    lane_sets = {"grid": [(o, i, 0, False, 1) for o, i in pairs["grid"]],
+    lane_sets = {"grid": [(o, i, 0, False, (1, 1)) for o, i in pairs["grid"]],
                  "depthwise": [(c, 1, 0, False, u) for c in lanes["depthwise"] for u in taps],
-                 "winograd": [(o, i, m, d, 1) for o, i in pairs["winograd"] for m in wino_tiles for d in cores]}
+                 "winograd": [(o, i, m, d, (1, 1)) for o, i in pairs["winograd"] for m in wino_tiles for d in cores]}
     cache: dict[tuple[Any, ...], list[_Option]] = {}
 
     def probe_of(kind: str, out_l: int, in_l: int, tile: int, word: tuple[int, int, int], w_ports: int = 1,
-                 transform_dsp: bool = False, taps: int = 1) -> EngineShape:
+                 transform_dsp: bool = False, taps: tuple[int, int] = (1, 1)) -> EngineShape:
         """The engine with these lanes and words, its buffers at their fewest rows: two int8 products a DSP on the
         grid, an int8 Winograd engine transforming its weights itself, its pointwise mode where a layer needs it."""
         return EngineShape(kind, out_l, in_l, word[0], IN_ROWS[0], W_ROWS[0], OUT_ROWS[0], distance, params,
                            pack and kind == "grid" and out_l % 2 == 0, word[1], word[2], tile,
                            kind == "winograd" and dtype == "int8", kind == "winograd" and point,
-                           w_ports=w_ports, transform_dsp=transform_dsp, taps=taps)
+                           w_ports=w_ports, transform_dsp=transform_dsp, taps=taps[0], tap_rows=taps[1])
 
-    def engine_options(kind: str, out_l: int, in_l: int, tile: int, transform_dsp: bool, taps: int, block: int,
+    def engine_options(kind: str, out_l: int, in_l: int, tile: int, transform_dsp: bool, taps: tuple[int, int],
+                       block: int,
                        word: tuple[int, int, int], timing: dict[str, Any], w_ports: int = 1) -> list[_Option]:
         """The engine's buffer sizes worth building with these lanes: each layer's best tiles in them, the
         buffers shrunk to what some layer fills, none slower and larger than another (cached: the lanes of
@@ -267,7 +264,7 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
         cache[key] = kept
         return kept
 
-    def alone(kind: str, choice: tuple[int, int, int, bool, int]) -> bool:
+    def alone(kind: str, choice: tuple[int, int, int, bool, tuple[int, int]]) -> bool:
         """Whether the engine's arrays alone fit (its buffers at their fewest rows): no other choice helps one that
         does not."""
         o, i, m, d, u = choice
@@ -289,7 +286,7 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
                                        widest.bit_length())]  # (arena_ports: one wider than a port takes two)
         if word is not None:
             words = [word] if word <= widest else []
-        wword = min(port_elems, min(1 << (o * i * u).bit_length() - 1 for o, i, _, _, u in by_kind.values()))
+        wword = min(port_elems, min(1 << (o * i * math.prod(u)).bit_length() - 1 for o, i, _, _, u in by_kind.values()))
         # ports past those that bring the most weight words a cycle (over crowded channels) are not tried
         brings = {wp: weight_bandwidth(wp, board.memory.channels, board.memory.sustained_gbps_per_channel * 1e9
                                        * unit_share(board.memory.channels, units, wp) / hz / (wword * itemsize))

@@ -104,7 +104,7 @@ class NetworkDesign:
                                     **({"tile": e.tile_rows} if e.tile else {})},
                     "accumulation_distance": e.distance, "params": e.params, "packed": e.packed,
                     **({"chain": e.chain} if e.chain > 1 else {}), "weight_ports": e.w_ports,
-                    **({"taps": e.taps} if kind == "depthwise" else {}),
+                    **({"taps": e.taps, "tap_rows": e.tap_rows} if kind == "depthwise" else {}),
                     "storage": engine_storage(e, self.dtype, self.board.cap("uram") > 0),
                     **(winograd_record(e.tile, self.dtype) | {"w_transform": e.w_transform, "pointwise": e.pointwise,
                                                               "transform_cores": "dsp" if e.transform_dsp else "fabric"}

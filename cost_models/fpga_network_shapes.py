@@ -5,13 +5,15 @@ layer's tiles (``Tiles``)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from cost_models.fpga_costs import packed_chain
+from hetero_dse.errors import HeteroDSEError
 from hetero_dse.model.layer_shape import LayerShape
 
-__all__ = ["EngineShape", "NetLayer", "Tiles", "padded", "reads_past"]
+__all__ = ["EngineShape", "NetLayer", "Tiles", "depthwise_taps", "padded", "reads_past"]
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,9 @@ class EngineShape:
     #: into the lane's sum (its box in as many banks by column, so that a row's consecutive pixels are read in one
     #: cycle; every depthwise layer's S a multiple of them); 1 on the others
     taps: int = 1
+    #: the depthwise engine's window rows each lane multiplies ``taps`` of a cycle (its box in as many banks by row
+    #: as well, so that the window's rows are read in one cycle; every depthwise layer's R a multiple of them)
+    tap_rows: int = 1
 
     @property
     def chain(self) -> int:
@@ -135,24 +140,30 @@ class EngineShape:
         always whole words: the host pads the row at its front), the Winograd engine's ``row_weights``."""
         if self.kind == "winograd":
             return self.row_weights(layer)
-        return self.out_lanes * (self.in_lanes if self.kind == "grid" else self.taps)
+        return self.out_lanes * (self.in_lanes if self.kind == "grid" else self.taps * self.tap_rows)
 
     def tap_steps(self, layer: NetLayer) -> int:
-        """The PE array's passes over a layer's window: each tap, or on the depthwise engine each ``taps`` of a
-        window row at once."""
-        return layer.R * (layer.S // self.taps)
+        """The PE array's passes over a layer's window: each tap, or on the depthwise engine each ``taps`` of
+        ``tap_rows`` window rows at once."""
+        return (layer.R // self.tap_rows) * (layer.S // self.taps)
 
     @property
     def lane_sums(self) -> int:
         """Products each output lane sums a cycle (its adder tree's inputs): the input lanes, or the depthwise
-        engine's ``taps``."""
-        return self.taps if self.kind == "depthwise" else self.in_lanes
+        engine's ``taps`` of each of its ``tap_rows``."""
+        return self.taps * self.tap_rows if self.kind == "depthwise" else self.in_lanes
 
     @property
     def box_banks(self) -> int:
-        """Banks of the depthwise engine's box by column (``taps``; box column x in bank x % taps, row x // taps
-        of its rows): 1 on the grid, whose box is one memory."""
-        return self.taps if self.kind == "depthwise" else 1
+        """Banks of the depthwise engine's box (box pixel (y, x) in bank (y % tap_rows) * taps + x % taps, row
+        (y // tap_rows, x // taps) of its rows): 1 on the grid, whose box is one memory."""
+        return self.taps * self.tap_rows if self.kind == "depthwise" else 1
+
+    def box_rows(self, box_h: Any, box_w: Any) -> Any:
+        """Rows a channel group of a box of ``box_h`` × ``box_w`` pixels takes in each of its banks."""
+        if self.kind != "depthwise":
+            return box_h * box_w
+        return -(-box_h // self.tap_rows) * -(-box_w // self.taps)
 
     def row_reads(self, layer: NetLayer) -> int:
         """The weight process's iterations a weight row of ``layer`` (a word from each of ``w_ports`` an iteration),
@@ -236,3 +247,24 @@ def padded(shape: LayerShape, block: int, in_lanes: int) -> tuple[NetLayer, bool
     k = pad(shape.C) if shape.engine == "depthwise" else pad(shape.K)
     c = shape.pixels_in * pad(shape.C // shape.pixels_in)  # each pixel's channels padded, as the layout keeps them
     return NetLayer(shape.engine, c, k, shape.H, shape.W, shape.R, shape.S, shape.stride, shape.pad), False
+
+
+def depthwise_taps(layers: Sequence[LayerShape], taps: int | None = None, tap_rows: int | None = None
+                   ) -> tuple[tuple[int, int], ...]:
+    """The depthwise engine's (taps of a window row, window rows) a cycle worth trying for ``layers``: one tap, the
+    taps every depthwise layer's width shares, and with those the rows every layer's height shares where the layers'
+    windows are as wide as one another (a row's taps its whole row); ``taps`` and ``tap_rows`` fix either. One
+    sentence where a fixed count does not divide the windows."""
+    widths = [s.S for s in layers if s.engine == "depthwise"]
+    heights = [s.R for s in layers if s.engine == "depthwise"]
+    shared = math.gcd(*widths) if widths else 1  # a row's taps a cycle must divide every depthwise layer's
+    if taps is not None and (taps < 1 or shared % taps and widths):  # (no depthwise layer: no engine to take them)
+        raise HeteroDSEError(f"{taps} taps a cycle on the depthwise engine: they must divide the width of each of "
+                             f"its layers' windows ({', '.join(map(str, sorted(set(widths))))}), e.g. 1")
+    rows = math.gcd(*heights) if heights and len(set(widths)) == 1 and shared > 1 else 1
+    if tap_rows is not None and (tap_rows < 1 or tap_rows > 1 and (rows % tap_rows or taps not in (None, shared))):
+        raise HeteroDSEError(f"{tap_rows} window rows a cycle on the depthwise engine: they must divide the height "
+                             f"of each of its layers' windows ({', '.join(map(str, sorted(set(heights))))}), its "
+                             "layers' windows must be as wide as one another, and each row's taps taken at once")
+    return tuple((u, r) for u in ((taps,) if taps is not None else sorted({1, shared}))
+                 for r in ((tap_rows,) if tap_rows is not None else sorted({1, rows})) if r == 1 or u == shared)

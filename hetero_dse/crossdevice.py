@@ -310,7 +310,8 @@ def _lanes_words(e: dict[str, Any], named: bool = False) -> str:
     """An engine's lanes (``16 × 64 lanes``; ``named``: ``16 output-channel × 64 input-channel lanes``), and the
     taps of a window row each multiplies a cycle where the depthwise engine takes several."""
     lanes = " × ".join(f"{v} {k}" if named else str(v) for k, v in e["lanes"].items()) + " lanes"
-    return lanes + (f" of {e['taps']} taps a cycle" if e.get("taps", 1) > 1 else "")
+    rows = f" × {e['tap_rows']} rows" if e.get("tap_rows", 1) > 1 else ""
+    return lanes + (f" of {e['taps']}{rows} taps a cycle" if e.get("taps", 1) > 1 else "")
 
 
 def _engine_words(e: dict[str, Any]) -> str:

@@ -103,7 +103,7 @@ def traced(strided=0, clamped=False):
 
 
 def small_design(dtype="float32", algorithm="direct", board="zcu102", lanes=(4, 8), tile=None, weight_ports=(1, 2),
-                 word=None, transform_cores=None, taps=None, strided=0, clamped=False):
+                 word=None, transform_cores=None, taps=None, strided=0, clamped=False, tap_rows=None):
     """The small network's kernel as the explorer designs it with these options, and its run through the kernel
     (``NetworkRun``, quantised where int8): (the traced layers, the design, the run, the model, its input);
     ``strided``: the network of a depthwise layer of that stride (``Strided``); ``clamped``: ``Clamped``."""
@@ -115,7 +115,7 @@ def small_design(dtype="float32", algorithm="direct", board="zcu102", lanes=(4, 
     layers, image, model, x = traced(strided, clamped)
     design = explore_network([(layer.shape, 1) for layer in layers], load_board(board), dtype, lanes=lanes,
                              algorithm=algorithm, winograd_tile=tile, weight_ports=weight_ports, word=word,
-                             transform_cores=transform_cores, taps=taps)
+                             transform_cores=transform_cores, taps=taps, tap_rows=tap_rows)
 
     def tensor(i):
         return None if i is None else ("input:x" if i == NETWORK_INPUT else f"layer:{i}")

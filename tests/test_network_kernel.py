@@ -15,6 +15,7 @@ import pytest
 from cost_models.fpga_costs import ARITHMETIC
 from cost_models.fpga_network import EngineShape, NetLayer, Tiles, layer_cycles, network_trips
 from cost_models.fpga_network_design import explore_network
+from cost_models.fpga_network_shapes import depthwise_taps
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import load_board
 from hetero_dse.hls.csim import csim
@@ -128,6 +129,40 @@ def test_the_depthwise_engines_taps_a_cycle_are_counted_by_hand():
     # a network of no depthwise layer builds no depthwise engine: the taps asked of it are no matter
     grid = explore_network([(LayerShape("grid", 16, 16, 8, 8, 3, 3, 1, 1), 1)], load_board("zcu102"), taps=3)
     assert list(grid.engines) == ["grid"]
+
+
+def test_the_depthwise_engines_window_a_cycle_is_counted_by_hand():
+    """The depthwise engine of a 3×3 window a cycle (3 taps of 3 window rows): one pass a window, a weight row of
+    8 lanes × 9 taps, its box in 9 banks (3 by row × 3 by column); against the same engine a row's taps a cycle."""
+    three = EngineShape("depthwise", 8, 1, 4, 1000, 1000, 1000, 6, wword=4, taps=3)
+    nine = replace(three, tap_rows=3)
+    layer = NetLayer("depthwise", 16, 16, 8, 8, 3, 3, 2, 1)  # stride 2: a 4 x 4 output
+    a, b = (network_trips(e, layer, Tiles(16, 16, 2, 4)) for e in (three, nine))
+    # each box 5 rows x 9 columns, 2 channel groups: the same words, into 9 banks of 2 rows x 3 columns a group
+    assert a["read_in"] == b["read_in"] == 2 * 45 * 2 * 2
+    assert a["in_rows"] == 2 * 5 * 3 and b["in_rows"] == 2 * 2 * 3
+    assert nine.box_banks == nine.lane_sums == 9 and nine.tap_steps(layer) == 1
+    # weight rows: 2 groups x 3 passes of 24 weights (6 words), or 2 groups x 1 pass of 72 (18 words)
+    assert (b["w_rows"], b["read_w"]) == (2, 2 * 2 * 18) and nine.row_elements(layer) == 72
+    # the PE loop: a third of the slots
+    assert a["compute"] == 2 * 6 * 8 and b["compute"] == 2 * 2 * 8
+    # resources: 9 products a lane, a tree of 8 adds; each tap a multiplexer of the 9 banks
+    from cost_models.fpga_network_resources import engine_resources, mux_luts
+    from hetero_dse.hardware.board import RESOURCE_KINDS
+
+    dsp, lut = RESOURCE_KINDS.index("dsp"), RESOURCE_KINDS.index("lut")
+    r3, r9 = (engine_resources(e, "float32", False) for e in (three, nine))
+    a32 = ARITHMETIC["float32"]
+    assert r9[dsp] - r3[dsp] == pytest.approx(8 * 6 * (a32.dsp_mul + a32.dsp_add))
+    assert r9[lut] - r3[lut] >= 8 * 9 * 32 * mux_luts(9) - 8 * 3 * 32 * mux_luts(3)
+    # the explorer offers the window's rows where every depthwise layer's window is as wide and its height a
+    # multiple; else one sentence
+    options = depthwise_taps([LayerShape("depthwise", 16, 16, 8, 8, 3, 3, 1, 1)])
+    assert options == ((1, 1), (3, 1), (3, 3))
+    mixed = [LayerShape("depthwise", 16, 16, 8, 8, 3, 3, 1, 1), LayerShape("depthwise", 16, 16, 8, 8, 5, 5, 1, 2)]
+    assert depthwise_taps(mixed) == ((1, 1),)
+    with pytest.raises(HeteroDSEError, match="window rows a cycle on the depthwise engine: they must divide"):
+        explore_network([(s, 1) for s in mixed], load_board("zcu102"), tap_rows=3)
 
 
 def _small_run(tmp_path, dtype="float32", **options):
@@ -272,9 +307,10 @@ def test_a_small_network_runs_end_to_end_through_the_kernel_against_torch(tmp_pa
     assert check_trips(project, result.output) == []
     report = lint_network(project)
     assert report.ok, [str(f) for f in report.findings]
-    # the grid's 8 x 8 lanes and the depthwise engine's 8 lanes of a window row's 3 taps
-    assert design.engines["depthwise"].taps == 3
-    assert report.mul_per_iteration == 8 * 8 + 8 * 3
+    # the grid's 8 x 8 lanes and the depthwise engine's 8 lanes of a 3×3 window's 9 taps (its box in 9 banks, by
+    # row and column)
+    assert (design.engines["depthwise"].taps, design.engines["depthwise"].tap_rows) == (3, 3)
+    assert report.mul_per_iteration == 8 * 8 + 8 * 9
 
 
 def test_the_small_network_in_int8_runs_bit_exact_with_two_products_a_dsp(tmp_path):
@@ -286,7 +322,7 @@ def test_the_small_network_in_int8_runs_bit_exact_with_two_products_a_dsp(tmp_pa
     assert result.passed and result.mismatches == 0 and result.max_abs_error == 0.0, result.output[-2000:]
     assert check_trips(project, result.output) == []
     report = lint_network(project)
-    assert report.ok and report.mul_per_iteration == 8 * 8 // 2 + 8 * 3  # the grid's DSPs take two products each
+    assert report.ok and report.mul_per_iteration == 8 * 8 // 2 + 8 * 9  # the grid's DSPs take two products each
     # the quantisation's own error against torch's float network, each layer's input its producer's int8 output:
     # within 3 % of the layer's largest value (a few steps of 1/127 of it, accumulated over the chain)
     for layer in run.layers:
@@ -314,8 +350,11 @@ def test_the_small_network_in_int8_runs_bit_exact_with_two_products_a_dsp(tmp_pa
     dict(dtype="float32", strided=2),
     dict(dtype="int8", strided=2),
     dict(dtype="float32", strided=4),
+    # and of a window row's 3 taps a cycle (its box in 3 banks by column only), on strides of 1 and 2
+    dict(dtype="int8", tap_rows=1),
+    dict(dtype="float32", strided=2, tap_rows=1),
 ], ids=["float32", "int8", "int8-winograd", "int8-winograd-f2", "int8-winograd-banks", "int8-one-tap",
-        "float32-stride-2", "int8-stride-2", "float32-stride-4"])
+        "float32-stride-2", "int8-stride-2", "float32-stride-4", "int8-row-taps", "float32-stride-2-row-taps"])
 def test_the_kernel_runs_any_tiles_its_buffers_hold_as_the_model_counts_them(tmp_path, kw):
     """The explorer's tables for the small network take every channel in one tile and most maps in one column
     tile, so half the kernel's paths (a run a pixel, several steps and channel tiles, a tile past the map's end)
@@ -570,8 +609,35 @@ def _mutate(project, old, new, path="src/kernel.cpp", after=""):
     (("mul: for (int q = 0; q < 3; ++q)", "mul: for (int q = 0; q < 2; ++q)"), "lint"),
 ])
 def test_each_check_fails_when_the_code_is_broken_on_purpose(tmp_path, mutant, check):
-    # one weight port and the arena's word over one port: the code the mutants name
+    # one weight port, the arena's word over one port and the depthwise engine a window row's taps a cycle: the code
+    # the mutants name
+    project = _small_run(tmp_path, weight_ports=(1,), word=4, tap_rows=1)[4]
+    _mutate(project, *mutant)
+    _expect_caught(project, check)
+
+
+@pytest.mark.parametrize("mutant, check", [
+    # the depthwise engine's whole 3×3 window a cycle from its box's 9 banks, 3 by row × 3 by column: a tap taken
+    # from the wrong bank, a bank's row not carried into the next row group, the pixel's row carried late, a pixel
+    # stored in another's bank: wrong outputs
+    (("a[0] = ym == 0 ? (xm == 0 ? b0 :", "a[0] = ym == 0 ? (xm == 0 ? b3 :"), "csim"),
+    (("in0[(ym > 0 ? row_on : row) + (xm > 0)]", "in0[row + (xm > 0)]"), "csim"),
+    (("if (ym >= 3) {", "if (ym > 3) {"), "csim"),
+    (("if (rb == 0 && bb == 1) {", "if (rb == 1 && bb == 1) {"), "csim"),
+    # the weight process's rows a step counted as a window row's passes (three times the rows the PE array takes)
+    (("rows = (d.tc / 8) * (d.R / 3) * (d.S / 3);", "rows = (d.tc / 8) * d.R * (d.S / 3);"), "csim"),
+    # one bank read twice an iteration, another never; the taps in one memory; a row of taps fewer a cycle than the
+    # model charges; the nine products summed in a chain
+    (("const dw_irow_t b8 = in8[row];", "const dw_irow_t b8 = in7[row];"), "lint"),
+    (("#pragma HLS ARRAY_PARTITION variable=a type=complete\n", "\n"), "lint"),
+    (("mul: for (int q = 0; q < 9; ++q)", "mul: for (int q = 0; q < 6; ++q)"), "lint"),
+    (("tree_level: for (int h = 1; h < 9; h *= 2)", "tree_level: for (int h = 1; h < 9; h += 1)"), "lint"),
+])
+def test_each_check_fails_where_the_depthwise_engine_takes_its_window_a_cycle(tmp_path, mutant, check):
+    """The small network's float32 design, its depthwise engine of 8 lanes taking a 3×3 window's 9 taps a cycle
+    (``EngineShape.tap_rows``): each defect put into the 9-bank box or its PE loop is caught by the check named."""
     project = _small_run(tmp_path, weight_ports=(1,), word=4)[4]
+    assert "dw_irow_t b8 = in8[row];" in (project / "src" / "kernel.cpp").read_text()
     _mutate(project, *mutant)
     _expect_caught(project, check)
 
@@ -613,8 +679,8 @@ def _expect_caught(project, check):
     if check == "csim":
         try:
             assert not csim(project).passed
-        except HeteroDSEError as stopped:  # the burst_maxi test double stopped the kernel: say where
-            assert "hls::burst_maxi" in str(stopped)
+        except HeteroDSEError as stopped:  # a test double (burst_maxi's, a stream's) stopped the kernel: say where
+            assert "hls::burst_maxi" in str(stopped) or "hls::stream" in str(stopped)
         return
     result = csim(project)
     assert result.passed and check_trips(project, result.output)

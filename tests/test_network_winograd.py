@@ -304,10 +304,10 @@ def test_the_small_networks_layers_run_through_the_winograd_engine_against_torch
     report = lint_network(project)
     assert report.ok, [str(f) for f in report.findings]
     e = design.engines["winograd"]
-    # the grid's lanes, the depthwise engine's, and 16 grids of the Winograd engine's
-    grid = design.engines["grid"]
-    assert report.mul_per_iteration == grid.out_lanes * grid.in_lanes + design.engines["depthwise"].out_lanes * 3 + \
-        16 * e.out_lanes * e.in_lanes
+    # the grid's lanes, the depthwise engine's (each a 3×3 window's 9 taps), and 16 grids of the Winograd engine's
+    grid, dw = design.engines["grid"], design.engines["depthwise"]
+    assert dw.lane_sums == 9
+    assert report.mul_per_iteration == grid.out_lanes * grid.in_lanes + dw.out_lanes * 9 + 16 * e.out_lanes * e.in_lanes
     record = json.loads((project / "design.json").read_text())["design"]
     wino = next(e for e in record["engines"] if e["kind"] == "winograd")
     assert wino["multiply_saving"] == 2.25 and 0 < wino["error"] < 1e-5

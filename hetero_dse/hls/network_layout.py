@@ -60,10 +60,11 @@ def _weight_blocks(run: RunLayer, design: NetworkDesign) -> tuple[np.ndarray, np
         n_c = -(-layer.C // t.tc)
         wp = np.zeros((n_c * t.tc, layer.R, layer.S), dtype=w.dtype)
         wp[:w.shape[0]] = w[:, 0]
-        # (channel tile, group, window row, pass, lane, tap of the pass): a row a pass, lane l's taps side by side
-        u = engine.taps
-        blocks = wp.reshape(n_c, t.tc // engine.out_lanes, engine.out_lanes, layer.R, layer.S // u, u)
-        blocks = blocks.transpose(0, 1, 3, 4, 2, 5)
+        # (channel tile, group, pass of window rows, pass of a row's taps, lane, window row of the pass, tap of the
+        # pass): a row a pass, lane l's taps side by side, a window row's after another's
+        u, v = engine.taps, engine.tap_rows
+        blocks = wp.reshape(n_c, t.tc // engine.out_lanes, engine.out_lanes, layer.R // v, v, layer.S // u, u)
+        blocks = blocks.transpose(0, 1, 3, 5, 2, 4, 6)
         tch = t.tc
     else:
         if w.ndim == 2:  # a linear layer: [K, features] as a 1×1 convolution, features in the arena's order

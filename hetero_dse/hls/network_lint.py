@@ -112,7 +112,7 @@ def _lint(project: Path, record: dict[str, Any], design: dict[str, Any], report:
                                     e["accumulation_distance"], e.get("params", 1), e.get("packed", False),
                                     design["wword"], design["pword"], e.get("tile", 0), e.get("w_transform", False),
                                     e.get("pointwise", False), rows.get("tile", 0), e.get("weight_ports", 1),
-                                    e.get("transform_cores") == "dsp", e.get("taps", 1))
+                                    e.get("transform_cores") == "dsp", e.get("taps", 1), e.get("tap_rows", 1))
         if kind == "winograd":
             check_winograd(k, source, engines[kind], design["dtype"], e.get("storage", {}), cores, add, report)
             continue
@@ -308,9 +308,10 @@ def _check_regions(i: int, d: dict[str, int], kind: str, e: EngineShape, depth: 
                                    f"{oh} × {ow}")
     if kind == "depthwise" and d["K"] != d["C"]:
         add("table", f"layer {i}", f"a depthwise layer of {d['C']} channels writing {d['K']}")
-    if kind == "depthwise" and d["S"] % e.taps:
-        add("table", f"layer {i}", f"a {d['R']}×{d['S']} layer on a depthwise engine of {e.taps} taps a cycle: its "
-                                   "window's width must be whole passes of them")
+    if kind == "depthwise" and (d["S"] % e.taps or d["R"] % e.tap_rows):
+        add("table", f"layer {i}", f"a {d['R']}×{d['S']} layer on a depthwise engine of {e.taps} taps of "
+                                   f"{e.tap_rows} window row{'s' if e.tap_rows > 1 else ''} a cycle: its window's "
+                                   "width and height must be whole passes of them")
     if d["C"] % e.word or d["K"] % e.word:
         add("table", f"layer {i}", f"{d['C']} or {d['K']} channels is not whole words of {e.word}")
     if d["C"] % d["tc"] or (kind != "depthwise" and d["K"] % d["tk"]):
