@@ -100,7 +100,8 @@ def main() -> None:
                         row["throughput"]["csim"] = _csim(units, ops)
                 rows.append(row)
                 engines = " + ".join(f"{e['kind']} " + "×".join(str(v) for v in e["lanes"].values())
-                                     + (f" ({e['taps']} taps)" if e.get("taps", 1) > 1 else "")
+                                     + (f" ({e['taps']}×{e.get('tap_rows', 1)} taps)" if e.get("tap_rows", 1) > 1
+                                        else f" ({e['taps']} taps)" if e.get("taps", 1) > 1 else "")
                                      for e in row["engines"])
                 if design.w_ports > 1:
                     engines += f", weights on {design.w_ports} ports"

@@ -426,6 +426,55 @@ def test_the_host_program_runs_the_network_through_an_xrt_test_double(tmp_path, 
     assert all(f"  - {p}: `{s}`" in readme for p, s in zip(hp, streams, strict=False))
 
 
+@pytest.mark.parametrize("dtype, ports, units", [("float32", 2, 1), ("int8", 1, 2)])
+def test_the_zynq_host_program_drives_the_ip_through_its_drivers_test_double(tmp_path, dtype, ports, units):
+    """On a Zynq (no acceleration platform) the project's host program is host/zynq/main.cpp: a standalone
+    application with the driver Vitis HLS exports. Compiled against the project's test doubles of that driver and of
+    the BSP (whose driver runs the kernel's C model on the addresses the host sets, and stops on a buffer the host
+    did not flush from the data cache), it reads the data files, sets every argument in the kernel's order (the
+    arena's two buffers in float32, two compute units as two IP instances in int8), and checks every layer. Says
+    nothing about a board (there is none here); each defect below is caught."""
+    import subprocess
+
+    _, design, run, _, _ = small_design(dtype, weight_ports=(ports,))
+    design.compute_units = units
+    project = write_network_project(tmp_path / "zynq", design, run)
+    assert design.arena_ports == (2 if dtype == "float32" else 1) and design.w_ports == ports
+    good = (project / "host" / "zynq" / "main.cpp").read_text()
+    assert "XNetwork_kernel_Set_act_in_hi" in good or dtype == "int8"
+
+    def run_host():
+        binary = tmp_path / "zynq.exe"
+        subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-Wno-unknown-pragmas",
+                        "-Wno-unused-label", f"-I{project / 'sim' / 'include' / 'bsp'}",
+                        f"-I{project / 'sim' / 'include'}", f"-I{project / 'src'}",
+                        str(project / "host" / "zynq" / "main.cpp"), str(project / "src" / "kernel.cpp"), "-o",
+                        str(binary)], check=True, capture_output=True)
+        return subprocess.run([str(binary)], cwd=project, capture_output=True, text=True)
+
+    ran = run_host()
+    assert ran.returncode == 0 and "mismatches=0" in ran.stdout and "PASS" in ran.stdout, ran.stdout + ran.stderr
+    assert f"on {units} unit" in ran.stdout
+    readme = (project / "README.md").read_text()
+    assert "host/zynq/main.cpp" in readme and "xnetwork_kernel.h" in readme
+    first = "XNetwork_kernel_Set_wgt(&ip[u], (u64)(UINTPTR)b.wgt);"
+    for old, new, says in [
+        # the buffers not flushed from the data cache before the IP starts
+        ("  Xil_DCacheFlushRange((INTPTR)&b, sizeof(Buffers));\n", "", "before flushing table"),
+        # the weights' port given the parameters' buffer: wrong outputs, or reads past the buffer's end
+        (first, "XNetwork_kernel_Set_wgt(&ip[u], (u64)(UINTPTR)b.params);", ""),
+        # the arena's word halves stored the other way round (float32), or the count of layers one short (int8)
+        (("std::memcpy(&b.arena[w * HALF_BYTES], &image[w * WORD_BYTES], HALF_BYTES);",
+          "std::memcpy(&b.arena[w * HALF_BYTES], &image[w * WORD_BYTES + HALF_BYTES], HALF_BYTES);")
+         if dtype == "float32" else ("XNetwork_kernel_Set_count(&ip[u], LAYERS);",
+                                     "XNetwork_kernel_Set_count(&ip[u], LAYERS - 1);")) + ("FAIL",),
+    ]:
+        assert old in good, old
+        (project / "host" / "zynq" / "main.cpp").write_text(good.replace(old, new))
+        ran = run_host()
+        assert ran.returncode != 0 and says in ran.stdout + ran.stderr, ran.stdout + ran.stderr
+
+
 def _port(q):
     return "wgt" if q == 0 else f"wgt{q}"
 

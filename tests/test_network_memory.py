@@ -10,7 +10,7 @@ import pytest
 
 from cost_models.fpga_network_design import explore_network
 from cost_models.fpga_network_memory import (Footprint, bank_bytes, bank_loads, design_footprint, fitting_weight_ports,
-                                             footprint, weight_span)
+                                             footprint, memory_problem, weight_span)
 from cost_models.fpga_network_ports import port_banks
 from cost_models.fpga_network_units import explore_throughput
 from hetero_dse.errors import HeteroDSEError
@@ -88,6 +88,42 @@ def test_compute_units_stop_where_their_copies_no_longer_fit_one_memory():
     assert one_unit.units_stop.startswith("2 compute units do not fit: the network's buffers do not fit zcu102's "
                                           "memory in int8")
     assert one_unit.to_json()["units_stop"] == one_unit.units_stop
+
+
+def test_a_project_whose_test_data_the_boards_memory_cannot_hold_is_not_written(tmp_path):
+    """The project ``explore --model`` writes runs each distinct layer on random data of its own (its input and
+    residual besides its output), and its host allocates those buffers on the banks its ports are connected to:
+    where they do not fit, no project is written and the reason is one sentence (the design's figures stand),
+    though the design's own buffers, the network's, were counted to fit."""
+    from small_net import traced
+
+    from hetero_dse.hls.network_layout import lay_out
+    from hetero_dse.hls.network_project import write_network_project
+    from hetero_dse.hls.network_run import random_run
+    from hetero_dse.hls.project import TestBenchTooLarge
+    from hetero_dse.model.capture import capture
+    from hetero_dse.model.layer_shape import shape_of
+
+    _, _, model, x = traced()
+    graph = capture(model, x, "small", profile=False)
+    ops = graph.operators()
+    shapes = [(shape_of(op, from_host=i == 0), layer.count)
+              for i, (op, layer) in enumerate(zip(ops, graph.layers, strict=True))]
+    design = explore_network(shapes, load_board("zcu102"), "int8", weight_ports=(1,))
+    run = random_run(design, ops)
+    f, data = design_footprint(design), lay_out(run, design)
+    arena = data["arena_words"] * design.word
+    assert arena > f.arena  # each layer's input and residual besides the network's tensors
+    # room for the design's buffers and not for the project's test data
+    room = f.port_bytes(1) + f.params + (f.arena + arena) // 2
+    design.board = with_capacity("zcu102", room / 2**30)
+    assert memory_problem(design) is None
+    with pytest.raises(TestBenchTooLarge, match=r"^its test data, as the host would allocate it: the network's "
+                                                r"buffers do not fit zcu102's memory in int8 \(1 weight port\)"):
+        write_network_project(tmp_path / "p", design, run)
+    assert not (tmp_path / "p").exists()
+    design.board = with_capacity("zcu102", 2 * room / 2**30)
+    assert (write_network_project(tmp_path / "p", design, run) / "design.json").exists()
 
 
 def test_every_board_file_gives_its_whole_memory():

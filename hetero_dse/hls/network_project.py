@@ -38,11 +38,25 @@ NETWORK_TEMPLATES = {"network/kernel.cpp.j2": "src/kernel.cpp", "network/kernel.
                      "network/xrt_banks.h.j2": "sim/include/xrt/xrt_banks.h"}
 #: the Vitis (v++) flow's files, for boards with an acceleration platform
 PLATFORM_TEMPLATES = {"network/connectivity.cfg.j2": "connectivity.cfg", "vpp_compile.cfg.j2": "vpp_compile.cfg"}
+#: the IP flow's host program, for boards without one (a Zynq's processor, the driver Vitis HLS exports), and the
+#: test doubles of the driver and the board's parameters it is compiled against here (the driver's file is named
+#: after the top function: ``driver_names``)
+IP_TEMPLATES = {"network/host_zynq.cpp.j2": "host/zynq/main.cpp",
+                "network/xparameters.h.j2": "sim/include/bsp/xparameters.h"}
 #: copied as they are: the HLS build script, the headers' stand-ins for C-simulation without Vitis, and the
 #: test double of XRT the host program is compiled against here
 STATIC = {"run_hls.tcl": "run_hls.tcl", **{f"include/{h}": f"sim/include/{h}" for h in (
     "ap_int.h", "hls_burst_maxi.h", "hls_stream.h", "hls_streamofblocks.h", "hls_vector.h", "xrt/xrt_device.h",
     "xrt/xrt_bo.h", "xrt/xrt_kernel.h")}}
+#: the standalone BSP's headers the Zynq host program includes, as test doubles (copied where it is written)
+BSP_STATIC = {f"include/bsp/{h}": f"sim/include/bsp/{h}" for h in (
+    "ff.h", "xil_cache.h", "xil_printf.h", "xil_types.h", "xstatus.h", "xtime_l.h")}
+
+
+def driver_names(top: str) -> tuple[str, str]:
+    """The driver Vitis HLS exports for top function ``top``: its instance type and its header (``XNetwork_kernel``,
+    ``xnetwork_kernel.h``: the name's first letter capitalised)."""
+    return "X" + top[:1].upper() + top[1:], f"x{top.lower()}.h"
 
 
 def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: str) -> dict[str, Any]:
@@ -108,7 +122,9 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
              "achieved_mhz": f"{design.achieved_mhz:.0f}", "model_ms": f"{1e3 * design.latency_s:.3f}",
              "units_fps": f"{design.compute_units / design.latency_s:.0f}",
              "host_atol": "0.0" if integer else "1e-3", "host_rtol": "0.0" if integer else "1e-3"}
-    return {**build, "top": top, "network": run.name, "layers": len(run.layers), "board": design.board.name,
+    drv, drv_header = driver_names(top)
+    return {**build, "top": top, "drv": drv, "drv_header": drv_header,
+            "network": run.name, "layers": len(run.layers), "board": design.board.name,
             "part": design.board.part, "clock_mhz": design.clock_mhz, "integer": integer,
             "ctype": "signed char" if integer else "float", "acc_ctype": "int" if integer else "float",
             "params": 2 if integer else 1, "param_words": data["param_words"],
@@ -202,17 +218,19 @@ def write_network_project(directory: Path, design: NetworkDesign, run: NetworkRu
             raise HeteroDSEError(f"layer {r.placed.shape.name}: the run {'gives' if r.residual else 'gives no'} "
                                  f"residual where its design {'charges none' if r.residual else 'charges one'}")
     data = lay_out(run, design)
+    _check_banks(design, data)
     ctx = context(design, run, data, top)
     directory = Path(directory)
     try:
         with atomic_directory(directory) as partial:
             env = environment()
-            templates = {**NETWORK_TEMPLATES, **(PLATFORM_TEMPLATES if design.board.platform else {})}
+            ip = {**IP_TEMPLATES, "network/xdriver.h.j2": f"sim/include/bsp/{ctx['drv_header']}"}
+            templates = {**NETWORK_TEMPLATES, **(PLATFORM_TEMPLATES if design.board.platform else ip)}
             for template, target in templates.items():
                 path = partial / target
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(env.get_template(template).render(**ctx))
-            for source, target in STATIC.items():
+            for source, target in {**STATIC, **({} if design.board.platform else BSP_STATIC)}.items():
                 (partial / target).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(data_dir("hls_templates") / source, partial / target)
             (partial / "data").mkdir()
@@ -231,6 +249,21 @@ def write_network_project(directory: Path, design: NetworkDesign, run: NetworkRu
     except OSError as exc:
         raise HeteroDSEError(f"cannot write the network project to {directory}: {exc.strerror or exc}") from exc
     return directory
+
+
+def _check_banks(design: NetworkDesign, data: dict[str, Any]) -> None:
+    """The buffers the project's host allocates, as its layout gives them (its test data: each distinct layer's
+    input and residual besides the outputs, where the explorer counted the network's), on the banks its ports are
+    connected to: :class:`TestBenchTooLarge` where they do not fit (the design's figures stand)."""
+    from cost_models.fpga_network_memory import Footprint, overflow
+    from hetero_dse.hls.project import TestBenchTooLarge
+
+    element = 1 if design.dtype == "int8" else 4
+    part = data["weight_words"] * design.wword * element
+    laid = Footprint(part * design.w_ports, data["arena_words"] * design.word * element,
+                     data["param_words"] * design.pword * 4, part)
+    if problem := overflow(laid, design.board, design.dtype, design.w_ports, design.compute_units):
+        raise TestBenchTooLarge(f"its test data, as the host would allocate it: {problem}")
 
 
 def check_trips(directory: Path, output: str) -> list[str]:
