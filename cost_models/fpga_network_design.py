@@ -3,7 +3,8 @@ kernel's engines (``hls_templates/network/``), their lanes and buffers chosen fo
 tiles chosen for them, scored by ``cost_models/fpga_network.py``, the model of that kernel's loops.
 
 The space is the hardware fixed at synthesis: the grid's output × input channel lanes, the depthwise engine's
-channel lanes and the taps of a window row each multiplies a cycle, the Winograd engine's lanes and tile (a float
+channel lanes and the taps of a window row each multiplies a cycle (of the window's rows too: ``depthwise_taps``),
+the Winograd engine's lanes and tile (a float
 one's transforms on the fabric or on DSPs), the activations' word (the Winograd engine's may hold several of its
 lane groups; one wider than the board's port spreads over two: ``arena_ports``), the rows of each engine's buffers,
 and the weights' ports read at once (one to four: ZCU102's 128-bit HP ports starve a large grid).

@@ -5,6 +5,7 @@
 #ifndef HDSE_STANDIN_XRT_H
 #define HDSE_STANDIN_XRT_H
 
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <memory>
@@ -12,7 +13,7 @@
 #include <vector>
 
 enum xclBOSyncDirection { XCL_BO_SYNC_BO_TO_DEVICE = 0, XCL_BO_SYNC_BO_FROM_DEVICE = 1 };
-enum ert_cmd_state { ERT_CMD_STATE_COMPLETED = 4, ERT_CMD_STATE_ERROR = 5 };
+enum ert_cmd_state { ERT_CMD_STATE_COMPLETED = 4, ERT_CMD_STATE_ERROR = 5, ERT_CMD_STATE_TIMEOUT = 8 };
 
 namespace xrt {
 
@@ -44,6 +45,7 @@ class run {
  public:
   // a test double's run has ended by the time it is returned
   ert_cmd_state wait() { return ERT_CMD_STATE_COMPLETED; }
+  ert_cmd_state wait(const std::chrono::milliseconds &) { return ERT_CMD_STATE_COMPLETED; }
 };
 
 }  // namespace xrt
