@@ -122,8 +122,9 @@ def weight_span(f: Footprint, memory: Memory, w_ports: int) -> int:
 
 
 def bank_loads(f: Footprint, channels: int, w_ports: int, units: int, span: int = 1) -> dict[int, int]:
-    """Bytes on each memory bank: every unit's arena, weight ports' buffers (each over its ``span`` banks, filled
-    from the first as XRT places a buffer in a range) and parameters where ``port_banks`` puts them."""
+    """Bytes on each memory bank: every unit's arena, weight ports' buffers (each over its ``span`` banks, counted
+    as an even share on each: where XRT fills a range from its first bank instead, the range holds the same, and a
+    part fits its range either way) and parameters where ``port_banks`` puts them."""
     loads: dict[int, int] = {}
     part = f.port_bytes(w_ports)
     for u in range(units):
