@@ -123,6 +123,8 @@ def engine_resources(engine: EngineShape, dtype: str, uram: bool) -> np.ndarray:
     # the depthwise engine's taps of a row, each from the one of its box's banks by column that holds its pixel: a
     # multiplexer of the banks on each lane's every tap
     res[lut] += macs * bits * mux_luts(engine.box_banks)
+    if engine.box_banks > 1:  # and in registers: each bank's row read, and each tap's pick of them (a reviewer's count)
+        res[ff] += 2 * macs * bits
     if engine.kind == "winograd":
         w_bits = engine.row_grids(3) * engine.out_lanes * engine.in_lanes * bits
         w_use = macs * (integer_types(engine.tile).u if engine.w_transform else bits)
