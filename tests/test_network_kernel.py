@@ -155,9 +155,10 @@ def test_the_depthwise_engines_window_a_cycle_is_counted_by_hand():
     a32 = ARITHMETIC["float32"]
     assert r9[dsp] - r3[dsp] == pytest.approx(8 * 6 * (a32.dsp_mul + a32.dsp_add))
     assert r9[lut] - r3[lut] >= 8 * 9 * 32 * mux_luts(9) - 8 * 3 * 32 * mux_luts(3)
-    # and in registers each bank's row read and each tap's pick: twice a lane's taps' bits
+    # registers: 48 products and adds more, the weight row's 48 values more (as gathered and as used), and each
+    # bank's row read and each tap's pick of them (twice a lane's taps' bits; 3 taps: twice 24 values)
     ff = RESOURCE_KINDS.index("ff")
-    assert r9[ff] - r3[ff] >= 2 * 8 * 9 * 32 - 2 * 8 * 3 * 32
+    assert r9[ff] - r3[ff] == 48 * (a32.ff_mul + a32.ff_add) + 2 * 48 * 32 + (2 * 72 * 32 - 2 * 24 * 32)
     # the explorer offers the window's rows where every depthwise layer's window is as wide and its height a
     # multiple; else one sentence
     options = depthwise_taps([LayerShape("depthwise", 16, 16, 8, 8, 3, 3, 1, 1)])
