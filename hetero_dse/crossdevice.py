@@ -311,7 +311,7 @@ def _lanes_words(e: dict[str, Any], named: bool = False) -> str:
     taps of a window row each multiplies a cycle where the depthwise engine takes several."""
     lanes = " × ".join(f"{v} {k}" if named else str(v) for k, v in e["lanes"].items()) + " lanes"
     rows = f" × {e['tap_rows']} rows" if e.get("tap_rows", 1) > 1 else ""
-    return lanes + (f" of {e['taps']}{rows} taps a cycle" if e.get("taps", 1) > 1 else "")
+    return lanes + (f" of {e['taps']} taps{rows} a cycle" if e.get("taps", 1) > 1 else "")
 
 
 def _engine_words(e: dict[str, Any]) -> str:

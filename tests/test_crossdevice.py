@@ -332,3 +332,13 @@ def test_the_reports_network_section_says_where_a_word_spreads_over_two_ports():
         lines[word] = "\n".join(_network_markdown({"networks": [design]}))
     assert "(a word of 32 activations a cycle, over 2 ports a part each)" in lines[32]
     assert "a part each" not in lines[16] and "one layout. **Network latency" in lines[16]
+
+
+def test_an_engines_lanes_and_taps_in_words():
+    """The report names the depthwise engine's taps a cycle: a window row's, or a whole window's rows too."""
+    from hetero_dse.crossdevice import _lanes_words
+
+    row = {"kind": "depthwise", "lanes": {"channel": 32}, "taps": 3}
+    assert _lanes_words(row, named=True) == "32 channel lanes of 3 taps a cycle"
+    assert _lanes_words({**row, "tap_rows": 3}, named=True) == "32 channel lanes of 3 taps × 3 rows a cycle"
+    assert _lanes_words({"kind": "grid", "lanes": {"output": 16, "input": 64}}) == "16 × 64 lanes"
