@@ -357,8 +357,8 @@ def _csim_verdict(check: dict[str, Any]) -> str:
 def _project(p: dict[str, Any]) -> str:
     """Where a design's project is, and its C-simulation's verdict; or why none was written."""
     if p.get("directory"):
-        check = p.get("check")
-        return f"its project `{p['directory']}`" + ("" if not check else f", {_csim_verdict(check)}")
+        check, part = p.get("check"), f" (its test data {p['test_data']})" if p.get("test_data") else ""
+        return f"its project `{p['directory']}`{part}" + ("" if not check else f", {_csim_verdict(check)}")
     return f"**by the model only**: {p.get('project_why', 'explore writes no project for it')}"
 
 

@@ -126,6 +126,56 @@ def test_a_project_whose_test_data_the_boards_memory_cannot_hold_is_not_written(
     assert (write_network_project(tmp_path / "p", design, run) / "design.json").exists()
 
 
+def test_a_network_whose_test_data_is_past_the_limit_gets_a_project_of_as_many_layers_as_it_holds(tmp_path,
+                                                                                                 monkeypatch):
+    """Where every distinct layer's random data would be past the test bench's limit (YOLO-v1 in float32 on u280:
+    1.13 GB), the project is written for each engine's smallest layer and then the others in order while they fit,
+    says so (its README, the report), and C-simulates them: the hardware is the design's, the table shorter."""
+    from small_net import traced
+
+    from hetero_dse.crossdevice import _project
+    from hetero_dse.hls import network_project
+    from hetero_dse.hls.csim import csim
+    from hetero_dse.hls.network_project import check_trips, write_network_random
+    from hetero_dse.hls.network_run import random_run, run_bytes, test_bench_layers
+    from hetero_dse.model.capture import capture
+    from hetero_dse.model.layer_shape import shape_of
+
+    _, _, model, x = traced()
+    graph = capture(model, x, "small", profile=False)
+    ops = graph.operators()
+    shapes = [(shape_of(op, from_host=i == 0), layer.count)
+              for i, (op, layer) in enumerate(zip(ops, graph.layers, strict=True))]
+    design = explore_network(shapes, load_board("zcu102"), "float32")
+    sizes = [run_bytes(p) for p in design.layers]
+    # the bound is never below what the project counts of each layer's run (its weights, input, residual, twice its
+    # reference)
+    whole = random_run(design, ops)
+    for i, r in enumerate(whole.layers):
+        inputs = [whole.inputs[f"x{i}"], *([whole.inputs[f"r{i}"]] if r.residual else [])]
+        assert r.weight.nbytes + 2 * r.reference.nbytes + sum(a.nbytes for a in inputs) <= sizes[i]
+    assert test_bench_layers(design, sum(sizes)) == list(range(len(sizes)))
+    # each engine's smallest first (the grid's and the depthwise engine's), then the others in order while they fit
+    kinds = {p.layer.engine for p in design.layers}
+    smallest = {min((i for i, p in enumerate(design.layers) if p.layer.engine == k), key=sizes.__getitem__)
+                for k in kinds}
+    first_other = next(i for i in range(len(sizes)) if i not in smallest)
+    limit = sum(sizes[i] for i in smallest) + sizes[first_other]
+    chosen = test_bench_layers(design, limit)
+    assert smallest | {first_other} <= set(chosen) and sum(sizes[i] for i in chosen) <= limit < sum(sizes)
+    assert test_bench_layers(design, min(sizes) - 1) == []
+    monkeypatch.setattr(network_project, "MAX_DATA_BYTES", limit)
+    project, ran = write_network_random(tmp_path / "p", design, ops)
+    assert ran == len(chosen) < len(design.layers)
+    assert f"{ran} of the design's {len(design.layers)} distinct layers" in (project / "README.md").read_text()
+    result = csim(project)
+    assert result.passed and result.mismatches == 0 and check_trips(project, result.output) == []
+    assert "(its test data for 2 of its 6" in _project({"directory": "p", "test_data": "for 2 of its 6 distinct"})
+    monkeypatch.setattr(network_project, "MAX_DATA_BYTES", min(sizes) - 1)
+    with pytest.raises(HeteroDSEError, match="smallest layer alone has more test data than the limit"):
+        write_network_random(tmp_path / "q", design, ops)
+
+
 def test_every_board_file_gives_its_whole_memory():
     """``capacity_gib`` is the memory's, all its channels together (an AWS F1 card's four DDR4 channels of 16 GiB:
     64 GiB; a U280's 32 HBM pseudo-channels of 256 MiB: 8 GiB)."""

@@ -29,7 +29,7 @@ from hetero_dse.hls.network_layout import lay_out
 from hetero_dse.hls.network_run import (ENGINE_IDS, FIELDS, FLOAT_FIELDS, NAMES, NetworkRun, arena_halves,
                                          tile_banks, weight_ports, write_process)
 
-__all__ = ["MAX_CSIM_BYTES", "check_trips", "csim_bytes", "write_network_project"]
+__all__ = ["MAX_CSIM_BYTES", "check_trips", "csim_bytes", "write_network_project", "write_network_random"]
 
 NETWORK_TEMPLATES = {"network/kernel.cpp.j2": "src/kernel.cpp", "network/kernel.h.j2": "src/kernel.h",
                      "network/tb.cpp.j2": "tb/tb.cpp", "network/host.cpp.j2": "host/host.cpp",
@@ -249,6 +249,21 @@ def write_network_project(directory: Path, design: NetworkDesign, run: NetworkRu
     except OSError as exc:
         raise HeteroDSEError(f"cannot write the network project to {directory}: {exc.strerror or exc}") from exc
     return directory
+
+
+def write_network_random(directory: Path, design: NetworkDesign, ops: Sequence[Any], seed: int = 0
+                         ) -> tuple[Path, int]:
+    """``design``'s project on random data (``random_run``): every distinct layer's, or where their data is past
+    ``MAX_DATA_BYTES``, each engine's smallest layer and then others in order while they fit
+    (``test_bench_layers``): (its directory, the layers it runs)."""
+    from hetero_dse.hls.network_run import random_run, test_bench_layers
+    from hetero_dse.hls.project import TestBenchTooLarge
+
+    chosen = test_bench_layers(design, MAX_DATA_BYTES)
+    if not chosen:
+        raise TestBenchTooLarge(f"an engine's smallest layer alone has more test data than the limit of "
+                                f"{MAX_DATA_BYTES / 1e9:g} GB")
+    return write_network_project(directory, design, random_run(design, ops, seed, only=chosen)), len(chosen)
 
 
 def _check_banks(design: NetworkDesign, data: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ from cost_models.fpga_network_placed import NetworkDesign, PlacedLayer
 from hetero_dse.epilogue import activation_clamp, parse_step
 
 __all__ = ["ENGINE_IDS", "FIELDS", "FLOAT_FIELDS", "NAMES", "NetworkRun", "RunLayer", "arena_halves", "design_name",
-           "quantized", "random_run", "tile_banks", "weight_ports", "write_process"]
+           "quantized", "random_run", "run_bytes", "test_bench_layers", "tile_banks", "weight_ports", "write_process"]
 
 #: the descriptor's fields, in the table's order (``kernel.h``'s layer_t); floats stored as their bits. Offsets
 #: are in words, each tensor's at its pixel (0, 0); a pitch is the pixels of a row of its tensor as laid out (the
@@ -78,14 +78,44 @@ class NetworkRun:
     reference_source: str
 
 
-def random_run(design: NetworkDesign, ops: Sequence[Any], seed: int = 0) -> NetworkRun:
-    """Each distinct layer of ``design`` on random data of its shape (its input, weights and a residual where
-    its epilogue adds one), torch's output of it as the reference."""
+def run_bytes(p: PlacedLayer) -> int:
+    """What a distinct layer's random run holds at most, as ``write_network_project`` counts it: its weights, its
+    input, a residual, and its reference twice (float32: an int8 run holds less)."""
+    s = p.shape
+    oh, ow = (s.H + 2 * s.pad - s.R) // s.stride + 1, (s.W + 2 * s.pad - s.S) // s.stride + 1
+    weights = s.K * s.R * s.S * (s.C if s.engine == "grid" else 1)
+    return 4 * (weights + s.C * s.H * s.W + 3 * s.K * oh * ow)
+
+
+def test_bench_layers(design: NetworkDesign, limit: int) -> list[int]:
+    """The distinct layers whose random runs fit ``limit`` bytes together (``run_bytes``): all where they fit; else
+    each engine's smallest layer first, so that every engine the design builds runs, then the others in the
+    network's order while they fit (none where an engine's smallest does not)."""
+    sizes = [run_bytes(p) for p in design.layers]
+    if sum(sizes) <= limit:
+        return list(range(len(sizes)))
+    kinds = {p.layer.engine for p in design.layers}
+    chosen = {min((i for i, p in enumerate(design.layers) if p.layer.engine == k), key=sizes.__getitem__)
+              for k in kinds}
+    if sum(sizes[i] for i in chosen) > limit:
+        return []
+    for i, size in enumerate(sizes):
+        if i not in chosen and sum(sizes[j] for j in chosen) + size <= limit:
+            chosen.add(i)
+    return sorted(chosen)
+
+
+def random_run(design: NetworkDesign, ops: Sequence[Any], seed: int = 0, only: Sequence[int] | None = None
+               ) -> NetworkRun:
+    """Each distinct layer of ``design`` (``only``: those of these indices) on random data of its shape (its input,
+    weights and a residual where its epilogue adds one), torch's output of it as the reference."""
     import torch
 
     rng = np.random.default_rng(seed)
     layers, inputs = [], {}
     for i, (p, op) in enumerate(zip(design.layers, ops, strict=True)):
+        if only is not None and i not in only:
+            continue
         s = p.shape
         red = s.C * s.R * s.S if s.engine == "grid" else s.R * s.S
         if op.name == "gemm":
@@ -115,7 +145,11 @@ def random_run(design: NetworkDesign, ops: Sequence[Any], seed: int = 0) -> Netw
         lo, hi, slope = activation
         ref = torch.where(ref < 0, ref * slope, ref).clamp(lo, hi)
         layers.append(RunLayer(p, w, b, f"input:x{i}", residual, activation, ref.numpy()))
-    run = NetworkRun(design_name(design), layers, inputs, "torch.nn.functional on random data, layer by layer")
+    source = "torch.nn.functional on random data, layer by layer"
+    if only is not None and len(layers) < len(design.layers):
+        source += (f", {len(layers)} of the design's {len(design.layers)} distinct layers (the others' test data past "
+                   "the limit; every engine runs)")
+    run = NetworkRun(design_name(design), layers, inputs, source)
     return quantized(run, design)
 
 
