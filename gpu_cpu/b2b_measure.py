@@ -24,7 +24,8 @@ from hetero_dse.hardware.gpus import GpuDevice
 from hetero_dse.ops.winograd import result_problem
 from hetero_dse.space.point import Point
 
-__all__ = ["FusedJob", "FusedTrial", "fastest_fused", "fused_point_job", "measure_fused", "ranked_points"]
+__all__ = ["FusedJob", "FusedTrial", "build_emulated", "fastest_fused", "fused_point_job", "measure_fused",
+           "ranked_points"]
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ def _build_cuda(pair: GemmPair, device: GpuDevice) -> Callable[[Point], Any]:
     return lambda point: build_cuda(apply_b2b(pair, point), device, compile_here=False)[0].mod
 
 
-def _build_emulated(pair: GemmPair) -> Callable[[Point], Any]:
+def build_emulated(pair: GemmPair) -> Callable[[Point], Any]:
     """The fused kernel built for TVM's CPU backend (its GPU bindings emulated): where no GPU is present."""
     from gpu_cpu.schedule import build_cpu
 
@@ -83,7 +84,7 @@ def fused_point_job(job: FusedJob) -> dict[str, Any]:
     import tvm
 
     on_gpu = job.target == "cuda"
-    build = _build_cuda(job.pair, job.device) if on_gpu else _build_emulated(job.pair)
+    build = _build_cuda(job.pair, job.device) if on_gpu else build_emulated(job.pair)
     module = build(job.point)
     return _check_and_time(job.pair, module, tvm.cuda(0) if on_gpu else tvm.cpu(0), job.number, job.repeat,
                            MIN_REPEAT_MS[job.target])

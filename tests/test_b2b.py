@@ -15,7 +15,7 @@ import pytest
 from cost_models.gpu_roofline import LAUNCH_S
 from gpu_cpu.b2b import (FUSE_MARGIN, FusedChoice, GemmPair, apply_b2b, choose, estimate_b2b, fused_points, limits,
                          violations)
-from gpu_cpu.b2b_measure import FusedTrial
+from gpu_cpu.b2b_measure import FusedTrial, build_emulated
 from gpu_cpu.cuda_usage import declared_shared_bytes
 from gpu_cpu.measure import Measurer
 from gpu_cpu.schedule import ScheduleError, build_cpu, build_cuda
@@ -241,11 +241,6 @@ def test_a_networks_back_to_back_pointwise_convolutions_are_fused_where_faster(w
 
 
 # ------------------------------------------------------------------------- the fused kernel measured (on a GPU)
-def emulated(pair: GemmPair):
-    """The fused kernel built for TVM's CPU backend: ``measure_fused``'s build where no GPU is present."""
-    return lambda point: build_cpu(apply_b2b(pair, point, emulate=True)).mod
-
-
 def test_the_fused_template_is_measured_best_estimate_first_and_each_point_checked():
     """``measure_fused`` on TVM's CPU path (the GPU's path but for the build and the device): the points come in
     the roofline's order, each checked against the pair's reference before it is timed; a kernel that computes
@@ -257,12 +252,12 @@ def test_the_fused_template_is_measured_best_estimate_first_and_each_point_check
     h100 = get_device("h100")
     ranked = ranked_points(NCHW, h100)
     assert [s for _, s in ranked] == sorted(estimate_b2b(NCHW, p, h100).seconds for p in fused_points(NCHW, h100))
-    trials = measure_fused(NCHW, h100, 3, dev=tvm.cpu(0), build=emulated(NCHW), target="llvm")
+    trials = measure_fused(NCHW, h100, 3, dev=tvm.cpu(0), build=build_emulated(NCHW), target="llvm")
     assert [t.point for t in trials] == [p for p, _ in ranked[:3]]
     assert all(t.error is None and t.seconds > 0 and len(t.repeats) == 3 for t in trials)
     assert fastest_fused(trials).seconds == min(t.seconds for t in trials)
     other = GemmPair(96, 40, 24, 36, ("bias", "add"), ("bias", "leaky_relu(0.1)"), channels_first=True)
-    wrong = measure_fused(NCHW, h100, 2, dev=tvm.cpu(0), build=emulated(other), target="llvm")
+    wrong = measure_fused(NCHW, h100, 2, dev=tvm.cpu(0), build=build_emulated(other), target="llvm")
     assert all(t.seconds is None and "differs from the reference of the pair" in t.error for t in wrong)
     assert fastest_fused(wrong) is None
 
@@ -285,7 +280,7 @@ def test_a_fused_kernel_that_writes_nothing_fails_its_check_though_the_point_bef
         def time_evaluator(self, *args, **kwargs):
             raise AssertionError("a kernel that failed its check is timed")
 
-    real = emulated(NCHW)
+    real = build_emulated(NCHW)
     builds = iter([real, lambda point: Silent()])
     trials = measure_fused(NCHW, get_device("h100"), 2, dev=tvm.cpu(0), build=lambda p: next(builds)(p),
                            target="llvm")

@@ -97,11 +97,13 @@ def test_bench_layers(design: NetworkDesign, limit: int) -> list[int]:
     kinds = {p.layer.engine for p in design.layers}
     chosen = {min((i for i, p in enumerate(design.layers) if p.layer.engine == k), key=sizes.__getitem__)
               for k in kinds}
-    if sum(sizes[i] for i in chosen) > limit:
+    held = sum(sizes[i] for i in chosen)
+    if held > limit:
         return []
     for i, size in enumerate(sizes):
-        if i not in chosen and sum(sizes[j] for j in chosen) + size <= limit:
+        if i not in chosen and held + size <= limit:
             chosen.add(i)
+            held += size
     return sorted(chosen)
 
 
