@@ -50,6 +50,8 @@ class NetworkDesign:
     compute_units: int = 1
     #: why the throughput search (``fpga_network_units``) took no more compute units ("": it was not searched)
     units_stop: str = ""
+    #: each compute unit's SLR where each fits within one (``slr_placement``; () where v++ places them)
+    unit_slrs: tuple[int, ...] = ()
 
     @property
     def latency_s(self) -> float:
@@ -117,6 +119,7 @@ class NetworkDesign:
                 "engines": engines, "clock_mhz": self.clock_mhz, "achieved_mhz": self.achieved_mhz,
                 "latency_s": self.latency_s, "fps": self.compute_units / self.latency_s,
                 "compute_units": self.compute_units, **({"units_stop": self.units_stop} if self.units_stop else {}),
+                **({"unit_slrs": list(self.unit_slrs)} if self.unit_slrs else {}),
                 "gops": 2 * self.macs * self.compute_units / self.latency_s / 1e9,
                 "peak_gops": 2 * macs_peak * hz / 1e9, "resources": self.resources, "utilisation": self.utilisation,
                 "candidates": self.candidates, "layers": [self._layer_json(p, hz) for p in self.layers],

@@ -4,18 +4,22 @@ raise the images a second."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 
+import numpy as np
+
+from cost_models.fpga import slr_resources
 from cost_models.fpga_network_algorithm import LANES
 from cost_models.fpga_network_design import explore_network
 from cost_models.fpga_network_ports import WEIGHT_PORTS
 from cost_models.fpga_network_placed import NetworkDesign
 from hetero_dse.errors import HeteroDSEError
-from hetero_dse.hardware.board import Board
+from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 from hetero_dse.model.layer_shape import LayerShape
 
-__all__ = ["MAX_COMPUTE_UNITS", "UNITS_PATIENCE", "explore_throughput"]
+__all__ = ["MAX_COMPUTE_UNITS", "UNITS_PATIENCE", "explore_throughput", "slr_placement"]
 
 #: at most this many compute units are tried (each takes an even share of the device)
 MAX_COMPUTE_UNITS = 8
@@ -31,10 +35,11 @@ def explore_throughput(layers: Sequence[tuple[LayerShape, int]], board: Board, d
     ``1/n`` of the device's resources, each with its own memory channels (its arena's, its weights') where the
     board has them, sharing them where it has not (``unit_share``). ``n`` goes up
     until the throughput has not risen for ``UNITS_PATIENCE`` steps (a unit count whose share of the device halves
-    the lanes dips, and the next may rise past it) or the units no longer fit."""
+    the lanes dips, and the next may rise past it) or the units no longer fit; a count whose units each fit one SLR
+    but cannot each have one (``slr_placement``) is passed over."""
     best: NetworkDesign | None = None
     slower: list[tuple[int, float]] = []  # (units, images a second) tried past the best
-    stop = ""
+    stop, unplaced = "", []
     for n in range(1, MAX_COMPUTE_UNITS + 1):
         share = {k: v / n for k, v in board.usable.items()}
         try:
@@ -43,7 +48,12 @@ def explore_throughput(layers: Sequence[tuple[LayerShape, int]], board: Board, d
         except HeteroDSEError as exc:
             stop = f"{n} compute units do not fit: {exc}"
             break
-        design.board, design.compute_units = board, n
+        unit = np.array([design.resources.get(k, 0.0) for k in RESOURCE_KINDS])
+        slrs = slr_placement(board, unit, n)
+        if slrs is None:  # the model clocked each unit as within one SLR, and they cannot each keep to one
+            unplaced.append(n)
+            continue
+        design.board, design.compute_units, design.unit_slrs = board, n, slrs
         design.resources = {k: v * n for k, v in design.resources.items()}
         if best is not None and n / design.latency_s <= best.compute_units / best.latency_s:
             slower.append((n, n / design.latency_s))
@@ -58,5 +68,25 @@ def explore_throughput(layers: Sequence[tuple[LayerShape, int]], board: Board, d
     counts = [u for u, _ in slower]
     no_more = (f"{counts[0]}{f' to {counts[-1]}' if len(counts) > 1 else ''} compute units run no more images a "
                f"second ({', '.join(f'{fps:,.0f}' for _, fps in slower)} fps)" if slower else "")
-    best.units_stop = "; ".join(w for w in (no_more, stop) if w)
+    split = (f"{' and '.join(map(str, unplaced))} compute units cannot each keep within one of {board.name}'s "
+             f"{board.slrs} SLRs, as the model clocks them" if unplaced else "")
+    best.units_stop = "; ".join(w for w in (no_more, split, stop) if w)
     return best
+
+
+def slr_placement(board: Board, unit: np.ndarray, units: int) -> tuple[int, ...] | None:
+    """The SLR of each of ``units`` compute units of resources ``unit`` (``RESOURCE_KINDS`` order) on ``board``:
+    where a unit fits one SLR the model clocks it as not crossing (``achieved_clock``), so the link configuration
+    must keep each within one (``slr=`` lines), dealt round the SLRs in turn; None where they cannot all be (an SLR
+    holds fewer of them than the turn gives it). () where nothing is placed: one unit, one die, or a unit that needs
+    several SLRs (v++ places it; the model derated its clock for the crossings)."""
+    per_slr = slr_resources(board)
+    if units == 1 or board.slrs <= 1:
+        return ()
+    used = unit > 0
+    held = math.floor(min(per_slr[used] / unit[used])) if used.any() else units
+    if held < 1:
+        return ()
+    if held < math.ceil(units / board.slrs):
+        return None
+    return tuple(u % board.slrs for u in range(units))

@@ -385,6 +385,11 @@ def test_build_files_carry_the_clock_and_interface_settings(board, tmp_path):
         dry = subprocess.run(["make", "-n", "-C", str(project), *targets], capture_output=True, text=True)
         assert dry.returncode == 0, dry.stderr
         assert "run_hls.tcl" in dry.stdout
+        if b.platform:  # hardware emulation links a kernel object compiled for it, and make keeps both
+            emu = subprocess.run(["make", "-n", "-C", str(project), "xclbin", "TARGET=hw_emu"], capture_output=True,
+                                 text=True, check=True).stdout
+            assert emu.count("-t hw_emu ") == 2 and ".hw_emu.xclbin " in emu and ".hw_emu.xo" in emu
+            assert "\nrm " not in emu, emu
 
 
 def test_a_c_simulation_that_never_ends_is_stopped_in_time_proportional_to_its_work(tmp_path, monkeypatch):

@@ -405,10 +405,10 @@ def test_the_kernel_runs_tiles_a_column_wide_and_more_rows_tall_than_its_runs_in
 @pytest.mark.parametrize("dtype, ports", [("int8", 1), ("int8", 2), ("float32", 2)])
 def test_the_host_program_runs_the_network_through_an_xrt_test_double(tmp_path, dtype, ports):
     """host/host.cpp (XRT's native API) compiled against the project's XRT test double, whose kernel run calls
-    the kernel's C model: the buffers, their groups and the argument order the host passes are the kernel's
-    (with one weight port and with two, each its half of weights.bin; in float32 the arena's word over two ports,
-    its two buffers split from arena.bin and joined back), and it checks every layer. Says nothing about a card
-    (there is none here)."""
+    the kernel's C model on the card's copies of the buffers when the host waits: the buffers, their groups and the
+    argument order the host passes are the kernel's (with one weight port and with two, each its half of
+    weights.bin; in float32 the arena's word over two ports, its two buffers split from arena.bin and joined back),
+    and it checks every layer. Says nothing about a card (there is none here)."""
     import subprocess
 
     _, _, _, design, project, _ = _small_run(tmp_path, dtype, weight_ports=(ports,))
@@ -420,6 +420,20 @@ def test_the_host_program_runs_the_network_through_an_xrt_test_double(tmp_path, 
                     str(project / "src" / "kernel.cpp"), "-o", str(binary)], check=True, capture_output=True)
     ran = subprocess.run([str(binary), "test_double.xclbin", str(project / "data")], capture_output=True, text=True)
     assert ran.returncode == 0 and "mismatches=0" in ran.stdout and "PASS" in ran.stdout, ran.stdout + ran.stderr
+    if dtype == "float32":  # the double keeps the card's copy of each buffer apart and runs the kernel on wait: a
+        # host that forgets a sync or the wait is caught (each defect put in on purpose)
+        host = project / "host" / "host.cpp"
+        good = host.read_text()
+        for old, new in (("bo->sync(XCL_BO_SYNC_BO_TO_DEVICE);", "(void)bo;"),
+                         ("    arena.sync(XCL_BO_SYNC_BO_FROM_DEVICE);\n", ""),
+                         ("    arena_hi.sync(XCL_BO_SYNC_BO_FROM_DEVICE);\n", ""),
+                         ("emulated ? runs[u].wait() : runs[u].wait(limit)",
+                          "((void)emulated, (void)limit, ERT_CMD_STATE_COMPLETED)")):
+            assert old in good, old
+            host.write_text(good.replace(old, new))
+            ran = _run_host(tmp_path, project)
+            assert ran.returncode == 1 and "FAIL" in ran.stdout and "mismatches=0" not in ran.stdout, (old, ran.stdout)
+        host.write_text(good)
     readme = (project / "README.md").read_text()
     assert "make ip" in readme and ("two int8 products a DSP48E2" in readme or dtype == "float32")  # zcu102: an IP
     # each read stream on a Zynq HP port of its own, the output's writes beside the box's reads
@@ -908,6 +922,38 @@ def test_the_throughput_design_looks_past_a_dip_in_the_units(monkeypatch):
         "7 compute units do not fit: no network kernel fits")
 
 
+def test_compute_units_that_each_fit_an_slr_are_each_kept_to_one(monkeypatch):
+    """The model clocks a unit that fits one SLR as crossing none, so the units are dealt round the SLRs in turn
+    (``slr_placement``; connectivity.cfg's ``slr=`` lines): vu9p's SLRs hold 2,280 DSPs each. Where a unit fits one
+    but the SLRs cannot each take their turn's, the count is passed over and the report says why."""
+    from types import SimpleNamespace
+
+    from cost_models import fpga_network_units as nd
+
+    vu9p = load_board("vu9p")
+    assert vu9p.slrs == 3 and vu9p.resources["dsp"] == 6840
+
+    def unit(dsp):
+        return np.array([dsp if k == "dsp" else 0.0 for k in nd.RESOURCE_KINDS])
+
+    assert nd.slr_placement(vu9p, unit(700), 8) == (0, 1, 2, 0, 1, 2, 0, 1)  # three a SLR at most
+    assert nd.slr_placement(vu9p, unit(1200), 3) == (0, 1, 2)
+    assert nd.slr_placement(vu9p, unit(1200), 4) is None  # one a SLR: the fourth would straddle two
+    assert nd.slr_placement(vu9p, unit(2300), 2) == ()  # each spans SLRs: v++ places them (the clock derated)
+    assert nd.slr_placement(vu9p, unit(700), 1) == () and nd.slr_placement(load_board("zcu102"), unit(700), 2) == ()
+
+    def fake(layers, board, dtype, clock_mhz, lanes, **options):
+        n = round(vu9p.usable["dsp"] / board.usable["dsp"])
+        return SimpleNamespace(latency_s=1e-3, resources={"dsp": 4800.0 / n}, board=board, compute_units=1)
+
+    monkeypatch.setattr(nd, "explore_network", fake)
+    best = nd.explore_throughput([], vu9p, "int8")
+    # 2 units of 2,400 DSPs each span SLRs; 3 of 1,600 take one each; 4 of 1,200 cannot (an SLR holds one); 5 of
+    # 960 can (two a SLR), and 6 to 8 (two, and then three, a SLR)
+    assert best.compute_units == 8 and best.unit_slrs == (0, 1, 2, 0, 1, 2, 0, 1)
+    assert best.units_stop.startswith("4 compute units cannot each keep within one of vu9p's 3 SLRs, as the model")
+
+
 def test_compute_units_share_the_boards_memory_channels_as_their_ports_take_them():
     """Each unit takes a channel for its arena and one for each weight port (two at most: ``connectivity.cfg``);
     where the board has fewer, each port gets its share. One channel: each unit 1/n of it (the model then shares
@@ -971,6 +1017,32 @@ def test_compute_units_are_instances_of_the_kernel_on_banks_as_the_model_shares_
         ran = _run_host(tmp_path, project)
         assert ran.returncode != 0 and says in ran.stderr, ran.stdout + ran.stderr
     host.write_text(good)
+
+
+def test_the_makefile_builds_each_target_from_its_own_kernel_object(tmp_path):
+    """v++ links an xclbin only from a kernel object compiled for the same target: ``make xclbin`` builds the hw
+    pair, ``make emu`` the hw_emu pair, emconfig.json for the platform, the host, and runs it in XRT's emulation
+    (``make -n``: the commands make would run, in order; no Vitis here)."""
+    import shutil
+    import subprocess
+
+    if not shutil.which("make"):
+        pytest.skip("no make on this machine")
+    _, design, run, _, _ = small_design("int8", board="u200", weight_ports=(1,))
+    project = write_network_project(tmp_path / "u200", design, run)
+    def dry(target):  # each command on one line (make prints a continued line as it is written)
+        ran = subprocess.run(["make", "-n", "-C", str(project), target], capture_output=True, text=True, check=True)
+        return [" ".join(c.split()) for c in ran.stdout.replace("\\\n", " ").splitlines() if not c.startswith("make")]
+
+    compile_, link = [line for line in dry("xclbin") if line.startswith("v++")]
+    assert "-c -t hw " in compile_ and "-o network_kernel.hw.xo" in compile_
+    assert "-l -t hw " in link and "-o network_kernel.hw.xclbin network_kernel.hw.xo" in link
+    emu = dry("emu")
+    assert [line.split()[0] for line in emu] == ["v++", "v++", "emconfigutil", "g++", "XCL_EMULATION_MODE=hw_emu"], emu
+    assert "-c -t hw_emu " in emu[0] and "-o network_kernel.hw_emu.xo" in emu[0]
+    assert "-l -t hw_emu " in emu[1] and "-o network_kernel.hw_emu.xclbin network_kernel.hw_emu.xo" in emu[1]
+    assert emu[2] == f"emconfigutil --platform {design.board.platform} --nd 1"
+    assert emu[4] == "XCL_EMULATION_MODE=hw_emu ./host.exe network_kernel.hw_emu.xclbin data"
 
 
 def _run_host(tmp_path, project):

@@ -16,7 +16,9 @@ What it checks:
   function's ports in the order they are passed to it;
 * the table: each descriptor design.json's; its shape consistent; tiles whole multiples of the lanes that
   divide the channels and fill no more rows than the buffers have; its tensors inside the arena with the output
-  apart from its input and residual, and its weights and parameters inside their buffers.
+  apart from its input and residual, and its weights and parameters inside their buffers;
+* connectivity.cfg (``network_lint_links``): every m_axi port of every compute unit on the bank the model places
+  it, within the board's banks and holding what the host allocates there, and the XRT test double's banks its.
 
 What runs is checked by the C-simulation: every layer's output against torch, and every process's trip count and
 the arena's runs against the model's (``check_trips``). A loop whose bounds the lint cannot count is a finding.
@@ -38,6 +40,7 @@ from hetero_dse.hls.cparse import CFile, LintError, parse_kernel
 from hetero_dse.hls.cvalues import NotAffine
 from hetero_dse.hls.lint.record import Finding, LintReport
 from hetero_dse.hls.network_lint_bursts import check_bursts, check_halves, check_port_order, check_runs_in_flight
+from hetero_dse.hls.network_lint_links import check_links
 from hetero_dse.hls.network_lint_parts import (
     check_box_banks,
     check_pe_loop,
@@ -176,6 +179,12 @@ def _lint(project: Path, record: dict[str, Any], design: dict[str, Any], report:
                                 "and no ALIAS pragma says so (C/RTL co-simulation would give each its own memory)")
     report.pragmas_checked += len(bundles)
     _check_table(project, record, design, engines, header, add)
+    top = k.functions.get(record.get("top", ""))
+    if top is None:
+        add("interface", "top", f"no function {record.get('top')!r}, the top design.json names, in kernel.cpp")
+    else:
+        check_links(project, record, list(top.params), {p.get("port") for p in k.pragmas if p.name == "INTERFACE"
+                                                         and p.get("mode") == "m_axi"}, add)
 
 
 def _check_block_depths(source: str, add: Any) -> None:

@@ -223,8 +223,8 @@ class FpgaTarget:
         # the batch-1 design's algorithm (a Winograd engine where that design has one)
         algorithm = "auto" if "winograd" in design.engines else "direct"
         units = explore_throughput(shapes, self.board, dtype, clock, algorithm=algorithm)
-        record["throughput"] = {k: v for k, v in units.to_json().items()
-                                if k in ("compute_units", "fps", "latency_s", "engines", "utilisation", "units_stop")}
+        keep = ("compute_units", "fps", "latency_s", "engines", "utilisation", "units_stop", "unit_slrs")
+        record["throughput"] = {k: v for k, v in units.to_json().items() if k in keep}
         # the second architecture, one stage a layer, to say where it would serve batch > 1 better
         record["pipeline"] = _pipeline(graph, shapes, self.board, dtype, clock, out, self.csim)
         counts = {op.shape_name: layer.count for op, layer in zip(ops, graph.layers, strict=True)}

@@ -1,6 +1,6 @@
-// Test double of xrt/xrt_kernel.h: see xrt_device.h. A run passes each buffer object as its host memory (typed as
-// the kernel's parameter asks) and each scalar as it is, to the function HDSE_XRT_KERNEL names: the network
-// kernel's and the pipeline's arguments alike.
+// Test double of xrt/xrt_kernel.h: see xrt_device.h. A run passes each buffer object as its card's copy (typed as
+// the kernel's parameter asks) and each scalar as it is, to the function HDSE_XRT_KERNEL names, when the host waits
+// for the run: the network kernel's and the pipeline's arguments alike.
 #ifndef HDSE_STANDIN_XRT_KERNEL_H
 #define HDSE_STANDIN_XRT_KERNEL_H
 
@@ -22,7 +22,7 @@ struct memory {
   template <template <typename> class Port, typename T>
   operator Port<T>() const { return Port<T>(static_cast<T *>(data)); }
 };
-inline memory pass(bo &b) { return memory{b.map<void *>()}; }
+inline memory pass(bo &b) { return memory{b.card_memory()}; }
 inline int pass(int value) { return value; }
 }  // namespace detail
 
@@ -48,8 +48,8 @@ class kernel {
   xrt::run operator()(Args &&...args) {
     int position = 0;
     (check(args, position++), ...);
-    HDSE_XRT_KERNEL(detail::pass(args)...);
-    return xrt::run();
+    // the buffers (each shares its copies with the host's object) and scalars as they are now
+    return xrt::run([=]() mutable { HDSE_XRT_KERNEL(detail::pass(args)...); });
   }
 
  private:
