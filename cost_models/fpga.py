@@ -156,6 +156,22 @@ def slr_resources(board: Board) -> np.ndarray:
     return np.array([board.resources[r] / board.slrs for r in RESOURCE_KINDS], dtype=np.float64)
 
 
+#: what the system's infrastructure may take of an SLR's resources (SLR crossings to memory, routing): UG1393
+#: ("Determining Where to Place the Kernels") counts 10 %
+SLR_INFRASTRUCTURE = 0.10
+
+
+def slr_capacity(board: Board) -> np.ndarray:
+    """What each SLR holds of kernels (one row an SLR, ``RESOURCE_KINDS`` order): the resources the platform's
+    shell leaves it (``Board.slr_resources``; an even share of the part's where the board file does not give them)
+    less ``SLR_INFRASTRUCTURE``."""
+    if board.slr_resources:
+        rows = [[r[k] for k in RESOURCE_KINDS] for r in board.slr_resources]
+    else:
+        rows = [[board.resources[k] / board.slrs for k in RESOURCE_KINDS]] * board.slrs
+    return np.array(rows, dtype=np.float64) * (1.0 - SLR_INFRASTRUCTURE)
+
+
 def accumulator_dtype(dtype: str) -> str:
     """Integers accumulate (and are written) in int32; floats in their own type."""
     return "int32" if dtype.startswith("int") else dtype

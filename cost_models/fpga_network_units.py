@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from cost_models.fpga import slr_resources
+from cost_models.fpga import slr_capacity, slr_resources
 from cost_models.fpga_network_algorithm import LANES
 from cost_models.fpga_network_design import explore_network
 from cost_models.fpga_network_ports import WEIGHT_PORTS
@@ -68,25 +68,35 @@ def explore_throughput(layers: Sequence[tuple[LayerShape, int]], board: Board, d
     counts = [u for u, _ in slower]
     no_more = (f"{counts[0]}{f' to {counts[-1]}' if len(counts) > 1 else ''} compute units run no more images a "
                f"second ({', '.join(f'{fps:,.0f}' for _, fps in slower)} fps)" if slower else "")
-    split = (f"{' and '.join(map(str, unplaced))} compute units cannot each keep within one of {board.name}'s "
-             f"{board.slrs} SLRs, as the model clocks them" if unplaced else "")
+    split = ""
+    if unplaced:
+        counts = str(unplaced[-1]) if len(unplaced) == 1 else f"{', '.join(map(str, unplaced[:-1]))} and {unplaced[-1]}"
+        split = f"{counts} compute units cannot each keep within one of {board.name}'s {board.slrs} SLRs, as the " \
+                "model clocks them"
     best.units_stop = "; ".join(w for w in (no_more, split, stop) if w)
     return best
 
 
 def slr_placement(board: Board, unit: np.ndarray, units: int) -> tuple[int, ...] | None:
-    """The SLR of each of ``units`` compute units of resources ``unit`` (``RESOURCE_KINDS`` order) on ``board``:
-    where a unit fits one SLR the model clocks it as not crossing (``achieved_clock``), so the link configuration
-    must keep each within one (``slr=`` lines), dealt round the SLRs in turn; None where they cannot all be (an SLR
-    holds fewer of them than the turn gives it). () where nothing is placed: one unit, one die, or a unit that needs
-    several SLRs (v++ places it; the model derated its clock for the crossings)."""
-    per_slr = slr_resources(board)
+    """The SLR of each of ``units`` compute units of resources ``unit`` (``RESOURCE_KINDS`` order) on ``board``.
+    Where a unit fits an even share of the part (one SLR by ``achieved_clock``) the model clocks it as crossing
+    none, so the link configuration keeps each within one (``slr=`` lines): dealt round the SLRs in turn, each
+    while what it holds of kernels (``slr_capacity``: the shell's part and the infrastructure's taken) has room.
+    None where the SLRs cannot hold them so; () where nothing is placed: one unit, one die, or a unit past an
+    SLR's share (v++ places it; the model derated its clock for the crossings)."""
     if units == 1 or board.slrs <= 1:
         return ()
     used = unit > 0
-    held = math.floor(min(per_slr[used] / unit[used])) if used.any() else units
-    if held < 1:
+    if not used.any() or (unit[used] > slr_resources(board)[used]).any():
         return ()
-    if held < math.ceil(units / board.slrs):
+    room = [int(math.floor(min(cap[used] / unit[used]))) for cap in slr_capacity(board)]
+    if sum(room) < units:
         return None
-    return tuple(u % board.slrs for u in range(units))
+    placed: list[int] = []
+    slr = 0
+    while len(placed) < units:
+        if room[slr] > 0:
+            placed.append(slr)
+            room[slr] -= 1
+        slr = (slr + 1) % board.slrs
+    return tuple(placed)

@@ -50,6 +50,13 @@ def board_file(tmp_path):
     return make
 
 
+def test_the_shells_slr_resources_are_read():
+    """vu9p's SLRs as the platform leaves them to kernels (UG1393's platforminfo, the shell in SLR1)."""
+    b = load_board("vu9p")
+    assert [r["dsp"] for r in b.slr_resources] == [2265, 1317, 2265] and b.slr_resources[1]["lut"] == 159739
+    assert load_board("u280").slr_resources is None and "slr_resources" in b.sources
+
+
 def test_user_board_file_loads(board_file):
     path = board_file(lambda r: r.update(name="my_board"))
     assert load_board(path).name == "my_board"
@@ -65,6 +72,8 @@ def test_user_board_file_loads(board_file):
     (lambda r: r["memory"][0].update(kind="sram"), "field memory.0.kind must be one of"),
     (lambda r: r.update(dsps=5), "unknown field dsps"),
     (lambda r: r["clock"].update(default_mhz=400), "field clock.default_mhz (400) is above clock.max_mhz (300)"),
+    (lambda r: r["slr_resources"].pop(), "slr_resources lists 2 SLRs; the part has 3 (field slrs)"),
+    (lambda r: r["slr_resources"][1].pop("uram"), "missing field slr_resources.1.uram"),
 ])
 def test_bad_board_file_names_file_and_field(board_file, edit, message):
     path = board_file(edit)

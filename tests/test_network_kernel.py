@@ -421,10 +421,11 @@ def test_the_host_program_runs_the_network_through_an_xrt_test_double(tmp_path, 
     ran = subprocess.run([str(binary), "test_double.xclbin", str(project / "data")], capture_output=True, text=True)
     assert ran.returncode == 0 and "mismatches=0" in ran.stdout and "PASS" in ran.stdout, ran.stdout + ran.stderr
     if dtype == "float32":  # the double keeps the card's copy of each buffer apart and runs the kernel on wait: a
-        # host that forgets a sync or the wait is caught (each defect put in on purpose)
+        # host that forgets a sync or the wait is caught (each defect put in on purpose, one buffer's at a time)
         host = project / "host" / "host.cpp"
         good = host.read_text()
-        for old, new in (("bo->sync(XCL_BO_SYNC_BO_TO_DEVICE);", "(void)bo;"),
+        assert "{&table, &arena, &arena_hi, &weights, &weights1, &params}) bo->sync(XCL_BO_SYNC_BO_TO_DEVICE)" in good
+        for old, new in ((" &weights1, &params}", " &params}"), (", &params}", "}"),
                          ("    arena.sync(XCL_BO_SYNC_BO_FROM_DEVICE);\n", ""),
                          ("    arena_hi.sync(XCL_BO_SYNC_BO_FROM_DEVICE);\n", ""),
                          ("emulated ? runs[u].wait() : runs[u].wait(limit)",
@@ -434,6 +435,11 @@ def test_the_host_program_runs_the_network_through_an_xrt_test_double(tmp_path, 
             ran = _run_host(tmp_path, project)
             assert ran.returncode == 1 and "FAIL" in ran.stdout and "mismatches=0" not in ran.stdout, (old, ran.stdout)
         host.write_text(good)
+        # a card that never ends the run: the host gives up at its limit and says so; in XRT's emulation it waits
+        hung = _run_host(tmp_path, project, HDSE_XRT_HANG="1")
+        assert hung.returncode == 1 and "the run did not end within 10000 ms" in hung.stderr, hung.stderr
+        emulated = _run_host(tmp_path, project, HDSE_XRT_HANG="1", XCL_EMULATION_MODE="hw_emu")
+        assert emulated.returncode == 0 and "PASS" in emulated.stdout, emulated.stdout + emulated.stderr
     readme = (project / "README.md").read_text()
     assert "make ip" in readme and ("two int8 products a DSP48E2" in readme or dtype == "float32")  # zcu102: an IP
     # each read stream on a Zynq HP port of its own, the output's writes beside the box's reads
@@ -923,35 +929,44 @@ def test_the_throughput_design_looks_past_a_dip_in_the_units(monkeypatch):
 
 
 def test_compute_units_that_each_fit_an_slr_are_each_kept_to_one(monkeypatch):
-    """The model clocks a unit that fits one SLR as crossing none, so the units are dealt round the SLRs in turn
-    (``slr_placement``; connectivity.cfg's ``slr=`` lines): vu9p's SLRs hold 2,280 DSPs each. Where a unit fits one
-    but the SLRs cannot each take their turn's, the count is passed over and the report says why."""
+    """The model clocks a unit within an even share of the part as crossing no SLR, so the units are dealt round
+    the SLRs in turn, each SLR while what it holds of kernels has room (``slr_placement``; connectivity.cfg's
+    ``slr=`` lines). u200's shell leaves its SLRs 2,265, 1,317 and 2,265 DSPs (UG1393's platforminfo), of which the
+    infrastructure takes 10 %: 2,038.5, 1,185.3 and 2,038.5. Where the SLRs cannot hold the units so, the count is
+    passed over and the report says why."""
     from types import SimpleNamespace
 
     from cost_models import fpga_network_units as nd
+    from cost_models.fpga import slr_capacity
 
-    vu9p = load_board("vu9p")
-    assert vu9p.slrs == 3 and vu9p.resources["dsp"] == 6840
+    u200 = load_board("u200")
+    assert [round(c, 1) for c in slr_capacity(u200)[:, nd.RESOURCE_KINDS.index("dsp")]] == [2038.5, 1185.3, 2038.5]
 
     def unit(dsp):
         return np.array([dsp if k == "dsp" else 0.0 for k in nd.RESOURCE_KINDS])
 
-    assert nd.slr_placement(vu9p, unit(700), 8) == (0, 1, 2, 0, 1, 2, 0, 1)  # three a SLR at most
-    assert nd.slr_placement(vu9p, unit(1200), 3) == (0, 1, 2)
-    assert nd.slr_placement(vu9p, unit(1200), 4) is None  # one a SLR: the fourth would straddle two
-    assert nd.slr_placement(vu9p, unit(2300), 2) == ()  # each spans SLRs: v++ places them (the clock derated)
-    assert nd.slr_placement(vu9p, unit(700), 1) == () and nd.slr_placement(load_board("zcu102"), unit(700), 2) == ()
+    assert nd.slr_placement(u200, unit(600), 7) == (0, 1, 2, 0, 2, 0, 2)  # SLR1 holds one, the others three
+    assert nd.slr_placement(u200, unit(600), 8) is None
+    assert nd.slr_placement(u200, unit(1000), 3) == (0, 1, 2)
+    assert nd.slr_placement(u200, unit(1200), 3) is None  # SLR1 holds none of 1,200
+    assert nd.slr_placement(u200, unit(1200), 2) == (0, 2)
+    assert nd.slr_placement(u200, unit(2300), 2) == ()  # past an even share (2,280): v++ places them, derated
+    assert nd.slr_placement(u200, unit(700), 1) == () and nd.slr_placement(load_board("zcu102"), unit(700), 2) == ()
+    # a board file without the shell's figures: an even share of the part each (3,072 DSPs, 2,764.8 of them)
+    u250 = load_board("u250")
+    assert u250.slr_resources is None
+    assert nd.slr_placement(u250, unit(1000), 9) is None and len(nd.slr_placement(u250, unit(1000), 8)) == 8
 
     def fake(layers, board, dtype, clock_mhz, lanes, **options):
-        n = round(vu9p.usable["dsp"] / board.usable["dsp"])
-        return SimpleNamespace(latency_s=1e-3, resources={"dsp": 4800.0 / n}, board=board, compute_units=1)
+        n = round(u200.usable["dsp"] / board.usable["dsp"])
+        return SimpleNamespace(latency_s=1e-3, resources={"dsp": 4200.0 / n}, board=board, compute_units=1)
 
     monkeypatch.setattr(nd, "explore_network", fake)
-    best = nd.explore_throughput([], vu9p, "int8")
-    # 2 units of 2,400 DSPs each span SLRs; 3 of 1,600 take one each; 4 of 1,200 cannot (an SLR holds one); 5 of
-    # 960 can (two a SLR), and 6 to 8 (two, and then three, a SLR)
-    assert best.compute_units == 8 and best.unit_slrs == (0, 1, 2, 0, 1, 2, 0, 1)
-    assert best.units_stop.startswith("4 compute units cannot each keep within one of vu9p's 3 SLRs, as the model")
+    best = nd.explore_throughput([], u200, "int8")
+    # 2 units of 2,100 DSPs each within an even share (2,280) but no SLR holds one; 3 of 1,400 and 4 of 1,050: the
+    # SLRs hold two and three; 5 of 840: two, one, two; 6 of 700: five again; 7 of 600 and 8 of 525 fit
+    assert best.compute_units == 8 and best.unit_slrs == (0, 1, 2, 0, 1, 2, 0, 2)
+    assert best.units_stop.startswith("2, 3, 4 and 6 compute units cannot each keep within one of u200's 3 SLRs")
 
 
 def test_compute_units_share_the_boards_memory_channels_as_their_ports_take_them():
@@ -1045,8 +1060,10 @@ def test_the_makefile_builds_each_target_from_its_own_kernel_object(tmp_path):
     assert emu[4] == "XCL_EMULATION_MODE=hw_emu ./host.exe network_kernel.hw_emu.xclbin data"
 
 
-def _run_host(tmp_path, project):
-    """host/host.cpp compiled against the project's XRT test double and run on its data."""
+def _run_host(tmp_path, project, **environment):
+    """host/host.cpp compiled against the project's XRT test double and run on its data (with ``environment``
+    added to this process's)."""
+    import os
     import subprocess
 
     binary = tmp_path / "host.exe"
@@ -1054,7 +1071,8 @@ def _run_host(tmp_path, project):
                     "-Wno-unused-label", f"-I{project / 'sim' / 'include'}", f"-I{project / 'src'}",
                     "-DHDSE_XRT_KERNEL=network_kernel", str(project / "host" / "host.cpp"),
                     str(project / "src" / "kernel.cpp"), "-o", str(binary)], check=True, capture_output=True)
-    return subprocess.run([str(binary), "test_double.xclbin", str(project / "data")], capture_output=True, text=True)
+    return subprocess.run([str(binary), "test_double.xclbin", str(project / "data")], capture_output=True, text=True,
+                          env={**os.environ, **environment})
 
 
 def test_the_pe_array_waits_for_each_steps_weight_burst_by_hand():

@@ -76,6 +76,10 @@ def test_the_lint_passes_the_connectivity_the_project_writes(units_project):
     ("slr=network_kernel_2:SLR1\n", "", "network_kernel_2 has no slr line: the model keeps it to SLR1"),
     ("slr=network_kernel_2:SLR1", "slr=network_kernel_2:SLR0", "network_kernel_2 on SLR0: the model keeps it to SLR1"),
     ("slr=network_kernel_3:SLR2", "slr=network_kernel_3:SLR3", "slr=network_kernel_3:SLR3: not one of the compute"),
+    # v++'s config file: its lines in their section
+    ("[connectivity]\n", "", "nk=network_kernel:3:network_kernel_1.network_kernel_2.network_kernel_3: outside the "
+                             "[connectivity] section"),
+    ("sp=network_kernel_1.params:DDR[1]", "sp network_kernel_1.params DDR[1]", "not a [section] or KEY=VALUE line"),
 ])
 def test_each_connectivity_defect_is_a_finding(units_project, old, new, says):
     project, arguments, m_axi = units_project
@@ -85,6 +89,17 @@ def test_each_connectivity_defect_is_a_finding(units_project, old, new, says):
     try:
         cfg.write_text(good.replace(old, new))
         assert any(says in f for f in _findings(project, arguments, m_axi)), _findings(project, arguments, m_axi)
+    finally:
+        cfg.write_text(good)
+
+
+def test_space_around_the_equals_sign_is_what_v_plus_plus_reads_too(units_project):
+    project, arguments, m_axi = units_project
+    cfg = project / "connectivity.cfg"
+    good = cfg.read_text()
+    try:
+        cfg.write_text(good.replace("sp=", "sp = ").replace("slr=", "slr =").replace("nk=", "nk= "))
+        assert _findings(project, arguments, m_axi) == []
     finally:
         cfg.write_text(good)
 
@@ -117,20 +132,20 @@ def test_a_bank_past_its_capacity_is_a_finding(units_project, monkeypatch):
 
 
 def test_an_slr_given_more_units_than_it_holds_is_a_finding(units_project, monkeypatch):
-    """The units' resources (the design's over its units) against one SLR's: SLRs of a unit and a half's here, and
-    two units put on one on purpose."""
+    """The units' resources (the design's over its units) against what each SLR holds of kernels: SLRs of a unit
+    and a half's here, and two units put on one on purpose."""
     project, arguments, m_axi = units_project
     cfg = project / "connectivity.cfg"
     good = cfg.read_text()
     unit = np.array([json.loads((project / "design.json").read_text())["design"]["resources"][k]
                      for k in RESOURCE_KINDS]) / 3
-    monkeypatch.setattr(links, "slr_resources", lambda board: 1.5 * unit)
+    monkeypatch.setattr(links, "slr_capacity", lambda board: np.array([1.5 * unit] * 3))
     try:
         assert _findings(project, arguments, m_axi) == []
         cfg.write_text(good.replace("slr=network_kernel_3:SLR2", "slr=network_kernel_3:SLR0"))
         found = _findings(project, arguments, m_axi)
-        assert any(f.startswith("SLR0 is given 2 compute units: their dsp, bram18k, lut, ff are past one SLR's")
-                   for f in found), found
+        assert any(f.startswith("SLR0 is given 2 compute unit(s): their dsp, bram18k, lut, ff are past what it "
+                                "holds of kernels") for f in found), found
     finally:
         cfg.write_text(good)
 

@@ -268,3 +268,68 @@ def test_each_ports_bursts_are_the_ones_whose_buffer_the_model_charges(project):
     charged = [axi_buffer_bram18(beats, bits, NETWORK_OUTSTANDING)
                for bits, beats in pipeline_buffers(design.board.memory.port_bits, elem)]
     assert all(b <= c for b, c in zip(built, charged, strict=True)) and charged[2] == built[2], (built, charged)
+
+
+XRT_DOUBLE_PROGRAM = r"""
+// a kernel that adds one to each of n ints, run through the XRT test double as a host would, defect MODE put in
+void add_one(const int *in, int *out, int n) {
+  for (int i = 0; i < n; ++i) out[i] = in[i] + 1;
+}
+#define HDSE_XRT_KERNEL add_one
+#include <cstdio>
+#include <cstdlib>
+#include "xrt/xrt_bo.h"
+#include "xrt/xrt_device.h"
+#include "xrt/xrt_kernel.h"
+
+int main(int argc, char **argv) {
+  const int mode = std::atoi(argv[1]), n = 4;
+  (void)argc;
+  xrt::device device(0);
+  const auto uuid = device.load_xclbin("double.xclbin");
+  xrt::kernel kernel(device, uuid, "add_one");
+  xrt::bo in(device, sizeof(int) * n, kernel.group_id(0)), out(device, sizeof(int) * n, kernel.group_id(1));
+  for (int i = 0; i < n; ++i) in.map<int *>()[i] = 10 * i;
+  if (mode != 1) in.sync(XCL_BO_SYNC_BO_TO_DEVICE);        // 1: the input never synced to the card
+  xrt::run run = kernel(in, out, n);
+  if (mode == 2) {                                         // 2: the input changed and synced after the start
+    for (int i = 0; i < n; ++i) in.map<int *>()[i] = 0;
+    in.sync(XCL_BO_SYNC_BO_TO_DEVICE);
+  }
+  if (mode == 3) out.sync(XCL_BO_SYNC_BO_FROM_DEVICE);     // 3: the results read before the run ended
+  if (mode != 3 && run.wait(std::chrono::milliseconds(1000)) != ERT_CMD_STATE_COMPLETED) return 3;
+  if (mode != 4 && mode != 3) out.sync(XCL_BO_SYNC_BO_FROM_DEVICE);  // 4: the results never synced back
+  for (int i = 0; i < n; ++i) std::printf("%d ", out.map<int *>()[i]);
+  std::printf("\n");
+  return 0;
+}
+"""
+
+
+def test_the_xrt_double_runs_the_kernel_as_a_card_would(tmp_path):
+    """The XRT test double (``hls_templates/include/xrt``) against a kernel that adds one: the card's copy of a
+    buffer apart from the host's, the kernel reading the card's copies as the run starts and writing them when it
+    ends, and a hung run's wait with a limit timing out (``HDSE_XRT_HANG``). Each host defect a card would punish
+    gives a wrong result here."""
+    import os
+    import subprocess
+
+    from hetero_dse.resources import data_dir
+
+    source, binary = tmp_path / "double.cpp", tmp_path / "double.exe"
+    source.write_text(XRT_DOUBLE_PROGRAM)
+    subprocess.run(["g++", "-std=c++17", "-Wall", "-Wextra", "-Werror", f"-I{data_dir('hls_templates') / 'include'}",
+                    str(source), "-o", str(binary)], check=True, capture_output=True)
+
+    def run(mode, **environment):
+        ran = subprocess.run([str(binary), str(mode)], capture_output=True, text=True,
+                             env={**os.environ, **environment})
+        return ran.returncode, ran.stdout.split()
+
+    stale = str(int.from_bytes(b"\xa5" * 4, "little", signed=True))  # the card's copy before any sync
+    assert run(0) == (0, ["1", "11", "21", "31"])
+    assert run(1) == (0, [str(int(stale) + 1)] * 4)
+    assert run(2) == (0, ["1", "11", "21", "31"])  # the run took the input as it started
+    assert run(3) == (0, [stale] * 4)
+    assert run(4) == (0, ["0"] * 4)
+    assert run(0, HDSE_XRT_HANG="1") == (3, [])

@@ -97,6 +97,8 @@ class Board:
     sources: Mapping[str, str]
     path: Path
     slrs: int = 1
+    #: each SLR's resources the platform's shell leaves to kernels (SLR0 first); None: an even share of the part's
+    slr_resources: tuple[Mapping[str, int], ...] | None = None
 
     def slrs_spanned(self, used: Mapping[str, float]) -> int:
         """How many super logic regions a design of ``used`` resources needs at the least (each SLR holds
@@ -179,12 +181,17 @@ def _from_dict(raw: Any, path: Path) -> Board:
     if clock["default_mhz"] > clock["max_mhz"]:
         raise BoardError(f"board file {path}: field clock.default_mhz ({clock['default_mhz']}) is above "
                          f"clock.max_mhz ({clock['max_mhz']})")
+    slr_resources = raw.get("slr_resources")
+    if slr_resources is not None and len(slr_resources) != raw.get("slrs", 1):
+        raise BoardError(f"board file {path}: slr_resources lists {len(slr_resources)} SLRs; the part has "
+                         f"{raw.get('slrs', 1)} (field slrs)")
     return Board(
         name=raw["name"], description=raw["description"], part=raw["part"], platform=raw.get("platform"),
         default_clock_mhz=float(clock["default_mhz"]), max_clock_mhz=float(clock["max_mhz"]),
         resources=MappingProxyType(dict(raw["resources"])), usable=MappingProxyType(dict(raw["usable"])),
         memories=tuple(Memory(**m) for m in raw["memory"]), sources=MappingProxyType(dict(raw["sources"])),
-        path=path.resolve(), slrs=int(raw.get("slrs", 1)))
+        path=path.resolve(), slrs=int(raw.get("slrs", 1)),
+        slr_resources=tuple(MappingProxyType(dict(r)) for r in slr_resources) if slr_resources else None)
 
 
 @cache

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from cost_models.fpga import slr_resources
+from cost_models.fpga import slr_capacity
 from cost_models.fpga_network_memory import bank_bytes
 from cost_models.fpga_network_ports import port_banks
 from hetero_dse.errors import HeteroDSEError
@@ -50,12 +50,24 @@ def check_links(project: Path, record: dict[str, Any], arguments: list[str], m_a
         add("links", where, "missing: v++ -l would put every port on a bank of its own choosing")
         return
     ports = [a for a in arguments if a in m_axi]
-    nks, sps, slrs = [], [], []
+    # v++ reads a config file as sections of KEY=VALUE lines (space around the = allowed), these in [connectivity]
+    lines: dict[str, list[str]] = {"nk": [], "sp": [], "slr": []}
+    section = None
     for line in cfg.read_text().splitlines():
         line = line.split("#", 1)[0].strip()
-        for key, lines in (("nk=", nks), ("sp=", sps), ("slr=", slrs)):
-            if line.startswith(key):
-                lines.append(line[len(key):])
+        if not line:
+            continue
+        if heading := re.fullmatch(r"\[(\w+)\]", line):
+            section = heading.group(1)
+            continue
+        pair = re.fullmatch(r"([\w.]+)\s*=\s*(.*)", line)
+        if pair is None:
+            add("links", where, f"{line!r}: not a [section] or KEY=VALUE line")
+        elif pair.group(1) in lines and section != "connectivity":
+            add("links", where, f"{line}: outside the [connectivity] section, where v++ reads it")
+        elif pair.group(1) in lines:
+            lines[pair.group(1)].append(pair.group(2).strip())
+    nks, sps, slrs = lines["nk"], lines["sp"], lines["slr"]
     units = design.get("compute_units", 1)
     names = _instances(nks, record["top"], units, add)
     memory = board.memory
@@ -105,7 +117,8 @@ def _instances(nks: list[str], top: str, units: int, add: Any) -> list[str]:
 
 def _check_slrs(lines: list[str], names: list[str], board: Board, design: dict[str, Any], add: Any) -> None:
     """Each unit kept to the SLR the model placed it in (``unit_slrs``: where each fits one, the model clocks it as
-    crossing none), and no SLR given more units than its resources hold (a unit's: the design's over its units)."""
+    crossing none), and no SLR given more units than it holds of kernels (``slr_capacity``; a unit's resources: the
+    design's over its units)."""
     where, slr_of = "connectivity.cfg", {}
     for line in lines:
         unit, _, slr = line.partition(":")
@@ -124,13 +137,13 @@ def _check_slrs(lines: list[str], names: list[str], board: Board, design: dict[s
                 add("links", where, f"{unit} {got}: the model keeps it to SLR{slr} and clocks it as crossing none")
     units = design.get("compute_units", 1)
     unit = np.array([design["resources"][k] for k in RESOURCE_KINDS]) / units
-    capacity = slr_resources(board)
+    capacity = slr_capacity(board)
     for slr in sorted(set(slr_of.values())):
         count = sum(1 for v in slr_of.values() if v == slr)
-        over = [k for k, u, c in zip(RESOURCE_KINDS, unit, capacity, strict=True) if c > 0 and count * u > c]
+        over = [k for k, u, c in zip(RESOURCE_KINDS, unit, capacity[slr], strict=True) if count * u > c]
         if over:
-            add("links", where, f"SLR{slr} is given {count} compute units: their {', '.join(over)} are past one "
-                                "SLR's")
+            add("links", where, f"SLR{slr} is given {count} compute unit(s): their {', '.join(over)} are past what "
+                                "it holds of kernels (its shell's part and the infrastructure's taken)")
 
 
 def _check_model(project: Path, memory: Memory, names: list[str], ports: list[str],

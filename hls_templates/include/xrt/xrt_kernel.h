@@ -1,12 +1,16 @@
-// Test double of xrt/xrt_kernel.h: see xrt_device.h. A run passes each buffer object as its card's copy (typed as
-// the kernel's parameter asks) and each scalar as it is, to the function HDSE_XRT_KERNEL names, when the host waits
-// for the run: the network kernel's and the pipeline's arguments alike.
+// Test double of xrt/xrt_kernel.h: see xrt_device.h. A run takes each buffer object's card copy as it starts and
+// passes it (typed as the kernel's parameter asks), and each scalar as it is, to the function HDSE_XRT_KERNEL names
+// when the host waits for the run: the network kernel's and the pipeline's arguments alike.
 #ifndef HDSE_STANDIN_XRT_KERNEL_H
 #define HDSE_STANDIN_XRT_KERNEL_H
 
 #include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "xrt_device.h"
 
@@ -22,8 +26,25 @@ struct memory {
   template <template <typename> class Port, typename T>
   operator Port<T>() const { return Port<T>(static_cast<T *>(data)); }
 };
-inline memory pass(bo &b) { return memory{b.card_memory()}; }
-inline int pass(int value) { return value; }
+// the card's memory of a run's buffers as the run starts (a buffer passed to several arguments once): the kernel
+// reads what the host synced before it started it, not after; the run's writes reach the buffers when it ends
+class snapshot {
+ public:
+  void take(bo &b) {
+    char *card = static_cast<char *>(b.card_memory());
+    if (!copies_.count(card)) copies_[card].assign(card, card + b.size());
+  }
+  template <typename T>
+  void take(const T &) {}
+  memory pass(bo &b) { return memory{copies_.at(static_cast<char *>(b.card_memory())).data()}; }
+  int pass(int value) { return value; }
+  void give_back() {
+    for (auto &[card, copy] : copies_) std::memcpy(card, copy.data(), copy.size());
+  }
+
+ private:
+  std::map<char *, std::vector<char>> copies_;
+};
 }  // namespace detail
 
 // Where the project gives its compute units' memory banks (xrt_banks.h, as connectivity.cfg connects them), a kernel
@@ -48,8 +69,12 @@ class kernel {
   xrt::run operator()(Args &&...args) {
     int position = 0;
     (check(args, position++), ...);
-    // the buffers (each shares its copies with the host's object) and scalars as they are now
-    return xrt::run([=]() mutable { HDSE_XRT_KERNEL(detail::pass(args)...); });
+    auto start = std::make_shared<detail::snapshot>();
+    (start->take(args), ...);
+    return xrt::run([=]() mutable {
+      HDSE_XRT_KERNEL(start->pass(args)...);
+      start->give_back();
+    });
   }
 
  private:
