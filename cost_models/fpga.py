@@ -161,15 +161,15 @@ def slr_resources(board: Board) -> np.ndarray:
 SLR_INFRASTRUCTURE = 0.10
 
 
-def slr_capacity(board: Board) -> np.ndarray:
-    """What each SLR holds of kernels (one row an SLR, ``RESOURCE_KINDS`` order): the resources the platform's
-    shell leaves it (``Board.slr_resources``; an even share of the part's where the board file does not give them)
-    less ``SLR_INFRASTRUCTURE``."""
+def slr_capacity(board: Board, fraction: float = 1.0 - SLR_INFRASTRUCTURE) -> np.ndarray:
+    """What each SLR holds of kernels (one row an SLR, ``RESOURCE_KINDS`` order): ``fraction`` (all but
+    ``SLR_INFRASTRUCTURE``) of the resources the platform's shell leaves it (``Board.slr_resources``; an even
+    share of the part's where the board file does not give them)."""
     if board.slr_resources:
         rows = [[r[k] for k in RESOURCE_KINDS] for r in board.slr_resources]
     else:
         rows = [[board.resources[k] / board.slrs for k in RESOURCE_KINDS]] * board.slrs
-    return np.array(rows, dtype=np.float64) * (1.0 - SLR_INFRASTRUCTURE)
+    return np.array(rows, dtype=np.float64) * fraction
 
 
 def accumulator_dtype(dtype: str) -> str:

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from cost_models.fpga import slr_capacity, slr_resources
+from cost_models.fpga import SLR_INFRASTRUCTURE, slr_capacity, slr_resources
 from cost_models.fpga_network_algorithm import LANES
 from cost_models.fpga_network_design import explore_network
 from cost_models.fpga_network_ports import WEIGHT_PORTS
@@ -35,8 +35,9 @@ def explore_throughput(layers: Sequence[tuple[LayerShape, int]], board: Board, d
     ``1/n`` of the device's resources, each with its own memory channels (its arena's, its weights') where the
     board has them, sharing them where it has not (``unit_share``). ``n`` goes up
     until the throughput has not risen for ``UNITS_PATIENCE`` steps (a unit count whose share of the device halves
-    the lanes dips, and the next may rise past it) or the units no longer fit; a count whose units each fit one SLR
-    but cannot each have one (``slr_placement``) is passed over."""
+    the lanes dips, and the next may rise past it) or the units no longer fit. Where units of an even share each fit
+    one SLR but cannot each have one (``slr_placement``: a shell takes part of an SLR), each is explored again for
+    its SLR's room (``slr_share``); a count that cannot keep each unit within an SLR even so is passed over."""
     best: NetworkDesign | None = None
     slower: list[tuple[int, float]] = []  # (units, images a second) tried past the best
     stop, unplaced = "", []
@@ -48,9 +49,17 @@ def explore_throughput(layers: Sequence[tuple[LayerShape, int]], board: Board, d
         except HeteroDSEError as exc:
             stop = f"{n} compute units do not fit: {exc}"
             break
-        unit = np.array([design.resources.get(k, 0.0) for k in RESOURCE_KINDS])
-        slrs = slr_placement(board, unit, n)
-        if slrs is None:  # the model clocked each unit as within one SLR, and they cannot each keep to one
+        slrs = slr_placement(board, _resources(design), n)
+        if slrs is None and (fitted := slr_share(board, n)):
+            # the model clocked each unit as within one SLR, and they cannot each keep to one: each unit sized to
+            # its SLR's room instead (the shell's part taken), not to an even share of the part
+            try:
+                design = explore_network(layers, replace(board, usable=fitted), dtype, clock_mhz, lanes,
+                                         algorithm=algorithm, weight_ports=weight_ports, units=n)
+                slrs = slr_placement(board, _resources(design), n)
+            except HeteroDSEError:
+                pass
+        if slrs is None:
             unplaced.append(n)
             continue
         design.board, design.compute_units, design.unit_slrs = board, n, slrs
@@ -100,3 +109,27 @@ def slr_placement(board: Board, unit: np.ndarray, units: int) -> tuple[int, ...]
             room[slr] -= 1
         slr = (slr + 1) % board.slrs
     return tuple(placed)
+
+
+def slr_share(board: Board, units: int) -> dict[str, float] | None:
+    """What each of ``units`` compute units may take of the part (a fraction of each resource, as
+    ``Board.usable``) so that each keeps within one SLR: the units dealt to the SLRs one at a time, each to the SLR
+    whose room a unit would then have most of (an SLR's room: the board's usable fraction, ``SLR_INFRASTRUCTURE``'s
+    at most, of what its shell leaves it, in its scarcest resource against the part's), and each unit the least
+    room of an SLR it shares; None on one die."""
+    if board.slrs <= 1:
+        return None
+    usable = np.array([min(board.usable[k], 1.0 - SLR_INFRASTRUCTURE) for k in RESOURCE_KINDS])
+    rooms = slr_capacity(board, 1.0) * usable
+    part = np.array([board.resources[k] for k in RESOURCE_KINDS], dtype=np.float64)
+    kinds = part > 0
+    size = (rooms[:, kinds] / part[kinds]).min(axis=1)
+    dealt = np.zeros(board.slrs)
+    for _ in range(units):
+        dealt[int(np.argmax(size / (dealt + 1)))] += 1
+    each = (rooms[dealt > 0] / dealt[dealt > 0, None]).min(axis=0)
+    return {k: float(each[i] / part[i]) if part[i] else board.usable[k] for i, k in enumerate(RESOURCE_KINDS)}
+
+
+def _resources(design: NetworkDesign) -> np.ndarray:
+    return np.array([design.resources.get(k, 0.0) for k in RESOURCE_KINDS])

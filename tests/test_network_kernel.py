@@ -932,8 +932,8 @@ def test_compute_units_that_each_fit_an_slr_are_each_kept_to_one(monkeypatch):
     """The model clocks a unit within an even share of the part as crossing no SLR, so the units are dealt round
     the SLRs in turn, each SLR while what it holds of kernels has room (``slr_placement``; connectivity.cfg's
     ``slr=`` lines). u200's shell leaves its SLRs 2,265, 1,317 and 2,265 DSPs (UG1393's platforminfo), of which the
-    infrastructure takes 10 %: 2,038.5, 1,185.3 and 2,038.5. Where the SLRs cannot hold the units so, the count is
-    passed over and the report says why."""
+    infrastructure takes 10 %: 2,038.5, 1,185.3 and 2,038.5. Where the SLRs cannot hold the units so, each unit is
+    explored again for its SLR's room (``slr_share``); where even that cannot, the count is passed over."""
     from types import SimpleNamespace
 
     from cost_models import fpga_network_units as nd
@@ -957,16 +957,30 @@ def test_compute_units_that_each_fit_an_slr_are_each_kept_to_one(monkeypatch):
     assert u250.slr_resources is None
     assert nd.slr_placement(u250, unit(1000), 9) is None and len(nd.slr_placement(u250, unit(1000), 8)) == 8
 
-    def fake(layers, board, dtype, clock_mhz, lanes, **options):
-        n = round(u200.usable["dsp"] / board.usable["dsp"])
-        return SimpleNamespace(latency_s=1e-3, resources={"dsp": 4200.0 / n}, board=board, compute_units=1)
+    # each unit sized to its SLR's room where units of an even share cannot each keep to one: 3 units dealt two to
+    # SLR0 and one to SLR2 (SLR1's room is the least), each 70 % (u200's usable) of half of SLR0's
+    assert nd.slr_share(u200, 3)["dsp"] * 6840 == pytest.approx(2265 * 0.7 / 2)
+    assert nd.slr_share(u200, 1)["dsp"] * 6840 == pytest.approx(2265 * 0.7) and nd.slr_share(u250, 4)
+    assert nd.slr_share(load_board("zcu102"), 2) is None
+    tried = []
+
+    def fake(layers, board, dtype, clock_mhz, lanes, units, **options):  # a unit takes all it is given
+        tried.append((units, round(board.usable["dsp"] * 6840, 2)))
+        return SimpleNamespace(latency_s=1e-3, resources={"dsp": board.usable["dsp"] * 6840},
+                               board=board, compute_units=1)
 
     monkeypatch.setattr(nd, "explore_network", fake)
     best = nd.explore_throughput([], u200, "int8")
-    # 2 units of 2,100 DSPs each within an even share (2,280) but no SLR holds one; 3 of 1,400 and 4 of 1,050: the
-    # SLRs hold two and three; 5 of 840: two, one, two; 6 of 700: five again; 7 of 600 and 8 of 525 fit
+    # an even share of 4,788 DSPs: 2 units span SLRs; 3 of 1,596 and 4 of 1,197 cannot each keep to one, so each
+    # is explored again at its SLR's room (792.75); 5 of 957.6 can as they are
+    assert tried[:6] == [(1, 4788.0), (2, 2394.0), (3, 1596.0), (3, 792.75), (4, 1197.0), (4, 792.75)]
+    assert tried[6] == (5, 957.6) and "cannot" not in best.units_stop
+    assert tried[7:] == [(6, 798.0), (6, 528.5), (7, 684.0), (7, 528.5), (8, 598.5), (8, 396.38)]
     assert best.compute_units == 8 and best.unit_slrs == (0, 1, 2, 0, 1, 2, 0, 2)
-    assert best.units_stop.startswith("2, 3, 4 and 6 compute units cannot each keep within one of u200's 3 SLRs")
+    # where even their SLRs' room cannot take them, the count is passed over and the report says why
+    monkeypatch.setattr(nd, "slr_share", lambda board, units: None)
+    assert "3, 4, 6, 7 and 8 compute units cannot each keep within one of u200's 3 SLRs" in nd.explore_throughput(
+        [], u200, "int8").units_stop
 
 
 def test_compute_units_share_the_boards_memory_channels_as_their_ports_take_them():
