@@ -31,6 +31,8 @@ compute. The latency is when the last of them ends. With no reuse this is FlexTe
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -149,16 +151,26 @@ def epilogue_counts(analysis: Any) -> np.ndarray:
                      sum(o["compare"] for o in ops), CMP_LUTS_PER_BIT], dtype=np.float64)
 
 
-def slr_resources(board: Board) -> np.ndarray:
-    """One SLR's share of the part's resources (zeros on a single-die part: nothing to span)."""
-    if board.slrs <= 1:
-        return np.zeros(len(RESOURCE_KINDS))
-    return np.array([board.resources[r] / board.slrs for r in RESOURCE_KINDS], dtype=np.float64)
-
-
 #: what the system's infrastructure may take of an SLR's resources (SLR crossings to memory, routing): UG1393
 #: ("Determining Where to Place the Kernels") counts 10 %
 SLR_INFRASTRUCTURE = 0.10
+
+
+def slr_resources(board: Board) -> np.ndarray:
+    """What a design may take of the part and still keep within one SLR: the most any SLR holds of kernels
+    (``slr_capacity``), each resource; a design past it spans as many as it is times past (the largest SLRs'
+    rooms taken as alike). Zeros on a single-die part: nothing to span."""
+    if board.slrs <= 1:
+        return np.zeros(len(RESOURCE_KINDS))
+    return slr_capacity(board).max(axis=0)
+
+
+def slrs_spanned(board: Board, used: Sequence[float]) -> int:
+    """How many SLRs a design of resources ``used`` (``RESOURCE_KINDS`` order) needs at the least, each holding
+    ``slr_resources`` of it (may pass the part's: the design does not fit); 1 on a single die."""
+    room = slr_resources(board)
+    need = max((u / r for u, r in zip(used, room, strict=True) if r > 0), default=0.0)
+    return max(1, math.ceil(need - 1e-9))
 
 
 def slr_capacity(board: Board, fraction: float = 1.0 - SLR_INFRASTRUCTURE) -> np.ndarray:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from cost_models.calibration import ARITHMETIC_FIELDS, DEFAULT_FIXED
-from cost_models.fpga import FpgaModel
+from cost_models.fpga import FpgaModel, slrs_spanned
 from cost_models.fpga_blocks import IMPL_NAMES
 from cost_models.fpga_costs import AXI_OUTSTANDING
 from cost_models.fpga_kernel import E_ADDS, E_CMPS, E_MULS, E_PORTS, T_MAX_BEATS, T_PORT_BRAM
@@ -96,7 +96,7 @@ def describe(model: FpgaModel, row: np.ndarray) -> dict[str, Any]:
         "resources": {k: float(r[k][0]) for k in RESOURCE_KINDS},
         "caps": {k: float(model.caps[i]) for i, k in enumerate(RESOURCE_KINDS)},
         "utilisation": usage, "feasible": bool(r["feasible"][0]),
-        "slrs": sp.board.slrs, "slrs_spanned": sp.board.slrs_spanned({k: float(r[k][0]) for k in RESOURCE_KINDS}),
+        "slrs": sp.board.slrs, "slrs_spanned": slrs_spanned(sp.board, [float(r[k][0]) for k in RESOURCE_KINDS]),
         # the clock the time figures are at: the target, derated by the PEs' broadcast fan-out and the SLRs the
         # design spans (estimates: fpga_costs), or by what a calibration measured
         "clock": {"target_mhz": clock, "achieved_mhz": float(r["clock"][0]) / 1e6,

@@ -7,7 +7,6 @@ file and the field.
 
 from __future__ import annotations
 
-import math
 
 import difflib
 import json
@@ -99,13 +98,6 @@ class Board:
     slrs: int = 1
     #: each SLR's resources the platform's shell leaves to kernels (SLR0 first); None: an even share of the part's
     slr_resources: tuple[Mapping[str, int], ...] | None = None
-
-    def slrs_spanned(self, used: Mapping[str, float]) -> int:
-        """How many super logic regions a design of ``used`` resources needs at the least (each SLR holds
-        an even share of the part's resources)."""
-        need = max((used[r] / (self.resources[r] / self.slrs) for r in RESOURCE_KINDS if self.resources[r]),
-                   default=0.0)
-        return max(1, math.ceil(need - 1e-9))
 
     @property
     def memory(self) -> Memory:

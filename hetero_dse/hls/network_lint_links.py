@@ -50,23 +50,7 @@ def check_links(project: Path, record: dict[str, Any], arguments: list[str], m_a
         add("links", where, "missing: v++ -l would put every port on a bank of its own choosing")
         return
     ports = [a for a in arguments if a in m_axi]
-    # v++ reads a config file as sections of KEY=VALUE lines (space around the = allowed), these in [connectivity]
-    lines: dict[str, list[str]] = {"nk": [], "sp": [], "slr": []}
-    section = None
-    for line in cfg.read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        if heading := re.fullmatch(r"\[(\w+)\]", line):
-            section = heading.group(1)
-            continue
-        pair = re.fullmatch(r"([\w.]+)\s*=\s*(.*)", line)
-        if pair is None:
-            add("links", where, f"{line!r}: not a [section] or KEY=VALUE line")
-        elif pair.group(1) in lines and section != "connectivity":
-            add("links", where, f"{line}: outside the [connectivity] section, where v++ reads it")
-        elif pair.group(1) in lines:
-            lines[pair.group(1)].append(pair.group(2).strip())
+    lines = _read(cfg.read_text(), add)
     nks, sps, slrs = lines["nk"], lines["sp"], lines["slr"]
     units = design.get("compute_units", 1)
     names = _instances(nks, record["top"], units, add)
@@ -99,6 +83,28 @@ def check_links(project: Path, record: dict[str, Any], arguments: list[str], m_a
     _check_slrs(slrs, names, board, design, add)
     _check_model(project, memory, names, ports, placed, add)
     _check_double(project, names, arguments, placed, add)
+
+
+def _read(text: str, add: Any) -> dict[str, list[str]]:
+    """The values of the file's nk, sp and slr lines: v++ reads a config file as sections of KEY=VALUE lines (space
+    around the = allowed), these in [connectivity]."""
+    lines: dict[str, list[str]] = {"nk": [], "sp": [], "slr": []}
+    section = None
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if heading := re.fullmatch(r"\[(\w+)\]", line):
+            section = heading.group(1)
+            continue
+        pair = re.fullmatch(r"([\w.]+)\s*=\s*(.*)", line)
+        if pair is None:
+            add("links", "connectivity.cfg", f"{line!r}: not a [section] or KEY=VALUE line")
+        elif pair.group(1) in lines and section != "connectivity":
+            add("links", "connectivity.cfg", f"{line}: outside the [connectivity] section, where v++ reads it")
+        elif pair.group(1) in lines:
+            lines[pair.group(1)].append(pair.group(2).strip())
+    return lines
 
 
 def _instances(nks: list[str], top: str, units: int, add: Any) -> list[str]:
