@@ -31,8 +31,6 @@ compute. The latency is when the last of them ends. With no reuse this is FlexTe
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,13 +108,14 @@ from cost_models.fpga_kernel import (
     DESIGN_FIELDS,
     evaluate_kernel,
 )
+from cost_models.fpga_slrs import slr_windows
 from cost_models.io_bounds import IOBound, compulsory_bytes, io_lower_bound
 from hetero_dse.analysis import dtype_bytes
-from hetero_dse.hardware.board import RESOURCE_KINDS, Board
+from hetero_dse.hardware.board import RESOURCE_KINDS
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.space.fpga_tables import FpgaTables
 
-__all__ = ["FpgaModel", "accumulator_dtype", "slr_resources"]
+__all__ = ["FpgaModel", "accumulator_dtype"]
 
 
 def ddr_strides_of(shape: tuple[int, ...] | list[int]) -> list[int]:
@@ -149,39 +148,6 @@ def epilogue_counts(analysis: Any) -> np.ndarray:
     ops = [dict(n.operations) for n in analysis.epilogue]
     return np.array([len(analysis.epilogue_reads), sum(o["add"] for o in ops), sum(o["mul"] for o in ops),
                      sum(o["compare"] for o in ops), CMP_LUTS_PER_BIT], dtype=np.float64)
-
-
-#: what the system's infrastructure may take of an SLR's resources (SLR crossings to memory, routing): UG1393
-#: ("Determining Where to Place the Kernels") counts 10 %
-SLR_INFRASTRUCTURE = 0.10
-
-
-def slr_resources(board: Board) -> np.ndarray:
-    """What a design may take of the part and still keep within one SLR: the most any SLR holds of kernels
-    (``slr_capacity``), each resource; a design past it spans as many as it is times past (the largest SLRs'
-    rooms taken as alike). Zeros on a single-die part: nothing to span."""
-    if board.slrs <= 1:
-        return np.zeros(len(RESOURCE_KINDS))
-    return slr_capacity(board).max(axis=0)
-
-
-def slrs_spanned(board: Board, used: Sequence[float]) -> int:
-    """How many SLRs a design of resources ``used`` (``RESOURCE_KINDS`` order) needs at the least, each holding
-    ``slr_resources`` of it (may pass the part's: the design does not fit); 1 on a single die."""
-    room = slr_resources(board)
-    need = max((u / r for u, r in zip(used, room, strict=True) if r > 0), default=0.0)
-    return max(1, math.ceil(need - 1e-9))
-
-
-def slr_capacity(board: Board, fraction: float = 1.0 - SLR_INFRASTRUCTURE) -> np.ndarray:
-    """What each SLR holds of kernels (one row an SLR, ``RESOURCE_KINDS`` order): ``fraction`` (all but
-    ``SLR_INFRASTRUCTURE``) of the resources the platform's shell leaves it (``Board.slr_resources``; an even
-    share of the part's where the board file does not give them)."""
-    if board.slr_resources:
-        rows = [[r[k] for k in RESOURCE_KINDS] for r in board.slr_resources]
-    else:
-        rows = [[board.resources[k] / board.slrs for k in RESOURCE_KINDS]] * board.slrs
-    return np.array(rows, dtype=np.float64) * fraction
 
 
 def accumulator_dtype(dtype: str) -> str:
@@ -309,7 +275,7 @@ class FpgaModel:
                 float(self.muls), float(body_adds), self.reduction, self.compulsory, clocks, self.peak_table,
                 self.caps, float(self.channel_bw), len(self.stage_names) - len(self.ports) - 1,
                 bool(self.uram_available), float(self.traffic_weight), float(self.total_ops), self.port_bits // 8,
-                self.fixed, self.epilogue, self.timing, slr_resources(self.tables.board))
+                self.fixed, self.epilogue, self.timing, slr_windows(self.tables.board))
 
     def _timing(self) -> np.ndarray:
         """The AXI and clock constants of the kernel (``fpga_kernel.T_*``)."""

@@ -77,7 +77,7 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
                     ndims, used, in_bytes, acc_bytes, carried_fp,
                     add_lat, mul_lat, dsp_mul, dsp_add, lut_mul, lut_add, ff_mul, ff_add, body_muls, body_adds,
                     reduction, compulsory, clocks, peak, caps, channel_bw, n_channels, uram_available,
-                    traffic_weight, total_ops, port_bytes, fixed, epilogue, timing, slr_res, out_latency,
+                    traffic_weight, total_ops, port_bytes, fixed, epilogue, timing, slr_runs, out_latency,
                     out_objective, out_gops,
                     out_roofline,
                     out_bound, out_traffic, out_pe, out_ii, out_resources, out_usage, buf_detail, design_detail,
@@ -316,7 +316,7 @@ def evaluate_kernel(rows, nl, ns, col_order, col_dtype, col_clock, extents, tile
             res[4] += e_mul * ff_mul[dt] + e_add * ff_add[dt] + fixed[F_FF_PORT] * epilogue[E_PORTS]
         res[3] += mux_luts
         # the SLRs the design spans follow from its resources, so the clock is estimated once they are all counted
-        eff, slrs = achieved_clock(clock, res, slr_res, fanout, timing[T_ESTIMATE], timing[T_FANOUT_NS],
+        eff, slrs = achieved_clock(clock, res, slr_runs, fanout, timing[T_ESTIMATE], timing[T_FANOUT_NS],
                                    timing[T_FANOUT_FREE], timing[T_SLR2], timing[T_SLR3])
         compute_start = 0.0
         first_write = 0.0

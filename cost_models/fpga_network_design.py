@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from cost_models.fpga import slr_resources
+from cost_models.fpga_slrs import slr_windows
 from cost_models.fpga_clock import achieved_clock
 from cost_models.fpga_costs import ARITHMETIC, FANOUT_FREE, FANOUT_NS_PER_DOUBLING, SLR_DERATE, axi_max_beats
 from cost_models.fpga_network_algorithm import ALGORITHMS, LANES, winograd_layouts, winograd_tiles
@@ -361,7 +361,7 @@ def _combinations(options: list[list[_Option]], fixed: np.ndarray, caps: np.ndar
 def design_clock_mhz(board: Board, clock_mhz: float, res: np.ndarray, fanout: float) -> float:
     """The clock (MHz) a whole-network design of resources ``res`` closes at for a target ``clock_mhz``:
     derated by its widest broadcast (``fanout`` lanes an element reaches) and the SLRs it spans."""
-    eff, _ = achieved_clock(clock_mhz * 1e6, res, slr_resources(board), float(fanout), 1.0, FANOUT_NS_PER_DOUBLING,
+    eff, _ = achieved_clock(clock_mhz * 1e6, res, slr_windows(board), float(fanout), 1.0, FANOUT_NS_PER_DOUBLING,
                             FANOUT_FREE, SLR_DERATE[2], SLR_DERATE[3])
     return float(eff) / 1e6
 

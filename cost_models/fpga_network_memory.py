@@ -16,10 +16,10 @@ tensor's shape for one of its readers. Each weight row's front padding is not co
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cost_models.fpga_network import network_trips
 from cost_models.fpga_network_placed import NetworkDesign
 from cost_models.fpga_network_ports import port_banks, span_set
 from cost_models.fpga_network_shapes import NetLayer, reads_past
@@ -77,9 +77,15 @@ def design_footprint(design: NetworkDesign) -> Footprint:
         c = 1 if layer.engine == "depthwise" else -(-layer.C // t.tc) * t.tc
         transformed = e.kind == "winograd" and layer.R > 1 and not e.w_transform
         taps = (e.tile + 2) ** 2 if transformed else layer.R * layer.S
-        layer_words = math.ceil(k * c * taps / e.w_word)
-        port_words = math.ceil(layer_words / e.w_ports)  # dealt over the ports its engine reads
-        words += p.count * port_words * e.w_word
+        # its rows, each padded at its front to whole iterations of the weight process (a word from each port the
+        # engine reads), or a step's rows end to end and the step padded at its end (``row_picks``)
+        rows = -(-k * c * taps // e.row_elements(layer))
+        if e.row_picks > 1 and layer.R > 1:
+            step = int(network_trips(e, layer, t)["w_rows"])
+            iterations = -(-rows // step) * e.step_reads(layer, step)
+        else:
+            iterations = rows * e.row_reads(layer)
+        words += p.count * iterations * e.w_word
     first = design.layers[0]
     image = 0
     if first.im2col:  # the image placed as it is too, its channels padded to the block

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from cost_models.fpga_slrs import lone_slr
 from cost_models.fpga_network import EngineShape, NetLayer, Tiles, network_trips
 from cost_models.fpga_network_ports import arena_ports
 from cost_models.fpga_network_resources import engine_storage
@@ -52,6 +53,15 @@ class NetworkDesign:
     units_stop: str = ""
     #: each compute unit's SLR where each fits within one (``slr_placement``; () where v++ places them)
     unit_slrs: tuple[int, ...] = ()
+
+    @property
+    def slrs(self) -> tuple[int, ...]:
+        """Each compute unit's SLR, as ``connectivity.cfg`` keeps it: ``unit_slrs``, or a lone kernel's where it
+        fits one SLR (``lone_slr``); () where v++ places them."""
+        if self.unit_slrs or self.compute_units != 1:
+            return self.unit_slrs
+        slr = lone_slr(self.board, [self.resources[k] for k in RESOURCE_KINDS])
+        return () if slr is None else (slr,)
 
     @property
     def latency_s(self) -> float:
@@ -119,7 +129,7 @@ class NetworkDesign:
                 "engines": engines, "clock_mhz": self.clock_mhz, "achieved_mhz": self.achieved_mhz,
                 "latency_s": self.latency_s, "fps": self.compute_units / self.latency_s,
                 "compute_units": self.compute_units, **({"units_stop": self.units_stop} if self.units_stop else {}),
-                **({"unit_slrs": list(self.unit_slrs)} if self.unit_slrs else {}),
+                **({"unit_slrs": list(self.slrs)} if self.slrs else {}),
                 "gops": 2 * self.macs * self.compute_units / self.latency_s / 1e9,
                 "peak_gops": 2 * macs_peak * hz / 1e9, "resources": self.resources, "utilisation": self.utilisation,
                 "candidates": self.candidates, "layers": [self._layer_json(p, hz) for p in self.layers],

@@ -4,13 +4,14 @@ raise the images a second."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
 
-from cost_models.fpga import SLR_INFRASTRUCTURE, slr_capacity, slr_resources
+from cost_models.fpga_slrs import slr_room, slrs_spanned
 from cost_models.fpga_network_algorithm import LANES
 from cost_models.fpga_network_design import explore_network
 from cost_models.fpga_network_ports import WEIGHT_PORTS
@@ -35,9 +36,10 @@ def explore_throughput(layers: Sequence[tuple[LayerShape, int]], board: Board, d
     ``1/n`` of the device's resources, each with its own memory channels (its arena's, its weights') where the
     board has them, sharing them where it has not (``unit_share``). ``n`` goes up
     until the throughput has not risen for ``UNITS_PATIENCE`` steps (a unit count whose share of the device halves
-    the lanes dips, and the next may rise past it) or the units no longer fit. Where units of an even share each fit
-    one SLR but cannot each have one (``slr_placement``: a shell takes part of an SLR), each is explored again for
-    its SLR's room (``slr_share``); a count that cannot keep each unit within an SLR even so is passed over."""
+    the lanes dips, and the next may rise past it) or the units no longer fit. Where units of an even share span
+    SLRs, or each fit one but cannot each have one (``slr_placement``: a shell takes part of an SLR), each is
+    explored again for its SLR's room (``slr_share``) and the faster that places kept; a count that cannot keep each
+    unit within an SLR even so is passed over."""
     best: NetworkDesign | None = None
     slower: list[tuple[int, float]] = []  # (units, images a second) tried past the best
     stop, unplaced = "", []
@@ -50,13 +52,15 @@ def explore_throughput(layers: Sequence[tuple[LayerShape, int]], board: Board, d
             stop = f"{n} compute units do not fit: {exc}"
             break
         slrs = slr_placement(board, _resources(design), n)
-        if slrs is None and (fitted := slr_share(board, n)):
-            # the model clocked each unit as within one SLR, and they cannot each keep to one: each unit sized to
-            # its SLR's room instead (the shell's part taken), not to an even share of the part
+        if n > 1 and (fitted := slr_share(board, n, _resources(design))) and not slrs:
+            # units of an even share that span SLRs, or fit one each but cannot each keep to one: each sized to
+            # its SLR's room instead (the shell's part taken), kept where they place and run more images a second
             try:
-                design = explore_network(layers, replace(board, usable=fitted), dtype, clock_mhz, lanes,
+                within = explore_network(layers, replace(board, usable=fitted), dtype, clock_mhz, lanes,
                                          algorithm=algorithm, weight_ports=weight_ports, units=n)
-                slrs = slr_placement(board, _resources(design), n)
+                placed = slr_placement(board, _resources(within), n)
+                if placed is not None and (slrs is None or within.latency_s < design.latency_s):
+                    design, slrs = within, placed
             except HeteroDSEError:
                 pass
         if slrs is None:
@@ -88,17 +92,17 @@ def explore_throughput(layers: Sequence[tuple[LayerShape, int]], board: Board, d
 
 def slr_placement(board: Board, unit: np.ndarray, units: int) -> tuple[int, ...] | None:
     """The SLR of each of ``units`` compute units of resources ``unit`` (``RESOURCE_KINDS`` order) on ``board``.
-    Where a unit fits an even share of the part (one SLR by ``achieved_clock``) the model clocks it as crossing
-    none, so the link configuration keeps each within one (``slr=`` lines): dealt round the SLRs in turn, each
-    while what it holds of kernels (``slr_capacity``: the shell's part and the infrastructure's taken) has room.
-    None where the SLRs cannot hold them so; () where nothing is placed: one unit, one die, or a unit past an
-    SLR's share (v++ places it; the model derated its clock for the crossings)."""
-    if units == 1 or board.slrs <= 1:
-        return ()
+    Where a unit fits one SLR (``slrs_spanned``) the model clocks it as crossing none, so the link configuration
+    keeps each within one (``slr=`` lines): dealt round the SLRs in turn, each while its room (``slr_room``) has
+    space for another. None where the SLRs cannot hold them so; () where nothing is placed: one unit, one die, or a
+    unit that spans SLRs (v++ places it; the model derated its clock for the crossings)."""
     used = unit > 0
-    if not used.any() or (unit[used] > slr_resources(board)[used]).any():
+    if units == 1 or board.slrs <= 1 or not used.any() or slrs_spanned(board, unit) > 1:
         return ()
-    room = [int(math.floor(min(cap[used] / unit[used]))) for cap in slr_capacity(board)]
+    room = []
+    for held in slr_room(board):
+        kinds = used & (held > 0)  # a resource an SLR has none of is not counted (as slrs_spanned does not)
+        room.append(int(math.floor(min(held[kinds] / unit[kinds]) + 1e-9)) if kinds.any() else units)
     if sum(room) < units:
         return None
     placed: list[int] = []
@@ -111,24 +115,28 @@ def slr_placement(board: Board, unit: np.ndarray, units: int) -> tuple[int, ...]
     return tuple(placed)
 
 
-def slr_share(board: Board, units: int) -> dict[str, float] | None:
+def slr_share(board: Board, units: int, unit: np.ndarray) -> dict[str, float] | None:
     """What each of ``units`` compute units may take of the part (a fraction of each resource, as
-    ``Board.usable``) so that each keeps within one SLR: the units dealt to the SLRs one at a time, each to the SLR
-    whose room a unit would then have most of (an SLR's room: the board's usable fraction, ``SLR_INFRASTRUCTURE``'s
-    at most, of what its shell leaves it, in its scarcest resource against the part's), and each unit the least
-    room of an SLR it shares; None on one die."""
+    ``Board.usable``) so that each keeps within one SLR's room (``slr_room``): of every way to deal the units to
+    the SLRs, the one whose units would be largest against a unit of resources ``unit`` (the even share's, whose
+    proportions the explorer keeps) in its scarcest resource, each unit the least room of an SLR over the units it
+    takes; None on one die."""
     if board.slrs <= 1:
         return None
-    usable = np.array([min(board.usable[k], 1.0 - SLR_INFRASTRUCTURE) for k in RESOURCE_KINDS])
-    rooms = slr_capacity(board, 1.0) * usable
+    rooms = slr_room(board)
     part = np.array([board.resources[k] for k in RESOURCE_KINDS], dtype=np.float64)
-    kinds = part > 0
-    size = (rooms[:, kinds] / part[kinds]).min(axis=1)
-    dealt = np.zeros(board.slrs)
-    for _ in range(units):
-        dealt[int(np.argmax(size / (dealt + 1)))] += 1
-    each = (rooms[dealt > 0] / dealt[dealt > 0, None]).min(axis=0)
-    return {k: float(each[i] / part[i]) if part[i] else board.usable[k] for i, k in enumerate(RESOURCE_KINDS)}
+    kinds = (unit > 0) & (part > 0)
+    best, best_score = None, -1.0
+    for dealt in itertools.product(range(units + 1), repeat=board.slrs):
+        if sum(dealt) != units:
+            continue
+        d = np.array(dealt, dtype=np.float64)
+        each = (rooms[d > 0] / d[d > 0, None]).min(axis=0)
+        score = float((each[kinds] / unit[kinds]).min()) if kinds.any() else float(each.sum())
+        if score > best_score:
+            best, best_score = each, score
+    assert best is not None
+    return {k: float(best[i] / part[i]) if part[i] else board.usable[k] for i, k in enumerate(RESOURCE_KINDS)}
 
 
 def _resources(design: NetworkDesign) -> np.ndarray:

@@ -929,57 +929,60 @@ def test_the_throughput_design_looks_past_a_dip_in_the_units(monkeypatch):
 
 
 def test_compute_units_that_each_fit_an_slr_are_each_kept_to_one(monkeypatch):
-    """The model clocks a unit within an even share of the part as crossing no SLR, so the units are dealt round
-    the SLRs in turn, each SLR while what it holds of kernels has room (``slr_placement``; connectivity.cfg's
-    ``slr=`` lines). u200's shell leaves its SLRs 2,265, 1,317 and 2,265 DSPs (UG1393's platforminfo), of which the
-    infrastructure takes 10 %: 2,038.5, 1,185.3 and 2,038.5. Where the SLRs cannot hold the units so, each unit is
+    """The model clocks a unit that fits one SLR as crossing none, so the units are dealt round the SLRs in turn,
+    each SLR while its room has space (``slr_placement``; connectivity.cfg's ``slr=`` lines). u200's shell leaves
+    its SLRs 2,265, 1,317 and 2,265 DSPs (UG1393's platforminfo): a unit fits one SLR up to 90 % of the largest
+    (2,038.5; the rest is the infrastructure's), and the units' room is the board's usable 70 % of each (1,585.5,
+    921.9 and 1,585.5). Where units of an even share of the part cannot each keep to one, or span SLRs, each is
     explored again for its SLR's room (``slr_share``); where even that cannot, the count is passed over."""
     from types import SimpleNamespace
 
     from cost_models import fpga_network_units as nd
-    from cost_models.fpga import slr_capacity
+    from cost_models.fpga_slrs import slr_room, slr_windows
 
     u200 = load_board("u200")
-    assert [round(c, 1) for c in slr_capacity(u200)[:, nd.RESOURCE_KINDS.index("dsp")]] == [2038.5, 1185.3, 2038.5]
+    dsp = nd.RESOURCE_KINDS.index("dsp")
+    assert [round(c, 1) for c in slr_room(u200)[:, dsp]] == [1585.5, 921.9, 1585.5]
+    # runs of adjacent SLRs: one, two (each with the shell's SLR1 in it), all three
+    assert [(int(w[0]), round(w[1 + dsp], 1)) for w in slr_windows(u200)] == [
+        (1, 2038.5), (1, 1185.3), (1, 2038.5), (2, 3223.8), (2, 3223.8), (3, 5262.3)]
 
     def unit(dsp):
         return np.array([dsp if k == "dsp" else 0.0 for k in nd.RESOURCE_KINDS])
 
-    assert nd.slr_placement(u200, unit(600), 7) == (0, 1, 2, 0, 2, 0, 2)  # SLR1 holds one, the others three
-    assert nd.slr_placement(u200, unit(600), 8) is None
-    assert nd.slr_placement(u200, unit(1000), 3) == (0, 1, 2)
-    assert nd.slr_placement(u200, unit(1200), 3) is None  # SLR1 holds none of 1,200
-    assert nd.slr_placement(u200, unit(1200), 2) == (0, 2)
-    assert nd.slr_placement(u200, unit(2300), 2) == ()  # past an even share (2,280): v++ places them, derated
+    assert nd.slr_placement(u200, unit(500), 7) == (0, 1, 2, 0, 2, 0, 2)  # SLR1's room holds one, the others three
+    assert nd.slr_placement(u200, unit(500), 8) is None
+    assert nd.slr_placement(u200, unit(900), 3) == (0, 1, 2)
+    assert nd.slr_placement(u200, unit(1000), 3) is None and nd.slr_placement(u200, unit(1000), 2) == (0, 2)
+    assert nd.slr_placement(u200, unit(2100), 2) == ()  # past 2,038.5: it spans SLRs (v++ places it, derated)
     assert nd.slr_placement(u200, unit(700), 1) == () and nd.slr_placement(load_board("zcu102"), unit(700), 2) == ()
-    # a board file without the shell's figures: an even share of the part each (3,072 DSPs, 2,764.8 of them)
+    # a board file without the shell's figures: an even share of the part each (3,072 DSPs, 2,150.4 of room)
     u250 = load_board("u250")
     assert u250.slr_resources is None
     assert nd.slr_placement(u250, unit(1000), 9) is None and len(nd.slr_placement(u250, unit(1000), 8)) == 8
-
-    # each unit sized to its SLR's room where units of an even share cannot each keep to one: 3 units dealt two to
-    # SLR0 and one to SLR2 (SLR1's room is the least), each 70 % (u200's usable) of half of SLR0's
-    assert nd.slr_share(u200, 3)["dsp"] * 6840 == pytest.approx(2265 * 0.7 / 2)
-    assert nd.slr_share(u200, 1)["dsp"] * 6840 == pytest.approx(2265 * 0.7) and nd.slr_share(u250, 4)
-    assert nd.slr_share(load_board("zcu102"), 2) is None
+    # each unit sized to its SLR's room: the dealing whose units are largest, each the least room over its units
+    assert nd.slr_share(u200, 2, unit(1)) == nd.slr_share(u200, 2, unit(2))  # (1, 0, 1): proportions, not sizes
+    for units, each in ((2, 1585.5), (3, 921.9), (5, 1585.5 / 2), (8, 921.9 / 2)):  # (1,0,1) (1,1,1) (2,1,2) (3,2,3)
+        assert nd.slr_share(u200, units, unit(1))["dsp"] * 6840 == pytest.approx(each)
+    assert nd.slr_share(load_board("zcu102"), 2, unit(1)) is None
     tried = []
 
     def fake(layers, board, dtype, clock_mhz, lanes, units, **options):  # a unit takes all it is given
         tried.append((units, round(board.usable["dsp"] * 6840, 2)))
-        return SimpleNamespace(latency_s=1e-3, resources={"dsp": board.usable["dsp"] * 6840},
-                               board=board, compute_units=1)
+        return SimpleNamespace(latency_s=1e-3, resources={"dsp": board.usable["dsp"] * 6840}, board=board,
+                               compute_units=1)
 
     monkeypatch.setattr(nd, "explore_network", fake)
     best = nd.explore_throughput([], u200, "int8")
-    # an even share of 4,788 DSPs: 2 units span SLRs; 3 of 1,596 and 4 of 1,197 cannot each keep to one, so each
-    # is explored again at its SLR's room (792.75); 5 of 957.6 can as they are
-    assert tried[:6] == [(1, 4788.0), (2, 2394.0), (3, 1596.0), (3, 792.75), (4, 1197.0), (4, 792.75)]
-    assert tried[6] == (5, 957.6) and "cannot" not in best.units_stop
-    assert tried[7:] == [(6, 798.0), (6, 528.5), (7, 684.0), (7, 528.5), (8, 598.5), (8, 396.38)]
-    assert best.compute_units == 8 and best.unit_slrs == (0, 1, 2, 0, 1, 2, 0, 2)
+    # an even share of 4,788 DSPs: 2 units of 2,394 span SLRs, and each within one (1,585.5) runs no faster here, so
+    # the even share stays; 3 of 1,596 to 8 of 598.5 cannot each keep to one, and are explored again at their room
+    assert tried == [(1, 4788.0), (2, 2394.0), (2, 1585.5), (3, 1596.0), (3, 921.9), (4, 1197.0), (4, 792.75),
+                     (5, 957.6), (5, 792.75), (6, 798.0), (6, 528.5), (7, 684.0), (7, 528.5), (8, 598.5),
+                     (8, 460.95)]
+    assert best.compute_units == 8 and best.unit_slrs == (0, 1, 2, 0, 1, 2, 0, 2) and "cannot" not in best.units_stop
     # where even their SLRs' room cannot take them, the count is passed over and the report says why
-    monkeypatch.setattr(nd, "slr_share", lambda board, units: None)
-    assert "3, 4, 6, 7 and 8 compute units cannot each keep within one of u200's 3 SLRs" in nd.explore_throughput(
+    monkeypatch.setattr(nd, "slr_share", lambda board, units, unit: None)
+    assert "3, 4, 5, 6, 7 and 8 compute units cannot each keep within one of u200's 3 SLRs" in nd.explore_throughput(
         [], u200, "int8").units_stop
 
 

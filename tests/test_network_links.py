@@ -132,20 +132,20 @@ def test_a_bank_past_its_capacity_is_a_finding(units_project, monkeypatch):
 
 
 def test_an_slr_given_more_units_than_it_holds_is_a_finding(units_project, monkeypatch):
-    """The units' resources (the design's over its units) against what each SLR holds of kernels: SLRs of a unit
-    and a half's here, and two units put on one on purpose."""
+    """The units' resources (the design's over its units) against each SLR's room: rooms of a unit and a half's
+    here, and two units put on one on purpose."""
     project, arguments, m_axi = units_project
     cfg = project / "connectivity.cfg"
     good = cfg.read_text()
     unit = np.array([json.loads((project / "design.json").read_text())["design"]["resources"][k]
                      for k in RESOURCE_KINDS]) / 3
-    monkeypatch.setattr(links, "slr_capacity", lambda board: np.array([1.5 * unit] * 3))
+    monkeypatch.setattr(links, "slr_room", lambda board: np.array([1.5 * unit] * 3))
     try:
         assert _findings(project, arguments, m_axi) == []
         cfg.write_text(good.replace("slr=network_kernel_3:SLR2", "slr=network_kernel_3:SLR0"))
         found = _findings(project, arguments, m_axi)
-        assert any(f.startswith("SLR0 is given 2 compute unit(s): their dsp, bram18k, lut, ff are past what it "
-                                "holds of kernels") for f in found), found
+        assert any(f.startswith("SLR0 is given 2 compute unit(s): their dsp, bram18k, lut, ff are past its room")
+                   for f in found), found
     finally:
         cfg.write_text(good)
 
@@ -157,3 +157,24 @@ def test_a_zynq_project_has_no_link_configuration(tmp_path):
     (project / "connectivity.cfg").write_text("[connectivity]\nnk=network_kernel:1:network_kernel_1\n")
     report = lint_network(project)
     assert any("zcu102 has no acceleration platform" in f.message for f in report.findings)
+
+
+def test_a_lone_kernel_that_fits_an_slr_is_kept_to_one(tmp_path):
+    """The model clocks a kernel within one SLR as crossing none: the project keeps it to the first SLR whose room
+    (70 % of what u200's shell leaves: 1,585.5, 921.9 and 1,585.5 DSPs) holds it (``lone_slr``), and the lint
+    holds the line to it."""
+    from cost_models.fpga_slrs import lone_slr
+    from hetero_dse.hardware.board import load_board
+
+    u200 = load_board("u200")
+    assert lone_slr(u200, [1500, 0, 0, 0, 0]) == 0 and lone_slr(u200, [1600, 0, 0, 0, 0]) is None
+    assert lone_slr(u200, [900, 0, 0, 0, 0]) == 0 and lone_slr(u200, [1000, 0, 0, 250_000, 0]) is None  # 248,283
+    assert lone_slr(load_board("zcu102"), [10, 0, 0, 0, 0]) is None
+    _, design, run, _, _ = small_design("int8", board="vu9p", weight_ports=(1,))
+    project = write_network_project(tmp_path / "lone", design, run)
+    cfg = project / "connectivity.cfg"
+    assert "slr=network_kernel_1:SLR0" in cfg.read_text() and lint_network(project).ok
+    assert json.loads((project / "design.json").read_text())["design"]["unit_slrs"] == [0]
+    cfg.write_text(cfg.read_text().replace("slr=network_kernel_1:SLR0\n", ""))
+    report = lint_network(project)
+    assert any("network_kernel_1 has no slr line: the model keeps it to SLR0" in f.message for f in report.findings)

@@ -235,9 +235,10 @@ def test_a_spanning_weight_port_is_connected_to_its_range_and_the_host_runs_on_i
                                                             ("int8", "direct", "vu9p", (4,))])
 def test_a_designs_buffers_are_what_its_layout_gives_the_host(dtype, algorithm, board, ports):
     """``design_footprint`` against the small network's layout (``lay_out``, every layer once, as the host
-    allocates each buffer): each weight port's buffer within 1 % below (each row's front padding is not counted;
-    a float32 Winograd engine's weights counted as their α² transformed values, each layer's words over the ports
-    its engine reads), the parameters exact, the arena never below (its regions' halos and guards counted), above
+    allocates each buffer): each weight port's buffer exact (each row padded at its front to whole iterations of
+    its engine's reads, or a step's rows end to end; a float32 Winograd engine's weights counted as their α²
+    transformed values; a 4 × 4 Winograd engine's 1×1 rows, one word each over two ports, padded to two), the
+    parameters exact, the arena never below (its regions' halos and guards counted), above
     by a region whose shape another layer's input shares taking that layer's halo: here, of 8×8 maps whose
     padding is a quarter of them again, at most a quarter."""
     from small_net import small_design
@@ -247,7 +248,7 @@ def test_a_designs_buffers_are_what_its_layout_gives_the_host(dtype, algorithm, 
     _, design, run, _, _ = small_design(dtype, algorithm=algorithm, board=board, weight_ports=ports)
     data, element, f = lay_out(run, design), 1 if dtype == "int8" else 4, design_footprint(design)
     weights = data["weight_words"] * design.wword * element
-    assert 0.99 * weights <= f.port_bytes(design.w_ports) <= weights
+    assert f.port_bytes(design.w_ports) == weights
     assert f.params == data["param_words"] * design.pword * 4
     arena = data["arena_words"] * design.word * element
     assert arena <= f.arena <= 1.25 * arena

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from cost_models.fpga import slr_capacity
+from cost_models.fpga_slrs import slr_room
 from cost_models.fpga_network_memory import bank_bytes
 from cost_models.fpga_network_ports import port_banks
 from hetero_dse.errors import HeteroDSEError
@@ -123,8 +123,8 @@ def _instances(nks: list[str], top: str, units: int, add: Any) -> list[str]:
 
 def _check_slrs(lines: list[str], names: list[str], board: Board, design: dict[str, Any], add: Any) -> None:
     """Each unit kept to the SLR the model placed it in (``unit_slrs``: where each fits one, the model clocks it as
-    crossing none), and no SLR given more units than it holds of kernels (``slr_capacity``; a unit's resources: the
-    design's over its units)."""
+    crossing none), and no SLR given more units than its room holds (``slr_room``; a unit's resources: the design's
+    over its units)."""
     where, slr_of = "connectivity.cfg", {}
     for line in lines:
         unit, _, slr = line.partition(":")
@@ -143,13 +143,13 @@ def _check_slrs(lines: list[str], names: list[str], board: Board, design: dict[s
                 add("links", where, f"{unit} {got}: the model keeps it to SLR{slr} and clocks it as crossing none")
     units = design.get("compute_units", 1)
     unit = np.array([design["resources"][k] for k in RESOURCE_KINDS]) / units
-    capacity = slr_capacity(board)
+    capacity = slr_room(board)
     for slr in sorted(set(slr_of.values())):
         count = sum(1 for v in slr_of.values() if v == slr)
-        over = [k for k, u, c in zip(RESOURCE_KINDS, unit, capacity[slr], strict=True) if count * u > c]
+        over = [k for k, u, c in zip(RESOURCE_KINDS, unit, capacity[slr], strict=True) if c > 0 and count * u > c]
         if over:
-            add("links", where, f"SLR{slr} is given {count} compute unit(s): their {', '.join(over)} are past what "
-                                "it holds of kernels (its shell's part and the infrastructure's taken)")
+            add("links", where, f"SLR{slr} is given {count} compute unit(s): their {', '.join(over)} are past its "
+                                "room (the board's usable share of what its shell leaves)")
 
 
 def _check_model(project: Path, memory: Memory, names: list[str], ports: list[str],

@@ -108,7 +108,7 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
         units.append({"name": f"{top}_{u + 1}", "banks": [(p["name"], of_port.get(p["name"], banks["arena"]))
                                                           for p in ports],
                       "spans": {w: b + span - 1 for w, b in zip(wgts, banks["weights"], strict=True)} if span > 1
-                      else {}, "slr": design.unit_slrs[u] if design.unit_slrs else None})
+                      else {}, "slr": design.slrs[u] if design.slrs else None})
     atol, rtol = [], []
     for r in run.layers:  # int8: exact, the reference being the same integer arithmetic
         red = r.placed.layer.C * r.placed.layer.R * r.placed.layer.S
