@@ -549,7 +549,8 @@ def test_explore_a_model_with_winograd_on_runs_every_layer_on_one_winograd_array
 def test_the_winograd_engine_reads_two_weight_ports_bit_for_bit(tmp_path, dtype, board):
     """The Winograd engine's weight process takes a word from each of two ports a cycle, as the grid's: the same
     outputs (int8 bit for bit, float32 against torch), its read_w loop half the trips where a row is two words or
-    more (the C-simulation counts them), the lint clean; one port read twice where the model has two is caught by the lint and the run."""
+    more (the C-simulation counts them), the lint clean; one port read twice where the model has two is caught by
+    the lint and the run."""
     from dataclasses import replace
 
     from cost_models.fpga_network import network_trips
