@@ -3,7 +3,7 @@
 The target clock is derated twice: by the broadcast of one register to the PEs that share an element (a wire
 delay for each doubling of the fan-out past a free one) and by the SLRs the design's resources span (the
 generated code does not register the crossings): the fewest adjacent SLRs that hold it, each SLR what the
-platform's shell and the infrastructure leave of it (``fpga.slr_windows``). The batch kernel
+platform's shell and the infrastructure leave of it (``fpga_slrs.slr_windows``). The batch kernel
 (``cost_models.fpga_kernel``) inlines it.
 """
 
@@ -19,7 +19,7 @@ __all__ = ["achieved_clock"]
 @njit(cache=True, inline="always", error_model="numpy")
 def achieved_clock(clock, res, windows, fanout, estimate, fanout_ns, fanout_free, slr2, slr3):
     """``(eff, slrs)``: the clock (Hz) a design of resources ``res`` and register fan-out ``fanout`` closes at
-    for a target ``clock``, and the SLRs it spans. ``windows`` (``fpga.slr_windows``): a row for each run of
+    for a target ``clock``, and the SLRs it spans. ``windows`` (``fpga_slrs.slr_windows``): a row for each run of
     adjacent SLRs, its length first and then what it holds of each resource, shortest runs first (no rows where the
     part has one die); the design spans the shortest run that holds it, one SLR more than the part has where none
     does. ``estimate`` off keeps the target (a calibration measured it); ``fanout_ns``, ``fanout_free``, ``slr2``

@@ -10,10 +10,10 @@ import numpy as np
 
 from cost_models.calibration import ARITHMETIC_FIELDS, DEFAULT_FIXED
 from cost_models.fpga import FpgaModel
-from cost_models.fpga_slrs import slrs_spanned
 from cost_models.fpga_blocks import IMPL_NAMES
 from cost_models.fpga_costs import AXI_OUTSTANDING
 from cost_models.fpga_kernel import E_ADDS, E_CMPS, E_MULS, E_PORTS, T_MAX_BEATS, T_PORT_BRAM
+from cost_models.fpga_slrs import slrs_spanned
 from hetero_dse.hardware.board import RESOURCE_KINDS
 
 __all__ = ["calibration_terms", "describe", "output_extents"]

@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from cost_models.fpga_slrs import slr_windows
 from cost_models.fpga_clock import achieved_clock
 from cost_models.fpga_costs import ARITHMETIC, FANOUT_FREE, FANOUT_NS_PER_DOUBLING, SLR_DERATE, axi_max_beats
 from cost_models.fpga_network_algorithm import ALGORITHMS, LANES, winograd_layouts, winograd_tiles
@@ -41,6 +40,7 @@ from cost_models.fpga_network_ports import (ARENA_PORTS, WEIGHT_PORTS, arena_por
 from cost_models.fpga_network_resources import engine_resources, kernel_base
 from cost_models.fpga_network_shapes import depthwise_taps, padded
 from cost_models.fpga_network_tiles import tile_options
+from cost_models.fpga_slrs import slr_windows
 from cost_models.fpga_winograd import TILES, transform_depth, weight_transform_depth
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board

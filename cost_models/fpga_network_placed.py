@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from cost_models.fpga_slrs import lone_slr
 from cost_models.fpga_network import EngineShape, NetLayer, Tiles, network_trips
 from cost_models.fpga_network_ports import arena_ports
 from cost_models.fpga_network_resources import engine_storage
+from cost_models.fpga_slrs import lone_slr
 from cost_models.fpga_winograd import winograd_record
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 from hetero_dse.model.layer_shape import LayerShape

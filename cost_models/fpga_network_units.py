@@ -51,8 +51,9 @@ def explore_throughput(layers: Sequence[tuple[LayerShape, int]], board: Board, d
         except HeteroDSEError as exc:
             stop = f"{n} compute units do not fit: {exc}"
             break
-        slrs = slr_placement(board, _resources(design), n)
-        if n > 1 and (fitted := slr_share(board, n, _resources(design))) and not slrs:
+        unit = _resources(design)
+        slrs = slr_placement(board, unit, n)
+        if n > 1 and not slrs and (fitted := slr_share(board, n, unit)):
             # units of an even share that span SLRs, or fit one each but cannot each keep to one: each sized to
             # its SLR's room instead (the shell's part taken), kept where they place and run more images a second
             try:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from cost_models.fpga_clock import achieved_clock
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 
 __all__ = ["SLR_INFRASTRUCTURE", "lone_slr", "slr_capacity", "slr_room", "slr_windows", "slrs_spanned"]
@@ -31,13 +32,12 @@ def slr_windows(board: Board) -> np.ndarray:
 
 
 def slrs_spanned(board: Board, used: Sequence[float]) -> int:
-    """How many SLRs a design of resources ``used`` (``RESOURCE_KINDS`` order) spans at the least: the shortest run
-    of adjacent SLRs that holds it (``slr_windows``; one more than the part has where none does); 1 on a single
-    die."""
-    for length, *held in slr_windows(board):
-        if all(u <= h for u, h in zip(used, held, strict=True) if h > 0):
-            return int(length)
-    return board.slrs + 1 if board.slrs > 1 else 1
+    """How many SLRs a design of resources ``used`` (``RESOURCE_KINDS`` order) spans at the least, as the clock
+    model counts them (``fpga_clock.achieved_clock``): the shortest run of adjacent SLRs that holds it
+    (``slr_windows``; one more than the part has where none does); 1 on a single die."""
+    _, slrs = achieved_clock(1.0, np.asarray(used, dtype=np.float64), slr_windows(board), 1.0, 1.0, 0.0, 1.0, 1.0,
+                             1.0)
+    return int(slrs)
 
 
 def lone_slr(board: Board, used: Sequence[float]) -> int | None:

@@ -409,16 +409,9 @@ def test_the_host_program_runs_the_network_through_an_xrt_test_double(tmp_path, 
     argument order the host passes are the kernel's (with one weight port and with two, each its half of
     weights.bin; in float32 the arena's word over two ports, its two buffers split from arena.bin and joined back),
     and it checks every layer. Says nothing about a card (there is none here)."""
-    import subprocess
-
     _, _, _, design, project, _ = _small_run(tmp_path, dtype, weight_ports=(ports,))
     assert design.w_ports == ports and design.arena_ports == (2 if dtype == "float32" else 1)
-    binary = tmp_path / "host.exe"
-    subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-Wno-unknown-pragmas",
-                    "-Wno-unused-label", f"-I{project / 'sim' / 'include'}", f"-I{project / 'src'}",
-                    "-DHDSE_XRT_KERNEL=network_kernel", str(project / "host" / "host.cpp"),
-                    str(project / "src" / "kernel.cpp"), "-o", str(binary)], check=True, capture_output=True)
-    ran = subprocess.run([str(binary), "test_double.xclbin", str(project / "data")], capture_output=True, text=True)
+    ran = _run_host(tmp_path, project)
     assert ran.returncode == 0 and "mismatches=0" in ran.stdout and "PASS" in ran.stdout, ran.stdout + ran.stderr
     if dtype == "float32":  # the double keeps the card's copy of each buffer apart and runs the kernel on wait: a
         # host that forgets a sync or the wait is caught (each defect put in on purpose, one buffer's at a time)

@@ -166,25 +166,24 @@ def test_the_host_program_runs_the_pipeline_through_an_xrt_test_double(project, 
     import subprocess
 
     _, design, directory = project
-    binary = tmp_path / "host.exe"
-    subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-Wno-unknown-pragmas",
-                    "-Wno-unused-label", f"-I{directory / 'sim' / 'include'}", f"-I{directory / 'src'}",
-                    "-DHDSE_XRT_KERNEL=pipeline_kernel", str(directory / "host" / "host.cpp"),
-                    str(directory / "src" / "kernel.cpp"), "-o", str(binary)], check=True, capture_output=True)
-    ran = subprocess.run([str(binary), "test_double.xclbin", str(directory / "data")], capture_output=True,
-                         text=True)
+    host, binary = directory / "host" / "host.cpp", tmp_path / "host.exe"
+
+    def run_host():
+        subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-Wno-unknown-pragmas",
+                        "-Wno-unused-label", f"-I{directory / 'sim' / 'include'}", f"-I{directory / 'src'}",
+                        "-DHDSE_XRT_KERNEL=pipeline_kernel", str(host), str(directory / "src" / "kernel.cpp"), "-o",
+                        str(binary)], check=True, capture_output=True)
+        return subprocess.run([str(binary), "test_double.xclbin", str(directory / "data")], capture_output=True,
+                              text=True)
+
+    ran = run_host()
     assert ran.returncode == 0 and "mismatches=0" in ran.stdout and "PASS" in ran.stdout, ran.stdout + ran.stderr
     if design.dtype == "float32":  # the double keeps each buffer's card copy apart: a sync forgotten on purpose fails
-        host = directory / "host" / "host.cpp"
         good = host.read_text()
         for sync in ("image.sync(XCL_BO_SYNC_BO_TO_DEVICE);", "result.sync(XCL_BO_SYNC_BO_FROM_DEVICE);"):
             assert sync in good
             host.write_text(good.replace(sync, ""))
-            subprocess.run(["g++", "-std=c++17", "-O1", f"-I{directory / 'sim' / 'include'}",
-                            f"-I{directory / 'src'}", "-DHDSE_XRT_KERNEL=pipeline_kernel", str(host),
-                            str(directory / "src" / "kernel.cpp"), "-o", str(binary)], check=True, capture_output=True)
-            ran = subprocess.run([str(binary), "test_double.xclbin", str(directory / "data")], capture_output=True,
-                                 text=True)
+            ran = run_host()
             assert ran.returncode == 1 and "FAIL" in ran.stdout, (sync, ran.stdout + ran.stderr)
         host.write_text(good)
     # a board with an acceleration platform gets the v++ flow's files, one without an IP to drive

@@ -7,7 +7,6 @@ file and the field.
 
 from __future__ import annotations
 
-
 import difflib
 import json
 from collections.abc import Mapping

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from cost_models.fpga_slrs import slr_room
 from cost_models.fpga_network_memory import bank_bytes
 from cost_models.fpga_network_ports import port_banks
+from cost_models.fpga_slrs import slr_room
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board, Memory, load_board
 
