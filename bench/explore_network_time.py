@@ -1,7 +1,9 @@
 """One network explore as a whole process, for timing against another checkout or other weight ports: builds and
 captures the network, explores its shared FPGA kernel, prints the latency (time the command from outside).
 
-    python bench/explore_network_time.py resnet18 zcu102 int8 --weight-ports 1,2,3,4 [--root OTHER_CHECKOUT]
+    python bench/explore_network_time.py resnet18 zcu102 int8 --weight-ports 1,2,3,4 [--root OTHER_CHECKOUT] [--units]
+
+``--units``: the compute units' search at batch > 1 too (``explore_throughput``), as ``explore --model`` runs it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ def main() -> None:
     parser.add_argument("--weight-ports", default="1,2", help="the weights' ports a design may read at once")
     parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1],
                         help="the checkout whose explorer runs (another commit's worktree, to compare)")
+    parser.add_argument("--units", action="store_true", help="the compute units' search too")
     args = parser.parse_args()
     sys.path.insert(0, str(args.root))
     from cost_models.fpga_network_design import explore_network
@@ -34,6 +37,11 @@ def main() -> None:
     ports = tuple(int(v) for v in args.weight_ports.split(","))
     design = explore_network(shapes, load_board(args.board), args.dtype, weight_ports=ports)
     print(f"{args.net} {args.board} {args.dtype}: {1e3 * design.latency_s:.3f} ms, weights on {design.w_ports} ports")
+    if args.units:
+        from cost_models.fpga_network_units import explore_throughput
+
+        units = explore_throughput(shapes, load_board(args.board), args.dtype, weight_ports=ports)
+        print(f"{units.compute_units} compute units: {units.compute_units / units.latency_s:.1f} images a second")
 
 
 if __name__ == "__main__":

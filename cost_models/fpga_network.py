@@ -46,7 +46,8 @@ from cost_models.fpga_costs import ARENA_LOOP_CYCLES, AXI_MAX_BURST_BYTES, RUNS_
 from cost_models.fpga_network_ports import weight_layout
 from cost_models.fpga_network_shapes import EngineShape, NetLayer, Tiles
 
-__all__ = ["ENGINE_KINDS", "DESCRIPTOR_WORDS", "EngineShape", "NetLayer", "Tiles", "layer_cycles", "network_trips"]
+__all__ = ["ENGINE_KINDS", "DESCRIPTOR_WORDS", "EngineShape", "NetLayer", "Tiles", "compute_floor", "layer_cycles",
+           "network_trips"]
 
 ENGINE_KINDS = ("grid", "depthwise", "winograd")
 #: int32 words of one layer's descriptor in the table the kernel reads (``kernel.h``'s layer_t)
@@ -227,3 +228,18 @@ def layer_cycles(engine: EngineShape, layer: NetLayer, t: dict[str, Any], *, clo
     # each later tile at its slowest stage; the last tile's output transform and write
     first = np.maximum((n_c - 1) * step + np.maximum(read_w, compute + stall), reads / bw - read_in)
     return read_in + first + (n_out - 1) * tile + write + transform_out + params + descriptor
+
+
+def compute_floor(engine: EngineShape, layer: NetLayer) -> int:
+    """Cycles the layer takes on the engine whatever its tiles (``layer_cycles`` is never below them): its PE
+    loop's iterations summed over every step, each weight row a slot a pixel (a Winograd patch) of the tile but
+    at least the accumulation distance, with no fill, no wait on a read and no write. The explorer passes over
+    lanes whose layers cannot beat a design it has by these alone."""
+    o = -(-layer.C // engine.out_lanes)  # the depthwise engine's channel groups
+    if engine.kind == "depthwise":
+        return o * engine.tap_steps(layer) * max(layer.OH * layer.OW, engine.distance)
+    rows = -(-layer.K // engine.out_lanes) * -(-layer.C // engine.in_lanes)  # the weight rows of a tap, all steps
+    if engine.kind == "winograd":
+        side = engine.patch_side(layer)
+        return rows * max(-(-layer.OH // side) * -(-layer.OW // side), engine.distance)
+    return rows * layer.R * layer.S * max(layer.OH * layer.OW, engine.distance)

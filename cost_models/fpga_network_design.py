@@ -10,7 +10,10 @@ lane groups; one wider than the board's port spreads over two: ``arena_ports``),
 and the weights' ports read at once (one to four: ZCU102's 128-bit HP ports starve a large grid).
 For every candidate each layer takes its tiles of least time that fit the buffers; the network's latency at
 batch 1 is the sum over its layers (each as often as the network runs it) at the one clock the design closes
-at; the resources are counted once for the design and must fit the board. The lowest latency wins.
+at; the resources are counted once for the design and must fit the board. The lowest latency wins. The search is
+exact but spares work a bound proves useless: lanes whose layers' PE loops alone (``compute_floor``) are slower
+than a design it has are passed over, as is a candidate whose PE loops alone at the clock it closes at are, and a
+layer's tiles on an engine are scored once a search (``fpga_network_choices``).
 
 A layer whose input comes from the host with fewer channels than the grid's input lanes (a network's first
 convolution on an RGB image) is run as a 1×1 convolution over its windows (the host lays the image out as
@@ -19,7 +22,6 @@ convolution on an RGB image) is run as a 1×1 convolution over its windows (the 
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from collections.abc import Mapping, Sequence
@@ -28,31 +30,30 @@ from typing import Any
 
 import numpy as np
 
-from cost_models.fpga_clock import achieved_clock
-from cost_models.fpga_costs import ARITHMETIC, FANOUT_FREE, FANOUT_NS_PER_DOUBLING, SLR_DERATE, axi_max_beats
+from cost_models.fpga_costs import ARITHMETIC, axi_max_beats
 from cost_models.fpga_network_algorithm import ALGORITHMS, LANES, winograd_layouts, winograd_tiles
-from cost_models.fpga_network_depths import accumulation_distance, compute_depth
-from cost_models.fpga_network import ENGINE_KINDS, EngineShape, NetLayer, Tiles, layer_cycles, network_trips
+from cost_models.fpga_network_choices import (IN_ROWS, OUT_ROWS, SIZES, W_ROWS, keeping_choices, layer_choices,
+                                              pipeline_depths, timing_key)
+from cost_models.fpga_network_clock import achieved_mhz
+from cost_models.fpga_network_depths import accumulation_distance
+from cost_models.fpga_network import ENGINE_KINDS, EngineShape, Tiles, compute_floor, layer_cycles
 from cost_models.fpga_network_memory import fitting_weight_ports, memory_problem
 from cost_models.fpga_network_placed import NetworkDesign, PlacedLayer
 from cost_models.fpga_network_ports import (ARENA_PORTS, WEIGHT_PORTS, arena_ports, kernel_buffers, read_streams,
                                             unit_share, weight_bandwidth, weight_reads)
 from cost_models.fpga_network_resources import engine_resources, kernel_base
 from cost_models.fpga_network_shapes import depthwise_taps, padded
-from cost_models.fpga_network_tiles import tile_options
-from cost_models.fpga_slrs import slr_windows
-from cost_models.fpga_winograd import TILES, transform_depth, weight_transform_depth
+from cost_models.fpga_winograd import TILES
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 from hetero_dse.model.layer_shape import LayerShape
 
-__all__ = ["design_clock_mhz", "explore_network", "pipeline_depths"]
+__all__ = ["explore_network"]
 
-#: rows each buffer may have (a BRAM18K is 512 deep at 32 bits: fewer rows waste its depth); the weights are no
-#: buffer (a FIFO of rows), so any number of weight rows a step fits
-IN_ROWS = (512, 1024, 2048, 4096, 8192)
-W_ROWS = (1 << 30,)
-OUT_ROWS = (256, 512, 1024, 2048, 4096)
+#: lane choices that fit, the least floors first, whose fastest design bounds the rest (``_explore``): one may be a
+#: poor design (its floor least, its memory the bound); a few give a bound that passes over most others
+SEED_LANES = 3
+
 
 def _timing(board: Board, dtype: str, clock_hz: float, word: int, bandwidth_share: float = 1.0) -> dict[str, Any]:
     m = board.memory
@@ -62,36 +63,7 @@ def _timing(board: Board, dtype: str, clock_hz: float, word: int, bandwidth_shar
             "arena_ports": arena_ports(word * 8 * np.dtype(dtype).itemsize, m.port_bits)}
 
 
-@functools.cache
-def pipeline_depths(engine: EngineShape, dtype: str, clock_mhz: float) -> dict[str, int]:
-    """The depths of the engine's compute loop and (Winograd) transform loops, as ``layer_cycles`` takes them."""
-    # an engine that transforms its weights does so as its PE loop takes a row: stages before the products
-    w_depth = weight_transform_depth(engine.tile) if engine.w_transform else 0
-    return {"depth": compute_depth(dtype, clock_mhz, engine.lane_sums, engine.chain) + w_depth,
-            "transform_depth": transform_depth(engine.tile, dtype, clock_mhz) if engine.tile else 0}
-
-
-def _tile_table(engine: EngineShape, layer: NetLayer, timing: dict[str, Any], residual: bool = False
-                ) -> dict[str, np.ndarray]:
-    """Every tile of ``layer`` on the engine's lanes: its cycles and the rows of each buffer it fills."""
-    grid = engine.kind != "depthwise"
-    # channel tiles are whole lane groups and whole words (a Winograd engine's word may hold several groups)
-    tk = tile_options(layer.K, math.lcm(engine.out_lanes, engine.word)) if grid else [0]
-    tc = tile_options(layer.C, math.lcm(engine.in_lanes if grid else engine.out_lanes, engine.word))
-    m = engine.tile if engine.kind == "winograd" and layer.R > 1 else 1  # Winograd's tiles are whole patches
-    g = np.meshgrid(np.array(tk), np.array(tc), np.array(tile_options(layer.OH, multiple=m)),
-                    np.array(tile_options(layer.OW, multiple=m)), indexing="ij")
-    t = {k: v.ravel() for k, v in zip(("tk", "tc", "th", "tw"), g, strict=True)}
-    if not grid:
-        t["tk"] = t["tc"]
-    rows = network_trips(engine, layer, Tiles(t["tk"], t["tc"], t["th"], t["tw"]))
-    cycles = layer_cycles(engine, layer, t, residual=residual, **pipeline_depths(engine, timing["dtype"],
-                                                                                  timing["clock_hz"] / 1e6),
-                          **{k: v for k, v in timing.items() if k != "dtype"})
-    return {**t, "cycles": cycles, **{k: rows.get(k, rows["out_rows"]) for k in ("in_rows", "w_rows", "out_rows",
-                                                                                 "tile_rows")}}
-
-
+@keeping_choices
 def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtype: str = "float32",
                     clock_mhz: float | None = None, lanes: Sequence[int] | Mapping[str, Sequence[int]] = LANES,
                     algorithm: str = "auto", winograd_tile: int | None = None,
@@ -193,7 +165,6 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
     caps = np.array([board.cap(k) for k in RESOURCE_KINDS], dtype=float)
     beats = axi_max_beats(board.memory.port_bits // 8)  # the bursts the project's hls_config.tcl allows its ports
     fixed = kernel_base(kernel_buffers(8, 8, 32, 1, beats))  # the narrowest: an engine alone beside
-    best: NetworkDesign | None = None
     tried = 0
     # (output lanes, input lanes, Winograd tile, a float engine's transforms on DSPs: tried where it is float,
     # the depthwise engine's taps of a row and window rows a cycle)
@@ -230,21 +201,16 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
             # choosing, the grid takes the Winograd engine's layers too, and each such layer runs where it is faster
             mine = [(i, padded(replace(s, engine=kind), block, in_l)) for i, (s, _) in enumerate(layers)
                     if s.engine == kind or (choose and kind == "grid" and s.engine == "winograd")]
-            tables = [(i, net, im2col, _tile_table(probe, net, timing, layers[i][0].residual))
+            tkey = timing_key(timing)
+            tables = [(i, net, im2col, layer_choices(probe, net, timing, layers[i][0].residual, tkey))
                       for i, (net, im2col) in mine]
             # every buffer size at once: each layer's fastest tiles that fit it, its cycles, the rows they fill
-            sizes = np.array(list(itertools.product(IN_ROWS, W_ROWS, OUT_ROWS)))
-            tried += len(sizes)
-            ok, total, fill, best = np.ones(len(sizes), dtype=bool), np.zeros(len(sizes)), 0, []
-            for i, _, _, tab in tables:
-                fits = ((tab["in_rows"] <= sizes[:, :1]) & (tab["w_rows"] <= sizes[:, 1:2])
-                        & (tab["out_rows"] <= sizes[:, 2:]))
-                ok &= fits.any(axis=1)
-                j = np.argmin(np.where(fits, tab["cycles"], np.inf), axis=1)
-                total = total + layers[i][1] * tab["cycles"][j]
-                fill = np.maximum(fill, np.stack([tab[r][j] for r in ("in_rows", "w_rows", "out_rows", "tile_rows")],
-                                                 axis=1))
-                best.append(j)
+            tried += len(SIZES)
+            ok, total, fill = np.ones(len(SIZES), dtype=bool), np.zeros(len(SIZES)), 0
+            for i, _, _, ch in tables:
+                ok &= ch.fits
+                total = total + layers[i][1] * ch.cycles
+                fill = np.maximum(fill, ch.rows)
             for c in np.flatnonzero(ok):
                 # rows no layer fills are not built: the buffers shrink to the most any layer uses
                 used = [int(v) for v in fill[c]]
@@ -252,9 +218,8 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
                                  tile_rows=used[3] if kind == "winograd" else 0)
                 if engine not in found:
                     placed = [(i, PlacedLayer(layers[i][0], layers[i][1], net, im2col,
-                                              Tiles(*(int(tab[k][j[c]]) for k in ("tk", "tc", "th", "tw"))),
-                                              float(tab["cycles"][j[c]])))
-                              for (i, net, im2col, tab), j in zip(tables, best, strict=True)]
+                                              Tiles(*(int(v) for v in ch.tiles[c])), float(ch.cycles[c])))
+                              for i, net, im2col, ch in tables]
                     found[engine] = (float(total[c]), engine, placed, engine_resources(engine, dtype, uram))
         options = sorted(found.values(), key=lambda o: o[0])
         # keep an option only where it needs less of some resource than every faster one
@@ -273,9 +238,13 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
         return not np.any(engine_resources(probe, dtype, uram) + fixed > caps)
 
     lane_sets = {k: [v for v in lane_sets[k] if alone(k, v)] for k in kinds}
-    candidates, over_ports = [], False  # every combination that fits, its cycles at the target clock first
-    for lane_choice in itertools.product(*(lane_sets[k] for k in kinds)):
-        by_kind = dict(zip(kinds, lane_choice, strict=True))
+    over_ports = False
+
+    def gather(by_kind: dict[str, tuple[Any, ...]], first: int) -> list[tuple[Any, ...]]:
+        """Every combination of these lanes' engines that fits (each word and weight ports), indexed from
+        ``first``: its cycles at the target clock first."""
+        nonlocal over_ports
+        found: list[tuple[Any, ...]] = []
         # the activations' word no wider than the grid's and depthwise engine's lanes (a port's, or two: one wider
         # than the port spreads over two); the Winograd engine's may hold several of its lane groups (its box banked
         # by them): each power of two from the narrowest lanes to the widest word is tried (VGG-16 on vu9p int8 is
@@ -315,16 +284,58 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
                        for kind in kinds]
             base = kernel_base(kernel_buffers(8 * itemsize * act_word, 8 * itemsize * wword, 32 * pword, wp, beats,
                                               a_ports))
-            candidates += _combinations(options, base, caps, block, act_word, timing,
-                                        len(candidates))
-    candidates.sort(key=lambda c: c[:2])
-    for cycles, _, block, act_word, combo, chosen, res, timing in candidates:
-        if best is not None and cycles / hz >= best.latency_s:  # the clock only falls from the target: no later
-            break  # candidate, slower at the target, can be faster
-        design = _design(board, dtype, block, act_word, {k: c[1] for k, c in zip(kinds, combo, strict=True)},
-                         list(chosen.values()), res, clock, timing)
-        if best is None or design.latency_s < best.latency_s:
-            best = design
+            found += _combinations(options, base, caps, block, act_word, timing, first + len(found))
+        return found
+
+    def floor(by_kind: dict[str, tuple[Any, ...]]) -> float:
+        """Cycles no design of these lanes can beat: each layer's ``compute_floor`` on the fastest engine that may
+        take it, its channels unpadded (a block only pads them further)."""
+        least: dict[int, float] = {}
+        for kind, (o, i, m, d, u) in by_kind.items():
+            probe = probe_of(kind, o, i, m, (1, 1, 1), transform_dsp=d, taps=u)
+            for n, (s, count) in enumerate(layers):
+                if s.engine == kind or (choose and kind == "grid" and s.engine == "winograd"):
+                    cycles = count * compute_floor(probe, padded(replace(s, engine=kind), 1, i)[0])
+                    least[n] = min(least.get(n, math.inf), cycles)
+        return sum(least.values())
+
+    def fastest(found: list[tuple[Any, ...]], best: NetworkDesign | None) -> NetworkDesign | None:
+        """The design of least latency among ``found`` (in their order, the first where several tie) and
+        ``best``."""
+        for cycles, _, block, act_word, combo, chosen, res, timing in sorted(found, key=lambda c: c[:2]):
+            if best is not None and cycles / hz >= best.latency_s:  # the clock only falls from the target: no later
+                break  # candidate, slower at the target, can be faster
+            engines = {k: c[1] for k, c in zip(kinds, combo, strict=True)}
+            if best is not None:  # its PE loops alone at the clock it closes at (a design over SLRs: far below)
+                least = sum(p.count * compute_floor(engines[p.layer.engine], p.layer) for p in chosen.values())
+                if least / (achieved_mhz(board, clock, engines, res) * 1e6) >= best.latency_s:
+                    continue
+            design = _design(board, dtype, block, act_word, engines, list(chosen.values()), res, clock, timing)
+            if best is None or design.latency_s < best.latency_s:
+                best = design
+        return best
+
+    # the lanes whose floors are least first, for a design to bound the others by (``SEED_LANES`` that fit), then
+    # every lane choice in turn but those whose floor at the target clock is past that design's latency: none of
+    # them can be faster (a design's latency is its cycles at a clock no faster than the target)
+    choices = [dict(zip(kinds, c, strict=True)) for c in itertools.product(*(lane_sets[k] for k in kinds))]
+    floors = [floor(c) for c in choices]
+    seed: NetworkDesign | None = None
+    seeds: set[int] = set()  # (scored whatever their floors: the bound never takes its own design away)
+    for n in sorted(range(len(choices)), key=floors.__getitem__):
+        if len(seeds) == SEED_LANES or seed is not None and floors[n] / hz > seed.latency_s:
+            break
+        if found := gather(choices[n], 0):
+            seeds.add(n)
+            seed = fastest(found, seed)
+    candidates: list[tuple[Any, ...]] = []
+    passed = 0
+    for n, (by_kind, least) in enumerate(zip(choices, floors, strict=True)):
+        if seed is None or n in seeds or least / hz <= seed.latency_s:
+            candidates += gather(by_kind, len(candidates))
+        else:
+            passed += 1
+    best = fastest(candidates, None)
     if best is None:
         sides, forced = [v for k in kinds for v in lanes[k]], (f" and a word of {word} activations" if word else "")
         if min(weight_ports) > 1:  # no engine's row register takes so many words a cycle (or none fits)
@@ -334,7 +345,7 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
         forced += f" ({streams} on {board.memory.axi_ports} AXI ports at most)" if over_ports else ""
         raise HeteroDSEError(f"no network kernel of {min(sides)}–{max(sides)} lanes a side{forced} fits {board.name} "
                              "with every layer on it")
-    best.candidates = tried
+    best.candidates, best.passed_over = tried, passed
     best.layers.sort(key=lambda p: [s for s, _ in layers].index(p.shape))
     return best
 
@@ -358,22 +369,12 @@ def _combinations(options: list[list[_Option]], fixed: np.ndarray, caps: np.ndar
     return found
 
 
-def design_clock_mhz(board: Board, clock_mhz: float, res: np.ndarray, fanout: float) -> float:
-    """The clock (MHz) a whole-network design of resources ``res`` closes at for a target ``clock_mhz``:
-    derated by its widest broadcast (``fanout`` lanes an element reaches) and the SLRs it spans."""
-    eff, _ = achieved_clock(clock_mhz * 1e6, res, slr_windows(board), float(fanout), 1.0, FANOUT_NS_PER_DOUBLING,
-                            FANOUT_FREE, SLR_DERATE[2], SLR_DERATE[3])
-    return float(eff) / 1e6
-
-
 def _design(board: Board, dtype: str, block: int, word: int, engines: dict[str, EngineShape],
             placed: list[PlacedLayer], res: np.ndarray, clock: float, timing: dict[str, Any]) -> NetworkDesign:
     """The design at the clock it closes at: derated by the input broadcast's fan-out (an input element goes
     to every output lane) and the SLRs it spans; each layer's cycles again at that clock (DDR floors are
     times)."""
-    # the widest broadcast: an input element to every output lane; a pointwise Winograd weight to its α² grids
-    fanout = max(max(e.out_lanes, e.alpha ** 2 if e.pointwise else 1) for e in engines.values())
-    achieved = design_clock_mhz(board, clock, res, fanout)
+    achieved = achieved_mhz(board, clock, engines, res)
     again = {**timing, "clock_hz": achieved * 1e6}
     layers = []
     for p in placed:

@@ -46,6 +46,9 @@ class NetworkDesign:
     clock_mhz: float  # the target
     achieved_mhz: float
     candidates: int = 0
+    #: lane choices the search passed over because their layers' compute floors alone are slower than a design
+    #: it had (``compute_floor``)
+    passed_over: int = 0
     timing: dict[str, Any] = field(default_factory=dict)
     #: kernels of this design side by side on the device (seed 000's pipelines), each on its own image
     compute_units: int = 1
@@ -132,7 +135,8 @@ class NetworkDesign:
                 **({"unit_slrs": list(self.slrs)} if self.slrs else {}),
                 "gops": 2 * self.macs * self.compute_units / self.latency_s / 1e9,
                 "peak_gops": 2 * macs_peak * hz / 1e9, "resources": self.resources, "utilisation": self.utilisation,
-                "candidates": self.candidates, "layers": [self._layer_json(p, hz) for p in self.layers],
+                "candidates": self.candidates, "passed_over": self.passed_over,
+                "layers": [self._layer_json(p, hz) for p in self.layers],
                 "basis": "the model of the generated network kernel (cost_models/fpga_network.py): the trip counts of "
                          "its loops, which its C-simulation counts, the DDR bursts each process issues and the "
                          "DATAFLOW overlap of its stages"}

@@ -13,6 +13,7 @@ import numpy as np
 
 from cost_models.fpga_slrs import slr_room, slrs_spanned
 from cost_models.fpga_network_algorithm import LANES
+from cost_models.fpga_network_choices import keeping_choices
 from cost_models.fpga_network_design import explore_network
 from cost_models.fpga_network_ports import WEIGHT_PORTS
 from cost_models.fpga_network_placed import NetworkDesign
@@ -29,6 +30,7 @@ MAX_COMPUTE_UNITS = 8
 UNITS_PATIENCE = 3
 
 
+@keeping_choices  # a count's layers recur at its SLRs' room, and at the next count where its channel share is alike
 def explore_throughput(layers: Sequence[tuple[LayerShape, int]], board: Board, dtype: str = "float32",
                        clock_mhz: float | None = None, lanes: Sequence[int] = LANES, algorithm: str = "auto",
                        weight_ports: Sequence[int] = WEIGHT_PORTS) -> NetworkDesign:

@@ -42,7 +42,7 @@ from cost_models.fpga_costs import (
 )
 from cost_models.fpga_network import NetLayer
 from cost_models.fpga_network_depths import accumulation_distance
-from cost_models.fpga_network_design import design_clock_mhz
+from cost_models.fpga_network_clock import design_clock_mhz
 from cost_models.fpga_network_resources import kernel_base
 from cost_models.fpga_pipeline_balance import balance, lane_ladder
 from cost_models.fpga_pipeline_storage import line_storage, memory, pointwise, weights_storage

@@ -140,7 +140,7 @@ def retiled(design, run, column=False):
     from dataclasses import replace
 
     from cost_models.fpga_network import Tiles, layer_cycles, network_trips
-    from cost_models.fpga_network_design import pipeline_depths
+    from cost_models.fpga_network_choices import pipeline_depths
     from cost_models.fpga_network_placed import PlacedLayer
 
     def channel(extent, lanes, word):
