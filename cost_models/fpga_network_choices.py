@@ -40,11 +40,14 @@ def pipeline_depths(engine: EngineShape, dtype: str, clock_mhz: float) -> dict[s
             "transform_depth": transform_depth(engine.tile, dtype, clock_mhz) if engine.tile else 0}
 
 
-@functools.cache
 def _tile_grid(extents: tuple[int, int, int, int], lanes: tuple[int, int], patch: int, grid: bool
                ) -> dict[str, np.ndarray]:
-    """Every tile (tk, tc, th, tw) of a layer of ``extents`` (K, C, OH, OW), as arrays (read only: shared by
-    every engine of these lanes); ``lanes``: the multiples its channel tiles take, output's and input's."""
+    """Every tile (tk, tc, th, tw) of a layer of ``extents`` (K, C, OH, OW), as arrays (read only: shared, while a
+    search runs, by every engine of these lanes); ``lanes``: the multiples its channel tiles take, output's and
+    input's."""
+    key = (extents, lanes, patch, grid)
+    if _GRIDS is not None and key in _GRIDS:
+        return _GRIDS[key]
     k, c, oh, ow = extents
     tk = tile_options(k, lanes[0]) if grid else [0]
     g = np.meshgrid(np.array(tk), np.array(tile_options(c, lanes[1])), np.array(tile_options(oh, multiple=patch)),
@@ -54,6 +57,8 @@ def _tile_grid(extents: tuple[int, int, int, int], lanes: tuple[int, int], patch
         t["tk"] = t["tc"]
     for v in t.values():
         v.setflags(write=False)
+    if _GRIDS is not None:
+        _GRIDS[key] = t
     return t
 
 
@@ -81,6 +86,8 @@ SIZES = np.array(list(itertools.product(IN_ROWS, W_ROWS, OUT_ROWS)))
 #: units' counts (half of ResNet-18's tables on ZCU102, three in five of MobileNet-V2's on vu9p); None outside a
 #: search, so nothing is kept from one to the next
 _CHOICES: dict[tuple[Any, ...], Choices] | None = None
+#: every tile of a layer's extents on lanes of these multiples, while one search runs (as ``_CHOICES``)
+_GRIDS: dict[tuple[Any, ...], dict[str, np.ndarray]] | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +121,8 @@ def layer_choices(engine: EngineShape, layer: NetLayer, timing: dict[str, Any], 
     found = Choices(fits.any(axis=1), tab["cycles"][j],
                     np.stack([tab[r][j] for r in ("in_rows", "w_rows", "out_rows", "tile_rows")], axis=1),
                     np.stack([tab[k][j] for k in ("tk", "tc", "th", "tw")], axis=1))
+    for v in (found.fits, found.cycles, found.rows, found.tiles):
+        v.setflags(write=False)  # shared by every engine option that takes the layer, while the search runs
     if _CHOICES is not None:
         _CHOICES[key] = found
     return found
@@ -122,15 +131,15 @@ def layer_choices(engine: EngineShape, layer: NetLayer, timing: dict[str, Any], 
 @contextlib.contextmanager
 def _choices_kept() -> Iterator[None]:
     """Keep each layer's choices while the search inside runs (the outermost, where searches nest)."""
-    global _CHOICES
+    global _CHOICES, _GRIDS
     if _CHOICES is not None:
         yield
         return
-    _CHOICES = {}
+    _CHOICES, _GRIDS = {}, {}
     try:
         yield
     finally:
-        _CHOICES = None
+        _CHOICES = _GRIDS = None
 
 
 _Search = TypeVar("_Search", bound=Callable[..., Any])

@@ -335,7 +335,12 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
             candidates += gather(by_kind, len(candidates))
         else:
             passed += 1
+    # (the seed's own, should the break in ``fastest`` have stopped short of it: that break takes a design's
+    # latency to be no less than its cycles at the target clock, and a float engine's cores are a stage shallower
+    # where the clock falls past ``DEEPER_CORES_ABOVE_MHZ``)
     best = fastest(candidates, None)
+    if seed is not None and (best is None or seed.latency_s < best.latency_s):
+        best = seed
     if best is None:
         sides, forced = [v for k in kinds for v in lanes[k]], (f" and a word of {word} activations" if word else "")
         if min(weight_ports) > 1:  # no engine's row register takes so many words a cycle (or none fits)

@@ -137,6 +137,41 @@ def test_a_layers_compute_floor_is_counted_by_hand_and_never_above_its_tiles():
     assert checked >= 3 * 5 * 2
 
 
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+def test_the_compute_floor_is_never_above_any_tile_of_random_layers_and_engines(dtype):
+    """The floor against the least cycles of every tile, on 90 engines and layers drawn at random: each kind of
+    engine (the depthwise one taking one tap, a row's or the window a cycle; Winograd F(2×2) and F(4×4), its 1×1
+    layers in its pointwise mode), strides 1 and 2, maps from one pixel to 15 a side, clocks either side of the
+    one where float cores deepen."""
+    from cost_models.fpga_network import EngineShape, NetLayer, compute_floor
+    from cost_models.fpga_network_depths import accumulation_distance
+
+    rng = np.random.default_rng(7)
+    board, checked = load_board("zcu102"), 0
+    for clock in (150.0, 250.0):
+        timing = {"dtype": dtype, **_timing(board, dtype, clock * 1e6, 4)}
+        for _ in range(45):
+            kind = str(rng.choice(["grid", "depthwise", "winograd"]))
+            r = int(rng.choice([1, 3] if kind != "grid" else [1, 3, 5]))
+            taps, rows = (1, 1)
+            if kind == "depthwise" and r > 1:
+                taps, rows = [(1, 1), (r, 1), (r, r)][rng.integers(3)]
+            engine = EngineShape(kind, int(rng.choice([4, 8, 16])), 1 if kind == "depthwise" else
+                                 int(rng.choice([4, 8, 16])), 4, 512, 1 << 30, 256,
+                                 accumulation_distance(dtype, clock), 1, False, 4, 4,
+                                 int(rng.choice([2, 4])) if kind == "winograd" else 0,
+                                 kind == "winograd" and dtype == "int8", kind == "winograd", taps=taps, tap_rows=rows)
+            c = int(rng.choice([16, 32, 48, 64]))
+            side = max(r, int(rng.choice([1, 3, 7, 14, 15])))
+            layer = NetLayer(kind, c, c if kind == "depthwise" else int(rng.choice([16, 32, 64])), side, side, r, r,
+                             1 if kind == "winograd" else int(rng.choice([1, 2])), r // 2)
+            cycles = tile_table(engine, layer, timing)["cycles"]
+            if cycles.size:
+                assert 0 < compute_floor(engine, layer) <= cycles.min(), (engine, layer)
+                checked += 1
+    assert checked >= 60
+
+
 def test_lanes_passed_over_by_their_floor_leave_the_design_as_it_was(monkeypatch):
     """The search passes over lanes whose layers' compute floors alone are slower than a design it has; with no
     design to bound them by (``SEED_LANES`` 0) it scores every one, and finds the same design."""

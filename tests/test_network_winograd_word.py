@@ -387,7 +387,7 @@ def test_weight_rows_end_to_end_over_many_steps_run_bit_exact(tmp_path, monkeypa
     weights, 4.5 iterations: each step's last padded, the row picked at the second place), over many output- and
     input-channel tiles (each step's burst at its own offset); the small network bit for bit, the trips the
     model's, the lint clean."""
-    import cost_models.fpga_network_design as explorer
+    import cost_models.fpga_network_choices as explorer
 
     options = explorer.tile_options
 
