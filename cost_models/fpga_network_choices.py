@@ -34,9 +34,11 @@ OUT_ROWS = (256, 512, 1024, 2048, 4096)
 @functools.cache
 def pipeline_depths(engine: EngineShape, dtype: str, clock_mhz: float) -> dict[str, int]:
     """The depths of the engine's compute loop and (Winograd) transform loops, as ``layer_cycles`` takes them."""
-    # an engine that transforms its weights does so as its PE loop takes a row: stages before the products
+    # an engine that transforms its weights does so as its PE loop takes a row: stages before the products; a box
+    # read at latency 2 (``box_latency``) a stage more
     w_depth = weight_transform_depth(engine.tile) if engine.w_transform else 0
-    return {"depth": compute_depth(dtype, clock_mhz, engine.lane_sums, engine.chain) + w_depth,
+    box = engine.box_latency - 1
+    return {"depth": compute_depth(dtype, clock_mhz, engine.lane_sums, engine.chain) + w_depth + box,
             "transform_depth": transform_depth(engine.tile, dtype, clock_mhz) if engine.tile else 0}
 
 

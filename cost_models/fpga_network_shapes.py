@@ -159,6 +159,14 @@ class EngineShape:
         (y // tap_rows, x // taps) of its rows): 1 on the grid, whose box is one memory."""
         return self.taps * self.tap_rows if self.kind == "depthwise" else 1
 
+    @property
+    def box_latency(self) -> int:
+        """Cycles a read of the box's memories takes (its ``BIND_STORAGE``): 2 where each of a depthwise engine's
+        taps picks one of nine banks (its whole window a cycle), the memories' output registers taking the read's
+        clock-to-out off the path through the 9:1 select to the multiplier (an HLS reviewer's finding: at 1 that
+        path is the kernel's likeliest to miss timing); 1 elsewhere. The PE loop is a stage deeper for it."""
+        return 2 if self.kind == "depthwise" and self.tap_rows > 1 else 1
+
     def box_rows(self, box_h: Any, box_w: Any) -> Any:
         """Rows a channel group of a box of ``box_h`` × ``box_w`` pixels takes in each of its banks."""
         if self.kind != "depthwise":

@@ -144,8 +144,16 @@ def test_the_depthwise_engines_window_a_cycle_is_counted_by_hand():
     assert nine.box_banks == nine.lane_sums == 9 and nine.tap_steps(layer) == 1
     # weight rows: 2 groups x 3 passes of 24 weights (6 words), or 2 groups x 1 pass of 72 (18 words)
     assert (b["w_rows"], b["read_w"]) == (2, 2 * 2 * 18) and nine.row_elements(layer) == 72
-    # the PE loop: a third of the slots
+    # the PE loop: a third of the slots; the box's banks read at latency 2 (each tap a pick of nine of them), the
+    # loop a stage deeper for it
     assert a["compute"] == 2 * 6 * 8 and b["compute"] == 2 * 2 * 8
+    from cost_models.fpga_network_choices import pipeline_depths
+    from cost_models.fpga_network_depths import compute_depth
+
+    assert (three.box_latency, nine.box_latency) == (1, 2)
+    for e in (three, nine):
+        assert pipeline_depths(e, "float32", 200.0)["depth"] == compute_depth("float32", 200.0, e.lane_sums) + (
+            e.box_latency - 1)
     # resources: 9 products a lane, a tree of 8 adds; each tap a multiplexer of the 9 banks
     from cost_models.fpga_network_resources import engine_resources, mux_luts
     from hetero_dse.hardware.board import RESOURCE_KINDS
@@ -700,6 +708,8 @@ def test_each_check_fails_when_the_code_is_broken_on_purpose(tmp_path, mutant, c
     (("#pragma HLS ARRAY_PARTITION variable=a type=complete\n", "\n"), "lint"),
     (("mul: for (int q = 0; q < 9; ++q)", "mul: for (int q = 0; q < 6; ++q)"), "lint"),
     (("tree_level: for (int h = 1; h < 9; h *= 2)", "tree_level: for (int h = 1; h < 9; h += 1)"), "lint"),
+    # a bank read at latency 1, where the model charges 2 (and a loop a stage deeper)
+    (("variable=in_s4 type=ram_2p impl=bram latency=2", "variable=in_s4 type=ram_2p impl=bram latency=1"), "lint"),
 ])
 def test_each_check_fails_where_the_depthwise_engine_takes_its_window_a_cycle(tmp_path, mutant, check):
     """The small network's float32 design, its depthwise engine of 8 lanes taking a 3×3 window's 9 taps a cycle

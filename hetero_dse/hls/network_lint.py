@@ -131,7 +131,8 @@ def _lint(project: Path, record: dict[str, Any], design: dict[str, Any], report:
                 add("buffer", buf, f"declared {got} rows; the model sizes it {depth}")
         banks = engines[kind].box_banks
         streams = {**({f"in_s{b}": "in" for b in range(banks)} if banks > 1 else {"in_s": "in"}), "out_s": "out"}
-        report.pragmas_checked += check_streams(k, f"{name}_layer", e.get("storage", {}), add, streams)
+        report.pragmas_checked += check_streams(k, f"{name}_layer", e.get("storage", {}), add, streams,
+                                                {"in": engines[kind].box_latency})
         if banks > 1:
             check_box_banks(source, name, banks, add)
         _check_compute(k, f"{name}_compute", out_l, engines[kind].lane_sums, e["accumulation_distance"], cores,

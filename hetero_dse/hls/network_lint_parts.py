@@ -53,10 +53,10 @@ TWO_STREAMS = {"in_s": "in", "out_s": "out"}
 
 
 def check_streams(k: CFile, fn_name: str, storage: dict[str, str], add: Any,
-                  streams: dict[str, str] = TWO_STREAMS) -> int:
+                  streams: dict[str, str] = TWO_STREAMS, latency: dict[str, int] | None = None) -> int:
     """The layer's DATAFLOW region: each of its ``streams`` (variable -> storage key) bound to the memory the model
-    charges at read latency 1, and none partitioned (Vitis does not partition a stream of blocks: a row is a wide
-    word). Returns the pragmas checked."""
+    charges at the read latency it charges (``latency``, by storage key: 1 where not given), and none partitioned
+    (Vitis does not partition a stream of blocks: a row is a wide word). Returns the pragmas checked."""
     fn = k.functions.get(fn_name)
     if fn is None:
         add("process", fn_name, "missing")
@@ -69,11 +69,12 @@ def check_streams(k: CFile, fn_name: str, storage: dict[str, str], add: Any,
                                       "wide word instead")
     for var, key in streams.items():
         binds = [p for p in fn.pragmas if p.name == "BIND_STORAGE" and p.get("variable") == var]
-        want = storage.get(key)
-        if (len(binds) != 1 or binds[0].get("impl") != want or binds[0].get("latency") != "1"
+        want, cycles = storage.get(key), (latency or {}).get(key, 1)
+        if (len(binds) != 1 or binds[0].get("impl") != want or binds[0].get("latency") != str(cycles)
                 or binds[0].get("type") != "ram_2p"):
+            why = "the accumulation's distance assumes it" if key == "out" else "the PE loop's depth counts it"
             add("storage", fn_name, f"{var} is bound {[str(b) for b in binds]}; the model charges ram_2p {want} "
-                                    "read at latency 1 (the accumulation's distance assumes it)")
+                                    f"read at latency {cycles} ({why})")
     return 1 + len(streams)
 
 

@@ -76,6 +76,7 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
                         "in_lanes": e.in_lanes, "in_rows": e.in_rows, "w_rows": e.w_rows, "out_rows": e.out_rows,
                         "packed": e.packed, "chain": e.chain,
                         "w_ports": e.w_ports, "wgts": weight_ports(e.w_ports), "in_banks": e.in_banks,
+                        "box_latency": e.box_latency,
                         "taps": e.taps, "tap_rows": e.tap_rows,
                         "writer": write_process(e.out_banks, e.out_cols),
                         "tile_banks": tile_banks(e.out_banks, e.out_cols),
