@@ -22,7 +22,7 @@ from cost_models.fpga_network_tiles import tile_options
 from cost_models.fpga_winograd import transform_depth, weight_transform_depth
 
 __all__ = ["IN_ROWS", "OUT_ROWS", "SIZES", "W_ROWS", "Choices", "keeping_choices", "layer_choices", "pipeline_depths",
-           "tile_table", "timing_key"]
+           "placed_cycles", "tile_table", "timing_key"]
 
 #: rows each buffer may have (a BRAM18K is 512 deep at 32 bits: fewer rows waste its depth); the weights are no
 #: buffer (a FIFO of rows), so any number of weight rows a step fits
@@ -88,8 +88,10 @@ SIZES = np.array(list(itertools.product(IN_ROWS, W_ROWS, OUT_ROWS)))
 #: units' counts (half of ResNet-18's tables on ZCU102, three in five of MobileNet-V2's on vu9p); None outside a
 #: search, so nothing is kept from one to the next
 _CHOICES: dict[tuple[Any, ...], Choices] | None = None
-#: every tile of a layer's extents on lanes of these multiples, while one search runs (as ``_CHOICES``)
+#: every tile of a layer's extents on lanes of these multiples, and a placed layer's cycles at a design's clock
+#: (``placed_cycles``), while one search runs (as ``_CHOICES``)
 _GRIDS: dict[tuple[Any, ...], dict[str, np.ndarray]] | None = None
+_CYCLES: dict[tuple[Any, ...], float] | None = None
 
 
 @dataclass(frozen=True)
@@ -130,18 +132,36 @@ def layer_choices(engine: EngineShape, layer: NetLayer, timing: dict[str, Any], 
     return found
 
 
+def placed_cycles(engine: EngineShape, layer: NetLayer, tiles: Tiles, residual: bool, timing: dict[str, Any],
+                  clock_mhz: float, key: tuple[Any, ...] | None = None) -> float:
+    """The cycles of ``layer`` in these tiles on the engine at ``timing``'s clock, ``clock_mhz`` (a design's, which
+    it closes at): kept while a search runs, as ``layer_choices`` (a layer on an engine a candidate shares with
+    others is the same at the same clock, and the clocks candidates close at are few); ``key``:
+    ``timing_key(timing)``, where the caller has it."""
+    key = (engine, layer, tiles, residual, key or timing_key(timing), clock_mhz)
+    if _CYCLES is not None and key in _CYCLES:
+        return _CYCLES[key]
+    t = {k: np.array([v]) for k, v in tiles.__dict__.items()}
+    cycles = float(layer_cycles(engine, layer, t, residual=residual,
+                                **pipeline_depths(engine, timing["dtype"], clock_mhz),
+                                **{k: v for k, v in timing.items() if k != "dtype"})[0])
+    if _CYCLES is not None:
+        _CYCLES[key] = cycles
+    return cycles
+
+
 @contextlib.contextmanager
 def _choices_kept() -> Iterator[None]:
     """Keep each layer's choices while the search inside runs (the outermost, where searches nest)."""
-    global _CHOICES, _GRIDS
+    global _CHOICES, _GRIDS, _CYCLES
     if _CHOICES is not None:
         yield
         return
-    _CHOICES, _GRIDS = {}, {}
+    _CHOICES, _GRIDS, _CYCLES = {}, {}, {}
     try:
         yield
     finally:
-        _CHOICES = _GRIDS = None
+        _CHOICES = _GRIDS = _CYCLES = None
 
 
 _Search = TypeVar("_Search", bound=Callable[..., Any])

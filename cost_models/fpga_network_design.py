@@ -33,10 +33,10 @@ import numpy as np
 from cost_models.fpga_costs import ARITHMETIC, axi_max_beats
 from cost_models.fpga_network_algorithm import ALGORITHMS, LANES, winograd_layouts, winograd_tiles
 from cost_models.fpga_network_choices import (IN_ROWS, OUT_ROWS, SIZES, W_ROWS, keeping_choices, layer_choices,
-                                              pipeline_depths, timing_key)
+                                              placed_cycles, timing_key)
 from cost_models.fpga_network_clock import achieved_mhz
 from cost_models.fpga_network_depths import accumulation_distance
-from cost_models.fpga_network import ENGINE_KINDS, EngineShape, Tiles, compute_floor, layer_cycles
+from cost_models.fpga_network import ENGINE_KINDS, EngineShape, Tiles, compute_floor
 from cost_models.fpga_network_memory import fitting_weight_ports, memory_problem
 from cost_models.fpga_network_placed import NetworkDesign, PlacedLayer
 from cost_models.fpga_network_ports import (ARENA_PORTS, WEIGHT_PORTS, arena_ports, kernel_buffers, read_streams,
@@ -381,13 +381,9 @@ def _design(board: Board, dtype: str, block: int, word: int, engines: dict[str, 
     times)."""
     achieved = achieved_mhz(board, clock, engines, res)
     again = {**timing, "clock_hz": achieved * 1e6}
-    layers = []
+    layers, tkey = [], timing_key(again)
     for p in placed:
-        engine = engines[p.layer.engine]
-        t = {k: np.array([v]) for k, v in p.tiles.__dict__.items()}
-        cycles = float(layer_cycles(engine, p.layer, t, residual=p.shape.residual,
-                                    **pipeline_depths(engine, dtype, achieved),
-                                    **{k: v for k, v in again.items() if k != "dtype"})[0])
+        cycles = placed_cycles(engines[p.layer.engine], p.layer, p.tiles, p.shape.residual, again, achieved, tkey)
         layers.append(PlacedLayer(p.shape, p.count, p.layer, p.im2col, p.tiles, cycles))
     return NetworkDesign(board, dtype, block, word, engines, layers,
                          {k: float(v) for k, v in zip(RESOURCE_KINDS, res, strict=True)}, clock, achieved,

@@ -218,3 +218,28 @@ def test_candidates_passed_over_by_their_floor_at_their_clock_leave_the_design_a
     monkeypatch.setattr(nd, "compute_floor", lambda engine, layer: 0)
     again, every = search()
     assert again == found and floored < every
+
+
+def test_a_placed_layers_cycles_are_the_model_at_the_clock_the_design_closes_at(small):
+    """``placed_cycles``: a layer in its tiles at the design's achieved clock, the model's ``layer_cycles`` there
+    (its pipeline's depths at that clock), as the design reports it; kept within a search, fresh outside one."""
+    from cost_models.fpga_network import layer_cycles
+    from cost_models.fpga_network_choices import pipeline_depths, placed_cycles
+
+    design, _ = small
+    timing = {"dtype": design.dtype, **_timing(design.board, design.dtype, design.achieved_mhz * 1e6, design.word)}
+
+    @keeping_choices
+    def twice(p):
+        engine = design.engines[p.layer.engine]
+        return [placed_cycles(engine, p.layer, p.tiles, p.shape.residual, timing, design.achieved_mhz)
+                for _ in range(2)]
+
+    for p in design.layers:
+        engine = design.engines[p.layer.engine]
+        t = {k: np.array([v]) for k, v in p.tiles.__dict__.items()}
+        by_hand = float(layer_cycles(engine, p.layer, t, residual=p.shape.residual,
+                                     **pipeline_depths(engine, design.dtype, design.achieved_mhz),
+                                     **{k: v for k, v in timing.items() if k != "dtype"})[0])
+        assert twice(p) == [by_hand, by_hand] == [p.cycles, p.cycles]
+        assert placed_cycles(engine, p.layer, p.tiles, p.shape.residual, timing, design.achieved_mhz) == by_hand
