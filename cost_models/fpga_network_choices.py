@@ -64,6 +64,14 @@ def _tile_grid(extents: tuple[int, int, int, int], lanes: tuple[int, int], patch
     return t
 
 
+def _cycles(engine: EngineShape, layer: NetLayer, t: dict[str, np.ndarray], residual: bool, timing: dict[str, Any],
+            clock_mhz: float) -> np.ndarray:
+    """``layer_cycles`` of tiles ``t`` at ``timing`` (its clock ``clock_mhz``), the engine's pipeline as deep as
+    its cores are at that clock."""
+    return layer_cycles(engine, layer, t, residual=residual, **pipeline_depths(engine, timing["dtype"], clock_mhz),
+                        **{k: v for k, v in timing.items() if k != "dtype"})
+
+
 def tile_table(engine: EngineShape, layer: NetLayer, timing: dict[str, Any], residual: bool = False
                ) -> dict[str, np.ndarray]:
     """Every tile of ``layer`` on the engine's lanes: its cycles and the rows of each buffer it fills."""
@@ -74,9 +82,7 @@ def tile_table(engine: EngineShape, layer: NetLayer, timing: dict[str, Any], res
     m = engine.tile if engine.kind == "winograd" and layer.R > 1 else 1  # Winograd's tiles are whole patches
     t = _tile_grid((layer.K, layer.C, layer.OH, layer.OW), lanes, m, grid)
     rows = network_trips(engine, layer, Tiles(t["tk"], t["tc"], t["th"], t["tw"]))
-    cycles = layer_cycles(engine, layer, t, residual=residual, **pipeline_depths(engine, timing["dtype"],
-                                                                                  timing["clock_hz"] / 1e6),
-                          **{k: v for k, v in timing.items() if k != "dtype"})
+    cycles = _cycles(engine, layer, t, residual, timing, timing["clock_hz"] / 1e6)
     return {**t, "cycles": cycles, **{k: rows.get(k, rows["out_rows"]) for k in ("in_rows", "w_rows", "out_rows",
                                                                                  "tile_rows")}}
 
@@ -141,10 +147,8 @@ def placed_cycles(engine: EngineShape, layer: NetLayer, tiles: Tiles, residual: 
     key = (engine, layer, tiles, residual, key or timing_key(timing), clock_mhz)
     if _CYCLES is not None and key in _CYCLES:
         return _CYCLES[key]
-    t = {k: np.array([v]) for k, v in tiles.__dict__.items()}
-    cycles = float(layer_cycles(engine, layer, t, residual=residual,
-                                **pipeline_depths(engine, timing["dtype"], clock_mhz),
-                                **{k: v for k, v in timing.items() if k != "dtype"})[0])
+    cycles = float(_cycles(engine, layer, {k: np.array([v]) for k, v in tiles.__dict__.items()}, residual, timing,
+                           clock_mhz)[0])
     if _CYCLES is not None:
         _CYCLES[key] = cycles
     return cycles

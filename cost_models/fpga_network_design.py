@@ -306,11 +306,13 @@ def _explore(layers: list[tuple[LayerShape, int]], board: Board, dtype: str, clo
             if best is not None and cycles / hz >= best.latency_s:  # the clock only falls from the target: no later
                 break  # candidate, slower at the target, can be faster
             engines = {k: c[1] for k, c in zip(kinds, combo, strict=True)}
+            achieved = achieved_mhz(board, clock, engines, res)
             if best is not None:  # its PE loops alone at the clock it closes at (a design over SLRs: far below)
                 least = sum(p.count * compute_floor(engines[p.layer.engine], p.layer) for p in chosen.values())
-                if least / (achieved_mhz(board, clock, engines, res) * 1e6) >= best.latency_s:
+                if least / (achieved * 1e6) >= best.latency_s:
                     continue
-            design = _design(board, dtype, block, act_word, engines, list(chosen.values()), res, clock, timing)
+            design = _design(board, dtype, block, act_word, engines, list(chosen.values()), res, clock, achieved,
+                             timing)
             if best is None or design.latency_s < best.latency_s:
                 best = design
         return best
@@ -375,11 +377,10 @@ def _combinations(options: list[list[_Option]], fixed: np.ndarray, caps: np.ndar
 
 
 def _design(board: Board, dtype: str, block: int, word: int, engines: dict[str, EngineShape],
-            placed: list[PlacedLayer], res: np.ndarray, clock: float, timing: dict[str, Any]) -> NetworkDesign:
-    """The design at the clock it closes at: derated by the input broadcast's fan-out (an input element goes
-    to every output lane) and the SLRs it spans; each layer's cycles again at that clock (DDR floors are
-    times)."""
-    achieved = achieved_mhz(board, clock, engines, res)
+            placed: list[PlacedLayer], res: np.ndarray, clock: float, achieved: float, timing: dict[str, Any]
+            ) -> NetworkDesign:
+    """The design at the clock it closes at, ``achieved`` (``achieved_mhz``: derated by the input broadcast's
+    fan-out and the SLRs it spans); each layer's cycles again at that clock (DDR floors are times)."""
     again = {**timing, "clock_hz": achieved * 1e6}
     layers, tkey = [], timing_key(again)
     for p in placed:

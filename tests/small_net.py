@@ -4,7 +4,6 @@ into something other than the identity, and two ReLU6s that saturate."""
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -139,8 +138,8 @@ def retiled(design, run, column=False):
     import math
     from dataclasses import replace
 
-    from cost_models.fpga_network import Tiles, layer_cycles, network_trips
-    from cost_models.fpga_network_choices import pipeline_depths
+    from cost_models.fpga_network import Tiles, network_trips
+    from cost_models.fpga_network_choices import placed_cycles
     from cost_models.fpga_network_placed import PlacedLayer
 
     def channel(extent, lanes, word):
@@ -151,7 +150,7 @@ def retiled(design, run, column=False):
         rows = network_trips(e, net, tiles)
         return all(rows.get(k, 0) <= getattr(e, k) for k in ("in_rows", "out_rows", "tile_rows") if getattr(e, k))
 
-    timing = {k: v for k, v in design.timing.items() if k not in ("dtype", "clock_hz")}
+    timing = {**design.timing, "clock_hz": design.achieved_mhz * 1e6}
     layers = []
     for p in design.layers:
         e, net = design.engines[p.layer.engine], p.layer
@@ -166,9 +165,7 @@ def retiled(design, run, column=False):
             pairs = [(h, m) for h in range(net.OH - net.OH % m or m, 0, -m)]
         th, tw = next(((h, w) for h, w in pairs if fits(e, net, Tiles(tk, tc, h, w))), (p.tiles.th, p.tiles.tw))
         tiles = Tiles(tk, tc, th, tw)
-        t = {k: np.array([v]) for k, v in tiles.__dict__.items()}
-        cycles = float(layer_cycles(e, net, t, residual=p.shape.residual, clock_hz=design.achieved_mhz * 1e6,
-                                    **pipeline_depths(e, design.dtype, design.achieved_mhz), **timing)[0])
+        cycles = placed_cycles(e, net, tiles, p.shape.residual, timing, design.achieved_mhz)
         layers.append(PlacedLayer(p.shape, p.count, net, p.im2col, tiles, cycles))
     return replace(design, layers=layers), replace(run, layers=[replace(r, placed=p)
                                                                 for r, p in zip(run.layers, layers, strict=True)])
