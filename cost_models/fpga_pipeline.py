@@ -45,14 +45,14 @@ from cost_models.fpga_network_depths import accumulation_distance
 from cost_models.fpga_network_clock import design_clock_mhz
 from cost_models.fpga_network_resources import kernel_base
 from cost_models.fpga_pipeline_balance import balance, lane_ladder
-from cost_models.fpga_pipeline_storage import line_storage, memory, pointwise, weights_storage
+from cost_models.fpga_pipeline_storage import fifo_storage, line_storage, memory, pointwise, weights_storage
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 from hetero_dse.model.layer_shape import LayerShape
 
 __all__ = ["PipelineDesign", "Stage", "explore_pipeline", "image_trips", "io_trips", "line_storage", "load_trips",
-           "memory", "pipeline_buffers", "pointwise", "port_pixel",
-           "stage_cycles", "stage_layer", "stage_resources", "stage_time", "weights_storage", "window_trips"]
+           "memory", "pipeline_buffers", "pointwise", "port_pixel", "result_fifo", "stage_cycles", "stage_fifos",
+           "stage_layer", "stage_resources", "stage_time", "weights_storage", "window_trips"]
 
 #: the most lanes a side of one stage may take
 MAX_LANES = 64
@@ -128,9 +128,10 @@ def stage_resources(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, 
     line_storage(layer, in_lanes, out_lanes, dtype, caps, res)
     if grid:  # the pixel's window, kept for its output-channel folds after the first
         storage_cost(float(layer.R * layer.S * folds_c), in_lanes * bits, caps.get("uram", 0) > 0, res, 1.0)
-    if residual and skip_pixels:
-        storage_cost(float(skip_pixels * math.ceil(layer.K / out_lanes)), out_lanes * bits, caps.get("uram", 0) > 0,
-                     res, 1.0)
+    for _, depth, width, _ in stage_fifos(layer, in_lanes, out_lanes, dtype, caps, residual, skip_pixels):
+        fifo_storage(depth, width, caps, res)
+    # the pixel the PE array writes its folds into (and the residual's it adds), a register of its channels
+    res[_FF] += _out_channels(layer, out_lanes) * bits * (2 if residual else 1)
     # the epilogue, a lane each: the slope's multiply only for a leaky activation (ReLU and its clamps compare)
     if a.floating:  # the partial sums' adds, the bias add, the residual's add, the slope's multiply
         adds = distance - 1 + (2 if residual else 1)
@@ -139,13 +140,35 @@ def stage_resources(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, 
     else:  # the requantising 32 x 16 multiply (two DSPs), the residual's 8 x 16 (one), the slope's 32 x 16 (two)
         res[_DSP] += out_lanes * (2 + (1 if residual else 0) + (2 if leaky else 0))
         res[_LUT] += out_lanes * 160
-    # the weight load: the row register read_weights gathers, and the two-row FIFO to this stage (shift-register
-    # LUTs, a bit each): built once, used once before the first image
+    # the weight load: the row register read_weights gathers (its FIFO is among the stage's FIFOs): built once,
+    # used once before the first image
     res[_FF] += macs * bits
-    res[_LUT] += macs * bits
     res[_LUT] += STAGE_CONTROL_LUT
     res[_FF] += STAGE_CONTROL_FF + macs * bits  # the input pixel's lanes broadcast to the output lanes
     return res
+
+
+def _out_channels(layer: NetLayer, out_lanes: int) -> int:
+    """The channels of the stage's output pixel: its output channels (a depthwise stage's, its input's) in whole
+    folds of its output lanes."""
+    return math.ceil((layer.K if layer.engine == "grid" else layer.C) / out_lanes) * out_lanes
+
+
+def stage_fifos(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, caps: dict[str, float],
+                residual: bool = False, skip_pixels: int = 0) -> list[tuple[str, int, float, str]]:
+    """The FIFOs the stage's code declares, (role, depth, bits, memory) each: ``in``, its input's pixels, each
+    the channels its window reads (the producer sends each consumer only those); ``win``, its window's words;
+    ``wload``, its weight rows as the load brings them; ``skip``, the residual's pixels it adds, as many as its
+    block holds back (at least two), each the channels its output lanes read. The memory is ``fifo_storage``'s."""
+    bits = 8.0 * np.dtype(dtype).itemsize
+    grid = layer.engine == "grid"
+    lanes = in_lanes if grid else out_lanes
+    fifos = [("in", 2, math.ceil(layer.C / lanes) * lanes * bits), ("win", 2, (in_lanes if grid else in_lanes *
+                                                                               out_lanes) * bits),
+             ("wload", 2, in_lanes * out_lanes * bits)]
+    if residual:
+        fifos.append(("skip", max(2, skip_pixels), _out_channels(layer, out_lanes) * bits))
+    return [(role, depth, width, fifo_storage(depth, width, caps)) for role, depth, width in fifos]
 
 
 @dataclass
@@ -159,12 +182,14 @@ class Stage:
     skip_pixels: int = 0
     weights: str = "bram"  # where its weights live: bram or lutram (the code's BIND_STORAGE)
     line: str = "registers"  # where its line buffer lives: bram, uram, lutram, or registers (a 1×1 convolution)
+    fifos: list[tuple[str, int, float, str]] = field(default_factory=list)  # stage_fifos': the code declares these
 
     def to_json(self, clock_hz: float) -> dict[str, Any]:
         return {"layer": self.shape.name, "engine": self.layer.engine, "in_lanes": self.in_lanes,
                 "out_lanes": self.out_lanes, "cycles": self.cycles, "seconds": self.cycles / clock_hz,
                 "dsp": float(self.resources[_DSP]), "skip_pixels": self.skip_pixels, "weights": self.weights,
-                "line": self.line}
+                "line": self.line, "fifos": [{"role": r, "depth": d, "bits": int(b), "memory": m}
+                                             for r, d, b, m in self.fifos]}
 
 
 @dataclass
@@ -261,6 +286,15 @@ def port_pixel(channels: int, lanes: int, port_elems: int) -> tuple[int, int]:
     return -(-folded // word) * word, word
 
 
+def result_fifo(last: NetLayer, out_lanes: int, dtype: str, port_elems: int) -> np.ndarray:
+    """The FIFO from the last stage to the result writer, in ``RESOURCE_KINDS`` order: two pixels of the result's
+    channels as its port takes them (``port_pixel``), in shift registers."""
+    res = np.zeros(len(RESOURCE_KINDS))
+    fifo_storage(2, port_pixel(_out_channels(last, out_lanes), out_lanes, port_elems)[0] * 8.0 *
+                 np.dtype(dtype).itemsize, {}, res)
+    return res
+
+
 def load_trips(stages: Sequence[Stage], port_elems: int) -> int:
     """Trips of the weight load (once, before the first image): each stage's weight rows in whole words of the
     weights' port, a row of ``in_lanes × out_lanes`` weights taking ``⌈in_lanes · out_lanes / word⌉``."""
@@ -332,8 +366,14 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
                  for q in lane_ladder(n.K if grid else n.C, MAX_LANES)]
         options.append(pairs)
         times.append(np.array([stage_time(n, p, q, distance) for p, q in pairs], dtype=float))
-        costs.append(np.array([stage_resources(n, p, q, dtype, cap, s.residual, skips[i], s.leaky, distance)
-                               for p, q in pairs]))
+        cost = np.array([stage_resources(n, p, q, dtype, cap, s.residual, skips[i], s.leaky, distance)
+                         for p, q in pairs])
+        for k, (p, q) in enumerate(pairs):
+            if i == 0:  # the image reader's pixel, gathered from the port's words (a register)
+                cost[k, _FF] += port_pixel(n.C, p if grid else q, port_elems)[0] * 8 * itemsize
+            if i == len(flat) - 1:
+                cost[k] += result_fifo(n, q, dtype, port_elems)
+        costs.append(cost)
 
     def score(pick: list[int], total: np.ndarray) -> float:
         """Images a second of the stages' options ``pick``: at the clock the design closes at, its interval its
@@ -355,5 +395,6 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
     for i, ((s, n), k) in enumerate(zip(flat, pick, strict=True)):
         p, q = options[i][k]
         stages.append(Stage(s, n, p, q, int(times[i][k]), costs[i][k], skips[i],
-                            weights_storage(n, p, q, dtype, cap), line_storage(n, p, q, dtype, cap)))
+                            weights_storage(n, p, q, dtype, cap), line_storage(n, p, q, dtype, cap),
+                            stage_fifos(n, p, q, dtype, cap, s.residual, skips[i])))
     return _design(board, dtype, stages, total, clock, weights, image)

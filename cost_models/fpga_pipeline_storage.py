@@ -1,6 +1,6 @@
 """Where a layer-pipelined stage keeps its memories (``cost_models/fpga_pipeline.py``): its weights (a RAM the
 load writes once) and its line buffer, each in whichever of block RAM, LUTs and UltraRAM takes the least of the
-device; the code binds the same choice (BIND_STORAGE) and the pipeline's lint checks it."""
+device, and its FIFOs; the code binds the same choice (BIND_STORAGE) and the pipeline's lint checks it."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ from cost_models.fpga_costs import BRAM18K_CONFIGS, LUTRAM_WORDS_PER_LUT_PAIR, U
 from cost_models.fpga_network import NetLayer
 from hetero_dse.hardware.board import RESOURCE_KINDS
 
-__all__ = ["line_storage", "memory", "pointwise", "weights_storage"]
+__all__ = ["SRL_DEPTH", "fifo_storage", "line_storage", "memory", "pointwise", "weights_storage"]
 
 _LUT, _FF = RESOURCE_KINDS.index("lut"), RESOURCE_KINDS.index("ff")
+#: the deepest FIFO the code keeps in shift registers: an SRL32 is one LUT holding 32 bits of one lane
+SRL_DEPTH = 32
 
 
 def pointwise(layer: NetLayer) -> bool:
@@ -69,6 +71,22 @@ def line_storage(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, cap
             res[_FF] += bits
         return "registers"
     name, cost = memory(layer.R * layer.W, bits, caps)
+    if res is not None:
+        res += cost
+    return name
+
+
+def fifo_storage(depth: int, bits: float, caps: dict[str, float], res: np.ndarray | None = None) -> str:
+    """Where a FIFO of ``depth`` words × ``bits`` lives, its cost added to ``res``; returns the name the code binds
+    (BIND_STORAGE type=fifo). Left to Vitis, a FIFO is shift registers only up to 2 words and 1,024 bits
+    (UG1399, config_storage) and memory past that: a pixel of 960 int8 channels would take 214 BRAM18K for two
+    words. So the code binds each: up to ``SRL_DEPTH`` words in shift registers (SRL, a LUT a bit), deeper in the
+    memory that takes least of the device (``memory``)."""
+    if depth <= SRL_DEPTH:
+        if res is not None:
+            res[_LUT] += bits
+        return "srl"
+    name, cost = memory(depth, bits, caps)
     if res is not None:
         res += cost
     return name

@@ -12,9 +12,11 @@ import pytest
 
 from cost_models.fpga_network import NetLayer
 from cost_models.fpga_pipeline_balance import balance, lane_ladder
+from cost_models.fpga_pipeline_storage import fifo_storage
 from cost_models.fpga_pipeline import (
     explore_pipeline,
     stage_cycles,
+    stage_fifos,
     stage_layer,
     stage_resources,
     stage_time,
@@ -48,6 +50,41 @@ def test_stage_cycles_by_hand():
     # float: a fold of fewer steps than the adder's latency idles up to it (its partial sums rotate over that many)
     assert stage_cycles(pw, 16, 32, distance=5) == 64 * 1 * 5
     assert stage_cycles(conv, 4, 8, distance=5) == stage_cycles(conv, 4, 8)  # 36 steps a fold: no idling
+
+
+def test_a_stages_fifos_by_hand():
+    """The FIFOs a stage's code declares and the model charges: its input's pixels (the channels its lanes read),
+    its window's words, its weight rows and a residual's pixels, shallow ones in shift registers (a LUT a bit),
+    a residual's 40 pixels in memory; left to Vitis a wide pixel's two words would go to block RAM."""
+    dw = NetLayer("depthwise", 96, 96, 14, 14, 3, 3, 1, 1)
+    assert stage_fifos(dw, 1, 12, "int8", VU9P_CAPS) == [("in", 2, 96 * 8, "srl"), ("win", 2, 12 * 8, "srl"),
+                                                         ("wload", 2, 12 * 8, "srl")]
+    pw = NetLayer("grid", 40, 24, 14, 14, 1, 1)  # 40 channels on 12 lanes: 48 read; 24 out on 16 lanes: 32
+    fifos = stage_fifos(pw, 12, 16, "float32", VU9P_CAPS, residual=True, skip_pixels=40)
+    assert fifos[0] == ("in", 2, 48 * 32, "srl") and fifos[1] == ("win", 2, 12 * 32, "srl")
+    assert fifos[2] == ("wload", 2, 12 * 16 * 32, "srl") and fifos[3][:3] == ("skip", 40, 32 * 32)
+    assert fifos[3][3] != "srl"
+    lut = RESOURCE_KINDS.index("lut")
+    res = np.zeros(len(RESOURCE_KINDS))
+    assert fifo_storage(2, 960 * 8, VU9P_CAPS, res) == "srl" and res[lut] == 960 * 8
+    res = np.zeros(len(RESOURCE_KINDS))
+    assert fifo_storage(2, 96 * 8, VU9P_CAPS, res) == "srl" and res[lut] == 96 * 8
+    # each of the stage's FIFOs is in its resources: the LUTs the three shallow ones take, by hand
+    plain = stage_resources(dw, 1, 12, "int8", VU9P_CAPS)[lut]
+    assert plain - sum(b for _, _, b, _ in stage_fifos(dw, 1, 12, "int8", VU9P_CAPS)) > 0
+    wider = NetLayer("depthwise", 192, 192, 14, 14, 3, 3, 1, 1)  # 96 input channels more: 768 LUTs of FIFO more
+    assert stage_resources(wider, 1, 12, "int8", VU9P_CAPS)[lut] - plain == 96 * 8 + _memory_luts(
+        wider, 12) - _memory_luts(dw, 12)
+
+
+def _memory_luts(layer, lanes):
+    """The LUTs of the stage's line buffer and weights (``line_storage``, ``weights_storage``) alone."""
+    from cost_models.fpga_pipeline_storage import line_storage, weights_storage
+
+    res = np.zeros(len(RESOURCE_KINDS))
+    line_storage(layer, 1, lanes, "int8", VU9P_CAPS, res)
+    weights_storage(layer, 1, lanes, "int8", VU9P_CAPS, res)
+    return res[RESOURCE_KINDS.index("lut")]
 
 
 def test_host_image_runs_as_im2col():

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-from cost_models.fpga_pipeline import explore_pipeline, line_storage, stage_time, weights_storage
+from cost_models.fpga_pipeline import explore_pipeline, line_storage, stage_fifos, stage_time, weights_storage
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import load_board
 from hetero_dse.hls.csim import csim
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="C-simulatio
 
 #: lanes that leave every tensor in part-folds (the balance may choose any count on a side's ladder): the image's
 #: 27 im2col channels read on 12 lanes (36) in words of 8 (40); dw, c4 and c5 read fewer channels than the
-#: tensor before them holds (24 of c1's, 32 of 36), so their line buffers keep only those; c4 adds a residual
+#: tensor before them holds (24 of c1's, 32 of 36), so their FIFOs carry only those; c4 adds a residual
 #: of 36 channels; fc's weight row of 12 × 2 ends in part of a 16-element word
 RAGGED = {"c1": (12, 12), "dw": (1, 8), "pw": (12, 12), "c4": (8, 12), "c5": (8, 12), "fc": (12, 2)}
 
@@ -37,7 +37,8 @@ def _ragged(design):
     caps = {k: float(v) for k, v in design.board.caps.items()}
     stages = [replace(s, in_lanes=p, out_lanes=q, cycles=stage_time(s.layer, p, q, design.distance),
                       weights=weights_storage(s.layer, p, q, design.dtype, caps),
-                      line=line_storage(s.layer, p, q, design.dtype, caps))
+                      line=line_storage(s.layer, p, q, design.dtype, caps),
+                      fifos=stage_fifos(s.layer, p, q, design.dtype, caps, s.shape.residual, s.skip_pixels))
               for s in design.stages for p, q in [RAGGED[s.shape.name]]]
     return replace(design, stages=stages)
 
@@ -77,7 +78,7 @@ def test_the_network_streams_through_the_pipeline_as_torch_computes_it(project):
     assert result.elements == 2 * -(-10 // q) * q  # two images, ten logits padded to the last stage's lanes
     text = (directory / "src" / "kernel.cpp").read_text()
     if design.stages[0].in_lanes == 12:  # the ragged lanes: the cases they are there for are in the code
-        assert text.count("_line_t lb[") == 3 and "the row's last word is part padding" in text
+        assert text.count("_in_t lb[") == 3 and "the row's last word is part padding" in text
         assert "struct img_pix_t { data_t c[40]; }" in (directory / "src" / "kernel.h").read_text()
     if dtype == "int8":
         assert result.max_abs_error == 0.0
@@ -132,6 +133,50 @@ def test_the_lint_holds_the_fifos_lanes_and_accumulation_to_the_design(project, 
     assert first in text
     rotated = _mutated(directory, tmp_path, first, f"acc[t % {d + 1}][l] = (t < {d} ?")
     assert "dependence" in [f.check for f in lint(rotated).findings]
+
+
+def test_each_fifo_is_as_deep_wide_and_bound_as_the_model_charges_it(project, tmp_path):
+    """Every FIFO the code declares is one the model charges (``stage_fifos``, ``result_fifo``), as wide and in
+    the same memory; a FIFO left to Vitis, one that carries the tensor's whole pixel to a consumer that reads
+    fewer channels, and one bound elsewhere are each found."""
+    import numpy as np
+
+    from cost_models.fpga_pipeline import result_fifo
+    from cost_models.fpga_pipeline_storage import fifo_storage
+    from hetero_dse.hardware.board import RESOURCE_KINDS
+
+    dtype, design, directory = project
+    record = json.loads((directory / "design.json").read_text())
+    caps = {k: float(v) for k, v in design.board.caps.items()}
+    built = np.zeros(len(RESOURCE_KINDS))
+    for f in record["fifos"]:
+        assert fifo_storage(f["depth"], f["bits"], caps, built) == f["memory"], f
+    charged = np.zeros(len(RESOURCE_KINDS))
+    for s in design.stages:
+        for _, depth, bits, _ in s.fifos:
+            fifo_storage(depth, bits, caps, charged)
+    elem = 8 * np.dtype(dtype).itemsize
+    port = design.board.memory.port_bits // elem
+    charged += result_fifo(design.stages[-1].layer, design.stages[-1].out_lanes, dtype, port)
+    assert np.array_equal(built, charged), (built, charged)
+    assert len(record["fifos"]) == sum(len(s.fifos) for s in design.stages) + 1
+    text = (directory / "src" / "kernel.cpp").read_text()
+    unbound = re.search(r"  #pragma HLS BIND_STORAGE variable=(\w+) type=fifo impl=srl\n", text)
+    assert [f.check for f in lint(_mutated(directory, tmp_path / "unbound", unbound.group(0), "")).findings] == [
+        "fifo"]
+    skip = next(f for f in record["fifos"] if "_skip_" in f["stream"])
+    other = "lutram" if skip["memory"] != "lutram" else "bram"
+    moved = _mutated(directory, tmp_path / "moved", f"variable={skip['stream']} type=fifo impl={skip['memory']}",
+                     f"variable={skip['stream']} type=fifo impl={other}")
+    assert [f.check for f in lint(moved).findings] == ["fifo"]
+    narrowed = re.search(r"hls::stream<(s\d+_in_t)> (t(\d+)_to_s\d+);", text)
+    if narrowed is None:
+        assert design.stages[0].in_lanes != 12  # the ragged project narrows three
+        return
+    whole = _mutated(directory, tmp_path / "whole", narrowed.group(0),
+                     narrowed.group(0).replace(narrowed.group(1), f"t{int(narrowed.group(3)) - 1}_pix_t")
+                     if narrowed.group(3) != "0" else narrowed.group(0).replace(narrowed.group(1), "img_pix_t"))
+    assert [f.check for f in lint(whole).findings] == ["fifo"]
 
 
 def test_a_stage_whose_lanes_differ_from_the_design_is_found(project, tmp_path):
@@ -233,9 +278,9 @@ def test_a_ragged_stages_padding_broken_fails_the_csim(project, tmp_path):
     _, design, directory = project
     if design.stages[0].in_lanes != 12:
         pytest.skip("the ragged lanes' project only")
-    # a line buffer that keeps its pixel's channels one place off: the window reads another channel
-    assert not csim(_mutated(directory, tmp_path / "line", "kept.c[j] = pix.c[j];",
-                             "kept.c[j] = pix.c[j == 0 ? 1 : j];")).passed
+    # a narrowed pixel that takes its channels one place off: the consumer reads another channel
+    assert not csim(_mutated(directory, tmp_path / "line", "v.c[j] = out.c[j];",
+                             "v.c[j] = out.c[j == 0 ? 1 : j];")).passed
     # the guard on a weight row's last, part-padding word dropped: lanes past the row, which the sim's vector stops
     with pytest.raises(HeteroDSEError, match="lane past the word"):
         csim(_mutated(directory, tmp_path / "row", "if (w * 16 + j < 24) row[w * 16 + j] = v[j];",

@@ -4,7 +4,8 @@ counts (``check_pipeline_trips``); this checks what a C-simulation cannot see:
 
 - ``dataflow``: the top function is one DATAFLOW region (else the stages run one after the other);
 - ``fifo``: every FIFO has the depth the design gives it (a residual's holds the pixels its block keeps back;
-  too shallow and the pipeline deadlocks on the device, which no C-simulation shows), and no other;
+  too shallow and the pipeline deadlocks on the device, which no C-simulation shows), the width and the memory
+  the model charges, and no other is declared;
 - ``lanes``: each stage's weight rows and window words are as wide as its lanes;
 - ``storage``: each stage's weights are one RAM, a row one word, and its line buffer one RAM, in the memories
   the model charges;
@@ -39,6 +40,7 @@ def lint_pipeline(project: str | Path) -> LintReport:
         record = json.loads((project / "design.json").read_text())
         stages, fifos = record["design"]["per_stage"], record["fifos"]
         source = (project / "src" / "kernel.cpp").read_text()
+        header = (project / "src" / "kernel.h").read_text()
     except (OSError, ValueError, KeyError) as exc:
         raise LintError(f"{project} is not a pipeline project written by hetero_dse ({exc})") from None
     report = LintReport()
@@ -46,17 +48,8 @@ def lint_pipeline(project: str | Path) -> LintReport:
     if "#pragma HLS DATAFLOW" not in top:
         report.add("dataflow", "kernel.cpp", f"{record['top']} is not a DATAFLOW region: its stages would run one "
                                              "after the other, not at the rate the model gives")
-    declared = {m.group(1): int(m.group(2)) for m in re.finditer(r"#pragma HLS STREAM variable=(\w+) depth=(\d+)",
-                                                                  source)}
-    for f in fifos:
-        got = declared.pop(f["stream"], None)
-        if got != f["depth"]:
-            report.add("fifo", "kernel.cpp", f"FIFO {f['stream']}: depth {got} in the code, {f['depth']} in the "
-                                             "design")
-    for name in declared:
-        if not name.endswith(("_win", "_wload")):  # a window or weight-load FIFO: two words, fixed
-            report.add("fifo", "kernel.cpp", f"FIFO {name} is not in the design")
     packed = record.get("dtype", record.get("design", {}).get("dtype")) == "int8"
+    _check_fifos(source + header, top, fifos, 8 if packed else 32, report)
     for i, s in enumerate(stages):
         p, q = s["in_lanes"], s["out_lanes"]
         m = re.search(rf"static data_t W{i}\[(\d+)\]\[(\d+)\]", source)
@@ -91,10 +84,38 @@ def lint_pipeline(project: str | Path) -> LintReport:
             report.add("dependence", "kernel.cpp", f"stage {i}: the partial sums rotate over "
                                                    f"{rot and rot.group(1)}, the pragma declares "
                                                    f"{dep and dep.group(1)}, the model's distance is {s['distance']}")
-    # the pragmas held to design.json: DATAFLOW, each FIFO's depth, each stage's two BIND_STORAGE, its
-    # ARRAY_RESHAPE and its DEPENDENCE
-    report.pragmas_checked = 1 + len(fifos) + 4 * len(stages)
+    # the pragmas held to design.json: DATAFLOW, each FIFO's depth and BIND_STORAGE, each stage's two
+    # BIND_STORAGE, its ARRAY_RESHAPE and its DEPENDENCE
+    report.pragmas_checked = 1 + 2 * len(fifos) + 4 * len(stages)
     return report
+
+
+def _check_fifos(code: str, top: str, fifos: list[dict], elem_bits: int, report: LintReport) -> None:
+    """Each FIFO the top function declares is one of the design's, as deep, as wide (its element type's values)
+    and bound to the memory the model charges (a FIFO left to Vitis past 2 words or 1,024 bits goes to memory)."""
+    widths = {m.group(1): int(m.group(2)) for m in re.finditer(r"struct (\w+) \{ data_t c\[(\d+)\]; \};", code)}
+    widths.update({m.group(2): int(m.group(1)) for m in re.finditer(
+        r"typedef hls::vector<data_t, (\d+)> (\w+);", code)})
+    types = {m.group(2): m.group(1) for m in re.finditer(r"^\s*hls::stream<(\w+)> (\w+);", top, re.M)}
+    depths = {m.group(1): int(m.group(2)) for m in re.finditer(r"#pragma HLS STREAM variable=(\w+) depth=(\d+)",
+                                                                top)}
+    bound = {m.group(1): m.group(2) for m in re.finditer(
+        r"#pragma HLS BIND_STORAGE variable=(\w+) type=fifo impl=(\w+)", top)}
+    for f in fifos:
+        name = f["stream"]
+        if depths.get(name) != f["depth"]:
+            report.add("fifo", "kernel.cpp", f"FIFO {name}: depth {depths.get(name)} in the code, {f['depth']} in "
+                                             "the design")
+        if "bits" in f:
+            bits = widths.get(types.get(name, ""), 0) * elem_bits
+            if bits != f["bits"]:
+                report.add("fifo", "kernel.cpp", f"FIFO {name}: {bits}-bit words in the code, {f['bits']} in the "
+                                                 "design (the model charges its words)")
+            if bound.get(name) != f["memory"]:
+                got = bound.get(name) or "no memory (left to Vitis)"
+                report.add("fifo", "kernel.cpp", f"FIFO {name}: bound to {got}, the model keeps it in {f['memory']}")
+    for name in set(types) - {f["stream"] for f in fifos}:
+        report.add("fifo", "kernel.cpp", f"FIFO {name} is not in the design")
 
 
 def _check_chain(body: str, i: int, p: int, report: LintReport) -> None:

@@ -91,23 +91,35 @@ def _plan(design: PipelineDesign, layers: Sequence[Any]) -> tuple[list[dict], li
         tensors.append({"index": i + 1, "name": f"t{i}", "what": f"stage {i}'s output ({s.shape.name})",
                         "lanes": [s.out_lanes], "true": s.layer.K if s.layer.engine == "grid" else s.layer.C,
                         "pixels": s.layer.OH * s.layer.OW, "consumers": []})
+    elem_bits = 8 * np.dtype(design.dtype).itemsize
     for i, layer in enumerate(layers):
+        # each consumer's FIFO as the model declares it (stage_fifos): its pixels the channels that stage reads
+        fifos = {role: (depth, int(bits) // elem_bits, memory) for role, depth, bits, memory in stages[i].fifos}
         src = layer.source + 1
         tensors[src]["lanes"].append(lanes_in[i])
-        tensors[src]["consumers"].append({"stream": f"t{src}_to_s{i}", "depth": 2, "why": f"stage {i}'s input"})
+        depth, channels, memory = fifos["in"]
+        tensors[src]["consumers"].append({"stream": f"t{src}_to_s{i}", "depth": depth, "channels": channels,
+                                          "memory": memory, "type": f"s{i}_in_t", "why": f"stage {i}'s input"})
         if layer.residual is not None:
             res = layer.residual + 1
             tensors[res]["lanes"].append(stages[i].out_lanes)
-            depth = max(2, stages[i].skip_pixels)
-            tensors[res]["consumers"].append({"stream": f"t{res}_skip_s{i}", "depth": depth,
+            depth, channels, memory = fifos["skip"]
+            tensors[res]["consumers"].append({"stream": f"t{res}_skip_s{i}", "depth": depth, "channels": channels,
+                                              "memory": memory, "type": f"s{i}_skip_t",
                                               "why": f"the residual stage {i} adds: {depth} pixels, the model's"})
-    tensors[-1]["consumers"].append({"stream": f"t{len(stages)}_result", "depth": 2, "why": "the result"})
     for t in tensors:  # as many channels as any lane count that touches the tensor reads or writes in whole folds
         t["channels"] = max(-(-t["true"] // lanes) * lanes for lanes in t["lanes"])
     port_elems = design.board.memory.port_bits // (8 * np.dtype(design.dtype).itemsize)
     for t in (tensors[0], tensors[-1]):  # the image and the result also in whole words of their ports
         channels, t["word"] = port_pixel(t["true"], t["lanes"][0], port_elems)
         t["channels"] = max(t["channels"], channels)
+    tensors[-1]["consumers"].append({"stream": f"t{len(stages)}_result", "depth": 2,
+                                     "channels": tensors[-1]["channels"], "memory": "srl",
+                                     "type": f"{tensors[-1]['name']}_pix_t", "why": "the result"})
+    for t in tensors:  # a consumer that reads every channel the tensor holds takes its pixel whole
+        for c in t["consumers"]:
+            if c["channels"] == t["channels"]:
+                c["type"] = f"{t['name']}_pix_t"
     ctx = []
     integer = design.dtype == "int8"
     distance = design.distance
@@ -128,6 +140,12 @@ def _plan(design: PipelineDesign, layers: Sequence[Any]) -> tuple[list[dict], li
                  "packed": integer and grid and q % 2 == 0, "chain": packed_chain(p), "weights": s.weights,
                  "line": s.line,
                  "in_stream": f"t{layer.source + 1}_to_s{i}",
+                 "fifo_memory": {role: memory for role, _, _, memory in s.fifos},
+                 "in_type": next(c["type"] for c in tensors[layer.source + 1]["consumers"]
+                                 if c["stream"] == f"t{layer.source + 1}_to_s{i}"),
+                 "skip_type": None if layer.residual is None else next(
+                     c["type"] for c in tensors[layer.residual + 1]["consumers"]
+                     if c["stream"] == f"t{layer.residual + 1}_skip_s{i}"),
                  "skip_stream": None if layer.residual is None else f"t{layer.residual + 1}_skip_s{i}",
                  "lo": _c_float(lo), "hi": _c_float(hi), "slope": _c_float(slope),
                  # below zero: a multiply only for a leaky activation (what the model charges), else a compare
@@ -211,6 +229,7 @@ def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequ
         raise HeteroDSEError(f"no pipeline project written: its data would hold {fmt_bytes(size)} of weights and "
                              f"images (limit {fmt_bytes(MAX_DATA_BYTES)})")
     integer = design.dtype == "int8"
+    elem_bits = 8 * np.dtype(design.dtype).itemsize
     if integer:  # the same integers as the shared kernel's int8 (per-channel weights, requantised epilogue)
         tensor = lambda i: None if i is None else ("input:x" if i < 0 else f"layer:{i}")  # noqa: E731
         run = NetworkRun(network, [RunLayer(SimpleNamespace(shape=c.shape), c.weight, c.bias, tensor(c.source),
@@ -288,8 +307,12 @@ def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequ
             record = {"network": network, "board": design.board.name, "top": top, "architecture": "pipeline",
                       "generator": f"hetero_dse {__version__}", "design": design.to_json(), "frames": frames,
                       "trips": model, "predicted": {"ops": 2 * design.macs * frames},
-                      "fifos": [{"stream": c["stream"], "depth": c["depth"], "tensor": t["name"]}
-                                for t in tensors for c in t["consumers"]]}
+                      "fifos": [{"stream": c["stream"], "depth": c["depth"], "tensor": t["name"],
+                                 "bits": c["channels"] * elem_bits, "memory": c["memory"]}
+                                for t in tensors for c in t["consumers"]] + [
+                          {"stream": f"s{i}_{role}", "depth": depth, "bits": int(bits), "memory": memory}
+                          for i, s in enumerate(design.stages) for role, depth, bits, memory in s.fifos
+                          if role in ("win", "wload")]}
             (partial / "design.json").write_text(json.dumps(record, indent=2, default=float) + "\n")
     except OSError as exc:
         raise HeteroDSEError(f"cannot write the pipeline project to {directory}: {exc.strerror or exc}") from exc
