@@ -1,21 +1,22 @@
 """A layer-pipelined accelerator for a whole network (issue 38, item 5): one stage per layer, each its own PE
-array with its weights on chip, the stages connected by FIFOs of pixels, every image streaming through all of
+array with its weights on chip, the stages connected by FIFOs of words, every image streaming through all of
 them (FINN's and DNNBuilder's architecture). This is the model of the code ``hls_templates/pipeline/`` builds
 (``hetero_dse/hls/pipeline_project.py`` writes it for a traced network; its C-simulation counts the trips
 charged here). ``explore --model`` reports it beside the shared network kernel's compute units, and writes its
 project where the network traces as a chain of layers.
 
-A stage is two processes. The window process reads each input pixel into a line buffer of ``R`` rows (a pixel
-one wide word; a 1×1 convolution needs none), then sends each output pixel's window a word a trip. The PE
+A stage is two processes. The window process reads each input pixel into a line buffer of ``R`` rows (a fold
+of its lanes a word; a 1×1 convolution needs none), then sends each output pixel's window a word a trip. The PE
 array holds ``in_lanes × out_lanes`` multiply-adds (a depthwise stage: one tap × ``out_lanes`` channels) and
 runs one flattened loop over (output pixel, fold, step), ``R·S·⌈C/in_lanes⌉`` steps a fold (folds, in FINN's
-word). Its weights sit in a RAM a lane grid a row, loaded once from DDR, so UltraRAM may hold them. The two
-processes overlap, so a stage takes the slower one's trips; the pipeline takes a new image every
-``max(stage cycles)``. An image's latency is that interval plus the rows each stage waits for before its first
-output row (an estimate). The device is shared among the stages as DNNBuilder does
-(``cost_models/fpga_pipeline_balance.py``): for the least interval it can meet, each stage takes the cheapest
-lanes that meet it, a side's lanes any count that takes a fold fewer (not only powers of two), and every
-candidate is scored at the clock it closes at.
+word); each fold's output lanes go on as one word. Its weights sit in a RAM a lane grid a row, loaded once
+from DDR, so UltraRAM may hold them. Where a producer's words and its consumer's lanes differ a regroup process
+stands between them (``cost_models/fpga_pipeline_streams.py``). The processes overlap, so the pipeline takes a
+new image every ``max(stage cycles, regroup trips)``. An image's latency is that interval plus the rows each
+stage waits for before its first output row (an estimate). The device is shared among the stages as DNNBuilder
+does (``cost_models/fpga_pipeline_balance.py``): for the least interval it can meet, each stage takes the
+cheapest lanes that meet it, a side's lanes any count that takes a fold fewer (not only powers of two), and
+every candidate is scored, with the regroups its lanes need, at the clock it closes at.
 
 The design exists only where every stage's weights fit on the chip: there is no DDR traffic but the image in,
 the result out, and the weights once before the first image. A network whose weights do not fit is refused in
@@ -46,12 +47,13 @@ from cost_models.fpga_network_clock import design_clock_mhz
 from cost_models.fpga_network_resources import kernel_base
 from cost_models.fpga_pipeline_balance import balance, lane_ladder
 from cost_models.fpga_pipeline_storage import fifo_storage, line_storage, memory, pointwise, weights_storage
+from cost_models.fpga_pipeline_streams import Regroup, in_lanes_of, port_pixel, regroups, stage_fifos
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 from hetero_dse.model.layer_shape import LayerShape
 
 __all__ = ["PipelineDesign", "Stage", "explore_pipeline", "image_trips", "io_trips", "line_storage", "load_trips",
-           "memory", "pipeline_buffers", "pointwise", "port_pixel", "result_fifo", "stage_cycles", "stage_fifos",
+           "memory", "pipeline_buffers", "pointwise", "port_pixel", "stage_cycles", "stage_fifos", "stage_regroups",
            "stage_layer", "stage_resources", "stage_time", "weights_storage", "window_trips"]
 
 #: the most lanes a side of one stage may take
@@ -92,15 +94,14 @@ def stage_time(layer: NetLayer, in_lanes: int, out_lanes: int, distance: int = 1
 
 
 def window_trips(layer: NetLayer, in_lanes: int, out_lanes: int) -> int:
-    """Trips of the stage's window process for one image: every input pixel read into the line buffer, then
-    each output pixel's window sent, a word a trip (a 1×1 convolution's: each pixel's channel folds)."""
+    """Trips of the stage's window process for one image: every input pixel's folds read into the line buffer
+    (a fold a word), then each output pixel's window sent, a word a trip (a 1×1 convolution's: each pixel's
+    folds passed on)."""
+    cf = math.ceil(layer.C / in_lanes_of(layer, in_lanes, out_lanes))
     if pointwise(layer):
-        return layer.H * layer.W * math.ceil(layer.C / in_lanes)
-    if layer.engine == "depthwise":
-        per_pixel = math.ceil(layer.C / out_lanes) * math.ceil(layer.R * layer.S / in_lanes)
-    else:
-        per_pixel = layer.R * layer.S * math.ceil(layer.C / in_lanes)
-    return layer.H * layer.W + layer.OH * layer.OW * per_pixel
+        return layer.H * layer.W * cf
+    per_pixel = cf * (math.ceil(layer.R * layer.S / in_lanes) if layer.engine == "depthwise" else layer.R * layer.S)
+    return layer.H * layer.W * cf + layer.OH * layer.OW * per_pixel
 
 
 def stage_resources(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, caps: dict[str, float],
@@ -130,8 +131,8 @@ def stage_resources(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, 
         storage_cost(float(layer.R * layer.S * folds_c), in_lanes * bits, caps.get("uram", 0) > 0, res, 1.0)
     for _, depth, width, _ in stage_fifos(layer, in_lanes, out_lanes, dtype, caps, residual, skip_pixels):
         fifo_storage(depth, width, caps, res)
-    # the pixel the PE array writes its folds into (and the residual's it adds), a register of its channels
-    res[_FF] += _out_channels(layer, out_lanes) * bits * (2 if residual else 1)
+    # the fold of output lanes the PE array writes on (and the residual's it adds), a register each
+    res[_FF] += out_lanes * bits * (2 if residual else 1)
     # the epilogue, a lane each: the slope's multiply only for a leaky activation (ReLU and its clamps compare)
     if a.floating:  # the partial sums' adds, the bias add, the residual's add, the slope's multiply
         adds = distance - 1 + (2 if residual else 1)
@@ -148,29 +149,6 @@ def stage_resources(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, 
     return res
 
 
-def _out_channels(layer: NetLayer, out_lanes: int) -> int:
-    """The channels of the stage's output pixel: its output channels (a depthwise stage's, its input's) in whole
-    folds of its output lanes."""
-    return math.ceil((layer.K if layer.engine == "grid" else layer.C) / out_lanes) * out_lanes
-
-
-def stage_fifos(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, caps: dict[str, float],
-                residual: bool = False, skip_pixels: int = 0) -> list[tuple[str, int, float, str]]:
-    """The FIFOs the stage's code declares, (role, depth, bits, memory) each: ``in``, its input's pixels, each
-    the channels its window reads (the producer sends each consumer only those); ``win``, its window's words;
-    ``wload``, its weight rows as the load brings them; ``skip``, the residual's pixels it adds, as many as its
-    block holds back (at least two), each the channels its output lanes read. The memory is ``fifo_storage``'s."""
-    bits = 8.0 * np.dtype(dtype).itemsize
-    grid = layer.engine == "grid"
-    lanes = in_lanes if grid else out_lanes
-    fifos = [("in", 2, math.ceil(layer.C / lanes) * lanes * bits), ("win", 2, (in_lanes if grid else in_lanes *
-                                                                               out_lanes) * bits),
-             ("wload", 2, in_lanes * out_lanes * bits)]
-    if residual:
-        fifos.append(("skip", max(2, skip_pixels), _out_channels(layer, out_lanes) * bits))
-    return [(role, depth, width, fifo_storage(depth, width, caps)) for role, depth, width in fifos]
-
-
 @dataclass
 class Stage:
     shape: LayerShape
@@ -180,6 +158,7 @@ class Stage:
     cycles: int
     resources: np.ndarray
     skip_pixels: int = 0
+    skip_source: int | None = None  # the tensor (0 the image, i + 1 stage i's output) it adds as a residual
     weights: str = "bram"  # where its weights live: bram or lutram (the code's BIND_STORAGE)
     line: str = "registers"  # where its line buffer lives: bram, uram, lutram, or registers (a 1×1 convolution)
     fifos: list[tuple[str, int, float, str]] = field(default_factory=list)  # stage_fifos': the code declares these
@@ -187,7 +166,8 @@ class Stage:
     def to_json(self, clock_hz: float) -> dict[str, Any]:
         return {"layer": self.shape.name, "engine": self.layer.engine, "in_lanes": self.in_lanes,
                 "out_lanes": self.out_lanes, "cycles": self.cycles, "seconds": self.cycles / clock_hz,
-                "dsp": float(self.resources[_DSP]), "skip_pixels": self.skip_pixels, "weights": self.weights,
+                "dsp": float(self.resources[_DSP]), "skip_pixels": self.skip_pixels,
+                "skip_source": self.skip_source, "weights": self.weights,
                 "line": self.line, "fifos": [{"role": r, "depth": d, "bits": int(b), "memory": m}
                                              for r, d, b, m in self.fifos]}
 
@@ -204,10 +184,11 @@ class PipelineDesign:
     image_bytes: int
     io_cycles: float  # cycles a frame's image and result take on the port, if that is slower than every stage
     timing: dict[str, Any] = field(default_factory=dict)
+    regroups: list[Regroup] = field(default_factory=list)  # between producers and consumers of other lanes
 
     @property
     def interval_cycles(self) -> float:
-        return max(max(s.cycles for s in self.stages), self.io_cycles)
+        return max(max(s.cycles for s in self.stages), self.io_cycles, *(g.trips for g in self.regroups))
 
     @property
     def fps(self) -> float:
@@ -244,6 +225,7 @@ class PipelineDesign:
                 "resources": self.resources,
                 "utilisation": {k: self.resources[k] / caps[k] if caps[k] else 0.0 for k in RESOURCE_KINDS},
                 "per_stage": [{**s.to_json(hz), "distance": self.distance} for s in self.stages],
+                "regroups": [g.to_json() for g in self.regroups],
                 "basis": "model only (cost_models/fpga_pipeline.py): one stage per layer, weights on chip, "
                          "folds chosen greedily; the latency's fill is an estimate"}
 
@@ -276,25 +258,6 @@ def pipeline_buffers(port_bits: int, elem_bits: int) -> list[tuple[int, int]]:
             (port_bits, axi_max_beats(port_bits // 8))]
 
 
-def port_pixel(channels: int, lanes: int, port_elems: int) -> tuple[int, int]:
-    """A pixel of the image (or the result) on its port: its channels padded to whole folds of the ``lanes``
-    that take them and to whole words, and the elements a word: no wider than the port or the lanes, and a power
-    of two (a vector of 52 elements is laid out as 64 in memory): 147 channels on 52 lanes are 156, in 5 words
-    of 32 on a 64-element port, 160."""
-    word = min(port_elems, 1 << (lanes.bit_length() - 1))
-    folded = -(-channels // lanes) * lanes
-    return -(-folded // word) * word, word
-
-
-def result_fifo(last: NetLayer, out_lanes: int, dtype: str, port_elems: int) -> np.ndarray:
-    """The FIFO from the last stage to the result writer, in ``RESOURCE_KINDS`` order: two pixels of the result's
-    channels as its port takes them (``port_pixel``), in shift registers."""
-    res = np.zeros(len(RESOURCE_KINDS))
-    fifo_storage(2, port_pixel(_out_channels(last, out_lanes), out_lanes, port_elems)[0] * 8.0 *
-                 np.dtype(dtype).itemsize, {}, res)
-    return res
-
-
 def load_trips(stages: Sequence[Stage], port_elems: int) -> int:
     """Trips of the weight load (once, before the first image): each stage's weight rows in whole words of the
     weights' port, a row of ``in_lanes × out_lanes`` weights taking ``⌈in_lanes · out_lanes / word⌉``."""
@@ -308,25 +271,37 @@ def load_trips(stages: Sequence[Stage], port_elems: int) -> int:
     return total
 
 
-def _skip_pixels(stages: Sequence[tuple[LayerShape, NetLayer]], i: int) -> int:
-    """Pixels a residual waits in its FIFO at stage ``i``: the rows each stage of its block holds before it
-    answers. The block is taken as the stages since the last one that added a residual, at most three and of
-    this stage's resolution (a bottleneck's or a basic block's; *estimate*: the branch is not traced)."""
+def _skip(stages: Sequence[tuple[LayerShape, NetLayer]], i: int, source: int | None = None) -> tuple[int, int]:
+    """The residual stage ``i`` adds: the tensor its block starts from (``source`` where the network was traced),
+    and the pixels it waits in its FIFO (the rows each stage of its block holds before it answers). Untraced, the
+    block is taken as the stages since the last one that added a residual, at most three and of this stage's
+    resolution (a bottleneck's or a basic block's; *estimate*)."""
     j = i
-    while j > 0 and i - j < 2 and not stages[j - 1][0].residual and (stages[j - 1][1].OH, stages[j - 1][1].OW) == (
-            stages[i][1].OH, stages[i][1].OW):
+    while source is None and j > 0 and i - j < 2 and not stages[j - 1][0].residual and (
+            stages[j - 1][1].OH, stages[j - 1][1].OW) == (stages[i][1].OH, stages[i][1].OW):
         j -= 1
-    return sum(max(n.R - n.pad, 1) * n.W for _, n in stages[j:i + 1])
+    j = j if source is None else source
+    return j, sum(max(n.R - n.pad, 1) * n.W for _, n in stages[j:i + 1])
+
+
+def stage_regroups(stages: Sequence[Stage], port_elems: int) -> list[Regroup]:
+    """The regroups a pipeline of ``stages`` needs (``regroups``)."""
+    return regroups([s.layer for s in stages], [(s.in_lanes, s.out_lanes) for s in stages],
+                    [s.skip_source for s in stages], port_elems)
 
 
 def _design(board: Board, dtype: str, stages: list[Stage], total: np.ndarray, clock: float, weights: int,
             image: int) -> PipelineDesign:
-    """The pipeline at the clock it closes at (derated by the lanes' fan-out and the SLRs it spans)."""
+    """The pipeline at the clock it closes at (derated by the lanes' fan-out and the SLRs it spans); ``total``
+    its stages' resources, to which its regroups' are added."""
+    port_elems = board.memory.port_bits // (8 * np.dtype(dtype).itemsize)
+    groups = stage_regroups(stages, port_elems)
+    total = total + sum((g.resources(dtype) for g in groups), np.zeros(len(RESOURCE_KINDS)))
     achieved = design_clock_mhz(board, clock, total, max(s.out_lanes for s in stages))
-    io = io_trips(stages, board.memory.port_bits // (8 * np.dtype(dtype).itemsize))
+    io = io_trips(stages, port_elems)
     return PipelineDesign(board, dtype, list(stages), {r: float(v) for r, v in zip(RESOURCE_KINDS, total, strict=True)},
                           clock, achieved, weights, image, _io_cycles(board, io, image, achieved),
-                          timing={"port_gbps": board.memory.sustained_gbps_per_channel})
+                          timing={"port_gbps": board.memory.sustained_gbps_per_channel}, regroups=groups)
 
 
 def _io_cycles(board: Board, io: dict[str, int], image: int, achieved_mhz: float) -> float:
@@ -336,11 +311,12 @@ def _io_cycles(board: Board, io: dict[str, int], image: int, achieved_mhz: float
 
 
 def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dtype: str = "float32",
-                     clock_mhz: float | None = None) -> PipelineDesign:
+                     clock_mhz: float | None = None, residuals: Sequence[int | None] | None = None) -> PipelineDesign:
     """The layer-pipelined design of most images a second that fits ``board`` (see the module doc): each
     occurrence of a layer (its count) a stage of its own, the device shared among them by ``balance``: for each
     interval every stage takes its cheapest lanes that meet it, and each design is scored at the clock it closes
-    at (a design that spans more SLRs closes slower, which can cost more than its lanes gain)."""
+    at (a design that spans more SLRs closes slower, which can cost more than its lanes gain). ``residuals``: for
+    a traced chain, the tensor each stage adds (0 the image, ``i + 1`` stage ``i``'s output), else guessed."""
     if not layers:
         raise HeteroDSEError("a network needs at least one layer to design a pipeline for")
     if dtype not in ("float32", "int8"):
@@ -354,7 +330,9 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
     first, last = flat[0][1], flat[-1][1]
     image = (first.C * first.H * first.W + last.K * last.OH * last.OW) * itemsize
     fixed = kernel_base(pipeline_buffers(board.memory.port_bits, 8 * itemsize))
-    skips = [_skip_pixels(flat, i) if s.residual else 0 for i, (s, _) in enumerate(flat)]
+    blocks = [_skip(flat, i, None if residuals is None else residuals[i]) if s.residual else (None, 0)
+              for i, (s, _) in enumerate(flat)]
+    sources, skips = [b[0] for b in blocks], [b[1] for b in blocks]
     distance = 1 if dtype == "int8" else accumulation_distance(dtype, clock)
     port_elems = board.memory.port_bits // (8 * itemsize)
     # every stage's lanes worth building: a side's counts from its ladder (a depthwise stage takes its window's
@@ -368,21 +346,25 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
         times.append(np.array([stage_time(n, p, q, distance) for p, q in pairs], dtype=float))
         cost = np.array([stage_resources(n, p, q, dtype, cap, s.residual, skips[i], s.leaky, distance)
                          for p, q in pairs])
-        for k, (p, q) in enumerate(pairs):
-            if i == 0:  # the image reader's pixel, gathered from the port's words (a register)
-                cost[k, _FF] += port_pixel(n.C, p if grid else q, port_elems)[0] * 8 * itemsize
-            if i == len(flat) - 1:
-                cost[k] += result_fifo(n, q, dtype, port_elems)
+        if i == len(flat) - 1:  # the FIFO of the result's port words, before the writer
+            for k, (_, q) in enumerate(pairs):
+                fifo_storage(2, port_pixel(n.K, q, port_elems)[1] * 8.0 * itemsize, cap, cost[k])
         costs.append(cost)
 
     def score(pick: list[int], total: np.ndarray) -> float:
-        """Images a second of the stages' options ``pick``: at the clock the design closes at, its interval its
-        slowest stage's or its image's and result's time on the port."""
+        """Images a second of the stages' options ``pick`` with the regroups they need (none where the design
+        with them does not fit): at the clock the design closes at, its interval its slowest stage's or
+        regroup's, or its image's and result's time on the port."""
         chosen = [options[i][k] for i, k in enumerate(pick)]
+        groups = regroups([n for _, n in flat], chosen, sources, port_elems)
+        total = total + sum((g.resources(dtype) for g in groups), np.zeros(len(caps)))
+        if np.any(total > caps):
+            return -np.inf
         achieved = design_clock_mhz(board, clock, total, max(q for _, q in chosen))
-        first = chosen[0][0] if flat[0][1].engine == "grid" else chosen[0][1]
+        first = in_lanes_of(flat[0][1], *chosen[0])
         io = image_trips(flat[0][1], first, flat[-1][1], chosen[-1][1], port_elems)
-        return achieved * 1e6 / max(*(times[i][k] for i, k in enumerate(pick)), _io_cycles(board, io, image, achieved))
+        return achieved * 1e6 / max(*(times[i][k] for i, k in enumerate(pick)), *(g.trips for g in groups),
+                                    _io_cycles(board, io, image, achieved))
 
     found = balance(times, costs, fixed, caps, lambda interval: clock * 1e6 / interval, score)
     if found is None:
@@ -394,7 +376,7 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
     stages = []
     for i, ((s, n), k) in enumerate(zip(flat, pick, strict=True)):
         p, q = options[i][k]
-        stages.append(Stage(s, n, p, q, int(times[i][k]), costs[i][k], skips[i],
+        stages.append(Stage(s, n, p, q, int(times[i][k]), costs[i][k], skips[i], sources[i],
                             weights_storage(n, p, q, dtype, cap), line_storage(n, p, q, dtype, cap),
                             stage_fifos(n, p, q, dtype, cap, s.residual, skips[i])))
     return _design(board, dtype, stages, total, clock, weights, image)

@@ -61,16 +61,14 @@ def weights_storage(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, 
 
 def line_storage(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, caps: dict[str, float],
                  res: np.ndarray | None = None) -> str:
-    """Where a stage's line buffer lives (``R`` rows of its image, a pixel one wide word; none for a 1×1
-    convolution, whose pixel is a register), its cost added to ``res``; returns the memory's name."""
-    grid = layer.engine == "grid"
-    channels = math.ceil(layer.C / (in_lanes if grid else out_lanes)) * (in_lanes if grid else out_lanes)
-    bits = channels * 8.0 * np.dtype(dtype).itemsize
+    """Where a stage's line buffer lives (``R`` rows of its image, a fold of its lanes a word, as its input
+    arrives and its window reads it; none for a 1×1 convolution, whose words pass on), its cost added to
+    ``res``; returns the memory's name."""
+    lanes = in_lanes if layer.engine == "grid" else out_lanes
     if pointwise(layer):
-        if res is not None:
-            res[_FF] += bits
         return "registers"
-    name, cost = memory(layer.R * layer.W, bits, caps)
+    name, cost = memory(layer.R * layer.W * math.ceil(layer.C / lanes), lanes * 8.0 * np.dtype(dtype).itemsize,
+                        caps)
     if res is not None:
         res += cost
     return name

@@ -41,9 +41,9 @@ def test_stage_cycles_by_hand():
     dw = NetLayer("depthwise", 32, 32, 8, 8, 3, 3, 1, 1)
     assert stage_cycles(dw, 4, 8) == 64 * 3 * 4  # ⌈9 / 4⌉ window folds × ⌈32 / 8⌉ channel folds
     assert stage_cycles(dw, 16, 32) == 64
-    # the window process: every input pixel read, then each output pixel's window a word a trip
-    assert window_trips(conv, 4, 8) == 64 + 64 * 9 * 4
-    assert window_trips(dw, 4, 8) == 64 + 64 * 4 * 3
+    # the window process: every input pixel's folds read, then each output pixel's window a word a trip
+    assert window_trips(conv, 4, 8) == 64 * 4 + 64 * 9 * 4
+    assert window_trips(dw, 4, 8) == 64 * 4 + 64 * 4 * 3
     pw = NetLayer("grid", 16, 32, 8, 8, 1, 1)
     assert window_trips(pw, 4, 8) == 64 * 4  # a 1×1 convolution's pixels pass, fold by fold
     assert stage_time(pw, 4, 32) == 64 * 4  # one output fold: the window process is as slow as the array
@@ -53,38 +53,55 @@ def test_stage_cycles_by_hand():
 
 
 def test_a_stages_fifos_by_hand():
-    """The FIFOs a stage's code declares and the model charges: its input's pixels (the channels its lanes read),
-    its window's words, its weight rows and a residual's pixels, shallow ones in shift registers (a LUT a bit),
-    a residual's 40 pixels in memory; left to Vitis a wide pixel's two words would go to block RAM."""
+    """The FIFOs a stage's code declares and the model charges: its input's words (a fold of the lanes its window
+    reads), its window's words, its weight rows and the residual it adds (as many words of its output lanes as
+    its block holds back pixels), shallow ones in shift registers (a LUT a bit), a residual's 80 words in memory;
+    left to Vitis a word of 960 int8 channels would go to block RAM."""
     dw = NetLayer("depthwise", 96, 96, 14, 14, 3, 3, 1, 1)
-    assert stage_fifos(dw, 1, 12, "int8", VU9P_CAPS) == [("in", 2, 96 * 8, "srl"), ("win", 2, 12 * 8, "srl"),
+    assert stage_fifos(dw, 1, 12, "int8", VU9P_CAPS) == [("in", 2, 12 * 8, "srl"), ("win", 2, 12 * 8, "srl"),
                                                          ("wload", 2, 12 * 8, "srl")]
-    pw = NetLayer("grid", 40, 24, 14, 14, 1, 1)  # 40 channels on 12 lanes: 48 read; 24 out on 16 lanes: 32
+    pw = NetLayer("grid", 40, 24, 14, 14, 1, 1)  # 24 out on 16 lanes: 2 folds, so 40 pixels are 80 words
     fifos = stage_fifos(pw, 12, 16, "float32", VU9P_CAPS, residual=True, skip_pixels=40)
-    assert fifos[0] == ("in", 2, 48 * 32, "srl") and fifos[1] == ("win", 2, 12 * 32, "srl")
-    assert fifos[2] == ("wload", 2, 12 * 16 * 32, "srl") and fifos[3][:3] == ("skip", 40, 32 * 32)
+    assert fifos[0] == ("in", 2, 12 * 32, "srl") and fifos[1] == ("win", 2, 12 * 32, "srl")
+    assert fifos[2] == ("wload", 2, 12 * 16 * 32, "srl") and fifos[3][:3] == ("skip", 80, 16 * 32)
     assert fifos[3][3] != "srl"
     lut = RESOURCE_KINDS.index("lut")
     res = np.zeros(len(RESOURCE_KINDS))
     assert fifo_storage(2, 960 * 8, VU9P_CAPS, res) == "srl" and res[lut] == 960 * 8
     res = np.zeros(len(RESOURCE_KINDS))
-    assert fifo_storage(2, 96 * 8, VU9P_CAPS, res) == "srl" and res[lut] == 96 * 8
-    # each of the stage's FIFOs is in its resources: the LUTs the three shallow ones take, by hand
-    plain = stage_resources(dw, 1, 12, "int8", VU9P_CAPS)[lut]
-    assert plain - sum(b for _, _, b, _ in stage_fifos(dw, 1, 12, "int8", VU9P_CAPS)) > 0
-    wider = NetLayer("depthwise", 192, 192, 14, 14, 3, 3, 1, 1)  # 96 input channels more: 768 LUTs of FIFO more
-    assert stage_resources(wider, 1, 12, "int8", VU9P_CAPS)[lut] - plain == 96 * 8 + _memory_luts(
-        wider, 12) - _memory_luts(dw, 12)
+    assert fifo_storage(32, 96 * 8, VU9P_CAPS, res) == "srl" and res[lut] == 96 * 8
+    assert fifo_storage(33, 96 * 8, VU9P_CAPS) != "srl"
+    # each of the stage's FIFOs is in its resources: twice the lanes, 12 × 8 more bits in each of the three
+    plain = stage_resources(dw, 1, 12, "int8", VU9P_CAPS)
+    wider = stage_resources(dw, 1, 24, "int8", VU9P_CAPS)
+    fifo_luts = sum(b for _, _, b, _ in stage_fifos(dw, 1, 24, "int8", VU9P_CAPS)) - sum(
+        b for _, _, b, _ in stage_fifos(dw, 1, 12, "int8", VU9P_CAPS))
+    assert fifo_luts == 3 * 12 * 8
+    assert stage_resources(dw, 1, 24, "int8", {**VU9P_CAPS, "lut": 1e12})[lut] - stage_resources(
+        dw, 1, 12, "int8", {**VU9P_CAPS, "lut": 1e12})[lut] >= fifo_luts
+    assert wider[lut] > plain[lut]
 
 
-def _memory_luts(layer, lanes):
-    """The LUTs of the stage's line buffer and weights (``line_storage``, ``weights_storage``) alone."""
-    from cost_models.fpga_pipeline_storage import line_storage, weights_storage
+def test_a_regroup_by_hand():
+    """A regroup between a producer's 16 words of 2 lanes and a consumer's 3 words of 12 (32 channels): a
+    register of 36 channels, each output lane a 3:1 multiplexer (a LUT a bit), the FIFO of input words before it
+    (two, a LUT a bit), 19 trips a pixel; none where the lanes agree, and one for the result's port words."""
+    from cost_models.fpga_pipeline_streams import REGROUP_CONTROL_FF, REGROUP_CONTROL_LUT, Regroup, regroups
 
-    res = np.zeros(len(RESOURCE_KINDS))
-    line_storage(layer, 1, lanes, "int8", VU9P_CAPS, res)
-    weights_storage(layer, 1, lanes, "int8", VU9P_CAPS, res)
-    return res[RESOURCE_KINDS.index("lut")]
+    g = Regroup("t1_to_s1", 256, 16, 2, 3, 12)
+    assert (g.size, g.trips) == (36, 256 * 19)
+    res = g.resources("int8")
+    assert res[RESOURCE_KINDS.index("ff")] == 36 * 8 + REGROUP_CONTROL_FF
+    assert res[RESOURCE_KINDS.index("lut")] == 12 * 8 * 1 + REGROUP_CONTROL_LUT + 2 * 8
+    layers = [NetLayer("grid", 27, 32, 16, 16, 1, 1), NetLayer("grid", 32, 64, 16, 16, 1, 1),
+              NetLayer("grid", 64, 10, 16, 16, 1, 1)]
+    # the image: 27 channels on 8 lanes are 32, a word of 8 on a 16-element port: as the stage reads them
+    got = regroups(layers, [(8, 2), (12, 16), (16, 4)], [None, None, None], 16)
+    assert [(x.consumer, x.in_words, x.in_lanes, x.out_words, x.out_lanes) for x in got] == [
+        ("t1_to_s1", 16, 2, 3, 12)]  # 16 lanes to 16: none; 4 result lanes, a port word of 4: none
+    got = regroups(layers, [(8, 2), (12, 16), (16, 3)], [None, None, 1], 16)
+    assert [x.consumer for x in got] == ["t1_to_s1", "t1_skip_s2", "t3_result"]
+    assert got[1].in_lanes == 2 and got[1].out_lanes == 3 and got[2].out_lanes == 2
 
 
 def test_host_image_runs_as_im2col():
@@ -126,7 +143,7 @@ def test_pipeline_rate_is_its_slowest_stage_and_fits():
     for s in design.stages:
         assert s.cycles == stage_time(s.layer, s.in_lanes, s.out_lanes)
     slowest = max(s.cycles for s in design.stages)
-    assert design.interval_cycles == max(slowest, design.io_cycles)
+    assert design.interval_cycles == max(slowest, design.io_cycles, *(g.trips for g in design.regroups))
     assert design.fps == pytest.approx(design.achieved_mhz * 1e6 / design.interval_cycles)
     caps = board.caps
     assert all(design.resources[k] <= caps[k] for k in RESOURCE_KINDS)

@@ -13,7 +13,14 @@ from dataclasses import replace
 
 import pytest
 
-from cost_models.fpga_pipeline import explore_pipeline, line_storage, stage_fifos, stage_time, weights_storage
+from cost_models.fpga_pipeline import (
+    explore_pipeline,
+    line_storage,
+    stage_fifos,
+    stage_regroups,
+    stage_time,
+    weights_storage,
+)
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import load_board
 from hetero_dse.hls.csim import csim
@@ -27,7 +34,8 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="C-simulatio
 
 #: lanes that leave every tensor in part-folds (the balance may choose any count on a side's ladder): the image's
 #: 27 im2col channels read on 12 lanes (36) in words of 8 (40); dw, c4 and c5 read fewer channels than the
-#: tensor before them holds (24 of c1's, 32 of 36), so their FIFOs carry only those; c4 adds a residual
+#: tensor before them holds (24 of c1's, 32 of 36); every edge but c4's residual joins other lanes, so five
+#: regroups stand between producers and consumers; c4 adds a residual
 #: of 36 channels; fc's weight row of 12 × 2 ends in part of a 16-element word
 RAGGED = {"c1": (12, 12), "dw": (1, 8), "pw": (12, 12), "c4": (8, 12), "c5": (8, 12), "fc": (12, 2)}
 
@@ -40,7 +48,8 @@ def _ragged(design):
                       line=line_storage(s.layer, p, q, design.dtype, caps),
                       fifos=stage_fifos(s.layer, p, q, design.dtype, caps, s.shape.residual, s.skip_pixels))
               for s in design.stages for p, q in [RAGGED[s.shape.name]]]
-    return replace(design, stages=stages)
+    return replace(design, stages=stages, regroups=stage_regroups(stages, design.board.memory.port_bits // (
+        8 * (1 if design.dtype == "int8" else 4))))
 
 
 @pytest.fixture(scope="module", params=[("float32", "zcu102"), ("int8", "zcu102"), ("int8", "vu9p"),
@@ -51,7 +60,7 @@ def project(request, tmp_path_factory):
     dtype, board = request.param
     layers, image, _, _ = traced()
     design = explore_pipeline([(layer.shape, 1) for layer in layers], load_board(board.replace("ragged", "zcu102")),
-                              dtype)
+                              dtype, residuals=[None if c.residual is None else c.residual + 1 for c in layers])
     if board == "ragged":
         design = _ragged(design)
     directory = write_pipeline_project(tmp_path_factory.mktemp(dtype) / "hls", design, layers, image,
@@ -78,8 +87,10 @@ def test_the_network_streams_through_the_pipeline_as_torch_computes_it(project):
     assert result.elements == 2 * -(-10 // q) * q  # two images, ten logits padded to the last stage's lanes
     text = (directory / "src" / "kernel.cpp").read_text()
     if design.stages[0].in_lanes == 12:  # the ragged lanes: the cases they are there for are in the code
-        assert text.count("_in_t lb[") == 3 and "the row's last word is part padding" in text
-        assert "struct img_pix_t { data_t c[40]; }" in (directory / "src" / "kernel.h").read_text()
+        assert text.count("static void regroup_") == 5 and "the row's last word is part padding" in text
+        # the image's 27 im2col channels on 12 lanes are 36, in 5 words of 8: 40 channels a pixel in DDR
+        assert "IMG_V = 8," in (directory / "src" / "kernel.h").read_text()
+        assert "A pixel's 5 words of 8 regrouped as 3 of 12 for t0_to_s0" in text
     if dtype == "int8":
         assert result.max_abs_error == 0.0
     assert not result.warnings
@@ -87,23 +98,26 @@ def test_the_network_streams_through_the_pipeline_as_torch_computes_it(project):
     report = lint(directory)
     assert report.ok, [str(f) for f in report.findings]
     record = json.loads((directory / "design.json").read_text())
-    # the residual waits in a FIFO as deep as the model charges; every other FIFO holds two pixels
-    skips = [f for f in record["fifos"] if "_skip_" in f["stream"]]
-    assert [f["depth"] for f in skips] == [s.skip_pixels for s in design.stages if s.shape.residual]
+    # the residual waits in a FIFO as deep as the model charges: its pixels, a fold of the adding stage's output
+    # lanes a word; every other FIFO holds two words
+    skips = [f for f in record["fifos"] if "_skip_" in f["stream"] and not f["stream"].endswith("_a")]
+    assert [f["depth"] for f in skips] == [s.skip_pixels * -(-s.layer.K // s.out_lanes)
+                                           for s in design.stages if s.shape.residual]
+    assert all(f["depth"] == 2 for f in record["fifos"] if f not in skips)
 
 
 def test_a_window_that_reads_the_edge_for_the_padding_fails_the_csim(project, tmp_path):
     _, _, directory = project
-    mutant = _mutated(directory, tmp_path, "w[j] = inside ?", "w[j] = true ?")
+    mutant = _mutated(directory, tmp_path, "= inside ? lb[", "= true ? lb[")
     assert not csim(mutant).passed
 
 
 def test_a_missing_residual_add_fails_the_csim(project, tmp_path):
     dtype, _, directory = project
     if dtype == "int8":
-        mutant = _mutated(directory, tmp_path, "o += (int)(((int)res.c[k]", "o -= (int)(((int)res.c[k]")
+        mutant = _mutated(directory, tmp_path, "o += (int)(((int)res[l]", "o -= (int)(((int)res[l]")
     else:
-        mutant = _mutated(directory, tmp_path, "v = v + (acc_t)res.c[k];", "v = v - (acc_t)res.c[k];")
+        mutant = _mutated(directory, tmp_path, "v = v + (acc_t)res[l];", "v = v - (acc_t)res[l];")
     assert not csim(mutant).passed
 
 
@@ -136,12 +150,11 @@ def test_the_lint_holds_the_fifos_lanes_and_accumulation_to_the_design(project, 
 
 
 def test_each_fifo_is_as_deep_wide_and_bound_as_the_model_charges_it(project, tmp_path):
-    """Every FIFO the code declares is one the model charges (``stage_fifos``, ``result_fifo``), as wide and in
-    the same memory; a FIFO left to Vitis, one that carries the tensor's whole pixel to a consumer that reads
-    fewer channels, and one bound elsewhere are each found."""
+    """Every FIFO the code declares is one the model charges (``stage_fifos``, each regroup's input, the result's
+    port words), as wide and in the same memory; a FIFO left to Vitis, one of wider words than the model charges,
+    and one bound elsewhere are each found."""
     import numpy as np
 
-    from cost_models.fpga_pipeline import result_fifo
     from cost_models.fpga_pipeline_storage import fifo_storage
     from hetero_dse.hardware.board import RESOURCE_KINDS
 
@@ -156,27 +169,55 @@ def test_each_fifo_is_as_deep_wide_and_bound_as_the_model_charges_it(project, tm
         for _, depth, bits, _ in s.fifos:
             fifo_storage(depth, bits, caps, charged)
     elem = 8 * np.dtype(dtype).itemsize
-    port = design.board.memory.port_bits // elem
-    charged += result_fifo(design.stages[-1].layer, design.stages[-1].out_lanes, dtype, port)
+    out_v = int(re.search(r"OUT_V = (\d+)", (directory / "src" / "kernel.h").read_text()).group(1))
+    fifo_storage(2, out_v * elem, caps, charged)
+    for g in design.regroups:
+        fifo_storage(2, g.in_lanes * elem, caps, charged)
     assert np.array_equal(built, charged), (built, charged)
-    assert len(record["fifos"]) == sum(len(s.fifos) for s in design.stages) + 1
+    assert len(record["fifos"]) == sum(len(s.fifos) for s in design.stages) + 1 + len(design.regroups)
     text = (directory / "src" / "kernel.cpp").read_text()
     unbound = re.search(r"  #pragma HLS BIND_STORAGE variable=(\w+) type=fifo impl=srl\n", text)
     assert [f.check for f in lint(_mutated(directory, tmp_path / "unbound", unbound.group(0), "")).findings] == [
         "fifo"]
-    skip = next(f for f in record["fifos"] if "_skip_" in f["stream"])
+    skip = next(f for f in record["fifos"] if "_skip_" in f["stream"] and not f["stream"].endswith("_a"))
     other = "lutram" if skip["memory"] != "lutram" else "bram"
     moved = _mutated(directory, tmp_path / "moved", f"variable={skip['stream']} type=fifo impl={skip['memory']}",
                      f"variable={skip['stream']} type=fifo impl={other}")
     assert [f.check for f in lint(moved).findings] == ["fifo"]
-    narrowed = re.search(r"hls::stream<(s\d+_in_t)> (t(\d+)_to_s\d+);", text)
-    if narrowed is None:
-        assert design.stages[0].in_lanes != 12  # the ragged project narrows three
-        return
-    whole = _mutated(directory, tmp_path / "whole", narrowed.group(0),
-                     narrowed.group(0).replace(narrowed.group(1), f"t{int(narrowed.group(3)) - 1}_pix_t")
-                     if narrowed.group(3) != "0" else narrowed.group(0).replace(narrowed.group(1), "img_pix_t"))
-    assert [f.check for f in lint(whole).findings] == ["fifo"]
+    # a stage's input words wider than the model charges (its window's lanes twice over)
+    header = (directory / "src" / "kernel.h").read_text()
+    typedef = re.search(r"typedef hls::vector<data_t, (\d+)> (s\d+_in_t);", header)
+    wide = tmp_path / "wide"
+    shutil.copytree(directory, wide)
+    (wide / "src" / "kernel.h").write_text(header.replace(typedef.group(0), typedef.group(0).replace(
+        f"data_t, {typedef.group(1)}>", f"data_t, {2 * int(typedef.group(1))}>")))
+    assert "fifo" in {f.check for f in lint(wide).findings}
+
+
+def test_each_regroup_is_the_models_and_breaking_one_fails(project, tmp_path):
+    """Where a producer's words and its consumer's lanes differ a regroup stands between them, as the model
+    charges it (its lanes, its trips); a regroup's loop one pixel short is found by the lint and the trip check,
+    and words regrouped in the wrong order fail the C-simulation."""
+    _, design, directory = project
+    record = json.loads((directory / "design.json").read_text())
+    groups = record["design"]["regroups"]
+    assert groups, "every project here joins some producer to a consumer of other lanes"
+    for g in groups:
+        assert g["trips"] == g["pixels"] * (g["in_words"] + g["out_words"])
+        assert g["in_lanes"] != g["out_lanes"]
+    g = groups[-1]
+    text = (directory / "src" / "kernel.cpp").read_text()
+    bound = f"it < (long)frames * {g['trips']};"
+    assert bound in text
+    short = _mutated(directory, tmp_path / "short", bound,
+                     f"it < (long)frames * {g['trips'] - g['in_words'] - g['out_words']};")
+    assert "regroup" in {f.check for f in lint(short).findings}
+    first = groups[0]
+    take = f"pix[f * {first['in_lanes']} + j] = v[j];"
+    swapped = _mutated(directory, tmp_path / "order", take,
+                       f"pix[({first['in_words']} - 1 - f) * {first['in_lanes']} + j] = v[j];")
+    if first["in_words"] > 1:
+        assert not csim(swapped).passed
 
 
 def test_a_stage_whose_lanes_differ_from_the_design_is_found(project, tmp_path):
@@ -278,9 +319,9 @@ def test_a_ragged_stages_padding_broken_fails_the_csim(project, tmp_path):
     _, design, directory = project
     if design.stages[0].in_lanes != 12:
         pytest.skip("the ragged lanes' project only")
-    # a narrowed pixel that takes its channels one place off: the consumer reads another channel
-    assert not csim(_mutated(directory, tmp_path / "line", "v.c[j] = out.c[j];",
-                             "v.c[j] = out.c[j == 0 ? 1 : j];")).passed
+    # a regroup that puts its input word's lanes one place off: the consumer reads another channel
+    assert not csim(_mutated(directory, tmp_path / "line", "pix[f * 12 + j] = v[j];",
+                             "pix[f * 12 + (j == 0 ? 1 : j)] = v[j];")).passed
     # the guard on a weight row's last, part-padding word dropped: lanes past the row, which the sim's vector stops
     with pytest.raises(HeteroDSEError, match="lane past the word"):
         csim(_mutated(directory, tmp_path / "row", "if (w * 16 + j < 24) row[w * 16 + j] = v[j];",

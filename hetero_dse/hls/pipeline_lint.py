@@ -9,6 +9,8 @@ counts (``check_pipeline_trips``); this checks what a C-simulation cannot see:
 - ``lanes``: each stage's weight rows and window words are as wide as its lanes;
 - ``storage``: each stage's weights are one RAM, a row one word, and its line buffer one RAM, in the memories
   the model charges;
+- ``regroup``: each regroup the model charges (between words of other lanes) is a process of the code with its
+  lanes and trips, and there is no other;
 - ``dependence``: each PE array's partial sums rotate over the accumulation distance the pragma declares;
 - ``lanes``/``bind_op`` (int8): each packed stage sums its input lanes in chains of the model's length, each
   started afresh, its multiply-adds bound to no core (a BIND_OP stops Vitis matching each into one DSP).
@@ -50,6 +52,7 @@ def lint_pipeline(project: str | Path) -> LintReport:
                                              "after the other, not at the rate the model gives")
     packed = record.get("dtype", record.get("design", {}).get("dtype")) == "int8"
     _check_fifos(source + header, top, fifos, 8 if packed else 32, report)
+    _check_regroups(source + header, record["design"].get("regroups", []), int(record.get("frames", 1)), report)
     for i, s in enumerate(stages):
         p, q = s["in_lanes"], s["out_lanes"]
         m = re.search(rf"static data_t W{i}\[(\d+)\]\[(\d+)\]", source)
@@ -90,12 +93,37 @@ def lint_pipeline(project: str | Path) -> LintReport:
     return report
 
 
+def _check_regroups(code: str, groups: list[dict], frames: int, report: LintReport) -> None:
+    """Each regroup the model charges is a process of the code, reading words of its input lanes and writing
+    words of its output lanes, its loop the model's trips; the code has no other."""
+    widths = _widths(code)
+    found = {m.group(1): m for m in re.finditer(
+        r"static void regroup_(\w+)\(hls::stream<(\w+)> &in, hls::stream<(\w+)> &out, int frames\) \{"
+        r"(?:(?!\nstatic void ).)*?it < \(long\)frames \* (\d+);", code, re.S)}
+    for g in groups:
+        m = found.pop(g["consumer"], None)
+        got = m and (widths.get(m.group(2)), widths.get(m.group(3)), int(m.group(4)))
+        if got != (g["in_lanes"], g["out_lanes"], g["trips"]):
+            report.add("regroup", "kernel.cpp", f"the regroup for {g['consumer']}: {got and got[:2]} lanes in and out "
+                                                f"over {got and got[2]} trips a frame in the code, the model's "
+                                                f"{g['in_lanes']} and {g['out_lanes']} over {g['trips']}")
+    for name in found:
+        report.add("regroup", "kernel.cpp", f"the regroup for {name} is not in the design")
+
+
+def _widths(code: str) -> dict[str, int]:
+    """Each element type's values: a struct's array, an ``hls::vector``'s length (a named constant resolved)."""
+    widths = {m.group(1): int(m.group(2)) for m in re.finditer(r"struct (\w+) \{ data_t c\[(\d+)\]; \};", code)}
+    consts = {m.group(1): m.group(2) for m in re.finditer(r"\b([A-Z_]+) = (\d+)\b", code)}
+    widths.update({m.group(2): int(consts.get(m.group(1), m.group(1))) for m in re.finditer(
+        r"typedef hls::vector<data_t, (\w+)> (\w+);", code)})
+    return widths
+
+
 def _check_fifos(code: str, top: str, fifos: list[dict], elem_bits: int, report: LintReport) -> None:
     """Each FIFO the top function declares is one of the design's, as deep, as wide (its element type's values)
     and bound to the memory the model charges (a FIFO left to Vitis past 2 words or 1,024 bits goes to memory)."""
-    widths = {m.group(1): int(m.group(2)) for m in re.finditer(r"struct (\w+) \{ data_t c\[(\d+)\]; \};", code)}
-    widths.update({m.group(2): int(m.group(1)) for m in re.finditer(
-        r"typedef hls::vector<data_t, (\d+)> (\w+);", code)})
+    widths = _widths(code)
     types = {m.group(2): m.group(1) for m in re.finditer(r"^\s*hls::stream<(\w+)> (\w+);", top, re.M)}
     depths = {m.group(1): int(m.group(2)) for m in re.finditer(r"#pragma HLS STREAM variable=(\w+) depth=(\d+)",
                                                                 top)}

@@ -1,6 +1,7 @@
 """Writing a layer-pipelined accelerator (``cost_models/fpga_pipeline.py``) as a Vitis HLS project: one stage a
 layer of a traced network (``model/chain.py``), each with its lanes from the design and its weights on chip
-(``src/weights.h``), FIFOs of whole pixels between the stages, and a test bench that streams images through the
+(``src/weights.h``), FIFOs of words between the stages (a fold of the producer's output lanes; a regroup where
+the consumer reads other lanes), and a test bench that streams images through the
 whole pipeline in one kernel call and checks the network's output against torch (int8: bit for bit against
 the same integer arithmetic, ``network_quant``).
 
@@ -31,6 +32,7 @@ from cost_models.fpga_pipeline import (
     stage_cycles,
     window_trips,
 )
+from cost_models.fpga_pipeline_streams import in_lanes_of, regroups
 from hetero_dse import __version__
 from hetero_dse.atomic import atomic_directory
 from hetero_dse.errors import HeteroDSEError
@@ -80,46 +82,52 @@ def _im2col(x: np.ndarray, R: int, S: int, stride: int, pad: int) -> np.ndarray:
     return cols.transpose(2, 3, 0, 1).reshape(oh * ow, R * S * c)
 
 
-def _plan(design: PipelineDesign, layers: Sequence[Any]) -> tuple[list[dict], list[dict]]:
-    """The tensors (0: the image, i + 1: stage i's output) with their padded channels and consumers' FIFOs, and
-    the stages' template values."""
+def _plan(design: PipelineDesign, layers: Sequence[Any]) -> tuple[list[dict], list[dict], list[dict]]:
+    """The tensors (0: the image, i + 1: stage i's output) with their padded channels, their producer's word and
+    their consumers' FIFOs; the stages' template values; the regroups between words of other lanes, for the
+    traced graph (its residuals' true sources)."""
     stages = design.stages
-    lanes_in = [s.in_lanes if s.layer.engine == "grid" else s.out_lanes for s in stages]
+    port_elems = design.board.memory.port_bits // (8 * np.dtype(design.dtype).itemsize)
+    elem_bits = 8 * np.dtype(design.dtype).itemsize
+    lanes_in = [in_lanes_of(s.layer, s.in_lanes, s.out_lanes) for s in stages]
     tensors = [{"index": 0, "name": "img", "what": "the image", "lanes": [], "true": stages[0].layer.C,
-                "pixels": stages[0].layer.H * stages[0].layer.W, "consumers": []}]
+                "pixels": stages[0].layer.H * stages[0].layer.W, "consumers": [], "word_type": "img_word_t"}]
     for i, s in enumerate(stages):
         tensors.append({"index": i + 1, "name": f"t{i}", "what": f"stage {i}'s output ({s.shape.name})",
                         "lanes": [s.out_lanes], "true": s.layer.K if s.layer.engine == "grid" else s.layer.C,
-                        "pixels": s.layer.OH * s.layer.OW, "consumers": []})
-    elem_bits = 8 * np.dtype(design.dtype).itemsize
+                        "pixels": s.layer.OH * s.layer.OW, "consumers": [], "word_type": f"s{i}_out_t"})
+    code_groups = regroups([s.layer for s in stages], [(s.in_lanes, s.out_lanes) for s in stages],
+                           [None if c.residual is None else c.residual + 1 for c in layers], port_elems)
+    grouped = {g.consumer for g in code_groups}
+
+    def consumer(tensor: int, stream: str, depth: int, bits: int, memory: str, kind: str, why: str) -> None:
+        tensors[tensor]["consumers"].append({"stream": stream, "depth": depth, "bits": bits, "memory": memory,
+                                             "type": kind, "why": why, "regroup": stream in grouped,
+                                             "src_stream": stream + "_a" if stream in grouped else stream})
+
     for i, layer in enumerate(layers):
-        # each consumer's FIFO as the model declares it (stage_fifos): its pixels the channels that stage reads
-        fifos = {role: (depth, int(bits) // elem_bits, memory) for role, depth, bits, memory in stages[i].fifos}
+        # each consumer's FIFO as the model declares it (stage_fifos): a fold of the lanes it reads a word
+        fifos = {role: (depth, int(bits), memory) for role, depth, bits, memory in stages[i].fifos}
         src = layer.source + 1
         tensors[src]["lanes"].append(lanes_in[i])
-        depth, channels, memory = fifos["in"]
-        tensors[src]["consumers"].append({"stream": f"t{src}_to_s{i}", "depth": depth, "channels": channels,
-                                          "memory": memory, "type": f"s{i}_in_t", "why": f"stage {i}'s input"})
+        consumer(src, f"t{src}_to_s{i}", *fifos["in"], f"s{i}_in_t", f"stage {i}'s input")
         if layer.residual is not None:
             res = layer.residual + 1
             tensors[res]["lanes"].append(stages[i].out_lanes)
-            depth, channels, memory = fifos["skip"]
-            tensors[res]["consumers"].append({"stream": f"t{res}_skip_s{i}", "depth": depth, "channels": channels,
-                                              "memory": memory, "type": f"s{i}_skip_t",
-                                              "why": f"the residual stage {i} adds: {depth} pixels, the model's"})
+            depth = fifos["skip"][0]
+            consumer(res, f"t{res}_skip_s{i}", *fifos["skip"], f"s{i}_out_t",
+                     f"the residual stage {i} adds: {depth} words, the model's")
     for t in tensors:  # as many channels as any lane count that touches the tensor reads or writes in whole folds
         t["channels"] = max(-(-t["true"] // lanes) * lanes for lanes in t["lanes"])
-    port_elems = design.board.memory.port_bits // (8 * np.dtype(design.dtype).itemsize)
     for t in (tensors[0], tensors[-1]):  # the image and the result also in whole words of their ports
         channels, t["word"] = port_pixel(t["true"], t["lanes"][0], port_elems)
         t["channels"] = max(t["channels"], channels)
-    tensors[-1]["consumers"].append({"stream": f"t{len(stages)}_result", "depth": 2,
-                                     "channels": tensors[-1]["channels"], "memory": "srl",
-                                     "type": f"{tensors[-1]['name']}_pix_t", "why": "the result"})
-    for t in tensors:  # a consumer that reads every channel the tensor holds takes its pixel whole
-        for c in t["consumers"]:
-            if c["channels"] == t["channels"]:
-                c["type"] = f"{t['name']}_pix_t"
+    consumer(len(stages), f"t{len(stages)}_result", 2, tensors[-1]["word"] * elem_bits, "srl", "out_word_t",
+             "the result")
+    groups = [{**g.to_json(), "size": g.size, "tensor": int(g.consumer[1:].split("_")[0]),
+               "in_type": next(t["word_type"] for t in tensors for c in t["consumers"] if c["stream"] == g.consumer),
+               "out_type": next(c["type"] for t in tensors for c in t["consumers"] if c["stream"] == g.consumer)}
+              for g in code_groups]
     ctx = []
     integer = design.dtype == "int8"
     distance = design.distance
@@ -133,19 +141,13 @@ def _plan(design: PipelineDesign, layers: Sequence[Any]) -> tuple[list[dict], li
                  "residual": None if layer.residual is None else layer.residual + 1, "p": p, "q": q,
                  "win_lanes": p if grid else p * q, "H": n.H, "W": n.W, "OH": n.OH, "OW": n.OW, "R": n.R, "S": n.S,
                  "stride": n.stride, "pad": n.pad, "cf": cf, "tg": tg, "T": t,
-                 # the channels its window reads: its line buffer holds these (the model's), not another stage's padding
-                 "line_channels": cf * (p if grid else q),
+                 "in_lanes": lanes_in[i],  # the lanes its window reads: a word of its input, its line buffer's
                  "folds": math.ceil(n.K / q) if grid else cf, "steps": t if grid else tg,
                  "per_pixel": t if grid else cf * tg, "pointwise": grid and pointwise(n), "distance": distance,
                  "packed": integer and grid and q % 2 == 0, "chain": packed_chain(p), "weights": s.weights,
                  "line": s.line,
                  "in_stream": f"t{layer.source + 1}_to_s{i}",
                  "fifo_memory": {role: memory for role, _, _, memory in s.fifos},
-                 "in_type": next(c["type"] for c in tensors[layer.source + 1]["consumers"]
-                                 if c["stream"] == f"t{layer.source + 1}_to_s{i}"),
-                 "skip_type": None if layer.residual is None else next(
-                     c["type"] for c in tensors[layer.residual + 1]["consumers"]
-                     if c["stream"] == f"t{layer.residual + 1}_skip_s{i}"),
                  "skip_stream": None if layer.residual is None else f"t{layer.residual + 1}_skip_s{i}",
                  "lo": _c_float(lo), "hi": _c_float(hi), "slope": _c_float(slope),
                  # below zero: a multiply only for a leaky activation (what the model charges), else a compare
@@ -154,7 +156,7 @@ def _plan(design: PipelineDesign, layers: Sequence[Any]) -> tuple[list[dict], li
             qz = layer.quant
             stage.update({k: int(qz[k]) for k in ("shift", "res_mult", "res_shift", "slope_mult", "qlo", "qhi")})
         ctx.append(stage)
-    return tensors, ctx
+    return tensors, ctx, groups
 
 
 def _weight_rows(layers: Sequence[Any], stages: list[dict], im2col: bool) -> list[np.ndarray]:
@@ -241,7 +243,7 @@ def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequ
                                      "quant": r.quant}) for c, r in zip(layers, run.layers, strict=True)]
     first = layers[0].shape
     im2col = first.engine == "grid" and first.from_host and first.R * first.S > 1
-    tensors, stages = _plan(design, layers)
+    tensors, stages, groups = _plan(design, layers)
     dtype = np.int8 if integer else np.float32
     port_elems = design.board.memory.port_bits // (8 * np.dtype(dtype).itemsize)
     img_v, out_v = tensors[0]["word"], tensors[-1]["word"]
@@ -271,8 +273,9 @@ def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequ
     model = {"read": io["read"] * frames, "load": load_trips(design.stages, wgt_v), "write": io["write"] * frames,
              "stages": [{"window": window_trips(s.layer, s.in_lanes, s.out_lanes) * frames,
                          "mac": stage_cycles(s.layer, s.in_lanes, s.out_lanes, design.distance) * frames}
-                        for s in design.stages]}
-    ctx = {"top": top, "network": network, "board": design.board.name, "part": design.board.part,
+                        for s in design.stages],
+             "regroups": {g.consumer: g.trips * frames for g in design.regroups}}
+    ctx = {"top": top, "network": network, "regroups": groups, "board": design.board.name, "part": design.board.part,
            "clock_mhz": design.clock_mhz, "ctype": "signed char" if integer else "float",
            "acc_ctype": "int" if integer else "float", "integer": integer, "tensors": tensors, "stages": stages,
            "img_v": img_v, "out_v": out_v, "image_words": img.size // img_v, "result_words": expected.size // out_v,
@@ -308,8 +311,10 @@ def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequ
                       "generator": f"hetero_dse {__version__}", "design": design.to_json(), "frames": frames,
                       "trips": model, "predicted": {"ops": 2 * design.macs * frames},
                       "fifos": [{"stream": c["stream"], "depth": c["depth"], "tensor": t["name"],
-                                 "bits": c["channels"] * elem_bits, "memory": c["memory"]}
+                                 "bits": c["bits"], "memory": c["memory"]}
                                 for t in tensors for c in t["consumers"]] + [
+                          {"stream": g.consumer + "_a", "depth": 2, "bits": g.in_lanes * elem_bits, "memory": "srl"}
+                          for g in design.regroups] + [
                           {"stream": f"s{i}_{role}", "depth": depth, "bits": int(bits), "memory": memory}
                           for i, s in enumerate(design.stages) for role, depth, bits, memory in s.fifos
                           if role in ("win", "wload")]}
@@ -340,4 +345,10 @@ def check_pipeline_trips(directory: Path, output: str) -> list[str]:
         for kind, value in zip(("window", "mac"), got, strict=True):
             if value != m[kind]:
                 problems.append(f"stage {i}: its {kind} process ran {value} iterations, the model charges {m[kind]}")
+    ran = {m.group(1): int(m.group(2)) for m in re.finditer(r"regroup (\w+) trips=(\d+)", output)}
+    for name in sorted(set(ran) | set(model.get("regroups", {}))):
+        got, want = ran.get(name), model.get("regroups", {}).get(name)
+        if got != want:
+            problems.append(f"the regroup for {name} ran {got if got is not None else 'no'} iterations, the model "
+                            f"charges {want if want is not None else 'no regroup there'}")
     return problems

@@ -341,12 +341,12 @@ def _pipeline(graph: Any, shapes: list, board: Any, dtype: str, clock: float, ou
         except Exception as exc:  # noqa: BLE001 - the user's forward, run again by the tracer: said, not raised
             why = f"tracing the network into a chain of layers failed: {type(exc).__name__}: {exc}"
     try:
-        design = explore_pipeline([(layer.shape, 1) for layer in layers] if layers else shapes, board, dtype, clock)
+        residuals = [None if c.residual is None else c.residual + 1 for c in layers] if layers else None
+        design = explore_pipeline([(c.shape, 1) for c in layers] if layers else shapes, board, dtype, clock, residuals)
     except HeteroDSEError as exc:
         return {"why": str(exc)}
-    p = design.to_json()
-    record = {k: p[k] for k in ("architecture", "fps", "latency_s", "gops", "stages", "bottleneck", "achieved_mhz",
-                                "utilisation", "basis")}
+    record = {k: v for k, v in design.to_json().items() if k in (
+        "architecture", "fps", "latency_s", "gops", "stages", "bottleneck", "achieved_mhz", "utilisation", "basis")}
     if out is None:
         return record
     if not layers:

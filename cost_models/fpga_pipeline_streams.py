@@ -1,0 +1,139 @@
+"""How a layer pipeline's stages pass their pixels (``cost_models/fpga_pipeline.py``): FINN's streams, a word of
+the producer's output lanes at a time, each fold of a pixel as its PE array finishes it. A FIFO of whole pixels
+would be as wide as the tensor's channels: two words of 960 int8 channels are 7,680 shift-register LUTs, and a
+window that picks a fold out of a whole pixel is a multiplexer of every fold on each lane.
+
+Where the consumer reads words of other lanes (its window's lanes, the output lanes that add a residual, the
+port's word of the result), a regroup process sits between: it reads a pixel's words into a register of its
+channels, then writes them as the consumer's words, one word a trip either way. Where the lanes agree the
+producer's FIFO goes straight to the consumer. Each FIFO is bound where the model charges it (``fifo_storage``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from cost_models.fpga_network import NetLayer
+from cost_models.fpga_network_resources import mux_luts
+from cost_models.fpga_pipeline_storage import fifo_storage
+from hetero_dse.hardware.board import RESOURCE_KINDS
+
+__all__ = ["REGROUP_CONTROL_FF", "REGROUP_CONTROL_LUT", "Regroup", "folds", "in_lanes_of", "port_pixel",
+           "regroups", "stage_fifos"]
+
+#: a regroup's counter, its phase compare and handshakes (*estimate*, no synthesis behind it)
+REGROUP_CONTROL_LUT, REGROUP_CONTROL_FF = 60, 80
+_LUT, _FF = RESOURCE_KINDS.index("lut"), RESOURCE_KINDS.index("ff")
+
+
+def folds(channels: int, lanes: int) -> int:
+    return -(-channels // lanes)
+
+
+def in_lanes_of(layer: NetLayer, in_lanes: int, out_lanes: int) -> int:
+    """The lanes a stage's window reads its input in: the grid's input lanes, the depthwise engine's channels."""
+    return in_lanes if layer.engine == "grid" else out_lanes
+
+
+def port_pixel(channels: int, lanes: int, port_elems: int) -> tuple[int, int]:
+    """A pixel of the image (or the result) on its port: its channels padded to whole folds of the ``lanes``
+    that take them and to whole words, and the elements a word: no wider than the port or the lanes, and a power
+    of two (a vector of 52 elements is laid out as 64 in memory): 147 channels on 52 lanes are 156, in 5 words
+    of 32 on a 64-element port, 160."""
+    word = min(port_elems, 1 << (lanes.bit_length() - 1))
+    folded = folds(channels, lanes) * lanes
+    return -(-folded // word) * word, word
+
+
+def stage_fifos(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, caps: dict[str, float],
+                residual: bool = False, skip_pixels: int = 0) -> list[tuple[str, int, float, str]]:
+    """The FIFOs the stage's code declares, (role, depth, bits, memory) each: ``in``, its input's words, each a
+    fold of the lanes its window reads; ``win``, its window's words; ``wload``, its weight rows as the load
+    brings them; ``skip``, the residual it adds, a fold of its output lanes a word, as many words as the
+    ``skip_pixels`` its block holds back (at least two). The memory is ``fifo_storage``'s."""
+    bits = 8.0 * np.dtype(dtype).itemsize
+    grid = layer.engine == "grid"
+    out = [("in", 2, in_lanes_of(layer, in_lanes, out_lanes) * bits),
+           ("win", 2, (in_lanes if grid else in_lanes * out_lanes) * bits), ("wload", 2, in_lanes * out_lanes * bits)]
+    if residual:
+        k = layer.K if grid else layer.C
+        out.append(("skip", max(2, skip_pixels * folds(k, out_lanes)), out_lanes * bits))
+    return [(role, depth, width, fifo_storage(depth, width, caps)) for role, depth, width in out]
+
+
+@dataclass(frozen=True)
+class Regroup:
+    """A process between a producer whose pixel is ``in_words`` words of ``in_lanes`` and a consumer that reads
+    it as ``out_words`` of ``out_lanes``: ``consumer`` is the stream it feeds (``t{tensor}_to_s{i}``,
+    ``t{tensor}_skip_s{i}``, ``t{n}_result``), ``pixels`` a frame's."""
+
+    consumer: str
+    pixels: int
+    in_words: int
+    in_lanes: int
+    out_words: int
+    out_lanes: int
+
+    @property
+    def size(self) -> int:
+        """The register's channels: as many as either side's words hold (the rest read as zero)."""
+        return max(self.in_words * self.in_lanes, self.out_words * self.out_lanes)
+
+    @property
+    def trips(self) -> int:
+        """A frame's: each pixel's words read, then its words written, a word a trip."""
+        return self.pixels * (self.in_words + self.out_words)
+
+    def resources(self, dtype: str) -> np.ndarray:
+        """In ``RESOURCE_KINDS`` order: the register (each channel written from one lane of one input word, so
+        no multiplexer: a clock enable), each output lane's multiplexer of the words it may come from, the FIFO
+        of input words before it (two, in shift registers), and its control."""
+        bits = 8.0 * np.dtype(dtype).itemsize
+        res = np.zeros(len(RESOURCE_KINDS))
+        res[_FF] += self.size * bits + REGROUP_CONTROL_FF
+        res[_LUT] += self.out_lanes * bits * mux_luts(self.out_words) + REGROUP_CONTROL_LUT
+        fifo_storage(2, self.in_lanes * bits, {}, res)
+        return res
+
+    def to_json(self) -> dict[str, Any]:
+        return {"consumer": self.consumer, "pixels": self.pixels, "in_words": self.in_words,
+                "in_lanes": self.in_lanes, "out_words": self.out_words, "out_lanes": self.out_lanes,
+                "trips": self.trips}
+
+
+def regroups(layers: list[NetLayer], lanes: list[tuple[int, int]], skip_sources: list[int | None],
+             port_elems: int) -> list[Regroup]:
+    """The regroups a pipeline of ``layers`` (a chain: stage ``i`` reads tensor ``i``, the output of stage
+    ``i - 1``, tensor 0 the image) on ``lanes`` (each stage's input and output lanes) needs: on each edge whose
+    producer's words (the image port's, a stage's output lanes) differ from its consumer's (a window's lanes,
+    the output lanes of a stage that adds the tensor as a residual, ``skip_sources[i]``; the result port's)."""
+    first, (p0, q0) = layers[0], lanes[0]
+    img_channels, img_word = port_pixel(first.C, in_lanes_of(first, p0, q0), port_elems)
+
+    def producer(tensor: int) -> tuple[int, int]:  # (words a pixel, lanes a word)
+        if tensor == 0:
+            return img_channels // img_word, img_word
+        n, (_, q) = layers[tensor - 1], lanes[tensor - 1]
+        return folds(n.K if n.engine == "grid" else n.C, q), q
+
+    out = []
+    for i, (n, (p, q)) in enumerate(zip(layers, lanes, strict=True)):
+        words, width = producer(i)
+        lanes_in = in_lanes_of(n, p, q)
+        if width != lanes_in:
+            out.append(Regroup(f"t{i}_to_s{i}", n.H * n.W, words, width, folds(n.C, lanes_in), lanes_in))
+        src = skip_sources[i]
+        if src is not None:
+            words, width = producer(src)
+            if width != q:
+                k = n.K if n.engine == "grid" else n.C
+                out.append(Regroup(f"t{src}_skip_s{i}", n.OH * n.OW, words, width, folds(k, q), q))
+    last, (_, q) = layers[-1], lanes[-1]
+    words, width = producer(len(layers))
+    channels, word = port_pixel(words * width, q, port_elems)
+    if word != q:
+        out.append(Regroup(f"t{len(layers)}_result", last.OH * last.OW, words, width, channels // word, word))
+    return out
