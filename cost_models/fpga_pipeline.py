@@ -36,8 +36,6 @@ from cost_models.fpga_blocks import storage_cost
 from cost_models.fpga_costs import (
     ARITHMETIC,
     CHAIN_DELAY_FF,
-    NETWORK_OUTSTANDING,
-    axi_buffer_bram18,
     axi_max_beats,
     packed_chain,
 )
@@ -46,14 +44,31 @@ from cost_models.fpga_network_depths import accumulation_distance
 from cost_models.fpga_network_clock import design_clock_mhz
 from cost_models.fpga_network_resources import kernel_base
 from cost_models.fpga_pipeline_balance import balance, lane_ladder
-from cost_models.fpga_pipeline_storage import fifo_storage, line_storage, memory, pointwise, weights_storage
-from cost_models.fpga_pipeline_streams import Regroup, in_lanes_of, port_pixel, regroups, stage_fifos
+from cost_models.fpga_pipeline_storage import (
+    fifo_storage,
+    line_storage,
+    memory,
+    pointwise,
+    stream_trips,
+    streams_weights,
+    weight_rows,
+    weights_storage,
+)
+from cost_models.fpga_pipeline_streams import (
+    Regroup,
+    in_lanes_of,
+    pipeline_buffers,
+    port_pixel,
+    regroups,
+    stage_fifos,
+)
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 from hetero_dse.model.layer_shape import LayerShape
 
 __all__ = ["PipelineDesign", "Stage", "explore_pipeline", "image_trips", "io_trips", "line_storage", "load_trips",
            "memory", "pipeline_buffers", "pointwise", "port_pixel", "stage_cycles", "stage_fifos", "stage_regroups",
+           "stream_trips", "streams_weights", "weight_rows",
            "stage_layer", "stage_resources", "stage_time", "weights_storage", "window_trips"]
 
 #: the most lanes a side of one stage may take
@@ -106,7 +121,7 @@ def window_trips(layer: NetLayer, in_lanes: int, out_lanes: int) -> int:
 
 def stage_resources(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, caps: dict[str, float],
                     residual: bool = False, skip_pixels: int = 0, leaky: bool = False,
-                    distance: int = 1) -> np.ndarray:
+                    distance: int = 1, streamed: bool = False, port_bits: int = 0) -> np.ndarray:
     """One stage in ``RESOURCE_KINDS`` order: its multiply-adds (int8: two a DSP48E2 where the output lanes
     pair; the depthwise engine's window taps × channels), its weights on chip (a lane grid a word), its line
     buffer (a pixel a word), the FIFO that
@@ -125,7 +140,10 @@ def stage_resources(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, 
     res[_LUT] += muls * a.lut_mul + macs / chain * a.lut_add + (muls / chain * 40 if packed else 0)
     res[_FF] += macs * a.ff_mul + macs / chain * a.ff_add + (muls / chain * CHAIN_DELAY_FF if chain > 1 else 0)
     folds_c = math.ceil(layer.C / (in_lanes if grid else out_lanes))
-    weights_storage(layer, in_lanes, out_lanes, dtype, caps, res)
+    if streamed:  # the weights read from DDR each image (``streams_weights``): an m_axi port of its own instead
+        res += kernel_base([(port_bits, axi_max_beats(port_bits // 8))]) - kernel_base([])
+    else:
+        weights_storage(layer, in_lanes, out_lanes, dtype, caps, res)
     line_storage(layer, in_lanes, out_lanes, dtype, caps, res)
     if grid:  # the pixel's window, kept for its output-channel folds after the first
         storage_cost(float(layer.R * layer.S * folds_c), in_lanes * bits, caps.get("uram", 0) > 0, res, 1.0)
@@ -141,8 +159,8 @@ def stage_resources(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, 
     else:  # the requantising 32 x 16 multiply (two DSPs), the residual's 8 x 16 (one), the slope's 32 x 16 (two)
         res[_DSP] += out_lanes * (2 + (1 if residual else 0) + (2 if leaky else 0))
         res[_LUT] += out_lanes * 160
-    # the weight load: the row register read_weights gathers (its FIFO is among the stage's FIFOs): built once,
-    # used once before the first image
+    # the row register its weights are gathered in (its FIFO is among the stage's FIFOs): by the load, once before
+    # the first image, or by the stage's reader from DDR each image
     res[_FF] += macs * bits
     res[_LUT] += STAGE_CONTROL_LUT
     res[_FF] += STAGE_CONTROL_FF + macs * bits  # the input pixel's lanes broadcast to the output lanes
@@ -159,7 +177,7 @@ class Stage:
     resources: np.ndarray
     skip_pixels: int = 0
     skip_source: int | None = None  # the tensor (0 the image, i + 1 stage i's output) it adds as a residual
-    weights: str = "bram"  # where its weights live: bram or lutram (the code's BIND_STORAGE)
+    weights: str = "bram"  # where its weights live: bram, lutram, uram (the code's BIND_STORAGE) or ddr
     line: str = "registers"  # where its line buffer lives: bram, uram, lutram, or registers (a 1×1 convolution)
     fifos: list[tuple[str, int, float, str]] = field(default_factory=list)  # stage_fifos': the code declares these
 
@@ -246,29 +264,11 @@ def image_trips(first: NetLayer, lanes_in: int, last: NetLayer, lanes_out: int, 
     return {"read": first.H * first.W * c_in // word_in, "write": last.OH * last.OW * k_out // word_out}
 
 
-def pipeline_buffers(port_bits: int, elem_bits: int) -> list[tuple[int, int]]:
-    """The kernel's m_axi ports' burst buffers, (bits, beats) each, bursts of 4 KB (each port's own INTERFACE
-    setting, ``hls_templates/pipeline/``): the image's, the result's (a write: a strobe bit a byte beside), the
-    weights' (a word of the port). The image's and the result's words are their stages' lanes at most the port's
-    (``port_pixel``): each charged at the word whose buffer is largest (*estimate*, at most 2 BRAM18K over)."""
-    words = [elem_bits << i for i in range(16) if elem_bits << i <= port_bits]
-    image = max(words, key=lambda b: axi_buffer_bram18(axi_max_beats(b // 8), b, NETWORK_OUTSTANDING))
-    result = max(words, key=lambda b: axi_buffer_bram18(axi_max_beats(b // 8), b + b // 8, NETWORK_OUTSTANDING))
-    return [(image, axi_max_beats(image // 8)), (result + result // 8, axi_max_beats(result // 8)),
-            (port_bits, axi_max_beats(port_bits // 8))]
-
-
 def load_trips(stages: Sequence[Stage], port_elems: int) -> int:
     """Trips of the weight load (once, before the first image): each stage's weight rows in whole words of the
-    weights' port, a row of ``in_lanes × out_lanes`` weights taking ``⌈in_lanes · out_lanes / word⌉``."""
-    total = 0
-    for s in stages:
-        grid = s.layer.engine == "grid"
-        folds = (math.ceil(s.layer.K / s.out_lanes) if grid else 1) * math.ceil(
-            s.layer.C / (s.in_lanes if grid else s.out_lanes))
-        steps = s.layer.R * s.layer.S if grid else math.ceil(s.layer.R * s.layer.S / s.in_lanes)
-        total += folds * steps * math.ceil(s.in_lanes * s.out_lanes / port_elems)
-    return total
+    weights' port, a row of ``in_lanes × out_lanes`` weights taking ``⌈in_lanes · out_lanes / word⌉``; none of
+    a stage that reads its weights from DDR each image."""
+    return sum(stream_trips(s.layer, s.in_lanes, s.out_lanes, port_elems) for s in stages if s.weights != "ddr")
 
 
 def _skip(stages: Sequence[tuple[LayerShape, NetLayer]], i: int, source: int | None = None) -> tuple[int, int]:
@@ -299,8 +299,10 @@ def _design(board: Board, dtype: str, stages: list[Stage], total: np.ndarray, cl
     total = total + sum((g.resources(dtype) for g in groups), np.zeros(len(RESOURCE_KINDS)))
     achieved = design_clock_mhz(board, clock, total, max(s.out_lanes for s in stages))
     io = io_trips(stages, port_elems)
+    streamed = sum(stream_trips(s.layer, s.in_lanes, s.out_lanes, port_elems) for s in stages if s.weights == "ddr")
+    frame = image + streamed * board.memory.port_bits // 8
     return PipelineDesign(board, dtype, list(stages), {r: float(v) for r, v in zip(RESOURCE_KINDS, total, strict=True)},
-                          clock, achieved, weights, image, _io_cycles(board, io, image, achieved),
+                          clock, achieved, weights, image, _io_cycles(board, io, frame, achieved),
                           timing={"port_gbps": board.memory.sustained_gbps_per_channel}, regroups=groups)
 
 
@@ -337,15 +339,22 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
     port_elems = board.memory.port_bits // (8 * itemsize)
     # every stage's lanes worth building: a side's counts from its ladder (a depthwise stage takes its window's
     # taps one at a time: its line buffer gives one pixel a cycle), each option's cycles and resources
-    options, times, costs = [], [], []
+    # and, where a stage has one output pixel, its weights on chip or read from DDR each image (its reader's
+    # trips bound it, and its bytes share the channel with the image's)
+    options, streamed, times, costs = [], [], [], []
+    port_bits = board.memory.port_bits
     for i, (s, n) in enumerate(flat):
         grid = n.engine == "grid"
         pairs = [(p, q) for p in (lane_ladder(n.C, MAX_LANES) if grid else [1])
                  for q in lane_ladder(n.K if grid else n.C, MAX_LANES)]
+        ddr = [False] * len(pairs) + ([True] * len(pairs) if streams_weights(n) else [])
+        pairs = pairs * (2 if streams_weights(n) else 1)
         options.append(pairs)
-        times.append(np.array([stage_time(n, p, q, distance) for p, q in pairs], dtype=float))
-        cost = np.array([stage_resources(n, p, q, dtype, cap, s.residual, skips[i], s.leaky, distance)
-                         for p, q in pairs])
+        streamed.append(ddr)
+        times.append(np.array([max(stage_time(n, p, q, distance), stream_trips(n, p, q, port_elems) if d else 0)
+                               for (p, q), d in zip(pairs, ddr, strict=True)], dtype=float))
+        cost = np.array([stage_resources(n, p, q, dtype, cap, s.residual, skips[i], s.leaky, distance, d, port_bits)
+                         for (p, q), d in zip(pairs, ddr, strict=True)])
         if i == len(flat) - 1:  # the FIFO of the result's port words, before the writer
             for k, (_, q) in enumerate(pairs):
                 fifo_storage(2, port_pixel(n.K, q, port_elems)[1] * 8.0 * itemsize, cap, cost[k])
@@ -356,6 +365,11 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
         with them does not fit): at the clock the design closes at, its interval its slowest stage's or
         regroup's, or its image's and result's time on the port."""
         chosen = [options[i][k] for i, k in enumerate(pick)]
+        readers = [(n, *options[i][k]) for i, ((_, n), k) in enumerate(zip(flat, pick, strict=True))
+                   if streamed[i][k]]
+        if board.memory.axi_ports and len(pipeline_buffers(port_bits, 8 * itemsize)) + len(readers) > \
+                board.memory.axi_ports:
+            return -np.inf  # a port each, more than the board's AXI ports
         groups = regroups([n for _, n in flat], chosen, sources, port_elems)
         total = total + sum((g.resources(dtype) for g in groups), np.zeros(len(caps)))
         if np.any(total > caps):
@@ -363,20 +377,22 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
         achieved = design_clock_mhz(board, clock, total, max(q for _, q in chosen))
         first = in_lanes_of(flat[0][1], *chosen[0])
         io = image_trips(flat[0][1], first, flat[-1][1], chosen[-1][1], port_elems)
+        frame = image + sum(stream_trips(n, p, q, port_elems) for n, p, q in readers) * port_bits // 8
         return achieved * 1e6 / max(*(times[i][k] for i, k in enumerate(pick)), *(g.trips for g in groups),
-                                    _io_cycles(board, io, image, achieved))
+                                    _io_cycles(board, io, frame, achieved))
 
     found = balance(times, costs, fixed, caps, lambda interval: clock * 1e6 / interval, score)
     if found is None:
         raise HeteroDSEError(f"no layer-pipelined design fits {board.name} in {dtype}: the network's "
                              f"{weights / 2**20:.1f} MiB of weights, with one stage a layer at its fewest lanes, need "
-                             "more on-chip memory or logic than it has (streaming the weights from DDR is a design "
-                             "not modelled; the shared network kernel serves it)")
+                             "more on-chip memory or logic than it has (a classifier's may stream from DDR; every "
+                             "stage's streaming is a design not modelled; the shared network kernel serves it)")
     pick, total = found
     stages = []
     for i, ((s, n), k) in enumerate(zip(flat, pick, strict=True)):
         p, q = options[i][k]
         stages.append(Stage(s, n, p, q, int(times[i][k]), costs[i][k], skips[i], sources[i],
-                            weights_storage(n, p, q, dtype, cap), line_storage(n, p, q, dtype, cap),
+                            "ddr" if streamed[i][k] else weights_storage(n, p, q, dtype, cap),
+                            line_storage(n, p, q, dtype, cap),
                             stage_fifos(n, p, q, dtype, cap, s.residual, skips[i])))
     return _design(board, dtype, stages, total, clock, weights, image)

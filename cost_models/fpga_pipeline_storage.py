@@ -12,7 +12,8 @@ from cost_models.fpga_costs import BRAM18K_CONFIGS, LUTRAM_WORDS_PER_LUT_PAIR, U
 from cost_models.fpga_network import NetLayer
 from hetero_dse.hardware.board import RESOURCE_KINDS
 
-__all__ = ["SRL_DEPTH", "fifo_storage", "line_storage", "memory", "pointwise", "weights_storage"]
+__all__ = ["SRL_DEPTH", "fifo_storage", "line_storage", "memory", "pointwise", "stream_trips", "streams_weights",
+           "weight_rows", "weights_storage"]
 
 _LUT, _FF = RESOURCE_KINDS.index("lut"), RESOURCE_KINDS.index("ff")
 #: the deepest FIFO the code keeps in shift registers: an SRL32 is one LUT holding 32 bits of one lane
@@ -49,11 +50,8 @@ def weights_storage(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, 
                     res: np.ndarray | None = None) -> str:
     """Where a stage's weights live: a RAM the load writes once, a lane grid a row in the order the PE array
     reads them, in whichever memory takes least of the device; its cost added to ``res``; returns its name."""
-    grid = layer.engine == "grid"
-    folds_c = math.ceil(layer.C / (in_lanes if grid else out_lanes))
-    folds_k = math.ceil(layer.K / out_lanes) if grid else 1
-    rows = folds_k * folds_c * (layer.R * layer.S if grid else math.ceil(layer.R * layer.S / in_lanes))
-    name, cost = memory(rows, in_lanes * out_lanes * 8.0 * np.dtype(dtype).itemsize, caps)
+    name, cost = memory(weight_rows(layer, in_lanes, out_lanes), in_lanes * out_lanes * 8.0 * np.dtype(dtype).itemsize,
+                        caps)
     if res is not None:
         res += cost
     return name
@@ -88,3 +86,21 @@ def fifo_storage(depth: int, bits: float, caps: dict[str, float], res: np.ndarra
     if res is not None:
         res += cost
     return name
+
+
+def weight_rows(layer: NetLayer, in_lanes: int, out_lanes: int) -> int:
+    """The stage's weight rows, a row its lane grid: one for each (output fold, step) of its PE array."""
+    grid = layer.engine == "grid"
+    folds = (math.ceil(layer.K / out_lanes) if grid else 1) * math.ceil(layer.C / (in_lanes if grid else out_lanes))
+    return folds * (layer.R * layer.S if grid else math.ceil(layer.R * layer.S / in_lanes))
+
+
+def streams_weights(layer: NetLayer) -> bool:
+    """Whether a stage may read its weights from DDR each image rather than keep them on chip: where it has one
+    output pixel (a classifier), so each weight is read once an image either way (FINN's external weights)."""
+    return layer.OH * layer.OW == 1
+
+
+def stream_trips(layer: NetLayer, in_lanes: int, out_lanes: int, port_elems: int) -> int:
+    """Trips of a stage's weight reader for one image: its rows in whole words of its port."""
+    return weight_rows(layer, in_lanes, out_lanes) * math.ceil(in_lanes * out_lanes / port_elems)

@@ -16,13 +16,14 @@ from typing import Any
 
 import numpy as np
 
+from cost_models.fpga_costs import NETWORK_OUTSTANDING, axi_buffer_bram18, axi_max_beats
 from cost_models.fpga_network import NetLayer
 from cost_models.fpga_network_resources import mux_luts
 from cost_models.fpga_pipeline_storage import fifo_storage
 from hetero_dse.hardware.board import RESOURCE_KINDS
 
-__all__ = ["REGROUP_CONTROL_FF", "REGROUP_CONTROL_LUT", "Regroup", "folds", "in_lanes_of", "port_pixel",
-           "regroups", "stage_fifos"]
+__all__ = ["REGROUP_CONTROL_FF", "REGROUP_CONTROL_LUT", "Regroup", "folds", "in_lanes_of", "pipeline_buffers",
+           "port_pixel", "regroups", "stage_fifos"]
 
 #: a regroup's counter, its phase compare and handshakes (*estimate*, no synthesis behind it)
 REGROUP_CONTROL_LUT, REGROUP_CONTROL_FF = 60, 80
@@ -46,6 +47,18 @@ def port_pixel(channels: int, lanes: int, port_elems: int) -> tuple[int, int]:
     word = min(port_elems, 1 << (lanes.bit_length() - 1))
     folded = folds(channels, lanes) * lanes
     return -(-folded // word) * word, word
+
+
+def pipeline_buffers(port_bits: int, elem_bits: int) -> list[tuple[int, int]]:
+    """The kernel's m_axi ports' burst buffers, (bits, beats) each, bursts of 4 KB (each port's own INTERFACE
+    setting, ``hls_templates/pipeline/``): the image's, the result's (a write: a strobe bit a byte beside), the
+    weights' (a word of the port). The image's and the result's words are their stages' lanes at most the port's
+    (``port_pixel``): each charged at the word whose buffer is largest (*estimate*, at most 2 BRAM18K over)."""
+    words = [elem_bits << i for i in range(16) if elem_bits << i <= port_bits]
+    image = max(words, key=lambda b: axi_buffer_bram18(axi_max_beats(b // 8), b, NETWORK_OUTSTANDING))
+    result = max(words, key=lambda b: axi_buffer_bram18(axi_max_beats(b // 8), b + b // 8, NETWORK_OUTSTANDING))
+    return [(image, axi_max_beats(image // 8)), (result + result // 8, axi_max_beats(result // 8)),
+            (port_bits, axi_max_beats(port_bits // 8))]
 
 
 def stage_fifos(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, caps: dict[str, float],

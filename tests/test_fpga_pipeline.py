@@ -210,9 +210,31 @@ def test_every_stage_of_a_network_takes_lanes_from_its_ladders():
 
 
 def test_weights_that_do_not_fit_are_one_sentence():
-    big = [(LayerShape("grid", 25088, 4096, 1, 1, name="fc6"), 1)]
-    with pytest.raises(HeteroDSEError, match=r"98\.0 MiB of weights.*shared network kernel"):
+    big = [(LayerShape("grid", 512, 1024, 14, 14, 3, 3, 1, 1, name="c"), 1)]  # 4.5 MiB: 196 pixels
+    with pytest.raises(HeteroDSEError, match=r"4\.5 MiB of weights.*shared network kernel"):
         explore_pipeline(big, load_board("zcu102"), "int8")
+
+
+def test_a_classifiers_weights_stream_from_ddr_each_image():
+    """A stage of one output pixel reads each weight once an image either way, so its weights may stream from DDR
+    (FINN's external weights): VGG's fc6 (98 MiB in int8) on ZCU102, whose block RAM holds 4 MiB. Its reader's
+    trips bound the stage (a row of its lane grid in whole port words), the weights' bytes share the channel with
+    the image, and it takes an m_axi port of its own."""
+    from cost_models.fpga_pipeline import io_trips, stream_trips
+
+    fc6 = [(LayerShape("grid", 25088, 4096, 1, 1, name="fc6"), 1)]
+    board = load_board("zcu102")
+    design = explore_pipeline(fc6, board, "int8")
+    (s,) = design.stages
+    assert s.weights == "ddr"
+    port = board.memory.port_bits // 8
+    assert s.cycles >= stream_trips(s.layer, s.in_lanes, s.out_lanes, port)
+    frame_bytes = 25088 + 4096 + stream_trips(s.layer, s.in_lanes, s.out_lanes, port) * port
+    on_channel = frame_bytes * design.achieved_mhz / (board.memory.sustained_gbps_per_channel * 1e3)
+    assert design.io_cycles == pytest.approx(max(on_channel, *io_trips(design.stages, port).values()))
+    assert design.resources["bram18k"] < 100  # no weights on chip
+    on_chip = explore_pipeline([(LayerShape("grid", 256, 64, 1, 1, name="fc"), 1)], board, "int8")
+    assert on_chip.stages[0].weights != "ddr"  # 16 KiB: cheaper on chip than a port
     with pytest.raises(HeteroDSEError, match="float32 and int8"):
         explore_pipeline(SMALL, load_board("vu9p"), "float16")
 

@@ -19,6 +19,7 @@ from cost_models.fpga_pipeline import (
     stage_fifos,
     stage_regroups,
     stage_time,
+    stream_trips,
     weights_storage,
 )
 from hetero_dse.errors import HeteroDSEError
@@ -36,20 +37,26 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="C-simulatio
 #: 27 im2col channels read on 12 lanes (36) in words of 8 (40); dw, c4 and c5 read fewer channels than the
 #: tensor before them holds (24 of c1's, 32 of 36); every edge but c4's residual joins other lanes, so five
 #: regroups stand between producers and consumers; c4 adds a residual
-#: of 36 channels; fc's weight row of 12 × 2 ends in part of a 16-element word
+#: of 36 channels; fc's weight row of 12 × 2 ends in part of a 16-element word, read from DDR each image
 RAGGED = {"c1": (12, 12), "dw": (1, 8), "pw": (12, 12), "c4": (8, 12), "c5": (8, 12), "fc": (12, 2)}
 
 
 def _ragged(design):
-    """The design with the stages' lanes of ``RAGGED``, their cycles and memories as the model gives them."""
+    """The design with the stages' lanes of ``RAGGED``, their cycles and memories as the model gives them; its
+    classifier (one output pixel) reads its weights from DDR each image, its reader's trips in its cycles."""
     caps = {k: float(v) for k, v in design.board.caps.items()}
-    stages = [replace(s, in_lanes=p, out_lanes=q, cycles=stage_time(s.layer, p, q, design.distance),
-                      weights=weights_storage(s.layer, p, q, design.dtype, caps),
-                      line=line_storage(s.layer, p, q, design.dtype, caps),
-                      fifos=stage_fifos(s.layer, p, q, design.dtype, caps, s.shape.residual, s.skip_pixels))
-              for s in design.stages for p, q in [RAGGED[s.shape.name]]]
-    return replace(design, stages=stages, regroups=stage_regroups(stages, design.board.memory.port_bits // (
-        8 * (1 if design.dtype == "int8" else 4))))
+    port = design.board.memory.port_bits // (8 * (1 if design.dtype == "int8" else 4))
+
+    def stage(s, p, q):
+        streamed = s.shape.name == "fc"
+        cycles = max(stage_time(s.layer, p, q, design.distance), stream_trips(s.layer, p, q, port) if streamed else 0)
+        return replace(s, in_lanes=p, out_lanes=q, cycles=cycles,
+                       weights="ddr" if streamed else weights_storage(s.layer, p, q, design.dtype, caps),
+                       line=line_storage(s.layer, p, q, design.dtype, caps),
+                       fifos=stage_fifos(s.layer, p, q, design.dtype, caps, s.shape.residual, s.skip_pixels))
+
+    stages = [stage(s, *RAGGED[s.shape.name]) for s in design.stages]
+    return replace(design, stages=stages, regroups=stage_regroups(stages, port))
 
 
 @pytest.fixture(scope="module", params=[("float32", "zcu102"), ("int8", "zcu102"), ("int8", "vu9p"),
@@ -326,6 +333,25 @@ def test_a_ragged_stages_padding_broken_fails_the_csim(project, tmp_path):
     with pytest.raises(HeteroDSEError, match="lane past the word"):
         csim(_mutated(directory, tmp_path / "row", "if (w * 16 + j < 24) row[w * 16 + j] = v[j];",
                       "row[w * 16 + j] = v[j];"))
+
+
+def test_a_classifier_that_reads_its_weights_from_ddr_is_checked(project, tmp_path):
+    """The ragged project's classifier reads its weights from DDR each image on a port of its own (the model's
+    choice for a stage of one output pixel): rows read from the wrong place fail the C-simulation, and the
+    reader's port shared with the load's is found by the lint."""
+    _, design, directory = project
+    if design.stages[0].in_lanes != 12:
+        pytest.skip("the ragged lanes' project only")
+    text = (directory / "src" / "kernel.cpp").read_text()
+    assert "static data_t W5[" not in text and "s5_wstream(w5, s5_wload, frames);" in text
+    record = json.loads((directory / "design.json").read_text())
+    assert record["trips"]["stages"][5]["wstream"] > 0 and record["design"]["per_stage"][5]["weights"] == "ddr"
+    offset = re.search(r"weights\[(\d+) \+ r \* (\d+) \+ w\]", text)
+    assert not csim(_mutated(directory, tmp_path / "rows", offset.group(0),
+                             f"weights[{int(offset.group(1)) - 2} + r * {offset.group(2)} + w]")).passed
+    shared = _mutated(directory, tmp_path / "port", "port=w5 offset=slave bundle=gmem3",
+                      "port=w5 offset=slave bundle=gmem2")
+    assert [f.check for f in lint(shared).findings] == ["storage"]
 
 
 def test_each_ports_bursts_are_the_ones_whose_buffer_the_model_charges(project):

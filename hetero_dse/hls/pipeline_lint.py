@@ -56,7 +56,9 @@ def lint_pipeline(project: str | Path) -> LintReport:
     for i, s in enumerate(stages):
         p, q = s["in_lanes"], s["out_lanes"]
         m = re.search(rf"static data_t W{i}\[(\d+)\]\[(\d+)\]", source)
-        if m is None or int(m.group(2)) != p * q:
+        if s["weights"] == "ddr":  # read from DDR each image: its rows' type, no RAM
+            m = re.search(rf"typedef hls::vector<data_t, (\d+)()> s{i}_wrow_t;", source)
+        if m is None or int(m.group(2) or m.group(1)) != p * q:
             report.add("lanes", "kernel.cpp", f"stage {i}: its weight rows hold {m and m.group(2)} weights, its "
                                              f"{p} × {q} lanes take {p * q}")
         win = re.search(rf"typedef hls::vector<data_t, (\d+)> s{i}_win_t;", source)
@@ -72,7 +74,9 @@ def lint_pipeline(project: str | Path) -> LintReport:
                                                 f"{s['line']}")
         body = function_text(source, f"s{i}_mac")
         bound = re.search(rf"BIND_STORAGE variable=W{i} type=ram_1p impl=(\w+)", body)
-        if (bound.group(1) if bound else "registers") != s["weights"] or \
+        if s["weights"] == "ddr":
+            _check_streamed(source, top, i, body, report)
+        elif (bound.group(1) if bound else "registers") != s["weights"] or \
                 f"ARRAY_RESHAPE variable=W{i} type=complete dim=2" not in body:
             report.add("storage", "kernel.cpp", f"stage {i}: its weights are bound to "
                                                 f"{bound.group(1) if bound else 'no memory'} (a row one word: "
@@ -91,6 +95,18 @@ def lint_pipeline(project: str | Path) -> LintReport:
     # BIND_STORAGE, its ARRAY_RESHAPE and its DEPENDENCE
     report.pragmas_checked = 1 + 2 * len(fifos) + 4 * len(stages)
     return report
+
+
+def _check_streamed(source: str, top: str, i: int, body: str, report: LintReport) -> None:
+    """Stage ``i`` reads its weights from DDR each image, as the model charges: no RAM of them in its PE array, a
+    reader process on an m_axi port of its own feeding its rows, read from that port."""
+    port = re.search(rf"#pragma HLS INTERFACE m_axi port=w{i} offset=slave bundle=(\w+)", top)
+    others = re.findall(r"#pragma HLS INTERFACE m_axi port=\w+ offset=slave bundle=(\w+)", top)
+    reader = re.search(rf"s{i}_wstream\(w{i}, s{i}_wload, frames\);", top)
+    if f"static data_t W{i}[" in body or port is None or others.count(port.group(1)) != 1 or reader is None or \
+            f"static void s{i}_wstream(" not in source:
+        report.add("storage", "kernel.cpp", f"stage {i}: the model reads its weights from DDR each image on a port "
+                                            "of its own, through its reader; the code does not")
 
 
 def _check_regroups(code: str, groups: list[dict], frames: int, report: LintReport) -> None:

@@ -30,6 +30,7 @@ from cost_models.fpga_pipeline import (
     pointwise,
     port_pixel,
     stage_cycles,
+    stream_trips,
     window_trips,
 )
 from cost_models.fpga_pipeline_streams import in_lanes_of, regroups
@@ -145,7 +146,7 @@ def _plan(design: PipelineDesign, layers: Sequence[Any]) -> tuple[list[dict], li
                  "folds": math.ceil(n.K / q) if grid else cf, "steps": t if grid else tg,
                  "per_pixel": t if grid else cf * tg, "pointwise": grid and pointwise(n), "distance": distance,
                  "packed": integer and grid and q % 2 == 0, "chain": packed_chain(p), "weights": s.weights,
-                 "line": s.line,
+                 "line": s.line, "ddr": s.weights == "ddr",
                  "in_stream": f"t{layer.source + 1}_to_s{i}",
                  "fifo_memory": {role: memory for role, _, _, memory in s.fifos},
                  "skip_stream": None if layer.residual is None else f"t{layer.residual + 1}_skip_s{i}",
@@ -272,7 +273,9 @@ def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequ
     io = io_trips(design.stages, port_elems)
     model = {"read": io["read"] * frames, "load": load_trips(design.stages, wgt_v), "write": io["write"] * frames,
              "stages": [{"window": window_trips(s.layer, s.in_lanes, s.out_lanes) * frames,
-                         "mac": stage_cycles(s.layer, s.in_lanes, s.out_lanes, design.distance) * frames}
+                         "mac": stage_cycles(s.layer, s.in_lanes, s.out_lanes, design.distance) * frames,
+                         "wstream": stream_trips(s.layer, s.in_lanes, s.out_lanes, wgt_v) * frames
+                         if s.weights == "ddr" else 0}
                         for s in design.stages],
              "regroups": {g.consumer: g.trips * frames for g in design.regroups}}
     ctx = {"top": top, "network": network, "regroups": groups, "board": design.board.name, "part": design.board.part,
@@ -335,16 +338,17 @@ def check_pipeline_trips(directory: Path, output: str) -> list[str]:
     for kind, got in zip(("read", "write", "load"), io.groups(), strict=True):
         if int(got) != model[kind]:
             problems.append(f"the {kind} process ran {got} iterations, the model charges {model[kind]}")
-    ran = {int(m.group(1)): (int(m.group(2)), int(m.group(3)))
-           for m in re.finditer(r"stage (\d+) trips window=(\d+) mac=(\d+)", output)}
+    ran = {int(m.group(1)): (int(m.group(2)), int(m.group(3)), int(m.group(4)))
+           for m in re.finditer(r"stage (\d+) trips window=(\d+) mac=(\d+) wstream=(\d+)", output)}
     for i, m in enumerate(model["stages"]):
         got = ran.get(i)
         if got is None:
             problems.append(f"stage {i}: the C-simulation printed no trip counts")
             continue
-        for kind, value in zip(("window", "mac"), got, strict=True):
-            if value != m[kind]:
-                problems.append(f"stage {i}: its {kind} process ran {value} iterations, the model charges {m[kind]}")
+        for kind, value in zip(("window", "mac", "wstream"), got, strict=True):
+            if value != m.get(kind, 0):
+                problems.append(f"stage {i}: its {kind} process ran {value} iterations, the model charges "
+                                f"{m.get(kind, 0)}")
     ran = {m.group(1): int(m.group(2)) for m in re.finditer(r"regroup (\w+) trips=(\d+)", output)}
     for name in sorted(set(ran) | set(model.get("regroups", {}))):
         got, want = ran.get(name), model.get("regroups", {}).get(name)
