@@ -18,9 +18,8 @@ does (``cost_models/fpga_pipeline_balance.py``): for the least interval it can m
 cheapest lanes that meet it, a side's lanes any count that takes a fold fewer (not only powers of two), and
 every candidate is scored, with the regroups its lanes need, at the clock it closes at.
 
-The design exists only where every stage's weights fit on the chip: there is no DDR traffic but the image in,
-the result out, and the weights once before the first image. A network whose weights do not fit is refused in
-one sentence (a design that streams them from DDR per image is a third architecture, not modelled).
+Weights stay on chip, loaded once, except a classifier's (one output pixel), which may be read from DDR each
+image. A network whose weights do not fit is refused in one sentence.
 """
 
 from __future__ import annotations
@@ -33,12 +32,7 @@ from typing import Any
 import numpy as np
 
 from cost_models.fpga_blocks import storage_cost
-from cost_models.fpga_costs import (
-    ARITHMETIC,
-    CHAIN_DELAY_FF,
-    axi_max_beats,
-    packed_chain,
-)
+from cost_models.fpga_costs import ARITHMETIC, CHAIN_DELAY_FF, axi_max_beats, packed_chain
 from cost_models.fpga_network import NetLayer
 from cost_models.fpga_network_depths import accumulation_distance
 from cost_models.fpga_network_clock import design_clock_mhz
@@ -46,6 +40,7 @@ from cost_models.fpga_network_resources import kernel_base
 from cost_models.fpga_pipeline_balance import balance, lane_ladder
 from cost_models.fpga_pipeline_storage import (
     fifo_storage,
+    line_reads,
     line_storage,
     memory,
     pointwise,
@@ -109,14 +104,15 @@ def stage_time(layer: NetLayer, in_lanes: int, out_lanes: int, distance: int = 1
 
 
 def window_trips(layer: NetLayer, in_lanes: int, out_lanes: int) -> int:
-    """Trips of the stage's window process for one image: every input pixel's folds read into the line buffer
-    (a fold a word), then each output pixel's window sent, a word a trip (a 1×1 convolution's: each pixel's
-    folds passed on)."""
+    """Trips of the stage's window process for one image: the rows its first output row reaches read into the
+    line buffer (a fold a word), then for each output row the larger of its windows' words and the next rows'
+    words, which it reads in the same trips (a 1×1 convolution's: each pixel's folds passed on)."""
     cf = math.ceil(layer.C / in_lanes_of(layer, in_lanes, out_lanes))
     if pointwise(layer):
         return layer.H * layer.W * cf
     per_pixel = cf * (math.ceil(layer.R * layer.S / in_lanes) if layer.engine == "depthwise" else layer.R * layer.S)
-    return layer.H * layer.W * cf + layer.OH * layer.OW * per_pixel
+    first, ahead = line_reads(layer)
+    return first * layer.W * cf + sum(max(layer.OW * per_pixel, rows * layer.W * cf) for rows in ahead)
 
 
 def stage_resources(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, caps: dict[str, float],
@@ -273,7 +269,8 @@ def load_trips(stages: Sequence[Stage], port_elems: int) -> int:
 
 def _skip(stages: Sequence[tuple[LayerShape, NetLayer]], i: int, source: int | None = None) -> tuple[int, int]:
     """The residual stage ``i`` adds: the tensor its block starts from (``source`` where the network was traced),
-    and the pixels it waits in its FIFO (the rows each stage of its block holds before it answers). Untraced, the
+    and the pixels it waits in its FIFO (the rows each stage of its block holds before it answers, and a pixel a
+    stage for the regroup that may stand before it). Untraced, the
     block is taken as the stages since the last one that added a residual, at most three and of this stage's
     resolution (a bottleneck's or a basic block's; *estimate*)."""
     j = i
@@ -281,7 +278,8 @@ def _skip(stages: Sequence[tuple[LayerShape, NetLayer]], i: int, source: int | N
             stages[j - 1][1].OH, stages[j - 1][1].OW) == (stages[i][1].OH, stages[i][1].OW):
         j -= 1
     j = j if source is None else source
-    return j, sum(max(n.R - n.pad, 1) * n.W for _, n in stages[j:i + 1])
+    # and a pixel for each stage: a regroup on the block's path holds one back
+    return j, sum(max(n.R - n.pad, 1) * n.W + 1 for _, n in stages[j:i + 1])
 
 
 def stage_regroups(stages: Sequence[Stage], port_elems: int) -> list[Regroup]:

@@ -12,12 +12,14 @@ from cost_models.fpga_costs import BRAM18K_CONFIGS, LUTRAM_WORDS_PER_LUT_PAIR, U
 from cost_models.fpga_network import NetLayer
 from hetero_dse.hardware.board import RESOURCE_KINDS
 
-__all__ = ["SRL_DEPTH", "fifo_storage", "line_storage", "memory", "pointwise", "stream_trips", "streams_weights",
-           "weight_rows", "weights_storage"]
+__all__ = ["SRL_DEPTH", "fifo_storage", "line_reads", "line_rows", "line_storage", "memory", "pointwise",
+           "stream_trips", "streams_weights", "weight_rows", "weights_storage"]
 
 _LUT, _FF = RESOURCE_KINDS.index("lut"), RESOURCE_KINDS.index("ff")
 #: the deepest FIFO the code keeps in shift registers: an SRL32 is one LUT holding 32 bits of one lane
 SRL_DEPTH = 32
+#: a FIFO's pointers, full and empty flags and handshake (*estimate*, no synthesis behind it)
+FIFO_CONTROL_LUT, FIFO_CONTROL_FF = 16, 10
 
 
 def pointwise(layer: NetLayer) -> bool:
@@ -59,14 +61,14 @@ def weights_storage(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, 
 
 def line_storage(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, caps: dict[str, float],
                  res: np.ndarray | None = None) -> str:
-    """Where a stage's line buffer lives (``R`` rows of its image, a fold of its lanes a word, as its input
+    """Where a stage's line buffer lives (``line_rows`` of its image, a fold of its lanes a word, as its input
     arrives and its window reads it; none for a 1×1 convolution, whose words pass on), its cost added to
     ``res``; returns the memory's name."""
     lanes = in_lanes if layer.engine == "grid" else out_lanes
     if pointwise(layer):
         return "registers"
-    name, cost = memory(layer.R * layer.W * math.ceil(layer.C / lanes), lanes * 8.0 * np.dtype(dtype).itemsize,
-                        caps)
+    name, cost = memory(line_rows(layer) * layer.W * math.ceil(layer.C / lanes),
+                        lanes * 8.0 * np.dtype(dtype).itemsize, caps)
     if res is not None:
         res += cost
     return name
@@ -76,15 +78,19 @@ def fifo_storage(depth: int, bits: float, caps: dict[str, float], res: np.ndarra
     """Where a FIFO of ``depth`` words × ``bits`` lives, its cost added to ``res``; returns the name the code binds
     (BIND_STORAGE type=fifo). Left to Vitis, a FIFO is shift registers only up to 2 words and 1,024 bits
     (UG1399, config_storage) and memory past that: a pixel of 960 int8 channels would take 214 BRAM18K for two
-    words. So the code binds each: up to ``SRL_DEPTH`` words in shift registers (SRL, a LUT a bit), deeper in the
-    memory that takes least of the device (``memory``)."""
+    words. So the code binds each: up to ``SRL_DEPTH`` words in shift registers (SRL: a LUT a bit, half a LUT up
+    to 16 words, UG574), deeper in the memory that takes least of the device (``memory``); and its control.
+    SRLs and LUT RAM use only SLICEM LUTs, which the model does not count apart (about half the part's)."""
     if depth <= SRL_DEPTH:
-        if res is not None:
-            res[_LUT] += bits
+        if res is not None:  # two SRL16s share a LUT6 up to 16 words (one address), an SRL32 a LUT past that
+            res[_LUT] += (math.ceil(bits / 2) if depth <= SRL_DEPTH // 2 else bits) + FIFO_CONTROL_LUT
+            res[_FF] += FIFO_CONTROL_FF
         return "srl"
     name, cost = memory(depth, bits, caps)
     if res is not None:
         res += cost
+        res[_LUT] += FIFO_CONTROL_LUT
+        res[_FF] += FIFO_CONTROL_FF
     return name
 
 
@@ -104,3 +110,21 @@ def streams_weights(layer: NetLayer) -> bool:
 def stream_trips(layer: NetLayer, in_lanes: int, out_lanes: int, port_elems: int) -> int:
     """Trips of a stage's weight reader for one image: its rows in whole words of its port."""
     return weight_rows(layer, in_lanes, out_lanes) * math.ceil(in_lanes * out_lanes / port_elems)
+
+
+def line_rows(layer: NetLayer) -> int:
+    """The rows a stage's line buffer holds: the ``R`` its windows span and the ``stride`` it reads ahead for the
+    next output row while this one's windows go out (all of the image where that is fewer)."""
+    return min(layer.R + layer.stride, layer.H)
+
+
+def line_reads(layer: NetLayer) -> tuple[int, list[int]]:
+    """The input rows a stage's window reads before its first output row, and while each output row's windows
+    go out: those the next output row reaches (after the last, those no window reaches)."""
+    first = min(layer.H, layer.R - layer.pad)
+    done, ahead = first, []
+    for oy in range(layer.OH):
+        upto = min((oy + 1) * layer.stride - layer.pad + layer.R, layer.H) if oy + 1 < layer.OH else layer.H
+        ahead.append(upto - done)
+        done = upto
+    return first, ahead

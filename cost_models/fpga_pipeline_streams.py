@@ -66,14 +66,15 @@ def stage_fifos(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, caps
     """The FIFOs the stage's code declares, (role, depth, bits, memory) each: ``in``, its input's words, each a
     fold of the lanes its window reads; ``win``, its window's words; ``wload``, its weight rows as the load
     brings them; ``skip``, the residual it adds, a fold of its output lanes a word, as many words as the
-    ``skip_pixels`` its block holds back (at least two). The memory is ``fifo_storage``'s."""
+    ``skip_pixels`` its block holds back and two more (a FIFO just deep enough leaves no slack, and a
+    C-simulation's streams are unbounded, so none shows it). The memory is ``fifo_storage``'s."""
     bits = 8.0 * np.dtype(dtype).itemsize
     grid = layer.engine == "grid"
     out = [("in", 2, in_lanes_of(layer, in_lanes, out_lanes) * bits),
            ("win", 2, (in_lanes if grid else in_lanes * out_lanes) * bits), ("wload", 2, in_lanes * out_lanes * bits)]
     if residual:
         k = layer.K if grid else layer.C
-        out.append(("skip", max(2, skip_pixels * folds(k, out_lanes)), out_lanes * bits))
+        out.append(("skip", skip_pixels * folds(k, out_lanes) + 2, out_lanes * bits))
     return [(role, depth, width, fifo_storage(depth, width, caps)) for role, depth, width in out]
 
 
@@ -96,23 +97,40 @@ class Regroup:
         return max(self.in_words * self.in_lanes, self.out_words * self.out_lanes)
 
     @property
+    def in_mask(self) -> int:
+        """The input word's index masked to its range (a power of two less one): the code's, so that synthesis
+        knows the range and each register channel is written from one lane."""
+        return (1 << max(self.in_words - 1, 0).bit_length()) - 1
+
+    @property
+    def out_mask(self) -> int:
+        return (1 << max(self.out_words - 1, 0).bit_length()) - 1
+
+    @property
+    def mux_inputs(self) -> int:
+        """The words an output lane may read, as synthesis sees the masked index: up to the mask, within the
+        register."""
+        return min(self.out_mask + 1, -(-self.size // self.out_lanes))
+
+    @property
     def trips(self) -> int:
         """A frame's: each pixel's words read, then its words written, a word a trip."""
         return self.pixels * (self.in_words + self.out_words)
 
     def resources(self, dtype: str) -> np.ndarray:
         """In ``RESOURCE_KINDS`` order: the register (each channel written from one lane of one input word, so
-        no multiplexer: a clock enable), each output lane's multiplexer of the words it may come from, the FIFO
-        of input words before it (two, in shift registers), and its control."""
+        no multiplexer: a clock enable), each output lane's multiplexer of the words it may come from
+        (``mux_inputs``), the FIFO of input words before it (two, in shift registers), and its control."""
         bits = 8.0 * np.dtype(dtype).itemsize
         res = np.zeros(len(RESOURCE_KINDS))
         res[_FF] += self.size * bits + REGROUP_CONTROL_FF
-        res[_LUT] += self.out_lanes * bits * mux_luts(self.out_words) + REGROUP_CONTROL_LUT
+        res[_LUT] += self.out_lanes * bits * mux_luts(self.mux_inputs) + REGROUP_CONTROL_LUT
         fifo_storage(2, self.in_lanes * bits, {}, res)
         return res
 
     def to_json(self) -> dict[str, Any]:
         return {"consumer": self.consumer, "pixels": self.pixels, "in_words": self.in_words,
+                "in_mask": self.in_mask, "out_mask": self.out_mask,
                 "in_lanes": self.in_lanes, "out_words": self.out_words, "out_lanes": self.out_lanes,
                 "trips": self.trips}
 

@@ -41,9 +41,12 @@ def test_stage_cycles_by_hand():
     dw = NetLayer("depthwise", 32, 32, 8, 8, 3, 3, 1, 1)
     assert stage_cycles(dw, 4, 8) == 64 * 3 * 4  # ⌈9 / 4⌉ window folds × ⌈32 / 8⌉ channel folds
     assert stage_cycles(dw, 16, 32) == 64
-    # the window process: every input pixel's folds read, then each output pixel's window a word a trip
-    assert window_trips(conv, 4, 8) == 64 * 4 + 64 * 9 * 4
-    assert window_trips(dw, 4, 8) == 64 * 4 + 64 * 4 * 3
+    # the window process: the two rows the first output row reaches (pad 1), a fold a trip; then each output
+    # row's windows, a word a trip, while the next row's 8 × 4 folds are read in the same trips
+    assert window_trips(conv, 4, 8) == 2 * 8 * 4 + 8 * max(8 * 9 * 4, 8 * 4)
+    assert window_trips(dw, 4, 8) == 2 * 8 * 4 + 8 * max(8 * 4 * 3, 8 * 4)
+    strided = NetLayer("grid", 16, 32, 8, 8, 3, 3, 2, 1)  # 4 × 4 outputs, two rows read ahead a row
+    assert window_trips(strided, 16, 8) == 2 * 8 + 4 * max(4 * 9, 2 * 8)
     pw = NetLayer("grid", 16, 32, 8, 8, 1, 1)
     assert window_trips(pw, 4, 8) == 64 * 4  # a 1×1 convolution's pixels pass, fold by fold
     assert stage_time(pw, 4, 32) == 64 * 4  # one output fold: the window process is as slow as the array
@@ -55,21 +58,25 @@ def test_stage_cycles_by_hand():
 def test_a_stages_fifos_by_hand():
     """The FIFOs a stage's code declares and the model charges: its input's words (a fold of the lanes its window
     reads), its window's words, its weight rows and the residual it adds (as many words of its output lanes as
-    its block holds back pixels), shallow ones in shift registers (a LUT a bit), a residual's 80 words in memory;
-    left to Vitis a word of 960 int8 channels would go to block RAM."""
+    its block holds back pixels, and two more), shallow ones in shift registers (half a LUT a bit up to 16 words,
+    a LUT a bit up to 32), a residual's 82 words in memory, each with its control; left to Vitis a word of 960
+    int8 channels would go to block RAM."""
+    from cost_models.fpga_pipeline_storage import FIFO_CONTROL_FF, FIFO_CONTROL_LUT
+
     dw = NetLayer("depthwise", 96, 96, 14, 14, 3, 3, 1, 1)
     assert stage_fifos(dw, 1, 12, "int8", VU9P_CAPS) == [("in", 2, 12 * 8, "srl"), ("win", 2, 12 * 8, "srl"),
                                                          ("wload", 2, 12 * 8, "srl")]
-    pw = NetLayer("grid", 40, 24, 14, 14, 1, 1)  # 24 out on 16 lanes: 2 folds, so 40 pixels are 80 words
+    pw = NetLayer("grid", 40, 24, 14, 14, 1, 1)  # 24 out on 16 lanes: 2 folds, so 40 pixels are 80 words and 2
     fifos = stage_fifos(pw, 12, 16, "float32", VU9P_CAPS, residual=True, skip_pixels=40)
     assert fifos[0] == ("in", 2, 12 * 32, "srl") and fifos[1] == ("win", 2, 12 * 32, "srl")
-    assert fifos[2] == ("wload", 2, 12 * 16 * 32, "srl") and fifos[3][:3] == ("skip", 80, 16 * 32)
+    assert fifos[2] == ("wload", 2, 12 * 16 * 32, "srl") and fifos[3][:3] == ("skip", 82, 16 * 32)
     assert fifos[3][3] != "srl"
     lut = RESOURCE_KINDS.index("lut")
     res = np.zeros(len(RESOURCE_KINDS))
-    assert fifo_storage(2, 960 * 8, VU9P_CAPS, res) == "srl" and res[lut] == 960 * 8
+    assert fifo_storage(2, 960 * 8, VU9P_CAPS, res) == "srl" and res[lut] == 960 * 8 / 2 + FIFO_CONTROL_LUT
+    assert res[RESOURCE_KINDS.index("ff")] == FIFO_CONTROL_FF
     res = np.zeros(len(RESOURCE_KINDS))
-    assert fifo_storage(32, 96 * 8, VU9P_CAPS, res) == "srl" and res[lut] == 96 * 8
+    assert fifo_storage(32, 96 * 8, VU9P_CAPS, res) == "srl" and res[lut] == 96 * 8 + FIFO_CONTROL_LUT
     assert fifo_storage(33, 96 * 8, VU9P_CAPS) != "srl"
     # each of the stage's FIFOs is in its resources: twice the lanes, 12 × 8 more bits in each of the three
     plain = stage_resources(dw, 1, 12, "int8", VU9P_CAPS)
@@ -84,15 +91,18 @@ def test_a_stages_fifos_by_hand():
 
 def test_a_regroup_by_hand():
     """A regroup between a producer's 16 words of 2 lanes and a consumer's 3 words of 12 (32 channels): a
-    register of 36 channels, each output lane a 3:1 multiplexer (a LUT a bit), the FIFO of input words before it
-    (two, a LUT a bit), 19 trips a pixel; none where the lanes agree, and one for the result's port words."""
+    register of 36 channels, each output lane a multiplexer of the 3 words its masked index (0..3) may reach in
+    the register (a LUT a bit), the FIFO of input words before it (two: half a LUT a bit, and its control), 19
+    trips a pixel; none where the lanes agree, and one for the result's port words."""
+    from cost_models.fpga_pipeline_storage import FIFO_CONTROL_FF, FIFO_CONTROL_LUT
     from cost_models.fpga_pipeline_streams import REGROUP_CONTROL_FF, REGROUP_CONTROL_LUT, Regroup, regroups
 
     g = Regroup("t1_to_s1", 256, 16, 2, 3, 12)
-    assert (g.size, g.trips) == (36, 256 * 19)
+    assert (g.size, g.trips, g.in_mask, g.out_mask, g.mux_inputs) == (36, 256 * 19, 15, 3, 3)
     res = g.resources("int8")
-    assert res[RESOURCE_KINDS.index("ff")] == 36 * 8 + REGROUP_CONTROL_FF
-    assert res[RESOURCE_KINDS.index("lut")] == 12 * 8 * 1 + REGROUP_CONTROL_LUT + 2 * 8
+    assert res[RESOURCE_KINDS.index("ff")] == 36 * 8 + REGROUP_CONTROL_FF + FIFO_CONTROL_FF
+    assert res[RESOURCE_KINDS.index("lut")] == 12 * 8 * 1 + REGROUP_CONTROL_LUT + 2 * 8 / 2 + FIFO_CONTROL_LUT
+    assert Regroup("x", 1, 3, 12, 5, 8).mux_inputs == 5  # 5 words: masked to 0..7, 5 of them in the register
     layers = [NetLayer("grid", 27, 32, 16, 16, 1, 1), NetLayer("grid", 32, 64, 16, 16, 1, 1),
               NetLayer("grid", 64, 10, 16, 16, 1, 1)]
     # the image: 27 channels on 8 lanes are 32, a word of 8 on a 16-element port: as the stage reads them

@@ -106,9 +106,9 @@ def test_the_network_streams_through_the_pipeline_as_torch_computes_it(project):
     assert report.ok, [str(f) for f in report.findings]
     record = json.loads((directory / "design.json").read_text())
     # the residual waits in a FIFO as deep as the model charges: its pixels, a fold of the adding stage's output
-    # lanes a word; every other FIFO holds two words
+    # lanes a word, and two words of slack; every other FIFO holds two words
     skips = [f for f in record["fifos"] if "_skip_" in f["stream"] and not f["stream"].endswith("_a")]
-    assert [f["depth"] for f in skips] == [s.skip_pixels * -(-s.layer.K // s.out_lanes)
+    assert [f["depth"] for f in skips] == [s.skip_pixels * -(-s.layer.K // s.out_lanes) + 2
                                            for s in design.stages if s.shape.residual]
     assert all(f["depth"] == 2 for f in record["fifos"] if f not in skips)
 
@@ -220,7 +220,7 @@ def test_each_regroup_is_the_models_and_breaking_one_fails(project, tmp_path):
                      f"it < (long)frames * {g['trips'] - g['in_words'] - g['out_words']};")
     assert "regroup" in {f.check for f in lint(short).findings}
     first = groups[0]
-    take = f"pix[f * {first['in_lanes']} + j] = v[j];"
+    take = f"pix[(f & {first['in_mask']}) * {first['in_lanes']} + j] = v[j];"
     swapped = _mutated(directory, tmp_path / "order", take,
                        f"pix[({first['in_words']} - 1 - f) * {first['in_lanes']} + j] = v[j];")
     if first["in_words"] > 1:
@@ -327,8 +327,8 @@ def test_a_ragged_stages_padding_broken_fails_the_csim(project, tmp_path):
     if design.stages[0].in_lanes != 12:
         pytest.skip("the ragged lanes' project only")
     # a regroup that puts its input word's lanes one place off: the consumer reads another channel
-    assert not csim(_mutated(directory, tmp_path / "line", "pix[f * 12 + j] = v[j];",
-                             "pix[f * 12 + (j == 0 ? 1 : j)] = v[j];")).passed
+    assert not csim(_mutated(directory, tmp_path / "line", "pix[(f & 1) * 12 + j] = v[j];",
+                             "pix[(f & 1) * 12 + (j == 0 ? 1 : j)] = v[j];")).passed
     # the guard on a weight row's last, part-padding word dropped: lanes past the row, which the sim's vector stops
     with pytest.raises(HeteroDSEError, match="lane past the word"):
         csim(_mutated(directory, tmp_path / "row", "if (w * 16 + j < 24) row[w * 16 + j] = v[j];",
@@ -337,8 +337,8 @@ def test_a_ragged_stages_padding_broken_fails_the_csim(project, tmp_path):
 
 def test_a_classifier_that_reads_its_weights_from_ddr_is_checked(project, tmp_path):
     """The ragged project's classifier reads its weights from DDR each image on a port of its own (the model's
-    choice for a stage of one output pixel): rows read from the wrong place fail the C-simulation, and the
-    reader's port shared with the load's is found by the lint."""
+    choice for a stage of one output pixel): rows read from the wrong place fail the C-simulation; the reader's
+    port shared with the load's, and an address Vitis would read a beat at a time, are found by the lint."""
     _, design, directory = project
     if design.stages[0].in_lanes != 12:
         pytest.skip("the ragged lanes' project only")
@@ -346,12 +346,14 @@ def test_a_classifier_that_reads_its_weights_from_ddr_is_checked(project, tmp_pa
     assert "static data_t W5[" not in text and "s5_wstream(w5, s5_wload, frames);" in text
     record = json.loads((directory / "design.json").read_text())
     assert record["trips"]["stages"][5]["wstream"] > 0 and record["design"]["per_stage"][5]["weights"] == "ddr"
-    offset = re.search(r"weights\[(\d+) \+ r \* (\d+) \+ w\]", text)
+    offset = re.search(r"weights\[(\d+) \+ i\]", text)  # the loop's index plus a constant: one burst an image
     assert not csim(_mutated(directory, tmp_path / "rows", offset.group(0),
-                             f"weights[{int(offset.group(1)) - 2} + r * {offset.group(2)} + w]")).passed
+                             f"weights[{int(offset.group(1)) - 2} + i]")).passed
     shared = _mutated(directory, tmp_path / "port", "port=w5 offset=slave bundle=gmem3",
                       "port=w5 offset=slave bundle=gmem2")
     assert [f.check for f in lint(shared).findings] == ["storage"]
+    beats = _mutated(directory, tmp_path / "beats", offset.group(0), f"weights[{offset.group(1)} + (i ^ 1)]")
+    assert [f.check for f in lint(beats).findings] == ["burst"]
 
 
 def test_each_ports_bursts_are_the_ones_whose_buffer_the_model_charges(project):
@@ -444,3 +446,40 @@ def test_the_xrt_double_runs_the_kernel_as_a_card_would(tmp_path):
     assert run(3) == (0, [stale] * 4)
     assert run(4) == (0, ["0"] * 4)
     assert run(0, HDSE_XRT_HANG="1") == (3, [])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+def test_a_global_average_pool_runs_as_the_depthwise_stage_it_is(dtype, tmp_path):
+    """A global average pool (MobileNet-V2's before its classifier) traces as a depthwise layer of one window of
+    the whole image, each weight 1 / (H·W) (in int8 each quantises to 127 exactly); its stage's window reads the
+    whole image before its one output pixel. The network streams through the pipeline as torch computes it
+    (float32), bit for bit against the integer arithmetic (int8), its trips the model's and its code lint clean."""
+    import numpy as np
+    import torch
+    from torch import nn
+
+    from hetero_dse.model.chain import trace_chain
+
+    class Pooled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1, self.c2, self.fc = nn.Conv2d(3, 8, 3, 1, 1), nn.Conv2d(8, 16, 1), nn.Linear(16, 10)
+
+        def forward(self, x):
+            x = torch.relu(self.c2(torch.relu(self.c1(x))))
+            return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+    torch.manual_seed(0)
+    layers, image = trace_chain(Pooled().eval(), torch.randn(1, 3, 6, 6))
+    pool = layers[2]
+    assert (pool.shape.engine, pool.shape.R, pool.shape.S, pool.shape.H, pool.shape.pad) == ("depthwise", 6, 6, 6, 0)
+    assert np.allclose(pool.weight, 1 / 36) and np.allclose(pool.reference.ravel(),
+                                                             layers[1].reference.mean(axis=(2, 3)).ravel())
+    design = explore_pipeline([(c.shape, 1) for c in layers], load_board("zcu102"), dtype)
+    directory = write_pipeline_project(tmp_path / "hls", design, layers, image, network="pooled")
+    result = csim(directory)
+    assert result.passed, result.output[-800:]
+    if dtype == "int8":
+        assert result.max_abs_error == 0.0
+    assert check_pipeline_trips(directory, result.output) == []
+    assert lint(directory).ok

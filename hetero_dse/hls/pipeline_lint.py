@@ -9,6 +9,8 @@ counts (``check_pipeline_trips``); this checks what a C-simulation cannot see:
 - ``lanes``: each stage's weight rows and window words are as wide as its lanes;
 - ``storage``: each stage's weights are one RAM, a row one word, and its line buffer one RAM, in the memories
   the model charges;
+- ``burst``: a stage that reads its weights from DDR each image addresses them as the loop's index plus a
+  constant, so Vitis forms a burst;
 - ``regroup``: each regroup the model charges (between words of other lanes) is a process of the code with its
   lanes and trips, and there is no other;
 - ``dependence``: each PE array's partial sums rotate over the accumulation distance the pragma declares;
@@ -67,7 +69,7 @@ def lint_pipeline(project: str | Path) -> LintReport:
             report.add("lanes", "kernel.cpp", f"stage {i}: its window words hold {win and win.group(1)} elements, "
                                               f"its lanes take {want}")
         window = function_text(source, f"s{i}_window")
-        line = re.search(r"BIND_STORAGE variable=lb type=ram_1p impl=(\w+)", window)
+        line = re.search(r"BIND_STORAGE variable=lb type=ram_s2p impl=(\w+)", window)
         if (line.group(1) if line else "registers") != s["line"]:
             report.add("storage", "kernel.cpp", f"stage {i}: its line buffer is bound to "
                                                 f"{line.group(1) if line else 'no memory'}, the model keeps it in "
@@ -99,7 +101,8 @@ def lint_pipeline(project: str | Path) -> LintReport:
 
 def _check_streamed(source: str, top: str, i: int, body: str, report: LintReport) -> None:
     """Stage ``i`` reads its weights from DDR each image, as the model charges: no RAM of them in its PE array, a
-    reader process on an m_axi port of its own feeding its rows, read from that port."""
+    reader process on an m_axi port of its own feeding its rows, its address the loop's index plus a constant
+    (a burst; UG1399)."""
     port = re.search(rf"#pragma HLS INTERFACE m_axi port=w{i} offset=slave bundle=(\w+)", top)
     others = re.findall(r"#pragma HLS INTERFACE m_axi port=\w+ offset=slave bundle=(\w+)", top)
     reader = re.search(rf"s{i}_wstream\(w{i}, s{i}_wload, frames\);", top)
@@ -107,6 +110,10 @@ def _check_streamed(source: str, top: str, i: int, body: str, report: LintReport
             f"static void s{i}_wstream(" not in source:
         report.add("storage", "kernel.cpp", f"stage {i}: the model reads its weights from DDR each image on a port "
                                             "of its own, through its reader; the code does not")
+    elif not re.search(r"const wgt_word_t v = weights\[\d+ \+ i\];", function_text(source, f"s{i}_wstream")):
+        report.add("burst", "kernel.cpp", f"stage {i}: its reader's address is not the loop's index plus a "
+                                          "constant, so Vitis infers no burst and reads a beat at a time (the model "
+                                          "charges a word a cycle)")
 
 
 def _check_regroups(code: str, groups: list[dict], frames: int, report: LintReport) -> None:

@@ -33,6 +33,7 @@ from cost_models.fpga_pipeline import (
     stream_trips,
     window_trips,
 )
+from cost_models.fpga_pipeline_storage import line_reads, line_rows
 from cost_models.fpga_pipeline_streams import in_lanes_of, regroups
 from hetero_dse import __version__
 from hetero_dse.atomic import atomic_directory
@@ -143,6 +144,7 @@ def _plan(design: PipelineDesign, layers: Sequence[Any]) -> tuple[list[dict], li
                  "win_lanes": p if grid else p * q, "H": n.H, "W": n.W, "OH": n.OH, "OW": n.OW, "R": n.R, "S": n.S,
                  "stride": n.stride, "pad": n.pad, "cf": cf, "tg": tg, "T": t,
                  "in_lanes": lanes_in[i],  # the lanes its window reads: a word of its input, its line buffer's
+                 "lb_rows": line_rows(n), "first_rows": line_reads(n)[0],
                  "folds": math.ceil(n.K / q) if grid else cf, "steps": t if grid else tg,
                  "per_pixel": t if grid else cf * tg, "pointwise": grid and pointwise(n), "distance": distance,
                  "packed": integer and grid and q % 2 == 0, "chain": packed_chain(p), "weights": s.weights,

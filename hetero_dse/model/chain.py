@@ -1,6 +1,7 @@
 """A PyTorch network as the sequence of layers the shared FPGA kernel runs, with their weights and torch's
 output of each: traced with ``torch.fx``, batch norms folded into the convolution before them, the bias,
-residual add and activation after a layer made its epilogue, ``flatten`` before a linear layer kept as the
+residual add and activation after a layer made its epilogue, a global average pool made the depthwise layer
+it is (a window of the whole image, each weight ``1 / (H·W)``), ``flatten`` before a linear layer kept as the
 order its features are read in. Where the network does anything else, one sentence says what and where.
 
 Unlike ``capture`` (distinct layers and how often each runs, for exploring), this keeps every layer in
@@ -118,6 +119,15 @@ def trace_chain(model: Any, example: Any) -> tuple[list[ChainLayer], np.ndarray]
                         mod.weight.detach().numpy().astype(np.float32), _bias(mod, mod.out_features), src,
                         flatten=features, node=node.name))
                 owner[node.name] = len(layers) - 1
+            elif kind in ("adaptive_avg_pool2d", "adaptiveavgpool2d"):
+                size = modules[node.target].output_size if node.op == "call_module" else (
+                    node.args[1] if len(node.args) > 1 else node.kwargs.get("output_size"))
+                if size not in (1, (1, 1), [1, 1]):
+                    raise HeteroDSEError(f"{node.name}: an average pool to {size}; the FPGA kernels run a global one "
+                                         "(to 1 × 1) as a depthwise layer")
+                src = owned(arg(node), "a global average pool", node)
+                layers.append(_global_pool(src, tuple(args[0].shape), node.name))
+                owner[node.name] = len(layers) - 1
             elif kind == "batchnorm2d":
                 _fold(epilogue_of(node, "a batch norm"), modules[node.target], node.name)
                 owner[node.name] = owner[arg(node).name]
@@ -159,7 +169,7 @@ def trace_chain(model: Any, example: Any) -> tuple[list[ChainLayer], np.ndarray]
             else:
                 raise HeteroDSEError(f"{node.name} ({kind}) is not something the network kernel runs: it runs "
                                      "convolutions, depthwise convolutions, linear layers, batch norms after them, "
-                                     "ReLU/ReLU6/LeakyReLU, residual adds and flatten")
+                                     "ReLU/ReLU6/LeakyReLU, residual adds, a global average pool and flatten")
             layers[owner[node.name]].reference = np.asarray(value.detach().numpy(), dtype=np.float32)
     if not layers:
         raise HeteroDSEError("the network has no convolution or linear layer for the FPGA kernel to run")
@@ -189,6 +199,17 @@ def _conv(mod: Any, src: int, in_shape: tuple[int, ...], name: str) -> ChainLaye
                              "kernel (a grid over all channels, or one channel a lane)")
     shape = LayerShape(engine, c, k, in_shape[2], in_shape[3], kernel[0], kernel[1], stride[0], pad[0], name=name)
     return ChainLayer(shape, mod.weight.detach().numpy().astype(np.float32), _bias(mod, k), src, node=name)
+
+
+def _global_pool(src: int, in_shape: tuple[int, ...], name: str) -> ChainLayer:
+    """A global average pool as the depthwise layer it is: one window of the whole image, every tap's weight
+    ``1 / (H·W)``, no bias (in int8 each channel's weights quantise to 127 exactly, their scale the mean's)."""
+    if in_shape[0] != 1:
+        raise HeteroDSEError(f"{name}: the network kernel runs batch 1")
+    c, h, w = in_shape[1:]
+    weight = np.full((c, 1, h, w), 1.0 / (h * w), dtype=np.float32)
+    return ChainLayer(LayerShape("depthwise", c, c, h, w, h, w, 1, 0, name=name), weight,
+                      np.zeros(c, dtype=np.float32), src, node=name)
 
 
 def _fold(layer: ChainLayer, bn: Any, name: str) -> None:
