@@ -31,23 +31,7 @@ from hetero_dse.hls.csim import csim  # noqa: E402
 from hetero_dse.hls.lint import lint  # noqa: E402
 from hetero_dse.hls.pipeline_project import check_pipeline_trips, write_pipeline_project  # noqa: E402
 from hetero_dse.model.chain import trace_chain  # noqa: E402
-from hetero_dse.model.zoo import build  # noqa: E402
-
-
-def calibrated(model, example):
-    """The zoo's network (random weights) with each batch norm's statistics those of its input on ``example``
-    (one forward in training mode): untrained, MobileNet-V2's activations shrink to 1e-7 by its classifier, whose
-    int8 bias would not fit int32 at that scale; a trained network's stay in range, as these then do."""
-    import torch
-
-    for m in model.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
-            m.reset_running_stats()
-            m.momentum = None  # the average of the batches seen: here, the one
-    model.train()
-    with torch.no_grad():
-        model(example)
-    return model.eval()
+from hetero_dse.model.zoo import build, calibrated  # noqa: E402
 
 
 def run(net: str, board_name: str, dtype: str, out: Path, simulate: bool) -> dict:
