@@ -39,6 +39,7 @@ from cost_models.fpga_network_clock import design_clock_mhz
 from cost_models.fpga_network_resources import kernel_base
 from cost_models.fpga_pipeline_balance import balance, lane_ladder
 from cost_models.fpga_pipeline_storage import (
+    block_lag,
     fifo_storage,
     line_reads,
     line_storage,
@@ -269,8 +270,8 @@ def load_trips(stages: Sequence[Stage], port_elems: int) -> int:
 
 def _skip(stages: Sequence[tuple[LayerShape, NetLayer]], i: int, source: int | None = None) -> tuple[int, int]:
     """The residual stage ``i`` adds: the tensor its block starts from (``source`` where the network was traced),
-    and the pixels it waits in its FIFO (the rows each stage of its block holds before it answers, and a pixel a
-    stage for the regroup that may stand before it). Untraced, the
+    and the pixels it waits in its FIFO (as many as its block's windows read ahead of the pixel it adds,
+    ``block_lag``, and a pixel a stage for the regroup that may stand before it). Untraced, the
     block is taken as the stages since the last one that added a residual, at most three and of this stage's
     resolution (a bottleneck's or a basic block's; *estimate*)."""
     j = i
@@ -279,7 +280,7 @@ def _skip(stages: Sequence[tuple[LayerShape, NetLayer]], i: int, source: int | N
         j -= 1
     j = j if source is None else source
     # and a pixel for each stage: a regroup on the block's path holds one back
-    return j, sum(max(n.R - n.pad, 1) * n.W + 1 for _, n in stages[j:i + 1])
+    return j, block_lag([n for _, n in stages[j:i + 1]]) + (i - j + 1)
 
 
 def stage_regroups(stages: Sequence[Stage], port_elems: int) -> list[Regroup]:

@@ -12,8 +12,8 @@ from cost_models.fpga_costs import BRAM18K_CONFIGS, LUTRAM_WORDS_PER_LUT_PAIR, U
 from cost_models.fpga_network import NetLayer
 from hetero_dse.hardware.board import RESOURCE_KINDS
 
-__all__ = ["SRL_DEPTH", "fifo_storage", "line_reads", "line_rows", "line_storage", "memory", "pointwise",
-           "stream_trips", "streams_weights", "weight_rows", "weights_storage"]
+__all__ = ["SRL_DEPTH", "block_lag", "consumed", "fifo_storage", "line_reads", "line_rows", "line_storage", "memory",
+           "pointwise", "stream_trips", "streams_weights", "weight_rows", "weights_storage"]
 
 _LUT, _FF = RESOURCE_KINDS.index("lut"), RESOURCE_KINDS.index("ff")
 #: the deepest FIFO the code keeps in shift registers: an SRL32 is one LUT holding 32 bits of one lane
@@ -128,3 +128,35 @@ def line_reads(layer: NetLayer) -> tuple[int, list[int]]:
         ahead.append(upto - done)
         done = upto
     return first, ahead
+
+
+def consumed(layer: NetLayer) -> list[int]:
+    """For each output pixel of a stage (in order), how many of its input pixels its window has read by the
+    time that pixel's last window word goes out, in the window's schedule (``line_reads``: the next rows read in
+    the first trips of each output row, a fold a trip, while its windows go out, a word a trip); a 1×1
+    convolution passes each pixel on as it reads it. The same for any lanes: a pixel's folds and its window's
+    words scale together (the depthwise engine takes a tap a trip)."""
+    if pointwise(layer):
+        return list(range(1, layer.H * layer.W + 1))
+    per_pixel = layer.R * layer.S  # window words a pixel, per fold of channels
+    first, ahead = line_reads(layer)
+    done, out = first * layer.W, []
+    for rows in ahead:
+        reads = rows * layer.W
+        out += [done + min((j + 1) * per_pixel, reads) for j in range(layer.OW)]
+        done += reads
+    return out
+
+
+def block_lag(block: list[NetLayer]) -> int:
+    """The most pixels of a block's input that its stages have read, past the one its last stage adds as a
+    residual, when that stage's output pixel goes out: the pixels the residual's FIFO must hold for the block
+    to run without stalling on it (C-simulation's streams are unbounded, so no C-simulation would show it)."""
+    needs = [consumed(n) for n in block]
+    lag = 0
+    for k in range(block[-1].OH * block[-1].OW):
+        p = k
+        for need in reversed(needs):
+            p = need[min(p, len(need) - 1)] - 1
+        lag = max(lag, p + 1 - k)
+    return lag

@@ -285,3 +285,42 @@ def test_the_slope_is_charged_only_where_the_activation_is_leaky():
     relu = stage_resources(conv, 8, 8, "int8", VU9P_CAPS)[dsp]
     leaky = stage_resources(conv, 8, 8, "int8", VU9P_CAPS, leaky=True)[dsp]
     assert leaky - relu == 8 * 2  # a 32 × 16 multiply a lane
+
+
+def _replayed(layer, cf=3):
+    """The window's schedule replayed trip by trip as kernel.cpp.j2 runs it (a fold a trip read, a word a trip
+    sent): for each output pixel, the input pixels read when its last window word goes out."""
+    from cost_models.fpga_pipeline_storage import line_reads
+
+    first, ahead = line_reads(layer)
+    read, out, per_pixel = first * layer.W * cf, [], layer.R * layer.S * cf
+    for rows in ahead:
+        reads, emits = rows * layer.W * cf, layer.OW * per_pixel
+        for it in range(max(reads, emits)):
+            read += it < reads
+            if it < emits and (it + 1) % per_pixel == 0:
+                out.append(-(-read // cf))
+    return out
+
+
+@pytest.mark.parametrize("h,r,stride,pad", [(7, 3, 1, 1), (8, 3, 2, 1), (9, 3, 2, 1), (6, 6, 1, 0), (10, 5, 3, 2),
+                                            (5, 1, 2, 0)])
+def test_the_windows_reads_ahead_and_the_residuals_fifo_that_absorbs_them(h, r, stride, pad):
+    """What a window has read when each output pixel goes out (``consumed``) is its schedule's, replayed trip by
+    trip; a block's lag (``block_lag``) by hand for one 3 × 3 stage of 7 × 7: its first pixel goes out once two
+    rows are in and the next row has been read in that pixel's first trips, 21 pixels; and every residual's FIFO
+    the explorer sizes holds its block's lag, a pixel a stage besides, so the block never stalls on it."""
+    from cost_models.fpga_pipeline_storage import block_lag, consumed
+
+    layer = NetLayer("grid", 16, 16, h, h, r, r, stride, pad)
+    assert consumed(layer) == _replayed(layer)
+    assert block_lag([NetLayer("grid", 8, 8, 7, 7, 3, 3, 1, 1)]) == 21
+    assert block_lag([NetLayer("grid", 8, 8, 56, 56, 3, 3, 1, 1)] * 2) == 5 * 56
+    blocks = [(LayerShape("grid", 16, 16, 14, 14, 3, 3, 1, 1, name="a"), 1),
+              (LayerShape("grid", 16, 16, 14, 14, 3, 3, 1, 1, name="b", residual=True), 1)]
+    design = explore_pipeline(blocks, load_board("vu9p"), "int8", residuals=[None, 0])  # b adds the image
+    adder = design.stages[1]
+    lag = block_lag([s.layer for s in design.stages])
+    assert adder.skip_pixels == lag + 2
+    (skip,) = [f for f in adder.fifos if f[0] == "skip"]
+    assert skip[1] == adder.skip_pixels * -(-16 // adder.out_lanes) + 2

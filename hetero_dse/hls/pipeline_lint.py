@@ -65,6 +65,9 @@ def lint_pipeline(project: str | Path) -> LintReport:
                                              f"{p} × {q} lanes take {p * q}")
         win = re.search(rf"typedef hls::vector<data_t, (\d+)> s{i}_win_t;", source)
         want = p if s["engine"] == "grid" else p * q
+        if s["engine"] != "grid" and p != 1:  # the line buffer's one read port: a tap a trip
+            report.add("lanes", "kernel.cpp", f"stage {i}: a depthwise window of {p} taps a trip, the line buffer "
+                                              "reads one")
         if win is None or int(win.group(1)) != want:
             report.add("lanes", "kernel.cpp", f"stage {i}: its window words hold {win and win.group(1)} elements, "
                                               f"its lanes take {want}")

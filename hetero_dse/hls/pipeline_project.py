@@ -246,6 +246,9 @@ def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequ
                                      "quant": r.quant}) for c, r in zip(layers, run.layers, strict=True)]
     first = layers[0].shape
     im2col = first.engine == "grid" and first.from_host and first.R * first.S > 1
+    if any(s.layer.engine == "depthwise" and s.in_lanes != 1 for s in design.stages):
+        raise HeteroDSEError("the pipeline's depthwise window sends one tap a trip: a depthwise stage of more than "
+                             "one window lane is not built (its line buffer would need a read port a tap)")
     tensors, stages, groups = _plan(design, layers)
     dtype = np.int8 if integer else np.float32
     port_elems = design.board.memory.port_bits // (8 * np.dtype(dtype).itemsize)
