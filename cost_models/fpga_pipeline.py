@@ -50,9 +50,12 @@ from cost_models.fpga_pipeline_storage import (
     weight_rows,
     weights_storage,
 )
+from cost_models.fpga_pipeline_align import align
 from cost_models.fpga_pipeline_streams import (
     Regroup,
+    image_trips,
     in_lanes_of,
+    io_trips,
     pipeline_buffers,
     port_pixel,
     regroups,
@@ -245,22 +248,6 @@ class PipelineDesign:
                          "folds chosen greedily; the latency's fill is an estimate"}
 
 
-def io_trips(stages: Sequence[Stage], port_elems: int) -> dict[str, int]:
-    """Trips of the image reader and the result writer for one image: a port word a trip, a pixel's channels
-    padded to the lanes of the stage that reads (or writes) them, a word as ``port_pixel`` gives it."""
-    first, last = stages[0], stages[-1]
-    return image_trips(first.layer, first.in_lanes if first.layer.engine == "grid" else first.out_lanes,
-                       last.layer, last.out_lanes, port_elems)
-
-
-def image_trips(first: NetLayer, lanes_in: int, last: NetLayer, lanes_out: int, port_elems: int) -> dict[str, int]:
-    """``io_trips`` of a pipeline whose first stage reads ``first`` on ``lanes_in`` lanes and whose last writes
-    ``last`` from ``lanes_out``."""
-    c_in, word_in = port_pixel(first.C, lanes_in, port_elems)
-    k_out, word_out = port_pixel(last.K, lanes_out, port_elems)
-    return {"read": first.H * first.W * c_in // word_in, "write": last.OH * last.OW * k_out // word_out}
-
-
 def load_trips(stages: Sequence[Stage], port_elems: int) -> int:
     """Trips of the weight load (once, before the first image): each stage's weight rows in whole words of the
     weights' port, a row of ``in_lanes × out_lanes`` weights taking ``⌈in_lanes · out_lanes / word⌉``; none of
@@ -359,7 +346,16 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
                 fifo_storage(2, port_pixel(n.K, q, port_elems)[1] * 8.0 * itemsize, cap, cost[k])
         costs.append(cost)
 
-    def score(pick: list[int], total: np.ndarray) -> float:
+    layers_, zero = [n for _, n in flat], np.zeros(len(caps))
+
+    def stages_total(pick: list[int]) -> np.ndarray:
+        return fixed + sum(costs[i][k] for i, k in enumerate(pick))
+
+    def spend(pick: list[int]) -> float:  # the device's share a choice takes, its regroups counted
+        groups = regroups(layers_, [options[i][k] for i, k in enumerate(pick)], sources, port_elems)
+        return float((stages_total(pick) + sum((g.resources(dtype) for g in groups), zero)) @ (1 / np.maximum(caps, 1)))
+
+    def score(pick: list[int], total: np.ndarray) -> tuple[float, list[int], np.ndarray] | float:
         """Images a second of the stages' options ``pick`` with the regroups they need (none where the design
         with them does not fit): at the clock the design closes at, its interval its slowest stage's or
         regroup's, or its image's and result's time on the port."""
@@ -369,16 +365,20 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
         if board.memory.axi_ports and len(pipeline_buffers(port_bits, 8 * itemsize)) + len(readers) > \
                 board.memory.axi_ports:
             return -np.inf  # a port each, more than the board's AXI ports
-        groups = regroups([n for _, n in flat], chosen, sources, port_elems)
-        total = total + sum((g.resources(dtype) for g in groups), np.zeros(len(caps)))
-        if np.any(total > caps):
+        full = total + sum((g.resources(dtype) for g in regroups(layers_, chosen, sources, port_elems)), zero)
+        if np.any(full > caps):  # the regroups push it past the device: lanes that agree across edges may not
+            pick = align(pick, options, times, costs, layers_, spend)
+            chosen, total = [options[i][k] for i, k in enumerate(pick)], stages_total(pick)
+        groups = regroups(layers_, chosen, sources, port_elems)
+        full = total + sum((g.resources(dtype) for g in groups), zero)
+        if np.any(full > caps):
             return -np.inf
-        achieved = design_clock_mhz(board, clock, total, max(q for _, q in chosen))
+        achieved = design_clock_mhz(board, clock, full, max(q for _, q in chosen))
         first = in_lanes_of(flat[0][1], *chosen[0])
         io = image_trips(flat[0][1], first, flat[-1][1], chosen[-1][1], port_elems)
         frame = image + sum(stream_trips(n, p, q, port_elems) for n, p, q in readers) * port_bits // 8
         return achieved * 1e6 / max(*(times[i][k] for i, k in enumerate(pick)), *(g.trips for g in groups),
-                                    _io_cycles(board, io, frame, achieved))
+                                    _io_cycles(board, io, frame, achieved)), pick, total
 
     found = balance(times, costs, fixed, caps, lambda interval: clock * 1e6 / interval, score)
     if found is None:

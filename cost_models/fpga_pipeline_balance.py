@@ -17,6 +17,7 @@ cycle, and nothing between).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -44,12 +45,13 @@ def lane_ladder(width: int, most: int) -> list[int]:
 
 
 def balance(times: Sequence[np.ndarray], costs: Sequence[np.ndarray], fixed: np.ndarray, caps: np.ndarray,
-            bound: Callable[[float], float], score: Callable[[list[int], np.ndarray], float]
+            bound: Callable[[float], float], score: Callable[[list[int], np.ndarray], Any]
             ) -> tuple[list[int], np.ndarray] | None:
     """The choice of one option a stage (stage ``i``'s options: cycles ``times[i]``, resources ``costs[i]``, one
-    row an option) of the highest ``score`` (images a second of the choice and its total resources) whose total
-    with ``fixed`` fits ``caps``; ``bound(T)`` is no less than any score of an interval ``T``, so the intervals
-    are tried from the least and the search ends where none left can win. None where nothing fits."""
+    row an option) of the highest ``score`` (images a second of the choice and its total resources; or that and
+    the choice it scored instead, with its resources) whose total with ``fixed`` fits ``caps``; ``bound(T)`` is
+    no less than any score of an interval ``T``, so the intervals are tried from the least and the search ends
+    where none left can win. None where nothing fits."""
     order = [np.argsort(t, kind="stable") for t in times]
     sorted_t = [t[o] for t, o in zip(times, order, strict=True)]
     intervals = np.unique(np.concatenate(sorted_t))
@@ -84,6 +86,8 @@ def balance(times: Sequence[np.ndarray], costs: Sequence[np.ndarray], fixed: np.
             if np.any(total[n] > caps):
                 continue
             value = score(pick[n].tolist(), total[n])
+            # a score may give the choice it scored instead (its lanes aligned across edges), with its resources
+            value, chosen, spent = value if isinstance(value, tuple) else (value, pick[n].tolist(), total[n])
             if value > top:
-                top, found = value, (pick[n].tolist(), total[n])
+                top, found = value, (chosen, spent)
     return found

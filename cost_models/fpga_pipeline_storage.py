@@ -132,8 +132,8 @@ def line_reads(layer: NetLayer) -> tuple[int, list[int]]:
 
 def consumed(layer: NetLayer) -> list[int]:
     """For each output pixel of a stage (in order), how many of its input pixels its window has read by the
-    time that pixel's last window word goes out, in the window's schedule (``line_reads``: the next rows read in
-    the first trips of each output row, a fold a trip, while its windows go out, a word a trip); a 1×1
+    time that pixel's last window word goes out, in the window's schedule (``line_reads``: the next rows read
+    spread evenly over each output row's trips, a fold a trip, while its windows go out, a word a trip); a 1×1
     convolution passes each pixel on as it reads it. The same for any lanes: a pixel's folds and its window's
     words scale together (the depthwise engine takes a tap a trip)."""
     if pointwise(layer):
@@ -143,7 +143,10 @@ def consumed(layer: NetLayer) -> list[int]:
     done, out = first * layer.W, []
     for rows in ahead:
         reads = rows * layer.W
-        out += [done + min((j + 1) * per_pixel, reads) for j in range(layer.OW)]
+        trips = max(reads, layer.OW * per_pixel)
+        # the reads spread evenly over the row's trips (a credit of ``reads`` a trip, a read each ``trips``); a
+        # pixel more, for the folds' rounding where a pixel is several words
+        out += [done + min(reads, (j + 1) * per_pixel * reads // trips + 1) for j in range(layer.OW)]
         done += reads
     return out
 

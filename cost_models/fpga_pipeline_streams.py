@@ -11,6 +11,7 @@ producer's FIFO goes straight to the consumer. Each FIFO is bound where the mode
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,8 +23,8 @@ from cost_models.fpga_network_resources import mux_luts
 from cost_models.fpga_pipeline_storage import fifo_storage
 from hetero_dse.hardware.board import RESOURCE_KINDS
 
-__all__ = ["REGROUP_CONTROL_FF", "REGROUP_CONTROL_LUT", "Regroup", "folds", "in_lanes_of", "pipeline_buffers",
-           "port_pixel", "regroups", "stage_fifos"]
+__all__ = ["REGROUP_CONTROL_FF", "REGROUP_CONTROL_LUT", "Regroup", "folds", "image_trips", "in_lanes_of", "io_trips",
+           "pipeline_buffers", "port_pixel", "regroups", "stage_fifos"]
 
 #: a regroup's counter, its phase compare and handshakes (*estimate*, no synthesis behind it)
 REGROUP_CONTROL_LUT, REGROUP_CONTROL_FF = 60, 80
@@ -61,6 +62,22 @@ def pipeline_buffers(port_bits: int, elem_bits: int) -> list[tuple[int, int]]:
             (port_bits, axi_max_beats(port_bits // 8))]
 
 
+def io_trips(stages: Sequence[Any], port_elems: int) -> dict[str, int]:
+    """Trips of the image reader and the result writer for one image: a port word a trip, a pixel's channels
+    padded to the lanes of the stage that reads (or writes) them, a word as ``port_pixel`` gives it."""
+    first, last = stages[0], stages[-1]
+    return image_trips(first.layer, first.in_lanes if first.layer.engine == "grid" else first.out_lanes,
+                       last.layer, last.out_lanes, port_elems)
+
+
+def image_trips(first: NetLayer, lanes_in: int, last: NetLayer, lanes_out: int, port_elems: int) -> dict[str, int]:
+    """``io_trips`` of a pipeline whose first stage reads ``first`` on ``lanes_in`` lanes and whose last writes
+    ``last`` from ``lanes_out``."""
+    c_in, word_in = port_pixel(first.C, lanes_in, port_elems)
+    k_out, word_out = port_pixel(last.K, lanes_out, port_elems)
+    return {"read": first.H * first.W * c_in // word_in, "write": last.OH * last.OW * k_out // word_out}
+
+
 def stage_fifos(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, caps: dict[str, float],
                 residual: bool = False, skip_pixels: int = 0) -> list[tuple[str, int, float, str]]:
     """The FIFOs the stage's code declares, (role, depth, bits, memory) each: ``in``, its input's words, each a
@@ -92,30 +109,52 @@ class Regroup:
     out_lanes: int
 
     @property
+    def kind(self) -> str:
+        """``gather`` where the output word is whole input words (a word of its lanes filled a slot at a time,
+        sent as it fills or the pixel ends), ``split`` where the input word is whole output words (each sent in
+        turn), else ``pixel`` (the whole pixel in a register, then sent)."""
+        if self.out_lanes % self.in_lanes == 0:
+            return "gather"
+        return "split" if self.in_lanes % self.out_lanes == 0 else "pixel"
+
+    @property
+    def ratio(self) -> int:
+        """Input words an output word (gather), output words an input word (split)."""
+        big, small = max(self.in_lanes, self.out_lanes), min(self.in_lanes, self.out_lanes)
+        return big // small
+
+    @property
     def size(self) -> int:
-        """The register's channels: as many as either side's words hold (the rest read as zero)."""
+        """The register's channels: an output word (gather), an input word (split), else as many as either
+        side's words of a pixel hold (the rest read as zero)."""
+        if self.kind != "pixel":
+            return max(self.in_lanes, self.out_lanes)
         return max(self.in_words * self.in_lanes, self.out_words * self.out_lanes)
 
     @property
     def in_mask(self) -> int:
         """The input word's index masked to its range (a power of two less one): the code's, so that synthesis
         knows the range and each register channel is written from one lane."""
-        return (1 << max(self.in_words - 1, 0).bit_length()) - 1
+        return (1 << max((self.ratio if self.kind == "gather" else self.in_words) - 1, 0).bit_length()) - 1
 
     @property
     def out_mask(self) -> int:
-        return (1 << max(self.out_words - 1, 0).bit_length()) - 1
+        return (1 << max((self.ratio if self.kind == "split" else self.out_words) - 1, 0).bit_length()) - 1
 
     @property
     def mux_inputs(self) -> int:
         """The words an output lane may read, as synthesis sees the masked index: up to the mask, within the
-        register."""
+        register (a gather's lanes each read one place)."""
+        if self.kind == "gather":
+            return 1
         return min(self.out_mask + 1, -(-self.size // self.out_lanes))
 
     @property
     def trips(self) -> int:
-        """A frame's: each pixel's words read, then its words written, a word a trip."""
-        return self.pixels * (self.in_words + self.out_words)
+        """A frame's, a word a trip: a gather's input words (it sends on the trip that fills a word), a split's
+        output words (it reads on the trip that starts a word), else each pixel's words read, then written."""
+        per = {"gather": self.in_words, "split": self.out_words}.get(self.kind, self.in_words + self.out_words)
+        return self.pixels * per
 
     def resources(self, dtype: str) -> np.ndarray:
         """In ``RESOURCE_KINDS`` order: the register (each channel written from one lane of one input word, so
@@ -130,7 +169,7 @@ class Regroup:
 
     def to_json(self) -> dict[str, Any]:
         return {"consumer": self.consumer, "pixels": self.pixels, "in_words": self.in_words,
-                "in_mask": self.in_mask, "out_mask": self.out_mask,
+                "kind": self.kind, "ratio": self.ratio, "in_mask": self.in_mask, "out_mask": self.out_mask,
                 "in_lanes": self.in_lanes, "out_words": self.out_words, "out_lanes": self.out_lanes,
                 "trips": self.trips}
 

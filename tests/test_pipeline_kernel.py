@@ -203,28 +203,43 @@ def test_each_fifo_is_as_deep_wide_and_bound_as_the_model_charges_it(project, tm
 
 def test_each_regroup_is_the_models_and_breaking_one_fails(project, tmp_path):
     """Where a producer's words and its consumer's lanes differ a regroup stands between them, as the model
-    charges it (its lanes, its trips); a regroup's loop one pixel short is found by the lint and the trip check,
-    and words regrouped in the wrong order fail the C-simulation."""
+    charges it (its kind, lanes and trips): a gather where the consumer's word is whole producer's words (a trip
+    an input word), a split where the producer's word is whole consumer's words (a trip an output word), else the
+    pixel in a register (both counts). A regroup's loop a pixel short is found by the lint; words regrouped in
+    the wrong order fail the C-simulation, in each kind the projects here have."""
     _, design, directory = project
     record = json.loads((directory / "design.json").read_text())
     groups = record["design"]["regroups"]
     assert groups, "every project here joins some producer to a consumer of other lanes"
+    per = {"gather": lambda g: g["in_words"], "split": lambda g: g["out_words"],
+           "pixel": lambda g: g["in_words"] + g["out_words"]}
     for g in groups:
-        assert g["trips"] == g["pixels"] * (g["in_words"] + g["out_words"])
+        assert g["trips"] == g["pixels"] * per[g["kind"]](g)
         assert g["in_lanes"] != g["out_lanes"]
+        if g["kind"] == "gather":
+            assert g["out_lanes"] == g["ratio"] * g["in_lanes"]
+        if g["kind"] == "split":
+            assert g["in_lanes"] == g["ratio"] * g["out_lanes"]
     g = groups[-1]
     text = (directory / "src" / "kernel.cpp").read_text()
     bound = f"it < (long)frames * {g['trips']};"
     assert bound in text
-    short = _mutated(directory, tmp_path / "short", bound,
-                     f"it < (long)frames * {g['trips'] - g['in_words'] - g['out_words']};")
+    short = _mutated(directory, tmp_path / "short", bound, f"it < (long)frames * {g['trips'] - per[g['kind']](g)};")
     assert "regroup" in {f.check for f in lint(short).findings}
-    first = groups[0]
-    take = f"pix[(f & {first['in_mask']}) * {first['in_lanes']} + j] = v[j];"
-    swapped = _mutated(directory, tmp_path / "order", take,
-                       f"pix[({first['in_words']} - 1 - f) * {first['in_lanes']} + j] = v[j];")
-    if first["in_words"] > 1:
-        assert not csim(swapped).passed
+    broken = {"pixel": lambda g: (f"pix[(f & {g['in_mask']}) * {g['in_lanes']} + j] = v[j];",
+                                  f"pix[({g['in_words']} - 1 - f) * {g['in_lanes']} + j] = v[j];"),
+              "gather": lambda g: (f"word[(slot & {g['in_mask']}) * {g['in_lanes']} + j] = v[j];",
+                                   f"word[(({g['ratio']} - 1 - slot) & {g['in_mask']}) * {g['in_lanes']} + j] = v[j];"),
+              "split": lambda g: (f"v[j] = word[(slot & {g['out_mask']}) * {g['out_lanes']} + j];",
+                                  f"v[j] = word[(({g['ratio']} - 1 - slot) & {g['out_mask']}) * "
+                                  f"{g['out_lanes']} + j];")}
+    tried = 0
+    for kind in sorted({g["kind"] for g in groups}):
+        g = next(x for x in groups if x["kind"] == kind and (x["in_words"] > 1 if kind == "pixel" else True))
+        old, new = broken[kind](g)
+        assert not csim(_mutated(directory, tmp_path / kind, old, new)).passed, kind
+        tried += 1
+    assert tried >= 1
 
 
 def test_a_stage_whose_lanes_differ_from_the_design_is_found(project, tmp_path):

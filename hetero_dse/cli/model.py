@@ -27,7 +27,7 @@ def parse_shape(text: str | None) -> tuple[int, ...] | None:
 def capture_model(name: str, input_shape: str | None):
     """The network ``name`` (``--input-shape`` as given) captured as layers, with a spinner meanwhile."""
     from hetero_dse.model.capture import capture
-    from hetero_dse.model.zoo import build
+    from hetero_dse.model.zoo import MODELS, build, calibrated
 
     module, example = build(name, parse_shape(input_shape))
     kinds = {str(t.dtype).removeprefix("torch.") for t in (example, *module.parameters()) if t.is_floating_point()}
@@ -36,7 +36,10 @@ def capture_model(name: str, input_shape: str | None):
         click.echo(f"hetero_dse: note: {name} computes in {', '.join(sorted(kinds))}; its layers are explored as "
                    "float32 operators, and every time and speedup is for float32", err=True)
     with console.status(f"capturing {name} with torch.export"):
-        return capture(module, example, name)
+        graph = capture(module, example, name)
+    if name in MODELS or name.startswith("torchvision:"):  # random weights: batch norms from the example (in
+        calibrated(module, example)  # place), so that an int8 design's scales are a trained network's, not 1e-7
+    return graph
 
 
 @cli.command("model")

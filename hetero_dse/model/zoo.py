@@ -11,7 +11,7 @@ from typing import Any
 
 from hetero_dse.errors import HeteroDSEError
 
-__all__ = ["MODELS", "build"]
+__all__ = ["MODELS", "build", "calibrated"]
 
 
 def _yolo_v1() -> Any:
