@@ -337,3 +337,28 @@ def test_the_windows_reads_ahead_and_the_residuals_fifo_that_absorbs_them(h, r, 
     assert adder.skip_pixels == lag + 2
     (skip,) = [f for f in adder.fifos if f[0] == "skip"]
     assert skip[1] == adder.skip_pixels * -(-16 // adder.out_lanes) + 2
+
+
+def test_align_moves_a_stage_to_its_producers_lanes_where_that_spends_less():
+    """Two stages: the second's cheapest option reads 4 lanes of a producer that writes 8, so a regroup stands
+    between them; its option of 8 lanes meets the same interval and, without the regroup, spends less of the
+    device: ``align`` takes it. An option past the interval, or one that spends more, is left."""
+    from cost_models.fpga_pipeline_align import align
+
+    layers = [NetLayer("grid", 16, 8, 4, 4, 1, 1), NetLayer("grid", 8, 8, 4, 4, 1, 1)]
+    options = [[(16, 8)], [(4, 8), (8, 8), (8, 4)]]
+    times = [np.array([10.0]), np.array([10.0, 10.0, 20.0])]
+    costs = [np.array([[1.0]]), np.array([[1.0], [1.5], [0.5]])]
+    regroup = 2.0  # what a regroup between 8 and 4 lanes costs here
+
+    def spend(pick):
+        lanes_in = options[1][pick[1]][0]
+        return costs[0][pick[0]][0] + costs[1][pick[1]][0] + (regroup if lanes_in != 8 else 0.0)
+
+    assert align([0, 0], options, times, costs, layers, spend) == [0, 1]  # 1.5 < 1.0 + 2.0
+    regroup = 0.25
+    assert align([0, 0], options, times, costs, layers, spend) == [0, 0]  # 1.5 > 1.0 + 0.25: left
+    options[1][2] = (8, 2)  # 8 lanes in and the cheapest, but past the interval: not taken
+    costs[1] = np.array([[1.0], [9.0], [0.1]])
+    assert spend([0, 2]) < spend([0, 0])
+    assert align([0, 0], options, times, costs, layers, spend) == [0, 0]
