@@ -55,6 +55,7 @@ from cost_models.fpga_pipeline_streams import (
     Regroup,
     image_trips,
     in_lanes_of,
+    io_cycles,
     io_trips,
     pipeline_buffers,
     port_pixel,
@@ -72,6 +73,8 @@ __all__ = ["PipelineDesign", "Stage", "explore_pipeline", "image_trips", "io_tri
 
 #: the most lanes a side of one stage may take
 MAX_LANES = 64
+#: cycles a window's loop takes to fill again each output row (its line buffer's read, its compares; *estimate*)
+WINDOW_ROW_FILL = 4
 #: a stage's counters, FIFO handshakes and line-buffer addressing (*estimate*, no synthesis behind it)
 STAGE_CONTROL_LUT, STAGE_CONTROL_FF = 400, 600
 _LUT, _FF, _DSP = (RESOURCE_KINDS.index(k) for k in ("lut", "ff", "dsp"))
@@ -103,8 +106,10 @@ def stage_cycles(layer: NetLayer, in_lanes: int, out_lanes: int, distance: int =
 
 
 def stage_time(layer: NetLayer, in_lanes: int, out_lanes: int, distance: int = 1) -> int:
-    """Cycles the stage takes an image: its two processes overlap (DATAFLOW), so the slower one's trips."""
-    return max(stage_cycles(layer, in_lanes, out_lanes, distance), window_trips(layer, in_lanes, out_lanes))
+    """Cycles the stage takes an image: its two processes overlap (DATAFLOW), so the slower one's (a window's
+    trips and its loop's fill each output row, ``WINDOW_ROW_FILL``)."""
+    fill = 0 if pointwise(layer) else (layer.OH + 1) * WINDOW_ROW_FILL
+    return max(stage_cycles(layer, in_lanes, out_lanes, distance), window_trips(layer, in_lanes, out_lanes) + fill)
 
 
 def window_trips(layer: NetLayer, in_lanes: int, out_lanes: int) -> int:
@@ -288,14 +293,8 @@ def _design(board: Board, dtype: str, stages: list[Stage], total: np.ndarray, cl
     streamed = sum(stream_trips(s.layer, s.in_lanes, s.out_lanes, port_elems) for s in stages if s.weights == "ddr")
     frame = image + streamed * board.memory.port_bits // 8
     return PipelineDesign(board, dtype, list(stages), {r: float(v) for r, v in zip(RESOURCE_KINDS, total, strict=True)},
-                          clock, achieved, weights, image, _io_cycles(board, io, frame, achieved),
+                          clock, achieved, weights, image, io_cycles(board, io, frame, achieved),
                           timing={"port_gbps": board.memory.sustained_gbps_per_channel}, regroups=groups)
-
-
-def _io_cycles(board: Board, io: dict[str, int], image: int, achieved_mhz: float) -> float:
-    """Cycles a frame's image and result take on the port: their trips (``io_trips``), or the frame's bytes at the
-    port's bandwidth at the clock the design closes at, if that is slower."""
-    return max(*io.values(), image * achieved_mhz / (board.memory.sustained_gbps_per_channel * 1e3))
 
 
 def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dtype: str = "float32",
@@ -329,6 +328,7 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
     # trips bound it, and its bytes share the channel with the image's)
     options, streamed, times, costs = [], [], [], []
     port_bits = board.memory.port_bits
+    late = math.ceil(board.memory.latency_ns * clock / 1e3)  # a reader's first word, each image (its burst's)
     for i, (s, n) in enumerate(flat):
         grid = n.engine == "grid"
         pairs = [(p, q) for p in (lane_ladder(n.C, MAX_LANES) if grid else [1])
@@ -337,7 +337,7 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
         pairs = pairs * (2 if streams_weights(n) else 1)
         options.append(pairs)
         streamed.append(ddr)
-        times.append(np.array([max(stage_time(n, p, q, distance), stream_trips(n, p, q, port_elems) if d else 0)
+        times.append(np.array([max(stage_time(n, p, q, distance), d * (stream_trips(n, p, q, port_elems) + late))
                                for (p, q), d in zip(pairs, ddr, strict=True)], dtype=float))
         cost = np.array([stage_resources(n, p, q, dtype, cap, s.residual, skips[i], s.leaky, distance, d, port_bits)
                          for (p, q), d in zip(pairs, ddr, strict=True)])
@@ -378,7 +378,7 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
         io = image_trips(flat[0][1], first, flat[-1][1], chosen[-1][1], port_elems)
         frame = image + sum(stream_trips(n, p, q, port_elems) for n, p, q in readers) * port_bits // 8
         return achieved * 1e6 / max(*(times[i][k] for i, k in enumerate(pick)), *(g.trips for g in groups),
-                                    _io_cycles(board, io, frame, achieved)), pick, total
+                                    io_cycles(board, io, frame, achieved)), pick, total
 
     found = balance(times, costs, fixed, caps, lambda interval: clock * 1e6 / interval, score)
     if found is None:

@@ -21,10 +21,10 @@ from cost_models.fpga_costs import NETWORK_OUTSTANDING, axi_buffer_bram18, axi_m
 from cost_models.fpga_network import NetLayer
 from cost_models.fpga_network_resources import mux_luts
 from cost_models.fpga_pipeline_storage import fifo_storage
-from hetero_dse.hardware.board import RESOURCE_KINDS
+from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 
-__all__ = ["REGROUP_CONTROL_FF", "REGROUP_CONTROL_LUT", "Regroup", "folds", "image_trips", "in_lanes_of", "io_trips",
-           "pipeline_buffers", "port_pixel", "regroups", "stage_fifos"]
+__all__ = ["REGROUP_CONTROL_FF", "REGROUP_CONTROL_LUT", "Regroup", "folds", "image_trips", "in_lanes_of", "io_cycles",
+           "io_trips", "pipeline_buffers", "port_pixel", "regroups", "stage_fifos"]
 
 #: a regroup's counter, its phase compare and handshakes (*estimate*, no synthesis behind it)
 REGROUP_CONTROL_LUT, REGROUP_CONTROL_FF = 60, 80
@@ -76,6 +76,12 @@ def image_trips(first: NetLayer, lanes_in: int, last: NetLayer, lanes_out: int, 
     c_in, word_in = port_pixel(first.C, lanes_in, port_elems)
     k_out, word_out = port_pixel(last.K, lanes_out, port_elems)
     return {"read": first.H * first.W * c_in // word_in, "write": last.OH * last.OW * k_out // word_out}
+
+
+def io_cycles(board: Board, io: dict[str, int], image: int, achieved_mhz: float) -> float:
+    """Cycles a frame's image and result take on the port: their trips (``io_trips``), or the frame's bytes at the
+    port's bandwidth at the clock the design closes at, if that is slower."""
+    return max(*io.values(), image * achieved_mhz / (board.memory.sustained_gbps_per_channel * 1e3))
 
 
 def stage_fifos(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, caps: dict[str, float],
