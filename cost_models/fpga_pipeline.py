@@ -249,6 +249,7 @@ class PipelineDesign:
                 "utilisation": {k: self.resources[k] / caps[k] if caps[k] else 0.0 for k in RESOURCE_KINDS},
                 "per_stage": [{**s.to_json(hz), "distance": self.distance} for s in self.stages],
                 "regroups": [g.to_json() for g in self.regroups],
+                "ddr_weights": [s.shape.name for s in self.stages if s.weights == "ddr"],
                 "basis": "model only (cost_models/fpga_pipeline.py): one stage per layer, weights on chip, "
                          "folds chosen greedily; the latency's fill is an estimate"}
 

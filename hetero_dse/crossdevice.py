@@ -316,8 +316,7 @@ def _lanes_words(e: dict[str, Any], named: bool = False) -> str:
 
 def _engine_words(e: dict[str, Any]) -> str:
     """``a grid engine of 16 output-channel × 64 input-channel lanes`` (``, its weights over 4 ports`` where it
-    reads several); a Winograd engine with its tile, the multiplies it saves and its error against direct
-    convolution."""
+    reads several); a Winograd engine with its tile, the multiplies it saves and its error against direct ones."""
     lanes = _lanes_words(e, named=True)
     ports = f", its weights over {e['weight_ports']} ports" if e.get("weight_ports", 1) > 1 else ""
     if e["kind"] != "winograd":
@@ -363,14 +362,15 @@ def _project(p: dict[str, Any]) -> str:
 
 
 def _pipeline_note(p: dict[str, Any] | None, units_fps: float) -> str:
-    """Which architecture serves throughput: the shared kernel's compute units, whose code is written, or a
-    layer-pipelined design, which is modelled only."""
+    """Which architecture serves throughput: the shared kernel's compute units or a layer-pipelined design."""
     if not p:
         return ""
     if "why" in p:
         return f" A layer-pipelined design (one stage a layer, weights on chip, by the model): {p['why']}."
     verdict = ("would serve throughput better" if p["fps"] > units_fps else "would not serve throughput better")
-    return (f" A layer-pipelined design ({p['stages']} stages, weights on chip; {_project(p)}) would run "
+    n = len(p.get("ddr_weights", []))
+    ddr = f", but those of its {n} stage{'s' * (n > 1)} of one output pixel read from DDR each image" if n else ""
+    return (f" A layer-pipelined design ({p['stages']} stages, weights on chip{ddr}; {_project(p)}) would run "
             f"{p['fps']:.0f} images a second at {p['achieved_mhz']:.0f} MHz, its slowest stage {p['bottleneck']}: "
             f"it {verdict} than the compute units above.")
 

@@ -267,6 +267,9 @@ def test_report_says_which_architecture_serves_throughput():
     assert "would serve throughput better" in _pipeline_note(p, 500.0)
     assert "would not serve throughput better" in _pipeline_note(p, 1000.0)
     assert "by the model only" in _pipeline_note(p, 500.0)
+    assert "weights on chip;" in _pipeline_note(p, 500.0)
+    assert "weights on chip, but those of its 1 stage of one output pixel read from DDR each image" in \
+        _pipeline_note({**p, "ddr_weights": ["fc"]}, 500.0)
     written = {**p, "directory": "network-x/vu9p/pipeline", "check": {"passed": True}}
     assert "its project `network-x/vu9p/pipeline`, C-simulated against its reference: passed" in _pipeline_note(
         written, 1.0)

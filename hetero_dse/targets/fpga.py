@@ -250,9 +250,7 @@ def clock_note(design: dict) -> str:
     target, achieved = clock.get("target_mhz"), clock.get("achieved_mhz")
     if not target or not achieved or achieved >= target * 0.999:
         return ""
-    why = []
-    if clock.get("slrs_spanned", 1) > 1:
-        why.append(f"{clock['slrs_spanned']} SLRs")
+    why = [f"{clock['slrs_spanned']} SLRs"] if clock.get("slrs_spanned", 1) > 1 else []
     if clock.get("fanout", 1) > 16:
         why.append(f"fan-out {clock['fanout']:.0f}")
     return f" · {achieved:.0f} of {target:.0f} MHz ({', '.join(why)}; {clock.get('basis', 'estimate')})"
@@ -345,8 +343,9 @@ def _pipeline(graph: Any, shapes: list, board: Any, dtype: str, clock: float, ou
         design = explore_pipeline([(c.shape, 1) for c in layers] if layers else shapes, board, dtype, clock, residuals)
     except HeteroDSEError as exc:
         return {"why": str(exc)}
-    record = {k: v for k, v in design.to_json().items() if k in (
-        "architecture", "fps", "latency_s", "gops", "stages", "bottleneck", "achieved_mhz", "utilisation", "basis")}
+    record = {k: v for k, v in design.to_json().items() if k in ("architecture", "fps", "latency_s", "gops", "stages",
+                                                                  "bottleneck", "achieved_mhz", "utilisation", "basis",
+                                                                  "ddr_weights")}
     if out is None:
         return record
     if not layers:
