@@ -54,6 +54,7 @@ from cost_models.fpga_pipeline_align import align
 from cost_models.fpga_pipeline_streams import (
     Regroup,
     image_trips,
+    frame_bytes,
     in_lanes_of,
     io_cycles,
     io_trips,
@@ -291,8 +292,8 @@ def _design(board: Board, dtype: str, stages: list[Stage], total: np.ndarray, cl
     total = total + sum((g.resources(dtype) for g in groups), np.zeros(len(RESOURCE_KINDS)))
     achieved = design_clock_mhz(board, clock, total, max(s.out_lanes for s in stages))
     io = io_trips(stages, port_elems)
-    streamed = sum(stream_trips(s.layer, s.in_lanes, s.out_lanes, port_elems) for s in stages if s.weights == "ddr")
-    frame = image + streamed * board.memory.port_bits // 8
+    frame = frame_bytes(image, [(s.layer, s.in_lanes, s.out_lanes) for s in stages if s.weights == "ddr"], port_elems,
+                        board.memory.port_bits)
     return PipelineDesign(board, dtype, list(stages), {r: float(v) for r, v in zip(RESOURCE_KINDS, total, strict=True)},
                           clock, achieved, weights, image, io_cycles(board, io, frame, achieved),
                           timing={"port_gbps": board.memory.sustained_gbps_per_channel}, regroups=groups)
@@ -347,14 +348,15 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
                 fifo_storage(2, port_pixel(n.K, q, port_elems)[1] * 8.0 * itemsize, cap, cost[k])
         costs.append(cost)
 
-    layers_, zero = [n for _, n in flat], np.zeros(len(caps))
+    layers_, zero, share = [n for _, n in flat], np.zeros(len(caps)), 1 / np.maximum(caps, 1)
+    ports = len(pipeline_buffers(port_bits, 8 * itemsize))
 
     def stages_total(pick: list[int]) -> np.ndarray:
         return fixed + sum(costs[i][k] for i, k in enumerate(pick))
 
     def spend(pick: list[int]) -> float:  # the device's share a choice takes, its regroups counted
         groups = regroups(layers_, [options[i][k] for i, k in enumerate(pick)], sources, port_elems)
-        return float((stages_total(pick) + sum((g.resources(dtype) for g in groups), zero)) @ (1 / np.maximum(caps, 1)))
+        return float((stages_total(pick) + sum((g.resources(dtype) for g in groups), zero)) @ share)
 
     def score(pick: list[int], total: np.ndarray) -> tuple[float, list[int], np.ndarray] | float:
         """Images a second of the stages' options ``pick`` with the regroups they need (none where the design
@@ -363,21 +365,21 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
         chosen = [options[i][k] for i, k in enumerate(pick)]
         readers = [(n, *options[i][k]) for i, ((_, n), k) in enumerate(zip(flat, pick, strict=True))
                    if streamed[i][k]]
-        if board.memory.axi_ports and len(pipeline_buffers(port_bits, 8 * itemsize)) + len(readers) > \
-                board.memory.axi_ports:
+        if board.memory.axi_ports and ports + len(readers) > board.memory.axi_ports:
             return -np.inf  # a port each, more than the board's AXI ports
-        full = total + sum((g.resources(dtype) for g in regroups(layers_, chosen, sources, port_elems)), zero)
+        groups = regroups(layers_, chosen, sources, port_elems)
+        full = total + sum((g.resources(dtype) for g in groups), zero)
         if np.any(full > caps):  # the regroups push it past the device: lanes that agree across edges may not
             pick = align(pick, options, times, costs, layers_, spend)
             chosen, total = [options[i][k] for i, k in enumerate(pick)], stages_total(pick)
-        groups = regroups(layers_, chosen, sources, port_elems)
-        full = total + sum((g.resources(dtype) for g in groups), zero)
-        if np.any(full > caps):
-            return -np.inf
+            groups = regroups(layers_, chosen, sources, port_elems)
+            full = total + sum((g.resources(dtype) for g in groups), zero)
+            if np.any(full > caps):
+                return -np.inf
         achieved = design_clock_mhz(board, clock, full, max(q for _, q in chosen))
         first = in_lanes_of(flat[0][1], *chosen[0])
         io = image_trips(flat[0][1], first, flat[-1][1], chosen[-1][1], port_elems)
-        frame = image + sum(stream_trips(n, p, q, port_elems) for n, p, q in readers) * port_bits // 8
+        frame = frame_bytes(image, readers, port_elems, port_bits)
         return achieved * 1e6 / max(*(times[i][k] for i, k in enumerate(pick)), *(g.trips for g in groups),
                                     io_cycles(board, io, frame, achieved)), pick, total
 

@@ -20,11 +20,11 @@ import numpy as np
 from cost_models.fpga_costs import NETWORK_OUTSTANDING, axi_buffer_bram18, axi_max_beats
 from cost_models.fpga_network import NetLayer
 from cost_models.fpga_network_resources import mux_luts
-from cost_models.fpga_pipeline_storage import fifo_storage
+from cost_models.fpga_pipeline_storage import fifo_storage, stream_trips
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 
-__all__ = ["REGROUP_CONTROL_FF", "REGROUP_CONTROL_LUT", "Regroup", "folds", "image_trips", "in_lanes_of", "io_cycles",
-           "io_trips", "pipeline_buffers", "port_pixel", "regroups", "stage_fifos"]
+__all__ = ["REGROUP_CONTROL_FF", "REGROUP_CONTROL_LUT", "Regroup", "folds", "frame_bytes", "image_trips", "in_lanes_of",
+           "io_cycles", "io_trips", "pipeline_buffers", "port_pixel", "regroups", "stage_fifos"]
 
 #: a regroup's counter, its phase compare and handshakes (*estimate*, no synthesis behind it)
 REGROUP_CONTROL_LUT, REGROUP_CONTROL_FF = 60, 80
@@ -66,8 +66,14 @@ def io_trips(stages: Sequence[Any], port_elems: int) -> dict[str, int]:
     """Trips of the image reader and the result writer for one image: a port word a trip, a pixel's channels
     padded to the lanes of the stage that reads (or writes) them, a word as ``port_pixel`` gives it."""
     first, last = stages[0], stages[-1]
-    return image_trips(first.layer, first.in_lanes if first.layer.engine == "grid" else first.out_lanes,
-                       last.layer, last.out_lanes, port_elems)
+    return image_trips(first.layer, in_lanes_of(first.layer, first.in_lanes, first.out_lanes), last.layer,
+                       last.out_lanes, port_elems)
+
+
+def frame_bytes(image: int, readers: Sequence[tuple[NetLayer, int, int]], port_elems: int, port_bits: int) -> int:
+    """The bytes a frame moves on the channel: its image and result (``image``), and the weights that each stage
+    reading them from DDR, (layer, in lanes, out lanes) each, reads in whole words of its port."""
+    return image + sum(stream_trips(n, p, q, port_elems) for n, p, q in readers) * port_bits // 8
 
 
 def image_trips(first: NetLayer, lanes_in: int, last: NetLayer, lanes_out: int, port_elems: int) -> dict[str, int]:
@@ -113,6 +119,11 @@ class Regroup:
     in_lanes: int
     out_words: int
     out_lanes: int
+
+    @property
+    def tensor(self) -> int:
+        """The tensor whose words it regroups, as ``regroups`` names its stream: ``t{tensor}_...``."""
+        return int(self.consumer[1:].split("_", 1)[0])
 
     @property
     def kind(self) -> str:

@@ -53,8 +53,9 @@ def lint_pipeline(project: str | Path) -> LintReport:
         report.add("dataflow", "kernel.cpp", f"{record['top']} is not a DATAFLOW region: its stages would run one "
                                              "after the other, not at the rate the model gives")
     packed = record.get("dtype", record.get("design", {}).get("dtype")) == "int8"
-    _check_fifos(source + header, top, fifos, 8 if packed else 32, report)
-    _check_regroups(source + header, record["design"].get("regroups", []), int(record.get("frames", 1)), report)
+    widths = _widths(source + header)
+    _check_fifos(widths, top, fifos, 8 if packed else 32, report)
+    _check_regroups(source, widths, record["design"].get("regroups", []), report)
     for i, s in enumerate(stages):
         p, q = s["in_lanes"], s["out_lanes"]
         m = re.search(rf"static data_t W{i}\[(\d+)\]\[(\d+)\]", source)
@@ -119,10 +120,9 @@ def _check_streamed(source: str, top: str, i: int, body: str, report: LintReport
                                           "charges a word a cycle)")
 
 
-def _check_regroups(code: str, groups: list[dict], frames: int, report: LintReport) -> None:
+def _check_regroups(code: str, widths: dict[str, int], groups: list[dict], report: LintReport) -> None:
     """Each regroup the model charges is a process of the code, reading words of its input lanes and writing
     words of its output lanes, its loop the model's trips; the code has no other."""
-    widths = _widths(code)
     found = {m.group(1): m for m in re.finditer(
         r"static void regroup_(\w+)\(hls::stream<(\w+)> &in, hls::stream<(\w+)> &out, int frames\) \{"
         r"(?:(?!\nstatic void ).)*?it < \(long\)frames \* (\d+);", code, re.S)}
@@ -146,10 +146,9 @@ def _widths(code: str) -> dict[str, int]:
     return widths
 
 
-def _check_fifos(code: str, top: str, fifos: list[dict], elem_bits: int, report: LintReport) -> None:
+def _check_fifos(widths: dict[str, int], top: str, fifos: list[dict], elem_bits: int, report: LintReport) -> None:
     """Each FIFO the top function declares is one of the design's, as deep, as wide (its element type's values)
     and bound to the memory the model charges (a FIFO left to Vitis past 2 words or 1,024 bits goes to memory)."""
-    widths = _widths(code)
     types = {m.group(2): m.group(1) for m in re.finditer(r"^\s*hls::stream<(\w+)> (\w+);", top, re.M)}
     depths = {m.group(1): int(m.group(2)) for m in re.finditer(r"#pragma HLS STREAM variable=(\w+) depth=(\d+)",
                                                                 top)}

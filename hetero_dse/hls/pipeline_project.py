@@ -126,7 +126,7 @@ def _plan(design: PipelineDesign, layers: Sequence[Any]) -> tuple[list[dict], li
         t["channels"] = max(t["channels"], channels)
     consumer(len(stages), f"t{len(stages)}_result", 2, tensors[-1]["word"] * elem_bits, "srl", "out_word_t",
              "the result")
-    groups = [{**g.to_json(), "size": g.size, "tensor": int(g.consumer[1:].split("_")[0]),
+    groups = [{**g.to_json(), "size": g.size, "tensor": g.tensor,
                "in_type": next(t["word_type"] for t in tensors for c in t["consumers"] if c["stream"] == g.consumer),
                "out_type": next(c["type"] for t in tensors for c in t["consumers"] if c["stream"] == g.consumer)}
               for g in code_groups]
