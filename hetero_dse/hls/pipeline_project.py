@@ -126,16 +126,15 @@ def _plan(design: PipelineDesign, layers: Sequence[Any]) -> tuple[list[dict], li
         t["channels"] = max(t["channels"], channels)
     consumer(len(stages), f"t{len(stages)}_result", 2, tensors[-1]["word"] * elem_bits, "srl", "out_word_t",
              "the result")
-    groups = [{**g.to_json(), "size": g.size, "tensor": g.tensor,
-               "in_type": next(t["word_type"] for t in tensors for c in t["consumers"] if c["stream"] == g.consumer),
-               "out_type": next(c["type"] for t in tensors for c in t["consumers"] if c["stream"] == g.consumer)}
-              for g in code_groups]
+    types = {c["stream"]: (t["word_type"], c["type"]) for t in tensors for c in t["consumers"]}  # words in, out
+    groups = [{**g.to_json(), "size": g.size, "tensor": g.tensor, "in_type": types[g.consumer][0],
+               "out_type": types[g.consumer][1]} for g in code_groups]
     ctx = []
     integer = design.dtype == "int8"
     distance = design.distance
     for i, (s, layer) in enumerate(zip(stages, layers, strict=True)):
         n, p, q, grid = s.layer, s.in_lanes, s.out_lanes, s.layer.engine == "grid"
-        cf = math.ceil(n.C / (p if grid else q))
+        cf = math.ceil(n.C / lanes_in[i])
         tg = math.ceil(n.R * n.S / p)
         t = n.R * n.S * cf
         lo, hi, slope = layer.activation
