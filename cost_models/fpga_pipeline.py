@@ -145,7 +145,7 @@ def stage_resources(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, 
     res[_DSP] += muls * a.dsp_mul + macs * a.dsp_add
     res[_LUT] += muls * a.lut_mul + macs / chain * a.lut_add + (muls / chain * 40 if packed else 0)
     res[_FF] += macs * a.ff_mul + macs / chain * a.ff_add + (muls / chain * CHAIN_DELAY_FF if chain > 1 else 0)
-    folds_c = math.ceil(layer.C / (in_lanes if grid else out_lanes))
+    folds_c = math.ceil(layer.C / in_lanes_of(layer, in_lanes, out_lanes))
     if streamed:  # the weights read from DDR each image (``streams_weights``): an m_axi port of its own instead
         res += kernel_base([(port_bits, axi_max_beats(port_bits // 8))]) - kernel_base([])
     else:

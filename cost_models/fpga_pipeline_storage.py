@@ -12,14 +12,19 @@ from cost_models.fpga_costs import BRAM18K_CONFIGS, LUTRAM_WORDS_PER_LUT_PAIR, U
 from cost_models.fpga_network import NetLayer
 from hetero_dse.hardware.board import RESOURCE_KINDS
 
-__all__ = ["SRL_DEPTH", "block_lag", "consumed", "fifo_storage", "line_reads", "line_rows", "line_storage", "memory",
-           "pointwise", "stream_trips", "streams_weights", "weight_rows", "weights_storage"]
+__all__ = ["SRL_DEPTH", "block_lag", "consumed", "fifo_storage", "in_lanes_of", "line_reads", "line_rows",
+           "line_storage", "memory", "pointwise", "stream_trips", "streams_weights", "weight_rows", "weights_storage"]
 
 _LUT, _FF = RESOURCE_KINDS.index("lut"), RESOURCE_KINDS.index("ff")
 #: the deepest FIFO the code keeps in shift registers: an SRL32 is one LUT holding 32 bits of one lane
 SRL_DEPTH = 32
 #: a FIFO's pointers, full and empty flags and handshake (*estimate*, no synthesis behind it)
 FIFO_CONTROL_LUT, FIFO_CONTROL_FF = 16, 10
+
+
+def in_lanes_of(layer: NetLayer, in_lanes: int, out_lanes: int) -> int:
+    """The lanes a stage's window reads its input in: the grid's input lanes, the depthwise engine's channels."""
+    return in_lanes if layer.engine == "grid" else out_lanes
 
 
 def pointwise(layer: NetLayer) -> bool:
@@ -64,7 +69,7 @@ def line_storage(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, cap
     """Where a stage's line buffer lives (``line_rows`` of its image, a fold of its lanes a word, as its input
     arrives and its window reads it; none for a 1×1 convolution, whose words pass on), its cost added to
     ``res``; returns the memory's name."""
-    lanes = in_lanes if layer.engine == "grid" else out_lanes
+    lanes = in_lanes_of(layer, in_lanes, out_lanes)
     if pointwise(layer):
         return "registers"
     name, cost = memory(line_rows(layer) * layer.W * math.ceil(layer.C / lanes),
@@ -97,7 +102,8 @@ def fifo_storage(depth: int, bits: float, caps: dict[str, float], res: np.ndarra
 def weight_rows(layer: NetLayer, in_lanes: int, out_lanes: int) -> int:
     """The stage's weight rows, a row its lane grid: one for each (output fold, step) of its PE array."""
     grid = layer.engine == "grid"
-    folds = (math.ceil(layer.K / out_lanes) if grid else 1) * math.ceil(layer.C / (in_lanes if grid else out_lanes))
+    folds_k = math.ceil(layer.K / out_lanes) if grid else 1
+    folds = folds_k * math.ceil(layer.C / in_lanes_of(layer, in_lanes, out_lanes))
     return folds * (layer.R * layer.S if grid else math.ceil(layer.R * layer.S / in_lanes))
 
 

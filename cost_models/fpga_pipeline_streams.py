@@ -20,7 +20,7 @@ import numpy as np
 from cost_models.fpga_costs import NETWORK_OUTSTANDING, axi_buffer_bram18, axi_max_beats
 from cost_models.fpga_network import NetLayer
 from cost_models.fpga_network_resources import mux_luts
-from cost_models.fpga_pipeline_storage import fifo_storage, stream_trips
+from cost_models.fpga_pipeline_storage import fifo_storage, in_lanes_of, stream_trips
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 
 __all__ = ["REGROUP_CONTROL_FF", "REGROUP_CONTROL_LUT", "Regroup", "folds", "frame_bytes", "image_trips", "in_lanes_of",
@@ -33,11 +33,6 @@ _LUT, _FF = RESOURCE_KINDS.index("lut"), RESOURCE_KINDS.index("ff")
 
 def folds(channels: int, lanes: int) -> int:
     return -(-channels // lanes)
-
-
-def in_lanes_of(layer: NetLayer, in_lanes: int, out_lanes: int) -> int:
-    """The lanes a stage's window reads its input in: the grid's input lanes, the depthwise engine's channels."""
-    return in_lanes if layer.engine == "grid" else out_lanes
 
 
 def port_pixel(channels: int, lanes: int, port_elems: int) -> tuple[int, int]:
