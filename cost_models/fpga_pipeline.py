@@ -35,7 +35,6 @@ from cost_models.fpga_blocks import storage_cost
 from cost_models.fpga_costs import ARITHMETIC, CHAIN_DELAY_FF, axi_max_beats, packed_chain
 from cost_models.fpga_network import NetLayer
 from cost_models.fpga_network_depths import accumulation_distance
-from cost_models.fpga_network_clock import design_clock_mhz
 from cost_models.fpga_network_resources import kernel_base
 from cost_models.fpga_pipeline_balance import balance, lane_ladder
 from cost_models.fpga_pipeline_storage import (
@@ -51,6 +50,7 @@ from cost_models.fpga_pipeline_storage import (
     weights_storage,
 )
 from cost_models.fpga_pipeline_align import align
+from cost_models.fpga_pipeline_slrs import Kernel, over_slrs
 from cost_models.fpga_pipeline_streams import (
     Regroup,
     image_trips,
@@ -58,10 +58,12 @@ from cost_models.fpga_pipeline_streams import (
     in_lanes_of,
     io_cycles,
     io_trips,
+    load_trips,
     pipeline_buffers,
     port_pixel,
     regroups,
     stage_fifos,
+    stage_regroups,
 )
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
@@ -209,6 +211,7 @@ class PipelineDesign:
     io_cycles: float  # cycles a frame's image and result take on the port, if that is slower than every stage
     timing: dict[str, Any] = field(default_factory=dict)
     regroups: list[Regroup] = field(default_factory=list)  # between producers and consumers of other lanes
+    kernels: list[Kernel] = field(default_factory=list)  # one an SLR (``fpga_pipeline_slrs``); none: one kernel
 
     @property
     def interval_cycles(self) -> float:
@@ -251,15 +254,9 @@ class PipelineDesign:
                 "per_stage": [{**s.to_json(hz), "distance": self.distance} for s in self.stages],
                 "regroups": [g.to_json() for g in self.regroups],
                 "ddr_weights": [s.shape.name for s in self.stages if s.weights == "ddr"],
+                "kernels": [k.to_json() for k in self.kernels],
                 "basis": "model only (cost_models/fpga_pipeline.py): one stage per layer, weights on chip, "
                          "folds chosen greedily; the latency's fill is an estimate"}
-
-
-def load_trips(stages: Sequence[Stage], port_elems: int) -> int:
-    """Trips of the weight load (once, before the first image): each stage's weight rows in whole words of the
-    weights' port, a row of ``in_lanes × out_lanes`` weights taking ``⌈in_lanes · out_lanes / word⌉``; none of
-    a stage that reads its weights from DDR each image."""
-    return sum(stream_trips(s.layer, s.in_lanes, s.out_lanes, port_elems) for s in stages if s.weights != "ddr")
 
 
 def _skip(stages: Sequence[tuple[LayerShape, NetLayer]], i: int, source: int | None = None) -> tuple[int, int]:
@@ -277,26 +274,24 @@ def _skip(stages: Sequence[tuple[LayerShape, NetLayer]], i: int, source: int | N
     return j, block_lag([n for _, n in stages[j:i + 1]]) + (i - j + 1)
 
 
-def stage_regroups(stages: Sequence[Stage], port_elems: int) -> list[Regroup]:
-    """The regroups a pipeline of ``stages`` needs (``regroups``)."""
-    return regroups([s.layer for s in stages], [(s.in_lanes, s.out_lanes) for s in stages],
-                    [s.skip_source for s in stages], port_elems)
-
-
 def _design(board: Board, dtype: str, stages: list[Stage], total: np.ndarray, clock: float, weights: int,
-            image: int) -> PipelineDesign:
-    """The pipeline at the clock it closes at (derated by the lanes' fan-out and the SLRs it spans); ``total``
-    its stages' resources, to which its regroups' are added."""
-    port_elems = board.memory.port_bits // (8 * np.dtype(dtype).itemsize)
+            image: int, buffers: list[tuple[int, int]]) -> PipelineDesign:
+    """The pipeline at the clock it closes at (derated by the lanes' fan-out and the SLRs it spans, or cut into
+    kernels one an SLR: ``over_slrs``); ``total`` its stages' resources, to which its regroups' are added."""
+    elem_bits = 8 * np.dtype(dtype).itemsize
+    port_elems = board.memory.port_bits // elem_bits
     groups = stage_regroups(stages, port_elems)
     total = total + sum((g.resources(dtype) for g in groups), np.zeros(len(RESOURCE_KINDS)))
-    achieved = design_clock_mhz(board, clock, total, max(s.out_lanes for s in stages))
+    achieved, kernels, extra = over_slrs(board, clock, [s.resources for s in stages], [(g.consumer, g.resources(
+        dtype)) for g in groups], buffers, [s.skip_source for s in stages], [s.out_lanes for s in stages], elem_bits)
+    total = total + extra
     io = io_trips(stages, port_elems)
     frame = frame_bytes(image, [(s.layer, s.in_lanes, s.out_lanes) for s in stages if s.weights == "ddr"], port_elems,
                         board.memory.port_bits)
     return PipelineDesign(board, dtype, list(stages), {r: float(v) for r, v in zip(RESOURCE_KINDS, total, strict=True)},
                           clock, achieved, weights, image, io_cycles(board, io, frame, achieved),
-                          timing={"port_gbps": board.memory.sustained_gbps_per_channel}, regroups=groups)
+                          timing={"port_gbps": board.memory.sustained_gbps_per_channel}, regroups=groups,
+                          kernels=kernels)
 
 
 def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dtype: str = "float32",
@@ -318,7 +313,8 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
     weights = sum(n.K * n.R * n.S * (n.C if n.engine == "grid" else 1) for _, n in flat) * itemsize
     first, last = flat[0][1], flat[-1][1]
     image = (first.C * first.H * first.W + last.K * last.OH * last.OW) * itemsize
-    fixed = kernel_base(pipeline_buffers(board.memory.port_bits, 8 * itemsize))
+    buffers = pipeline_buffers(board.memory.port_bits, 8 * itemsize)
+    fixed = kernel_base(buffers)
     blocks = [_skip(flat, i, None if residuals is None else residuals[i]) if s.residual else (None, 0)
               for i, (s, _) in enumerate(flat)]
     sources, skips = [b[0] for b in blocks], [b[1] for b in blocks]
@@ -376,7 +372,11 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
             full = total + sum((g.resources(dtype) for g in groups), zero)
             if np.any(full > caps):
                 return -np.inf
-        achieved = design_clock_mhz(board, clock, full, max(q for _, q in chosen))
+        achieved, _, extra = over_slrs(board, clock, [costs[i][k] for i, k in enumerate(pick)],
+                                       [(g.consumer, g.resources(dtype)) for g in groups], buffers, sources,
+                                       [q for _, q in chosen], 8 * itemsize)
+        if np.any(full + extra > caps):
+            return -np.inf
         first = in_lanes_of(flat[0][1], *chosen[0])
         io = image_trips(flat[0][1], first, flat[-1][1], chosen[-1][1], port_elems)
         frame = frame_bytes(image, readers, port_elems, port_bits)
@@ -397,4 +397,4 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
                             "ddr" if streamed[i][k] else weights_storage(n, p, q, dtype, cap),
                             line_storage(n, p, q, dtype, cap),
                             stage_fifos(n, p, q, dtype, cap, s.residual, skips[i])))
-    return _design(board, dtype, stages, total, clock, weights, image)
+    return _design(board, dtype, stages, total, clock, weights, image, buffers)

@@ -24,7 +24,8 @@ from cost_models.fpga_pipeline_storage import fifo_storage, in_lanes_of, stream_
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 
 __all__ = ["REGROUP_CONTROL_FF", "REGROUP_CONTROL_LUT", "Regroup", "folds", "frame_bytes", "image_trips", "in_lanes_of",
-           "io_cycles", "io_trips", "pipeline_buffers", "port_pixel", "regroups", "stage_fifos"]
+           "io_cycles", "io_trips", "load_trips", "pipeline_buffers", "port_pixel", "regroups", "stage_fifos",
+           "stage_regroups"]
 
 #: a regroup's counter, its phase compare and handshakes (*estimate*, no synthesis behind it)
 REGROUP_CONTROL_LUT, REGROUP_CONTROL_FF = 60, 80
@@ -219,3 +220,16 @@ def regroups(layers: list[NetLayer], lanes: list[tuple[int, int]], skip_sources:
     if word != q:
         out.append(Regroup(f"t{len(layers)}_result", last.OH * last.OW, words, width, channels // word, word))
     return out
+
+
+def load_trips(stages: Sequence[Any], port_elems: int) -> int:
+    """Trips of the weight load (once, before the first image): each stage's weight rows in whole words of the
+    weights' port, a row of ``in_lanes × out_lanes`` weights taking ``⌈in_lanes · out_lanes / word⌉``; none of
+    a stage that reads its weights from DDR each image."""
+    return sum(stream_trips(s.layer, s.in_lanes, s.out_lanes, port_elems) for s in stages if s.weights != "ddr")
+
+
+def stage_regroups(stages: Sequence[Any], port_elems: int) -> list[Regroup]:
+    """The regroups a pipeline of ``stages`` needs (``regroups``)."""
+    return regroups([s.layer for s in stages], [(s.in_lanes, s.out_lanes) for s in stages],
+                    [s.skip_source for s in stages], port_elems)

@@ -367,10 +367,10 @@ def _pipeline_note(p: dict[str, Any] | None, units_fps: float) -> str:
         return ""
     if "why" in p:
         return f" A layer-pipelined design (one stage a layer, weights on chip, by the model): {p['why']}."
-    verdict = ("would serve throughput better" if p["fps"] > units_fps else "would not serve throughput better")
-    n = len(p.get("ddr_weights", []))
+    verdict = "would" + " not" * (p["fps"] <= units_fps) + " serve throughput better"
+    n, cut = len(p.get("ddr_weights", [])), (f" in {len(p['kernels'])} kernels, one an SLR" if p.get("kernels") else "")
     ddr = f", but those of its {n} stage{'s' * (n > 1)} of one output pixel read from DDR each image" if n else ""
-    return (f" A layer-pipelined design ({p['stages']} stages, weights on chip{ddr}; {_project(p)}) would run "
+    return (f" A layer-pipelined design ({p['stages']} stages{cut}, weights on chip{ddr}; {_project(p)}) would run "
             f"{p['fps']:.0f} images a second at {p['achieved_mhz']:.0f} MHz, its slowest stage {p['bottleneck']}: "
             f"it {verdict} than the compute units above.")
 

@@ -12,7 +12,10 @@ set steps $argv
 if {[info exists ::env(HDSE_STEPS)]} { set steps $::env(HDSE_STEPS) }
 if {[llength $steps] == 0} { set steps {csim csynth cosim export} }
 
-open_project -reset prj
+# HDSE_TOP: another top of the same source (a layer pipeline cut into kernels, one an SLR), in a project of its own
+set prj prj
+if {[info exists ::env(HDSE_TOP)]} { set top $::env(HDSE_TOP); set prj prj_$top }
+open_project -reset $prj
 set_top $top
 add_files src/kernel.cpp -cflags "-std=c++14 -Isrc"
 add_files -tb tb/tb.cpp -cflags "-std=c++14 -Isrc"

@@ -169,3 +169,18 @@ def retiled(design, run, column=False):
         layers.append(PlacedLayer(p.shape, p.count, net, p.im2col, tiles, cycles))
     return replace(design, layers=layers), replace(run, layers=[replace(r, placed=p)
                                                                 for r, p in zip(run.layers, layers, strict=True)])
+
+
+def three_slr_board():
+    """vu9p cut down to three SLRs of 900 DSPs each (630 of them kernels' after the board's usable 70 %): the
+    small network's pipeline at its widest lanes (815 DSPs, its 32 × 32 stage 608) spans two as one kernel, and
+    fits one kernel an SLR."""
+    from dataclasses import replace
+    from types import MappingProxyType
+
+    from hetero_dse.hardware.board import load_board
+
+    per = {"dsp": 900, "bram18k": 100, "uram": 0, "lut": 100_000, "ff": 150_000}
+    return replace(load_board("vu9p"), name="vu9p-3x900",
+                   resources=MappingProxyType({k: 3 * v for k, v in per.items()}),
+                   slr_resources=tuple(MappingProxyType(dict(per)) for _ in range(3)))

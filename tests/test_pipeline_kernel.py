@@ -27,7 +27,7 @@ from hetero_dse.hardware.board import load_board
 from hetero_dse.hls.csim import csim
 from hetero_dse.hls.lint import lint
 from hetero_dse.hls.pipeline_project import check_pipeline_trips, write_pipeline_project
-from small_net import traced
+from small_net import three_slr_board, traced
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="C-simulation needs g++")
@@ -60,14 +60,18 @@ def _ragged(design):
 
 
 @pytest.fixture(scope="module", params=[("float32", "zcu102"), ("int8", "zcu102"), ("int8", "vu9p"),
-                                        ("int8", "ragged")], ids=["float32", "int8", "int8-vu9p", "int8-ragged"])
+                                        ("int8", "ragged"), ("int8", "slrs")],
+                ids=["float32", "int8", "int8-vu9p", "int8-ragged", "int8-slrs"])
 def project(request, tmp_path_factory):
     """The small network's pipeline; on vu9p, a part with UltraRAM, its stages start with wider weight rows;
-    ``ragged``: on zcu102 with the lanes of ``RAGGED``."""
+    ``ragged``: on zcu102 with the lanes of ``RAGGED``; ``slrs``: on SLRs too small for it as one kernel, so cut
+    into three, one an SLR, joined by streams."""
     dtype, board = request.param
     layers, image, _, _ = traced()
-    design = explore_pipeline([(layer.shape, 1) for layer in layers], load_board(board.replace("ragged", "zcu102")),
+    part = three_slr_board() if board == "slrs" else load_board(board.replace("ragged", "zcu102"))
+    design = explore_pipeline([(layer.shape, 1) for layer in layers], part,
                               dtype, residuals=[None if c.residual is None else c.residual + 1 for c in layers])
+    assert (len(design.kernels) == 3) == (board == "slrs")
     if board == "ragged":
         design = _ragged(design)
     directory = write_pipeline_project(tmp_path_factory.mktemp(dtype) / "hls", design, layers, image,
@@ -369,6 +373,47 @@ def test_a_classifier_that_reads_its_weights_from_ddr_is_checked(project, tmp_pa
     assert [f.check for f in lint(shared).findings] == ["storage"]
     beats = _mutated(directory, tmp_path / "beats", offset.group(0), f"weights[{offset.group(1)} + (i ^ 1)]")
     assert [f.check for f in lint(beats).findings] == ["burst"]
+
+
+def test_kernels_one_an_slr_are_the_models_and_each_broken_link_is_found(project, tmp_path):
+    """The pipeline cut into kernels, one an SLR (``fpga_pipeline_slrs``): each kernel runs the model's stages, the
+    streams between them are as wide as the model's crossings, connectivity.cfg joins them in order and keeps each
+    to the model's SLR; each of these broken on purpose is a lint finding, and a stream between kernels read a
+    word short fails the C-simulation."""
+    _, design, directory = project
+    if not design.kernels:
+        pytest.skip("the project cut into kernels only")
+    assert [(k.first, k.last, k.slr) for k in design.kernels] == [(0, 2, 0), (3, 3, 1), (4, 5, 2)]
+    # the crossings are the cut tensors' words: stage 2's and stage 3's output lanes, int8
+    assert [k.crossing_bits for k in design.kernels] == [0, 8 * design.stages[2].out_lanes,
+                                                         8 * design.stages[3].out_lanes]
+    cfg = (directory / "connectivity.cfg").read_text()
+    assert "stream_connect=pipeline_kernel_0_1.out:pipeline_kernel_1_1.in" in cfg
+    assert "slr=pipeline_kernel_2_1:SLR2" in cfg and "nk=pipeline_kernel:" not in cfg
+
+    def broken(name, old, new):
+        copy = tmp_path / f"broken_{len(list(tmp_path.iterdir()))}"
+        shutil.copytree(directory, copy)
+        path = copy / name
+        text = path.read_text()
+        assert old in text, old
+        path.write_text(text.replace(old, new, 1))
+        return [f.check for f in lint(copy).findings]
+
+    assert broken("connectivity.cfg", "stream_connect=pipeline_kernel_1_1.out:pipeline_kernel_2_1.in\n", "") == [
+        "kernels"]
+    assert broken("connectivity.cfg", "slr=pipeline_kernel_1_1:SLR1", "slr=pipeline_kernel_1_1:SLR2") == ["kernels"]
+    assert broken("src/kernel.cpp", "#pragma HLS INTERFACE axis port=out", "#pragma HLS INTERFACE ap_fifo port=out"
+                  ) == ["kernels"]
+    assert broken("design.json", '"last": 3,', '"last": 4,') == ["kernels"]
+    words = re.search(r"static void link_in_1\(.*?frames \* (\d+);", (directory / "src" / "kernel.cpp").read_text(),
+                      re.S).group(1)
+    short = _mutated(directory, tmp_path, f"(long)frames * {words}; ++it) {{\n    #pragma HLS PIPELINE II=1\n"
+                     "    HDSE_COUNT(hdse_link_trips[1]);",
+                     f"(long)frames * {int(words) - 1}; ++it) {{\n    #pragma HLS PIPELINE II=1\n"
+                     "    HDSE_COUNT(hdse_link_trips[1]);")
+    with pytest.raises(HeteroDSEError, match="read while empty"):  # the stage after it starves
+        csim(short)
 
 
 def test_each_ports_bursts_are_the_ones_whose_buffer_the_model_charges(project):

@@ -48,10 +48,17 @@ def lint_pipeline(project: str | Path) -> LintReport:
     except (OSError, ValueError, KeyError) as exc:
         raise LintError(f"{project} is not a pipeline project written by hetero_dse ({exc})") from None
     report = LintReport()
-    top = source[source.find(f'extern "C" void {record["top"]}('):]
-    if "#pragma HLS DATAFLOW" not in top:
-        report.add("dataflow", "kernel.cpp", f"{record['top']} is not a DATAFLOW region: its stages would run one "
-                                             "after the other, not at the rate the model gives")
+    kernels = record["design"].get("kernels") or []
+    names = [f"{record['top']}_{k}" for k in range(len(kernels))] if kernels else [record["top"]]
+    tops = {name: _kernel_text(source, name) for name in names}
+    top = "".join(tops.values())
+    for name, text in tops.items():
+        if "#pragma HLS DATAFLOW" not in text:
+            report.add("dataflow", "kernel.cpp", f"{name} is not a DATAFLOW region: its stages would run one "
+                                                 "after the other, not at the rate the model gives")
+    if kernels:
+        _check_kernels(project, tops, kernels, _widths(source + header), 8 if record.get(
+            "dtype", record["design"].get("dtype")) == "int8" else 32, report)
     packed = record.get("dtype", record.get("design", {}).get("dtype")) == "int8"
     widths = _widths(source + header)
     _check_fifos(widths, top, fifos, 8 if packed else 32, report)
@@ -81,7 +88,7 @@ def lint_pipeline(project: str | Path) -> LintReport:
         body = function_text(source, f"s{i}_mac")
         bound = re.search(rf"BIND_STORAGE variable=W{i} type=ram_1p impl=(\w+)", body)
         if s["weights"] == "ddr":
-            _check_streamed(source, top, i, body, report)
+            _check_streamed(source, next((t for t in tops.values() if f"s{i}_mac(" in t), top), i, body, report)
         elif (bound.group(1) if bound else "registers") != s["weights"] or \
                 f"ARRAY_RESHAPE variable=W{i} type=complete dim=2" not in body:
             report.add("storage", "kernel.cpp", f"stage {i}: its weights are bound to "
@@ -99,8 +106,51 @@ def lint_pipeline(project: str | Path) -> LintReport:
                                                    f"{dep and dep.group(1)}, the model's distance is {s['distance']}")
     # the pragmas held to design.json: DATAFLOW, each FIFO's depth and BIND_STORAGE, each stage's two
     # BIND_STORAGE, its ARRAY_RESHAPE and its DEPENDENCE
-    report.pragmas_checked = 1 + 2 * len(fifos) + 4 * len(stages)
+    # and each kernel's two INTERFACE axis where the pipeline is cut into kernels
+    report.pragmas_checked = len(tops) + 2 * len(fifos) + 4 * len(stages) + 2 * (len(kernels) - 1)
     return report
+
+
+def _kernel_text(source: str, name: str) -> str:
+    """The text of the kernel ``name`` (``extern "C" void name(``, to its closing brace at column 0)."""
+    start = source.find(f'extern "C" void {name}(')
+    return source[start:source.find("\n}\n", start)] if start >= 0 else ""
+
+
+def _check_kernels(project: Path, tops: dict[str, str], kernels: list[dict], widths: dict[str, int],
+                   elem_bits: int, report: LintReport) -> None:
+    """A pipeline cut into kernels, one an SLR (``fpga_pipeline_slrs``): each kernel runs the model's stages, reads
+    the stream from the kernel before and writes the one to the next (AXI4-Stream, as wide as the model's
+    crossing) where it has one, and ``connectivity.cfg`` joins them in order and keeps each to the model's SLR."""
+    names = list(tops)
+    for k, (name, text) in enumerate(tops.items()):
+        want, first, last = kernels[k], kernels[k]["first"], kernels[k]["last"]
+        ran = sorted(int(i) for i in re.findall(r"^\s*s(\d+)_mac\(", text, re.M))
+        if ran != list(range(first, last + 1)):
+            report.add("kernels", "kernel.cpp", f"{name or 'kernel ' + str(k)} runs stages {ran}, the model's "
+                                                f"{first}–{last}")
+        for port, wanted in (("in", k > 0), ("out", k < len(kernels) - 1)):
+            axis = f"#pragma HLS INTERFACE axis port={port}" in text
+            kind = re.search(rf"hls::stream<(\w+)> &{port}\b", text)
+            bits = widths.get(kind.group(1), 0) * elem_bits if kind else 0
+            need = want["crossing_bits"] if port == "in" else kernels[k + 1]["crossing_bits"] if wanted else 0
+            if axis != wanted or bits != need:
+                report.add("kernels", "kernel.cpp", f"{name}: its stream {port} is {bits} bits an AXI4-Stream word "
+                                                    f"({axis}), the model's {need}")
+    try:
+        links = (project / "connectivity.cfg").read_text()
+    except OSError:
+        return  # a board without a platform: no link
+    joined = re.findall(r"^stream_connect=(\w+)_1\.out:(\w+)_1\.in$", links, re.M)
+    chain = list(zip(names, names[1:], strict=False))
+    if joined != chain:
+        report.add("kernels", "connectivity.cfg", f"the streams join {joined}, the model's kernels in order are "
+                                                  f"{chain}")
+    placed = dict(re.findall(r"^slr=(\w+)_1:SLR(\d+)$", links, re.M))
+    for name, k in zip(names, kernels, strict=True):
+        if placed.get(name) != str(k["slr"]):
+            report.add("kernels", "connectivity.cfg", f"{name} is kept to SLR{placed.get(name)}, the model's "
+                                                      f"SLR{k['slr']}")
 
 
 def _check_streamed(source: str, top: str, i: int, body: str, report: LintReport) -> None:

@@ -33,6 +33,7 @@ from cost_models.fpga_pipeline import (
     stream_trips,
     window_trips,
 )
+from cost_models.fpga_pipeline_slrs import Kernel
 from cost_models.fpga_pipeline_storage import line_reads, line_rows
 from cost_models.fpga_pipeline_streams import in_lanes_of, regroups
 from hetero_dse import __version__
@@ -126,6 +127,13 @@ def _plan(design: PipelineDesign, layers: Sequence[Any]) -> tuple[list[dict], li
         t["channels"] = max(t["channels"], channels)
     consumer(len(stages), f"t{len(stages)}_result", 2, tensors[-1]["word"] * elem_bits, "srl", "out_word_t",
              "the result")
+    cuts = {k.first for k in design.kernels if k.first}
+    for t in tensors:  # the streams its producer (or a reader of it) writes: the kernel's output where it leaves it
+        t["readers"] = [c["src_stream"] for c in t["consumers"]]
+        t["outputs"] = ["out"] if t["index"] in cuts else t["readers"]
+        if t["index"]:
+            producer = stages[t["index"] - 1]
+            t["bits"], t["words"] = producer.out_lanes * elem_bits, t["pixels"] * -(-t["true"] // producer.out_lanes)
     types = {c["stream"]: (t["word_type"], c["type"]) for t in tensors for c in t["consumers"]}  # words in, out
     groups = [{**g.to_json(), "size": g.size, "tensor": g.tensor, "in_type": types[g.consumer][0],
                "out_type": types[g.consumer][1]} for g in code_groups]
@@ -249,6 +257,15 @@ def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequ
         raise HeteroDSEError("the pipeline's depthwise window sends one tap a trip: a depthwise stage of more than "
                              "one window lane is not built (its line buffer would need a read port a tap)")
     tensors, stages, groups = _plan(design, layers)
+    split = design.kernels or [Kernel(0, len(stages) - 1, 0)]
+    one = len(split) == 1
+    kernels = [{"index": i, "name": top if one else f"{top}_{i}", "suffix": "" if one else f"_{i}",
+                "of": "" if one else f" of kernel {i}", "slr": k.slr, "stages": stages[k.first:k.last + 1],
+                "link_in": k.first or None, "link_out": None if k.last == len(stages) - 1 else k.last + 1,
+                "tensors": [*range(k.first, k.last + 1), *([len(stages)] if k.last == len(stages) - 1 else [])],
+                # the index of its frames argument (after its ports: image or in, result or out, weights, w<i>…)
+                "frames_arg": 3 + sum(s["ddr"] for s in stages[k.first:k.last + 1])}
+               for i, k in enumerate(split)]
     dtype = np.int8 if integer else np.float32
     port_elems = design.board.memory.port_bits // (8 * np.dtype(dtype).itemsize)
     img_v, out_v = tensors[0]["word"], tensors[-1]["word"]
@@ -281,8 +298,11 @@ def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequ
                          "wstream": stream_trips(s.layer, s.in_lanes, s.out_lanes, wgt_v) * frames
                          if s.weights == "ddr" else 0}
                         for s in design.stages],
-             "regroups": {g.consumer: g.trips * frames for g in design.regroups}}
-    ctx = {"top": top, "network": network, "regroups": groups, "board": design.board.name, "part": design.board.part,
+             "regroups": {g.consumer: g.trips * frames for g in design.regroups},
+             "links": [tensors[k["link_in"]]["words"] * frames if k["link_in"] else 0 for k in kernels]}
+    ctx = {"top": top, "network": network, "regroups": groups, "kernels": kernels,
+           "kernel_names": [k["name"] for k in kernels], "hls_top": kernels[0]["name"], "board": design.board.name,
+           "part": design.board.part,
            "clock_mhz": design.clock_mhz, "ctype": "signed char" if integer else "float",
            "acc_ctype": "int" if integer else "float", "integer": integer, "tensors": tensors, "stages": stages,
            "img_v": img_v, "out_v": out_v, "image_words": img.size // img_v, "result_words": expected.size // out_v,
@@ -303,7 +323,9 @@ def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequ
     try:
         with atomic_directory(Path(directory)) as partial:
             env = environment()
-            for template, target in {**TEMPLATES, **(PLATFORM_TEMPLATES if design.board.platform else {})}.items():
+            linked = {} if one else {"pipeline/xrt_links.h.j2": "sim/include/xrt/xrt_links.h"}
+            for template, target in {**TEMPLATES, **(PLATFORM_TEMPLATES if design.board.platform else {}),
+                                     **linked}.items():
                 (partial / target).parent.mkdir(parents=True, exist_ok=True)
                 (partial / target).write_text(env.get_template(template).render(**ctx))
             (partial / "src" / "weights.h").write_text(_params_header(design, layers, tensors))
@@ -353,6 +375,11 @@ def check_pipeline_trips(directory: Path, output: str) -> list[str]:
             if value != m.get(kind, 0):
                 problems.append(f"stage {i}: its {kind} process ran {value} iterations, the model charges "
                                 f"{m.get(kind, 0)}")
+    links = {int(m.group(1)): int(m.group(2)) for m in re.finditer(r"link (\d+) trips=(\d+)", output)}
+    for k, want in enumerate(model.get("links", [])):
+        if links.get(k, 0) != want:
+            problems.append(f"kernel {k}'s stream from the kernel before ran {links.get(k, 0)} iterations, the model "
+                            f"charges {want}")
     ran = {m.group(1): int(m.group(2)) for m in re.finditer(r"regroup (\w+) trips=(\d+)", output)}
     for name in sorted(set(ran) | set(model.get("regroups", {}))):
         got, want = ran.get(name), model.get("regroups", {}).get(name)

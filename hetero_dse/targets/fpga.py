@@ -345,7 +345,7 @@ def _pipeline(graph: Any, shapes: list, board: Any, dtype: str, clock: float, ou
         return {"why": str(exc)}
     record = {k: v for k, v in design.to_json().items() if k in ("architecture", "fps", "latency_s", "gops", "stages",
                                                                   "bottleneck", "achieved_mhz", "utilisation", "basis",
-                                                                  "ddr_weights")}
+                                                                  "ddr_weights", "kernels")}
     if out is None:
         return record
     if not layers:

@@ -64,10 +64,22 @@ class bo {
   int group_;
 };
 
+class kernel;
+namespace detail {
+struct arguments;
+}
+
 class run {
  public:
   run() = default;
   explicit run(std::function<void()> work) : work_(std::make_shared<std::function<void()>>(std::move(work))) {}
+  // XRT's other way to start a kernel, where some of its arguments are streams the host does not set: a run of
+  // the kernel, each argument set by its index, then started (defined in xrt_kernel.h, for kernels joined by
+  // streams: xrt_links.h)
+  explicit run(const kernel &k);
+  void set_arg(int index, bo &buffer);
+  void set_arg(int index, int value);
+  void start();
   // the kernel's model runs here, once (a copy of the run shares it): the run has ended when wait returns
   ert_cmd_state wait() {
     if (work_ && *work_) {
@@ -84,6 +96,7 @@ class run {
 
  private:
   std::shared_ptr<std::function<void()>> work_;
+  std::shared_ptr<detail::arguments> args_;
 };
 
 }  // namespace xrt

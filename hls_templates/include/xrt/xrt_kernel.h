@@ -14,6 +14,14 @@
 
 #include "xrt_device.h"
 
+// Where the project's kernels are joined by streams (xrt_links.h, as connectivity.cfg's stream_connect joins them),
+// a kernel is opened by one of their names (anything else throws), and a run set up argument by argument calls the
+// kernel's model with the streams between the kernels, which the host never sees.
+#if __has_include("xrt_links.h")
+#include "xrt_links.h"
+#define HDSE_XRT_LINKED 1
+#endif
+
 namespace xrt {
 
 namespace detail {
@@ -60,6 +68,7 @@ class snapshot {
 class kernel {
  public:
   kernel(const device &, const uuid &, const std::string &name) : unit_(instance(name)) {}
+  int unit() const { return unit_; }
 #ifdef HDSE_XRT_CHECKED
   int group_id(int argument) const { return HDSE_XRT_BANK[unit_][argument]; }
 #else
@@ -81,7 +90,13 @@ class kernel {
   int unit_;
 
   static int instance(const std::string &name) {
-#ifdef HDSE_XRT_CHECKED
+#if defined(HDSE_XRT_LINKED)
+    for (int k = 0; k < HDSE_XRT_KERNEL_COUNT; ++k)
+      if (name == HDSE_XRT_KERNEL_NAMES[k] || name == std::string(HDSE_XRT_KERNEL_NAMES[k]) + ":{" +
+                                                       HDSE_XRT_KERNEL_NAMES[k] + "_1}")
+        return k;
+    throw std::invalid_argument("No compute units matching '" + name + "'");
+#elif defined(HDSE_XRT_CHECKED)
     const std::string top = HDSE_XRT_TOP, unit = top + ":{" + top + "_";
     if (name == top) return 0;
     if (name.compare(0, unit.size(), unit) == 0 && name.back() == '}') {
@@ -108,6 +123,44 @@ class kernel {
   template <typename T>
   void check(const T &, int) const {}
 };
+
+#ifdef HDSE_XRT_LINKED
+namespace detail {
+// a run's arguments as the host sets them, by index; the kernel's model asks for each by index (an argument the
+// host did not set throws, where XRT would start the kernel with whatever the register held)
+struct arguments {
+  int unit = 0;
+  std::map<int, bo> buffers;
+  std::map<int, int> scalars;
+  snapshot *start = nullptr;
+  memory buffer(int index) {
+    auto it = buffers.find(index);
+    if (it == buffers.end()) throw std::runtime_error("argument " + std::to_string(index) + " was not set");
+    return start->pass(it->second);
+  }
+  int scalar(int index) const {
+    auto it = scalars.find(index);
+    if (it == scalars.end()) throw std::runtime_error("argument " + std::to_string(index) + " was not set");
+    return it->second;
+  }
+};
+}  // namespace detail
+
+inline run::run(const kernel &k) : args_(std::make_shared<detail::arguments>()) { args_->unit = k.unit(); }
+inline void run::set_arg(int index, bo &buffer) { args_->buffers.insert_or_assign(index, buffer); }
+inline void run::set_arg(int index, int value) { args_->scalars[index] = value; }
+// the buffers' card copies as the run starts, as operator() takes them; the kernel's model runs at wait
+inline void run::start() {
+  auto args = args_;
+  auto start = std::make_shared<detail::snapshot>();
+  for (auto &[index, buffer] : args->buffers) start->take(buffer);
+  work_ = std::make_shared<std::function<void()>>([args, start]() {
+    args->start = start.get();
+    hdse_xrt_invoke(args->unit, *args);
+    start->give_back();
+  });
+}
+#endif
 
 }  // namespace xrt
 

@@ -1,0 +1,166 @@
+"""A layer pipeline over a multi-die part's SLRs: its chain of stages cut into kernels, one an SLR, each kernel's
+last stage streaming its output to the next kernel over AXI4-Stream (``stream_connect`` in ``connectivity.cfg``,
+FINN's partitions of a dataflow graph by SLR). A single kernel that spans SLRs crosses them on unregistered wires
+and the clock model derates it (``fpga_clock``); a kernel kept to one SLR is clocked as one SLR, and its crossing
+is a stream between kernels, registered flop to flop (PG085's register slice in its SLR-crossing mode).
+
+A cut may fall after a stage only where nothing later reads an earlier tensor (a residual does not cross), and
+only where the stage's output word is at most ``CROSSING_BITS`` wide. The kernel after a cut reads the stream and
+forks it to the tensor's consumers (the image reader's process, from a stream): one more process, the tensor's
+words a trip. Each kernel is charged its own control, AXI-Lite and m_axi adapters, and the crossing's registers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from cost_models.fpga_network_clock import design_clock_mhz
+from cost_models.fpga_network_resources import kernel_base
+from cost_models.fpga_slrs import slr_room
+from hetero_dse.hardware.board import RESOURCE_KINDS, Board
+
+__all__ = ["CROSSING_BITS", "CROSSING_REGISTERS", "Kernel", "crossing", "cut_points", "kernel_resources", "over_slrs",
+           "place_kernels"]
+
+#: the widest word a stream between kernels carries: the width of the platform's AXI data paths (an Alveo's
+#: memory ports); a tensor of wider words is not cut
+CROSSING_BITS = 512
+#: registers a word takes in the crossing: PG085's SLR-crossing register slice, a source and a destination
+#: register and a pipeline register either side (*estimate*), and the forking process's input register
+CROSSING_REGISTERS = 5
+_FF, _LUT = RESOURCE_KINDS.index("ff"), RESOURCE_KINDS.index("lut")
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """The stages ``first`` … ``last`` (inclusive) as one kernel in SLR ``slr``; ``crossing_bits`` the width of
+    the stream it reads from the kernel before (0 for the first, which reads the image from DDR)."""
+
+    first: int
+    last: int
+    slr: int
+    crossing_bits: int = 0
+
+    def to_json(self) -> dict[str, int]:
+        return {"first": self.first, "last": self.last, "slr": self.slr, "crossing_bits": self.crossing_bits}
+
+
+def cut_points(sources: Sequence[int | None], out_bits: Sequence[float]) -> list[bool]:
+    """Whether the chain may be cut after each stage (``True`` at ``i``: stage ``i``'s output, tensor ``i + 1``,
+    crosses): no later stage adds a residual from a tensor before it (``sources``: the tensor each stage adds,
+    0 the image, ``i + 1`` stage ``i``'s output), and its word (``out_bits``) is at most ``CROSSING_BITS``. Never
+    after the last stage."""
+    n = len(sources)
+    earliest = [n + 1] * (n + 1)  # the earliest tensor any stage from i on adds
+    for i in range(n - 1, -1, -1):
+        earliest[i] = min(earliest[i + 1], n + 1 if sources[i] is None else sources[i])
+    return [i < n - 1 and earliest[i + 1] >= i + 1 and out_bits[i] <= CROSSING_BITS for i in range(n)]
+
+
+def _orders(slrs: int) -> list[list[int]]:
+    """Every run of adjacent SLRs a chain can take in order, from each SLR in each direction."""
+    runs = []
+    for start in range(slrs):
+        for step in (1, -1):
+            run = list(range(start, slrs if step > 0 else -1, step))
+            if run not in runs:
+                runs.append(run)
+    return runs
+
+
+def crossing(bits: float) -> np.ndarray:
+    """What a stream of ``bits``-wide words between two kernels adds: its registers, the fork's control."""
+    res = np.zeros(len(RESOURCE_KINDS))
+    res[_FF] += CROSSING_REGISTERS * bits
+    res[_LUT] += 64  # the fork's loop and handshakes (*estimate*)
+    return res
+
+
+def place_kernels(board: Board, costs: Sequence[np.ndarray], base: Callable[[int, int], np.ndarray],
+                  can_cut: Sequence[bool], out_bits: Sequence[float]) -> list[Kernel] | None:
+    """The fewest kernels, each within one SLR's room (``slr_room``), that the chain of stages of resources
+    ``costs`` (each stage's with its regroups; ``RESOURCE_KINDS`` order) can be cut into at ``can_cut``, a kernel
+    of stages ``first`` … ``last`` charged ``base(first, last)`` (its control and ports) and its input's crossing.
+    Each run of adjacent SLRs is filled greedily, each kernel as many stages as fit: a shorter rest fits wherever a
+    longer one does, so greedy finds the fewest kernels wherever any fit, but for the crossing's registers (a later
+    cut may cross a wider word). None on one die, or where no cut fits."""
+    if board.slrs <= 1 or not costs:
+        return None
+    rooms = slr_room(board)
+    held = rooms > 0
+    n = len(costs)
+    prefix = np.vstack([np.zeros(len(RESOURCE_KINDS)), np.cumsum(np.asarray(costs, dtype=float), axis=0)])
+
+    def fits(first: int, last: int, slr: int) -> bool:
+        need = base(first, last) + prefix[last + 1] - prefix[first] + (crossing(out_bits[first - 1]) if first else 0)
+        return bool(np.all(need[held[slr]] <= rooms[slr][held[slr]]))
+
+    best: list[Kernel] | None = None
+    for run in _orders(board.slrs):
+        kernels, first = [], 0
+        for slr in run:
+            if best is not None and len(kernels) >= len(best):
+                break
+            if fits(first, n - 1, slr):
+                kernels.append(Kernel(first, n - 1, slr, int(out_bits[first - 1]) if first else 0))
+                first = n
+                break
+            last = next((i for i in range(n - 2, first - 1, -1) if can_cut[i] and fits(first, i, slr)), None)
+            if last is None:
+                break
+            kernels.append(Kernel(first, last, slr, int(out_bits[first - 1]) if first else 0))
+            first = last + 1
+        if first == n and (best is None or len(kernels) < len(best)):
+            best = kernels
+    return best
+
+
+def kernel_resources(kernel: Kernel, costs: Sequence[np.ndarray], base: Callable[[int, int], np.ndarray],
+                     out_bits: Sequence[float]) -> np.ndarray:
+    """A kernel's resources: its stages', its control and ports (``base``), its input's crossing."""
+    return base(kernel.first, kernel.last) + sum(costs[kernel.first:kernel.last + 1]) + (
+        crossing(out_bits[kernel.first - 1]) if kernel.first else 0)
+
+
+def _consumer_stage(stream: str, stages: int) -> int:
+    """The stage a regroup feeds, from its stream's name (``t{j}_to_s{i}``, ``t{j}_skip_s{i}``, ``t{n}_result``)."""
+    return stages - 1 if stream.endswith("_result") else int(stream.rsplit("_s", 1)[1])
+
+
+def over_slrs(board: Board, clock_mhz: float, costs: Sequence[np.ndarray], groups: Sequence[tuple[str, np.ndarray]],
+              buffers: Sequence[tuple[int, ...]], sources: Sequence[int | None], out_lanes: Sequence[int],
+              elem_bits: int) -> tuple[float, list[Kernel], np.ndarray]:
+    """``(clock MHz, kernels, resources they add)``: the pipeline of stages of resources ``costs`` (its control and
+    ports apart: ``buffers``, the image's, the result's and the weights' as ``pipeline_buffers`` gives them),
+    regroups ``groups`` (each its stream's name and resources, in the kernel of the stage it feeds), residual
+    ``sources`` and output lanes ``out_lanes``, cut into kernels one an SLR where that closes faster than the single
+    kernel (the clock model derates one that spans SLRs), each kernel at one SLR's clock (its own widest broadcast),
+    the slowest the design's; else the single kernel's clock, no kernels and no resources."""
+    zero = np.zeros(len(RESOURCE_KINDS))
+    stage_costs = [np.array(c, dtype=float) for c in costs]
+    for stream, res in groups:
+        stage_costs[_consumer_stage(stream, len(costs))] += res
+    out_bits = [q * elem_bits for q in out_lanes]
+    image, result, weights = buffers
+    last = len(costs) - 1
+
+    def base(first: int, end: int) -> np.ndarray:  # the image's port on the first kernel, the result's on the last
+        return kernel_base([*([image] if first == 0 else []), *([result] if end == last else []), weights])
+
+    single_mhz = design_clock_mhz(board, clock_mhz, base(0, last) + sum(stage_costs), max(out_lanes))
+    if board.slrs <= 1:
+        return single_mhz, [], zero
+
+    kernels = place_kernels(board, stage_costs, base, cut_points(sources, out_bits), out_bits)
+    if not kernels:
+        return single_mhz, [], zero
+    mhz = min(design_clock_mhz(board, clock_mhz, kernel_resources(k, stage_costs, base, out_bits),
+                               max(out_lanes[k.first:k.last + 1])) for k in kernels)
+    if mhz <= single_mhz:
+        return single_mhz, [], zero
+    extra = sum((kernel_resources(k, stage_costs, base, out_bits) for k in kernels), zero) - (
+        base(0, last) + sum(stage_costs))
+    return mhz, kernels, extra

@@ -1,0 +1,131 @@
+"""The layer pipeline over a multi-die part's SLRs (``cost_models/fpga_pipeline_slrs.py``): where its chain of
+stages may be cut, the fewest kernels of one SLR each that hold it (against a search of every cut), and the
+clock and resources of a pipeline so cut, by hand."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from cost_models import fpga_pipeline_slrs
+from cost_models.fpga_network_clock import design_clock_mhz
+from cost_models.fpga_pipeline import explore_pipeline
+from cost_models.fpga_network_resources import kernel_base
+from cost_models.fpga_pipeline_slrs import (
+    CROSSING_BITS,
+    CROSSING_REGISTERS,
+    Kernel,
+    crossing,
+    cut_points,
+    kernel_resources,
+    over_slrs,
+    place_kernels,
+)
+from cost_models.fpga_pipeline_streams import pipeline_buffers
+from cost_models.fpga_slrs import slr_room
+from hetero_dse.hardware.board import RESOURCE_KINDS, load_board
+from small_net import three_slr_board
+
+_FF = RESOURCE_KINDS.index("ff")
+
+
+def test_a_cut_falls_only_where_no_residual_crosses_and_the_word_fits():
+    # stage 3 adds tensor 1 (stage 0's output): no cut after stages 1 and 2, whose outputs its block spans; a cut
+    # after stage 0 crosses tensor 1 itself, forked on the far side; stage 4's word is too wide; never after the last
+    sources = [None, None, None, 1, None, None]
+    bits = [64, 64, 64, 64, CROSSING_BITS + 8, 64]
+    assert cut_points(sources, bits) == [True, False, False, True, False, False]
+    assert cut_points([None, 0], [8, 8]) == [False, False]  # the image added at the end: no cut at all
+
+
+def _brute(board, costs, base, can_cut, bits):
+    """The fewest kernels by trying every set of cuts on every run of adjacent SLRs."""
+    rooms, n = slr_room(board), len(costs)
+    runs = [list(r) for s in range(board.slrs) for r in (range(s, board.slrs), range(s, -1, -1))]
+    best = None
+    allowed = [i for i in range(n - 1) if can_cut[i]]
+    for count in range(len(allowed) + 1):
+        for cuts in itertools.combinations(allowed, count):
+            bounds = list(zip((0, *(c + 1 for c in cuts)), (*cuts, n - 1), strict=True))
+            for run in runs:
+                if len(bounds) > len(run):
+                    continue
+                ks = [Kernel(a, b, slr, int(bits[a - 1]) if a else 0) for (a, b), slr in zip(bounds, run, strict=False)]
+                if all(np.all(kernel_resources(k, costs, base, bits)[rooms[k.slr] > 0]
+                              <= rooms[k.slr][rooms[k.slr] > 0]) for k in ks):
+                    best = len(ks) if best is None else min(best, len(ks))
+    return best
+
+
+def test_the_greedy_cut_is_the_fewest_kernels_every_cut_gives():
+    """On random chains (words of one width, so that where a cut falls does not change its registers), the greedy
+    fill of each run of SLRs finds as few kernels as a search of every set of cuts, and none where none fit."""
+    board = three_slr_board()
+    room = slr_room(board)[0]
+    rng = np.random.default_rng(3)
+    found = 0
+    for _ in range(150):
+        n = int(rng.integers(2, 8))
+        costs = [room * rng.uniform(0.02, 0.45, len(room)) for _ in range(n)]
+        can_cut = [bool(rng.random() < 0.7) for _ in range(n - 1)] + [False]
+        bits = [64] * n
+        base = lambda a, b: np.full(len(RESOURCE_KINDS), 10.0)  # noqa: E731
+        got = place_kernels(board, costs, base, can_cut, bits)
+        want = _brute(board, costs, base, can_cut, bits)
+        assert (len(got) if got else None) == want
+        if got:
+            found += 1
+            # each kernel within its SLR's room, the stages whole and in order, cut only where allowed
+            assert [k.first for k in got] == [0, *(k.last + 1 for k in got[:-1])] and got[-1].last == n - 1
+            assert all(can_cut[k.last] for k in got[:-1])
+            assert [abs(a.slr - b.slr) for a, b in zip(got, got[1:], strict=False)] == [1] * (len(got) - 1)
+    assert 20 < found < 150  # both outcomes were tried
+
+
+def test_one_die_is_one_kernel():
+    board = load_board("zcu102")
+    costs = [np.ones(len(RESOURCE_KINDS))] * 3
+    assert place_kernels(board, costs, lambda a, b: np.zeros(len(RESOURCE_KINDS)), [True] * 3, [8] * 3) is None
+    buffers = [(8, 64), (9, 64), (512, 64)]
+    single = design_clock_mhz(board, 200.0, kernel_base(buffers) + sum(costs), 1)
+    assert over_slrs(board, 200.0, costs, [], buffers, [None] * 3, [1] * 3, 8) == (single, [], pytest.approx(0.0))
+
+
+def test_a_pipeline_too_wide_for_one_slr_is_cut_into_kernels_each_at_one_slrs_clock(monkeypatch):
+    """The small network on SLRs of 900 DSPs: as one kernel its widest design spans two SLRs and closes at 3/4 of
+    the clock; cut into three kernels each closes as one SLR does, and the design is as fast as on the whole
+    vu9p. Its resources are the kernels' own: each its stages, its ports, the crossing it reads."""
+    from small_net import traced
+
+    layers, _, _, _ = traced()
+    shapes = [(c.shape, 1) for c in layers]
+    residuals = [None if c.residual is None else c.residual + 1 for c in layers]
+    board = three_slr_board()
+    design = explore_pipeline(shapes, board, "int8", residuals=residuals)
+    whole = explore_pipeline(shapes, load_board("vu9p"), "int8", residuals=residuals)
+    assert len(design.kernels) == 3 and not whole.kernels
+    assert design.achieved_mhz == pytest.approx(whole.achieved_mhz) and design.fps == pytest.approx(whole.fps)
+    # the clock by hand: the fan-out's derating alone (the vu9p design's, which fits one of its SLRs)
+    assert design.achieved_mhz == pytest.approx(design_clock_mhz(load_board("vu9p"), design.clock_mhz,
+                                                                 np.zeros(len(RESOURCE_KINDS)),
+                                                                 max(s.out_lanes for s in design.stages)))
+    # without the cut: the same stages (the same lanes) span two SLRs as one kernel, derated by 3/4
+    monkeypatch.setattr(fpga_pipeline_slrs, "place_kernels", lambda *a: None)
+    single = explore_pipeline(shapes, board, "int8", residuals=residuals)
+    assert not single.kernels and [s.out_lanes for s in single.stages] == [s.out_lanes for s in design.stages]
+    assert single.achieved_mhz == pytest.approx(0.75 * design.achieved_mhz)
+    assert design.fps == pytest.approx(single.fps / 0.75)
+    # the kernels' resources by hand: the single kernel's, and each kernel's own control and ports (the image's on
+    # the first, the result's on the last, the weights' on each) where the single kernel had one of each, and each
+    # crossing's registers, five a bit of the word that crosses (the cut stage's int8 output lanes)
+    image, result, weights = pipeline_buffers(board.memory.port_bits, 8)
+    ports = [[image, weights], [weights], [result, weights]]
+    extra = sum(kernel_base(p) for p in ports) - kernel_base([image, result, weights])
+    extra += sum(crossing(8 * design.stages[k.first - 1].out_lanes) for k in design.kernels[1:])
+    assert [k.crossing_bits for k in design.kernels] == [0, 8 * design.stages[2].out_lanes,
+                                                         8 * design.stages[3].out_lanes]
+    assert crossing(64)[_FF] == CROSSING_REGISTERS * 64
+    got = np.array([design.resources[k] for k in RESOURCE_KINDS]) - [single.resources[k] for k in RESOURCE_KINDS]
+    assert got == pytest.approx(extra)
