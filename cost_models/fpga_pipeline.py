@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -38,7 +38,6 @@ from cost_models.fpga_network_depths import accumulation_distance
 from cost_models.fpga_network_resources import kernel_base
 from cost_models.fpga_pipeline_balance import balance, lane_ladder
 from cost_models.fpga_pipeline_storage import (
-    block_lag,
     fifo_storage,
     line_reads,
     line_storage,
@@ -46,7 +45,9 @@ from cost_models.fpga_pipeline_storage import (
     pointwise,
     stream_trips,
     streams_weights,
+    skip_block,
     weight_rows,
+    weights_moves,
     weights_storage,
 )
 from cost_models.fpga_pipeline_align import align
@@ -259,21 +260,6 @@ class PipelineDesign:
                          "folds chosen greedily; the latency's fill is an estimate"}
 
 
-def _skip(stages: Sequence[tuple[LayerShape, NetLayer]], i: int, source: int | None = None) -> tuple[int, int]:
-    """The residual stage ``i`` adds: the tensor its block starts from (``source`` where the network was traced),
-    and the pixels it waits in its FIFO (as many as its block's windows read ahead of the pixel it adds,
-    ``block_lag``, and a pixel a stage for the regroup that may stand before it). Untraced, the
-    block is taken as the stages since the last one that added a residual, at most three and of this stage's
-    resolution (a bottleneck's or a basic block's; *estimate*)."""
-    j = i
-    while source is None and j > 0 and i - j < 2 and not stages[j - 1][0].residual and (
-            stages[j - 1][1].OH, stages[j - 1][1].OW) == (stages[i][1].OH, stages[i][1].OW):
-        j -= 1
-    j = j if source is None else source
-    # and a pixel for each stage: a regroup on the block's path holds one back
-    return j, block_lag([n for _, n in stages[j:i + 1]]) + (i - j + 1)
-
-
 def _design(board: Board, dtype: str, stages: list[Stage], total: np.ndarray, clock: float, weights: int,
             image: int, buffers: list[tuple[int, int]]) -> PipelineDesign:
     """The pipeline at the clock it closes at (derated by the lanes' fan-out and the SLRs it spans, or cut into
@@ -282,9 +268,14 @@ def _design(board: Board, dtype: str, stages: list[Stage], total: np.ndarray, cl
     port_elems = board.memory.port_bits // elem_bits
     groups = stage_regroups(stages, port_elems)
     total = total + sum((g.resources(dtype) for g in groups), np.zeros(len(RESOURCE_KINDS)))
+    caps = {k: float(board.cap(k)) for k in RESOURCE_KINDS}
+    moves = [[] if s.weights == "ddr" else weights_moves(s.layer, s.in_lanes, s.out_lanes, dtype, caps) for s in stages]
     achieved, kernels, extra = over_slrs(board, clock, [s.resources for s in stages], [(g.consumer, g.resources(
-        dtype)) for g in groups], buffers, [s.skip_source for s in stages], [s.out_lanes for s in stages], elem_bits)
+        dtype)) for g in groups], buffers, [s.skip_source for s in stages], [s.out_lanes for s in stages], elem_bits,
+        moves)
     total = total + extra
+    for i, name in (m for k in kernels for m in k.moved):  # weights a kernel keeps in another memory
+        stages[i] = replace(stages[i], weights=name, resources=stages[i].resources + dict(moves[i])[name])
     io = io_trips(stages, port_elems)
     frame = frame_bytes(image, [(s.layer, s.in_lanes, s.out_lanes) for s in stages if s.weights == "ddr"], port_elems,
                         board.memory.port_bits)
@@ -315,7 +306,7 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
     image = (first.C * first.H * first.W + last.K * last.OH * last.OW) * itemsize
     buffers = pipeline_buffers(board.memory.port_bits, 8 * itemsize)
     fixed = kernel_base(buffers)
-    blocks = [_skip(flat, i, None if residuals is None else residuals[i]) if s.residual else (None, 0)
+    blocks = [skip_block(flat, i, None if residuals is None else residuals[i]) if s.residual else (None, 0)
               for i, (s, _) in enumerate(flat)]
     sources, skips = [b[0] for b in blocks], [b[1] for b in blocks]
     distance = 1 if dtype == "int8" else accumulation_distance(dtype, clock)
@@ -324,7 +315,7 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
     # taps one at a time: its line buffer gives one pixel a cycle), each option's cycles and resources
     # and, where a stage has one output pixel, its weights on chip or read from DDR each image (its reader's
     # trips bound it, and its bytes share the channel with the image's)
-    options, streamed, times, costs = [], [], [], []
+    options, streamed, times, costs, movable = [], [], [], [], []
     port_bits = board.memory.port_bits
     late = math.ceil(board.memory.latency_ns * clock / 1e3)  # a reader's first word, each image (its burst's)
     for i, (s, n) in enumerate(flat):
@@ -343,6 +334,7 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
             for k, (_, q) in enumerate(pairs):
                 fifo_storage(2, port_pixel(n.K, q, port_elems)[1] * 8.0 * itemsize, cap, cost[k])
         costs.append(cost)
+        movable.append([[] if d else weights_moves(n, p, q, dtype, cap) for (p, q), d in zip(pairs, ddr, strict=True)])
 
     layers_, zero, share = [n for _, n in flat], np.zeros(len(caps)), 1 / np.maximum(caps, 1)
     ports = len(pipeline_buffers(port_bits, 8 * itemsize))
@@ -374,7 +366,8 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
                 return -np.inf
         achieved, _, extra = over_slrs(board, clock, [costs[i][k] for i, k in enumerate(pick)],
                                        [(g.consumer, g.resources(dtype)) for g in groups], buffers, sources,
-                                       [q for _, q in chosen], 8 * itemsize)
+                                       [q for _, q in chosen], 8 * itemsize,
+                                       [movable[i][k] for i, k in enumerate(pick)])
         if np.any(full + extra > caps):
             return -np.inf
         first = in_lanes_of(flat[0][1], *chosen[0])

@@ -13,7 +13,8 @@ words a trip. Each kernel is charged its own control, AXI-Lite and m_axi adapter
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -43,9 +44,13 @@ class Kernel:
     last: int
     slr: int
     crossing_bits: int = 0
+    #: stages whose weights this kernel keeps in another memory than the single kernel would (its SLR is short of
+    #: that one): (stage, the alternative's index in ``place_kernels``' ``moves``, or its name in a design)
+    moved: tuple[tuple[int, int | str], ...] = ()
 
-    def to_json(self) -> dict[str, int]:
-        return {"first": self.first, "last": self.last, "slr": self.slr, "crossing_bits": self.crossing_bits}
+    def to_json(self) -> dict[str, Any]:
+        return {"first": self.first, "last": self.last, "slr": self.slr, "crossing_bits": self.crossing_bits,
+                "moved": [list(m) for m in self.moved]}
 
 
 def cut_points(sources: Sequence[int | None], out_bits: Sequence[float]) -> list[bool]:
@@ -79,24 +84,49 @@ def crossing(bits: float) -> np.ndarray:
     return res
 
 
+def _repair(need: np.ndarray, room: np.ndarray, held: np.ndarray, moves: Sequence[tuple[int, int, np.ndarray]]
+            ) -> tuple[tuple[int, int], ...] | None:
+    """Moves (stage, alternative) that bring ``need`` within ``room`` (the resources ``held``), each the one that
+    leaves least over, until it fits; None where none helps. Each stage moves once."""
+    scale = np.maximum(room[held], 1.0)
+    over = lambda v: float(np.sum(np.maximum(v[held] - room[held], 0.0) / scale))  # noqa: E731
+    done: dict[int, int] = {}
+    left = over(need)
+    while left > 0:
+        trials = [(over(need + delta), i, a, delta) for i, a, delta in moves if i not in done]
+        if not trials:
+            return None
+        value, i, a, delta = min(trials, key=lambda t: t[0])
+        if value >= left:
+            return None
+        need, left, done[i] = need + delta, value, a
+    return tuple(sorted(done.items()))
+
+
 def place_kernels(board: Board, costs: Sequence[np.ndarray], base: Callable[[int, int], np.ndarray],
-                  can_cut: Sequence[bool], out_bits: Sequence[float]) -> list[Kernel] | None:
+                  can_cut: Sequence[bool], out_bits: Sequence[float],
+                  moves: Sequence[Sequence[np.ndarray]] | None = None) -> list[Kernel] | None:
     """The fewest kernels, each within one SLR's room (``slr_room``), that the chain of stages of resources
     ``costs`` (each stage's with its regroups; ``RESOURCE_KINDS`` order) can be cut into at ``can_cut``, a kernel
     of stages ``first`` … ``last`` charged ``base(first, last)`` (its control and ports) and its input's crossing.
     Each run of adjacent SLRs is filled greedily, each kernel as many stages as fit: a shorter rest fits wherever a
     longer one does, so greedy finds the fewest kernels wherever any fit, but for the crossing's registers (a later
-    cut may cross a wider word). None on one die, or where no cut fits."""
+    cut may cross a wider word). ``moves[i]``: what each other memory for stage ``i``'s weights adds to its
+    resources; a kernel over its SLR's room in one memory moves weights to another where that brings it within
+    (``_repair``), and says so (``Kernel.moved``). None on one die, or where no cut fits."""
     if board.slrs <= 1 or not costs:
         return None
     rooms = slr_room(board)
-    held = rooms > 0
+    held = np.array([board.cap(k) > 0 for k in RESOURCE_KINDS])  # a resource the part has: none left is none
     n = len(costs)
     prefix = np.vstack([np.zeros(len(RESOURCE_KINDS)), np.cumsum(np.asarray(costs, dtype=float), axis=0)])
 
-    def fits(first: int, last: int, slr: int) -> bool:
+    def fits(first: int, last: int, slr: int) -> tuple[tuple[int, int], ...] | None:
         need = base(first, last) + prefix[last + 1] - prefix[first] + (crossing(out_bits[first - 1]) if first else 0)
-        return bool(np.all(need[held[slr]] <= rooms[slr][held[slr]]))
+        if np.all(need[held] <= rooms[slr][held]):
+            return ()
+        return _repair(need, rooms[slr], held, [(i, a, d) for i in range(first, last + 1) for a, d in
+                                                enumerate(moves[i] if moves else ())])
 
     best: list[Kernel] | None = None
     for run in _orders(board.slrs):
@@ -104,25 +134,31 @@ def place_kernels(board: Board, costs: Sequence[np.ndarray], base: Callable[[int
         for slr in run:
             if best is not None and len(kernels) >= len(best):
                 break
-            if fits(first, n - 1, slr):
-                kernels.append(Kernel(first, n - 1, slr, int(out_bits[first - 1]) if first else 0))
-                first = n
+            for last in [n - 1, *(i for i in range(n - 2, first - 1, -1) if can_cut[i])]:
+                moved = fits(first, last, slr)
+                if moved is not None:
+                    break
+            if moved is None:
                 break
-            last = next((i for i in range(n - 2, first - 1, -1) if can_cut[i] and fits(first, i, slr)), None)
-            if last is None:
-                break
-            kernels.append(Kernel(first, last, slr, int(out_bits[first - 1]) if first else 0))
+            kernels.append(Kernel(first, last, slr, int(out_bits[first - 1]) if first else 0, moved))
             first = last + 1
+            if first == n:
+                break
         if first == n and (best is None or len(kernels) < len(best)):
             best = kernels
     return best
 
 
 def kernel_resources(kernel: Kernel, costs: Sequence[np.ndarray], base: Callable[[int, int], np.ndarray],
-                     out_bits: Sequence[float]) -> np.ndarray:
-    """A kernel's resources: its stages', its control and ports (``base``), its input's crossing."""
-    return base(kernel.first, kernel.last) + sum(costs[kernel.first:kernel.last + 1]) + (
-        crossing(out_bits[kernel.first - 1]) if kernel.first else 0)
+                     out_bits: Sequence[float], moves: Sequence[Sequence[np.ndarray]] | None = None) -> np.ndarray:
+    """A kernel's resources: its stages' (with the weights it moved to other memories: ``moves``), its control
+    and ports (``base``), its input's crossing."""
+    res = base(kernel.first, kernel.last) + sum(costs[kernel.first:kernel.last + 1])
+    if kernel.first:
+        res = res + crossing(out_bits[kernel.first - 1])
+    for i, a in kernel.moved:
+        res = res + moves[i][a]
+    return res
 
 
 def _consumer_stage(stream: str, stages: int) -> int:
@@ -132,13 +168,15 @@ def _consumer_stage(stream: str, stages: int) -> int:
 
 def over_slrs(board: Board, clock_mhz: float, costs: Sequence[np.ndarray], groups: Sequence[tuple[str, np.ndarray]],
               buffers: Sequence[tuple[int, ...]], sources: Sequence[int | None], out_lanes: Sequence[int],
-              elem_bits: int) -> tuple[float, list[Kernel], np.ndarray]:
+              elem_bits: int, moves: Sequence[Sequence[tuple[str, np.ndarray]]] | None = None
+              ) -> tuple[float, list[Kernel], np.ndarray]:
     """``(clock MHz, kernels, resources they add)``: the pipeline of stages of resources ``costs`` (its control and
     ports apart: ``buffers``, the image's, the result's and the weights' as ``pipeline_buffers`` gives them),
     regroups ``groups`` (each its stream's name and resources, in the kernel of the stage it feeds), residual
     ``sources`` and output lanes ``out_lanes``, cut into kernels one an SLR where that closes faster than the single
     kernel (the clock model derates one that spans SLRs), each kernel at one SLR's clock (its own widest broadcast),
-    the slowest the design's; else the single kernel's clock, no kernels and no resources."""
+    the slowest the design's; else the single kernel's clock, no kernels and no resources. ``moves[i]``: the other
+    memories stage ``i``'s weights could live in (``weights_moves``), a kernel's ``moved`` naming those it takes."""
     zero = np.zeros(len(RESOURCE_KINDS))
     stage_costs = [np.array(c, dtype=float) for c in costs]
     for stream, res in groups:
@@ -154,13 +192,15 @@ def over_slrs(board: Board, clock_mhz: float, costs: Sequence[np.ndarray], group
     if board.slrs <= 1:
         return single_mhz, [], zero
 
-    kernels = place_kernels(board, stage_costs, base, cut_points(sources, out_bits), out_bits)
+    deltas = [[d for _, d in m] for m in moves] if moves else None
+    kernels = place_kernels(board, stage_costs, base, cut_points(sources, out_bits), out_bits, deltas)
     if not kernels:
         return single_mhz, [], zero
-    mhz = min(design_clock_mhz(board, clock_mhz, kernel_resources(k, stage_costs, base, out_bits),
+    mhz = min(design_clock_mhz(board, clock_mhz, kernel_resources(k, stage_costs, base, out_bits, deltas),
                                max(out_lanes[k.first:k.last + 1])) for k in kernels)
     if mhz <= single_mhz:
         return single_mhz, [], zero
-    extra = sum((kernel_resources(k, stage_costs, base, out_bits) for k in kernels), zero) - (
+    extra = sum((kernel_resources(k, stage_costs, base, out_bits, deltas) for k in kernels), zero) - (
         base(0, last) + sum(stage_costs))
-    return mhz, kernels, extra
+    named = [replace(k, moved=tuple((i, moves[i][a][0]) for i, a in k.moved)) for k in kernels] if moves else kernels
+    return mhz, named, extra

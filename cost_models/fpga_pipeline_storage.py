@@ -5,6 +5,8 @@ device, and its FIFOs; the code binds the same choice (BIND_STORAGE) and the pip
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -13,7 +15,8 @@ from cost_models.fpga_network import NetLayer
 from hetero_dse.hardware.board import RESOURCE_KINDS
 
 __all__ = ["SRL_DEPTH", "block_lag", "consumed", "fifo_storage", "in_lanes_of", "line_reads", "line_rows",
-           "line_storage", "memory", "pointwise", "stream_trips", "streams_weights", "weight_rows", "weights_storage"]
+           "line_storage", "memories", "memory", "pointwise", "skip_block", "stream_trips", "streams_weights",
+           "weight_rows", "weights_moves", "weights_storage"]
 
 _LUT, _FF = RESOURCE_KINDS.index("lut"), RESOURCE_KINDS.index("ff")
 #: the deepest FIFO the code keeps in shift registers: an SRL32 is one LUT holding 32 bits of one lane
@@ -34,9 +37,15 @@ def pointwise(layer: NetLayer) -> bool:
 
 def memory(words: float, bits: float, caps: dict[str, float], rom: bool = False) -> tuple[str, np.ndarray]:
     """The on-chip memory of ``words`` × ``bits`` that takes the least of its kind's share of the device, and
-    its cost in ``RESOURCE_KINDS`` order: block RAM (18 Kb blocks in their width × depth shapes), UltraRAM
-    (4096 × 72 bits a block; not for a ROM: it has no initial contents on these parts) or LUTs (64 words a
-    pair of LUTs a bit). Its name is the code's BIND_STORAGE impl."""
+    its cost in ``RESOURCE_KINDS`` order (of ``memories``). Its name is the code's BIND_STORAGE impl."""
+    share = lambda r: max(r[k] / caps[name] for k, name in enumerate(RESOURCE_KINDS) if r[k])  # noqa: E731
+    return min(memories(words, bits, caps, rom), key=lambda o: share(o[1]))
+
+
+def memories(words: float, bits: float, caps: dict[str, float], rom: bool = False) -> list[tuple[str, np.ndarray]]:
+    """Each on-chip memory that can hold ``words`` × ``bits``, and its cost in ``RESOURCE_KINDS`` order: block
+    RAM (18 Kb blocks in their width × depth shapes), LUTs (64 words a pair of LUTs a bit) or UltraRAM (4096 ×
+    72 bits a block; not for a ROM: it has no initial contents on these parts)."""
     options = []
     bram = np.zeros(len(RESOURCE_KINDS))
     width, depth = next(((w, d) for w, d in BRAM18K_CONFIGS if bits <= w), BRAM18K_CONFIGS[-1])
@@ -49,8 +58,7 @@ def memory(words: float, bits: float, caps: dict[str, float], rom: bool = False)
         uram = np.zeros(len(RESOURCE_KINDS))
         uram[RESOURCE_KINDS.index("uram")] = math.ceil(words / URAM_DEPTH) * math.ceil(bits / URAM_WIDTH)
         options.append(("uram", uram))
-    share = lambda r: max(r[k] / caps[name] for k, name in enumerate(RESOURCE_KINDS) if r[k])  # noqa: E731
-    return min(options, key=lambda o: share(o[1]))
+    return options
 
 
 def weights_storage(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, caps: dict[str, float],
@@ -62,6 +70,15 @@ def weights_storage(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, 
     if res is not None:
         res += cost
     return name
+
+
+def weights_moves(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, caps: dict[str, float]
+                  ) -> list[tuple[str, np.ndarray]]:
+    """The other memories a stage's weights could live in than ``weights_storage``'s, each with what it adds to
+    the stage's resources (negative where it saves): an SLR short of one memory may take them in another."""
+    args = (weight_rows(layer, in_lanes, out_lanes), in_lanes * out_lanes * 8.0 * np.dtype(dtype).itemsize, caps)
+    chosen, cost = memory(*args)
+    return [(name, other - cost) for name, other in memories(*args) if name != chosen]
 
 
 def line_storage(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, caps: dict[str, float],
@@ -169,3 +186,18 @@ def block_lag(block: list[NetLayer]) -> int:
             p = need[min(p, len(need) - 1)] - 1
         lag = max(lag, p + 1 - k)
     return lag
+
+
+def skip_block(stages: Sequence[tuple[Any, NetLayer]], i: int, source: int | None = None) -> tuple[int, int]:
+    """The residual stage ``i`` adds: the tensor its block starts from (``source`` where the network was traced),
+    and the pixels it waits in its FIFO (as many as its block's windows read ahead of the pixel it adds,
+    ``block_lag``, and a pixel a stage for the regroup that may stand before it). Untraced, the
+    block is taken as the stages since the last one that added a residual, at most three and of this stage's
+    resolution (a bottleneck's or a basic block's; *estimate*)."""
+    j = i
+    while source is None and j > 0 and i - j < 2 and not stages[j - 1][0].residual and (
+            stages[j - 1][1].OH, stages[j - 1][1].OW) == (stages[i][1].OH, stages[i][1].OW):
+        j -= 1
+    j = j if source is None else source
+    # and a pixel for each stage: a regroup on the block's path holds one back
+    return j, block_lag([n for _, n in stages[j:i + 1]]) + (i - j + 1)

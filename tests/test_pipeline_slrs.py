@@ -43,6 +43,7 @@ def test_a_cut_falls_only_where_no_residual_crosses_and_the_word_fits():
 def _brute(board, costs, base, can_cut, bits):
     """The fewest kernels by trying every set of cuts on every run of adjacent SLRs."""
     rooms, n = slr_room(board), len(costs)
+    held = np.array([board.cap(k) > 0 for k in RESOURCE_KINDS])
     runs = [list(r) for s in range(board.slrs) for r in (range(s, board.slrs), range(s, -1, -1))]
     best = None
     allowed = [i for i in range(n - 1) if can_cut[i]]
@@ -53,8 +54,7 @@ def _brute(board, costs, base, can_cut, bits):
                 if len(bounds) > len(run):
                     continue
                 ks = [Kernel(a, b, slr, int(bits[a - 1]) if a else 0) for (a, b), slr in zip(bounds, run, strict=False)]
-                if all(np.all(kernel_resources(k, costs, base, bits)[rooms[k.slr] > 0]
-                              <= rooms[k.slr][rooms[k.slr] > 0]) for k in ks):
+                if all(np.all(kernel_resources(k, costs, base, bits)[held] <= rooms[k.slr][held]) for k in ks):
                     best = len(ks) if best is None else min(best, len(ks))
     return best
 
@@ -82,6 +82,37 @@ def test_the_greedy_cut_is_the_fewest_kernels_every_cut_gives():
             assert all(can_cut[k.last] for k in got[:-1])
             assert [abs(a.slr - b.slr) for a, b in zip(got, got[1:], strict=False)] == [1] * (len(got) - 1)
     assert 20 < found < 150  # both outcomes were tried
+
+
+def test_a_kernel_short_of_one_memory_keeps_weights_in_another():
+    """SLRs of 100 BRAM18K and 10 UltraRAMs (70 and 7 kernels'): three stages of 50 BRAM18K each take a kernel an
+    SLR; where each may keep its weights in 3 UltraRAMs instead of 45 BRAM18K, one kernel holds all three (two
+    moved: 60 BRAM18K and 6 UltraRAMs), and says which. A move that helps no resource over its room is not made."""
+    from dataclasses import replace
+    from types import MappingProxyType
+
+    board = three_slr_board()
+    per = {**board.slr_resources[0], "uram": 10}
+    board = replace(board, resources=MappingProxyType({k: 3 * v for k, v in per.items()}),
+                    slr_resources=tuple(MappingProxyType(per) for _ in range(3)))
+    bram, uram = RESOURCE_KINDS.index("bram18k"), RESOURCE_KINDS.index("uram")
+    stage = np.zeros(len(RESOURCE_KINDS))
+    stage[bram] = 50
+    move = np.zeros(len(RESOURCE_KINDS))
+    move[[bram, uram]] = -45, 3
+    base = lambda a, b: np.zeros(len(RESOURCE_KINDS))  # noqa: E731
+    costs, cuts, bits = [stage] * 3, [True, True, False], [64] * 3
+    assert [(k.first, k.last) for k in place_kernels(board, costs, base, cuts, bits)] == [(0, 0), (1, 1), (2, 2)]
+    (kernel,) = place_kernels(board, costs, base, cuts, bits, [[move]] * 3)
+    assert (kernel.first, kernel.last) == (0, 2) and len(kernel.moved) == 2
+    got = kernel_resources(kernel, costs, base, bits, [[move]] * 3)
+    assert (got[bram], got[uram]) == (60, 6)
+    small = [stage / 5] * 3  # fits as it is: nothing moves
+    assert [k.moved for k in place_kernels(board, small, base, cuts, bits, [[move]] * 3)] == [()]
+    # over_slrs names the memory each moved stage's weights go to
+    _, kernels, _ = over_slrs(board, 250.0, costs, [], [(8, 64), (9, 64), (512, 64)], [None] * 3, [64] * 3, 8,
+                              [[("uram", move)]] * 3)
+    assert [name for k in kernels for _, name in k.moved] == ["uram", "uram"]
 
 
 def test_one_die_is_one_kernel():
