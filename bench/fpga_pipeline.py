@@ -57,8 +57,9 @@ def main() -> None:
                 try:
                     p = explore_pipeline(shapes, board, dtype).to_json()
                     row["pipeline"] = {k: p[k] for k in ("fps", "latency_s", "gops", "achieved_mhz", "bottleneck",
-                                                         "stages", "utilisation", "interval_cycles")}
-                    cells = (f"{p['fps']:.0f} fps | {p['achieved_mhz']:.0f} MHz | {p['bottleneck']} | "
+                                                         "stages", "utilisation", "interval_cycles", "kernels")}
+                    cut = f" ({len(p['kernels'])} kernels)" if p["kernels"] else ""
+                    cells = (f"{p['fps']:.0f} fps{cut} | {p['achieved_mhz']:.0f} MHz | {p['bottleneck']} | "
                              f"{100 * p['utilisation']['dsp']:.0f} % / {100 * p['utilisation']['bram18k']:.0f} %")
                     wins = "pipeline" if p["fps"] > row["units_fps"] else "compute units"
                 except HeteroDSEError as exc:

@@ -48,6 +48,7 @@ def run(net: str, board_name: str, dtype: str, out: Path, simulate: bool) -> dic
     row["utilisation"] = {k: round(p["utilisation"][k], 3) for k in RESOURCE_KINDS}
     row["regroups"] = len(design.regroups)
     row["ddr_weights"] = [s.shape.name for s in design.stages if s.weights == "ddr"]
+    row["kernels"] = p["kernels"]  # one an SLR where the pipeline is cut (none: one kernel)
     start = time.perf_counter()
     project = write_pipeline_project(out / f"{net}-{board_name}-{dtype}", design, layers, image, network=net)
     report = lint(project)
