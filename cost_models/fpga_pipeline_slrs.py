@@ -1,13 +1,17 @@
 """A layer pipeline over a multi-die part's SLRs: its chain of stages cut into kernels, one an SLR, each kernel's
 last stage streaming its output to the next kernel over AXI4-Stream (``stream_connect`` in ``connectivity.cfg``,
 FINN's partitions of a dataflow graph by SLR). A single kernel that spans SLRs crosses them on unregistered wires
-and the clock model derates it (``fpga_clock``); a kernel kept to one SLR is clocked as one SLR, and its crossing
-is a stream between kernels, registered flop to flop (PG085's register slice in its SLR-crossing mode).
+and the clock model derates it (``fpga_clock``); a kernel kept to one SLR is clocked as one SLR, and its stream
+to the next is registered at both ends (HLS's axis register slices, ``register_mode=both``), each end in its own
+SLR: the crossing goes register to register (*estimate*: no placement confirms it closes; a linker-inserted
+register slice in its SLR-crossing mode, PG085, would make sure, and is not in the project).
 
 A cut may fall after a stage only where nothing later reads an earlier tensor (a residual does not cross), and
 only where the stage's output word is at most ``CROSSING_BITS`` wide. The kernel after a cut reads the stream and
 forks it to the tensor's consumers (the image reader's process, from a stream): one more process, the tensor's
-words a trip. Each kernel is charged its own control, AXI-Lite and m_axi adapters, and the crossing's registers.
+words a trip. Each kernel is charged its own control, AXI-Lite and m_axi adapters, and its ends of the streams.
+Not charged: each extra m_axi master's port on the platform's memory interconnect, and its crossing where its
+DDR bank sits in another SLR (inside ``fpga_slrs.SLR_INFRASTRUCTURE``'s 10 %).
 """
 
 from __future__ import annotations
@@ -29,9 +33,10 @@ __all__ = ["CROSSING_BITS", "CROSSING_REGISTERS", "Kernel", "crossing", "cut_poi
 #: the widest word a stream between kernels carries: the width of the platform's AXI data paths (an Alveo's
 #: memory ports); a tensor of wider words is not cut
 CROSSING_BITS = 512
-#: registers a word takes in the crossing: PG085's SLR-crossing register slice, a source and a destination
-#: register and a pipeline register either side (*estimate*), and the forking process's input register
-CROSSING_REGISTERS = 5
+#: registers a bit of the word takes at each end of a stream between kernels: HLS's axis register slice
+#: (``register_mode=both``: two a bit) at each, and the forking process's input register at the receiving end
+#: (*estimate*, as the FPGA review had it: about 4–5 a bit in all); each slice's multiplexers a LUT a bit
+CROSSING_REGISTERS = {"out": 2, "in": 3}
 _FF, _LUT = RESOURCE_KINDS.index("ff"), RESOURCE_KINDS.index("lut")
 
 
@@ -76,11 +81,13 @@ def _orders(slrs: int) -> list[list[int]]:
     return runs
 
 
-def crossing(bits: float) -> np.ndarray:
-    """What a stream of ``bits``-wide words between two kernels adds: its registers, the fork's control."""
+def crossing(bits: float, end: str = "in") -> np.ndarray:
+    """What a stream of ``bits``-wide words between two kernels adds at its ``end`` (``out``: the sending kernel's,
+    ``in``: the receiving kernel's): its registers and their multiplexers, and at the receiving end the fork's
+    control."""
     res = np.zeros(len(RESOURCE_KINDS))
-    res[_FF] += CROSSING_REGISTERS * bits
-    res[_LUT] += 64  # the fork's loop and handshakes (*estimate*)
+    res[_FF] += CROSSING_REGISTERS[end] * bits
+    res[_LUT] += bits + (64 if end == "in" else 0)  # the fork's loop and handshakes (*estimate*)
     return res
 
 
@@ -122,7 +129,9 @@ def place_kernels(board: Board, costs: Sequence[np.ndarray], base: Callable[[int
     prefix = np.vstack([np.zeros(len(RESOURCE_KINDS)), np.cumsum(np.asarray(costs, dtype=float), axis=0)])
 
     def fits(first: int, last: int, slr: int) -> tuple[tuple[int, int], ...] | None:
-        need = base(first, last) + prefix[last + 1] - prefix[first] + (crossing(out_bits[first - 1]) if first else 0)
+        ends = (crossing(out_bits[first - 1]) if first else 0) + (
+            crossing(out_bits[last], "out") if last < n - 1 else 0)
+        need = base(first, last) + prefix[last + 1] - prefix[first] + ends
         if np.all(need[held] <= rooms[slr][held]):
             return ()
         return _repair(need, rooms[slr], held, [(i, a, d) for i in range(first, last + 1) for a, d in
@@ -152,10 +161,12 @@ def place_kernels(board: Board, costs: Sequence[np.ndarray], base: Callable[[int
 def kernel_resources(kernel: Kernel, costs: Sequence[np.ndarray], base: Callable[[int, int], np.ndarray],
                      out_bits: Sequence[float], moves: Sequence[Sequence[np.ndarray]] | None = None) -> np.ndarray:
     """A kernel's resources: its stages' (with the weights it moved to other memories: ``moves``), its control
-    and ports (``base``), its input's crossing."""
+    and ports (``base``), its ends of the streams it reads and writes."""
     res = base(kernel.first, kernel.last) + sum(costs[kernel.first:kernel.last + 1])
     if kernel.first:
         res = res + crossing(out_bits[kernel.first - 1])
+    if kernel.last < len(out_bits) - 1:
+        res = res + crossing(out_bits[kernel.last], "out")
     for i, a in kernel.moved:
         res = res + moves[i][a]
     return res

@@ -388,7 +388,7 @@ def test_kernels_one_an_slr_are_the_models_and_each_broken_link_is_found(project
     assert [k.crossing_bits for k in design.kernels] == [0, 8 * design.stages[2].out_lanes,
                                                          8 * design.stages[3].out_lanes]
     cfg = (directory / "connectivity.cfg").read_text()
-    assert "stream_connect=pipeline_kernel_0_1.out:pipeline_kernel_1_1.in" in cfg
+    assert "stream_connect=pipeline_kernel_0_1.stream_out:pipeline_kernel_1_1.stream_in" in cfg
     assert "slr=pipeline_kernel_2_1:SLR2" in cfg and "nk=pipeline_kernel:" not in cfg
 
     def broken(name, old, new):
@@ -400,11 +400,13 @@ def test_kernels_one_an_slr_are_the_models_and_each_broken_link_is_found(project
         path.write_text(text.replace(old, new, 1))
         return [f.check for f in lint(copy).findings]
 
-    assert broken("connectivity.cfg", "stream_connect=pipeline_kernel_1_1.out:pipeline_kernel_2_1.in\n", "") == [
+    assert broken("connectivity.cfg", "stream_connect=pipeline_kernel_1_1.stream_out:pipeline_kernel_2_1.stream_in\n",
+                  "") == [
         "kernels"]
     assert broken("connectivity.cfg", "slr=pipeline_kernel_1_1:SLR1", "slr=pipeline_kernel_1_1:SLR2") == ["kernels"]
-    assert broken("src/kernel.cpp", "#pragma HLS INTERFACE axis port=out", "#pragma HLS INTERFACE ap_fifo port=out"
-                  ) == ["kernels"]
+    assert broken("src/kernel.cpp", "#pragma HLS INTERFACE axis port=stream_out register_mode=both",
+                  "#pragma HLS INTERFACE ap_fifo port=stream_out") == ["kernels"]
+    assert broken("src/kernel.cpp", "axis port=stream_in register_mode=both", "axis port=stream_in") == ["kernels"]
     assert broken("design.json", '"last": 3,', '"last": 4,') == ["kernels"]
     words = re.search(r"static void link_in_1\(.*?frames \* (\d+);", (directory / "src" / "kernel.cpp").read_text(),
                       re.S).group(1)

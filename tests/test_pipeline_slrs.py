@@ -15,7 +15,6 @@ from cost_models.fpga_pipeline import explore_pipeline
 from cost_models.fpga_network_resources import kernel_base
 from cost_models.fpga_pipeline_slrs import (
     CROSSING_BITS,
-    CROSSING_REGISTERS,
     Kernel,
     crossing,
     cut_points,
@@ -28,7 +27,7 @@ from cost_models.fpga_slrs import slr_room
 from hetero_dse.hardware.board import RESOURCE_KINDS, load_board
 from small_net import three_slr_board
 
-_FF = RESOURCE_KINDS.index("ff")
+_FF, _LUT = RESOURCE_KINDS.index("ff"), RESOURCE_KINDS.index("lut")
 
 
 def test_a_cut_falls_only_where_no_residual_crosses_and_the_word_fits():
@@ -154,9 +153,11 @@ def test_a_pipeline_too_wide_for_one_slr_is_cut_into_kernels_each_at_one_slrs_cl
     image, result, weights = pipeline_buffers(board.memory.port_bits, 8)
     ports = [[image, weights], [weights], [result, weights]]
     extra = sum(kernel_base(p) for p in ports) - kernel_base([image, result, weights])
-    extra += sum(crossing(8 * design.stages[k.first - 1].out_lanes) for k in design.kernels[1:])
+    extra += sum(crossing(8 * design.stages[k.first - 1].out_lanes) + crossing(8 * design.stages[k.first - 1].out_lanes,
+                                                                              "out") for k in design.kernels[1:])
     assert [k.crossing_bits for k in design.kernels] == [0, 8 * design.stages[2].out_lanes,
                                                          8 * design.stages[3].out_lanes]
-    assert crossing(64)[_FF] == CROSSING_REGISTERS * 64
+    # five registers a bit in all (two at the sending end, three at the receiving), a LUT a bit at each end
+    assert (crossing(64) + crossing(64, "out"))[[_FF, _LUT]].tolist() == [5 * 64, 2 * 64 + 64]
     got = np.array([design.resources[k] for k in RESOURCE_KINDS]) - [single.resources[k] for k in RESOURCE_KINDS]
     assert got == pytest.approx(extra)

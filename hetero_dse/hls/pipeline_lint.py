@@ -129,19 +129,20 @@ def _check_kernels(project: Path, tops: dict[str, str], kernels: list[dict], wid
         if ran != list(range(first, last + 1)):
             report.add("kernels", "kernel.cpp", f"{name or 'kernel ' + str(k)} runs stages {ran}, the model's "
                                                 f"{first}–{last}")
-        for port, wanted in (("in", k > 0), ("out", k < len(kernels) - 1)):
-            axis = f"#pragma HLS INTERFACE axis port={port}" in text
+        for port, wanted in (("stream_in", k > 0), ("stream_out", k < len(kernels) - 1)):
+            # registered at both ends (each end in its own SLR: the crossing register to register)
+            axis = f"#pragma HLS INTERFACE axis port={port} register_mode=both" in text
             kind = re.search(rf"hls::stream<(\w+)> &{port}\b", text)
             bits = widths.get(kind.group(1), 0) * elem_bits if kind else 0
-            need = want["crossing_bits"] if port == "in" else kernels[k + 1]["crossing_bits"] if wanted else 0
+            need = want["crossing_bits"] if port == "stream_in" else kernels[k + 1]["crossing_bits"] if wanted else 0
             if axis != wanted or bits != need:
-                report.add("kernels", "kernel.cpp", f"{name}: its stream {port} is {bits} bits an AXI4-Stream word "
-                                                    f"({axis}), the model's {need}")
+                report.add("kernels", "kernel.cpp", f"{name}: its {port} is {bits} bits an AXI4-Stream word "
+                                                    f"(registered at both ends: {axis}), the model's {need}")
     try:
         links = (project / "connectivity.cfg").read_text()
     except OSError:
         return  # a board without a platform: no link
-    joined = re.findall(r"^stream_connect=(\w+)_1\.out:(\w+)_1\.in$", links, re.M)
+    joined = re.findall(r"^stream_connect=(\w+)_1\.stream_out:(\w+)_1\.stream_in$", links, re.M)
     chain = list(zip(names, names[1:], strict=False))
     if joined != chain:
         report.add("kernels", "connectivity.cfg", f"the streams join {joined}, the model's kernels in order are "

@@ -130,7 +130,7 @@ def _plan(design: PipelineDesign, layers: Sequence[Any]) -> tuple[list[dict], li
     cuts = {k.first for k in design.kernels if k.first}
     for t in tensors:  # the streams its producer (or a reader of it) writes: the kernel's output where it leaves it
         t["readers"] = [c["src_stream"] for c in t["consumers"]]
-        t["outputs"] = ["out"] if t["index"] in cuts else t["readers"]
+        t["outputs"] = ["stream_out"] if t["index"] in cuts else t["readers"]
         if t["index"]:
             producer = stages[t["index"] - 1]
             t["bits"], t["words"] = producer.out_lanes * elem_bits, t["pixels"] * -(-t["true"] // producer.out_lanes)
@@ -261,6 +261,7 @@ def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequ
     one = len(split) == 1
     kernels = [{"index": i, "name": top if one else f"{top}_{i}", "suffix": "" if one else f"_{i}",
                 "of": "" if one else f" of kernel {i}", "slr": k.slr, "stages": stages[k.first:k.last + 1],
+                "moved": list(k.moved),
                 "link_in": k.first or None, "link_out": None if k.last == len(stages) - 1 else k.last + 1,
                 "tensors": [*range(k.first, k.last + 1), *([len(stages)] if k.last == len(stages) - 1 else [])],
                 # the index of its frames argument (after its ports: image or in, result or out, weights, w<i>…)
