@@ -408,6 +408,11 @@ def test_kernels_one_an_slr_are_the_models_and_each_broken_link_is_found(project
                   "#pragma HLS INTERFACE ap_fifo port=stream_out") == ["kernels"]
     assert broken("src/kernel.cpp", "axis port=stream_in register_mode=both", "axis port=stream_in") == ["kernels"]
     assert broken("design.json", '"last": 3,', '"last": 4,') == ["kernels"]
+    # a port named as an HDL word (the stream_connect names the C name; HLS renames it in the RTL)
+    assert "kernels" in broken("src/kernel.cpp", "hls::stream<s2_out_t> &stream_out, const", "hls::stream<s2_out_t> "
+                                                                                             "&out, const")
+    renamed = max(tmp_path.glob("broken_*"), key=lambda p: int(p.name.split("_")[1]))
+    assert any("its port out is a VHDL or Verilog word" in str(f) for f in lint(renamed).findings)
     words = re.search(r"static void link_in_1\(.*?frames \* (\d+);", (directory / "src" / "kernel.cpp").read_text(),
                       re.S).group(1)
     short = _mutated(directory, tmp_path, f"(long)frames * {words}; ++it) {{\n    #pragma HLS PIPELINE II=1\n"

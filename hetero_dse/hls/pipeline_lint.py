@@ -2,7 +2,7 @@
 lanes, FIFOs and accumulation the model charges are the ones the code builds. The C-simulation checks the trip
 counts (``check_pipeline_trips``); this checks what a C-simulation cannot see:
 
-- ``dataflow``: the top function is one DATAFLOW region (else the stages run one after the other);
+- ``dataflow``: each kernel is one DATAFLOW region (else the stages run one after the other);
 - ``fifo``: every FIFO has the depth the design gives it (a residual's holds the pixels its block keeps back;
   too shallow and the pipeline deadlocks on the device, which no C-simulation shows), the width and the memory
   the model charges, and no other is declared;
@@ -13,6 +13,9 @@ counts (``check_pipeline_trips``); this checks what a C-simulation cannot see:
   constant, so Vitis forms a burst;
 - ``regroup``: each regroup the model charges (between words of other lanes) is a process of the code with its
   lanes and trips, and there is no other;
+- ``kernels`` (a pipeline cut into kernels, one an SLR): each kernel runs the model's stages, its streams to and
+  from its neighbours are AXI4-Stream ports as wide as the model's crossings, registered at both ends, named as no
+  HDL word is, and ``connectivity.cfg`` joins them in order and keeps each to the model's SLR;
 - ``dependence``: each PE array's partial sums rotate over the accumulation distance the pragma declares;
 - ``lanes``/``bind_op`` (int8): each packed stage sums its input lanes in chains of the model's length, each
   started afresh, its multiply-adds bound to no core (a BIND_OP stops Vitis matching each into one DSP).
@@ -28,7 +31,11 @@ from cost_models.fpga_costs import packed_chain
 from hetero_dse.hls.lint.record import LintError, LintReport
 from hetero_dse.hls.network_lint_parts import function_text, packed_chains
 
-__all__ = ["is_pipeline_project", "lint_pipeline"]
+__all__ = ["HDL_WORDS", "is_pipeline_project", "lint_pipeline"]
+
+#: words of VHDL and Verilog a port may not be named (HLS renames such a port in the RTL, adding ``_r``)
+HDL_WORDS = frozenset({"in", "out", "inout", "input", "output", "begin", "end", "signal", "reg", "wire", "port",
+                       "entity", "process", "buffer", "register", "module", "type", "range", "loop", "case"})
 
 
 def is_pipeline_project(project: Path) -> bool:
@@ -123,6 +130,11 @@ def _check_kernels(project: Path, tops: dict[str, str], kernels: list[dict], wid
     the stream from the kernel before and writes the one to the next (AXI4-Stream, as wide as the model's
     crossing) where it has one, and ``connectivity.cfg`` joins them in order and keeps each to the model's SLR."""
     names = list(tops)
+    for name, text in tops.items():  # a port named as an HDL word is renamed in the RTL: stream_connect misses it
+        args = re.findall(r"&(\w+)\s*[,)]", text[:text.find("{")])
+        for arg in set(args) & HDL_WORDS:
+            report.add("kernels", "kernel.cpp", f"{name}: its port {arg} is a VHDL or Verilog word, which HLS renames "
+                                                f"({arg}_r): connectivity.cfg's stream_connect would name no port")
     for k, (name, text) in enumerate(tops.items()):
         want, first, last = kernels[k], kernels[k]["first"], kernels[k]["last"]
         ran = sorted(int(i) for i in re.findall(r"^\s*s(\d+)_mac\(", text, re.M))
