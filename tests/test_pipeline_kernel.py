@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from types import SimpleNamespace
 
 from dataclasses import replace
 
@@ -421,6 +422,12 @@ def test_kernels_one_an_slr_are_the_models_and_each_broken_link_is_found(project
                      "    HDSE_COUNT(hdse_link_trips[1]);")
     with pytest.raises(HeteroDSEError, match="read while empty"):  # the stage after it starves
         csim(short)
+    # a traced network that reads across a cut (here c5 made to add c1's output) is refused, not written
+    layers, image, _, _ = traced()
+    layers[4] = SimpleNamespace(**{**layers[4].__dict__, "residual": 0})
+    with pytest.raises(HeteroDSEError, match="cut before stage 4, but stage 4 reads a tensor from before the cut"):
+        write_pipeline_project(tmp_path / "across", design, layers, image, network="small")
+    assert not (tmp_path / "across").exists()
 
 
 def test_each_ports_bursts_are_the_ones_whose_buffer_the_model_charges(project):

@@ -233,6 +233,12 @@ def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequ
     if len(layers) != len(design.stages) or any(s.shape != c.shape for s, c in zip(design.stages, layers,
                                                                                    strict=False)):
         raise HeteroDSEError("the pipeline's stages are not the traced network's layers, one each in order")
+    for k in design.kernels[1:]:  # a kernel reads only the stream from the one before: nothing reads further back
+        back = [i for i in range(k.first, k.last + 1) for t in (layers[i].source, layers[i].residual)
+                if t is not None and t + 1 < k.first]
+        if back:
+            raise HeteroDSEError(f"the pipeline is cut before stage {k.first}, but stage {back[0]} reads a tensor "
+                                 "from before the cut: the traced network is not the chain the design was cut for")
     from hetero_dse.hls.network_project import MAX_DATA_BYTES
     from hetero_dse.units import fmt_bytes
 
