@@ -2,8 +2,10 @@
 of layers (``model/chain.py``: MobileNet-V2 does; networks with a max pool do not), its pipeline explored for
 that chain (``cost_models/fpga_pipeline.py``), its project written (``hetero_dse/hls/pipeline_project.py``),
 linted, and with ``--csim`` C-simulated on the network's image (two frames) against its reference: float32
-against torch, int8 bit for bit against the same integer arithmetic. The zoo's networks have random weights;
-their batch norms take the image's statistics (``calibrated``) so that the activations stay in range.
+against torch, int8 bit for bit against the same integer arithmetic; with ``--dataflow`` C-simulated again as the
+device runs it (each process a thread, each FIFO as deep as declared: a FIFO too shallow deadlocks). The zoo's
+networks have random weights; their batch norms take the image's statistics (``calibrated``) so that the
+activations stay in range.
 
     python bench/fpga_pipeline_net.py --nets mobilenet_v2 --boards zcu102,zcu104,vu9p,u280 --dtypes int8 \\
         --csim --json bench/data/fpga_pipeline_net.json
@@ -34,7 +36,7 @@ from hetero_dse.model.chain import trace_chain  # noqa: E402
 from hetero_dse.model.zoo import build, calibrated  # noqa: E402
 
 
-def run(net: str, board_name: str, dtype: str, out: Path, simulate: bool) -> dict:
+def run(net: str, board_name: str, dtype: str, out: Path, simulate: bool, dataflow: bool = False) -> dict:
     row: dict = {"net": net, "board": board_name, "dtype": dtype}
     start = time.perf_counter()
     model, example = build(net)
@@ -62,6 +64,16 @@ def run(net: str, board_name: str, dtype: str, out: Path, simulate: bool) -> dic
                        "max_abs_error": result.max_abs_error,
                        "trips": check_pipeline_trips(project, result.output) or "every process ran the model's trips"}
         row["csim_s"] = round(time.perf_counter() - start, 1)
+    if dataflow:  # as the device runs it: each process a thread, each FIFO as deep as declared
+        start = time.perf_counter()
+        try:
+            result = csim(project, dataflow=True)
+            row["dataflow"] = {"passed": result.passed, "mismatches": result.mismatches,
+                               "trips": check_pipeline_trips(project, result.output) or "every process ran the "
+                                                                                          "model's trips"}
+        except HeteroDSEError as exc:  # a deadlock is said in one sentence
+            row["dataflow"] = {"passed": False, "why": str(exc)}
+        row["dataflow_s"] = round(time.perf_counter() - start, 1)
     return row
 
 
@@ -71,6 +83,8 @@ def main() -> None:
     parser.add_argument("--boards", default="zcu102,zcu104,vu9p,u280")
     parser.add_argument("--dtypes", default="int8")
     parser.add_argument("--csim", action="store_true", help="C-simulate each project (minutes each)")
+    parser.add_argument("--dataflow", action="store_true", help="also C-simulate each as the device runs it: each "
+                        "process a thread, each FIFO as deep as declared (a deadlock said)")
     parser.add_argument("--out", type=Path, help="where the projects go (default: a temporary directory)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -81,7 +95,7 @@ def main() -> None:
             for board in args.boards.split(","):
                 for dtype in args.dtypes.split(","):
                     try:
-                        row = run(net, board, dtype, out, args.csim)
+                        row = run(net, board, dtype, out, args.csim, args.dataflow)
                     except HeteroDSEError as exc:
                         row = {"net": net, "board": board, "dtype": dtype, "why": str(exc)}
                     rows.append(row)

@@ -611,7 +611,9 @@ def example_input():
 def test_a_hostile_model_py_is_one_sentence(cli, tmp_path, monkeypatch, body, said):
     from hetero_dse.model import zoo
 
-    monkeypatch.setattr(zoo, "LOAD_LIMIT_S", 3)
+    # 3 s only where the file hangs: importing torch alone can take longer on a loaded machine, and a limit hit
+    # first would be said instead of what the file did
+    monkeypatch.setattr(zoo, "LOAD_LIMIT_S", 3 if "in 3 s" in said else 45)
     path = tmp_path / "model.py"
     path.write_text(MODEL_HEAD + body)
     start = time.monotonic()

@@ -118,6 +118,28 @@ def test_the_network_streams_through_the_pipeline_as_torch_computes_it(project):
     assert all(f["depth"] == 2 for f in record["fifos"] if f not in skips)
 
 
+def test_the_pipeline_runs_as_the_device_does_and_a_residual_fifo_too_shallow_deadlocks(project, tmp_path):
+    """C-simulated as the device runs it (``csim(dataflow=True)``: each process a thread, each FIFO as deep as its
+    type says, the lint holding that to the model's), the pipeline gives the same result and trips. Its residual's
+    FIFO two words deep, the processes deadlock and the C-simulation says so, where the sequential one (unbounded
+    streams, as Vitis's C-simulation) passes the same code."""
+    dtype, design, directory = project
+    result = csim(directory, dataflow=True)
+    assert result.passed and check_pipeline_trips(directory, result.output) == [], result.output[-600:]
+    if dtype == "int8" and design.stages[0].in_lanes == 12:  # the ragged project: one case of the break
+        record = json.loads((directory / "design.json").read_text())
+        skip = next(f for f in record["fifos"] if "_skip_" in f["stream"] and not f["stream"].endswith("_a"))
+        assert skip["depth"] > 2
+        text = (directory / "src" / "kernel.cpp").read_text()
+        kind = re.search(rf"hls::stream<(\w+), {skip['depth']}> {skip['stream']};", text).group(1)
+        shallow = _mutated(directory, tmp_path, f"hls::stream<{kind}, {skip['depth']}> {skip['stream']};",
+                           f"hls::stream<{kind}, 2> {skip['stream']};")
+        with pytest.raises(HeteroDSEError, match="deadlock: every process waits"):
+            csim(shallow, dataflow=True)
+        assert csim(shallow).passed
+        assert [f.check for f in lint(shallow).findings] == ["fifo"]
+
+
 def test_a_window_that_reads_the_edge_for_the_padding_fails_the_csim(project, tmp_path):
     _, _, directory = project
     mutant = _mutated(directory, tmp_path, "= inside ? lb[", "= true ? lb[")
@@ -363,7 +385,7 @@ def test_a_classifier_that_reads_its_weights_from_ddr_is_checked(project, tmp_pa
     if design.stages[0].in_lanes != 12:
         pytest.skip("the ragged lanes' project only")
     text = (directory / "src" / "kernel.cpp").read_text()
-    assert "static data_t W5[" not in text and "s5_wstream(w5, s5_wload, frames);" in text
+    assert "static data_t W5[" not in text and "HDSE_PROCESS(s5_wstream(w5, s5_wload, frames));" in text
     record = json.loads((directory / "design.json").read_text())
     assert record["trips"]["stages"][5]["wstream"] > 0 and record["design"]["per_stage"][5]["weights"] == "ddr"
     offset = re.search(r"weights\[(\d+) \+ i\]", text)  # the loop's index plus a constant: one burst an image

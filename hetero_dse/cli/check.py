@@ -65,7 +65,9 @@ def lint_command(paths: tuple[Path, ...], as_json: bool) -> None:
 
 @cli.command("csim")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
-def csim_command(directory: Path) -> None:
+@click.option("--dataflow", is_flag=True, help="run each DATAFLOW region as the device does: each process a thread, "
+              "each FIFO as deep as declared, a deadlock said (the layer pipeline's projects)")
+def csim_command(directory: Path, dataflow: bool) -> None:
     """C-simulate generated HLS projects with g++ (DIRECTORY: one 'hls' project or an explore output)."""
     from hetero_dse.hls.csim import csim as run_csim_on
     from hetero_dse.hls.lint import lint
@@ -74,7 +76,7 @@ def csim_command(directory: Path) -> None:
     failed, lint_failed = [], []
     for project in projects:
         with console.status(f"C-simulating {project}"):
-            result = run_csim_on(project)
+            result = run_csim_on(project, dataflow=dataflow)
             checked = lint(project)
         trips = _trip_problems(project, result.output)
         verdict = "PASS" if result.passed else "FAIL"

@@ -70,8 +70,10 @@ def _check_csim_memory(project: Path) -> None:
                              "a smaller input")
 
 
-def csim(directory: str | Path) -> CsimResult:
-    """Compile and run the testbench of the project in ``directory``."""
+def csim(directory: str | Path, dataflow: bool = False) -> CsimResult:
+    """Compile and run the testbench of the project in ``directory``. ``dataflow``: run each DATAFLOW region as the
+    device does, each process a thread and each FIFO as deep as declared (the layer pipeline's; this project's
+    ``hls_stream.h``, even where Vitis is installed): a FIFO too shallow deadlocks and is said so."""
     project = Path(directory)
     if not (project / "src" / "kernel.cpp").is_file() or not (project / "tb" / "tb.cpp").is_file():
         if project.with_name(project.name + ".partial").exists():
@@ -81,16 +83,16 @@ def csim(directory: str | Path) -> CsimResult:
                              "give the 'hls' directory that explore wrote")
     _check_csim_memory(project)
     vitis = os.environ.get("XILINX_HLS")
-    has_vitis = bool(vitis) and (Path(vitis) / "include").is_dir()
+    has_vitis = bool(vitis) and (Path(vitis) / "include").is_dir() and not dataflow
     include = Path(vitis) / "include" if has_vitis else project / "sim" / "include"
     headers = "vitis" if has_vitis else "stand-in"
     build = project / "sim" / "build"
     build.mkdir(parents=True, exist_ok=True)
-    binary = build / "csim"
+    binary = build / ("csim_dataflow" if dataflow else "csim")
     # HLS pragmas are for Vitis and loop labels for its reports (nothing jumps to them); every other
     # warning of -Wall -Wextra is a defect of the generated code
     cmd = [find_compiler(), "-std=c++14", "-O2", "-Wall", "-Wextra", "-Wno-unknown-pragmas", "-Wno-unused-label",
-           f"-I{include}",
+           *(["-DHDSE_DATAFLOW_THREADS", "-pthread"] if dataflow else []), f"-I{include}",
            f"-I{project / 'src'}",
            str(project / "src" / "kernel.cpp"), str(project / "tb" / "tb.cpp"), "-o", str(binary)]
     try:

@@ -137,7 +137,7 @@ def _check_kernels(project: Path, tops: dict[str, str], kernels: list[dict], wid
                                                 f"({arg}_r): connectivity.cfg's stream_connect would name no port")
     for k, (name, text) in enumerate(tops.items()):
         want, first, last = kernels[k], kernels[k]["first"], kernels[k]["last"]
-        ran = sorted(int(i) for i in re.findall(r"^\s*s(\d+)_mac\(", text, re.M))
+        ran = sorted(int(i) for i in re.findall(r"^\s*HDSE_PROCESS\(s(\d+)_mac\(", text, re.M))
         if ran != list(range(first, last + 1)):
             report.add("kernels", "kernel.cpp", f"{name or 'kernel ' + str(k)} runs stages {ran}, the model's "
                                                 f"{first}–{last}")
@@ -172,7 +172,7 @@ def _check_streamed(source: str, top: str, i: int, body: str, report: LintReport
     (a burst; UG1399)."""
     port = re.search(rf"#pragma HLS INTERFACE m_axi port=w{i} offset=slave bundle=(\w+)", top)
     others = re.findall(r"#pragma HLS INTERFACE m_axi port=\w+ offset=slave bundle=(\w+)", top)
-    reader = re.search(rf"s{i}_wstream\(w{i}, s{i}_wload, frames\);", top)
+    reader = re.search(rf"HDSE_PROCESS\(s{i}_wstream\(w{i}, s{i}_wload, frames\)\);", top)
     if f"static data_t W{i}[" in body or port is None or others.count(port.group(1)) != 1 or reader is None or \
             f"static void s{i}_wstream(" not in source:
         report.add("storage", "kernel.cpp", f"stage {i}: the model reads its weights from DDR each image on a port "
@@ -210,18 +210,22 @@ def _widths(code: str) -> dict[str, int]:
 
 
 def _check_fifos(widths: dict[str, int], top: str, fifos: list[dict], elem_bits: int, report: LintReport) -> None:
-    """Each FIFO the top function declares is one of the design's, as deep, as wide (its element type's values)
-    and bound to the memory the model charges (a FIFO left to Vitis past 2 words or 1,024 bits goes to memory)."""
-    types = {m.group(2): m.group(1) for m in re.finditer(r"^\s*hls::stream<(\w+)> (\w+);", top, re.M)}
+    """Each FIFO the top function declares is one of the design's, as deep (its pragma's depth and its type's,
+    which the C-simulation bounds it by, ``csim --dataflow``), as wide (its element type's values) and bound to the
+    memory the model charges (a FIFO left to Vitis past 2 words or 1,024 bits goes to memory)."""
+    declared = {m.group(3): (m.group(1), int(m.group(2) or 0)) for m in re.finditer(
+        r"^\s*hls::stream<(\w+)(?:, (\d+))?> (\w+);", top, re.M)}
+    types = {name: kind for name, (kind, _) in declared.items()}
     depths = {m.group(1): int(m.group(2)) for m in re.finditer(r"#pragma HLS STREAM variable=(\w+) depth=(\d+)",
                                                                 top)}
     bound = {m.group(1): m.group(2) for m in re.finditer(
         r"#pragma HLS BIND_STORAGE variable=(\w+) type=fifo impl=(\w+)", top)}
     for f in fifos:
         name = f["stream"]
-        if depths.get(name) != f["depth"]:
-            report.add("fifo", "kernel.cpp", f"FIFO {name}: depth {depths.get(name)} in the code, {f['depth']} in "
-                                             "the design")
+        typed = declared.get(name, (None, None))[1]
+        if depths.get(name) != f["depth"] or typed != f["depth"]:
+            report.add("fifo", "kernel.cpp", f"FIFO {name}: depth {depths.get(name)} by its pragma and {typed} by its "
+                                             f"type in the code, {f['depth']} in the design")
         if "bits" in f:
             bits = widths.get(types.get(name, ""), 0) * elem_bits
             if bits != f["bits"]:

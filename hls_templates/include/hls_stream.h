@@ -3,6 +3,12 @@
 // C-simulation the stream is unbounded and the processes of a DATAFLOW region run one after the other. Stricter
 // than the real header, so that a pass means something: reading an empty stream aborts (Vitis only warns), and
 // so does a stream destroyed with data left in it (on the device its producer would stall).
+//
+// Built with HDSE_DATAFLOW_THREADS (`hetero_dse csim --dataflow`), it runs a DATAFLOW region as the device does:
+// each process a thread (HDSE_PROCESS), each stream bounded by its DEPTH, a write to a full stream and a read of an
+// empty one waiting. Where every process of the running regions waits, none can go on: a deadlock the device would
+// hang in (a FIFO too shallow), which it reports and exits 3. With blocking reads and writes the processes form a
+// bounded Kahn network, so whether it deadlocks does not depend on how the threads are scheduled.
 #ifndef HDSE_STANDIN_HLS_STREAM_H
 #define HDSE_STANDIN_HLS_STREAM_H
 
@@ -11,11 +17,98 @@
 #include <deque>
 #include <memory>
 #include <new>
+#ifdef HDSE_DATAFLOW_THREADS
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+#endif
+
+#ifdef HDSE_DATAFLOW_THREADS
+namespace hdse {
+// the processes running as threads, how many wait on a stream (on a full one, on an empty one) and the regions
+// still starting theirs; one lock for every stream, so that the count is exact when it is checked
+struct scheduler {
+  std::mutex lock;
+  int live = 0, full = 0, empty = 0, starting = 0;
+  static scheduler &get() {
+    static scheduler s;
+    return s;
+  }
+  // with ``lock`` held, after a count changed: every live process waiting on a stream no write or read can free
+  void check() const {
+    if (starting == 0 && live > 0 && full + empty == live) {
+      std::fprintf(stderr, "hls::stream: deadlock: every process waits (%d of %d on a full stream, %d on an empty "
+                   "one): a FIFO is too shallow or a process reads more than is written\n", full, live, empty);
+      std::fflush(stderr);
+      std::_Exit(3);
+    }
+  }
+};
+// whether this thread runs a process (a region it opens waits for its own processes, not on a stream)
+inline bool &in_process() {
+  thread_local bool flag = false;
+  return flag;
+}
+// a DATAFLOW region: its processes start as they are spawned and are joined when it ends (after the last call,
+// before its streams go); while a process waits for its own region it is not a process that can go on
+class region {
+ public:
+  region() {
+    std::lock_guard<std::mutex> held(scheduler::get().lock);
+    ++scheduler::get().starting;
+  }
+  region(const region &) = delete;
+  region &operator=(const region &) = delete;
+  ~region() {
+    scheduler &s = scheduler::get();
+    {
+      std::unique_lock<std::mutex> held(s.lock);
+      --s.starting;
+      if (in_process()) --s.live;
+      s.check();
+    }
+    for (auto &t : threads_) t.join();
+    if (in_process()) {
+      std::lock_guard<std::mutex> held(s.lock);
+      ++s.live;
+    }
+  }
+  void spawn(std::function<void()> work) {
+    scheduler &s = scheduler::get();
+    {
+      std::lock_guard<std::mutex> held(s.lock);
+      ++s.live;
+    }
+    threads_.emplace_back([work, &s]() {
+      in_process() = true;
+      work();
+      std::lock_guard<std::mutex> held(s.lock);
+      --s.live;
+      s.check();
+    });
+  }
+
+ private:
+  std::vector<std::thread> threads_;
+};
+}  // namespace hdse
+#define HDSE_DATAFLOW hdse::region hdse_region_
+#define HDSE_PROCESS(call) hdse_region_.spawn([&]() { call; })
+#else
+#define HDSE_DATAFLOW static_assert(true, "a DATAFLOW region")
+#define HDSE_PROCESS(call) call
+#endif
 
 namespace hls {
 
-template <typename T, int DEPTH = 2>
-class stream {
+// stream<T> (DEPTH 0) holds the values; stream<T, DEPTH> is one of DEPTH, passed where a stream<T> is asked for
+template <typename T, int DEPTH = 0>
+class stream;
+
+template <typename T>
+class stream<T, 0> {
  public:
   stream() = default;
   stream(const stream &) = delete;
@@ -28,17 +121,63 @@ class stream {
     void *p = nullptr;
     const std::size_t align = alignof(T) < sizeof(void *) ? sizeof(void *) : alignof(T);
     if (posix_memalign(&p, align, sizeof(T)) != 0) std::abort();
-    data_.push_back(item(new (p) T(value)));
+    item value_item(new (p) T(value));
+#ifdef HDSE_DATAFLOW_THREADS
+    hdse::scheduler &s = hdse::scheduler::get();
+    std::unique_lock<std::mutex> held(s.lock);
+    while ((int)data_.size() >= depth_) wait(held, s.full, writers_);
+    data_.push_back(std::move(value_item));
+    wake(s.empty, readers_);
+#else
+    data_.push_back(std::move(value_item));
+#endif
   }
   T read() {
+#ifdef HDSE_DATAFLOW_THREADS
+    hdse::scheduler &s = hdse::scheduler::get();
+    std::unique_lock<std::mutex> held(s.lock);
+    while (data_.empty()) wait(held, s.empty, readers_);
+    T value = *data_.front();
+    data_.pop_front();
+    wake(s.full, writers_);
+    return value;
+#else
     if (data_.empty()) fail("read while empty: the consumer reads more than was written");
     T value = *data_.front();
     data_.pop_front();
     return value;
+#endif
   }
   bool empty() const { return data_.empty(); }
 
+ protected:
+  explicit stream(int depth) : depth_(depth) {}
+
  private:
+#ifdef HDSE_DATAFLOW_THREADS
+  // the processes waiting on this stream for one side (its writers while full, its readers while empty): each
+  // counted in the scheduler's ``count`` until the other side frees them (a new epoch: spurious wakeups wait on)
+  struct side {
+    std::condition_variable cv;
+    int waiting = 0;
+    unsigned long epoch = 0;
+  };
+  void wait(std::unique_lock<std::mutex> &held, int &count, side &who) {
+    const unsigned long seen = who.epoch;
+    ++who.waiting;
+    ++count;
+    hdse::scheduler::get().check();
+    who.cv.wait(held, [&]() { return who.epoch != seen; });
+  }
+  void wake(int &count, side &who) {
+    if (who.waiting == 0) return;
+    count -= who.waiting;
+    who.waiting = 0;
+    ++who.epoch;
+    who.cv.notify_all();
+  }
+  side writers_, readers_;
+#endif
   [[noreturn]] static void fail(const char *what) {
     std::fprintf(stderr, "hls::stream: %s\n", what);
     std::abort();
@@ -51,6 +190,13 @@ class stream {
   };
   using item = std::unique_ptr<T, release>;
   std::deque<item> data_;
+  int depth_ = 2;  // Vitis's depth for a stream no pragma sizes
+};
+
+template <typename T, int DEPTH>
+class stream : public stream<T, 0> {
+ public:
+  stream() : stream<T, 0>(DEPTH) {}
 };
 
 }  // namespace hls
