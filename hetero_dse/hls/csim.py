@@ -21,6 +21,10 @@ COMPILE_TIMEOUT_S = 300
 RUN_FLOOR_S, RUN_OPS_PER_S = 60.0, 1e8
 
 
+#: how much longer a C-simulation as the device runs it may take (a thread a process, each FIFO's handshakes)
+DATAFLOW_SLOWER = 8
+
+
 def run_timeout(project: Path) -> float:
     """Seconds the C-simulation of ``project`` may run: proportional to its operations (design.json)."""
     import json
@@ -102,7 +106,7 @@ def csim(directory: str | Path, dataflow: bool = False) -> CsimResult:
     if compiled.returncode != 0:
         first = next((ln for ln in compiled.stderr.splitlines() if "error" in ln), compiled.stderr.strip()[:300])
         raise HeteroDSEError(f"C-simulation of {project} does not compile: {first}")
-    limit = run_timeout(project)
+    limit = run_timeout(project) * (DATAFLOW_SLOWER if dataflow else 1)
     try:
         ran = subprocess.run([str(binary), str(project / "data")], capture_output=True, text=True,
                              timeout=limit, check=False)

@@ -18,6 +18,7 @@
 #include <memory>
 #include <new>
 #ifdef HDSE_DATAFLOW_THREADS
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -27,20 +28,26 @@
 
 #ifdef HDSE_DATAFLOW_THREADS
 namespace hdse {
-// the processes running as threads, how many wait on a stream (on a full one, on an empty one) and the regions
-// still starting theirs; one lock for every stream, so that the count is exact when it is checked
+// the processes running as threads and how many of them wait on a stream, in one word so that both are read at
+// one instant (a lock a stream, no lock over all of them); the regions still starting theirs
 struct scheduler {
-  std::mutex lock;
-  int live = 0, full = 0, empty = 0, starting = 0;
+  std::atomic<long long> state{0};  // live processes << 32 | those waiting
+  std::atomic<int> starting{0}, full{0}, empty{0};
   static scheduler &get() {
     static scheduler s;
     return s;
   }
-  // with ``lock`` held, after a count changed: every live process waiting on a stream no write or read can free
-  void check() const {
-    if (starting == 0 && live > 0 && full + empty == live) {
-      std::fprintf(stderr, "hls::stream: deadlock: every process waits (%d of %d on a full stream, %d on an empty "
-                   "one): a FIFO is too shallow or a process reads more than is written\n", full, live, empty);
+  void add(long long live, long long waiting) {
+    const long long change = live * (1LL << 32) + waiting;
+    check(state.fetch_add(change) + change);
+  }
+  // every live process waits on a stream that only another waiting process could free: a deadlock
+  void check(long long now) const {
+    const long long live = now >> 32, waiting = now & 0xffffffffLL;
+    if (starting.load() == 0 && live > 0 && waiting == live) {
+      std::fprintf(stderr, "hls::stream: deadlock: every process waits (%d of %lld on a full stream, %d on an "
+                   "empty one): a FIFO is too shallow or a process reads more than is written\n", full.load(), live,
+                   empty.load());
       std::fflush(stderr);
       std::_Exit(3);
     }
@@ -55,38 +62,23 @@ inline bool &in_process() {
 // before its streams go); while a process waits for its own region it is not a process that can go on
 class region {
  public:
-  region() {
-    std::lock_guard<std::mutex> held(scheduler::get().lock);
-    ++scheduler::get().starting;
-  }
+  region() { ++scheduler::get().starting; }
   region(const region &) = delete;
   region &operator=(const region &) = delete;
   ~region() {
     scheduler &s = scheduler::get();
-    {
-      std::unique_lock<std::mutex> held(s.lock);
-      --s.starting;
-      if (in_process()) --s.live;
-      s.check();
-    }
+    --s.starting;
+    s.add(in_process() ? -1 : 0, 0);
     for (auto &t : threads_) t.join();
-    if (in_process()) {
-      std::lock_guard<std::mutex> held(s.lock);
-      ++s.live;
-    }
+    if (in_process()) s.add(1, 0);
   }
   void spawn(std::function<void()> work) {
     scheduler &s = scheduler::get();
-    {
-      std::lock_guard<std::mutex> held(s.lock);
-      ++s.live;
-    }
+    s.add(1, 0);
     threads_.emplace_back([work, &s]() {
       in_process() = true;
       work();
-      std::lock_guard<std::mutex> held(s.lock);
-      --s.live;
-      s.check();
+      s.add(-1, 0);
     });
   }
 
@@ -124,7 +116,7 @@ class stream<T, 0> {
     item value_item(new (p) T(value));
 #ifdef HDSE_DATAFLOW_THREADS
     hdse::scheduler &s = hdse::scheduler::get();
-    std::unique_lock<std::mutex> held(s.lock);
+    std::unique_lock<std::mutex> held(lock_);
     while ((int)data_.size() >= depth_) wait(held, s.full, writers_);
     data_.push_back(std::move(value_item));
     wake(s.empty, readers_);
@@ -135,7 +127,7 @@ class stream<T, 0> {
   T read() {
 #ifdef HDSE_DATAFLOW_THREADS
     hdse::scheduler &s = hdse::scheduler::get();
-    std::unique_lock<std::mutex> held(s.lock);
+    std::unique_lock<std::mutex> held(lock_);
     while (data_.empty()) wait(held, s.empty, readers_);
     T value = *data_.front();
     data_.pop_front();
@@ -156,26 +148,29 @@ class stream<T, 0> {
  private:
 #ifdef HDSE_DATAFLOW_THREADS
   // the processes waiting on this stream for one side (its writers while full, its readers while empty): each
-  // counted in the scheduler's ``count`` until the other side frees them (a new epoch: spurious wakeups wait on)
+  // counted waiting until the other side frees them, under this stream's lock (a new epoch: a spurious wakeup
+  // waits on)
   struct side {
     std::condition_variable cv;
     int waiting = 0;
     unsigned long epoch = 0;
   };
-  void wait(std::unique_lock<std::mutex> &held, int &count, side &who) {
+  void wait(std::unique_lock<std::mutex> &held, std::atomic<int> &kind, side &who) {
     const unsigned long seen = who.epoch;
     ++who.waiting;
-    ++count;
-    hdse::scheduler::get().check();
+    ++kind;
+    hdse::scheduler::get().add(0, 1);
     who.cv.wait(held, [&]() { return who.epoch != seen; });
   }
-  void wake(int &count, side &who) {
+  void wake(std::atomic<int> &kind, side &who) {
     if (who.waiting == 0) return;
-    count -= who.waiting;
+    kind -= who.waiting;
+    hdse::scheduler::get().add(0, -who.waiting);
     who.waiting = 0;
     ++who.epoch;
     who.cv.notify_all();
   }
+  std::mutex lock_;
   side writers_, readers_;
 #endif
   [[noreturn]] static void fail(const char *what) {
