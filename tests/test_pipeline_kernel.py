@@ -138,6 +138,11 @@ def test_the_pipeline_runs_as_the_device_does_and_a_residual_fifo_too_shallow_de
             csim(shallow, dataflow=True)
         assert csim(shallow).passed
         assert [f.check for f in lint(shallow).findings] == ["fifo"]
+        # another kind of project's processes are calls, not threads: refused in one sentence
+        record["architecture"] = "network"
+        (shallow / "design.json").write_text(json.dumps(record))
+        with pytest.raises(HeteroDSEError, match="is not a layer pipeline's project"):
+            csim(shallow, dataflow=True)
 
 
 def test_a_window_that_reads_the_edge_for_the_padding_fails_the_csim(project, tmp_path):
@@ -332,10 +337,14 @@ def test_the_csim_command_checks_the_pipelines_trips(project):
     import subprocess
     import sys
 
-    _, _, directory = project
+    _, design, directory = project
     ran = subprocess.run([sys.executable, "-m", "hetero_dse", "csim", str(directory)], capture_output=True, text=True,
                          timeout=300)
     assert ran.returncode == 0 and "trip counts of every process against the model's" in ran.stdout, ran.stdout
+    if design.kernels:  # as the device runs it, from the command line too
+        ran = subprocess.run([sys.executable, "-m", "hetero_dse", "csim", "--dataflow", str(directory)],
+                             capture_output=True, text=True, timeout=300)
+        assert ran.returncode == 0 and "PASS" in ran.stdout, ran.stdout + ran.stderr
 
 
 @pytest.mark.parametrize("changes, check", [

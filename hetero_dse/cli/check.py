@@ -65,18 +65,19 @@ def lint_command(paths: tuple[Path, ...], as_json: bool) -> None:
 
 @cli.command("csim")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--dataflow", is_flag=True, help="run each DATAFLOW region as the device does: each process a thread, "
-              "each FIFO as deep as declared, a deadlock said (the layer pipeline's projects)")
+@click.option("--dataflow", is_flag=True, help="run the layer pipeline's projects as the device does: each process a "
+              "thread, each FIFO as deep as declared, a deadlock said (the other projects as before)")
 def csim_command(directory: Path, dataflow: bool) -> None:
     """C-simulate generated HLS projects with g++ (DIRECTORY: one 'hls' project or an explore output)."""
     from hetero_dse.hls.csim import csim as run_csim_on
     from hetero_dse.hls.lint import lint
+    from hetero_dse.hls.pipeline_lint import is_pipeline_project
 
     projects = _projects(directory)
     failed, lint_failed = [], []
     for project in projects:
         with console.status(f"C-simulating {project}"):
-            result = run_csim_on(project, dataflow=dataflow)
+            result = run_csim_on(project, dataflow=dataflow and is_pipeline_project(project))
             checked = lint(project)
         trips = _trip_problems(project, result.output)
         verdict = "PASS" if result.passed else "FAIL"

@@ -85,6 +85,12 @@ def csim(directory: str | Path, dataflow: bool = False) -> CsimResult:
                                  "run explore again")
         raise HeteroDSEError(f"{project} is not a hetero_dse HLS project (no src/kernel.cpp and tb/tb.cpp); "
                              "give the 'hls' directory that explore wrote")
+    if dataflow:
+        from hetero_dse.hls.pipeline_lint import is_pipeline_project
+
+        if not is_pipeline_project(project):  # its processes are calls, not threads: bounded streams would stall
+            raise HeteroDSEError(f"{project} is not a layer pipeline's project: only those run as the device does "
+                                 "(drop --dataflow)")
     _check_csim_memory(project)
     vitis = os.environ.get("XILINX_HLS")
     has_vitis = bool(vitis) and (Path(vitis) / "include").is_dir() and not dataflow
