@@ -95,6 +95,9 @@ def _repair(need: np.ndarray, room: np.ndarray, held: np.ndarray, moves: Sequenc
             ) -> tuple[tuple[int, int], ...] | None:
     """Moves (stage, alternative) that bring ``need`` within ``room`` (the resources ``held``), each the one that
     leaves least over, until it fits; None where none helps. Each stage moves once."""
+    short = held & (need > room)
+    if not moves or not all(any(d[r] < 0 for _, _, d in moves) for r in np.flatnonzero(short)):
+        return None  # a resource over its room that no move frees (the DSPs, the registers): none can help
     scale = np.maximum(room[held], 1.0)
     over = lambda v: float(np.sum(np.maximum(v[held] - room[held], 0.0) / scale))  # noqa: E731
     done: dict[int, int] = {}
