@@ -270,7 +270,7 @@ def _design(board: Board, dtype: str, stages: list[Stage], total: np.ndarray, cl
     total = total + sum((g.resources(dtype) for g in groups), np.zeros(len(RESOURCE_KINDS)))
     caps = {k: float(board.cap(k)) for k in RESOURCE_KINDS}
     moves = [[] if s.weights == "ddr" else weights_moves(s.layer, s.in_lanes, s.out_lanes, dtype, caps) for s in stages]
-    achieved, kernels, extra = over_slrs(board, clock, [s.resources for s in stages], [(g.consumer, g.resources(
+    achieved, kernels, extra = over_slrs(board, clock, [s.resources for s in stages], [(g.stage, g.resources(
         dtype)) for g in groups], buffers, [s.skip_source for s in stages], [s.out_lanes for s in stages], elem_bits,
         moves)
     total = total + extra
@@ -365,7 +365,7 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
             if np.any(full > caps):
                 return -np.inf
         achieved, _, extra = over_slrs(board, clock, [costs[i][k] for i, k in enumerate(pick)],
-                                       [(g.consumer, g.resources(dtype)) for g in groups], buffers, sources,
+                                       [(g.stage, g.resources(dtype)) for g in groups], buffers, sources,
                                        [q for _, q in chosen], 8 * itemsize,
                                        [movable[i][k] for i, k in enumerate(pick)])
         if np.any(full + extra > caps):

@@ -91,6 +91,17 @@ def crossing(bits: float, end: str = "in") -> np.ndarray:
     return res
 
 
+def _ends(first: int, last: int, out_bits: Sequence[float]) -> np.ndarray:
+    """What a kernel of stages ``first`` … ``last`` spends on its streams: the receiving end of the one from the
+    kernel before, the sending end of the one to the next."""
+    res = np.zeros(len(RESOURCE_KINDS))
+    if first:
+        res += crossing(out_bits[first - 1])
+    if last < len(out_bits) - 1:
+        res += crossing(out_bits[last], "out")
+    return res
+
+
 def _repair(need: np.ndarray, room: np.ndarray, held: np.ndarray, moves: Sequence[tuple[int, int, np.ndarray]]
             ) -> tuple[tuple[int, int], ...] | None:
     """Moves (stage, alternative) that bring ``need`` within ``room`` (the resources ``held``), each the one that
@@ -132,9 +143,7 @@ def place_kernels(board: Board, costs: Sequence[np.ndarray], base: Callable[[int
     prefix = np.vstack([np.zeros(len(RESOURCE_KINDS)), np.cumsum(np.asarray(costs, dtype=float), axis=0)])
 
     def fits(first: int, last: int, slr: int) -> tuple[tuple[int, int], ...] | None:
-        ends = (crossing(out_bits[first - 1]) if first else 0) + (
-            crossing(out_bits[last], "out") if last < n - 1 else 0)
-        need = base(first, last) + prefix[last + 1] - prefix[first] + ends
+        need = base(first, last) + prefix[last + 1] - prefix[first] + _ends(first, last, out_bits)
         if np.all(need[held] <= rooms[slr][held]):
             return ()
         return _repair(need, rooms[slr], held, [(i, a, d) for i in range(first, last + 1) for a, d in
@@ -165,36 +174,29 @@ def kernel_resources(kernel: Kernel, costs: Sequence[np.ndarray], base: Callable
                      out_bits: Sequence[float], moves: Sequence[Sequence[np.ndarray]] | None = None) -> np.ndarray:
     """A kernel's resources: its stages' (with the weights it moved to other memories: ``moves``), its control
     and ports (``base``), its ends of the streams it reads and writes."""
-    res = base(kernel.first, kernel.last) + sum(costs[kernel.first:kernel.last + 1])
-    if kernel.first:
-        res = res + crossing(out_bits[kernel.first - 1])
-    if kernel.last < len(out_bits) - 1:
-        res = res + crossing(out_bits[kernel.last], "out")
+    res = base(kernel.first, kernel.last) + sum(costs[kernel.first:kernel.last + 1]) + _ends(kernel.first, kernel.last,
+                                                                                             out_bits)
     for i, a in kernel.moved:
         res = res + moves[i][a]
     return res
 
 
-def _consumer_stage(stream: str, stages: int) -> int:
-    """The stage a regroup feeds, from its stream's name (``t{j}_to_s{i}``, ``t{j}_skip_s{i}``, ``t{n}_result``)."""
-    return stages - 1 if stream.endswith("_result") else int(stream.rsplit("_s", 1)[1])
-
-
-def over_slrs(board: Board, clock_mhz: float, costs: Sequence[np.ndarray], groups: Sequence[tuple[str, np.ndarray]],
+def over_slrs(board: Board, clock_mhz: float, costs: Sequence[np.ndarray], groups: Sequence[tuple[int, np.ndarray]],
               buffers: Sequence[tuple[int, ...]], sources: Sequence[int | None], out_lanes: Sequence[int],
               elem_bits: int, moves: Sequence[Sequence[tuple[str, np.ndarray]]] | None = None
               ) -> tuple[float, list[Kernel], np.ndarray]:
     """``(clock MHz, kernels, resources they add)``: the pipeline of stages of resources ``costs`` (its control and
     ports apart: ``buffers``, the image's, the result's and the weights' as ``pipeline_buffers`` gives them),
-    regroups ``groups`` (each its stream's name and resources, in the kernel of the stage it feeds), residual
-    ``sources`` and output lanes ``out_lanes``, cut into kernels one an SLR where that closes faster than the single
-    kernel (the clock model derates one that spans SLRs), each kernel at one SLR's clock (its own widest broadcast),
-    the slowest the design's; else the single kernel's clock, no kernels and no resources. ``moves[i]``: the other
-    memories stage ``i``'s weights could live in (``weights_moves``), a kernel's ``moved`` naming those it takes."""
+    regroups ``groups`` (each the stage it feeds, ``Regroup.stage``, and its resources: in that stage's kernel),
+    residual ``sources`` and output lanes ``out_lanes``, cut into kernels one an SLR where that closes faster than
+    the single kernel (the clock model derates one that spans SLRs), each kernel at one SLR's clock (its own widest
+    broadcast), the slowest the design's; else the single kernel's clock, no kernels and no resources.
+    ``moves[i]``: the other memories stage ``i``'s weights could live in (``weights_moves``), a kernel's ``moved``
+    naming those it takes."""
     zero = np.zeros(len(RESOURCE_KINDS))
     stage_costs = [np.array(c, dtype=float) for c in costs]
-    for stream, res in groups:
-        stage_costs[_consumer_stage(stream, len(costs))] += res
+    for stage, res in groups:
+        stage_costs[stage] += res
     out_bits = [q * elem_bits for q in out_lanes]
     image, result, weights = buffers
     last = len(costs) - 1
@@ -210,11 +212,11 @@ def over_slrs(board: Board, clock_mhz: float, costs: Sequence[np.ndarray], group
     kernels = place_kernels(board, stage_costs, base, cut_points(sources, out_bits), out_bits, deltas)
     if not kernels:
         return single_mhz, [], zero
-    mhz = min(design_clock_mhz(board, clock_mhz, kernel_resources(k, stage_costs, base, out_bits, deltas),
-                               max(out_lanes[k.first:k.last + 1])) for k in kernels)
+    used = [kernel_resources(k, stage_costs, base, out_bits, deltas) for k in kernels]
+    mhz = min(design_clock_mhz(board, clock_mhz, res, max(out_lanes[k.first:k.last + 1]))
+              for k, res in zip(kernels, used, strict=True))
     if mhz <= single_mhz:
         return single_mhz, [], zero
-    extra = sum((kernel_resources(k, stage_costs, base, out_bits, deltas) for k in kernels), zero) - (
-        base(0, last) + sum(stage_costs))
+    extra = sum(used, zero) - (base(0, last) + sum(stage_costs))
     named = [replace(k, moved=tuple((i, moves[i][a][0]) for i, a in k.moved)) for k in kernels] if moves else kernels
     return mhz, named, extra

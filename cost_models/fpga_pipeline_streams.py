@@ -122,6 +122,13 @@ class Regroup:
         return int(self.consumer[1:].split("_", 1)[0])
 
     @property
+    def stage(self) -> int:
+        """The stage it feeds (the result's regroup: the last stage, whose output it is), from its stream's name
+        (``t{j}_to_s{i}``, ``t{j}_skip_s{i}``, ``t{n}_result``); a pipeline cut into kernels keeps it in that
+        stage's kernel."""
+        return self.tensor - 1 if self.consumer.endswith("_result") else int(self.consumer.rsplit("_s", 1)[1])
+
+    @property
     def kind(self) -> str:
         """``gather`` where the output word is whole input words (a word of its lanes filled a slot at a time,
         sent as it fills or the pixel ends), ``split`` where the input word is whole output words (each sent in

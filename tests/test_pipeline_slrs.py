@@ -114,6 +114,12 @@ def test_a_kernel_short_of_one_memory_keeps_weights_in_another():
     assert [name for k in kernels for _, name in k.moved] == ["uram", "uram"]
 
 
+def test_a_regroup_is_kept_in_the_kernel_of_the_stage_it_feeds():
+    from cost_models.fpga_pipeline_streams import Regroup
+
+    assert [Regroup(name, 1, 1, 8, 1, 8).stage for name in ("t3_to_s4", "t1_skip_s3", "t6_result")] == [4, 3, 5]
+
+
 def test_one_die_is_one_kernel():
     board = load_board("zcu102")
     costs = [np.ones(len(RESOURCE_KINDS))] * 3
