@@ -2,7 +2,7 @@
 only use the LUTs of SLICEM slices, about half of an UltraScale+ part's, and the model counts LUTs as one pool. This
 sums, for a traced network's pipeline as the explorer designs it, the LUTs of every memory the model keeps in LUTs:
 each stage's weights and line buffer where they are LUT RAM, each of its FIFOs in shift registers or LUT RAM, and
-each regroup's input FIFO (two words in shift registers), with the same formulas as ``fpga_pipeline_storage``.
+each regroup's input FIFO (two words in shift registers), by the model's own functions (``fpga_pipeline_storage``).
 
     python bench/fpga_pipeline_slicem.py --cases mobilenet_v2:zcu102:int8,mobilenet_v2:vu9p:float32
 
@@ -24,29 +24,34 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cost_models.fpga_pipeline import explore_pipeline  # noqa: E402
 from cost_models.fpga_pipeline_storage import (  # noqa: E402
-    LUTRAM_WORDS_PER_LUT_PAIR,
-    SRL_DEPTH,
+    FIFO_CONTROL_LUT,
+    fifo_storage,
     in_lanes_of,
     line_rows,
+    memories,
     weight_rows,
 )
-from hetero_dse.hardware.board import load_board  # noqa: E402
+from hetero_dse.hardware.board import RESOURCE_KINDS, load_board  # noqa: E402
 from hetero_dse.model.chain import trace_chain  # noqa: E402
 from hetero_dse.model.zoo import build, calibrated  # noqa: E402
 
 
-def lutram(words: float, bits: float) -> float:
-    return 2 * bits * math.ceil(words / LUTRAM_WORDS_PER_LUT_PAIR)
-
-
-def fifo_luts(depth: int, bits: float, memory: str) -> float:
-    if memory == "srl":  # two SRL16s a LUT up to 16 words, an SRL32 a LUT past that (as fifo_storage charges)
-        return math.ceil(bits / 2) if depth <= SRL_DEPTH // 2 else bits
-    return lutram(depth, bits) if memory == "lutram" else 0.0
-
-
-def memory_luts(design) -> dict[str, float]:
+def memory_luts(design, caps: dict[str, float]) -> dict[str, float]:
+    """The LUTs of every memory the model keeps in LUTs, as the model charges them (``memories``' LUT RAM, and
+    ``fifo_storage`` less its control for a FIFO in shift registers or LUT RAM)."""
     bits = 8 * np.dtype(design.dtype).itemsize
+    lut = RESOURCE_KINDS.index("lut")
+
+    def lutram(words: float, width: float) -> float:
+        return float(dict(memories(words, width, caps))["lutram"][lut])
+
+    def fifo(depth: int, width: float, memory: str) -> float:
+        if memory not in ("srl", "lutram"):
+            return 0.0
+        res = np.zeros(len(RESOURCE_KINDS))
+        fifo_storage(depth, width, caps, res)
+        return float(res[lut]) - FIFO_CONTROL_LUT
+
     parts = {"weights": 0.0, "line": 0.0, "fifos": 0.0, "regroups": 0.0}
     for s in design.stages:
         n, p, q = s.layer, s.in_lanes, s.out_lanes
@@ -55,8 +60,8 @@ def memory_luts(design) -> dict[str, float]:
         if s.line == "lutram":
             lanes = in_lanes_of(n, p, q)
             parts["line"] += lutram(line_rows(n) * n.W * math.ceil(n.C / lanes), lanes * bits)
-        parts["fifos"] += sum(fifo_luts(depth, width, memory) for _, depth, width, memory in s.fifos)
-    parts["regroups"] = sum(fifo_luts(2, g.in_lanes * bits, "srl") for g in design.regroups)
+        parts["fifos"] += sum(fifo(depth, width, memory) for _, depth, width, memory in s.fifos)
+    parts["regroups"] = sum(fifo(2, g.in_lanes * bits, "srl") for g in design.regroups)
     return parts
 
 
@@ -77,7 +82,7 @@ def main() -> None:
         board = load_board(board_name)
         design = explore_pipeline([(c.shape, 1) for c in layers], board, dtype,
                                   residuals=[None if c.residual is None else c.residual + 1 for c in layers])
-        parts = memory_luts(design)
+        parts = memory_luts(design, {k: float(board.cap(k)) for k in RESOURCE_KINDS})
         total = sum(parts.values())
         row = {"net": net, "board": board_name, "dtype": dtype, "fps": design.fps, "lut": design.resources["lut"],
                "memory_luts": parts, "of_part": total / board.resources["lut"], "of_usable": total / board.cap("lut")}

@@ -61,12 +61,16 @@ def memories(words: float, bits: float, caps: dict[str, float], rom: bool = Fals
     return options
 
 
+def _weights_ram(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str) -> tuple[int, float]:
+    """A stage's weight RAM: its rows (a lane grid each, in the order the PE array reads them) and a row's bits."""
+    return weight_rows(layer, in_lanes, out_lanes), in_lanes * out_lanes * 8.0 * np.dtype(dtype).itemsize
+
+
 def weights_storage(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, caps: dict[str, float],
                     res: np.ndarray | None = None) -> str:
-    """Where a stage's weights live: a RAM the load writes once, a lane grid a row in the order the PE array
-    reads them, in whichever memory takes least of the device; its cost added to ``res``; returns its name."""
-    name, cost = memory(weight_rows(layer, in_lanes, out_lanes), in_lanes * out_lanes * 8.0 * np.dtype(dtype).itemsize,
-                        caps)
+    """Where a stage's weights live: a RAM the load writes once (``_weights_ram``), in whichever memory takes
+    least of the device; its cost added to ``res``; returns its name."""
+    name, cost = memory(*_weights_ram(layer, in_lanes, out_lanes, dtype), caps)
     if res is not None:
         res += cost
     return name
@@ -76,9 +80,9 @@ def weights_moves(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, ca
                   ) -> list[tuple[str, np.ndarray]]:
     """The other memories a stage's weights could live in than ``weights_storage``'s, each with what it adds to
     the stage's resources (negative where it saves): an SLR short of one memory may take them in another."""
-    args = (weight_rows(layer, in_lanes, out_lanes), in_lanes * out_lanes * 8.0 * np.dtype(dtype).itemsize, caps)
-    chosen, cost = memory(*args)
-    return [(name, other - cost) for name, other in memories(*args) if name != chosen]
+    ram = _weights_ram(layer, in_lanes, out_lanes, dtype)
+    chosen, cost = memory(*ram, caps)
+    return [(name, other - cost) for name, other in memories(*ram, caps) if name != chosen]
 
 
 def line_storage(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, caps: dict[str, float],
