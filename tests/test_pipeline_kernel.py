@@ -421,6 +421,14 @@ def test_kernels_one_an_slr_are_the_models_and_each_broken_link_is_found(project
                                                          8 * design.stages[3].out_lanes]
     cfg = (directory / "connectivity.cfg").read_text()
     assert "stream_connect=pipeline_kernel_0_1.stream_out:pipeline_kernel_1_1.stream_in" in cfg
+    if shutil.which("make"):  # a kernel object a kernel, all three in one link
+        import subprocess
+
+        ran = subprocess.run(["make", "-n", "-C", str(directory), "xclbin"], capture_output=True, text=True,
+                             check=True).stdout.replace("\\\n", " ")
+        links = [" ".join(line.split()) for line in ran.splitlines() if line.startswith("v++ -l")]
+        assert [line.count(".hw.xo") for line in links] == [3], links
+        assert ran.count("v++ -c") == 3 and all(f"-k pipeline_kernel_{k} " in ran for k in range(3))
     assert "slr=pipeline_kernel_2_1:SLR2" in cfg and "nk=pipeline_kernel:" not in cfg
 
     def broken(name, old, new):

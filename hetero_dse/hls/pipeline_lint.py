@@ -63,11 +63,10 @@ def lint_pipeline(project: str | Path) -> LintReport:
         if "#pragma HLS DATAFLOW" not in text:
             report.add("dataflow", "kernel.cpp", f"{name} is not a DATAFLOW region: its stages would run one "
                                                  "after the other, not at the rate the model gives")
-    if kernels:
-        _check_kernels(project, tops, kernels, _widths(source + header), 8 if record.get(
-            "dtype", record["design"].get("dtype")) == "int8" else 32, report)
     packed = record.get("dtype", record.get("design", {}).get("dtype")) == "int8"
     widths = _widths(source + header)
+    if kernels:
+        _check_kernels(project, tops, kernels, widths, 8 if packed else 32, report)
     _check_fifos(widths, top, fifos, 8 if packed else 32, report)
     _check_regroups(source, widths, record["design"].get("regroups", []), report)
     for i, s in enumerate(stages):
@@ -139,8 +138,7 @@ def _check_kernels(project: Path, tops: dict[str, str], kernels: list[dict], wid
         want, first, last = kernels[k], kernels[k]["first"], kernels[k]["last"]
         ran = sorted(int(i) for i in re.findall(r"^\s*HDSE_PROCESS\(s(\d+)_mac\(", text, re.M))
         if ran != list(range(first, last + 1)):
-            report.add("kernels", "kernel.cpp", f"{name or 'kernel ' + str(k)} runs stages {ran}, the model's "
-                                                f"{first}–{last}")
+            report.add("kernels", "kernel.cpp", f"{name} runs stages {ran}, the model's {first}–{last}")
         for port, wanted in (("stream_in", k > 0), ("stream_out", k < len(kernels) - 1)):
             # registered at both ends (each end in its own SLR: the crossing register to register)
             axis = f"#pragma HLS INTERFACE axis port={port} register_mode=both" in text
