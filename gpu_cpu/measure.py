@@ -7,7 +7,6 @@ search goes on. One worker at a time measures, so two measurements never share t
 
 from __future__ import annotations
 
-import multiprocessing
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -21,7 +20,11 @@ import numpy as np
 from gpu_cpu.conditions import is_loaded, timing
 from gpu_cpu.stability import instability
 from hetero_dse.hardware.host import use_host_cores
-from hetero_dse.process import worker_init
+from hetero_dse.process import worker_pool
+
+#: what a worker imports, once in the fork server its workers are forked from (``hetero_dse.process.worker_pool``):
+#: TVM for the builds and timings, torch for the library's
+WORKER_MODULES = ("tvm", "torch", "gpu_cpu.pipeline", "gpu_cpu.measure")
 
 #: what a worker runs: (job) -> seconds per run, or a timing (``{"seconds", "repeats", "foreign_load"}``);
 #: raising means the candidate failed
@@ -92,9 +95,9 @@ class Measurer:
 
     def _executor(self) -> ProcessPoolExecutor:
         if self._pool is None:
-            # spawn, not fork: a forked TVM runtime (threads, CUDA contexts) is not safe to use
-            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=worker_init)
+            # forked from the fork server, not from this process: a forked TVM runtime (threads, CUDA contexts) is
+            # not safe to use, and the server never started one
+            self._pool = worker_pool(1, WORKER_MODULES)
         return self._pool
 
     def _discard(self) -> None:

@@ -13,7 +13,6 @@ its builds killed it) and the rest of the batch is built again by a fresh pool.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import shutil
 import tempfile
@@ -26,8 +25,8 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from hetero_dse.hardware.host import use_host_cores
-from gpu_cpu.measure import MeasureJob, MeasureResult, Measurer, error_text
-from hetero_dse.process import worker_init
+from gpu_cpu.measure import WORKER_MODULES, MeasureJob, MeasureResult, Measurer, error_text
+from hetero_dse.process import worker_pool
 
 
 def build_job(job: MeasureJob, directory: str) -> str:
@@ -82,8 +81,7 @@ class Pipeline:
 
     def _builder_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=self.builders,
-                                             mp_context=multiprocessing.get_context("spawn"), initializer=worker_init)
+            self._pool = worker_pool(self.builders, WORKER_MODULES)
         return self._pool
 
     def _discard_builders(self) -> None:
