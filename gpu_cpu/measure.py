@@ -86,10 +86,10 @@ class MeasureResult:
 
 
 class Measurer:
-    """Runs jobs one at a time in a spawned worker process, replacing it after a crash or a timeout."""
+    """Runs jobs one at a time in a worker process (``worker_pool``), replacing it after a crash or a timeout."""
 
     def __init__(self, timeout_s: float = 60.0) -> None:
-        use_host_cores()  # the worker it spawns inherits the size of TVM's thread pool
+        use_host_cores()  # its worker takes the size of TVM's thread pool from the environment
         self.timeout_s = timeout_s
         self._pool: ProcessPoolExecutor | None = None
 

@@ -26,7 +26,7 @@ SLOW_SHARE = 0.2
 #: the median this many times the fastest repeat: most repeats ran slower than the figure can run, however
 #: few were fast (the 32 ms-for-0.4 ms timing above: a small fast cluster, the median in the slow one)
 SPREAD = 1.25
-#: timings of the pair in all, the first included: each round spawns fresh workers (seconds), so a few
+#: timings of the pair in all, the first included: each round starts fresh workers, so a few
 STABLE_ROUNDS = 3
 
 Result = TypeVar("Result")
