@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cost_models.fpga_network_algorithm import winograd_tiles  # noqa: E402
 from hetero_dse.hardware.board import load_board  # noqa: E402
+from hetero_dse.model.layer_shape import LayerShape  # noqa: E402
 from network_shapes import network_shapes  # noqa: E402
 
 #: (network, board, figure, unit, where it comes from)
@@ -41,9 +42,9 @@ ANCHORS = [
 ]
 
 
-def network_figures(net: str) -> tuple[float, float]:
-    """Operations an image (two a multiply-add) and the bytes a layer-by-layer int8 design moves an image."""
-    _, shapes = network_shapes(net)
+def network_figures(shapes: list[tuple[LayerShape, int]]) -> tuple[float, float]:
+    """Operations an image (two a multiply-add) and the bytes a layer-by-layer int8 design moves an image, for a
+    network's distinct layers ``shapes`` (``network_shapes``)."""
     ops = moved = 0
     for s, n in shapes:
         oh, ow = (s.H + 2 * s.pad - s.R) // s.stride + 1, (s.W + 2 * s.pad - s.S) // s.stride + 1
@@ -54,10 +55,9 @@ def network_figures(net: str) -> tuple[float, float]:
     return float(ops), float(moved)
 
 
-def winograd_dsp_cycles(net: str) -> tuple[float, float]:
+def winograd_dsp_cycles(shapes: list[tuple[LayerShape, int]]) -> tuple[float, float]:
     """DSP-cycles an image on one DSP (see the module doc): the 3×3 stride-1 layers' by Winograd's multiplies,
     one a DSP, and the other layers' int8 multiplies, two a DSP."""
-    _, shapes = network_shapes(net)
     wino = direct = 0.0
     for s, n in shapes:
         tiles = winograd_tiles(s, "int8") if (s.R, s.S, s.stride) == (3, 3, 1) else ()
@@ -72,10 +72,13 @@ def winograd_dsp_cycles(net: str) -> tuple[float, float]:
 def main() -> None:
     print("| anchor | board | its figure | GOPS | DSP roofline at target / ceiling clock (GOPS) | share of the "
           "roofline needed | layer-by-layer DDR bound (fps) | share of it needed | source |\n" + "|---" * 9 + "|")
-    bounds = []
+    bounds, captured = [], {}
     for net, board_name, figure, unit, source in ANCHORS:
         board = load_board(board_name)
-        ops, moved = network_figures(net)
+        if net not in captured:  # a network's capture (a torch trace) once, for every anchor of it
+            captured[net] = network_shapes(net)[1]
+        shapes = captured[net]
+        ops, moved = network_figures(shapes)
         fps = figure if unit == "fps" else figure * 1e9 / ops
         gops = fps * ops / 1e9
         roof = [board.cap("dsp") * 2 * 2 * mhz * 1e6 / 1e9 for mhz in (board.default_clock_mhz, board.max_clock_mhz)]
@@ -84,7 +87,7 @@ def main() -> None:
         print(f"| {net} {figure:,.1f} {unit} | {board_name} | {fps:,.0f} fps | {gops:,.0f} | {roof[0]:,.0f} / "
               f"{roof[1]:,.0f} | {100 * gops / roof[0]:.0f} % / {100 * gops / roof[1]:.0f} % | {ddr:,.0f} | "
               f"{100 * fps / ddr:.0f} % | {source} |")
-        a, b = winograd_dsp_cycles(net)
+        a, b = winograd_dsp_cycles(shapes)
         dsp = board.cap("dsp")
         for kind, cycles in (("separate engines", (math.sqrt(a) + math.sqrt(b)) ** 2 / dsp),
                              ("one shared PE", (a + b) / dsp)):
