@@ -1,11 +1,11 @@
-"""A whole network's layer pipeline as code (issue 38, item 5, and its goals): the network traced into its chain
-of layers (``model/chain.py``: MobileNet-V2 does; networks with a max pool do not), its pipeline explored for
-that chain (``cost_models/fpga_pipeline.py``), its project written (``hetero_dse/hls/pipeline_project.py``),
-linted, and with ``--csim`` C-simulated on the network's image (two frames) against its reference: float32
-against torch, int8 bit for bit against the same integer arithmetic; with ``--dataflow`` C-simulated again as the
-device runs it (each process a thread, each FIFO as deep as declared: a FIFO too shallow deadlocks). The zoo's
-networks have random weights; their batch norms take the image's statistics (``calibrated``) so that the
-activations stay in range.
+"""A whole network's layer pipeline as code (issue 38, item 5, and its goals): the network traced into its chain of
+layers (``model/chain.py``: a max pool a stage, ResNet's downsampling 1×1 convolution a branch), its pipeline
+explored for that chain (``cost_models/fpga_pipeline.py``), its project written
+(``hetero_dse/hls/pipeline_project.py``), linted, and with ``--csim`` C-simulated on the network's image (two
+frames) against its reference: float32 against torch, int8 bit for bit against the same integer arithmetic; with
+``--dataflow`` C-simulated again as the device runs it (each process a thread, each FIFO as deep as declared: a FIFO
+too shallow deadlocks). The zoo's networks have random weights; their batch norms take the image's statistics
+(``calibrated``) so that the activations stay in range.
 
     python bench/fpga_pipeline_net.py --nets mobilenet_v2 --boards zcu102,zcu104,vu9p,u280 --dtypes int8 \\
         --csim --json bench/data/fpga_pipeline_net.json
@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cost_models.fpga_pipeline import explore_pipeline  # noqa: E402
+from cost_models.fpga_pipeline import explore_traced  # noqa: E402
 from hetero_dse.errors import HeteroDSEError  # noqa: E402
 from hetero_dse.hardware.board import RESOURCE_KINDS, load_board  # noqa: E402
 from hetero_dse.hls.csim import csim  # noqa: E402
@@ -42,8 +42,7 @@ def run(net: str, board_name: str, dtype: str, out: Path, simulate: bool, datafl
     model, example = build(net)
     model = calibrated(model, example)
     layers, image = trace_chain(model, example)
-    residuals = [None if c.residual is None else c.residual + 1 for c in layers]
-    design = explore_pipeline([(c.shape, 1) for c in layers], load_board(board_name), dtype, residuals=residuals)
+    design = explore_traced(layers, load_board(board_name), dtype)
     row["explore_s"] = round(time.perf_counter() - start, 1)
     p = design.to_json()
     row.update({k: p[k] for k in ("fps", "gops", "achieved_mhz", "bottleneck", "stages", "interval_cycles")})

@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cost_models.fpga_pipeline import explore_pipeline  # noqa: E402
+from cost_models.fpga_pipeline import explore_traced  # noqa: E402
 from cost_models.fpga_pipeline_storage import (  # noqa: E402
     FIFO_CONTROL_LUT,
     fifo_storage,
@@ -80,8 +80,7 @@ def main() -> None:
         model, example = build(net)
         layers, _ = trace_chain(calibrated(model, example), example)
         board = load_board(board_name)
-        design = explore_pipeline([(c.shape, 1) for c in layers], board, dtype,
-                                  residuals=[None if c.residual is None else c.residual + 1 for c in layers])
+        design = explore_traced(layers, board, dtype)
         parts = memory_luts(design, {k: float(board.cap(k)) for k in RESOURCE_KINDS})
         total = sum(parts.values())
         row = {"net": net, "board": board_name, "dtype": dtype, "fps": design.fps, "lut": design.resources["lut"],

@@ -85,6 +85,10 @@ def explore_network(layers: Sequence[tuple[LayerShape, int]], board: Board, dtyp
     better of one and the most its layers' heights share."""
     if not layers:
         raise HeteroDSEError("a network needs at least one layer to design an accelerator for")
+    pool = next((shape for shape, _ in layers if shape.engine == "maxpool"), None)
+    if pool is not None:
+        raise HeteroDSEError(f"{pool.name}: the shared network kernel runs no max pool (the layer pipeline does); "
+                             "its host would run it between the layers")
     if dtype not in ("float32", "int8"):
         raise HeteroDSEError(f"the network kernel is generated for float32 and int8, not {dtype}")
     if transform_cores not in (None, "fabric", "dsp"):

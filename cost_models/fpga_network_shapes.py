@@ -21,7 +21,7 @@ class NetLayer:
     """One layer as the shared kernel runs it. ``C`` and ``K`` are padded to the network's channel block;
     a linear layer is a 1×1 convolution on a 1×1 image (``H = W = R = S = 1``)."""
 
-    engine: str  # "grid" or "depthwise"
+    engine: str  # "grid" or "depthwise" (the layer pipeline's stages also "maxpool")
     C: int
     K: int
     H: int
@@ -41,7 +41,9 @@ class NetLayer:
 
     @property
     def macs(self) -> int:
-        """Multiply-adds of the padded layer (what the array runs)."""
+        """Multiply-adds of the padded layer (what the array runs; a max pool's compares are none)."""
+        if self.engine == "maxpool":
+            return 0
         per_out = self.R * self.S * (1 if self.engine == "depthwise" else self.C)
         return self.K * self.OH * self.OW * per_out
 

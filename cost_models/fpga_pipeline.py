@@ -10,7 +10,8 @@ of its lanes a word; a 1×1 convolution needs none), then sends each output pixe
 array holds ``in_lanes × out_lanes`` multiply-adds (a depthwise stage: one tap × ``out_lanes`` channels) and
 runs one flattened loop over (output pixel, fold, step), ``R·S·⌈C/in_lanes⌉`` steps a fold (folds, in FINN's
 word); each fold's output lanes go on as one word. Its weights sit in a RAM a lane grid a row, loaded once
-from DDR, so UltraRAM may hold them. Where a producer's words and its consumer's lanes differ a regroup process
+from DDR, so UltraRAM may hold them. A max pool's stage has the depthwise window and a running maximum a lane
+for a PE array (``fpga_pipeline_pool``). Where a producer's words and its consumer's lanes differ a regroup process
 stands between them (``cost_models/fpga_pipeline_streams.py``). The processes overlap, so the pipeline takes a
 new image every ``max(stage cycles, regroup trips)``. An image's latency is that interval plus the rows each
 stage waits for before its first output row (an estimate). The device is shared among the stages as DNNBuilder
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,8 @@ from cost_models.fpga_network import NetLayer
 from cost_models.fpga_network_depths import accumulation_distance
 from cost_models.fpga_network_resources import kernel_base
 from cost_models.fpga_pipeline_balance import balance, lane_ladder
+from cost_models.fpga_pipeline_design import PipelineDesign, Stage
+from cost_models.fpga_pipeline_pool import pool_resources
 from cost_models.fpga_pipeline_storage import (
     fifo_storage,
     line_reads,
@@ -46,14 +49,14 @@ from cost_models.fpga_pipeline_storage import (
     stream_trips,
     streams_weights,
     skip_block,
+    branch_lag,
     weight_rows,
     weights_moves,
     weights_storage,
 )
 from cost_models.fpga_pipeline_align import align
-from cost_models.fpga_pipeline_slrs import Kernel, over_slrs
+from cost_models.fpga_pipeline_slrs import over_slrs
 from cost_models.fpga_pipeline_streams import (
-    Regroup,
     image_trips,
     frame_bytes,
     in_lanes_of,
@@ -70,9 +73,9 @@ from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 from hetero_dse.model.layer_shape import LayerShape
 
-__all__ = ["PipelineDesign", "Stage", "explore_pipeline", "image_trips", "io_trips", "line_storage", "load_trips",
-           "memory", "pipeline_buffers", "pointwise", "port_pixel", "stage_cycles", "stage_fifos", "stage_regroups",
-           "stream_trips", "streams_weights", "weight_rows",
+__all__ = ["PipelineDesign", "Stage", "explore_pipeline", "explore_traced", "image_trips", "io_trips", "line_storage",
+           "load_trips", "memory", "pipeline_buffers", "pointwise", "port_pixel", "stage_cycles", "stage_fifos",
+           "stage_regroups", "stream_trips", "streams_weights", "weight_rows",
            "stage_layer", "stage_resources", "stage_time", "weights_storage", "window_trips"]
 
 #: the most lanes a side of one stage may take
@@ -104,7 +107,7 @@ def stage_cycles(layer: NetLayer, in_lanes: int, out_lanes: int, distance: int =
     group of ``in_lanes`` taps). A fold of fewer steps than the accumulation ``distance`` idles up to it (the
     partial sums rotate over that many)."""
     pixels = layer.OH * layer.OW
-    if layer.engine == "depthwise":
+    if layer.engine != "grid":  # depthwise, or a max pool's running maxima (``fpga_pipeline_pool``)
         return pixels * math.ceil(layer.C / out_lanes) * max(math.ceil(layer.R * layer.S / in_lanes), distance)
     return pixels * math.ceil(layer.K / out_lanes) * max(layer.R * layer.S * math.ceil(layer.C / in_lanes), distance)
 
@@ -123,18 +126,20 @@ def window_trips(layer: NetLayer, in_lanes: int, out_lanes: int) -> int:
     cf = math.ceil(layer.C / in_lanes_of(layer, in_lanes, out_lanes))
     if pointwise(layer):
         return layer.H * layer.W * cf
-    per_pixel = cf * (math.ceil(layer.R * layer.S / in_lanes) if layer.engine == "depthwise" else layer.R * layer.S)
+    per_pixel = cf * (layer.R * layer.S if layer.engine == "grid" else math.ceil(layer.R * layer.S / in_lanes))
     first, ahead = line_reads(layer)
     return first * layer.W * cf + sum(max(layer.OW * per_pixel, rows * layer.W * cf) for rows in ahead)
 
 
 def stage_resources(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, caps: dict[str, float],
                     residual: bool = False, skip_pixels: int = 0, leaky: bool = False,
-                    distance: int = 1, streamed: bool = False, port_bits: int = 0) -> np.ndarray:
+                    distance: int = 1, streamed: bool = False, port_bits: int = 0, in_pixels: int = 0) -> np.ndarray:
     """One stage in ``RESOURCE_KINDS`` order: its multiply-adds (int8: two a DSP48E2 where the output lanes
     pair; the depthwise engine's window taps × channels), its weights on chip (a lane grid a word), its line
     buffer (a pixel a word), the FIFO that
     holds a residual's pixels until the stage adds them, its epilogue (a lane each) and its control."""
+    if layer.engine == "maxpool":
+        return pool_resources(layer, out_lanes, dtype, caps, distance, in_pixels)
     a = ARITHMETIC[dtype]
     bits = 8.0 * np.dtype(dtype).itemsize
     res = np.zeros(len(RESOURCE_KINDS))
@@ -156,7 +161,7 @@ def stage_resources(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, 
     line_storage(layer, in_lanes, out_lanes, dtype, caps, res)
     if grid:  # the pixel's window, kept for its output-channel folds after the first
         storage_cost(float(layer.R * layer.S * folds_c), in_lanes * bits, caps.get("uram", 0) > 0, res, 1.0)
-    for _, depth, width, _ in stage_fifos(layer, in_lanes, out_lanes, dtype, caps, residual, skip_pixels):
+    for _, depth, width, _ in stage_fifos(layer, in_lanes, out_lanes, dtype, caps, residual, skip_pixels, in_pixels):
         fifo_storage(depth, width, caps, res)
     # the fold of output lanes the PE array writes on (and the residual's it adds), a register each
     res[_FF] += out_lanes * bits * (2 if residual else 1)
@@ -176,90 +181,6 @@ def stage_resources(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, 
     return res
 
 
-@dataclass
-class Stage:
-    shape: LayerShape
-    layer: NetLayer
-    in_lanes: int
-    out_lanes: int
-    cycles: int
-    resources: np.ndarray
-    skip_pixels: int = 0
-    skip_source: int | None = None  # the tensor (0 the image, i + 1 stage i's output) it adds as a residual
-    weights: str = "bram"  # where its weights live: bram, lutram, uram (the code's BIND_STORAGE) or ddr
-    line: str = "registers"  # where its line buffer lives: bram, uram, lutram, or registers (a 1×1 convolution)
-    fifos: list[tuple[str, int, float, str]] = field(default_factory=list)  # stage_fifos': the code declares these
-
-    def to_json(self, clock_hz: float) -> dict[str, Any]:
-        return {"layer": self.shape.name, "engine": self.layer.engine, "in_lanes": self.in_lanes,
-                "out_lanes": self.out_lanes, "cycles": self.cycles, "seconds": self.cycles / clock_hz,
-                "dsp": float(self.resources[_DSP]), "skip_pixels": self.skip_pixels,
-                "skip_source": self.skip_source, "weights": self.weights,
-                "line": self.line, "fifos": [{"role": r, "depth": d, "bits": int(b), "memory": m}
-                                             for r, d, b, m in self.fifos]}
-
-
-@dataclass
-class PipelineDesign:
-    board: Board
-    dtype: str
-    stages: list[Stage]
-    resources: dict[str, float]
-    clock_mhz: float
-    achieved_mhz: float
-    weights_bytes: int
-    image_bytes: int
-    io_cycles: float  # cycles a frame's image and result take on the port, if that is slower than every stage
-    timing: dict[str, Any] = field(default_factory=dict)
-    regroups: list[Regroup] = field(default_factory=list)  # between producers and consumers of other lanes
-    kernels: list[Kernel] = field(default_factory=list)  # one an SLR (``fpga_pipeline_slrs``); none: one kernel
-
-    @property
-    def interval_cycles(self) -> float:
-        return max(max(s.cycles for s in self.stages), self.io_cycles, *(g.trips for g in self.regroups))
-
-    @property
-    def fps(self) -> float:
-        return self.achieved_mhz * 1e6 / self.interval_cycles
-
-    @property
-    def latency_s(self) -> float:
-        """An image's time through the pipeline (estimate): the interval, plus for each stage the share of its
-        image it waits for before its first output row (its window's rows, as its producer delivers them)."""
-        fill = sum(s.cycles * min(1.0, max(s.layer.R - s.layer.pad, 1) / max(s.layer.H, 1)) for s in self.stages)
-        return (self.interval_cycles + fill) / (self.achieved_mhz * 1e6)
-
-    @property
-    def macs(self) -> int:
-        return sum(s.shape.macs for s in self.stages)
-
-    @property
-    def distance(self) -> int:
-        """Partial sums each PE array rotates over: an int32 add takes a cycle, a float add its latency."""
-        return 1 if self.dtype == "int8" else accumulation_distance(self.dtype, self.clock_mhz)
-
-    @property
-    def bottleneck(self) -> Stage:
-        return max(self.stages, key=lambda s: s.cycles)
-
-    def to_json(self) -> dict[str, Any]:
-        hz = self.achieved_mhz * 1e6
-        caps = self.board.caps
-        return {"architecture": "layer-pipelined", "board": self.board.name,
-                "dtype": self.dtype, "stages": len(self.stages), "clock_mhz": self.clock_mhz,
-                "achieved_mhz": self.achieved_mhz, "fps": self.fps, "latency_s": self.latency_s,
-                "gops": 2 * self.macs * self.fps / 1e9, "interval_cycles": self.interval_cycles,
-                "bottleneck": self.bottleneck.shape.name, "weights_bytes": self.weights_bytes,
-                "resources": self.resources,
-                "utilisation": {k: self.resources[k] / caps[k] if caps[k] else 0.0 for k in RESOURCE_KINDS},
-                "per_stage": [{**s.to_json(hz), "distance": self.distance} for s in self.stages],
-                "regroups": [g.to_json() for g in self.regroups],
-                "ddr_weights": [s.shape.name for s in self.stages if s.weights == "ddr"],
-                "kernels": [k.to_json() for k in self.kernels],
-                "basis": "model only (cost_models/fpga_pipeline.py): one stage per layer, weights on chip, "
-                         "folds chosen greedily; the latency's fill is an estimate"}
-
-
 def _design(board: Board, dtype: str, stages: list[Stage], total: np.ndarray, clock: float, weights: int,
             image: int, buffers: list[tuple[int, int]]) -> PipelineDesign:
     """The pipeline at the clock it closes at (derated by the lanes' fan-out and the SLRs it spans, or cut into
@@ -271,7 +192,8 @@ def _design(board: Board, dtype: str, stages: list[Stage], total: np.ndarray, cl
     caps = {k: float(board.cap(k)) for k in RESOURCE_KINDS}
     moves = [[] if s.weights == "ddr" else weights_moves(s.layer, s.in_lanes, s.out_lanes, dtype, caps) for s in stages]
     achieved, kernels, extra = over_slrs(board, clock, [s.resources for s in stages], [(g.stage, g.resources(
-        dtype)) for g in groups], buffers, [s.skip_source for s in stages], [s.out_lanes for s in stages], elem_bits,
+        dtype)) for g in groups], buffers, _reads([s.skip_source for s in stages], [s.in_source for s in stages]),
+        [s.out_lanes for s in stages], elem_bits,
         moves)
     total = total + extra
     for i, name in (m for k in kernels for m in k.moved):  # weights a kernel keeps in another memory
@@ -285,13 +207,48 @@ def _design(board: Board, dtype: str, stages: list[Stage], total: np.ndarray, cl
                           kernels=kernels)
 
 
+def _reads(skips: Sequence[int | None], branch: Sequence[int | None]) -> list[int | None]:
+    """The earliest tensor each stage reads besides its own input (a residual's, a branch's): no cut may fall
+    between it and the stage (``cut_points``)."""
+    return [min((t for t in (a, b) if t is not None), default=None) for a, b in zip(skips, branch, strict=True)]
+
+
+def _edges(flat: list[tuple[LayerShape, NetLayer]], residuals: Sequence[int | None] | None,
+           inputs: Sequence[int] | None) -> tuple[list, list[int], list[int | None], list[int]]:
+    """For each stage: the tensor it adds as a residual and the pixels its FIFO holds (``skip_block``), the
+    tensor it reads where that is not its own (a branch) and the pixels its input's FIFO holds (``branch_lag``).
+    A branch is built as ResNet's downsampling block is: the stage reads a tensor another path also reads, and
+    adds that path's output, its stage's before it."""
+    sources, skips, branch, lags = [], [], [], []
+    for i, (s, n) in enumerate(flat):
+        read = i if inputs is None else inputs[i]
+        if read == i:
+            source, pixels = skip_block(flat, i, None if residuals is None else residuals[i]) if s.residual else (
+                None, 0)
+            branch.append(None)
+            lags.append(0)
+        elif residuals is None or residuals[i] != i or not 0 <= read < i:
+            raise HeteroDSEError(f"{s.name}: it reads tensor {read} and adds {residuals and residuals[i]}; the "
+                                 "pipeline builds a branch only where a stage reads an earlier tensor and adds the "
+                                 "output of the stage before it (ResNet's downsampling block)")
+        else:  # the path's stages run ahead of this one's window by the lag; a pixel a stage for its regroups
+            source, pixels = i, 1
+            branch.append(read)
+            lags.append(branch_lag([m for _, m in flat[read:i]], n) + i - read)
+        sources.append(source)
+        skips.append(pixels)
+    return sources, skips, branch, lags
+
+
 def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dtype: str = "float32",
-                     clock_mhz: float | None = None, residuals: Sequence[int | None] | None = None) -> PipelineDesign:
+                     clock_mhz: float | None = None, residuals: Sequence[int | None] | None = None,
+                     inputs: Sequence[int] | None = None) -> PipelineDesign:
     """The layer-pipelined design of most images a second that fits ``board`` (see the module doc): each
     occurrence of a layer (its count) a stage of its own, the device shared among them by ``balance``: for each
     interval every stage takes its cheapest lanes that meet it, and each design is scored at the clock it closes
     at (a design that spans more SLRs closes slower, which can cost more than its lanes gain). ``residuals``: for
-    a traced chain, the tensor each stage adds (0 the image, ``i + 1`` stage ``i``'s output), else guessed."""
+    a traced chain, the tensor each stage adds (0 the image, ``i + 1`` stage ``i``'s output), else guessed;
+    ``inputs``: the tensor each stage reads (a branch's is not ``i``, its stage's before it), else ``i``."""
     if not layers:
         raise HeteroDSEError("a network needs at least one layer to design a pipeline for")
     if dtype not in ("float32", "int8"):
@@ -301,14 +258,14 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
     cap = {k: float(board.cap(k)) for k in RESOURCE_KINDS}
     itemsize = np.dtype(dtype).itemsize
     flat = [(s, stage_layer(s)) for s, count in layers for _ in range(count)]
-    weights = sum(n.K * n.R * n.S * (n.C if n.engine == "grid" else 1) for _, n in flat) * itemsize
+    weights = sum(n.K * n.R * n.S * (n.C if n.engine == "grid" else 1) for _, n in flat if n.engine != "maxpool"
+                  ) * itemsize
     first, last = flat[0][1], flat[-1][1]
     image = (first.C * first.H * first.W + last.K * last.OH * last.OW) * itemsize
     buffers = pipeline_buffers(board.memory.port_bits, 8 * itemsize)
     fixed = kernel_base(buffers)
-    blocks = [skip_block(flat, i, None if residuals is None else residuals[i]) if s.residual else (None, 0)
-              for i, (s, _) in enumerate(flat)]
-    sources, skips = [b[0] for b in blocks], [b[1] for b in blocks]
+    sources, skips, branch, lags = _edges(flat, residuals, inputs)
+    reads = _reads(sources, branch)
     distance = 1 if dtype == "int8" else accumulation_distance(dtype, clock)
     port_elems = board.memory.port_bits // (8 * itemsize)
     # every stage's lanes worth building: a side's counts from its ladder (a depthwise stage takes its window's
@@ -328,8 +285,8 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
         streamed.append(ddr)
         times.append(np.array([max(stage_time(n, p, q, distance), d * (stream_trips(n, p, q, port_elems) + late))
                                for (p, q), d in zip(pairs, ddr, strict=True)], dtype=float))
-        cost = np.array([stage_resources(n, p, q, dtype, cap, s.residual, skips[i], s.leaky, distance, d, port_bits)
-                         for (p, q), d in zip(pairs, ddr, strict=True)])
+        cost = np.array([stage_resources(n, p, q, dtype, cap, s.residual, skips[i], s.leaky, distance, d, port_bits,
+                                         lags[i]) for (p, q), d in zip(pairs, ddr, strict=True)])
         if i == len(flat) - 1:  # the FIFO of the result's port words, before the writer
             for k, (_, q) in enumerate(pairs):
                 fifo_storage(2, port_pixel(n.K, q, port_elems)[1] * 8.0 * itemsize, cap, cost[k])
@@ -343,7 +300,7 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
         return fixed + sum(costs[i][k] for i, k in enumerate(pick))
 
     def spend(pick: list[int]) -> float:  # the device's share a choice takes, its regroups counted
-        groups = regroups(layers_, [options[i][k] for i, k in enumerate(pick)], sources, port_elems)
+        groups = regroups(layers_, [options[i][k] for i, k in enumerate(pick)], sources, port_elems, branch)
         return float((stages_total(pick) + sum((g.resources(dtype) for g in groups), zero)) @ share)
 
     def score(pick: list[int], total: np.ndarray) -> tuple[float, list[int], np.ndarray] | float:
@@ -355,17 +312,17 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
                    if streamed[i][k]]
         if board.memory.axi_ports and ports + len(readers) > board.memory.axi_ports:
             return -np.inf  # a port each, more than the board's AXI ports
-        groups = regroups(layers_, chosen, sources, port_elems)
+        groups = regroups(layers_, chosen, sources, port_elems, branch)
         full = total + sum((g.resources(dtype) for g in groups), zero)
         if np.any(full > caps):  # the regroups push it past the device: lanes that agree across edges may not
             pick = align(pick, options, times, costs, layers_, spend)
             chosen, total = [options[i][k] for i, k in enumerate(pick)], stages_total(pick)
-            groups = regroups(layers_, chosen, sources, port_elems)
+            groups = regroups(layers_, chosen, sources, port_elems, branch)
             full = total + sum((g.resources(dtype) for g in groups), zero)
             if np.any(full > caps):
                 return -np.inf
         achieved, _, extra = over_slrs(board, clock, [costs[i][k] for i, k in enumerate(pick)],
-                                       [(g.stage, g.resources(dtype)) for g in groups], buffers, sources,
+                                       [(g.stage, g.resources(dtype)) for g in groups], buffers, reads,
                                        [q for _, q in chosen], 8 * itemsize,
                                        [movable[i][k] for i, k in enumerate(pick)])
         if np.any(full + extra > caps):
@@ -386,8 +343,18 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
     stages = []
     for i, ((s, n), k) in enumerate(zip(flat, pick, strict=True)):
         p, q = options[i][k]
-        stages.append(Stage(s, n, p, q, int(times[i][k]), costs[i][k], skips[i], sources[i],
+        stages.append(Stage(s, n, p, q, int(times[i][k]), costs[i][k], skips[i], sources[i], branch[i], lags[i],
                             "ddr" if streamed[i][k] else weights_storage(n, p, q, dtype, cap),
                             line_storage(n, p, q, dtype, cap),
-                            stage_fifos(n, p, q, dtype, cap, s.residual, skips[i])))
+                            stage_fifos(n, p, q, dtype, cap, s.residual, skips[i], lags[i])))
     return _design(board, dtype, stages, total, clock, weights, image, buffers)
+
+
+def explore_traced(layers: Sequence[Any], board: Board, dtype: str = "float32", clock_mhz: float | None = None
+                   ) -> PipelineDesign:
+    """``explore_pipeline`` for a traced network (``model/chain.py``'s layers in execution order, one stage each):
+    the tensor each stage reads and the one it adds as the trace found them (0 the image, ``i + 1`` layer ``i``'s
+    output)."""
+    return explore_pipeline([(c.shape, 1) for c in layers], board, dtype, clock_mhz,
+                            [None if c.residual is None else c.residual + 1 for c in layers],
+                            [c.source + 1 for c in layers])

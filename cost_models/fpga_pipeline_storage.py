@@ -14,7 +14,7 @@ from cost_models.fpga_costs import BRAM18K_CONFIGS, LUTRAM_WORDS_PER_LUT_PAIR, U
 from cost_models.fpga_network import NetLayer
 from hetero_dse.hardware.board import RESOURCE_KINDS
 
-__all__ = ["SRL_DEPTH", "block_lag", "consumed", "fifo_storage", "in_lanes_of", "line_reads", "line_rows",
+__all__ = ["SRL_DEPTH", "block_lag", "branch_lag", "consumed", "fifo_storage", "in_lanes_of", "line_reads", "line_rows",
            "line_storage", "memories", "memory", "pointwise", "skip_block", "stream_trips", "streams_weights",
            "weight_rows", "weights_moves", "weights_storage"]
 
@@ -69,7 +69,9 @@ def _weights_ram(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str) -> 
 def weights_storage(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, caps: dict[str, float],
                     res: np.ndarray | None = None) -> str:
     """Where a stage's weights live: a RAM the load writes once (``_weights_ram``), in whichever memory takes
-    least of the device; its cost added to ``res``; returns its name."""
+    least of the device; its cost added to ``res``; returns its name (``none``: a max pool's)."""
+    if layer.engine == "maxpool":
+        return "none"
     name, cost = memory(*_weights_ram(layer, in_lanes, out_lanes, dtype), caps)
     if res is not None:
         res += cost
@@ -80,6 +82,8 @@ def weights_moves(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, ca
                   ) -> list[tuple[str, np.ndarray]]:
     """The other memories a stage's weights could live in than ``weights_storage``'s, each with what it adds to
     the stage's resources (negative where it saves): an SLR short of one memory may take them in another."""
+    if layer.engine == "maxpool":
+        return []
     ram = _weights_ram(layer, in_lanes, out_lanes, dtype)
     chosen, cost = memory(*ram, caps)
     return [(name, other - cost) for name, other in memories(*ram, caps) if name != chosen]
@@ -121,7 +125,10 @@ def fifo_storage(depth: int, bits: float, caps: dict[str, float], res: np.ndarra
 
 
 def weight_rows(layer: NetLayer, in_lanes: int, out_lanes: int) -> int:
-    """The stage's weight rows, a row its lane grid: one for each (output fold, step) of its PE array."""
+    """The stage's weight rows, a row its lane grid: one for each (output fold, step) of its PE array (a max
+    pool has none)."""
+    if layer.engine == "maxpool":
+        return 0
     grid = layer.engine == "grid"
     folds_k = math.ceil(layer.K / out_lanes) if grid else 1
     folds = folds_k * math.ceil(layer.C / in_lanes_of(layer, in_lanes, out_lanes))
@@ -131,7 +138,7 @@ def weight_rows(layer: NetLayer, in_lanes: int, out_lanes: int) -> int:
 def streams_weights(layer: NetLayer) -> bool:
     """Whether a stage may read its weights from DDR each image rather than keep them on chip: where it has one
     output pixel (a classifier), so each weight is read once an image either way (FINN's external weights)."""
-    return layer.OH * layer.OW == 1
+    return layer.OH * layer.OW == 1 and layer.engine != "maxpool"
 
 
 def stream_trips(layer: NetLayer, in_lanes: int, out_lanes: int, port_elems: int) -> int:
@@ -189,6 +196,24 @@ def block_lag(block: list[NetLayer]) -> int:
         for need in reversed(needs):
             p = need[min(p, len(need) - 1)] - 1
         lag = max(lag, p + 1 - k)
+    return lag
+
+
+def branch_lag(path: list[NetLayer], reader: NetLayer) -> int:
+    """A branch: one tensor read by two paths that join at ``reader``, whose window reads the tensor and whose
+    epilogue adds the output of ``path`` (the stages of the other path) as a residual: ResNet's downsampling
+    block, its 1×1 convolution beside the two 3×3. The most pixels of the tensor the path's windows have read
+    past those the reader's window has, when the reader waits on the path's pixel it adds: the pixels the
+    reader's input FIFO must hold for the producer to keep feeding the path (``block_lag``'s, with a window on
+    both sides)."""
+    needs = [consumed(n) for n in path]
+    mine = consumed(reader)
+    lag = 0
+    for k in range(reader.OH * reader.OW):
+        p = k
+        for need in reversed(needs):
+            p = need[min(p, len(need) - 1)] - 1
+        lag = max(lag, p + 1 - mine[min(k, len(mine) - 1)])
     return lag
 
 

@@ -87,16 +87,21 @@ def io_cycles(board: Board, io: dict[str, int], image: int, achieved_mhz: float)
 
 
 def stage_fifos(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, caps: dict[str, float],
-                residual: bool = False, skip_pixels: int = 0) -> list[tuple[str, int, float, str]]:
+                residual: bool = False, skip_pixels: int = 0, in_pixels: int = 0) -> list[tuple[str, int, float, str]]:
     """The FIFOs the stage's code declares, (role, depth, bits, memory) each: ``in``, its input's words, each a
     fold of the lanes its window reads; ``win``, its window's words; ``wload``, its weight rows as the load
-    brings them; ``skip``, the residual it adds, a fold of its output lanes a word, as many words as the
-    ``skip_pixels`` its block holds back and two more (a FIFO just deep enough leaves no slack, and a
-    C-simulation's streams are unbounded, so none shows it). The memory is ``fifo_storage``'s."""
+    brings them (a max pool has none); ``skip``, the residual it adds, a fold of its output lanes a word, as
+    many words as the ``skip_pixels`` its block holds back and two more (a FIFO just deep enough leaves no slack, and a
+    C-simulation's streams are unbounded, so none shows it); where the stage reads a tensor another path also
+    reads (a branch, ``branch_lag``), its ``in`` holds the ``in_pixels`` that path runs ahead, and two words more.
+    The memory is ``fifo_storage``'s."""
     bits = 8.0 * np.dtype(dtype).itemsize
     grid = layer.engine == "grid"
-    out = [("in", 2, in_lanes_of(layer, in_lanes, out_lanes) * bits),
-           ("win", 2, (in_lanes if grid else in_lanes * out_lanes) * bits), ("wload", 2, in_lanes * out_lanes * bits)]
+    lanes = in_lanes_of(layer, in_lanes, out_lanes)
+    out = [("in", in_pixels * folds(layer.C, lanes) + 2, lanes * bits),
+           ("win", 2, (in_lanes if grid else in_lanes * out_lanes) * bits)]
+    if layer.engine != "maxpool":  # a max pool has no weights
+        out.append(("wload", 2, in_lanes * out_lanes * bits))
     if residual:
         k = layer.K if grid else layer.C
         out.append(("skip", skip_pixels * folds(k, out_lanes) + 2, out_lanes * bits))
@@ -195,11 +200,12 @@ class Regroup:
 
 
 def regroups(layers: list[NetLayer], lanes: list[tuple[int, int]], skip_sources: list[int | None],
-             port_elems: int) -> list[Regroup]:
+             port_elems: int, in_sources: Sequence[int | None] | None = None) -> list[Regroup]:
     """The regroups a pipeline of ``layers`` (a chain: stage ``i`` reads tensor ``i``, the output of stage
     ``i - 1``, tensor 0 the image) on ``lanes`` (each stage's input and output lanes) needs: on each edge whose
     producer's words (the image port's, a stage's output lanes) differ from its consumer's (a window's lanes,
-    the output lanes of a stage that adds the tensor as a residual, ``skip_sources[i]``; the result port's)."""
+    the output lanes of a stage that adds the tensor as a residual, ``skip_sources[i]``; the result port's). A
+    stage of a branch reads tensor ``in_sources[i]`` instead (none: its own, ``i``)."""
     first, (p0, q0) = layers[0], lanes[0]
     img_channels, img_word = port_pixel(first.C, in_lanes_of(first, p0, q0), port_elems)
 
@@ -211,10 +217,11 @@ def regroups(layers: list[NetLayer], lanes: list[tuple[int, int]], skip_sources:
 
     out = []
     for i, (n, (p, q)) in enumerate(zip(layers, lanes, strict=True)):
-        words, width = producer(i)
+        src = i if in_sources is None or in_sources[i] is None else in_sources[i]
+        words, width = producer(src)
         lanes_in = in_lanes_of(n, p, q)
         if width != lanes_in:
-            out.append(Regroup(f"t{i}_to_s{i}", n.H * n.W, words, width, folds(n.C, lanes_in), lanes_in))
+            out.append(Regroup(f"t{src}_to_s{i}", n.H * n.W, words, width, folds(n.C, lanes_in), lanes_in))
         src = skip_sources[i]
         if src is not None:
             words, width = producer(src)
@@ -239,4 +246,4 @@ def load_trips(stages: Sequence[Any], port_elems: int) -> int:
 def stage_regroups(stages: Sequence[Any], port_elems: int) -> list[Regroup]:
     """The regroups a pipeline of ``stages`` needs (``regroups``)."""
     return regroups([s.layer for s in stages], [(s.in_lanes, s.out_lanes) for s in stages],
-                    [s.skip_source for s in stages], port_elems)
+                    [s.skip_source for s in stages], port_elems, [s.in_source for s in stages])

@@ -64,6 +64,40 @@ class Clamped(nn.Module):
         return self.fc(torch.flatten(nn.functional.relu6(self.b2(self.c2(x))), 1))
 
 
+class Branched(nn.Module):
+    """ResNet's stem and downsampling block, small: a convolution on the image with no activation (its output
+    negative in places) into a 3×3 stride-2 max pool padded by one, a block of two 3×3 convolutions beside a 1×1
+    stride-2 one (a branch: it reads the pool's output, two stages back), a 2×2 max pool of an odd map, linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16)
+        self.pool = nn.MaxPool2d(3, 2, 1)
+        self.conv1, self.bn1 = nn.Conv2d(16, 32, 3, 2, 1, bias=False), nn.BatchNorm2d(32)
+        self.conv2, self.bn2 = nn.Conv2d(32, 32, 3, 1, 1, bias=False), nn.BatchNorm2d(32)
+        self.down = nn.Sequential(nn.Conv2d(16, 32, 1, 2, bias=False), nn.BatchNorm2d(32))
+        self.fc = nn.Linear(32, 10)
+
+    def forward(self, x):
+        x = self.pool(self.b1(self.c1(x)))
+        out = self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x)))))
+        x = torch.relu(out + self.down(x))
+        return self.fc(torch.flatten(nn.functional.max_pool2d(x, 2), 1))
+
+
+def branched():
+    """``Branched``'s layers traced (BN folded), its 12×12 input as an array, the model and its input."""
+    torch.manual_seed(0)
+    model = Branched().eval()
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+    x = torch.randn(1, 3, 12, 12)
+    layers, image = trace_chain(model, x)
+    return layers, image, model, x
+
+
 #: a model.py (as ``explore --model`` loads one, dedented by the ``write`` fixture): a convolution on the image, two
 #: 8 -> 8 3x3 convolutions (one layer run twice), a pool and a linear layer
 TINY_MODEL = """

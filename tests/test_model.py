@@ -193,10 +193,13 @@ def test_explore_a_whole_model_runs_it_on_one_fpga_accelerator_beside_its_layers
         assert record["predicted"]["epilogue"]["steps"] == ["bias", "relu"]
     assert (out / "report.html").is_file() and (out / "plan.json").is_file()
     assert (out / "conv2d_tiny_L2" / "vu9p" / "hls" / "design.json").is_file()
-    # the layer-pipelined design's figure is there; its project is not, in one sentence: the pool is no layer
-    assert shared["pipeline"]["fps"] > 0
-    assert "no project written" in shared["pipeline"]["project_why"]
-    assert "not something the network kernel runs" in shared["pipeline"]["project_why"]
+    # the layer-pipelined design is there with its project: the max pool a stage of its own, C-simulated
+    pipeline = shared["pipeline"]
+    assert pipeline["fps"] > 0 and pipeline["stages"] == 5 and "project_why" not in pipeline
+    assert pipeline["directory"] == "network-tiny/vu9p/pipeline" and pipeline["check"]["passed"] is True
+    engines = [s["engine"] for s in json.loads((out / pipeline["directory"] / "design.json").read_text())[
+        "design"]["per_stage"]]
+    assert engines == ["grid", "grid", "grid", "maxpool", "grid"]
     r = cli("explore", "--model", path, "--op", "gemm", "--board", "vu9p", "--out", tmp_path / "x")
     assert r.code == 1 and "--model explores a whole network" in r.err
 

@@ -16,6 +16,7 @@ import pytest
 
 from cost_models.fpga_pipeline import (
     explore_pipeline,
+    explore_traced,
     line_storage,
     stage_fifos,
     stage_regroups,
@@ -70,8 +71,7 @@ def project(request, tmp_path_factory):
     dtype, board = request.param
     layers, image, _, _ = traced()
     part = three_slr_board() if board == "slrs" else load_board(board.replace("ragged", "zcu102"))
-    design = explore_pipeline([(layer.shape, 1) for layer in layers], part,
-                              dtype, residuals=[None if c.residual is None else c.residual + 1 for c in layers])
+    design = explore_traced(layers, part, dtype)
     assert (len(design.kernels) == 3) == (board == "slrs")
     if board == "ragged":
         design = _ragged(design)
@@ -607,8 +607,7 @@ def test_mobilenet_v2_streams_through_its_pipeline_bit_for_bit(tmp_path):
 
     model, example = build("mobilenet_v2")
     layers, image = trace_chain(calibrated(model, example), example)
-    residuals = [None if c.residual is None else c.residual + 1 for c in layers]
-    design = explore_pipeline([(c.shape, 1) for c in layers], load_board("zcu102"), "int8", residuals=residuals)
+    design = explore_traced(layers, load_board("zcu102"), "int8")
     assert len(design.stages) == 54 and design.stages[-1].weights == "ddr"
     directory = write_pipeline_project(tmp_path / "hls", design, layers, image, network="mobilenet_v2")
     result = csim(directory)

@@ -2,7 +2,8 @@
 int8 activations with a scale per tensor (calibrated on the run's own input: the largest magnitude torch's
 float layer produces maps to 127), int32 sums, and requantisation in the write process's epilogue by integer
 arithmetic only: ``(sum + bias) × multiplier >> shift`` per channel (rounded half up), the residual rescaled to
-the output's scale the same way, a leaky slope in Q14, the activation's clamp in the output's integers.
+the output's scale the same way, a leaky slope in Q14, the activation's clamp in the output's integers. A max
+pool (the layer pipeline's) keeps its input's integers and scale.
 
 The reference is that same arithmetic on the same integers: each layer's convolution summed exactly (int8
 products in float64, exact below 2^53) from the integer output its producer's reference made, so the kernel's
@@ -66,6 +67,15 @@ def _sum(layer: Any, x_q: np.ndarray, w_q: np.ndarray) -> np.ndarray:
     return out.numpy().round().astype(np.int64)
 
 
+def _max_pool(shape: Any, x_q: np.ndarray) -> np.ndarray:
+    """A max pool of ``shape`` (``LayerShape``) on the integers ``x_q``, padded with the lowest value as torch."""
+    import torch
+
+    x = torch.from_numpy(x_q.astype(np.float64))
+    y = torch.nn.functional.max_pool2d(x, shape.R, shape.stride, shape.pad)
+    return y.numpy().astype(np.int8)
+
+
 def quantize_run(run: Any) -> Any:
     """``run`` (float: weights, inputs, torch's references) as int8 on the shared kernel, with each layer's
     integer parameters and its bit-exact integer reference."""
@@ -78,6 +88,11 @@ def quantize_run(run: Any) -> Any:
     layers = []
     for i, r in enumerate(run.layers):
         s_x, x_q = scales[r.source], values[r.source]
+        if r.placed.shape.engine == "maxpool":  # the largest of integers of one scale: exact, the scale kept
+            y = _max_pool(r.placed.shape, x_q)
+            scales[f"layer:{i}"], values[f"layer:{i}"] = s_x, y
+            layers.append(replace(r, reference=y, quant={"scale": s_x}, float_reference=r.reference))
+            continue
         s_y = _scale(r.reference)
         w = np.asarray(r.weight, dtype=np.float64)
         per = np.abs(w.reshape(w.shape[0], -1)).max(axis=1)

@@ -17,6 +17,7 @@ counts (``check_pipeline_trips``); this checks what a C-simulation cannot see:
   from its neighbours are AXI4-Stream ports as wide as the model's crossings, registered at both ends, named as no
   HDL word is, and ``connectivity.cfg`` joins them in order and keeps each to the model's SLR;
 - ``dependence``: each PE array's partial sums rotate over the accumulation distance the pragma declares;
+- ``pool``: a max pool's stage has no weights and no multiply, and its window pads with the lowest value;
 - ``lanes``/``bind_op`` (int8): each packed stage sums its input lanes in chains of the model's length, each
   started afresh, its multiply-adds bound to no core (a BIND_OP stops Vitis matching each into one DSP).
 """
@@ -30,6 +31,7 @@ from pathlib import Path
 from cost_models.fpga_costs import packed_chain
 from hetero_dse.hls.lint.record import LintError, LintReport
 from hetero_dse.hls.network_lint_parts import function_text, packed_chains
+from hetero_dse.hls.pipeline_weights import FLOAT_MAX
 
 __all__ = ["HDL_WORDS", "is_pipeline_project", "lint_pipeline"]
 
@@ -71,6 +73,9 @@ def lint_pipeline(project: str | Path) -> LintReport:
     _check_regroups(source, widths, record["design"].get("regroups", []), report)
     for i, s in enumerate(stages):
         p, q = s["in_lanes"], s["out_lanes"]
+        if s["engine"] == "maxpool":
+            _check_pool(source, i, s, packed, report)
+            continue
         m = re.search(rf"static data_t W{i}\[(\d+)\]\[(\d+)\]", source)
         if s["weights"] == "ddr":  # read from DDR each image: its rows' type, no RAM
             m = re.search(rf"typedef hls::vector<data_t, (\d+)()> s{i}_wrow_t;", source)
@@ -117,6 +122,38 @@ def lint_pipeline(project: str | Path) -> LintReport:
     return report
 
 
+def _check_pool(source: str, i: int, s: dict, integer: bool, report: LintReport) -> None:
+    """A max pool's stage (``fpga_pipeline_pool``): no weights, a compare and select a lane (no multiply, which
+    the model does not charge it), its window padded with the lowest value (a zero would be the maximum of a
+    window of negatives over the padding), its window words a tap of its lanes, and its partial maxima
+    rotating over the model's distance."""
+    body = function_text(source, f"s{i}_pool")
+    if not body:
+        report.add("pool", "kernel.cpp", f"stage {i} is a max pool, but the code has no s{i}_pool process")
+        return
+    if re.search(rf"\bW{i}\b|s{i}_wrow_t|s{i}_wload", source):
+        report.add("pool", "kernel.cpp", f"stage {i}: a max pool has no weights, but the code declares or reads some")
+    if re.search(r"[\w\]\)]\s*\*\s*[\w(]", re.sub(r"\(long\)frames \* \d+", "", body)):  # but its trip count
+        report.add("pool", "kernel.cpp", f"stage {i}: its running maximum multiplies, which the model does not charge "
+                                         "(a compare and select a lane)")
+    lowest = "(data_t)-128" if integer else "-" + FLOAT_MAX
+    pad = re.search(rf"const s{i}_in_t zero = ([^;]+);", function_text(source, f"s{i}_window"))
+    if pad is None or pad.group(1).strip() != lowest:
+        report.add("pool", "kernel.cpp", f"stage {i}: its window pads with {pad and pad.group(1)}, not the lowest "
+                                         f"value {lowest}: a window over the padding of negative pixels would take "
+                                         "the pad for its maximum")
+    win = re.search(rf"typedef hls::vector<data_t, (\d+)> s{i}_win_t;", source)
+    if s["in_lanes"] != 1 or win is None or int(win.group(1)) != s["out_lanes"]:
+        report.add("lanes", "kernel.cpp", f"stage {i}: its window words hold {win and win.group(1)} elements, its "
+                                          f"{s['in_lanes']} × {s['out_lanes']} lanes take a tap of {s['out_lanes']}")
+    dep = re.search(r"DEPENDENCE variable=acc .*distance=(\d+)", body)
+    rot = re.search(r"acc\[t % (\d+)\]", body)
+    if dep is None or rot is None or int(dep.group(1)) != int(rot.group(1)) or int(dep.group(1)) != s["distance"]:
+        report.add("dependence", "kernel.cpp", f"stage {i}: the partial maxima rotate over {rot and rot.group(1)}, "
+                                               f"the pragma declares {dep and dep.group(1)}, the model's distance is "
+                                               f"{s['distance']}")
+
+
 def _kernel_text(source: str, name: str) -> str:
     """The text of the kernel ``name`` (``extern "C" void name(``, to its closing brace at column 0)."""
     start = source.find(f'extern "C" void {name}(')
@@ -136,7 +173,7 @@ def _check_kernels(project: Path, tops: dict[str, str], kernels: list[dict], wid
                                                 f"({arg}_r): connectivity.cfg's stream_connect would name no port")
     for k, (name, text) in enumerate(tops.items()):
         want, first, last = kernels[k], kernels[k]["first"], kernels[k]["last"]
-        ran = sorted(int(i) for i in re.findall(r"^\s*HDSE_PROCESS\(s(\d+)_mac\(", text, re.M))
+        ran = sorted(int(i) for i in re.findall(r"^\s*HDSE_PROCESS\(s(\d+)_(?:mac|pool)\(", text, re.M))
         if ran != list(range(first, last + 1)):
             report.add("kernels", "kernel.cpp", f"{name} runs stages {ran}, the model's {first}–{last}")
         for port, wanted in (("stream_in", k > 0), ("stream_out", k < len(kernels) - 1)):

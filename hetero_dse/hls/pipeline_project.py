@@ -39,6 +39,7 @@ from cost_models.fpga_pipeline_streams import in_lanes_of, regroups
 from hetero_dse import __version__
 from hetero_dse.atomic import atomic_directory
 from hetero_dse.errors import HeteroDSEError
+from hetero_dse.hls.pipeline_weights import FLOAT_MAX, c_float, params_header, weight_rows
 from hetero_dse.resources import data_dir
 
 __all__ = ["check_pipeline_trips", "write_pipeline_project"]
@@ -53,29 +54,6 @@ PLATFORM_TEMPLATES = {"pipeline/connectivity.cfg.j2": "connectivity.cfg", "vpp_c
 #: test double of XRT the host program is compiled against here
 STATIC = {"run_hls.tcl": "run_hls.tcl", **{f"include/{h}": f"sim/include/{h}" for h in (
     "hls_stream.h", "hls_vector.h", "xrt/xrt_device.h", "xrt/xrt_bo.h", "xrt/xrt_kernel.h")}}
-FLOAT_MAX = "3.40282347e+38f"
-
-
-def _c_float(v: float) -> str:
-    if not math.isfinite(v):
-        return ("-" if v < 0 else "") + FLOAT_MAX
-    text = format(float(np.float32(v)), ".9g")
-    return text + ("" if any(ch in text for ch in ".e") else ".0") + "f"
-
-
-def _conv_weight(layer: Any, im2col: bool) -> np.ndarray:
-    """The layer's weights as its stage's convolution reads them: [K, C, R, S] (depthwise [C, 1, R, S])."""
-    w = np.asarray(layer.weight)
-    if w.ndim == 4:
-        if im2col:  # the host's windows: channel (r·S + s)·C + c
-            return w.transpose(0, 2, 3, 1).reshape(w.shape[0], -1)[:, :, None, None]
-        return w
-    if layer.flatten is not None:  # features c·H·W + y·W + x, arriving as one row of H·W pixels of C channels
-        c, h, wd = layer.flatten
-        return w.reshape(w.shape[0], c, h * wd)[:, :, None, :]
-    return w[:, :, None, None]
-
-
 def _im2col(x: np.ndarray, R: int, S: int, stride: int, pad: int) -> np.ndarray:
     """``x`` [1, C, H, W] as [OH·OW, R·S·C], channel (r·S + s)·C + c, zeros over the padding."""
     _, c, h, w = x.shape
@@ -100,7 +78,8 @@ def _plan(design: PipelineDesign, layers: Sequence[Any]) -> tuple[list[dict], li
                         "lanes": [s.out_lanes], "true": s.layer.K if s.layer.engine == "grid" else s.layer.C,
                         "pixels": s.layer.OH * s.layer.OW, "consumers": [], "word_type": f"s{i}_out_t"})
     code_groups = regroups([s.layer for s in stages], [(s.in_lanes, s.out_lanes) for s in stages],
-                           [None if c.residual is None else c.residual + 1 for c in layers], port_elems)
+                           [None if c.residual is None else c.residual + 1 for c in layers], port_elems,
+                           [None if c.source == i - 1 else c.source + 1 for i, c in enumerate(layers)])
     grouped = {g.consumer for g in code_groups}
 
     def consumer(tensor: int, stream: str, depth: int, bits: int, memory: str, kind: str, why: str) -> None:
@@ -146,7 +125,11 @@ def _plan(design: PipelineDesign, layers: Sequence[Any]) -> tuple[list[dict], li
         tg = math.ceil(n.R * n.S / p)
         t = n.R * n.S * cf
         lo, hi, slope = layer.activation
-        stage = {"index": i, "name": s.shape.name, "kind": "grid" if grid else "dw", "input": layer.source + 1,
+        pool = n.engine == "maxpool"
+        stage = {"index": i, "name": s.shape.name, "kind": "grid" if grid else "pool" if pool else "dw",
+                 "input": layer.source + 1,
+                 # the window's padding: a convolution's zeros, a max pool's lowest value (torch pads it with -inf)
+                 "pad_value": 0 if not pool else ("(data_t)-128" if integer else "-" + FLOAT_MAX),
                  "residual": None if layer.residual is None else layer.residual + 1, "p": p, "q": q,
                  "win_lanes": p if grid else p * q, "H": n.H, "W": n.W, "OH": n.OH, "OW": n.OW, "R": n.R, "S": n.S,
                  "stride": n.stride, "pad": n.pad, "cf": cf, "tg": tg, "T": t,
@@ -159,67 +142,14 @@ def _plan(design: PipelineDesign, layers: Sequence[Any]) -> tuple[list[dict], li
                  "in_stream": f"t{layer.source + 1}_to_s{i}",
                  "fifo_memory": {role: memory for role, _, _, memory in s.fifos},
                  "skip_stream": None if layer.residual is None else f"t{layer.residual + 1}_skip_s{i}",
-                 "lo": _c_float(lo), "hi": _c_float(hi), "slope": _c_float(slope),
+                 "lo": c_float(lo), "hi": c_float(hi), "slope": c_float(slope),
                  # below zero: a multiply only for a leaky activation (what the model charges), else a compare
                  "slope_kind": "none" if slope == 1.0 else "zero" if slope == 0.0 else "leaky"}
-        if integer:
+        if integer and not pool:
             qz = layer.quant
             stage.update({k: int(qz[k]) for k in ("shift", "res_mult", "res_shift", "slope_mult", "qlo", "qhi")})
         ctx.append(stage)
     return tensors, ctx, groups
-
-
-def _weight_rows(layers: Sequence[Any], stages: list[dict], im2col: bool) -> list[np.ndarray]:
-    """Each stage's weights as its PE array reads them: a row a lane grid (``p × q``), zeros past the layer."""
-    out = []
-    for st, layer in zip(stages, layers, strict=True):
-        i, p, q = st["index"], st["p"], st["q"]
-        w = _conv_weight(layer, im2col and i == 0)
-        rows = np.zeros((st["folds"] * st["steps"], p * q), dtype=np.float64)
-        if st["kind"] == "grid":
-            k, c = w.shape[0], w.shape[1]
-            for kf in range(st["folds"]):
-                for r in range(st["R"]):
-                    for s in range(st["S"]):
-                        for cf in range(st["cf"]):
-                            row = kf * st["T"] + (r * st["S"] + s) * st["cf"] + cf
-                            for lane in range(q):
-                                kk = kf * q + lane
-                                if kk < k:
-                                    chans = w[kk, cf * p:min(c, cf * p + p), r, s]
-                                    rows[row, lane * p:lane * p + chans.size] = chans
-        else:
-            taps = w.reshape(w.shape[0], -1)  # [C, R·S]
-            for cf in range(st["cf"]):
-                for tg in range(st["tg"]):
-                    for lane in range(q):
-                        ch = cf * q + lane
-                        for j in range(p):
-                            tap = tg * p + j
-                            if ch < taps.shape[0] and tap < taps.shape[1]:
-                                rows[cf * st["tg"] + tg, lane * p + j] = taps[ch, tap]
-        out.append(rows)
-    return out
-
-
-def _params_header(design: PipelineDesign, layers: Sequence[Any], tensors: list[dict]) -> str:
-    """``src/weights.h``: each stage's biases and (int8) requantising multipliers, padded with zeros (the
-    weights themselves are loaded from DDR into the stages' RAMs: ``data/weights.bin``)."""
-    integer = design.dtype == "int8"
-    lit = (lambda v: str(int(v))) if integer else _c_float  # noqa: E731
-    out = ["// The biases and multipliers of every stage, on chip (ROM): generated by hetero_dse with the project.",
-           "#ifndef WEIGHTS_H", "#define WEIGHTS_H", '#include "kernel.h"', ""]
-    for i, layer in enumerate(layers):
-        channels = tensors[i + 1]["channels"]
-        bias = np.zeros(channels)
-        bias[:len(layer.bias)] = layer.bias
-        out.append(f"static const acc_t B{i}[{channels}] = {{{', '.join(lit(v) for v in bias)}}};")
-        if integer:
-            mult = np.zeros(channels, dtype=np.int64)
-            mult[:len(layer.quant["mult"])] = layer.quant["mult"]
-            out.append(f"static const int M{i}[{channels}] = {{{', '.join(str(int(v)) for v in mult)}}};")
-    out.append("#endif")
-    return "\n".join(out) + "\n"
 
 
 def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequence[Any], image: np.ndarray,
@@ -259,7 +189,7 @@ def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequ
                                      "quant": r.quant}) for c, r in zip(layers, run.layers, strict=True)]
     first = layers[0].shape
     im2col = first.engine == "grid" and first.from_host and first.R * first.S > 1
-    if any(s.layer.engine == "depthwise" and s.in_lanes != 1 for s in design.stages):
+    if any(s.layer.engine != "grid" and s.in_lanes != 1 for s in design.stages):
         raise HeteroDSEError("the pipeline's depthwise window sends one tap a trip: a depthwise stage of more than "
                              "one window lane is not built (its line buffer would need a read port a tap)")
     tensors, stages, groups = _plan(design, layers)
@@ -290,11 +220,11 @@ def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequ
     wgt_v = port_elems
     offset = 0
     for st in stages:
-        st["w_rows"], st["w_words"], st["w_offset"] = st["folds"] * st["steps"], -(-st["p"] * st["q"] // wgt_v), offset
+        rows = 0 if st["kind"] == "pool" else st["folds"] * st["steps"]
+        st["w_rows"], st["w_words"], st["w_offset"] = rows, -(-st["p"] * st["q"] // wgt_v), offset
         offset += st["w_rows"] * st["w_words"]
-    weight_rows = _weight_rows(layers, stages, im2col)
     words = np.zeros((offset, wgt_v), dtype=dtype)
-    for st, rows in zip(stages, weight_rows, strict=True):
+    for st, rows in zip(stages, weight_rows(layers, stages, im2col), strict=True):
         flat = np.zeros((st["w_rows"], st["w_words"] * wgt_v))
         flat[:, :rows.shape[1]] = rows
         words[st["w_offset"]:st["w_offset"] + st["w_rows"] * st["w_words"]] = flat.reshape(-1, wgt_v)
@@ -335,7 +265,7 @@ def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequ
                                      **linked}.items():
                 (partial / target).parent.mkdir(parents=True, exist_ok=True)
                 (partial / target).write_text(env.get_template(template).render(**ctx))
-            (partial / "src" / "weights.h").write_text(_params_header(design, layers, tensors))
+            (partial / "src" / "weights.h").write_text(params_header(design, layers, tensors))
             for source, target in STATIC.items():
                 (partial / target).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(data_dir("hls_templates") / source, partial / target)

@@ -1,8 +1,10 @@
 """A PyTorch network as the sequence of layers the shared FPGA kernel runs, with their weights and torch's
 output of each: traced with ``torch.fx``, batch norms folded into the convolution before them, the bias,
 residual add and activation after a layer made its epilogue, a global average pool made the depthwise layer
-it is (a window of the whole image, each weight ``1 / (H·W)``), ``flatten`` before a linear layer kept as the
-order its features are read in. Where the network does anything else, one sentence says what and where.
+it is (a window of the whole image, each weight ``1 / (H·W)``), a max pool a layer of its own (engine
+``maxpool``: no weights, no epilogue; the layer pipeline runs it, the shared kernel does not), ``flatten``
+before a linear layer kept as the order its features are read in. Where the network does anything else, one
+sentence says what and where.
 
 Unlike ``capture`` (distinct layers and how often each runs, for exploring), this keeps every layer in
 execution order with where its input and residual come from, so that the whole network can run through the
@@ -77,6 +79,9 @@ def trace_chain(model: Any, example: Any) -> tuple[list[ChainLayer], np.ndarray]
         if i == NETWORK_INPUT or len(src.users) != 1:
             raise HeteroDSEError(f"{node.name} ({what}) follows no layer whose result it alone reads, so it cannot "
                                  "be part of a layer's epilogue")
+        if layers[i].shape.engine == "maxpool":
+            raise HeteroDSEError(f"{node.name} ({what}) follows a max pool, whose result goes on as it is (a pool "
+                                 "has no epilogue): apply it before the pool (max commutes with ReLU and clamps)")
         return layers[i]
 
     with torch.no_grad():
@@ -128,6 +133,10 @@ def trace_chain(model: Any, example: Any) -> tuple[list[ChainLayer], np.ndarray]
                 src = owned(arg(node), "a global average pool", node)
                 layers.append(_global_pool(src, tuple(args[0].shape), node.name))
                 owner[node.name] = len(layers) - 1
+            elif kind in ("maxpool2d", "max_pool2d"):
+                src = owned(arg(node), "a max pool", node)
+                layers.append(_max_pool(node, modules, src, tuple(args[0].shape)))
+                owner[node.name] = len(layers) - 1
             elif kind == "batchnorm2d":
                 _fold(epilogue_of(node, "a batch norm"), modules[node.target], node.name)
                 owner[node.name] = owner[arg(node).name]
@@ -148,6 +157,9 @@ def trace_chain(model: Any, example: Any) -> tuple[list[ChainLayer], np.ndarray]
                                          "another layer's output as a residual)")
                 i = owner[later.name]
                 layer = layers[i] if i != NETWORK_INPUT else None
+                if layer is not None and layer.shape.engine == "maxpool":
+                    raise HeteroDSEError(f"{node.name}: a residual add into a max pool's result (a pool has no "
+                                         "epilogue to add it in)")
                 if layer is None or layer.residual is not None or layer.has_activation or len(later.users) != 1:
                     raise HeteroDSEError(f"{node.name}: a residual add the network kernel cannot fuse (it adds into "
                                          "the later layer's result, before its activation)")
@@ -169,7 +181,8 @@ def trace_chain(model: Any, example: Any) -> tuple[list[ChainLayer], np.ndarray]
             else:
                 raise HeteroDSEError(f"{node.name} ({kind}) is not something the network kernel runs: it runs "
                                      "convolutions, depthwise convolutions, linear layers, batch norms after them, "
-                                     "ReLU/ReLU6/LeakyReLU, residual adds, a global average pool and flatten")
+                                     "ReLU/ReLU6/LeakyReLU, residual adds, max pools (in the layer pipeline), a global "
+                                     "average pool and flatten")
             layers[owner[node.name]].reference = np.asarray(value.detach().numpy(), dtype=np.float32)
     if not layers:
         raise HeteroDSEError("the network has no convolution or linear layer for the FPGA kernel to run")
@@ -210,6 +223,30 @@ def _global_pool(src: int, in_shape: tuple[int, ...], name: str) -> ChainLayer:
     weight = np.full((c, 1, h, w), 1.0 / (h * w), dtype=np.float32)
     return ChainLayer(LayerShape("depthwise", c, c, h, w, h, w, 1, 0, name=name), weight,
                       np.zeros(c, dtype=np.float32), src, node=name)
+
+
+def _max_pool(node: Any, modules: dict[str, Any], src: int, in_shape: tuple[int, ...]) -> ChainLayer:
+    """A max pool as the layer pipeline's pool stage runs it: a square window of a stride, padded with the
+    lowest value (torch's ``-inf``), no weights; one sentence where it is another pool."""
+    if node.op == "call_module":
+        mod = modules[node.target]
+        given = {k: getattr(mod, k) for k in ("kernel_size", "stride", "padding", "dilation", "ceil_mode",
+                                               "return_indices")}
+    else:  # F.max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False)
+        names = ("kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices")
+        given = {"stride": None, "padding": 0, "dilation": 1, "ceil_mode": False, "return_indices": False,
+                 **dict(zip(names, node.args[1:], strict=False)), **dict(node.kwargs)}
+    pair = lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v, v)  # noqa: E731
+    kernel = pair(given["kernel_size"])
+    stride = pair(given["stride"] or given["kernel_size"])
+    pad, dil = pair(given["padding"]), pair(given["dilation"])
+    if (len(set(kernel)) != 1 or len(set(stride)) != 1 or len(set(pad)) != 1 or dil != (1, 1)
+            or given["ceil_mode"] or given["return_indices"] or in_shape[0] != 1):
+        raise HeteroDSEError(f"{node.name}: the layer pipeline runs batch 1, square, undilated max pools that round "
+                             "their output down (no ceil_mode) and return no indices")
+    c, h, w = in_shape[1:]
+    shape = LayerShape("maxpool", c, c, h, w, kernel[0], kernel[1], stride[0], pad[0], name=node.name)
+    return ChainLayer(shape, np.zeros((c, 0), dtype=np.float32), np.zeros(c, dtype=np.float32), src, node=node.name)
 
 
 def _fold(layer: ChainLayer, bn: Any, name: str) -> None:

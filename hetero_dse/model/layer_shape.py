@@ -14,7 +14,8 @@ __all__ = ["LayerShape", "shape_of"]
 
 @dataclass(frozen=True)
 class LayerShape:
-    """A layer before the network's channel block pads it: its engine, channels, image, kernel and stride.
+    """A layer before the network's channel block pads it: its engine (``grid``, ``depthwise``, or ``maxpool``: a
+    traced max pool, which only the layer pipeline runs), channels, image, kernel and stride.
     ``from_host``: its input is the network's (the host may lay it out as im2col)."""
 
     engine: str
@@ -34,6 +35,9 @@ class LayerShape:
 
     @property
     def macs(self) -> int:
+        """Multiply-adds (a max pool's compares are none)."""
+        if self.engine == "maxpool":
+            return 0
         oh = (self.H + 2 * self.pad - self.R) // self.stride + 1
         ow = (self.W + 2 * self.pad - self.S) // self.stride + 1
         return self.K * oh * ow * self.R * self.S * (1 if self.engine == "depthwise" else self.C)

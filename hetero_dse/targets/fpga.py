@@ -34,7 +34,7 @@ from hetero_dse.targets.fpga_search import Designs, Exploration
 from hetero_dse.targets.fpga_winograd import winograd_choice, winograd_row
 from cost_models.fpga_network_design import explore_network
 from cost_models.fpga_network_units import explore_throughput
-from cost_models.fpga_pipeline import explore_pipeline
+from cost_models.fpga_pipeline import explore_pipeline, explore_traced
 
 __all__ = ["DEFAULT_BUDGET", "SA_PATIENCE", "Exploration", "FpgaTarget", "check_clocks", "check_dtypes",
            "fpga_workload"]
@@ -339,8 +339,8 @@ def _pipeline(graph: Any, shapes: list, board: Any, dtype: str, clock: float, ou
         except Exception as exc:  # noqa: BLE001 - the user's forward, run again by the tracer: said, not raised
             why = f"tracing the network into a chain of layers failed: {type(exc).__name__}: {exc}"
     try:
-        residuals = [None if c.residual is None else c.residual + 1 for c in layers] if layers else None
-        design = explore_pipeline([(c.shape, 1) for c in layers] if layers else shapes, board, dtype, clock, residuals)
+        design = explore_traced(layers, board, dtype, clock) if layers else explore_pipeline(shapes, board, dtype,
+                                                                                                 clock)
     except HeteroDSEError as exc:
         return {"why": str(exc)}
     record = {k: v for k, v in design.to_json().items() if k in ("architecture", "fps", "latency_s", "gops", "stages",
