@@ -14,11 +14,16 @@ from hetero_dse.hardware.board import Board
 __all__ = ["achieved_mhz", "design_clock_mhz"]
 
 
-def design_clock_mhz(board: Board, clock_mhz: float, res: np.ndarray, fanout: float) -> float:
+def design_clock_mhz(board: Board, clock_mhz: float, res: np.ndarray, fanout: float, span: int | None = None
+                     ) -> float:
     """The clock (MHz) a whole-network design of resources ``res`` closes at for a target ``clock_mhz``:
-    derated by its widest broadcast (``fanout`` lanes an element reaches) and the SLRs it spans."""
-    eff, _ = achieved_clock(clock_mhz * 1e6, res, slr_windows(board), float(fanout), 1.0, FANOUT_NS_PER_DOUBLING,
+    derated by its widest broadcast (``fanout`` lanes an element reaches) and the SLRs it spans: the fewest that
+    hold ``res``, or ``span`` where the design is placed over that many (a kernel of a cut pipeline)."""
+    windows = slr_windows(board) if span is None else np.zeros((0, 1 + len(res)))
+    eff, _ = achieved_clock(clock_mhz * 1e6, res, windows, float(fanout), 1.0, FANOUT_NS_PER_DOUBLING,
                             FANOUT_FREE, SLR_DERATE[2], SLR_DERATE[3])
+    if span is not None and span > 1:
+        eff *= SLR_DERATE[min(span, 3)]
     return float(eff) / 1e6
 
 

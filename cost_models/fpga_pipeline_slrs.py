@@ -6,6 +6,12 @@ to the next is registered at both ends (HLS's axis register slices, ``register_m
 SLR: the crossing goes register to register (*estimate*: no placement confirms it closes; a linker-inserted
 register slice in its SLR-crossing mode, PG085, would make sure, and is not in the project).
 
+Where no cut gives every kernel one SLR, a kernel may take a run of adjacent SLRs (``Kernel.also``): its own wires
+cross unregistered, and it is derated as any design over that many SLRs, the others still clocked as one. On vu9p,
+whose middle SLR the shell shares, ResNet-18's last blocks need more UltraRAM than one SLR leaves; the kernel that
+holds them over two SLRs runs at 3/4 of the clock where the single kernel over three runs at half. Its ``slr=``
+names its first SLR: a guide the placer follows where it can (``USER_SLR_ASSIGNMENT``, UG912), not a bound.
+
 A cut may fall after a stage only where nothing later reads an earlier tensor (a residual does not cross), and
 only where the stage's output word is at most ``CROSSING_BITS`` wide. The kernel after a cut reads the stream and
 forks it to the tensor's consumers (the image reader's process, from a stream): one more process, the tensor's
@@ -52,10 +58,17 @@ class Kernel:
     #: stages whose weights this kernel keeps in another memory than the single kernel would (its SLR is short of
     #: that one): (stage, the alternative's index in ``place_kernels``' ``moves``, or its name in a design)
     moved: tuple[tuple[int, int | str], ...] = ()
+    #: the SLRs it takes after ``slr``, adjacent, in order: a kernel one SLR does not hold (none: one SLR)
+    also: tuple[int, ...] = ()
+
+    @property
+    def slrs(self) -> tuple[int, ...]:
+        """Every SLR it takes, ``slr`` first."""
+        return (self.slr, *self.also)
 
     def to_json(self) -> dict[str, Any]:
-        return {"first": self.first, "last": self.last, "slr": self.slr, "crossing_bits": self.crossing_bits,
-                "moved": [list(m) for m in self.moved]}
+        return {"first": self.first, "last": self.last, "slr": self.slr, "slrs": list(self.slrs),
+                "crossing_bits": self.crossing_bits, "moved": [list(m) for m in self.moved]}
 
 
 def cut_points(sources: Sequence[int | None], out_bits: Sequence[float]) -> list[bool]:
@@ -79,6 +92,13 @@ def _orders(slrs: int) -> list[list[int]]:
             if run not in runs:
                 runs.append(run)
     return runs
+
+
+def _parts(run: Sequence[int], span: int) -> list[list[list[int]]]:
+    """Every way of taking ``run``'s SLRs in order as groups of at most ``span`` adjacent ones, a kernel a group."""
+    if not run:
+        return [[]]
+    return [[list(run[:k]), *rest] for k in range(1, min(span, len(run)) + 1) for rest in _parts(run[k:], span)]
 
 
 def crossing(bits: float, end: str = "in") -> np.ndarray:
@@ -126,7 +146,7 @@ def _repair(need: np.ndarray, room: np.ndarray, held: np.ndarray, moves: Sequenc
 
 def place_kernels(board: Board, costs: Sequence[np.ndarray], base: Callable[[int, int], np.ndarray],
                   can_cut: Sequence[bool], out_bits: Sequence[float],
-                  moves: Sequence[Sequence[np.ndarray]] | None = None) -> list[Kernel] | None:
+                  moves: Sequence[Sequence[np.ndarray]] | None = None, span: int = 1) -> list[Kernel] | None:
     """The fewest kernels, each within one SLR's room (``slr_room``), that the chain of stages of resources
     ``costs`` (each stage's with its regroups; ``RESOURCE_KINDS`` order) can be cut into at ``can_cut``, a kernel
     of stages ``first`` … ``last`` charged ``base(first, last)`` (its control and ports) and its input's crossing.
@@ -134,7 +154,9 @@ def place_kernels(board: Board, costs: Sequence[np.ndarray], base: Callable[[int
     longer one does, so greedy finds the fewest kernels wherever any fit, but for the crossing's registers (a later
     cut may cross a wider word). ``moves[i]``: what each other memory for stage ``i``'s weights adds to its
     resources; a kernel over its SLR's room in one memory moves weights to another where that brings it within
-    (``_repair``), and says so (``Kernel.moved``). None on one die, or where no cut fits."""
+    (``_repair``), and says so (``Kernel.moved``). ``span``: the most adjacent SLRs a kernel may take, their rooms
+    together (``Kernel.also``); each way of grouping a run's SLRs is filled the same way. None on one die, or where
+    no cut fits."""
     if board.slrs <= 1 or not costs:
         return None
     rooms = slr_room(board)
@@ -142,26 +164,28 @@ def place_kernels(board: Board, costs: Sequence[np.ndarray], base: Callable[[int
     n = len(costs)
     prefix = np.vstack([np.zeros(len(RESOURCE_KINDS)), np.cumsum(np.asarray(costs, dtype=float), axis=0)])
 
-    def fits(first: int, last: int, slr: int) -> tuple[tuple[int, int], ...] | None:
+    def fits(first: int, last: int, room: np.ndarray) -> tuple[tuple[int, int], ...] | None:
         need = base(first, last) + prefix[last + 1] - prefix[first] + _ends(first, last, out_bits)
-        if np.all(need[held] <= rooms[slr][held]):
+        if np.all(need[held] <= room[held]):
             return ()
-        return _repair(need, rooms[slr], held, [(i, a, d) for i in range(first, last + 1) for a, d in
-                                                enumerate(moves[i] if moves else ())])
+        return _repair(need, room, held, [(i, a, d) for i in range(first, last + 1) for a, d in
+                                          enumerate(moves[i] if moves else ())])
 
     best: list[Kernel] | None = None
-    for run in _orders(board.slrs):
+    for parts in (p for run in _orders(board.slrs) for p in _parts(run, span)):
         kernels, first = [], 0
-        for slr in run:
+        for group in parts:
             if best is not None and len(kernels) >= len(best):
                 break
+            room = rooms[group].sum(axis=0)
             for last in [n - 1, *(i for i in range(n - 2, first - 1, -1) if can_cut[i])]:
-                moved = fits(first, last, slr)
+                moved = fits(first, last, room)
                 if moved is not None:
                     break
             if moved is None:
                 break
-            kernels.append(Kernel(first, last, slr, int(out_bits[first - 1]) if first else 0, moved))
+            kernels.append(Kernel(first, last, group[0], int(out_bits[first - 1]) if first else 0, moved,
+                                  tuple(group[1:])))
             first = last + 1
             if first == n:
                 break
@@ -190,7 +214,8 @@ def over_slrs(board: Board, clock_mhz: float, costs: Sequence[np.ndarray], group
     regroups ``groups`` (each the stage it feeds, ``Regroup.stage``, and its resources: in that stage's kernel),
     residual ``sources`` and output lanes ``out_lanes``, cut into kernels one an SLR where that closes faster than
     the single kernel (the clock model derates one that spans SLRs), each kernel at one SLR's clock (its own widest
-    broadcast), the slowest the design's; else the single kernel's clock, no kernels and no resources.
+    broadcast), the slowest the design's; where no such cut fits, kernels of up to two adjacent SLRs and so on,
+    each derated by the SLRs it takes; else the single kernel's clock, no kernels and no resources.
     ``moves[i]``: the other memories stage ``i``'s weights could live in (``weights_moves``), a kernel's ``moved``
     naming those it takes."""
     zero = np.zeros(len(RESOURCE_KINDS))
@@ -209,11 +234,14 @@ def over_slrs(board: Board, clock_mhz: float, costs: Sequence[np.ndarray], group
         return single_mhz, [], zero
 
     deltas = [[d for _, d in m] for m in moves] if moves else None
-    kernels = place_kernels(board, stage_costs, base, cut_points(sources, out_bits), out_bits, deltas)
+    cuts = cut_points(sources, out_bits)
+    # the fewest SLRs a kernel: a kernel over more is derated as the single kernel over as many would be
+    kernels = next((ks for span in range(1, board.slrs) if (ks := place_kernels(
+        board, stage_costs, base, cuts, out_bits, deltas, span))), None)
     if not kernels:
         return single_mhz, [], zero
     used = [kernel_resources(k, stage_costs, base, out_bits, deltas) for k in kernels]
-    mhz = min(design_clock_mhz(board, clock_mhz, res, max(out_lanes[k.first:k.last + 1]))
+    mhz = min(design_clock_mhz(board, clock_mhz, res, max(out_lanes[k.first:k.last + 1]), len(k.slrs))
               for k, res in zip(kernels, used, strict=True))
     if mhz <= single_mhz:
         return single_mhz, [], zero

@@ -614,3 +614,32 @@ def test_mobilenet_v2_streams_through_its_pipeline_bit_for_bit(tmp_path):
     assert result.passed and result.max_abs_error == 0.0 and result.elements >= 2 * 1000, result.output[-800:]
     assert check_pipeline_trips(directory, result.output) == []
     assert lint(directory).ok
+
+
+def test_a_kernel_over_two_slrs_is_written_guided_to_its_first_and_runs_the_same(project, tmp_path):
+    """The cut pipeline with its last two kernels as one over SLR1 and SLR2 (``Kernel.also``: what the explorer
+    builds where no cut gives every kernel one SLR): two kernels, one stream between them, the second's ``slr=``
+    its first SLR and the README saying it is a guide; lint-clean, and the C-simulation's result and trips are
+    the three kernels' (bit for bit)."""
+    from cost_models.fpga_pipeline_slrs import Kernel
+
+    dtype, design, directory = project
+    if not design.kernels:
+        pytest.skip("the project cut into kernels only")
+    first, second, third = design.kernels
+    two = replace(design, kernels=[first, Kernel(second.first, third.last, 1, second.crossing_bits, (), (2,))])
+    layers, image, _, _ = traced()
+    out = write_pipeline_project(tmp_path / "two", two, layers, image, network="small")
+    cfg = (out / "connectivity.cfg").read_text()
+    assert re.findall(r"^slr=(\w+):SLR(\d)$", cfg, re.M) == [("pipeline_kernel_0_1", "0"),
+                                                              ("pipeline_kernel_1_1", "1")]
+    assert re.findall(r"^stream_connect=.*$", cfg, re.M) == [
+        "stream_connect=pipeline_kernel_0_1.stream_out:pipeline_kernel_1_1.stream_in"]
+    readme = (out / "README.md").read_text()
+    assert "| `pipeline_kernel_1` | SLR1–SLR2 |" in readme and "a guide the placer follows" in readme
+    assert json.loads((out / "design.json").read_text())["design"]["kernels"][1]["slrs"] == [1, 2]
+    report = lint(out)
+    assert report.ok, [str(f) for f in report.findings]
+    got, want = csim(out), csim(directory)
+    assert got.passed and check_pipeline_trips(out, got.output) == []
+    assert (got.elements, got.max_abs_error) == (want.elements, want.max_abs_error) == (want.elements, 0.0)

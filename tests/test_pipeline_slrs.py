@@ -39,48 +39,86 @@ def test_a_cut_falls_only_where_no_residual_crosses_and_the_word_fits():
     assert cut_points([None, 0], [8, 8]) == [False, False]  # the image added at the end: no cut at all
 
 
-def _brute(board, costs, base, can_cut, bits):
-    """The fewest kernels by trying every set of cuts on every run of adjacent SLRs."""
+def _brute(board, costs, base, can_cut, bits, span=1):
+    """The fewest kernels by trying every set of cuts on every run of adjacent SLRs, each kernel on every group of
+    at most ``span`` of the run's SLRs in turn."""
     rooms, n = slr_room(board), len(costs)
     held = np.array([board.cap(k) > 0 for k in RESOURCE_KINDS])
     runs = [list(r) for s in range(board.slrs) for r in (range(s, board.slrs), range(s, -1, -1))]
+    groupings = []
+    for run in runs:  # every run split into groups of adjacent SLRs, each of at most ``span``
+        for count in range(len(run)):
+            for ends in itertools.combinations(range(1, len(run)), count):
+                groups = [run[a:b] for a, b in zip((0, *ends), (*ends, len(run)), strict=True)]
+                if max(map(len, groups)) <= span:
+                    groupings.append(groups)
     best = None
     allowed = [i for i in range(n - 1) if can_cut[i]]
     for count in range(len(allowed) + 1):
         for cuts in itertools.combinations(allowed, count):
             bounds = list(zip((0, *(c + 1 for c in cuts)), (*cuts, n - 1), strict=True))
-            for run in runs:
-                if len(bounds) > len(run):
+            for groups in groupings:
+                if len(bounds) > len(groups):
                     continue
-                ks = [Kernel(a, b, slr, int(bits[a - 1]) if a else 0) for (a, b), slr in zip(bounds, run, strict=False)]
-                if all(np.all(kernel_resources(k, costs, base, bits)[held] <= rooms[k.slr][held]) for k in ks):
+                ks = [(Kernel(a, b, g[0], int(bits[a - 1]) if a else 0), g) for (a, b), g in zip(bounds, groups,
+                                                                                                strict=False)]
+                if all(np.all(kernel_resources(k, costs, base, bits)[held] <= rooms[g].sum(axis=0)[held])
+                       for k, g in ks):
                     best = len(ks) if best is None else min(best, len(ks))
     return best
 
 
-def test_the_greedy_cut_is_the_fewest_kernels_every_cut_gives():
+@pytest.mark.parametrize("span", [1, 2])
+def test_the_greedy_cut_is_the_fewest_kernels_every_cut_gives(span):
     """On random chains (words of one width, so that where a cut falls does not change its registers), the greedy
-    fill of each run of SLRs finds as few kernels as a search of every set of cuts, and none where none fit."""
+    fill of each run of SLRs finds as few kernels as a search of every set of cuts, and none where none fit; with
+    ``span`` 2, a kernel may take two adjacent SLRs' rooms together."""
     board = three_slr_board()
     room = slr_room(board)[0]
     rng = np.random.default_rng(3)
-    found = 0
+    found = spanned = 0
     for _ in range(150):
         n = int(rng.integers(2, 8))
-        costs = [room * rng.uniform(0.02, 0.45, len(room)) for _ in range(n)]
+        costs = [room * rng.uniform(0.02, 0.45 * span, len(room)) for _ in range(n)]
         can_cut = [bool(rng.random() < 0.7) for _ in range(n - 1)] + [False]
         bits = [64] * n
         base = lambda a, b: np.full(len(RESOURCE_KINDS), 10.0)  # noqa: E731
-        got = place_kernels(board, costs, base, can_cut, bits)
-        want = _brute(board, costs, base, can_cut, bits)
+        got = place_kernels(board, costs, base, can_cut, bits, span=span)
+        want = _brute(board, costs, base, can_cut, bits, span)
         assert (len(got) if got else None) == want
         if got:
             found += 1
-            # each kernel within its SLR's room, the stages whole and in order, cut only where allowed
+            spanned += any(k.also for k in got)
+            # each kernel within its SLRs' room, the stages whole and in order, cut only where allowed, its SLRs
+            # adjacent and the next kernel's next to them
             assert [k.first for k in got] == [0, *(k.last + 1 for k in got[:-1])] and got[-1].last == n - 1
             assert all(can_cut[k.last] for k in got[:-1])
-            assert [abs(a.slr - b.slr) for a, b in zip(got, got[1:], strict=False)] == [1] * (len(got) - 1)
+            slrs = [n for k in got for n in k.slrs]
+            assert len(set(slrs)) == len(slrs) and [abs(a - b) for a, b in zip(slrs, slrs[1:], strict=False)] == [1] * (
+                len(slrs) - 1) and all(len(k.slrs) <= span for k in got)
     assert 20 < found < 150  # both outcomes were tried
+    assert (spanned > 10) == (span == 2)
+
+
+def test_a_kernel_one_slr_cannot_hold_takes_two_and_is_clocked_as_two():
+    """A stage of 1.7 SLRs' rooms: no cut gives every kernel one SLR; a kernel over SLR1 and SLR2 holds it, the
+    first stage in SLR0. The single kernel (2.65 rooms, more than two SLRs' windows) spans three and closes at half
+    the clock; cut so, the slowest kernel spans two and closes at 3/4, each SLR's clock by hand."""
+    board = three_slr_board()
+    room = slr_room(board)[0]
+    dsp = RESOURCE_KINDS.index("dsp")
+    costs = [np.where(np.arange(len(room)) == dsp, f * room[dsp], 0.0) for f in (0.95, 1.7)]
+    zero = lambda a, b: np.zeros(len(RESOURCE_KINDS))  # noqa: E731
+    assert place_kernels(board, costs, zero, [True, False], [64, 64]) is None
+    assert place_kernels(board, costs, zero, [True, False], [64, 64], span=2) == [
+        Kernel(0, 0, 0), Kernel(1, 1, 1, 64, (), (2,))]
+    assert Kernel(1, 1, 1, 64, (), (2,)).to_json()["slrs"] == [1, 2]
+    buffers = [(8, 64), (9, 64), (512, 64)]
+    mhz, kernels, _ = over_slrs(board, 250.0, costs, [], buffers, [None, None], [1, 1], 8)
+    assert [k.slrs for k in kernels] == [(0,), (1, 2)]
+    assert design_clock_mhz(board, 250.0, kernel_base(buffers) + sum(costs), 1) == pytest.approx(125.0)
+    assert mhz == pytest.approx(0.75 * 250.0)  # the fan-out free (one lane): the two SLRs' derating alone
+    assert design_clock_mhz(board, 250.0, sum(costs), 1, span=1) == pytest.approx(250.0)  # placed, not by size
 
 
 def test_a_kernel_short_of_one_memory_keeps_weights_in_another():

@@ -196,7 +196,8 @@ def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequ
     split = design.kernels or [Kernel(0, len(stages) - 1, 0)]
     one = len(split) == 1
     kernels = [{"index": i, "name": top if one else f"{top}_{i}", "suffix": "" if one else f"_{i}",
-                "of": "" if one else f" of kernel {i}", "slr": k.slr, "stages": stages[k.first:k.last + 1],
+                "of": "" if one else f" of kernel {i}", "slr": k.slr, "slrs": list(k.slrs), "spans": len(k.slrs) > 1,
+                "where": "–".join(f"SLR{n}" for n in sorted(k.slrs)), "stages": stages[k.first:k.last + 1],
                 "moved": list(k.moved),
                 "link_in": k.first or None, "link_out": None if k.last == len(stages) - 1 else k.last + 1,
                 "tensors": [*range(k.first, k.last + 1), *([len(stages)] if k.last == len(stages) - 1 else [])],
