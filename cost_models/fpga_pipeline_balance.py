@@ -21,10 +21,12 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["WEIGHING", "balance", "lane_ladder"]
+__all__ = ["TIE", "WEIGHING", "balance", "lane_ladder"]
 
 #: how much more than the others one resource is weighed in the cheapest lanes' choice
 WEIGHING = 8.0
+#: two choices' images a second this close are as fast: the one of the slower interval is kept
+TIE = 1e-9
 #: above four lanes a count is a multiple of four: chains of four input lanes (``packed_chain``), output lanes
 #: that pair for packing, and words that divide a port's
 _GRAIN = 4
@@ -51,7 +53,8 @@ def balance(times: Sequence[np.ndarray], costs: Sequence[np.ndarray], fixed: np.
     row an option) of the highest ``score`` (images a second of the choice and its total resources; or that and
     the choice it scored instead, with its resources) whose total with ``fixed`` fits ``caps``; ``bound(T)`` is
     no less than any score of an interval ``T``, so the intervals are tried from the least and the search ends
-    where none left can win. None where nothing fits."""
+    where none left can win; of choices as fast (within ``TIE``), the slowest interval's. None where nothing
+    fits."""
     order = [np.argsort(t, kind="stable") for t in times]
     sorted_t = [t[o] for t, o in zip(times, order, strict=True)]
     intervals = np.unique(np.concatenate(sorted_t))
@@ -78,9 +81,9 @@ def balance(times: Sequence[np.ndarray], costs: Sequence[np.ndarray], fixed: np.
         picks.append(np.stack(chosen, axis=1))
         totals.append(total)
     found: tuple[list[int], np.ndarray] | None = None
-    top = -np.inf
+    top, found_at = -np.inf, -1
     for n, interval in enumerate(intervals):
-        if bound(float(interval)) <= top:
+        if bound(float(interval)) < top * (1 - TIE):
             break
         for pick, total in zip(picks, totals, strict=True):
             if np.any(total[n] > caps):
@@ -88,6 +91,8 @@ def balance(times: Sequence[np.ndarray], costs: Sequence[np.ndarray], fixed: np.
             value = score(pick[n].tolist(), total[n])
             # a score may give the choice it scored instead (its lanes aligned across edges), with its resources
             value, chosen, spent = value if isinstance(value, tuple) else (value, pick[n].tolist(), total[n])
-            if value > top:
-                top, found = value, (chosen, spent)
+            # a tie goes to the slower interval: as many images a second (its image's transfer binds both) on fewer
+            # lanes
+            if value > top or (found_at < n and value > -np.inf and value >= top * (1 - TIE)):
+                top, found, found_at = max(top, value), (chosen, spent), n
     return found

@@ -223,6 +223,19 @@ def test_the_balance_weighs_the_resource_that_binds(monkeypatch):
     assert max(t[k] for t, k in zip(times, pick, strict=True)) == 20.0
 
 
+def test_of_choices_as_fast_the_balance_keeps_the_one_of_fewest_lanes():
+    """One stage of 10, 20 or 40 cycles for 8, 4 or 2 of a resource, its image's transfer taking 20 cycles: the 10-
+    and 20-cycle choices are as fast (the transfer binds both), and the balance keeps the 20's, half the lanes; the
+    40's is slower. Where the score is not bound (no transfer), the 10's."""
+    times = [np.array([10.0, 20.0, 40.0])]
+    costs = [np.array([[8.0], [4.0], [2.0]])]
+    caps, fixed = np.array([16.0]), np.zeros(1)
+    for transfer, want in ((20.0, [1]), (0.0, [0])):
+        score = lambda pick, total: 1.0 / max(times[0][pick[0]], transfer)  # noqa: E731,B023
+        pick, total = balance(times, costs, fixed, caps, lambda interval: 1.0 / interval, score)
+        assert pick == want and total.tolist() == [costs[0][want[0]][0]]
+
+
 def test_every_stage_of_a_network_takes_lanes_from_its_ladders():
     design = explore_pipeline(SMALL, load_board("vu9p"), "int8")
     for s in design.stages:
