@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from cost_models.fpga_costs import SLR_DERATE
 from cost_models.fpga_network_clock import design_clock_mhz
 from cost_models.fpga_network_resources import kernel_base
 from cost_models.fpga_slrs import slr_room
@@ -164,12 +165,27 @@ def place_kernels(board: Board, costs: Sequence[np.ndarray], base: Callable[[int
     n = len(costs)
     prefix = np.vstack([np.zeros(len(RESOURCE_KINDS)), np.cumsum(np.asarray(costs, dtype=float), axis=0)])
 
-    def fits(first: int, last: int, room: np.ndarray) -> tuple[tuple[int, int], ...] | None:
-        need = base(first, last) + prefix[last + 1] - prefix[first] + _ends(first, last, out_bits)
-        if np.all(need[held] <= room[held]):
-            return ()
-        return _repair(need, room, held, [(i, a, d) for i in range(first, last + 1) for a, d in
-                                          enumerate(moves[i] if moves else ())])
+    # how many of the stages up to each free each resource by a move: a kernel short of one no stage of it frees
+    # is refused before its moves are tried
+    frees = np.vstack([np.zeros(len(RESOURCE_KINDS)), np.cumsum(
+        [np.any([d < 0 for d in moves[i]], axis=0) if moves and len(moves[i]) else np.zeros(len(RESOURCE_KINDS))
+         for i in range(n)], axis=0)])
+    tried: dict[tuple[int, int, tuple[int, ...]], tuple[tuple[int, int], ...] | None] = {}
+
+    def fits(first: int, last: int, group: list[int]) -> tuple[tuple[int, int], ...] | None:
+        key = (first, last, tuple(group))
+        if key not in tried:  # the same kernel on the same SLRs recurs across the runs' groupings
+            room = rooms[group].sum(axis=0)
+            need = base(first, last) + prefix[last + 1] - prefix[first] + _ends(first, last, out_bits)
+            short = held & (need > room)
+            if not short.any():
+                tried[key] = ()
+            elif np.any(short & (frees[last + 1] - frees[first] <= 0)):
+                tried[key] = None
+            else:
+                tried[key] = _repair(need, room, held, [(i, a, d) for i in range(first, last + 1) for a, d in
+                                                        enumerate(moves[i])])
+        return tried[key]
 
     best: list[Kernel] | None = None
     for parts in (p for run in _orders(board.slrs) for p in _parts(run, span)):
@@ -177,9 +193,8 @@ def place_kernels(board: Board, costs: Sequence[np.ndarray], base: Callable[[int
         for group in parts:
             if best is not None and len(kernels) >= len(best):
                 break
-            room = rooms[group].sum(axis=0)
             for last in [n - 1, *(i for i in range(n - 2, first - 1, -1) if can_cut[i])]:
-                moved = fits(first, last, room)
+                moved = fits(first, last, group)
                 if moved is not None:
                     break
             if moved is None:
@@ -235,9 +250,15 @@ def over_slrs(board: Board, clock_mhz: float, costs: Sequence[np.ndarray], group
 
     deltas = [[d for _, d in m] for m in moves] if moves else None
     cuts = cut_points(sources, out_bits)
-    # the fewest SLRs a kernel: a kernel over more is derated as the single kernel over as many would be
-    kernels = next((ks for span in range(1, board.slrs) if (ks := place_kernels(
-        board, stage_costs, base, cuts, out_bits, deltas, span))), None)
+    # the fewest SLRs a kernel: a kernel over more is derated as the single kernel over as many would be, and
+    # none is tried where that derating alone is no faster than the single kernel
+    kernels = None
+    for span in range(1, board.slrs):
+        if span > 1 and single_mhz >= clock_mhz * SLR_DERATE[min(span, 3)]:
+            break
+        kernels = place_kernels(board, stage_costs, base, cuts, out_bits, deltas, span)
+        if kernels:
+            break
     if not kernels:
         return single_mhz, [], zero
     used = [kernel_resources(k, stage_costs, base, out_bits, deltas) for k in kernels]
