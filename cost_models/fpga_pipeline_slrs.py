@@ -7,10 +7,11 @@ SLR: the crossing goes register to register (*estimate*: no placement confirms i
 register slice in its SLR-crossing mode, PG085, would make sure, and is not in the project).
 
 Where no cut gives every kernel one SLR, a kernel may take a run of adjacent SLRs (``Kernel.also``): its own wires
-cross unregistered, and it is derated as any design over that many SLRs, the others still clocked as one. On vu9p,
-whose middle SLR the shell shares, ResNet-18's last blocks need more UltraRAM than one SLR leaves; the kernel that
-holds them over two SLRs runs at 3/4 of the clock where the single kernel over three runs at half. Its ``slr=``
-names its first SLR: a guide the placer follows where it can (``USER_SLR_ASSIGNMENT``, UG912), not a bound.
+cross unregistered, and it is derated as any design over that many SLRs, the others still clocked as one. On u280,
+ResNet-18 int8's fastest design keeps its stem in SLR0 and the rest in one kernel over SLR1 and SLR2, at 3/4 of the
+clock, faster than any cut into one kernel an SLR (whose stages must be narrower to fit) and than the single kernel
+over three SLRs at half the clock. Its ``slr=`` names its first SLR: a guide the placer follows where it can
+(``USER_SLR_ASSIGNMENT``, UG912), not a bound.
 
 A cut may fall after a stage only where nothing later reads an earlier tensor (a residual does not cross), and
 only where the stage's output word is at most ``CROSSING_BITS`` wide. The kernel after a cut reads the stream and
