@@ -1,17 +1,27 @@
 """The wmma tensor intrinsics the tensor-core schedules tensorize with: TVM's own definitions, kept on disk.
 
-TVM defines them in ``tvm.s_tir.tensor_intrin.cuda``, and importing that package registers every intrinsic of
-every target TVM knows (CUDA's mma, ldmatrix and wmma tables, ROCm's, Arm's, x86's) by parsing TVMScript: 21-25
-s of one core here, paid by a search and again by each of its builder processes before their first candidate
-(BENCHMARKS.md, "Tensor intrinsics"). The few a tensor-core point uses, every arithmetic on every fragment shape,
-are generated once by TVM's generators, saved in TVM's JSON under the TVM version that made them, and loaded in
-milliseconds by every later process. A cache that is missing, unreadable or incomplete is made again.
+TVM defines them in ``tvm.s_tir.tensor_intrin.cuda``, and importing that package registers every intrinsic of every
+target TVM knows (CUDA's mma, ldmatrix and wmma tables, ROCm's, Arm's, x86's) by parsing TVMScript: 21-25 s of one
+core here (about 10 s with the shallow stack below), paid by a search and again by each of its builder processes
+before their first candidate (BENCHMARKS.md, "Tensor intrinsics"). The few a tensor-core point uses, every
+arithmetic on every fragment shape, are generated once by TVM's generators, saved in TVM's JSON under the TVM
+version that made them, and loaded in milliseconds by every later process. A cache that is missing, unreadable or
+incomplete is made again.
+
+Most of the import's time was ``inspect.stack()``: TVM's script parser calls it for each function it parses, to
+look at its caller's few frames, and it reads the source and looks up the module of every frame on the stack, the
+import machinery's own (frozen, so each is a scan of ``sys.modules``) and a test runner's dozens included. The
+import runs with a stack of the top frames only (``_shallow_stack``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import inspect
 import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +37,9 @@ CACHE_ENV = "HETERO_DSE_CACHE"
 SHARED = "shared"
 #: bumped when what the file holds changes meaning
 FORMAT = 1
+#: the frames TVM's parser is given of its stack: it reads its caller's and the next (a class body's decorator;
+#: the scopes enclosing a function, for annotations under PEP 563), none further
+STACK_FRAMES = 8
 
 
 def intrinsic_names(arithmetic: Arithmetic, frag_m: int = 16, frag_n: int = 16) -> dict[str, str]:
@@ -40,23 +53,44 @@ def intrinsic_names(arithmetic: Arithmetic, frag_m: int = 16, frag_n: int = 16) 
             "init": f"hetero_dse_wmma_fill_{shape}_{acc}", "store": f"hetero_dse_wmma_store_{shape}_{acc}_shared"}
 
 
+@contextlib.contextmanager
+def _shallow_stack() -> Iterator[None]:
+    """``inspect.stack()`` as its caller's top ``STACK_FRAMES`` frames while inside (see the module doc)."""
+    full = inspect.stack
+
+    def stack(context: int = 1) -> list[inspect.FrameInfo]:
+        frames, frame = [], sys._getframe(1)
+        while frame is not None and len(frames) < STACK_FRAMES:
+            info = inspect.getframeinfo(frame, context)
+            frames.append(inspect.FrameInfo(frame, *info, positions=info.positions))
+            frame = frame.f_back
+        return frames
+
+    inspect.stack = stack
+    try:
+        yield
+    finally:
+        inspect.stack = full
+
+
 def generate() -> dict[str, tuple[Any, Any]]:
     """Every intrinsic a tensor-core point can use, ``name -> (description, implementation)``, from TVM's
     generators (B is read transposed: the normalised GEMM holds it as ``B[s, j, k]``). Slow: imports TVM's
     tables."""
-    from tvm.s_tir.tensor_intrin.cuda import (get_wmma_fill_intrin, get_wmma_load_intrin, get_wmma_store_intrin,
-                                              get_wmma_sync_intrin)
+    with _shallow_stack():  # the import and each generator parse TVMScript
+        from tvm.s_tir.tensor_intrin.cuda import (get_wmma_fill_intrin, get_wmma_load_intrin,
+                                                  get_wmma_store_intrin, get_wmma_sync_intrin)
 
-    out = {}
-    for arithmetic in ARITHMETIC.values():
-        k, dtype, acc = arithmetic.k, arithmetic.inputs, arithmetic.accumulator
-        for m, n in SHAPES:
-            names = intrinsic_names(arithmetic, m, n)
-            out[names["load_a"]] = get_wmma_load_intrin(m, n, k, dtype, SHARED, False, False)
-            out[names["load_b"]] = get_wmma_load_intrin(m, n, k, dtype, SHARED, True, True)
-            out[names["compute"]] = get_wmma_sync_intrin(m, n, k, dtype, acc, True)
-            out[names["init"]] = get_wmma_fill_intrin(m, n, k, acc)
-            out[names["store"]] = get_wmma_store_intrin(m, n, k, acc, SHARED)
+        out = {}
+        for arithmetic in ARITHMETIC.values():
+            k, dtype, acc = arithmetic.k, arithmetic.inputs, arithmetic.accumulator
+            for m, n in SHAPES:
+                names = intrinsic_names(arithmetic, m, n)
+                out[names["load_a"]] = get_wmma_load_intrin(m, n, k, dtype, SHARED, False, False)
+                out[names["load_b"]] = get_wmma_load_intrin(m, n, k, dtype, SHARED, True, True)
+                out[names["compute"]] = get_wmma_sync_intrin(m, n, k, dtype, acc, True)
+                out[names["init"]] = get_wmma_fill_intrin(m, n, k, acc)
+                out[names["store"]] = get_wmma_store_intrin(m, n, k, acc, SHARED)
     return out
 
 
@@ -109,7 +143,7 @@ def _definitions() -> dict[str, tuple[Any, Any]]:
 
 def cached() -> bool:
     """Whether this TVM's definitions are on disk whole: a process then registers them in milliseconds, where
-    making them costs it about 25 s."""
+    making them costs it about 10 s (25 s before the parser was given a shallow stack)."""
     return _kept() is not None
 
 

@@ -19,14 +19,19 @@ os.environ["HETERO_DSE_VECTOR_BITS"] = "256"
 # (which would make the history answer nothing), except in the test of that flag, which sets its own limit.
 os.environ["HETERO_DSE_LOADED_CORES"] = "1e9"
 # TVM's wmma intrinsics are kept in a cache of the session's own (made once, by the first tensor-core schedule,
-# read by the rest and by the workers), never the user's
-os.environ["HETERO_DSE_CACHE"] = tempfile.mkdtemp(prefix="hetero_dse_test_cache_")
+# read by the rest and by the workers), never the user's. pytest-xdist's workers share their controller's (each
+# of its own made them again, some 25 s of one core a worker, and 2-4 times that beside the other's load): a
+# worker is the controller's child, and the controller removes it when the run ends.
+_RUN = os.getppid() if os.environ.get("PYTEST_XDIST_WORKER") else os.getpid()
+os.environ["HETERO_DSE_CACHE"] = os.path.join(tempfile.gettempdir(), f"hetero_dse_test_cache_{_RUN}")
+os.makedirs(os.environ["HETERO_DSE_CACHE"], exist_ok=True)
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def pytest_unconfigure(config):
-    shutil.rmtree(os.environ["HETERO_DSE_CACHE"], ignore_errors=True)
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # the controller, after its workers
+        shutil.rmtree(os.environ["HETERO_DSE_CACHE"], ignore_errors=True)
 
 
 @dataclass

@@ -397,6 +397,13 @@ def test_the_wmma_intrinsics_kept_on_disk_are_tvms_and_a_broken_cache_is_made_ag
         for name, (desc, impl) in want.items():    # accumulator type and shape
             tvm.ir.assert_structural_equal(made[name][0], desc)
             tvm.ir.assert_structural_equal(made[name][1], impl)
+        # the parser given its whole stack (as TVM gives it) makes the same definitions as with the top frames
+        monkeypatch.setattr(intrinsics, "STACK_FRAMES", 10**9)
+        for name, (desc, impl) in intrinsics.generate().items():
+            tvm.ir.assert_structural_equal(want[name][0], desc)
+            tvm.ir.assert_structural_equal(want[name][1], impl)
+        monkeypatch.undo()
+        monkeypatch.setenv(intrinsics.CACHE_ENV, str(tmp_path))
         intrinsics._definitions.cache_clear()
         kept = intrinsics._definitions()  # read back from the file
         for name, (desc, impl) in want.items():
@@ -411,6 +418,30 @@ def test_the_wmma_intrinsics_kept_on_disk_are_tvms_and_a_broken_cache_is_made_ag
         assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left beside it
     finally:
         intrinsics._definitions.cache_clear()
+
+
+def test_tvms_parser_is_given_the_top_of_the_stack_and_the_whole_again_after():
+    """Inside ``_shallow_stack`` ``inspect.stack()`` is its caller's top frames, the caller first, as the whole
+    stack's would begin; after it (an error inside too) it is ``inspect.stack`` again."""
+    import inspect
+
+    from gpu_cpu import intrinsics
+
+    def caller():
+        return inspect.stack()
+
+    original, full = inspect.stack, caller()
+    with intrinsics._shallow_stack():
+        assert inspect.stack is not original
+        top = caller()
+    assert inspect.stack is original
+    assert len(top) == intrinsics.STACK_FRAMES < len(full)
+    # the same chain of callers as the whole stack begins with, the caller's line read as the whole's
+    assert [f.function for f in top] == [f.function for f in full[:len(top)]]
+    assert top[0].code_context == full[0].code_context == ["        return inspect.stack()\n"]
+    with pytest.raises(RuntimeError), intrinsics._shallow_stack():
+        raise RuntimeError
+    assert inspect.stack is original and len(caller()) == len(full)
 
 
 def test_the_asynchronous_copies_rules_by_hand():
@@ -497,7 +528,7 @@ def test_deep_pipelines_compute_the_reference_on_tvms_cpu_path(case, stages):
 
 @needs_nvcc
 def test_a_first_run_on_the_tensor_cores_says_it_is_making_their_intrinsics(cli, tmp_path, monkeypatch):
-    """Making them costs about 25 s once per TVM version: the run says so before it starts instead of stalling
+    """Making them costs about 10 s once per TVM version: the run says so before it starts instead of stalling
     its first build without a word, and keeps them for the next run, which says nothing."""
     from gpu_cpu import intrinsics
 

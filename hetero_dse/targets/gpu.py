@@ -109,7 +109,7 @@ class GpuTarget:
         uses them: else its first build (or, measuring, every builder process's) stalls for them unannounced."""
         if all(self.off_tensor_cores(self.typed(op)) is not None for op in operators) or intrinsics.cached():
             return None
-        return ("Making the tensor cores' intrinsics from TVM's tables, once for this TVM version (about 25 s)",
+        return ("Making the tensor cores' intrinsics from TVM's tables, once for this TVM version (about 10 s)",
                 intrinsics.prepare)
 
     def off_tensor_cores(self, op: Operator) -> str | None:
