@@ -49,6 +49,7 @@ from cost_models.fpga_pipeline_storage import (
     stream_trips,
     streams_weights,
     skip_block,
+    branch_ahead,
     branch_lag,
     weight_rows,
     weights_moves,
@@ -231,6 +232,11 @@ def _edges(flat: list[tuple[LayerShape, NetLayer]], residuals: Sequence[int | No
             raise HeteroDSEError(f"{s.name}: it reads tensor {read} and adds {residuals and residuals[i]}; the "
                                  "pipeline builds a branch only where a stage reads an earlier tensor and adds the "
                                  "output of the stage before it (ResNet's downsampling block)")
+        elif branch_ahead([m for _, m in flat[read:i]], n) > 0:
+            raise HeteroDSEError(f"{s.name}: its window needs more of tensor {read} than the path it adds reads "
+                                 "before each pixel, so that path would run ahead of it past its residual FIFO; the "
+                                 "pipeline builds a branch whose window reads no further ahead than the path's "
+                                 "(ResNet's 1×1 downsampling beside its 3×3 convolutions)")
         else:  # the path's stages run ahead of this one's window by the lag; a pixel a stage for its regroups
             source, pixels = i, 1
             branch.append(read)

@@ -53,8 +53,8 @@ def balance(times: Sequence[np.ndarray], costs: Sequence[np.ndarray], fixed: np.
     row an option) of the highest ``score`` (images a second of the choice and its total resources; or that and
     the choice it scored instead, with its resources) whose total with ``fixed`` fits ``caps``; ``bound(T)`` is
     no less than any score of an interval ``T``, so the intervals are tried from the least and the search ends
-    where none left can win; of choices as fast (within ``TIE``), the slowest interval's. None where nothing
-    fits."""
+    where none left can win; of choices as fast (within ``TIE``), the slowest interval's: fewer lanes for as many
+    images a second, an image's latency a little longer (its stages' fill). None where nothing fits."""
     order = [np.argsort(t, kind="stable") for t in times]
     sorted_t = [t[o] for t, o in zip(times, order, strict=True)]
     intervals = np.unique(np.concatenate(sorted_t))

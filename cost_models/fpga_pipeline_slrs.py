@@ -10,8 +10,9 @@ Where no cut gives every kernel one SLR, a kernel may take a run of adjacent SLR
 cross unregistered, and it is derated as any design over that many SLRs, the others still clocked as one. On u280,
 ResNet-18 int8's fastest design keeps its stem in SLR0 and the rest in one kernel over SLR1 and SLR2, at 3/4 of the
 clock, faster than any cut into one kernel an SLR (whose stages must be narrower to fit) and than the single kernel
-over three SLRs at half the clock. Its ``slr=`` names its first SLR: a guide the placer follows where it can
-(``USER_SLR_ASSIGNMENT``, UG912), not a bound.
+over three SLRs at half the clock. Its ``slr=`` names the SLR next to the kernel its stream comes from (the first
+kernel's: the one it streams to): a guide the placer follows where it can (``USER_SLR_ASSIGNMENT``, UG912), not a
+bound. Not checked: the width of its own wires between its SLRs against the die's SLR-crossing lines.
 
 A cut may fall after a stage only where nothing later reads an earlier tensor (a residual does not cross), and
 only where the stage's output word is at most ``CROSSING_BITS`` wide. The kernel after a cut reads the stream and
@@ -207,6 +208,9 @@ def place_kernels(board: Board, costs: Sequence[np.ndarray], base: Callable[[int
                 break
         if first == n and (best is None or len(kernels) < len(best)):
             best = kernels
+    if best and len(best) > 1 and best[0].also:  # the first kernel's guide: the SLR next to the one it streams to
+        order = best[0].slrs[::-1]
+        best[0] = replace(best[0], slr=order[0], also=order[1:])
     return best
 
 

@@ -14,9 +14,9 @@ from cost_models.fpga_costs import BRAM18K_CONFIGS, LUTRAM_WORDS_PER_LUT_PAIR, U
 from cost_models.fpga_network import NetLayer
 from hetero_dse.hardware.board import RESOURCE_KINDS
 
-__all__ = ["SRL_DEPTH", "block_lag", "branch_lag", "consumed", "fifo_storage", "in_lanes_of", "line_reads", "line_rows",
-           "line_storage", "memories", "memory", "pointwise", "skip_block", "stream_trips", "streams_weights",
-           "weight_rows", "weights_moves", "weights_storage"]
+__all__ = ["SRL_DEPTH", "block_lag", "branch_ahead", "branch_lag", "consumed", "fifo_storage", "in_lanes_of",
+           "line_reads", "line_rows", "line_storage", "memories", "memory", "pointwise", "skip_block", "stream_trips",
+           "streams_weights", "weight_rows", "weights_moves", "weights_storage"]
 
 _LUT, _FF = RESOURCE_KINDS.index("lut"), RESOURCE_KINDS.index("ff")
 #: the deepest FIFO the code keeps in shift registers: an SRL32 is one LUT holding 32 bits of one lane
@@ -215,6 +215,26 @@ def branch_lag(path: list[NetLayer], reader: NetLayer) -> int:
             p = need[min(p, len(need) - 1)] - 1
         lag = max(lag, p + 1 - mine[min(k, len(mine) - 1)])
     return lag
+
+
+def branch_ahead(path: list[NetLayer], reader: NetLayer) -> int:
+    """A branch the other way round: the most output pixels of ``path`` made, past the one the ``reader`` adds
+    next, while the reader's window still waits on the tensor's pixels for its own (a reader whose window needs
+    more of the tensor than the path's). Its residual FIFO holds one pixel: more than that and the path stalls,
+    the tensor's producer with it, and the reader never gets the pixels it waits on (a deadlock no sequential
+    C-simulation shows)."""
+    needs = [consumed(n) for n in path]
+    made = []  # the tensor's pixels the path has read when each of its output pixels goes out
+    for p in range(path[-1].OH * path[-1].OW):
+        for need in reversed(needs):
+            p = need[min(p, len(need) - 1)] - 1
+        made.append(p + 1)
+    mine, ahead, j = consumed(reader), 0, 0
+    for k in range(reader.OH * reader.OW):
+        while j < len(made) and made[j] <= mine[min(k, len(mine) - 1)]:
+            j += 1
+        ahead = max(ahead, j - (k + 1))
+    return ahead
 
 
 def skip_block(stages: Sequence[tuple[Any, NetLayer]], i: int, source: int | None = None) -> tuple[int, int]:

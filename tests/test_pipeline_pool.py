@@ -15,7 +15,7 @@ from torch import nn
 from cost_models.fpga_network_design import explore_network
 from cost_models.fpga_pipeline import explore_pipeline, explore_traced, stage_layer
 from cost_models.fpga_pipeline_pool import POOL_COMPARE_LUT, pool_resources
-from cost_models.fpga_pipeline_storage import branch_lag, consumed, line_storage
+from cost_models.fpga_pipeline_storage import branch_ahead, branch_lag, consumed, line_storage
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, load_board
 from hetero_dse.hls.csim import csim
@@ -181,3 +181,34 @@ def test_a_pool_that_multiplies_is_found_by_the_lint(project, tmp_path):
     _, _, directory = project
     mutant = _mutated(directory, tmp_path, "a[l] > m ? (data_t)a[l] : m;", "a[l] > m ? (data_t)(a[l] * 2) : m;")
     assert [f.check for f in lint(mutant).findings] == ["pool", "pool"]  # both pools' stages
+
+
+class _Ahead(nn.Module):
+    """A 1×1 path beside a 3×3 branch that adds it: the branch's window needs two rows of ``x`` before its first
+    pixel, while the path's output, a pixel a pixel read, fills the branch's one-pixel residual FIFO."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.path = nn.Conv2d(8, 8, 1)
+        self.branch = nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x):
+        x = torch.relu(self.stem(x))
+        y = self.path(x)
+        return torch.relu(self.branch(x) + y)
+
+
+def test_a_branch_whose_window_reads_ahead_of_the_path_it_adds_is_refused():
+    """The path would run ahead of it past its residual FIFO (a deadlock): its 3×3 window reads the map's next
+    row before its first output pixel, while the 1×1 path makes a pixel for each it reads; refused in one
+    sentence. ResNet's way round (``Branched``) is built, the path's windows the ones reading ahead."""
+    model = _Ahead().eval()
+    layers, _ = trace_chain(model, torch.randn(1, 3, 8, 8))
+    assert [(c.source, c.residual) for c in layers] == [(-1, None), (0, None), (0, 1)]
+    path, reader = stage_layer(layers[1].shape), stage_layer(layers[2].shape)
+    assert branch_ahead([path], reader) > 0 and branch_ahead([reader], path) == 0
+    with pytest.raises(HeteroDSEError, match="would run ahead of it past its residual FIFO"):
+        explore_traced(layers, load_board("zcu102"), "int8")
+    flat, _, _, _ = branched()
+    assert explore_traced(flat, load_board("zcu102"), "int8").stages[4].in_source == 2

@@ -93,9 +93,14 @@ def test_the_greedy_cut_is_the_fewest_kernels_every_cut_gives(span):
             # adjacent and the next kernel's next to them
             assert [k.first for k in got] == [0, *(k.last + 1 for k in got[:-1])] and got[-1].last == n - 1
             assert all(can_cut[k.last] for k in got[:-1])
-            slrs = [n for k in got for n in k.slrs]
-            assert len(set(slrs)) == len(slrs) and [abs(a - b) for a, b in zip(slrs, slrs[1:], strict=False)] == [1] * (
-                len(slrs) - 1) and all(len(k.slrs) <= span for k in got)
+            groups = [sorted(k.slrs) for k in got]
+            taken = sorted(n for g in groups for n in g)
+            assert taken == list(range(taken[0], taken[0] + len(taken))) and all(len(g) <= span for g in groups)
+            assert all(g == list(range(g[0], g[-1] + 1)) for g in groups)
+            assert all(min(abs(a - b) for a in g for b in h) == 1 for g, h in zip(groups, groups[1:], strict=False))
+            # each kernel's guide (``slr``) is next to the kernel it streams from, the first's to the one it feeds
+            assert all(min(abs(k.slr - b) for b in got[i - 1].slrs) == 1 for i, k in enumerate(got) if i)
+            assert len(got) == 1 or min(abs(got[0].slr - b) for b in got[1].slrs) == 1
     assert 20 < found < 150  # both outcomes were tried
     assert (spanned > 10) == (span == 2)
 
@@ -113,6 +118,9 @@ def test_a_kernel_one_slr_cannot_hold_takes_two_and_is_clocked_as_two():
     assert place_kernels(board, costs, zero, [True, False], [64, 64], span=2) == [
         Kernel(0, 0, 0), Kernel(1, 1, 1, 64, (), (2,))]
     assert Kernel(1, 1, 1, 64, (), (2,)).to_json()["slrs"] == [1, 2]
+    # the other way round: the first kernel takes two SLRs, its guide the one next to the kernel it streams to
+    assert place_kernels(board, costs[::-1], zero, [True, False], [64, 64], span=2) == [
+        Kernel(0, 0, 1, 0, (), (0,)), Kernel(1, 1, 2, 64)]
     buffers = [(8, 64), (9, 64), (512, 64)]
     mhz, kernels, _ = over_slrs(board, 250.0, costs, [], buffers, [None, None], [1, 1], 8)
     assert [k.slrs for k in kernels] == [(0,), (1, 2)]
