@@ -21,6 +21,7 @@ import functools
 import inspect
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ FORMAT = 1
 #: the frames TVM's parser is given of its stack: it reads its caller's and the next (a class body's decorator;
 #: the scopes enclosing a function, for annotations under PEP 563), none further
 STACK_FRAMES = 8
+_STACK_LOCK = threading.RLock()
 
 
 def intrinsic_names(arithmetic: Arithmetic, frag_m: int = 16, frag_n: int = 16) -> dict[str, str]:
@@ -55,22 +57,25 @@ def intrinsic_names(arithmetic: Arithmetic, frag_m: int = 16, frag_n: int = 16) 
 
 @contextlib.contextmanager
 def _shallow_stack() -> Iterator[None]:
-    """``inspect.stack()`` as its caller's top ``STACK_FRAMES`` frames while inside (see the module doc)."""
-    full = inspect.stack
+    """``inspect.stack()`` as its caller's top ``STACK_FRAMES`` frames while inside (see the module doc); one
+    thread inside at a time, so that each restores the function it found."""
 
     def stack(context: int = 1) -> list[inspect.FrameInfo]:
         frames, frame = [], sys._getframe(1)
         while frame is not None and len(frames) < STACK_FRAMES:
             info = inspect.getframeinfo(frame, context)
-            frames.append(inspect.FrameInfo(frame, *info, positions=info.positions))
+            where = {"positions": info.positions} if hasattr(info, "positions") else {}  # Python 3.11 on
+            frames.append(inspect.FrameInfo(frame, *info, **where))
             frame = frame.f_back
         return frames
 
-    inspect.stack = stack
-    try:
-        yield
-    finally:
-        inspect.stack = full
+    with _STACK_LOCK:
+        full = inspect.stack
+        inspect.stack = stack
+        try:
+            yield
+        finally:
+            inspect.stack = full
 
 
 def generate() -> dict[str, tuple[Any, Any]]:

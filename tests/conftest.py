@@ -20,17 +20,20 @@ os.environ["HETERO_DSE_VECTOR_BITS"] = "256"
 os.environ["HETERO_DSE_LOADED_CORES"] = "1e9"
 # TVM's wmma intrinsics are kept in a cache of the session's own (made once, by the first tensor-core schedule,
 # read by the rest and by the workers), never the user's. pytest-xdist's workers share their controller's (each
-# of its own made them again, some 25 s of one core a worker, and 2-4 times that beside the other's load): a
-# worker is the controller's child, and the controller removes it when the run ends.
-_RUN = os.getppid() if os.environ.get("PYTEST_XDIST_WORKER") else os.getpid()
-os.environ["HETERO_DSE_CACHE"] = os.path.join(tempfile.gettempdir(), f"hetero_dse_test_cache_{_RUN}")
-os.makedirs(os.environ["HETERO_DSE_CACHE"], exist_ok=True)
+# of its own made them again, some 10 s of one core a worker): the controller makes it, its workers inherit it
+# with its environment (marked as the suite's), and whoever made it removes it. A worker that did not inherit one
+# (a gateway of another environment) makes its own.
+_CACHE_MARK = "HETERO_DSE_TEST_CACHE"
+_OWN_CACHE = not (os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(_CACHE_MARK)
+                  and os.environ.get(_CACHE_MARK) == os.environ.get("HETERO_DSE_CACHE"))
+if _OWN_CACHE:
+    os.environ["HETERO_DSE_CACHE"] = os.environ[_CACHE_MARK] = tempfile.mkdtemp(prefix="hetero_dse_test_cache_")
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def pytest_unconfigure(config):
-    if not os.environ.get("PYTEST_XDIST_WORKER"):  # the controller, after its workers
+    if _OWN_CACHE:  # the controller after its workers, or a worker that made its own
         shutil.rmtree(os.environ["HETERO_DSE_CACHE"], ignore_errors=True)
 
 
