@@ -15,8 +15,8 @@ from cost_models.fpga_network import NetLayer
 from hetero_dse.hardware.board import RESOURCE_KINDS
 
 __all__ = ["SRL_DEPTH", "block_lag", "branch_ahead", "branch_lag", "consumed", "fifo_storage", "in_lanes_of",
-           "line_reads", "line_rows", "line_storage", "memories", "memory", "pointwise", "skip_block", "stream_trips",
-           "streams_weights", "weight_rows", "weights_moves", "weights_storage"]
+           "line_reads", "line_rows", "line_storage", "memories", "memory", "path_reads", "pointwise", "skip_block",
+           "stream_trips", "streams_weights", "weight_rows", "weights_moves", "weights_storage"]
 
 _LUT, _FF = RESOURCE_KINDS.index("lut"), RESOURCE_KINDS.index("ff")
 #: the deepest FIFO the code keeps in shift registers: an SRL32 is one LUT holding 32 bits of one lane
@@ -185,18 +185,23 @@ def consumed(layer: NetLayer) -> list[int]:
     return out
 
 
+def path_reads(path: list[NetLayer]) -> list[int]:
+    """For each output pixel of a chain of stages (in order), how many pixels of the chain's input its windows
+    have read by the time that pixel goes out (``consumed`` of each stage, composed)."""
+    needs = [consumed(n) for n in path]
+    out = []
+    for p in range(path[-1].OH * path[-1].OW):
+        for need in reversed(needs):
+            p = need[min(p, len(need) - 1)] - 1
+        out.append(p + 1)
+    return out
+
+
 def block_lag(block: list[NetLayer]) -> int:
     """The most pixels of a block's input that its stages have read, past the one its last stage adds as a
     residual, when that stage's output pixel goes out: the pixels the residual's FIFO must hold for the block
     to run without stalling on it (C-simulation's streams are unbounded, so no C-simulation would show it)."""
-    needs = [consumed(n) for n in block]
-    lag = 0
-    for k in range(block[-1].OH * block[-1].OW):
-        p = k
-        for need in reversed(needs):
-            p = need[min(p, len(need) - 1)] - 1
-        lag = max(lag, p + 1 - k)
-    return lag
+    return max(0, *(read - k for k, read in enumerate(path_reads(block))))
 
 
 def branch_lag(path: list[NetLayer], reader: NetLayer) -> int:
@@ -206,15 +211,9 @@ def branch_lag(path: list[NetLayer], reader: NetLayer) -> int:
     past those the reader's window has, when the reader waits on the path's pixel it adds: the pixels the
     reader's input FIFO must hold for the producer to keep feeding the path (``block_lag``'s, with a window on
     both sides)."""
-    needs = [consumed(n) for n in path]
-    mine = consumed(reader)
-    lag = 0
-    for k in range(reader.OH * reader.OW):
-        p = k
-        for need in reversed(needs):
-            p = need[min(p, len(need) - 1)] - 1
-        lag = max(lag, p + 1 - mine[min(k, len(mine) - 1)])
-    return lag
+    made, mine = path_reads(path), consumed(reader)
+    return max(0, *(made[min(k, len(made) - 1)] - mine[min(k, len(mine) - 1)]
+                    for k in range(reader.OH * reader.OW)))
 
 
 def branch_ahead(path: list[NetLayer], reader: NetLayer) -> int:
@@ -223,13 +222,7 @@ def branch_ahead(path: list[NetLayer], reader: NetLayer) -> int:
     more of the tensor than the path's). Its residual FIFO holds one pixel: more than that and the path stalls,
     the tensor's producer with it, and the reader never gets the pixels it waits on (a deadlock no sequential
     C-simulation shows)."""
-    needs = [consumed(n) for n in path]
-    made = []  # the tensor's pixels the path has read when each of its output pixels goes out
-    for p in range(path[-1].OH * path[-1].OW):
-        for need in reversed(needs):
-            p = need[min(p, len(need) - 1)] - 1
-        made.append(p + 1)
-    mine, ahead, j = consumed(reader), 0, 0
+    made, mine, ahead, j = path_reads(path), consumed(reader), 0, 0
     for k in range(reader.OH * reader.OW):
         while j < len(made) and made[j] <= mine[min(k, len(mine) - 1)]:
             j += 1

@@ -31,7 +31,7 @@ from pathlib import Path
 from cost_models.fpga_costs import packed_chain
 from hetero_dse.hls.lint.record import LintError, LintReport
 from hetero_dse.hls.network_lint_parts import function_text, packed_chains
-from hetero_dse.hls.pipeline_weights import FLOAT_MAX
+from hetero_dse.hls.pipeline_weights import lowest
 
 __all__ = ["HDL_WORDS", "is_pipeline_project", "lint_pipeline"]
 
@@ -136,11 +136,11 @@ def _check_pool(source: str, i: int, s: dict, integer: bool, report: LintReport)
     if re.search(r"[\w\]\)]\s*\*\s*[\w(]", re.sub(r"\(long\)frames \* \d+", "", body)):  # but its trip count
         report.add("pool", "kernel.cpp", f"stage {i}: its running maximum multiplies, which the model does not charge "
                                          "(a compare and select a lane)")
-    lowest = "(data_t)-128" if integer else "-" + FLOAT_MAX
+    least = lowest(integer)
     pad = re.search(rf"const s{i}_in_t zero = ([^;]+);", function_text(source, f"s{i}_window"))
-    if pad is None or pad.group(1).strip() != lowest:
+    if pad is None or pad.group(1).strip() != least:
         report.add("pool", "kernel.cpp", f"stage {i}: its window pads with {pad and pad.group(1)}, not the lowest "
-                                         f"value {lowest}: a window over the padding of negative pixels would take "
+                                         f"value {least}: a window over the padding of negative pixels would take "
                                          "the pad for its maximum")
     win = re.search(rf"typedef hls::vector<data_t, (\d+)> s{i}_win_t;", source)
     if s["in_lanes"] != 1 or win is None or int(win.group(1)) != s["out_lanes"]:

@@ -39,7 +39,7 @@ from cost_models.fpga_pipeline_streams import in_lanes_of, regroups
 from hetero_dse import __version__
 from hetero_dse.atomic import atomic_directory
 from hetero_dse.errors import HeteroDSEError
-from hetero_dse.hls.pipeline_weights import FLOAT_MAX, c_float, params_header, weight_rows
+from hetero_dse.hls.pipeline_weights import c_float, lowest, params_header, weight_rows
 from hetero_dse.resources import data_dir
 
 __all__ = ["check_pipeline_trips", "write_pipeline_project"]
@@ -129,7 +129,7 @@ def _plan(design: PipelineDesign, layers: Sequence[Any]) -> tuple[list[dict], li
         stage = {"index": i, "name": s.shape.name, "kind": "grid" if grid else "pool" if pool else "dw",
                  "input": layer.source + 1,
                  # the window's padding: a convolution's zeros, a max pool's lowest value (torch pads it with -inf)
-                 "pad_value": 0 if not pool else ("(data_t)-128" if integer else "-" + FLOAT_MAX),
+                 "pad_value": lowest(integer) if pool else 0,
                  "residual": None if layer.residual is None else layer.residual + 1, "p": p, "q": q,
                  "win_lanes": p if grid else p * q, "H": n.H, "W": n.W, "OH": n.OH, "OW": n.OW, "R": n.R, "S": n.S,
                  "stride": n.stride, "pad": n.pad, "cf": cf, "tg": tg, "T": t,

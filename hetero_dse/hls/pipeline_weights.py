@@ -12,9 +12,14 @@ import numpy as np
 
 from cost_models.fpga_pipeline import PipelineDesign
 
-__all__ = ["FLOAT_MAX", "c_float", "params_header", "weight_rows"]
+__all__ = ["FLOAT_MAX", "c_float", "lowest", "params_header", "weight_rows"]
 
 FLOAT_MAX = "3.40282347e+38f"
+
+
+def lowest(integer: bool) -> str:
+    """The lowest value of the kernel's data type as C (a max pool's padding: torch pads it with ``-inf``)."""
+    return "(data_t)-128" if integer else "-" + FLOAT_MAX
 
 
 def c_float(v: float) -> str:

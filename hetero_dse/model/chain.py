@@ -228,12 +228,10 @@ def _global_pool(src: int, in_shape: tuple[int, ...], name: str) -> ChainLayer:
 def _max_pool(node: Any, modules: dict[str, Any], src: int, in_shape: tuple[int, ...]) -> ChainLayer:
     """A max pool as the layer pipeline's pool stage runs it: a square window of a stride, padded with the
     lowest value (torch's ``-inf``), no weights; one sentence where it is another pool."""
+    names = ("kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices")
     if node.op == "call_module":
-        mod = modules[node.target]
-        given = {k: getattr(mod, k) for k in ("kernel_size", "stride", "padding", "dilation", "ceil_mode",
-                                               "return_indices")}
+        given = {k: getattr(modules[node.target], k) for k in names}
     else:  # F.max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False)
-        names = ("kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices")
         given = {"stride": None, "padding": 0, "dilation": 1, "ceil_mode": False, "return_indices": False,
                  **dict(zip(names, node.args[1:], strict=False)), **dict(node.kwargs)}
     pair = lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v, v)  # noqa: E731
