@@ -218,3 +218,19 @@ def three_slr_board():
     return replace(load_board("vu9p"), name="vu9p-3x900",
                    resources=MappingProxyType({k: 3 * v for k, v in per.items()}),
                    slr_resources=tuple(MappingProxyType(dict(per)) for _ in range(3)))
+
+
+def with_fifo_depth(project, copy, stream: str, depth: int) -> tuple:
+    """A copy of the pipeline ``project`` at ``copy`` with the FIFO ``stream`` declared ``depth`` words deep
+    (broken on purpose), and the depth the project declared it."""
+    import re
+    import shutil
+
+    shutil.copytree(project, copy)
+    src = copy / "src" / "kernel.cpp"
+    text = src.read_text()
+    declared = re.search(rf"hls::stream<(\w+), (\d+)> {stream};", text)
+    assert declared, f"no FIFO {stream} is declared in the generated kernel"
+    kind, was = declared.groups()
+    src.write_text(text.replace(declared.group(0), f"hls::stream<{kind}, {depth}> {stream};"))
+    return copy, int(was)

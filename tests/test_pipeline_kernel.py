@@ -29,7 +29,7 @@ from hetero_dse.hardware.board import load_board
 from hetero_dse.hls.csim import csim
 from hetero_dse.hls.lint import lint
 from hetero_dse.hls.pipeline_project import check_pipeline_trips, write_pipeline_project
-from small_net import three_slr_board, traced
+from small_net import three_slr_board, traced, with_fifo_depth
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="C-simulation needs g++")
@@ -130,10 +130,8 @@ def test_the_pipeline_runs_as_the_device_does_and_a_residual_fifo_too_shallow_de
         record = json.loads((directory / "design.json").read_text())
         skip = next(f for f in record["fifos"] if "_skip_" in f["stream"] and not f["stream"].endswith("_a"))
         assert skip["depth"] > 2
-        text = (directory / "src" / "kernel.cpp").read_text()
-        kind = re.search(rf"hls::stream<(\w+), {skip['depth']}> {skip['stream']};", text).group(1)
-        shallow = _mutated(directory, tmp_path, f"hls::stream<{kind}, {skip['depth']}> {skip['stream']};",
-                           f"hls::stream<{kind}, 2> {skip['stream']};")
+        shallow, declared = with_fifo_depth(directory, tmp_path / "mutant", skip["stream"], 2)
+        assert declared == skip["depth"]
         with pytest.raises(HeteroDSEError, match="deadlock: every process waits"):
             csim(shallow, dataflow=True)
         assert csim(shallow).passed

@@ -4,7 +4,6 @@ sequential way and as the device runs it), linted, and each check broken on purp
 from __future__ import annotations
 
 import json
-import re
 import shutil
 
 import numpy as np
@@ -22,7 +21,7 @@ from hetero_dse.hls.csim import csim
 from hetero_dse.hls.lint import lint
 from hetero_dse.hls.pipeline_project import check_pipeline_trips, write_pipeline_project
 from hetero_dse.model.chain import trace_chain
-from small_net import branched
+from small_net import branched, with_fifo_depth
 
 LUT, FF, DSP = (RESOURCE_KINDS.index(k) for k in ("lut", "ff", "dsp"))
 
@@ -160,10 +159,8 @@ def test_it_runs_as_the_device_does_and_a_branch_fifo_too_shallow_deadlocks(proj
         fifo = next(f for f in record["fifos"] if f["stream"].startswith("t2_to_s4"))
         depth = design.stages[4].fifos[0][1]
         assert fifo["depth"] == depth > 2
-        text = (directory / "src" / "kernel.cpp").read_text()
-        kind = re.search(rf"hls::stream<(\w+), {depth}> {fifo['stream']};", text).group(1)
-        shallow = _mutated(directory, tmp_path, f"hls::stream<{kind}, {depth}> {fifo['stream']};",
-                           f"hls::stream<{kind}, 2> {fifo['stream']};")
+        shallow, declared = with_fifo_depth(directory, tmp_path / "mutant", fifo["stream"], 2)
+        assert declared == depth
         with pytest.raises(HeteroDSEError, match="deadlock: every process waits"):
             csim(shallow, dataflow=True)
         assert csim(shallow).passed  # the sequential C-simulation's streams are unbounded: it cannot see it
