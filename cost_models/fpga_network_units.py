@@ -127,7 +127,7 @@ def slr_share(board: Board, units: int, unit: np.ndarray) -> dict[str, float] | 
     if board.slrs <= 1:
         return None
     rooms = slr_room(board)
-    part = np.array([board.resources[k] for k in RESOURCE_KINDS], dtype=np.float64)
+    part = np.array([board.kernel_resources(k) for k in RESOURCE_KINDS], dtype=np.float64)
     kinds = (unit > 0) & (part > 0)
     best, best_score = None, -1.0
     for dealt in itertools.product(range(units + 1), repeat=board.slrs):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from cost_models.fpga_slrs import slr_room
 from hetero_dse.hardware.board import RESOURCE_KINDS, board_names, list_boards, load_board
 from hetero_dse.errors import BoardError
 from hetero_dse.resources import data_dir
@@ -25,7 +26,12 @@ def test_vu9p_figures_and_caps():
     b = load_board("VU9P")
     assert b.part == "xcvu9p-flgb2104-2-i"
     assert (b.resources["dsp"], b.resources["bram18k"], b.resources["uram"]) == (6840, 4320, 960)
-    assert b.cap("dsp") == 4788  # 6840 * 0.7
+    # 70 % of what the shell leaves kernels (2,265 + 1,317 + 2,265 DSPs over its SLRs), the budget each SLR's room
+    # takes its share of too: the whole part's 4,788 would let one kernel take 82 % of what it can have
+    assert b.kernel_resources("dsp") == 5847 and b.cap("dsp") == 4092
+    assert b.cap("dsp") == pytest.approx(slr_room(b)[:, RESOURCE_KINDS.index("dsp")].sum(), abs=1)
+    zcu102 = load_board("zcu102")  # no shell counted: the whole part's
+    assert zcu102.kernel_resources("dsp") == 2520 and zcu102.cap("dsp") == 2016
     assert b.memory.channels == 4 and b.memory.bandwidth_gbps == 64.0
 
 
@@ -74,6 +80,8 @@ def test_user_board_file_loads(board_file):
     (lambda r: r["clock"].update(default_mhz=400), "field clock.default_mhz (400) is above clock.max_mhz (300)"),
     (lambda r: r["slr_resources"].pop(), "slr_resources lists 2 SLRs; the part has 3 (field slrs)"),
     (lambda r: r["slr_resources"][1].pop("uram"), "missing field slr_resources.1.uram"),
+    (lambda r: r["slr_resources"][0].update(dsp=6000),
+     "slr_resources leave kernels 9,582 DSP over the SLRs, more than the part's 6,840 (field resources.dsp)"),
 ])
 def test_bad_board_file_names_file_and_field(board_file, edit, message):
     path = board_file(edit)

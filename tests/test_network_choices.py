@@ -193,7 +193,7 @@ def test_lanes_passed_over_by_their_floor_leave_the_design_as_it_was(monkeypatch
 
 def test_candidates_passed_over_by_their_floor_at_their_clock_leave_the_design_as_it_was(monkeypatch):
     """A candidate whose PE loops alone, at the clock it closes at, are slower than a design the search has is not
-    designed: ResNet-18 on vu9p in float32, where a design over all three SLRs closes at half the target clock,
+    designed: ResNet-18 on u280 in float32, where a design over two SLRs closes at 3/4 of the target clock,
     designs fewer candidates for the same design than with no floor (lanes' bound off in both: ``SEED_LANES`` 0)."""
     from cost_models import fpga_network_design as nd
     from hetero_dse.model.capture import capture
@@ -210,7 +210,7 @@ def test_candidates_passed_over_by_their_floor_at_their_clock_leave_the_design_a
 
     def search():
         designed.clear()
-        d = explore_network(shapes, load_board("vu9p"), "float32", lanes=(16, 64), algorithm="direct")
+        d = explore_network(shapes, load_board("u280"), "float32", lanes=(16, 64), algorithm="direct")
         return (d.to_json() | {"candidates": 0}, [(p.tiles, p.cycles) for p in d.layers]), len(designed)
 
     found, floored = search()

@@ -966,21 +966,22 @@ def test_compute_units_that_each_fit_an_slr_are_each_kept_to_one(monkeypatch):
     # each unit sized to its SLR's room: the dealing whose units are largest, each the least room over its units
     assert nd.slr_share(u200, 2, unit(1)) == nd.slr_share(u200, 2, unit(2))  # (1, 0, 1): proportions, not sizes
     for units, each in ((2, 1585.5), (3, 921.9), (5, 1585.5 / 2), (8, 921.9 / 2)):  # (1,0,1) (1,1,1) (2,1,2) (3,2,3)
-        assert nd.slr_share(u200, units, unit(1))["dsp"] * 6840 == pytest.approx(each)
+        assert nd.slr_share(u200, units, unit(1))["dsp"] * u200.kernel_resources("dsp") == pytest.approx(each)
     assert nd.slr_share(load_board("zcu102"), 2, unit(1)) is None
     tried = []
 
     def fake(layers, board, dtype, clock_mhz, lanes, units, **options):  # a unit takes all it is given
-        tried.append((units, round(board.usable["dsp"] * 6840, 2)))
-        return SimpleNamespace(latency_s=1e-3, resources={"dsp": board.usable["dsp"] * 6840}, board=board,
+        tried.append((units, round(board.usable["dsp"] * 5847, 2)))  # u200: 5,847 DSPs left by its shell
+        return SimpleNamespace(latency_s=1e-3, resources={"dsp": board.usable["dsp"] * 5847}, board=board,
                                compute_units=1)
 
     monkeypatch.setattr(nd, "explore_network", fake)
     best = nd.explore_throughput([], u200, "int8")
-    # an even share of 4,788 DSPs: 2 units of 2,394 span SLRs, and each within one (1,585.5) runs no faster here, so
-    # the even share stays; 3 of 1,596 to 8 of 598.5 cannot each keep to one, and are explored again at their room
-    assert tried == [(1, 4788.0), (2, 2394.0), (2, 1585.5), (3, 1596.0), (3, 921.9), (4, 1197.0), (4, 792.75),
-                     (5, 957.6), (5, 792.75), (6, 798.0), (6, 528.5), (7, 684.0), (7, 528.5), (8, 598.5),
+    # an even share of 4,092.9 DSPs (70 % of the 5,847 the shell leaves): 2 units of 2,046.45 span SLRs, and each
+    # within one (1,585.5) runs no faster here, so the even share stays; 3 of 1,364.3 to 8 of 511.61 cannot each
+    # keep to one, and are explored again at their room
+    assert tried == [(1, 4092.9), (2, 2046.45), (2, 1585.5), (3, 1364.3), (3, 921.9), (4, 1023.22), (4, 792.75),
+                     (5, 818.58), (5, 792.75), (6, 682.15), (6, 528.5), (7, 584.7), (7, 528.5), (8, 511.61),
                      (8, 460.95)]
     assert best.compute_units == 8 and best.unit_slrs == (0, 1, 2, 0, 1, 2, 0, 2) and "cannot" not in best.units_stop
     # where even their SLRs' room cannot take them, the count is passed over and the report says why

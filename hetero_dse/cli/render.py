@@ -115,7 +115,9 @@ def board_detail(b: Board) -> Table:
     table.add_row("platform", b.platform or "- (Vivado flow)")
     table.add_row("clock", f"{b.default_clock_mhz:g} MHz default, {b.max_clock_mhz:g} MHz max")
     for r in RESOURCE_KINDS:
-        table.add_row(r, f"{b.resources[r]:,} × {b.usable[r]:.0%} usable = {b.cap(r):,}")
+        left = b.kernel_resources(r)
+        shell = f" ({left:,} left by the shell)" if left != b.resources[r] else ""
+        table.add_row(r, f"{b.resources[r]:,}{shell} × {b.usable[r]:.0%} usable = {b.cap(r):,}")
     for m in b.memories:
         table.add_row("memory", f"{m.kind}: {m.channels} × {m.bandwidth_gbps_per_channel:g} GB/s = "
                                 f"{m.bandwidth_gbps:g} GB/s" + (f", {m.capacity_gib:g} GiB" if m.capacity_gib else ""))

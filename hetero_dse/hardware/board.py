@@ -103,9 +103,18 @@ class Board:
         """The memory the accelerator's ports use by default (the first listed)."""
         return self.memories[0]
 
+    def kernel_resources(self, resource: str) -> int:
+        """What the platform's shell leaves kernels of a resource: the sum over its SLRs (``slr_resources``) where
+        the board file gives them, else the whole part's (a Vivado flow, or a shell not counted)."""
+        if self.slr_resources:
+            return sum(r[resource] for r in self.slr_resources)
+        return self.resources[resource]
+
     def cap(self, resource: str) -> int:
-        """Usable amount of a resource: the device count times the usable fraction, rounded down."""
-        return int(self.resources[resource] * self.usable[resource])
+        """Usable amount of a resource: the usable fraction of what the shell leaves kernels
+        (``kernel_resources``), rounded down. The same fraction of the same counts bounds each SLR's room
+        (``fpga_slrs.slr_room``), so a design that one kernel may take is one that its SLRs hold."""
+        return int(self.kernel_resources(resource) * self.usable[resource])
 
     @property
     def caps(self) -> dict[str, int]:
@@ -176,6 +185,11 @@ def _from_dict(raw: Any, path: Path) -> Board:
     if slr_resources is not None and len(slr_resources) != raw.get("slrs", 1):
         raise BoardError(f"board file {path}: slr_resources lists {len(slr_resources)} SLRs; the part has "
                          f"{raw.get('slrs', 1)} (field slrs)")
+    for kind in RESOURCE_KINDS if slr_resources else ():  # what the shell leaves is the budget (Board.cap)
+        left = sum(r.get(kind, 0) for r in slr_resources)
+        if left > resources.get(kind, 0):
+            raise BoardError(f"board file {path}: slr_resources leave kernels {left:,} {kind.upper()} over the SLRs, "
+                             f"more than the part's {resources.get(kind, 0):,} (field resources.{kind})")
     return Board(
         name=raw["name"], description=raw["description"], part=raw["part"], platform=raw.get("platform"),
         default_clock_mhz=float(clock["default_mhz"]), max_clock_mhz=float(clock["max_mhz"]),
