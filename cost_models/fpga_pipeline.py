@@ -42,6 +42,7 @@ from cost_models.fpga_pipeline_design import PipelineDesign, Stage
 from cost_models.fpga_pipeline_pool import pool_resources
 from cost_models.fpga_pipeline_storage import (
     fifo_storage,
+    has_weights,
     line_reads,
     line_storage,
     memory,
@@ -139,7 +140,7 @@ def stage_resources(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, 
     pair; the depthwise engine's window taps × channels), its weights on chip (a lane grid a word), its line
     buffer (a pixel a word), the FIFO that
     holds a residual's pixels until the stage adds them, its epilogue (a lane each) and its control."""
-    if layer.engine == "maxpool":
+    if not has_weights(layer):  # a max pool: compares and a line buffer
         return pool_resources(layer, out_lanes, dtype, caps, distance, in_pixels)
     a = ARITHMETIC[dtype]
     bits = 8.0 * np.dtype(dtype).itemsize
@@ -264,8 +265,7 @@ def explore_pipeline(layers: Sequence[tuple[LayerShape, int]], board: Board, dty
     cap = {k: float(board.cap(k)) for k in RESOURCE_KINDS}
     itemsize = np.dtype(dtype).itemsize
     flat = [(s, stage_layer(s)) for s, count in layers for _ in range(count)]
-    weights = sum(n.K * n.R * n.S * (n.C if n.engine == "grid" else 1) for _, n in flat if n.engine != "maxpool"
-                  ) * itemsize
+    weights = sum(n.K * n.R * n.S * (n.C if n.engine == "grid" else 1) for _, n in flat if has_weights(n)) * itemsize
     first, last = flat[0][1], flat[-1][1]
     image = (first.C * first.H * first.W + last.K * last.OH * last.OW) * itemsize
     buffers = pipeline_buffers(board.memory.port_bits, 8 * itemsize)

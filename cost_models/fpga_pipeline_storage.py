@@ -14,9 +14,9 @@ from cost_models.fpga_costs import BRAM18K_CONFIGS, LUTRAM_WORDS_PER_LUT_PAIR, U
 from cost_models.fpga_network import NetLayer
 from hetero_dse.hardware.board import RESOURCE_KINDS
 
-__all__ = ["SRL_DEPTH", "block_lag", "branch_ahead", "branch_lag", "consumed", "fifo_storage", "in_lanes_of",
-           "line_reads", "line_rows", "line_storage", "memories", "memory", "path_reads", "pointwise", "skip_block",
-           "stream_trips", "streams_weights", "weight_rows", "weights_moves", "weights_storage"]
+__all__ = ["SRL_DEPTH", "block_lag", "branch_ahead", "branch_lag", "consumed", "fifo_storage", "has_weights",
+           "in_lanes_of", "line_reads", "line_rows", "line_storage", "memories", "memory", "path_reads", "pointwise",
+           "skip_block", "stream_trips", "streams_weights", "weight_rows", "weights_moves", "weights_storage"]
 
 _LUT, _FF = RESOURCE_KINDS.index("lut"), RESOURCE_KINDS.index("ff")
 #: the deepest FIFO the code keeps in shift registers: an SRL32 is one LUT holding 32 bits of one lane
@@ -28,6 +28,11 @@ FIFO_CONTROL_LUT, FIFO_CONTROL_FF = 16, 10
 def in_lanes_of(layer: NetLayer, in_lanes: int, out_lanes: int) -> int:
     """The lanes a stage's window reads its input in: the grid's input lanes, the depthwise engine's channels."""
     return in_lanes if layer.engine == "grid" else out_lanes
+
+
+def has_weights(layer: NetLayer) -> bool:
+    """Whether a stage holds weights: every one but a max pool (compares over its window, nothing to multiply)."""
+    return layer.engine != "maxpool"
 
 
 def pointwise(layer: NetLayer) -> bool:
@@ -70,7 +75,7 @@ def weights_storage(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, 
                     res: np.ndarray | None = None) -> str:
     """Where a stage's weights live: a RAM the load writes once (``_weights_ram``), in whichever memory takes
     least of the device; its cost added to ``res``; returns its name (``none``: a max pool's)."""
-    if layer.engine == "maxpool":
+    if not has_weights(layer):
         return "none"
     name, cost = memory(*_weights_ram(layer, in_lanes, out_lanes, dtype), caps)
     if res is not None:
@@ -82,7 +87,7 @@ def weights_moves(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, ca
                   ) -> list[tuple[str, np.ndarray]]:
     """The other memories a stage's weights could live in than ``weights_storage``'s, each with what it adds to
     the stage's resources (negative where it saves): an SLR short of one memory may take them in another."""
-    if layer.engine == "maxpool":
+    if not has_weights(layer):
         return []
     ram = _weights_ram(layer, in_lanes, out_lanes, dtype)
     chosen, cost = memory(*ram, caps)
@@ -127,7 +132,7 @@ def fifo_storage(depth: int, bits: float, caps: dict[str, float], res: np.ndarra
 def weight_rows(layer: NetLayer, in_lanes: int, out_lanes: int) -> int:
     """The stage's weight rows, a row its lane grid: one for each (output fold, step) of its PE array (a max
     pool has none)."""
-    if layer.engine == "maxpool":
+    if not has_weights(layer):
         return 0
     grid = layer.engine == "grid"
     folds_k = math.ceil(layer.K / out_lanes) if grid else 1
@@ -138,7 +143,7 @@ def weight_rows(layer: NetLayer, in_lanes: int, out_lanes: int) -> int:
 def streams_weights(layer: NetLayer) -> bool:
     """Whether a stage may read its weights from DDR each image rather than keep them on chip: where it has one
     output pixel (a classifier), so each weight is read once an image either way (FINN's external weights)."""
-    return layer.OH * layer.OW == 1 and layer.engine != "maxpool"
+    return layer.OH * layer.OW == 1 and has_weights(layer)
 
 
 def stream_trips(layer: NetLayer, in_lanes: int, out_lanes: int, port_elems: int) -> int:

@@ -20,7 +20,7 @@ import numpy as np
 from cost_models.fpga_costs import NETWORK_OUTSTANDING, axi_buffer_bram18, axi_max_beats
 from cost_models.fpga_network import NetLayer
 from cost_models.fpga_network_resources import mux_luts
-from cost_models.fpga_pipeline_storage import fifo_storage, in_lanes_of, stream_trips
+from cost_models.fpga_pipeline_storage import fifo_storage, has_weights, in_lanes_of, stream_trips
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 
 __all__ = ["REGROUP_CONTROL_FF", "REGROUP_CONTROL_LUT", "Regroup", "folds", "frame_bytes", "image_trips", "in_lanes_of",
@@ -100,7 +100,7 @@ def stage_fifos(layer: NetLayer, in_lanes: int, out_lanes: int, dtype: str, caps
     lanes = in_lanes_of(layer, in_lanes, out_lanes)
     out = [("in", in_pixels * folds(layer.C, lanes) + 2, lanes * bits),
            ("win", 2, (in_lanes if grid else in_lanes * out_lanes) * bits)]
-    if layer.engine != "maxpool":  # a max pool has no weights
+    if has_weights(layer):
         out.append(("wload", 2, in_lanes * out_lanes * bits))
     if residual:
         k = layer.K if grid else layer.C

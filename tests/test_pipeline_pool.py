@@ -209,3 +209,22 @@ def test_a_branch_whose_window_reads_ahead_of_the_path_it_adds_is_refused():
         explore_traced(layers, load_board("zcu102"), "int8")
     flat, _, _, _ = branched()
     assert explore_traced(flat, load_board("zcu102"), "int8").stages[4].in_source == 2
+
+
+def test_explore_says_on_the_console_why_a_network_has_no_pipeline():
+    """The refusal is the sentence report.md gives, on explore's console too (it printed a pipeline line only
+    where a project was written); a figure with no project says it is the model's only, and why."""
+    from types import SimpleNamespace
+
+    from hetero_dse.cli.explore import _pipeline_line
+    from hetero_dse.targets.fpga import _pipeline
+
+    graph = SimpleNamespace(model=_Ahead().eval(), example=torch.randn(1, 3, 8, 8), label="ahead")
+    record = _pipeline(graph, [], load_board("zcu102"), "int8", 200.0, None, False)
+    line = _pipeline_line({"board": "zcu102", "pipeline": record})
+    assert line.startswith("zcu102: no layer-pipelined design: ") and line.endswith(record["why"])
+    assert "would run ahead of it past its residual FIFO" in line
+    modelled = {"stages": 3, "fps": 1234.4, "project_why": "no project written: the network was not given as a module"}
+    assert _pipeline_line({"board": "vu9p", "pipeline": modelled}) == (
+        "vu9p: layer-pipelined (3 stages): 1234 images a second at batch > 1, by the model only; no project written: "
+        "the network was not given as a module")

@@ -236,7 +236,7 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
                       + " (report.md says why each one is or is not)")
     for n in result.networks:
         console.print(_network_line(n), soft_wrap=True)  # one line, a path in it unbroken
-        if n.get("pipeline", {}).get("directory"):
+        if n.get("pipeline"):
             console.print(_pipeline_line(n), soft_wrap=True)
     if graph is not None and (out / "plan.json").is_file():
         for device in json.loads((out / "plan.json").read_text())["devices"]:
@@ -319,10 +319,14 @@ class _SearchLine:
 
 
 def _pipeline_line(n: dict) -> str:
-    """The layer-pipelined design's line, where explore wrote its project: images a second, project, verdict."""
+    """The layer-pipelined design's line: images a second, and its project and verdict, or why it has none; or why
+    no such design fits (the same sentences as report.md's)."""
     p = n["pipeline"]
-    return (f"{n['board']}: layer-pipelined ({p['stages']} stages): {p['fps']:.0f} images a second at batch > 1, "
-            f"project {p['directory']}{_csim_words(p.get('check'), 'C-simulation')}")
+    if "why" in p:
+        return f"{n['board']}: no layer-pipelined design: {p['why']}"
+    where = (f"project {p['directory']}{_csim_words(p.get('check'), 'C-simulation')}" if p.get("directory")
+             else f"by the model only; {p.get('project_why', 'no project written')}")
+    return f"{n['board']}: layer-pipelined ({p['stages']} stages): {p['fps']:.0f} images a second at batch > 1, {where}"
 
 
 def _csim_words(check: dict | None, what: str) -> str:
