@@ -10,7 +10,8 @@ exactly a 3×3 stride-1 one over the input's 2×2 phases as 4C channels at half 
 (each phase's taps, the rest zero); a 1×1 stride-2 one is a 1×1 over every other pixel. Here each such layer is
 given to the explorer as that equivalent shape (``s2d``), and the network's design explored as today (``auto``: a
 grid beside the engine where it is faster) and with the engine alone. The read of the phases (runs of a pixel's
-channels, not of a row) is charged as the stride-1 layer's whole rows: the figures are the lever's best.
+channels, not of a row) is charged as the stride-1 layer's whole rows, which flatters it; the engine multiplies all
+36 taps a 4C-channel window has, 27 of them zeros the host would lay out, as such an engine would.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The throughput design of the network kernel at batch > 1 (issue 38, item 5): as many compute units, each the
-network kernel explored for an even share of the device and of its memory channels, each on its own image, as
-raise the images a second."""
+network kernel explored for an even share of the board's budget (``Board.cap``) and of its memory channels, each
+on its own image, as raise the images a second."""
 
 from __future__ import annotations
 
@@ -119,11 +119,11 @@ def slr_placement(board: Board, unit: np.ndarray, units: int) -> tuple[int, ...]
 
 
 def slr_share(board: Board, units: int, unit: np.ndarray) -> dict[str, float] | None:
-    """What each of ``units`` compute units may take of the part (a fraction of each resource, as
-    ``Board.usable``) so that each keeps within one SLR's room (``slr_room``): of every way to deal the units to
-    the SLRs, the one whose units would be largest against a unit of resources ``unit`` (the even share's, whose
-    proportions the explorer keeps) in its scarcest resource, each unit the least room of an SLR over the units it
-    takes; None on one die."""
+    """What each of ``units`` compute units may take of what the shell leaves kernels (a fraction of each
+    resource, as ``Board.usable``) so that each keeps within one SLR's room (``slr_room``): of every way to deal the
+    units to the SLRs, the one whose units would be largest against a unit of resources ``unit`` (the even share's,
+    whose proportions the explorer keeps) in its scarcest resource, each unit the least room of an SLR over the
+    units it takes; None on one die."""
     if board.slrs <= 1:
         return None
     rooms = slr_room(board)

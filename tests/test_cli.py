@@ -82,6 +82,8 @@ def test_boards_table_and_detail(cli):
     assert r.code == 0 and "xcvu9p-flgb2104-2-i" in r.out and "32×hbm2" in r.out
     r = cli("boards", "zcu104")
     assert r.code == 0 and "1,728 × 80% usable = 1,382" in r.out
+    r = cli("boards", "vu9p")  # the budget is 70 % of what the shell leaves kernels over the SLRs
+    assert r.code == 0 and "6,840 (5,847 left by the shell) × 70% usable = 4,092" in r.out
 
 
 def one_line_error(r, fragment: str) -> None:

@@ -123,6 +123,13 @@ def test_nothing_fits_says_which_resource_and_by_how_much(cli, write, tmp_path):
     assert r.err.strip() == ("hetero_dse: error: nothing fits on tiny: the smallest design of gemm (small:s1) found "
                              "needs 4 DSP, 2.00x the usable 2 (70% of 4); try a larger board or smaller shapes")
     assert not (tmp_path / "o").exists()  # nothing written: not even the directory the run made
+    # a part whose shell takes a share: the budget is of what it leaves kernels, and the sentence says so
+    shell = write("shell.yaml", (tmp_path / "tiny.yaml").read_text().replace("name: tiny", "name: shell").replace(
+        "dsp: 4,", "dsp: 40,") + "slrs: 2\nslr_resources:\n  - {dsp: 2, bram18k: 60, uram: 0, lut: 8800, ff: 17600}\n"
+        "  - {dsp: 2, bram18k: 60, uram: 0, lut: 8800, ff: 17600}\n")
+    r = cli("explore", "--op", "gemm", "--shape", "small:s1", "--board", shell, "--out", tmp_path / "o")
+    assert r.code == 1 and r.err.strip().endswith(
+        "needs 4 DSP, 2.00x the usable 2 (70% of 4 left by the shell); try a larger board or smaller shapes")
 
 
 def test_board_without_bandwidth(cli, write, tmp_path):

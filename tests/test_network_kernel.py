@@ -968,6 +968,9 @@ def test_compute_units_that_each_fit_an_slr_are_each_kept_to_one(monkeypatch):
     for units, each in ((2, 1585.5), (3, 921.9), (5, 1585.5 / 2), (8, 921.9 / 2)):  # (1,0,1) (1,1,1) (2,1,2) (3,2,3)
         assert nd.slr_share(u200, units, unit(1))["dsp"] * u200.kernel_resources("dsp") == pytest.approx(each)
     assert nd.slr_share(load_board("zcu102"), 2, unit(1)) is None
+    # a unit's budget on the board its share makes is the least room of the SLRs dealt it: 3 units, one an SLR
+    share = replace(u200, usable=nd.slr_share(u200, 3, unit(1)))
+    assert share.cap("dsp") == int(min(slr_room(u200)[:, dsp])) == 921
     tried = []
 
     def fake(layers, board, dtype, clock_mhz, lanes, units, **options):  # a unit takes all it is given

@@ -102,7 +102,8 @@ def boards_table(boards: list[Board]) -> Table:
         usable = "/".join(f"{b.usable[r]:.0%}".rstrip("%") for r in RESOURCE_KINDS) + " %"
         memory = " + ".join(f"{m.channels}×{m.kind} {m.bandwidth_gbps_per_channel:g} GB/s" for m in b.memories)
         table.add_row(b.name, b.part, f"{b.default_clock_mhz:g}", *counts, usable, memory)
-    table.caption = "usable: share of DSP/BRAM18K/URAM/LUT/FF a design may take; MHz: default kernel clock"
+    table.caption = ("usable: share of DSP/BRAM18K/URAM/LUT/FF a design may take, of what the platform's shell "
+                     "leaves kernels where the board file gives it ('boards NAME': the budget); MHz: default clock")
     return table
 
 

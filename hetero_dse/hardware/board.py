@@ -112,8 +112,9 @@ class Board:
 
     def cap(self, resource: str) -> int:
         """Usable amount of a resource: the usable fraction of what the shell leaves kernels
-        (``kernel_resources``), rounded down. The same fraction of the same counts bounds each SLR's room
-        (``fpga_slrs.slr_room``), so a design that one kernel may take is one that its SLRs hold."""
+        (``kernel_resources``), rounded down. Each SLR's room (``fpga_slrs.slr_room``) is the same fraction of
+        the same counts (where it is at most 90 %, as on every packaged board; above, the room keeps 10 % for the
+        infrastructure), so the budget of one kernel is the sum of its SLRs' rooms."""
         return int(self.kernel_resources(resource) * self.usable[resource])
 
     @property
@@ -172,24 +173,26 @@ def _from_dict(raw: Any, path: Path) -> Board:
                              f"({value!r}); it must be one line of text")
     clock = raw["clock"]
     resources = raw["resources"]
+    slr_resources = raw.get("slr_resources")
+    if slr_resources:  # what the shell leaves kernels is the budget (Board.cap): the checks below are of it
+        resources = {k: sum(r[k] for r in slr_resources) for k in resources}
     if resources["dsp"] <= 0 or resources["lut"] <= 0:
         raise BoardError(f"board file {path}: resources.dsp and resources.lut must be above 0 (the PE array "
-                         f"is built from them), got {resources['dsp']} and {resources['lut']}")
+                         f"is built from them), got {resources['dsp']} and {resources['lut']}"
+                         + (" left by the shell over slr_resources" if slr_resources else ""))
     if resources["bram18k"] <= 0 and resources.get("uram", 0) <= 0:
         raise BoardError(f"board file {path}: the board has no on-chip memory (resources.bram18k and "
                          "resources.uram are 0); the accelerator's tile buffers need one of them")
     if clock["default_mhz"] > clock["max_mhz"]:
         raise BoardError(f"board file {path}: field clock.default_mhz ({clock['default_mhz']}) is above "
                          f"clock.max_mhz ({clock['max_mhz']})")
-    slr_resources = raw.get("slr_resources")
     if slr_resources is not None and len(slr_resources) != raw.get("slrs", 1):
         raise BoardError(f"board file {path}: slr_resources lists {len(slr_resources)} SLRs; the part has "
                          f"{raw.get('slrs', 1)} (field slrs)")
-    for kind in RESOURCE_KINDS if slr_resources else ():  # what the shell leaves is the budget (Board.cap)
-        left = sum(r.get(kind, 0) for r in slr_resources)
-        if left > resources.get(kind, 0):
-            raise BoardError(f"board file {path}: slr_resources leave kernels {left:,} {kind.upper()} over the SLRs, "
-                             f"more than the part's {resources.get(kind, 0):,} (field resources.{kind})")
+    for kind in RESOURCE_KINDS if slr_resources else ():
+        if resources[kind] > raw["resources"][kind]:
+            raise BoardError(f"board file {path}: slr_resources leave kernels {resources[kind]:,} {kind.upper()} over "
+                             f"the SLRs, more than the part's {raw['resources'][kind]:,} (field resources.{kind})")
     return Board(
         name=raw["name"], description=raw["description"], part=raw["part"], platform=raw.get("platform"),
         default_clock_mhz=float(clock["default_mhz"]), max_clock_mhz=float(clock["max_mhz"]),

@@ -312,7 +312,9 @@ def nothing_fits(e: Exploration) -> str:
     used = r.closest_usage[i] * cap
     return (f"nothing fits on {e.board.name}: the smallest design of {name} found needs {used:,.0f} "
             f"{kind.upper()}, {r.closest_usage[i]:.2f}x the usable {cap:,} "
-            f"({e.board.usable[kind]:.0%} of {e.board.kernel_resources(kind):,}); try a larger board or smaller shapes")
+            f"({e.board.usable[kind]:.0%} of {e.board.kernel_resources(kind):,}"
+            + (" left by the shell" if e.board.kernel_resources(kind) != e.board.resources[kind] else "")
+            + "); try a larger board or smaller shapes")
 
 
 def _reads_network_input(op: Operator, graph: Any) -> bool:
