@@ -80,6 +80,9 @@ def test_user_board_file_loads(board_file):
     (lambda r: r["clock"].update(default_mhz=400), "field clock.default_mhz (400) is above clock.max_mhz (300)"),
     (lambda r: r["slr_resources"].pop(), "slr_resources lists 2 SLRs; the part has 3 (field slrs)"),
     (lambda r: r["slr_resources"][1].pop("uram"), "missing field slr_resources.1.uram"),
+    (lambda r: [s.update(dsp=0) for s in r["slr_resources"]],
+     "resources.dsp and resources.lut must be above 0 (the PE array is built from them), got 0 and 869268 left by "
+     "the shell over slr_resources"),
     (lambda r: r["slr_resources"][0].update(dsp=6000),
      "slr_resources leave kernels 9,582 DSP over the SLRs, more than the part's 6,840 (field resources.dsp)"),
 ])

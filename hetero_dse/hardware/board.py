@@ -106,9 +106,7 @@ class Board:
     def kernel_resources(self, resource: str) -> int:
         """What the platform's shell leaves kernels of a resource: the sum over its SLRs (``slr_resources``) where
         the board file gives them, else the whole part's (a Vivado flow, or a shell not counted)."""
-        if self.slr_resources:
-            return sum(r[resource] for r in self.slr_resources)
-        return self.resources[resource]
+        return slr_sums(self.slr_resources).get(resource, self.resources[resource])
 
     def cap(self, resource: str) -> int:
         """Usable amount of a resource: the usable fraction of what the shell leaves kernels
@@ -120,6 +118,11 @@ class Board:
     @property
     def caps(self) -> dict[str, int]:
         return {r: self.cap(r) for r in RESOURCE_KINDS}
+
+
+def slr_sums(slr_resources: Any) -> dict[str, int]:
+    """What a board file's SLRs leave kernels in all, a resource each (none without SLR figures)."""
+    return {k: sum(r[k] for r in slr_resources) for k in RESOURCE_KINDS} if slr_resources else {}
 
 
 def list_boards() -> list[Board]:
@@ -172,27 +175,27 @@ def _from_dict(raw: Any, path: Path) -> Board:
             raise BoardError(f"board file {path}: field {field} holds a line break or another control character "
                              f"({value!r}); it must be one line of text")
     clock = raw["clock"]
-    resources = raw["resources"]
-    slr_resources = raw.get("slr_resources")
-    if slr_resources:  # what the shell leaves kernels is the budget (Board.cap): the checks below are of it
-        resources = {k: sum(r[k] for r in slr_resources) for k in resources}
-    if resources["dsp"] <= 0 or resources["lut"] <= 0:
-        raise BoardError(f"board file {path}: resources.dsp and resources.lut must be above 0 (the PE array "
-                         f"is built from them), got {resources['dsp']} and {resources['lut']}"
-                         + (" left by the shell over slr_resources" if slr_resources else ""))
-    if resources["bram18k"] <= 0 and resources.get("uram", 0) <= 0:
-        raise BoardError(f"board file {path}: the board has no on-chip memory (resources.bram18k and "
-                         "resources.uram are 0); the accelerator's tile buffers need one of them")
-    if clock["default_mhz"] > clock["max_mhz"]:
-        raise BoardError(f"board file {path}: field clock.default_mhz ({clock['default_mhz']}) is above "
-                         f"clock.max_mhz ({clock['max_mhz']})")
+    resources, slr_resources = raw["resources"], raw.get("slr_resources")
     if slr_resources is not None and len(slr_resources) != raw.get("slrs", 1):
         raise BoardError(f"board file {path}: slr_resources lists {len(slr_resources)} SLRs; the part has "
                          f"{raw.get('slrs', 1)} (field slrs)")
-    for kind in RESOURCE_KINDS if slr_resources else ():
-        if resources[kind] > raw["resources"][kind]:
-            raise BoardError(f"board file {path}: slr_resources leave kernels {resources[kind]:,} {kind.upper()} over "
-                             f"the SLRs, more than the part's {raw['resources'][kind]:,} (field resources.{kind})")
+    # the part's counts, then what its shell leaves kernels (the budget, Board.cap): each must hold a PE array
+    for counts, whose in ((resources, ""), (slr_sums(slr_resources or ()), " left by the shell over slr_resources")):
+        if not counts:
+            continue
+        if counts["dsp"] <= 0 or counts["lut"] <= 0:
+            raise BoardError(f"board file {path}: resources.dsp and resources.lut must be above 0 (the PE array "
+                             f"is built from them), got {counts['dsp']} and {counts['lut']}{whose}")
+        if counts["bram18k"] <= 0 and counts.get("uram", 0) <= 0:
+            raise BoardError(f"board file {path}: the board has no on-chip memory (resources.bram18k and "
+                             f"resources.uram are 0{whose}); the accelerator's tile buffers need one of them")
+        over = next((k for k in RESOURCE_KINDS if counts.get(k, 0) > resources.get(k, 0)), None)
+        if over:
+            raise BoardError(f"board file {path}: slr_resources leave kernels {counts[over]:,} {over.upper()} over "
+                             f"the SLRs, more than the part's {resources[over]:,} (field resources.{over})")
+    if clock["default_mhz"] > clock["max_mhz"]:
+        raise BoardError(f"board file {path}: field clock.default_mhz ({clock['default_mhz']}) is above "
+                         f"clock.max_mhz ({clock['max_mhz']})")
     return Board(
         name=raw["name"], description=raw["description"], part=raw["part"], platform=raw.get("platform"),
         default_clock_mhz=float(clock["default_mhz"]), max_clock_mhz=float(clock["max_mhz"]),

@@ -308,13 +308,11 @@ def nothing_fits(e: Exploration) -> str:
         return f"no design of {name} was evaluated on {e.board.name}; raise --budget or --time-budget"
     i = int(np.argmax(r.closest_usage))
     kind = RESOURCE_KINDS[i]
-    cap = e.board.cap(kind)
-    used = r.closest_usage[i] * cap
-    return (f"nothing fits on {e.board.name}: the smallest design of {name} found needs {used:,.0f} "
-            f"{kind.upper()}, {r.closest_usage[i]:.2f}x the usable {cap:,} "
-            f"({e.board.usable[kind]:.0%} of {e.board.kernel_resources(kind):,}"
-            + (" left by the shell" if e.board.kernel_resources(kind) != e.board.resources[kind] else "")
-            + "); try a larger board or smaller shapes")
+    cap, left = e.board.cap(kind), e.board.kernel_resources(kind)
+    shell = " left by the shell" if left != e.board.resources[kind] else ""
+    return (f"nothing fits on {e.board.name}: the smallest design of {name} found needs "
+            f"{r.closest_usage[i] * cap:,.0f} {kind.upper()}, {r.closest_usage[i]:.2f}x the usable {cap:,} "
+            f"({e.board.usable[kind]:.0%} of {left:,}{shell}); try a larger board or smaller shapes")
 
 
 def _reads_network_input(op: Operator, graph: Any) -> bool:
