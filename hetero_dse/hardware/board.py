@@ -179,19 +179,13 @@ def _from_dict(raw: Any, path: Path) -> Board:
     if slr_resources is not None and len(slr_resources) != raw.get("slrs", 1):
         raise BoardError(f"board file {path}: slr_resources lists {len(slr_resources)} SLRs; the part has "
                          f"{raw.get('slrs', 1)} (field slrs)")
-    # the part's counts, then what its shell leaves kernels (the budget, Board.cap): each must hold a PE array
-    for counts, whose in ((resources, ""), (slr_sums(slr_resources or ()), " left by the shell over slr_resources")):
-        if not counts:
-            continue
-        if counts["dsp"] <= 0 or counts["lut"] <= 0:
-            raise BoardError(f"board file {path}: resources.dsp and resources.lut must be above 0 (the PE array "
-                             f"is built from them), got {counts['dsp']} and {counts['lut']}{whose}")
-        if counts["bram18k"] <= 0 and counts.get("uram", 0) <= 0:
-            raise BoardError(f"board file {path}: the board has no on-chip memory (resources.bram18k and "
-                             f"resources.uram are 0{whose}); the accelerator's tile buffers need one of them")
-        over = next((k for k in RESOURCE_KINDS if counts.get(k, 0) > resources.get(k, 0)), None)
+    _holds_a_pe_array(path, resources, "")
+    left = slr_sums(slr_resources)
+    if left:  # what the shell leaves kernels is the budget (Board.cap): it too must hold one, within the part
+        _holds_a_pe_array(path, left, " left by the shell over slr_resources")
+        over = next((k for k in RESOURCE_KINDS if left[k] > resources[k]), None)
         if over:
-            raise BoardError(f"board file {path}: slr_resources leave kernels {counts[over]:,} {over.upper()} over "
+            raise BoardError(f"board file {path}: slr_resources leave kernels {left[over]:,} {over.upper()} over "
                              f"the SLRs, more than the part's {resources[over]:,} (field resources.{over})")
     if clock["default_mhz"] > clock["max_mhz"]:
         raise BoardError(f"board file {path}: field clock.default_mhz ({clock['default_mhz']}) is above "
@@ -203,6 +197,16 @@ def _from_dict(raw: Any, path: Path) -> Board:
         memories=tuple(Memory(**m) for m in raw["memory"]), sources=MappingProxyType(dict(raw["sources"])),
         path=path.resolve(), slrs=int(raw.get("slrs", 1)),
         slr_resources=tuple(MappingProxyType(dict(r)) for r in slr_resources) if slr_resources else None)
+
+
+def _holds_a_pe_array(path: Path, counts: Mapping[str, int], whose: str) -> None:
+    """Refuse resources (the part's, or what its shell leaves, ``whose``) that hold no PE array or no buffer."""
+    if counts["dsp"] <= 0 or counts["lut"] <= 0:
+        raise BoardError(f"board file {path}: resources.dsp and resources.lut must be above 0 (the PE array "
+                         f"is built from them), got {counts['dsp']} and {counts['lut']}{whose}")
+    if counts["bram18k"] <= 0 and counts.get("uram", 0) <= 0:
+        raise BoardError(f"board file {path}: the board has no on-chip memory (resources.bram18k and "
+                         f"resources.uram are 0{whose}); the accelerator's tile buffers need one of them")
 
 
 @cache
