@@ -59,8 +59,8 @@ class Kernel:
     slr: int
     crossing_bits: int = 0
     #: stages whose weights this kernel keeps in another memory than the single kernel would (its SLR is short of
-    #: that one): (stage, the alternative's index in ``place_kernels``' ``moves``, or its name in a design)
-    moved: tuple[tuple[int, int | str], ...] = ()
+    #: that one): (stage, the memory's name, as ``weights_moves`` names it)
+    moved: tuple[tuple[int, str], ...] = ()
     #: the SLRs it takes after ``slr``, adjacent, in order: a kernel one SLR does not hold (none: one SLR)
     also: tuple[int, ...] = ()
 
@@ -125,16 +125,16 @@ def _ends(first: int, last: int, out_bits: Sequence[float]) -> np.ndarray:
     return res
 
 
-def _repair(need: np.ndarray, room: np.ndarray, held: np.ndarray, moves: Sequence[tuple[int, int, np.ndarray]]
-            ) -> tuple[tuple[int, int], ...] | None:
-    """Moves (stage, alternative) that bring ``need`` within ``room`` (the resources ``held``), each the one that
+def _repair(need: np.ndarray, room: np.ndarray, held: np.ndarray, moves: Sequence[tuple[int, str, np.ndarray]]
+            ) -> tuple[tuple[int, str], ...] | None:
+    """Moves (stage, memory) that bring ``need`` within ``room`` (the resources ``held``), each the one that
     leaves least over, until it fits; None where none helps. Each stage moves once."""
     short = held & (need > room)
     if not moves or not all(any(d[r] < 0 for _, _, d in moves) for r in np.flatnonzero(short)):
         return None  # a resource over its room that no move frees (the DSPs, the registers): none can help
     scale = np.maximum(room[held], 1.0)
     over = lambda v: float(np.sum(np.maximum(v[held] - room[held], 0.0) / scale))  # noqa: E731
-    done: dict[int, int] = {}
+    done: dict[int, str] = {}
     left = over(need)
     while left > 0:
         trials = [(over(need + delta), i, a, delta) for i, a, delta in moves if i not in done]
@@ -149,17 +149,18 @@ def _repair(need: np.ndarray, room: np.ndarray, held: np.ndarray, moves: Sequenc
 
 def place_kernels(board: Board, costs: Sequence[np.ndarray], base: Callable[[int, int], np.ndarray],
                   can_cut: Sequence[bool], out_bits: Sequence[float],
-                  moves: Sequence[Sequence[np.ndarray]] | None = None, span: int = 1) -> list[Kernel] | None:
+                  moves: Sequence[Sequence[tuple[str, np.ndarray]]] | None = None, span: int = 1
+                  ) -> list[Kernel] | None:
     """The fewest kernels, each within one SLR's room (``slr_room``), that the chain of stages of resources
     ``costs`` (each stage's with its regroups; ``RESOURCE_KINDS`` order) can be cut into at ``can_cut``, a kernel
     of stages ``first`` … ``last`` charged ``base(first, last)`` (its control and ports) and its input's crossing.
     Each run of adjacent SLRs is filled greedily, each kernel as many stages as fit: a shorter rest fits wherever a
     longer one does, so greedy finds the fewest kernels wherever any fit, but for the crossing's registers (a later
-    cut may cross a wider word). ``moves[i]``: what each other memory for stage ``i``'s weights adds to its
-    resources; a kernel over its SLR's room in one memory moves weights to another where that brings it within
-    (``_repair``), and says so (``Kernel.moved``). ``span``: the most adjacent SLRs a kernel may take, their rooms
-    together (``Kernel.also``); each way of grouping a run's SLRs is filled the same way. None on one die, or where
-    no cut fits."""
+    cut may cross a wider word). ``moves[i]``: each other memory for stage ``i``'s weights, (its name, what it
+    adds to the stage's resources); a kernel over its SLR's room in one memory moves weights to another where that
+    brings it within (``_repair``), and says so (``Kernel.moved``). ``span``: the most adjacent SLRs a kernel may
+    take, their rooms together (``Kernel.also``); each way of grouping a run's SLRs is filled the same way. None on
+    one die, or where no cut fits."""
     if board.slrs <= 1 or not costs:
         return None
     rooms = slr_room(board)
@@ -170,11 +171,11 @@ def place_kernels(board: Board, costs: Sequence[np.ndarray], base: Callable[[int
     # how many of the stages up to each free each resource by a move: a kernel short of one no stage of it frees
     # is refused before its moves are tried
     frees = np.vstack([np.zeros(len(RESOURCE_KINDS)), np.cumsum(
-        [np.any([d < 0 for d in moves[i]], axis=0) if moves and len(moves[i]) else np.zeros(len(RESOURCE_KINDS))
+        [np.any([d < 0 for _, d in moves[i]], axis=0) if moves and len(moves[i]) else np.zeros(len(RESOURCE_KINDS))
          for i in range(n)], axis=0)])
-    tried: dict[tuple[int, int, tuple[int, ...]], tuple[tuple[int, int], ...] | None] = {}
+    tried: dict[tuple[int, int, tuple[int, ...]], tuple[tuple[int, str], ...] | None] = {}
 
-    def fits(first: int, last: int, group: list[int]) -> tuple[tuple[int, int], ...] | None:
+    def fits(first: int, last: int, group: list[int]) -> tuple[tuple[int, str], ...] | None:
         key = (first, last, tuple(group))
         if key not in tried:  # the same kernel on the same SLRs recurs across the runs' groupings
             room = rooms[group].sum(axis=0)
@@ -185,8 +186,8 @@ def place_kernels(board: Board, costs: Sequence[np.ndarray], base: Callable[[int
             elif np.any(short & (frees[last + 1] - frees[first] <= 0)):
                 tried[key] = None
             else:
-                tried[key] = _repair(need, room, held, [(i, a, d) for i in range(first, last + 1) for a, d in
-                                                        enumerate(moves[i])])
+                tried[key] = _repair(need, room, held, [(i, name, d) for i in range(first, last + 1)
+                                                        for name, d in moves[i]])
         return tried[key]
 
     best: list[Kernel] | None = None
@@ -215,13 +216,14 @@ def place_kernels(board: Board, costs: Sequence[np.ndarray], base: Callable[[int
 
 
 def kernel_resources(kernel: Kernel, costs: Sequence[np.ndarray], base: Callable[[int, int], np.ndarray],
-                     out_bits: Sequence[float], moves: Sequence[Sequence[np.ndarray]] | None = None) -> np.ndarray:
+                     out_bits: Sequence[float], moves: Sequence[Sequence[tuple[str, np.ndarray]]] | None = None
+                     ) -> np.ndarray:
     """A kernel's resources: its stages' (with the weights it moved to other memories: ``moves``), its control
     and ports (``base``), its ends of the streams it reads and writes."""
     res = base(kernel.first, kernel.last) + sum(costs[kernel.first:kernel.last + 1]) + _ends(kernel.first, kernel.last,
                                                                                              out_bits)
-    for i, a in kernel.moved:
-        res = res + moves[i][a]
+    for i, name in kernel.moved:
+        res = res + dict(moves[i])[name]
     return res
 
 
@@ -253,7 +255,6 @@ def over_slrs(board: Board, clock_mhz: float, costs: Sequence[np.ndarray], group
     if board.slrs <= 1:
         return single_mhz, [], zero
 
-    deltas = [[d for _, d in m] for m in moves] if moves else None
     cuts = cut_points(sources, out_bits)
     # the fewest SLRs a kernel: a kernel over more is derated as the single kernel over as many would be, and
     # none is tried where that derating alone is no faster than the single kernel
@@ -261,16 +262,15 @@ def over_slrs(board: Board, clock_mhz: float, costs: Sequence[np.ndarray], group
     for span in range(1, board.slrs):
         if span > 1 and single_mhz >= clock_mhz * SLR_DERATE[min(span, 3)]:
             break
-        kernels = place_kernels(board, stage_costs, base, cuts, out_bits, deltas, span)
+        kernels = place_kernels(board, stage_costs, base, cuts, out_bits, moves, span)
         if kernels:
             break
     if not kernels:
         return single_mhz, [], zero
-    used = [kernel_resources(k, stage_costs, base, out_bits, deltas) for k in kernels]
+    used = [kernel_resources(k, stage_costs, base, out_bits, moves) for k in kernels]
     mhz = min(design_clock_mhz(board, clock_mhz, res, max(out_lanes[k.first:k.last + 1]), len(k.slrs))
               for k, res in zip(kernels, used, strict=True))
     if mhz <= single_mhz:
         return single_mhz, [], zero
     extra = sum(used, zero) - (base(0, last) + sum(stage_costs))
-    named = [replace(k, moved=tuple((i, moves[i][a][0]) for i, a in k.moved)) for k in kernels] if moves else kernels
-    return mhz, named, extra
+    return mhz, kernels, extra

@@ -148,15 +148,16 @@ def test_a_kernel_short_of_one_memory_keeps_weights_in_another():
     base = lambda a, b: np.zeros(len(RESOURCE_KINDS))  # noqa: E731
     costs, cuts, bits = [stage] * 3, [True, True, False], [64] * 3
     assert [(k.first, k.last) for k in place_kernels(board, costs, base, cuts, bits)] == [(0, 0), (1, 1), (2, 2)]
-    (kernel,) = place_kernels(board, costs, base, cuts, bits, [[move]] * 3)
-    assert (kernel.first, kernel.last) == (0, 2) and len(kernel.moved) == 2
-    got = kernel_resources(kernel, costs, base, bits, [[move]] * 3)
+    moves = [[("uram", move)]] * 3
+    (kernel,) = place_kernels(board, costs, base, cuts, bits, moves)
+    assert (kernel.first, kernel.last) == (0, 2) and kernel.moved == ((0, "uram"), (1, "uram"))
+    got = kernel_resources(kernel, costs, base, bits, moves)
     assert (got[bram], got[uram]) == (60, 6)
     small = [stage / 5] * 3  # fits as it is: nothing moves
-    assert [k.moved for k in place_kernels(board, small, base, cuts, bits, [[move]] * 3)] == [()]
+    assert [k.moved for k in place_kernels(board, small, base, cuts, bits, moves)] == [()]
     # over_slrs names the memory each moved stage's weights go to
     _, kernels, _ = over_slrs(board, 250.0, costs, [], [(8, 64), (9, 64), (512, 64)], [None] * 3, [64] * 3, 8,
-                              [[("uram", move)]] * 3)
+                              moves)
     assert [name for k in kernels for _, name in k.moved] == ["uram", "uram"]
 
 
