@@ -971,11 +971,11 @@ def test_compute_units_that_each_fit_an_slr_are_each_kept_to_one(monkeypatch):
     # a unit's budget on the board its share makes is the least room of the SLRs dealt it: 3 units, one an SLR
     share = replace(u200, usable=nd.slr_share(u200, 3, unit(1)))
     assert share.cap("dsp") == int(min(slr_room(u200)[:, dsp])) == 921
-    tried = []
+    tried, left = [], u200.kernel_resources("dsp")  # the 5,847 DSPs u200's shell leaves kernels (test_board)
 
     def fake(layers, board, dtype, clock_mhz, lanes, units, **options):  # a unit takes all it is given
-        tried.append((units, round(board.usable["dsp"] * 5847, 2)))  # u200: 5,847 DSPs left by its shell
-        return SimpleNamespace(latency_s=1e-3, resources={"dsp": board.usable["dsp"] * 5847}, board=board,
+        tried.append((units, round(board.usable["dsp"] * left, 2)))
+        return SimpleNamespace(latency_s=1e-3, resources={"dsp": board.usable["dsp"] * left}, board=board,
                                compute_units=1)
 
     monkeypatch.setattr(nd, "explore_network", fake)
