@@ -158,6 +158,39 @@ def test_a_missing_residual_add_fails_the_csim(project, tmp_path):
     assert not csim(mutant).passed
 
 
+def test_a_clamp_to_the_wrong_bound_is_a_lint_finding_though_the_images_pass(project, tmp_path):
+    """A saturation the test images never reach cannot fail the C-simulation (``bench/pipeline_mutants.py`` found
+    an int8 stage clamping to 1 above 127 that every image passed): the lint holds each stage's clamp to
+    design.json's bounds."""
+    dtype, design, directory = project
+    text = (directory / "src" / "kernel.cpp").read_text()
+    first = re.search(r"(\w) = \1 < ([^?]+?) \? ([^:]+?) : \(\1 > ([^?]+?) \? ([^:]+?) : \1\);", text)
+    record = json.loads((directory / "design.json").read_text())
+    clamps = {c["stage"]: (c["lo"], c["hi"]) for c in record["clamps"]}
+    assert set(clamps) == {i for i, s in enumerate(design.stages) if s.layer.engine != "maxpool"}
+    if dtype == "int8":
+        assert all(-128 <= lo <= hi <= 127 for lo, hi in clamps.values()) and first.group(5) == "127"
+    wrong = "1" if dtype == "int8" else "(acc_t)1.0f"
+    mutant = _mutated(directory, tmp_path, first.group(0), first.group(0).replace(f"? {first.group(5)} :",
+                                                                                   f"? {wrong} :"))
+    findings = lint(mutant).findings
+    assert [f.check for f in findings] == ["clamp"] and f"clamps to {first.group(3)} and {wrong}" in str(findings[0])
+    if dtype == "int8" and design.board.name == "zcu102" and design.stages[0].in_lanes != 12:
+        assert csim(mutant).passed  # the first stage's outputs stay below 127: only the lint sees it
+
+
+def test_a_partial_sum_that_starts_or_idles_off_zero_is_a_lint_finding(project, tmp_path):
+    """An int32 sum one off survives the requantising shift (the mutation test found three such that every image
+    passed): the lint holds each accumulation to zero at its fold's first trip and on an idle one."""
+    _, _, directory = project
+    text = (directory / "src" / "kernel.cpp").read_text()
+    line = re.search(r"acc\[t % \d+\]\[l\] = \(t < \d+ \? \(acc_t\)0 : [^;]*\(live \? \w+ : \(acc_t\)0\);", text)[0]
+    idle, first = line.replace("(acc_t)0);", "(acc_t)1);"), line.replace("? (acc_t)0 :", "? (acc_t)1 :")
+    for n, broken in enumerate((idle, first)):
+        findings = lint(_mutated(directory, tmp_path / str(n), line, broken)).findings
+        assert [f.check for f in findings] == ["accumulate"], [str(f) for f in findings]
+
+
 def test_a_loop_the_model_does_not_charge_fails_the_trip_check(project, tmp_path):
     _, _, directory = project
     mutant = _mutated(directory, tmp_path, "HDSE_COUNT(hdse_mac_trips[2]);",

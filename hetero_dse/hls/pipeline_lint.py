@@ -19,7 +19,13 @@ counts (``check_pipeline_trips``); this checks what a C-simulation cannot see:
 - ``dependence``: each PE array's partial sums rotate over the accumulation distance the pragma declares;
 - ``pool``: a max pool's stage has no weights and no multiply, and its window pads with the lowest value;
 - ``lanes``/``bind_op`` (int8): each packed stage sums its input lanes in chains of the model's length, each
-  started afresh, its multiply-adds bound to no core (a BIND_OP stops Vitis matching each into one DSP).
+  started afresh, its multiply-adds bound to no core (a BIND_OP stops Vitis matching each into one DSP);
+- ``accumulate``: each partial sum starts at zero on its fold's first trip and adds zero on an idle one, in the
+  rotation the model's distance gives (a bias of one in an int32 sum survives the requantising shift: the
+  mutation test found three that every image passed);
+- ``clamp``: each stage's epilogue clamps once, to the bounds design.json gives it (int8: the requantised range,
+  within the type's), each bound the value it compares against: data that never reach a bound cannot show a wrong
+  one (``bench/pipeline_mutants.py`` found an int8 saturation to 1 that every image passed).
 """
 
 from __future__ import annotations
@@ -71,6 +77,7 @@ def lint_pipeline(project: str | Path) -> LintReport:
         _check_kernels(project, tops, kernels, widths, 8 if packed else 32, report)
     _check_fifos(widths, top, fifos, 8 if packed else 32, report)
     _check_regroups(source, widths, record["design"].get("regroups", []), report)
+    clamps = {c["stage"]: c for c in record["clamps"]} if "clamps" in record else None
     for i, s in enumerate(stages):
         p, q = s["in_lanes"], s["out_lanes"]
         if s["engine"] == "maxpool":
@@ -108,6 +115,10 @@ def lint_pipeline(project: str | Path) -> LintReport:
                                                 f"{s['weights']}, a row one word")
         if packed and s["engine"] == "grid" and q % 2 == 0:
             _check_chain(body, i, p, report)
+        _check_accumulate(body, i, s["distance"], 2 if packed and s["engine"] == "grid" and q % 2 == 0 else 1,
+                          report)
+        if clamps is not None:  # (a project written before design.json gave them: not checked)
+            _check_clamp(body, i, clamps.get(i), packed, report)
         dep = re.search(r"DEPENDENCE variable=acc .*distance=(\d+)", body)
         rot = re.search(r"acc\[t % (\d+)\]", body)
         if dep is None or rot is None or int(dep.group(1)) != int(rot.group(1)) or int(dep.group(1)) != s[
@@ -120,6 +131,47 @@ def lint_pipeline(project: str | Path) -> LintReport:
     # and each kernel's two INTERFACE axis where the pipeline is cut into kernels
     report.pragmas_checked = len(tops) + 2 * len(fifos) + 4 * len(stages) + 2 * (len(kernels) - 1)
     return report
+
+
+def _check_accumulate(body: str, i: int, distance: int, sums: int, report: LintReport) -> None:
+    """The PE array's ``sums`` accumulations (a packed DSP's two lanes, else one), each
+    ``acc[t % D][l] = (t < D ? 0 : acc[t % D][l]) + (live ? sum : 0)`` for the model's distance ``D``."""
+    lines = [v.strip() for v in body.splitlines() if re.match(r"\s*acc\[[^=;]*\]\s*[-+*/]?=[^=]", v)]
+    for line in lines:
+        m = re.match(r"acc\[t % \d+\]\[([^\]]+)\] = .*\(live \? (\w+) : ", line)
+        d = distance
+        if m is None or line != (f"acc[t % {d}][{m[1]}] = (t < {d} ? (acc_t)0 : acc[t % {d}][{m[1]}]) + "
+                                 f"(live ? {m[2]} : (acc_t)0);"):
+            report.add("accumulate", "kernel.cpp", f"stage {i}: `{line}` is not a partial sum started at zero on "
+                                                   f"its fold's first trip, adding zero on an idle one, rotating "
+                                                   f"over the model's distance {d}")
+    if len(lines) != sums:
+        report.add("accumulate", "kernel.cpp", f"stage {i}: its PE array accumulates {len(lines)} partial sums a "
+                                               f"trip, the model's {sums}")
+
+
+#: an epilogue's clamp as the code writes it: ``x = x < lo ? lo : (x > hi ? hi : x);`` (a float's bounds cast)
+_CLAMP = re.compile(r"\b(\w) = \1 < ([^?]+?) \? ([^:]+?) : \(\1 > ([^?]+?) \? ([^:]+?) : \1\);")
+
+
+def _check_clamp(body: str, i: int, want: dict | None, integer: bool, report: LintReport) -> None:
+    """The stage's epilogue clamps once, each bound compared against the value it gives, to design.json's bounds
+    (``clamps``; int8 within the type's range)."""
+    found = _CLAMP.findall(body)
+    if want is None or len(found) != 1:
+        report.add("clamp", "kernel.cpp", f"stage {i}: its epilogue clamps {len(found)} times"
+                   + (", and design.json gives no bounds for it" if want is None else ", not once"))
+        return
+    _, lo_cmp, lo, hi_cmp, hi = (v.strip() for v in found[0])
+    cast = "" if integer else "(acc_t)"
+    bounds = (f"{cast}{want['lo']}", f"{cast}{want['hi']}")
+    if (lo_cmp, lo, hi_cmp, hi) != (bounds[0], bounds[0], bounds[1], bounds[1]):
+        report.add("clamp", "kernel.cpp", f"stage {i}: its epilogue compares against {lo_cmp} and {hi_cmp} and "
+                                          f"clamps to {lo} and {hi}; design.json's bounds are {want['lo']} and "
+                                          f"{want['hi']}")
+    elif integer and not -128 <= int(want["lo"]) <= int(want["hi"]) <= 127:
+        report.add("clamp", "kernel.cpp", f"stage {i}: its int8 outputs are clamped to [{want['lo']}, {want['hi']}], "
+                                          "past the type's [-128, 127]")
 
 
 def _check_pool(source: str, i: int, s: dict, integer: bool, report: LintReport) -> None:

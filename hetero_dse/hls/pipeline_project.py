@@ -284,7 +284,11 @@ def write_pipeline_project(directory: Path, design: PipelineDesign, layers: Sequ
                           for g in design.regroups] + [
                           {"stream": f"s{i}_{role}", "depth": depth, "bits": int(bits), "memory": memory}
                           for i, s in enumerate(design.stages) for role, depth, bits, memory in s.fifos
-                          if role in ("win", "wload")]}
+                          if role in ("win", "wload")],
+                      # each stage's clamp as its epilogue writes it (int8: the requantised range), which the
+                      # lint holds the code to: test data need not reach a bound for a wrong one to matter
+                      "clamps": [{"stage": c["index"], "lo": c["qlo"] if integer else c["lo"],
+                                  "hi": c["qhi"] if integer else c["hi"]} for c in stages if c["kind"] != "pool"]}
             (partial / "design.json").write_text(json.dumps(record, indent=2, default=float) + "\n")
     except OSError as exc:
         raise HeteroDSEError(f"cannot write the pipeline project to {directory}: {exc.strerror or exc}") from exc
