@@ -602,6 +602,16 @@ def test_each_change_to_the_packed_dsp_chain_fails_the_lint(tmp_path, changes, w
     assert any(words in f for f in findings), findings
 
 
+def test_a_packed_chains_borrow_taken_at_the_wrong_value_is_a_lint_finding(tmp_path):
+    """The high lane's borrow taken where the low field is below -1, not below 0, is off only where a field sums to
+    exactly -1, which random images rarely make (the pipeline's mutation test found such a survivor): the lint
+    holds the split to the signed correction (``packed_split_ok``)."""
+    project = _small_run(tmp_path, "int8")[4]
+    _mutate(project, "(low < 0 ? 1 : 0)", "(low < -1 ? 1 : 0)")
+    findings = [str(f) for f in lint_network(project).findings]
+    assert len(findings) == 1 and "not split as the signed correction needs" in findings[0], findings
+
+
 def _mutate(project, old, new, path="src/kernel.cpp", after=""):
     """Replace the first ``old`` in the project's file past the first ``after`` (a function's head, say) with
     ``new``; ``old`` must be there."""

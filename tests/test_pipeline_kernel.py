@@ -191,6 +191,14 @@ def test_a_partial_sum_that_starts_or_idles_off_zero_is_a_lint_finding(project, 
         assert [f.check for f in findings] == ["accumulate"], [str(f) for f in findings]
 
 
+def test_a_packed_chains_borrow_off_its_sign_is_a_lint_finding(project, tmp_path):
+    dtype, _, directory = project
+    if dtype != "int8":
+        pytest.skip("float32 does not pack")
+    findings = lint(_mutated(directory, tmp_path, "(low < 0 ? 1 : 0)", "(low < -1 ? 1 : 0)")).findings
+    assert [f.check for f in findings] == ["lanes"] and "signed correction" in str(findings[0])
+
+
 def test_a_loop_the_model_does_not_charge_fails_the_trip_check(project, tmp_path):
     _, _, directory = project
     mutant = _mutated(directory, tmp_path, "HDSE_COUNT(hdse_mac_trips[2]);",

@@ -50,6 +50,7 @@ from hetero_dse.hls.network_lint_parts import (
     constant,
     function_text,
     packed_chains,
+    packed_split_ok,
     typedef_rows,
     vector_lanes,
 )
@@ -244,6 +245,9 @@ def _check_compute(k: CFile, fn_name: str, out_l: int, in_l: int, distance: int,
     if packed and mul is not None and any(p.name == "BIND_OP" for p in mul.pragmas):
         add("bind_op", fn_name, "the chain's multiply-adds bind a core: that stops Vitis matching each multiply and "
                                 "its add into one DSP48E2, which the model charges")
+    if packed and not packed_split_ok(function_text(source, fn_name)):
+        add("lanes", fn_name, "a packed chain's sum is not split as the signed correction needs: the low lane's 18 "
+                              "bits sign-extended, the high lane's the rest plus the borrow a negative low took")
     if packed and not packed_chains(function_text(source, fn_name)):
         add("lanes", fn_name, "a chain's sum does not start afresh in the chain loop with its expression balancing "
                               f"off: it would run on over more than the model's {chain} products, past the low "

@@ -10,8 +10,8 @@ from typing import Any
 from hetero_dse.hls.cparse import CFile, CFunction
 from hetero_dse.hls.lint.record import LintReport
 
-__all__ = ["check_pe_loop", "check_pipelined", "check_streams", "constant", "function_text", "packed_chains",
-           "typedef_rows", "vector_lanes"]
+__all__ = ["PACKED_SPLIT", "check_pe_loop", "check_pipelined", "check_streams", "constant", "function_text",
+           "packed_chains", "packed_split_ok", "typedef_rows", "vector_lanes"]
 
 
 def constant(text: str, name: str) -> int | None:
@@ -100,6 +100,20 @@ def packed_chains(text: str) -> re.Match | None:
     return re.search(r"chain: for \(int c = 0; c < (?P<chains>\w+); \+\+c\) \{\n\s*#pragma HLS UNROLL\n"
                      r"\s*#pragma HLS EXPRESSION_BALANCE off\n\s*long long sum = 0;\n"
                      r"\s*mul: for \(int k = 0; k < (?P<chain>\d+); \+\+k\) \{(?P<body>.*?)\n\s*int low", text, re.S)
+
+
+#: a packed chain's split (``packed.j2`` and the two kernels after it): the low lane's 18-bit field
+#: sign-extended, and the high lane's the rest with the borrow a negative low field took
+PACKED_SPLIT = ("int low = (int)(sum & 0x3FFFF);", "if (low & 0x20000) low -= 0x40000;",
+                "(int)(sum >> 18) + (low < 0 ? 1 : 0)")
+
+
+def packed_split_ok(text: str) -> bool:
+    """Whether every packed chain in ``text`` splits its sum as ``PACKED_SPLIT`` (each statement as many times
+    as a chain's ``int low`` is declared): a sum off in the correction (a borrow taken at -1 for 0) is off only
+    where a field sums to exactly -1, which random images rarely make."""
+    lows = len(re.findall(r"\bint low\b", text))
+    return lows > 0 and all(text.count(part) == lows for part in PACKED_SPLIT)
 
 
 def check_pe_loop(fn: CFunction | None, fn_name: str, distance: int, cores: dict[str, tuple[str, str]],

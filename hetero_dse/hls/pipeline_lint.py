@@ -36,7 +36,7 @@ from pathlib import Path
 
 from cost_models.fpga_costs import packed_chain
 from hetero_dse.hls.lint.record import LintError, LintReport
-from hetero_dse.hls.network_lint_parts import function_text, packed_chains
+from hetero_dse.hls.network_lint_parts import function_text, packed_chains, packed_split_ok
 from hetero_dse.hls.pipeline_weights import lowest
 
 __all__ = ["HDL_WORDS", "is_pipeline_project", "lint_pipeline"]
@@ -335,6 +335,10 @@ def _check_chain(body: str, i: int, p: int, report: LintReport) -> None:
         report.add("lanes", "kernel.cpp", f"stage {i}: its packed products are not summed in chains of "
                                           f"{chain}, each started afresh with its expression balancing off, over "
                                           f"its {p} input lanes (the model's)")
+    elif not packed_split_ok(body):
+        report.add("lanes", "kernel.cpp", f"stage {i}: a packed chain's sum is not split as the signed correction "
+                                          "needs: the low lane's 18 bits sign-extended, the high lane's the rest "
+                                          "plus the borrow a negative low took")
     elif chain > 1 and "BIND_OP" in m["body"]:
         report.add("bind_op", "kernel.cpp", f"stage {i}: the chain's multiply-adds bind a core, which stops Vitis "
                                             "matching each into one DSP48E2 (the model charges one)")
