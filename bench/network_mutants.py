@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -79,14 +80,15 @@ def write_design(name: str, into: Path, retiled: str = "") -> Path:
     return write_network_project(into / (name + (f"-{retiled}" if retiled else "")), design, run)
 
 
-def generate(project: Path, into: Path) -> list[dict]:
-    """universalmutator's mutants of the project's kernel: each its line, the rule that made it and its file."""
+def generate(project: Path, into: Path, ignore_lines: Sequence[str] = IGNORE) -> list[dict]:
+    """universalmutator's mutants of the project's kernel (none of the lines ``ignore_lines`` match): each its line,
+    the rule that made it and its file."""
     mutate = shutil.which("mutate", path=str(Path(sys.executable).parent)) or shutil.which("mutate")
     if mutate is None:
         raise SystemExit("this bench needs universalmutator: pip install universalmutator")
     into.mkdir(parents=True, exist_ok=True)
     ignore = into / "ignore.txt"
-    ignore.write_text("\n".join(IGNORE) + "\n")
+    ignore.write_text("\n".join(ignore_lines) + "\n")
     out = subprocess.run([mutate, str(project / "src" / "kernel.cpp"), "cpp", "--noCheck", "--showRules",
                           "--ignore", str(ignore), "--mutantDir", str(into)], capture_output=True, text=True,
                          check=True, cwd=into).stdout
