@@ -9,7 +9,7 @@ kernel does not have, measured by its model, each alone and both together (a wha
   Vitis can link different kernels into one xclbin, one an SLR; each is the network kernel explored for its SLR's
   room, on its own images, with its share of the memory channels.
 - **Linear layers over a batch.** At batch 1 a linear layer reads each weight once an image (VGG-16's first one:
-  100 MiB of int8 weights, a quarter of a unit's time). Run over ``N`` images at once (the host lays the ``N``
+  98 MiB of int8 weights, a quarter of a unit's time). Run over ``N`` images at once (the host lays the ``N``
   flattened inputs side by side as ``N`` pixels, which the kernel's run-time bounds already take), its weights are
   read once for all ``N``. Here the explorer is given each convolution ``N`` times and each linear layer as one of
   ``N`` pixels, so that its objective is ``N`` images' time; images a second are ``N`` over it. The layers' own

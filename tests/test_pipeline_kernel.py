@@ -175,12 +175,10 @@ def test_a_clamp_to_the_wrong_bound_is_a_lint_finding_though_the_images_pass(pro
                                                                                    f"? {wrong} :"))
     findings = lint(mutant).findings
     assert [f.check for f in findings] == ["clamp"] and f"clamps to {first.group(3)} and {wrong}" in str(findings[0])
-    if dtype == "int8" and design.board.name == "zcu102" and design.stages[0].in_lanes != 12:
-        assert csim(mutant).passed  # the first stage's outputs stay below 127: only the lint sees it
 
 
 def test_a_partial_sum_that_starts_or_idles_off_zero_is_a_lint_finding(project, tmp_path):
-    """An int32 sum one off survives the requantising shift (the mutation test found three such that every image
+    """An int32 sum one off survives the requantising shift (the mutation test found five such that every image
     passed): the lint holds each accumulation to zero at its fold's first trip and on an idle one."""
     _, _, directory = project
     text = (directory / "src" / "kernel.cpp").read_text()
