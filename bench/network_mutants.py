@@ -38,9 +38,10 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -109,6 +110,62 @@ def function_lines(source: str, names: list[str]) -> set[int]:
     return lines
 
 
+def sample_mutants(project: Path, into: Path, sample: int, seed: int, functions: str | None = None,
+                   ignore_lines: Sequence[str] = IGNORE) -> tuple[list[dict], list[dict]]:
+    """The project's kernel's mutants (``generate``), those inside ``functions`` where given (comma-separated), and
+    a seeded sample of ``sample`` of them (0: every one): (all made, those chosen)."""
+    made = generate(project, into, ignore_lines)
+    if functions:
+        inside = function_lines((project / "src" / "kernel.cpp").read_text(), functions.split(","))
+        made = [m for m in made if m["line"] in inside]
+    return made, random.Random(seed).sample(made, sample) if 0 < sample < len(made) else made
+
+
+def csim_then_lint(copy: Path, lint: Callable[[Path], Any]) -> tuple[str | None, Any]:
+    """The checks every kind of project runs first, on the mutated ``copy``: its C-simulation (a mutant that does
+    not compile is "compile") and ``lint`` ("lint" where it finds or refuses; its own internal error "lint crashed:
+    ..."). (the verdict, None) where either decides; else (None, the C-simulation's result, None where it ended in
+    an error of its own)."""
+    import hetero_dse.hls.csim as csim_module
+    from hetero_dse.errors import HeteroDSEError
+    from hetero_dse.hls.lint.record import LintError
+
+    try:
+        result = csim_module.csim(copy)
+    except HeteroDSEError as exc:
+        if "does not compile" in str(exc):
+            return "compile", None
+        result = None
+    try:
+        if not lint(copy).ok:
+            return "lint", None
+    except LintError:  # refused in one sentence: caught
+        return "lint", None
+    except Exception as exc:  # noqa: BLE001 - the lint's own defect, counted apart
+        return f"lint crashed: {type(exc).__name__}: {exc}", None
+    return None, result
+
+
+def tally(chosen: list[dict], verdicts: list[str]) -> dict[str, Any]:
+    """The verdicts of the ``chosen`` mutants counted: ``counts`` by verdict (the lint's crashes as one),
+    ``crashes`` by message, ``valid`` (those that compile), ``caught`` and the ``survivors``."""
+    crashes = Counter(v for v in verdicts if v.startswith("lint crashed"))
+    counts = Counter("lint crashed" if v.startswith("lint crashed") else v for v in verdicts)
+    valid = len(chosen) - counts["compile"]
+    survivors = [{k: m[k] for k in ("line", "before", "after", "rule")}
+                 for m, v in zip(chosen, verdicts, strict=True) if v == "survived"]
+    return {"counts": counts, "crashes": crashes, "valid": valid, "survivors": survivors,
+            "caught": valid - counts["survived"] - counts["lint crashed"]}
+
+
+def print_survivors(t: dict[str, Any]) -> None:
+    """The lint's crashes and the surviving mutants of a ``tally``, a line each."""
+    for crash, n in t["crashes"].items():
+        print(f"  {crash} ({n})")
+    for s in t["survivors"]:
+        print(f"  survived, line {s['line']}: {s['before']}  ==>  {s['after']}")
+
+
 def judge(args: tuple[list[str], dict, float]) -> str:
     """Which check catches one mutant (the module doc's verdicts), on the first project (the explorer's table), else
     on the second (the same kernel mutated, running ``small_net.retiled``'s table: "... (retiled)")."""
@@ -122,8 +179,7 @@ def judge(args: tuple[list[str], dict, float]) -> str:
 
 def _judge(project: str, mutant: dict, run_s: float) -> str:
     import hetero_dse.hls.csim as csim_module
-    from hetero_dse.errors import HeteroDSEError
-    from hetero_dse.hls.network_lint import LintError, lint_network
+    from hetero_dse.hls.network_lint import lint_network
     from hetero_dse.hls.network_project import check_trips
 
     csim_module.run_timeout = lambda _project: run_s
@@ -133,19 +189,9 @@ def _judge(project: str, mutant: dict, run_s: float) -> str:
         shutil.copy(mutant["file"], copy / "src" / "kernel.cpp")
         if mutant.get("header"):  # the mutated kernel's own header (the retiled table's sizes its arrays alike)
             shutil.copy(mutant["header"], copy / "src" / "kernel.h")
-        try:
-            result = csim_module.csim(copy)
-        except HeteroDSEError as exc:
-            if "does not compile" in str(exc):
-                return "compile"
-            result = None
-        try:
-            if not lint_network(copy).ok:
-                return "lint"
-        except LintError:  # refused in one sentence: caught
-            return "lint"
-        except Exception as exc:  # noqa: BLE001 - the lint's own defect, counted apart
-            return f"lint crashed: {type(exc).__name__}: {exc}"
+        verdict, result = csim_then_lint(copy, lint_network)
+        if verdict is not None:
+            return verdict
         if result is None or not result.passed:
             return "csim"
         return "trips" if check_trips(copy, result.output) else "survived"
@@ -177,18 +223,13 @@ def main() -> None:
             projects = [str(project)] + [str(write_design(name, Path(tmp), t)) for t in tables]
             kernel = {"file": str(project / "src" / "kernel.cpp"), "header": str(project / "src" / "kernel.h")}
             assert judge((projects, kernel, args.run_s)) == "survived"  # the kernel runs both tables
-            made = [dict(m, header=kernel["header"]) for m in generate(project, Path(tmp) / f"{name}-mutants")]
-            if args.functions:
-                inside = function_lines(Path(kernel["file"]).read_text(), args.functions.split(","))
-                made = [m for m in made if m["line"] in inside]
-            chosen = random.Random(args.seed).sample(made, args.sample) if 0 < args.sample < len(made) else made
+            made, chosen = sample_mutants(project, Path(tmp) / f"{name}-mutants", args.sample, args.seed,
+                                          args.functions)
+            chosen = [dict(m, header=kernel["header"]) for m in chosen]
             with ProcessPoolExecutor(args.jobs) as pool:
                 verdicts = list(pool.map(judge, [(projects, m, args.run_s) for m in chosen]))
-            crashes = Counter(v for v in verdicts if v.startswith("lint crashed"))
-            verdicts = ["lint crashed" if v.startswith("lint crashed") else v for v in verdicts]
-            counts = Counter(verdicts)
-            valid = len(chosen) - counts["compile"]
-            caught = valid - counts["survived"] - counts["lint crashed"]
+            t = tally(chosen, verdicts)
+            counts, valid, caught = t["counts"], t["valid"], t["caught"]
             retiled = sum(n for v, n in counts.items() if v.endswith("(retiled)"))
             print(f"{name}: {len(made)} mutants, {len(chosen)} tried, {counts['compile']} do not compile; of {valid}: "
                   f"lint {counts['lint']}, csim {counts['csim']}, trips {counts['trips']}"
@@ -197,17 +238,12 @@ def main() -> None:
                      + ")")
                   + f", lint crashed {counts['lint crashed']}, survived {counts['survived']}: "
                   f"{caught / max(valid, 1):.1%} caught ({time.perf_counter() - start:.0f} s)", flush=True)
-            survivors = [{k: m[k] for k in ("line", "before", "after", "rule")}
-                         for m, v in zip(chosen, verdicts, strict=True) if v == "survived"]
-            for crash, n in crashes.items():
-                print(f"  {crash} ({n})")
-            for s in survivors:
-                print(f"  survived, line {s['line']}: {s['before']}  ==>  {s['after']}")
+            print_survivors(t)
             rows.append({"design": name, "tables": ", ".join(["explorer", *tables]),
                          **({"functions": args.functions} if args.functions else {}),
                          "mutants": len(made), "tried": len(chosen), "verdicts": dict(counts),
-                         "caught": caught, "valid": valid, "survivors": survivors,
-                         "crashes": dict(crashes)})
+                         "caught": caught, "valid": valid, "survivors": t["survivors"],
+                         "crashes": dict(t["crashes"])})
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n")
 

@@ -26,12 +26,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import shutil
 import sys
 import tempfile
 import time
-from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -40,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # the small network and its pipeline, as the suite builds them
 sys.path.insert(0, str(ROOT / "bench"))
 
-from network_mutants import IGNORE, function_lines, generate  # noqa: E402
+from network_mutants import IGNORE, csim_then_lint, print_survivors, sample_mutants, tally  # noqa: E402
 
 DESIGNS = ("float32", "int8", "int8-ragged")
 #: besides the shared kernel's: the pipeline's trip counters (``HDSE_COUNT(hdse_mac_trips[2])``), the check itself
@@ -68,7 +66,7 @@ def judge(args: tuple[str, dict, float]) -> str:
     """Which check catches one mutant (the module doc's verdicts)."""
     import hetero_dse.hls.csim as csim_module
     from hetero_dse.errors import HeteroDSEError
-    from hetero_dse.hls.lint import LintError, lint
+    from hetero_dse.hls.lint import lint
     from hetero_dse.hls.pipeline_project import check_pipeline_trips
 
     project, mutant, run_s = args
@@ -77,19 +75,9 @@ def judge(args: tuple[str, dict, float]) -> str:
         copy = Path(tmp) / "hls"
         shutil.copytree(project, copy, ignore=shutil.ignore_patterns("build"))
         shutil.copy(mutant["file"], copy / "src" / "kernel.cpp")
-        try:
-            result = csim_module.csim(copy)
-        except HeteroDSEError as exc:
-            if "does not compile" in str(exc):
-                return "compile"
-            result = None
-        try:
-            if not lint(copy).ok:
-                return "lint"
-        except LintError:  # refused in one sentence: caught
-            return "lint"
-        except Exception as exc:  # noqa: BLE001 - the lint's own defect, counted apart
-            return f"lint crashed: {type(exc).__name__}: {exc}"
+        verdict, result = csim_then_lint(copy, lint)
+        if verdict is not None:
+            return verdict
         if result is None or not result.passed:
             return "csim"
         try:
@@ -120,31 +108,20 @@ def main() -> None:
             project = write_design(name, Path(tmp))
             kernel = {"file": str(project / "src" / "kernel.cpp")}
             assert judge((str(project), kernel, args.run_s)) == "survived"  # the checks pass the kernel as written
-            made = generate(project, Path(tmp) / f"{name}-mutants", PIPELINE_IGNORE)
-            if args.functions:
-                inside = function_lines(Path(kernel["file"]).read_text(), args.functions.split(","))
-                made = [m for m in made if m["line"] in inside]
-            chosen = random.Random(args.seed).sample(made, args.sample) if 0 < args.sample < len(made) else made
+            made, chosen = sample_mutants(project, Path(tmp) / f"{name}-mutants", args.sample, args.seed,
+                                          args.functions, PIPELINE_IGNORE)
             with ProcessPoolExecutor(args.jobs) as pool:
                 verdicts = list(pool.map(judge, [(str(project), m, args.run_s) for m in chosen]))
-            crashes = Counter(v for v in verdicts if v.startswith("lint crashed"))
-            verdicts = ["lint crashed" if v.startswith("lint crashed") else v for v in verdicts]
-            counts = Counter(verdicts)
-            valid = len(chosen) - counts["compile"]
-            caught = valid - counts["survived"] - counts["lint crashed"]
+            t = tally(chosen, verdicts)
+            counts, valid, caught = t["counts"], t["valid"], t["caught"]
             print(f"{name}: {len(made)} mutants, {len(chosen)} tried, {counts['compile']} do not compile; of {valid}: "
                   f"lint {counts['lint']}, csim {counts['csim']}, dataflow {counts['dataflow']}, trips "
                   f"{counts['trips']}, lint crashed {counts['lint crashed']}, survived {counts['survived']}: "
                   f"{caught / max(valid, 1):.1%} caught ({time.perf_counter() - start:.0f} s)", flush=True)
-            survivors = [{k: m[k] for k in ("line", "before", "after", "rule")}
-                         for m, v in zip(chosen, verdicts, strict=True) if v == "survived"]
-            for crash, n in crashes.items():
-                print(f"  {crash} ({n})")
-            for s in survivors:
-                print(f"  survived, line {s['line']}: {s['before']}  ==>  {s['after']}")
+            print_survivors(t)
             rows.append({"design": name, **({"functions": args.functions} if args.functions else {}),
                          "mutants": len(made), "tried": len(chosen), "verdicts": dict(counts), "caught": caught,
-                         "valid": valid, "survivors": survivors, "crashes": dict(crashes)})
+                         "valid": valid, "survivors": t["survivors"], "crashes": dict(t["crashes"])})
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n")
 
