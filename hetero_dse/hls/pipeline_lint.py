@@ -114,10 +114,10 @@ def lint_pipeline(project: str | Path) -> LintReport:
                                                 f"{bound.group(1) if bound else 'no memory'} (a row one word: "
                                                 f"{'ARRAY_RESHAPE' in body}), the model keeps them in "
                                                 f"{s['weights']}, a row one word")
-        if packed and s["engine"] == "grid" and q % 2 == 0:
+        pairs = packed and s["engine"] == "grid" and q % 2 == 0  # two output lanes a DSP48E2
+        if pairs:
             _check_chain(body, i, p, report)
-        _check_accumulate(body, i, s["distance"], 2 if packed and s["engine"] == "grid" and q % 2 == 0 else 1,
-                          report)
+        _check_accumulate(body, i, s["distance"], 2 if pairs else 1, report)
         if clamps is not None:
             _check_clamp(body, i, clamps.get(i), packed, report)
         dep = re.search(r"DEPENDENCE variable=acc .*distance=(\d+)", body)
