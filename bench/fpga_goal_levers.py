@@ -8,14 +8,13 @@ kernel does not have, measured by its model, each alone and both together (a wha
   shell takes part of one SLR the units are sized to the smallest SLR, or fewer are placed (VGG-16 on vu9p: two).
   Vitis can link different kernels into one xclbin, one an SLR; each is the network kernel explored for its SLR's
   room, on its own images, with its share of the memory channels.
-- **Linear layers over a batch.** At batch 1 a linear layer reads each weight once an image (VGG-16's first one:
-  98 MiB of int8 weights, a quarter of a unit's time). Run over ``N`` images at once (the host lays the ``N``
-  flattened inputs side by side as ``N`` pixels, which the kernel's run-time bounds already take), its weights are
-  read once for all ``N``. Here the explorer is given each convolution ``N`` times and each linear layer as one of
-  ``N`` pixels, so that its objective is ``N`` images' time; images a second are ``N`` over it. The layers' own
-  code is unchanged; the host's arena (``N`` images' activations) is not laid out or charged here.
+- **Linear layers over a batch** (built: ``explore --batch N``, ``fpga_network_units.batched``). At batch 1 a linear
+  layer reads each weight once an image (VGG-16's first one: 98 MiB of int8 weights, a quarter of a unit's time).
+  Run over ``N`` images at once (the host lays the ``N`` flattened inputs side by side as ``N`` pixels:
+  ``network_run.per_image``), its weights are read once for all ``N``.
 
-The figures are the model's; no project is written and nothing is C-simulated. GOPS are the network's (two
+The figures are the model's; no project is written and nothing is C-simulated (the batch's code is, on a small
+network: ``tests/test_network_batch.py``). GOPS are the network's (two
 operations a multiply-add, its unpadded layers') times the images a second.
 """
 
@@ -33,22 +32,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cost_models.fpga_network_design import explore_network  # noqa: E402
-from cost_models.fpga_network_units import explore_throughput  # noqa: E402
+from cost_models.fpga_network_units import batched, explore_throughput  # noqa: E402
 from cost_models.fpga_slrs import slr_room  # noqa: E402
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board, load_board  # noqa: E402
-from hetero_dse.model.layer_shape import LayerShape  # noqa: E402
 from network_shapes import network_shapes  # noqa: E402
 
 #: HybridDNN (Ye et al., DAC 2020): VGG-16 on a VU9P
 HYBRIDDNN_GOPS = 3375.7
-
-
-def batched(layers: list[tuple[LayerShape, int]], n: int) -> list[tuple[LayerShape, int]]:
-    """``n`` images' layers as one objective: each convolution ``n`` times, each linear layer (one pixel an image)
-    once over ``n`` pixels."""
-    if n == 1:
-        return layers
-    return [(replace(s, W=n), c) if (s.H, s.W, s.R, s.S) == (1, 1, 1, 1) else (s, c * n) for s, c in layers]
 
 
 def slr_boards(board: Board) -> list[Board]:
@@ -74,8 +64,8 @@ def main() -> None:
     slrs = slr_boards(board) if board.slrs > 1 else []
     for n in (int(v) for v in args.batches.split(",")):
         start = time.perf_counter()
-        units = explore_throughput(batched(layers, n), board, args.dtype)
-        fps = n * units.compute_units / units.latency_s
+        units = explore_throughput(layers, board, args.dtype, images=n)  # the tool's --batch n
+        fps = units.fps
         print(f"| {units.compute_units} of an even share (today's) | {n} | {units.resources['dsp']:,.0f} | "
               f"{units.achieved_mhz:.0f} | {fps:.1f} | {fps * gop:,.0f} | {fps * gop / HYBRIDDNN_GOPS:.0%} | "
               f"{time.perf_counter() - start:.0f} s |", flush=True)

@@ -56,6 +56,9 @@ class NetworkDesign:
     units_stop: str = ""
     #: each compute unit's SLR where each fits within one (``slr_placement``; () where v++ places them)
     unit_slrs: tuple[int, ...] = ()
+    #: images one run of the descriptor table takes (``fpga_network_units.batched``): each convolution once an image,
+    #: each linear layer once over all of them; ``latency_s`` is the run's
+    images: int = 1
 
     @property
     def slrs(self) -> tuple[int, ...]:
@@ -69,6 +72,11 @@ class NetworkDesign:
     @property
     def latency_s(self) -> float:
         return sum(p.count * p.cycles for p in self.layers) / (self.achieved_mhz * 1e6)
+
+    @property
+    def fps(self) -> float:
+        """Images a second: each compute unit's run of ``images`` images in ``latency_s``."""
+        return self.compute_units * self.images / self.latency_s
 
     @property
     def w_ports(self) -> int:
@@ -130,8 +138,9 @@ class NetworkDesign:
         return {"board": self.board.name, "dtype": self.dtype, "block": self.block, "word": self.word,
                 "arena_ports": self.arena_ports, "wword": self.wword, "pword": self.pword, "weight_ports": self.w_ports,
                 "engines": engines, "clock_mhz": self.clock_mhz, "achieved_mhz": self.achieved_mhz,
-                "latency_s": self.latency_s, "fps": self.compute_units / self.latency_s,
-                "compute_units": self.compute_units, **({"units_stop": self.units_stop} if self.units_stop else {}),
+                "latency_s": self.latency_s, "fps": self.fps,
+                "compute_units": self.compute_units, **({"images": self.images} if self.images > 1 else {}),
+                **({"units_stop": self.units_stop} if self.units_stop else {}),
                 **({"unit_slrs": list(self.slrs)} if self.slrs else {}),
                 "gops": 2 * self.macs * self.compute_units / self.latency_s / 1e9,
                 "peak_gops": 2 * macs_peak * hz / 1e9, "resources": self.resources, "utilisation": self.utilisation,

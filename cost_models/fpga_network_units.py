@@ -1,6 +1,7 @@
 """The throughput design of the network kernel at batch > 1 (issue 38, item 5): as many compute units, each the
 network kernel explored for an even share of the board's budget (``Board.cap``) and of its memory channels, each
-on its own image, as raise the images a second."""
+on its own images, as raise the images a second; each unit's descriptor table a run of a batch (``batched``: the
+linear layers once over all its images)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 from hetero_dse.model.layer_shape import LayerShape
 
-__all__ = ["MAX_COMPUTE_UNITS", "UNITS_PATIENCE", "explore_throughput", "slr_placement"]
+__all__ = ["MAX_COMPUTE_UNITS", "UNITS_PATIENCE", "batched", "explore_throughput", "over_batch", "slr_placement"]
 
 #: at most this many compute units are tried (each takes an even share of the device)
 MAX_COMPUTE_UNITS = 8
@@ -30,11 +31,27 @@ MAX_COMPUTE_UNITS = 8
 UNITS_PATIENCE = 3
 
 
+def over_batch(shape: LayerShape) -> bool:
+    """A layer that runs once over a batch: a linear layer (one pixel an image, a 1×1 window), whose ``images``
+    images' inputs the host lays side by side as as many pixels, so that its weights are read once for all."""
+    return (shape.H, shape.W, shape.R, shape.S) == (1, 1, 1, 1) and shape.engine == "grid"
+
+
+def batched(layers: Sequence[tuple[LayerShape, int]], images: int) -> list[tuple[LayerShape, int]]:
+    """A run of ``images`` images as the kernel's table takes it: each convolution once an image (its count times
+    ``images``), each linear layer (``over_batch``) once over ``images`` pixels. At batch 1 a linear layer reads
+    each weight once an image: VGG-16's first, 98 MiB of int8 weights, a quarter of a unit's time."""
+    if images == 1:
+        return list(layers)
+    return [(replace(s, W=images, images=images), c) if over_batch(s) else (s, c * images) for s, c in layers]
+
+
 @keeping_choices  # a count's layers recur at its SLRs' room, and at the next count where its channel share is alike
 def explore_throughput(layers: Sequence[tuple[LayerShape, int]], board: Board, dtype: str = "float32",
                        clock_mhz: float | None = None, lanes: Sequence[int] = LANES, algorithm: str = "auto",
-                       weight_ports: Sequence[int] = WEIGHT_PORTS) -> NetworkDesign:
-    """The design of most images a second at batch > 1: ``n`` compute units, each a network kernel explored for
+                       weight_ports: Sequence[int] = WEIGHT_PORTS, images: int = 1) -> NetworkDesign:
+    """The design of most images a second at batch > 1, each unit's table a run of ``images`` images
+    (``batched``): ``n`` compute units, each a network kernel explored for
     ``1/n`` of the device's resources, each with its own memory channels (its arena's, its weights') where the
     board has them, sharing them where it has not (``unit_share``). ``n`` goes up
     until the throughput has not risen for ``UNITS_PATIENCE`` steps (a unit count whose share of the device halves
@@ -42,7 +59,11 @@ def explore_throughput(layers: Sequence[tuple[LayerShape, int]], board: Board, d
     SLRs, or each fit one but cannot each have one (``slr_placement``: a shell takes part of an SLR), each is
     explored again for its SLR's room (``slr_share``) and the faster that places kept; a count that cannot keep each
     unit within an SLR even so is passed over."""
+    if images < 1:
+        raise HeteroDSEError(f"a batch of {images} images: a compute unit runs one or more at a time")
+    layers = batched(layers, images)
     best: NetworkDesign | None = None
+    best_rate = 0.0
     slower: list[tuple[int, float]] = []  # (units, images a second) tried past the best
     stop, unplaced = "", []
     for n in range(1, MAX_COMPUTE_UNITS + 1):
@@ -69,14 +90,15 @@ def explore_throughput(layers: Sequence[tuple[LayerShape, int]], board: Board, d
         if slrs is None:
             unplaced.append(n)
             continue
-        design.board, design.compute_units, design.unit_slrs = board, n, slrs
+        design.board, design.compute_units, design.unit_slrs, design.images = board, n, slrs, images
         design.resources = {k: v * n for k, v in design.resources.items()}
-        if best is not None and n / design.latency_s <= best.compute_units / best.latency_s:
-            slower.append((n, n / design.latency_s))
+        rate = n * images / design.latency_s  # images a second (``NetworkDesign.fps``)
+        if best is not None and rate <= best_rate:
+            slower.append((n, rate))
             if len(slower) == UNITS_PATIENCE:
                 break
             continue
-        best, slower = design, []
+        best, best_rate, slower = design, rate, []
     else:
         stop = f"at most {MAX_COMPUTE_UNITS} compute units are tried"
     if best is None:

@@ -114,9 +114,10 @@ TINY_MODEL = """
     """
 
 
-def traced(strided=0, clamped=False):
+def traced(strided=0, clamped=False, images=1):
     """The small network's layers traced (BN folded), its input as an array, the model and its input; ``strided``:
-    the network of a depthwise layer of that stride (``Strided``) instead; ``clamped``: ``Clamped``'s."""
+    the network of a depthwise layer of that stride (``Strided``) instead; ``clamped``: ``Clamped``'s; ``images``:
+    on a batch of that many."""
     torch.manual_seed(0)
     model = (Clamped() if clamped else Strided(strided) if strided else Small()).eval()
     for m in model.modules():
@@ -130,25 +131,30 @@ def traced(strided=0, clamped=False):
     if not strided and not clamped:
         model.b4.bias.data.add_(4.0)  # (shifted, not scaled: its int8 error stays a few steps of the scale)
     side = 10 if strided else 8 if clamped else 16
-    x = torch.randn(1, 3, side, side)
+    x = torch.randn(images, 3, side, side)
     layers, image = trace_chain(model, x)
     return layers, image, model, x
 
 
 def small_design(dtype="float32", algorithm="direct", board="zcu102", lanes=(4, 8), tile=None, weight_ports=(1, 2),
-                 word=None, transform_cores=None, taps=None, strided=0, clamped=False, tap_rows=None):
+                 word=None, transform_cores=None, taps=None, strided=0, clamped=False, tap_rows=None, images=1):
     """The small network's kernel as the explorer designs it with these options, and its run through the kernel
     (``NetworkRun``, quantised where int8): (the traced layers, the design, the run, the model, its input);
-    ``strided``: the network of a depthwise layer of that stride (``Strided``); ``clamped``: ``Clamped``."""
+    ``strided``: the network of a depthwise layer of that stride (``Strided``); ``clamped``: ``Clamped``;
+    ``images``: a run of a batch of that many (``batched``, ``per_image``)."""
+    from dataclasses import replace
+
     from cost_models.fpga_network_design import explore_network
+    from cost_models.fpga_network_units import batched
     from hetero_dse.hardware.board import load_board
-    from hetero_dse.hls.network_run import NetworkRun, RunLayer, quantized
+    from hetero_dse.hls.network_run import NetworkRun, RunLayer, per_image, quantized
     from hetero_dse.model.chain import NETWORK_INPUT
 
-    layers, image, model, x = traced(strided, clamped)
-    design = explore_network([(layer.shape, 1) for layer in layers], load_board(board), dtype, lanes=lanes,
-                             algorithm=algorithm, winograd_tile=tile, weight_ports=weight_ports, word=word,
-                             transform_cores=transform_cores, taps=taps, tap_rows=tap_rows)
+    layers, image, model, x = traced(strided, clamped, images)
+    design = explore_network(batched([(layer.shape, 1) for layer in layers], images), load_board(board), dtype,
+                             lanes=lanes, algorithm=algorithm, winograd_tile=tile, weight_ports=weight_ports,
+                             word=word, transform_cores=transform_cores, taps=taps, tap_rows=tap_rows)
+    design = replace(design, images=images)
 
     def tensor(i):
         return None if i is None else ("input:x" if i == NETWORK_INPUT else f"layer:{i}")
@@ -156,7 +162,7 @@ def small_design(dtype="float32", algorithm="direct", board="zcu102", lanes=(4, 
     run = NetworkRun("small", [RunLayer(p, layer.weight, layer.bias, tensor(layer.source), tensor(layer.residual),
                                         layer.activation, layer.reference, layer.flatten)
                                for p, layer in zip(design.layers, layers, strict=True)], {"x": image}, "torch")
-    return layers, design, quantized(run, design), model, x
+    return layers, design, per_image(quantized(run, design), images), model, x
 
 
 def retiled(design, run, column=False):

@@ -321,7 +321,7 @@ def test_the_reports_network_section_says_where_a_word_spreads_over_two_ports():
     """The one accelerator's paragraph names a word wider than the board's port (ZCU102's 128 bits: 32 int8
     activations over two ports), and says nothing of ports where one carries the word."""
     from cost_models.fpga_network_design import explore_network
-    from hetero_dse.crossdevice import _network_markdown
+    from hetero_dse.network_report import network_markdown as _network_markdown
     from hetero_dse.hardware.board import load_board
     from hetero_dse.model.layer_shape import LayerShape
 
@@ -336,7 +336,7 @@ def test_the_reports_network_section_says_where_a_word_spreads_over_two_ports():
 
 def test_an_engines_lanes_and_taps_in_words():
     """The report names the depthwise engine's taps a cycle: a window row's, or a whole window's rows too."""
-    from hetero_dse.crossdevice import _lanes_words
+    from hetero_dse.network_report import _lanes_words
 
     row = {"kind": "depthwise", "lanes": {"channel": 32}, "taps": 3}
     assert _lanes_words(row, named=True) == "32 channel lanes of 3 taps a cycle"

@@ -180,7 +180,7 @@ LAYERS = (
     ("gpu_cpu",),
     ("hetero_dse.evaluate",),
     ("hetero_dse.targets",),
-    ("hetero_dse.crossdevice", "hetero_dse.report_html", "hetero_dse.report"),
+    ("hetero_dse.crossdevice", "hetero_dse.network_report", "hetero_dse.report_html", "hetero_dse.report"),
     ("hetero_dse.run",),
     ("hetero_dse.cli", "hetero_dse.__main__"),
 )

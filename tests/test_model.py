@@ -143,7 +143,7 @@ def test_a_model_file_and_bad_ones(write, cli):
 def test_explore_a_whole_model_runs_it_on_one_fpga_accelerator_beside_its_layers_sum(write, cli, tmp_path):
     path = write("tiny.py", TINY_MODEL)
     out = tmp_path / "o"
-    r = cli("explore", "--model", path, "--board", "vu9p", "--budget", "500", "--out", out, "--csim")
+    r = cli("explore", "--model", path, "--board", "vu9p", "--budget", "500", "--out", out, "--csim", "--batch", "2")
     assert r.code == 0, r.err
     report = json.loads((out / "report.json").read_text())
     rows = {row["shape"]: row for row in report["rows"]}
@@ -170,14 +170,17 @@ def test_explore_a_whole_model_runs_it_on_one_fpga_accelerator_beside_its_layers
     assert shared["check"]["passed"] is True and shared["check"]["mismatches"] == 0
     assert shared["check"]["trips"] == "every process ran the trips the model charges"
     # the compute units for batch > 1: their kernel's project too (one kernel, instantiated as many times),
-    # C-simulated and linted as the batch-1 design's
+    # C-simulated and linted as the batch-1 design's; each a run of --batch 2 images, the linear layer over both
     units = shared["throughput"]
     assert units["compute_units"] > 1 and units["directory"] == "network-tiny/vu9p/hls-units"
+    assert units["images"] == 2 and units["fps"] == pytest.approx(2 * units["compute_units"] / units["latency_s"])
+    table = json.loads((out / units["directory"] / "design.json").read_text())["table"]
+    assert [row["W"] for row in table if row["H"] == 1 and row["R"] == 1][-1] == 2
     assert units["check"]["passed"] is True and units["check"]["mismatches"] == 0
     assert cli("lint", out / units["directory"]).code == 0
     assert f"nk=network_kernel:{units['compute_units']}:" in (out / units["directory"] / "connectivity.cfg").read_text()
     assert f"images a second: its project `{units['directory']}`, C-simulated" in (out / "report.md").read_text()
-    assert units["units_stop"] and f"No more: {units['units_stop']}." in (out / "report.md").read_text()
+    assert units["units_stop"] and f"No more units: {units['units_stop']}." in (out / "report.md").read_text()
     # and the command says it on its last lines, beside the report's path
     assert "vu9p: one accelerator for the network (float32): " in r.out and shared["directory"] in r.out
     assert report["model"]["torch_eager_s"] > 0
@@ -202,6 +205,8 @@ def test_explore_a_whole_model_runs_it_on_one_fpga_accelerator_beside_its_layers
     assert engines == ["grid", "grid", "grid", "maxpool", "grid"]
     r = cli("explore", "--model", path, "--op", "gemm", "--board", "vu9p", "--out", tmp_path / "x")
     assert r.code == 1 and "--model explores a whole network" in r.err
+    r = cli("explore", "--op", "gemm", "--board", "vu9p", "--batch", "2", "--out", tmp_path / "x")
+    assert r.code == 1 and "give it with --model and --board" in r.err
 
 
 def test_a_network_that_traces_as_a_chain_gets_its_pipeline_project_c_simulated(write, cli, tmp_path):

@@ -268,7 +268,7 @@ def test_four_weight_ports_feed_the_grid_where_the_weights_bound_a_layer_on_zcu1
     four = explore_network([(shape, 1)], board, "int8", algorithm="direct", weight_ports=WEIGHT_PORTS)
     assert two.w_ports == 2 and four.w_ports == 4
     assert four.latency_s < 0.8 * two.latency_s
-    from hetero_dse.crossdevice import _engine_words  # what the cross-device report says of the engine
+    from hetero_dse.network_report import _engine_words  # what the cross-device report says of the engine
 
     assert _engine_words(four.to_json()["engines"][0]).endswith("input-channel lanes, its weights over 4 ports")
     for ports in ((5,), (), (0, 2)):  # what the kernel cannot read: one sentence

@@ -279,7 +279,7 @@ def test_a_float_engines_transforms_on_dsps_by_hand_and_where_the_fabric_is_shor
     direct = explore_network(layers, board, "float32", algorithm="direct")
     assert design.engines["winograd"].transform_dsp and design.latency_s < direct.latency_s
     assert design.to_json()["engines"][0]["transform_cores"] == "dsp"
-    from hetero_dse.crossdevice import _engine_words  # what the cross-device report says of the engine
+    from hetero_dse.network_report import _engine_words  # what the cross-device report says of the engine
 
     assert "engine of 4 output-channel × 4 input-channel lanes, its transforms on DSPs for the 3×3" in \
         _engine_words(design.to_json()["engines"][0])

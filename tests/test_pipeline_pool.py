@@ -217,7 +217,7 @@ def test_explore_says_on_the_console_why_a_network_has_no_pipeline():
     from types import SimpleNamespace
 
     from hetero_dse.cli.explore import _pipeline_line
-    from hetero_dse.targets.fpga import _pipeline
+    from hetero_dse.targets.fpga_network import _pipeline
 
     graph = SimpleNamespace(model=_Ahead().eval(), example=torch.randn(1, 3, 8, 8), label="ahead")
     record = _pipeline(graph, [], load_board("zcu102"), "int8", 200.0, None, False)

@@ -123,6 +123,11 @@ def _parse_clocks(values: tuple[str, ...]) -> list[float]:
                    "Winograd engine set against the direct design, a network's (its second mode takes 1×1 and linear "
                    "layers) or one 3×3 convolution's: on, off, or auto, the faster by the model (for one operator "
                    "in float32 only: in int8 the network kernel requantises its output).")
+@click.option("--batch", default=1, show_default=True, type=click.IntRange(min=1), metavar="N",
+              help="With --model and a board: the images each compute unit of the network kernel's throughput "
+                   "design runs at a time: each convolution once an image, each linear layer once over all N (its "
+                   "weights read once, not N times). Its images a second are for that batch, its latency the "
+                   "batch's.")
 @db_option
 @click.option("--no-history", is_flag=True,
               help="Neither read nor write the history database (measured CPU/GPU trials, FPGA best designs).")
@@ -135,7 +140,7 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
             q_state: Path | None, budget: int | None, time_budget: float | None, io_optimal: bool,
             traffic_weight: float, run_csim: bool, synth_top: int | None, synth_steps: str, synth_jobs: int,
             scheduler: str | None, calibration: Path | None, rpc: str | None, rpc_key: str | None, db: str | None,
-            winograd: str, no_history: bool) -> None:
+            winograd: str, batch: int, no_history: bool) -> None:
     """Find the best FPGA accelerator (Vitis HLS project) and/or CPU schedule (TVM module) for an operator.
 
     \b
@@ -171,6 +176,9 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
         others = [n for n in explorer_names()[1:] if not explorer_entry(n).enumerates]
         raise HeteroDSEError(f"the {explorer} explorer enumerates FPGA spaces only; CPU and GPU schedules are "
                              f"measured one by one: choose --explorer {', '.join(others)}")
+    if batch > 1 and (model_name is None or "fpga" not in wanted):
+        raise HeteroDSEError("--batch sets the images a run of a network's FPGA compute units takes: give it with "
+                             "--model and --board")
     graph = None
     if model_name is not None:
         if op_file or builtin or shape or params or name:
@@ -215,7 +223,7 @@ def explore(op_file: str | None, builtin: str | None, shape: str | None, params:
         remote = Remote.parse(rpc, rpc_key)
     request = TargetRequest(boards_, tuple(_split_values(dtypes)), tuple(_parse_clocks(clocks)), trials, gpu_name,
                             source, remote, calibrated, run_csim, io_optimal, traffic_weight,
-                            algorithm={"on": "winograd", "off": "direct"}.get(winograd, "auto"))
+                            algorithm={"on": "winograd", "off": "direct"}.get(winograd, "auto"), batch=batch)
     chosen = build_targets(sorted(wanted), request)
     command = {k: (list(map(str, v)) if isinstance(v, tuple) else v if isinstance(v, int | float | bool | None)
                    else str(v)) for k, v in click.get_current_context().params.items() if k != "force"}

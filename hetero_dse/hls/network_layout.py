@@ -6,7 +6,8 @@ tile's in one burst; and the descriptor table.
 
 With the halo in memory, every read of a box is a run of whole words at consecutive addresses, with no
 condition (a burst), and a layer writes only its image's pixels, so the halo a later layer reads stays zero.
-A tensor a linear layer reads flattened has neither (its pixels must be contiguous).
+A tensor a linear layer reads flattened has neither (its pixels must be contiguous); over a batch
+(``network_run.per_image``), the images' such tensors lie end to end, image j's features the linear layer's pixel j.
 """
 
 from __future__ import annotations
@@ -217,8 +218,11 @@ def lay_out(run: NetworkRun, design: NetworkDesign) -> dict[str, Any]:
             images[src] = _im2col(run.inputs[r.source.split(":", 1)[1]], s.R, s.S, s.stride, s.pad, block)
         sources.append(src)
         images[f"layer:{i}"] = _nhwc(r.reference, block)[0]
+    for stack, members in run.stacks.items():  # a batch's tensors side by side: image j's features its pixel j
+        images[stack] = np.concatenate([images[m].reshape(1, 1, -1) for m in members], axis=1)
     regions = {tid: Region(*image.shape) for tid, image in images.items()}
-    flat = {sources[i] for i, r in enumerate(run.layers) if r.flatten is not None}
+    flat = {sources[i] for i, r in enumerate(run.layers) if r.flatten is not None or sources[i] in run.stacks}
+    flat |= {m for members in run.stacks.values() for m in members}
     for i, r in enumerate(run.layers):
         region = regions[sources[i]]
         halo, bottom, right = _reads(r)
@@ -229,7 +233,21 @@ def lay_out(run: NetworkRun, design: NetworkDesign) -> dict[str, Any]:
             raise HeteroDSEError(f"{tid} is read flattened by a linear layer and, padded, by another layer: the "
                                  "network kernel keeps one layout for a tensor")
     arena_words = 0
-    for region in regions.values():
+    stacked = {m: stack for stack, members in run.stacks.items() for m in members}
+    for tid, region in regions.items():
+        if tid in run.stacks:  # laid out as its members are
+            continue
+        if tid in stacked and stacked[tid] in regions:
+            first = run.stacks[stacked[tid]][0]
+            if tid != first:  # placed with the stack's first member
+                continue
+            stack = regions[stacked[tid]]
+            stack.start = arena_words
+            for m in run.stacks[stacked[tid]]:
+                regions[m].start, arena_words = arena_words, arena_words + regions[m].size(word)
+            if arena_words - stack.start != stack.size(word):
+                raise HeteroDSEError(f"{stacked[tid]}'s images are not its pixels end to end (a bug: please report it)")
+            continue
         region.start, arena_words = arena_words, arena_words + region.size(word)
     ports = design.w_ports
     weights: list[list[np.ndarray]] = [[] for _ in range(ports)]  # each weight port's words
@@ -266,6 +284,8 @@ def lay_out(run: NetworkRun, design: NetworkDesign) -> dict[str, Any]:
     arena = np.zeros(arena_words * word, dtype=dtype)
     done = arena.copy()
     for tid, region in regions.items():
+        if tid in run.stacks:  # its words are its members'
+            continue
         laid = region.laid_out(images[tid].astype(dtype)).ravel()
         at = region.start * word
         done[at:at + laid.size] = laid

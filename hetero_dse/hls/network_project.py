@@ -121,7 +121,7 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
     port_bits = design.word * (8 if integer else 32)
     build = {**network_flow(board, design.clock_mhz, board.memory.port_bits // 8), "dtype": design.dtype,
              "achieved_mhz": f"{design.achieved_mhz:.0f}", "model_ms": f"{1e3 * design.latency_s:.3f}",
-             "units_fps": f"{design.compute_units / design.latency_s:.0f}",
+             "units_fps": f"{design.fps:.0f}", "images": design.images,
              "host_atol": "0.0" if integer else "1e-3", "host_rtol": "0.0" if integer else "1e-3"}
     drv, drv_header = driver_names(top)
     return {**build, "top": top, "drv": drv, "drv_header": drv_header,

@@ -5,16 +5,18 @@ input and residual, and the reference each must produce; the descriptor's fields
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from cost_models.fpga_network_placed import NetworkDesign, PlacedLayer
 from hetero_dse.epilogue import activation_clamp, parse_step
+from hetero_dse.errors import HeteroDSEError
 
 __all__ = ["ENGINE_IDS", "FIELDS", "FLOAT_FIELDS", "NAMES", "NetworkRun", "RunLayer", "arena_halves", "design_name",
-           "quantized", "random_run", "run_bytes", "test_bench_layers", "tile_banks", "weight_ports", "write_process"]
+           "per_image", "quantized", "random_run", "run_bytes", "test_bench_layers", "tile_banks", "weight_ports",
+           "write_process"]
 
 #: the descriptor's fields, in the table's order (``kernel.h``'s layer_t); floats stored as their bits. Offsets
 #: are in words, each tensor's at its pixel (0, 0); a pitch is the pixels of a row of its tensor as laid out (the
@@ -76,6 +78,66 @@ class NetworkRun:
     layers: list[RunLayer]
     inputs: dict[str, np.ndarray]  # the network's inputs, NCHW (a linear layer's [M, K])
     reference_source: str
+    #: a batch's tensors side by side (``per_image``): ``stack:<id>`` -> its images' tensor ids, each laid out
+    #: flat right after the last, so that a linear layer reads image j's features as its pixel j
+    stacks: dict[str, list[str]] = field(default_factory=dict)
+
+
+def per_image(run: NetworkRun, images: int) -> NetworkRun:
+    """``run`` of a batch of ``images`` (inputs and references of that batch, as ``trace_chain`` gives them on a
+    batch; int8 already quantised, the scales the batch's) as one run of the kernel's table takes it
+    (``fpga_network_units.batched``): each layer of an image's shape once an image, reading that image's tensors;
+    each linear layer (its design's ``images``) once over the batch, reading the images' inputs side by side
+    (``NetworkRun.stacks``) or the last linear layer's output over the batch."""
+    if images == 1:
+        return run
+    odd = [name for name, x in run.inputs.items() if x.shape[0] != images]
+    if odd:
+        raise HeteroDSEError(f"the network's input {odd[0]} is not a batch of {images} images")
+    inputs = {f"{name}@{j}": x[j:j + 1] for name, x in run.inputs.items() for j in range(images)}
+    made: dict[str, list[str] | str] = {}  # a tensor of ``run`` -> its images' tensors, or the batch's one
+    stacks: dict[str, list[str]] = {}
+    layers: list[RunLayer] = []
+
+    def images_of(tid: str) -> list[str] | str:
+        return [f"{tid}@{j}" for j in range(images)] if tid.startswith("input:") else made[tid]
+
+    def over_batch(tid: str | None) -> str | None:
+        if tid is None:
+            return None
+        each = images_of(tid)
+        if isinstance(each, str):
+            return each
+        stacks.setdefault(f"stack:{tid}", each)
+        return f"stack:{tid}"
+
+    def of_image(tid: str | None, j: int, layer: str) -> str | None:
+        if tid is None:
+            return None
+        each = images_of(tid)
+        if isinstance(each, str):
+            raise HeteroDSEError(f"layer {layer} reads {tid}, a linear layer's output over the batch, as an image's: "
+                                 "the network kernel runs its layers over a batch only where they are linear layers "
+                                 "to the end")
+        return each[j]
+
+    for i, r in enumerate(run.layers):
+        name = r.placed.shape.name or str(i)
+        if r.placed.shape.images > 1:
+            if r.placed.shape.images != images:
+                raise HeteroDSEError(f"layer {name} is designed over {r.placed.shape.images} images, the run is of "
+                                     f"{images}")
+            layers.append(replace(r, source=over_batch(r.source), residual=over_batch(r.residual)))
+            made[f"layer:{i}"] = f"layer:{len(layers) - 1}"
+            continue
+        made[f"layer:{i}"] = []
+        for j in range(images):
+            layers.append(replace(r, source=of_image(r.source, j, name), residual=of_image(r.residual, j, name),
+                                  reference=r.reference[j:j + 1], float_reference=None if r.float_reference is None
+                                  else r.float_reference[j:j + 1]))
+            made[f"layer:{i}"].append(f"layer:{len(layers) - 1}")
+    return replace(run, layers=layers, inputs=inputs, stacks=stacks,
+                   reference_source=f"{run.reference_source}; a batch of {images} images")
 
 
 def run_bytes(p: PlacedLayer) -> int:

@@ -49,7 +49,9 @@ class ChainLayer:
 
 
 def trace_chain(model: Any, example: Any) -> tuple[list[ChainLayer], np.ndarray]:
-    """The layers of ``model`` (eval mode) on ``example`` in execution order, and the input as an array."""
+    """The layers of ``model`` (eval mode) on ``example`` in execution order, and the input as an array. The
+    layers' shapes are an image's; their references are of every image of ``example``'s batch (a batch of
+    several: ``network_run.per_image`` runs them through the shared kernel, a run of the batch)."""
     import torch
     from torch import fx
 
@@ -200,8 +202,8 @@ def _bias(mod: Any, k: int) -> np.ndarray:
 def _conv(mod: Any, src: int, in_shape: tuple[int, ...], name: str) -> ChainLayer:
     kernel, stride, pad, dil = mod.kernel_size, mod.stride, mod.padding, mod.dilation
     if (len(set(kernel)) != 1 or len(set(stride)) != 1 or isinstance(pad, str) or len(set(pad)) != 1
-            or dil != (1, 1) or in_shape[0] != 1):
-        raise HeteroDSEError(f"{name}: the network kernel runs batch 1, square, undilated convolutions")
+            or dil != (1, 1)):
+        raise HeteroDSEError(f"{name}: the network kernel runs square, undilated convolutions")
     c, k = mod.in_channels, mod.out_channels
     if mod.groups == 1:
         engine = "grid"
@@ -217,8 +219,6 @@ def _conv(mod: Any, src: int, in_shape: tuple[int, ...], name: str) -> ChainLaye
 def _global_pool(src: int, in_shape: tuple[int, ...], name: str) -> ChainLayer:
     """A global average pool as the depthwise layer it is: one window of the whole image, every tap's weight
     ``1 / (H·W)``, no bias (in int8 each channel's weights quantise to 127 exactly, their scale the mean's)."""
-    if in_shape[0] != 1:
-        raise HeteroDSEError(f"{name}: the network kernel runs batch 1")
     c, h, w = in_shape[1:]
     weight = np.full((c, 1, h, w), 1.0 / (h * w), dtype=np.float32)
     return ChainLayer(LayerShape("depthwise", c, c, h, w, h, w, 1, 0, name=name), weight,

@@ -32,6 +32,7 @@ class LayerShape:
     pixels_in: int = 1  # a linear layer after a flatten: its C features are this many pixels of C / pixels_in
     residual: bool = False  # its epilogue adds a residual (read beside each output word)
     leaky: bool = False  # its activation multiplies below zero (a leaky ReLU), where ReLU and clamps compare
+    images: int = 1  # a linear layer run over a batch (``fpga_network_units.batched``): its W pixels, an image's each
 
     @property
     def macs(self) -> int:
@@ -54,8 +55,9 @@ def shape_of(op: Any, from_host: bool = False) -> LayerShape:
                              "in that order, which is what the network kernel's write process applies")
     if op.name in ("conv2d", "depthwise_conv2d"):
         if p.get("batch", 1) != 1 or p.get("dilation", 1) != 1 or p.get("multiplier", 1) != 1:
-            raise HeteroDSEError(f"{name}: the network kernel runs batch 1, undilated convolutions (one output "
-                                 "channel per depthwise channel)")
+            raise HeteroDSEError(f"{name}: the network kernel runs undilated convolutions (one output channel per "
+                                 "depthwise channel) of an image at a time: give the example at batch 1 (--batch N "
+                                 "sets the images a run of its compute units takes)")
         if op.name == "conv2d" and p.get("groups", 1) != 1:
             raise HeteroDSEError(f"{name}: the network kernel runs dense and depthwise convolutions, not one of "
                                  f"{p['groups']} groups")

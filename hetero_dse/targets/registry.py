@@ -32,6 +32,8 @@ class TargetRequest:
     extra: dict[str, Any] = field(default_factory=dict)  # a plugin's own settings
     #: a 3×3 convolution's on the CPU and GPU, and the FPGA network kernel's: auto, direct, winograd
     algorithm: str = "auto"
+    #: images a run of the FPGA network kernel's compute units takes (its linear layers read their weights once)
+    batch: int = 1
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,7 @@ def _fpga(request: TargetRequest) -> list[Target]:
         targets.append(FpgaTarget(board, dtypes=list(request.dtypes), clocks=list(request.clocks),
                                   options=SpaceOptions(io_optimal=request.io_optimal),
                                   traffic_weight=request.traffic_weight, calibration=request.calibration,
-                                  csim=request.csim, algorithm=request.algorithm))
+                                  csim=request.csim, algorithm=request.algorithm, batch=request.batch))
     return targets
 
 

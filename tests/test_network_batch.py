@@ -1,0 +1,122 @@
+"""A run of the shared network kernel over a batch (issue 38, item 2's throughput at a given batch): each
+convolution once an image, each linear layer once over all the images, its weights read once a run. The model's
+figures by hand, the small network C-simulated end to end on a batch of two against torch (float32, and int8 bit
+for bit), and the layout's stacking broken on purpose to show the C-simulation catches it."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from cost_models.fpga_network import network_trips
+from cost_models.fpga_network_units import batched, explore_throughput, over_batch
+from hetero_dse.network_report import _throughput_note
+from hetero_dse.errors import HeteroDSEError
+from hetero_dse.hardware.board import load_board
+from hetero_dse.hls.csim import csim
+from hetero_dse.hls.network_lint import lint_network
+from hetero_dse.hls.network_project import check_trips, write_network_project
+from hetero_dse.hls.network_run import per_image
+from hetero_dse.model.layer_shape import LayerShape
+from small_net import small_design
+
+torch = pytest.importorskip("torch")
+
+needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="C-simulation needs g++")
+
+CONV = LayerShape("grid", 16, 32, 8, 8, 3, 3, 1, 1, name="conv")
+FC = LayerShape("grid", 2048, 10, 1, 1, name="fc")
+
+
+def test_a_batch_runs_each_convolution_an_image_and_each_linear_layer_once_over_it():
+    assert over_batch(FC) and not over_batch(CONV)
+    assert not over_batch(LayerShape("depthwise", 16, 16, 1, 1))  # one channel a lane: not a matrix product
+    assert batched([(CONV, 2), (FC, 1)], 1) == [(CONV, 2), (FC, 1)]
+    assert batched([(CONV, 2), (FC, 1)], 4) == [(CONV, 8), (replace(FC, W=4, images=4), 1)]
+
+
+def test_a_linear_layer_over_a_batch_reads_its_weights_once_by_the_models_count():
+    # ResNet-18's classifier on vu9p: its 512 x 1000 weights are most of what it reads; over 4 images as 4 pixels
+    # of one tile, the weight process moves the same words as for one image, and the output 4 times as many
+    design = explore_throughput([(LayerShape("grid", 512, 1000, 1, 1, name="fc"), 1)], load_board("vu9p"), "int8",
+                                images=4)
+    (p,) = design.layers
+    assert (p.layer.W, p.shape.images, p.count, design.images) == (4, 4, 1, 4)
+    e = design.engines["grid"]
+    assert p.tiles.tw == 4  # the explorer's tile over the batch: its weights once
+    one = network_trips(e, replace(p.layer, W=1), replace(p.tiles, tw=1))
+    four = network_trips(e, p.layer, p.tiles)
+    assert four["read_w"] == one["read_w"] and four["write"] == 4 * one["write"]
+    # images a second: each unit's run of 4 images in the run's latency
+    assert design.fps == pytest.approx(design.compute_units * 4 / design.latency_s)
+    assert design.to_json()["fps"] == pytest.approx(design.fps) and design.to_json()["images"] == 4
+    with pytest.raises(HeteroDSEError, match="a batch of 0 images"):
+        explore_throughput([(FC, 1)], load_board("vu9p"), "int8", images=0)
+
+
+@needs_gxx
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+def test_the_small_network_runs_a_batch_of_two_through_the_kernel_against_torch(tmp_path, dtype):
+    layers, design, run, model, x = small_design(dtype, images=2)
+    # five layers an image, twice; the linear layer once, over the two images' features side by side
+    assert [(p.count, p.layer.W) for p in design.layers][-1] == (1, 2) and design.images == 2
+    assert all(p.count == 2 for p in design.layers[:-1])
+    assert len(run.layers) == 5 * 2 + 1 and list(run.stacks.values()) == [["layer:8", "layer:9"]]
+    assert run.layers[-1].source == "stack:layer:4" and run.layers[-1].reference.shape == (2, 10)
+    project = write_network_project(tmp_path / "batch", design, run)
+    result = csim(project)
+    assert result.passed and result.mismatches == 0, result.output[-2000:]
+    assert result.elements == sum(r.placed.layer.OH * r.placed.layer.OW * r.placed.layer.K for r in run.layers)
+    assert check_trips(project, result.output) == []
+    report = lint_network(project)
+    assert report.ok, [str(f) for f in report.findings]
+    with torch.no_grad():
+        final = model(x).numpy()
+    if dtype == "float32":  # each image's classes: torch's, within float32 rounding
+        assert np.allclose(run.layers[-1].reference, final, atol=1e-5)
+    else:  # bit for bit against the same integer arithmetic (above); the quantisation's own error within 3 %
+        q = run.layers[-1]
+        assert result.max_abs_error == 0.0
+        assert np.abs(q.reference * q.quant["scale"] - final).max() < 0.03 * np.abs(final).max()
+    readme = (project / "README.md").read_text()
+    assert "A run takes a batch of 2 images" in readme
+
+
+@needs_gxx
+def test_a_batch_whose_images_are_stacked_out_of_order_fails_the_c_simulation(tmp_path):
+    """The linear layer's pixel j must be image j's features: with the stack's images swapped, each image's
+    classes are the other's, and the test bench says so."""
+    _, design, run, _, _ = small_design("float32", images=2)
+    swapped = replace(run, stacks={k: v[::-1] for k, v in run.stacks.items()})
+    result = csim(write_network_project(tmp_path / "swapped", design, swapped))
+    assert not result.passed and result.mismatches > 0
+
+
+def test_a_layer_of_an_image_after_a_linear_layer_over_the_batch_is_one_sentence():
+    _, design, run, _, _ = small_design("float32")
+    linear = run.layers[-1]
+    over = replace(linear, placed=replace(linear.placed, shape=replace(linear.placed.shape, images=2)))
+    conv = replace(run.layers[0], source="layer:5")
+    batch = replace(run, layers=[*run.layers[:-1], over, conv],
+                    inputs={k: np.concatenate([v, v]) for k, v in run.inputs.items()})
+    batch.layers[:5] = [replace(r, reference=np.concatenate([r.reference] * 2)) for r in batch.layers[:5]]
+    with pytest.raises(HeteroDSEError, match="a linear layer's output over the batch"):
+        per_image(batch, 2)
+    with pytest.raises(HeteroDSEError, match="not a batch of 3 images"):
+        per_image(batch, 3)
+
+
+def test_the_report_says_the_batch_a_compute_unit_runs():
+    engines = [{"kind": "grid", "lanes": {"output-channel": 16, "input-channel": 32}}]
+    t = {"compute_units": 2, "fps": 1234.0, "latency_s": 0.0032, "engines": engines, "units_stop": "the DSPs are full",
+         "images": 4, "directory": "network-x/vu9p/hls-units"}
+    note = _throughput_note({"throughput": t})
+    assert "At batch 4, **2 compute units** (each grid 16 × 32 lanes, in runs of 4 images, the linear layers once " \
+           "over a run, 3.2 ms a run) run 1234 images a second" in note
+    assert "No more units: the DSPs are full." in note
+    note = _throughput_note({"throughput": {**t, "images": 1}})
+    assert "At batch > 1, **2 compute units** (each grid 16 × 32 lanes, each image on one, 3.2 ms each)" in note
+    assert "No more: the DSPs are full." in note
