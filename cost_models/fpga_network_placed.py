@@ -59,6 +59,9 @@ class NetworkDesign:
     #: images one run of the descriptor table takes (``fpga_network_units.batched``): each convolution once an image,
     #: each linear layer once over all of them; ``latency_s`` is the run's
     images: int = 1
+    #: where this kernel's units are among a set's (``fpga_network_kernels``): their banks those of the units from
+    #: this one on (``port_banks``), the set's kernels before it holding the others
+    first_unit: int = 0
 
     @property
     def slrs(self) -> tuple[int, ...]:
@@ -141,6 +144,7 @@ class NetworkDesign:
                 "latency_s": self.latency_s, "fps": self.fps,
                 "compute_units": self.compute_units, **({"images": self.images} if self.images > 1 else {}),
                 **({"units_stop": self.units_stop} if self.units_stop else {}),
+                **({"first_unit": self.first_unit} if self.first_unit else {}),
                 **({"unit_slrs": list(self.slrs)} if self.slrs else {}),
                 "gops": 2 * self.macs * self.compute_units / self.latency_s / 1e9,
                 "peak_gops": 2 * macs_peak * hz / 1e9, "resources": self.resources, "utilisation": self.utilisation,

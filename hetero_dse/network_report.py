@@ -89,6 +89,8 @@ def _throughput_note(n: dict[str, Any]) -> str:
     t = n.get("throughput")
     if not t:
         return ""
+    if "kernels" in t:
+        return _kernels_note(t) + _pipeline_note(n.get("pipeline"), t["fps"])
     stop, arrays = t.get("units_stop") or "the device or its memory is full", " and ".join(
         f"{e['kind']} {_lanes_words(e)}" for e in t["engines"])  # (a record written before the stop was said)
     images = t.get("images", 1)
@@ -104,6 +106,21 @@ def _throughput_note(n: dict[str, Any]) -> str:
                 f"{fmt_seconds(t['latency_s'])} each) run {t['fps']:.0f} images a second: {_project(t)}. "
                 f"No more: {stop}.")
     return note + _pipeline_note(n.get("pipeline"), t["fps"])
+
+
+def _kernels_note(t: dict[str, Any]) -> str:
+    """The throughput design of kernels of different sizes in one xclbin, one an SLR room
+    (``fpga_network_kernels``)."""
+    def engines(k: dict[str, Any]) -> str:
+        return " and ".join(f"{e['kind']} {_lanes_words(e)}" for e in k["engines"])
+
+    each = "; ".join(f"`{k['top']}` {engines(k)} on SLR{'s' if len(k['unit_slrs']) > 1 else ''} "
+                     f"{', '.join(map(str, k['unit_slrs']))}, {fmt_seconds(k['latency_s'])} a run"
+                     for k in t["kernels"])
+    batch = f"At batch {t['images']}" if t.get("images", 1) > 1 else "At batch > 1"
+    return (f" {batch}, **{len(t['kernels'])} kernels in one xclbin, each explored for its SLR's room** ({each}) "
+            f"run {t['fps']:.0f} images a second, against {t['units_fps']:.0f} for compute units of one kernel "
+            f"({t['units_stop']}): {_project(t)}.")
 
 
 def _csim_verdict(check: dict[str, Any]) -> str:

@@ -22,7 +22,7 @@ from cost_models.fpga_pipeline import (
     stage_time,
     window_trips,
 )
-from hetero_dse.crossdevice import _pipeline_note
+from hetero_dse.network_report import _pipeline_note
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, load_board
 from hetero_dse.model.layer_shape import LayerShape

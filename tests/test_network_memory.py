@@ -133,7 +133,7 @@ def test_a_network_whose_test_data_is_past_the_limit_gets_a_project_of_as_many_l
     says so (its README, the report), and C-simulates them: the hardware is the design's, the table shorter."""
     from small_net import traced
 
-    from hetero_dse.crossdevice import _project
+    from hetero_dse.network_report import _project
     from hetero_dse.hls import network_project
     from hetero_dse.hls.csim import csim
     from hetero_dse.hls.network_project import check_trips, write_network_random

@@ -12,11 +12,15 @@ from hetero_dse.errors import HeteroDSEError
 
 
 def _projects(directory: Path) -> list[Path]:
-    """The HLS projects of ``directory``: itself, or the <op>/<board>/hls projects of an explore output."""
-    if (directory / "src" / "kernel.cpp").is_file():
+    """The HLS projects of ``directory``: itself, or the <op>/<board>/hls projects of an explore output (and its sets
+    of kernels linked into one xclbin, ``kernel_set``)."""
+    from hetero_dse.hls.kernel_set import SET_FILE
+
+    if (directory / "src" / "kernel.cpp").is_file() or (directory / SET_FILE).is_file():
         return [directory]
     _check_output_is_whole(directory)
-    projects = sorted(p.parent.parent for p in directory.glob("**/hls/src/kernel.cpp"))
+    projects = sorted([*(p.parent.parent for p in directory.glob("**/hls/src/kernel.cpp")),
+                       *(p.parent for p in directory.glob(f"**/{SET_FILE}"))])
     projects = [p for p in projects if not p.name.endswith(".partial")]
     if not projects:
         raise HeteroDSEError(f"no HLS project under {directory}: expected src/kernel.cpp, or <op>/<board>/hls "
@@ -33,13 +37,14 @@ def lint_command(paths: tuple[Path, ...], as_json: bool) -> None:
     word. Exit code 1 when any project has a finding."""
     import json
 
+    from hetero_dse.hls.kernel_set import is_kernel_set, lint_kernel_set
     from hetero_dse.hls.lint import LintError, lint
 
     projects = [p for path in paths for p in _projects(path)]
     results = []
     for project in projects:
-        try:
-            report = lint(project)
+        try:  # a set of kernels linked into one xclbin: each one's lint and the set's own checks
+            report = lint_kernel_set(project) if is_kernel_set(project) else lint(project)
             results.append({"project": str(project), "ok": report.ok, "findings": [str(f) for f in report.findings],
                             "pragmas_checked": report.pragmas_checked})
         except LintError as exc:
@@ -73,7 +78,9 @@ def csim_command(directory: Path, dataflow: bool) -> None:
     from hetero_dse.hls.lint import lint
     from hetero_dse.hls.pipeline_lint import is_pipeline_project
 
-    projects = _projects(directory)
+    from hetero_dse.hls.kernel_set import set_kernels
+
+    projects = [kernel for p in _projects(directory) for kernel in (set_kernels(p) or [p])]  # a set: each kernel
     failed, lint_failed = [], []
     for project in projects:
         with console.status(f"C-simulating {project}"):

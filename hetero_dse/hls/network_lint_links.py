@@ -81,7 +81,7 @@ def check_links(project: Path, record: dict[str, Any], arguments: list[str], m_a
                             "not the one the model charges")
         return
     _check_slrs(slrs, names, board, design, add)
-    _check_model(project, memory, names, ports, placed, add)
+    _check_model(project, memory, names, ports, placed, add, design.get("first_unit", 0))
     _check_double(project, names, arguments, placed, add)
 
 
@@ -153,9 +153,10 @@ def _check_slrs(lines: list[str], names: list[str], board: Board, design: dict[s
 
 
 def _check_model(project: Path, memory: Memory, names: list[str], ports: list[str],
-                 placed: dict[tuple[str, str], tuple[int, int]], add: Any) -> None:
+                 placed: dict[tuple[str, str], tuple[int, int]], add: Any, first_unit: int = 0) -> None:
     """Each port on the bank ``port_banks`` places it (a weight port over the same span of banks as the others,
-    from that bank on); and the buffers the host allocates there (their sizes from data/) within the banks."""
+    from that bank on; a kernel of a set's, its units' banks those from its ``first_unit`` on); and the buffers the
+    host allocates there (their sizes from data/) within the banks."""
     weights = [p for p in ports if p.startswith("wgt")]
     spans = {placed[u, p][1] - placed[u, p][0] + 1 for u in names for p in weights}
     span = spans.pop() if len(spans) == 1 else 0
@@ -163,7 +164,7 @@ def _check_model(project: Path, memory: Memory, names: list[str], ports: list[st
         add("links", "connectivity.cfg", f"the weight ports span {sorted(spans)} banks: the model gives each the same")
         return
     for u, unit in enumerate(names):
-        banks = port_banks(u, memory.channels, len(weights), span)
+        banks = port_banks(first_unit + u, memory.channels, len(weights), span)
         # the table and the arena's ports on the arena's bank (``port_banks``), wgt, wgt1, ... on the weights'
         want = ({p: banks["arena"] for p in ports} | {"params": banks["params"]}
                 | dict(zip(weights, banks["weights"], strict=True)))

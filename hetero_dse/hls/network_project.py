@@ -104,7 +104,7 @@ def context(design: NetworkDesign, run: NetworkRun, data: dict[str, Any], top: s
     # last bank of each such port's range)
     units, span = [], design_span(design)
     for u in range(design.compute_units):
-        banks = port_banks(u, board.memory.channels, len(wgts), span)
+        banks = port_banks(design.first_unit + u, board.memory.channels, len(wgts), span)
         of_port = {"params": banks["params"], **dict(zip(wgts, banks["weights"], strict=True))}
         units.append({"name": f"{top}_{u + 1}", "banks": [(p["name"], of_port.get(p["name"], banks["arena"]))
                                                           for p in ports],
@@ -252,8 +252,8 @@ def write_network_project(directory: Path, design: NetworkDesign, run: NetworkRu
     return directory
 
 
-def write_network_random(directory: Path, design: NetworkDesign, ops: Sequence[Any], seed: int = 0
-                         ) -> tuple[Path, int]:
+def write_network_random(directory: Path, design: NetworkDesign, ops: Sequence[Any], seed: int = 0,
+                         top: str = "network_kernel") -> tuple[Path, int]:
     """``design``'s project on random data (``random_run``): every distinct layer's, or where their data is past
     ``MAX_DATA_BYTES``, each engine's smallest layer and then others in order while they fit
     (``test_bench_layers``): (its directory, the layers it runs)."""
@@ -264,7 +264,7 @@ def write_network_random(directory: Path, design: NetworkDesign, ops: Sequence[A
     if not chosen:
         raise TestBenchTooLarge(f"an engine's smallest layer alone has more test data than the limit of "
                                 f"{MAX_DATA_BYTES / 1e9:g} GB")
-    return write_network_project(directory, design, random_run(design, ops, seed, only=chosen)), len(chosen)
+    return write_network_project(directory, design, random_run(design, ops, seed, only=chosen), top), len(chosen)
 
 
 def _check_banks(design: NetworkDesign, data: dict[str, Any]) -> None:

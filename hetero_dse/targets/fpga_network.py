@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from cost_models.fpga_network_design import explore_network
+from cost_models.fpga_network_kernels import explore_slr_kernels
 from cost_models.fpga_network_units import explore_throughput
 from cost_models.fpga_pipeline import explore_pipeline, explore_traced
 from hetero_dse.errors import HeteroDSEError
@@ -42,6 +43,13 @@ def network_designs(target: Any, graph: Any, outcomes: Sequence[Any], dtype: str
     units = explore_throughput(shapes, target.board, dtype, clock, algorithm=algorithm, images=target.batch)
     keep = ("compute_units", "fps", "latency_s", "engines", "utilisation", "units_stop", "unit_slrs", "images")
     record["throughput"] = {k: v for k, v in units.to_json().items() if k in keep}
+    # where a shell takes part of one SLR: a kernel explored for each SLR's own room, all in one xclbin, kept where
+    # it runs more images a second than the units of one kernel (``fpga_network_kernels``)
+    kernels = explore_slr_kernels(shapes, target.board, dtype, clock, algorithm=algorithm, images=target.batch)
+    if kernels is not None and kernels.fps > units.fps:
+        record["throughput"] = {**kernels.to_json(), "units_fps": units.fps, "units_stop": units.units_stop}
+    elif kernels is not None:
+        record["throughput"]["kernels_fps"] = kernels.fps  # (said beside the units: the set runs fewer)
     # the second architecture, one stage a layer, to say where it would serve batch > 1 better
     record["pipeline"] = _pipeline(graph, shapes, target.board, dtype, clock, out, target.csim)
     counts = {op.shape_name: layer.count for op, layer in zip(ops, graph.layers, strict=True)}
@@ -53,7 +61,9 @@ def network_designs(target: Any, graph: Any, outcomes: Sequence[Any], dtype: str
     if out is not None:
         root = out / f"network-{graph.label}" / target.board.name
         record.update(write_network(design, ops, root / "hls", out, target.csim))
-        if units.compute_units > 1 or units.images > 1:  # the units' kernel, instantiated compute_units times
+        if "kernels" in record["throughput"]:  # the set's kernels, each its own project, linked into one xclbin
+            record["throughput"].update(_write_set(kernels, ops, root / "hls-slrs", out, target.csim))
+        elif units.compute_units > 1 or units.images > 1:  # the units' kernel, instantiated compute_units times
             record["throughput"].update(write_network(units, ops, root / "hls-units", out, target.csim))
     return record
 
@@ -141,4 +151,40 @@ def write_network(design: Any, ops: Sequence[Operator], directory: Path, out: Pa
         record["check"] = {"passed": result.passed and not problems, "mismatches": result.mismatches,
                            "max_abs_error": result.max_abs_error, "elements": result.elements,
                            "trips": problems or "every process ran the trips the model charges"}
+    return record
+
+
+def _write_set(kernels: Any, ops: Sequence[Operator], directory: Path, out: Path, run_csim: bool) -> dict[str, Any]:
+    """A set of kernels' project (``kernel_set``), its lint's verdict and, where asked, each kernel's C-simulation
+    with its trip counts against the model's (the set passes where every kernel does)."""
+    from hetero_dse.hls.csim import csim
+    from hetero_dse.hls.kernel_set import lint_kernel_set, set_kernels, write_kernel_set
+    from hetero_dse.hls.network_project import check_trips
+    from hetero_dse.hls.project import TestBenchTooLarge
+
+    try:
+        written, ran = write_kernel_set(directory, kernels, ops)
+    except TestBenchTooLarge as exc:
+        return {"project_why": f"no project written: {exc}"}
+    record: dict[str, Any] = {"directory": str(written.relative_to(out))}
+    if any(n < len(d.layers) for n, d in zip(ran, kernels.kernels, strict=True)):
+        record["test_data"] = "for some of the distinct layers, every engine's"
+    lint = lint_kernel_set(written)
+    record["lint"] = {"ok": lint.ok, "findings": [str(f) for f in lint.findings]}
+    if run_csim:
+        checks = []
+        for project in set_kernels(written):
+            try:
+                result = csim(project)
+            except HeteroDSEError as exc:
+                record["check"] = {"passed": None, "why": f"{project.name}: {exc}"}
+                return record
+            problems = check_trips(project, result.output)
+            checks.append((result, problems))
+        record["check"] = {"passed": all(r.passed and not p for r, p in checks),
+                           "mismatches": sum(r.mismatches for r, _ in checks),
+                           "max_abs_error": max(r.max_abs_error for r, _ in checks),
+                           "elements": sum(r.elements for r, _ in checks),
+                           "trips": [q for _, p in checks for q in p]
+                           or "every process ran the trips the model charges"}
     return record
