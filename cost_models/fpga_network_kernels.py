@@ -64,37 +64,23 @@ def explore_slr_kernels(layers: Sequence[tuple[LayerShape, int]], board: Board, 
     """A kernel for each distinct SLR room of ``board`` (``slr_room``), explored for that room with the memory
     channels' share of as many units as the part has SLRs, each unit of a run of ``images`` images (``batched``);
     None on one die, or where every SLR's room is the same or the explorer gives every room one design (the compute
-    units of one kernel are that design). SLRs whose rooms give one design share its kernel."""
+    units of one kernel are that design). SLRs whose rooms give one design share its kernel. Every kernel is
+    clocked at the slowest's (v++ links an xclbin's kernels on one clock)."""
     if board.slrs <= 1:
         return None
-    rooms = slr_room(board)
-    part = np.array([board.kernel_resources(k) for k in RESOURCE_KINDS], dtype=np.float64)
     groups: dict[tuple[float, ...], list[int]] = {}
-    for slr, room in enumerate(rooms):
+    for slr, room in enumerate(slr_room(board)):
         groups.setdefault(tuple(np.round(room, 3)), []).append(slr)
     if len(groups) == 1:
         return None  # every SLR alike: the compute units of one kernel
     run = batched(layers, images)
-    found: list[tuple[NetworkDesign, list[int]]] = []
-    ports = None
-    # the largest room first: its kernel's weight ports are every kernel's
-    for room, slrs in sorted(groups.items(), key=lambda g: -sum(g[0])):
-        usable = {k: float(room[i] / part[i]) if part[i] else board.usable[k] for i, k in enumerate(RESOURCE_KINDS)}
-        try:
-            d = explore_network(run, replace(board, usable=usable), dtype, clock_mhz, algorithm=algorithm,
-                                units=board.slrs, **({"weight_ports": (ports,)} if ports else {}))
-        except HeteroDSEError:
-            continue  # no kernel fits this room: its SLRs stay empty
-        if design_span(d) > 1:  # (an HBM's pseudo-channel spans: no board of those has SLRs of unequal room)
-            return None
-        ports = ports or d.w_ports
-        if slrs_spanned(board, [d.resources.get(k, 0.0) for k in RESOURCE_KINDS]) > 1:
-            raise HeteroDSEError(f"a kernel explored for SLR{slrs[0]}'s room spans SLRs (a bug: please report it)")
-        same = next((f for f in found if _same(f[0], d)), None)
-        if same is not None:  # rooms a little apart that the explorer gives one design: one kernel on both
-            same[1].extend(slrs)
-        else:
-            found.append((d, list(slrs)))
+    found = _kernels(sorted(groups.items(), key=lambda g: -sum(g[0])), run, board, dtype, clock_mhz, algorithm)
+    slowest = min((d.achieved_mhz for d, _ in found), default=0.0)
+    if any(d.achieved_mhz > slowest for d, _ in found):
+        # v++ links every kernel of an xclbin on one kernel clock: each explored again for the slowest's
+        found = _kernels(sorted(groups.items(), key=lambda g: -sum(g[0])), run, board, dtype, slowest, algorithm)
+        if any(d.achieved_mhz != found[0][0].achieved_mhz for d, _ in found):
+            return None  # (the clocks still apart: the units of one kernel, one clock by construction)
     if len(found) < 2:
         return None  # one kernel: the compute units of one kernel are that design
     kernels, first = [], 0
@@ -105,6 +91,33 @@ def explore_slr_kernels(layers: Sequence[tuple[LayerShape, int]], board: Board, 
         kernels.append(d)
         first += len(slrs)
     return KernelSet(board, kernels)
+
+
+def _kernels(groups: list[tuple[tuple[float, ...], list[int]]], run: list, board: Board, dtype: str,
+             clock_mhz: float | None, algorithm: str) -> list[tuple[NetworkDesign, list[int]]]:
+    """Each room's kernel (largest room first: its weight ports every kernel's), and the SLRs it is on; SLRs whose
+    rooms give one design one kernel."""
+    part = np.array([board.kernel_resources(k) for k in RESOURCE_KINDS], dtype=np.float64)
+    found: list[tuple[NetworkDesign, list[int]]] = []
+    ports = None
+    for room, slrs in groups:
+        usable = {k: float(room[i] / part[i]) if part[i] else board.usable[k] for i, k in enumerate(RESOURCE_KINDS)}
+        try:
+            d = explore_network(run, replace(board, usable=usable), dtype, clock_mhz, algorithm=algorithm,
+                                units=board.slrs, **({"weight_ports": (ports,)} if ports else {}))
+        except HeteroDSEError:
+            continue  # no kernel fits this room: its SLRs stay empty
+        if design_span(d) > 1:  # (an HBM's pseudo-channel spans: no board of those has SLRs of unequal room)
+            return []
+        ports = ports or d.w_ports
+        if slrs_spanned(board, [d.resources.get(k, 0.0) for k in RESOURCE_KINDS]) > 1:
+            raise HeteroDSEError(f"a kernel explored for SLR{slrs[0]}'s room spans SLRs (a bug: please report it)")
+        same = next((f for f in found if _same(f[0], d)), None)
+        if same is not None:  # rooms a little apart that the explorer gives one design: one kernel on both
+            same[1].extend(slrs)
+        else:
+            found.append((d, list(slrs)))
+    return found
 
 
 def _same(a: NetworkDesign, b: NetworkDesign) -> bool:

@@ -5,6 +5,7 @@ for bit), and the layout's stacking broken on purpose to show the C-simulation c
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import replace
 
@@ -83,6 +84,79 @@ def test_the_small_network_runs_a_batch_of_two_through_the_kernel_against_torch(
         assert np.abs(q.reference * q.quant["scale"] - final).max() < 0.03 * np.abs(final).max()
     readme = (project / "README.md").read_text()
     assert "A run takes a batch of 2 images" in readme
+
+
+def _designed(model, x, dtype="float32"):
+    """``model`` traced on the batch ``x`` and designed for a run of it on zcu102 (as ``small_design``)."""
+    from cost_models.fpga_network_design import explore_network
+    from hetero_dse.hls.network_run import NetworkRun, RunLayer, quantized
+    from hetero_dse.model.chain import NETWORK_INPUT, trace_chain
+
+    images = x.shape[0]
+    layers, image = trace_chain(model.eval(), x)
+    design = explore_network(batched([(layer.shape, 1) for layer in layers], images), load_board("zcu102"), dtype,
+                             lanes=(4, 8), algorithm="direct")
+    design = replace(design, images=images)
+
+    def tensor(i):
+        return None if i is None else ("input:x" if i == NETWORK_INPUT else f"layer:{i}")
+
+    run = NetworkRun("batch", [RunLayer(p, layer.weight, layer.bias, tensor(layer.source), tensor(layer.residual),
+                                        layer.activation, layer.reference, layer.flatten)
+                               for p, layer in zip(design.layers, layers, strict=True)], {"x": image}, "torch")
+    return design, per_image(quantized(run, design), images)
+
+
+@needs_gxx
+def test_a_tile_over_the_batch_that_does_not_divide_it_reads_a_guard_of_zeros(tmp_path):
+    """A batch of 3 whose linear layer takes 2 images a tile: its second tile reads a pixel past the last image,
+    which the stack keeps as a guard of zeros (its pitch 4 pixels), and writes nothing there."""
+    from cost_models.fpga_network_choices import placed_cycles
+
+    _, design, run, model, x = small_design("float32", images=3)
+    p = design.layers[-1]
+    tiles = replace(p.tiles, tw=2)
+    timing = {**design.timing, "clock_hz": design.achieved_mhz * 1e6}
+    q = replace(p, tiles=tiles, cycles=placed_cycles(design.engines["grid"], p.layer, tiles, False, timing,
+                                                     design.achieved_mhz))
+    design = replace(design, layers=[*design.layers[:-1], q])
+    run = replace(run, layers=[*run.layers[:-1], replace(run.layers[-1], placed=q)])
+    project = write_network_project(tmp_path / "guard", design, run)
+    table = json.loads((project / "design.json").read_text())["table"]
+    assert (table[-1]["W"], table[-1]["tw"], table[-1]["in_pitch"]) == (3, 2, 4)
+    result = csim(project)
+    assert result.passed and result.mismatches == 0, result.output[-2000:]
+    assert check_trips(project, result.output) == []
+    assert lint_network(project).ok
+    with torch.no_grad():
+        assert np.allclose(run.layers[-1].reference, model(x).numpy(), atol=1e-5)
+
+
+@needs_gxx
+def test_a_1x1_convolution_on_a_pooled_map_runs_over_the_batch(tmp_path):
+    """A global pool (an image's depthwise layer), then a 1×1 convolution on its 1×1 map: a matrix product over
+    the batch as a linear layer is (its NCHW output the batch's rows), then the classifier over its output."""
+    nn = torch.nn
+
+    class Pooled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1, self.c2, self.fc = nn.Conv2d(3, 16, 3, 1, 1), nn.Conv2d(16, 16, 1), nn.Linear(16, 10)
+
+        def forward(self, x):
+            x = nn.functional.adaptive_avg_pool2d(torch.relu(self.c1(x)), 1)
+            return self.fc(torch.flatten(torch.relu(self.c2(x)), 1))
+
+    torch.manual_seed(0)
+    model, x = Pooled().eval(), torch.randn(2, 3, 8, 8)
+    design, run = _designed(model, x)
+    assert [p.shape.images for p in design.layers] == [1, 1, 2, 2]
+    assert [r.source for r in run.layers] == ["input:x@0", "input:x@1", "layer:0", "layer:1", "stack:layer:1",
+                                              "layer:4"]
+    result = csim(write_network_project(tmp_path / "pooled", design, run))
+    assert result.passed and result.mismatches == 0, result.output[-2000:]
+    with torch.no_grad():
+        assert np.allclose(run.layers[-1].reference, model(x).numpy(), atol=1e-5)
 
 
 @needs_gxx

@@ -53,7 +53,7 @@ def write_kernel_set(directory: Path, kernels: KernelSet, ops: Sequence[Any], se
     directory = Path(directory)
     try:
         with atomic_directory(directory) as partial:
-            ran = [write_network_random(partial / top, d, ops, seed, top=top)[1]
+            ran = [write_network_random(partial / top, d, ops, seed, top=top, in_set=True)[1]
                    for top, d in zip(tops, kernels.kernels, strict=True)]
             lines = [line for top in tops for line in _connectivity(partial / top)]
             (partial / "connectivity.cfg").write_text(
@@ -105,9 +105,12 @@ def check_kernel_set(directory: Path, add: Any) -> None:
     wanted: list[str] = []
     first = 0
     used: dict[int, np.ndarray] = defaultdict(lambda: np.zeros(len(RESOURCE_KINDS)))
+    alike: dict[str, set] = defaultdict(set)  # what every kernel of the set must share
     for kernel in record["kernels"]:
         project = directory / kernel["top"]
         design = json.loads((project / "design.json").read_text())["design"]
+        for key in ("board", "weight_ports", "achieved_mhz", "clock_mhz"):
+            alike[key].add(design.get(key))
         if design.get("first_unit", 0) != first:
             add("links", f"{kernel['top']}/design.json", f"its units' banks are those from unit "
                 f"{design.get('first_unit', 0)} on; the set's kernels before it have {first} units: two kernels' "
@@ -124,6 +127,15 @@ def check_kernel_set(directory: Path, add: Any) -> None:
     for line in given:
         if line not in wanted:
             add("links", where, f"{line}: no kernel of the set has this line")
+    why = {"board": "the set's kernels are for one board", "weight_ports": "the units' banks are one plan "
+           "(port_banks) only where every kernel has as many weight ports",
+           "achieved_mhz": "v++ links an xclbin's kernels on one clock, which the model must count for each",
+           "clock_mhz": "the Makefile links every kernel at one --kernel_frequency"}
+    for key, values in alike.items():
+        if len(values) > 1:
+            add("links", SET_FILE, f"the kernels' {key} are {sorted(map(str, values))}: {why[key]}")
+    if alike["board"] and alike["board"] != {board.name}:
+        add("links", SET_FILE, f"the kernels are for {sorted(map(str, alike['board']))}, the set for {board.name}")
     rooms = slr_room(board)
     for slr, total in sorted(used.items()):
         over = [k for k, u, c in zip(RESOURCE_KINDS, total, rooms[slr], strict=True) if c > 0 and u > c * (1 + 1e-9)]
@@ -142,7 +154,8 @@ def _check_banks(directory: Path, lines: list[str], capacity: float, add: Any) -
             sizes = {"table": (data / "table.bin").stat().st_size, "params": (data / "params.bin").stat().st_size,
                      "arena": (data / "arena.bin").stat().st_size, "weights": (data / "weights.bin").stat().st_size}
         except OSError:
-            return  # each kernel's own checks say what is missing
+            add("links", f"{kernel['top']}/data", "its buffers' files are missing: the banks' load is not counted")
+            continue
         ports = defaultdict(list)
         for line in lines:
             m = re.match(r"sp=(\w+)\.(\w+):\w+\[(\d+)(?::(\d+))?\]$", line)

@@ -228,8 +228,8 @@ def lay_out(run: NetworkRun, design: NetworkDesign) -> dict[str, Any]:
         halo, bottom, right = _reads(r)
         region.halo, region.bottom, region.right = (max(region.halo, halo), max(region.bottom, bottom),
                                                     max(region.right, right))
-    for tid in flat:
-        if regions[tid].halo or regions[tid].bottom or regions[tid].right:
+    for tid in flat:  # (a stack may have a guard past its last image, which a tile over the batch reads)
+        if regions[tid].halo or (tid not in run.stacks and (regions[tid].bottom or regions[tid].right)):
             raise HeteroDSEError(f"{tid} is read flattened by a linear layer and, padded, by another layer: the "
                                  "network kernel keeps one layout for a tensor")
     arena_words = 0
@@ -245,8 +245,9 @@ def lay_out(run: NetworkRun, design: NetworkDesign) -> dict[str, Any]:
             stack.start = arena_words
             for m in run.stacks[stacked[tid]]:
                 regions[m].start, arena_words = arena_words, arena_words + regions[m].size(word)
-            if arena_words - stack.start != stack.size(word):
+            if arena_words - stack.start != stack.rows * stack.cols * stack.channels // word:
                 raise HeteroDSEError(f"{stacked[tid]}'s images are not its pixels end to end (a bug: please report it)")
+            arena_words = stack.start + stack.size(word)  # and its guard, zeros
             continue
         region.start, arena_words = arena_words, arena_words + region.size(word)
     ports = design.w_ports

@@ -202,8 +202,8 @@ def csim_bytes(design: NetworkDesign) -> int:
     return worst
 
 
-def write_network_project(directory: Path, design: NetworkDesign, run: NetworkRun, top: str = "network_kernel"
-                          ) -> Path:
+def write_network_project(directory: Path, design: NetworkDesign, run: NetworkRun, top: str = "network_kernel",
+                          in_set: bool = False) -> Path:
     """Render ``design`` with the layers of ``run`` into ``directory`` (replacing it, published at once); raises
     :class:`TestBenchTooLarge` before laying out data past ``MAX_DATA_BYTES``."""
     from hetero_dse.hls.project import TestBenchTooLarge, environment
@@ -220,7 +220,7 @@ def write_network_project(directory: Path, design: NetworkDesign, run: NetworkRu
                                  f"residual where its design {'charges none' if r.residual else 'charges one'}")
     data = lay_out(run, design)
     _check_banks(design, data)
-    ctx = context(design, run, data, top)
+    ctx = {**context(design, run, data, top), "in_set": in_set}
     directory = Path(directory)
     try:
         with atomic_directory(directory) as partial:
@@ -253,7 +253,7 @@ def write_network_project(directory: Path, design: NetworkDesign, run: NetworkRu
 
 
 def write_network_random(directory: Path, design: NetworkDesign, ops: Sequence[Any], seed: int = 0,
-                         top: str = "network_kernel") -> tuple[Path, int]:
+                         top: str = "network_kernel", in_set: bool = False) -> tuple[Path, int]:
     """``design``'s project on random data (``random_run``): every distinct layer's, or where their data is past
     ``MAX_DATA_BYTES``, each engine's smallest layer and then others in order while they fit
     (``test_bench_layers``): (its directory, the layers it runs)."""
@@ -264,7 +264,8 @@ def write_network_random(directory: Path, design: NetworkDesign, ops: Sequence[A
     if not chosen:
         raise TestBenchTooLarge(f"an engine's smallest layer alone has more test data than the limit of "
                                 f"{MAX_DATA_BYTES / 1e9:g} GB")
-    return write_network_project(directory, design, random_run(design, ops, seed, only=chosen), top), len(chosen)
+    run = random_run(design, ops, seed, only=chosen)
+    return write_network_project(directory, design, run, top, in_set), len(chosen)
 
 
 def _check_banks(design: NetworkDesign, data: dict[str, Any]) -> None:

@@ -127,7 +127,11 @@ def per_image(run: NetworkRun, images: int) -> NetworkRun:
             if r.placed.shape.images != images:
                 raise HeteroDSEError(f"layer {name} is designed over {r.placed.shape.images} images, the run is of "
                                      f"{images}")
-            layers.append(replace(r, source=over_batch(r.source), residual=over_batch(r.residual)))
+            # its output [images][K] (a 1×1 convolution on a 1×1 map gives NCHW: the same values)
+            layers.append(replace(r, source=over_batch(r.source), residual=over_batch(r.residual),
+                                  reference=r.reference.reshape(images, -1),
+                                  float_reference=None if r.float_reference is None
+                                  else r.float_reference.reshape(images, -1)))
             made[f"layer:{i}"] = f"layer:{len(layers) - 1}"
             continue
         made[f"layer:{i}"] = []
