@@ -90,7 +90,7 @@ def _throughput_note(n: dict[str, Any]) -> str:
     if not t:
         return ""
     if "kernels" in t:
-        return _kernels_note(t) + _pipeline_note(n.get("pipeline"), t["fps"])
+        return _kernels_note(t) + _pipeline_note(n.get("pipeline"), t["fps"], "the kernels")
     stop, arrays = t.get("units_stop") or "the device or its memory is full", " and ".join(
         f"{e['kind']} {_lanes_words(e)}" for e in t["engines"])  # (a record written before the stop was said)
     images = t.get("images", 1)
@@ -142,7 +142,7 @@ def _project(p: dict[str, Any]) -> str:
     return f"**by the model only**: {p.get('project_why', 'explore writes no project for it')}"
 
 
-def _pipeline_note(p: dict[str, Any] | None, units_fps: float) -> str:
+def _pipeline_note(p: dict[str, Any] | None, units_fps: float, against: str = "the compute units") -> str:
     """Which architecture serves throughput: the shared kernel's compute units or a layer-pipelined design."""
     if not p:
         return ""
@@ -153,4 +153,4 @@ def _pipeline_note(p: dict[str, Any] | None, units_fps: float) -> str:
     ddr = f", but those of its {n} stage{'s' * (n > 1)} of one output pixel read from DDR each image" if n else ""
     return (f" A layer-pipelined design ({p['stages']} stages{cut}, weights on chip{ddr}; {_project(p)}) would run "
             f"{p['fps']:.0f} images a second at {p['achieved_mhz']:.0f} MHz, its slowest stage {p['bottleneck']}: "
-            f"it {verdict} than the compute units above.")
+            f"it {verdict} than {against} above.")
