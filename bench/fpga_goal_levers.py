@@ -26,15 +26,14 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cost_models.fpga_network_design import explore_network  # noqa: E402
 from cost_models.fpga_network_units import batched, explore_throughput  # noqa: E402
-from cost_models.fpga_slrs import slr_room  # noqa: E402
-from hetero_dse.hardware.board import RESOURCE_KINDS, Board, load_board  # noqa: E402
+from cost_models.fpga_slrs import room_usable, slr_room  # noqa: E402
+from hetero_dse.hardware.board import Board, load_board  # noqa: E402
 from network_shapes import network_shapes  # noqa: E402
 
 #: HybridDNN (Ye et al., DAC 2020): VGG-16 on a VU9P
@@ -43,9 +42,7 @@ HYBRIDDNN_GOPS = 3375.7
 
 def slr_boards(board: Board) -> list[Board]:
     """The board as each of its SLRs' rooms (``slr_room``) leaves a kernel: ``usable`` that share of the part."""
-    part = np.array([board.kernel_resources(k) for k in RESOURCE_KINDS], dtype=np.float64)
-    return [replace(board, usable={k: float(room[i] / part[i]) if part[i] else board.usable[k]
-                                   for i, k in enumerate(RESOURCE_KINDS)}) for room in slr_room(board)]
+    return [replace(board, usable=room_usable(board, room)) for room in slr_room(board)]
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ from cost_models.fpga_network_design import explore_network
 from cost_models.fpga_network_memory import design_span
 from cost_models.fpga_network_placed import NetworkDesign
 from cost_models.fpga_network_units import batched
-from cost_models.fpga_slrs import slr_room, slrs_spanned
+from cost_models.fpga_slrs import room_usable, slr_room, slrs_spanned
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 from hetero_dse.model.layer_shape import LayerShape
@@ -73,12 +73,12 @@ def explore_slr_kernels(layers: Sequence[tuple[LayerShape, int]], board: Board, 
         groups.setdefault(tuple(np.round(room, 3)), []).append(slr)
     if len(groups) == 1:
         return None  # every SLR alike: the compute units of one kernel
-    run = batched(layers, images)
-    found = _kernels(sorted(groups.items(), key=lambda g: -sum(g[0])), run, board, dtype, clock_mhz, algorithm)
+    run, rooms = batched(layers, images), sorted(groups.items(), key=lambda g: -sum(g[0]))
+    found = _kernels(rooms, run, board, dtype, clock_mhz, algorithm)
     slowest = min((d.achieved_mhz for d, _ in found), default=0.0)
     if any(d.achieved_mhz > slowest for d, _ in found):
         # v++ links every kernel of an xclbin on one kernel clock: each explored again for the slowest's
-        found = _kernels(sorted(groups.items(), key=lambda g: -sum(g[0])), run, board, dtype, slowest, algorithm)
+        found = _kernels(rooms, run, board, dtype, slowest, algorithm)
         if any(d.achieved_mhz != found[0][0].achieved_mhz for d, _ in found):
             return None  # (the clocks still apart: the units of one kernel, one clock by construction)
     if len(found) < 2:
@@ -97,14 +97,12 @@ def _kernels(groups: list[tuple[tuple[float, ...], list[int]]], run: list, board
              clock_mhz: float | None, algorithm: str) -> list[tuple[NetworkDesign, list[int]]]:
     """Each room's kernel (largest room first: its weight ports every kernel's), and the SLRs it is on; SLRs whose
     rooms give one design one kernel."""
-    part = np.array([board.kernel_resources(k) for k in RESOURCE_KINDS], dtype=np.float64)
     found: list[tuple[NetworkDesign, list[int]]] = []
     ports = None
     for room, slrs in groups:
-        usable = {k: float(room[i] / part[i]) if part[i] else board.usable[k] for i, k in enumerate(RESOURCE_KINDS)}
         try:
-            d = explore_network(run, replace(board, usable=usable), dtype, clock_mhz, algorithm=algorithm,
-                                units=board.slrs, **({"weight_ports": (ports,)} if ports else {}))
+            d = explore_network(run, replace(board, usable=room_usable(board, np.array(room))), dtype, clock_mhz,
+                                algorithm=algorithm, units=board.slrs, **({"weight_ports": (ports,)} if ports else {}))
         except HeteroDSEError:
             continue  # no kernel fits this room: its SLRs stay empty
         if design_span(d) > 1:  # (an HBM's pseudo-channel spans: no board of those has SLRs of unequal room)

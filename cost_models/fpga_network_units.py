@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from cost_models.fpga_slrs import slr_room, slrs_spanned
+from cost_models.fpga_slrs import room_usable, slr_room, slrs_spanned
 from cost_models.fpga_network_algorithm import LANES
 from cost_models.fpga_network_choices import keeping_choices
 from cost_models.fpga_network_design import explore_network
@@ -161,7 +161,7 @@ def slr_share(board: Board, units: int, unit: np.ndarray) -> dict[str, float] | 
         if score > best_score:
             best, best_score = each, score
     assert best is not None
-    return {k: float(best[i] / part[i]) if part[i] else board.usable[k] for i, k in enumerate(RESOURCE_KINDS)}
+    return room_usable(board, best)
 
 
 def _resources(design: NetworkDesign) -> np.ndarray:

@@ -12,7 +12,8 @@ import numpy as np
 from cost_models.fpga_clock import achieved_clock
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board
 
-__all__ = ["SLR_INFRASTRUCTURE", "lone_slr", "slr_capacity", "slr_room", "slr_windows", "slrs_spanned"]
+__all__ = ["SLR_INFRASTRUCTURE", "lone_slr", "room_usable", "slr_capacity", "slr_room", "slr_windows",
+           "slrs_spanned"]
 
 #: what the system's infrastructure may take of an SLR's resources (SLR crossings to memory, routing): UG1393
 #: ("Determining Where to Place the Kernels") counts 10 %
@@ -67,3 +68,10 @@ def slr_room(board: Board) -> np.ndarray:
     the SLRs (``fpga_network_units.slr_placement``) and sized (``slr_share``) by it, and the lint checks it."""
     usable = np.array([min(board.usable[k], 1.0 - SLR_INFRASTRUCTURE) for k in RESOURCE_KINDS])
     return slr_capacity(board, 1.0) * usable
+
+
+def room_usable(board: Board, room: np.ndarray) -> dict[str, float]:
+    """``room`` (resources, ``RESOURCE_KINDS`` order: an SLR's, or a share of one) as ``Board.usable`` gives a budget:
+    a fraction of what the shell leaves kernels of each resource (a resource the part has none of keeps the board's)."""
+    part = [board.kernel_resources(k) for k in RESOURCE_KINDS]
+    return {k: float(room[i] / part[i]) if part[i] else board.usable[k] for i, k in enumerate(RESOURCE_KINDS)}

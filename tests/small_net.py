@@ -142,27 +142,37 @@ def small_design(dtype="float32", algorithm="direct", board="zcu102", lanes=(4, 
     (``NetworkRun``, quantised where int8): (the traced layers, the design, the run, the model, its input);
     ``strided``: the network of a depthwise layer of that stride (``Strided``); ``clamped``: ``Clamped``;
     ``images``: a run of a batch of that many (``batched``, ``per_image``)."""
+    from hetero_dse.hardware.board import load_board
+
+    layers, image, model, x = traced(strided, clamped, images)
+    design, run = designed_run("small", layers, image, load_board(board), dtype, lanes=lanes, algorithm=algorithm,
+                               winograd_tile=tile, weight_ports=weight_ports, word=word,
+                               transform_cores=transform_cores, taps=taps, tap_rows=tap_rows)
+    return layers, design, run, model, x
+
+
+def designed_run(name, layers, image, board, dtype, **options):
+    """Traced ``layers`` (``trace_chain``) on the batch ``image`` as the explorer designs the network kernel for a
+    run of that batch on ``board`` (``options``: ``explore_network``'s), and their run through it (``NetworkRun``,
+    quantised where int8, an image's layers once an image: ``per_image``): (the design, the run)."""
     from dataclasses import replace
 
     from cost_models.fpga_network_design import explore_network
     from cost_models.fpga_network_units import batched
-    from hetero_dse.hardware.board import load_board
     from hetero_dse.hls.network_run import NetworkRun, RunLayer, per_image, quantized
     from hetero_dse.model.chain import NETWORK_INPUT
 
-    layers, image, model, x = traced(strided, clamped, images)
-    design = explore_network(batched([(layer.shape, 1) for layer in layers], images), load_board(board), dtype,
-                             lanes=lanes, algorithm=algorithm, winograd_tile=tile, weight_ports=weight_ports,
-                             word=word, transform_cores=transform_cores, taps=taps, tap_rows=tap_rows)
+    images = image.shape[0]
+    design = explore_network(batched([(layer.shape, 1) for layer in layers], images), board, dtype, **options)
     design = replace(design, images=images)
 
     def tensor(i):
         return None if i is None else ("input:x" if i == NETWORK_INPUT else f"layer:{i}")
 
-    run = NetworkRun("small", [RunLayer(p, layer.weight, layer.bias, tensor(layer.source), tensor(layer.residual),
-                                        layer.activation, layer.reference, layer.flatten)
-                               for p, layer in zip(design.layers, layers, strict=True)], {"x": image}, "torch")
-    return layers, design, per_image(quantized(run, design), images), model, x
+    run = NetworkRun(name, [RunLayer(p, layer.weight, layer.bias, tensor(layer.source), tensor(layer.residual),
+                                     layer.activation, layer.reference, layer.flatten)
+                            for p, layer in zip(design.layers, layers, strict=True)], {"x": image}, "torch")
+    return design, per_image(quantized(run, design), images)
 
 
 def retiled(design, run, column=False):

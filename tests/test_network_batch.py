@@ -22,7 +22,7 @@ from hetero_dse.hls.network_lint import lint_network
 from hetero_dse.hls.network_project import check_trips, write_network_project
 from hetero_dse.hls.network_run import per_image
 from hetero_dse.model.layer_shape import LayerShape
-from small_net import small_design
+from small_net import designed_run, small_design
 
 torch = pytest.importorskip("torch")
 
@@ -88,23 +88,10 @@ def test_the_small_network_runs_a_batch_of_two_through_the_kernel_against_torch(
 
 def _designed(model, x, dtype="float32"):
     """``model`` traced on the batch ``x`` and designed for a run of it on zcu102 (as ``small_design``)."""
-    from cost_models.fpga_network_design import explore_network
-    from hetero_dse.hls.network_run import NetworkRun, RunLayer, quantized
-    from hetero_dse.model.chain import NETWORK_INPUT, trace_chain
+    from hetero_dse.model.chain import trace_chain
 
-    images = x.shape[0]
     layers, image = trace_chain(model.eval(), x)
-    design = explore_network(batched([(layer.shape, 1) for layer in layers], images), load_board("zcu102"), dtype,
-                             lanes=(4, 8), algorithm="direct")
-    design = replace(design, images=images)
-
-    def tensor(i):
-        return None if i is None else ("input:x" if i == NETWORK_INPUT else f"layer:{i}")
-
-    run = NetworkRun("batch", [RunLayer(p, layer.weight, layer.bias, tensor(layer.source), tensor(layer.residual),
-                                        layer.activation, layer.reference, layer.flatten)
-                               for p, layer in zip(design.layers, layers, strict=True)], {"x": image}, "torch")
-    return design, per_image(quantized(run, design), images)
+    return designed_run("batch", layers, image, load_board("zcu102"), dtype, lanes=(4, 8), algorithm="direct")
 
 
 @needs_gxx

@@ -146,29 +146,24 @@ def check_kernel_set(directory: Path, add: Any) -> None:
 
 
 def _check_banks(directory: Path, lines: list[str], capacity: float, add: Any) -> None:
-    """What every kernel's host allocates on each bank (its buffers' sizes from its data/) within the bank."""
-    load: dict[int, float] = defaultdict(float)
+    """What every kernel's host allocates on each bank (``port_bytes``, on the banks the link file's ``sp`` lines
+    give its units' ports) within the bank."""
+    from hetero_dse.hls.network_lint_links import SP_LINE, bank_load, port_bytes
+
+    placed: dict[tuple[str, str], tuple[int, int]] = {}
+    for line in lines:
+        m = SP_LINE.match(line.removeprefix("sp="))
+        if m:
+            placed[m.group(1), m.group(2)] = (int(m.group(4)), int(m.group(5) or m.group(4)))
+    sizes: dict[str, dict[str, int]] = {}
     for kernel in json.loads((directory / SET_FILE).read_text())["kernels"]:
-        data = directory / kernel["top"] / "data"
-        try:
-            sizes = {"table": (data / "table.bin").stat().st_size, "params": (data / "params.bin").stat().st_size,
-                     "arena": (data / "arena.bin").stat().st_size, "weights": (data / "weights.bin").stat().st_size}
-        except OSError:
+        units = {u for u, _ in placed if u.startswith(kernel["top"] + "_")}
+        buffers = port_bytes(directory / kernel["top"], sorted({p for u, p in placed if u in units}))
+        if buffers is None:
             add("links", f"{kernel['top']}/data", "its buffers' files are missing: the banks' load is not counted")
             continue
-        ports = defaultdict(list)
-        for line in lines:
-            m = re.match(r"sp=(\w+)\.(\w+):\w+\[(\d+)(?::(\d+))?\]$", line)
-            if m and m.group(1).startswith(kernel["top"] + "_"):
-                ports[m.group(2)].append(int(m.group(3)))
-        weights = [p for p in ports if p.startswith("wgt")]
-        halves = [p for p in ports if p.startswith("act_in")]
-        for port, banks in ports.items():
-            size = (sizes["weights"] / max(1, len(weights)) if port in weights else sizes["arena"] / max(1, len(halves))
-                    if port in halves else sizes.get(port, 0))
-            for bank in banks:
-                load[bank] += size
-    for bank, used in sorted(load.items()):
+        sizes |= {u: {p: n for p, n in buffers.items() if (u, p) in placed} for u in units}
+    for bank, used in sorted(bank_load(placed, sizes, capacity).items()):
         if used > capacity:
             add("links", "connectivity.cfg", f"bank {bank} holds {used / 1e6:.1f} MB of the kernels' buffers; it has "
                                              f"{capacity / 1e6:.1f} MB")

@@ -25,9 +25,9 @@ from cost_models.fpga_slrs import slr_room
 from hetero_dse.errors import HeteroDSEError
 from hetero_dse.hardware.board import RESOURCE_KINDS, Board, Memory, load_board
 
-__all__ = ["check_links"]
+__all__ = ["SP_LINE", "bank_load", "check_links", "port_bytes"]
 
-_SP = re.compile(r"(\w+)\.(\w+):(\w+)\[(\d+)(?::(\d+))?\]$")
+SP_LINE = re.compile(r"(\w+)\.(\w+):(\w+)\[(\d+)(?::(\d+))?\]$")
 
 
 def check_links(project: Path, record: dict[str, Any], arguments: list[str], m_axi: set[str], add: Any) -> None:
@@ -58,7 +58,7 @@ def check_links(project: Path, record: dict[str, Any], arguments: list[str], m_a
     kind = memory.connectivity or "DDR"
     placed: dict[tuple[str, str], tuple[int, int]] = {}
     for sp in sps:
-        m = _SP.match(sp)
+        m = SP_LINE.match(sp)
         if not m:
             add("links", where, f"sp={sp}: not INSTANCE.PORT:{kind}[BANK] or {kind}[FIRST:LAST]")
             continue
@@ -175,24 +175,43 @@ def _check_model(project: Path, memory: Memory, names: list[str], ports: list[st
                 add("links", "connectivity.cfg", f"{unit}.{p} on [{first}{f':{last}' if last != first else ''}]: "
                                                  f"the model places it on {bank}, and charges that bank's bandwidth")
     # what the host allocates on each bank: the table, the arena's parts, each weight port's part, the parameters
+    sizes = port_bytes(project, ports)
+    if sizes is None:
+        return  # the data's own check (the C-simulation's) says what is missing
+    load = bank_load(placed, dict.fromkeys(names, sizes), bank_bytes(memory))
+    for b, used in sorted(load.items()):
+        if used > bank_bytes(memory):
+            add("links", "connectivity.cfg", f"bank {b} holds {used / 1e6:.1f} MB of the host's buffers; it has "
+                                             f"{bank_bytes(memory) / 1e6:.1f} MB")
+
+
+def port_bytes(project: Path, ports: list[str]) -> dict[str, int] | None:
+    """What the host allocates for each of a network project's m_axi ``ports`` (its buffers' sizes from data/):
+    the table, the parameters, each of the arena's parts (on its ``act_in`` ports: a part's other streams share
+    that buffer) and each weight port's part of the weights; None where a file is missing."""
     data = project / "data"
     try:
         sizes = {"table": (data / "table.bin").stat().st_size, "params": (data / "params.bin").stat().st_size}
         arena, wgt = (data / "arena.bin").stat().st_size, (data / "weights.bin").stat().st_size
     except OSError:
-        return  # the data's own check (the C-simulation's) says what is missing
+        return None
     halves = [p for p in ports if p.startswith("act_in")]
-    sizes |= {p: arena // len(halves) for p in halves} | {p: wgt // len(weights) for p in weights}
+    weights = [p for p in ports if p.startswith("wgt")]
+    return sizes | {p: arena // len(halves) for p in halves} | {p: wgt // len(weights) for p in weights}
+
+
+def bank_load(placed: dict[tuple[str, str], tuple[int, int]], sizes: dict[str, dict[str, int]], capacity: float
+              ) -> dict[int, float]:
+    """The bytes on each bank: each unit's buffers (``sizes[unit]``, ``port_bytes``) on the banks its ports are
+    connected to (``placed``: (unit, port) -> its first and last bank), a range's buffer filled from its first bank
+    on, ``capacity`` a bank at a time."""
     load: dict[int, float] = defaultdict(float)
-    for unit in names:
-        for p, size in sizes.items():
+    for unit, buffers in sizes.items():
+        for p, size in buffers.items():
             first, last = placed[unit, p]
-            for b in range(first, last + 1):  # a range's buffer filled from its first bank on, a bank at a time
-                load[b] += min(bank_bytes(memory), max(0, size - (b - first) * bank_bytes(memory)))
-    for b, used in sorted(load.items()):
-        if used > bank_bytes(memory):
-            add("links", "connectivity.cfg", f"bank {b} holds {used / 1e6:.1f} MB of the host's buffers; it has "
-                                             f"{bank_bytes(memory) / 1e6:.1f} MB")
+            for b in range(first, last + 1):
+                load[b] += min(capacity, max(0, size - (b - first) * capacity))
+    return load
 
 
 def _check_double(project: Path, names: list[str], arguments: list[str],
